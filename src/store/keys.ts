@@ -1,0 +1,101 @@
+import type { RuRef } from '../model/types.ts';
+
+/**
+ * Key layout under a configurable prefix, so several clusters can share one etcd.
+ *
+ *   <p>servers/<id>            server record (lease-bound to its monitor when one runs)
+ *   <p>rus/<server>/<idx>      RU record: free, or occupant with its caused vector and priority
+ *   <p>epochs/<server>         rewritten by every change of occupancy on the server: the
+ *                              `server` conflict scope compares its mod revision
+ *   <p>jobs/<id>               job spec and state
+ *   <p>tasks/<job>/<idx>       task record
+ *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
+ *   <p>owners/<job>            lease-bound to the agent that owns the job
+ *   <p>decisions/<job>         what the agent decided and why (for `explain`)
+ */
+export class Keys {
+  readonly prefix: string;
+
+  constructor(prefix = '/tarcil/default/') {
+    this.prefix = prefix.endsWith('/') ? prefix : `${prefix}/`;
+  }
+
+  servers(): string {
+    return `${this.prefix}servers/`;
+  }
+  server(id: string): string {
+    return `${this.prefix}servers/${id}`;
+  }
+  rus(): string {
+    return `${this.prefix}rus/`;
+  }
+  serverRus(server: string): string {
+    return `${this.prefix}rus/${server}/`;
+  }
+  ru(ref: RuRef): string {
+    return `${this.prefix}rus/${ref.server}/${pad(ref.index, 3)}`;
+  }
+  epochs(): string {
+    return `${this.prefix}epochs/`;
+  }
+  epoch(server: string): string {
+    return `${this.prefix}epochs/${server}`;
+  }
+  jobs(): string {
+    return `${this.prefix}jobs/`;
+  }
+  job(id: string): string {
+    return `${this.prefix}jobs/${id}`;
+  }
+  tasks(job: string): string {
+    return `${this.prefix}tasks/${job}/`;
+  }
+  allTasks(): string {
+    return `${this.prefix}tasks/`;
+  }
+  task(job: string, index: number): string {
+    return `${this.prefix}tasks/${job}/${pad(index, 6)}`;
+  }
+  queue(): string {
+    return `${this.prefix}queue/`;
+  }
+  /** Higher priority sorts first: the priority is stored inverted. */
+  queueEntry(priority: number, seq: number, job: string): string {
+    return `${this.prefix}queue/${pad(999 - clampPriority(priority), 3)}/${pad(seq, 16)}/${job}`;
+  }
+  owners(): string {
+    return `${this.prefix}owners/`;
+  }
+  owner(job: string): string {
+    return `${this.prefix}owners/${job}`;
+  }
+  decision(job: string): string {
+    return `${this.prefix}decisions/${job}`;
+  }
+
+  /** Parses `rus/<server>/<idx>`; undefined for any other key. */
+  parseRu(key: string): RuRef | undefined {
+    const base = this.rus();
+    if (!key.startsWith(base)) return undefined;
+    const rest = key.slice(base.length);
+    const slash = rest.lastIndexOf('/');
+    if (slash <= 0) return undefined;
+    const index = Number(rest.slice(slash + 1));
+    if (!Number.isInteger(index)) return undefined;
+    return { server: rest.slice(0, slash), index };
+  }
+  /** The id after a collection prefix (`servers/`, `epochs/`, `jobs/`, ...). */
+  tail(collection: string, key: string): string | undefined {
+    return key.startsWith(collection) ? key.slice(collection.length) : undefined;
+  }
+}
+
+export const MAX_PRIORITY = 999;
+
+function clampPriority(p: number): number {
+  return Math.max(0, Math.min(MAX_PRIORITY, Math.round(p)));
+}
+
+function pad(n: number, width: number): string {
+  return String(n).padStart(width, '0');
+}

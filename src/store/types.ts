@@ -1,0 +1,123 @@
+/**
+ * The ClusterStore: the small part of etcd's v3 API the scheduler relies on. Two
+ * implementations, EtcdStore (etcd3 package) and MemoryStore (embedded), share one contract test
+ * suite (test/store/contract.ts); a behaviour only one of them has is a bug.
+ *
+ * Semantics follow etcd v3:
+ * - one global revision, incremented once per successful write transaction (a txn with several
+ *   puts bumps it once; a txn or delete that changes nothing does not bump it);
+ * - each key carries createRevision, modRevision and version (number of writes since creation);
+ *   a missing key compares as createRevision = modRevision = version = 0 and value '';
+ * - a watch from revision r delivers, in order, every event with revision >= r, grouped by
+ *   revision; if r is at or below the compacted revision the watch fails with code COMPACTED;
+ * - a key attached to a lease is deleted when the lease expires or is revoked.
+ */
+
+export interface KeyValue {
+  key: string;
+  value: string;
+  createRevision: number;
+  modRevision: number;
+  version: number;
+  /** Lease id, '0' when none (etcd's convention). */
+  lease: string;
+}
+
+export interface RangeResult {
+  /** The store revision at which the range was read. */
+  revision: number;
+  kvs: KeyValue[];
+}
+
+export type CompareOp = '==' | '!=' | '<' | '>';
+
+export type Compare =
+  | { key: string; target: 'mod' | 'create' | 'version'; op: CompareOp; value: number }
+  | { key: string; target: 'value'; op: '==' | '!='; value: string }
+  | { key: string; target: 'lease'; op: '==' | '!='; value: string };
+
+export type Op =
+  | { type: 'put'; key: string; value: string; lease?: string }
+  | { type: 'delete'; key: string; prefix?: boolean }
+  | { type: 'get'; key: string; prefix?: boolean };
+
+export interface TxnRequest {
+  compare: Compare[];
+  success: Op[];
+  failure?: Op[];
+}
+
+export interface TxnResult {
+  succeeded: boolean;
+  /** Store revision after the transaction (unchanged if it wrote nothing). */
+  revision: number;
+  /** One entry per op of the branch taken: the keys read for 'get', null for put/delete. */
+  responses: Array<KeyValue[] | null>;
+}
+
+export interface WatchEvent {
+  type: 'put' | 'delete';
+  /** For a delete: key, modRevision = the delete's revision, value ''. */
+  kv: KeyValue;
+}
+
+export interface WatchBatch {
+  revision: number;
+  events: WatchEvent[];
+}
+
+export interface WatchOptions {
+  /** Every key starting with this string. */
+  prefix: string;
+  /** First revision to deliver (inclusive), normally range revision + 1. */
+  fromRevision: number;
+  onEvents(batch: WatchBatch): void;
+  /**
+   * The watch has ended and will deliver nothing more: code COMPACTED (history gone, re-list),
+   * CANCELLED (the server cancelled it) or UNAVAILABLE. The caller re-lists and re-watches.
+   */
+  onError(err: import('../util/errors.ts').TarcilError): void;
+}
+
+export interface WatchHandle {
+  close(): Promise<void>;
+}
+
+export interface Lease {
+  /** Decimal string: etcd lease ids are int64. */
+  readonly id: string;
+  readonly ttlSeconds: number;
+  /** Registers a callback run once if the lease is lost (expired or keepalive failed). */
+  onLost(cb: (err: Error) => void): void;
+  /** Refreshes the TTL once (tests; live leases keep themselves alive). */
+  keepAliveOnce(): Promise<void>;
+  /** Revokes the lease, deleting its keys. Idempotent. */
+  revoke(): Promise<void>;
+  /** Stops the keepalive without revoking (the keys live until the TTL runs out). */
+  release(): void;
+}
+
+export interface LeaseOptions {
+  /** Keep the lease alive in the background until revoked or released (default true). */
+  keepAlive?: boolean;
+}
+
+export interface ClusterStore {
+  readonly kind: 'memory' | 'etcd';
+  /** Most operations one transaction branch or compare list may hold (etcd --max-txn-ops). */
+  readonly maxTxnOps: number;
+
+  get(key: string): Promise<KeyValue | undefined>;
+  /** All keys with this prefix, sorted by key, read at one revision. */
+  range(prefix: string, opts?: { limit?: number }): Promise<RangeResult>;
+  put(key: string, value: string, opts?: { lease?: string }): Promise<number>;
+  /** Returns the number of keys deleted. */
+  delete(key: string, opts?: { prefix?: boolean }): Promise<number>;
+  txn(req: TxnRequest): Promise<TxnResult>;
+  watch(opts: WatchOptions): Promise<WatchHandle>;
+  grantLease(ttlSeconds: number, opts?: LeaseOptions): Promise<Lease>;
+  /** Current revision (a cheap read). */
+  revision(): Promise<number>;
+  compact(revision: number): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,41 @@
+/**
+ * The few named errors of the project. Each has a stable `code`; the API edge maps codes to gRPC
+ * status (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...), nothing inside the core does.
+ */
+export type ErrorCode =
+  | 'INVALID_ARGUMENT' // bad job spec, profile, flag or file; `field` names what is wrong
+  | 'NOT_FOUND'
+  | 'CONFLICT' // an optimistic commit lost a race
+  | 'UNAVAILABLE' // the store or a peer cannot be reached
+  | 'COMPACTED' // a watch asked for history that was compacted away
+  | 'CANCELLED'
+  | 'TOO_MANY_OPS' // a transaction exceeds the store's operation limit
+  | 'LEASE_NOT_FOUND'
+  | 'CLOSED'
+  | 'INTERNAL';
+
+export class TarcilError extends Error {
+  readonly code: ErrorCode;
+  readonly field: string | undefined;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { cause?: unknown; field?: string; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'TarcilError';
+    this.code = code;
+    this.field = opts.field;
+    this.details = opts.details;
+  }
+}
+
+export function invalid(field: string, rule: string, details?: Record<string, unknown>): TarcilError {
+  return new TarcilError('INVALID_ARGUMENT', `${field}: ${rule}`, details ? { field, details } : { field });
+}
+
+export function isTarcilError(e: unknown, code?: ErrorCode): e is TarcilError {
+  return e instanceof TarcilError && (code === undefined || e.code === code);
+}

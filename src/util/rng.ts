@@ -1,0 +1,46 @@
+import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
+import type { RandomGenerator } from 'pure-rand/types/RandomGenerator';
+
+/** Seeded randomness, injected so that a run with the same seed gives the same numbers. */
+export interface Rng {
+  /** Uniform in [0, 1). */
+  next(): number;
+  /** Uniform integer in [0, n). */
+  int(n: number): number;
+  /** An independent stream derived from this one (for per-agent or per-component streams). */
+  fork(): Rng;
+}
+
+const TWO_32 = 4294967296;
+
+export class SeededRng implements Rng {
+  private readonly g: RandomGenerator;
+
+  constructor(seed: number) {
+    this.g = xoroshiro128plus(seed | 0);
+  }
+  next(): number {
+    // Two 32-bit draws give 53 bits of mantissa, like Math.random().
+    const hi = (this.g.next() >>> 0) >>> 5; // 27 bits
+    const lo = (this.g.next() >>> 0) >>> 6; // 26 bits
+    return (hi * 67108864 + lo) / 9007199254740992;
+  }
+  int(n: number): number {
+    if (n <= 0) return 0;
+    return Math.floor(this.next() * n);
+  }
+  fork(): Rng {
+    return new SeededRng(this.g.next() ^ 0x5bd1e995);
+  }
+}
+
+/** For live components that want unpredictable draws; still behind the Rng interface. */
+export function randomSeed(): number {
+  return Math.floor(Math.random() * TWO_32) | 0;
+}
+
+/** Fisher-Yates partial shuffle helpers live in sampling; this one is for small utilities. */
+export function pick<T>(rng: Rng, items: readonly T[]): T | undefined {
+  if (items.length === 0) return undefined;
+  return items[rng.int(items.length)];
+}
