@@ -17,7 +17,11 @@ export class SeededRng implements Rng {
   private readonly g: RandomGenerator;
 
   constructor(seed: number) {
-    this.g = xoroshiro128plus(seed | 0);
+    // xoroshiro128plus seeded with nearby small integers starts with correlated outputs (seeds
+    // 0..5 all begin near 1.0): scramble the seed with the murmur3 finaliser and discard a warm-up
+    // so that agents seeded 1, 2, 3 draw independent-looking streams.
+    this.g = xoroshiro128plus(scramble(seed));
+    for (let i = 0; i < 16; i++) this.g.next();
   }
   next(): number {
     // Two 32-bit draws give 53 bits of mantissa, like Math.random().
@@ -32,6 +36,16 @@ export class SeededRng implements Rng {
   fork(): Rng {
     return new SeededRng(this.g.next() ^ 0x5bd1e995);
   }
+}
+
+function scramble(seed: number): number {
+  let h = seed | 0;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h | 0;
 }
 
 /** For live components that want unpredictable draws; still behind the Rng interface. */

@@ -1,0 +1,10 @@
+export { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
+export {
+  AdmissionState,
+  erlangQuantile,
+  type AdmissionOptions,
+  type AdmissionVerdict,
+  type BucketSnapshot,
+  type FreeFraction,
+  type WaitEstimate,
+} from './state.ts';

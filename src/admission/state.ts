@@ -1,0 +1,427 @@
+/**
+ * Admission control (Tarcil §4): coarse, incrementally maintained counters that say in O(buckets)
+ * whether a job is likely to find acceptable RUs now, and if not, how long it should wait.
+ *
+ * Everything here is fed by {@link AdmissionState.updateRu}, called off the scheduling path when an
+ * RU's occupancy or its neighbourhood changes; the questions (verdict, estimateF) cost
+ * O(buckets · N) and never look at individual RUs.
+ */
+import { mean as ssMean, sampleStandardDeviation } from 'simple-statistics';
+import type { Clock } from '../util/clock.ts';
+import { invalid } from '../util/errors.ts';
+import { scoreRu, type JobTarget } from '../quality/index.ts';
+import { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
+
+export interface AdmissionOptions {
+  /** Number of LSH buckets (default 20, paper §4). */
+  buckets?: number;
+  /** Seed of the LSH hyperplanes; agents that share a seed bucket alike. */
+  seed?: number;
+  clock: Clock;
+  /** How far back free events count (default 2 h, paper §4). */
+  historyWindowMs?: number;
+  /** Most free events kept per bucket (default 4096); the oldest go first. */
+  historyMax?: number;
+  /** The wait estimate is the time by which the RUs are free with this probability (default 0.9). */
+  waitQuantile?: number;
+  /** Admit outright only with this much headroom: acceptable free ≥ needed × margin (default 1.25). */
+  margin?: number;
+  /** Finer LSH settings (direction bits, band edges, centre); `buckets` and `seed` above win. */
+  lsh?: Omit<LshOptions, 'buckets' | 'seed'>;
+}
+
+export interface AdmissionVerdict {
+  action: 'admit' | 'queue' | 'best-effort';
+  /** One sentence for `tarcil explain`. */
+  reason: string;
+  /** Acceptable buckets that hold free RUs now. */
+  buckets: number[];
+  acceptableFree: number;
+  totalFree: number;
+  needed: number;
+  estimateMs?: number;
+  boundMs?: number;
+  /** acceptableFree / totalFree: the acceptable fraction that sizes the sample. */
+  f: number;
+}
+
+export interface FreeFraction {
+  f: number;
+  acceptableFree: number;
+  totalFree: number;
+  buckets: number[];
+}
+
+export interface WaitEstimate {
+  /** Time by which k more acceptable RUs are free with probability waitQuantile (Infinity: no history). */
+  estimateMs: number;
+  /** k·μ + 2·√k·σ of the observed inter-free times (Infinity: no history). */
+  boundMs: number;
+  /** Inter-free intervals behind μ and σ. */
+  samples: number;
+}
+
+export interface BucketSnapshot extends BucketInfo {
+  free: number;
+  total: number;
+  /** Mean contention of the bucket's free RUs (null when none is free). */
+  mean: number[] | null;
+  /** Free events in the sliding window. */
+  history: number;
+}
+
+/**
+ * Contention is stored in fixed point (2^-20 steps) so the per-bucket sums are exact integers:
+ * thousands of add/subtract cycles on means like 33.333… would otherwise drift, and the sums would
+ * stop matching a recount. The quantisation (1e-6) is far below the integer rounding of eq. 1.
+ */
+const FIXED = 1 << 20;
+
+interface RuEntry {
+  bucket: number;
+  free: boolean;
+  q: Int32Array;
+}
+
+/** A sorted ring of timestamps with a size cap and a time window. */
+class FreeHistory {
+  private readonly buf: Float64Array;
+  private head = 0; // index of the oldest
+  private len = 0;
+
+  constructor(cap: number) {
+    this.buf = new Float64Array(cap);
+  }
+  push(t: number): void {
+    const cap = this.buf.length;
+    if (this.len === cap) {
+      this.head = (this.head + 1) % cap;
+      this.len--;
+    }
+    // Clocks that step back (wall time) would break the sorted order the merge relies on.
+    const last = this.len > 0 ? (this.buf[(this.head + this.len - 1) % cap] as number) : -Infinity;
+    this.buf[(this.head + this.len) % cap] = t < last ? last : t;
+    this.len++;
+  }
+  prune(before: number): void {
+    const cap = this.buf.length;
+    while (this.len > 0 && (this.buf[this.head] as number) < before) {
+      this.head = (this.head + 1) % cap;
+      this.len--;
+    }
+  }
+  get length(): number {
+    return this.len;
+  }
+  appendTo(out: number[]): void {
+    const cap = this.buf.length;
+    for (let i = 0; i < this.len; i++) out.push(this.buf[(this.head + i) % cap] as number);
+  }
+}
+
+class Bucket {
+  free = 0;
+  total = 0;
+  /** Σ over free RUs of the fixed-point contention (exact integers in doubles). */
+  readonly sumFree: Float64Array;
+  /** Σ over all RUs, for the representative vector of a bucket with nothing free. */
+  readonly sumAll: Float64Array;
+  /** The last mean seen while the bucket held RUs, for buckets that have since emptied. */
+  readonly lastMean: Float64Array;
+  seen = false;
+  readonly history: FreeHistory;
+
+  constructor(n: number, historyMax: number) {
+    this.sumFree = new Float64Array(n);
+    this.sumAll = new Float64Array(n);
+    this.lastMean = new Float64Array(n);
+    this.history = new FreeHistory(historyMax);
+  }
+}
+
+/**
+ * Smallest x ≥ 0 with P[Poisson(x) ≥ k] ≥ q, i.e. the q-quantile of an Erlang(k, 1) (the time of
+ * the k-th event of a unit-rate Poisson process). P[Poisson(x) ≥ k] = 1 − Σ_{i<k} e^{-x} x^i / i!,
+ * summed in log space so large x and k neither underflow nor overflow; found by bisection on
+ * [0, k + 10√k + 10], which holds every quantile we ask for (q < 1 − 1e-12 is validated).
+ */
+export function erlangQuantile(k: number, q: number): number {
+  if (k <= 0) return 0;
+  if (k === 1) return -Math.log1p(-q);
+  const atLeastK = (x: number): number => {
+    if (x <= 0) return 0;
+    const lx = Math.log(x);
+    let logFact = 0;
+    let s = 0;
+    for (let i = 0; i < k; i++) {
+      if (i > 0) logFact += Math.log(i);
+      s += Math.exp(i * lx - x - logFact);
+    }
+    return 1 - s;
+  };
+  let lo = 0;
+  let hi = k + 10 * Math.sqrt(k) + 10;
+  for (let it = 0; it < 60 && hi - lo > 1e-9 * hi; it++) {
+    const mid = (lo + hi) / 2;
+    if (atLeastK(mid) >= q) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+function fmtMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '∞';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${(ms / 60_000).toFixed(1)} min`;
+}
+
+export class AdmissionState {
+  readonly lsh: ContentionLsh;
+  readonly historyWindowMs: number;
+  readonly historyMax: number;
+  readonly waitQuantile: number;
+  readonly margin: number;
+  private readonly clock: Clock;
+  private readonly n: number;
+  private readonly rus = new Map<string, RuEntry>();
+  private readonly bucketList: Bucket[];
+  private freeTotal = 0;
+  /** Reused by the per-bucket acceptability checks. */
+  private readonly scratch: number[];
+
+  constructor(opts: AdmissionOptions) {
+    const buckets = opts.buckets ?? DEFAULT_BUCKETS;
+    this.lsh = new ContentionLsh({ ...opts.lsh, buckets, ...(opts.seed === undefined ? {} : { seed: opts.seed }) });
+    this.clock = opts.clock;
+    this.historyWindowMs = opts.historyWindowMs ?? 2 * 60 * 60 * 1000;
+    this.historyMax = opts.historyMax ?? 4096;
+    this.waitQuantile = opts.waitQuantile ?? 0.9;
+    this.margin = opts.margin ?? 1.25;
+    if (!(this.historyWindowMs > 0)) throw invalid('historyWindowMs', 'must be > 0', { value: this.historyWindowMs });
+    if (!Number.isInteger(this.historyMax) || this.historyMax < 2) {
+      throw invalid('historyMax', 'must be an integer ≥ 2', { value: this.historyMax });
+    }
+    if (!(this.waitQuantile > 0 && this.waitQuantile < 1 - 1e-12)) {
+      throw invalid('waitQuantile', 'must be in (0, 1)', { value: this.waitQuantile });
+    }
+    if (!(this.margin >= 1) || !Number.isFinite(this.margin)) throw invalid('margin', 'must be ≥ 1', { value: this.margin });
+    this.n = this.lsh.dims;
+    this.bucketList = Array.from({ length: this.lsh.buckets }, () => new Bucket(this.n, this.historyMax));
+    this.scratch = new Array<number>(this.n).fill(0);
+  }
+
+  /**
+   * Records the current contention and state of an RU (null C: removed or down). O(N). A busy → free
+   * transition is a free event for the bucket the RU now falls in — that is where it can be found.
+   */
+  updateRu(key: string, C: readonly number[] | null, free: boolean): void {
+    const n = this.n;
+    if (C !== null && C.length !== n) throw invalid('C', `must have ${n} entries`, { key, length: C.length });
+    const prev = this.rus.get(key);
+    if (prev) this.detach(prev);
+    if (C === null) {
+      if (prev) this.rus.delete(key);
+      return;
+    }
+    const entry: RuEntry = prev ?? { bucket: 0, free, q: new Int32Array(n) };
+    for (let i = 0; i < n; i++) {
+      const v = C[i] as number;
+      entry.q[i] = v > 0 ? Math.round((v < 99 ? v : 99) * FIXED) : 0;
+    }
+    const wasBusy = prev !== undefined && !prev.free;
+    entry.bucket = this.lsh.bucketOf(C);
+    entry.free = free;
+    if (!prev) this.rus.set(key, entry);
+    this.attach(entry);
+    if (wasBusy && free) {
+      const b = this.bucketList[entry.bucket] as Bucket;
+      const now = this.clock.now();
+      b.history.prune(now - this.historyWindowMs);
+      b.history.push(now);
+    }
+  }
+
+  private detach(e: RuEntry): void {
+    const b = this.bucketList[e.bucket] as Bucket;
+    b.total--;
+    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) - (e.q[i] as number);
+    if (e.free) {
+      b.free--;
+      this.freeTotal--;
+      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) - (e.q[i] as number);
+    }
+    this.remember(b);
+  }
+
+  private attach(e: RuEntry): void {
+    const b = this.bucketList[e.bucket] as Bucket;
+    b.total++;
+    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) + (e.q[i] as number);
+    if (e.free) {
+      b.free++;
+      this.freeTotal++;
+      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) + (e.q[i] as number);
+    }
+    this.remember(b);
+  }
+
+  /** Keeps a representative vector for buckets that empty, so their history still counts. */
+  private remember(b: Bucket): void {
+    if (b.total === 0) return;
+    const [sum, count] = b.free > 0 ? [b.sumFree, b.free] : [b.sumAll, b.total];
+    for (let i = 0; i < this.n; i++) b.lastMean[i] = (sum[i] as number) / (count * FIXED);
+    b.seen = true;
+  }
+
+  totalFree(): number {
+    return this.freeTotal;
+  }
+
+  freeIn(bucket: number): number {
+    return this.bucketList[bucket]?.free ?? 0;
+  }
+
+  bucketOfRu(key: string): number | undefined {
+    return this.rus.get(key)?.bucket;
+  }
+
+  /** RUs known (free or busy). */
+  size(): number {
+    return this.rus.size;
+  }
+
+  private freeMeanInto(b: Bucket, out: number[]): number[] {
+    for (let i = 0; i < this.n; i++) out[i] = (b.sumFree[i] as number) / (b.free * FIXED);
+    return out;
+  }
+
+  /** Buckets with free RUs whose mean free-RU contention is acceptable for the job. */
+  acceptableBuckets(job: JobTarget): number[] {
+    const res: number[] = [];
+    this.bucketList.forEach((b, i) => {
+      if (b.free > 0 && scoreRu(this.freeMeanInto(b, this.scratch), job).acceptable) res.push(i);
+    });
+    return res;
+  }
+
+  /**
+   * Buckets whose RUs would be acceptable, free or not: the free mean where there is one, else the
+   * mean of the bucket's busy RUs, else the last mean seen. Their free events predict the wait.
+   */
+  private waitBuckets(job: JobTarget): number[] {
+    const res: number[] = [];
+    this.bucketList.forEach((b, i) => {
+      if (!b.seen) return;
+      const v = this.scratch;
+      if (b.free > 0) this.freeMeanInto(b, v);
+      else for (let j = 0; j < this.n; j++) v[j] = b.lastMean[j] as number;
+      if (scoreRu(v, job).acceptable) res.push(i);
+    });
+    return res;
+  }
+
+  /** The fraction of free RUs that sit in acceptable buckets: the f of the sample-size formula. */
+  estimateF(job: JobTarget): FreeFraction {
+    const buckets = this.acceptableBuckets(job);
+    let acceptableFree = 0;
+    for (const b of buckets) acceptableFree += (this.bucketList[b] as Bucket).free;
+    const totalFree = this.freeTotal;
+    return { f: totalFree > 0 ? acceptableFree / totalFree : 0, acceptableFree, totalFree, buckets };
+  }
+
+  /**
+   * How long until `needed` acceptable RUs are free. The free events of every bucket acceptable for
+   * the job are merged into one stream; its inter-free intervals give μ and σ. With k = needed −
+   * acceptableFree RUs still to come and frees modelled as a Poisson process of rate λ = 1/μ, the
+   * k-th free arrives by time t with probability P[Poisson(λt) ≥ k]; the estimate is the smallest t
+   * where that reaches waitQuantile (for k = 1: μ·ln(1/(1 − q)), 2.3 μ at q = 0.9) — the paper's
+   * "when the probability that an appropriate RU exists approaches 1".
+   *
+   * The bound generalises the paper's μ + 2σ, stated for one RU: the wait for k frees is a sum of k
+   * inter-free intervals, with mean kμ and, for independent intervals, standard deviation √k·σ, so
+   * bound = kμ + 2√k·σ. A job waits only if the estimate is below it (see verdict).
+   */
+  waitEstimate(job: JobTarget, needed: number): WaitEstimate {
+    if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
+    const { acceptableFree } = this.estimateF(job);
+    const k = needed - acceptableFree;
+    const now = this.clock.now();
+    const times: number[] = [];
+    for (const i of this.waitBuckets(job)) {
+      const h = (this.bucketList[i] as Bucket).history;
+      h.prune(now - this.historyWindowMs);
+      h.appendTo(times);
+    }
+    times.sort((a, b) => a - b);
+    const intervals: number[] = [];
+    for (let i = 1; i < times.length; i++) intervals.push((times[i] as number) - (times[i - 1] as number));
+    const samples = intervals.length;
+    if (samples === 0) return { estimateMs: k <= 0 ? 0 : Infinity, boundMs: Infinity, samples };
+    const mu = ssMean(intervals);
+    const sigma = samples >= 2 ? sampleStandardDeviation(intervals) : 0;
+    if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, samples };
+    const estimateMs = mu * erlangQuantile(k, this.waitQuantile);
+    const boundMs = k * mu + 2 * Math.sqrt(k) * sigma;
+    return { estimateMs, boundMs, samples };
+  }
+
+  /**
+   * Admit, queue, or place at best effort (paper §4 and §5.3):
+   * 1. enough acceptable RUs free, with headroom for concurrent agents (≥ needed × margin): admit;
+   * 2. priority above `bypassAbove`: admit anyway, high priority bypasses the queue;
+   * 3. the wait until the headroom is back is predictable and short (estimate < bound): queue;
+   * 4. otherwise place now on what there is, rather than queue without a useful end in sight.
+   * The wait is estimated for the frees that restore the admit condition (⌈needed × margin⌉ −
+   * acceptableFree of them), so a queued job is one that would be admitted when the wait is over.
+   */
+  verdict(job: JobTarget, needed: number, opts: { priority: number; bypassAbove: number }): AdmissionVerdict {
+    if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
+    const F = this.estimateF(job);
+    const base = { buckets: F.buckets, acceptableFree: F.acceptableFree, totalFree: F.totalFree, needed, f: F.f };
+    const want = Math.ceil(needed * this.margin - 1e-9);
+    const where = F.buckets.length > 0 ? `bucket${F.buckets.length > 1 ? 's' : ''} ${F.buckets.join(', ')}` : 'no bucket';
+    if (F.acceptableFree >= want) {
+      return {
+        action: 'admit',
+        reason: `${F.acceptableFree} acceptable free RUs (${where}) cover the ${needed} needed with margin ×${this.margin}`,
+        ...base,
+      };
+    }
+    const short = `only ${F.acceptableFree} of ${F.totalFree} free RUs are acceptable (${where}); ${want} wanted for ${needed} needed with margin ×${this.margin}`;
+    if (opts.priority > opts.bypassAbove) {
+      return { action: 'admit', reason: `${short}, but priority ${opts.priority} > ${opts.bypassAbove} bypasses the queue`, ...base };
+    }
+    const w = this.waitEstimate(job, want);
+    const timing = { estimateMs: w.estimateMs, boundMs: w.boundMs };
+    const k = want - F.acceptableFree;
+    if (w.estimateMs < w.boundMs) {
+      return {
+        action: 'queue',
+        reason: `${short}; ${k} more expected free within ${fmtMs(w.estimateMs)} (p=${this.waitQuantile}), under the bound ${fmtMs(w.boundMs)}: wait`,
+        ...base,
+        ...timing,
+      };
+    }
+    const why =
+      w.samples === 0
+        ? 'no recent free events in acceptable buckets to predict a wait'
+        : `expected wait ${fmtMs(w.estimateMs)} for ${k} more is not under the bound ${fmtMs(w.boundMs)}`;
+    return { action: 'best-effort', reason: `${short}; ${why}: placing now at best effort`, ...base, ...timing };
+  }
+
+  /** Per-bucket counters for `tarcil cluster` and `tarcil explain`. */
+  snapshot(): BucketSnapshot[] {
+    const now = this.clock.now();
+    return this.bucketList.map((b, i) => {
+      b.history.prune(now - this.historyWindowMs);
+      return {
+        ...this.lsh.describe(i),
+        free: b.free,
+        total: b.total,
+        mean: b.free > 0 ? this.freeMeanInto(b, new Array<number>(this.n)) : null,
+        history: b.history.length,
+      };
+    });
+  }
+}

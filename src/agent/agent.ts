@@ -1,0 +1,532 @@
+import { AdmissionState, type AdmissionVerdict } from '../admission/index.ts';
+import type { JobSpec, RuRef } from '../model/types.ts';
+import { jobTarget, type JobTarget } from '../quality/index.ts';
+import type { Pick } from '../sampling/batch.ts';
+import { ClusterState } from '../sampling/cluster-state.ts';
+import type { Keys } from '../store/keys.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { TarcilError } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
+import { AgentCache } from './cache.ts';
+import { DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
+import type { JobRecord, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
+
+export type ConflictScope = 'ru' | 'server';
+
+export interface AgentConfig extends CoreConfig {
+  conflictScope: ConflictScope;
+  /** Commit attempts for one chunk before the job goes back to admission. */
+  maxRetries: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** Admission buckets and history (paper: 20 buckets, 2 h). */
+  buckets: number;
+  historyWindowMs: number;
+  /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
+  recheckMs: number;
+}
+
+export const DEFAULT_AGENT_CONFIG: AgentConfig = {
+  ...DEFAULT_CORE_CONFIG,
+  conflictScope: 'ru',
+  maxRetries: 6,
+  backoffBaseMs: 1,
+  backoffMaxMs: 100,
+  buckets: 20,
+  historyWindowMs: 2 * 3600_000,
+  recheckMs: 1000,
+};
+
+/** One placed task, as reported to the caller and recorded for explanation. */
+export interface Placement {
+  task: number;
+  ru: RuRef;
+  Q: number;
+  acceptable: boolean;
+  score: number;
+  commitRevision: number;
+  preempted?: { job: string; task: number; priority: number };
+}
+
+/** Everything the agent decided about one job and why: what `tarcil explain` shows. */
+export interface DecisionRecord {
+  job: string;
+  agent: string;
+  target: number;
+  admission: AdmissionVerdict[];
+  samples: { R: number; f: number; candidates: number }[];
+  placements: Placement[];
+  conflicts: number;
+  retries: number;
+  /** Times the job went back to admission after exhausting retries or finding too few RUs. */
+  readmissions: number;
+  queuedMs: number;
+  /** Milliseconds in each stage, summed over attempts. */
+  stageMs: { admission: number; size: number; select: number; commit: number; queue: number };
+  startedAt: number;
+  finishedAt?: number;
+}
+
+export interface AgentOptions {
+  id: string;
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  config?: Partial<AgentConfig>;
+}
+
+/**
+ * A scheduling agent (paper §5.1): a cached copy of the shared state, the scheduling core, and an
+ * optimistic commit per decision. Any number of agents may share one store.
+ */
+export class SchedulingAgent {
+  readonly id: string;
+  readonly state = new ClusterState();
+  readonly admission: AdmissionState;
+  readonly cache: AgentCache;
+  readonly config: AgentConfig;
+  private readonly store: ClusterStore;
+  private readonly keys: Keys;
+  private readonly clock: Clock;
+  private readonly rng: Rng;
+  private readonly log: Logger;
+  private readonly core: CoreContext;
+  private commitSeq = 0;
+  private closed = false;
+  /** Counters for metrics and benchmarks. */
+  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0 };
+
+  constructor(opts: AgentOptions) {
+    this.id = opts.id;
+    this.store = opts.store;
+    this.keys = opts.keys;
+    this.clock = opts.clock;
+    this.rng = opts.rng;
+    this.log = opts.log.child({ agent: opts.id });
+    this.config = { ...DEFAULT_AGENT_CONFIG, ...opts.config };
+    this.admission = new AdmissionState({
+      buckets: this.config.buckets,
+      clock: this.clock,
+      historyWindowMs: this.config.historyWindowMs,
+      seed: 0x7a3c11,
+    });
+    wireAdmission(this.state, this.admission);
+    this.cache = new AgentCache({ store: this.store, keys: this.keys, state: this.state, clock: this.clock, log: this.log });
+    this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
+  }
+
+  /** Largest number of placements one transaction can carry under the store's op limit. */
+  get picksPerTxn(): number {
+    // success branch: RU + task per pick, an epoch per server (≤ one per pick), plus the job and
+    // decision records on the last chunk.
+    return Math.max(1, Math.floor((this.store.maxTxnOps - 2) / 3));
+  }
+
+  async start(): Promise<void> {
+    await this.cache.start();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.cache.close();
+  }
+
+  /**
+   * Places the given tasks of a job (all of them by default). Resolves when every task is placed;
+   * a job is never dropped: failed commits resample, exhausted retries go back to admission.
+   */
+  async schedule(job: JobSpec, taskIndices?: number[]): Promise<DecisionRecord> {
+    const target = jobTarget(job.profile.caused);
+    const rec: DecisionRecord = {
+      job: job.id,
+      agent: this.id,
+      target: target.T,
+      admission: [],
+      samples: [],
+      placements: [],
+      conflicts: 0,
+      retries: 0,
+      readmissions: 0,
+      queuedMs: 0,
+      stageMs: { admission: 0, size: 0, select: 0, commit: 0, queue: 0 },
+      startedAt: this.clock.now(),
+    };
+    const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);
+    const gangSize = pending.length;
+    if (job.mode === 'gang') {
+      const capacity = this.eligibleCapacity(job);
+      if (gangSize > capacity) {
+        throw new TarcilError('INVALID_ARGUMENT', `tasks: a gang of ${gangSize} tasks exceeds the ${capacity} RUs eligible for it`, {
+          field: 'tasks',
+        });
+      }
+    }
+    if (job.mode === 'gang' && gangSize > this.picksPerTxn) {
+      await this.scheduleGangReserved(job, target, pending, rec);
+    } else {
+      await this.scheduleIncremental(job, target, pending, rec, job.mode === 'gang');
+    }
+    rec.finishedAt = this.clock.now();
+    return rec;
+  }
+
+  private async scheduleIncremental(
+    job: JobSpec,
+    target: JobTarget,
+    pending: number[],
+    rec: DecisionRecord,
+    allAtOnce: boolean,
+  ): Promise<void> {
+    let admitted = false;
+    const queueStart = this.clock.now();
+    while (pending.length > 0) {
+      this.assertOpen();
+      if (!admitted) {
+        admitted = await this.admit(job, target, pending.length, rec, queueStart);
+      }
+      const chunk = pending.slice(0, this.picksPerTxn);
+      const placed = await this.commitChunk(job, target, chunk, rec, allAtOnce, pending.length === chunk.length);
+      if (placed.length > 0) {
+        const done = new Set(placed);
+        for (let i = pending.length - 1; i >= 0; i--) if (done.has(pending[i] as number)) pending.splice(i, 1);
+        continue;
+      }
+      // Nothing placed: too few eligible RUs, or retries exhausted. Back to admission, then wait
+      // for an RU to free up (or the recheck interval) before trying again.
+      rec.readmissions++;
+      this.stats.readmissions++;
+      admitted = false;
+      await this.waitForCapacity(rec);
+    }
+  }
+
+  /**
+   * Admission control: queue while acceptable RUs are scarce and the estimated wait is below its
+   * bound; never longer than the job's maxQueueMs. The durable queue entry lets another agent see
+   * (and, with ownership, adopt) the waiting job.
+   */
+  private async admit(job: JobSpec, target: JobTarget, needed: number, rec: DecisionRecord, since: number): Promise<boolean> {
+    if (!this.config.admission) return true;
+    let queueKey: string | undefined;
+    try {
+      for (;;) {
+        const t0 = this.clock.monotonic();
+        const verdict = this.admission.verdict(target, needed, { priority: job.priority, bypassAbove: this.config.bypassAbove });
+        rec.stageMs.admission += this.clock.monotonic() - t0;
+        const waited = this.clock.now() - since;
+        rec.admission.push(verdict);
+        // Keep the first verdict and the latest ones: enough to explain a long wait.
+        if (rec.admission.length > 20) rec.admission.splice(1, 1);
+        if (verdict.action !== 'queue' || waited >= job.maxQueueMs) return true;
+        if (!queueKey) {
+          queueKey = this.keys.queueEntry(job.priority, this.clock.now(), job.id);
+          await this.store.put(queueKey, JSON.stringify({ job: job.id, agent: this.id, needed, since }));
+        }
+        const wait = Math.min(verdict.estimateMs ?? this.config.recheckMs, job.maxQueueMs - waited, this.config.recheckMs);
+        const q0 = this.clock.now();
+        await this.waitFreed(Math.max(1, wait));
+        rec.queuedMs += this.clock.now() - q0;
+        rec.stageMs.queue += this.clock.now() - q0;
+      }
+    } finally {
+      if (queueKey) await this.store.delete(queueKey);
+    }
+  }
+
+  private async waitForCapacity(rec: DecisionRecord): Promise<void> {
+    const q0 = this.clock.now();
+    await this.waitFreed(this.config.recheckMs);
+    rec.stageMs.queue += this.clock.now() - q0;
+  }
+
+  private waitFreed(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.clock.setTimer(ms, () => {
+        off();
+        resolve();
+      });
+      const off = this.cache.onFreed(() => {
+        timer.cancel();
+        off();
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * Selects and commits one chunk of tasks; retries conflicts with a fresh draw and exponential
+   * backoff. Returns the task indices placed (empty: go back to admission).
+   */
+  private async commitChunk(
+    job: JobSpec,
+    target: JobTarget,
+    chunk: number[],
+    rec: DecisionRecord,
+    allOrNothing: boolean,
+    lastChunk: boolean,
+  ): Promise<number[]> {
+    for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
+      this.assertOpen();
+      if (attempt > 0) {
+        rec.retries++;
+        await this.clock.sleep(this.backoff(attempt));
+      }
+      const d = decide(this.core, job, target, chunk.length, this.config, { skipAdmission: true });
+      rec.stageMs.size += d.stageUs.size / 1000;
+      rec.stageMs.select += d.stageUs.select / 1000;
+      rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
+      if (rec.samples.length > 50) rec.samples.splice(1, 1);
+      const picks = d.selection.picks;
+      if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return [];
+      const tasks = chunk.slice(0, picks.length);
+      const c0 = this.clock.monotonic();
+      const ok = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy');
+      rec.stageMs.commit += this.clock.monotonic() - c0;
+      if (ok) return tasks;
+    }
+    return [];
+  }
+
+  private backoff(attempt: number): number {
+    const cap = Math.min(this.config.backoffMaxMs, this.config.backoffBaseMs * 2 ** attempt);
+    return cap / 2 + this.rng.next() * (cap / 2);
+  }
+
+  /**
+   * One optimistic transaction: compare the revisions the choice was based on (RU keys, or server
+   * epochs under the `server` scope), write RU, task and epoch records. On failure the else
+   * branch reads what we compared so the cache refreshes exactly that, then we resample.
+   */
+  private async tryCommit(
+    job: JobSpec,
+    tasks: number[],
+    picks: Pick[],
+    rec: DecisionRecord,
+    finalForJob: boolean,
+    ruState: 'busy' | 'reserved',
+  ): Promise<boolean> {
+    const now = this.clock.now();
+    const commitId = `${this.id}:${++this.commitSeq}`;
+    const k = this.keys;
+    const compare: Compare[] = [];
+    const success: Op[] = [];
+    const failure: Op[] = [];
+    const servers = new Map<string, number>();
+    for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
+    if (this.config.conflictScope === 'server') {
+      for (const [sid, rev] of servers) {
+        compare.push({ key: k.epoch(sid), target: 'mod', op: '==', value: rev });
+        failure.push({ type: 'get', key: k.epoch(sid) });
+        failure.push({ type: 'get', key: k.serverRus(sid), prefix: true });
+      }
+    } else {
+      for (const p of picks) {
+        const key = k.ru({ server: p.server.id, index: p.index });
+        compare.push({ key, target: 'mod', op: '==', value: p.ruRev });
+        failure.push({ type: 'get', key });
+      }
+    }
+    const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
+    picks.forEach((p, i) => {
+      const task = tasks[i] as number;
+      const ref = { server: p.server.id, index: p.index };
+      const ruRec: PlacedRuRecord = {
+        state: ruState,
+        job: job.id,
+        task,
+        caused: job.profile.caused,
+        priority: job.priority,
+        agent: this.id,
+        since: now,
+        attempt: 0,
+        basedOn: p.epochRev,
+        commitId,
+        ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
+      };
+      ruRecords.push({ key: k.ru(ref), rec: ruRec });
+      success.push({ type: 'put', key: k.ru(ref), value: JSON.stringify(ruRec) });
+      const taskRec: PlacedTaskRecord = {
+        job: job.id,
+        index: task,
+        state: 'placed',
+        ru: ref,
+        attempt: 0,
+        placedAt: now,
+        basedOn: p.epochRev,
+        commitId,
+        agent: this.id,
+      };
+      success.push({ type: 'put', key: k.task(job.id, task), value: JSON.stringify(taskRec) });
+      if (p.victim) {
+        // The displaced task goes back to the durable queue: nothing is lost.
+        success.push({
+          type: 'put',
+          key: k.task(p.victim.job, p.victim.task),
+          value: JSON.stringify({ job: p.victim.job, index: p.victim.task, state: 'queued', attempt: 1, message: `preempted by ${job.id}` }),
+        });
+        success.push({
+          type: 'put',
+          key: k.queueEntry(p.victim.priority, now, `${p.victim.job}#${p.victim.task}`),
+          value: JSON.stringify({ job: p.victim.job, tasks: [p.victim.task], reason: 'preempted', by: job.id }),
+        });
+      }
+    });
+    for (const sid of servers.keys()) success.push({ type: 'put', key: k.epoch(sid), value: commitId });
+    if (finalForJob) {
+      const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: now };
+      success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
+    }
+    const req: TxnRequest = { compare, success, failure };
+    const res = await this.store.txn(req);
+    this.stats.commits++;
+    if (res.succeeded) {
+      // Apply our own writes now: the watch will confirm them, but the next decision must not
+      // see these RUs as free in the meantime.
+      this.state.batch(() => {
+        for (const r of ruRecords) this.cache.applyKv(kvAt(r.key, JSON.stringify(r.rec), res.revision));
+        for (const sid of servers.keys()) this.cache.applyKv(kvAt(k.epoch(sid), commitId, res.revision));
+      });
+      picks.forEach((p, i) => {
+        const pl: Placement = {
+          task: tasks[i] as number,
+          ru: { server: p.server.id, index: p.index },
+          Q: p.quality.Q,
+          acceptable: p.quality.acceptable,
+          score: p.score,
+          commitRevision: res.revision,
+        };
+        if (p.victim) {
+          pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
+          this.stats.preemptions++;
+        }
+        rec.placements.push(pl);
+      });
+      this.stats.tasksPlaced += picks.length;
+      return true;
+    }
+    rec.conflicts++;
+    this.stats.conflicts++;
+    this.state.batch(() => {
+      for (const r of res.responses) for (const kv of r ?? []) this.cache.applyKv(kv);
+    });
+    this.log.debug({ job: job.id, conflicts: rec.conflicts }, 'commit conflict; resampling');
+    return false;
+  }
+
+  /**
+   * Gang jobs larger than one transaction: reserve chunk by chunk (RUs marked `reserved`, invisible
+   * to other agents' sampling), then turn every reservation into a placement. If a chunk cannot be
+   * reserved after its retries, every reservation is released and the whole job goes back to
+   * admission: all or nothing, across several transactions.
+   */
+  private async scheduleGangReserved(job: JobSpec, target: JobTarget, pending: number[], rec: DecisionRecord): Promise<void> {
+    const queueStart = this.clock.now();
+    for (;;) {
+      this.assertOpen();
+      await this.admit(job, target, pending.length, rec, queueStart);
+      const reserved: Placement[] = [];
+      let failed = false;
+      for (let off = 0; off < pending.length; off += this.picksPerTxn) {
+        const chunk = pending.slice(off, off + this.picksPerTxn);
+        const before = rec.placements.length;
+        const ok = await this.reserveChunk(job, target, chunk, rec);
+        if (!ok) {
+          failed = true;
+          break;
+        }
+        reserved.push(...rec.placements.splice(before));
+      }
+      if (!failed) {
+        await this.confirmReservations(job, reserved, rec);
+        return;
+      }
+      await this.releaseReservations(job, reserved);
+      rec.readmissions++;
+      this.stats.readmissions++;
+      await this.waitForCapacity(rec);
+    }
+  }
+
+  private async reserveChunk(job: JobSpec, target: JobTarget, chunk: number[], rec: DecisionRecord): Promise<boolean> {
+    for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
+      if (attempt > 0) {
+        rec.retries++;
+        await this.clock.sleep(this.backoff(attempt));
+      }
+      const d = decide(this.core, job, target, chunk.length, { ...this.config, preemption: false }, { skipAdmission: true });
+      if (d.selection.picks.length < chunk.length) return false;
+      if (await this.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved')) return true;
+    }
+    return false;
+  }
+
+  private async confirmReservations(job: JobSpec, reserved: Placement[], rec: DecisionRecord): Promise<void> {
+    const k = this.keys;
+    const per = this.picksPerTxn;
+    for (let off = 0; off < reserved.length; off += per) {
+      const part = reserved.slice(off, off + per);
+      const last = off + per >= reserved.length;
+      const compare: Compare[] = part.map((r) => ({ key: k.ru(r.ru), target: 'mod', op: '==', value: r.commitRevision }));
+      const success: Op[] = [];
+      const now = this.clock.now();
+      const current = await this.store.txn({ compare: [], success: part.map((r) => ({ type: 'get' as const, key: k.ru(r.ru) })) });
+      current.responses.forEach((kvs) => {
+        const kv = kvs?.[0];
+        if (!kv) return;
+        const ru = JSON.parse(kv.value) as PlacedRuRecord;
+        success.push({ type: 'put', key: kv.key, value: JSON.stringify({ ...ru, state: 'busy', since: now }) });
+      });
+      for (const sid of new Set(part.map((r) => r.ru.server))) success.push({ type: 'put', key: k.epoch(sid), value: `${this.id}:gang` });
+      if (last) {
+        const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: now };
+        success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
+      }
+      const res = await this.store.txn({ compare, success });
+      if (!res.succeeded) {
+        // Only this agent writes reserved RUs; a mismatch means the store lost them (e.g. an
+        // operator reset). Surface it rather than guess.
+        throw new TarcilError('INTERNAL', `gang reservation of job ${job.id} changed under its owner`);
+      }
+      for (const r of part) rec.placements.push({ ...r, commitRevision: res.revision });
+    }
+  }
+
+  private async releaseReservations(job: JobSpec, reserved: Placement[]): Promise<void> {
+    const k = this.keys;
+    for (const r of reserved) {
+      await this.store.txn({
+        compare: [{ key: k.ru(r.ru), target: 'mod', op: '==', value: r.commitRevision }],
+        success: [
+          { type: 'put', key: k.ru(r.ru), value: JSON.stringify({ state: 'free' }) },
+          { type: 'put', key: k.epoch(r.ru.server), value: `${this.id}:release` },
+          { type: 'delete', key: k.task(job.id, r.task) },
+        ],
+      });
+    }
+  }
+
+  /** RUs that could ever hold this job (constraints applied, down servers excluded). */
+  eligibleCapacity(job: JobSpec): number {
+    let n = 0;
+    const c = job.constraints;
+    for (const s of this.state.servers.values()) {
+      if (s.down) continue;
+      if (c.platforms && !c.platforms.includes(s.spec.platform)) continue;
+      if (c.attributes && Object.entries(c.attributes).some(([key, v]) => s.spec.attributes[key] !== v)) continue;
+      n += s.ruCount;
+    }
+    return n;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new TarcilError('CLOSED', `agent ${this.id} is closed`);
+  }
+}
+
+function kvAt(key: string, value: string, rev: number): KeyValue {
+  return { key, value, createRevision: rev, modRevision: rev, version: 1, lease: '0' };
+}

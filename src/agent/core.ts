@@ -1,0 +1,137 @@
+import type { AdmissionState, AdmissionVerdict } from '../admission/index.ts';
+import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
+import { contention, type JobTarget, type QualityForm } from '../quality/index.ts';
+import { selectPlacements, type SelectionResult } from '../sampling/batch.ts';
+import type { ClusterState } from '../sampling/cluster-state.ts';
+import { sampleSize } from '../sampling/size.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Rng } from '../util/rng.ts';
+
+/**
+ * The scheduling decision without the commit: admission → size → sample/score/select. Pure over
+ * its inputs (cluster view, admission counters, Rng), so the live agents and the simulator run
+ * exactly this code.
+ */
+export interface CoreConfig {
+  /** Acceptable probability that no acceptable RU is among the R samples (§3.3). */
+  failProb: number;
+  minR: number;
+  capR: number;
+  /** Fixed sample size (benchmarks of R); adaptive sizing when undefined. */
+  fixedR?: number;
+  qualityForm: QualityForm;
+  platformWeight: number;
+  /** Admission control on (queue when acceptable RUs are scarce). */
+  admission: boolean;
+  /** Jobs with priority above this bypass the admission queue and may preempt. */
+  bypassAbove: number;
+  preemption: boolean;
+}
+
+export const DEFAULT_CORE_CONFIG: CoreConfig = {
+  failProb: 0.01,
+  minR: 8,
+  capR: 32,
+  qualityForm: 'monotone',
+  platformWeight: 1,
+  admission: true,
+  bypassAbove: DEFAULT_PRIORITY,
+  preemption: true,
+};
+
+export interface CoreContext {
+  state: ClusterState;
+  admission: AdmissionState;
+  rng: Rng;
+  clock: Clock;
+}
+
+export interface Decision {
+  verdict: AdmissionVerdict | undefined;
+  R: number;
+  f: number;
+  selection: SelectionResult;
+  /** Microseconds spent in each stage of this decision. */
+  stageUs: { admission: number; size: number; select: number };
+}
+
+export function admissionVerdict(
+  ctx: CoreContext,
+  job: JobSpec,
+  target: JobTarget,
+  needed: number,
+  cfg: CoreConfig,
+): AdmissionVerdict {
+  return ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove });
+}
+
+/** Chooses R for this job from the share of available RUs that are acceptable to it. */
+export function chooseSampleSize(ctx: CoreContext, target: JobTarget, cfg: CoreConfig): { R: number; f: number } {
+  const est = ctx.admission.estimateF(target);
+  if (cfg.fixedR !== undefined) return { R: cfg.fixedR, f: est.f };
+  const s = sampleSize(est.f, { failProb: cfg.failProb, min: cfg.minR, cap: cfg.capR });
+  return { R: s.R, f: est.f };
+}
+
+export function decide(
+  ctx: CoreContext,
+  job: JobSpec,
+  target: JobTarget,
+  m: number,
+  cfg: CoreConfig,
+  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number> } = {},
+): Decision {
+  const t0 = ctx.clock.monotonic();
+  const verdict = cfg.admission && !opts.skipAdmission ? admissionVerdict(ctx, job, target, m, cfg) : undefined;
+  const t1 = ctx.clock.monotonic();
+  const { R, f } = chooseSampleSize(ctx, target, cfg);
+  const t2 = ctx.clock.monotonic();
+  const selection = selectPlacements(
+    ctx.state,
+    {
+      jobId: job.id,
+      target,
+      caused: job.profile.caused,
+      priority: job.priority,
+      platformPerf: job.profile.platformPerf,
+      locality: job.locality,
+      constraints: job.constraints,
+      m,
+      R,
+      form: cfg.qualityForm,
+      platformWeight: cfg.platformWeight,
+      preempt: cfg.preemption && job.priority > cfg.bypassAbove,
+      ...(opts.exclude ? { exclude: opts.exclude } : {}),
+    },
+    ctx.rng,
+  );
+  const t3 = ctx.clock.monotonic();
+  return {
+    verdict,
+    R,
+    f,
+    selection,
+    stageUs: { admission: (t1 - t0) * 1000, size: (t2 - t1) * 1000, select: (t3 - t2) * 1000 },
+  };
+}
+
+/**
+ * Keeps the admission counters in step with the cluster view: when a server's occupancy changes,
+ * every RU on it sees a new neighbourhood, so each is re-hashed (off the scheduling path).
+ */
+export function wireAdmission(state: ClusterState, admission: AdmissionState): void {
+  const C: number[] = [];
+  state.onServerChanged((s) => {
+    const gone = !state.servers.has(s.id);
+    for (let i = 0; i < s.ruCount; i++) {
+      const key = `${s.id}/${i}`;
+      if (gone || s.down || s.ruDown[i]) {
+        admission.updateRu(key, null, false);
+        continue;
+      }
+      const occ = s.occupants[i];
+      contention(s.sum, s.ruCount, occ ? occ.caused : null, C);
+      admission.updateRu(key, C, s.available(i));
+    }
+  });
+}

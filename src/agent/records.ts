@@ -1,0 +1,63 @@
+import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord } from '../model/types.ts';
+import type { Occupant } from '../sampling/cluster-state.ts';
+import type { KeyValue } from '../store/types.ts';
+
+/** JSON codecs for the records kept in the store. Parsing is defensive: the store is shared. */
+
+export interface ServerRecord extends ServerSpec {
+  state: 'up' | 'down';
+}
+
+export interface JobRecord {
+  spec: JobSpec;
+  state: JobState;
+  placed: number;
+  updatedAt: number;
+  message?: string;
+}
+
+/** RU record as written by a placement: who, what it causes, and what it was scored against. */
+export interface PlacedRuRecord extends RuRecord {
+  state: 'busy' | 'reserved';
+  job: string;
+  task: number;
+  caused: number[];
+  priority: number;
+  agent: string;
+  since: number;
+  attempt: number;
+  /** The server epoch revision the placement was scored against (server-scope audit). */
+  basedOn: number;
+  commitId: string;
+  /** Modelled duration for the simulated executor, ms. */
+  durationMs?: number;
+}
+
+export interface PlacedTaskRecord extends TaskRecord {
+  ru: RuRef;
+  basedOn: number;
+  commitId: string;
+  agent: string;
+}
+
+export function parseJson<T>(kv: KeyValue | undefined): T | undefined {
+  if (!kv || kv.value === '') return undefined;
+  try {
+    return JSON.parse(kv.value) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+export function occupantOf(rec: RuRecord | undefined): Occupant | null {
+  if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved') || !rec.job || !Array.isArray(rec.caused)) return null;
+  return {
+    job: rec.job,
+    task: rec.task ?? 0,
+    caused: rec.caused,
+    priority: rec.priority ?? 0,
+    state: rec.state,
+  };
+}
+
+export const FREE_RU: RuRecord = { state: 'free' };

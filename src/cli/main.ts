@@ -1,0 +1,81 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { isTarcilError } from '../util/errors.ts';
+import { runDemo } from './demo.ts';
+import { profileCommand } from './profile.ts';
+import { sampleSizeCommand } from './sample-size.ts';
+
+function num(name: string, rule: (x: number) => boolean, ruleText: string) {
+  return (value: string): number => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x) || !rule(x)) {
+      throw new InvalidArgumentError(`${name} ${ruleText} (got '${value}')`);
+    }
+    return x;
+  };
+}
+const int = (name: string, min: number, max: number) =>
+  num(name, (x) => Number.isInteger(x) && x >= min && x <= max, `must be an integer in [${min}, ${max}]`);
+const unit = (name: string) => num(name, (x) => x > 0 && x < 1, 'must be in (0, 1)');
+
+const program = new Command();
+program
+  .name('tarcil')
+  .description(
+    'tarcil: a distributed, shared-state cluster scheduler that finds good resources fast\n' +
+      '(interference-aware sampling with statistical guarantees, LSH admission control,\n' +
+      'optimistic commits on etcd or the embedded store).',
+  )
+  .showHelpAfterError()
+  .configureOutput({ outputError: (str, write) => write(str) });
+
+program
+  .command('demo', { isDefault: true })
+  .description('several agents place a generated mixed workload on a demo cluster and explain each decision')
+  .addOption(new Option('--store <url>', 'memory:// (embedded) or etcd://host:port').default('memory://'))
+  .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', 'demo')
+  .option('--agents <n>', 'scheduling agents', int('--agents', 1, 64), 3)
+  .option('--jobs <n>', 'jobs to submit', int('--jobs', 1, 100000), 40)
+  .option('--load <x>', 'target utilisation of the generated workload', unit('--load'), 0.7)
+  .option('--seed <n>', 'random seed', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--time-scale <x>', 'multiplies task durations', num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'), 1)
+  .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default('ru'))
+  .option('-v, --verbose', 'print every pick of large jobs', false)
+  .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean }) => {
+    await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
+  });
+
+program
+  .command('sample-size')
+  .description('sample size R from the x^R guarantee (paper §3.3), and the guarantee it gives')
+  .option('--quantile <x>', 'quality quantile to beat: P[best of R below x] = x^R', unit('--quantile'))
+  .option('--good <n>', 'acceptable RUs in the population (with --population)', int('--good', 1, 1e9))
+  .option('--population <n>', 'RUs in the sampled population (with --good)', int('--population', 1, 1e9))
+  .option('--fraction <f>', 'share of the population that is acceptable', unit('--fraction'))
+  .option('--fail-prob <p>', 'accepted probability of missing', unit('--fail-prob'), 1e-3)
+  .option('--cap <n>', 'cap applied by the agents', int('--cap', 1, 100000), 32)
+  .option('--json', 'machine-readable output', false)
+  .action((o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
+    process.stdout.write(sampleSizeCommand(o));
+  });
+
+program
+  .command('profile <profile>')
+  .description("a workload profile's target quality T_W, resource order and acceptable LSH buckets on a cluster")
+  .option('--cluster <name|file>', 'cluster spec to judge the buckets against', 'ec2-100')
+  .option('--load <x>', 'resident load placed on the cluster before judging', unit('--load'), 0.6)
+  .option('--seed <n>', 'random seed for the resident load', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), 20)
+  .option('--json', 'machine-readable output', false)
+  .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
+    process.stdout.write(profileCommand(name, o));
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (isTarcilError(err)) {
+    process.stderr.write(`error: ${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}

@@ -1,0 +1,271 @@
+import { N_RESOURCES, type RuRef, type ServerSpec } from '../model/types.ts';
+import { IndexedSet } from './indexed-set.ts';
+
+/** What occupies an RU, as far as scheduling is concerned. */
+export interface Occupant {
+  job: string;
+  task: number;
+  caused: readonly number[];
+  priority: number;
+  /** 'reserved' = held by a gang job that has not finished committing. */
+  state: 'busy' | 'reserved';
+}
+
+export class ServerState {
+  readonly spec: ServerSpec;
+  /** Dense id of RU 0; RU i has id base + i. */
+  readonly base: number;
+  readonly occupants: (Occupant | null)[];
+  /** modRevision of each RU key as last seen (0 = never written). */
+  readonly ruRevs: number[];
+  readonly ruDown: boolean[];
+  /** Sum of the occupants' caused vectors: C_i of a free RU is sum_i / (M − 1). */
+  readonly sum: number[];
+  busy = 0;
+  /** modRevision of the server's epoch key, compared under the `server` conflict scope. */
+  epochRev = 0;
+  down = false;
+  /** Set by the load monitor: a task here runs well below its expected rate (paper §5.2). */
+  blocked = false;
+  /** Local change counter, bumped on every occupancy change (invalidates cached scores). */
+  version = 0;
+
+  constructor(spec: ServerSpec, base: number) {
+    this.spec = spec;
+    this.base = base;
+    this.occupants = new Array<Occupant | null>(spec.rus).fill(null);
+    this.ruRevs = new Array<number>(spec.rus).fill(0);
+    this.ruDown = new Array<boolean>(spec.rus).fill(false);
+    this.sum = new Array<number>(N_RESOURCES).fill(0);
+  }
+  get id(): string {
+    return this.spec.id;
+  }
+  get rack(): string {
+    return this.spec.rack;
+  }
+  get ruCount(): number {
+    return this.spec.rus;
+  }
+  /** Whether RU i may receive a new task right now. */
+  available(i: number): boolean {
+    return !this.down && !this.blocked && !this.ruDown[i] && this.occupants[i] === null;
+  }
+}
+
+export type ServerChangeListener = (server: ServerState) => void;
+
+/**
+ * The agent's view of the cluster: servers, RU occupancy and the revisions read, plus the indexes
+ * that make sampling O(R): all available RUs, available RUs per platform, and busy RUs per
+ * priority (preemption candidates). Fed by the cache (list + watch) in live agents and by the
+ * simulator directly; it never talks to a store itself.
+ */
+export class ClusterState {
+  readonly servers = new Map<string, ServerState>();
+  readonly racks = new Map<string, ServerState[]>();
+  readonly available = new IndexedSet();
+  readonly availableByPlatform = new Map<string, IndexedSet>();
+  readonly busyByPriority = new Map<number, IndexedSet>();
+  /** RU id → server; ids are never reused, so a removed server leaves holes. */
+  private readonly ruServer: (ServerState | undefined)[] = [];
+  private nextBase = 0;
+  private readonly listeners: ServerChangeListener[] = [];
+  private readonly dirty = new Set<ServerState>();
+  private batching = 0;
+
+  /** Called (once per flush) for every server whose occupancy or availability changed. */
+  onServerChanged(cb: ServerChangeListener): void {
+    this.listeners.push(cb);
+  }
+
+  /** Groups many changes (a watch batch, an initial list) into one notification per server. */
+  batch<T>(fn: () => T): T {
+    this.batching++;
+    try {
+      return fn();
+    } finally {
+      this.batching--;
+      if (this.batching === 0) this.flush();
+    }
+  }
+
+  get totalRus(): number {
+    let n = 0;
+    for (const s of this.servers.values()) n += s.ruCount;
+    return n;
+  }
+
+  upsertServer(spec: ServerSpec): ServerState {
+    const existing = this.servers.get(spec.id);
+    if (existing && existing.spec.rus === spec.rus && existing.spec.platform === spec.platform) {
+      if (existing.down) this.setServerDown(existing.id, false);
+      return existing;
+    }
+    if (existing) this.removeServer(spec.id);
+    const s = new ServerState(spec, this.nextBase);
+    this.nextBase += spec.rus;
+    this.servers.set(spec.id, s);
+    let rack = this.racks.get(spec.rack);
+    if (!rack) {
+      rack = [];
+      this.racks.set(spec.rack, rack);
+    }
+    rack.push(s);
+    for (let i = 0; i < spec.rus; i++) {
+      this.ruServer[s.base + i] = s;
+      this.reindex(s, i);
+    }
+    this.touch(s);
+    return s;
+  }
+
+  removeServer(id: string): void {
+    const s = this.servers.get(id);
+    if (!s) return;
+    s.down = true;
+    for (let i = 0; i < s.ruCount; i++) {
+      this.unindex(s, i);
+      this.ruServer[s.base + i] = undefined;
+    }
+    this.servers.delete(id);
+    const rack = this.racks.get(s.rack);
+    if (rack) {
+      const k = rack.indexOf(s);
+      if (k >= 0) rack.splice(k, 1);
+    }
+    this.touch(s);
+  }
+
+  setServerDown(id: string, down: boolean): void {
+    const s = this.servers.get(id);
+    if (!s || s.down === down) return;
+    s.down = down;
+    for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
+    this.touch(s);
+  }
+
+  setBlocked(id: string, blocked: boolean): void {
+    const s = this.servers.get(id);
+    if (!s || s.blocked === blocked) return;
+    s.blocked = blocked;
+    for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
+    this.touch(s);
+  }
+
+  /**
+   * Records the occupant of RU (server, index) as of store revision `rev`. Older revisions than
+   * the one already applied are ignored, so a watch event that arrives after the agent applied
+   * its own commit (or a fresher read) cannot move the cache backwards.
+   */
+  setRu(ref: RuRef, occupant: Occupant | null, rev: number, down = false): boolean {
+    const s = this.servers.get(ref.server);
+    if (!s || ref.index < 0 || ref.index >= s.ruCount) return false;
+    if (rev < (s.ruRevs[ref.index] as number)) return false;
+    s.ruRevs[ref.index] = rev;
+    const prev = s.occupants[ref.index] ?? null;
+    const wasDown = s.ruDown[ref.index] as boolean;
+    if (sameOccupant(prev, occupant) && wasDown === down) return false;
+    this.unindex(s, ref.index);
+    if (prev) {
+      for (let r = 0; r < N_RESOURCES; r++) s.sum[r] = (s.sum[r] as number) - (prev.caused[r] ?? 0);
+      s.busy--;
+    }
+    s.occupants[ref.index] = occupant;
+    s.ruDown[ref.index] = down;
+    if (occupant) {
+      for (let r = 0; r < N_RESOURCES; r++) s.sum[r] = (s.sum[r] as number) + (occupant.caused[r] ?? 0);
+      s.busy++;
+    }
+    s.version++;
+    this.reindex(s, ref.index);
+    this.touch(s);
+    return true;
+  }
+
+  setEpoch(server: string, rev: number): void {
+    const s = this.servers.get(server);
+    if (s && rev > s.epochRev) s.epochRev = rev;
+  }
+
+  server(id: string): ServerState | undefined {
+    return this.servers.get(id);
+  }
+  serverOfRu(id: number): ServerState | undefined {
+    return this.ruServer[id];
+  }
+  ruRef(id: number): RuRef {
+    const s = this.ruServer[id];
+    if (!s) throw new Error(`unknown RU id ${id}`);
+    return { server: s.id, index: id - s.base };
+  }
+
+  /** Busy RU count and free-capacity summary (utilisation figures, `tarcil cluster`). */
+  usage(): { rus: number; busy: number; available: number; down: number } {
+    let rus = 0;
+    let busy = 0;
+    let down = 0;
+    for (const s of this.servers.values()) {
+      rus += s.ruCount;
+      busy += s.busy;
+      if (s.down) down += s.ruCount;
+      else for (const d of s.ruDown) if (d) down++;
+    }
+    return { rus, busy, available: this.available.size, down };
+  }
+
+  private reindex(s: ServerState, i: number): void {
+    const id = s.base + i;
+    const occ = s.occupants[i];
+    if (s.available(i)) {
+      this.available.add(id);
+      platformSet(this.availableByPlatform, s.spec.platform).add(id);
+    } else {
+      this.available.delete(id);
+      this.availableByPlatform.get(s.spec.platform)?.delete(id);
+    }
+    for (const set of this.busyByPriority.values()) set.delete(id);
+    if (occ && occ.state === 'busy' && !s.down) {
+      let set = this.busyByPriority.get(occ.priority);
+      if (!set) {
+        set = new IndexedSet();
+        this.busyByPriority.set(occ.priority, set);
+      }
+      set.add(id);
+    }
+  }
+
+  private unindex(s: ServerState, i: number): void {
+    const id = s.base + i;
+    this.available.delete(id);
+    this.availableByPlatform.get(s.spec.platform)?.delete(id);
+    const occ = s.occupants[i];
+    if (occ) this.busyByPriority.get(occ.priority)?.delete(id);
+  }
+
+  private touch(s: ServerState): void {
+    this.dirty.add(s);
+    if (this.batching === 0) this.flush();
+  }
+
+  private flush(): void {
+    if (this.dirty.size === 0) return;
+    const list = [...this.dirty];
+    this.dirty.clear();
+    for (const s of list) for (const cb of this.listeners) cb(s);
+  }
+}
+
+function platformSet(map: Map<string, IndexedSet>, platform: string): IndexedSet {
+  let set = map.get(platform);
+  if (!set) {
+    set = new IndexedSet();
+    map.set(platform, set);
+  }
+  return set;
+}
+
+function sameOccupant(a: Occupant | null, b: Occupant | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.job === b.job && a.task === b.task && a.state === b.state && a.priority === b.priority;
+}

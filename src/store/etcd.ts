@@ -1,0 +1,732 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
+import {
+  ClientClosedError,
+  CompareResult,
+  CompareTarget,
+  Etcd3,
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdLeaseInvalidError,
+  EtcdPermissionDeniedError,
+  GRPCCancelledError,
+  GRPCDeadlineExceededError,
+  GRPCInvalidArgumentError,
+  GRPCUnavailableError,
+  Range,
+  isRecoverableError,
+  type ICompare,
+  type IKeyValue,
+  type IOptions,
+  type IRequestOp,
+  type IWatchResponse,
+  type Lease as Etcd3Lease,
+  type Watcher,
+} from 'etcd3';
+import { SystemClock, type Timer } from '../util/clock.ts';
+import { TarcilError, invalid } from '../util/errors.ts';
+import { rootLogger } from '../util/log.ts';
+import {
+  DEFAULT_MAX_REQUEST_BYTES,
+  DEFAULT_MAX_TXN_OPS,
+  checkKey,
+  checkTxn,
+  normalizeLease,
+  prefixRangeEnd,
+} from './common.ts';
+import type {
+  ClusterStore,
+  Compare,
+  KeyValue,
+  Lease,
+  LeaseOptions,
+  Op,
+  RangeResult,
+  TxnRequest,
+  TxnResult,
+  WatchBatch,
+  WatchEvent,
+  WatchHandle,
+  WatchOptions,
+} from './types.ts';
+
+export interface EtcdTlsOptions {
+  /** CA bundle that signed the server certificates; the system roots when omitted. */
+  caFile?: string;
+  /** Client certificate and key, for etcd's --client-cert-auth. */
+  certFile?: string;
+  keyFile?: string;
+}
+
+export interface EtcdStoreOptions {
+  /** `http://host:port`, `https://host:port` or `host:port` (scheme from `tls`). */
+  endpoints: string[];
+  tls?: EtcdTlsOptions;
+  auth?: { user: string; password: string };
+  /** How long {@link EtcdStore.connect} and a new watch wait for etcd to answer. Default 5 s. */
+  dialTimeoutMs?: number;
+  /** Deadline of each unary call. Default 10 s. */
+  requestTimeoutMs?: number;
+  /**
+   * The server's `--max-txn-ops` (default 128). etcd enforces its own setting; this copy lets
+   * callers size transactions and refuses oversized ones before they are sent.
+   */
+  maxTxnOps?: number;
+  /** The server's `--max-request-bytes` (default 1.5 MiB), mirrored like maxTxnOps. */
+  maxRequestBytes?: number;
+  /** Keys per range call; larger ranges are read in pages at one revision. Default 5000. */
+  rangePageSize?: number;
+}
+
+const log = rootLogger.child({ component: 'etcd-store' });
+const ALL_KEYS = Buffer.from([0]);
+const RESULT: Record<Compare['op'], CompareResult> = {
+  '==': CompareResult.Equal,
+  '!=': CompareResult.NotEqual,
+  '<': CompareResult.Less,
+  '>': CompareResult.Greater,
+};
+/** How long close() waits for etcd to confirm a watch cancellation before giving up on it. */
+const WATCH_CANCEL_WAIT_MS = 2000;
+/** Margin after a lease's TTL before asking etcd whether it expired (keepAlive: false). */
+const LEASE_CHECK_SLACK_MS = 250;
+
+/**
+ * ClusterStore on etcd v3 through the `etcd3` package.
+ *
+ * Requests use the raw KV service (`client.kv.txn`, `range`, ...) rather than etcd3's builders,
+ * so compares, range ends and the reads of a failure branch are exactly what the caller asked.
+ *
+ * Fault handling: etcd3 retries every call three times by default, which could apply a write
+ * twice when a reply is lost. Here calls are not retried by the client (callers see UNAVAILABLE
+ * and back off); idempotent reads are tried once more per extra endpoint. Each endpoint has a
+ * circuit breaker that opens after 3 consecutive failures for 1 s.
+ *
+ * Watches (etcd3's WatchManager): one gRPC stream carries every watcher. On a stream error it
+ * emits `disconnected` on each watcher, reconnects with backoff and re-creates the watchers
+ * silently, each from `start_revision` = last response header revision + 1. That revision is the
+ * store's revision when the response was sent, which can be ahead of the events actually
+ * delivered (a watcher catching up from the past receives at most 1000 revisions per response,
+ * with the header at the current revision), so a plain resume could skip events. This store
+ * rewinds `start_revision` to the next revision it has not delivered whenever `disconnected` is
+ * emitted, so a resumed watch neither skips nor repeats a revision; if that revision was
+ * compacted meanwhile, etcd cancels the watch and the caller gets COMPACTED.
+ *
+ * A watch cancelled by etcd reaches etcd3 as a response with `canceled` set; etcd3 drops the
+ * watcher and emits `error` ("Watcher canceled: <cancel_reason>") without the response, so
+ * `compact_revision` is not visible. etcd sets no cancel_reason for compaction (only for refused
+ * creations such as permission denied), so an empty reason or one that mentions compaction
+ * becomes COMPACTED, anything else CANCELLED. Either way onError is called once and the watch
+ * is over: etcd3 does not re-create a cancelled watcher.
+ *
+ * etcd refuses a watch only when its start revision is *below* the compacted revision, while
+ * the ClusterStore contract says "at or below" (the revision compacted to has lost its delete
+ * events). A watch from r therefore first reads at revision r - 1, which etcd refuses exactly
+ * when r is at or below the compacted revision.
+ *
+ * Leases: etcd3's keepalive (every ttl/3) reports `lost` when etcd answers that the lease has
+ * expired or when nothing was heard for 2 x TTL. With keepAlive: false etcd3 never looks again,
+ * so this store asks etcd for the lease's remaining TTL when it should have run out and reports
+ * the loss itself.
+ */
+export class EtcdStore implements ClusterStore {
+  readonly kind = 'etcd' as const;
+  readonly maxTxnOps: number;
+  readonly maxRequestBytes: number;
+  readonly endpoints: readonly string[];
+
+  private readonly client: Etcd3;
+  private readonly dialTimeoutMs: number;
+  private readonly pageSize: number;
+  private readonly readAttempts: number;
+  private readonly watches = new Set<EtcdWatch>();
+  private readonly leases = new Set<EtcdLeaseHandle>();
+  private closed = false;
+
+  constructor(opts: EtcdStoreOptions) {
+    if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) {
+      throw invalid('store.endpoints', 'at least one etcd endpoint is needed');
+    }
+    const secure = opts.tls !== undefined;
+    this.endpoints = opts.endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `${secure ? 'https' : 'http'}://${e}`));
+    this.maxTxnOps = opts.maxTxnOps ?? DEFAULT_MAX_TXN_OPS;
+    this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+    this.dialTimeoutMs = opts.dialTimeoutMs ?? 5000;
+    this.pageSize = opts.rangePageSize ?? 5000;
+    this.readAttempts = Math.max(1, this.endpoints.length);
+    const requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+
+    const options: IOptions = {
+      hosts: [...this.endpoints],
+      dialTimeout: this.dialTimeoutMs,
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
+      // Large prefix ranges are paged, but one page of big records can still exceed gRPC's 4 MiB.
+      grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
+      faultHandling: {
+        global: noop,
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) }),
+        watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
+      },
+    };
+    if (opts.tls) options.credentials = loadTls(opts.tls);
+    if (opts.auth) options.auth = { username: opts.auth.user, password: opts.auth.password };
+    this.client = new Etcd3(options);
+  }
+
+  /** Creates a store and waits (up to dialTimeoutMs) until etcd answers. */
+  static async connect(opts: EtcdStoreOptions): Promise<EtcdStore> {
+    const store = new EtcdStore(opts);
+    const deadline = Date.now() + store.dialTimeoutMs;
+    for (;;) {
+      try {
+        await store.client.kv.range({ key: ALL_KEYS, count_only: true, limit: 1 }, { deadline });
+        return store;
+      } catch (err) {
+        const e = toTarcil(err, 'connect');
+        if (e.code !== 'UNAVAILABLE' || Date.now() + 200 >= deadline) {
+          await store.close();
+          throw new TarcilError(e.code, `cannot reach etcd at ${store.endpoints.join(',')}: ${e.message}`, {
+            cause: err,
+            details: { endpoints: store.endpoints },
+          });
+        }
+        await sleep(200);
+      }
+    }
+  }
+
+  async get(key: string): Promise<KeyValue | undefined> {
+    this.checkOpen();
+    checkKey(key, 'get.key');
+    const res = await this.read('get', () => this.client.kv.range({ key: Buffer.from(key) }));
+    const kv = res.kvs[0];
+    return kv ? fromKv(kv) : undefined;
+  }
+
+  async range(prefix: string, opts: { limit?: number } = {}): Promise<RangeResult> {
+    this.checkOpen();
+    const limit = opts.limit ?? 0;
+    const [key, end] = prefixRange(prefix);
+    // A compaction between two pages makes the second page fail: start over at a newer revision.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.rangePaged(key, end, limit);
+      } catch (err) {
+        if (attempt < 2 && err instanceof TarcilError && err.code === 'COMPACTED') continue;
+        throw err;
+      }
+    }
+  }
+
+  private async rangePaged(key: Buffer, end: Buffer, limit: number): Promise<RangeResult> {
+    let revision = 0;
+    let start = key;
+    const kvs: KeyValue[] = [];
+    for (;;) {
+      const want = limit > 0 ? Math.min(this.pageSize, limit - kvs.length) : this.pageSize;
+      const page = start;
+      const res = await this.read('range', () =>
+        this.client.kv.range({ key: page, range_end: end, limit: want, ...(revision > 0 ? { revision } : {}) }),
+      );
+      if (revision === 0) revision = Number(res.header.revision);
+      for (const kv of res.kvs) kvs.push(fromKv(kv));
+      const last = res.kvs[res.kvs.length - 1];
+      if (!res.more || !last || (limit > 0 && kvs.length >= limit)) break;
+      start = Buffer.concat([last.key, ALL_KEYS]);
+    }
+    return { revision, kvs };
+  }
+
+  async put(key: string, value: string, opts: { lease?: string } = {}): Promise<number> {
+    this.checkOpen();
+    const op: Op = opts.lease === undefined ? { type: 'put', key, value } : { type: 'put', key, value, lease: opts.lease };
+    checkTxn({ compare: [], success: [op] }, this.maxTxnOps, this.maxRequestBytes);
+    const lease = normalizeLease(opts.lease, 'put.lease');
+    const res = await this.call('put', () =>
+      this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), ...(lease !== '0' ? { lease } : {}) }),
+    );
+    return Number(res.header.revision);
+  }
+
+  async delete(key: string, opts: { prefix?: boolean } = {}): Promise<number> {
+    this.checkOpen();
+    const prefix = opts.prefix === true;
+    if (!prefix) checkKey(key, 'delete.key');
+    const [start, end] = prefix ? prefixRange(key) : [Buffer.from(key), undefined];
+    const res = await this.call('delete', () =>
+      this.client.kv.deleteRange({ key: start, ...(end ? { range_end: end } : {}) }),
+    );
+    return Number(res.deleted);
+  }
+
+  async txn(req: TxnRequest): Promise<TxnResult> {
+    this.checkOpen();
+    checkTxn(req, this.maxTxnOps, this.maxRequestBytes);
+    const failure = req.failure ?? [];
+    const body = { compare: req.compare.map(toCompare), success: req.success.map(toRequestOp), failure: failure.map(toRequestOp) };
+    const readOnly = [...req.success, ...failure].every((op) => op.type === 'get');
+    const res = readOnly
+      ? await this.read('txn', () => this.client.kv.txn(body))
+      : await this.call('txn', () => this.client.kv.txn(body));
+    const ops = res.succeeded ? req.success : failure;
+    const responses = ops.map((op, i): KeyValue[] | null => {
+      if (op.type !== 'get') return null;
+      const r = res.responses[i]?.response_range;
+      return r ? r.kvs.map(fromKv) : [];
+    });
+    return { succeeded: res.succeeded, revision: Number(res.header.revision), responses };
+  }
+
+  async watch(opts: WatchOptions): Promise<WatchHandle> {
+    this.checkOpen();
+    if (typeof opts.prefix !== 'string') throw invalid('watch.prefix', 'must be a string');
+    const w = new EtcdWatch(this.client, opts, () => this.watches.delete(w));
+    if (opts.fromRevision >= 2 && (await this.isCompacted(Math.floor(opts.fromRevision) - 1))) {
+      w.failSoon(
+        new TarcilError('COMPACTED', `watch from revision ${opts.fromRevision}: that history is compacted`, {
+          details: { fromRevision: opts.fromRevision },
+        }),
+      );
+      return w.handle();
+    }
+    this.watches.add(w);
+    await w.start(this.dialTimeoutMs);
+    return w.handle();
+  }
+
+  async grantLease(ttlSeconds: number, opts: LeaseOptions = {}): Promise<Lease> {
+    this.checkOpen();
+    if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
+    const ttl = Math.ceil(ttlSeconds);
+    const keepAlive = opts.keepAlive !== false;
+    const inner = this.client.lease(ttl, { autoKeepAlive: keepAlive });
+    const handle = new EtcdLeaseHandle(this.client, inner, ttl, keepAlive, () => this.leases.delete(handle));
+    let id: string;
+    try {
+      id = await inner.grant();
+    } catch (err) {
+      inner.release();
+      throw toTarcil(err, 'grant lease');
+    }
+    handle.granted(id);
+    this.leases.add(handle);
+    return handle;
+  }
+
+  async revision(): Promise<number> {
+    this.checkOpen();
+    const res = await this.read('revision', () => this.client.kv.range({ key: ALL_KEYS, count_only: true, limit: 1 }));
+    return Number(res.header.revision);
+  }
+
+  async compact(revision: number): Promise<void> {
+    this.checkOpen();
+    if (!Number.isSafeInteger(revision) || revision < 1) throw invalid('compact.revision', `cannot compact to ${revision}`);
+    try {
+      await this.call('compact', () => this.client.kv.compact({ revision }));
+    } catch (err) {
+      // Compacting to a revision already compacted is a no-op, as in the MemoryStore.
+      if (err instanceof TarcilError && err.code === 'COMPACTED') return;
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Watchers must be detached before the client closes, or etcd3 keeps trying to reconnect them.
+    await Promise.all([...this.watches].map((w) => w.close()));
+    for (const l of [...this.leases]) l.release();
+    this.client.close();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new TarcilError('CLOSED', 'the etcd store is closed');
+  }
+
+  /** True when etcd no longer has revision `rev` (it is below the compacted revision). */
+  private async isCompacted(rev: number): Promise<boolean> {
+    try {
+      await this.read('watch', () => this.client.kv.range({ key: ALL_KEYS, count_only: true, limit: 1, revision: rev }));
+      return false;
+    } catch (err) {
+      if (err instanceof TarcilError && err.code === 'COMPACTED') return true;
+      // A future revision: nothing to catch up, etcd will wait for it.
+      if (err instanceof TarcilError && err.code === 'INVALID_ARGUMENT') return false;
+      throw err;
+    }
+  }
+
+  /** A write: one attempt, since a lost reply could hide a write that was applied. */
+  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toTarcil(err, what);
+    }
+  }
+
+  /** An idempotent read: tried again (on another endpoint) when etcd is unavailable. */
+  private async read<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        const e = toTarcil(err, what);
+        if (e.code !== 'UNAVAILABLE' || attempt >= this.readAttempts || this.closed) throw e;
+        await sleep(50);
+      }
+    }
+  }
+}
+
+/** One watch over etcd3's Watcher; see the EtcdStore comment for the reconnect and cancel rules. */
+class EtcdWatch {
+  private watcher: Watcher | undefined;
+  /** Next revision to deliver; 0 until known when the watch started from "now". */
+  private next: number;
+  private ended = false;
+  /** etcd3 has forgotten the watcher (cancelled by etcd): cancelling it again would hang. */
+  private detached = false;
+  private onFirst: (() => void) | undefined;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly opts: WatchOptions,
+    private readonly forget: () => void,
+  ) {
+    this.next = opts.fromRevision > 0 ? Math.floor(opts.fromRevision) : 0;
+  }
+
+  handle(): WatchHandle {
+    return { close: () => this.close() };
+  }
+
+  /** Registers the watch; resolves once etcd has created it (or already cancelled it). */
+  start(timeoutMs: number): Promise<void> {
+    const [key, end] = prefixRange(this.opts.prefix);
+    const builder = this.client.watch().inRange(new Range(key, end));
+    if (this.next > 0) builder.startRevision(String(this.next));
+    // watcher() rather than create(): every listener is attached before any event can fire, so
+    // an 'error' arriving right after 'connected' is never emitted without a listener.
+    const watcher = builder.watcher();
+    this.watcher = watcher;
+    watcher.on('connected', (res: IWatchResponse) => {
+      if (this.next === 0) this.next = Number(res.header.revision) + 1;
+      this.onFirst?.();
+    });
+    watcher.on('data', (res: IWatchResponse) => this.onData(res));
+    watcher.on('disconnected', () => {
+      if (!this.ended && this.next > 0) watcher.request.start_revision = String(this.next);
+    });
+    watcher.on('error', (err: Error) => {
+      this.detached = true;
+      this.onFirst?.();
+      this.onCancelled(err);
+    });
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.onFirst = undefined;
+        void this.close();
+        reject(new TarcilError('UNAVAILABLE', `etcd did not register the watch on ${this.opts.prefix} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      timer.unref();
+      this.onFirst = () => {
+        this.onFirst = undefined;
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /** Reports an error on a later tick, for a watch refused before it reached etcd. */
+  failSoon(err: TarcilError): void {
+    this.detached = true;
+    setImmediate(() => this.finish(err));
+  }
+
+  async close(): Promise<void> {
+    const wasEnded = this.ended;
+    this.ended = true;
+    this.forget();
+    if (wasEnded && this.detached) return;
+    const watcher = this.watcher;
+    if (!watcher || this.detached) return;
+    this.detached = true;
+    let timer: NodeJS.Timeout | undefined;
+    const giveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, WATCH_CANCEL_WAIT_MS);
+      timer.unref();
+    });
+    try {
+      await Promise.race([watcher.cancel(), giveUp]);
+    } catch (err) {
+      log.debug({ err, prefix: this.opts.prefix }, 'watch cancel failed');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private onData(res: IWatchResponse): void {
+    if (this.ended) return;
+    const batches: WatchBatch[] = [];
+    for (const ev of res.events) {
+      const rev = Number(ev.kv.mod_revision);
+      // After a resume etcd may send again what was delivered before the disconnect.
+      if (rev < this.next) continue;
+      const event: WatchEvent =
+        ev.type === 'Delete'
+          ? { type: 'delete', kv: { key: ev.kv.key.toString(), value: '', createRevision: 0, modRevision: rev, version: 0, lease: '0' } }
+          : { type: 'put', kv: fromKv(ev.kv) };
+      const last = batches[batches.length - 1];
+      if (last && last.revision === rev) last.events.push(event);
+      else batches.push({ revision: rev, events: [event] });
+    }
+    for (const batch of batches) {
+      if (this.ended) return;
+      this.next = batch.revision + 1;
+      try {
+        this.opts.onEvents(batch);
+      } catch (err) {
+        log.error({ err, revision: batch.revision, prefix: this.opts.prefix }, 'watch callback threw');
+      }
+    }
+  }
+
+  private onCancelled(err: Error): void {
+    const reason = err.message.replace(/^.*?Watcher canceled:\s*/s, '').trim();
+    const compacted = reason === '' || /compact/i.test(reason);
+    this.finish(
+      new TarcilError(
+        compacted ? 'COMPACTED' : 'CANCELLED',
+        compacted
+          ? `watch on ${this.opts.prefix} from revision ${this.next}: that history is compacted`
+          : `etcd cancelled the watch on ${this.opts.prefix}: ${reason}`,
+        { cause: err, details: { nextRevision: this.next } },
+      ),
+    );
+  }
+
+  private finish(err: TarcilError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.forget();
+    try {
+      this.opts.onError(err);
+    } catch (e) {
+      log.error({ err: e, prefix: this.opts.prefix }, 'watch error callback threw');
+    }
+  }
+}
+
+class EtcdLeaseHandle implements Lease {
+  id = '0';
+  readonly ttlSeconds: number;
+  private callbacks: Array<(err: Error) => void> = [];
+  private lostError: TarcilError | undefined;
+  private stopped = false;
+  private check: Timer | undefined;
+  private readonly clock = new SystemClock();
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly inner: Etcd3Lease,
+    ttlSeconds: number,
+    private readonly keepAlive: boolean,
+    private readonly forget: () => void,
+  ) {
+    this.ttlSeconds = ttlSeconds;
+    inner.on('lost', (err: Error) => this.lost(err));
+  }
+
+  granted(id: string): void {
+    this.id = id;
+    if (!this.keepAlive) this.scheduleCheck(this.ttlSeconds * 1000);
+  }
+
+  onLost(cb: (err: Error) => void): void {
+    const err = this.lostError;
+    if (err) queueMicrotask(() => runCallback(cb, err));
+    else this.callbacks.push(cb);
+  }
+
+  async keepAliveOnce(): Promise<void> {
+    if (this.lostError) throw this.lostError;
+    try {
+      await this.inner.keepaliveOnce();
+    } catch (err) {
+      throw toTarcil(err, `keep lease ${this.id} alive`);
+    }
+  }
+
+  async revoke(): Promise<void> {
+    this.stop();
+    try {
+      await this.inner.revoke();
+    } catch (err) {
+      throw toTarcil(err, `revoke lease ${this.id}`);
+    }
+  }
+
+  release(): void {
+    this.stop();
+    this.inner.release();
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    this.check?.cancel();
+    this.check = undefined;
+    this.forget();
+  }
+
+  private lost(err: Error): void {
+    if (this.stopped || this.lostError) return;
+    this.stop();
+    const e = new TarcilError('LEASE_NOT_FOUND', `lease ${this.id} lost: ${err.message}`, { cause: err, details: { lease: this.id } });
+    this.lostError = e;
+    const callbacks = this.callbacks;
+    this.callbacks = [];
+    for (const cb of callbacks) runCallback(cb, e);
+  }
+
+  /** keepAlive: false: etcd3 will not notice the expiry, so ask etcd when it is due. */
+  private scheduleCheck(ms: number): void {
+    if (this.stopped) return;
+    this.check = this.clock.setTimer(ms + LEASE_CHECK_SLACK_MS, () => {
+      this.check = undefined;
+      this.client.leaseClient.leaseTimeToLive({ ID: this.id }).then(
+        (res) => {
+          const left = Number(res.TTL);
+          if (left <= 0) this.lost(new Error('the lease expired'));
+          else this.scheduleCheck(left * 1000);
+        },
+        (err: unknown) => {
+          const e = toTarcil(err, 'lease time-to-live');
+          if (e.code === 'LEASE_NOT_FOUND') this.lost(e);
+          else this.scheduleCheck(1000 - LEASE_CHECK_SLACK_MS);
+        },
+      );
+    });
+  }
+}
+
+function runCallback(cb: (err: Error) => void, err: Error): void {
+  try {
+    cb(err);
+  } catch (e) {
+    log.error({ err: e }, 'lease onLost callback threw');
+  }
+}
+
+function prefixRange(prefix: string): [Buffer, Buffer] {
+  // etcd has no empty key: the whole key space is ['\0', '\0').
+  if (prefix === '') return [ALL_KEYS, ALL_KEYS];
+  const key = Buffer.from(prefix);
+  return [key, prefixRangeEnd(key)];
+}
+
+function fromKv(kv: IKeyValue): KeyValue {
+  return {
+    key: kv.key.toString(),
+    value: kv.value.toString(),
+    createRevision: Number(kv.create_revision),
+    modRevision: Number(kv.mod_revision),
+    version: Number(kv.version),
+    lease: kv.lease === '' ? '0' : kv.lease,
+  };
+}
+
+function toCompare(c: Compare): ICompare {
+  const key = Buffer.from(c.key);
+  const result = RESULT[c.op];
+  switch (c.target) {
+    case 'mod':
+      return { key, result, target: CompareTarget.Mod, mod_revision: c.value };
+    case 'create':
+      return { key, result, target: CompareTarget.Create, create_revision: c.value };
+    case 'version':
+      return { key, result, target: CompareTarget.Version, version: c.value };
+    case 'value':
+      return { key, result, target: CompareTarget.Value, value: Buffer.from(c.value) };
+    case 'lease':
+      return { key, result, target: CompareTarget.Lease, lease: normalizeLease(c.value, 'txn.compare.value') };
+  }
+}
+
+function toRequestOp(op: Op): IRequestOp {
+  switch (op.type) {
+    case 'get': {
+      const [key, end] = op.prefix === true ? prefixRange(op.key) : [Buffer.from(op.key), undefined];
+      return { request_range: { key, ...(end ? { range_end: end } : {}) } };
+    }
+    case 'put': {
+      const lease = normalizeLease(op.lease, 'txn.put.lease');
+      return { request_put: { key: Buffer.from(op.key), value: Buffer.from(op.value), ...(lease !== '0' ? { lease } : {}) } };
+    }
+    case 'delete': {
+      const [key, end] = op.prefix === true ? prefixRange(op.key) : [Buffer.from(op.key), undefined];
+      return { request_delete_range: { key, ...(end ? { range_end: end } : {}) } };
+    }
+  }
+}
+
+function loadTls(tls: EtcdTlsOptions): NonNullable<IOptions['credentials']> {
+  const read = (file: string, field: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new TarcilError('INVALID_ARGUMENT', `${field}: cannot read ${file}`, { cause: err, field });
+    }
+  };
+  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
+    throw invalid('tls', 'certFile and keyFile go together');
+  }
+  return {
+    rootCertificate: tls.caFile ? read(tls.caFile, 'tls.caFile') : Buffer.from(rootCertificates.join('\n')),
+    ...(tls.keyFile ? { privateKey: read(tls.keyFile, 'tls.keyFile') } : {}),
+    ...(tls.certFile ? { certChain: read(tls.certFile, 'tls.certFile') } : {}),
+  };
+}
+
+/** Maps etcd3 and gRPC errors onto the project's stable codes. */
+export function toTarcil(err: unknown, what: string): TarcilError {
+  if (err instanceof TarcilError) return err;
+  const e = err instanceof Error ? err : new Error(String(err));
+  const m = e.message;
+  const make = (code: TarcilError['code'], details?: Record<string, unknown>): TarcilError =>
+    new TarcilError(code, `${what}: ${m}`, details ? { cause: e, details } : { cause: e });
+  if (/too many operations in txn request/.test(m)) return make('TOO_MANY_OPS', { limit: 'maxTxnOps' });
+  if (/request is too large|larger than max/.test(m)) return make('TOO_MANY_OPS', { limit: 'maxRequestBytes' });
+  if (/required revision has been compacted/.test(m)) return make('COMPACTED');
+  if (/required revision is a future revision|duplicate key given in txn request|key is not provided/.test(m)) {
+    return make('INVALID_ARGUMENT');
+  }
+  if (e instanceof EtcdLeaseInvalidError || /requested lease not found/.test(m)) return make('LEASE_NOT_FOUND');
+  if (e instanceof ClientClosedError) return make('CLOSED');
+  if (
+    e instanceof EtcdPermissionDeniedError ||
+    e instanceof EtcdAuthenticationFailedError ||
+    e instanceof EtcdInvalidAuthTokenError
+  ) {
+    return new TarcilError('INVALID_ARGUMENT', `${what}: ${m}`, { cause: e, field: 'store.auth' });
+  }
+  if (
+    e instanceof GRPCUnavailableError ||
+    e instanceof GRPCDeadlineExceededError ||
+    e instanceof GRPCCancelledError ||
+    isBrokenCircuitError(e) ||
+    /no leader|leader changed|timed out|connection|ECONNREFUSED|unavailable/i.test(m)
+  ) {
+    return make('UNAVAILABLE');
+  }
+  if (e instanceof GRPCInvalidArgumentError) return make('INVALID_ARGUMENT');
+  return make('INTERNAL');
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
+}

@@ -1,0 +1,339 @@
+import { describe, expect, it } from 'vitest';
+import { mean, sampleStandardDeviation } from 'simple-statistics';
+import { AdmissionState, erlangQuantile } from '../../src/admission/index.ts';
+import { jobTarget, scoreRu, type JobTarget } from '../../src/quality/index.ts';
+import { ManualClock } from '../../src/util/clock.ts';
+import { SeededRng, type Rng } from '../../src/util/rng.ts';
+import { isTarcilError } from '../../src/util/errors.ts';
+
+const N = 10;
+const zeros = (): number[] => new Array<number>(N).fill(0);
+const full = (v: number): number[] => new Array<number>(N).fill(v);
+/** Sensitive on every resource: tolerates at most 9 on the first, 19 on the second, ... */
+const DEMANDING = jobTarget([90, 80, 70, 60, 50, 40, 30, 20, 10, 0]);
+const TOLERANT = jobTarget(full(50));
+
+function randomContention(rng: Rng, integer: boolean): number[] {
+  const scale = rng.next() * 99;
+  return Array.from({ length: N }, () => {
+    const v = rng.next() < 0.3 ? 0 : rng.next() * scale;
+    return integer ? Math.round(v) : v;
+  });
+}
+
+/** Frees RU `key` (busy → free) after `dt`, then takes it again, so the free count is unchanged. */
+function freeEvent(st: AdmissionState, clock: ManualClock, key: string, C: number[], dt: number): void {
+  clock.advance(dt);
+  st.updateRu(key, C, true);
+  st.updateRu(key, C, false);
+}
+
+function newState(clock: ManualClock, extra: Partial<ConstructorParameters<typeof AdmissionState>[0]> = {}): AdmissionState {
+  return new AdmissionState({ clock, seed: 5, ...extra });
+}
+
+describe('AdmissionState counters', () => {
+  for (const integer of [true, false]) {
+    it(`match a brute-force recount after thousands of random updates (${integer ? 'integer' : 'fractional'} C)`, () => {
+      const clock = new ManualClock(1_000_000);
+      const st = newState(clock);
+      const rng = new SeededRng(integer ? 21 : 22);
+      const ref = new Map<string, { C: number[]; free: boolean }>();
+      const events = new Array<number>(st.lsh.buckets).fill(0);
+      for (let op = 0; op < 6000; op++) {
+        const key = `ru${rng.int(300)}`;
+        const prev = ref.get(key);
+        if (rng.next() < 0.08) {
+          st.updateRu(key, null, false);
+          ref.delete(key);
+        } else {
+          const C = randomContention(rng, integer);
+          const free = rng.next() < 0.5;
+          st.updateRu(key, C, free);
+          ref.set(key, { C, free });
+          if (prev && !prev.free && free) events[st.lsh.bucketOf(C)]!++;
+        }
+        clock.advance(rng.int(100));
+      }
+
+      const B = st.lsh.buckets;
+      const free = new Array<number>(B).fill(0);
+      const total = new Array<number>(B).fill(0);
+      const sums = Array.from({ length: B }, () => zeros());
+      for (const [key, { C, free: isFree }] of ref) {
+        const b = st.lsh.bucketOf(C);
+        expect(st.bucketOfRu(key)).toBe(b);
+        total[b]!++;
+        if (isFree) {
+          free[b]!++;
+          C.forEach((v, i) => (sums[b]![i]! += v));
+        }
+      }
+      expect(st.size()).toBe(ref.size);
+      expect(st.totalFree()).toBe(free.reduce((a, b) => a + b, 0));
+      const snap = st.snapshot();
+      expect(snap).toHaveLength(B);
+      for (let b = 0; b < B; b++) {
+        expect(st.freeIn(b)).toBe(free[b]);
+        expect(snap[b]!.free).toBe(free[b]);
+        expect(snap[b]!.total).toBe(total[b]);
+        expect(snap[b]!.history).toBe(events[b]);
+        if (free[b] === 0) expect(snap[b]!.mean).toBeNull();
+        else snap[b]!.mean!.forEach((v, i) => expect(v).toBeCloseTo(sums[b]![i]! / free[b]!, 5));
+      }
+      expect(st.bucketOfRu('never-seen')).toBeUndefined();
+
+      // Acceptable buckets and f agree with the recount (exactly, for integer vectors).
+      for (const job of [DEMANDING, TOLERANT, jobTarget(full(20)), jobTarget([99, 0, 0, 0, 0, 0, 0, 0, 0, 0])]) {
+        const expected: number[] = [];
+        for (let b = 0; b < B; b++) {
+          if (free[b]! > 0 && scoreRu(sums[b]!.map((s) => s / free[b]!), job).acceptable) expected.push(b);
+        }
+        if (integer) expect(st.acceptableBuckets(job)).toEqual(expected);
+        const F = st.estimateF(job);
+        expect(F.buckets).toEqual(st.acceptableBuckets(job));
+        expect(F.acceptableFree).toBe(F.buckets.reduce((a, b) => a + free[b]!, 0));
+        expect(F.f).toBeCloseTo(F.acceptableFree / F.totalFree, 12);
+      }
+    });
+  }
+
+  it('drops an RU that goes away (null C) and ignores unknown removals', () => {
+    const st = newState(new ManualClock());
+    st.updateRu('a', zeros(), true);
+    st.updateRu('b', zeros(), false);
+    expect(st.totalFree()).toBe(1);
+    st.updateRu('a', null, false);
+    st.updateRu('zzz', null, false);
+    expect(st.totalFree()).toBe(0);
+    expect(st.size()).toBe(1);
+    expect(st.bucketOfRu('a')).toBeUndefined();
+    try {
+      st.updateRu('b', [1, 2, 3], true);
+      throw new Error('expected a throw');
+    } catch (e) {
+      expect(isTarcilError(e, 'INVALID_ARGUMENT')).toBe(true);
+    }
+    expect(st.size()).toBe(1); // the bad update left the RU as it was
+    expect(st.snapshot().reduce((a, s) => a + s.total, 0)).toBe(1);
+  });
+});
+
+describe('acceptable buckets and f', () => {
+  it('idle cluster: everything acceptable, f = 1', () => {
+    const st = newState(new ManualClock());
+    for (let i = 0; i < 100; i++) st.updateRu(`r${i}`, zeros(), true);
+    const F = st.estimateF(DEMANDING);
+    expect(F).toMatchObject({ f: 1, acceptableFree: 100, totalFree: 100 });
+    expect(F.buckets).toHaveLength(1);
+  });
+
+  it('saturated cluster: nothing acceptable, f = 0', () => {
+    const st = newState(new ManualClock());
+    for (let i = 0; i < 100; i++) st.updateRu(`r${i}`, full(99), true);
+    expect(st.estimateF(DEMANDING)).toEqual({ f: 0, acceptableFree: 0, totalFree: 100, buckets: [] });
+    expect(st.estimateF(TOLERANT).f).toBe(0);
+    expect(st.estimateF(jobTarget(zeros())).f).toBe(1); // a job that causes nothing tolerates everything
+  });
+
+  it('all busy: f = 0 with nothing free', () => {
+    const st = newState(new ManualClock());
+    for (let i = 0; i < 10; i++) st.updateRu(`r${i}`, zeros(), false);
+    expect(st.estimateF(TOLERANT)).toEqual({ f: 0, acceptableFree: 0, totalFree: 0, buckets: [] });
+  });
+
+  it('half idle, half saturated: f = 1/2; moderate contention splits jobs by sensitivity', () => {
+    const st = newState(new ManualClock());
+    for (let i = 0; i < 50; i++) st.updateRu(`idle${i}`, zeros(), true);
+    for (let i = 0; i < 50; i++) st.updateRu(`sat${i}`, full(95), true);
+    for (let i = 0; i < 100; i++) st.updateRu(`mid${i}`, full(30), true);
+    expect(st.estimateF(DEMANDING).f).toBeCloseTo(50 / 200, 12);
+    expect(st.estimateF(TOLERANT).f).toBeCloseTo(150 / 200, 12);
+  });
+});
+
+describe('wait estimate', () => {
+  /** A cluster whose acceptable RUs are all busy, with free events after the given intervals. */
+  function withHistory(intervals: number[], extra = {}): { st: AdmissionState; clock: ManualClock } {
+    const clock = new ManualClock(0);
+    const st = newState(clock, extra);
+    for (let i = 0; i < 20; i++) st.updateRu(`idle${i}`, zeros(), false);
+    for (let i = 0; i < 20; i++) st.updateRu(`sat${i}`, full(99), true); // free but useless
+    freeEvent(st, clock, 'idle0', zeros(), 50);
+    intervals.forEach((dt, i) => freeEvent(st, clock, `idle${(i + 1) % 20}`, zeros(), dt));
+    return { st, clock };
+  }
+
+  it('uses μ and σ of the inter-free intervals: k = 1', () => {
+    const { st } = withHistory([100, 100, 100, 1700]);
+    expect(st.estimateF(DEMANDING).acceptableFree).toBe(0);
+    const w = st.waitEstimate(DEMANDING, 1);
+    expect(w.samples).toBe(4);
+    // μ = 500, σ = 800 (sample): P[a free within t] = 1 − e^{−t/μ} reaches 0.9 at μ·ln 10.
+    expect(w.estimateMs).toBeCloseTo(500 * Math.LN10, 6);
+    expect(w.boundMs).toBeCloseTo(500 + 2 * 800, 9);
+  });
+
+  it('generalises to k frees: Erlang quantile and kμ + 2√k·σ', () => {
+    const intervals = [300, 80, 1200, 40, 650, 220, 900];
+    const { st } = withHistory(intervals);
+    const mu = mean(intervals);
+    const sigma = sampleStandardDeviation(intervals);
+    for (const k of [1, 2, 3, 7]) {
+      const w = st.waitEstimate(DEMANDING, k);
+      expect(w.samples).toBe(intervals.length);
+      expect(w.estimateMs).toBeCloseTo(mu * erlangQuantile(k, 0.9), 6);
+      expect(w.boundMs).toBeCloseTo(k * mu + 2 * Math.sqrt(k) * sigma, 9);
+    }
+    // Free acceptable RUs reduce k (a new RU: joining free is not a free event).
+    st.updateRu('fresh', zeros(), true);
+    expect(st.waitEstimate(DEMANDING, 3).estimateMs).toBeCloseTo(mu * erlangQuantile(2, 0.9), 6);
+    expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(0);
+  });
+
+  it('only counts the buckets acceptable for the job, merged into one stream', () => {
+    const clock = new ManualClock(0);
+    const st = newState(clock);
+    // Two low-contention vectors in different buckets, both fine for a tolerant job.
+    const a = zeros();
+    const b = [...Array(N).keys()].map((i) => zeros().map((_, j) => (j === i ? 8 : 0))).find((v) => st.lsh.bucketOf(v) !== st.lsh.bucketOf(a));
+    expect(b).toBeDefined();
+    st.updateRu('a', a, false);
+    st.updateRu('b', b!, false);
+    st.updateRu('s', full(99), false);
+    for (let i = 0; i < 6; i++) {
+      freeEvent(st, clock, i % 2 === 0 ? 'a' : 'b', i % 2 === 0 ? a : b!, 100);
+      freeEvent(st, clock, 's', full(99), 7); // a saturated RU freed often: not acceptable, not counted
+    }
+    const w = st.waitEstimate(TOLERANT, 1);
+    expect(w.samples).toBe(5);
+    expect(w.boundMs).toBe(107); // merged a/b stream: every 107 ms, σ = 0
+  });
+
+  it('no history: Infinity', () => {
+    const clock = new ManualClock(0);
+    const st = newState(clock);
+    st.updateRu('a', zeros(), false);
+    expect(st.waitEstimate(DEMANDING, 1)).toEqual({ estimateMs: Infinity, boundMs: Infinity, samples: 0 });
+    freeEvent(st, clock, 'a', zeros(), 10); // one event is no interval yet
+    expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(Infinity);
+  });
+
+  it('records free events only on busy → free', () => {
+    const clock = new ManualClock(0);
+    const st = newState(clock);
+    const b = st.lsh.bucketOf(zeros());
+    st.updateRu('a', zeros(), true); // new and free: not a free event
+    st.updateRu('a', zeros(), true); // free → free
+    expect(st.snapshot()[b]!.history).toBe(0);
+    st.updateRu('a', zeros(), false);
+    st.updateRu('a', zeros(), true);
+    expect(st.snapshot()[b]!.history).toBe(1);
+    st.updateRu('a', null, false);
+    st.updateRu('a', zeros(), true); // back from down: not a free event
+    expect(st.snapshot()[b]!.history).toBe(1);
+  });
+
+  it('slides the window and caps the history', () => {
+    const { st, clock } = withHistory([1000, 1000, 1000, 1000], { historyWindowMs: 10_000 });
+    // Events at 50, 1050, 2050, 3050, 4050.
+    expect(st.waitEstimate(DEMANDING, 1).samples).toBe(4);
+    clock.advance(10_050 - 4050 + 500); // now 10 550: the event at 50 is older than the window
+    expect(st.waitEstimate(DEMANDING, 1).samples).toBe(3);
+    clock.advance(6000); // now 16 550: the newest event (4050) is older than the window too
+    expect(st.waitEstimate(DEMANDING, 1)).toMatchObject({ samples: 0, estimateMs: Infinity });
+    expect(st.snapshot().reduce((a, s) => a + s.history, 0)).toBe(0);
+
+    const capped = withHistory(new Array<number>(40).fill(10), { historyMax: 8 });
+    expect(capped.st.waitEstimate(DEMANDING, 1).samples).toBe(7);
+    expect(Math.max(...capped.st.snapshot().map((s) => s.history))).toBe(8);
+  });
+
+  it('erlangQuantile is the Poisson waiting-time quantile', () => {
+    expect(erlangQuantile(0, 0.9)).toBe(0);
+    expect(erlangQuantile(1, 0.9)).toBeCloseTo(Math.LN10, 12);
+    expect(erlangQuantile(2, 0.9)).toBeCloseTo(3.88972, 4);
+    expect(erlangQuantile(5, 0.9)).toBeCloseTo(7.99359, 4);
+    // Large k: close to the normal approximation k + z_0.9·√k.
+    expect(erlangQuantile(400, 0.9) / (400 + 1.2816 * 20)).toBeCloseTo(1, 2);
+    for (let k = 1; k < 30; k++) expect(erlangQuantile(k + 1, 0.9)).toBeGreaterThan(erlangQuantile(k, 0.9));
+  });
+});
+
+describe('verdict', () => {
+  const opts = { priority: 0, bypassAbove: 10 };
+
+  function cluster(freeIdle: number, intervals: number[] | null): AdmissionState {
+    const clock = new ManualClock(0);
+    const st = newState(clock);
+    for (let i = 0; i < 40; i++) st.updateRu(`idle${i}`, zeros(), i < freeIdle);
+    for (let i = 0; i < 40; i++) st.updateRu(`sat${i}`, full(99), true);
+    if (intervals) {
+      freeEvent(st, clock, 'idle39', zeros(), 50);
+      for (const dt of intervals) freeEvent(st, clock, 'idle39', zeros(), dt);
+    }
+    return st;
+  }
+
+  function check(st: AdmissionState, job: JobTarget, needed: number, o = opts): ReturnType<AdmissionState['verdict']> {
+    const v = st.verdict(job, needed, o);
+    expect(v.needed).toBe(needed);
+    expect(v.totalFree).toBe(st.totalFree());
+    expect(v.reason.length).toBeGreaterThan(20);
+    return v;
+  }
+
+  it('admits with enough acceptable RUs and the margin', () => {
+    const st = cluster(10, null);
+    const v = check(st, DEMANDING, 8); // 8 × 1.25 = 10 ≤ 10
+    expect(v).toMatchObject({ action: 'admit', acceptableFree: 10, totalFree: 50, f: 0.2 });
+    expect(v.buckets).toEqual([st.lsh.bucketOf(zeros())]);
+    expect(v.reason).toContain('10 acceptable free RUs');
+    expect(v.estimateMs).toBeUndefined();
+  });
+
+  it('queues when the margin is missing and a wait is predictable', () => {
+    const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]);
+    const v = check(st, DEMANDING, 9); // 10 ≥ 9 needed, but 12 wanted with the margin: k = 2
+    expect(v.action).toBe('queue');
+    expect(v.estimateMs!).toBeLessThan(v.boundMs!);
+    expect(v.reason).toMatch(/2 more expected free within/);
+    expect(v.reason).toContain('wait');
+  });
+
+  it('places at best effort without history or when the wait is not under the bound', () => {
+    const none = check(cluster(0, null), DEMANDING, 1);
+    expect(none.action).toBe('best-effort');
+    expect(none.reason).toContain('no recent free events');
+    expect(none.estimateMs).toBe(Infinity);
+
+    // Clockwork frees (σ = 0): bound kμ is below the Poisson 90% quantile.
+    const regular = check(cluster(0, [1000, 1000, 1000, 1000]), DEMANDING, 1);
+    expect(regular.action).toBe('best-effort');
+    expect(regular.estimateMs!).toBeGreaterThanOrEqual(regular.boundMs!);
+    expect(regular.reason).toContain('not under the bound');
+  });
+
+  it('lets priority bypass the queue, strictly above the threshold', () => {
+    const st = cluster(0, [100, 100, 100, 1700]);
+    expect(check(st, DEMANDING, 1).action).toBe('queue');
+    const hi = check(st, DEMANDING, 1, { priority: 11, bypassAbove: 10 });
+    expect(hi.action).toBe('admit');
+    expect(hi.reason).toContain('bypasses the queue');
+    expect(check(st, DEMANDING, 1, { priority: 10, bypassAbove: 10 }).action).toBe('queue');
+  });
+
+  it('a job that tolerates the saturated RUs is admitted on them', () => {
+    const st = cluster(0, null);
+    expect(check(st, jobTarget(zeros()), 32)).toMatchObject({ action: 'admit', acceptableFree: 40, f: 1 });
+  });
+
+  it('validates needed and options', () => {
+    const st = cluster(1, null);
+    expect(() => st.verdict(DEMANDING, 0, opts)).toThrow(/needed/);
+    expect(() => st.waitEstimate(DEMANDING, 1.5)).toThrow(/needed/);
+    expect(() => new AdmissionState({ clock: new ManualClock(), margin: 0.5 })).toThrow(/margin/);
+    expect(() => new AdmissionState({ clock: new ManualClock(), waitQuantile: 1 })).toThrow(/waitQuantile/);
+    expect(() => new AdmissionState({ clock: new ManualClock(), historyMax: 1 })).toThrow(/historyMax/);
+  });
+});

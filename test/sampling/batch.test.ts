@@ -1,0 +1,270 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PRIORITY, type ServerSpec } from '../../src/model/types.ts';
+import { contention, jobTarget, rankD, scoreRu, type RuScore } from '../../src/quality/index.ts';
+import { drawCandidates, selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
+import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { SeededRng, type Rng } from '../../src/util/rng.ts';
+import { TEST_PROFILES } from '../support/jobs.ts';
+
+function servers(n: number, rus: number, opts: { platforms?: string[]; perRack?: number } = {}): ServerSpec[] {
+  const platforms = opts.platforms ?? ['r3.2xlarge'];
+  return Array.from({ length: n }, (_, i) => ({
+    id: `s${String(i).padStart(4, '0')}`,
+    platform: platforms[i % platforms.length] as string,
+    rack: `r${Math.floor(i / (opts.perRack ?? 10))}`,
+    rus,
+    speed: 1,
+    attributes: { ssd: i % 2 === 0 ? 'yes' : 'no' },
+  }));
+}
+
+/** A cluster with a random resident load (each RU busy with probability `load`). */
+function loadedCluster(rng: Rng, n: number, rus: number, load: number, specs?: ServerSpec[]): ClusterState {
+  const st = new ClusterState();
+  st.batch(() => {
+    for (const s of specs ?? servers(n, rus)) st.upsertServer(s);
+    for (const s of st.servers.values()) {
+      for (let i = 0; i < s.ruCount; i++) {
+        if (rng.next() < load) {
+          const p = TEST_PROFILES[rng.int(TEST_PROFILES.length)]!;
+          st.setRu({ server: s.id, index: i }, { job: `res-${s.id}-${i}`, task: 0, caused: p.caused, priority: 10, state: 'busy' }, 1);
+        }
+      }
+    }
+  });
+  return st;
+}
+
+function request(over: Partial<PlacementRequest> = {}): PlacementRequest {
+  const p = TEST_PROFILES[5]!;
+  return {
+    jobId: 'job',
+    target: jobTarget(p.caused),
+    caused: p.caused,
+    priority: DEFAULT_PRIORITY,
+    platformPerf: { 'r3.2xlarge': 1, 'c3.large': 0.8 },
+    locality: { mode: 'any', scope: 'server' },
+    constraints: {},
+    m: 1,
+    R: 8,
+    ...over,
+  };
+}
+
+/** Scores every available RU and returns D (rank in [0,1]) by RU id. */
+function ranks(st: ClusterState, req: PlacementRequest, rng: Rng): Map<number, number> {
+  const ids = [...st.available.values()];
+  const C: number[] = [];
+  const scores: RuScore[] = ids.map((id) => {
+    const s = st.serverOfRu(id)!;
+    contention(s.sum, s.ruCount, null, C);
+    return scoreRu(C, req.target, 'monotone');
+  });
+  const D = rankD(scores, rng);
+  return new Map(ids.map((id, i) => [id, D[i]!]));
+}
+
+/**
+ * Largest gap between the empirical CDF of xs and F, evaluated at each distinct value (the ranks
+ * are discrete and repeat, so comparing inside a run of equal values would invent gaps).
+ */
+function ksDistance(xs: number[], F: (x: number) => number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  let d = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (i + 1 < s.length && s[i + 1] === s[i]) continue;
+    d = Math.max(d, Math.abs((i + 1) / s.length - F(s[i]!)));
+  }
+  return d;
+}
+
+describe('best-of-R quality follows x^R (paper eq. 6) on a simulated cluster', () => {
+  const rng = new SeededRng(7);
+  const st = loadedCluster(rng, 100, 8, 0.5);
+  const req = request();
+  const D = ranks(st, req, rng);
+
+  it.each([2, 8, 16])('uniform draws of R = %i', (R) => {
+    const best: number[] = [];
+    for (let t = 0; t < 3000; t++) {
+      const ids = drawCandidates(st, request({ R }), R, rng);
+      expect(new Set(ids).size).toBe(R);
+      best.push(Math.max(...ids.map((id) => D.get(id)!)));
+    }
+    // The population is finite (≈400 available RUs, drawn without replacement): the exact law is
+    // P[max D ≤ x] = Π_{i<R} (k − i)/(n − i) with k = RUs of rank ≤ x (the paper's discretised
+    // eq. 6). KS critical value at 1% for 3,000 draws: 0.030.
+    const n = D.size;
+    const exact = (x: number): number => {
+      const k = Math.floor(x * (n - 1) + 1e-9) + 1;
+      let p = 1;
+      for (let i = 0; i < R; i++) p *= Math.max(0, k - i) / (n - i);
+      return p;
+    };
+    expect(ksDistance(best, exact)).toBeLessThan(0.03);
+    // The continuous law x^R is what the paper plots; at this size it is close.
+    expect(ksDistance(best, (x) => x ** R)).toBeLessThan(0.06);
+    // And it is not the CDF of a different R: the test can tell R from 2R.
+    expect(ksDistance(best, (x) => x ** (2 * R))).toBeGreaterThan(0.08);
+  });
+
+  it('the pick of selectPlacements (m = 1) is the best of its R candidates', () => {
+    const R = 8;
+    const picked: number[] = [];
+    for (let t = 0; t < 2000; t++) {
+      const res = selectPlacements(st, request({ R }), rng);
+      expect(res.candidatesSeen).toBe(R);
+      picked.push(D.get(res.picks[0]!.id)!);
+    }
+    expect(ksDistance(picked, (x) => x ** R)).toBeLessThan(0.04);
+  });
+});
+
+describe('batch sampling', () => {
+  it('samples R·m distinct candidates and keeps the m best, all distinct', () => {
+    const rng = new SeededRng(11);
+    const st = loadedCluster(rng, 100, 8, 0.3);
+    const res = selectPlacements(st, request({ m: 6, R: 8 }), rng);
+    expect(res.candidatesSeen).toBe(48);
+    expect(res.picks).toHaveLength(6);
+    expect(new Set(res.picks.map((p) => p.id)).size).toBe(6);
+    for (const p of res.picks) expect(st.serverOfRu(p.id)!.available(p.index)).toBe(true);
+  });
+
+  it('counts the job’s own earlier picks in the neighbourhood of later ones', () => {
+    const st = new ClusterState();
+    st.upsertServer(servers(1, 8)[0]!);
+    const res = selectPlacements(st, request({ m: 8, R: 8 }), new SeededRng(3));
+    expect(res.picks).toHaveLength(8);
+    const U = res.picks.map((p) => p.quality.U);
+    // Each pick adds the job's pressure to the server: the later picks see strictly more.
+    for (let i = 1; i < U.length; i++) expect(U[i]!).toBeLessThan(U[i - 1]!);
+  });
+
+  it('prefers quiet servers for a sensitive job', () => {
+    const rng = new SeededRng(5);
+    const st = new ClusterState();
+    const specs = servers(20, 8);
+    for (const s of specs) st.upsertServer(s);
+    // Half the servers carry an LLC/memory-heavy neighbour on most RUs.
+    for (const s of specs.slice(0, 10)) {
+      for (let i = 0; i < 6; i++) st.setRu({ server: s.id, index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 1);
+    }
+    const res = selectPlacements(st, request({ m: 4, R: 16 }), rng);
+    expect(res.picks.every((p) => Number(p.server.id.slice(1)) >= 10)).toBe(true);
+    expect(res.picks.every((p) => p.quality.acceptable)).toBe(true);
+  });
+
+  it('honours platform and attribute constraints', () => {
+    const rng = new SeededRng(9);
+    const specs = servers(40, 4, { platforms: ['r3.2xlarge', 'c3.large'] });
+    const st = loadedCluster(rng, 40, 4, 0.2, specs);
+    for (let t = 0; t < 50; t++) {
+      const res = selectPlacements(st, request({ m: 3, constraints: { platforms: ['c3.large'], attributes: { ssd: 'no' } } }), rng);
+      expect(res.picks.length).toBe(3);
+      for (const p of res.picks) {
+        expect(p.server.spec.platform).toBe('c3.large');
+        expect(p.server.spec.attributes.ssd).toBe('no');
+      }
+    }
+    const none = selectPlacements(st, request({ constraints: { platforms: ['nope'] } }), rng);
+    expect(none.picks).toEqual([]);
+  });
+
+  it('folds platform preference into the score', () => {
+    const rng = new SeededRng(13);
+    const specs = servers(40, 4, { platforms: ['r3.2xlarge', 'c3.large'] });
+    const st = loadedCluster(rng, 40, 4, 0, specs);
+    let fast = 0;
+    for (let t = 0; t < 100; t++) {
+      const res = selectPlacements(st, request({ platformPerf: { 'r3.2xlarge': 1, 'c3.large': 0.5 } }), rng);
+      if (res.picks[0]!.server.spec.platform === 'r3.2xlarge') fast++;
+    }
+    // With 8 candidates from a 50/50 mix, a fast one is almost always among them.
+    expect(fast).toBeGreaterThan(95);
+  });
+
+  it('spreads across distinct servers, or racks', () => {
+    const rng = new SeededRng(17);
+    const st = loadedCluster(rng, 60, 8, 0.2);
+    const bySrv = selectPlacements(st, request({ m: 10, locality: { mode: 'spread', scope: 'server' } }), rng);
+    expect(new Set(bySrv.picks.map((p) => p.server.id)).size).toBe(10);
+    const byRack = selectPlacements(st, request({ m: 6, locality: { mode: 'spread', scope: 'rack' } }), rng);
+    expect(new Set(byRack.picks.map((p) => p.server.rack)).size).toBe(6);
+  });
+
+  it('packs onto one server, or one rack, judged by aggregate quality', () => {
+    const rng = new SeededRng(19);
+    const st = loadedCluster(rng, 60, 8, 0.1);
+    const onServer = selectPlacements(st, request({ m: 5, locality: { mode: 'pack', scope: 'server' } }), rng);
+    expect(onServer.picks).toHaveLength(5);
+    expect(new Set(onServer.picks.map((p) => p.server.id)).size).toBeLessThanOrEqual(2);
+    const onRack = selectPlacements(st, request({ m: 30, locality: { mode: 'pack', scope: 'rack' } }), rng);
+    expect(onRack.picks).toHaveLength(30);
+    expect(new Set(onRack.picks.map((p) => p.server.rack)).size).toBeLessThanOrEqual(2);
+  });
+
+  it('prefers the job’s data servers when packing', () => {
+    const rng = new SeededRng(23);
+    // An idle cluster: every group is acceptable, so only locality can decide.
+    const st = loadedCluster(rng, 60, 8, 0);
+    const free42 = [...Array(8).keys()].filter((i) => st.server('s0042')!.available(i)).length;
+    const res = selectPlacements(st, request({ m: 4, locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers: ['s0042'] } }), rng);
+    expect(res.picks).toHaveLength(4);
+    expect(res.picks.filter((p) => p.server.id === 's0042').length).toBe(Math.min(4, free42));
+  });
+
+  it('never samples blocked or down servers', () => {
+    const rng = new SeededRng(29);
+    const st = loadedCluster(rng, 10, 8, 0);
+    for (let i = 0; i < 9; i++) {
+      if (i % 2 === 0) st.setBlocked(`s000${i}`, true);
+      else st.setServerDown(`s000${i}`, true);
+    }
+    const res = selectPlacements(st, request({ m: 8, R: 4 }), rng);
+    expect(res.picks.every((p) => p.server.id === 's0009')).toBe(true);
+    expect(res.picks).toHaveLength(8);
+  });
+});
+
+describe('preemption', () => {
+  function fullOfLowPriority(): ClusterState {
+    const st = new ClusterState();
+    for (const s of servers(10, 8)) st.upsertServer(s);
+    for (const s of st.servers.values()) {
+      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
+    }
+    return st;
+  }
+
+  it('a higher-priority job displaces lower-priority tasks when nothing is free', () => {
+    const st = fullOfLowPriority();
+    const res = selectPlacements(st, request({ m: 3, priority: 500, preempt: true }), new SeededRng(31));
+    expect(res.picks).toHaveLength(3);
+    for (const p of res.picks) expect(p.victim?.priority).toBe(10);
+    expect(res.preemptionCandidates).toBeGreaterThan(0);
+  });
+
+  it('replaces an unacceptable free pick only with an acceptable victim', () => {
+    const st = fullOfLowPriority();
+    // One free RU, on a server full of noisy neighbours: unacceptable for the sensitive job.
+    st.setRu({ server: 's0000', index: 0 }, null, 2);
+    for (let i = 1; i < 8; i++) st.setRu({ server: 's0000', index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 2);
+    // Elsewhere the low-priority tasks are idle-ish, so victims there are acceptable.
+    for (const s of st.servers.values()) {
+      if (s.id === 's0000') continue;
+      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `idle-${s.id}`, task: i, caused: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], priority: 10, state: 'busy' }, 2);
+    }
+    const res = selectPlacements(st, request({ m: 1, priority: 500, preempt: true, R: 8 }), new SeededRng(37));
+    expect(res.picks).toHaveLength(1);
+    expect(res.picks[0]!.quality.acceptable).toBe(true);
+    expect(res.picks[0]!.victim).toBeDefined();
+    expect(res.picks[0]!.server.id).not.toBe('s0000');
+  });
+
+  it('never displaces equal or higher priorities, and not without the flag', () => {
+    const st = fullOfLowPriority();
+    expect(selectPlacements(st, request({ m: 2, priority: 10, preempt: true }), new SeededRng(1)).picks).toEqual([]);
+    expect(selectPlacements(st, request({ m: 2, priority: 500, preempt: false }), new SeededRng(1)).picks).toEqual([]);
+  });
+});
