@@ -4,14 +4,14 @@ import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { ClusterState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../store/keys.ts';
-import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnRequest, WatchHandle } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { AgentCache } from './cache.ts';
 import { DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
-import type { JobRecord, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
+import { parseJson, type JobRecord, type PlacedRuRecord, type PlacedTaskRecord } from './records.ts';
 
 export type ConflictScope = 'ru' | 'server';
 
@@ -26,6 +26,8 @@ export interface AgentConfig extends CoreConfig {
   historyWindowMs: number;
   /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
   recheckMs: number;
+  /** Claim and reschedule preempted tasks from the durable queue. */
+  consumeQueue: boolean;
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -37,6 +39,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   buckets: 20,
   historyWindowMs: 2 * 3600_000,
   recheckMs: 1000,
+  consumeQueue: true,
 };
 
 /** One placed task, as reported to the caller and recorded for explanation. */
@@ -97,8 +100,10 @@ export class SchedulingAgent {
   private readonly core: CoreContext;
   private commitSeq = 0;
   private closed = false;
+  private queueWatch: WatchHandle | undefined;
+  private readonly background = new Set<Promise<unknown>>();
   /** Counters for metrics and benchmarks. */
-  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0 };
+  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0 };
 
   constructor(opts: AgentOptions) {
     this.id = opts.id;
@@ -128,11 +133,79 @@ export class SchedulingAgent {
 
   async start(): Promise<void> {
     await this.cache.start();
+    if (this.config.consumeQueue) await this.startQueueConsumer();
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.queueWatch?.close();
     await this.cache.close();
+    await Promise.allSettled([...this.background]);
+  }
+
+  /** Persists the job (so any agent can reschedule its tasks later), then schedules it. */
+  async submit(job: JobSpec): Promise<DecisionRecord> {
+    const rec: JobRecord = { spec: job, state: 'queued', placed: 0, updatedAt: this.clock.now() };
+    await this.store.put(this.keys.job(job.id), JSON.stringify(rec));
+    return this.schedule(job);
+  }
+
+  /**
+   * Preempted tasks wait in the durable queue (`queue/…`, reason 'preempted'). Every agent
+   * watches it; one claims an entry by deleting it in a transaction that compares its revision,
+   * then reschedules the task from the job's stored spec. A task whose spec cannot be found is
+   * marked failed with the reason: it never disappears silently.
+   */
+  private async startQueueConsumer(): Promise<void> {
+    const prefix = this.keys.queue();
+    const res = await this.store.range(prefix);
+    for (const kv of res.kvs) this.onQueueEntry(kv);
+    this.queueWatch = await this.store.watch({
+      prefix,
+      fromRevision: res.revision + 1,
+      onEvents: (b) => {
+        for (const ev of b.events) if (ev.type === 'put') this.onQueueEntry(ev.kv);
+      },
+      onError: (err) => {
+        if (this.closed) return;
+        this.log.warn({ err: err.message }, 'queue watch ended; re-listing');
+        void this.queueWatch?.close().finally(() => {
+          if (!this.closed) void this.startQueueConsumer().catch((e: unknown) => this.log.error({ err: String(e) }, 'queue consumer restart failed'));
+        });
+      },
+    });
+  }
+
+  private onQueueEntry(kv: KeyValue): void {
+    const entry = parseJson<{ job: string; tasks?: number[]; reason?: string }>(kv);
+    if (!entry || entry.reason !== 'preempted' || !Array.isArray(entry.tasks)) return;
+    const p = this.claimAndReschedule(kv, entry.job, entry.tasks).catch((err: unknown) => {
+      this.log.error({ err: (err as Error).message, job: entry.job }, 'rescheduling a preempted task failed');
+    });
+    this.background.add(p);
+    void p.finally(() => this.background.delete(p));
+  }
+
+  private async claimAndReschedule(kv: KeyValue, jobId: string, tasks: number[]): Promise<void> {
+    const k = this.keys;
+    const claim = await this.store.txn({
+      compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
+      success: [{ type: 'delete', key: kv.key }, { type: 'get', key: k.job(jobId) }],
+    });
+    if (!claim.succeeded || this.closed) return; // another agent took it
+    const job = parseJson<JobRecord>(claim.responses[1]?.[0]);
+    if (!job) {
+      for (const t of tasks) {
+        await this.store.put(
+          k.task(jobId, t),
+          JSON.stringify({ job: jobId, index: t, state: 'failed', attempt: 1, message: 'preempted, and the job spec was not found to reschedule it' }),
+        );
+      }
+      this.log.error({ job: jobId, tasks }, 'preempted task has no job spec; marked failed');
+      return;
+    }
+    this.stats.rescheduled += tasks.length;
+    await this.schedule(job.spec, tasks);
   }
 
   /**
@@ -183,10 +256,28 @@ export class SchedulingAgent {
   ): Promise<void> {
     let admitted = false;
     const queueStart = this.clock.now();
+    const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
+    try {
+      await this.placeIncremental(job, target, pending, rec, allAtOnce, queueStart, waiting, admitted);
+    } finally {
+      await waiting.remove();
+    }
+  }
+
+  private async placeIncremental(
+    job: JobSpec,
+    target: JobTarget,
+    pending: number[],
+    rec: DecisionRecord,
+    allAtOnce: boolean,
+    queueStart: number,
+    waiting: WaitingEntry,
+    admitted: boolean,
+  ): Promise<void> {
     while (pending.length > 0) {
       this.assertOpen();
       if (!admitted) {
-        admitted = await this.admit(job, target, pending.length, rec, queueStart);
+        admitted = await this.admit(job, target, pending.length, rec, queueStart, waiting);
       }
       const chunk = pending.slice(0, this.picksPerTxn);
       const placed = await this.commitChunk(job, target, chunk, rec, allAtOnce, pending.length === chunk.length);
@@ -200,6 +291,7 @@ export class SchedulingAgent {
       rec.readmissions++;
       this.stats.readmissions++;
       admitted = false;
+      await waiting.ensure(pending.length);
       await this.waitForCapacity(rec);
     }
   }
@@ -209,10 +301,16 @@ export class SchedulingAgent {
    * bound; never longer than the job's maxQueueMs. The durable queue entry lets another agent see
    * (and, with ownership, adopt) the waiting job.
    */
-  private async admit(job: JobSpec, target: JobTarget, needed: number, rec: DecisionRecord, since: number): Promise<boolean> {
+  private async admit(
+    job: JobSpec,
+    target: JobTarget,
+    needed: number,
+    rec: DecisionRecord,
+    since: number,
+    waiting: WaitingEntry,
+  ): Promise<boolean> {
     if (!this.config.admission) return true;
-    let queueKey: string | undefined;
-    try {
+    {
       for (;;) {
         const t0 = this.clock.monotonic();
         const verdict = this.admission.verdict(target, needed, { priority: job.priority, bypassAbove: this.config.bypassAbove });
@@ -222,18 +320,13 @@ export class SchedulingAgent {
         // Keep the first verdict and the latest ones: enough to explain a long wait.
         if (rec.admission.length > 20) rec.admission.splice(1, 1);
         if (verdict.action !== 'queue' || waited >= job.maxQueueMs) return true;
-        if (!queueKey) {
-          queueKey = this.keys.queueEntry(job.priority, this.clock.now(), job.id);
-          await this.store.put(queueKey, JSON.stringify({ job: job.id, agent: this.id, needed, since }));
-        }
+        await waiting.ensure(needed);
         const wait = Math.min(verdict.estimateMs ?? this.config.recheckMs, job.maxQueueMs - waited, this.config.recheckMs);
         const q0 = this.clock.now();
         await this.waitFreed(Math.max(1, wait));
         rec.queuedMs += this.clock.now() - q0;
         rec.stageMs.queue += this.clock.now() - q0;
       }
-    } finally {
-      if (queueKey) await this.store.delete(queueKey);
     }
   }
 
@@ -241,6 +334,7 @@ export class SchedulingAgent {
     const q0 = this.clock.now();
     await this.waitFreed(this.config.recheckMs);
     rec.stageMs.queue += this.clock.now() - q0;
+    rec.queuedMs += this.clock.now() - q0;
   }
 
   private waitFreed(ms: number): Promise<void> {
@@ -425,9 +519,25 @@ export class SchedulingAgent {
    */
   private async scheduleGangReserved(job: JobSpec, target: JobTarget, pending: number[], rec: DecisionRecord): Promise<void> {
     const queueStart = this.clock.now();
+    const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
+    try {
+      await this.reserveAndConfirm(job, target, pending, rec, queueStart, waiting);
+    } finally {
+      await waiting.remove();
+    }
+  }
+
+  private async reserveAndConfirm(
+    job: JobSpec,
+    target: JobTarget,
+    pending: number[],
+    rec: DecisionRecord,
+    queueStart: number,
+    waiting: WaitingEntry,
+  ): Promise<void> {
     for (;;) {
       this.assertOpen();
-      await this.admit(job, target, pending.length, rec, queueStart);
+      await this.admit(job, target, pending.length, rec, queueStart, waiting);
       const reserved: Placement[] = [];
       let failed = false;
       for (let off = 0; off < pending.length; off += this.picksPerTxn) {
@@ -447,6 +557,7 @@ export class SchedulingAgent {
       await this.releaseReservations(job, reserved);
       rec.readmissions++;
       this.stats.readmissions++;
+      await waiting.ensure(pending.length);
       await this.waitForCapacity(rec);
     }
   }
@@ -524,6 +635,34 @@ export class SchedulingAgent {
 
   private assertOpen(): void {
     if (this.closed) throw new TarcilError('CLOSED', `agent ${this.id} is closed`);
+  }
+}
+
+/**
+ * The durable trace of a job that has to wait (admission queue, or no eligible RU free): a key
+ * under `queue/`, ordered by priority then arrival, removed once the job is placed. It names the
+ * agent that holds the job, so operators (and adopting agents) can see every waiting job.
+ */
+class WaitingEntry {
+  private key: string | undefined;
+  constructor(
+    private readonly store: ClusterStore,
+    private readonly keys: Keys,
+    private readonly job: JobSpec,
+    private readonly agent: string,
+    private readonly clock: Clock,
+  ) {}
+  async ensure(needed: number): Promise<void> {
+    if (this.key) return;
+    const since = this.clock.now();
+    this.key = this.keys.queueEntry(this.job.priority, since, this.job.id);
+    await this.store.put(this.key, JSON.stringify({ job: this.job.id, agent: this.agent, needed, since, reason: 'waiting' }));
+  }
+  async remove(): Promise<void> {
+    if (!this.key) return;
+    const key = this.key;
+    this.key = undefined;
+    await this.store.delete(key);
   }
 }
 

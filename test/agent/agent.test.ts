@@ -1,0 +1,201 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { SchedulingAgent, type AgentConfig } from '../../src/agent/agent.ts';
+import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
+import { seedCluster, uniformServers } from '../../src/agent/seed.ts';
+import type { RuRecord, TaskRecord } from '../../src/model/types.ts';
+import { SimulatedRunner } from '../../src/monitor/sim-runner.ts';
+import { Keys, MemoryStore } from '../../src/store/index.ts';
+import type { ClusterStore, WatchHandle, WatchOptions } from '../../src/store/types.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { TarcilError } from '../../src/util/errors.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { makeJob, profile, TEST_PROFILES } from '../support/jobs.ts';
+
+const clock = new SystemClock();
+const log = createLogger('test');
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c();
+});
+
+async function setup(opts: { servers?: number; rus?: number; config?: Partial<AgentConfig>; agents?: number; store?: ClusterStore } = {}) {
+  const store = opts.store ?? new MemoryStore();
+  const keys = new Keys('/t/');
+  await seedCluster(store, keys, uniformServers(opts.servers ?? 20, opts.rus ?? 8));
+  const agents = Array.from(
+    { length: opts.agents ?? 1 },
+    (_, i) => new SchedulingAgent({ id: `a${i}`, store, keys, clock, rng: new SeededRng(50 + i), log, config: { recheckMs: 30, ...opts.config } }),
+  );
+  await Promise.all(agents.map((a) => a.start()));
+  closers.push(async () => {
+    await Promise.all(agents.map((a) => a.close()));
+    await store.close();
+  });
+  return { store, keys, agents, agent: agents[0]! };
+}
+
+async function rus(store: ClusterStore, keys: Keys): Promise<RuRecord[]> {
+  return (await store.range(keys.rus())).kvs.map((kv) => parseJson<RuRecord>(kv)!);
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('scheduling agent on the embedded store', () => {
+  it('records why it placed a job: R, candidates, quality, stage times', async () => {
+    const { agent, store, keys } = await setup();
+    const rec = await agent.submit(makeJob('j1', TEST_PROFILES[0]!, 4));
+    expect(rec.placements).toHaveLength(4);
+    expect(rec.samples[0]!.R).toBeGreaterThanOrEqual(8);
+    expect(rec.samples[0]!.candidates).toBe(rec.samples[0]!.R * 4);
+    expect(rec.admission[0]!.action).toBe('admit');
+    expect(rec.placements.every((p) => p.acceptable && p.Q > 0)).toBe(true);
+    expect(rec.stageMs.select).toBeGreaterThan(0);
+    expect(rec.stageMs.commit).toBeGreaterThan(0);
+    const job = parseJson<{ state: string }>(await store.get(keys.job('j1')));
+    expect(job?.state).toBe('placed');
+  });
+
+  it('splits an incremental job larger than one transaction into several commits', async () => {
+    const { agent, store, keys } = await setup();
+    expect(agent.picksPerTxn).toBe(42); // (128 − 2) / 3 with etcd's default --max-txn-ops
+    const before = agent.stats.commits;
+    const rec = await agent.submit(makeJob('big', TEST_PROFILES[4]!, 100));
+    expect(rec.placements).toHaveLength(100);
+    expect(agent.stats.commits - before).toBe(3);
+    const busy = (await rus(store, keys)).filter((r) => r.state === 'busy');
+    expect(busy).toHaveLength(100);
+  });
+
+  it('commits a gang larger than one transaction all or nothing, through reservations', async () => {
+    const { agent, store, keys } = await setup();
+    const rec = await agent.submit(makeJob('gang', TEST_PROFILES[4]!, 100, { mode: 'gang' }));
+    expect(rec.placements).toHaveLength(100);
+    const all = await rus(store, keys);
+    expect(all.filter((r) => r.state === 'busy')).toHaveLength(100);
+    expect(all.filter((r) => r.state === 'reserved')).toHaveLength(0);
+  });
+
+  it('releases every reservation when a gang cannot be completed, and places it once RUs free up', async () => {
+    const { agent, store, keys } = await setup({ servers: 15 }); // 120 RUs
+    // 30 RUs busy with a filler job: a gang of 100 fits the cluster but not the free RUs.
+    const filler = await agent.submit(makeJob('filler', TEST_PROFILES[4]!, 30));
+    const gang = agent.submit(makeJob('gang', TEST_PROFILES[4]!, 100, { mode: 'gang', maxQueueMs: 0 }));
+    // While it cannot complete, no reservation is left standing between attempts.
+    await until(async () => agent.stats.readmissions > 0);
+    await until(async () => (await rus(store, keys)).every((r) => r.state !== 'reserved'));
+    // Free the filler's RUs (as a monitor would when its tasks end).
+    for (const p of filler.placements) {
+      await store.put(keys.ru(p.ru), JSON.stringify({ state: 'free' }));
+    }
+    const rec = await gang;
+    expect(rec.placements).toHaveLength(100);
+    expect(rec.readmissions).toBeGreaterThan(0);
+    const all = await rus(store, keys);
+    expect(all.filter((r) => r.state === 'busy' && (r as PlacedRuRecord).job === 'gang')).toHaveLength(100);
+  });
+
+  it('rejects a gang larger than every RU eligible for it', async () => {
+    const { agent } = await setup({ servers: 2 });
+    await expect(agent.submit(makeJob('huge', TEST_PROFILES[0]!, 17, { mode: 'gang' }))).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      field: 'tasks',
+    } satisfies Partial<TarcilError>);
+  });
+
+  it('queues a job durably while acceptable RUs are scarce, then places it when they free up', async () => {
+    const { agent, store, keys } = await setup({ servers: 2 }); // 16 RUs
+    await agent.submit(makeJob('fill', TEST_PROFILES[4]!, 16));
+    const queued = agent.submit(makeJob('waiting', TEST_PROFILES[0]!, 2, { maxQueueMs: 60_000 }));
+    await until(async () => (await store.range(keys.queue())).kvs.length === 1);
+    const entry = (await store.range(keys.queue())).kvs[0]!;
+    expect(entry.key).toContain('/waiting');
+    await store.put(keys.ru({ server: 's0000', index: 0 }), JSON.stringify({ state: 'free' }));
+    await store.put(keys.ru({ server: 's0001', index: 0 }), JSON.stringify({ state: 'free' }));
+    const rec = await queued;
+    expect(rec.placements).toHaveLength(2);
+    expect(rec.queuedMs).toBeGreaterThan(0);
+    expect((await store.range(keys.queue())).kvs).toHaveLength(0);
+  });
+
+  it('preempts lower-priority tasks for a high-priority job and reschedules every victim', async () => {
+    const { agents, store, keys } = await setup({ servers: 4, agents: 2 }); // 32 RUs
+    const [a0, a1] = agents as [SchedulingAgent, SchedulingAgent];
+    await a0.submit(makeJob('batch', TEST_PROFILES[4]!, 32, { priority: 10 }));
+    const urgent = await a1.submit(makeJob('urgent', profile('quiet', [5, 1, 1, 1, 1, 1, 1, 1, 1, 1]), 3, { priority: 500 }));
+    expect(urgent.placements).toHaveLength(3);
+    const victims = urgent.placements.map((p) => p.preempted);
+    expect(victims.every((v) => v?.job === 'batch')).toBe(true);
+    // Victims are back in the queue or already being rescheduled; once the urgent job ends
+    // (its RUs free), every batch task runs again: nothing is lost.
+    for (const p of urgent.placements) await store.put(keys.ru(p.ru), JSON.stringify({ state: 'free' }));
+    await until(async () => {
+      const busy = (await rus(store, keys)).filter((r) => r.state === 'busy') as PlacedRuRecord[];
+      return busy.filter((r) => r.job === 'batch').length === 32;
+    });
+    const tasks = (await store.range(keys.tasks('batch'))).kvs.map((kv) => parseJson<TaskRecord>(kv)!);
+    expect(tasks).toHaveLength(32);
+    expect(tasks.every((t) => t.state === 'placed')).toBe(true);
+    expect(a0.stats.rescheduled + a1.stats.rescheduled).toBe(3);
+    expect((await store.range(keys.queue())).kvs).toHaveLength(0);
+  });
+
+  it('three agents sharing the embedded store never double-book, with tasks completing', async () => {
+    const { agents, store, keys } = await setup({ servers: 10, agents: 3 });
+    const runner = new SimulatedRunner({ store, keys, clock, log, durationOf: () => 20 });
+    await runner.start();
+    closers.push(() => runner.close());
+    const jobs = Array.from({ length: 60 }, (_, i) => makeJob(`m${i}`, TEST_PROFILES[i % 6]!, 4));
+    const recs = await Promise.all(jobs.map((j, i) => agents[i % 3]!.submit(j)));
+    expect(recs.flatMap((r) => r.placements)).toHaveLength(240);
+    await until(() => runner.stats.completed === 240);
+    expect((await rus(store, keys)).every((r) => r.state === 'free')).toBe(true);
+  });
+});
+
+/** A real MemoryStore whose watches the test can cancel, as an etcd server may. */
+class CancellableStore extends MemoryStore {
+  readonly live: { opts: WatchOptions; handle: WatchHandle }[] = [];
+  override async watch(opts: WatchOptions): Promise<WatchHandle> {
+    const handle = await super.watch(opts);
+    this.live.push({ opts, handle });
+    return handle;
+  }
+  async cancelAll(): Promise<void> {
+    for (const w of this.live.splice(0)) {
+      await w.handle.close();
+      w.opts.onError(new TarcilError('CANCELLED', 'watch cancelled by the server'));
+    }
+  }
+}
+
+describe('agent cache', () => {
+  it('re-lists and re-watches when its watch is cancelled, missing nothing written meanwhile', async () => {
+    const store = new CancellableStore();
+    const { agent, keys } = await setup({ servers: 4, store, config: { consumeQueue: false } });
+    await store.cancelAll();
+    // Written while the agent has no watch.
+    await store.put(keys.ru({ server: 's0001', index: 3 }), JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+    await until(() => agent.cache.relists === 1);
+    await until(() => agent.state.server('s0001')!.occupants[3]?.job === 'x');
+    // And the new watch is live.
+    await store.put(keys.ru({ server: 's0002', index: 1 }), JSON.stringify({ state: 'busy', job: 'y', task: 0, caused: TEST_PROFILES[1]!.caused, priority: 100 }));
+    await until(() => agent.state.server('s0002')!.occupants[1]?.job === 'y');
+    expect(agent.state.usage().busy).toBe(2);
+  });
+
+  it('keeps admission counters in step with the cluster it caches', async () => {
+    const { agent, store, keys } = await setup({ servers: 4, config: { consumeQueue: false } });
+    expect(agent.admission.totalFree()).toBe(32);
+    await store.put(keys.ru({ server: 's0000', index: 0 }), JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+    await until(() => agent.admission.totalFree() === 31);
+    await store.delete(keys.server('s0003'));
+    await until(() => agent.admission.totalFree() === 23);
+  });
+});
