@@ -254,7 +254,7 @@ export class SchedulingAgent {
     rec: DecisionRecord,
     allAtOnce: boolean,
   ): Promise<void> {
-    let admitted = false;
+    const admitted = false;
     const queueStart = this.clock.now();
     const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
     try {

@@ -88,7 +88,7 @@ describe('scheduling agent on the embedded store', () => {
     const filler = await agent.submit(makeJob('filler', TEST_PROFILES[4]!, 30));
     const gang = agent.submit(makeJob('gang', TEST_PROFILES[4]!, 100, { mode: 'gang', maxQueueMs: 0 }));
     // While it cannot complete, no reservation is left standing between attempts.
-    await until(async () => agent.stats.readmissions > 0);
+    await until(() => agent.stats.readmissions > 0);
     await until(async () => (await rus(store, keys)).every((r) => r.state !== 'reserved'));
     // Free the filler's RUs (as a monitor would when its tasks end).
     for (const p of filler.placements) {
