@@ -1,0 +1,70 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
+
+function tarcil(...args: string[]): { code: number; out: string; err: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+  return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
+}
+
+describe('tarcil sample-size', () => {
+  it('gives R = 31 for the 0.8 quantile at 1e-3, and its guarantee', () => {
+    const r = tarcil('sample-size', '--quantile', '0.8', '--fail-prob', '1e-3');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('= 31');
+    expect(r.out).toMatch(/0\.8000\^31 = 9\.\d+e-4/);
+  });
+
+  it('gives R = 83 for 8 good RUs of 100, beyond the agents’ cap of 32', () => {
+    const r = tarcil('sample-size', '--good', '8', '--population', '100', '--fail-prob', '1e-3', '--json');
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.out) as { R: number; capped: number; cappedFailProb: number };
+    expect(j.R).toBe(83);
+    expect(j.capped).toBe(32);
+    expect(j.cappedFailProb).toBeCloseTo(0.92 ** 32, 10);
+  });
+
+  it('rejects bad flags naming the flag and the rule', () => {
+    const r = tarcil('sample-size', '--quantile', '1.5');
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain('--quantile must be in (0, 1)');
+    const g = tarcil('sample-size', '--good', '8');
+    expect(g.code).toBe(2);
+    expect(g.err).toContain('--good/--population: must be given together');
+  });
+});
+
+describe('tarcil profile', () => {
+  it('prints T_W, the resource order and the acceptable buckets on a loaded cluster', () => {
+    const r = tarcil('profile', 'memcached', '--cluster', 'ec2-100', '--load', '0.6', '--json');
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.out) as { T: number; order: { resource: string }[]; buckets: { acceptable: boolean; free: number }[]; f: number; R: number };
+    expect(j.T).toBeGreaterThan(0.5);
+    expect(j.order).toHaveLength(10);
+    expect(j.buckets.some((b) => b.acceptable)).toBe(true);
+    expect(j.f).toBeGreaterThan(0);
+    expect(j.f).toBeLessThanOrEqual(1);
+    expect(j.R).toBeGreaterThanOrEqual(8);
+    // A tolerant job (lower T_W) finds more of the same loaded cluster acceptable, so it needs
+    // a smaller sample.
+    const tolerant = JSON.parse(tarcil('profile', 'tpch-scan', '--cluster', 'ec2-100', '--load', '0.6', '--json').out) as { f: number; T: number; R: number };
+    expect(tolerant.T).toBeLessThan(j.T);
+    expect(tolerant.f).toBeGreaterThan(j.f);
+    expect(tolerant.R).toBeLessThan(j.R);
+  });
+
+  it('names an unknown profile', () => {
+    const r = tarcil('profile', 'no-such-profile');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('no-such-profile');
+  });
+
+  it('prints a readable table by default', () => {
+    const r = tarcil('profile', 'spark-lr', '--cluster', 'demo');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('T_W = ');
+    expect(r.out).toContain('acceptable');
+  });
+});
