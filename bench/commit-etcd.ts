@@ -57,7 +57,14 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
   return withStores(clients + 1, async (stores) => {
     const admin = stores[clients]!;
     await seedCluster(admin, keys, uniformServers(SERVERS, 8));
-    const rus = (await admin.range(keys.rus())).kvs;
+    // Order the RUs so that consecutive picks land on different servers, as the agent's
+    // quality-driven picks do: a transaction then carries one epoch put per placement.
+    const all = (await admin.range(keys.rus())).kvs;
+    const rus = [...all].sort((a, b) => {
+      const ra = keys.parseRu(a.key)!;
+      const rb = keys.parseRu(b.key)!;
+      return ra.index - rb.index || ra.server.localeCompare(rb.server);
+    });
     let next = 0;
     const lat: number[] = [];
     const t0 = performance.now();

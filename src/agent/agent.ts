@@ -28,6 +28,11 @@ export interface AgentConfig extends CoreConfig {
   recheckMs: number;
   /** Claim and reschedule preempted tasks from the durable queue. */
   consumeQueue: boolean;
+  /**
+   * Write the job record (state 'placed') with the last placement. Off when a job owner
+   * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
+   */
+  recordJob: boolean;
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -40,6 +45,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   historyWindowMs: 2 * 3600_000,
   recheckMs: 1000,
   consumeQueue: true,
+  recordJob: true,
 };
 
 /** One placed task, as reported to the caller and recorded for explanation. */
@@ -80,6 +86,17 @@ export interface AgentOptions {
   rng: Rng;
   log: Logger;
   config?: Partial<AgentConfig>;
+  /** Called after each successful commit with the tasks it placed (the launch fast path). */
+  onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
+}
+
+/**
+ * A write fence for a job: every commit for it also compares `key`'s lease, so an owner whose
+ * lease expired (and whose job another agent adopted) can place nothing more.
+ */
+export interface JobFence {
+  key: string;
+  lease: string;
 }
 
 /**
@@ -102,6 +119,11 @@ export class SchedulingAgent {
   private closed = false;
   private queueWatch: WatchHandle | undefined;
   private readonly background = new Set<Promise<unknown>>();
+  private readonly onCommitted: AgentOptions['onCommitted'];
+  private readonly fences = new Map<string, JobFence>();
+  private readonly aborted = new Set<string>();
+  /** Decisions in progress, by job: what `explain` shows for a job still waiting. */
+  readonly inflight = new Map<string, DecisionRecord>();
   /** Counters for metrics and benchmarks. */
   readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0 };
 
@@ -122,6 +144,24 @@ export class SchedulingAgent {
     wireAdmission(this.state, this.admission);
     this.cache = new AgentCache({ store: this.store, keys: this.keys, state: this.state, clock: this.clock, log: this.log });
     this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
+    this.onCommitted = opts.onCommitted;
+  }
+
+  /** Fences every later commit for this job on the lease of `fence.key` (see JobFence). */
+  setFence(jobId: string, fence: JobFence): void {
+    this.fences.set(jobId, fence);
+    this.aborted.delete(jobId);
+  }
+
+  /** Stops scheduling this job: its schedule() call rejects with CANCELLED at the next step. */
+  abort(jobId: string): void {
+    this.aborted.add(jobId);
+  }
+
+  /** Forgets the fence and abort mark of a job that is no longer scheduled here. */
+  release(jobId: string): void {
+    this.fences.delete(jobId);
+    this.aborted.delete(jobId);
   }
 
   /** Largest number of placements one transaction can carry under the store's op limit. */
@@ -228,6 +268,17 @@ export class SchedulingAgent {
       stageMs: { admission: 0, size: 0, select: 0, commit: 0, queue: 0 },
       startedAt: this.clock.now(),
     };
+    this.inflight.set(job.id, rec);
+    try {
+      await this.scheduleWith(job, target, rec, taskIndices);
+    } finally {
+      if (this.inflight.get(job.id) === rec) this.inflight.delete(job.id);
+    }
+    rec.finishedAt = this.clock.now();
+    return rec;
+  }
+
+  private async scheduleWith(job: JobSpec, target: JobTarget, rec: DecisionRecord, taskIndices: number[] | undefined): Promise<void> {
     const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);
     const gangSize = pending.length;
     if (job.mode === 'gang') {
@@ -243,8 +294,6 @@ export class SchedulingAgent {
     } else {
       await this.scheduleIncremental(job, target, pending, rec, job.mode === 'gang');
     }
-    rec.finishedAt = this.clock.now();
-    return rec;
   }
 
   private async scheduleIncremental(
@@ -275,7 +324,7 @@ export class SchedulingAgent {
     admitted: boolean,
   ): Promise<void> {
     while (pending.length > 0) {
-      this.assertOpen();
+      this.assertOpen(job.id);
       if (!admitted) {
         admitted = await this.admit(job, target, pending.length, rec, queueStart, waiting);
       }
@@ -364,7 +413,7 @@ export class SchedulingAgent {
     lastChunk: boolean,
   ): Promise<number[]> {
     for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
-      this.assertOpen();
+      this.assertOpen(job.id);
       if (attempt > 0) {
         rec.retries++;
         await this.clock.sleep(this.backoff(attempt));
@@ -424,6 +473,11 @@ export class SchedulingAgent {
         failure.push({ type: 'get', key });
       }
     }
+    const fence = this.fences.get(job.id);
+    if (fence) {
+      compare.push({ key: fence.key, target: 'lease', op: '==', value: fence.lease });
+      failure.push({ type: 'get', key: fence.key });
+    }
     const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
     picks.forEach((p, i) => {
       const task = tasks[i] as number;
@@ -470,12 +524,30 @@ export class SchedulingAgent {
       }
     });
     for (const sid of servers.keys()) success.push({ type: 'put', key: k.epoch(sid), value: commitId });
-    if (finalForJob) {
+    if (finalForJob && this.config.recordJob) {
       const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: now };
       success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
     }
     const req: TxnRequest = { compare, success, failure };
-    const res = await this.store.txn(req);
+    // Claim the picks locally until the commit resolves, so this agent's other in-flight
+    // decisions do not choose them too (or score their neighbours as empty).
+    const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
+    picks.forEach((p, i) => {
+      this.state.claim(refs[i] as RuRef, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
+    });
+    let res;
+    try {
+      res = await this.store.txn(req);
+    } catch (err) {
+      // The outcome is unknown (the store may have applied it before the error). Find out from
+      // the store before trying anything else: a blind retry could place the tasks twice.
+      res = await this.resolveIndeterminate(job.id, tasks[0] as number, commitId, err);
+      if (!res) {
+        this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
+        rec.conflicts++;
+        return false;
+      }
+    }
     this.stats.commits++;
     if (res.succeeded) {
       // Apply our own writes now: the watch will confirm them, but the next decision must not
@@ -500,15 +572,46 @@ export class SchedulingAgent {
         rec.placements.push(pl);
       });
       this.stats.tasksPlaced += picks.length;
+      this.onCommitted?.(job, rec.placements.slice(-picks.length));
       return true;
+    }
+    if (fence) {
+      const cur = res.responses[res.responses.length - 1]?.[0];
+      if (!cur || cur.lease !== fence.lease) {
+        this.aborted.add(job.id);
+        throw new TarcilError('CANCELLED', `job ${job.id} is no longer owned through lease ${fence.lease}`);
+      }
     }
     rec.conflicts++;
     this.stats.conflicts++;
     this.state.batch(() => {
+      refs.forEach((r) => this.state.unclaim(r));
       for (const r of res.responses) for (const kv of r ?? []) this.cache.applyKv(kv);
     });
     this.log.debug({ job: job.id, conflicts: rec.conflicts }, 'commit conflict; resampling');
     return false;
+  }
+
+  /**
+   * After a failed transaction call: did our commit land? Reads the first task's record (written
+   * by the same transaction) until the store answers. Returns a success result carrying the
+   * commit's revision, or undefined if the commit did not happen.
+   */
+  private async resolveIndeterminate(jobId: string, task: number, commitId: string, cause: unknown): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
+    this.log.warn({ job: jobId, err: (cause as Error).message }, 'commit outcome unknown; checking the store');
+    let delay = this.config.backoffBaseMs * 10;
+    for (;;) {
+      this.assertOpen(job.id);
+      try {
+        const kv = await this.store.get(this.keys.task(jobId, task));
+        const t = parseJson<PlacedTaskRecord>(kv);
+        if (kv && t?.commitId === commitId) return { succeeded: true, revision: kv.modRevision, responses: [] };
+        return undefined;
+      } catch {
+        await this.clock.sleep(delay);
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
   }
 
   /**
@@ -536,7 +639,7 @@ export class SchedulingAgent {
     waiting: WaitingEntry,
   ): Promise<void> {
     for (;;) {
-      this.assertOpen();
+      this.assertOpen(job.id);
       await this.admit(job, target, pending.length, rec, queueStart, waiting);
       const reserved: Placement[] = [];
       let failed = false;
@@ -592,7 +695,7 @@ export class SchedulingAgent {
         success.push({ type: 'put', key: kv.key, value: JSON.stringify({ ...ru, state: 'busy', since: now }) });
       });
       for (const sid of new Set(part.map((r) => r.ru.server))) success.push({ type: 'put', key: k.epoch(sid), value: `${this.id}:gang` });
-      if (last) {
+      if (last && this.config.recordJob) {
         const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: now };
         success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
       }
@@ -633,8 +736,9 @@ export class SchedulingAgent {
     return n;
   }
 
-  private assertOpen(): void {
+  private assertOpen(jobId?: string): void {
     if (this.closed) throw new TarcilError('CLOSED', `agent ${this.id} is closed`);
+    if (jobId !== undefined && this.aborted.has(jobId)) throw new TarcilError('CANCELLED', `scheduling of job ${jobId} was stopped`);
   }
 }
 

@@ -71,6 +71,8 @@ export class ClusterState {
   private readonly ruServer: (ServerState | undefined)[] = [];
   private nextBase = 0;
   private readonly listeners: ServerChangeListener[] = [];
+  /** RU id → occupant before an in-flight claim (see claim()). */
+  private readonly claims = new Map<number, Occupant | null>();
   private readonly dirty = new Set<ServerState>();
   private batching = 0;
 
@@ -125,6 +127,7 @@ export class ClusterState {
     if (!s) return;
     s.down = true;
     for (let i = 0; i < s.ruCount; i++) {
+      this.claims.delete(s.base + i);
       this.unindex(s, i);
       this.ruServer[s.base + i] = undefined;
     }
@@ -162,7 +165,46 @@ export class ClusterState {
     const s = this.servers.get(ref.server);
     if (!s || ref.index < 0 || ref.index >= s.ruCount) return false;
     if (rev < (s.ruRevs[ref.index] as number)) return false;
+    if (rev > (s.ruRevs[ref.index] as number)) this.claims.delete(s.base + ref.index);
+    else if (this.claims.has(s.base + ref.index)) return false; // same revision: the claim stands
     s.ruRevs[ref.index] = rev;
+    return this.place(s, ref.index, occupant, down);
+  }
+
+  /**
+   * Marks an RU as taken by a decision whose commit is in flight, without changing the revision
+   * read. Other decisions of the same agent then neither pick it nor score its neighbours as if
+   * it were empty; without this, concurrent decisions of one agent converge on the same best
+   * RUs and conflict with each other. A newer revision from the store (our commit, or someone
+   * else's) replaces the claim; unclaim() restores the previous occupant if the commit failed.
+   */
+  claim(ref: RuRef, occupant: Occupant): boolean {
+    const s = this.servers.get(ref.server);
+    if (!s || ref.index < 0 || ref.index >= s.ruCount) return false;
+    const id = s.base + ref.index;
+    if (this.claims.has(id)) return false;
+    this.claims.set(id, s.occupants[ref.index] ?? null);
+    this.place(s, ref.index, occupant, s.ruDown[ref.index] as boolean);
+    return true;
+  }
+
+  unclaim(ref: RuRef): void {
+    const s = this.servers.get(ref.server);
+    if (!s) return;
+    const id = s.base + ref.index;
+    if (!this.claims.has(id)) return;
+    const prev = this.claims.get(id) ?? null;
+    this.claims.delete(id);
+    this.place(s, ref.index, prev, s.ruDown[ref.index] as boolean);
+  }
+
+  isClaimed(ref: RuRef): boolean {
+    const s = this.servers.get(ref.server);
+    return s !== undefined && this.claims.has(s.base + ref.index);
+  }
+
+  private place(s: ServerState, index: number, occupant: Occupant | null, down: boolean): boolean {
+    const ref = { server: s.id, index };
     const prev = s.occupants[ref.index] ?? null;
     const wasDown = s.ruDown[ref.index] as boolean;
     if (sameOccupant(prev, occupant) && wasDown === down) return false;

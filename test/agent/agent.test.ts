@@ -146,6 +146,14 @@ describe('scheduling agent on the embedded store', () => {
     expect((await store.range(keys.queue())).kvs).toHaveLength(0);
   });
 
+  it('one agent with many decisions in flight never conflicts with itself', async () => {
+    const { agent } = await setup({ servers: 10 });
+    const recs = await Promise.all(Array.from({ length: 16 }, (_, i) => agent.submit(makeJob(`f${i}`, TEST_PROFILES[i % 6]!, 4))));
+    expect(recs.flatMap((r) => r.placements)).toHaveLength(64);
+    expect(new Set(recs.flatMap((r) => r.placements.map((p) => `${p.ru.server}/${p.ru.index}`))).size).toBe(64);
+    expect(agent.stats.conflicts).toBe(0);
+  });
+
   it('three agents sharing the embedded store never double-book, with tasks completing', async () => {
     const { agents, store, keys } = await setup({ servers: 10, agents: 3 });
     const runner = new SimulatedRunner({ store, keys, clock, log, durationOf: () => 20 });
