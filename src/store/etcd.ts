@@ -447,10 +447,8 @@ class EtcdWatch {
   }
 
   async close(): Promise<void> {
-    const wasEnded = this.ended;
     this.ended = true;
     this.forget();
-    if (wasEnded && this.detached) return;
     const watcher = this.watcher;
     if (!watcher || this.detached) return;
     this.detached = true;

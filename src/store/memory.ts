@@ -243,7 +243,7 @@ export class MemoryStore implements ClusterStore {
   compact(revision: number): Promise<void> {
     return settle(() => {
       this.checkOpen();
-      if (!Number.isSafeInteger(revision) || revision > this.rev) {
+      if (!Number.isSafeInteger(revision) || revision < 1 || revision > this.rev) {
         throw invalid('compact.revision', `cannot compact to ${revision}: the current revision is ${this.rev}`);
       }
       this.compactTo(revision);

@@ -7,7 +7,9 @@
  * - one global revision, incremented once per successful write transaction (a txn with several
  *   puts bumps it once; a txn or delete that changes nothing does not bump it);
  * - each key carries createRevision, modRevision and version (number of writes since creation);
- *   a missing key compares as createRevision = modRevision = version = 0 and value '';
+ *   a missing key compares as createRevision = modRevision = version = 0 and lease '0', but a
+ *   value compare on a missing key is false for == and != alike (etcd cannot tell a missing
+ *   value from ''; guard with `version > 0` or `create == 0` instead);
  * - a watch from revision r delivers, in order, every event with revision >= r, grouped by
  *   revision; if r is at or below the compacted revision the watch fails with code COMPACTED;
  * - a key attached to a lease is deleted when the lease expires or is revoked.
@@ -87,7 +89,10 @@ export interface Lease {
   /** Decimal string: etcd lease ids are int64. */
   readonly id: string;
   readonly ttlSeconds: number;
-  /** Registers a callback run once if the lease is lost (expired or keepalive failed). */
+  /**
+   * Registers a callback run once if the lease is lost (expired or keepalive failed), also when
+   * registered after the loss. Not run after revoke() or release(): the holder gave it up.
+   */
   onLost(cb: (err: Error) => void): void;
   /** Refreshes the TTL once (tests; live leases keep themselves alive). */
   keepAliveOnce(): Promise<void>;

@@ -1,0 +1,242 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { EtcdStore } from '../../src/store/etcd.ts';
+import { openStore } from '../../src/store/index.ts';
+import type { Op } from '../../src/store/types.ts';
+import { TarcilError } from '../../src/util/errors.ts';
+import { findEtcd, freePort, startEtcd, type EtcdProcess } from '../support/etcd.ts';
+import { Recorder, expectCode, sleep, storeContract, waitUntil } from './contract.ts';
+
+const endpoint = inject('etcdEndpoint');
+const uniquePrefix = (): string => `/tarcil-test/store/${randomUUID()}/`;
+
+// Compaction is server-wide: those tests get an etcd no other test file uses.
+let isolated: Promise<EtcdProcess> | undefined;
+afterAll(async () => {
+  if (isolated) await (await isolated).stop();
+});
+
+storeContract(
+  'EtcdStore',
+  async () => ({ store: await EtcdStore.connect({ endpoints: [endpoint] }), prefix: uniquePrefix() }),
+  {
+    makeIsolated: async () => {
+      isolated ??= startEtcd();
+      const etcd = await isolated;
+      return { store: await EtcdStore.connect({ endpoints: [etcd.endpoint] }), prefix: uniquePrefix() };
+    },
+  },
+);
+
+describe('EtcdStore specifics', () => {
+  it("maps etcd's own too-many-operations refusal to TOO_MANY_OPS", async () => {
+    // A client limit above the server's: the request reaches etcd, which refuses it.
+    const store = await EtcdStore.connect({ endpoints: [endpoint], maxTxnOps: 1000 });
+    try {
+      const p = uniquePrefix();
+      const puts: Op[] = Array.from({ length: 129 }, (_, i) => ({ type: 'put', key: `${p}${i}`, value: 'v' }));
+      const err = await store.txn({ compare: [], success: puts }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TarcilError);
+      expect((err as TarcilError).code).toBe('TOO_MANY_OPS');
+      expect((err as TarcilError).message).toMatch(/too many operations/);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('reads a large prefix in pages at one revision', async () => {
+    const store = await EtcdStore.connect({ endpoints: [endpoint], rangePageSize: 3 });
+    try {
+      const p = uniquePrefix();
+      const names = Array.from({ length: 10 }, (_, i) => `k${String(9 - i)}`);
+      await store.txn({ compare: [], success: names.map((n) => ({ type: 'put' as const, key: `${p}${n}`, value: n })) });
+      const rev = await store.revision();
+      const all = await store.range(p);
+      expect(all.revision).toBe(rev);
+      expect(all.kvs.map((kv) => kv.value)).toEqual([...names].sort());
+      const five = await store.range(p, { limit: 5 });
+      expect(five.kvs.map((kv) => kv.value)).toEqual([...names].sort().slice(0, 5));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('catches a watch up over more than 1000 revisions (several etcd responses)', async () => {
+    const store = await EtcdStore.connect({ endpoints: [endpoint] });
+    try {
+      const p = uniquePrefix();
+      const from = (await store.revision()) + 1;
+      for (let i = 0; i < 1200; i += 50) {
+        await Promise.all(Array.from({ length: 50 }, (_, j) => store.put(`${p}${(i + j) % 7}`, String(i + j))));
+      }
+      const rec = new Recorder();
+      const h = await store.watch({ prefix: p, fromRevision: from, onEvents: (b) => rec.batches.push(b), onError: (e) => rec.errors.push(e) });
+      await rec.waitFor((b) => b.length >= 1200, 20_000);
+      await h.close();
+      const revs = rec.batches.map((b) => b.revision);
+      expect(revs).toEqual([...revs].sort((a, b) => a - b));
+      expect(new Set(revs).size).toBe(1200);
+      expect(rec.errors).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+
+  it('survives an etcd restart: calls fail UNAVAILABLE meanwhile, the watch resumes without gap or repeat', async () => {
+    const etcd = await RestartableEtcd.start();
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint], requestTimeoutMs: 2000, dialTimeoutMs: 2000 });
+    const writer = await EtcdStore.connect({ endpoints: [etcd.endpoint], requestTimeoutMs: 2000 });
+    try {
+      const p = uniquePrefix();
+      const r1 = await writer.put(`${p}a`, '1');
+      const rec = new Recorder();
+      await store.watch({ prefix: p, fromRevision: r1, onEvents: (b) => rec.batches.push(b), onError: (e) => rec.errors.push(e) });
+      await rec.waitFor((b) => b.length === 1);
+
+      await etcd.stop();
+      const err = await store.put(`${p}b`, 'lost').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TarcilError);
+      expect((err as TarcilError).code).toBe('UNAVAILABLE');
+
+      await etcd.restart();
+      // The store needs no re-creation: its next calls succeed once etcd answers again.
+      const end = Date.now() + 20_000;
+      let r2 = 0;
+      while (r2 === 0) {
+        try {
+          r2 = await writer.put(`${p}b`, '2');
+        } catch (e) {
+          if (!(e instanceof TarcilError) || e.code !== 'UNAVAILABLE' || Date.now() > end) throw e;
+          await sleep(200);
+        }
+      }
+      const r3 = await writer.put(`${p}c`, '3');
+      await waitUntil(() => rec.batches.length >= 3 || rec.errors.length > 0, 20_000);
+      expect(rec.errors).toEqual([]);
+      expect(rec.batches.map((b) => b.revision)).toEqual([r1, r2, r3]);
+      expect((await store.get(`${p}c`))?.value).toBe('3');
+    } finally {
+      await store.close();
+      await writer.close();
+      await etcd.destroy();
+    }
+  }, 90_000);
+
+  it("reports etcd's own compaction cancel (a watch resuming into compacted history) as COMPACTED, once", async () => {
+    const etcd = await RestartableEtcd.start();
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint] });
+    try {
+      const p = uniquePrefix();
+      const r1 = await store.put(`${p}a`, '1');
+      const rec = new Recorder();
+      await store.watch({ prefix: p, fromRevision: r1 + 1, onEvents: (b) => rec.batches.push(b), onError: (e) => rec.errors.push(e) });
+
+      // While the watch is disconnected, history moves on and is compacted through a port the
+      // watch does not use; when it reconnects, etcd refuses its start revision.
+      await etcd.stop();
+      const altPort = await freePort();
+      await etcd.restart(altPort);
+      const other = await EtcdStore.connect({ endpoints: [`http://127.0.0.1:${altPort}`] });
+      await other.put(`${p}b`, '2');
+      const r3 = await other.put(`${p}c`, '3');
+      await other.compact(r3);
+      await other.close();
+      await etcd.stop();
+      await etcd.restart();
+
+      await waitUntil(() => rec.errors.length > 0, 20_000);
+      await sleep(200);
+      expect(rec.errors.map((e) => e.code)).toEqual(['COMPACTED']);
+      expect(rec.batches).toEqual([]);
+    } finally {
+      await store.close();
+      await etcd.destroy();
+    }
+  }, 90_000);
+
+  it('openStore connects etcd:// URLs and reports an unreachable etcd as UNAVAILABLE', async () => {
+    const store = await openStore(endpoint.replace('http://', 'etcd://'));
+    expect(store.kind).toBe('etcd');
+    expect(await store.revision()).toBeGreaterThan(0);
+    await store.close();
+    const port = await freePort();
+    await expectCode(openStore(`etcd://127.0.0.1:${port}`, { dialTimeoutMs: 600 }), 'UNAVAILABLE');
+  });
+});
+
+/** An etcd that can be stopped and started again on the same ports and data. */
+class RestartableEtcd {
+  private child: ChildProcess | undefined;
+
+  private constructor(
+    private readonly bin: string,
+    private readonly dataDir: string,
+    private readonly clientPort: number,
+    private readonly peerPort: number,
+  ) {}
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.clientPort}`;
+  }
+
+  static async start(): Promise<RestartableEtcd> {
+    const bin = process.env.TARCIL_TEST_ETCD_BIN ?? findEtcd();
+    if (!bin) throw new Error('etcd binary not found');
+    const e = new RestartableEtcd(bin, mkdtempSync(join(tmpdir(), 'tarcil-etcd-restart-')), await freePort(), await freePort());
+    await e.restart();
+    return e;
+  }
+
+  /** Starts etcd on its own client port, or on another one (clients of the usual port stay cut off). */
+  async restart(clientPort = this.clientPort): Promise<void> {
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    const url = `http://127.0.0.1:${clientPort}`;
+    const child = spawn(
+      this.bin,
+      [
+        '--name', 'restartable',
+        '--data-dir', this.dataDir,
+        '--listen-client-urls', url,
+        '--advertise-client-urls', url,
+        '--listen-peer-urls', peer,
+        '--initial-advertise-peer-urls', peer,
+        '--initial-cluster', `restartable=${peer}`,
+        '--log-level', 'error',
+        '--logger', 'zap',
+      ],
+      { stdio: 'ignore' },
+    );
+    this.child = child;
+    const end = Date.now() + 20_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`etcd exited with ${child.exitCode}`);
+      try {
+        if ((await fetch(`${url}/health`)).ok) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > end) throw new Error('etcd did not become healthy');
+      await sleep(100);
+    }
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+      setTimeout(() => child.kill('SIGKILL'), 3000).unref();
+    });
+  }
+
+  async destroy(): Promise<void> {
+    await this.stop();
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
