@@ -1,8 +1,8 @@
 /**
  * Conflict rate and retries per task for 1, 3 and 10 agents under the `ru` and `server` conflict
- * scopes, on a real etcd, 100 servers × 8 RUs, short tasks completed by a runner. The same
- * workload (same jobs, same total concurrency) for every cell.
- * Run: npx tsx bench/conflicts.ts [--quick]
+ * scopes, on a real etcd, 100 servers × 8 RUs, tasks completed by a runner. Open loop: jobs
+ * arrive as a Poisson process at 80% of the cluster's capacity, round-robin over the agents; the
+ * same arrival sequence for every cell. Run: npx tsx bench/conflicts.ts [--quick]
  */
 import { SchedulingAgent, type ConflictScope, type DecisionRecord } from '../src/agent/agent.ts';
 import { seedCluster, uniformServers } from '../src/agent/seed.ts';
@@ -13,14 +13,18 @@ import { SystemClock } from '../src/util/clock.ts';
 import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
-import { makeJob, pool, TEST_PROFILES } from '../test/support/jobs.ts';
+import { makeJob, TEST_PROFILES } from '../test/support/jobs.ts';
 import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
-const JOBS = quick ? 300 : 600;
+const JOBS = quick ? 400 : 1000;
 const TASKS_PER_JOB = 4;
-const IN_FLIGHT = 60; // jobs in flight in total, split over the agents
+const LOAD = 0.8;
+const RUS = 800;
+const MEAN_TASK_MS = 1500; // uniform 1,000–2,000 ms
+const JOBS_PER_MS = (LOAD * RUS) / (TASKS_PER_JOB * MEAN_TASK_MS);
 const clock = new SystemClock();
+const keepAlive = setInterval(() => undefined, 1 << 30);
 const log = createLogger('bench', 'silent');
 
 const bin = ensureEtcd((m) => process.stdout.write(`${m}\n`));
@@ -53,17 +57,27 @@ async function cell(agentsN: number, scope: ConflictScope): Promise<Row> {
     (_, i) => new SchedulingAgent({ id: `a${i}`, store: stores[i]!, keys, clock, rng: new SeededRng(100 + i), log, config: { conflictScope: scope, recheckMs: 50 } }),
   );
   await Promise.all(agents.map((a) => a.start()));
-  const runner = new SimulatedRunner({ store: admin, keys, clock, log, durationOf: (r) => 100 + ((r.task * 53 + r.job.length) % 100) });
+  const runner = new SimulatedRunner({ store: admin, keys, clock, log, durationOf: (r) => r.durationMs ?? MEAN_TASK_MS });
   await runner.start();
-  const jobs = Array.from({ length: JOBS }, (_, i) => makeJob(`c${i}`, TEST_PROFILES[i % TEST_PROFILES.length]!, TASKS_PER_JOB, { maxQueueMs: 1000 }));
+  const arrivals = new SeededRng(2024);
+  const jobs = Array.from({ length: JOBS }, (_, i) =>
+    makeJob(`c${i}`, TEST_PROFILES[i % TEST_PROFILES.length]!, TASKS_PER_JOB, { maxQueueMs: 2000, durationMs: 1000 + Math.round(arrivals.next() * 1000) }),
+  );
+  const gaps = jobs.map(() => -Math.log(1 - arrivals.next()) / JOBS_PER_MS);
   const lat: number[] = [];
   const t0 = performance.now();
-  const records: DecisionRecord[] = await pool(jobs, IN_FLIGHT, async (job, i) => {
+  const pending: Promise<DecisionRecord>[] = [];
+  for (let i = 0; i < jobs.length; i++) {
     const s0 = performance.now();
-    const r = await agents[i % agentsN]!.schedule(job);
-    lat.push(performance.now() - s0);
-    return r;
-  });
+    pending.push(
+      agents[i % agentsN]!.schedule(jobs[i]!).then((r) => {
+        lat.push(performance.now() - s0);
+        return r;
+      }),
+    );
+    await clock.sleep(gaps[i]!);
+  }
+  const records = await Promise.all(pending);
   const seconds = (performance.now() - t0) / 1000;
   const deadline = Date.now() + 30_000;
   while (runner.stats.completed < JOBS * TASKS_PER_JOB && Date.now() < deadline) await clock.sleep(20);
@@ -105,15 +119,16 @@ try {
 
 const md = `# Conflicts and retries by agent count and conflict scope
 
-${JOBS} jobs × ${TASKS_PER_JOB} tasks (100–200 ms each) on 100 servers × 8 RUs of a real etcd, ${IN_FLIGHT}
-jobs in flight in total (split round-robin over the agents), the same jobs in every cell. Each
-agent has its own etcd client and watch-fed cache. Latency is submit → all tasks committed,
-including admission queueing. Measured with \`npx tsx bench/conflicts.ts${quick ? ' --quick' : ''}\` on ${machine()}.
+${JOBS} jobs × ${TASKS_PER_JOB} tasks (1–2 s each) on 100 servers × 8 RUs of a real etcd. Jobs arrive as
+a Poisson process at ${LOAD * 100}% of the cluster's capacity (${fmt(JOBS_PER_MS * 1000, 0)} jobs/s), round-robin
+over the agents, the same arrival sequence in every cell. Each agent has its own etcd client and
+watch-fed cache. Latency is submit → all tasks committed, including admission queueing. Measured with \`npx tsx bench/conflicts.ts${quick ? ' --quick' : ''}\` on ${machine()}.
 
 ${mdTable(
   ['scope', 'agents', 'commits', 'conflicts', 'conflict rate', 'retries / task', 'back to admission', 'tasks/s', 'mean Q', 'acceptable', 'p50 ms', 'p99 ms'],
   rows.map((r) => [r.scope, r.agents, r.commits, r.conflicts, `${fmt(r.conflictRate * 100, 2)}%`, fmt(r.retriesPerTask, 3), r.readmissions, fmt(r.tasksPerSec, 0), fmt(r.meanQ, 3), `${fmt(r.acceptable * 100, 1)}%`, fmt(r.p50ms, 1), fmt(r.p99ms, 1)]),
 )}
 `;
-const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, inFlight: IN_FLIGHT, rows }, md);
+const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md);
 process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
+clearInterval(keepAlive);

@@ -118,6 +118,8 @@ export class SchedulingAgent {
   private commitSeq = 0;
   private closed = false;
   private queueWatch: WatchHandle | undefined;
+  /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
+  private readonly serverTails = new Map<string, { base: number; result: Promise<number | undefined> }>();
   private readonly background = new Set<Promise<unknown>>();
   private readonly onCommitted: AgentOptions['onCommitted'];
   private readonly fences = new Map<string, JobFence>();
@@ -460,6 +462,19 @@ export class SchedulingAgent {
     const failure: Op[] = [];
     const servers = new Map<string, number>();
     for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
+    // Claim the picks locally until the commit resolves, so this agent's other in-flight
+    // decisions do not choose them too (or score their neighbours as empty).
+    const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
+    picks.forEach((p, i) => {
+      this.state.claim(refs[i] as RuRef, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
+    });
+    const chained = this.config.conflictScope === 'server' ? await this.chainServerCommits(servers) : undefined;
+    if (chained === false) {
+      this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
+      rec.conflicts++;
+      this.stats.conflicts++;
+      return false;
+    }
     if (this.config.conflictScope === 'server') {
       for (const [sid, rev] of servers) {
         compare.push({ key: k.epoch(sid), target: 'mod', op: '==', value: rev });
@@ -491,7 +506,7 @@ export class SchedulingAgent {
         agent: this.id,
         since: now,
         attempt: 0,
-        basedOn: p.epochRev,
+        basedOn: servers.get(p.server.id) ?? p.epochRev,
         commitId,
         ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
       };
@@ -504,7 +519,7 @@ export class SchedulingAgent {
         ru: ref,
         attempt: 0,
         placedAt: now,
-        basedOn: p.epochRev,
+        basedOn: servers.get(p.server.id) ?? p.epochRev,
         commitId,
         agent: this.id,
       };
@@ -529,12 +544,6 @@ export class SchedulingAgent {
       success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
     }
     const req: TxnRequest = { compare, success, failure };
-    // Claim the picks locally until the commit resolves, so this agent's other in-flight
-    // decisions do not choose them too (or score their neighbours as empty).
-    const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
-    picks.forEach((p, i) => {
-      this.state.claim(refs[i] as RuRef, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
-    });
     let res;
     try {
       res = await this.store.txn(req);
@@ -543,12 +552,14 @@ export class SchedulingAgent {
       // the store before trying anything else: a blind retry could place the tasks twice.
       res = await this.resolveIndeterminate(job.id, tasks[0] as number, commitId, err);
       if (!res) {
+        chained?.settle(undefined);
         this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
         rec.conflicts++;
         return false;
       }
     }
     this.stats.commits++;
+    chained?.settle(res.succeeded ? res.revision : undefined);
     if (res.succeeded) {
       // Apply our own writes now: the watch will confirm them, but the next decision must not
       // see these RUs as free in the meantime.
@@ -578,6 +589,7 @@ export class SchedulingAgent {
     if (fence) {
       const cur = res.responses[res.responses.length - 1]?.[0];
       if (!cur || cur.lease !== fence.lease) {
+        this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
         this.aborted.add(job.id);
         throw new TarcilError('CANCELLED', `job ${job.id} is no longer owned through lease ${fence.lease}`);
       }
@@ -593,6 +605,40 @@ export class SchedulingAgent {
   }
 
   /**
+   * Server scope: a decision that read server S at epoch E while this agent's own commit on S
+   * (also based on E) is in flight has already counted that commit's RUs as neighbours (they are
+   * claimed). If that commit succeeds, the neighbourhood is exactly what was scored, so this
+   * decision compares against the epoch revision that commit produced instead of conflicting
+   * with its own agent. Returns false if an earlier commit it depends on failed, otherwise a
+   * handle to settle once this commit resolves.
+   */
+  private async chainServerCommits(servers: Map<string, number>): Promise<false | { settle(rev: number | undefined): void }> {
+    let settle!: (rev: number | undefined) => void;
+    const done = new Promise<number | undefined>((r) => (settle = r));
+    const waits: [string, Promise<number | undefined>][] = [];
+    for (const [sid, epoch] of servers) {
+      const tail = this.serverTails.get(sid);
+      if (tail && tail.base === epoch) waits.push([sid, tail.result]);
+      this.serverTails.set(sid, { base: epoch, result: done });
+    }
+    const handle = {
+      settle: (rev: number | undefined): void => {
+        settle(rev);
+        for (const sid of servers.keys()) if (this.serverTails.get(sid)?.result === done) this.serverTails.delete(sid);
+      },
+    };
+    for (const [sid, result] of waits) {
+      const after = await result;
+      if (after === undefined) {
+        handle.settle(undefined);
+        return false;
+      }
+      servers.set(sid, after);
+    }
+    return handle;
+  }
+
+  /**
    * After a failed transaction call: did our commit land? Reads the first task's record (written
    * by the same transaction) until the store answers. Returns a success result carrying the
    * commit's revision, or undefined if the commit did not happen.
@@ -601,7 +647,7 @@ export class SchedulingAgent {
     this.log.warn({ job: jobId, err: (cause as Error).message }, 'commit outcome unknown; checking the store');
     let delay = this.config.backoffBaseMs * 10;
     for (;;) {
-      this.assertOpen(job.id);
+      this.assertOpen(jobId);
       try {
         const kv = await this.store.get(this.keys.task(jobId, task));
         const t = parseJson<PlacedTaskRecord>(kv);

@@ -154,6 +154,22 @@ describe('scheduling agent on the embedded store', () => {
     expect(agent.stats.conflicts).toBe(0);
   });
 
+  it('under the server scope, one agent chains its own commits on a server instead of conflicting', async () => {
+    const { agent, store, keys } = await setup({ servers: 4, config: { conflictScope: 'server' } });
+    const recs = await Promise.all(Array.from({ length: 8 }, (_, i) => agent.submit(makeJob(`s${i}`, TEST_PROFILES[4]!, 3))));
+    expect(recs.flatMap((r) => r.placements)).toHaveLength(24);
+    expect(agent.stats.conflicts).toBe(0);
+    // Each commit on a server was based on the epoch the previous one produced.
+    const tasks = (await store.range(keys.allTasks())).kvs.map((kv) => parseJson<{ ru: { server: string }; basedOn: number; commitId: string }>(kv)!);
+    const commitsPerBase = new Map<string, Set<string>>();
+    for (const t of tasks) {
+      const k = `${t.ru.server}@${t.basedOn}`;
+      if (!commitsPerBase.has(k)) commitsPerBase.set(k, new Set());
+      commitsPerBase.get(k)!.add(t.commitId);
+    }
+    expect([...commitsPerBase.values()].every((set) => set.size === 1)).toBe(true);
+  });
+
   it('three agents sharing the embedded store never double-book, with tasks completing', async () => {
     const { agents, store, keys } = await setup({ servers: 10, agents: 3 });
     const runner = new SimulatedRunner({ store, keys, clock, log, durationOf: () => 20 });
