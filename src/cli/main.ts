@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
+import { benchCommand } from './bench.ts';
 import { runDemo } from './demo.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
@@ -69,6 +70,17 @@ program
   .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
     process.stdout.write(profileCommand(name, o));
   });
+
+program
+  .command('bench <experiment>')
+  .description('simulator experiments: sample-size, agents, load, duration, compare, uniformity, sparrow, pigeon, calibrate, speed')
+  .option('--quick', 'small sizes (seconds to a minute or two)', false)
+  .option('--seed <n>', 'random seed', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--out <dir>', 'results directory (default bench/results)')
+  .action(async (name: string, o: { quick: boolean; seed: number; out?: string }) => {
+    await benchCommand(name, o);
+  });
+
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,92 @@
+/**
+ * `tarcil bench <experiment>`: runs one simulator experiment and writes its results — a table in
+ * the terminal, JSON, CSV, SVG charts and a markdown report — under bench/results (or --out).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import Table from 'cli-table3';
+import { renderSvg } from '../sim/charts.ts';
+import { EXPERIMENTS, type ExperimentResult } from '../sim/experiments.ts';
+import { TarcilError } from '../util/errors.ts';
+
+export interface BenchOptions {
+  quick: boolean;
+  seed: number;
+  out?: string;
+  /** Where progress and tables go (stderr/stdout by default). */
+  write?: (s: string) => void;
+  progress?: (s: string) => void;
+}
+
+export const EXPERIMENT_NAMES = Object.keys(EXPERIMENTS);
+
+function machine(): string {
+  const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
+  return `${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+}
+
+function csv(rows: Record<string, string | number>[]): string {
+  if (rows.length === 0) return '';
+  const head = Object.keys(rows[0] as object);
+  const cell = (v: unknown): string => {
+    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(+v.toPrecision(6)) : '') : typeof v === 'string' ? v : '';
+    return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return `${[head.join(','), ...rows.map((r) => head.map((h) => cell(r[h])).join(','))].join('\n')}\n`;
+}
+
+function md(res: ExperimentResult, files: string[]): string {
+  const lines = [`# ${res.title}`, '', `\`tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
+  for (const t of res.tables) {
+    lines.push(`## ${t.title}`, '', `| ${t.head.join(' | ')} |`, `| ${t.head.map(() => '---').join(' | ')} |`);
+    for (const r of t.rows) lines.push(`| ${r.join(' | ')} |`);
+    lines.push('');
+  }
+  if (files.length > 0) {
+    lines.push('## Charts', '');
+    for (const f of files) lines.push(`![${f}](${f})`, '');
+  }
+  lines.push('## The paper', '', res.paper, '');
+  return lines.join('\n');
+}
+
+export async function benchCommand(name: string, o: BenchOptions): Promise<ExperimentResult> {
+  const exp = EXPERIMENTS[name];
+  if (!exp) {
+    throw new TarcilError('INVALID_ARGUMENT', `experiment: unknown experiment '${name}' (known: ${EXPERIMENT_NAMES.join(', ')})`, { field: 'experiment' });
+  }
+  const write = o.write ?? ((s: string) => process.stdout.write(s));
+  const progress = o.progress ?? ((s: string) => process.stderr.write(s));
+  const tty = process.stderr.isTTY;
+  const started = performance.now();
+  const res = exp({
+    quick: o.quick,
+    seed: o.seed,
+    progress: (done, total, label) => {
+      const width = 24;
+      const k = total > 0 ? Math.round((done / total) * width) : width;
+      const secs = ((performance.now() - started) / 1000).toFixed(0);
+      const line = `[${'#'.repeat(k)}${'.'.repeat(width - k)}] ${done}/${total} ${label} (${secs} s)`;
+      progress(tty ? `\r${line.padEnd(90)}` : `${line}\n`);
+    },
+  });
+  if (tty) progress('\n');
+  for (const t of res.tables) {
+    const table = new Table({ head: t.head });
+    for (const r of t.rows) table.push(r.map(String));
+    write(`${t.title}\n${table.toString()}\n`);
+  }
+  const out = resolve(o.out ?? join(process.cwd(), 'bench', 'results'));
+  mkdirSync(out, { recursive: true });
+  const files: string[] = [];
+  for (const c of res.charts) {
+    writeFileSync(join(out, c.file), await renderSvg(c));
+    files.push(c.file);
+  }
+  writeFileSync(join(out, `${res.name}.json`), `${JSON.stringify({ ...res, machine: machine() }, null, 1)}\n`);
+  writeFileSync(join(out, `${res.name}.csv`), csv(res.rows));
+  writeFileSync(join(out, `${res.name}.md`), md(res, files));
+  write(`wrote ${res.name}.{json,csv,md}${files.length ? ` and ${files.length} SVG chart(s)` : ''} to ${out} (${(res.wallMs / 1000).toFixed(1)} s)\n`);
+  return res;
+}

@@ -1,0 +1,71 @@
+import type { Rng } from '../../util/rng.ts';
+import type { World } from '../world.ts';
+import { CentralizedPolicy } from './centralized.ts';
+import { DelayPolicy } from './delay.ts';
+import { PigeonPolicy } from './pigeon.ts';
+import { OmniscientPolicy, SparrowPolicy } from './sparrow.ts';
+import { TarcilPolicy } from './tarcil.ts';
+import type { Policy, PolicyEnv } from './types.ts';
+
+export type { Policy, PolicyEnv } from './types.ts';
+
+export const POLICY_NAMES = [
+  'tarcil',
+  'fixed-R2',
+  'fixed-R4',
+  'fixed-R8',
+  'fixed-R16',
+  'fixed-R32',
+  'fixed-R64',
+  'sparrow',
+  'sparrow-batch',
+  'sparrow-per-task',
+  'random',
+  'omniscient',
+  'centralized',
+  'pigeon',
+  'delay-fixed',
+  'delay-dynamic',
+] as const;
+
+export interface PolicySpec {
+  name: string;
+  agents?: number;
+}
+
+/** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
+export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: PolicyEnv = {}): Policy {
+  const n = spec.name;
+  const agents = spec.agents ?? 10;
+  const fixed = /^fixed-R(\d+)$/.exec(n);
+  if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]) });
+  switch (n) {
+    case 'tarcil':
+      return new TarcilPolicy(world, rng, { agents });
+    case 'sparrow':
+      return new SparrowPolicy(world, rng, { mode: 'batch-lb', cancel: true });
+    case 'sparrow-nocancel':
+      return new SparrowPolicy(world, rng, { mode: 'batch-lb', cancel: false });
+    case 'sparrow-batch':
+      return new SparrowPolicy(world, rng, { mode: 'batch' });
+    case 'sparrow-per-task':
+      return new SparrowPolicy(world, rng, { mode: 'per-task' });
+    case 'random':
+      return new SparrowPolicy(world, rng, { mode: 'random' });
+    case 'omniscient':
+      return new OmniscientPolicy(world, rng);
+    case 'centralized':
+      return new CentralizedPolicy(world, rng);
+    case 'pigeon':
+      return new PigeonPolicy(world, rng, {
+        shortCutoffMs: env.shortCutoffMs ?? 10_000,
+        ...(env.reserved === undefined ? {} : { reserved: env.reserved }),
+      });
+    case 'delay-fixed':
+      return new DelayPolicy(world, rng, { dynamic: false });
+    case 'delay-dynamic':
+      return new DelayPolicy(world, rng, { dynamic: true });
+    default:
+      throw new Error(`unknown policy '${n}' (known: ${POLICY_NAMES.join(', ')})`);
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * Sparrow (Ousterhout et al., SOSP'13) and the probe-based baselines of its Fig. 3, on worker
+ * queues: every server is a worker with one slot per RU and a FIFO queue. Interference-blind: a
+ * worker runs a task on whichever of its RUs is free.
+ *
+ * - random: each task goes to a random worker's queue;
+ * - per-task: two probes per task, the task joins the shorter of the two queues;
+ * - batch: d·m probes for an m-task job, the tasks join the m least-loaded workers probed;
+ * - batch-lb: batch sampling with late binding (§3.5): probes are reservations; a reservation
+ *   reaching a free slot asks the scheduler for a task (one round trip, the slot held idle), gets
+ *   the job's next unlaunched task or a no-op. With proactive cancellation (§3.6) the scheduler
+ *   cancels outstanding reservations once every task is launched.
+ *
+ * Tasks with data constraints (W2 stage 1) probe only their replicas (§4.1, per-task constraints).
+ * Accounting for tests: probes = launched + no-ops + cancelled, once every job is done.
+ */
+import type { Rng } from '../../util/rng.ts';
+import { NETWORK } from '../constants.ts';
+import type { SimJob, SimTask, World } from '../world.ts';
+import { freeRuOn, type Policy } from './types.ts';
+
+export type SparrowMode = 'random' | 'per-task' | 'batch' | 'batch-lb';
+
+export interface SparrowOptions {
+  mode: SparrowMode;
+  /** Probe ratio d (§7.9: 2). */
+  d?: number;
+  cancel?: boolean;
+  oneWayMs?: number;
+}
+
+interface Req {
+  tasks: SimTask[];
+  next: number;
+  outstanding: Set<Probe>;
+}
+
+interface Probe {
+  req: Req;
+  server: number;
+  state: 'queued' | 'requesting' | 'done';
+}
+
+type Entry = { task: SimTask; probe?: undefined } | { probe: Probe; task?: undefined };
+
+export class WorkerQueues {
+  readonly queues: Entry[][];
+  readonly heads: number[];
+  readonly requesting: Int32Array;
+  constructor(
+    private readonly world: World,
+    private readonly resolve: (p: Probe, server: number) => void,
+  ) {
+    this.queues = world.servers.map(() => []);
+    this.heads = world.servers.map(() => 0);
+    this.requesting = new Int32Array(world.servers.length);
+  }
+  /** Running + queued + requesting: what a probe reports (§3.2). */
+  load(s: number): number {
+    const srv = this.world.servers[s];
+    if (!srv) return Infinity;
+    const q = (this.queues[s] as Entry[]).length - (this.heads[s] as number);
+    return srv.rus - srv.free + q + (this.requesting[s] as number);
+  }
+  enqueue(s: number, e: Entry): void {
+    (this.queues[s] as Entry[]).push(e);
+    this.dispatch(s);
+  }
+  /** Fills free slots of worker s from its queue. */
+  dispatch(s: number): void {
+    const srv = this.world.servers[s];
+    if (!srv) return;
+    const q = this.queues[s] as Entry[];
+    while (srv.free - (this.requesting[s] as number) > 0 && (this.heads[s] as number) < q.length) {
+      const e = q[this.heads[s] as number] as Entry;
+      this.heads[s] = (this.heads[s] as number) + 1;
+      if (e.task) {
+        this.world.startTask(e.task, freeRuOn(this.world, s));
+      } else if (e.probe.state === 'queued') {
+        e.probe.state = 'requesting';
+        this.requesting[s] = (this.requesting[s] as number) + 1;
+        this.resolve(e.probe, s);
+      }
+    }
+    // Compact the consumed prefix now and then so queues do not grow without bound.
+    const h = this.heads[s] as number;
+    if (h > 64 && h * 2 > q.length) {
+      q.splice(0, h);
+      this.heads[s] = 0;
+    }
+  }
+  /** A probe's request finished (task launched on the held slot, or a no-op). */
+  release(s: number): void {
+    this.requesting[s] = (this.requesting[s] as number) - 1;
+  }
+}
+
+export class SparrowPolicy implements Policy {
+  readonly name: string;
+  private readonly world: World;
+  private readonly rng: Rng;
+  private readonly mode: SparrowMode;
+  private readonly d: number;
+  private readonly cancel: boolean;
+  private readonly oneWay: number;
+  readonly workers: WorkerQueues;
+  /** Workers not entirely held by resident load: a probe elsewhere would wait forever. */
+  private readonly usable: number[];
+  private readonly usableSet: Set<number>;
+  readonly c = { probes: 0, launched: 0, noops: 0, cancelled: 0, cancelRpcs: 0, tasks: 0 };
+
+  constructor(world: World, rng: Rng, opts: SparrowOptions) {
+    this.world = world;
+    this.rng = rng;
+    this.mode = opts.mode;
+    this.d = opts.d ?? 2;
+    this.cancel = opts.cancel ?? true;
+    this.oneWay = opts.oneWayMs ?? NETWORK.ONE_WAY_MS;
+    this.name = opts.mode === 'batch-lb' ? 'sparrow' : opts.mode === 'random' ? 'random' : `sparrow-${opts.mode}`;
+    this.workers = new WorkerQueues(world, (p, s) => this.onRequest(p, s));
+    this.usable = world.servers.filter((s) => s.free > 0).map((s) => s.idx);
+    this.usableSet = new Set(this.usable);
+    world.onFree = (ru) => this.workers.dispatch(world.ruServer[ru] as number);
+  }
+
+  counters(): Record<string, number> {
+    return { ...this.c };
+  }
+
+  /** k distinct servers, uniformly, from `pool` (all servers when undefined). */
+  private sample(k: number, given?: readonly number[]): number[] {
+    const all = this.usable.length === this.world.servers.length ? undefined : this.usable;
+    // Replicas all held by residents: the task must read remotely, from any usable worker.
+    const kept = given?.filter((s) => this.usableSet.has(s));
+    const pool = kept && kept.length > 0 ? kept : all;
+    const n = pool ? pool.length : this.world.servers.length;
+    if (k >= n) {
+      // More probes than workers: every worker, then the rest with replacement.
+      const all = pool ? [...pool] : Array.from({ length: n }, (_, i) => i);
+      while (all.length < k) all.push(pool ? (pool[this.rng.int(n)] as number) : this.rng.int(n));
+      return all;
+    }
+    const chosen = new Set<number>();
+    while (chosen.size < k) chosen.add(this.rng.int(n));
+    return [...chosen].map((i) => (pool ? (pool[i] as number) : i));
+  }
+
+  submit(job: SimJob): void {
+    const eng = this.world.engine;
+    this.c.tasks += job.tasks.length;
+    const free: SimTask[] = [];
+    const groups: { tasks: SimTask[]; pool?: number[] }[] = [];
+    for (const t of job.tasks) {
+      if (t.data) groups.push({ tasks: [t], pool: t.data });
+      else free.push(t);
+    }
+    if (free.length > 0) groups.push({ tasks: free });
+    for (const g of groups) {
+      const m = g.tasks.length;
+      if (this.mode === 'random') {
+        for (const t of g.tasks) {
+          const s = this.sample(1, g.pool)[0] as number;
+          eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+        }
+      } else if (this.mode === 'per-task') {
+        for (const t of g.tasks) {
+          const probed = this.sample(this.d, g.pool);
+          this.c.probes += probed.length;
+          eng.setTimer(this.oneWay, () => {
+            // Loads read at the workers, half a round trip before the scheduler decides.
+            const loads = probed.map((s) => this.workers.load(s));
+            eng.setTimer(this.oneWay, () => {
+              let best = 0;
+              for (let i = 1; i < probed.length; i++) if ((loads[i] as number) < (loads[best] as number)) best = i;
+              const s = probed[best] as number;
+              eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+            });
+          });
+        }
+      } else if (this.mode === 'batch') {
+        const probed = this.sample(this.d * m, g.pool);
+        this.c.probes += probed.length;
+        eng.setTimer(this.oneWay, () => {
+          const loads = probed.map((s) => this.workers.load(s));
+          eng.setTimer(this.oneWay, () => {
+            const order = probed.map((s, i) => ({ s, l: loads[i] as number })).sort((a, b) => a.l - b.l);
+            g.tasks.forEach((t, i) => {
+              const s = (order[i % order.length] as { s: number }).s;
+              eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+            });
+          });
+        });
+      } else {
+        const req: Req = { tasks: g.tasks, next: 0, outstanding: new Set() };
+        const probed = this.sample(this.d * m, g.pool);
+        // Constrained tasks with fewer replicas than d·m still need m reservations.
+        while (probed.length < m) probed.push(probed[probed.length % Math.max(1, probed.length)] ?? 0);
+        for (const s of probed) {
+          const p: Probe = { req, server: s, state: 'queued' };
+          req.outstanding.add(p);
+          this.c.probes++;
+          eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { probe: p }));
+        }
+      }
+    }
+  }
+
+  /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
+  private onRequest(p: Probe, s: number): void {
+    const eng = this.world.engine;
+    eng.setTimer(this.oneWay, () => {
+      const req = p.req;
+      const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
+      req.outstanding.delete(p);
+      if (task && req.next === req.tasks.length && this.cancel) {
+        // Proactive cancellation of every other outstanding reservation.
+        for (const o of req.outstanding) {
+          this.c.cancelRpcs++;
+          eng.setTimer(this.oneWay, () => {
+            if (o.state === 'queued') {
+              o.state = 'done';
+              this.c.cancelled++;
+            }
+          });
+        }
+      }
+      eng.setTimer(this.oneWay, () => {
+        p.state = 'done';
+        this.workers.release(s);
+        if (task) {
+          this.c.launched++;
+          this.world.startTask(task, freeRuOn(this.world, s));
+        } else {
+          this.c.noops++;
+        }
+        this.workers.dispatch(s);
+      });
+    });
+  }
+}
+
+/**
+ * Sparrow's omniscient baseline (footnote 2): complete, instant knowledge of idle slots; tasks go
+ * to idle workers if any, otherwise wait in one FIFO queue.
+ */
+export class OmniscientPolicy implements Policy {
+  readonly name = 'omniscient';
+  private readonly queue: SimTask[] = [];
+  private head = 0;
+  constructor(
+    private readonly world: World,
+    private readonly rng: Rng,
+  ) {
+    world.onFree = (ru) => {
+      const t = this.queue[this.head];
+      if (!t) return;
+      this.head++;
+      world.startTask(t, ru);
+    };
+  }
+  counters(): Record<string, number> {
+    return {};
+  }
+  submit(job: SimJob): void {
+    for (const t of job.tasks) {
+      const free = this.world.free;
+      if (this.head >= this.queue.length && free.size > 0) this.world.startTask(t, free.at(this.rng.int(free.size)));
+      else this.queue.push(t);
+    }
+    if (this.head > 4096 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+}

@@ -1,0 +1,370 @@
+/**
+ * The simulated cluster as it really is: which task holds which RU, the revision of every RU
+ * (the etcd mod revision a commit compares), the real interference on every server and the
+ * progress of every running task. Policies act on it only through startTask (and read it through
+ * views, which may lag).
+ */
+import { AdmissionState } from '../admission/index.ts';
+import { wireAdmission } from '../agent/core.ts';
+import { DEFAULT_PRIORITY, N_RESOURCES, type JobSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
+import { ClusterState, type Occupant } from '../sampling/cluster-state.ts';
+import { IndexedSet } from '../sampling/indexed-set.ts';
+import type { Rng } from '../util/rng.ts';
+import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
+import type { Engine } from './engine.ts';
+import { DEFAULT_PERF, slowdown, type PerfParams } from './perf.ts';
+
+export interface SimTask {
+  job: SimJob;
+  index: number;
+  /** Work in reference-platform milliseconds (remote reads included once known). */
+  work: number;
+  /** Servers holding the task's input (data-constrained tasks only). */
+  data?: number[];
+  state: 'pending' | 'running' | 'done';
+  ru: number;
+  start: number;
+  end: number;
+  remaining: number;
+  rate: number;
+  last: number;
+  ver: number;
+  remote: boolean;
+  /** The Q the scheduler saw for its RU (policies that score), for the Q CDFs. */
+  Q?: number;
+  occupant?: Occupant;
+}
+
+export interface SimJob {
+  id: number;
+  profile: WorkloadProfile;
+  /** What the scheduler is told. */
+  declared: readonly number[];
+  /** What the performance model uses (declared + profile error). */
+  real: readonly number[];
+  priority: number;
+  arrival: number;
+  tasks: SimTask[];
+  /** W5: a short job (Pigeon's high-priority class). */
+  short: boolean;
+  /** First job of a chain (W2 query stages); the chain is measured as one unit. */
+  head: SimJob;
+  next?: SimJob;
+  /** Ideal job time: the longest task's ideal time (best platform, no interference, no delay). */
+  ideal: number;
+  /** Sum of the ideals of this job and the earlier stages of its chain. */
+  chainIdeal: number;
+  done: number;
+  finish: number;
+  /** Overheads, ms, summed over the chain on the head. */
+  decisionMs: number;
+  commitMs: number;
+  queueMs: number;
+  conflicts: number;
+  commits: number;
+  Rsum: number;
+  Rn: number;
+  /** Admission waits: estimated vs realised (tarcil only). */
+  waits: { estimate: number; realised: number }[];
+  /** Data-constrained tasks placed on a server holding their data (counted on the head). */
+  local: number;
+  started: number;
+  /** Submission to last task start, summed over the chain (on the head): the scheduling overhead. */
+  schedMs: number;
+  spec?: JobSpec;
+  /** Query type or family, for per-type tables. */
+  label: string;
+  /** Free slot for the policy that owns the job. */
+  policyData?: unknown;
+}
+
+export interface Server {
+  idx: number;
+  spec: ServerSpec;
+  base: number;
+  rus: number;
+  /** Σ real caused over occupants. */
+  sum: Float64Array;
+  tasks: SimTask[];
+  free: number;
+}
+
+export interface View {
+  state: ClusterState;
+  admission: AdmissionState | undefined;
+  delay: number;
+}
+
+export interface WorldOptions {
+  interference: boolean;
+  perf?: PerfParams;
+  /** Record utilisation every this many ms (0: off). */
+  utilEvery?: number;
+}
+
+export class World {
+  readonly engine: Engine;
+  readonly rng: Rng;
+  readonly servers: Server[] = [];
+  readonly nRu: number;
+  readonly ruServer: Int32Array;
+  readonly occ: (SimTask | null)[];
+  readonly rev: Float64Array;
+  readonly free = new IndexedSet();
+  readonly interference: boolean;
+  private readonly perf: PerfParams;
+  private revCounter = 0;
+  private readonly views: View[] = [];
+  /** Policies hear about every freed RU (after the task's end) here. */
+  onFree: ((ru: number, task: SimTask) => void) | undefined;
+  /** The runner hears about finished jobs here. */
+  onJobDone: ((job: SimJob) => void) | undefined;
+  readonly completed: SimJob[] = [];
+  readonly util: { t: number; busy: number }[] = [];
+  busy = 0;
+  /** Resident (unscheduled) occupants: counted apart from the measured load. */
+  resident = 0;
+  tasksStarted = 0;
+  tasksFinished = 0;
+  readonly platforms: readonly string[];
+  private readonly maxPerfCache = new Map<WorkloadProfile, number>();
+
+  constructor(engine: Engine, rng: Rng, specs: readonly ServerSpec[], opts: WorldOptions) {
+    this.engine = engine;
+    this.rng = rng;
+    this.interference = opts.interference;
+    this.perf = opts.perf ?? DEFAULT_PERF;
+    let base = 0;
+    for (const spec of specs) {
+      this.servers.push({ idx: this.servers.length, spec, base, rus: spec.rus, sum: new Float64Array(N_RESOURCES), tasks: [], free: spec.rus });
+      base += spec.rus;
+    }
+    this.nRu = base;
+    this.ruServer = new Int32Array(base);
+    for (const s of this.servers) for (let i = 0; i < s.rus; i++) this.ruServer[s.base + i] = s.idx;
+    this.occ = new Array<SimTask | null>(base).fill(null);
+    this.rev = new Float64Array(base);
+    for (let i = 0; i < base; i++) this.free.add(i);
+    this.platforms = [...new Set(specs.map((s) => s.platform))];
+    const every = opts.utilEvery ?? UTIL_SAMPLE_MS;
+    if (every > 0) this.sampleUtil(every);
+  }
+
+  private sampleUtil(every: number): void {
+    this.util.push({ t: this.engine.now(), busy: this.busy });
+    this.engine.setTimer(every, () => {
+      // Stop sampling once nothing is left to happen, or the run would never end.
+      if (this.engine.pending > 0) this.sampleUtil(every);
+    });
+  }
+
+  server(ru: number): Server {
+    return this.servers[this.ruServer[ru] as number] as Server;
+  }
+
+  /** The job's best speed on this cluster's platforms: the denominator of "ideal". */
+  maxPerf(profile: WorkloadProfile): number {
+    let m = this.maxPerfCache.get(profile);
+    if (m === undefined) {
+      m = 0;
+      for (const p of this.platforms) m = Math.max(m, profile.platformPerf[p] ?? 1);
+      if (m <= 0) m = 1;
+      this.maxPerfCache.set(profile, m);
+    }
+    return m;
+  }
+
+  /** A cluster view that follows the truth `delay` ms late (a cache fed by a watch). */
+  addView(delay: number, withAdmission: boolean, seed = 0x7a3c11): View {
+    const state = new ClusterState();
+    let admission: AdmissionState | undefined;
+    if (withAdmission) {
+      admission = new AdmissionState({ clock: this.engine, seed });
+      wireAdmission(state, admission);
+    }
+    state.batch(() => {
+      for (const s of this.servers) state.upsertServer(s.spec);
+      for (let ru = 0; ru < this.nRu; ru++) {
+        const t = this.occ[ru];
+        if (t) this.applyToView(state, ru, t, this.rev[ru] as number);
+      }
+    });
+    const v: View = { state, admission, delay };
+    this.views.push(v);
+    return v;
+  }
+
+  private applyToView(state: ClusterState, ru: number, task: SimTask | null, rev: number): void {
+    const s = this.server(ru);
+    state.setRu({ server: s.spec.id, index: ru - s.base }, task ? this.occupantOf(task) : null, rev);
+  }
+
+  occupantOf(task: SimTask): Occupant {
+    if (!task.occupant) {
+      task.occupant = { job: String(task.job.id), task: task.index, caused: task.job.declared, priority: task.job.priority, state: 'busy' };
+    }
+    return task.occupant;
+  }
+
+  private publish(ru: number, task: SimTask | null): void {
+    const rev = this.rev[ru] as number;
+    for (const v of this.views) {
+      if (v.delay <= 0) this.applyToView(v.state, ru, task, rev);
+      else this.engine.setTimer(v.delay, () => this.applyToView(v.state, ru, task, rev));
+    }
+  }
+
+  /** Starts a task on a free RU. Throws if the RU is taken: no policy may double-book. */
+  startTask(task: SimTask, ru: number): void {
+    if (this.occ[ru] !== null) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
+    if (task.state !== 'pending') throw new Error(`task ${task.job.id}/${task.index} started twice`);
+    const now = this.engine.now();
+    const s = this.server(ru);
+    this.occ[ru] = task;
+    this.rev[ru] = ++this.revCounter;
+    this.free.delete(ru);
+    s.free--;
+    this.busy++;
+    this.tasksStarted++;
+    task.state = 'running';
+    task.ru = ru;
+    task.start = now;
+    task.last = now;
+    const remote = task.data !== undefined && !task.data.includes(s.idx);
+    task.remote = remote;
+    if (remote) task.work += PERF.REMOTE_READ_FRACTION * task.work;
+    else if (task.data) task.job.head.local++;
+    const j = task.job;
+    j.started++;
+    if (j.started === j.tasks.length) j.head.schedMs += now - j.arrival;
+    task.remaining = task.work;
+    const job = task.job;
+    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) + (job.real[i] as number);
+    s.tasks.push(task);
+    if (this.interference) this.rerate(s);
+    else this.rateOne(task, s);
+    this.publish(ru, task);
+  }
+
+  /** A long-running occupant no policy schedules (Tarcil §6.2.1 resident load). */
+  placeResident(job: SimJob, ru: number): void {
+    const task = job.tasks[0];
+    if (!task) return;
+    this.resident++;
+    this.startTask(task, ru);
+    this.tasksStarted--;
+  }
+
+  private rateOne(t: SimTask, s: Server): void {
+    const perf = t.job.profile.platformPerf[s.spec.platform] ?? 1;
+    const sd = this.interference ? slowdown(t.job.real, s.sum, s.rus, this.perf) : 1;
+    t.rate = perf / sd;
+    t.ver++;
+    const ver = t.ver;
+    if (!Number.isFinite(t.remaining)) return;
+    this.engine.setTimer(t.remaining / t.rate, () => {
+      if (t.ver === ver) this.finish(t);
+    });
+  }
+
+  /** Settles progress and re-rates every task of a server whose neighbourhood just changed. */
+  private rerate(s: Server): void {
+    const now = this.engine.now();
+    for (const t of s.tasks) {
+      if (t.last < now) {
+        t.remaining -= t.rate * (now - t.last);
+        if (t.remaining < 0) t.remaining = 0;
+        t.last = now;
+      }
+      this.rateOne(t, s);
+    }
+  }
+
+  private finish(t: SimTask): void {
+    if (t.state !== 'running') throw new Error(`task ${t.job.id}/${t.index} finished twice`);
+    const now = this.engine.now();
+    const ru = t.ru;
+    const s = this.server(ru);
+    t.state = 'done';
+    t.end = now;
+    this.occ[ru] = null;
+    this.rev[ru] = ++this.revCounter;
+    this.free.add(ru);
+    s.free++;
+    this.busy--;
+    this.tasksFinished++;
+    const k = s.tasks.indexOf(t);
+    if (k >= 0) {
+      const last = s.tasks.pop() as SimTask;
+      if (k < s.tasks.length) s.tasks[k] = last;
+    }
+    const job = t.job;
+    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) - (job.real[i] as number);
+    if (this.interference) this.rerate(s);
+    this.publish(ru, null);
+    job.done++;
+    if (job.done === job.tasks.length) {
+      job.finish = now;
+      if (!job.next) this.completed.push(job);
+      this.onJobDone?.(job);
+    }
+    this.onFree?.(ru, t);
+  }
+}
+
+/** Builds a job; tasks' work is given in reference-platform ms. */
+export function makeJob(opts: {
+  profile: WorkloadProfile;
+  declared?: readonly number[];
+  real?: readonly number[];
+  arrival: number;
+  work: readonly number[];
+  data?: (number[] | undefined)[];
+  short?: boolean;
+  priority?: number;
+  maxPerf: number;
+  prev?: SimJob;
+  id: number;
+  label?: string;
+}): SimJob {
+  const id = opts.id;
+  const job = {
+    id,
+    profile: opts.profile,
+    declared: opts.declared ?? opts.profile.caused,
+    real: opts.real ?? opts.declared ?? opts.profile.caused,
+    priority: opts.priority ?? DEFAULT_PRIORITY,
+    arrival: opts.arrival,
+    tasks: [] as SimTask[],
+    short: opts.short ?? false,
+    ideal: 0,
+    chainIdeal: 0,
+    done: 0,
+    finish: NaN,
+    decisionMs: 0,
+    commitMs: 0,
+    queueMs: 0,
+    conflicts: 0,
+    commits: 0,
+    Rsum: 0,
+    Rn: 0,
+    waits: [],
+    local: 0,
+    started: 0,
+    schedMs: 0,
+    label: opts.label ?? opts.profile.name,
+  } as Omit<SimJob, 'head'> as SimJob;
+  job.head = opts.prev ? opts.prev.head : job;
+  if (opts.prev) opts.prev.next = job;
+  let longest = 0;
+  opts.work.forEach((w, i) => {
+    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, ver: 0, remote: false };
+    const d = opts.data?.[i];
+    if (d) task.data = d;
+    job.tasks.push(task);
+    if (w > longest) longest = w;
+  });
+  job.ideal = longest / opts.maxPerf;
+  job.chainIdeal = job.ideal + (opts.prev ? opts.prev.chainIdeal : 0);
+  return job;
+}
