@@ -414,26 +414,41 @@ export class SchedulingAgent {
     allOrNothing: boolean,
     lastChunk: boolean,
   ): Promise<number[]> {
-    for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
-      this.assertOpen(job.id);
-      if (attempt > 0) {
-        rec.retries++;
-        await this.clock.sleep(this.backoff(attempt));
+    let keep: Pick[] = [];
+    try {
+      for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
+        this.assertOpen(job.id);
+        if (attempt > 0) {
+          rec.retries++;
+          await this.clock.sleep(this.backoff(attempt));
+        }
+        const need = chunk.length - keep.length;
+        const d = decide(this.core, job, target, need, this.config, {
+          skipAdmission: true,
+          exclude: new Set(keep.map((p) => p.id)),
+        });
+        rec.stageMs.size += d.stageUs.size / 1000;
+        rec.stageMs.select += d.stageUs.select / 1000;
+        rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
+        if (rec.samples.length > 50) rec.samples.splice(1, 1);
+        const picks = keep.concat(d.selection.picks);
+        if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return [];
+        const tasks = chunk.slice(0, picks.length);
+        const c0 = this.clock.monotonic();
+        const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy');
+        rec.stageMs.commit += this.clock.monotonic() - c0;
+        if (res.ok) {
+          keep = [];
+          return tasks;
+        }
+        // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
+        // conflicting ones are resampled.
+        keep = res.survivors;
       }
-      const d = decide(this.core, job, target, chunk.length, this.config, { skipAdmission: true });
-      rec.stageMs.size += d.stageUs.size / 1000;
-      rec.stageMs.select += d.stageUs.select / 1000;
-      rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
-      if (rec.samples.length > 50) rec.samples.splice(1, 1);
-      const picks = d.selection.picks;
-      if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return [];
-      const tasks = chunk.slice(0, picks.length);
-      const c0 = this.clock.monotonic();
-      const ok = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy');
-      rec.stageMs.commit += this.clock.monotonic() - c0;
-      if (ok) return tasks;
+      return [];
+    } finally {
+      if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
     }
-    return [];
   }
 
   private backoff(attempt: number): number {
@@ -453,7 +468,7 @@ export class SchedulingAgent {
     rec: DecisionRecord,
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
-  ): Promise<boolean> {
+  ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
     const now = this.clock.now();
     const commitId = `${this.id}:${++this.commitSeq}`;
     const k = this.keys;
@@ -466,14 +481,18 @@ export class SchedulingAgent {
     // decisions do not choose them too (or score their neighbours as empty).
     const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
     picks.forEach((p, i) => {
-      this.state.claim(refs[i] as RuRef, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
+      const ref = refs[i] as RuRef;
+      // Survivors of a previous attempt are still claimed by us.
+      if (!this.state.isClaimed(ref)) {
+        this.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
+      }
     });
     const chained = this.config.conflictScope === 'server' ? await this.chainServerCommits(servers) : undefined;
     if (chained === false) {
       this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
       rec.conflicts++;
       this.stats.conflicts++;
-      return false;
+      return { ok: false, survivors: [] };
     }
     if (this.config.conflictScope === 'server') {
       for (const [sid, rev] of servers) {
@@ -555,7 +574,7 @@ export class SchedulingAgent {
         chained?.settle(undefined);
         this.state.batch(() => refs.forEach((r) => this.state.unclaim(r)));
         rec.conflicts++;
-        return false;
+        return { ok: false, survivors: [] };
       }
     }
     this.stats.commits++;
@@ -584,7 +603,7 @@ export class SchedulingAgent {
       });
       this.stats.tasksPlaced += picks.length;
       this.onCommitted?.(job, rec.placements.slice(-picks.length));
-      return true;
+      return { ok: true };
     }
     if (fence) {
       const cur = res.responses[res.responses.length - 1]?.[0];
@@ -596,12 +615,23 @@ export class SchedulingAgent {
     }
     rec.conflicts++;
     this.stats.conflicts++;
+    // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
+    // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
+    const survivors: Pick[] = [];
     this.state.batch(() => {
-      refs.forEach((r) => this.state.unclaim(r));
       for (const r of res.responses) for (const kv of r ?? []) this.cache.applyKv(kv);
+      picks.forEach((p, i) => {
+        const ref = refs[i] as RuRef;
+        const unchanged =
+          this.config.conflictScope === 'server'
+            ? p.server.epochRev === servers.get(p.server.id)
+            : p.server.ruRevs[p.index] === p.ruRev;
+        if (unchanged && this.state.isClaimed(ref)) survivors.push(p);
+        else this.state.unclaim(ref);
+      });
     });
-    this.log.debug({ job: job.id, conflicts: rec.conflicts }, 'commit conflict; resampling');
-    return false;
+    this.log.debug({ job: job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
+    return { ok: false, survivors };
   }
 
   /**
@@ -719,7 +749,9 @@ export class SchedulingAgent {
       }
       const d = decide(this.core, job, target, chunk.length, { ...this.config, preemption: false }, { skipAdmission: true });
       if (d.selection.picks.length < chunk.length) return false;
-      if (await this.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved')) return true;
+      const res = await this.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved');
+      if (res.ok) return true;
+      this.state.batch(() => res.survivors.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
     }
     return false;
   }

@@ -22,11 +22,13 @@ export async function releaseRu(
   placedRevision: number,
   placed: PlacedRuRecord,
   outcome: TaskOutcome,
+  opts: { lease?: string; taskFields?: Record<string, unknown> } = {},
 ): Promise<boolean> {
   const res = await store.txn({
     compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }],
     success: [
-      { type: 'put', key: keys.ru(ref), value: JSON.stringify({ state: 'free' }) },
+      // A monitor passes its lease: a free RU then leaves the store with the monitor.
+      { type: 'put', key: keys.ru(ref), value: JSON.stringify({ state: 'free' }), ...(opts.lease ? { lease: opts.lease } : {}) },
       { type: 'put', key: keys.epoch(ref.server), value: `release:${placed.job}#${placed.task}` },
       {
         type: 'put',
@@ -45,6 +47,7 @@ export async function releaseRu(
           placedRevision,
           ...(outcome.exitCode !== undefined ? { exitCode: outcome.exitCode } : {}),
           ...(outcome.message !== undefined ? { message: outcome.message } : {}),
+          ...opts.taskFields,
         }),
       },
     ],

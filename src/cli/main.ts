@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
 import { benchCommand } from './bench.ts';
 import { runDemo } from './demo.ts';
+import { registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
 
@@ -81,6 +82,7 @@ program
     await benchCommand(name, o);
   });
 
+registerLiveCommands(program);
 
 try {
   await program.parseAsync(process.argv);

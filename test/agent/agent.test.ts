@@ -199,6 +199,41 @@ class CancellableStore extends MemoryStore {
   }
 }
 
+/** A real MemoryStore where a rival takes one compared RU right before the first placement commit. */
+class RivalStore extends MemoryStore {
+  readonly commits: string[][] = [];
+  stolen: string | undefined;
+  override async txn(req: Parameters<MemoryStore['txn']>[0]): ReturnType<MemoryStore['txn']> {
+    const ruCompares = req.compare.filter((c) => c.key.includes('/rus/')).map((c) => c.key);
+    if (ruCompares.length > 0 && req.success.some((o) => o.type === 'put' && o.key.includes('/tasks/'))) {
+      this.commits.push(ruCompares);
+      if (!this.stolen) {
+        this.stolen = ruCompares[3];
+        await super.put(this.stolen!, JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+      }
+    }
+    return super.txn(req);
+  }
+}
+
+describe('incremental commit', () => {
+  it('keeps the picks that did not conflict and resamples only the one that did', async () => {
+    const store = new RivalStore();
+    const { agent } = await setup({ servers: 10, store, config: { consumeQueue: false } });
+    const rec = await agent.submit(makeJob('inc', TEST_PROFILES[4]!, 8));
+    expect(rec.placements).toHaveLength(8);
+    expect(rec.conflicts).toBe(1);
+    expect(store.commits).toHaveLength(2);
+    const [first, second] = store.commits as [string[], string[]];
+    const kept = first.filter((k) => k !== store.stolen);
+    expect(kept).toHaveLength(7);
+    // The second transaction re-commits the seven untouched picks plus one new RU.
+    for (const k of kept) expect(second).toContain(k);
+    expect(second).not.toContain(store.stolen);
+    expect(second).toHaveLength(8);
+  });
+});
+
 describe('agent cache', () => {
   it('re-lists and re-watches when its watch is cancelled, missing nothing written meanwhile', async () => {
     const store = new CancellableStore();

@@ -1,0 +1,838 @@
+import type { JobSpec, JobState, RuRef, TaskState } from '../model/types.ts';
+import type { Keys } from '../store/keys.ts';
+import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
+import type { Clock, Timer } from '../util/clock.ts';
+import { isTarcilError, TarcilError } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
+import { SchedulingAgent, type AgentConfig, type DecisionRecord, type Placement } from './agent.ts';
+import { Follower } from './follow.ts';
+import {
+  isFinalJob,
+  isFinalTask,
+  LiveKeys,
+  type LiveJobRecord,
+  type LiveServerRecord,
+  type LiveTaskRecord,
+  type OwnerRecord,
+  type StoredDecisions,
+} from './live-records.ts';
+import { HeldLease } from './ownership.ts';
+import { parseJson, type PlacedRuRecord } from './records.ts';
+
+/** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
+export interface NodeLink {
+  launch(endpoint: string, req: { job: string; task: number; ruIndex: number; revision: number }): Promise<void>;
+  /** Resolves true once the monitor has stopped the task and recorded the outcome. */
+  kill(endpoint: string, req: { job: string; task: number; reason: string }): Promise<boolean>;
+}
+
+export interface JobManagerOptions {
+  /** Names this process in agent ids and owner records. */
+  process: string;
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  agents: number;
+  agentConfig?: Partial<AgentConfig>;
+  /** TTL of the lease that binds this process's `owners/<job>` keys (default 10 s). */
+  leaseTtlSeconds?: number;
+  nodes?: NodeLink;
+  /** Observers for metrics. */
+  onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
+  onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
+}
+
+interface TaskView {
+  rec: LiveTaskRecord;
+  rev: number;
+}
+
+interface Owned {
+  id: string;
+  spec: JobSpec;
+  agent: SchedulingAgent;
+  rec: LiveJobRecord;
+  jobRev: number;
+  tasks: Map<number, TaskView>;
+  scheduling: Set<number>;
+  stopping: Set<number>;
+  decisions: DecisionRecord[];
+  lastDecisions: string;
+  evalQueued: boolean;
+  chain: Promise<void>;
+  dropped: boolean;
+}
+
+const JOB_STATE_ORDER: JobState[] = ['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled'];
+
+/**
+ * Job lifecycle and ownership for the agents of one process.
+ *
+ * Ownership: a job is owned through `owners/<job>`, a key bound to this process's lease and
+ * created in the same transaction as the job record, so an acknowledged job always has an owner
+ * or, once that owner's lease has expired, no owner key at all — which every other process
+ * notices (watch on `owners/` plus a periodic sweep) and races to fill with a create-only
+ * transaction. The winner adopts the job: it reads the job's tasks and carries on from them.
+ *
+ * Fencing: every write for an owned job compares the owner key's lease (placement commits through
+ * SchedulingAgent.setFence, job records, task state changes, cancellations), so an owner that was
+ * paused past its TTL cannot write after its successor has taken over; the RU record's revision
+ * fences the monitors' writes for a task attempt. No task is ever placed unless the RU write
+ * succeeds against the revision that was read, so a task has at most one RU at any revision.
+ */
+export class JobManager {
+  readonly agents: SchedulingAgent[];
+  private readonly o: JobManagerOptions;
+  private readonly live: LiveKeys;
+  private readonly ttl: number;
+  private lease: HeldLease | undefined;
+  private readonly owned = new Map<string, Owned>();
+  private readonly jobFinal = new Map<string, boolean>();
+  private readonly ownerKeys = new Set<string>();
+  private readonly servers = new Map<string, LiveServerRecord>();
+  private readonly adopting = new Set<string>();
+  private followers: Follower[] = [];
+  private readonly background = new Set<Promise<unknown>>();
+  private timers: Timer[] = [];
+  private nextAgent = 0;
+  private closed = false;
+  private started = false;
+  readonly stats = { submitted: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
+
+  constructor(opts: JobManagerOptions) {
+    this.o = opts;
+    this.live = new LiveKeys(opts.keys);
+    this.ttl = opts.leaseTtlSeconds ?? 10;
+    this.agents = Array.from(
+      { length: Math.max(1, opts.agents) },
+      (_, i) =>
+        new SchedulingAgent({
+          id: `${opts.process}/a${i + 1}`,
+          store: opts.store,
+          keys: opts.keys,
+          clock: opts.clock,
+          rng: opts.rng.fork(),
+          log: opts.log,
+          // The owner keeps the job record and reschedules preempted tasks itself.
+          config: { ...opts.agentConfig, recordJob: false, consumeQueue: false },
+          onCommitted: (job, placements) => this.committed(job, placements),
+        }),
+    );
+  }
+
+  get leaseId(): string | undefined {
+    return this.lease?.id;
+  }
+
+  /** Jobs this process owns now. */
+  ownedJobs(): string[] {
+    return [...this.owned.keys()];
+  }
+
+  /** The in-progress decision for a job owned here (what `explain` shows while it waits). */
+  inflightDecision(jobId: string): DecisionRecord | undefined {
+    const o = this.owned.get(jobId);
+    return o?.agent.inflight.get(jobId);
+  }
+
+  async start(): Promise<void> {
+    await this.grantLease();
+    await Promise.all(this.agents.map((a) => a.start()));
+    const k = this.o.keys;
+    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[]) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
+      new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
+    this.followers = [
+      mk(
+        k.servers(),
+        (kvs) => {
+          this.servers.clear();
+          for (const kv of kvs) this.onServer(kv, false);
+        },
+        (kv, del) => this.onServer(kv, del),
+      ),
+      mk(
+        k.owners(),
+        (kvs) => {
+          this.ownerKeys.clear();
+          for (const kv of kvs) this.onOwner(kv, false);
+        },
+        (kv, del) => this.onOwner(kv, del),
+      ),
+      mk(
+        k.jobs(),
+        (kvs) => {
+          for (const kv of kvs) this.onJob(kv, false);
+        },
+        (kv, del) => this.onJob(kv, del),
+      ),
+      mk(
+        k.allTasks(),
+        (kvs) => {
+          for (const kv of kvs) this.onTask(kv, false);
+        },
+        (kv, del) => this.onTask(kv, del),
+      ),
+    ];
+    for (const f of this.followers) await f.start();
+    this.started = true;
+    this.sweep();
+    this.every(Math.max(200, (this.ttl * 1000) / 2), () => this.sweep());
+    this.every(1000, () => this.persistProgress());
+  }
+
+  /**
+   * Stops scheduling and gives up ownership at once (revoking the lease deletes every owner key,
+   * so other processes adopt the jobs without waiting for the TTL).
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.timers) t.cancel();
+    this.timers = [];
+    for (const o of this.owned.values()) o.agent.abort(o.id);
+    await Promise.all(this.followers.map((f) => f.close()));
+    await Promise.all(this.agents.map((a) => a.close()));
+    await Promise.allSettled([...this.background]);
+    await this.lease?.revoke();
+    this.owned.clear();
+  }
+
+  /**
+   * Persists a validated job with its owner key in one transaction, then schedules it. Resolves
+   * once the job is durable: that is the acknowledgement.
+   */
+  async submit(spec: JobSpec): Promise<{ record: LiveJobRecord; revision: number }> {
+    if (!this.started || this.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
+    const lease = this.lease;
+    if (!lease || lease.fenced) throw new TarcilError('UNAVAILABLE', 'this scheduler has no valid lease; retry shortly');
+    const k = this.o.keys;
+    const now = this.o.clock.now();
+    const agent = this.pickAgent();
+    const record: LiveJobRecord = {
+      spec,
+      state: 'queued',
+      placed: 0,
+      updatedAt: now,
+      submittedAt: spec.submittedAt,
+      owner: agent.id,
+      rescheduled: 0,
+      taskStates: { queued: spec.tasks },
+    };
+    const owner: OwnerRecord = { agent: agent.id, process: this.o.process, since: now };
+    const res = await this.o.store.txn({
+      compare: [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }],
+      success: [
+        { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
+        { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
+      ],
+    });
+    if (!res.succeeded) throw new TarcilError('CONFLICT', `job ${spec.id} exists already`, { field: 'id' });
+    this.stats.submitted++;
+    this.jobFinal.set(spec.id, false);
+    this.ownerKeys.add(spec.id);
+    const o = this.newOwned(spec, agent, record, res.revision);
+    this.evaluate(o);
+    return { record, revision: res.revision };
+  }
+
+  /** Requests cancellation (from any process); the job's owner stops its tasks. */
+  async cancel(jobId: string): Promise<LiveJobRecord> {
+    const k = this.o.keys;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const kv = await this.o.store.get(k.job(jobId));
+      const rec = parseJson<LiveJobRecord>(kv);
+      if (!kv || !rec) throw new TarcilError('NOT_FOUND', `job ${jobId} does not exist`, { field: 'job_id' });
+      if (isFinalJob(rec.state) || rec.cancelRequested) return rec;
+      const next: LiveJobRecord = { ...rec, cancelRequested: true, updatedAt: this.o.clock.now() };
+      const res = await this.o.store.txn({
+        compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
+        success: [{ type: 'put', key: kv.key, value: JSON.stringify(next) }],
+      });
+      if (res.succeeded) return next;
+    }
+    throw new TarcilError('UNAVAILABLE', `job ${jobId} kept changing; cancel again`);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Lease
+
+  private async grantLease(): Promise<void> {
+    this.lease = await HeldLease.grant({
+      store: this.o.store,
+      clock: this.o.clock,
+      log: this.o.log.child({ component: 'owner-lease' }),
+      ttlSeconds: this.ttl,
+      onFenced: () => this.onFenced(),
+    });
+  }
+
+  /** Our lease can no longer be trusted: stop everything done under it, then get a new one. */
+  private onFenced(): void {
+    this.stats.fencedLeases++;
+    for (const o of [...this.owned.values()]) this.drop(o, 'owner lease fenced');
+    if (this.closed) return;
+    const again = async (): Promise<void> => {
+      let delay = 200;
+      while (!this.closed) {
+        try {
+          await this.grantLease();
+          this.o.log.info({ lease: this.lease?.id }, 'new owner lease; adopting unowned jobs');
+          this.sweep();
+          return;
+        } catch (err) {
+          this.o.log.warn({ err: (err as Error).message }, 'cannot grant an owner lease; retrying');
+          await this.o.clock.sleep(delay);
+          delay = Math.min(delay * 2, 3000);
+        }
+      }
+    };
+    this.track(again());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Watches
+
+  private onServer(kv: KeyValue, deleted: boolean): void {
+    const id = this.o.keys.tail(this.o.keys.servers(), kv.key);
+    if (id === undefined) return;
+    if (deleted) {
+      this.servers.delete(id);
+      for (const o of this.owned.values()) {
+        for (const t of o.tasks.values()) if (t.rec.ru?.server === id && !isFinalTask(t.rec.state)) this.evaluate(o);
+      }
+      return;
+    }
+    const rec = parseJson<LiveServerRecord>(kv);
+    if (!rec) return;
+    this.servers.set(id, rec);
+    for (const a of this.agents) a.state.setBlocked(id, rec.blocked === true);
+  }
+
+  private onOwner(kv: KeyValue, deleted: boolean): void {
+    const id = this.o.keys.tail(this.o.keys.owners(), kv.key);
+    if (id === undefined) return;
+    if (!deleted) {
+      this.ownerKeys.add(id);
+      return;
+    }
+    this.ownerKeys.delete(id);
+    const mine = this.owned.get(id);
+    if (mine) this.drop(mine, 'owner key deleted');
+    if (this.jobFinal.get(id) === false) this.scheduleAdopt(id);
+  }
+
+  private onJob(kv: KeyValue, deleted: boolean): void {
+    const id = this.o.keys.tail(this.o.keys.jobs(), kv.key);
+    if (id === undefined) return;
+    const o = this.owned.get(id);
+    if (deleted) {
+      this.jobFinal.delete(id);
+      if (o) this.drop(o, 'job record deleted');
+      return;
+    }
+    const rec = parseJson<LiveJobRecord>(kv);
+    if (!rec) return;
+    this.jobFinal.set(id, isFinalJob(rec.state));
+    if (o && kv.modRevision > o.jobRev) {
+      o.rec = rec;
+      o.jobRev = kv.modRevision;
+      this.evaluate(o);
+    }
+  }
+
+  private onTask(kv: KeyValue, deleted: boolean): void {
+    const ref = this.live.parseTask(kv.key);
+    if (!ref) return;
+    const o = this.owned.get(ref.job);
+    if (!o) return;
+    this.mergeTask(o, ref.index, deleted ? undefined : parseJson<LiveTaskRecord>(kv), kv.modRevision);
+    this.evaluate(o);
+  }
+
+  private mergeTask(o: Owned, index: number, rec: LiveTaskRecord | undefined, rev: number): void {
+    const cur = o.tasks.get(index);
+    if (cur && cur.rev >= rev) return;
+    if (rec) o.tasks.set(index, { rec, rev });
+    else o.tasks.delete(index);
+  }
+
+  /** A commit of one of our agents: record the placements before the watch brings them. */
+  private committed(job: JobSpec, placements: readonly Placement[]): void {
+    const o = this.owned.get(job.id);
+    if (o) {
+      for (const p of placements) {
+        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: 'placed', ru: p.ru, attempt: 0, placedAt: this.o.clock.now() };
+        this.mergeTask(o, p.task, rec, p.commitRevision);
+      }
+    }
+    this.o.onCommitted?.(job, placements);
+    const nodes = this.o.nodes;
+    if (!nodes) return;
+    for (const p of placements) {
+      const endpoint = this.servers.get(p.ru.server)?.endpoint;
+      if (!endpoint) continue;
+      // Fast path only: the monitor follows its RUs in the store and starts the task anyway.
+      const req = { job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
+      this.track(
+        nodes.launch(endpoint, req).catch((err: unknown) => {
+          this.o.log.debug({ job: job.id, task: p.task, endpoint, err: (err as Error).message }, 'launch RPC failed; the monitor will see the commit');
+        }),
+      );
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Adoption
+
+  private sweep(): void {
+    if (this.closed || !this.lease || this.lease.fenced) return;
+    for (const [id, final] of this.jobFinal) {
+      if (!final && !this.ownerKeys.has(id) && !this.owned.has(id)) this.scheduleAdopt(id);
+    }
+  }
+
+  private scheduleAdopt(id: string): void {
+    if (this.closed || this.adopting.has(id) || this.owned.has(id)) return;
+    this.adopting.add(id);
+    // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
+    const jitter = this.o.rng.next() * Math.min(1000, this.ttl * 250);
+    const p = this.o.clock
+      .sleep(jitter)
+      .then(() => this.tryAdopt(id))
+      .catch((err: unknown) => this.o.log.warn({ job: id, err: (err as Error).message }, 'adoption failed; the sweep will retry'))
+      .finally(() => this.adopting.delete(id));
+    this.track(p);
+  }
+
+  private async tryAdopt(id: string): Promise<void> {
+    const lease = this.lease;
+    if (this.closed || !lease || lease.fenced || this.owned.has(id)) return;
+    const k = this.o.keys;
+    const kv = await this.o.store.get(k.job(id));
+    const rec = parseJson<LiveJobRecord>(kv);
+    if (!kv || !rec || isFinalJob(rec.state)) return;
+    const agent = this.pickAgent();
+    const owner: OwnerRecord = { agent: agent.id, process: this.o.process, since: this.o.clock.now() };
+    const res = await this.o.store.txn({
+      compare: [
+        { key: k.owner(id), target: 'version', op: '==', value: 0 },
+        { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
+      ],
+      success: [
+        { type: 'put', key: k.owner(id), value: JSON.stringify(owner), lease: lease.id },
+        { type: 'get', key: k.tasks(id), prefix: true },
+      ],
+    });
+    if (!res.succeeded || this.closed || this.owned.has(id)) return;
+    this.stats.adopted++;
+    const o = this.newOwned(rec.spec, agent, rec, kv.modRevision);
+    for (const t of res.responses[1] ?? []) {
+      const r = this.live.parseTask(t.key);
+      if (r) this.mergeTask(o, r.index, parseJson<LiveTaskRecord>(t), t.modRevision);
+    }
+    this.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size }, 'adopted job');
+    this.evaluate(o);
+  }
+
+  private newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number): Owned {
+    const o: Owned = {
+      id: spec.id,
+      spec,
+      agent,
+      rec,
+      jobRev,
+      tasks: new Map(),
+      scheduling: new Set(),
+      stopping: new Set(),
+      decisions: [],
+      lastDecisions: '',
+      evalQueued: false,
+      chain: Promise.resolve(),
+      dropped: false,
+    };
+    this.owned.set(spec.id, o);
+    return o;
+  }
+
+  private drop(o: Owned, why: string): void {
+    if (o.dropped) return;
+    o.dropped = true;
+    o.agent.abort(o.id);
+    this.owned.delete(o.id);
+    this.o.log.info({ job: o.id, why }, 'no longer owner of job');
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Evaluation: make the job's records move towards a final state
+
+  private evaluate(o: Owned): void {
+    if (o.dropped || o.evalQueued || this.closed) return;
+    o.evalQueued = true;
+    const p = o.chain.then(async () => {
+      o.evalQueued = false;
+      if (o.dropped || this.closed) return;
+      try {
+        await this.evaluateNow(o);
+      } catch (err) {
+        if (this.closed) return;
+        this.o.log.warn({ job: o.id, err: (err as Error).message }, 'job evaluation failed; retrying');
+        const t = this.o.clock.setTimer(500, () => this.evaluate(o));
+        this.timers.push(t);
+      }
+    });
+    o.chain = p;
+    this.track(p);
+  }
+
+  private async evaluateNow(o: Owned): Promise<void> {
+    const n = o.spec.tasks;
+    if (o.rec.cancelRequested) {
+      if (o.scheduling.size > 0) o.agent.abort(o.id);
+      for (let t = 0; t < n; t++) {
+        if (o.scheduling.has(t) || o.stopping.has(t)) continue;
+        const cur = o.tasks.get(t);
+        if (cur && isFinalTask(cur.rec.state)) continue;
+        if (!cur || cur.rec.state === 'queued' || cur.rec.state === 'lost') await this.setTaskState(o, t, cur, 'cancelled', 'cancelled before it was placed');
+        else this.stopTask(o, t, cur);
+        if (o.dropped) return;
+      }
+    } else {
+      const toSchedule: number[] = [];
+      for (let t = 0; t < n; t++) {
+        if (o.scheduling.has(t)) continue;
+        const cur = o.tasks.get(t);
+        const st = cur?.rec.state;
+        if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !this.servers.has(cur.rec.ru.server)) {
+          // The node's lease expired (or it never registered with us yet): confirm with the store.
+          const alive = await this.o.store.get(this.o.keys.server(cur.rec.ru.server));
+          if (!alive) {
+            const lost = await this.markLost(o, t, cur, `server ${cur.rec.ru.server} left the cluster`);
+            if (o.dropped) return;
+            if (lost) toSchedule.push(t);
+            continue;
+          }
+        }
+        if (!cur || st === 'queued' || st === 'lost') toSchedule.push(t);
+      }
+      if (toSchedule.length > 0) await this.startSchedule(o, toSchedule);
+    }
+    if (o.dropped) return;
+    await this.writeSummary(o);
+  }
+
+  private async startSchedule(o: Owned, tasks: number[]): Promise<void> {
+    const lease = this.lease;
+    if (!lease || lease.fenced) return;
+    // Preempted tasks come back with a durable queue entry; we take them over from it.
+    await this.claimPreempted(o, tasks);
+    const again = tasks.filter((t) => o.tasks.get(t)?.rec.state === 'lost').length;
+    if (again > 0) {
+      this.stats.rescheduled += again;
+      o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
+    }
+    for (const t of tasks) o.scheduling.add(t);
+    o.agent.setFence(o.id, { key: this.o.keys.owner(o.id), lease: lease.id });
+    const p = o.agent
+      .schedule(o.spec, tasks)
+      .then(
+        (rec) => {
+          o.decisions.push(rec);
+          if (o.decisions.length > 5) o.decisions.splice(0, o.decisions.length - 5);
+          this.o.onDecision?.(o.spec, rec);
+        },
+        async (err: unknown) => {
+          if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
+          if (isTarcilError(err, 'INVALID_ARGUMENT')) {
+            // The job can never fit (a gang larger than every eligible RU): fail it, with the reason.
+            for (const t of tasks) await this.setTaskState(o, t, o.tasks.get(t), 'failed', err.message);
+            return;
+          }
+          this.o.log.warn({ job: o.id, err: (err as Error).message }, 'scheduling failed; retrying');
+          await this.o.clock.sleep(500);
+        },
+      )
+      .catch((err: unknown) => this.o.log.warn({ job: o.id, err: (err as Error).message }, 'scheduling cleanup failed'))
+      .finally(() => {
+        for (const t of tasks) o.scheduling.delete(t);
+        if (!o.dropped) {
+          this.track(this.persistDecisions(o, false));
+          this.evaluate(o);
+        }
+      });
+    this.track(p);
+  }
+
+  private async claimPreempted(o: Owned, tasks: number[]): Promise<void> {
+    const preempted = tasks.filter((t) => o.tasks.get(t)?.rec.state === 'queued');
+    if (preempted.length === 0) return;
+    const res = await this.o.store.range(this.o.keys.queue());
+    for (const kv of res.kvs) {
+      const e = parseJson<{ job: string; tasks?: number[]; reason?: string }>(kv);
+      if (e?.job === o.id && e.reason === 'preempted' && (e.tasks ?? []).some((t) => preempted.includes(t))) {
+        await this.o.store.txn({
+          compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
+          success: [{ type: 'delete', key: kv.key }],
+        });
+      }
+    }
+    this.stats.rescheduled += preempted.length;
+  }
+
+  /** The task's node is gone: record it lost (fenced), so that it is placed again. */
+  private async markLost(o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
+    const lease = this.lease;
+    if (!lease) return false;
+    const k = this.o.keys;
+    const ref = cur.rec.ru as RuRef;
+    const ruKv = await this.o.store.get(k.ru(ref));
+    const ru = parseJson<PlacedRuRecord>(ruKv);
+    const next: LiveTaskRecord = {
+      ...cur.rec,
+      state: 'lost',
+      attempt: cur.rec.attempt + 1,
+      endedAt: this.o.clock.now(),
+      message: why,
+    };
+    const compare: Compare[] = [this.ownerFence(o, lease)];
+    const success: Op[] = [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }];
+    if (ruKv && ru && ru.job === o.id && ru.task === t) {
+      // The RU record goes with its server: a node that comes back registers its RUs afresh.
+      compare.push({ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision });
+      success.push({ type: 'delete', key: ruKv.key });
+    } else {
+      compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev });
+    }
+    const res = await this.o.store.txn({ compare, success, failure: [{ type: 'get', key: k.owner(o.id) }] });
+    if (!res.succeeded) {
+      this.checkOwnership(o, res.responses[0]?.[0], lease);
+      return false;
+    }
+    this.mergeTask(o, t, next, res.revision);
+    this.stats.lost++;
+    this.o.log.info({ job: o.id, task: t, why }, 'task lost; rescheduling');
+    return true;
+  }
+
+  /** Cancels a placed or running task: through its monitor if it answers, else directly. */
+  private stopTask(o: Owned, t: number, cur: TaskView): void {
+    o.stopping.add(t);
+    const run = async (): Promise<void> => {
+      const ref = cur.rec.ru;
+      const endpoint = ref ? this.servers.get(ref.server)?.endpoint : undefined;
+      let done = false;
+      if (endpoint && this.o.nodes) {
+        done = await this.o.nodes.kill(endpoint, { job: o.id, task: t, reason: 'cancelled' }).catch(() => false);
+      }
+      if (!done) await this.releaseDirectly(o, t, cur);
+    };
+    this.track(
+      run()
+        .catch((err: unknown) => this.o.log.warn({ job: o.id, task: t, err: (err as Error).message }, 'stopping a task failed; will retry'))
+        .finally(() => {
+          o.stopping.delete(t);
+          this.evaluate(o);
+        }),
+    );
+  }
+
+  private async releaseDirectly(o: Owned, t: number, cur: TaskView): Promise<void> {
+    const lease = this.lease;
+    if (!lease) return;
+    const k = this.o.keys;
+    const ref = cur.rec.ru;
+    const next: LiveTaskRecord = { ...cur.rec, state: 'cancelled', endedAt: this.o.clock.now(), message: 'cancelled' };
+    const compare: Compare[] = [this.ownerFence(o, lease)];
+    const success: Op[] = [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }];
+    const ruKv = ref ? await this.o.store.get(k.ru(ref)) : undefined;
+    const ru = parseJson<PlacedRuRecord>(ruKv);
+    if (ref && ruKv && ru && ru.job === o.id && ru.task === t) {
+      const server = await this.o.store.get(k.server(ref.server));
+      compare.push({ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision });
+      if (server) {
+        // Free, and bound to the node's lease like the monitor's own free RUs.
+        success.push({ type: 'put', key: ruKv.key, value: '{"state":"free"}', ...(server.lease !== '0' ? { lease: server.lease } : {}) });
+        success.push({ type: 'put', key: k.epoch(ref.server), value: `cancel:${o.id}#${t}` });
+      } else {
+        success.push({ type: 'delete', key: ruKv.key });
+      }
+    } else {
+      compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev });
+    }
+    const res = await this.o.store.txn({ compare, success, failure: [{ type: 'get', key: k.owner(o.id) }] });
+    if (res.succeeded) this.mergeTask(o, t, next, res.revision);
+    else this.checkOwnership(o, res.responses[0]?.[0], lease);
+  }
+
+  private async setTaskState(o: Owned, t: number, cur: TaskView | undefined, state: TaskState, message: string): Promise<void> {
+    const lease = this.lease;
+    if (!lease) return;
+    const k = this.o.keys;
+    const next: LiveTaskRecord = { ...(cur?.rec ?? { job: o.id, index: t, attempt: 0 }), state, endedAt: this.o.clock.now(), message };
+    const res = await this.o.store.txn({
+      compare: [this.ownerFence(o, lease), { key: k.task(o.id, t), target: 'mod', op: '==', value: cur?.rev ?? 0 }],
+      success: [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }],
+      failure: [{ type: 'get', key: k.owner(o.id) }],
+    });
+    if (res.succeeded) this.mergeTask(o, t, next, res.revision);
+    else this.checkOwnership(o, res.responses[0]?.[0], lease);
+  }
+
+  private ownerFence(o: Owned, lease: HeldLease): Compare {
+    return { key: this.o.keys.owner(o.id), target: 'lease', op: '==', value: lease.id };
+  }
+
+  private checkOwnership(o: Owned, ownerKv: KeyValue | undefined, lease: HeldLease): void {
+    if (!ownerKv || ownerKv.lease !== lease.id) this.drop(o, 'ownership lost (fenced write)');
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Summary and final state
+
+  private summarize(o: Owned): { state: JobState; counts: Partial<Record<TaskState, number>>; placed: number } {
+    const counts: Partial<Record<TaskState, number>> = {};
+    let placed = 0;
+    for (let t = 0; t < o.spec.tasks; t++) {
+      const st: TaskState = o.tasks.get(t)?.rec.state ?? 'queued';
+      counts[st] = (counts[st] ?? 0) + 1;
+      if (st !== 'queued' && st !== 'lost') placed++;
+    }
+    const n = o.spec.tasks;
+    const c = (s: TaskState): number => counts[s] ?? 0;
+    const finals = c('succeeded') + c('failed') + c('cancelled');
+    let state: JobState;
+    if (finals === n) {
+      if (c('cancelled') > 0 && o.rec.cancelRequested) state = 'cancelled';
+      else if (c('failed') > 0) state = 'failed';
+      else if (c('cancelled') > 0) state = 'cancelled';
+      else state = 'succeeded';
+    } else if (c('running') > 0) state = 'running';
+    else if (placed === n) state = 'placed';
+    else if (this.admitted(o)) state = 'admitted';
+    else state = o.rec.state === 'admitted' ? 'admitted' : 'queued';
+    return { state, counts, placed };
+  }
+
+  private admitted(o: Owned): boolean {
+    if (o.decisions.length > 0) return true;
+    const rec = o.agent.inflight.get(o.id);
+    if (!rec) return false;
+    const last = rec.admission[rec.admission.length - 1];
+    return last === undefined ? rec.samples.length > 0 : last.action !== 'queue';
+  }
+
+  private async writeSummary(o: Owned): Promise<void> {
+    const lease = this.lease;
+    if (!lease || lease.fenced) return;
+    const s = this.summarize(o);
+    const final = isFinalJob(s.state);
+    const same =
+      s.state === o.rec.state && s.placed === o.rec.placed && JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
+    if (same && !final) return;
+    if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return;
+    const k = this.o.keys;
+    const now = this.o.clock.now();
+    const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner: o.agent.id };
+    if (final) next.finishedAt = now;
+    const success: Op[] = [{ type: 'put', key: k.job(o.id), value: JSON.stringify(next) }];
+    if (final) {
+      // Everything the job held goes in the same transaction as its final state: no orphans.
+      success.push({ type: 'delete', key: k.owner(o.id) });
+      success.push({ type: 'delete', key: this.live.jobReports(o.id), prefix: true });
+      const queue = await this.o.store.range(k.queue());
+      for (const kv of queue.kvs) {
+        const e = parseJson<{ job?: string }>(kv);
+        if (e?.job === o.id) success.push({ type: 'delete', key: kv.key });
+      }
+      success.push({ type: 'put', key: k.decision(o.id), value: this.decisionsJson(o, false) });
+    }
+    const res = await this.o.store.txn({
+      compare: [this.ownerFence(o, lease), { key: k.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
+      success,
+      failure: [{ type: 'get', key: k.owner(o.id) }, { type: 'get', key: k.job(o.id) }],
+    });
+    if (!res.succeeded) {
+      this.checkOwnership(o, res.responses[0]?.[0], lease);
+      const jkv = res.responses[1]?.[0];
+      const jrec = parseJson<LiveJobRecord>(jkv);
+      if (!o.dropped && jkv && jrec) {
+        o.rec = jrec;
+        o.jobRev = jkv.modRevision;
+        this.evaluate(o);
+      }
+      return;
+    }
+    o.rec = next;
+    o.jobRev = res.revision;
+    if (final) {
+      this.stats.finished++;
+      this.jobFinal.set(o.id, true);
+      this.owned.delete(o.id);
+      o.dropped = true;
+      o.agent.release(o.id);
+      this.o.log.info({ job: o.id, state: s.state, rescheduled: next.rescheduled ?? 0 }, 'job finished');
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Decisions (what `explain` reads)
+
+  private decisionsJson(o: Owned, inProgress: boolean): string {
+    const records = [...o.decisions];
+    const live = o.agent.inflight.get(o.id);
+    if (live) records.push(live);
+    const d: StoredDecisions = { records: records.slice(-5), inProgress, updatedAt: this.o.clock.now() };
+    return JSON.stringify(d);
+  }
+
+  private async persistDecisions(o: Owned, inProgress: boolean): Promise<void> {
+    const lease = this.lease;
+    if (!lease || lease.fenced || o.dropped) return;
+    const json = this.decisionsJson(o, inProgress);
+    const sig = json.replace(/"updatedAt":\d+/, '');
+    if (sig === o.lastDecisions) return;
+    o.lastDecisions = sig;
+    await this.o.store
+      .txn({
+        compare: [this.ownerFence(o, lease)],
+        success: [{ type: 'put', key: this.o.keys.decision(o.id), value: json }],
+      })
+      .catch((err: unknown) => this.o.log.debug({ job: o.id, err: (err as Error).message }, 'decision record not written'));
+  }
+
+  /** While jobs wait, keep their decision records (and admitted state) current for `explain`. */
+  private persistProgress(): void {
+    for (const o of this.owned.values()) {
+      if (o.scheduling.size === 0) continue;
+      this.track(this.persistDecisions(o, true));
+      if (o.rec.state === 'queued' && this.admitted(o)) this.evaluate(o);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private pickAgent(): SchedulingAgent {
+    const a = this.agents[this.nextAgent++ % this.agents.length];
+    if (!a) throw new TarcilError('INTERNAL', 'no agents');
+    return a;
+  }
+
+  private every(ms: number, fn: () => void): void {
+    const tick = (): void => {
+      if (this.closed) return;
+      fn();
+      this.timers.push(this.o.clock.setTimer(ms, tick));
+    };
+    this.timers.push(this.o.clock.setTimer(ms, tick));
+    if (this.timers.length > 64) this.timers = this.timers.slice(-16);
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.background.add(p);
+    void p.finally(() => this.background.delete(p));
+  }
+}
+
+export { JOB_STATE_ORDER };

@@ -1,0 +1,103 @@
+import type { JobState, RuRef, TaskRecord, TaskState } from '../model/types.ts';
+import type { Keys } from '../store/keys.ts';
+import type { DecisionRecord } from './agent.ts';
+import type { JobRecord, ServerRecord } from './records.ts';
+
+/**
+ * Records of the live cluster (job lifecycle, ownership, monitors), written next to the core's
+ * records in the same key layout.
+ *
+ * Task states: queued → placed (agent commit) → running (monitor) → succeeded | failed |
+ * cancelled | lost. A lost task is placed again by its job's owner (`rescheduled` counts it). Job
+ * states: queued → admitted → placed → running → succeeded | failed | cancelled, a summary the
+ * owner keeps of its tasks.
+ */
+export interface LiveJobRecord extends JobRecord {
+  submittedAt: number;
+  /** Agent of the owner that last wrote the record. */
+  owner?: string;
+  cancelRequested?: boolean;
+  finishedAt?: number;
+  rescheduled?: number;
+  taskStates?: Partial<Record<TaskState, number>>;
+}
+
+export interface LiveTaskRecord extends TaskRecord {
+  commitId?: string;
+  agent?: string;
+  /** Revision of the RU record that placed this attempt: fences the monitor's writes. */
+  placedRevision?: number;
+  startedAt?: number;
+  server?: string;
+  logPath?: string;
+}
+
+/** Value of `owners/<job>`, bound to the owner's lease. */
+export interface OwnerRecord {
+  agent: string;
+  process: string;
+  since: number;
+}
+
+/** A node's server record as its monitor registers it. */
+export interface LiveServerRecord extends ServerRecord {
+  /** host:port of the node's NodeMonitor service. */
+  endpoint?: string;
+  /** The load monitor saw a task well below its expected rate: no new placements here. */
+  blocked?: boolean;
+  executor?: string;
+}
+
+/** Value of `decisions/<job>`: the decisions made for the job, newest last. */
+export interface StoredDecisions {
+  records: DecisionRecord[];
+  inProgress: boolean;
+  updatedAt: number;
+}
+
+/** A load report: the task runs well below its expected rate (paper §5.2). */
+export interface LoadReportRecord {
+  job: string;
+  task: number;
+  server: string;
+  rate: number;
+  at: number;
+}
+
+export const FINAL_JOB_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled']);
+export const FINAL_TASK_STATES: ReadonlySet<TaskState> = new Set<TaskState>(['succeeded', 'failed', 'cancelled']);
+
+export function isFinalJob(s: JobState | undefined): boolean {
+  return s !== undefined && FINAL_JOB_STATES.has(s);
+}
+export function isFinalTask(s: TaskState | undefined): boolean {
+  return s !== undefined && FINAL_TASK_STATES.has(s);
+}
+
+/** Keys the live cluster adds to the core's layout (same prefix). */
+export class LiveKeys {
+  constructor(readonly keys: Keys) {}
+  reports(): string {
+    return `${this.keys.prefix}reports/`;
+  }
+  jobReports(job: string): string {
+    return `${this.keys.prefix}reports/${job}/`;
+  }
+  report(job: string, task: number): string {
+    return `${this.keys.prefix}reports/${job}/${String(task).padStart(6, '0')}`;
+  }
+  /** `tasks/<job>/<idx>` → {job, index}. */
+  parseTask(key: string): { job: string; index: number } | undefined {
+    const base = this.keys.allTasks();
+    if (!key.startsWith(base)) return undefined;
+    const rest = key.slice(base.length);
+    const slash = rest.lastIndexOf('/');
+    if (slash <= 0) return undefined;
+    const index = Number(rest.slice(slash + 1));
+    return Number.isInteger(index) ? { job: rest.slice(0, slash), index } : undefined;
+  }
+}
+
+export function sameRu(a: RuRef | undefined, b: RuRef | undefined): boolean {
+  return !!a && !!b && a.server === b.server && a.index === b.index;
+}

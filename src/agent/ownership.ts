@@ -1,0 +1,159 @@
+import type { ClusterStore, Lease } from '../store/types.ts';
+import type { Clock, Timer } from '../util/clock.ts';
+import { TarcilError } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+
+/**
+ * A lease held by a live component (a job owner, a node monitor), kept alive by its own loop so
+ * that the holder knows how fresh its claim is.
+ *
+ * Why not etcd3's automatic keepalive: it reports a lost lease only after about 2×TTL, while etcd
+ * may have expired it (and handed the holder's work to someone else) after 1×TTL. A lease timer is
+ * not mutual exclusion, so two rules are applied together:
+ *   1. every write made on behalf of the holder compares the lease (or the owner key's revision):
+ *      after expiry those writes fail, whatever the holder believes;
+ *   2. the holder *self-fences*: if no keepalive has been confirmed for TTL − margin, counted from
+ *      the moment the last successful keepalive was *sent* (etcd restarts the TTL on receipt, which
+ *      is later), it stops its work (`onFenced`) before etcd can expire the lease. That keeps side
+ *      effects outside etcd (a running process) from overlapping with the next holder's, assuming
+ *      clocks advance at the same rate.
+ */
+export interface HeldLeaseOptions {
+  store: ClusterStore;
+  clock: Clock;
+  log: Logger;
+  ttlSeconds: number;
+  /** Called once when the lease can no longer be trusted (expired, lost, or not confirmed in time). */
+  onFenced: (reason: string) => void;
+}
+
+export class HeldLease {
+  readonly ttlSeconds: number;
+  private lease: Lease | undefined;
+  private lastOk = 0;
+  private loop: Timer | undefined;
+  private watchdog: Timer | undefined;
+  private fencedReason: string | undefined;
+  private closed = false;
+  private inflight: Promise<void> | undefined;
+
+  private constructor(private readonly opts: HeldLeaseOptions) {
+    this.ttlSeconds = opts.ttlSeconds;
+  }
+
+  static async grant(opts: HeldLeaseOptions): Promise<HeldLease> {
+    const h = new HeldLease(opts);
+    const sent = opts.clock.now();
+    h.lease = await opts.store.grantLease(opts.ttlSeconds, { keepAlive: false });
+    h.lastOk = sent;
+    h.lease.onLost((err) => h.fence(`lease lost: ${err.message}`));
+    h.armWatchdog();
+    h.scheduleKeepAlive();
+    return h;
+  }
+
+  get id(): string {
+    if (!this.lease) throw new TarcilError('INTERNAL', 'lease not granted');
+    return this.lease.id;
+  }
+
+  get fenced(): boolean {
+    return this.fencedReason !== undefined;
+  }
+
+  /** Milliseconds the holder may still act for, by its own conservative count. */
+  remainingMs(): number {
+    return this.lastOk + this.budgetMs() - this.opts.clock.now();
+  }
+
+  /** Revokes the lease: its keys go at once, so others take over without waiting for the TTL. */
+  async revoke(): Promise<void> {
+    this.stop();
+    if (!this.lease) return;
+    try {
+      await this.lease.revoke();
+    } catch (err) {
+      this.opts.log.warn({ err: (err as Error).message }, 'lease revoke failed; it will expire');
+    }
+  }
+
+  /** Stops keeping the lease alive without revoking it (keys live until the TTL runs out). */
+  release(): void {
+    this.stop();
+    this.lease?.release();
+  }
+
+  private stop(): void {
+    this.closed = true;
+    this.loop?.cancel();
+    this.watchdog?.cancel();
+  }
+
+  private budgetMs(): number {
+    const ttl = this.ttlSeconds * 1000;
+    return ttl - Math.min(1000, ttl / 4);
+  }
+
+  private armWatchdog(): void {
+    this.watchdog?.cancel();
+    const due = Math.max(0, this.remainingMs());
+    this.watchdog = this.opts.clock.setTimer(due, () => {
+      if (this.closed || this.fenced) return;
+      if (this.remainingMs() <= 0) this.fence('keepalive not confirmed within the lease TTL');
+      else this.armWatchdog();
+    });
+  }
+
+  private scheduleKeepAlive(): void {
+    if (this.closed || this.fenced) return;
+    this.loop = this.opts.clock.setTimer((this.ttlSeconds * 1000) / 4, () => {
+      this.inflight = this.keepAlive().finally(() => {
+        this.inflight = undefined;
+        this.scheduleKeepAlive();
+      });
+    });
+  }
+
+  private async keepAlive(): Promise<void> {
+    if (this.closed || this.fenced || !this.lease || this.inflight) return;
+    const sent = this.opts.clock.now();
+    try {
+      await withTimeout(this.lease.keepAliveOnce(), (this.ttlSeconds * 1000) / 3, this.opts.clock);
+      if (sent > this.lastOk) this.lastOk = sent;
+      this.armWatchdog();
+    } catch (err) {
+      const e = err as TarcilError;
+      if (e.code === 'LEASE_NOT_FOUND') this.fence(`lease expired: ${e.message}`);
+      else this.opts.log.warn({ err: e.message, remainingMs: Math.round(this.remainingMs()) }, 'keepalive failed; retrying');
+    }
+  }
+
+  private fence(reason: string): void {
+    if (this.fencedReason !== undefined || this.closed) return;
+    this.fencedReason = reason;
+    this.loop?.cancel();
+    this.watchdog?.cancel();
+    this.opts.log.warn({ reason }, 'lease fenced: stopping work done under it');
+    try {
+      this.opts.onFenced(reason);
+    } catch (err) {
+      this.opts.log.error({ err: (err as Error).message }, 'onFenced threw');
+    }
+  }
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, clock: Clock): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = clock.setTimer(ms, () => reject(new TarcilError('UNAVAILABLE', `no answer within ${Math.round(ms)} ms`)));
+    p.then(
+      (v) => {
+        t.cancel();
+        resolve(v);
+      },
+      (e: unknown) => {
+        t.cancel();
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}

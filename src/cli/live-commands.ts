@@ -1,0 +1,109 @@
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import {
+  cancelCommand,
+  clusterCommand,
+  DEFAULT_SERVER,
+  explainCommand,
+  jobsCommand,
+  monitorCommand,
+  serverCommand,
+  statusCommand,
+  submitCommand,
+  upCommand,
+} from './live.ts';
+
+const int = (name: string, min: number, max: number) => (v: string): number => {
+  const x = Number(v);
+  if (v.trim() === '' || !Number.isInteger(x) || x < min || x > max) throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}] (got '${v}')`);
+  return x;
+};
+const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
+const out = (l: string): void => {
+  process.stdout.write(`${l}\n`);
+};
+
+function storeOptions(c: Command, dflt: string): Command {
+  return c
+    .addOption(new Option('--store <url>', 'memory:// (embedded, one process), etcd://h1:2379[,h2:2379] or etcds://… (TLS)').default(dflt))
+    .option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)', '/tarcil/default/')
+    .option('--etcd-ca <file>', 'etcds://: CA bundle of the etcd servers')
+    .option('--etcd-cert <file>', 'etcds://: client certificate')
+    .option('--etcd-key <file>', 'etcds://: client key');
+}
+
+function tlsOptions(c: Command): Command {
+  return c
+    .option('--tls-cert <file>', 'serve gRPC over TLS with this certificate')
+    .option('--tls-key <file>', 'and this key')
+    .option('--tls-ca <file>', 'require client certificates signed by this CA');
+}
+
+function clientOptions(c: Command): Command {
+  return c
+    .option('--server <host:port>', 'the tarcil front-end', process.env.TARCIL_SERVER ?? DEFAULT_SERVER)
+    .option('--tls-ca <file>', 'connect over TLS, trusting this CA')
+    .option('--timeout <ms>', 'deadline of each call', int('--timeout', 1, 3_600_000), 10_000);
+}
+
+/** The live cluster's commands: server, monitor, up, and the client commands. */
+export function registerLiveCommands(program: Command): void {
+  const up = program
+    .command('up')
+    .description('a whole cluster in one process: the demo cluster\'s monitors, N agents and the gRPC front-end (what `npm start` runs)');
+  storeOptions(tlsOptions(up), 'memory://')
+    .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', 'demo')
+    .option('--agents <n>', 'scheduling agents', int('--agents', 1, 64), 3)
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--port <n>', 'Scheduler gRPC port', int('--port', 0, 65535), 7070)
+    .option('--metrics-port <n>', 'Prometheus /metrics port', int('--metrics-port', 0, 65535), 9464)
+    .addOption(new Option('--executor <kind>', 'how tasks run').choices(['simulated', 'process']).default('simulated'))
+    .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
+    .action(async (o: Parameters<typeof upCommand>[0]) => upCommand(o));
+
+  const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
+  storeOptions(tlsOptions(server), 'memory://')
+    .option('--agents <n>', 'scheduling agents in this process', int('--agents', 1, 64), 2)
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--port <n>', 'Scheduler gRPC port (0: any free port)', int('--port', 0, 65535), 7070)
+    .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
+    .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', int('--lease-ttl', 1, 600), 10)
+    .option('--name <name>', 'names this process in owner records (default host-pid)')
+    .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default('ru'))
+    .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
+
+  const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
+  storeOptions(tlsOptions(monitor), 'memory://')
+    .requiredOption('--server <id>', 'this node\'s server id')
+    .requiredOption('--platform <type>', 'platform from profiles/platforms.json')
+    .option('--rus <n>', 'resource units (default: the platform\'s cores)', int('--rus', 1, 4096))
+    .option('--rack <rack>', 'rack name', 'r000')
+    .option('--attr <key=value>', 'server attribute (repeatable)', collect, [])
+    .addOption(new Option('--executor <kind>', 'how tasks run').choices(['simulated', 'process']).default('simulated'))
+    .option('--host <host>', 'interface for the NodeMonitor service', '127.0.0.1')
+    .option('--port <n>', 'NodeMonitor port (0: any free port)', int('--port', 0, 65535), 0)
+    .option('--advertise <host:port>', 'address agents use to reach this monitor')
+    .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), 10)
+    .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
+    .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));
+
+  clientOptions(program.command('submit <spec.json>').description('submit a job spec (see profiles/jobs/)'))
+    .option('--wait', 'follow the job until it ends (exit code 0 if it succeeded)', false)
+    .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {
+      process.exitCode = await submitCommand(file, o, out);
+    });
+  clientOptions(program.command('status <job-id>').description('a job and its tasks'))
+    .option('--json', 'machine-readable output', false)
+    .action(async (id: string, o: Parameters<typeof statusCommand>[1]) => statusCommand(id, o, out));
+  clientOptions(program.command('jobs').description('list jobs, newest first'))
+    .option('--state <state>', 'only jobs in this state (repeatable)', collect)
+    .option('--limit <n>', 'at most this many', int('--limit', 0, 1_000_000), 50)
+    .action(async (o: Parameters<typeof jobsCommand>[0]) => jobsCommand(o, out));
+  clientOptions(program.command('cluster').description('servers and RUs: free, busy, down; admission buckets'))
+    .option('--json', 'machine-readable output', false)
+    .action(async (o: Parameters<typeof clusterCommand>[0]) => clusterCommand(o, out));
+  clientOptions(program.command('explain <job-id>').description('why a job waits, or where it went and why'))
+    .option('--json', 'machine-readable output', false)
+    .action(async (id: string, o: Parameters<typeof explainCommand>[1]) => explainCommand(id, o, out));
+  clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
+    .action(async (id: string, o: Parameters<typeof cancelCommand>[1]) => cancelCommand(id, o, out));
+}

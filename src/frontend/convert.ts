@@ -1,0 +1,208 @@
+import type { DecisionRecord } from '../agent/agent.ts';
+import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../agent/live-records.ts';
+import type { RuRecord } from '../model/types.ts';
+import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
+import type { InlineProfile__Output } from './gen/tarcil/v1/InlineProfile.ts';
+import type { Job } from './gen/tarcil/v1/Job.ts';
+import type { JobSpec__Output } from './gen/tarcil/v1/JobSpec.ts';
+import type { Server } from './gen/tarcil/v1/Server.ts';
+import type { Task } from './gen/tarcil/v1/Task.ts';
+
+/**
+ * Turns a structured spec into the JSON form parseJobSpec validates, keeping "absent" absent:
+ * proto3 `optional` fields carry presence, empty repeated fields and maps count as absent.
+ */
+export function specInputFromProto(s: JobSpec__Output): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (s.name !== undefined) out.name = s.name;
+  if (s.profile === 'profileName' && s.profileName !== undefined) out.profile = s.profileName;
+  else if (s.profile === 'inlineProfile' && s.inlineProfile) out.profile = inlineFromProto(s.inlineProfile);
+  if (s.tasks !== undefined) out.tasks = s.tasks;
+  if (s.priority !== undefined) out.priority = s.priority;
+  if (s.mode !== undefined) out.mode = s.mode;
+  if (s.maxQueueMs !== undefined) out.maxQueueMs = s.maxQueueMs;
+  if (s.durationMs !== undefined) out.durationMs = s.durationMs;
+  if (s.locality) {
+    const l: Record<string, unknown> = {};
+    if (s.locality.mode !== undefined) l.mode = s.locality.mode;
+    if (s.locality.scope !== undefined) l.scope = s.locality.scope;
+    out.locality = l;
+  }
+  if (s.constraints) {
+    const c: Record<string, unknown> = {};
+    if (s.constraints.platforms.length > 0) c.platforms = s.constraints.platforms;
+    if (Object.keys(s.constraints.attributes).length > 0) c.attributes = s.constraints.attributes;
+    if (s.constraints.dataServers.length > 0) c.dataServers = s.constraints.dataServers;
+    out.constraints = c;
+  }
+  if (s.command) {
+    const c: Record<string, unknown> = { argv: s.command.argv };
+    if (Object.keys(s.command.env).length > 0) c.env = s.command.env;
+    out.command = c;
+  }
+  return out;
+}
+
+function inlineFromProto(p: InlineProfile__Output): Record<string, unknown> {
+  const out: Record<string, unknown> = { caused: p.caused };
+  if (p.name !== undefined) out.name = p.name;
+  if (p.description !== undefined) out.description = p.description;
+  if (p.family !== undefined) out.family = p.family;
+  if (Object.keys(p.platformPerf).length > 0) out.platformPerf = p.platformPerf;
+  if (p.typicalDurationMs !== undefined) out.typicalDurationMs = p.typicalDurationMs;
+  if (p.latencyCritical !== undefined) out.latencyCritical = p.latencyCritical;
+  return out;
+}
+
+export function taskToProto(t: LiveTaskRecord): Task {
+  return {
+    index: t.index,
+    state: t.state,
+    ...(t.ru ? { ru: { server: t.ru.server, index: t.ru.index } } : {}),
+    attempt: t.attempt,
+    placedAtMs: t.placedAt ?? 0,
+    startedAtMs: t.startedAt ?? 0,
+    endedAtMs: t.endedAt ?? 0,
+    ...(t.exitCode !== undefined ? { exitCode: t.exitCode } : {}),
+    message: t.message ?? '',
+    logPath: t.logPath ?? '',
+  };
+}
+
+export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?: LiveTaskRecord[], reports?: LoadReportRecord[]): Job {
+  const states: Record<string, number> = {};
+  for (const [k, v] of Object.entries(rec.taskStates ?? {})) if (typeof v === 'number') states[k] = v;
+  return {
+    id,
+    name: rec.spec.name,
+    state: rec.state,
+    profile: rec.spec.profile.name,
+    tasks: rec.spec.tasks,
+    priority: rec.spec.priority,
+    mode: rec.spec.mode,
+    owner,
+    submittedAtMs: rec.submittedAt,
+    updatedAtMs: rec.updatedAt,
+    finishedAtMs: rec.finishedAt ?? 0,
+    message: rec.message ?? '',
+    taskStates: states,
+    taskList: (tasks ?? []).map(taskToProto),
+    rescheduled: rec.rescheduled ?? 0,
+    cancelRequested: rec.cancelRequested === true,
+    loadReports: (reports ?? []).map((r) => ({ task: r.task, server: r.server, rate: r.rate, atMs: r.at })),
+  };
+}
+
+export function serverToProto(s: LiveServerRecord, rus: Map<number, RuRecord>): Server {
+  const list = Array.from({ length: s.rus }, (_, i) => {
+    const r = rus.get(i);
+    return { index: i, state: r?.state ?? 'down', job: r?.job ?? '', task: r?.task ?? 0 };
+  });
+  return {
+    id: s.id,
+    platform: s.platform,
+    rack: s.rack,
+    state: s.state === 'down' ? 'down' : s.blocked ? 'blocked' : 'up',
+    endpoint: s.endpoint ?? '',
+    rus: list,
+    free: list.filter((r) => r.state === 'free').length,
+    busy: list.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
+  };
+}
+
+/** Every decision made for the job, merged, plus a readable account. */
+export function explanationToProto(id: string, state: string, stored: StoredDecisions | undefined, live: DecisionRecord | undefined): Explanation {
+  const records = [...(stored?.records ?? [])];
+  if (live && !records.some((r) => r.startedAt === live.startedAt && r.agent === live.agent)) records.push(live);
+  const last = records[records.length - 1];
+  const sum = (f: (r: DecisionRecord) => number): number => records.reduce((a, r) => a + f(r), 0);
+  const admission = records.flatMap((r) => r.admission);
+  const samples = records.flatMap((r) => r.samples);
+  const placements = records.flatMap((r) => r.placements);
+  const e: Explanation = {
+    jobId: id,
+    state,
+    agent: last?.agent ?? '',
+    target: last?.target ?? 0,
+    admission: admission.map((v) => ({
+      action: v.action,
+      reason: v.reason,
+      buckets: v.buckets,
+      acceptableFree: v.acceptableFree,
+      totalFree: v.totalFree,
+      needed: v.needed,
+      ...(v.estimateMs !== undefined && Number.isFinite(v.estimateMs) ? { estimateMs: v.estimateMs } : {}),
+      ...(v.boundMs !== undefined && Number.isFinite(v.boundMs) ? { boundMs: v.boundMs } : {}),
+      f: v.f,
+    })),
+    samples: samples.map((s) => ({ r: s.R, f: s.f, candidates: s.candidates })),
+    placements: placements.map((p) => ({
+      task: p.task,
+      ru: { server: p.ru.server, index: p.ru.index },
+      q: p.Q,
+      acceptable: p.acceptable,
+      score: p.score,
+      commitRevision: p.commitRevision,
+      preemptedJob: p.preempted ? `${p.preempted.job}#${p.preempted.task}` : '',
+    })),
+    conflicts: sum((r) => r.conflicts),
+    retries: sum((r) => r.retries),
+    readmissions: sum((r) => r.readmissions),
+    queuedMs: sum((r) => r.queuedMs),
+    stages: {
+      admissionMs: sum((r) => r.stageMs.admission),
+      sizeMs: sum((r) => r.stageMs.size),
+      selectMs: sum((r) => r.stageMs.select),
+      commitMs: sum((r) => r.stageMs.commit),
+      queueMs: sum((r) => r.stageMs.queue),
+    },
+    inProgress: stored?.inProgress === true || (live !== undefined && live.finishedAt === undefined),
+    text: '',
+  };
+  e.text = explainText(e);
+  return e;
+}
+
+function fmtMs(ms: number): string {
+  return ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(ms < 10 ? 2 : 0)} ms`;
+}
+
+export function explainText(e: Explanation): string {
+  const lines: string[] = [];
+  lines.push(`job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`);
+  const adm = e.admission ?? [];
+  if (adm.length === 0) lines.push('admission: no verdict recorded yet');
+  else {
+    const first = adm[0];
+    const last = adm[adm.length - 1];
+    for (const [label, v] of [['first', first], ['latest', last]] as const) {
+      if (!v || (label === 'latest' && adm.length === 1)) continue;
+      const est = v.estimateMs !== undefined ? `, estimated wait ${fmtMs(Number(v.estimateMs))}` : '';
+      const bound = v.boundMs !== undefined ? ` (bound μ+2σ ${fmtMs(Number(v.boundMs))})` : '';
+      lines.push(
+        `admission (${label}): ${v.action ?? ''} — ${v.reason ?? ''}; ${v.acceptableFree ?? 0} of ${v.totalFree ?? 0} free RUs acceptable in buckets [${(v.buckets ?? []).join(', ')}], ${v.needed ?? 0} needed${est}${bound}`,
+      );
+    }
+  }
+  if (Number(e.queuedMs ?? 0) > 0) lines.push(`queued for ${fmtMs(Number(e.queuedMs))}`);
+  const s = e.samples ?? [];
+  if (s.length > 0) {
+    const rs = [...new Set(s.map((x) => x.r))].join('/');
+    lines.push(`sampling: ${s.length} attempt(s), R = ${rs}, f = ${Number(s[s.length - 1]?.f ?? 0).toFixed(2)}, ${s.reduce((a, x) => a + (x.candidates ?? 0), 0)} candidates seen`);
+  }
+  lines.push(`commits: ${e.conflicts ?? 0} conflict(s), ${e.retries ?? 0} retr${e.retries === 1 ? 'y' : 'ies'}, ${e.readmissions ?? 0} return(s) to admission`);
+  const p = e.placements ?? [];
+  for (const x of p.slice(0, 50)) {
+    lines.push(
+      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.acceptable ? '' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}`,
+    );
+  }
+  if (p.length > 50) lines.push(`  … ${p.length - 50} more placements`);
+  const st = e.stages;
+  if (st) {
+    lines.push(
+      `time per stage: admission ${fmtMs(Number(st.admissionMs ?? 0))}, sizing ${fmtMs(Number(st.sizeMs ?? 0))}, sample+select ${fmtMs(Number(st.selectMs ?? 0))}, commit ${fmtMs(Number(st.commitMs ?? 0))}, queued ${fmtMs(Number(st.queueMs ?? 0))}`,
+    );
+  }
+  return lines.join('\n');
+}

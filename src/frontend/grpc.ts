@@ -1,0 +1,118 @@
+import * as grpc from '@grpc/grpc-js';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { readFileSync } from 'node:fs';
+import { isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
+import { loadProtos } from './proto.ts';
+
+export interface TlsFiles {
+  certFile: string;
+  keyFile: string;
+  /** With a CA, clients must present a certificate it signed (mutual TLS). */
+  caFile?: string;
+}
+
+export interface GrpcServerHandle {
+  server: grpc.Server;
+  port: number;
+  health: HealthImplementation;
+  /** Stops accepting calls, lets running ones finish for up to graceMs, then cuts them. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Largest request accepted (a job spec with a long argv list fits many times over). */
+export const MAX_REQUEST_BYTES = 1 << 20;
+
+/**
+ * A gRPC server with the services given, server reflection (grpcurl, grpcui) and the standard
+ * health service (`grpc.health.v1.Health`), bound to host:port (port 0 picks a free one).
+ */
+export async function startGrpcServer(opts: {
+  host: string;
+  port: number;
+  tls?: TlsFiles;
+  register: (server: grpc.Server) => string[];
+}): Promise<GrpcServerHandle> {
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES });
+  const services = opts.register(server);
+  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });
+  health.addToServer(server);
+  new ReflectionService(loadProtos().def).addToServer(server);
+  const creds = opts.tls
+    ? grpc.ServerCredentials.createSsl(
+        opts.tls.caFile ? readFileSync(opts.tls.caFile) : null,
+        [{ cert_chain: readFileSync(opts.tls.certFile), private_key: readFileSync(opts.tls.keyFile) }],
+        opts.tls.caFile !== undefined,
+      )
+    : grpc.ServerCredentials.createInsecure();
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${opts.host}:${opts.port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  return {
+    server,
+    port,
+    health,
+    close: (graceMs = 2000) =>
+      new Promise<void>((resolve) => {
+        for (const s of services) health.setStatus(s, 'NOT_SERVING');
+        health.setStatus('', 'NOT_SERVING');
+        const t = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        t.unref();
+        server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      }),
+  };
+}
+
+export function clientCredentials(tls?: { caFile?: string; certFile?: string; keyFile?: string }): grpc.ChannelCredentials {
+  if (!tls) return grpc.credentials.createInsecure();
+  return grpc.credentials.createSsl(
+    tls.caFile ? readFileSync(tls.caFile) : null,
+    tls.keyFile ? readFileSync(tls.keyFile) : null,
+    tls.certFile ? readFileSync(tls.certFile) : null,
+  );
+}
+
+const CODES: Record<ErrorCode, grpc.status> = {
+  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  CONFLICT: grpc.status.ALREADY_EXISTS,
+  UNAVAILABLE: grpc.status.UNAVAILABLE,
+  COMPACTED: grpc.status.UNAVAILABLE,
+  CANCELLED: grpc.status.CANCELLED,
+  TOO_MANY_OPS: grpc.status.RESOURCE_EXHAUSTED,
+  LEASE_NOT_FOUND: grpc.status.UNAVAILABLE,
+  CLOSED: grpc.status.UNAVAILABLE,
+  INTERNAL: grpc.status.INTERNAL,
+};
+
+/** The API edge: TarcilError codes become gRPC status here and nowhere else. */
+export function toStatus(err: unknown): Partial<grpc.StatusObject> {
+  const metadata = new grpc.Metadata();
+  if (isTarcilError(err)) {
+    if (err.field) metadata.set('tarcil-field', err.field);
+    return { code: CODES[err.code], details: err.message, metadata };
+  }
+  return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err), metadata };
+}
+
+/** Milliseconds left before the call's deadline (Infinity without one). */
+export function remainingMs(call: { getDeadline(): grpc.Deadline }): number {
+  const d = call.getDeadline();
+  const at = d instanceof Date ? d.getTime() : d;
+  return Number.isFinite(at) ? at - Date.now() : Infinity;
+}
+
+export function deadlineExceeded(what: string): TarcilError {
+  return new TarcilError('UNAVAILABLE', `deadline exceeded before ${what}`, { details: { deadline: true } });
+}
+
+export function unaryStatus(err: unknown): Partial<grpc.StatusObject> {
+  if (isTarcilError(err) && err.details?.deadline === true) return { code: grpc.status.DEADLINE_EXCEEDED, details: err.message };
+  return toStatus(err);
+}

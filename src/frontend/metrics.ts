@@ -1,0 +1,98 @@
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { DecisionRecord } from '../agent/agent.ts';
+import type { JobManager } from '../agent/lifecycle.ts';
+
+/**
+ * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
+ * gauges are read from the agents when scraped, so nothing runs on the scheduling path.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly submitted = new Counter({ name: 'tarcil_jobs_submitted_total', help: 'Jobs acknowledged by this front-end', registers: [this.registry] });
+  readonly rejected = new Counter({ name: 'tarcil_jobs_rejected_total', help: 'Job specs rejected as invalid', registers: [this.registry] });
+  readonly decisions = new Counter({ name: 'tarcil_decisions_total', help: 'Scheduling decisions completed (one per schedule call)', registers: [this.registry] });
+  readonly conflicts = new Counter({ name: 'tarcil_commit_conflicts_total', help: 'Optimistic commits that lost a race', registers: [this.registry] });
+  readonly placements = new Counter({ name: 'tarcil_tasks_placed_total', help: 'Tasks placed', registers: [this.registry] });
+  readonly sampleSize = new Histogram({
+    name: 'tarcil_sample_size',
+    help: 'Sample size R per attempt',
+    buckets: [2, 4, 8, 16, 32, 64, 128],
+    registers: [this.registry],
+  });
+  readonly admissionWait = new Histogram({
+    name: 'tarcil_admission_wait_seconds',
+    help: 'Time jobs spent queued by admission control',
+    buckets: [0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120],
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: 'tarcil_scheduling_latency_seconds',
+    help: 'Submission to the last placement of a schedule call',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+  private server: Server | undefined;
+
+  constructor(manager?: JobManager) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
+    if (manager) {
+      new Gauge({
+        name: 'tarcil_owned_jobs',
+        help: 'Jobs owned by this process',
+        registers: [this.registry],
+        collect() {
+          this.set(manager.ownedJobs().length);
+        },
+      });
+      new Gauge({
+        name: 'tarcil_queue_length',
+        help: 'Jobs of this process waiting in admission or for capacity',
+        registers: [this.registry],
+        collect() {
+          let n = 0;
+          for (const a of manager.agents) n += [...a.inflight.values()].filter((r) => r.queuedMs > 0 || r.readmissions > 0).length;
+          this.set(n);
+        },
+      });
+    }
+  }
+
+  observeDecision(submittedAt: number, rec: DecisionRecord): void {
+    this.decisions.inc();
+    this.conflicts.inc(rec.conflicts);
+    this.placements.inc(rec.placements.length);
+    for (const s of rec.samples) this.sampleSize.observe(s.R);
+    this.admissionWait.observe(rec.queuedMs / 1000);
+    if (rec.finishedAt !== undefined) this.latency.observe(Math.max(0, rec.finishedAt - Math.max(submittedAt, rec.startedAt)) / 1000);
+  }
+
+  /** Serves /metrics on host:port; resolves with the bound port. */
+  listen(host: string, port: number): Promise<number> {
+    const server = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end('see /metrics\n');
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    });
+    this.server = server;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        const a = server.address();
+        resolve(typeof a === 'object' && a ? a.port : port);
+      });
+    });
+  }
+
+  close(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (!s) return Promise.resolve();
+    return new Promise((resolve) => s.close(() => resolve()));
+  }
+}

@@ -1,0 +1,36 @@
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ProtoGrpcType as MonitorProto } from './gen/monitor.ts';
+import type { ProtoGrpcType as SchedulerProto } from './gen/scheduler.ts';
+
+/** proto/ at the repository root; the .proto files are the source of the generated types in gen/. */
+export const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'proto');
+export const PROTO_FILES = ['tarcil/v1/scheduler.proto', 'tarcil/v1/monitor.proto'];
+
+/**
+ * The loader options the generated types were made with (package.json `proto:gen`): camelCase
+ * fields, 64-bit integers as numbers (revisions stay far below 2^53), defaults filled in on
+ * output; proto3 `optional` fields keep their presence, which is how a missing field is told
+ * from a zero.
+ */
+export const LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: false,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [PROTO_DIR],
+};
+
+let cached: { def: protoLoader.PackageDefinition; proto: SchedulerProto & MonitorProto } | undefined;
+
+export function loadProtos(): { def: protoLoader.PackageDefinition; proto: SchedulerProto & MonitorProto } {
+  if (!cached) {
+    const def = protoLoader.loadSync(PROTO_FILES, LOADER_OPTIONS);
+    const proto = grpc.loadPackageDefinition(def) as unknown as SchedulerProto & MonitorProto;
+    cached = { def, proto };
+  }
+  return cached;
+}

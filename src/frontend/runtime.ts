@@ -1,0 +1,149 @@
+import type { AgentConfig } from '../agent/agent.ts';
+import { JobManager } from '../agent/lifecycle.ts';
+import type { Catalog } from '../model/catalog.ts';
+import type { ServerSpec } from '../model/types.ts';
+import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
+import { LocalMonitor } from '../monitor/monitor.ts';
+import type { Keys } from '../store/keys.ts';
+import type { ClusterStore } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
+import { startGrpcServer, type TlsFiles } from './grpc.ts';
+import { Metrics } from './metrics.ts';
+import { addNodeMonitorService, GrpcNodeLink } from './node.ts';
+import { loadProtos } from './proto.ts';
+import { SchedulerService } from './scheduler-service.ts';
+
+export interface SchedulerProcessOptions {
+  name: string;
+  store: ClusterStore;
+  keys: Keys;
+  catalog: Catalog;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  agents: number;
+  host: string;
+  port: number;
+  leaseTtlSeconds?: number;
+  agentConfig?: Partial<AgentConfig>;
+  tls?: TlsFiles;
+  /** Client TLS towards the monitors. */
+  nodeTls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
+  metricsPort?: number;
+}
+
+export interface SchedulerProcess {
+  port: number;
+  metricsPort: number | undefined;
+  manager: JobManager;
+  service: SchedulerService;
+  metrics: Metrics;
+  close(): Promise<void>;
+}
+
+/** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
+export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
+  const nodes = new GrpcNodeLink(o.nodeTls ? { tls: o.nodeTls } : {});
+  const hooks: { metrics?: Metrics } = {};
+  const manager = new JobManager({
+    process: o.name,
+    store: o.store,
+    keys: o.keys,
+    clock: o.clock,
+    rng: o.rng,
+    log: o.log.child({ component: 'jobs' }),
+    agents: o.agents,
+    ...(o.agentConfig ? { agentConfig: o.agentConfig } : {}),
+    ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
+    nodes,
+    onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
+  });
+  const metrics = new Metrics(manager);
+  hooks.metrics = metrics;
+  await manager.start();
+  const service = new SchedulerService({ manager, store: o.store, keys: o.keys, catalog: o.catalog, clock: o.clock, log: o.log, metrics });
+  const grpcServer = await startGrpcServer({
+    host: o.host,
+    port: o.port,
+    ...(o.tls ? { tls: o.tls } : {}),
+    register: (server) => {
+      server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, service.handlers());
+      return ['tarcil.v1.Scheduler'];
+    },
+  });
+  const metricsPort = o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
+  o.log.info({ port: grpcServer.port, agents: o.agents, lease: manager.leaseId, metricsPort }, 'scheduler listening');
+  return {
+    port: grpcServer.port,
+    metricsPort,
+    manager,
+    service,
+    metrics,
+    close: async () => {
+      await grpcServer.close(1000);
+      await manager.close();
+      nodes.close();
+      await metrics.close();
+    },
+  };
+}
+
+export interface MonitorProcessOptions {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+  server: ServerSpec;
+  executor: 'simulated' | 'process';
+  host: string;
+  port: number;
+  /** Address others use to reach this monitor (default host:boundPort). */
+  advertise?: string;
+  leaseTtlSeconds?: number;
+  logDir?: string;
+  tls?: TlsFiles;
+  loadThreshold?: number;
+}
+
+export interface MonitorProcess {
+  port: number;
+  monitor: LocalMonitor;
+  close(): Promise<void>;
+}
+
+/** A node: its LocalMonitor and the NodeMonitor gRPC service. */
+export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorProcess> {
+  const executor: Executor =
+    o.executor === 'process' ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? 'tarcil-logs' }) : new SimulatedExecutor(o.clock);
+  const monitor = new LocalMonitor({
+    store: o.store,
+    keys: o.keys,
+    clock: o.clock,
+    log: o.log.child({ component: 'monitor', server: o.server.id }),
+    server: o.server,
+    executor,
+    ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
+    ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
+  });
+  const grpcServer = await startGrpcServer({
+    host: o.host,
+    port: o.port,
+    ...(o.tls ? { tls: o.tls } : {}),
+    register: (server) => [addNodeMonitorService(server, monitor)],
+  });
+  const advertised = o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`;
+  await monitor.setEndpoint(advertised);
+  await monitor.start();
+  return {
+    port: grpcServer.port,
+    monitor,
+    close: async () => {
+      await monitor.close();
+      if (executor instanceof ProcessExecutor) executor.killAll();
+      await grpcServer.close(500);
+    },
+  };
+}

@@ -1,0 +1,297 @@
+import type * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
+import type { JobManager } from '../agent/lifecycle.ts';
+import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../agent/live-records.ts';
+import { parseJson } from '../agent/records.ts';
+import { parseJobSpec, type Catalog } from '../model/catalog.ts';
+import type { RuRecord } from '../model/types.ts';
+import type { Keys } from '../store/keys.ts';
+import type { ClusterStore, WatchHandle } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { invalid, TarcilError } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import { explanationToProto, jobToProto, serverToProto, specInputFromProto } from './convert.ts';
+import type { Cluster } from './gen/tarcil/v1/Cluster.ts';
+import type { Job } from './gen/tarcil/v1/Job.ts';
+import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
+import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
+import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
+import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.ts';
+import { deadlineExceeded, remainingMs, toStatus, unaryStatus } from './grpc.ts';
+import type { Metrics } from './metrics.ts';
+
+export interface SchedulerServiceDeps {
+  manager: JobManager;
+  store: ClusterStore;
+  keys: Keys;
+  catalog: Catalog;
+  clock: Clock;
+  log: Logger;
+  metrics?: Metrics;
+  /** Largest job spec accepted, as JSON (default 64 KiB; etcd caps a request at 1.5 MiB). */
+  maxSpecBytes?: number;
+}
+
+const DEFAULT_MAX_SPEC_BYTES = 64 * 1024;
+
+/** Job ids: sortable by submission time, unique across front-end processes. */
+export function newJobId(now: number): string {
+  return `j-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * The Scheduler service. Every handler reads and writes the store, so any front-end process
+ * answers for any job, whichever process owns it.
+ */
+export class SchedulerService {
+  private readonly d: SchedulerServiceDeps;
+  private readonly live: LiveKeys;
+
+  constructor(deps: SchedulerServiceDeps) {
+    this.d = deps;
+    this.live = new LiveKeys(deps.keys);
+  }
+
+  /** Validates a request into a job, or throws INVALID_ARGUMENT naming the field and the rule. */
+  parseRequest(req: SubmitJobRequest__Output, now: number): ReturnType<typeof parseJobSpec> {
+    const max = this.d.maxSpecBytes ?? DEFAULT_MAX_SPEC_BYTES;
+    let input: unknown;
+    if (req.specJson !== '') {
+      if (req.spec) throw invalid('spec', 'give either spec or spec_json, not both');
+      if (Buffer.byteLength(req.specJson) > max) throw invalid('spec_json', `must be at most ${max} bytes`);
+      try {
+        input = JSON.parse(req.specJson) as unknown;
+      } catch (e) {
+        throw invalid('spec_json', `must be valid JSON (${(e as Error).message})`);
+      }
+    } else if (req.spec) {
+      input = specInputFromProto(req.spec);
+    } else {
+      throw invalid('spec', 'is required (or spec_json)');
+    }
+    const job = parseJobSpec(input, this.d.catalog, { id: newJobId(now), now });
+    if (Buffer.byteLength(JSON.stringify(job)) > max) throw invalid('(root)', `the job spec must be at most ${max} bytes as JSON`);
+    return job;
+  }
+
+  handlers(): SchedulerHandlers {
+    return {
+      SubmitJob: (call, cb) => {
+        void this.submit(call.request, call).then(
+          (r) => cb(null, r),
+          (e: unknown) => {
+            if ((e as TarcilError).code === 'INVALID_ARGUMENT') this.d.metrics?.rejected.inc();
+            cb(unaryStatus(e));
+          },
+        );
+      },
+      GetJob: (call, cb) => {
+        void this.getJob(call.request.jobId, true).then(
+          (r) => cb(null, r),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+      WatchJob: (call) => this.watchJob(call),
+      CancelJob: (call, cb) => {
+        void Promise.resolve()
+          .then(() => this.d.manager.cancel(requireId(call.request.jobId)))
+          .then(() => this.getJob(call.request.jobId, false))
+          .then(
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
+      },
+      ListJobs: (call, cb) => {
+        void this.listJobs(call.request.states, call.request.limit).then(
+          (jobs) => cb(null, { jobs }),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+      GetCluster: (_call, cb) => {
+        void this.cluster().then(
+          (r) => cb(null, r),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+      ExplainJob: (call, cb) => {
+        void Promise.resolve()
+          .then(() => this.explain(requireId(call.request.jobId)))
+          .then(
+          (r) => cb(null, r),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+    };
+  }
+
+  private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job }> {
+    const now = this.d.clock.now();
+    const job = this.parseRequest(req, now);
+    // Nothing is written for a call whose caller has already given up.
+    if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
+    const { record } = await this.d.manager.submit(job);
+    this.d.metrics?.submitted.inc();
+    return { jobId: job.id, job: jobToProto(job.id, record, record.owner ?? '') };
+  }
+
+  async getJob(id: string, withTasks: boolean): Promise<Job> {
+    requireId(id);
+    const k = this.d.keys;
+    const res = await this.d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.job(id) },
+        { type: 'get', key: k.owner(id) },
+        { type: 'get', key: k.tasks(id), prefix: true },
+        { type: 'get', key: this.live.jobReports(id), prefix: true },
+      ],
+    });
+    const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
+    if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
+    const owner = parseJson<OwnerRecord>(res.responses[1]?.[0]);
+    const tasks = withTasks ? (res.responses[2] ?? []).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
+    const reports = (res.responses[3] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
+    return jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
+  }
+
+  private async listJobs(states: string[], limit: number): Promise<Job[]> {
+    const res = await this.d.store.range(this.d.keys.jobs());
+    const want = new Set(states);
+    const out: Job[] = [];
+    for (const kv of res.kvs) {
+      const rec = parseJson<LiveJobRecord>(kv);
+      const id = this.d.keys.tail(this.d.keys.jobs(), kv.key);
+      if (!rec || id === undefined) continue;
+      if (want.size > 0 && !want.has(rec.state)) continue;
+      out.push(jobToProto(id, rec, rec.owner ?? ''));
+    }
+    out.sort((a, b) => Number(b.submittedAtMs ?? 0) - Number(a.submittedAtMs ?? 0));
+    return limit > 0 ? out.slice(0, limit) : out;
+  }
+
+  private async cluster(): Promise<Cluster> {
+    const k = this.d.keys;
+    const res = await this.d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.servers(), prefix: true },
+        { type: 'get', key: k.rus(), prefix: true },
+        { type: 'get', key: k.jobs(), prefix: true },
+      ],
+    });
+    const rus = new Map<string, Map<number, RuRecord>>();
+    for (const kv of res.responses[1] ?? []) {
+      const ref = k.parseRu(kv.key);
+      const rec = parseJson<RuRecord>(kv);
+      if (!ref || !rec) continue;
+      let m = rus.get(ref.server);
+      if (!m) rus.set(ref.server, (m = new Map<number, RuRecord>()));
+      m.set(ref.index, rec);
+    }
+    const servers = (res.responses[0] ?? [])
+      .map((kv) => parseJson<LiveServerRecord>(kv))
+      .filter((s): s is LiveServerRecord => !!s)
+      .map((s) => serverToProto(s, rus.get(s.id) ?? new Map<number, RuRecord>()));
+    let queued = 0;
+    let active = 0;
+    for (const kv of res.responses[2] ?? []) {
+      const rec = parseJson<LiveJobRecord>(kv);
+      if (!rec || isFinalJob(rec.state)) continue;
+      active++;
+      if (rec.state === 'queued' || rec.state === 'admitted') queued++;
+    }
+    const agent = this.d.manager.agents[0];
+    const buckets = agent ? agent.admission.snapshot().map((b, i) => ({ id: i, free: b.free, rus: b.total })) : [];
+    const all = servers.flatMap((s) => s.rus ?? []);
+    return {
+      servers,
+      rus: all.length,
+      free: servers.filter((s) => s.state === 'up').reduce((a, s) => a + (s.free ?? 0), 0),
+      busy: all.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
+      down: all.filter((r) => r.state === 'down').length,
+      buckets,
+      queuedJobs: queued,
+      activeJobs: active,
+    };
+  }
+
+  private async explain(id: string): Promise<ReturnType<typeof explanationToProto>> {
+    const k = this.d.keys;
+    const res = await this.d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(id) }, { type: 'get', key: k.decision(id) }] });
+    const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
+    if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
+    const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
+    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id));
+  }
+
+  /** The job now, then each change, until it is final or the caller goes away. */
+  private watchJob(call: grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>): void {
+    const id = call.request.jobId;
+    const k = this.d.keys;
+    const watches: WatchHandle[] = [];
+    let closed = false;
+    let last = '';
+    let sending: Promise<void> = Promise.resolve();
+    let again = false;
+    let busy = false;
+    const finish = (err?: unknown): void => {
+      if (closed) return;
+      closed = true;
+      for (const w of watches) void w.close().catch(() => undefined);
+      if (err !== undefined) call.destroy(Object.assign(new Error(toStatus(err).details ?? 'error'), toStatus(err)));
+      else call.end();
+    };
+    const send = async (): Promise<void> => {
+      if (closed) return;
+      const job = await this.getJob(id, true);
+      const text = JSON.stringify(job);
+      if (text !== last) {
+        last = text;
+        call.write({ job, revision: await this.d.store.revision() });
+      }
+      if (isFinalJob(job.state as LiveJobRecord['state'])) finish();
+    };
+    const poke = (): void => {
+      if (busy) {
+        again = true;
+        return;
+      }
+      busy = true;
+      sending = sending
+        .then(send)
+        .catch((e: unknown) => finish(e))
+        .finally(() => {
+          busy = false;
+          if (again && !closed) {
+            again = false;
+            poke();
+          }
+        });
+    };
+    call.on('cancelled', () => finish());
+    const start = async (): Promise<void> => {
+      requireId(id);
+      const rev = await this.d.store.revision();
+      const onError = (err: TarcilError): void => finish(err);
+      watches.push(
+        await this.d.store.watch({
+          prefix: k.job(id),
+          fromRevision: rev + 1,
+          onEvents: (b) => {
+            if (b.events.some((e) => e.kv.key === k.job(id))) poke();
+          },
+          onError,
+        }),
+        await this.d.store.watch({ prefix: k.tasks(id), fromRevision: rev + 1, onEvents: () => poke(), onError }),
+      );
+      if (closed) for (const w of watches) await w.close();
+      poke();
+    };
+    void start().catch((e: unknown) => finish(e));
+  }
+}
+
+function requireId(id: string): string {
+  if (!/^[A-Za-z0-9._-]{1,200}$/.test(id)) throw invalid('job_id', 'must be a job id as SubmitJob returned it');
+  return id;
+}

@@ -1,0 +1,208 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import type { Clock, Timer } from '../util/clock.ts';
+
+/** What an executor needs to run one task attempt. */
+export interface TaskLaunch {
+  job: string;
+  task: number;
+  ruIndex: number;
+  /** RU record revision of this attempt: names its log files. */
+  revision: number;
+  /** Ideal duration (simulated executor). */
+  durationMs?: number;
+  command?: { argv: string[]; env?: Record<string, string> };
+}
+
+export interface TaskExit {
+  state: 'succeeded' | 'failed';
+  exitCode?: number;
+  message?: string;
+}
+
+export interface TaskHandle {
+  readonly pid?: number;
+  readonly logPath?: string;
+  /** Achieved rate relative to the expected one (1 = as expected); 1 when unknown. */
+  rate(): number;
+  /** Interference slowdown of the task's server changed (simulated executor). */
+  setSlowdown(s: number): void;
+  /** Stops the task; resolves when it has stopped. onExit is not called after kill(). */
+  kill(): Promise<void>;
+}
+
+export interface Executor {
+  readonly kind: 'simulated' | 'process';
+  start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle;
+}
+
+/**
+ * Runs for the task's duration stretched by the interference slowdown of its server, as the
+ * shared performance model computes it (src/sim/perf.ts). Work is tracked as progress, so a
+ * neighbour arriving halfway slows only the second half.
+ */
+export class SimulatedExecutor implements Executor {
+  readonly kind = 'simulated' as const;
+  constructor(
+    private readonly clock: Clock,
+    private readonly defaultDurationMs = 1000,
+  ) {}
+
+  start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle {
+    const clock = this.clock;
+    let remaining = t.durationMs ?? this.defaultDurationMs;
+    let slowdown = 1;
+    let since = clock.now();
+    let timer: Timer | undefined;
+    let done = false;
+    const arm = (): void => {
+      timer?.cancel();
+      timer = clock.setTimer(remaining * slowdown, () => {
+        done = true;
+        onExit({ state: 'succeeded', exitCode: 0 });
+      });
+    };
+    arm();
+    return {
+      rate: () => 1 / slowdown,
+      setSlowdown: (s: number) => {
+        if (done || s === slowdown) return;
+        const now = clock.now();
+        remaining = Math.max(0, remaining - (now - since) / slowdown);
+        since = now;
+        slowdown = s;
+        arm();
+      },
+      kill: () => {
+        done = true;
+        timer?.cancel();
+        return Promise.resolve();
+      },
+    };
+  }
+}
+
+export interface ProcessExecutorOptions {
+  clock: Clock;
+  /** Per-task stdout/stderr go to <logDir>/<job>/<task>-<revision>.{stdout,stderr}. */
+  logDir: string;
+  /** Pin each task to its RU's core with taskset (when the binary exists). Default true. */
+  pin?: boolean;
+  /** Between SIGTERM and SIGKILL. */
+  killGraceMs?: number;
+  /** Environment every task starts from (default: PATH, HOME, LANG of this process). */
+  baseEnv?: Record<string, string>;
+}
+
+/**
+ * Spawns the task's argv in its own process group (so a kill reaches its children), pinned to
+ * the RU's core with `taskset -c` where available, with stdout and stderr in per-task log files.
+ */
+export class ProcessExecutor implements Executor {
+  readonly kind = 'process' as const;
+  private readonly taskset: boolean;
+  private readonly ncpu = Math.max(1, cpus().length);
+  private readonly children = new Set<ChildProcess>();
+
+  constructor(private readonly o: ProcessExecutorOptions) {
+    this.taskset = o.pin !== false && hasTaskset();
+  }
+
+  get pinning(): boolean {
+    return this.taskset;
+  }
+
+  start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle {
+    const argv = t.command?.argv ?? [];
+    const dir = join(this.o.logDir, t.job);
+    mkdirSync(dir, { recursive: true });
+    const base = join(dir, `${t.task}-${t.revision}`);
+    const out = openSync(`${base}.stdout`, 'a');
+    const err = openSync(`${base}.stderr`, 'a');
+    const env = {
+      ...(this.o.baseEnv ?? pickEnv(['PATH', 'HOME', 'LANG'])),
+      ...t.command?.env,
+      TARCIL_JOB: t.job,
+      TARCIL_TASK: String(t.task),
+      TARCIL_RU: String(t.ruIndex),
+    };
+    const [prog, ...args] = this.taskset ? ['taskset', '-c', String(t.ruIndex % this.ncpu), ...argv] : argv;
+    let killed = false;
+    let exited = false;
+    let child: ChildProcess;
+    const exitWaiters: Array<() => void> = [];
+    try {
+      child = spawn(prog ?? '', args, { stdio: ['ignore', out, err], env, detached: true });
+    } finally {
+      closeSync(out);
+      closeSync(err);
+    }
+    this.children.add(child);
+    const finish = (e: TaskExit): void => {
+      if (exited) return;
+      exited = true;
+      this.children.delete(child);
+      for (const w of exitWaiters) w();
+      if (!killed) onExit(e);
+    };
+    child.once('error', (e) => finish({ state: 'failed', message: `cannot start ${argv[0] ?? ''}: ${e.message}` }));
+    child.once('exit', (code, signal) => {
+      if (code === 0) finish({ state: 'succeeded', exitCode: 0 });
+      else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
+    });
+    const pid = child.pid;
+    return {
+      ...(pid !== undefined ? { pid } : {}),
+      logPath: base,
+      rate: () => 1,
+      setSlowdown: () => undefined,
+      kill: () => {
+        killed = true;
+        if (exited || pid === undefined) return Promise.resolve();
+        return new Promise<void>((resolve) => {
+          exitWaiters.push(resolve);
+          signalGroup(pid, 'SIGTERM');
+          const t = this.o.clock.setTimer(this.o.killGraceMs ?? 2000, () => signalGroup(pid, 'SIGKILL'));
+          exitWaiters.push(() => t.cancel());
+        });
+      },
+    };
+  }
+
+  /** Kills every child still running (shutdown). */
+  killAll(): void {
+    for (const c of this.children) if (c.pid !== undefined) signalGroup(c.pid, 'SIGKILL');
+  }
+}
+
+function signalGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+let tasksetFound: boolean | undefined;
+export function hasTaskset(): boolean {
+  if (tasksetFound === undefined) {
+    const r = spawnSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' });
+    tasksetFound = r.status === 0;
+  }
+  return tasksetFound;
+}
+
+function pickEnv(names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = process.env[n];
+    if (v !== undefined) out[n] = v;
+  }
+  return out;
+}

@@ -1,0 +1,166 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JobManager } from '../../src/agent/lifecycle.ts';
+import { parseJson } from '../../src/agent/records.ts';
+import type { LiveServerRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
+import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
+import { hasTaskset, SimulatedExecutor } from '../../src/monitor/executor.ts';
+import { LocalMonitor } from '../../src/monitor/monitor.ts';
+import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { MemoryStore } from '../../src/store/memory.ts';
+import { Keys } from '../../src/store/keys.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+
+const clock = new SystemClock();
+const log = createLogger('test');
+const catalog = loadCatalog();
+let seq = 0;
+const job = (input: Record<string, unknown>) => parseJobSpec(input, catalog, { id: `job-${++seq}`, now: Date.now() });
+
+async function until(what: string, fn: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const t0 = Date.now();
+  while (!(await fn())) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('process executor', () => {
+  const store = new MemoryStore();
+  const keys = new Keys('/proc/');
+  const logDir = mkdtempSync(join(tmpdir(), 'tarcil-logs-'));
+  let mon: MonitorProcess;
+  let mgr: JobManager;
+  beforeAll(async () => {
+    mon = await startMonitor({
+      store,
+      keys,
+      clock,
+      log,
+      server: { id: 'p0', platform: 'r3-xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
+      executor: 'process',
+      host: '127.0.0.1',
+      port: 0,
+      logDir,
+      leaseTtlSeconds: 3,
+    });
+    mgr = new JobManager({ process: 'p', store, keys, clock, rng: new SeededRng(3), log, agents: 1, leaseTtlSeconds: 3 });
+    await mgr.start();
+  });
+  afterAll(async () => {
+    await mgr.close();
+    await mon.close();
+    await store.close();
+    rmSync(logDir, { recursive: true, force: true });
+  });
+
+  const tasksOf = async (id: string): Promise<LiveTaskRecord[]> =>
+    (await store.range(keys.tasks(id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+
+  it('runs argv, records exit codes and writes per-task stdout/stderr logs', async () => {
+    const spec = job({
+      name: 'exits',
+      profile: 'spark-lr',
+      tasks: 2,
+      command: { argv: ['sh', '-c', 'echo "out-$TARCIL_TASK $GREETING"; echo "err-$TARCIL_TASK" >&2; exit $((TARCIL_TASK * 3))'], env: { GREETING: 'hello' } },
+    });
+    await mgr.submit(spec);
+    await until('job final', async () => (await tasksOf(spec.id)).filter((t) => ['succeeded', 'failed'].includes(t.state)).length === 2);
+    const tasks = (await tasksOf(spec.id)).sort((a, b) => a.index - b.index);
+    expect(tasks.map((t) => [t.state, t.exitCode])).toEqual([
+      ['succeeded', 0],
+      ['failed', 3],
+    ]);
+    for (const t of tasks) {
+      expect(t.logPath).toBeTruthy();
+      expect(readFileSync(`${t.logPath!}.stdout`, 'utf8')).toBe(`out-${t.index} hello\n`);
+      expect(readFileSync(`${t.logPath!}.stderr`, 'utf8')).toBe(`err-${t.index}\n`);
+    }
+    await until('job failed', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'failed');
+  });
+
+  it('pins to the RU core with taskset where available', async () => {
+    const spec = job({ name: 'pinned', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', '-c', 'cat /proc/self/status | grep Cpus_allowed_list'] } });
+    await mgr.submit(spec);
+    await until('task final', async () => (await tasksOf(spec.id))[0]?.state === 'succeeded');
+    const t = (await tasksOf(spec.id))[0]!;
+    const out = readFileSync(`${t.logPath!}.stdout`, 'utf8');
+    if (hasTaskset()) expect(out.trim()).toMatch(/^Cpus_allowed_list:\s+\d+$/);
+  });
+
+  it('kills a running process on cancel and records the task cancelled', async () => {
+    const spec = job({ name: 'sleeper', profile: 'spark-lr', tasks: 1, command: { argv: ['sleep', '60'] } });
+    await mgr.submit(spec);
+    await until('running', () => Promise.resolve(mon.monitor.snapshot().running.some((r) => r.job === spec.id && r.pid !== undefined)));
+    const pid = mon.monitor.snapshot().running.find((r) => r.job === spec.id)!.pid!;
+    expect(existsSync(`/proc/${pid}`)).toBe(true);
+    await mgr.cancel(spec.id);
+    await until('cancelled', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'cancelled');
+    expect((await tasksOf(spec.id))[0]?.state).toBe('cancelled');
+    await until('process gone', () => Promise.resolve(!existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z')));
+  });
+});
+
+describe('load monitor and node failure', () => {
+  it('reports a task well below its expected rate and blocks its server until it recovers', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/load/');
+    const mon = new LocalMonitor({
+      store,
+      keys,
+      clock,
+      log,
+      server: { id: 'slow', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+      executor: new SimulatedExecutor(clock),
+      leaseTtlSeconds: 3,
+      // A model in which every co-located task runs at a third of its rate.
+      slowdown: () => 3,
+    });
+    await mon.start();
+    const mgr = new JobManager({ process: 'l', store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
+    await mgr.start();
+    const spec = job({ name: 'slowpoke', profile: 'memcached', tasks: 1, durationMs: 300 });
+    await mgr.submit(spec);
+    const blocked = async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server('slow')))?.blocked === true;
+    await until('server blocked', blocked);
+    expect((await store.range(`${keys.prefix}reports/${spec.id}/`)).kvs.length).toBe(1);
+    expect(mgr.agents[0]!.state.server('slow')?.blocked).toBe(true);
+    // Stretched ×3: 300 ms of work takes about 900 ms; then the server accepts placements again.
+    await until('unblocked', async () => !(await blocked()), 5000);
+    await until('job done', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded');
+    expect((await store.range(`${keys.prefix}reports/`)).kvs.length).toBe(0);
+    await mgr.close();
+    await mon.close();
+    await store.close();
+  });
+
+  it('a node that leaves: its tasks are recorded lost and placed again on another node', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/fail/');
+    const mk = (id: string): LocalMonitor =>
+      new LocalMonitor({ store, keys, clock, log, server: { id, platform: 'r3-xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 2 });
+    const a = mk('a');
+    await a.start();
+    const mgr = new JobManager({ process: 'f', store, keys, clock, rng: new SeededRng(9), log, agents: 1, leaseTtlSeconds: 2 });
+    await mgr.start();
+    const spec = job({ name: 'survivor', profile: 'spark-lr', tasks: 3, durationMs: 800 });
+    await mgr.submit(spec);
+    await until('running on a', () => Promise.resolve(a.snapshot().running.length === 3));
+    const b = mk('b');
+    await b.start();
+    // Graceful close records the tasks lost and revokes the lease: the node leaves at once.
+    await a.close();
+    await until('job done', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded', 10_000);
+    const tasks = (await store.range(keys.tasks(spec.id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+    expect(tasks.every((t) => t.state === 'succeeded' && t.ru?.server === 'b')).toBe(true);
+    expect(mgr.stats.rescheduled).toBe(3);
+    expect(parseJson<{ rescheduled?: number }>(await store.get(keys.job(spec.id)))?.rescheduled).toBe(3);
+    await mgr.close();
+    await b.close();
+    await store.close();
+  });
+});

@@ -1,0 +1,59 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
+
+/** A `tarcil` child process, with its output kept for failure messages. */
+export interface TarcilProc {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the first stdout line matching re (its match). */
+  waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  kill(sig?: NodeJS.Signals): Promise<void>;
+}
+
+export function tarcil(args: string[], env: Record<string, string> = {}): TarcilProc {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TARCIL_LOG: 'warn', ...env },
+  });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (d: Buffer): void => {
+    out = (out + d.toString()).slice(-200_000);
+    for (const l of listeners) l();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  return {
+    child,
+    output: () => out,
+    waitFor: (re, timeoutMs = 30_000) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = re.exec(out);
+          if (m) {
+            listeners.delete(check);
+            clearTimeout(t);
+            resolve(m);
+          }
+        };
+        const t = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`timed out waiting for ${re} from tarcil ${args.join(' ')}; output:\n${out.slice(-4000)}`));
+        }, timeoutMs);
+        child.once('exit', (code) => {
+          if (!re.exec(out)) reject(new Error(`tarcil ${args.join(' ')} exited (${code}) before ${re}; output:\n${out.slice(-4000)}`));
+        });
+        listeners.add(check);
+        check();
+      }),
+    kill: (sig = 'SIGTERM') =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill(sig);
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}
