@@ -6,11 +6,12 @@ import type { RuRecord } from '../../src/model/types.ts';
 import { SimulatedRunner } from '../../src/monitor/sim-runner.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/store/keys.ts';
-import type { ClusterStore, WatchEvent } from '../../src/store/types.ts';
+import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
+import { history } from '../support/history.ts';
 import { makeJob, pool, TEST_PROFILES } from '../support/jobs.ts';
 
 /**
@@ -98,34 +99,6 @@ async function runScenario(scope: ConflictScope): Promise<{
       await audit.close();
     },
   };
-}
-
-/** Every RU write since the cluster was seeded, in revision order, from etcd's history. */
-async function history(store: ClusterStore, prefix: string, from: number): Promise<WatchEvent[]> {
-  const until = await store.revision();
-  const events: WatchEvent[] = [];
-  await new Promise<void>((resolve, reject) => {
-    let handle: { close(): Promise<void> } | undefined;
-    let done = false;
-    store
-      .watch({
-        prefix,
-        fromRevision: from,
-        onEvents: (b) => {
-          events.push(...b.events);
-          if (b.revision >= until && !done) {
-            done = true;
-            void handle?.close().then(resolve, reject);
-          }
-        },
-        onError: (e) => reject(e),
-      })
-      .then((h) => {
-        handle = h;
-        if (done) void h.close().then(resolve, reject);
-      }, reject);
-  });
-  return events;
 }
 
 describe.each<ConflictScope>(['ru', 'server'])('three agents on a real etcd (%s conflict scope)', (scope) => {

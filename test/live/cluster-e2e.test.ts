@@ -1,3 +1,4 @@
+import { history } from '../support/history.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
@@ -5,7 +6,6 @@ import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/store/keys.ts';
-import type { ClusterStore, WatchEvent } from '../../src/store/types.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit } from '../support/live.ts';
 import { tarcil, type TarcilProc } from '../support/procs.ts';
@@ -31,35 +31,6 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-/**
- * Every write under a prefix since `from`, from etcd's history. The newest revision may belong to
- * another prefix, so the replay ends at that revision or after a quiet second, whichever first.
- */
-async function history(store: ClusterStore, prefix: string, from: number): Promise<WatchEvent[]> {
-  const until = await store.revision();
-  const events: WatchEvent[] = [];
-  let handle: { close(): Promise<void> } | undefined;
-  await new Promise<void>((resolve, reject) => {
-    let idle = setTimeout(resolve, 1500);
-    store
-      .watch({
-        prefix,
-        fromRevision: from,
-        onEvents: (b) => {
-          events.push(...b.events);
-          clearTimeout(idle);
-          if (b.revision >= until) resolve();
-          else idle = setTimeout(resolve, 1500);
-        },
-        onError: (e) => reject(e),
-      })
-      .then((h) => {
-        handle = h;
-      }, reject);
-  });
-  await handle?.close();
-  return events;
-}
 
 describe('live cluster: 2 servers, 4 monitors, 1 etcd, processes killed mid-run', () => {
   it('finishes every acknowledged job exactly once, never runs a task twice, leaves no orphan', async () => {

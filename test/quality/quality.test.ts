@@ -1,3 +1,4 @@
+import { expectInvalid } from '../support/expect.ts';
 import { describe, expect, it } from 'vitest';
 import {
   ENCODING_MAX,
@@ -16,7 +17,6 @@ import {
   type RuScore,
 } from '../../src/quality/index.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
-import { isTarcilError } from '../../src/util/errors.ts';
 
 const N = 10;
 const IDENTITY = Array.from({ length: N }, (_, i) => i);
@@ -35,16 +35,6 @@ function lexAcceptable(C: readonly number[], caused: readonly number[], order: r
   return true;
 }
 
-function expectInvalid(fn: () => unknown, field: string): void {
-  try {
-    fn();
-  } catch (e) {
-    expect(isTarcilError(e, 'INVALID_ARGUMENT')).toBe(true);
-    expect((e as { field?: string }).field).toBe(field);
-    return;
-  }
-  throw new Error(`expected INVALID_ARGUMENT on ${field}`);
-}
 
 describe('encoding (eq. 1–2)', () => {
   it('reproduces the paper example [84, 31] → 8431 / 9999 with N = 2', () => {

@@ -1,3 +1,4 @@
+import { expectInvalid } from '../support/expect.ts';
 import { describe, expect, it } from 'vitest';
 import {
   guarantee,
@@ -7,18 +8,7 @@ import {
   samplesForQuantile,
 } from '../../src/sampling/size.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-import { isTarcilError } from '../../src/util/errors.ts';
 
-function expectInvalid(fn: () => unknown, field: string): void {
-  try {
-    fn();
-  } catch (e) {
-    expect(isTarcilError(e, 'INVALID_ARGUMENT')).toBe(true);
-    expect((e as { field?: string }).field).toBe(field);
-    return;
-  }
-  throw new Error(`expected INVALID_ARGUMENT on ${field}`);
-}
 
 describe('the paper checks (§3.3)', () => {
   it('x = 0.8, p = 1e-3 needs 31 samples (the paper rounds up to 32)', () => {
