@@ -243,11 +243,11 @@ function drawDistinct(
   return out;
 }
 
-function shuffleInPlace(a: number[], rng: Rng): void {
+function shuffleInPlace<T>(a: T[], rng: Rng): void {
   for (let i = a.length - 1; i > 0; i--) {
     const j = rng.int(i + 1);
-    const t = a[i] as number;
-    a[i] = a[j] as number;
+    const t = a[i] as T;
+    a[i] = a[j] as T;
     a[j] = t;
   }
 }
@@ -398,6 +398,10 @@ function selectPacked(ctx: SelectionContext, req: PlacementRequest, rng: Rng, ou
           }
         }
       }
+      // Free RUs of one server score alike; enumerated in index order, every agent that chose
+      // the server would take the same RU and all but one would conflict. Shuffle so equal
+      // scores are broken at random, as in the independent path.
+      shuffleInPlace(cands, rng);
       out.candidatesSeen += cands.length;
       if (cands.length === 0) continue;
       // Trial pick on a scratch context so the group's own picks count against each other.

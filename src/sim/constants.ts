@@ -80,3 +80,6 @@ export const PIGEON = {
 
 /** Utilisation is sampled this often (Tarcil Fig. 15b samples every 2 s). */
 export const UTIL_SAMPLE_MS = 2000;
+
+/** Server attribute naming the replica triplet (copyset) a server belongs to (W2's input data). */
+export const COPYSET_ATTR = 'copyset';

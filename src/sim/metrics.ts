@@ -1,5 +1,6 @@
 /** Summaries of a run: response times against ideal, overheads, and the W5 short/long slowdowns. */
 import { mean, quantileSorted } from 'simple-statistics';
+import { PERF } from './constants.ts';
 import type { SimJob } from './world.ts';
 
 /** What is kept of each measured job (or query chain). */
@@ -21,6 +22,43 @@ export interface JobRecord {
   waits: { estimate: number; realised: number }[];
   /** Longest task's real execution time (Pigeon's "job execution time"). */
   exec: number;
+  /** Where response − ideal went, ms, summed over the chain's stages (see lossSplit). */
+  loss: LossSplit;
+}
+
+/**
+ * Response − ideal of a job split along the stage's last task: time before it started (scheduling,
+ * admission and capacity waits), running on a slower platform than the best, interference from
+ * neighbours, reading input remotely; `other` is what is left (a last task shorter than the
+ * longest one, rounding).
+ */
+export interface LossSplit {
+  wait: number;
+  platform: number;
+  interference: number;
+  remote: number;
+  other: number;
+}
+
+export function lossSplit(head: SimJob): LossSplit {
+  const l: LossSplit = { wait: 0, platform: 0, interference: 0, remote: 0, other: 0 };
+  for (let j: SimJob | undefined = head; j; j = j.next) {
+    let last: SimJob['tasks'][number] | undefined;
+    for (const t of j.tasks) if (!last || t.end > last.end) last = t;
+    if (!last) continue;
+    const stage = j.finish - j.arrival;
+    const base = last.remote ? last.work / (1 + PERF.REMOTE_READ_FRACTION) : last.work;
+    const wait = last.start - j.arrival;
+    const platform = base / last.speed - base / j.maxPerf;
+    const remote = (last.work - base) / last.speed;
+    const interference = last.end - last.start - last.work / last.speed;
+    l.wait += wait;
+    l.platform += platform;
+    l.remote += remote;
+    l.interference += interference;
+    l.other += stage - j.ideal - wait - platform - remote - interference;
+  }
+  return l;
 }
 
 export function record(job: SimJob): JobRecord {
@@ -47,6 +85,7 @@ export function record(job: SimJob): JobRecord {
     local: head.local,
     waits: head.waits,
     exec,
+    loss: lossSplit(head),
   };
 }
 

@@ -18,6 +18,8 @@ export interface RunConfig {
   onProgress?: (t: number) => void;
   /** Keep the world for inspection (tests). */
   keepWorld?: boolean;
+  /** Score every placement's Q against the truth (WorldOptions.scoreQ). */
+  scoreQ?: boolean;
 }
 
 export interface RunResult {
@@ -41,7 +43,7 @@ export function runSim(cfg: RunConfig): RunResult {
   const policyRng = root.fork();
   const engine = new Engine();
   const wl = cfg.workload;
-  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.perf ? { perf: cfg.perf } : {}) });
+  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.perf ? { perf: cfg.perf } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}) });
   wl.setup?.(world, worldRng.fork());
   const policy = makePolicy(cfg.policy, world, policyRng, wl.env);
   let submitted = 0;

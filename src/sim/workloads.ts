@@ -3,9 +3,9 @@
  * million-task run never holds its whole trace in memory.
  */
 import { expandCluster, loadCatalog, type Catalog } from '../model/catalog.ts';
-import { N_RESOURCES, type ClusterSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
-import type { Rng } from '../util/rng.ts';
-import { PERF, PIGEON } from './constants.ts';
+import { DEFAULT_PRIORITY, N_RESOURCES, type ClusterSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
+import { SeededRng, type Rng } from '../util/rng.ts';
+import { COPYSET_ATTR, PERF, PIGEON } from './constants.ts';
 import { realVector } from './perf.ts';
 import { makeJob, type SimJob, type World } from './world.ts';
 import type { PolicyEnv } from './policies/types.ts';
@@ -71,7 +71,14 @@ export interface W1Options {
   durationMs?: number;
   jobs: number;
   profileError?: number;
+  /** Share of jobs marked high priority (Tarcil Fig. 12); they are labelled 'high', the rest 'low'. */
+  highShare?: number;
+  /** Give the 'high' jobs their priority (false: same jobs, same labels, all at the default priority). */
+  priorities?: boolean;
 }
+
+/** The priority of Fig. 12's high-priority tasks: anything above the default bypasses. */
+export const HIGH_PRIORITY = DEFAULT_PRIORITY + 100;
 
 /** W1 (Tarcil §6.1): one-task Spark jobs of a fixed duration on ec2-100, Poisson arrivals at a load. */
 export function w1(o: W1Options): Workload {
@@ -93,7 +100,14 @@ export function w1(o: W1Options): Workload {
       const maxPerf = world.maxPerf(p);
       for (let i = 0; i < o.jobs; i++) {
         t += exp(rng, gapMs);
-        yield makeJob({ id: i + 1, profile: p, real: realVector(p.caused, o.profileError ?? PERF.PROFILE_ERROR_SD, rng), arrival: t, work: [dur], maxPerf });
+        const real = realVector(p.caused, o.profileError ?? PERF.PROFILE_ERROR_SD, rng);
+        if (o.highShare === undefined) {
+          yield makeJob({ id: i + 1, profile: p, real, arrival: t, work: [dur], maxPerf });
+          continue;
+        }
+        const high = rng.next() < o.highShare;
+        const priority = high && o.priorities !== false ? HIGH_PRIORITY : DEFAULT_PRIORITY;
+        yield makeJob({ id: i + 1, profile: p, real, arrival: t, work: [dur], maxPerf, priority, label: high ? 'high' : 'low' });
       }
     },
   };
@@ -110,11 +124,22 @@ const QUERIES: Record<string, [number, number, number]> = {
   q12: [180, 250, 40],
 };
 const STAGE_TASKS = [33, 8, 1] as const;
+/** HDFS's 3-way replication (Tarcil §6.2.1). */
+const REPLICAS = 3;
+/** Seed of the (fixed) assignment of servers to replica triplets. */
+const COPYSET_SEED = 0x3c0;
+
 
 export interface W2Options {
   variant: 'unloaded' | 'resident' | 'hetero';
   queries: number;
-  /** Utilisation from the queries themselves (resident load comes on top). */
+  /**
+   * The queries' *ideal* work as a share of RUs (best platform, no interference, all reads local);
+   * resident load comes on top. What they really impose is more — interference among TPC-H
+   * tasks and with residents, remote reads — and depends on the policy: `tarcil bench w2-load`
+   * measures it. 0.25 by default: the highest load of that sweep at which Tarcil, Sparrow and
+   * both delay schedulers are below saturation (realised utilisation 65–69% with residents).
+   */
   load?: number;
 }
 
@@ -139,7 +164,30 @@ function heteroHundred(): ServerSpec[] {
 
 /** W2 (Tarcil §6.2.1, Sparrow §7): TPC-H queries as stages of 33 data-constrained, 8 and 1 tasks. */
 export function w2(o: W2Options): Workload {
-  const servers = o.variant === 'hetero' ? heteroHundred() : clusterServers('ec2-100');
+  // Replicas live on fixed triplets of servers (copysets), named by a server attribute, so that
+  // "constrain first-stage tasks to the machines holding their input" (Tarcil §6.2.1) is a hard
+  // constraint the core can express (attributes), as it is in the paper for every scheduler.
+  // Triplets are drawn by a fixed shuffle, not taken in server order: on the heterogeneous cluster
+  // that would put all replicas of a block on three servers of one (possibly small) type.
+  const base = o.variant === 'hetero' ? heteroHundred() : clusterServers('ec2-100');
+  const order = base.map((_, i) => i);
+  const shuffle = new SeededRng(COPYSET_SEED);
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = shuffle.int(i + 1);
+    [order[i], order[j]] = [order[j] as number, order[i] as number];
+  }
+  // A server left over after the last full triplet holds no input data.
+  const sets = Math.floor(base.length / REPLICAS);
+  const setOf = new Array<number>(base.length).fill(-1);
+  order.forEach((srv, k) => {
+    if (k < sets * REPLICAS) setOf[srv] = Math.floor(k / REPLICAS);
+  });
+  const servers = base.map((s, i) => ((setOf[i] as number) < 0 ? s : { ...s, attributes: { ...s.attributes, [COPYSET_ATTR]: String(setOf[i]) } }));
+  const members: number[][] = Array.from({ length: sets }, () => []);
+  setOf.forEach((g, srv) => {
+    if (g >= 0) (members[g] as number[]).push(srv);
+  });
+  const copysets = members.length;
   const nRu = servers.reduce((n, s) => n + s.rus, 0);
   const names = Object.keys(QUERIES);
   let meanWork = 0;
@@ -148,7 +196,7 @@ export function w2(o: W2Options): Workload {
     meanWork += (STAGE_TASKS[0] * d[0] + STAGE_TASKS[1] * d[1] + STAGE_TASKS[2] * d[2]) / names.length;
   }
   const resident = o.variant === 'unloaded' ? 0 : 0.4;
-  const load = o.load ?? 0.38;
+  const load = o.load ?? 0.25;
   const gapMs = meanWork / (load * nRu);
   const stageProfiles = [profile('tpch-scan'), profile('tpch-join'), profile('tpch-agg')];
   const residentProfiles = ['memcached', 'hadoop-map', 'hadoop-reduce', 'spark-lr'].map(profile);
@@ -186,9 +234,7 @@ export function w2(o: W2Options): Workload {
           const data =
             st === 0
               ? work.map(() => {
-                  const s = new Set<number>();
-                  while (s.size < 3) s.add(rng.int(world.servers.length));
-                  return [...s];
+                  return [...(members[rng.int(copysets)] as number[])];
                 })
               : undefined;
           const job: SimJob = makeJob({
@@ -353,24 +399,65 @@ export interface W5Options {
   rate?: number;
   /** Fanout cap, to keep quick runs small; the table's maximum by default. */
   maxFanout?: number;
+  /** Seed of the trace itself (the cluster is sized from it, so it is drawn before the run). */
+  seed?: number;
+}
+
+export interface W5Trace {
+  jobs: { arrival: number; work: number[]; short: boolean }[];
+  /** Σ task work, ms. */
+  work: number;
+  /** Last arrival, ms: the window in which jobs arrive and are measured. */
+  span: number;
+  /**
+   * Slots the trace keeps busy on average over [0, span] with unlimited resources: Σ of each task's
+   * work that falls inside the window, over the window. Tasks of the heavy tail run for hours past
+   * a window of minutes; only the part inside it loads the cluster while jobs arrive.
+   */
+  occupancy: number;
+}
+
+/** Draws a W5 trace: bounded-Pareto fanout and mean task time with Table 1's bounds and means. */
+export function w5Trace(o: W5Options): W5Trace {
+  const tr = TRACES[o.trace];
+  const Fmax = Math.min(tr.Fmax, o.maxFanout ?? tr.Fmax);
+  const aF = fitParetoShape(tr.Favg, 1, Fmax);
+  const aT = fitParetoShape(tr.Tavg, tr.Tmin, tr.Tmax);
+  const gapMs = 1000 / (o.rate ?? 1);
+  const rng = new SeededRng(o.seed ?? 1);
+  const jobs: W5Trace['jobs'] = [];
+  let t = 0;
+  let work = 0;
+  for (let i = 0; i < o.jobs; i++) {
+    t += exp(rng, gapMs);
+    const F = Math.max(1, Math.min(Fmax, Math.round(boundedPareto(rng, aF, 1, Fmax))));
+    const Tm = boundedPareto(rng, aT, tr.Tmin, tr.Tmax) * 1000;
+    const w = Array.from({ length: F }, () => Math.max(0.001, exp(rng, Tm)));
+    for (const x of w) work += x;
+    jobs.push({ arrival: t, work: w, short: Tm < tr.cutoff * 1000 });
+  }
+  let inside = 0;
+  for (const j of jobs) for (const x of j.work) inside += Math.min(x, t - j.arrival);
+  return { jobs, work, span: t, occupancy: t > 0 ? inside / t : 0 };
 }
 
 /**
  * W5 (Pigeon §4): heavy-tailed fanout and task times with Table 1's bounds and means. Fanout and a
  * job's mean task time are bounded Pareto with the shape that gives the table's mean; a job's
- * tasks are exponential around its mean. The number of 4-RU workers is chosen for the load, as
- * Pigeon varies the cluster size (§4.2).
+ * tasks are exponential around its mean. Pigeon varies the cluster size for the load (§4.2); the
+ * number of 4-RU workers here is sized from the *drawn* trace: the slots it keeps busy during its
+ * arrival window (W5Trace.occupancy) over the load. Sizing from Table 1's means would not do: a few
+ * thousand draws from a bounded Pareto this heavy rarely reach its mean (Cloudera, Google far
+ * below nominal); nor would total work over the window, which counts tasks that run for hours
+ * after the last arrival as if they loaded the window.
  */
 export function w5(o: W5Options): Workload {
   const tr = TRACES[o.trace];
-  const Fmax = Math.min(tr.Fmax, o.maxFanout ?? tr.Fmax);
-  const aF = fitParetoShape(tr.Favg, 1, Fmax);
-  const aT = fitParetoShape(tr.Tavg, tr.Tmin, tr.Tmax);
-  const rate = o.rate ?? 1;
-  const slots = Math.ceil((rate * tr.Favg * tr.Tavg) / o.load);
-  const workers = Math.max(1, Math.ceil(slots / 4));
+  const trace = w5Trace(o);
+  const slots = Math.max(4, Math.ceil(trace.occupancy / o.load));
+  const workers = Math.ceil(slots / 4);
   const servers = homogeneous('r3-xlarge', workers, 40);
-  const gapMs = 1000 / rate;
+  const gapMs = 1000 / (o.rate ?? 1);
   const reserved = PIGEON.RESERVED[o.trace];
   return {
     name: `W5 ${o.trace} load=${o.load}`,
@@ -378,16 +465,12 @@ export function w5(o: W5Options): Workload {
     interference: false,
     env: { shortCutoffMs: tr.cutoff * 1000, reserved },
     warmupMs: o.jobs * gapMs * 0.1,
-    offered: o.load,
-    *jobs(_world, rng) {
-      let t = 0;
-      for (let i = 0; i < o.jobs; i++) {
-        t += exp(rng, gapMs);
-        const F = Math.max(1, Math.min(Fmax, Math.round(boundedPareto(rng, aF, 1, Fmax))));
-        const Tm = boundedPareto(rng, aT, tr.Tmin, tr.Tmax) * 1000;
-        const work = Array.from({ length: F }, () => Math.max(0.001, exp(rng, Tm)));
-        const job = makeJob({ id: i + 1, profile: SYNTHETIC, arrival: t, work, maxPerf: 1 });
-        job.short = Tm < tr.cutoff * 1000;
+    offered: trace.occupancy / (workers * 4),
+    *jobs() {
+      let id = 1;
+      for (const j of trace.jobs) {
+        const job = makeJob({ id: id++, profile: SYNTHETIC, arrival: j.arrival, work: j.work, maxPerf: 1 });
+        job.short = j.short;
         yield job;
       }
     },

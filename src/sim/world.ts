@@ -9,6 +9,7 @@ import { wireAdmission } from '../agent/core.ts';
 import { DEFAULT_PRIORITY, N_RESOURCES, type JobSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
 import { ClusterState, type Occupant } from '../sampling/cluster-state.ts';
 import { IndexedSet } from '../sampling/indexed-set.ts';
+import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
 import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
 import type { Engine } from './engine.ts';
@@ -32,6 +33,12 @@ export interface SimTask {
   remote: boolean;
   /** The Q the scheduler saw for its RU (policies that score), for the Q CDFs. */
   Q?: number;
+  /** Whether that RU was acceptable for the job (U_H ≥ T_W) when chosen. */
+  acceptable?: boolean;
+  /** Q of its RU at the moment it started, from the truth (any policy; WorldOptions.scoreQ). */
+  placedQ?: number;
+  /** Platform speed of the RU it ran on, for this job (splits lost performance into platform vs interference). */
+  speed: number;
   occupant?: Occupant;
 }
 
@@ -54,6 +61,8 @@ export interface SimJob {
   ideal: number;
   /** Sum of the ideals of this job and the earlier stages of its chain. */
   chainIdeal: number;
+  /** The job's best platform speed on this cluster (the denominator of its ideal). */
+  maxPerf: number;
   done: number;
   finish: number;
   /** Overheads, ms, summed over the chain on the head. */
@@ -100,6 +109,8 @@ export interface WorldOptions {
   perf?: PerfParams;
   /** Record utilisation every this many ms (0: off). */
   utilEvery?: number;
+  /** Score every placement's Q against the truth at start (Fig. 15c/17, for every policy). */
+  scoreQ?: boolean;
 }
 
 export class World {
@@ -128,12 +139,17 @@ export class World {
   tasksFinished = 0;
   readonly platforms: readonly string[];
   private readonly maxPerfCache = new Map<WorkloadProfile, number>();
+  private readonly scoreQ: boolean;
+  private readonly targets = new Map<readonly number[], JobTarget>();
+  private readonly scratchC: number[] = [];
+  private readonly scratchSum = new Array<number>(N_RESOURCES).fill(0);
 
   constructor(engine: Engine, rng: Rng, specs: readonly ServerSpec[], opts: WorldOptions) {
     this.engine = engine;
     this.rng = rng;
     this.interference = opts.interference;
     this.perf = opts.perf ?? DEFAULT_PERF;
+    this.scoreQ = opts.scoreQ ?? false;
     let base = 0;
     for (const spec of specs) {
       this.servers.push({ idx: this.servers.length, spec, base, rus: spec.rus, sum: new Float64Array(N_RESOURCES), tasks: [], free: spec.rus });
@@ -232,12 +248,23 @@ export class World {
     task.last = now;
     const remote = task.data !== undefined && !task.data.includes(s.idx);
     task.remote = remote;
+    if (this.scoreQ) {
+      // Before the task's own load joins the server: what the newcomer finds there.
+      let target = this.targets.get(task.job.declared);
+      if (!target) {
+        target = jobTarget(task.job.declared);
+        this.targets.set(task.job.declared, target);
+      }
+      for (let i = 0; i < N_RESOURCES; i++) this.scratchSum[i] = s.sum[i] as number;
+      task.placedQ = scoreRu(contention(this.scratchSum, s.rus, null, this.scratchC), target).Q;
+    }
     if (remote) task.work += PERF.REMOTE_READ_FRACTION * task.work;
     else if (task.data) task.job.head.local++;
     const j = task.job;
     j.started++;
     if (j.started === j.tasks.length) j.head.schedMs += now - j.arrival;
     task.remaining = task.work;
+    task.speed = task.job.profile.platformPerf[s.spec.platform] ?? 1;
     const job = task.job;
     for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) + (job.real[i] as number);
     s.tasks.push(task);
@@ -339,6 +366,7 @@ export function makeJob(opts: {
     short: opts.short ?? false,
     ideal: 0,
     chainIdeal: 0,
+    maxPerf: opts.maxPerf,
     done: 0,
     finish: NaN,
     decisionMs: 0,
@@ -358,7 +386,7 @@ export function makeJob(opts: {
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
   opts.work.forEach((w, i) => {
-    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, ver: 0, remote: false };
+    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, ver: 0, remote: false, speed: 1 };
     const d = opts.data?.[i];
     if (d) task.data = d;
     job.tasks.push(task);

@@ -214,6 +214,20 @@ describe('batch sampling', () => {
     expect(res.picks.filter((p) => p.server.id === 's0042').length).toBe(Math.min(4, free42));
   });
 
+  it('breaks ties between equally good RUs of a packed server at random (concurrent agents spread)', () => {
+    // Regression: packed groups were enumerated in RU index order and the sort is stable, so every
+    // agent that chose a server took its lowest free RU and all but one of them conflicted.
+    const st = loadedCluster(new SeededRng(31), 1, 8, 0);
+    const chosen = new Set<number>();
+    for (let seed = 1; seed <= 40; seed++) {
+      const res = selectPlacements(st, request({ m: 1, locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers: ['s0000'] } }), new SeededRng(seed));
+      expect(res.picks).toHaveLength(1);
+      chosen.add(res.picks[0]!.index);
+    }
+    // 40 draws from 8 equal RUs: all 8 appear with probability > 99.5%.
+    expect(chosen.size).toBeGreaterThanOrEqual(6);
+  });
+
   it('never samples blocked or down servers', () => {
     const rng = new SeededRng(29);
     const st = loadedCluster(rng, 10, 8, 0);

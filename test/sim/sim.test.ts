@@ -3,7 +3,8 @@ import { Engine } from '../../src/sim/engine.ts';
 import { PigeonPolicy } from '../../src/sim/policies/pigeon.ts';
 import { SparrowPolicy } from '../../src/sim/policies/sparrow.ts';
 import { runSim, type RunConfig } from '../../src/sim/run.ts';
-import { fitParetoShape, boundedParetoMean, w1, w2, w3, w4, w5, SYNTHETIC } from '../../src/sim/workloads.ts';
+import { fitParetoShape, boundedParetoMean, w1, w2, w3, w4, w5, w5Trace, SYNTHETIC } from '../../src/sim/workloads.ts';
+import { COPYSET_ATTR } from '../../src/sim/constants.ts';
 import { makeJob, World } from '../../src/sim/world.ts';
 import { slowdown } from '../../src/sim/perf.ts';
 import { EXPERIMENTS } from '../../src/sim/experiments.ts';
@@ -160,5 +161,120 @@ describe('charts', () => {
     expect(vegaSpec(c).marks).toBeDefined();
     const svg = await renderSvg(c);
     expect(svg.startsWith('<svg')).toBe(true);
+  });
+});
+
+describe('workload load matches its nominal load', () => {
+  it('W1: the arrival rate brings the nominal ideal load (within 5%)', () => {
+    const wl = w1({ load: 0.6, jobs: 4000 });
+    const world = new World(new Engine(), new SeededRng(1), wl.servers, { interference: false, utilEvery: 0 });
+    let work = 0;
+    let last = 0;
+    for (const j of wl.jobs(world, new SeededRng(2))) {
+      for (const t of j.tasks) work += t.work;
+      last = j.arrival;
+    }
+    expect(work / (last * world.nRu)).toBeGreaterThan(0.57);
+    expect(work / (last * world.nRu)).toBeLessThan(0.63);
+  });
+  for (const trace of ['yahoo', 'cloudera', 'google'] as const) {
+    it(`W5 ${trace}: the cluster is sized so the drawn trace loads its arrival window at the nominal load`, () => {
+      const o = { trace, load: 0.9, jobs: 300, maxFanout: 2000, seed: 4 };
+      const tr = w5Trace(o);
+      const wl = w5(o);
+      const rus = wl.servers.reduce((a, s) => a + s.rus, 0);
+      // Rounding up to whole 4-RU workers only lowers the load, by less than a worker's share.
+      const realised = tr.occupancy / rus;
+      let inside = 0;
+      for (const j of tr.jobs) for (const x of j.work) inside += Math.min(x, tr.span - j.arrival);
+      expect(tr.occupancy).toBeCloseTo(inside / tr.span, 6);
+      expect(realised).toBeLessThanOrEqual(0.9 + 1e-9);
+      expect(realised).toBeGreaterThan(0.9 * (1 - 4 / rus) - 1e-9);
+      expect(wl.offered).toBeCloseTo(realised, 9);
+    });
+  }
+  it('W2: every first-stage task has its 3 replicas on one named copyset', () => {
+    const wl = w2({ variant: 'resident', queries: 20 });
+    const world = new World(new Engine(), new SeededRng(1), wl.servers, { interference: false, utilEvery: 0 });
+    for (const q of wl.jobs(world, new SeededRng(3))) {
+      for (const t of q.tasks) {
+        const sets = new Set((t.data ?? []).map((s) => wl.servers[s]?.attributes[COPYSET_ATTR]));
+        expect(t.data).toHaveLength(3);
+        expect(sets.size).toBe(1);
+      }
+    }
+  });
+});
+
+describe('W2 rivals as their papers describe them', () => {
+  it('tarcil and centralized honour the hard data constraint (every scan task local)', () => {
+    for (const policy of ['tarcil', 'centralized']) {
+      const r = runSim({ workload: w2({ variant: 'resident', queries: 30, load: 0.2 }), policy: { name: policy, agents: 4 }, seed: 5 });
+      expect(r.summary.locality).toBe(1);
+    }
+  });
+  it('centralized: a scan on the 100-server cluster stays within the 2 s timeout and rounds keep up with TPC-H', () => {
+    const r = runSim({ workload: w2({ variant: 'unloaded', queries: 60, load: 0.2 }), policy: { name: 'centralized' }, seed: 5 });
+    expect(r.counters.decisionMs).toBeLessThanOrEqual(2000);
+    expect(r.counters.timeouts).toBe(0);
+    // Three stages a query, each waiting at most for the round in progress and its own: bounded.
+    expect(r.summary.sched.p95).toBeLessThan(3 * 2 * (r.counters.decisionMs ?? 0) + 1000);
+  });
+  it('centralized: past the timeout the scan covers only part of the cluster', () => {
+    const r = runSim({ workload: w3({ jobs: 20, interArrivalMs: 500 }), policy: { name: 'centralized' }, seed: 5 });
+    expect(r.counters.decisionMs).toBeLessThanOrEqual(2000);
+  });
+  it('delay-dynamic moves its interval with the reported overheads; delay-fixed keeps 3 s', () => {
+    const wl = (): RunConfig['workload'] => w2({ variant: 'resident', queries: 60, load: 0.25 });
+    const fixed = runSim({ workload: wl(), policy: { name: 'delay-fixed' }, seed: 5 });
+    const dyn = runSim({ workload: wl(), policy: { name: 'delay-dynamic' }, seed: 5 });
+    expect(fixed.counters.finalDelayMs).toBe(3000);
+    expect(dyn.counters.reports).toBeGreaterThan(0);
+    expect(dyn.counters.finalDelayMs).toBeLessThan(3000);
+    expect(dyn.summary.response.mean).not.toBe(fixed.summary.response.mean);
+  });
+});
+
+describe('priorities', () => {
+  it('high-priority jobs bypass queued low-priority ones (same jobs, with vs without priorities)', () => {
+    const run = (priorities: boolean): ReturnType<typeof runSim> =>
+      runSim({ workload: w1({ load: 0.95, jobs: 1500, highShare: 0.2, priorities }), policy: { name: 'tarcil', agents: 1, core: { preemption: false } }, seed: 8 });
+    const on = run(true);
+    const off = run(false);
+    const sched = (r: ReturnType<typeof runSim>, cls: string): number => {
+      const xs = r.records.filter((x) => x.label === cls).map((x) => x.sched);
+      return xs.reduce((a, b) => a + b, 0) / xs.length;
+    };
+    // One agent at 95%: its queue is long, so bypassing it must show.
+    expect(sched(on, 'high')).toBeLessThan(0.5 * sched(off, 'high'));
+    expect(sched(on, 'high')).toBeLessThan(sched(on, 'low'));
+    expect(on.records.filter((x) => x.label === 'high').length).toBe(off.records.filter((x) => x.label === 'high').length);
+  });
+});
+
+describe('loss split', () => {
+  it('wait + platform + interference + remote + other adds up to response − ideal', () => {
+    const r = runSim({ workload: w3({ jobs: 40, interArrivalMs: 200 }), policy: { name: 'tarcil', agents: 3 }, seed: 2 });
+    for (const x of r.records) {
+      const l = x.loss;
+      expect(l.wait + l.platform + l.interference + l.remote + l.other).toBeCloseTo(x.response - x.ideal, 6);
+      expect(l.wait).toBeGreaterThanOrEqual(0);
+      expect(Math.abs(l.other)).toBeLessThan(1e-6 + 0.5 * x.ideal);
+    }
+  });
+});
+
+describe('quality at placement (Fig. 15c/17)', () => {
+  it('scores every started task, for any policy, within [0, 1]', () => {
+    for (const policy of ['tarcil', 'sparrow']) {
+      const r = runSim({ workload: w3({ jobs: 30, interArrivalMs: 200 }), policy: { name: policy, agents: 3 }, seed: 4, keepWorld: true, scoreQ: true });
+      const qs = (r.world as World).completed.flatMap((j) => j.tasks.map((t) => t.placedQ));
+      expect(qs.length).toBeGreaterThan(0);
+      for (const q of qs) {
+        expect(q).toBeDefined();
+        expect(q as number).toBeGreaterThanOrEqual(0);
+        expect(q as number).toBeLessThanOrEqual(1);
+      }
+    }
   });
 });

@@ -1,3 +1,4 @@
+import type { CoreConfig } from '../../agent/core.ts';
 import type { Rng } from '../../util/rng.ts';
 import type { World } from '../world.ts';
 import { CentralizedPolicy } from './centralized.ts';
@@ -31,6 +32,8 @@ export const POLICY_NAMES = [
 export interface PolicySpec {
   name: string;
   agents?: number;
+  /** Overrides of the scheduling core's configuration (tarcil and fixed-R only: ablations). */
+  core?: Partial<CoreConfig>;
 }
 
 /** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
@@ -38,10 +41,11 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
   const n = spec.name;
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
-  if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]) });
+  const core = spec.core ? { core: spec.core } : {};
+  if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':
-      return new TarcilPolicy(world, rng, { agents });
+      return new TarcilPolicy(world, rng, { agents, ...core });
     case 'sparrow':
       return new SparrowPolicy(world, rng, { mode: 'batch-lb', cancel: true });
     case 'sparrow-nocancel':

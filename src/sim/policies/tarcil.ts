@@ -16,10 +16,10 @@
  * commit latency create the conflicts that grow with R and with the number of agents.
  */
 import { decide, DEFAULT_CORE_CONFIG, type CoreConfig, type CoreContext } from '../../agent/core.ts';
-import type { JobSpec } from '../../model/types.ts';
+import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
-import { TARCIL } from '../constants.ts';
+import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
 import type { Policy } from './types.ts';
 
@@ -97,7 +97,7 @@ export class TarcilPolicy implements Policy {
     const first = this.agents[0];
     if (!first) throw new Error('tarcil needs at least one agent');
     this.firstAgent = first;
-    world.onFree = () => this.wakeOne();
+    world.onFree = (ru) => this.wakeFor(ru);
   }
 
   counters(): Record<string, number> {
@@ -125,13 +125,28 @@ export class TarcilPolicy implements Policy {
       tasks: m,
       priority: job.priority,
       mode: 'incremental',
-      locality: data ? { mode: 'pack', scope: 'server' } : { mode: 'any', scope: 'server' },
-      constraints: data ? { dataServers: data.map((s) => (this.world.servers[s] as { spec: { id: string } }).spec.id) } : {},
+      ...this.dataPlacement(data),
       // Users of short tasks bound their queueing by their run time (JobSpec.maxQueueMs): here
       // twice the job's ideal time, within [10 ms, 10 s].
       maxQueueMs: this.opts.maxQueueMs ?? Math.min(10_000, Math.max(10, 2 * job.ideal)),
       submittedAt: job.arrival,
     };
+  }
+
+  /**
+   * Where a data-constrained task may go. When its replicas form a named set (W2's copysets) the
+   * task is hard-constrained to them, as the paper's TPC-H runs constrain first-stage tasks;
+   * otherwise the replicas are only preferred (locality pack).
+   */
+  private dataPlacement(data: number[] | undefined): Pick<JobSpec, 'locality' | 'constraints'> {
+    if (!data) return { locality: { mode: 'any', scope: 'server' }, constraints: {} };
+    const specs = data.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec);
+    const dataServers = specs.map((x) => x.id);
+    const set = specs[0]?.attributes[COPYSET_ATTR];
+    if (set !== undefined && specs.every((x) => x.attributes[COPYSET_ATTR] === set)) {
+      return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: { [COPYSET_ATTR]: set }, dataServers } };
+    }
+    return { locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers } };
   }
 
   submit(job: SimJob): void {
@@ -152,13 +167,27 @@ export class TarcilPolicy implements Policy {
 
   private enqueue(r: Request): void {
     const a = this.agents[this.rr++ % this.agents.length] as Agent;
-    a.queue.push(r);
+    this.push(a.queue, r);
     this.pump(a);
   }
 
   private requeue(a: Agent, r: Request): void {
-    a.queue.push(r);
+    this.push(a.queue, r);
     this.pump(a);
+  }
+
+  /**
+   * FIFO, except that a job above the bypass priority goes ahead of every lower-priority request
+   * already waiting (Tarcil §5.3: high priority "bypass[es] all prior-enqueued tasks").
+   */
+  private push(q: Request[], r: Request): void {
+    if (r.job.priority <= this.cfg.bypassAbove) {
+      q.push(r);
+      return;
+    }
+    let k = 0;
+    while (k < q.length && (q[k] as Request).job.priority >= r.job.priority) k++;
+    q.splice(k, 0, r);
   }
 
   private pump(a: Agent): void {
@@ -232,7 +261,7 @@ export class TarcilPolicy implements Policy {
       // Nothing free and eligible in the (stale) view: wait for a free RU.
       this.c.capacityWaits++;
       release(cost);
-      this.waiters.push(r);
+      this.push(this.waiters, r);
       eng.setTimer(TARCIL.RECHECK_MS, () => this.wake(r));
       r.agent = a;
       return;
@@ -255,6 +284,7 @@ export class TarcilPolicy implements Policy {
         const task = inFlight[k] as SimTask;
         if (this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev) {
           task.Q = Qs[k];
+          task.acceptable = p.quality.acceptable;
           this.world.startTask(task, p.id);
           this.c.picks++;
         } else {
@@ -284,7 +314,7 @@ export class TarcilPolicy implements Policy {
       if (failed.length > 0 || picks.length === chunk.length) eng.setTimer(delay, () => this.requeue(a, r));
       else {
         // Fewer picks than asked: the view had too few free RUs; wait for frees.
-        this.waiters.push(r);
+        this.push(this.waiters, r);
         r.agent = a;
       }
     });
@@ -298,9 +328,17 @@ export class TarcilPolicy implements Policy {
     this.requeue(a, r);
   }
 
-  private wakeOne(): void {
-    const r = this.waiters.shift();
-    if (!r) return;
+  /** A freed RU wakes the first waiting request that may use it (hard constraints checked). */
+  private wakeFor(ru: number): void {
+    const attrs = this.world.server(ru).spec.attributes;
+    const k = this.waiters.findIndex((w) => {
+      const want = w.spec.constraints.attributes;
+      if (!want) return true;
+      for (const [key, v] of Object.entries(want)) if (attrs[key] !== v) return false;
+      return true;
+    });
+    if (k < 0) return;
+    const r = this.waiters.splice(k, 1)[0] as Request;
     // The freed RU reaches the agents' cache after the watch delay.
     const a = r.agent ?? this.firstAgent;
     this.world.engine.setTimer(TARCIL.WATCH_DELAY_MS, () => this.requeue(a, r));
