@@ -77,7 +77,8 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
     for (const r of t.rows) table.push(r.map(String));
     write(`${t.title}\n${table.toString()}\n`);
   }
-  const out = resolve(o.out ?? join(process.cwd(), 'bench', 'results'));
+  // Quick runs go to their own folder so they never overwrite the committed full results.
+  const out = resolve(o.out ?? join(process.cwd(), 'bench', 'results', ...(o.quick ? ['quick'] : [])));
   mkdirSync(out, { recursive: true });
   const files: string[] = [];
   for (const c of res.charts) {
