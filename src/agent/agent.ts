@@ -11,6 +11,7 @@ import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { AgentCache } from './cache.ts';
 import { DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
+import { freeReservation } from './release.ts';
 import { parseJson, type JobRecord, type PlacedRuRecord, type PlacedTaskRecord } from './records.ts';
 
 export type ConflictScope = 'ru' | 'server';
@@ -719,15 +720,26 @@ export class SchedulingAgent {
       await this.admit(job, target, pending.length, rec, queueStart, waiting);
       const reserved: Placement[] = [];
       let failed = false;
-      for (let off = 0; off < pending.length; off += this.picksPerTxn) {
-        const chunk = pending.slice(off, off + this.picksPerTxn);
-        const before = rec.placements.length;
-        const ok = await this.reserveChunk(job, target, chunk, rec);
-        if (!ok) {
-          failed = true;
-          break;
+      try {
+        for (let off = 0; off < pending.length; off += this.picksPerTxn) {
+          this.assertOpen(job.id);
+          const chunk = pending.slice(off, off + this.picksPerTxn);
+          const before = rec.placements.length;
+          const ok = await this.reserveChunk(job, target, chunk, rec);
+          if (!ok) {
+            failed = true;
+            break;
+          }
+          reserved.push(...rec.placements.splice(before));
         }
-        reserved.push(...rec.placements.splice(before));
+      } catch (err) {
+        // Stopped mid-way (cancelled, closed, store error): give back what we reserved, if we
+        // still may. Whatever is left is reconciled by the job's owner (JobManager), or by the
+        // process that adopts the job.
+        await this.releaseReservations(job, reserved).catch((e: unknown) =>
+          this.log.warn({ job: job.id, err: (e as Error).message }, 'could not release gang reservations; the owner will'),
+        );
+        throw err;
       }
       if (!failed) {
         await this.confirmReservations(job, reserved, rec);
@@ -777,10 +789,21 @@ export class SchedulingAgent {
         const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: now };
         success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
       }
-      const res = await this.store.txn({ compare, success });
+      const fence = this.fences.get(job.id);
+      const failure: Op[] = [];
+      if (fence) {
+        compare.push({ key: fence.key, target: 'lease', op: '==', value: fence.lease });
+        failure.push({ type: 'get', key: fence.key });
+      }
+      const res = await this.store.txn({ compare, success, failure });
       if (!res.succeeded) {
-        // Only this agent writes reserved RUs; a mismatch means the store lost them (e.g. an
-        // operator reset). Surface it rather than guess.
+        const cur = fence ? res.responses[0]?.[0] : undefined;
+        if (fence && (!cur || cur.lease !== fence.lease)) {
+          this.aborted.add(job.id);
+          throw new TarcilError('CANCELLED', `job ${job.id} is no longer owned through lease ${fence.lease}`);
+        }
+        // Only the job's owner writes its reserved RUs; a mismatch means someone else changed
+        // them (e.g. an operator reset). Surface it rather than guess: the owner reconciles.
         throw new TarcilError('INTERNAL', `gang reservation of job ${job.id} changed under its owner`);
       }
       for (const r of part) rec.placements.push({ ...r, commitRevision: res.revision });
@@ -789,15 +812,9 @@ export class SchedulingAgent {
 
   private async releaseReservations(job: JobSpec, reserved: Placement[]): Promise<void> {
     const k = this.keys;
+    const fence = this.fences.get(job.id);
     for (const r of reserved) {
-      await this.store.txn({
-        compare: [{ key: k.ru(r.ru), target: 'mod', op: '==', value: r.commitRevision }],
-        success: [
-          { type: 'put', key: k.ru(r.ru), value: JSON.stringify({ state: 'free' }) },
-          { type: 'put', key: k.epoch(r.ru.server), value: `${this.id}:release` },
-          { type: 'delete', key: k.task(job.id, r.task) },
-        ],
-      });
+      await freeReservation(this.store, k, { ru: r.ru, ruRevision: r.commitRevision, job: job.id, task: r.task, by: this.id }, fence);
     }
   }
 

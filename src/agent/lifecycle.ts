@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { JobSpec, JobState, RuRef, TaskState } from '../model/types.ts';
 import type { Keys } from '../store/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
-import { isTarcilError, TarcilError } from '../util/errors.ts';
+import { invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { SchedulingAgent, type AgentConfig, type DecisionRecord, type Placement } from './agent.ts';
@@ -15,10 +16,12 @@ import {
   type LiveServerRecord,
   type LiveTaskRecord,
   type OwnerRecord,
+  type RequestRecord,
   type StoredDecisions,
 } from './live-records.ts';
 import { HeldLease } from './ownership.ts';
 import { parseJson, type PlacedRuRecord } from './records.ts';
+import { freeReservation } from './release.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -45,6 +48,28 @@ export interface JobManagerOptions {
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
 }
 
+export interface SubmitResult {
+  jobId: string;
+  record: LiveJobRecord;
+  revision: number;
+  /** True when the request id had already created this job (nothing new was written). */
+  duplicate: boolean;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function checkRequestId(id: string): string {
+  if (!REQUEST_ID.test(id)) throw invalid('request_id', 'must be 1-128 characters of A-Z a-z 0-9 . _ : -');
+  return id;
+}
+
+/** What makes two submissions the same job: the spec without the id and time the front-end gave it. */
+function specDigest(spec: JobSpec): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ ...spec, id: '', submittedAt: 0 }))
+    .digest('hex');
+}
+
 interface TaskView {
   rec: LiveTaskRecord;
   rev: number;
@@ -64,6 +89,8 @@ interface Owned {
   evalQueued: boolean;
   chain: Promise<void>;
   dropped: boolean;
+  /** A gang whose reservations may have been left half-done (adopted, or an attempt failed). */
+  reconcile: boolean;
 }
 
 const JOB_STATE_ORDER: JobState[] = ['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled'];
@@ -91,7 +118,10 @@ export class JobManager {
   private lease: HeldLease | undefined;
   private readonly owned = new Map<string, Owned>();
   private readonly jobFinal = new Map<string, boolean>();
-  private readonly ownerKeys = new Set<string>();
+  /** Job id → lease of its `owners/<job>` key, as the watch last showed it. */
+  private readonly ownerKeys = new Map<string, string>();
+  /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
+  private readonly submitting = new Set<string>();
   private readonly servers = new Map<string, LiveServerRecord>();
   private readonly adopting = new Set<string>();
   private followers: Follower[] = [];
@@ -100,7 +130,7 @@ export class JobManager {
   private nextAgent = 0;
   private closed = false;
   private started = false;
-  readonly stats = { submitted: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
+  readonly stats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
@@ -203,13 +233,25 @@ export class JobManager {
   /**
    * Persists a validated job with its owner key in one transaction, then schedules it. Resolves
    * once the job is durable: that is the acknowledgement.
+   *
+   * With a request id, `requests/<id>` is created in that same transaction, so a client retrying
+   * after a lost answer (or racing its own first attempt) gets the job the first attempt created:
+   * `duplicate` is then true and nothing new is written. A request id reused for a different
+   * spec is refused (CONFLICT), since answering with the other job would hide the mistake.
    */
-  async submit(spec: JobSpec): Promise<{ record: LiveJobRecord; revision: number }> {
+  async submit(spec: JobSpec, opts: { requestId?: string } = {}): Promise<SubmitResult> {
     if (!this.started || this.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
     const lease = this.lease;
     if (!lease || lease.fenced) throw new TarcilError('UNAVAILABLE', 'this scheduler has no valid lease; retry shortly');
     const k = this.o.keys;
     const now = this.o.clock.now();
+    const requestKey = opts.requestId !== undefined ? this.live.request(checkRequestId(opts.requestId)) : undefined;
+    const digest = specDigest(spec);
+    if (requestKey) {
+      // The common retry: answered from a read, without touching an agent or the lease.
+      const seen = await this.o.store.get(requestKey);
+      if (seen) return this.existing(seen, digest);
+    }
     const agent = this.pickAgent();
     const record: LiveJobRecord = {
       spec,
@@ -222,20 +264,58 @@ export class JobManager {
       taskStates: { queued: spec.tasks },
     };
     const owner: OwnerRecord = { agent: agent.id, process: this.o.process, since: now };
-    const res = await this.o.store.txn({
-      compare: [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }],
-      success: [
-        { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
-        { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
-      ],
-    });
-    if (!res.succeeded) throw new TarcilError('CONFLICT', `job ${spec.id} exists already`, { field: 'id' });
+    const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }];
+    const success: Op[] = [
+      { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
+      { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
+    ];
+    const failure: Op[] = [];
+    if (requestKey) {
+      const req: RequestRecord = { job: spec.id, digest, at: now };
+      compare.push({ key: requestKey, target: 'version', op: '==', value: 0 });
+      success.push({ type: 'put', key: requestKey, value: JSON.stringify(req) });
+      failure.push({ type: 'get', key: requestKey });
+    }
+    this.submitting.add(spec.id);
+    let res;
+    try {
+      res = await this.o.store.txn({ compare, success, failure });
+    } catch (err) {
+      // The outcome is unknown: the job may be stored, owned through our lease. Ask the store;
+      // if it cannot answer now, the sweep finds the job later (it is ours) and schedules it.
+      const landed = await this.o.store.get(k.owner(spec.id)).catch(() => undefined);
+      if (!landed || landed.lease !== lease.id) throw err;
+      const jkv = await this.o.store.get(k.job(spec.id)).catch(() => undefined);
+      if (!jkv) throw err;
+      res = { succeeded: true, revision: jkv.modRevision, responses: [] };
+    } finally {
+      this.submitting.delete(spec.id);
+    }
+    if (!res.succeeded) {
+      const seen = res.responses[0]?.[0];
+      if (requestKey && seen) return this.existing(seen, digest);
+      throw new TarcilError('CONFLICT', `job ${spec.id} exists already`, { field: 'id' });
+    }
     this.stats.submitted++;
     this.jobFinal.set(spec.id, false);
-    this.ownerKeys.add(spec.id);
+    this.ownerKeys.set(spec.id, lease.id);
     const o = this.newOwned(spec, agent, record, res.revision);
     this.evaluate(o);
-    return { record, revision: res.revision };
+    return { jobId: spec.id, record, revision: res.revision, duplicate: false };
+  }
+
+  /** The job an earlier request with the same id created (see submit). */
+  private async existing(requestKv: KeyValue, digest: string): Promise<SubmitResult> {
+    const req = parseJson<RequestRecord>(requestKv);
+    if (!req) throw new TarcilError('INTERNAL', `unreadable request record ${requestKv.key}`);
+    if (req.digest !== digest) {
+      throw new TarcilError('CONFLICT', `request_id was already used for another job spec (job ${req.job})`, { field: 'request_id' });
+    }
+    const kv = await this.o.store.get(this.o.keys.job(req.job));
+    const record = parseJson<LiveJobRecord>(kv);
+    if (!kv || !record) throw new TarcilError('INTERNAL', `request ${requestKv.key} names job ${req.job}, which is not stored`);
+    this.stats.duplicates++;
+    return { jobId: req.job, record, revision: kv.modRevision, duplicate: true };
   }
 
   /** Requests cancellation (from any process); the job's owner stops its tasks. */
@@ -315,7 +395,7 @@ export class JobManager {
     const id = this.o.keys.tail(this.o.keys.owners(), kv.key);
     if (id === undefined) return;
     if (!deleted) {
-      this.ownerKeys.add(id);
+      this.ownerKeys.set(id, kv.lease);
       return;
     }
     this.ownerKeys.delete(id);
@@ -390,26 +470,36 @@ export class JobManager {
   private sweep(): void {
     if (this.closed || !this.lease || this.lease.fenced) return;
     for (const [id, final] of this.jobFinal) {
-      if (!final && !this.ownerKeys.has(id) && !this.owned.has(id)) this.scheduleAdopt(id);
+      if (final || this.owned.has(id)) continue;
+      const ownerLease = this.ownerKeys.get(id);
+      if (ownerLease === undefined) this.scheduleAdopt(id);
+      // Ours by the store, unknown to us: a submission whose answer was lost with the connection
+      // (the transaction landed, the reply did not). Nobody else may adopt it while our lease
+      // lives, so we must take it up ourselves or it waits forever.
+      else if (ownerLease === this.lease.id && !this.submitting.has(id)) this.scheduleAdopt(id, true);
     }
   }
 
-  private scheduleAdopt(id: string): void {
+  private scheduleAdopt(id: string, ours = false): void {
     if (this.closed || this.adopting.has(id) || this.owned.has(id)) return;
     this.adopting.add(id);
     // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
     const jitter = this.o.rng.next() * Math.min(1000, this.ttl * 250);
     const p = this.o.clock
       .sleep(jitter)
-      .then(() => this.tryAdopt(id))
+      .then(() => this.tryAdopt(id, ours))
       .catch((err: unknown) => this.o.log.warn({ job: id, err: (err as Error).message }, 'adoption failed; the sweep will retry'))
       .finally(() => this.adopting.delete(id));
     this.track(p);
   }
 
-  private async tryAdopt(id: string): Promise<void> {
+  /**
+   * Takes up a job: one with no owner key (create it, bound to our lease), or, with `ours`, one
+   * whose owner key is already bound to our lease but which this process does not hold.
+   */
+  private async tryAdopt(id: string, ours = false): Promise<void> {
     const lease = this.lease;
-    if (this.closed || !lease || lease.fenced || this.owned.has(id)) return;
+    if (this.closed || !lease || lease.fenced || this.owned.has(id) || this.submitting.has(id)) return;
     const k = this.o.keys;
     const kv = await this.o.store.get(k.job(id));
     const rec = parseJson<LiveJobRecord>(kv);
@@ -418,18 +508,19 @@ export class JobManager {
     const owner: OwnerRecord = { agent: agent.id, process: this.o.process, since: this.o.clock.now() };
     const res = await this.o.store.txn({
       compare: [
-        { key: k.owner(id), target: 'version', op: '==', value: 0 },
+        ours ? { key: k.owner(id), target: 'lease', op: '==', value: lease.id } : { key: k.owner(id), target: 'version', op: '==', value: 0 },
         { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
       ],
       success: [
-        { type: 'put', key: k.owner(id), value: JSON.stringify(owner), lease: lease.id },
+        ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner), lease: lease.id }]),
         { type: 'get', key: k.tasks(id), prefix: true },
       ],
     });
-    if (!res.succeeded || this.closed || this.owned.has(id)) return;
+    if (!res.succeeded || this.closed || this.owned.has(id) || lease !== this.lease) return;
     this.stats.adopted++;
     const o = this.newOwned(rec.spec, agent, rec, kv.modRevision);
-    for (const t of res.responses[1] ?? []) {
+    o.reconcile = rec.spec.mode === 'gang';
+    for (const t of res.responses[ours ? 0 : 1] ?? []) {
       const r = this.live.parseTask(t.key);
       if (r) this.mergeTask(o, r.index, parseJson<LiveTaskRecord>(t), t.modRevision);
     }
@@ -452,6 +543,7 @@ export class JobManager {
       evalQueued: false,
       chain: Promise.resolve(),
       dropped: false,
+      reconcile: false,
     };
     this.owned.set(spec.id, o);
     return o;
@@ -489,6 +581,11 @@ export class JobManager {
 
   private async evaluateNow(o: Owned): Promise<void> {
     const n = o.spec.tasks;
+    if (o.reconcile && o.scheduling.size === 0) {
+      await this.reconcileGang(o);
+      if (o.dropped) return;
+      o.reconcile = false;
+    }
     if (o.rec.cancelRequested) {
       if (o.scheduling.size > 0) o.agent.abort(o.id);
       for (let t = 0; t < n; t++) {
@@ -551,6 +648,8 @@ export class JobManager {
             return;
           }
           this.o.log.warn({ job: o.id, err: (err as Error).message }, 'scheduling failed; retrying');
+          // A gang attempt may have stopped between its reservation transactions.
+          if (o.spec.mode === 'gang') o.reconcile = true;
           await this.o.clock.sleep(500);
         },
       )
@@ -563,6 +662,60 @@ export class JobManager {
         }
       });
     this.track(p);
+  }
+
+  /**
+   * A gang larger than one transaction is reserved chunk by chunk, then confirmed (reserved →
+   * busy) chunk by chunk. An owner that stops part-way (it died, lost its lease, or the store
+   * failed) leaves RUs `reserved`: no monitor runs a reserved RU, and only the job's owner turns
+   * it busy, so left alone the job would wait forever. Here the owner settles them, all or
+   * nothing: if confirmation had begun (an RU of the job is busy, or a task ran), the remaining
+   * reservations are confirmed, since part of the gang may be running; otherwise every
+   * reservation is given back and the whole gang is scheduled again.
+   */
+  private async reconcileGang(o: Owned): Promise<void> {
+    const lease = this.lease;
+    if (!lease || lease.fenced) return;
+    const k = this.o.keys;
+    const fence = { key: k.owner(o.id), lease: lease.id };
+    const held: { t: number; ref: RuRef; ruKv: KeyValue; ru: PlacedRuRecord }[] = [];
+    let confirmed = false;
+    for (const [t, v] of o.tasks) {
+      const st = v.rec.state;
+      if (st === 'running' || st === 'succeeded' || st === 'failed') confirmed = true;
+      if (st !== 'placed' || !v.rec.ru) continue;
+      const ruKv = await this.o.store.get(k.ru(v.rec.ru));
+      const ru = parseJson<PlacedRuRecord>(ruKv);
+      if (!ruKv || !ru || ru.job !== o.id || ru.task !== t) continue;
+      if (ru.state === 'busy') confirmed = true;
+      else if (ru.state === 'reserved') held.push({ t, ref: v.rec.ru, ruKv, ru });
+    }
+    if (held.length === 0) return;
+    this.o.log.info({ job: o.id, reserved: held.length, confirmed }, confirmed ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done');
+    for (const h of held) {
+      if (confirmed) {
+        const res = await this.o.store.txn({
+          compare: [this.ownerFence(o, lease), { key: h.ruKv.key, target: 'mod', op: '==', value: h.ruKv.modRevision }],
+          success: [
+            { type: 'put', key: h.ruKv.key, value: JSON.stringify({ ...h.ru, state: 'busy', since: this.o.clock.now() }) },
+            { type: 'put', key: k.epoch(h.ref.server), value: `${o.agent.id}:gang` },
+          ],
+          failure: [{ type: 'get', key: k.owner(o.id) }],
+        });
+        if (!res.succeeded) {
+          this.checkOwnership(o, res.responses[0]?.[0], lease);
+          throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while completing it`);
+        }
+      } else {
+        const ok = await freeReservation(this.o.store, k, { ru: h.ref, ruRevision: h.ruKv.modRevision, job: o.id, task: h.t, by: o.agent.id }, fence);
+        if (!ok) {
+          const owner = await this.o.store.get(k.owner(o.id));
+          this.checkOwnership(o, owner, lease);
+          throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while releasing it`);
+        }
+        o.tasks.delete(h.t);
+      }
+    }
   }
 
   private async claimPreempted(o: Owned, tasks: number[]): Promise<void> {

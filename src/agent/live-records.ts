@@ -39,6 +39,13 @@ export interface OwnerRecord {
   since: number;
 }
 
+/** Value of `requests/<id>`: the job a client request created, and a digest of its spec. */
+export interface RequestRecord {
+  job: string;
+  digest: string;
+  at: number;
+}
+
 /** A node's server record as its monitor registers it. */
 export interface LiveServerRecord extends ServerRecord {
   /** host:port of the node's NodeMonitor service. */
@@ -85,6 +92,10 @@ export class LiveKeys {
   }
   report(job: string, task: number): string {
     return `${this.keys.prefix}reports/${job}/${String(task).padStart(6, '0')}`;
+  }
+  /** `requests/<id>` → {@link RequestRecord}: a client's idempotency key, written with the job. */
+  request(id: string): string {
+    return `${this.keys.prefix}requests/${id}`;
   }
   /** `tasks/<job>/<idx>` → {job, index}. */
   parseTask(key: string): { job: string; index: number } | undefined {

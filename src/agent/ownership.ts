@@ -36,6 +36,8 @@ export class HeldLease {
   private fencedReason: string | undefined;
   private closed = false;
   private inflight: Promise<void> | undefined;
+  private lastFailed = false;
+  private lastSent = 0;
 
   private constructor(private readonly opts: HeldLeaseOptions) {
     this.ttlSeconds = opts.ttlSeconds;
@@ -46,6 +48,7 @@ export class HeldLease {
     const sent = opts.clock.now();
     h.lease = await opts.store.grantLease(opts.ttlSeconds, { keepAlive: false });
     h.lastOk = sent;
+    h.lastSent = sent;
     h.lease.onLost((err) => h.fence(`lease lost: ${err.message}`));
     h.armWatchdog();
     h.scheduleKeepAlive();
@@ -106,7 +109,12 @@ export class HeldLease {
 
   private scheduleKeepAlive(): void {
     if (this.closed || this.fenced) return;
-    this.loop = this.opts.clock.setTimer((this.ttlSeconds * 1000) / 4, () => {
+    // The cadence counts from when the last keepalive was sent, and a failed one is tried again
+    // soon: the budget runs from the send time, so waiting a full TTL/4 after a slow answer or a
+    // TTL/3 timeout would let a short outage eat the whole budget of a 5 s lease.
+    const every = (this.ttlSeconds * 1000) / 4;
+    const due = this.lastFailed ? Math.min(250, every) : Math.max(50, this.lastSent + every - this.opts.clock.now());
+    this.loop = this.opts.clock.setTimer(due, () => {
       this.inflight = this.keepAlive().finally(() => {
         this.inflight = undefined;
         this.scheduleKeepAlive();
@@ -117,11 +125,14 @@ export class HeldLease {
   private async keepAlive(): Promise<void> {
     if (this.closed || this.fenced || !this.lease || this.inflight) return;
     const sent = this.opts.clock.now();
+    this.lastSent = sent;
     try {
       await withTimeout(this.lease.keepAliveOnce(), (this.ttlSeconds * 1000) / 3, this.opts.clock);
       if (sent > this.lastOk) this.lastOk = sent;
+      this.lastFailed = false;
       this.armWatchdog();
     } catch (err) {
+      this.lastFailed = true;
       const e = err as TarcilError;
       if (e.code === 'LEASE_NOT_FOUND') this.fence(`lease expired: ${e.message}`);
       else this.opts.log.warn({ err: e.message, remainingMs: Math.round(this.remainingMs()) }, 'keepalive failed; retrying');

@@ -54,3 +54,32 @@ export async function releaseRu(
   });
   return res.succeeded;
 }
+
+/**
+ * Gives back an RU reserved for a gang task that will not run there: the RU becomes free (bound,
+ * like the monitor's own free RUs, to its node's lease, so it leaves with the node; deleted if
+ * the node is gone) and the task record is removed, so the task counts as not placed. Fenced on
+ * the RU's revision and, when given, on the job owner's lease. Returns whether it was applied.
+ */
+export async function freeReservation(
+  store: ClusterStore,
+  keys: Keys,
+  r: { ru: RuRef; ruRevision: number; job: string; task: number; by: string },
+  fence?: { key: string; lease: string },
+): Promise<boolean> {
+  const server = await store.get(keys.server(r.ru.server));
+  const res = await store.txn({
+    compare: [
+      { key: keys.ru(r.ru), target: 'mod', op: '==', value: r.ruRevision },
+      ...(fence ? [{ key: fence.key, target: 'lease' as const, op: '==' as const, value: fence.lease }] : []),
+    ],
+    success: [
+      server
+        ? { type: 'put', key: keys.ru(r.ru), value: JSON.stringify({ state: 'free' }), ...(server.lease !== '0' ? { lease: server.lease } : {}) }
+        : { type: 'delete', key: keys.ru(r.ru) },
+      { type: 'put', key: keys.epoch(r.ru.server), value: `${r.by}:release` },
+      { type: 'delete', key: keys.task(r.job, r.task) },
+    ],
+  });
+  return res.succeeded;
+}

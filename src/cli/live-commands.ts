@@ -69,6 +69,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', int('--lease-ttl', 1, 600), 10)
     .option('--name <name>', 'names this process in owner records (default host-pid)')
     .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default('ru'))
+    .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
@@ -84,10 +85,14 @@ export function registerLiveCommands(program: Command): void {
     .option('--advertise <host:port>', 'address agents use to reach this monitor')
     .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), 10)
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
+    .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
+    .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
     .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));
 
   clientOptions(program.command('submit <spec.json>').description('submit a job spec (see profiles/jobs/)'))
     .option('--wait', 'follow the job until it ends (exit code 0 if it succeeded)', false)
+    .option('--request-id <id>', 'idempotency key (default: a new UUID); a retry with the same key returns the same job')
+    .option('--retries <n>', 'tries again this many times when the server is unavailable or the deadline passes', int('--retries', 0, 100), 5)
     .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {
       process.exitCode = await submitCommand(file, o, out);
     });

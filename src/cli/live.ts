@@ -1,5 +1,6 @@
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
@@ -79,6 +80,8 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   metricsPort?: number;
   name?: string;
   scope: 'ru' | 'server';
+  /** Reach the monitors' NodeMonitor services over TLS, trusting this CA. */
+  monitorCa?: string;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -99,6 +102,8 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     leaseTtlSeconds: o.leaseTtl,
     agentConfig: { conflictScope: o.scope },
     ...(tls ? { tls } : {}),
+    // Our own certificate doubles as the client certificate, for monitors that require one.
+    ...(o.monitorCa ? { nodeTls: { caFile: o.monitorCa, ...(tls ? { certFile: tls.certFile, keyFile: tls.keyFile } : {}) } } : {}),
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
   });
   // One line on stdout that scripts (and the end-to-end test) wait for.
@@ -121,6 +126,8 @@ export interface MonitorFlags extends StoreFlags, TlsFlags {
   advertise?: string;
   leaseTtl: number;
   logDir: string;
+  metricsPort?: number;
+  cpuRate: boolean;
 }
 
 export async function monitorCommand(o: MonitorFlags): Promise<void> {
@@ -149,9 +156,13 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     ...(o.advertise ? { advertise: o.advertise } : {}),
     leaseTtlSeconds: o.leaseTtl,
     logDir: o.logDir,
+    cpuRate: o.cpuRate,
+    ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
     ...(tls ? { tls } : {}),
   });
-  process.stdout.write(`tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}\n`);
+  process.stdout.write(
+    `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}\n`,
+  );
   await runUntilSignal(log, async () => {
     await m.close();
     await store.close();
@@ -263,16 +274,17 @@ function line(j: Job__Output): string {
 const TABLE_STYLE = process.stdout.isTTY ? {} : { head: [], border: [] };
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-export async function submitCommand(file: string, o: ClientFlags & { wait: boolean }, out: (s: string) => void): Promise<number> {
+export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<number> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
     throw invalid('<spec.json>', `cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
   }
+  const requestId = o.requestId ?? randomUUID();
   const c = client(o);
   try {
-    const res = await unary<SubmitJobResponse__Output>(o.timeout, (opts, cb) => c.SubmitJob({ specJson: text }, opts, cb));
+    const res = await submitWithRetry(c, { specJson: text, requestId }, o);
     out(`submitted ${res.jobId}`);
     if (!o.wait) return 0;
     return await new Promise<number>((resolve, reject) => {
@@ -295,6 +307,44 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
   } finally {
     c.close();
   }
+}
+
+/**
+ * SubmitJob, tried again on UNAVAILABLE or DEADLINE_EXCEEDED with the same request id: the first
+ * attempt may have been persisted with only its answer lost, and the id makes the retry return
+ * that job instead of creating another.
+ */
+export async function submitWithRetry(
+  c: SchedulerClient,
+  req: { specJson: string; requestId: string },
+  o: { timeout: number; retries?: number; retryBaseMs?: number },
+): Promise<SubmitJobResponse__Output> {
+  const retries = o.retries ?? 5;
+  let delay = o.retryBaseMs ?? 200;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await new Promise<SubmitJobResponse__Output>((resolve, reject) => {
+        c.SubmitJob(req, { deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
+          if (err) reject(err);
+          else if (!res) reject(new TarcilError('INTERNAL', 'empty response'));
+          else resolve(res);
+        });
+      });
+    } catch (err) {
+      const code = Number((err as Partial<grpc.ServiceError>).code);
+      const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED;
+      if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err) : err;
+      await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
+      delay = Math.min(delay * 2, 5000);
+    }
+  }
+}
+
+const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_UNAVAILABLE = 14;
+
+function isServiceError(e: unknown): e is grpc.ServiceError {
+  return e instanceof Error && typeof (e as Partial<grpc.ServiceError>).code === 'number';
 }
 
 export async function statusCommand(id: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
+import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
 
 /**
  * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
@@ -68,31 +69,94 @@ export class Metrics {
   }
 
   /** Serves /metrics on host:port; resolves with the bound port. */
-  listen(host: string, port: number): Promise<number> {
-    const server = createServer((req, res) => {
-      if (req.url !== '/metrics') {
-        res.writeHead(404).end('see /metrics\n');
-        return;
-      }
-      this.registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
-        (err: unknown) => res.writeHead(500).end(String(err)),
-      );
-    });
+  async listen(host: string, port: number): Promise<number> {
+    const { server, port: bound } = await serveRegistry(this.registry, host, port);
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        const a = server.address();
-        resolve(typeof a === 'object' && a ? a.port : port);
-      });
-    });
+    return bound;
   }
 
   close(): Promise<void> {
     const s = this.server;
     this.server = undefined;
-    if (!s) return Promise.resolve();
-    return new Promise((resolve) => s.close(() => resolve()));
+    return closeServer(s);
   }
+}
+
+/**
+ * Prometheus metrics of a node's local monitor, read from the monitor when scraped: its RUs,
+ * what runs on them, whether it takes placements, and its task outcomes since it started.
+ */
+export class MonitorMetrics {
+  readonly registry = new Registry();
+  private server: Server | undefined;
+
+  constructor(monitor: LocalMonitor) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
+    const labels = { server: monitor.server.id };
+    const gauge = (name: string, help: string, read: (s: MonitorSnapshot) => number): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['server'],
+        registers: [this.registry],
+        collect() {
+          this.set(labels, read(monitor.snapshot()));
+        },
+      });
+    };
+    gauge('tarcil_monitor_rus', 'Resource units of this node', (s) => s.rus);
+    gauge('tarcil_monitor_busy_rus', 'RUs holding a task (busy or reserved)', (s) => s.busy);
+    gauge('tarcil_monitor_running_tasks', 'Tasks running on this node', (s) => s.running.length);
+    gauge('tarcil_monitor_blocked', '1 while a slow task keeps new placements away (paper §5.2)', (s) => (s.blocked ? 1 : 0));
+    gauge('tarcil_monitor_min_task_rate', 'Lowest achieved/expected rate among running tasks (1 with none)', (s) =>
+      s.running.reduce((m, r) => Math.min(m, r.rate), 1),
+    );
+    new Counter({
+      name: 'tarcil_monitor_task_events_total',
+      help: 'Task starts and ends on this node, and lease fences, since the monitor started',
+      labelNames: ['server', 'event'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [event, n] of Object.entries(monitor.snapshot().stats)) this.inc({ ...labels, event }, n);
+      },
+    });
+  }
+
+  async listen(host: string, port: number): Promise<number> {
+    const { server, port: bound } = await serveRegistry(this.registry, host, port);
+    this.server = server;
+    return bound;
+  }
+
+  close(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    return closeServer(s);
+  }
+}
+
+function serveRegistry(registry: Registry, host: string, port: number): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end('see /metrics\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      const a = server.address();
+      resolve({ server, port: typeof a === 'object' && a ? a.port : port });
+    });
+  });
+}
+
+function closeServer(s: Server | undefined): Promise<void> {
+  if (!s) return Promise.resolve();
+  return new Promise((resolve) => s.close(() => resolve()));
 }

@@ -10,7 +10,7 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
-import { Metrics } from './metrics.ts';
+import { Metrics, MonitorMetrics } from './metrics.ts';
 import { addNodeMonitorService, GrpcNodeLink } from './node.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
@@ -106,10 +106,15 @@ export interface MonitorProcessOptions {
   logDir?: string;
   tls?: TlsFiles;
   loadThreshold?: number;
+  /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
+  metricsPort?: number;
+  /** Process executor: measure each task's rate from its CPU time (see ProcessExecutor). */
+  cpuRate?: boolean;
 }
 
 export interface MonitorProcess {
   port: number;
+  metricsPort: number | undefined;
   monitor: LocalMonitor;
   close(): Promise<void>;
 }
@@ -117,7 +122,9 @@ export interface MonitorProcess {
 /** A node: its LocalMonitor and the NodeMonitor gRPC service. */
 export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorProcess> {
   const executor: Executor =
-    o.executor === 'process' ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? 'tarcil-logs' }) : new SimulatedExecutor(o.clock);
+    o.executor === 'process'
+      ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? 'tarcil-logs', ...(o.cpuRate !== undefined ? { cpuRate: o.cpuRate } : {}) })
+      : new SimulatedExecutor(o.clock);
   const monitor = new LocalMonitor({
     store: o.store,
     keys: o.keys,
@@ -137,13 +144,17 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
   const advertised = o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`;
   await monitor.setEndpoint(advertised);
   await monitor.start();
+  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor) : undefined;
+  const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
   return {
     port: grpcServer.port,
+    metricsPort,
     monitor,
     close: async () => {
       await monitor.close();
       if (executor instanceof ProcessExecutor) executor.killAll();
       await grpcServer.close(500);
+      await metrics?.close();
     },
   };
 }

@@ -129,9 +129,9 @@ export class SchedulerService {
     const job = this.parseRequest(req, now);
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
-    const { record } = await this.d.manager.submit(job);
-    this.d.metrics?.submitted.inc();
-    return { jobId: job.id, job: jobToProto(job.id, record, record.owner ?? '') };
+    const r = await this.d.manager.submit(job, req.requestId !== '' ? { requestId: req.requestId } : {});
+    if (!r.duplicate) this.d.metrics?.submitted.inc();
+    return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? '') };
   }
 
   async getJob(id: string, withTasks: boolean): Promise<Job> {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { Clock, Timer } from '../util/clock.ts';
@@ -94,6 +94,16 @@ export interface ProcessExecutorOptions {
   killGraceMs?: number;
   /** Environment every task starts from (default: PATH, HOME, LANG of this process). */
   baseEnv?: Record<string, string>;
+  /**
+   * Measure each task's rate from its CPU time (Linux /proc; elsewhere the rate stays 1): the CPU
+   * time its process group used over the last window of `cpuSampleMs`, divided by the wall time
+   * of that window. A task expects its RU — one core — to itself, so a CPU-bound task that gets
+   * its core runs at about 1, and one squeezed by neighbours (or by an oversubscribed machine)
+   * falls below. Off by default: a task that waits on I/O or sleeps would look slow too, so turn
+   * it on for nodes that run CPU-bound work.
+   */
+  cpuRate?: boolean;
+  cpuSampleMs?: number;
 }
 
 /**
@@ -153,10 +163,11 @@ export class ProcessExecutor implements Executor {
       else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
     });
     const pid = child.pid;
+    const rate = this.o.cpuRate && pid !== undefined && this.cpu.available ? this.cpuRateOf(pid) : () => 1;
     return {
       ...(pid !== undefined ? { pid } : {}),
       logPath: base,
-      rate: () => 1,
+      rate,
       setSlowdown: () => undefined,
       kill: () => {
         killed = true;
@@ -168,6 +179,23 @@ export class ProcessExecutor implements Executor {
           exitWaiters.push(() => t.cancel());
         });
       },
+    };
+  }
+
+  private readonly cpu = new GroupCpu();
+
+  /** rate() of one task: 1 until a full window has been seen, then CPU ms per wall ms of the last window. */
+  private cpuRateOf(pgid: number): () => number {
+    const window = this.o.cpuSampleMs ?? 1000;
+    let prev = { cpuMs: this.cpu.ms(pgid), at: this.o.clock.monotonic() };
+    let last = 1;
+    return () => {
+      const at = this.o.clock.monotonic();
+      if (at - prev.at < window) return last;
+      const cpuMs = this.cpu.ms(pgid);
+      last = Math.max(0, cpuMs - prev.cpuMs) / (at - prev.at);
+      prev = { cpuMs, at };
+      return last;
     };
   }
 
@@ -205,4 +233,52 @@ function pickEnv(names: string[]): Record<string, string> {
     if (v !== undefined) out[n] = v;
   }
   return out;
+}
+
+/**
+ * CPU time of process groups from /proc/<pid>/stat: utime + stime of every live member, plus
+ * cutime + cstime (children it has reaped), so a shell running commands one after another is
+ * counted whole. One scan of /proc serves every task for a short while.
+ */
+class GroupCpu {
+  readonly available = process.platform === 'linux' && existsSync('/proc/self/stat');
+  private readonly msPerTick = 1000 / clockTicks();
+  private cache: { at: number; ticks: Map<number, number> } | undefined;
+
+  ms(pgid: number): number {
+    const now = Date.now();
+    if (!this.cache || now - this.cache.at > 100) this.cache = { at: now, ticks: this.scan() };
+    return (this.cache.ticks.get(pgid) ?? 0) * this.msPerTick;
+  }
+
+  private scan(): Map<number, number> {
+    const ticks = new Map<number, number>();
+    let entries: string[] = [];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return ticks;
+    }
+    for (const e of entries) {
+      if (!/^\d+$/.test(e)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      } catch {
+        continue; // exited meanwhile
+      }
+      // Fields after "(comm)", which may itself contain spaces and parentheses.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const pgrp = Number(f[2]);
+      const t = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+      if (Number.isFinite(pgrp) && Number.isFinite(t)) ticks.set(pgrp, (ticks.get(pgrp) ?? 0) + t);
+    }
+    return ticks;
+  }
+}
+
+function clockTicks(): number {
+  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const n = Number(r.stdout?.trim());
+  return r.status === 0 && Number.isInteger(n) && n > 0 ? n : 100;
 }

@@ -27,6 +27,11 @@ export interface MonitorOptions {
   /** A task whose rate falls below this share of its expected rate is reported (paper §5.2). */
   loadThreshold?: number;
   slowdown?: SlowdownModel;
+  /**
+   * How often running tasks' rates are looked at besides on RU changes (default 1000 ms): a
+   * measured rate (the process executor's CPU rate) changes without any event.
+   */
+  loadIntervalMs?: number;
 }
 
 interface Run {
@@ -122,6 +127,15 @@ export class LocalMonitor {
       },
     });
     await this.follower.start();
+    this.loadTick();
+  }
+
+  private loadTick(): void {
+    this.o.clock.setTimer(this.o.loadIntervalMs ?? 1000, () => {
+      if (this.closed) return;
+      if (this.running.size > 0) this.recomputeLoad();
+      this.loadTick();
+    });
   }
 
   /**
@@ -344,7 +358,7 @@ export class LocalMonitor {
     this.track(run.handle?.kill() ?? Promise.resolve());
   }
 
-  private startRun(index: number, rec: PlacedRuRecord, rev: number): void {
+  private startRun(index: number, rec: PlacedRuRecord, rev: number, attempt = 0): void {
     const run: Run = {
       ruIndex: index,
       job: rec.job,
@@ -359,9 +373,15 @@ export class LocalMonitor {
     };
     this.running.set(index, run);
     this.track(
-      this.launchRun(run).catch((err: unknown) => {
-        this.o.log.warn({ job: run.job, task: run.task, err: (err as Error).message }, 'launch failed');
+      this.launchRun(run).catch(async (err: unknown) => {
+        this.o.log.warn({ job: run.job, task: run.task, err: (err as Error).message }, 'launch failed; trying again');
         if (this.running.get(index) === run) this.running.delete(index);
+        // The store did not answer (etcd restarting): the RU still names the task, and no watch
+        // event will come to say so again, so look again ourselves until it starts or moves on.
+        await this.o.clock.sleep(Math.min(200 * 2 ** attempt, 2000));
+        const cur = this.rus.get(index);
+        if (this.closed || !this.registered || this.running.has(index) || run.stopped) return;
+        if (cur?.rec?.state === 'busy' && cur.rec.commitId === rec.commitId && cur.rev === rev) this.startRun(index, rec, rev, attempt + 1);
       }),
     );
   }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobManager } from '../../src/agent/lifecycle.ts';
 import { parseJson } from '../../src/agent/records.ts';
-import type { LiveServerRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
+import { LiveKeys, type LiveServerRecord, type LiveTaskRecord } from '../../src/agent/live-records.ts';
 import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import { hasTaskset, SimulatedExecutor } from '../../src/monitor/executor.ts';
 import { LocalMonitor } from '../../src/monitor/monitor.ts';
@@ -12,8 +12,10 @@ import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/store/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';
+import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
+import { wrapStore } from '../support/wrap-store.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -162,5 +164,103 @@ describe('load monitor and node failure', () => {
     await mgr.close();
     await b.close();
     await store.close();
+  });
+});
+
+describe('a monitor whose store does not answer when a task should start', () => {
+  it('looks at the RU again and starts the task once the store is back', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/launch-retry/');
+    // The first two "running" transactions (the monitor starting a task) fail as if etcd were
+    // restarting; no watch event will come to say the RU is still busy.
+    let failed = 0;
+    const flaky = wrapStore(store, {
+      txn: async (req) => {
+        const starting = req.success.some((op) => op.type === 'put' && op.key.includes('/tasks/') && op.value.includes('"state":"running"'));
+        if (starting && failed < 2) {
+          failed++;
+          throw new TarcilError('UNAVAILABLE', 'etcd restarting (simulated)');
+        }
+        return store.txn(req);
+      },
+    });
+    const mon = await startMonitor({
+      store: flaky,
+      keys,
+      clock,
+      log,
+      server: { id: 'f0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+      executor: 'simulated',
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+    });
+    const mgr = new JobManager({ process: 'f', store, keys, clock, rng: new SeededRng(4), log, agents: 1, leaseTtlSeconds: 3 });
+    await mgr.start();
+    try {
+      const spec = job({ name: 'retried', profile: 'spark-lr', tasks: 1, durationMs: 50 });
+      await mgr.submit(spec);
+      await until('job final', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded', 10_000);
+      expect(failed).toBe(2);
+      expect(mon.monitor.stats.started).toBe(1);
+    } finally {
+      await mgr.close();
+      await mon.close();
+      await store.close();
+    }
+  });
+});
+
+describe('load monitor with the process executor (CPU rate) and the monitor /metrics', () => {
+  it('reports a task that gets no CPU, blocks its server, shows it in /metrics, and unblocks once it ends', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/cpu-rate/');
+    const logDir = mkdtempSync(join(tmpdir(), 'tarcil-cpu-'));
+    const mon = await startMonitor({
+      store,
+      keys,
+      clock,
+      log,
+      server: { id: 'c0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
+      executor: 'process',
+      cpuRate: true,
+      loadThreshold: 0.5,
+      host: '127.0.0.1',
+      port: 0,
+      logDir,
+      leaseTtlSeconds: 3,
+      metricsPort: 0,
+    });
+    const mgr = new JobManager({ process: 'c', store, keys, clock, rng: new SeededRng(6), log, agents: 1, leaseTtlSeconds: 3 });
+    await mgr.start();
+    try {
+      const busy = job({ name: 'busy', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', '-c', 'while :; do :; done'] } });
+      const idle = job({ name: 'idle', profile: 'spark-lr', tasks: 1, command: { argv: ['sleep', '30'] } });
+      await mgr.submit(busy);
+      await mgr.submit(idle);
+      const live = new LiveKeys(keys);
+      await until('the idle task is reported', async () => (await store.get(live.report(idle.id, 0))) !== undefined, 10_000);
+      const rep = parseJson<{ rate: number }>(await store.get(live.report(idle.id, 0)));
+      expect(rep?.rate).toBeLessThan(0.1);
+      await until('server blocked', async () => parseJson<LiveServerRecord>(await store.get(keys.server('c0')))?.blocked === true);
+      const busyRun = mon.monitor.snapshot().running.find((r) => r.job === busy.id);
+      expect(busyRun?.rate).toBeGreaterThan(0);
+      const text = await (await fetch(`http://127.0.0.1:${mon.metricsPort ?? 0}/metrics`)).text();
+      expect(text).toContain('tarcil_monitor_blocked{server="c0"} 1');
+      expect(text).toContain('tarcil_monitor_running_tasks{server="c0"} 2');
+      expect(text).toMatch(/tarcil_monitor_task_events_total\{server="c0",event="started"\} 2/);
+      await mgr.cancel(idle.id);
+      await mgr.cancel(busy.id);
+      await until('server unblocked', async () => parseJson<LiveServerRecord>(await store.get(keys.server('c0')))?.blocked === false);
+      const states = async (): Promise<string[]> =>
+        Promise.all([busy.id, idle.id].map(async (id) => parseJson<{ state: string }>(await store.get(keys.job(id)))?.state ?? ''));
+      await until('both cancelled', async () => (await states()).every((st) => st === 'cancelled'));
+      expect(mon.monitor.snapshot().running).toEqual([]);
+    } finally {
+      await mgr.close();
+      await mon.close();
+      await store.close();
+      rmSync(logDir, { recursive: true, force: true });
+    }
   });
 });

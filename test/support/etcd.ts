@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -58,13 +58,43 @@ export function ensureEtcd(say: (msg: string) => void): string {
   return again;
 }
 
-export async function startEtcd(opts: { bin?: string; extraArgs?: string[] } = {}): Promise<EtcdProcess> {
+/** etcd serving clients over TLS: its certificate, key, and the CA its clients' certificates must chain to. */
+export interface EtcdTls {
+  certFile: string;
+  keyFile: string;
+  /** With a CA, etcd requires client certificates signed by it (--client-cert-auth). */
+  caFile?: string;
+}
+
+/** A private etcd that a test can also stop, pause and restart on the same port and data. */
+export interface RestartableEtcdProcess extends EtcdProcess {
+  clientPort: number;
+  /** SIGTERM, then start again on the same ports and data dir (the data survives). */
+  restart(opts?: { downMs?: number }): Promise<void>;
+  /** Stops the process without removing the data dir (restart() brings it back). */
+  halt(): Promise<void>;
+  /** SIGSTOP: connections stay open but nothing answers, like a partition. */
+  pause(): void;
+  resume(): void;
+}
+
+export async function startEtcd(
+  opts: { bin?: string; extraArgs?: string[]; dataDir?: string; tls?: EtcdTls } = {},
+): Promise<RestartableEtcdProcess> {
   const bin = opts.bin ?? findEtcd();
   if (!bin) throw new Error('etcd binary not found (set ETCD_BIN or install etcd-server)');
-  const dataDir = mkdtempSync(join(tmpdir(), 'tarcil-etcd-'));
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tarcil-etcd-'));
   const clientPort = await freePort();
   const peerPort = await freePort();
-  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const scheme = opts.tls ? 'https' : 'http';
+  const endpoint = `${scheme}://127.0.0.1:${clientPort}`;
+  const tlsArgs = opts.tls
+    ? [
+        '--cert-file', opts.tls.certFile,
+        '--key-file', opts.tls.keyFile,
+        ...(opts.tls.caFile ? ['--trusted-ca-file', opts.tls.caFile, '--client-cert-auth'] : []),
+      ]
+    : [];
   const args = [
     '--name', 'tarcil-test',
     '--data-dir', dataDir,
@@ -75,44 +105,81 @@ export async function startEtcd(opts: { bin?: string; extraArgs?: string[] } = {
     '--initial-cluster', `tarcil-test=http://127.0.0.1:${peerPort}`,
     '--log-level', 'error',
     '--logger', 'zap',
+    ...tlsArgs,
     ...(opts.extraArgs ?? []),
   ];
-  const child: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let child: ChildProcess | undefined;
   let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  await waitHealthy(endpoint, child, () => stderr);
+  const launch = async (): Promise<void> => {
+    const c = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = c;
+    c.stderr?.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    await waitHealthy(endpoint, c, () => stderr, opts.tls);
+  };
+  const halt = async (): Promise<void> => {
+    const c = child;
+    child = undefined;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.kill('SIGCONT');
+      c.kill('SIGTERM');
+      setTimeout(() => c.kill('SIGKILL'), 3000).unref();
+    });
+  };
+  await launch();
   let stopped = false;
   return {
     endpoint,
     dataDir,
+    clientPort,
+    halt,
+    restart: async (r = {}) => {
+      await halt();
+      if (r.downMs) await new Promise((res) => setTimeout(res, r.downMs));
+      await launch();
+    },
+    pause: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
     stop: async () => {
       if (stopped) return;
       stopped = true;
-      await new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 3000).unref();
-      });
+      await halt();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
 
-async function waitHealthy(endpoint: string, child: ChildProcess, err: () => string): Promise<void> {
+async function waitHealthy(endpoint: string, child: ChildProcess, err: () => string, tls?: EtcdTls): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`etcd exited early (${child.exitCode}): ${err()}`);
-    try {
-      const res = await fetch(`${endpoint}/health`);
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
+    // Over TLS (with client-cert auth) fetch cannot present a certificate: a TCP connect is enough,
+    // and the caller's first request waits for etcd to answer anyway.
+    if (tls ? await canConnect(endpoint) : await healthy(endpoint)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   child.kill('SIGKILL');
   throw new Error(`etcd did not become healthy at ${endpoint}: ${err()}`);
+}
+
+async function healthy(endpoint: string): Promise<boolean> {
+  try {
+    return (await fetch(`${endpoint}/health`)).ok;
+  } catch {
+    return false; // not listening yet
+  }
+}
+
+function canConnect(endpoint: string): Promise<boolean> {
+  const url = new URL(endpoint);
+  return new Promise((resolve) => {
+    const sock = connect(Number(url.port), url.hostname, () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.on('error', () => resolve(false));
+  });
 }

@@ -8,6 +8,13 @@ export interface SubmitJobRequest {
    * Alternative to spec: the JSON text of a job spec file.
    */
   'specJson'?: (string);
+  /**
+   * Idempotency key chosen by the client (1-128 characters of A-Z a-z 0-9 . _ : -), optional. It
+   * is stored with the job in the same transaction, so a retry after a lost answer gets the
+   * original job back instead of creating a second one. Reusing a key for another spec is refused
+   * with ALREADY_EXISTS.
+   */
+  'requestId'?: (string);
 }
 
 export interface SubmitJobRequest__Output {
@@ -16,4 +23,11 @@ export interface SubmitJobRequest__Output {
    * Alternative to spec: the JSON text of a job spec file.
    */
   'specJson': (string);
+  /**
+   * Idempotency key chosen by the client (1-128 characters of A-Z a-z 0-9 . _ : -), optional. It
+   * is stored with the job in the same transaction, so a retry after a lost answer gets the
+   * original job back instead of creating a second one. Reusing a key for another spec is refused
+   * with ALREADY_EXISTS.
+   */
+  'requestId': (string);
 }
