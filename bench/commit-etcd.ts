@@ -39,6 +39,8 @@ interface Row {
   p50ms: number;
   p99ms: number;
   conflicts: number;
+  /** CPU time of this process (agents and their etcd clients) per second of wall time. */
+  cpuShare?: number;
 }
 const rows: Row[] = [];
 
@@ -118,6 +120,7 @@ async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
     const jobsN = TASKS / tasksPerJob;
     const lat: number[] = [];
     let next = 0;
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const worker = async (agent: SchedulingAgent): Promise<void> => {
       for (;;) {
@@ -142,6 +145,8 @@ async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
     };
     await Promise.all(Array.from({ length: agentsN * IN_FLIGHT_PER_AGENT }, (_, i) => worker(agents[i % agentsN]!)));
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const cpuShare = (cpu.user + cpu.system) / 1e6 / seconds;
     const conflicts = agents.reduce((a, g) => a + g.stats.conflicts, 0);
     await Promise.all(agents.map((a) => a.close()));
     return {
@@ -155,6 +160,7 @@ async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
       p50ms: pct(lat, 0.5),
       p99ms: pct(lat, 0.99),
       conflicts,
+      cpuShare,
     };
   });
 }
@@ -171,7 +177,7 @@ try {
     for (const r of [raw, sch]) {
       rows.push(r);
       process.stdout.write(
-        `${r.name.padEnd(18)} agents=${r.agents} tasks/txn=${r.tasksPerTxn} in-flight=${r.inFlight}: ${fmt(r.tasksPerSec, 0)} tasks/s, p50 ${fmt(r.p50ms, 2)} ms, p99 ${fmt(r.p99ms, 2)} ms, conflicts ${r.conflicts}\n`,
+        `${r.name.padEnd(18)} agents=${r.agents} tasks/txn=${r.tasksPerTxn} in-flight=${r.inFlight}: ${fmt(r.tasksPerSec, 0)} tasks/s, p50 ${fmt(r.p50ms, 2)} ms, p99 ${fmt(r.p99ms, 2)} ms, conflicts ${r.conflicts}${r.cpuShare !== undefined ? `, agent process CPU ${fmt(r.cpuShare * 100, 0)}%` : ''}\n`,
       );
     }
     process.stdout.write(`  → scheduler reaches ${fmt((sch.tasksPerSec / raw.tasksPerSec) * 100, 0)}% of the raw loop\n`);
