@@ -11,7 +11,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
-import { history } from '../support/history.ts';
+import { history } from '../support/audit.ts';
 import { makeJob, pool, TEST_PROFILES } from '../support/jobs.ts';
 
 /**

@@ -1,7 +1,7 @@
-import { history } from '../support/history.ts';
+import { audit as replayAudit, history } from '../support/audit.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
+import { parseJson } from '../../src/agent/records.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -130,49 +130,12 @@ describe('live cluster: 2 servers, 4 monitors, 1 etcd, processes killed mid-run'
 
     // 3. Replay every RU write: an RU becomes busy only from free (or from nothing, after its node
     //    registered), and at no revision do two RUs hold the same task.
-    const ruEvents = await history(audit, keys.rus(), startRev + 1);
-    const holder = new Map<string, string>(); // RU key → task id
-    const heldBy = new Map<string, Set<string>>(); // task id → RU keys
-    let doubleBooked = 0;
-    let twice = 0;
-    for (const ev of ruEvents) {
-      const rec = ev.type === 'put' ? parseJson<PlacedRuRecord>(ev.kv) : undefined;
-      const prev = holder.get(ev.kv.key);
-      if (prev !== undefined) {
-        heldBy.get(prev)?.delete(ev.kv.key);
-        holder.delete(ev.kv.key);
-      }
-      if (rec && (rec.state === 'busy' || rec.state === 'reserved')) {
-        if (prev !== undefined && prev !== `${rec.job}#${rec.task}`) doubleBooked++;
-        const id = `${rec.job}#${rec.task}`;
-        holder.set(ev.kv.key, id);
-        let set = heldBy.get(id);
-        if (!set) heldBy.set(id, (set = new Set()));
-        set.add(ev.kv.key);
-        if (set.size > 1) twice++;
-      }
-    }
-    expect(doubleBooked).toBe(0);
-    expect(twice).toBe(0);
-
     // 4. No task ran twice at once: per task, a 'running' record is always followed by an end
     //    (final or lost) before the next attempt starts running.
-    const taskEvents = await history(audit, keys.allTasks(), startRev + 1);
-    const runningAttempt = new Map<string, number>();
-    let overlapping = 0;
-    for (const ev of taskEvents) {
-      const t = parseJson<LiveTaskRecord>(ev.kv);
-      if (!t) continue;
-      const id = `${t.job}#${t.index}`;
-      if (t.state === 'running') {
-        const cur = runningAttempt.get(id);
-        if (cur !== undefined && cur !== t.placedRevision) overlapping++;
-        runningAttempt.set(id, t.placedRevision ?? -1);
-      } else if (t.state !== 'placed') {
-        runningAttempt.delete(id);
-      }
-    }
-    expect(overlapping).toBe(0);
+    const findings = await replayAudit(audit, keys, startRev);
+    expect(findings.doubleBooked).toBe(0);
+    expect(findings.heldTwice).toBe(0);
+    expect(findings.overlappingRuns).toBe(0);
 
     // 5. No orphans: no owner keys, no queue entries, no busy RU, no RU of a departed node.
     const [owners, queue, rus, srv] = await Promise.all([
