@@ -55,7 +55,7 @@ const catalog = loadCatalog();
 async function run(store: ClusterStore, storeName: string, load: number): Promise<Row> {
   const keys = new Keys(`/bench-e2e-${storeName}-${Math.round(load * 100)}-${Date.now()}/`);
   const monitors = uniformServers(SERVERS, RUS).map(
-    (s) => new LocalMonitor({ store, keys, clock, log, server: s, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 10, loadThreshold: 0 }),
+    (s) => new LocalMonitor({ store, keys, clock, log, server: s, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 10, loadThreshold: 0, slowdown: () => 1 }),
   );
   for (const m of monitors) await m.start();
   const mgr = new JobManager({ process: 'bench', store, keys, clock, rng: new SeededRng(11), log, agents: AGENTS, leaseTtlSeconds: 10 });
@@ -153,11 +153,11 @@ ${table}
 The paper reports ~10–20 ms per scheduling action at R = 8 on 100 servers (Tarcil §5.1). Here one
 scheduling action is a fraction of the end-to-end figure: the rest is the persist transaction
 before the acknowledgement, the watch delivery to the node and the node's fenced "running" write.
-At 80% the arrival rate is set from the nominal 4 s per task, but the simulated executor stretches
-each task by its interference slowdown, so RUs stay busy longer and demand reaches capacity: jobs
-then wait for RUs to free (admission control holds a job at most its maxQueueMs of 1 s; the
-multi-second tail is waiting for capacity). The 80% row therefore measures a saturated cluster,
-not scheduling latency; sizing the rate from realised occupancy is still to do.
+Tasks run exactly their nominal 4 s here (the executor's interference slowdown is switched off for
+this benchmark), so the arrival rate produces the stated occupancy: this measures scheduling
+latency at a controlled load, not the performance model. With the slowdown on, the same arrival
+rate overloads the cluster (tasks run longer than the rate assumes) and the 80% row then measures
+waiting for capacity, seconds at p99.
 
 Reproduce: \`npx tsx bench/e2e-latency.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
