@@ -8,8 +8,26 @@ import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
  * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
  * gauges are read from the agents when scraped, so nothing runs on the scheduling path.
  */
-export class Metrics {
+/** A Prometheus registry with its process metrics and the HTTP endpoint that serves it. */
+abstract class MetricsEndpoint {
   readonly registry = new Registry();
+  private server: Server | undefined;
+
+  /** Serves /metrics on host:port; resolves with the bound port. */
+  async listen(host: string, port: number): Promise<number> {
+    const { server, port: bound } = await serveRegistry(this.registry, host, port);
+    this.server = server;
+    return bound;
+  }
+
+  close(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    return closeServer(s);
+  }
+}
+
+export class Metrics extends MetricsEndpoint {
   readonly submitted = new Counter({ name: 'tarcil_jobs_submitted_total', help: 'Jobs acknowledged by this front-end', registers: [this.registry] });
   readonly rejected = new Counter({ name: 'tarcil_jobs_rejected_total', help: 'Job specs rejected as invalid', registers: [this.registry] });
   readonly decisions = new Counter({ name: 'tarcil_decisions_total', help: 'Scheduling decisions completed (one per schedule call)', registers: [this.registry] });
@@ -33,9 +51,9 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5],
     registers: [this.registry],
   });
-  private server: Server | undefined;
 
   constructor(manager?: JobManager) {
+    super();
     collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
     if (manager) {
       new Gauge({
@@ -68,29 +86,16 @@ export class Metrics {
     if (rec.finishedAt !== undefined) this.latency.observe(Math.max(0, rec.finishedAt - Math.max(submittedAt, rec.startedAt)) / 1000);
   }
 
-  /** Serves /metrics on host:port; resolves with the bound port. */
-  async listen(host: string, port: number): Promise<number> {
-    const { server, port: bound } = await serveRegistry(this.registry, host, port);
-    this.server = server;
-    return bound;
-  }
-
-  close(): Promise<void> {
-    const s = this.server;
-    this.server = undefined;
-    return closeServer(s);
-  }
 }
 
 /**
  * Prometheus metrics of a node's local monitor, read from the monitor when scraped: its RUs,
  * what runs on them, whether it takes placements, and its task outcomes since it started.
  */
-export class MonitorMetrics {
-  readonly registry = new Registry();
-  private server: Server | undefined;
+export class MonitorMetrics extends MetricsEndpoint {
 
   constructor(monitor: LocalMonitor) {
+    super();
     collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
     const labels = { server: monitor.server.id };
     const gauge = (name: string, help: string, read: (s: MonitorSnapshot) => number): void => {
@@ -123,17 +128,6 @@ export class MonitorMetrics {
     });
   }
 
-  async listen(host: string, port: number): Promise<number> {
-    const { server, port: bound } = await serveRegistry(this.registry, host, port);
-    this.server = server;
-    return bound;
-  }
-
-  close(): Promise<void> {
-    const s = this.server;
-    this.server = undefined;
-    return closeServer(s);
-  }
 }
 
 function serveRegistry(registry: Registry, host: string, port: number): Promise<{ server: Server; port: number }> {
