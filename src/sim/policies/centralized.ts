@@ -19,7 +19,7 @@
  */
 import { DEFAULT_CORE_CONFIG } from '../../agent/core.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
-import { selectPlacements } from '../../sampling/batch.ts';
+import { selectPlacements, type PlacementRequest, type SelectionResult } from '../../sampling/batch.ts';
 import type { Rng } from '../../util/rng.ts';
 import { CENTRAL, COPYSET_ATTR } from '../constants.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
@@ -118,6 +118,25 @@ export class CentralizedPolicy implements Policy {
     });
   }
 
+  /** The core's batch selection over the scanned state, with this request's job and profile. */
+  private select(r: Req, how: Pick<PlacementRequest, 'locality' | 'constraints' | 'm' | 'R'>): SelectionResult {
+    const job = r.job;
+    return selectPlacements(
+      this.view.state,
+      {
+        jobId: String(job.id),
+        target: this.target(job.declared),
+        caused: job.declared,
+        priority: job.priority,
+        platformPerf: job.profile.platformPerf,
+        form: DEFAULT_CORE_CONFIG.qualityForm,
+        platformWeight: DEFAULT_CORE_CONFIG.platformWeight,
+        ...how,
+      },
+      this.rng,
+    );
+  }
+
   private place(r: Req): void {
     // Tasks whose replicas form a named set are hard-constrained to it (Tarcil §6.2.1), one at a
     // time over the scanned state; the rest of the stage is decided jointly.
@@ -127,24 +146,12 @@ export class CentralizedPolicy implements Policy {
       if (set === undefined) continue;
       const avail = this.view.state.available.size;
       if (avail === 0) return;
-      const job = r.job;
-      const sel = selectPlacements(
-        this.view.state,
-        {
-          jobId: String(job.id),
-          target: this.target(job.declared),
-          caused: job.declared,
-          priority: job.priority,
-          platformPerf: job.profile.platformPerf,
-          locality: { mode: 'any', scope: 'server' },
-          constraints: { attributes: { [COPYSET_ATTR]: set } },
-          m: 1,
-          R: Math.max(1, Math.ceil(avail * this.scanShare)),
-          form: DEFAULT_CORE_CONFIG.qualityForm,
-          platformWeight: DEFAULT_CORE_CONFIG.platformWeight,
-        },
-        this.rng,
-      );
+      const sel = this.select(r, {
+        locality: { mode: 'any', scope: 'server' },
+        constraints: { attributes: { [COPYSET_ATTR]: set } },
+        m: 1,
+        R: Math.max(1, Math.ceil(avail * this.scanShare)),
+      });
       const p = sel.picks[0];
       if (!p) continue;
       t.Q = p.quality.Q;
@@ -157,24 +164,12 @@ export class CentralizedPolicy implements Policy {
     const m = Math.min(pending.length, avail);
     // R·m candidates cover the scanned share of the free RUs: the whole cluster without a timeout.
     const R = Math.max(1, Math.ceil((avail * this.scanShare) / m));
-    const job = r.job;
-    const sel = selectPlacements(
-      this.view.state,
-      {
-        jobId: String(job.id),
-        target: this.target(job.declared),
-        caused: job.declared,
-        priority: job.priority,
-        platformPerf: job.profile.platformPerf,
-        locality: r.data ? { mode: 'pack', scope: 'server' } : { mode: 'any', scope: 'server' },
-        constraints: r.data ? { dataServers: r.data } : {},
-        m,
-        R,
-        form: DEFAULT_CORE_CONFIG.qualityForm,
-        platformWeight: DEFAULT_CORE_CONFIG.platformWeight,
-      },
-      this.rng,
-    );
+    const sel = this.select(r, {
+      locality: r.data ? { mode: 'pack', scope: 'server' } : { mode: 'any', scope: 'server' },
+      constraints: r.data ? { dataServers: r.data } : {},
+      m,
+      R,
+    });
     // The scheduler knows where each task's input is: a pick on a server holding some pending
     // task's data goes to that task; the rest take the remaining tasks in order.
     const left = new Set(pending);
