@@ -1,5 +1,5 @@
 import { TarcilError, invalid } from '../util/errors.ts';
-import type { Compare, Op, TxnRequest } from './types.ts';
+import type { Compare, KeyValue, Op, TxnRequest } from './types.ts';
 
 /**
  * Rules both stores enforce before a transaction reaches the key space, so that a request that
@@ -104,6 +104,43 @@ export function checkTxn(req: TxnRequest, maxOps: number, maxBytes: number): voi
   if (bytes > maxBytes) throw tooLarge(bytes, maxBytes);
 }
 
+/**
+ * etcd's checks on independent transactions nested in one request (ClusterStore.txns): at most
+ * maxOps of them, each within maxOps − their number per list, no key written by two of them, and
+ * the whole request within maxBytes.
+ */
+export function checkTxns(reqs: TxnRequest[], maxOps: number, maxBytes: number): void {
+  if (!Array.isArray(reqs) || reqs.length === 0) throw invalid('txns', 'must be a non-empty array of transactions');
+  if (reqs.length > maxOps) {
+    throw new TarcilError('TOO_MANY_OPS', `too many operations in txn request: ${reqs.length} nested transactions, the store accepts ${maxOps}`, {
+      details: { limit: 'maxTxnOps', ops: reqs.length, max: maxOps },
+    });
+  }
+  let bytes = 0;
+  const writers = new Map<string, number>();
+  const prefixDeletes: Array<{ key: string; owner: number }> = [];
+  reqs.forEach((r, i) => {
+    checkTxn(r, maxOps - reqs.length, Infinity);
+    bytes += requestBytes(r);
+    for (const op of [...r.success, ...(r.failure ?? [])]) {
+      if (op.type === 'get') continue;
+      if (op.type === 'delete' && op.prefix === true) {
+        prefixDeletes.push({ key: op.key, owner: i });
+        continue;
+      }
+      const other = writers.get(op.key);
+      if (other !== undefined && other !== i) throw invalid('txns', `duplicate key given in txn request: ${op.key}`);
+      writers.set(op.key, i);
+    }
+  });
+  for (const d of prefixDeletes) {
+    for (const [key, owner] of writers) {
+      if (owner !== d.owner && key.startsWith(d.key)) throw invalid('txns', `duplicate key given in txn request: ${key}`);
+    }
+  }
+  if (bytes > maxBytes) throw tooLarge(bytes, maxBytes);
+}
+
 const OPS = new Set(['==', '!=', '<', '>']);
 
 function checkCompare(c: Compare): void {
@@ -144,4 +181,37 @@ function checkBranch(ops: Op[], where: string): void {
     if (clash) throw invalid(where, `duplicate key given in txn request: ${op.key}`);
     puts.add(op.key);
   }
+}
+
+/**
+ * One compare against the key as it is (undefined: missing), with etcd's rules: a missing key has
+ * revisions, version 0 and lease '0'; a value compare on a missing key is false for == and !=.
+ */
+export function evaluateCompare(c: Compare, kv: Pick<KeyValue, 'value' | 'lease' | 'modRevision' | 'createRevision' | 'version'> | undefined): boolean {
+  switch (c.target) {
+    case 'value':
+      if (!kv) return false;
+      return c.op === '==' ? kv.value === c.value : kv.value !== c.value;
+    case 'lease': {
+      const have = kv ? kv.lease : '0';
+      const want = normalizeLease(c.value, 'txn.compare.value');
+      return c.op === '==' ? have === want : have !== want;
+    }
+    case 'mod':
+    case 'create':
+    case 'version': {
+      const have = !kv ? 0 : c.target === 'mod' ? kv.modRevision : c.target === 'create' ? kv.createRevision : kv.version;
+      switch (c.op) {
+        case '==':
+          return have === c.value;
+        case '!=':
+          return have !== c.value;
+        case '<':
+          return have < c.value;
+        case '>':
+          return have > c.value;
+      }
+    }
+  }
+  return false;
 }

@@ -20,6 +20,7 @@ import {
   type IKeyValue,
   type IOptions,
   type IRequestOp,
+  type IResponseOp,
   type IWatchResponse,
   type Lease as Etcd3Lease,
   type Watcher,
@@ -32,6 +33,7 @@ import {
   DEFAULT_MAX_TXN_OPS,
   checkKey,
   checkTxn,
+  checkTxns,
   normalizeLease,
   prefixRangeEnd,
 } from './common.ts';
@@ -277,13 +279,30 @@ export class EtcdStore implements ClusterStore {
     const res = readOnly
       ? await this.read('txn', () => this.client.kv.txn(body))
       : await this.call('txn', () => this.client.kv.txn(body));
-    const ops = res.succeeded ? req.success : failure;
-    const responses = ops.map((op, i): KeyValue[] | null => {
-      if (op.type !== 'get') return null;
-      const r = res.responses[i]?.response_range;
-      return r ? r.kvs.map(fromKv) : [];
-    });
+    const responses = branchResponses(res.succeeded ? req.success : failure, res.responses);
     return { succeeded: res.succeeded, revision: Number(res.header.revision), responses };
+  }
+
+  async txns(reqs: TxnRequest[]): Promise<TxnResult[]> {
+    this.checkOpen();
+    checkTxns(reqs, this.maxTxnOps, this.maxRequestBytes);
+    const body = {
+      compare: [],
+      success: reqs.map((r) => ({
+        request_txn: { compare: r.compare.map(toCompare), success: r.success.map(toRequestOp), failure: (r.failure ?? []).map(toRequestOp) },
+      })),
+      failure: [],
+    };
+    const readOnly = reqs.every((r) => [...r.success, ...(r.failure ?? [])].every((op) => op.type === 'get'));
+    const res = readOnly
+      ? await this.read('txns', () => this.client.kv.txn(body))
+      : await this.call('txns', () => this.client.kv.txn(body));
+    const revision = Number(res.header.revision);
+    return reqs.map((r, i) => {
+      const sub = res.responses[i]?.response_txn;
+      if (!sub) throw new TarcilError('INTERNAL', `txns: etcd returned no result for nested transaction ${i}`);
+      return { succeeded: sub.succeeded, revision, responses: branchResponses(sub.succeeded ? r.success : (r.failure ?? []), sub.responses) };
+    });
   }
 
   async watch(opts: WatchOptions): Promise<WatchHandle> {
@@ -660,6 +679,15 @@ function toCompare(c: Compare): ICompare {
     case 'lease':
       return { key, result, target: CompareTarget.Lease, lease: normalizeLease(c.value, 'txn.compare.value') };
   }
+}
+
+/** The keys read by each 'get' of a branch etcd ran; null for its puts and deletes. */
+function branchResponses(ops: Op[], responses: IResponseOp[]): Array<KeyValue[] | null> {
+  return ops.map((op, i): KeyValue[] | null => {
+    if (op.type !== 'get') return null;
+    const r = responses[i]?.response_range;
+    return r ? r.kvs.map(fromKv) : [];
+  });
 }
 
 function toRequestOp(op: Op): IRequestOp {

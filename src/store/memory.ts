@@ -6,7 +6,9 @@ import {
   DEFAULT_MAX_TXN_OPS,
   checkKey,
   checkTxn,
+  checkTxns,
   compareKeys,
+  evaluateCompare,
   normalizeLease,
 } from './common.ts';
 import { SortedKeys } from './sorted-keys.ts';
@@ -162,6 +164,24 @@ export class MemoryStore implements ClusterStore {
       const ops = succeeded ? req.success : (req.failure ?? []);
       const responses = this.apply(ops);
       return { succeeded, revision: this.rev, responses };
+    });
+  }
+
+  txns(reqs: TxnRequest[]): Promise<TxnResult[]> {
+    return settle(() => {
+      this.checkOpen();
+      checkTxns(reqs, this.maxTxnOps, this.maxRequestBytes);
+      // Every compare first, on the state before the request; then every chosen branch, in
+      // order, as one revision (etcd evaluates nested compares before applying any of them).
+      const outcomes = reqs.map((r) => r.compare.every((c) => this.evaluate(c)));
+      const branches = reqs.map((r, i) => (outcomes[i] ? r.success : (r.failure ?? [])));
+      const responses = this.apply(branches.flat());
+      let at = 0;
+      return branches.map((ops, i) => {
+        const mine = responses.slice(at, at + ops.length);
+        at += ops.length;
+        return { succeeded: outcomes[i] as boolean, revision: this.rev, responses: mine };
+      });
     });
   }
 
@@ -348,35 +368,9 @@ export class MemoryStore implements ClusterStore {
   }
 
   private evaluate(c: Compare): boolean {
-    const e = this.data.get(c.key);
-    switch (c.target) {
-      case 'value':
-        // etcd: a value compare on a missing key fails whatever the operator.
-        if (!e) return false;
-        return c.op === '==' ? e.value === c.value : e.value !== c.value;
-      case 'lease': {
-        const have = e ? e.lease : '0';
-        const want = normalizeLease(c.value, 'txn.compare.value');
-        return c.op === '==' ? have === want : have !== want;
-      }
-      case 'mod':
-      case 'create':
-      case 'version': {
-        const have = !e ? 0 : c.target === 'mod' ? e.modRevision : c.target === 'create' ? e.createRevision : e.version;
-        switch (c.op) {
-          case '==':
-            return have === c.value;
-          case '!=':
-            return have !== c.value;
-          case '<':
-            return have < c.value;
-          case '>':
-            return have > c.value;
-        }
-      }
-    }
-    return false;
+    return evaluateCompare(c, this.data.get(c.key));
   }
+
 
   // ---- history and watches ----
 

@@ -111,6 +111,8 @@ export interface ClusterStore {
   readonly kind: 'memory' | 'etcd';
   /** Most operations one transaction branch or compare list may hold (etcd --max-txn-ops). */
   readonly maxTxnOps: number;
+  /** Largest transaction request in bytes the store accepts (etcd --max-request-bytes). */
+  readonly maxRequestBytes: number;
 
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
@@ -119,6 +121,15 @@ export interface ClusterStore {
   /** Returns the number of keys deleted. */
   delete(key: string, opts?: { prefix?: boolean }): Promise<number>;
   txn(req: TxnRequest): Promise<TxnResult>;
+  /**
+   * Several independent transactions in one request, applied atomically at one revision. Each
+   * evaluates its own compares, all on the state before the request, and runs its own branch; the
+   * results come back in order, each with the revision after the request. In etcd this is one
+   * transaction whose success branch nests each of them. No two of them may write the same key
+   * (INVALID_ARGUMENT, as etcd's "duplicate key"), and each may hold at most
+   * maxTxnOps − reqs.length compares and ops per branch (etcd shares the op budget along a path).
+   */
+  txns(reqs: TxnRequest[]): Promise<TxnResult[]>;
   watch(opts: WatchOptions): Promise<WatchHandle>;
   grantLease(ttlSeconds: number, opts?: LeaseOptions): Promise<Lease>;
   /** Current revision (a cheap read). */

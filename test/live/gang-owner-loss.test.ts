@@ -20,6 +20,7 @@ import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 class DyingStore implements ClusterStore {
   readonly kind: ClusterStore['kind'];
   readonly maxTxnOps: number;
+  readonly maxRequestBytes: number;
   dead = false;
   constructor(
     private readonly inner: ClusterStore,
@@ -27,6 +28,7 @@ class DyingStore implements ClusterStore {
   ) {
     this.kind = inner.kind;
     this.maxTxnOps = inner.maxTxnOps;
+    this.maxRequestBytes = inner.maxRequestBytes;
   }
   private gate<T>(f: () => Promise<T>): Promise<T> {
     return this.dead ? new Promise<T>(() => undefined) : f();
@@ -41,6 +43,10 @@ class DyingStore implements ClusterStore {
   txn: ClusterStore['txn'] = (req) => {
     if (!this.dead && this.dieAt(req)) this.dead = true;
     return this.gate(() => this.inner.txn(req));
+  };
+  txns: ClusterStore['txns'] = (reqs) => {
+    if (!this.dead && reqs.some((r) => this.dieAt(r))) this.dead = true;
+    return this.gate(() => this.inner.txns(reqs));
   };
   watch = (opts: WatchOptions): ReturnType<ClusterStore['watch']> =>
     this.gate(() => this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }));

@@ -327,6 +327,73 @@ export function storeContract(
         expect(await s.revision()).toBe(r + 1);
       });
 
+      it('runs independent transactions in one request, each with its own outcome, at one revision', async () => {
+        await s.put(`${p}n/a`, 'A');
+        await s.put(`${p}n/b`, 'B');
+        const modA = (await s.get(`${p}n/a`))?.modRevision ?? 0;
+        const modB = (await s.get(`${p}n/b`))?.modRevision ?? 0;
+        const r = await s.revision();
+        const rec = await watchAll(s, `${p}n/`, r + 1);
+        const res = await s.txns([
+          { compare: [{ key: `${p}n/a`, target: 'mod', op: '==', value: modA }], success: [{ type: 'put', key: `${p}n/a`, value: 'A2' }], failure: [{ type: 'get', key: `${p}n/a` }] },
+          { compare: [{ key: `${p}n/b`, target: 'mod', op: '==', value: modB - 1 }], success: [{ type: 'put', key: `${p}n/b`, value: 'B2' }], failure: [{ type: 'get', key: `${p}n/b` }] },
+          { compare: [], success: [{ type: 'put', key: `${p}n/c`, value: 'C' }, { type: 'get', key: `${p}n/c` }] },
+        ]);
+        expect(res.map((x) => x.succeeded)).toEqual([true, false, true]);
+        expect(res.map((x) => x.revision)).toEqual([r + 1, r + 1, r + 1]);
+        expect(res[0]?.responses).toEqual([null]);
+        expect(res[1]?.responses[0]?.map((kv) => [kv.value, kv.modRevision])).toEqual([['B', modB]]);
+        expect(res[2]?.responses[1]?.map((kv) => [kv.value, kv.modRevision])).toEqual([['C', r + 1]]);
+        expect((await s.get(`${p}n/a`))?.value).toBe('A2');
+        expect((await s.get(`${p}n/b`))?.value).toBe('B');
+        await rec.waitFor((b) => b.length >= 1);
+        expect(rec.batches).toHaveLength(1);
+        expect(rec.batches[0]?.events.map((e) => [e.type, e.kv.key, e.kv.modRevision])).toEqual([
+          ['put', `${p}n/a`, r + 1],
+          ['put', `${p}n/c`, r + 1],
+        ]);
+      });
+
+      it('evaluates the compares of independent transactions on the state before the request', async () => {
+        const r = await s.revision();
+        const res = await s.txns([
+          { compare: [], success: [{ type: 'put', key: `${p}e/x`, value: '1' }] },
+          { compare: [{ key: `${p}e/x`, target: 'create', op: '==', value: 0 }], success: [{ type: 'put', key: `${p}e/y`, value: 'x was absent' }] },
+        ]);
+        expect(res.map((x) => x.succeeded)).toEqual([true, true]);
+        expect((await s.get(`${p}e/y`))?.value).toBe('x was absent');
+        // When every transaction fails, nothing is written and the revision stays.
+        const none = await s.txns([
+          { compare: [{ key: `${p}e/x`, target: 'version', op: '==', value: 0 }], success: [{ type: 'put', key: `${p}e/x`, value: '2' }] },
+          { compare: [{ key: `${p}e/y`, target: 'version', op: '==', value: 0 }], success: [{ type: 'put', key: `${p}e/y`, value: '2' }] },
+        ]);
+        expect(none.map((x) => [x.succeeded, x.revision])).toEqual([
+          [false, r + 1],
+          [false, r + 1],
+        ]);
+        expect(await s.revision()).toBe(r + 1);
+      });
+
+      it('refuses independent transactions that write one key, or exceed the shared op budget, writing nothing', async () => {
+        const r = await s.revision();
+        await expectCode(
+          s.txns([
+            { compare: [], success: [{ type: 'put', key: `${p}d/k`, value: '1' }] },
+            { compare: [], success: [{ type: 'put', key: `${p}d/other`, value: '1' }], failure: [{ type: 'put', key: `${p}d/k`, value: '2' }] },
+          ]),
+          'INVALID_ARGUMENT',
+        );
+        // Two nested transactions share the budget: each may hold maxTxnOps − 2 ops per list.
+        const n = s.maxTxnOps - 2;
+        const puts = (tag: string, count: number): Op[] =>
+          Array.from({ length: count }, (_, i) => ({ type: 'put' as const, key: `${p}d/${tag}/${i}`, value: 'v' }));
+        await expectCode(s.txns([{ compare: [], success: puts('a', n + 1) }, { compare: [], success: puts('b', 1) }]), 'TOO_MANY_OPS');
+        expect(await s.revision()).toBe(r);
+        const ok = await s.txns([{ compare: [], success: puts('a', n) }, { compare: [], success: puts('b', n) }]);
+        expect(ok.every((x) => x.succeeded && x.revision === r + 1)).toBe(true);
+        expect((await s.range(`${p}d/`)).kvs).toHaveLength(2 * n);
+      });
+
       it('refuses a request larger than maxRequestBytes', async () => {
         const big = 'x'.repeat(2 * 1024 * 1024);
         await expectCode(s.put(`${p}big`, big), 'TOO_MANY_OPS');

@@ -4,15 +4,17 @@ import type { ClusterStore } from '../../src/store/types.ts';
  * A ClusterStore that forwards every call to `inner` (bound to it, so the inner store's state is
  * never shadowed), except those given in `over`: how tests inject faults on one process's path.
  */
-export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'put' | 'delete' | 'txn' | 'watch' | 'grantLease'>>): ClusterStore {
+export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>): ClusterStore {
   return {
     kind: inner.kind,
     maxTxnOps: inner.maxTxnOps,
+    maxRequestBytes: inner.maxRequestBytes,
     get: over.get ?? ((key) => inner.get(key)),
     range: over.range ?? ((prefix, opts) => inner.range(prefix, opts)),
     put: over.put ?? ((key, value, opts) => inner.put(key, value, opts)),
     delete: over.delete ?? ((key, opts) => inner.delete(key, opts)),
     txn: over.txn ?? ((req) => inner.txn(req)),
+    txns: over.txns ?? ((reqs) => inner.txns(reqs)),
     watch: over.watch ?? ((opts) => inner.watch(opts)),
     grantLease: over.grantLease ?? ((ttl, opts) => inner.grantLease(ttl, opts)),
     revision: () => inner.revision(),
