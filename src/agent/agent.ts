@@ -3,6 +3,7 @@ import type { JobSpec, RuRef } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { ClusterState } from '../sampling/cluster-state.ts';
+import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../store/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op, TxnRequest, WatchHandle } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -34,6 +35,12 @@ export interface AgentConfig extends CoreConfig {
    * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
    */
   recordJob: boolean;
+  /**
+   * Group commit: the most commit transactions this agent keeps in flight. Decisions that are
+   * ready while every slot is busy leave together as one transaction (see store/group-commit.ts).
+   * 0 sends one transaction per decision, however many are in flight.
+   */
+  groupCommit: number;
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -47,6 +54,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   recheckMs: 1000,
   consumeQueue: true,
   recordJob: true,
+  groupCommit: 1,
 };
 
 /** One placed task, as reported to the caller and recorded for explanation. */
@@ -116,6 +124,9 @@ export class SchedulingAgent {
   private readonly rng: Rng;
   private readonly log: Logger;
   private readonly core: CoreContext;
+  /** Placement commits go through here (group commit), or straight to the store when off. */
+  private readonly committer: { txn: ClusterStore['txn'] };
+  private readonly groupCommit: GroupCommit | undefined;
   private commitSeq = 0;
   private closed = false;
   private queueWatch: WatchHandle | undefined;
@@ -148,6 +159,13 @@ export class SchedulingAgent {
     this.cache = new AgentCache({ store: this.store, keys: this.keys, state: this.state, clock: this.clock, log: this.log });
     this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
     this.onCommitted = opts.onCommitted;
+    this.groupCommit = this.config.groupCommit > 0 ? new GroupCommit(this.store, { maxInFlight: this.config.groupCommit }) : undefined;
+    this.committer = this.groupCommit ?? this.store;
+  }
+
+  /** Transactions sent and commit requests answered by group commit (undefined when off). */
+  get groupCommitStats(): GroupCommitStats | undefined {
+    return this.groupCommit?.stats;
   }
 
   /** Fences every later commit for this job on the lease of `fence.key` (see JobFence). */
@@ -332,19 +350,27 @@ export class SchedulingAgent {
         admitted = await this.admit(job, target, pending.length, rec, queueStart, waiting);
       }
       const chunk = pending.slice(0, this.picksPerTxn);
-      const placed = await this.commitChunk(job, target, chunk, rec, allAtOnce, pending.length === chunk.length);
+      const { placed, contended } = await this.commitChunk(job, target, chunk, rec, allAtOnce, pending.length === chunk.length);
       if (placed.length > 0) {
         const done = new Set(placed);
         for (let i = pending.length - 1; i >= 0; i--) if (done.has(pending[i] as number)) pending.splice(i, 1);
         continue;
       }
-      // Nothing placed: too few eligible RUs, or retries exhausted. Back to admission, then wait
-      // for an RU to free up (or the recheck interval) before trying again.
+      // Nothing placed. Back to admission; then, if there were too few eligible RUs, wait for one
+      // to free up (or the recheck interval). If there were RUs but other agents kept taking
+      // them first (retries exhausted on conflicts), waiting for a freed RU would stall a job
+      // that can run now: back off once more instead.
       rec.readmissions++;
       this.stats.readmissions++;
       admitted = false;
       await waiting.ensure(pending.length);
-      await this.waitForCapacity(rec);
+      if (contended) {
+        const q0 = this.clock.now();
+        await this.clock.sleep(this.backoff(this.config.maxRetries + 1));
+        rec.stageMs.queue += this.clock.now() - q0;
+      } else {
+        await this.waitForCapacity(rec);
+      }
     }
   }
 
@@ -405,7 +431,8 @@ export class SchedulingAgent {
 
   /**
    * Selects and commits one chunk of tasks; retries conflicts with a fresh draw and exponential
-   * backoff. Returns the task indices placed (empty: go back to admission).
+   * backoff. Returns the task indices placed (empty: go back to admission), and whether the last
+   * attempt found enough RUs but lost them to conflicts (`contended`) rather than finding too few.
    */
   private async commitChunk(
     job: JobSpec,
@@ -414,7 +441,7 @@ export class SchedulingAgent {
     rec: DecisionRecord,
     allOrNothing: boolean,
     lastChunk: boolean,
-  ): Promise<number[]> {
+  ): Promise<{ placed: number[]; contended: boolean }> {
     let keep: Pick[] = [];
     try {
       for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
@@ -433,20 +460,20 @@ export class SchedulingAgent {
         rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
         if (rec.samples.length > 50) rec.samples.splice(1, 1);
         const picks = keep.concat(d.selection.picks);
-        if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return [];
+        if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return { placed: [], contended: false };
         const tasks = chunk.slice(0, picks.length);
         const c0 = this.clock.monotonic();
         const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy');
         rec.stageMs.commit += this.clock.monotonic() - c0;
         if (res.ok) {
           keep = [];
-          return tasks;
+          return { placed: tasks, contended: false };
         }
         // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
         // conflicting ones are resampled.
         keep = res.survivors;
       }
-      return [];
+      return { placed: [], contended: true };
     } finally {
       if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
     }
@@ -566,7 +593,7 @@ export class SchedulingAgent {
     const req: TxnRequest = { compare, success, failure };
     let res;
     try {
-      res = await this.store.txn(req);
+      res = await this.committer.txn(req);
     } catch (err) {
       // The outcome is unknown (the store may have applied it before the error). Find out from
       // the store before trying anything else: a blind retry could place the tasks twice.

@@ -117,6 +117,9 @@ describe.each<ConflictScope>(['ru', 'server'])('three agents on a real etcd (%s 
       const conflicts = agents.reduce((a, g) => a + g.stats.conflicts, 0);
       expect(conflicts).toBeGreaterThan(0);
       expect(records.reduce((a, r) => a + r.conflicts, 0)).toBe(conflicts);
+      // Group commit was at work: some requests to etcd carried several decisions of one agent, so the
+      // audit below covers commits made alone and commits made together.
+      expect(agents.some((a) => (a.groupCommitStats?.largestGroup ?? 0) > 1)).toBe(true);
 
       // 3. etcd agrees: one task record per task, all succeeded.
       expect(s.runner.stats.completed).toBe(JOBS * TASKS);
