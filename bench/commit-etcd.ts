@@ -1,9 +1,11 @@
 /**
- * The commit path on a real etcd: tasks/s and latency of the scheduler (1 and 3 agents, one task
- * per transaction, and 8 tasks per transaction) side by side with a raw etcd transaction loop of
- * the same shape and concurrency, in the same run, on the same etcd.
- * Run: npx tsx bench/commit-etcd.ts [--quick]
+ * The commit path on a real etcd: tasks/s and latency of the scheduler (1 and 3 agents, jobs of
+ * one task and of 8 tasks) side by side with a raw etcd transaction loop sending the same
+ * transaction per job, at the same concurrency, in the same run, on the same etcd. The scheduler
+ * runs twice: with group commit (the default) and with one transaction per decision.
+ * Run: npx tsx bench/commit-etcd.ts [--quick] [--only 3x1] [--side raw|tarcil|tarcil-single]
  */
+import { join } from 'node:path';
 import { SchedulingAgent } from '../src/agent/agent.ts';
 import { seedCluster, uniformServers } from '../src/agent/seed.ts';
 import { DEFAULT_PRIORITY, type JobSpec } from '../src/model/types.ts';
@@ -15,12 +17,21 @@ import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { TEST_PROFILES } from '../test/support/jobs.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { RESULTS_DIR, fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
-const TASKS = quick ? 1200 : 3000;
-const SERVERS = 500; // 4,000 RUs: every task finds a free RU, no completions needed
+// Every task finds a free RU and none ends: the cluster fills to 75%.
+const SERVERS = quick ? 250 : 2000;
+const TASKS = SERVERS * 6;
+/** Each cell runs this many times, the variants interleaved; the table shows the median run. */
+const REPS = quick ? 1 : 3;
 const IN_FLIGHT_PER_AGENT = 16;
+// --only 3x1 runs one cell (agents x tasks per transaction), e.g. to profile it.
+const onlyArg = process.argv.indexOf('--only');
+const only = onlyArg >= 0 ? process.argv[onlyArg + 1] : undefined;
+// --side raw|tarcil|tarcil-single runs one variant only (with --only, e.g. to profile it).
+const sideArg = process.argv.indexOf('--side');
+const side = sideArg >= 0 ? process.argv[sideArg + 1] : undefined;
 
 const bin = ensureEtcd((m) => process.stdout.write(`${m}\n`));
 const etcd = await startEtcd({ bin });
@@ -28,8 +39,16 @@ const url = etcd.endpoint.replace('http://', 'etcd://');
 const clock = new SystemClock();
 const log = createLogger('bench', 'silent');
 
+type Variant = 'raw' | 'tarcil' | 'tarcil-single';
+const VARIANT_NAME: Record<Variant, string> = {
+  raw: 'raw etcd txn loop',
+  tarcil: 'tarcil, group commit',
+  'tarcil-single': 'tarcil, one txn per decision',
+};
+
 interface Row {
   name: string;
+  variant: Variant;
   agents: number;
   tasksPerTxn: number;
   inFlight: number;
@@ -39,8 +58,12 @@ interface Row {
   p50ms: number;
   p99ms: number;
   conflicts: number;
-  /** CPU time of this process (agents and their etcd clients) per second of wall time. */
-  cpuShare?: number;
+  /** Commit retries (fresh samples after a conflict) per task. */
+  retriesPerTask: number;
+  /** Requests sent to etcd to commit, per task placed. */
+  requestsPerTask: number;
+  /** CPU time of this process (agents or raw clients, and their etcd clients) per second of wall time. */
+  cpuShare: number;
 }
 const rows: Row[] = [];
 
@@ -69,6 +92,7 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
     });
     let next = 0;
     const lat: number[] = [];
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const worker = async (store: ClusterStore, w: number): Promise<void> => {
       for (;;) {
@@ -93,8 +117,11 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
     const perClient = IN_FLIGHT_PER_AGENT;
     await Promise.all(Array.from({ length: clients * perClient }, (_, i) => worker(stores[i % clients]!, i)));
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
     return {
-      name: 'raw etcd txn loop',
+      cpuShare: (cpu.user + cpu.system) / 1e6 / seconds,
+      name: VARIANT_NAME.raw,
+      variant: 'raw',
       agents: clients,
       tasksPerTxn,
       inFlight: clients * perClient,
@@ -104,21 +131,25 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
       p50ms: pct(lat, 0.5),
       p99ms: pct(lat, 0.99),
       conflicts: 0,
+      retriesPerTask: 0,
+      requestsPerTask: Math.ceil(TASKS / tasksPerTxn) / TASKS,
     };
   });
 }
 
-async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
-  const keys = new Keys(`/bench-sched-${agentsN}-${tasksPerJob}-${Date.now()}/`);
+async function scheduler(agentsN: number, tasksPerJob: number, variant: 'tarcil' | 'tarcil-single'): Promise<Row> {
+  const keys = new Keys(`/bench-sched-${variant}-${agentsN}-${tasksPerJob}-${Date.now()}/`);
   return withStores(agentsN + 1, async (stores) => {
     await seedCluster(stores[agentsN]!, keys, uniformServers(SERVERS, 8));
+    const config = { conflictScope: 'ru' as const, ...(variant === 'tarcil-single' ? { groupCommit: 0 } : {}) };
     const agents = Array.from(
       { length: agentsN },
-      (_, i) => new SchedulingAgent({ id: `a${i}`, store: stores[i]!, keys, clock, rng: new SeededRng(7 + i), log, config: { conflictScope: 'ru' } }),
+      (_, i) => new SchedulingAgent({ id: `a${i}`, store: stores[i]!, keys, clock, rng: new SeededRng(7 + i), log, config }),
     );
     await Promise.all(agents.map((a) => a.start()));
     const jobsN = TASKS / tasksPerJob;
     const lat: number[] = [];
+    let retries = 0;
     let next = 0;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -139,18 +170,20 @@ async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
           submittedAt: 0,
         };
         const s0 = performance.now();
-        await agent.schedule(job);
+        const rec = await agent.schedule(job);
         lat.push(performance.now() - s0);
+        retries += rec.retries;
       }
     };
     await Promise.all(Array.from({ length: agentsN * IN_FLIGHT_PER_AGENT }, (_, i) => worker(agents[i % agentsN]!)));
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
-    const cpuShare = (cpu.user + cpu.system) / 1e6 / seconds;
     const conflicts = agents.reduce((a, g) => a + g.stats.conflicts, 0);
+    const requests = agents.reduce((a, g) => a + (g.groupCommitStats?.requests ?? g.stats.commits), 0);
     await Promise.all(agents.map((a) => a.close()));
     return {
-      name: 'tarcil agents',
+      name: VARIANT_NAME[variant],
+      variant,
       agents: agentsN,
       tasksPerTxn: tasksPerJob,
       inFlight: agentsN * IN_FLIGHT_PER_AGENT,
@@ -160,11 +193,23 @@ async function scheduler(agentsN: number, tasksPerJob: number): Promise<Row> {
       p50ms: pct(lat, 0.5),
       p99ms: pct(lat, 0.99),
       conflicts,
-      cpuShare,
+      retriesPerTask: retries / TASKS,
+      requestsPerTask: requests / TASKS,
+      cpuShare: (cpu.user + cpu.system) / 1e6 / seconds,
     };
   });
 }
 
+const run = (variant: Variant, agentsN: number, perTxn: number): Promise<Row> =>
+  variant === 'raw' ? rawLoop(agentsN, perTxn) : scheduler(agentsN, perTxn, variant);
+
+const cells: { raw: Row; tarcil: Row; single: Row }[] = [];
+/** The run with the median throughput (the lower middle one for an even count). */
+function medianRun(runs: Row[] | undefined): Row | undefined {
+  if (!runs || runs.length === 0) return undefined;
+  const sorted = [...runs].sort((a, b) => a.tasksPerSec - b.tasksPerSec);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
 try {
   for (const [agentsN, perTxn] of [
     [1, 1],
@@ -172,49 +217,71 @@ try {
     [1, 8],
     [3, 8],
   ] as const) {
-    const raw = await rawLoop(agentsN, perTxn);
-    const sch = await scheduler(agentsN, perTxn);
-    for (const r of [raw, sch]) {
-      rows.push(r);
+    if (only !== undefined && only !== `${agentsN}x${perTxn}`) continue;
+    const variants: Variant[] = side !== undefined ? [side as Variant] : ['raw', 'tarcil', 'tarcil-single'];
+    const got: Partial<Record<Variant, Row[]>> = {};
+    for (let rep = 0; rep < REPS; rep++) {
+      for (const v of variants) {
+        const r = await run(v, agentsN, perTxn);
+        (got[v] ??= []).push(r);
+        rows.push(r);
+        process.stdout.write(
+          `${r.name.padEnd(30)} agents=${r.agents} tasks/job=${r.tasksPerTxn} in-flight=${r.inFlight}: ${fmt(r.tasksPerSec, 0)} tasks/s, p50 ${fmt(r.p50ms, 2)} ms, p99 ${fmt(r.p99ms, 2)} ms, etcd requests/task ${fmt(r.requestsPerTask, 3)}, conflicts ${r.conflicts}, process CPU ${fmt(r.cpuShare * 100, 0)}%\n`,
+        );
+      }
+    }
+    const raw = medianRun(got.raw);
+    const tarcil = medianRun(got.tarcil);
+    const single = medianRun(got['tarcil-single']);
+    if (raw && tarcil && single) {
+      cells.push({ raw, tarcil, single });
       process.stdout.write(
-        `${r.name.padEnd(18)} agents=${r.agents} tasks/txn=${r.tasksPerTxn} in-flight=${r.inFlight}: ${fmt(r.tasksPerSec, 0)} tasks/s, p50 ${fmt(r.p50ms, 2)} ms, p99 ${fmt(r.p99ms, 2)} ms, conflicts ${r.conflicts}${r.cpuShare !== undefined ? `, agent process CPU ${fmt(r.cpuShare * 100, 0)}%` : ''}\n`,
+        `  → median of ${REPS}: tarcil reaches ${fmt((tarcil.tasksPerSec / raw.tasksPerSec) * 100, 0)}% of the raw loop (${fmt((single.tasksPerSec / raw.tasksPerSec) * 100, 0)}% with one txn per decision)\n`,
       );
     }
-    process.stdout.write(`  → scheduler reaches ${fmt((sch.tasksPerSec / raw.tasksPerSec) * 100, 0)}% of the raw loop\n`);
   }
 } finally {
   await etcd.stop();
 }
 
-const pairs: (string | number)[][] = [];
-for (let i = 0; i < rows.length; i += 2) {
-  const raw = rows[i]!;
-  const sch = rows[i + 1]!;
-  pairs.push([
-    sch.agents,
-    sch.tasksPerTxn,
-    sch.inFlight,
-    fmt(raw.tasksPerSec, 0),
-    fmt(sch.tasksPerSec, 0),
-    `${fmt((sch.tasksPerSec / raw.tasksPerSec) * 100, 0)}%`,
-    `${fmt(raw.p50ms, 2)} / ${fmt(raw.p99ms, 2)}`,
-    `${fmt(sch.p50ms, 2)} / ${fmt(sch.p99ms, 2)}`,
-    sch.conflicts,
-  ]);
-}
+const ratio = (a: Row, b: Row): string => `${fmt((a.tasksPerSec / b.tasksPerSec) * 100, 0)}%`;
+const lat = (r: Row): string => `${fmt(r.p50ms, 1)} / ${fmt(r.p99ms, 1)}`;
 const md = `# Commit path on a real etcd
 
-${TASKS} tasks per cell on ${SERVERS} servers × 8 RUs (every task finds a free RU), ${IN_FLIGHT_PER_AGENT}
-requests in flight per agent (or per raw client), each agent with its own etcd client and a
-watch-fed cache. The raw loop sends the same transaction an agent sends for the same placements
-(compare the RU revisions; put RU, task, epoch and job records; reads in the else branch) on
-pre-chosen free RUs, with no scheduling. Scheduler latency is submit → committed (admission,
-sampling, scoring, commit, any retries); raw latency is one transaction. Measured with
-\`npx tsx bench/commit-etcd.ts${quick ? ' --quick' : ''}\` on ${machine()}, etcd 3.4 on the same machine.
+${TASKS} tasks per run on ${SERVERS} servers × 8 RUs (every task finds a free RU; no task ends, so the
+cluster fills to ${fmt((TASKS / (SERVERS * 8)) * 100, 0)}%), ${IN_FLIGHT_PER_AGENT} jobs in flight per agent (or per raw client), each
+agent with its own etcd client and watch-fed cache, all in one process. Each cell ran ${REPS} time(s),
+the three variants interleaved; the table shows each variant's median run, and ratios of medians.
 
-${mdTable(['agents', 'tasks/txn', 'in flight', 'raw tasks/s', 'tarcil tasks/s', 'tarcil / raw', 'raw p50 / p99 ms', 'tarcil p50 / p99 ms', 'conflicts'], pairs)}
+- **raw loop**: per job, the transaction an agent sends for it (compare the RU revisions; put RU,
+  task, epoch and job records; reads in the else branch) on pre-chosen free RUs, with no
+  scheduling: one etcd request per job.
+- **tarcil, group commit** (the default): admission, sampling, scoring and a commit per job; the
+  decisions an agent makes while its previous request is in flight leave together in one request
+  (nested transactions, each with its own compares and outcome).
+- **tarcil, one txn per decision**: the same with group commit off (\`groupCommit: 0\`).
+
+Latency is submit → committed for the scheduler (admission, sampling, scoring, commit, retries)
+and one transaction for the raw loop. Measured with \`npx tsx bench/commit-etcd.ts${quick ? ' --quick' : ''}\` on ${machine()},
+etcd 3.4 on the same machine.
+
+${mdTable(
+  ['agents', 'tasks/job', 'raw tasks/s', 'tarcil tasks/s (vs raw)', 'one txn per decision (vs raw)', 'p50 / p99 ms: raw, tarcil, one txn', 'etcd requests/task: raw, tarcil', 'conflicts (retries/task)'],
+  cells.map(({ raw, tarcil, single }) => [
+    tarcil.agents,
+    tarcil.tasksPerTxn,
+    fmt(raw.tasksPerSec, 0),
+    `${fmt(tarcil.tasksPerSec, 0)} (${ratio(tarcil, raw)})`,
+    `${fmt(single.tasksPerSec, 0)} (${ratio(single, raw)})`,
+    `${lat(raw)}; ${lat(tarcil)}; ${lat(single)}`,
+    `${fmt(raw.requestsPerTask, 3)}, ${fmt(tarcil.requestsPerTask, 3)}`,
+    `${tarcil.conflicts} (${fmt(tarcil.retriesPerTask, 3)})`,
+  ]),
+)}
 
 Target: the scheduler reaches at least 80% of the raw loop.
 `;
-const paths = writeResults('commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, rows }, md);
-process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
+if (only === undefined && side === undefined) {
+  const paths = writeResults('commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR);
+  process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
+}
