@@ -54,7 +54,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   recheckMs: 1000,
   consumeQueue: true,
   recordJob: true,
-  groupCommit: 1,
+  groupCommit: 2,
 };
 
 /** One placed task, as reported to the caller and recorded for explanation. */

@@ -234,6 +234,35 @@ describe('incremental commit', () => {
   });
 });
 
+/** A real MemoryStore where a rival rewrites every RU a placement compares, just before it commits. */
+class JostlingStore extends MemoryStore {
+  remaining = 0;
+  override async txn(req: Parameters<MemoryStore['txn']>[0]): ReturnType<MemoryStore['txn']> {
+    const ruCompares = req.compare.filter((c) => c.key.includes('/rus/')).map((c) => c.key);
+    if (this.remaining > 0 && ruCompares.length > 0 && req.success.some((o) => o.type === 'put' && o.key.includes('/tasks/'))) {
+      this.remaining--;
+      for (const key of ruCompares) {
+        const kv = await super.get(key);
+        if (kv) await super.put(key, kv.value);
+      }
+    }
+    return super.txn(req);
+  }
+}
+
+describe('conflicts', () => {
+  it('a job that keeps losing free RUs to rivals backs off and retries, without waiting for an RU to free up', async () => {
+    const store = new JostlingStore();
+    // Waiting for a freed RU would outlast the test: nothing frees up here.
+    const { agent } = await setup({ servers: 10, store, config: { consumeQueue: false, recheckMs: 600_000, backoffMaxMs: 20 } });
+    store.remaining = agent.config.maxRetries + 1;
+    const rec = await agent.submit(makeJob('jostled', TEST_PROFILES[4]!, 4));
+    expect(rec.placements).toHaveLength(4);
+    expect(rec.conflicts).toBe(agent.config.maxRetries + 1);
+    expect(rec.readmissions).toBe(1);
+  });
+});
+
 describe('agent cache', () => {
   it('re-lists and re-watches when its watch is cancelled, missing nothing written meanwhile', async () => {
     const store = new CancellableStore();
