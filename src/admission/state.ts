@@ -126,7 +126,10 @@ class Bucket {
   readonly sumFree: Float64Array;
   /** Σ over all RUs, for the representative vector of a bucket with nothing free. */
   readonly sumAll: Float64Array;
-  /** The last mean seen while the bucket held RUs, for buckets that have since emptied. */
+  /**
+   * For a bucket that has emptied: its mean just before (of its free RUs if any was free, else of
+   * all). Written only when the last RU leaves; a bucket with RUs computes its mean from the sums.
+   */
   readonly lastMean: Float64Array;
   seen = false;
   readonly history: FreeHistory;
@@ -244,6 +247,7 @@ export class AdmissionState {
 
   private detach(e: RuEntry): void {
     const b = this.bucketList[e.bucket] as Bucket;
+    if (b.total === 1) this.remember(b);
     b.total--;
     for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) - (e.q[i] as number);
     if (e.free) {
@@ -251,7 +255,6 @@ export class AdmissionState {
       this.freeTotal--;
       for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) - (e.q[i] as number);
     }
-    this.remember(b);
   }
 
   private attach(e: RuEntry): void {
@@ -263,15 +266,20 @@ export class AdmissionState {
       this.freeTotal++;
       for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) + (e.q[i] as number);
     }
-    this.remember(b);
+    b.seen = true;
   }
 
-  /** Keeps a representative vector for buckets that empty, so their history still counts. */
+  /** Keeps a representative vector for a bucket about to empty, so its history still counts. */
   private remember(b: Bucket): void {
-    if (b.total === 0) return;
-    const [sum, count] = b.free > 0 ? [b.sumFree, b.free] : [b.sumAll, b.total];
-    for (let i = 0; i < this.n; i++) b.lastMean[i] = (sum[i] as number) / (count * FIXED);
-    b.seen = true;
+    this.meanInto(b, b.lastMean);
+  }
+
+  /** The bucket's mean contention: of its free RUs if any is free, else of all its RUs. */
+  private meanInto(b: Bucket, out: Float64Array | number[]): void {
+    const free = b.free > 0;
+    const sum = free ? b.sumFree : b.sumAll;
+    const count = (free ? b.free : b.total) * FIXED;
+    for (let i = 0; i < this.n; i++) out[i] = (sum[i] as number) / count;
   }
 
   totalFree(): number {
@@ -315,6 +323,7 @@ export class AdmissionState {
       if (!b.seen) return;
       const v = this.scratch;
       if (b.free > 0) this.freeMeanInto(b, v);
+      else if (b.total > 0) this.meanInto(b, v);
       else for (let j = 0; j < this.n; j++) v[j] = b.lastMean[j] as number;
       if (scoreRu(v, job).acceptable) res.push(i);
     });

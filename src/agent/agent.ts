@@ -450,6 +450,15 @@ export class SchedulingAgent {
           rec.retries++;
           await this.clock.sleep(this.backoff(attempt));
         }
+        // With group commit, decide only when the decision can leave at once: a decision that
+        // waited in the queue would reach the store staler, and conflict more.
+        const t0 = this.clock.monotonic();
+        await this.groupCommit?.turn();
+        this.assertOpen(job.id);
+        rec.stageMs.commit += this.clock.monotonic() - t0;
+        // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
+        // would only conflict again: resample it too.
+        keep = keep.filter((p) => this.state.isClaimed({ server: p.server.id, index: p.index }));
         const need = chunk.length - keep.length;
         const d = decide(this.core, job, target, need, this.config, {
           skipAdmission: true,
@@ -506,13 +515,14 @@ export class SchedulingAgent {
     const servers = new Map<string, number>();
     for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
     // Claim the picks locally until the commit resolves, so this agent's other in-flight
-    // decisions do not choose them too (or score their neighbours as empty).
+    // decisions do not choose them too (or score their neighbours as empty). The claim holds the
+    // occupant the commit writes, so applying our own commit changes nothing more in the cache.
     const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
     picks.forEach((p, i) => {
       const ref = refs[i] as RuRef;
       // Survivors of a previous attempt are still claimed by us.
       if (!this.state.isClaimed(ref)) {
-        this.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: 'reserved' });
+        this.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState });
       }
     });
     const chained = this.config.conflictScope === 'server' ? await this.chainServerCommits(servers) : undefined;
@@ -532,8 +542,11 @@ export class SchedulingAgent {
       for (const p of picks) {
         const key = k.ru({ server: p.server.id, index: p.index });
         compare.push({ key, target: 'mod', op: '==', value: p.ruRev });
-        failure.push({ type: 'get', key });
       }
+      // On a conflict, read every RU of the servers picked, not only the picks: a rival that took
+      // one of them has often taken its neighbours too (the same servers look best to every
+      // agent), and the resample must not walk into those next.
+      for (const sid of servers.keys()) failure.push({ type: 'get', key: k.serverRus(sid), prefix: true });
     }
     const fence = this.fences.get(job.id);
     if (fence) {

@@ -121,10 +121,18 @@ export function decide(
  */
 export function wireAdmission(state: ClusterState, admission: AdmissionState): void {
   const C: number[] = [];
+  // The RU keys of each server, built once: this runs for every RU of every server that changes.
+  const keysOf = new Map<string, string[]>();
   state.onServerChanged((s) => {
     const gone = !state.servers.has(s.id);
+    let keys = keysOf.get(s.id);
+    if (!keys || keys.length !== s.ruCount) {
+      keys = Array.from({ length: s.ruCount }, (_, i) => `${s.id}/${i}`);
+      keysOf.set(s.id, keys);
+    }
+    if (gone) keysOf.delete(s.id);
     for (let i = 0; i < s.ruCount; i++) {
-      const key = `${s.id}/${i}`;
+      const key = keys[i] as string;
       if (gone || s.down || s.ruDown[i]) {
         admission.updateRu(key, null, false);
         continue;

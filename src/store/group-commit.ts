@@ -51,11 +51,28 @@ export class GroupCommit {
   private readonly maxInFlight: number;
   private readonly queue: Pending[] = [];
   private inFlight = 0;
+  /** Callers waiting for their turn (see turn()). */
+  private readonly turns: Array<() => void> = [];
+  /** A slot is free and the callers whose turn came are preparing their transactions. */
+  private gathering = false;
   readonly stats: GroupCommitStats = { requests: 0, transactions: 0, largestGroup: 0 };
 
   constructor(store: ClusterStore, opts: GroupCommitOptions = {}) {
     this.store = store;
     this.maxInFlight = Math.max(1, Math.floor(opts.maxInFlight ?? 1));
+  }
+
+  /**
+   * Resolves when a transaction built now would leave in the next request: at once when a slot is
+   * free, else when one frees up. A caller that builds its transaction from a cache (an optimistic
+   * decision) waits for its turn first, so the decision is made as late as possible and is as
+   * fresh as the cache can make it when it reaches the store, rather than aging in the queue.
+   * Every caller whose turn came, and that calls txn() without awaiting anything else, joins the
+   * same request.
+   */
+  turn(): Promise<void> {
+    if (this.gathering || (this.inFlight < this.maxInFlight && this.queue.length === 0)) return Promise.resolve();
+    return new Promise<void>((resolve) => this.turns.push(resolve));
   }
 
   txn(req: TxnRequest): Promise<TxnResult> {
@@ -74,6 +91,18 @@ export class GroupCommit {
   }
 
   private pump(): void {
+    if (this.gathering) return;
+    if (this.inFlight < this.maxInFlight && this.turns.length > 0) {
+      // Let every caller whose turn comes now build its transaction (in the microtasks that
+      // follow), then send them together.
+      this.gathering = true;
+      for (const resolve of this.turns.splice(0)) resolve();
+      setImmediate(() => {
+        this.gathering = false;
+        this.pump();
+      });
+      return;
+    }
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const group = this.take();
       this.inFlight++;

@@ -89,6 +89,31 @@ describe('group commit limits and errors', () => {
     expect((await store.range('/g')).kvs).toHaveLength(88);
   });
 
+  it('lets callers wait for their turn, build their transactions then, and leave together', async () => {
+    const store = new MemoryStore();
+    stores.push(store);
+    const gc = new GroupCommit(store, { maxInFlight: 1 });
+    const put = (k: string): TxnRequest => ({ compare: [], success: [{ type: 'put', key: k, value: 'v' }] });
+    let firstDone = false;
+    const first = gc.txn(put('/first')).then((r) => {
+      firstDone = true;
+      return r;
+    });
+    const builtAfterFirst: boolean[] = [];
+    const later = Array.from({ length: 5 }, async (_, i) => {
+      await gc.turn();
+      // Built once the slot is free: a decision made here sees everything the first request did.
+      builtAfterFirst.push(firstDone);
+      return gc.txn(put(`/later/${i}`));
+    });
+    const res = await Promise.all([first, ...later]);
+    expect(builtAfterFirst).toEqual([true, true, true, true, true]);
+    expect(gc.stats).toEqual({ requests: 2, transactions: 6, largestGroup: 5 });
+    expect(new Set(res.slice(1).map((r) => r.revision)).size).toBe(1);
+    // With a free slot and nothing queued, a turn comes at once.
+    await gc.turn();
+  });
+
   it('passes an error to every transaction of the request, and goes on with the next ones', async () => {
     const inner = new MemoryStore();
     stores.push(inner);
