@@ -3,10 +3,12 @@
  * one task and of 8 tasks) side by side with a raw etcd transaction loop sending the same
  * transaction per job, at the same concurrency, in the same run, on the same etcd. The scheduler
  * runs twice: with group commit (the default) and with one transaction per decision.
- * Run: npx tsx bench/commit-etcd.ts [--quick] [--only 3x1] [--side raw|tarcil|tarcil-single]
+ * Run: npx tsx bench/commit-etcd.ts [--quick] [--only 3x1] [--side raw|tarcil|tarcil-single] [--processes]
  */
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { SchedulingAgent } from '../src/agent/agent.ts';
+import { createInterface } from 'node:readline';
+import { DEFAULT_AGENT_CONFIG, SchedulingAgent } from '../src/agent/agent.ts';
 import { seedCluster, uniformServers } from '../src/agent/seed.ts';
 import { DEFAULT_PRIORITY, type JobSpec } from '../src/model/types.ts';
 import { openStore } from '../src/store/index.ts';
@@ -17,6 +19,7 @@ import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { TEST_PROFILES } from '../test/support/jobs.ts';
+import type { AgentChildResult, AgentChildWork } from './lib/agent-child.ts';
 import { RESULTS_DIR, fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
@@ -26,6 +29,10 @@ const TASKS = SERVERS * 6;
 /** Each cell runs this many times, the variants interleaved; the table shows the median run. */
 const REPS = quick ? 1 : 3;
 const IN_FLIGHT_PER_AGENT = 16;
+// Agents run in this process; --processes runs each in its own process, as deployed (on a
+// machine with cores to spare: here they take CPU from etcd).
+const processes = process.argv.includes('--processes');
+const CHILD = join(import.meta.dirname, 'lib', 'agent-child.ts');
 // --only 3x1 runs one cell (agents x tasks per transaction), e.g. to profile it.
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg >= 0 ? process.argv[onlyArg + 1] : undefined;
@@ -201,8 +208,78 @@ async function scheduler(agentsN: number, tasksPerJob: number, variant: 'tarcil'
   });
 }
 
+/** The same measurement with each agent in its own process (bench/lib/agent-child.ts), as deployed. */
+async function schedulerProcesses(agentsN: number, tasksPerJob: number, variant: 'tarcil' | 'tarcil-single'): Promise<Row> {
+  const keys = new Keys(`/bench-proc-${variant}-${agentsN}-${tasksPerJob}-${Date.now()}/`);
+  await withStores(1, ([admin]) => seedCluster(admin!, keys, uniformServers(SERVERS, 8)));
+  const jobsN = TASKS / tasksPerJob;
+  const children = Array.from({ length: agentsN }, (_, i) => {
+    const work: AgentChildWork = {
+      url,
+      prefix: keys.prefix,
+      id: `a${i}`,
+      seed: 7 + i,
+      jobs: Array.from({ length: jobsN }, (_, n) => n).filter((n) => n % agentsN === i),
+      tasksPerJob,
+      inFlight: IN_FLIGHT_PER_AGENT,
+      groupCommit: variant === 'tarcil-single' ? 0 : DEFAULT_AGENT_CONFIG.groupCommit,
+    };
+    const child = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(work)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: child.stdout });
+    const queue: string[] = [];
+    const waiters: ((line: string) => void)[] = [];
+    lines.on('line', (line) => {
+      const w = waiters.shift();
+      if (w) w(line);
+      else queue.push(line);
+    });
+    const exited = new Promise<void>((resolve, reject) =>
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`agent process ${i} exited with code ${String(code)}`)))),
+    );
+    const nextLine = (): Promise<string> =>
+      Promise.race([
+        new Promise<string>((resolve) => {
+          const l = queue.shift();
+          if (l !== undefined) resolve(l);
+          else waiters.push(resolve);
+        }),
+        exited.then(() => {
+          throw new Error(`agent process ${i} ended early`);
+        }),
+      ]);
+    return { child, nextLine, exited };
+  });
+  for (const c of children) {
+    const line = await c.nextLine();
+    if (line !== 'ready') throw new Error(`agent process said ${line}`);
+  }
+  for (const c of children) c.child.stdin.write('go\n');
+  const results = await Promise.all(children.map(async (c) => JSON.parse(await c.nextLine()) as AgentChildResult));
+  await Promise.all(children.map((c) => c.exited));
+  const start = Math.min(...results.map((r) => r.start));
+  const seconds = (Math.max(...results.map((r) => r.end)) - start) / 1000;
+  const lat = results.flatMap((r) => r.latenciesMs);
+  const sum = (f: (r: AgentChildResult) => number): number => results.reduce((a, r) => a + f(r), 0);
+  return {
+    name: VARIANT_NAME[variant],
+    variant,
+    agents: agentsN,
+    tasksPerTxn: tasksPerJob,
+    inFlight: agentsN * IN_FLIGHT_PER_AGENT,
+    tasks: sum((r) => r.tasks),
+    seconds,
+    tasksPerSec: sum((r) => r.tasks) / seconds,
+    p50ms: pct(lat, 0.5),
+    p99ms: pct(lat, 0.99),
+    conflicts: sum((r) => r.conflicts),
+    retriesPerTask: sum((r) => r.retries) / TASKS,
+    requestsPerTask: sum((r) => r.requests) / TASKS,
+    cpuShare: sum((r) => r.cpuSeconds) / seconds,
+  };
+}
+
 const run = (variant: Variant, agentsN: number, perTxn: number): Promise<Row> =>
-  variant === 'raw' ? rawLoop(agentsN, perTxn) : scheduler(agentsN, perTxn, variant);
+  variant === 'raw' ? rawLoop(agentsN, perTxn) : processes ? schedulerProcesses(agentsN, perTxn, variant) : scheduler(agentsN, perTxn, variant);
 
 const cells: { raw: Row; tarcil: Row; single: Row }[] = [];
 /** The run with the median throughput (the lower middle one for an even count). */
@@ -251,7 +328,7 @@ const md = `# Commit path on a real etcd
 
 ${TASKS} tasks per run on ${SERVERS} servers × 8 RUs (every task finds a free RU; no task ends, so the
 cluster fills to ${fmt((TASKS / (SERVERS * 8)) * 100, 0)}%), ${IN_FLIGHT_PER_AGENT} jobs in flight per agent (or per raw client), each
-agent with its own etcd client and watch-fed cache, all in one process. Each cell ran ${REPS} time(s),
+agent with its own etcd client and watch-fed cache, ${processes ? 'each agent in its own process' : 'all in one process'}. Each cell ran ${REPS} time(s),
 the three variants interleaved; the table shows each variant's median run, and ratios of medians.
 
 - **raw loop**: per job, the transaction an agent sends for it (compare the RU revisions; put RU,
@@ -263,7 +340,7 @@ the three variants interleaved; the table shows each variant's median run, and r
 - **tarcil, one txn per decision**: the same with group commit off (\`groupCommit: 0\`).
 
 Latency is submit → committed for the scheduler (admission, sampling, scoring, commit, retries)
-and one transaction for the raw loop. Measured with \`npx tsx bench/commit-etcd.ts${quick ? ' --quick' : ''}\` on ${machine()},
+and one transaction for the raw loop. Measured with \`npx tsx bench/commit-etcd.ts${quick ? ' --quick' : ''}${processes ? ' --processes' : ''}\` on ${machine()},
 etcd 3.4 on the same machine.
 
 ${mdTable(
@@ -283,6 +360,6 @@ ${mdTable(
 Target: the scheduler reaches at least 80% of the raw loop.
 `;
 if (only === undefined && side === undefined) {
-  const paths = writeResults('commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR);
+  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR);
   process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 }
