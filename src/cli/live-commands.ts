@@ -1,4 +1,5 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
 import {
   cancelCommand,
   clusterCommand,
@@ -69,6 +70,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', int('--lease-ttl', 1, 600), 10)
     .option('--name <name>', 'names this process in owner records (default host-pid)')
     .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default('ru'))
+    .option('--group-commit <n>', 'commit requests each agent keeps in flight; decisions made meanwhile leave together (0: one transaction per decision)', int('--group-commit', 0, 64), DEFAULT_AGENT_CONFIG.groupCommit)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
 

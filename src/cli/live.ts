@@ -80,6 +80,7 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   metricsPort?: number;
   name?: string;
   scope: 'ru' | 'server';
+  groupCommit: number;
   /** Reach the monitors' NodeMonitor services over TLS, trusting this CA. */
   monitorCa?: string;
 }
@@ -100,7 +101,7 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     host: o.host,
     port: o.port,
     leaseTtlSeconds: o.leaseTtl,
-    agentConfig: { conflictScope: o.scope },
+    agentConfig: { conflictScope: o.scope, groupCommit: o.groupCommit },
     ...(tls ? { tls } : {}),
     // Our own certificate doubles as the client certificate, for monitors that require one.
     ...(o.monitorCa ? { nodeTls: { caFile: o.monitorCa, ...(tls ? { certFile: tls.certFile, keyFile: tls.keyFile } : {}) } } : {}),

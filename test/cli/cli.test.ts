@@ -68,3 +68,11 @@ describe('tarcil profile', () => {
     expect(r.out).toContain('acceptable');
   });
 });
+
+describe('tarcil server', () => {
+  it('rejects a bad --group-commit naming the flag and the rule', () => {
+    const r = tarcil('server', '--group-commit', '-1');
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain('--group-commit must be an integer in [0, 64]');
+  });
+});
