@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DEFAULT_AGENT_CONFIG, SchedulingAgent } from '../src/agent/agent.ts';
 import { seedCluster, uniformServers } from '../src/agent/seed.ts';
-import { DEFAULT_PRIORITY, type JobSpec } from '../src/model/types.ts';
 import { openStore } from '../src/store/index.ts';
 import { Keys } from '../src/store/keys.ts';
 import type { ClusterStore } from '../src/store/types.ts';
@@ -19,8 +18,9 @@ import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { TEST_PROFILES } from '../test/support/jobs.ts';
+import { benchJob } from './lib/jobs.ts';
 import type { AgentChildResult, AgentChildWork } from './lib/agent-child.ts';
-import { RESULTS_DIR, fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
 // Every task finds a free RU and none ends: the cluster fills to 75%.
@@ -165,18 +165,7 @@ async function scheduler(agentsN: number, tasksPerJob: number, variant: 'tarcil'
       for (;;) {
         const i = next++;
         if (i >= jobsN) return;
-        const job: JobSpec = {
-          id: `b${i}`,
-          name: `b${i}`,
-          profile: TEST_PROFILES[i % TEST_PROFILES.length]!,
-          tasks: tasksPerJob,
-          priority: DEFAULT_PRIORITY,
-          mode: 'incremental',
-          locality: { mode: 'any', scope: 'server' },
-          constraints: {},
-          maxQueueMs: 0,
-          submittedAt: 0,
-        };
+        const job = benchJob(i, tasksPerJob);
         const s0 = performance.now();
         const rec = await agent.schedule(job);
         lat.push(performance.now() - s0);
@@ -189,22 +178,15 @@ async function scheduler(agentsN: number, tasksPerJob: number, variant: 'tarcil'
     const conflicts = agents.reduce((a, g) => a + g.stats.conflicts, 0);
     const requests = agents.reduce((a, g) => a + (g.groupCommitStats?.requests ?? g.stats.commits), 0);
     await Promise.all(agents.map((a) => a.close()));
-    return {
-      name: VARIANT_NAME[variant],
-      variant,
-      agents: agentsN,
-      tasksPerTxn: tasksPerJob,
-      inFlight: agentsN * IN_FLIGHT_PER_AGENT,
+    return schedulerRow(variant, agentsN, tasksPerJob, {
       tasks: TASKS,
       seconds,
-      tasksPerSec: TASKS / seconds,
-      p50ms: pct(lat, 0.5),
-      p99ms: pct(lat, 0.99),
+      latenciesMs: lat,
       conflicts,
-      retriesPerTask: retries / TASKS,
-      requestsPerTask: requests / TASKS,
-      cpuShare: (cpu.user + cpu.system) / 1e6 / seconds,
-    };
+      retries,
+      requests,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    });
   });
 }
 
@@ -258,23 +240,40 @@ async function schedulerProcesses(agentsN: number, tasksPerJob: number, variant:
   await Promise.all(children.map((c) => c.exited));
   const start = Math.min(...results.map((r) => r.start));
   const seconds = (Math.max(...results.map((r) => r.end)) - start) / 1000;
-  const lat = results.flatMap((r) => r.latenciesMs);
   const sum = (f: (r: AgentChildResult) => number): number => results.reduce((a, r) => a + f(r), 0);
+  return schedulerRow(variant, agentsN, tasksPerJob, {
+    tasks: sum((r) => r.tasks),
+    seconds,
+    latenciesMs: results.flatMap((r) => r.latenciesMs),
+    conflicts: sum((r) => r.conflicts),
+    retries: sum((r) => r.retries),
+    requests: sum((r) => r.requests),
+    cpuSeconds: sum((r) => r.cpuSeconds),
+  });
+}
+
+/** A scheduler row from what its agents measured. */
+function schedulerRow(
+  variant: 'tarcil' | 'tarcil-single',
+  agentsN: number,
+  tasksPerJob: number,
+  m: { tasks: number; seconds: number; latenciesMs: number[]; conflicts: number; retries: number; requests: number; cpuSeconds: number },
+): Row {
   return {
     name: VARIANT_NAME[variant],
     variant,
     agents: agentsN,
     tasksPerTxn: tasksPerJob,
     inFlight: agentsN * IN_FLIGHT_PER_AGENT,
-    tasks: sum((r) => r.tasks),
-    seconds,
-    tasksPerSec: sum((r) => r.tasks) / seconds,
-    p50ms: pct(lat, 0.5),
-    p99ms: pct(lat, 0.99),
-    conflicts: sum((r) => r.conflicts),
-    retriesPerTask: sum((r) => r.retries) / TASKS,
-    requestsPerTask: sum((r) => r.requests) / TASKS,
-    cpuShare: sum((r) => r.cpuSeconds) / seconds,
+    tasks: m.tasks,
+    seconds: m.seconds,
+    tasksPerSec: m.tasks / m.seconds,
+    p50ms: pct(m.latenciesMs, 0.5),
+    p99ms: pct(m.latenciesMs, 0.99),
+    conflicts: m.conflicts,
+    retriesPerTask: m.retries / m.tasks,
+    requestsPerTask: m.requests / m.tasks,
+    cpuShare: m.cpuSeconds / m.seconds,
   };
 }
 
@@ -360,6 +359,6 @@ ${mdTable(
 Target: the scheduler reaches at least 80% of the raw loop.
 `;
 if (only === undefined && side === undefined) {
-  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR);
+  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, resultsDir(quick));
   process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 }

@@ -14,7 +14,7 @@ import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { makeJob, TEST_PROFILES } from '../test/support/jobs.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
 const JOBS = quick ? 400 : 1000;
@@ -129,6 +129,6 @@ ${mdTable(
   rows.map((r) => [r.scope, r.agents, r.commits, r.conflicts, `${fmt(r.conflictRate * 100, 2)}%`, fmt(r.retriesPerTask, 3), r.readmissions, fmt(r.tasksPerSec, 0), fmt(r.meanQ, 3), `${fmt(r.acceptable * 100, 1)}%`, fmt(r.p50ms, 1), fmt(r.p99ms, 1)]),
 )}
 `;
-const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md);
+const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md, resultsDir(quick));
 process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

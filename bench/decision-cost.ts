@@ -5,13 +5,14 @@
 import { AdmissionState } from '../src/admission/index.ts';
 import { decide, DEFAULT_CORE_CONFIG, wireAdmission, type CoreContext } from '../src/agent/core.ts';
 import { loadCatalog } from '../src/model/catalog.ts';
-import { DEFAULT_PRIORITY, type JobSpec } from '../src/model/types.ts';
+import type { JobSpec } from '../src/model/types.ts';
 import { jobTarget } from '../src/quality/index.ts';
 import { ClusterState } from '../src/sampling/cluster-state.ts';
 import { uniformServers } from '../src/agent/seed.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { SeededRng } from '../src/util/rng.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
+import { makeJob } from '../test/support/jobs.ts';
 
 const quick = process.argv.includes('--quick');
 const sizes = [1_600, 16_000, 160_000];
@@ -53,18 +54,7 @@ for (const rus of sizes) {
     }
   });
   const setupMs = performance.now() - setupStart;
-  const jobs: JobSpec[] = profiles.map((p, i) => ({
-    id: `bench-${i}`,
-    name: p.name,
-    profile: p,
-    tasks: 1,
-    priority: DEFAULT_PRIORITY,
-    mode: 'incremental',
-    locality: { mode: 'any', scope: 'server' },
-    constraints: {},
-    maxQueueMs: 0,
-    submittedAt: 0,
-  }));
+  const jobs: JobSpec[] = profiles.map((p, i) => makeJob(`bench-${i}`, p, 1, { name: p.name, maxQueueMs: 0 }));
   const targets = jobs.map((j) => jobTarget(j.profile.caused));
   for (const R of Rs) {
     const ctx: CoreContext = { state, admission, rng, clock };
@@ -114,5 +104,5 @@ ${mdTable(
 
 p50 at R = 8 grows ×${fmt(growth, 2)} from ${sizes[0]} to ${sizes[sizes.length - 1]} RUs (×${sizes[sizes.length - 1]! / sizes[0]!} RUs). Target: p50 < 50 µs at R = 8, flat in cluster size.
 `;
-const paths = writeResults('decision-cost', { machine: machine(), load: LOAD, rows }, md);
+const paths = writeResults('decision-cost', { machine: machine(), load: LOAD, rows }, md, resultsDir(quick));
 process.stdout.write(`\nwrote ${paths.join(', ')}\n`);

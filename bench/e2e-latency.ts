@@ -23,7 +23,7 @@ import { SystemClock } from '../src/util/clock.ts';
 import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
 const SERVERS = 100;
@@ -161,6 +161,6 @@ waiting for capacity, seconds at p99.
 
 Reproduce: \`npx tsx bench/e2e-latency.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
-const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md);
+const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md, resultsDir(quick));
 process.stdout.write(`${table}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

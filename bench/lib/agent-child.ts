@@ -6,13 +6,12 @@
  */
 import { createInterface } from 'node:readline';
 import { SchedulingAgent } from '../../src/agent/agent.ts';
-import { DEFAULT_PRIORITY, type JobSpec } from '../../src/model/types.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/store/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-import { TEST_PROFILES } from '../../test/support/jobs.ts';
+import { benchJob } from './jobs.ts';
 
 export interface AgentChildWork {
   url: string;
@@ -67,18 +66,7 @@ const worker = async (): Promise<void> => {
   for (;;) {
     const n = work.jobs[next++];
     if (n === undefined) return;
-    const job: JobSpec = {
-      id: `b${n}`,
-      name: `b${n}`,
-      profile: TEST_PROFILES[n % TEST_PROFILES.length]!,
-      tasks: work.tasksPerJob,
-      priority: DEFAULT_PRIORITY,
-      mode: 'incremental',
-      locality: { mode: 'any', scope: 'server' },
-      constraints: {},
-      maxQueueMs: 0,
-      submittedAt: 0,
-    };
+    const job = benchJob(n, work.tasksPerJob);
     const s0 = now();
     const rec = await agent.schedule(job);
     latenciesMs.push(now() - s0);

@@ -15,6 +15,11 @@ export function machine(): string {
   return `${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
 }
 
+/** Where a run writes: bench/results, or bench/results/quick for a --quick run (never committed). */
+export function resultsDir(quick: boolean): string {
+  return quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
+}
+
 /** Writes <name>.json and <name>.md under bench/results (or outDir) and returns the paths. */
 export function writeResults(name: string, data: unknown, markdown: string, outDir = RESULTS_DIR): string[] {
   mkdirSync(outDir, { recursive: true });
