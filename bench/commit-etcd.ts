@@ -116,8 +116,7 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
         for (const s of servers) success.push({ type: 'put' as const, key: keys.epoch(s), value: 'raw' });
         success.push({ type: 'put' as const, key: keys.job(`raw-${start}`), value: JSON.stringify({ state: 'placed' }) });
         const s0 = performance.now();
-        const failure = [...servers].map((sid) => ({ type: 'get' as const, key: keys.serverRus(sid), prefix: true }));
-        const res = await store.txn({ compare, success, failure });
+        const res = await store.txn({ compare, success, failure: batch.map((kv) => ({ type: 'get' as const, key: kv.key })) });
         lat.push(performance.now() - s0);
         if (!res.succeeded) throw new Error('raw loop conflict on distinct keys');
       }
@@ -331,7 +330,7 @@ agent with its own etcd client and watch-fed cache, ${processes ? 'each agent in
 the three variants interleaved; the table shows each variant's median run, and ratios of medians.
 
 - **raw loop**: per job, the transaction an agent sends for it (compare the RU revisions; put RU,
-  task, epoch and job records; read the picked servers' RUs in the else branch) on pre-chosen free RUs, with no
+  task, epoch and job records; reads in the else branch) on pre-chosen free RUs, with no
   scheduling: one etcd request per job.
 - **tarcil, group commit** (the default): admission, sampling, scoring and a commit per job; the
   decisions an agent makes while its previous request is in flight leave together in one request
