@@ -156,7 +156,16 @@ export class SchedulingAgent {
       seed: 0x7a3c11,
     });
     wireAdmission(this.state, this.admission);
-    this.cache = new AgentCache({ store: this.store, keys: this.keys, state: this.state, clock: this.clock, log: this.log });
+    // Under the `ru` scope nothing compares server epochs (commits still bump them, for agents
+    // using the `server` scope): following them would double the watch traffic for nothing.
+    this.cache = new AgentCache({
+      store: this.store,
+      keys: this.keys,
+      state: this.state,
+      clock: this.clock,
+      log: this.log,
+      watchEpochs: this.config.conflictScope === 'server',
+    });
     this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
     this.onCommitted = opts.onCommitted;
     this.groupCommit = this.config.groupCommit > 0 ? new GroupCommit(this.store, { maxInFlight: this.config.groupCommit }) : undefined;

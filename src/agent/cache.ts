@@ -27,7 +27,11 @@ export class AgentCache {
   relists = 0;
   private readonly freedListeners = new Set<() => void>();
 
-  constructor(opts: { store: ClusterStore; keys: Keys; state: ClusterState; clock: Clock; log: Logger }) {
+  /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
+  private readonly watchEpochs: boolean;
+
+  constructor(opts: { store: ClusterStore; keys: Keys; state: ClusterState; clock: Clock; log: Logger; watchEpochs?: boolean }) {
+    this.watchEpochs = opts.watchEpochs ?? true;
     this.store = opts.store;
     this.keys = opts.keys;
     this.state = opts.state;
@@ -132,7 +136,7 @@ export class AgentCache {
       void this.resync();
     };
     this.watches = await Promise.all(
-      [k.servers(), k.rus(), k.epochs()].map((prefix) =>
+      (this.watchEpochs ? [k.servers(), k.rus(), k.epochs()] : [k.servers(), k.rus()]).map((prefix) =>
         this.store.watch({ prefix, fromRevision: from, onEvents, onError }),
       ),
     );

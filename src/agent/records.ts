@@ -26,7 +26,10 @@ export interface PlacedRuRecord extends RuRecord {
   agent: string;
   since: number;
   attempt: number;
-  /** The server epoch revision the placement was scored against (server-scope audit). */
+  /**
+   * The server epoch revision the placement was scored against (server-scope audit). Under the
+   * `ru` scope agents do not follow epochs, so this is only the last epoch the agent knew.
+   */
   basedOn: number;
   commitId: string;
   /** Modelled duration for the simulated executor, ms. */
