@@ -36,9 +36,10 @@ export interface AgentConfig extends CoreConfig {
    */
   recordJob: boolean;
   /**
-   * Group commit: the most commit transactions this agent keeps in flight. Decisions that are
-   * ready while every slot is busy leave together as one transaction (see store/group-commit.ts).
-   * 0 sends one transaction per decision, however many are in flight.
+   * Group commit: the most commit requests this agent keeps in flight. Jobs that become ready
+   * while every slot is busy are decided when a slot frees up and leave together, in one request
+   * of nested transactions (see store/group-commit.ts). 0 sends one transaction per decision, at
+   * once, however many are in flight.
    */
   groupCommit: number;
 }
@@ -172,7 +173,7 @@ export class SchedulingAgent {
     this.committer = this.groupCommit ?? this.store;
   }
 
-  /** Transactions sent and commit requests answered by group commit (undefined when off). */
+  /** Requests sent, transactions answered and the largest group, by group commit (undefined when off). */
   get groupCommitStats(): GroupCommitStats | undefined {
     return this.groupCommit?.stats;
   }
