@@ -26,6 +26,7 @@ export function specInputFromProto(s: JobSpec__Output): Record<string, unknown> 
     const l: Record<string, unknown> = {};
     if (s.locality.mode !== undefined) l.mode = s.locality.mode;
     if (s.locality.scope !== undefined) l.scope = s.locality.scope;
+    if (s.locality.required !== undefined) l.required = s.locality.required;
     out.locality = l;
   }
   if (s.constraints) {

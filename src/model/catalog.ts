@@ -376,7 +376,7 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
     tasks: s.tasks,
     priority: s.priority,
     mode: s.mode,
-    locality: { mode: s.locality.mode, scope: s.locality.scope },
+    locality: { mode: s.locality.mode, scope: s.locality.scope, ...(s.locality.required !== undefined ? { required: s.locality.required } : {}) },
     constraints,
     maxQueueMs: s.maxQueueMs,
     submittedAt: opts.now,

@@ -229,6 +229,7 @@ export function makeJobSpecSchema(names?: CatalogNames) {
   const locality = strictObj({
     mode: z.enum(['any', 'pack', 'spread'], { error: rule("must be 'any', 'pack' or 'spread'") }).default('any'),
     scope: z.enum(['server', 'rack'], { error: rule("must be 'server' or 'rack'") }).default('server'),
+    required: bool.optional(),
   });
 
   const constraints = strictObj({

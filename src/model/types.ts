@@ -89,7 +89,11 @@ export interface JobSpec {
   /** Higher is more important. Jobs above the default bypass the admission queue and may preempt. */
   priority: number;
   mode: CommitMode;
-  locality: { mode: LocalityMode; scope: TopologyScope };
+  /**
+   * With mode 'spread', `required` (the default) means no two live tasks of the job share a
+   * server (or rack): a task waits rather than break it. `required: false` makes it a preference.
+   */
+  locality: { mode: LocalityMode; scope: TopologyScope; required?: boolean };
   constraints: Constraints;
   /** Upper bound on admission queueing, ms. */
   maxQueueMs: number;

@@ -10,8 +10,14 @@ export interface Locality {
    * server | rack
    */
   'scope'?: (string);
+  /**
+   * Spread only: true (the default) never puts two live tasks of the job on one server (or rack);
+   * false makes spread a preference that may share one when there are too few.
+   */
+  'required'?: (boolean);
   '_mode'?: "mode";
   '_scope'?: "scope";
+  '_required'?: "required";
 }
 
 export interface Locality__Output {
@@ -23,6 +29,12 @@ export interface Locality__Output {
    * server | rack
    */
   'scope'?: (string);
+  /**
+   * Spread only: true (the default) never puts two live tasks of the job on one server (or rack);
+   * false makes spread a preference that may share one when there are too few.
+   */
+  'required'?: (boolean);
   '_mode'?: "mode";
   '_scope'?: "scope";
+  '_required'?: "required";
 }

@@ -84,12 +84,16 @@ export interface SchedulerClient extends grpc.Client {
   submitJob(argument: _tarcil_v1_SubmitJobRequest, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   
   /**
-   * The job now, then every change until it reaches a final state.
+   * The job now, then every change until it reaches a final state. Events carry the job's
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
+   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
    */
   WatchJob(argument: _tarcil_v1_WatchJobRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   WatchJob(argument: _tarcil_v1_WatchJobRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   /**
-   * The job now, then every change until it reaches a final state.
+   * The job now, then every change until it reaches a final state. Events carry the job's
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
+   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
    */
   watchJob(argument: _tarcil_v1_WatchJobRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   watchJob(argument: _tarcil_v1_WatchJobRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
@@ -116,7 +120,9 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   SubmitJob: grpc.handleUnaryCall<_tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse>;
   
   /**
-   * The job now, then every change until it reaches a final state.
+   * The job now, then every change until it reaches a final state. Events carry the job's
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
+   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
    */
   WatchJob: grpc.handleServerStreamingCall<_tarcil_v1_WatchJobRequest__Output, _tarcil_v1_JobEvent>;
   
