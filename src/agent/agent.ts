@@ -77,6 +77,10 @@ export interface DecisionRecord {
   admission: AdmissionVerdict[];
   samples: { R: number; f: number; candidates: number }[];
   placements: Placement[];
+  /** Why the job waits right now (admission queue, no free RU it may use); unset when it does not. */
+  waiting?: string;
+  /** Placements left out of `placements` when the record was stored (see decisions.ts). */
+  omittedPlacements?: number;
   conflicts: number;
   retries: number;
   /** Times the job went back to admission after exhausting retries or finding too few RUs. */
@@ -137,6 +141,8 @@ export class SchedulingAgent {
   private readonly onCommitted: AgentOptions['onCommitted'];
   private readonly fences = new Map<string, JobFence>();
   private readonly aborted = new Set<string>();
+  /** Jobs waiting for a freed RU, by job: abort() wakes them. */
+  private readonly wakers = new Map<string, Set<() => void>>();
   /** Decisions in progress, by job: what `explain` shows for a job still waiting. */
   readonly inflight = new Map<string, DecisionRecord>();
   /** Counters for metrics and benchmarks. */
@@ -187,6 +193,8 @@ export class SchedulingAgent {
   /** Stops scheduling this job: its schedule() call rejects with CANCELLED at the next step. */
   abort(jobId: string): void {
     this.aborted.add(jobId);
+    // A job waiting for RUs (admission queue, no capacity) stops waiting now.
+    for (const wake of [...(this.wakers.get(jobId) ?? [])]) wake();
   }
 
   /** Forgets the fence and abort mark of a job that is no longer scheduled here. */
@@ -315,7 +323,7 @@ export class SchedulingAgent {
     if (job.mode === 'gang') {
       const capacity = this.eligibleCapacity(job);
       if (gangSize > capacity) {
-        throw new TarcilError('INVALID_ARGUMENT', `tasks: a gang of ${gangSize} tasks exceeds the ${capacity} RUs eligible for it`, {
+        throw new TarcilError('FAILED_PRECONDITION', `tasks: a gang of ${gangSize} tasks exceeds the ${capacity} RUs eligible for it`, {
           field: 'tasks',
         });
       }
@@ -354,16 +362,19 @@ export class SchedulingAgent {
     waiting: WaitingEntry,
     admitted: boolean,
   ): Promise<void> {
-    while (pending.length > 0) {
+    // `next` is the first task not yet placed: chunks place a prefix of what is left, so a
+    // cursor replaces removing placed tasks from the array (quadratic for 100,000-task jobs).
+    let next = 0;
+    while (next < pending.length) {
       this.assertOpen(job.id);
+      const left = pending.length - next;
       if (!admitted) {
-        admitted = await this.admit(job, target, pending.length, rec, queueStart, waiting);
+        admitted = await this.admit(job, target, left, rec, queueStart, waiting);
       }
-      const chunk = pending.slice(0, this.picksPerTxn);
-      const { placed, contended } = await this.commitChunk(job, target, chunk, rec, allAtOnce, pending.length === chunk.length);
+      const chunk = pending.slice(next, next + this.picksPerTxn);
+      const { placed, contended } = await this.commitChunk(job, target, chunk, rec, allAtOnce, left === chunk.length);
       if (placed.length > 0) {
-        const done = new Set(placed);
-        for (let i = pending.length - 1; i >= 0; i--) if (done.has(pending[i] as number)) pending.splice(i, 1);
+        next += placed.length;
         continue;
       }
       // Nothing placed. Back to admission; then, if there were too few eligible RUs, wait for one
@@ -373,13 +384,13 @@ export class SchedulingAgent {
       rec.readmissions++;
       this.stats.readmissions++;
       admitted = false;
-      await waiting.ensure(pending.length);
+      await waiting.ensure(pending.length - next);
       if (contended) {
         const q0 = this.clock.now();
         await this.clock.sleep(this.backoff(this.config.maxRetries + 1));
         rec.stageMs.queue += this.clock.now() - q0;
       } else {
-        await this.waitForCapacity(rec);
+        await this.waitForCapacity(rec, job);
       }
     }
   }
@@ -401,7 +412,11 @@ export class SchedulingAgent {
     {
       for (;;) {
         const t0 = this.clock.monotonic();
-        const verdict = this.admission.verdict(target, needed, { priority: job.priority, bypassAbove: this.config.bypassAbove });
+        // An incremental job larger than the RUs it may use takes them as they come: admission
+        // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
+        const capacity = this.eligibleCapacity(job);
+        const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
+        const verdict = this.admission.verdict(target, want, { priority: job.priority, bypassAbove: this.config.bypassAbove, capacity } as { priority: number; bypassAbove: number });
         rec.stageMs.admission += this.clock.monotonic() - t0;
         const waited = this.clock.now() - since;
         rec.admission.push(verdict);
@@ -409,33 +424,46 @@ export class SchedulingAgent {
         if (rec.admission.length > 20) rec.admission.splice(1, 1);
         if (verdict.action !== 'queue' || waited >= job.maxQueueMs) return true;
         await waiting.ensure(needed);
+        rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
         const wait = Math.min(verdict.estimateMs ?? this.config.recheckMs, job.maxQueueMs - waited, this.config.recheckMs);
         const q0 = this.clock.now();
-        await this.waitFreed(Math.max(1, wait));
+        await this.waitFreed(Math.max(1, wait), job.id);
+        delete rec.waiting;
+        this.assertOpen(job.id);
         rec.queuedMs += this.clock.now() - q0;
         rec.stageMs.queue += this.clock.now() - q0;
       }
     }
   }
 
-  private async waitForCapacity(rec: DecisionRecord): Promise<void> {
+  private async waitForCapacity(rec: DecisionRecord, job: JobSpec): Promise<void> {
+    const jobId = job.id;
     const q0 = this.clock.now();
-    await this.waitFreed(this.config.recheckMs);
+    const spread = job.locality.mode === 'spread' && job.locality.required !== false;
+    rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    await this.waitFreed(this.config.recheckMs, jobId);
+    delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
+    this.assertOpen(jobId);
   }
 
-  private waitFreed(ms: number): Promise<void> {
+  /** Waits until an RU frees, `ms` passes, or the job is aborted (cancel must not wait for RUs). */
+  private waitFreed(ms: number, jobId: string): Promise<void> {
+    if (this.aborted.has(jobId)) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = this.clock.setTimer(ms, () => {
-        off();
-        resolve();
-      });
-      const off = this.cache.onFreed(() => {
+      const done = (): void => {
         timer.cancel();
         off();
+        this.wakers.get(jobId)?.delete(done);
+        if (this.wakers.get(jobId)?.size === 0) this.wakers.delete(jobId);
         resolve();
-      });
+      };
+      const timer = this.clock.setTimer(ms, done);
+      const off = this.cache.onFreed(done);
+      let set = this.wakers.get(jobId);
+      if (!set) this.wakers.set(jobId, (set = new Set()));
+      set.add(done);
     });
   }
 
@@ -799,7 +827,7 @@ export class SchedulingAgent {
       rec.readmissions++;
       this.stats.readmissions++;
       await waiting.ensure(pending.length);
-      await this.waitForCapacity(rec);
+      await this.waitForCapacity(rec, job);
     }
   }
 

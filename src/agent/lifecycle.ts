@@ -19,6 +19,8 @@ import {
   type RequestRecord,
   type StoredDecisions,
 } from './live-records.ts';
+import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
+import { trimDecision } from './decisions.ts';
 import { HeldLease } from './ownership.ts';
 import { parseJson, type PlacedRuRecord } from './records.ts';
 import { freeReservation } from './release.ts';
@@ -43,6 +45,16 @@ export interface JobManagerOptions {
   /** TTL of the lease that binds this process's `owners/<job>` keys (default 10 s). */
   leaseTtlSeconds?: number;
   nodes?: NodeLink;
+  /**
+   * How long a server that left is still counted as part of the cell, so that a job it could run
+   * waits for it instead of being refused (default 10 min).
+   */
+  departedMemoryMs?: number;
+  /**
+   * How long a job may wait for servers that are down (no server it may use is up, a gang or a
+   * required spread larger than what is up) before its unplaced tasks fail (default 5 min).
+   */
+  unplaceableTimeoutMs?: number;
   /** Observers for metrics. */
   onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
@@ -82,6 +94,16 @@ interface Owned {
   rec: LiveJobRecord;
   jobRev: number;
   tasks: Map<number, TaskView>;
+  /** Task records by state (tasks without a record are not counted: they are queued). */
+  counts: Map<TaskState, number>;
+  /** Live (placed or running) tasks by server: a server that leaves marks them for evaluation. */
+  byServer: Map<string, Set<number>>;
+  /**
+   * Tasks whose records changed since the last evaluation. Evaluation looks only at these (or at
+   * every task when `full` is set), so its cost follows what changed, not the job's size.
+   */
+  dirty: Set<number>;
+  full: boolean;
   scheduling: Set<number>;
   stopping: Set<number>;
   decisions: DecisionRecord[];
@@ -91,9 +113,29 @@ interface Owned {
   dropped: boolean;
   /** A gang whose reservations may have been left half-done (adopted, or an attempt failed). */
   reconcile: boolean;
+  /** Why the job waits, when it does: written to the job record's message. */
+  note: string | undefined;
+  /** Since when the job's unplaced tasks wait for servers that are down (see cell.ts). */
+  blockedSince: number | undefined;
 }
 
-const JOB_STATE_ORDER: JobState[] = ['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled'];
+/** A full pass over a job's tasks yields to the event loop this often (a 100,000-task job). */
+const YIELD_EVERY = 5000;
+
+function fmtDuration(ms: number): string {
+  return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
+}
+
+function yieldNow(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Decision records kept per job: the first (the original placement) and the latest ones. */
+const KEPT_DECISIONS = 5;
+
+function keepFirstAndLatest<T>(list: T[], max: number): T[] {
+  return list.length <= max ? list : [list[0] as T, ...list.slice(list.length - (max - 1))];
+}
 
 /**
  * Job lifecycle and ownership for the agents of one process.
@@ -115,6 +157,8 @@ export class JobManager {
   private readonly o: JobManagerOptions;
   private readonly live: LiveKeys;
   private readonly ttl: number;
+  private readonly departedMemoryMs: number;
+  private readonly unplaceableTimeoutMs: number;
   private lease: HeldLease | undefined;
   private readonly owned = new Map<string, Owned>();
   private readonly jobFinal = new Map<string, boolean>();
@@ -123,6 +167,8 @@ export class JobManager {
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
   private readonly submitting = new Set<string>();
   private readonly servers = new Map<string, LiveServerRecord>();
+  /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
+  private readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   private readonly adopting = new Set<string>();
   private followers: Follower[] = [];
   private readonly background = new Set<Promise<unknown>>();
@@ -136,6 +182,8 @@ export class JobManager {
     this.o = opts;
     this.live = new LiveKeys(opts.keys);
     this.ttl = opts.leaseTtlSeconds ?? 10;
+    this.departedMemoryMs = opts.departedMemoryMs ?? 10 * 60_000;
+    this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? 5 * 60_000;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
       (_, i) =>
@@ -180,6 +228,10 @@ export class JobManager {
         (kvs) => {
           this.servers.clear();
           for (const kv of kvs) this.onServer(kv, false);
+          const now = this.o.clock.now();
+          for (const [id, c] of this.cell) {
+            if (!this.servers.has(id) && c.leftAt === undefined) Object.assign(c, { up: false, leftAt: now });
+          }
         },
         (kv, del) => this.onServer(kv, del),
       ),
@@ -237,7 +289,7 @@ export class JobManager {
    * With a request id, `requests/<id>` is created in that same transaction, so a client retrying
    * after a lost answer (or racing its own first attempt) gets the job the first attempt created:
    * `duplicate` is then true and nothing new is written. A request id reused for a different
-   * spec is refused (CONFLICT), since answering with the other job would hide the mistake.
+   * spec is refused (ALREADY_EXISTS), since answering with the other job would hide the mistake.
    */
   async submit(spec: JobSpec, opts: { requestId?: string } = {}): Promise<SubmitResult> {
     if (!this.started || this.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
@@ -252,9 +304,13 @@ export class JobManager {
       const seen = await this.o.store.get(requestKey);
       if (seen) return this.existing(seen, digest);
     }
+    const f = this.feasibility(spec);
+    if (f.kind === 'never') throw new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field });
     const agent = this.pickAgent();
+    const note = f.kind === 'not-now' ? this.blockedNote(f.reason, now) : undefined;
     const record: LiveJobRecord = {
       spec,
+      ...(note ? { message: note } : {}),
       state: 'queued',
       placed: 0,
       updatedAt: now,
@@ -294,12 +350,16 @@ export class JobManager {
     if (!res.succeeded) {
       const seen = res.responses[0]?.[0];
       if (requestKey && seen) return this.existing(seen, digest);
-      throw new TarcilError('CONFLICT', `job ${spec.id} exists already`, { field: 'id' });
+      throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
     }
     this.stats.submitted++;
     this.jobFinal.set(spec.id, false);
     this.ownerKeys.set(spec.id, lease.id);
     const o = this.newOwned(spec, agent, record, res.revision);
+    if (note) {
+      o.note = note;
+      o.blockedSince = now;
+    }
     this.evaluate(o);
     return { jobId: spec.id, record, revision: res.revision, duplicate: false };
   }
@@ -309,7 +369,7 @@ export class JobManager {
     const req = parseJson<RequestRecord>(requestKv);
     if (!req) throw new TarcilError('INTERNAL', `unreadable request record ${requestKv.key}`);
     if (req.digest !== digest) {
-      throw new TarcilError('CONFLICT', `request_id was already used for another job spec (job ${req.job})`, { field: 'request_id' });
+      throw new TarcilError('ALREADY_EXISTS', `request_id was already used for another job spec (job ${req.job})`, { field: 'request_id' });
     }
     const kv = await this.o.store.get(this.o.keys.job(req.job));
     const record = parseJson<LiveJobRecord>(kv);
@@ -380,15 +440,24 @@ export class JobManager {
     if (id === undefined) return;
     if (deleted) {
       this.servers.delete(id);
+      const c = this.cell.get(id);
+      if (c) Object.assign(c, { up: false, leftAt: this.o.clock.now() });
       for (const o of this.owned.values()) {
-        for (const t of o.tasks.values()) if (t.rec.ru?.server === id && !isFinalTask(t.rec.state)) this.evaluate(o);
+        const on = o.byServer.get(id);
+        if (!on || on.size === 0) continue;
+        for (const t of on) o.dirty.add(t);
+        this.evaluate(o);
       }
       return;
     }
     const rec = parseJson<LiveServerRecord>(kv);
     if (!rec) return;
     this.servers.set(id, rec);
+    const wasUp = this.cell.get(id)?.up === true;
+    this.cell.set(id, { spec: rec, up: rec.state !== 'down' });
     for (const a of this.agents) a.state.setBlocked(id, rec.blocked === true);
+    // A server (back) up may be what a waiting job needs.
+    if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.evaluate(o);
   }
 
   private onOwner(kv: KeyValue, deleted: boolean): void {
@@ -416,11 +485,16 @@ export class JobManager {
     const rec = parseJson<LiveJobRecord>(kv);
     if (!rec) return;
     this.jobFinal.set(id, isFinalJob(rec.state));
-    if (o && kv.modRevision > o.jobRev) {
-      o.rec = rec;
-      o.jobRev = kv.modRevision;
-      this.evaluate(o);
-    }
+    if (o && kv.modRevision > o.jobRev) this.takeRecord(o, rec, kv.modRevision);
+  }
+
+  /** The stored job record is newer than ours (a cancellation, or our own write seen back). */
+  private takeRecord(o: Owned, rec: LiveJobRecord, rev: number): void {
+    // A cancellation concerns every task, not only those that changed.
+    if (rec.cancelRequested && !o.rec.cancelRequested) o.full = true;
+    o.rec = rec;
+    o.jobRev = rev;
+    this.evaluate(o);
   }
 
   private onTask(kv: KeyValue, deleted: boolean): void {
@@ -435,8 +509,35 @@ export class JobManager {
   private mergeTask(o: Owned, index: number, rec: LiveTaskRecord | undefined, rev: number): void {
     const cur = o.tasks.get(index);
     if (cur && cur.rev >= rev) return;
-    if (rec) o.tasks.set(index, { rec, rev });
-    else o.tasks.delete(index);
+    if (cur) this.untrack(o, index, cur.rec);
+    if (rec) {
+      o.tasks.set(index, { rec, rev });
+      o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);
+      if ((rec.state === 'placed' || rec.state === 'running') && rec.ru) {
+        let on = o.byServer.get(rec.ru.server);
+        if (!on) o.byServer.set(rec.ru.server, (on = new Set()));
+        on.add(index);
+      }
+    } else o.tasks.delete(index);
+    o.dirty.add(index);
+  }
+
+  private untrack(o: Owned, index: number, rec: LiveTaskRecord): void {
+    o.counts.set(rec.state, (o.counts.get(rec.state) ?? 1) - 1);
+    if (rec.ru) {
+      const on = o.byServer.get(rec.ru.server);
+      on?.delete(index);
+      if (on?.size === 0) o.byServer.delete(rec.ru.server);
+    }
+  }
+
+  /** Forgets a task record (a gang reservation given back): the task is queued again. */
+  private forgetTask(o: Owned, index: number): void {
+    const cur = o.tasks.get(index);
+    if (!cur) return;
+    this.untrack(o, index, cur.rec);
+    o.tasks.delete(index);
+    o.dirty.add(index);
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */
@@ -536,6 +637,10 @@ export class JobManager {
       rec,
       jobRev,
       tasks: new Map(),
+      counts: new Map(),
+      byServer: new Map(),
+      dirty: new Set(),
+      full: true,
       scheduling: new Set(),
       stopping: new Set(),
       decisions: [],
@@ -544,6 +649,8 @@ export class JobManager {
       chain: Promise.resolve(),
       dropped: false,
       reconcile: false,
+      note: rec.message,
+      blockedSince: undefined,
     };
     this.owned.set(spec.id, o);
     return o;
@@ -579,45 +686,120 @@ export class JobManager {
     this.track(p);
   }
 
+  /**
+   * The tasks to look at: those whose records changed since the last evaluation, or all of them
+   * after adoption, a cancellation or a failed evaluation (`full`).
+   */
+  private takeDirty(o: Owned): Iterable<number> {
+    if (o.full) {
+      o.full = false;
+      o.dirty.clear();
+      const n = o.spec.tasks;
+      return (function* () {
+        for (let t = 0; t < n; t++) yield t;
+      })();
+    }
+    const list = [...o.dirty];
+    o.dirty.clear();
+    return list;
+  }
+
   private async evaluateNow(o: Owned): Promise<void> {
-    const n = o.spec.tasks;
     if (o.reconcile && o.scheduling.size === 0) {
       await this.reconcileGang(o);
       if (o.dropped) return;
       o.reconcile = false;
     }
-    if (o.rec.cancelRequested) {
-      if (o.scheduling.size > 0) o.agent.abort(o.id);
-      for (let t = 0; t < n; t++) {
-        if (o.scheduling.has(t) || o.stopping.has(t)) continue;
-        const cur = o.tasks.get(t);
-        if (cur && isFinalTask(cur.rec.state)) continue;
-        if (!cur || cur.rec.state === 'queued' || cur.rec.state === 'lost') await this.setTaskState(o, t, cur, 'cancelled', 'cancelled before it was placed');
-        else this.stopTask(o, t, cur);
-        if (o.dropped) return;
-      }
-    } else {
-      const toSchedule: number[] = [];
-      for (let t = 0; t < n; t++) {
-        if (o.scheduling.has(t)) continue;
-        const cur = o.tasks.get(t);
-        const st = cur?.rec.state;
-        if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !this.servers.has(cur.rec.ru.server)) {
-          // The node's lease expired (or it never registered with us yet): confirm with the store.
-          const alive = await this.o.store.get(this.o.keys.server(cur.rec.ru.server));
-          if (!alive) {
-            const lost = await this.markLost(o, t, cur, `server ${cur.rec.ru.server} left the cluster`);
-            if (o.dropped) return;
-            if (lost) toSchedule.push(t);
-            continue;
-          }
-        }
-        if (!cur || st === 'queued' || st === 'lost') toSchedule.push(t);
-      }
-      if (toSchedule.length > 0) await this.startSchedule(o, toSchedule);
+    try {
+      if (o.rec.cancelRequested) await this.evaluateCancel(o);
+      else await this.evaluateTasks(o);
+    } catch (err) {
+      o.full = true; // what was taken from `dirty` is looked at again on the retry
+      throw err;
     }
     if (o.dropped) return;
     await this.writeSummary(o);
+  }
+
+  private async evaluateTasks(o: Owned): Promise<void> {
+    const toSchedule: number[] = [];
+    let seen = 0;
+    for (const t of this.takeDirty(o)) {
+      if (++seen % YIELD_EVERY === 0) await yieldNow();
+      if (o.scheduling.has(t)) continue;
+      const cur = o.tasks.get(t);
+      const st = cur?.rec.state;
+      if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !this.servers.has(cur.rec.ru.server)) {
+        // The node's lease expired (or it never registered with us yet): confirm with the store.
+        const alive = await this.o.store.get(this.o.keys.server(cur.rec.ru.server));
+        if (!alive) {
+          const lost = await this.markLost(o, t, cur, `server ${cur.rec.ru.server} left the cluster`);
+          if (o.dropped) return;
+          if (lost) toSchedule.push(t);
+          continue;
+        }
+      }
+      if (!cur || st === 'queued' || st === 'lost') toSchedule.push(t);
+    }
+    if (toSchedule.length === 0) return;
+    const f = this.feasibility(o.spec);
+    if (f.kind !== 'ok') {
+      await this.holdUnplaceable(o, toSchedule, f.reason);
+      return;
+    }
+    if (o.blockedSince !== undefined) {
+      o.blockedSince = undefined;
+      o.note = undefined;
+    }
+    await this.startSchedule(o, toSchedule);
+  }
+
+  /** The cell (as it is now) cannot take the job: wait with the reason, and fail after the bound. */
+  private async holdUnplaceable(o: Owned, tasks: number[], reason: string): Promise<void> {
+    const now = this.o.clock.now();
+    o.blockedSince ??= now;
+    if (now - o.blockedSince < this.unplaceableTimeoutMs) {
+      o.note = this.blockedNote(reason, o.blockedSince);
+      for (const t of tasks) o.dirty.add(t); // looked at again on the next tick (persistProgress)
+      return;
+    }
+    o.note = `${reason}; gave up after ${fmtDuration(this.unplaceableTimeoutMs)}`;
+    const per = Math.max(1, this.o.store.maxTxnOps - 2);
+    for (let i = 0; i < tasks.length && !o.dropped; i += per) await this.setTaskStates(o, tasks.slice(i, i + per), 'failed', o.note);
+  }
+
+  private blockedNote(reason: string, since: number): string {
+    return `${reason}; waiting for them, the job fails at ${new Date(since + this.unplaceableTimeoutMs).toISOString()} if they are not back`;
+  }
+
+  /** Can the job run in the cell, and now? (see cell.ts) */
+  feasibility(spec: JobSpec): Feasibility {
+    const horizon = this.o.clock.now() - this.departedMemoryMs;
+    for (const [id, c] of this.cell) if (c.leftAt !== undefined && c.leftAt < horizon) this.cell.delete(id);
+    return cellFeasibility(this.cell.values(), spec);
+  }
+
+  /**
+   * Cancellation: stop the scheduling call, stop placed and running tasks through their monitors,
+   * and record the queued ones as cancelled, many per transaction. Tasks that never had a record
+   * get none: the summary counts them as cancelled.
+   */
+  private async evaluateCancel(o: Owned): Promise<void> {
+    if (o.scheduling.size > 0) o.agent.abort(o.id);
+    const unplaced: number[] = [];
+    let seen = 0;
+    for (const t of this.takeDirty(o)) {
+      if (++seen % YIELD_EVERY === 0) await yieldNow();
+      if (o.scheduling.has(t) || o.stopping.has(t)) continue;
+      const cur = o.tasks.get(t);
+      if (!cur || isFinalTask(cur.rec.state)) continue;
+      if (cur.rec.state === 'queued' || cur.rec.state === 'lost') unplaced.push(t);
+      else this.stopTask(o, t, cur);
+    }
+    const per = Math.max(1, this.o.store.maxTxnOps - 2);
+    for (let i = 0; i < unplaced.length && !o.dropped; i += per) {
+      await this.setTaskStates(o, unplaced.slice(i, i + per), 'cancelled', 'cancelled before it was placed');
+    }
   }
 
   private async startSchedule(o: Owned, tasks: number[]): Promise<void> {
@@ -625,7 +807,8 @@ export class JobManager {
     if (!lease || lease.fenced) return;
     // Preempted tasks come back with a durable queue entry; we take them over from it.
     await this.claimPreempted(o, tasks);
-    const again = tasks.filter((t) => o.tasks.get(t)?.rec.state === 'lost').length;
+    let again = 0;
+    for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
     if (again > 0) {
       this.stats.rescheduled += again;
       o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
@@ -636,15 +819,17 @@ export class JobManager {
       .schedule(o.spec, tasks)
       .then(
         (rec) => {
-          o.decisions.push(rec);
-          if (o.decisions.length > 5) o.decisions.splice(0, o.decisions.length - 5);
+          if (o.blockedSince === undefined) o.note = undefined;
+          o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
           this.o.onDecision?.(o.spec, rec);
         },
         async (err: unknown) => {
           if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
-          if (isTarcilError(err, 'INVALID_ARGUMENT')) {
-            // The job can never fit (a gang larger than every eligible RU): fail it, with the reason.
-            for (const t of tasks) await this.setTaskState(o, t, o.tasks.get(t), 'failed', err.message);
+          if (isTarcilError(err, 'FAILED_PRECONDITION')) {
+            // The agent's view of the cell cannot take the job (it shrank since the last check):
+            // the next evaluation checks the cell again, and waits or fails with the reason.
+            o.note = err.message;
+            await this.o.clock.sleep(500);
             return;
           }
           this.o.log.warn({ job: o.id, err: (err as Error).message }, 'scheduling failed; retrying');
@@ -655,7 +840,11 @@ export class JobManager {
       )
       .catch((err: unknown) => this.o.log.warn({ job: o.id, err: (err as Error).message }, 'scheduling cleanup failed'))
       .finally(() => {
-        for (const t of tasks) o.scheduling.delete(t);
+        // What this call did not place is looked at again by the next evaluation.
+        for (const t of tasks) {
+          o.scheduling.delete(t);
+          o.dirty.add(t);
+        }
         if (!o.dropped) {
           this.track(this.persistDecisions(o, false));
           this.evaluate(o);
@@ -713,25 +902,26 @@ export class JobManager {
           this.checkOwnership(o, owner, lease);
           throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while releasing it`);
         }
-        o.tasks.delete(h.t);
+        this.forgetTask(o, h.t);
       }
     }
   }
 
   private async claimPreempted(o: Owned, tasks: number[]): Promise<void> {
-    const preempted = tasks.filter((t) => o.tasks.get(t)?.rec.state === 'queued');
-    if (preempted.length === 0) return;
+    const preempted = new Set<number>();
+    for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'queued') preempted.add(t);
+    if (preempted.size === 0) return;
     const res = await this.o.store.range(this.o.keys.queue());
     for (const kv of res.kvs) {
       const e = parseJson<{ job: string; tasks?: number[]; reason?: string }>(kv);
-      if (e?.job === o.id && e.reason === 'preempted' && (e.tasks ?? []).some((t) => preempted.includes(t))) {
+      if (e?.job === o.id && e.reason === 'preempted' && (e.tasks ?? []).some((t) => preempted.has(t))) {
         await this.o.store.txn({
           compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
           success: [{ type: 'delete', key: kv.key }],
         });
       }
     }
-    this.stats.rescheduled += preempted.length;
+    this.stats.rescheduled += preempted.size;
   }
 
   /** The task's node is gone: record it lost (fenced), so that it is placed again. */
@@ -819,18 +1009,29 @@ export class JobManager {
     else this.checkOwnership(o, res.responses[0]?.[0], lease);
   }
 
-  private async setTaskState(o: Owned, t: number, cur: TaskView | undefined, state: TaskState, message: string): Promise<void> {
+  /** Moves queued tasks to a final state, in one fenced transaction (at most maxTxnOps − 2 tasks). */
+  private async setTaskStates(o: Owned, tasks: number[], state: TaskState, message: string): Promise<void> {
     const lease = this.lease;
-    if (!lease) return;
+    if (!lease || tasks.length === 0) return;
     const k = this.o.keys;
-    const next: LiveTaskRecord = { ...(cur?.rec ?? { job: o.id, index: t, attempt: 0 }), state, endedAt: this.o.clock.now(), message };
-    const res = await this.o.store.txn({
-      compare: [this.ownerFence(o, lease), { key: k.task(o.id, t), target: 'mod', op: '==', value: cur?.rev ?? 0 }],
-      success: [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }],
-      failure: [{ type: 'get', key: k.owner(o.id) }],
-    });
-    if (res.succeeded) this.mergeTask(o, t, next, res.revision);
-    else this.checkOwnership(o, res.responses[0]?.[0], lease);
+    const now = this.o.clock.now();
+    const compare: Compare[] = [this.ownerFence(o, lease)];
+    const success: Op[] = [];
+    const next = new Map<number, LiveTaskRecord>();
+    for (const t of tasks) {
+      const cur = o.tasks.get(t);
+      const rec: LiveTaskRecord = { ...(cur?.rec ?? { job: o.id, index: t, attempt: 0 }), state, endedAt: now, message };
+      next.set(t, rec);
+      compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur?.rev ?? 0 });
+      success.push({ type: 'put', key: k.task(o.id, t), value: JSON.stringify(rec) });
+    }
+    const res = await this.o.store.txn({ compare, success, failure: [{ type: 'get', key: k.owner(o.id) }] });
+    if (res.succeeded) for (const [t, rec] of next) this.mergeTask(o, t, rec, res.revision);
+    else {
+      this.checkOwnership(o, res.responses[0]?.[0], lease);
+      // A task changed meanwhile (its watch event marks it for the next evaluation).
+      for (const t of tasks) o.dirty.add(t);
+    }
   }
 
   private ownerFence(o: Owned, lease: HeldLease): Compare {
@@ -844,16 +1045,19 @@ export class JobManager {
   // ---------------------------------------------------------------------------------------------
   // Summary and final state
 
+  /** The job's state from the task counts (O(states), kept up to date by mergeTask). */
   private summarize(o: Owned): { state: JobState; counts: Partial<Record<TaskState, number>>; placed: number } {
     const counts: Partial<Record<TaskState, number>> = {};
-    let placed = 0;
-    for (let t = 0; t < o.spec.tasks; t++) {
-      const st: TaskState = o.tasks.get(t)?.rec.state ?? 'queued';
-      counts[st] = (counts[st] ?? 0) + 1;
-      if (st !== 'queued' && st !== 'lost') placed++;
+    for (const [st, c] of o.counts) if (c > 0) counts[st] = c;
+    const unrecorded = o.spec.tasks - o.tasks.size;
+    if (unrecorded > 0) {
+      // Tasks never placed have no record; a cancelled job does not write one for each.
+      const as: TaskState = o.rec.cancelRequested ? 'cancelled' : 'queued';
+      counts[as] = (counts[as] ?? 0) + unrecorded;
     }
     const n = o.spec.tasks;
     const c = (s: TaskState): number => counts[s] ?? 0;
+    const placed = n - c('queued') - c('lost') - (o.rec.cancelRequested ? unrecorded : 0);
     const finals = c('succeeded') + c('failed') + c('cancelled');
     let state: JobState;
     if (finals === n) {
@@ -866,6 +1070,21 @@ export class JobManager {
     else if (this.admitted(o)) state = 'admitted';
     else state = o.rec.state === 'admitted' ? 'admitted' : 'queued';
     return { state, counts, placed };
+  }
+
+  /** A failed job says why: the reason it could not be placed, or its first failed task's. */
+  private finalMessage(o: Owned, state: JobState): string {
+    if (state === 'cancelled') return 'cancelled';
+    if (state !== 'failed') return '';
+    if (o.note) return o.note;
+    let failed = 0;
+    let first: LiveTaskRecord | undefined;
+    for (const v of o.tasks.values()) {
+      if (v.rec.state !== 'failed') continue;
+      failed++;
+      if (!first || v.rec.index < first.index) first = v.rec;
+    }
+    return first ? `${failed} of ${o.spec.tasks} tasks failed; task ${first.index}: ${first.message ?? `exit code ${first.exitCode ?? '?'}`}` : 'failed';
   }
 
   private admitted(o: Owned): boolean {
@@ -881,13 +1100,19 @@ export class JobManager {
     if (!lease || lease.fenced) return;
     const s = this.summarize(o);
     const final = isFinalJob(s.state);
+    const message = final ? this.finalMessage(o, s.state) : (o.note ?? '');
     const same =
-      s.state === o.rec.state && s.placed === o.rec.placed && JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
+      s.state === o.rec.state &&
+      s.placed === o.rec.placed &&
+      message === (o.rec.message ?? '') &&
+      JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
     if (same && !final) return;
     if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return;
     const k = this.o.keys;
     const now = this.o.clock.now();
     const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner: o.agent.id };
+    if (message !== '') next.message = message;
+    else delete next.message;
     if (final) next.finishedAt = now;
     const success: Op[] = [{ type: 'put', key: k.job(o.id), value: JSON.stringify(next) }];
     if (final) {
@@ -910,11 +1135,7 @@ export class JobManager {
       this.checkOwnership(o, res.responses[0]?.[0], lease);
       const jkv = res.responses[1]?.[0];
       const jrec = parseJson<LiveJobRecord>(jkv);
-      if (!o.dropped && jkv && jrec) {
-        o.rec = jrec;
-        o.jobRev = jkv.modRevision;
-        this.evaluate(o);
-      }
+      if (!o.dropped && jkv && jrec) this.takeRecord(o, jrec, jkv.modRevision);
       return;
     }
     o.rec = next;
@@ -936,7 +1157,8 @@ export class JobManager {
     const records = [...o.decisions];
     const live = o.agent.inflight.get(o.id);
     if (live) records.push(live);
-    const d: StoredDecisions = { records: records.slice(-5), inProgress, updatedAt: this.o.clock.now() };
+    const kept = keepFirstAndLatest(records, KEPT_DECISIONS).map((r) => trimDecision(r));
+    const d: StoredDecisions = { records: kept, inProgress, updatedAt: this.o.clock.now() };
     return JSON.stringify(d);
   }
 
@@ -958,9 +1180,19 @@ export class JobManager {
   /** While jobs wait, keep their decision records (and admitted state) current for `explain`. */
   private persistProgress(): void {
     for (const o of this.owned.values()) {
+      if (o.blockedSince !== undefined) {
+        this.evaluate(o);
+        continue;
+      }
       if (o.scheduling.size === 0) continue;
       this.track(this.persistDecisions(o, true));
-      if (o.rec.state === 'queued' && this.admitted(o)) this.evaluate(o);
+      // Why it waits (admission queue, no free RU it may use), for the job's message.
+      // (Kept between waits, cleared when the scheduling call ends: no rewrite per attempt.)
+      const waiting = o.agent.inflight.get(o.id)?.waiting;
+      if ((waiting !== undefined && waiting !== o.note) || (o.rec.state === 'queued' && this.admitted(o))) {
+        if (waiting !== undefined) o.note = waiting;
+        this.evaluate(o);
+      }
     }
   }
 
@@ -988,4 +1220,4 @@ export class JobManager {
   }
 }
 
-export { JOB_STATE_ORDER };
+

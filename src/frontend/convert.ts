@@ -1,4 +1,5 @@
 import type { DecisionRecord } from '../agent/agent.ts';
+import { trimDecision } from '../agent/decisions.ts';
 import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../agent/live-records.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
@@ -112,9 +113,15 @@ export function serverToProto(s: LiveServerRecord, rus: Map<number, RuRecord>): 
 }
 
 /** Every decision made for the job, merged, plus a readable account. */
-export function explanationToProto(id: string, state: string, stored: StoredDecisions | undefined, live: DecisionRecord | undefined): Explanation {
+export function explanationToProto(
+  id: string,
+  state: string,
+  stored: StoredDecisions | undefined,
+  live: DecisionRecord | undefined,
+  waitingFor = '',
+): Explanation {
   const records = [...(stored?.records ?? [])];
-  if (live && !records.some((r) => r.startedAt === live.startedAt && r.agent === live.agent)) records.push(live);
+  if (live && !records.some((r) => r.startedAt === live.startedAt && r.agent === live.agent)) records.push(trimDecision(live));
   const last = records[records.length - 1];
   const sum = (f: (r: DecisionRecord) => number): number => records.reduce((a, r) => a + f(r), 0);
   const admission = records.flatMap((r) => r.admission);
@@ -158,6 +165,8 @@ export function explanationToProto(id: string, state: string, stored: StoredDeci
       queueMs: sum((r) => r.stageMs.queue),
     },
     inProgress: stored?.inProgress === true || (live !== undefined && live.finishedAt === undefined),
+    placementsOmitted: sum((r) => r.omittedPlacements ?? 0),
+    waitingFor,
     text: '',
   };
   e.text = explainText(e);
@@ -171,6 +180,7 @@ function fmtMs(ms: number): string {
 export function explainText(e: Explanation): string {
   const lines: string[] = [];
   lines.push(`job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`);
+  if (e.waitingFor) lines.push(`waiting for: ${e.waitingFor}`);
   const adm = e.admission ?? [];
   if (adm.length === 0) lines.push('admission: no verdict recorded yet');
   else {
@@ -198,7 +208,8 @@ export function explainText(e: Explanation): string {
       `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.acceptable ? '' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}`,
     );
   }
-  if (p.length > 50) lines.push(`  … ${p.length - 50} more placements`);
+  const more = p.length - Math.min(p.length, 50) + Number(e.placementsOmitted ?? 0);
+  if (more > 0) lines.push(`  … ${more} more placements`);
   const st = e.stages;
   if (st) {
     lines.push(

@@ -37,7 +37,8 @@ export async function startGrpcServer(opts: {
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });
   health.addToServer(server);
-  new ReflectionService(loadProtos().def).addToServer(server);
+  // Advertise only what this server serves (a front-end does not serve NodeMonitor, nor a node Scheduler).
+  new ReflectionService(loadProtos().def, { services }).addToServer(server);
   const creds = opts.tls
     ? grpc.ServerCredentials.createSsl(
         opts.tls.caFile ? readFileSync(opts.tls.caFile) : null,
@@ -81,7 +82,9 @@ export function clientCredentials(tls?: { caFile?: string; certFile?: string; ke
 const CODES: Record<ErrorCode, grpc.status> = {
   INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
   NOT_FOUND: grpc.status.NOT_FOUND,
-  CONFLICT: grpc.status.ALREADY_EXISTS,
+  ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
+  FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
+  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
   UNAVAILABLE: grpc.status.UNAVAILABLE,
   COMPACTED: grpc.status.UNAVAILABLE,
   CANCELLED: grpc.status.CANCELLED,
@@ -99,6 +102,15 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
     return { code: CODES[err.code], details: err.message, metadata };
   }
   return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err), metadata };
+}
+
+/**
+ * Ends a server stream with an error status. Emitting 'error' is how grpc-js sends a status on a
+ * server stream; destroy() would close it without one, and the client would wait forever.
+ */
+export function endStreamWithError(call: { emit(event: 'error', err: Error): boolean }, err: unknown): void {
+  const st = toStatus(err);
+  call.emit('error', Object.assign(new Error(st.details ?? 'error'), st));
 }
 
 /** Milliseconds left before the call's deadline (Infinity without one). */

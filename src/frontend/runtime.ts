@@ -33,6 +33,9 @@ export interface SchedulerProcessOptions {
   nodeTls?: { caFile?: string; certFile?: string; keyFile?: string };
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
+  /** How long down servers count as part of the cell, and how long a job waits for them. */
+  departedMemoryMs?: number;
+  unplaceableTimeoutMs?: number;
 }
 
 export interface SchedulerProcess {
@@ -58,6 +61,8 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     agents: o.agents,
     ...(o.agentConfig ? { agentConfig: o.agentConfig } : {}),
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
+    ...(o.departedMemoryMs !== undefined ? { departedMemoryMs: o.departedMemoryMs } : {}),
+    ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
   });

@@ -6,7 +6,7 @@ import { parseJson } from '../agent/records.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../store/keys.ts';
-import type { ClusterStore, WatchHandle } from '../store/types.ts';
+import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -17,7 +17,8 @@ import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.ts';
-import { deadlineExceeded, remainingMs, toStatus, unaryStatus } from './grpc.ts';
+import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
+import { DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
 
 export interface SchedulerServiceDeps {
@@ -30,7 +31,14 @@ export interface SchedulerServiceDeps {
   metrics?: Metrics;
   /** Largest job spec accepted, as JSON (default 64 KiB; etcd caps a request at 1.5 MiB). */
   maxSpecBytes?: number;
+  /** WatchJob buffers and the slow-client rule (see job-watch.ts). */
+  watchLimits?: Partial<JobWatchLimits>;
 }
+
+/** GetJob lists this many tasks at most: a 100,000-task job would not fit a 4 MiB message. */
+const MAX_TASKS_LISTED = 5000;
+
+const JOB_STATES: ReadonlySet<string> = new Set<LiveJobRecord['state']>(['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled']);
 
 const DEFAULT_MAX_SPEC_BYTES = 64 * 1024;
 
@@ -46,10 +54,14 @@ export function newJobId(now: number): string {
 export class SchedulerService {
   private readonly d: SchedulerServiceDeps;
   private readonly live: LiveKeys;
+  private readonly hub: JobWatchHub;
+  private readonly watchLimits: JobWatchLimits;
 
   constructor(deps: SchedulerServiceDeps) {
     this.d = deps;
     this.live = new LiveKeys(deps.keys);
+    this.hub = new JobWatchHub(deps.store, deps.keys);
+    this.watchLimits = { ...DEFAULT_JOB_WATCH_LIMITS, ...deps.watchLimits };
   }
 
   /** Validates a request into a job, or throws INVALID_ARGUMENT naming the field and the rule. */
@@ -149,12 +161,18 @@ export class SchedulerService {
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
     const owner = parseJson<OwnerRecord>(res.responses[1]?.[0]);
-    const tasks = withTasks ? (res.responses[2] ?? []).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
+    const kvs = res.responses[2] ?? [];
+    const tasks = withTasks ? kvs.slice(0, MAX_TASKS_LISTED).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
     const reports = (res.responses[3] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
-    return jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
+    const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
+    if (withTasks && kvs.length > MAX_TASKS_LISTED) job.tasksOmitted = kvs.length - MAX_TASKS_LISTED;
+    return job;
   }
 
   private async listJobs(states: string[], limit: number): Promise<Job[]> {
+    states.forEach((st, i) => {
+      if (!JOB_STATES.has(st)) throw invalid(`states[${i}]`, `must be one of ${[...JOB_STATES].join(', ')} (got '${st.slice(0, 40)}')`);
+    });
     const res = await this.d.store.range(this.d.keys.jobs());
     const want = new Set(states);
     const out: Job[] = [];
@@ -221,73 +239,16 @@ export class SchedulerService {
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
     const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
-    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id));
+    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''));
   }
 
-  /** The job now, then each change, until it is final or the caller goes away. */
+  /** The job now, then each change, until it is final or the caller goes away (see job-watch.ts). */
   private watchJob(call: grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>): void {
-    const id = call.request.jobId;
-    const k = this.d.keys;
-    const watches: WatchHandle[] = [];
-    let closed = false;
-    let last = '';
-    let sending: Promise<void> = Promise.resolve();
-    let again = false;
-    let busy = false;
-    const finish = (err?: unknown): void => {
-      if (closed) return;
-      closed = true;
-      for (const w of watches) void w.close().catch(() => undefined);
-      if (err !== undefined) call.destroy(Object.assign(new Error(toStatus(err).details ?? 'error'), toStatus(err)));
-      else call.end();
-    };
-    const send = async (): Promise<void> => {
-      if (closed) return;
-      const job = await this.getJob(id, true);
-      const text = JSON.stringify(job);
-      if (text !== last) {
-        last = text;
-        call.write({ job, revision: await this.d.store.revision() });
-      }
-      if (isFinalJob(job.state as LiveJobRecord['state'])) finish();
-    };
-    const poke = (): void => {
-      if (busy) {
-        again = true;
-        return;
-      }
-      busy = true;
-      sending = sending
-        .then(send)
-        .catch((e: unknown) => finish(e))
-        .finally(() => {
-          busy = false;
-          if (again && !closed) {
-            again = false;
-            poke();
-          }
-        });
-    };
-    call.on('cancelled', () => finish());
-    const start = async (): Promise<void> => {
-      requireId(id);
-      const rev = await this.d.store.revision();
-      const onError = (err: TarcilError): void => finish(err);
-      watches.push(
-        await this.d.store.watch({
-          prefix: k.job(id),
-          fromRevision: rev + 1,
-          onEvents: (b) => {
-            if (b.events.some((e) => e.kv.key === k.job(id))) poke();
-          },
-          onError,
-        }),
-        await this.d.store.watch({ prefix: k.tasks(id), fromRevision: rev + 1, onEvents: () => poke(), onError }),
-      );
-      if (closed) for (const w of watches) await w.close();
-      poke();
-    };
-    void start().catch((e: unknown) => finish(e));
+    const stream = new JobStream(call, call.request.jobId, { store: this.d.store, keys: this.d.keys, hub: this.hub, limits: this.watchLimits });
+    void Promise.resolve()
+      .then(() => requireId(call.request.jobId))
+      .then(() => stream.start())
+      .catch((e: unknown) => stream.finish(e));
   }
 }
 

@@ -5,7 +5,9 @@
 export type ErrorCode =
   | 'INVALID_ARGUMENT' // bad job spec, profile, flag or file; `field` names what is wrong
   | 'NOT_FOUND'
-  | 'CONFLICT' // an optimistic commit lost a race
+  | 'ALREADY_EXISTS' // an id (job, request id) is taken by something else
+  | 'FAILED_PRECONDITION' // valid, but can never happen in this cell as it is (a job no server can run)
+  | 'RESOURCE_EXHAUSTED' // a limit of the service was reached (a stream client too slow)
   | 'UNAVAILABLE' // the store or a peer cannot be reached
   | 'COMPACTED' // a watch asked for history that was compacted away
   | 'CANCELLED'

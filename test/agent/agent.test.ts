@@ -101,10 +101,10 @@ describe('scheduling agent on the embedded store', () => {
     expect(all.filter((r) => r.state === 'busy' && (r as PlacedRuRecord).job === 'gang')).toHaveLength(100);
   });
 
-  it('rejects a gang larger than every RU eligible for it', async () => {
+  it('refuses a gang larger than every RU eligible for it (FAILED_PRECONDITION)', async () => {
     const { agent } = await setup({ servers: 2 });
     await expect(agent.submit(makeJob('huge', TEST_PROFILES[0]!, 17, { mode: 'gang' }))).rejects.toMatchObject({
-      code: 'INVALID_ARGUMENT',
+      code: 'FAILED_PRECONDITION',
       field: 'tasks',
     } satisfies Partial<TarcilError>);
   });

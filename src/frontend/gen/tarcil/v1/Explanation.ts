@@ -26,6 +26,15 @@ export interface Explanation {
    */
   'text'?: (string);
   'inProgress'?: (boolean);
+  /**
+   * Placements not listed in `placements` (a large job lists its first ones per decision).
+   */
+  'placementsOmitted'?: (number);
+  /**
+   * Why the job cannot be placed now, when something other than free capacity holds it (no
+   * server it may use is up, a spread it cannot keep); empty otherwise.
+   */
+  'waitingFor'?: (string);
 }
 
 export interface Explanation__Output {
@@ -49,4 +58,13 @@ export interface Explanation__Output {
    */
   'text': (string);
   'inProgress': (boolean);
+  /**
+   * Placements not listed in `placements` (a large job lists its first ones per decision).
+   */
+  'placementsOmitted': (number);
+  /**
+   * Why the job cannot be placed now, when something other than free capacity holds it (no
+   * server it may use is up, a spread it cannot keep); empty otherwise.
+   */
+  'waitingFor': (string);
 }

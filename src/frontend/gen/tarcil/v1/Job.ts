@@ -24,6 +24,11 @@ export interface Job {
   'rescheduled'?: (number);
   'cancelRequested'?: (boolean);
   'loadReports'?: (_tarcil_v1_LoadReport)[];
+  /**
+   * Tasks not in task_list: GetJob lists at most 5,000 tasks (the lowest indexes that have a
+   * record); task_states counts them all, and WatchJob streams every one.
+   */
+  'tasksOmitted'?: (number);
 }
 
 export interface Job__Output {
@@ -47,4 +52,9 @@ export interface Job__Output {
   'rescheduled': (number);
   'cancelRequested': (boolean);
   'loadReports': (_tarcil_v1_LoadReport__Output)[];
+  /**
+   * Tasks not in task_list: GetJob lists at most 5,000 tasks (the lowest indexes that have a
+   * record); task_states counts them all, and WatchJob streams every one.
+   */
+  'tasksOmitted': (number);
 }

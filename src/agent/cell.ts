@@ -1,0 +1,105 @@
+/**
+ * Whether a job can ever run in the cell, or only once servers that are down come back: the
+ * check behind FAILED_PRECONDITION at submit and behind the reason a waiting job shows.
+ *
+ * The cell is every server a front-end knows of: those registered now (up, or marked down) and
+ * those whose registration ended recently (remembered for a while, see JobManagerOptions
+ * `departedMemoryMs`), so a node that is restarting does not turn a good job into a refused one.
+ */
+import type { JobSpec, ServerSpec } from '../model/types.ts';
+// TEMP until sampling/feasibility.ts lands
+function serverMatches(s: ServerSpec, c: JobSpec['constraints']): boolean {
+  if (c.platforms && !c.platforms.includes(s.platform)) return false;
+  for (const [k, v] of Object.entries(c.attributes ?? {})) if (s.attributes[k] !== v) return false;
+  return true;
+}
+
+export interface CellServer {
+  spec: ServerSpec;
+  /** Registered and not marked down now. */
+  up: boolean;
+}
+
+export type Feasibility =
+  | { kind: 'ok' }
+  /** Impossible in this cell whatever comes back: refuse at submit. */
+  | { kind: 'never'; field: string; reason: string }
+  /** Possible only once servers that are down now come back: wait, with this reason. */
+  | { kind: 'not-now'; field: string; reason: string };
+
+type JobShape = Pick<JobSpec, 'tasks' | 'mode' | 'locality' | 'constraints'>;
+
+interface Tally {
+  servers: number;
+  rus: number;
+  racks: Set<string>;
+}
+
+function describeConstraints(c: JobSpec['constraints']): string {
+  const parts: string[] = [];
+  if (c.platforms) parts.push(`platforms ${c.platforms.join(', ')}`);
+  if (c.attributes && Object.keys(c.attributes).length > 0) {
+    parts.push(Object.entries(c.attributes).map(([k, v]) => `${k}=${v}`).join(', '));
+  }
+  return parts.join('; ');
+}
+
+/** What the cell offers for each attribute the job asks for, for the message. */
+function offered(servers: readonly CellServer[], c: JobSpec['constraints']): string {
+  const parts: string[] = [];
+  if (c.platforms) parts.push(`platforms in the cell: ${[...new Set(servers.map((s) => s.spec.platform))].sort().join(', ') || 'none'}`);
+  for (const key of Object.keys(c.attributes ?? {})) {
+    const values = [...new Set(servers.map((s) => s.spec.attributes[key]).filter((v): v is string => v !== undefined))].sort();
+    parts.push(`${key} values in the cell: ${values.length > 0 ? values.slice(0, 10).join(', ') : 'none'}`);
+  }
+  return parts.join('; ');
+}
+
+/** The first rule the tally breaks, if any. */
+function shortfall(job: JobShape, t: Tally): { field: string; what: string } | undefined {
+  if (t.servers === 0) return { field: 'constraints', what: 'no server' };
+  if (job.mode === 'gang' && job.tasks > t.rus) {
+    return { field: 'tasks', what: `a gang of ${job.tasks} tasks needs ${job.tasks} RUs at once; there are ${t.rus} it may use` };
+  }
+  if (job.locality.mode === 'spread' && job.locality.required !== false) {
+    const rack = job.locality.scope === 'rack';
+    const groups = rack ? t.racks.size : t.servers;
+    if (job.tasks > groups) {
+      return {
+        field: 'locality',
+        what: `a required spread over ${rack ? 'racks' : 'servers'} puts each of the ${job.tasks} tasks on its own ${rack ? 'rack' : 'server'}; there are ${groups} it may use (set locality.required to false to make spread a preference)`,
+      };
+    }
+  }
+  return undefined;
+}
+
+export function cellFeasibility(cell: Iterable<CellServer>, job: JobShape): Feasibility {
+  const servers = [...cell];
+  if (servers.length === 0) return { kind: 'not-now', field: 'constraints', reason: 'no node has registered with the cell yet' };
+  const all: Tally = { servers: 0, rus: 0, racks: new Set() };
+  const up: Tally = { servers: 0, rus: 0, racks: new Set() };
+  for (const s of servers) {
+    if (!serverMatches(s.spec, job.constraints)) continue;
+    for (const t of s.up ? [all, up] : [all]) {
+      t.servers++;
+      t.rus += s.spec.rus;
+      t.racks.add(s.spec.rack);
+    }
+  }
+  const never = shortfall(job, all);
+  if (never) {
+    const reason =
+      never.what === 'no server'
+        ? `no server in the cell matches the constraints (${describeConstraints(job.constraints)}); ${offered(servers, job.constraints)}`
+        : never.what;
+    return { kind: 'never', field: never.field, reason };
+  }
+  const now = shortfall(job, up);
+  if (now) {
+    const down = all.servers - up.servers;
+    const what = now.what === 'no server' ? 'no server it may use is up' : now.what;
+    return { kind: 'not-now', field: now.field, reason: `${what} now (${down} server${down === 1 ? '' : 's'} it may use ${down === 1 ? 'is' : 'are'} down)` };
+  }
+  return { kind: 'ok' };
+}
