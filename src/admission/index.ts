@@ -6,5 +6,6 @@ export {
   type AdmissionVerdict,
   type BucketSnapshot,
   type FreeFraction,
+  type VerdictOptions,
   type WaitEstimate,
 } from './state.ts';

@@ -45,6 +45,19 @@ export interface AdmissionVerdict {
   f: number;
 }
 
+/** What verdict() needs besides the job's target and size. */
+export interface VerdictOptions {
+  priority: number;
+  /** Priorities strictly above this bypass the queue. */
+  bypassAbove: number;
+  /**
+   * RUs that could ever hold the job (its platform/attribute constraints applied, down servers
+   * included), when the caller knows them. A margin above it can never be met, so a job whose
+   * needed RUs are all free and acceptable is admitted instead of queued.
+   */
+  capacity?: number;
+}
+
 export interface FreeFraction {
   f: number;
   acceptableFree: number;
@@ -383,9 +396,15 @@ export class AdmissionState {
    * 4. otherwise place now on what there is, rather than queue without a useful end in sight.
    * The wait is estimated for the frees that restore the admit condition (⌈needed × margin⌉ −
    * acceptableFree of them), so a queued job is one that would be admitted when the wait is over.
+   *
+   * The margin applies only where it can be met. When every RU the job needs is free and
+   * acceptable now, but fewer RUs could ever be free than the margin wants — the acceptable free
+   * ones plus all busy ones fall short, or the caller's `capacity` does — waiting would never
+   * reach it (a job of ≥ 1/margin of an idle cluster would sit out its whole queue bound): admit.
    */
-  verdict(job: JobTarget, needed: number, opts: { priority: number; bypassAbove: number }): AdmissionVerdict {
+  verdict(job: JobTarget, needed: number, opts: VerdictOptions): AdmissionVerdict {
     if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
+    if (opts.capacity !== undefined && !(opts.capacity >= 0)) throw invalid('capacity', 'must be ≥ 0', { value: opts.capacity });
     const F = this.estimateF(job);
     const base = { buckets: F.buckets, acceptableFree: F.acceptableFree, totalFree: F.totalFree, needed, f: F.f };
     const want = Math.ceil(needed * this.margin - 1e-9);
@@ -396,6 +415,23 @@ export class AdmissionState {
         reason: `${F.acceptableFree} acceptable free RUs (${where}) cover the ${needed} needed with margin ×${this.margin}`,
         ...base,
       };
+    }
+    if (F.acceptableFree >= needed) {
+      // Busy RUs are the most that frees could add; unacceptable free ones are not counted.
+      const busy = this.rus.size - this.freeTotal;
+      const ever = F.acceptableFree + busy;
+      const cap = opts.capacity;
+      const capped = cap !== undefined && cap < ever;
+      if ((capped ? cap : ever) < want) {
+        const limit = capped
+          ? `the job may use only ${cap} RUs in all`
+          : `at most ${ever} could ever be free (${F.acceptableFree} acceptable free + ${busy} busy)`;
+        return {
+          action: 'admit',
+          reason: `${F.acceptableFree} acceptable free RUs (${where}) cover the ${needed} needed; the margin ×${this.margin} wants ${want} but ${limit}, so waiting cannot reach it`,
+          ...base,
+        };
+      }
     }
     const short = `only ${F.acceptableFree} of ${F.totalFree} free RUs are acceptable (${where}); ${want} wanted for ${needed} needed with margin ×${this.margin}`;
     if (opts.priority > opts.bypassAbove) {

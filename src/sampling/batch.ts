@@ -9,6 +9,7 @@ import {
 } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
 import type { ClusterState, Occupant, ServerState } from './cluster-state.ts';
+import { hardSpread, serverMatches } from './feasibility.ts';
 import type { IndexedSet } from './indexed-set.ts';
 
 /** What the selection needs to know about a job (a subset of JobSpec, plus its target). */
@@ -18,7 +19,12 @@ export interface PlacementRequest {
   caused: readonly number[];
   priority: number;
   platformPerf: Readonly<Record<string, number>>;
-  locality: { mode: LocalityMode; scope: TopologyScope };
+  /**
+   * With mode 'spread' and `required` not false, no two tasks of the job share a server (or rack):
+   * groups where the job already has occupants (ClusterState.jobGroups) are never picked, and
+   * fewer than m picks come back when there are not enough other groups.
+   */
+  locality: { mode: LocalityMode; scope: TopologyScope; required?: boolean };
   constraints: Constraints;
   /** Number of RUs to place now. */
   m: number;
@@ -102,12 +108,7 @@ class SelectionContext {
   }
 
   eligibleServer(s: ServerState): boolean {
-    const c = this.req.constraints;
-    if (c.platforms && !c.platforms.includes(s.spec.platform)) return false;
-    if (c.attributes) {
-      for (const [k, v] of Object.entries(c.attributes)) if (s.spec.attributes[k] !== v) return false;
-    }
-    return true;
+    return serverMatches(s.spec, this.req.constraints);
   }
 
   extraVersion(s: ServerState): number {
@@ -169,7 +170,7 @@ function toPick(c: Candidate): Pick {
  * constraints select per-platform pools (weighted by size, so the union stays uniform); attribute
  * constraints are checked by rejection and, if most RUs fail them, by one scan of the pools.
  */
-function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng): number[] {
+function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allowServer?: (s: ServerState) => boolean): number[] {
   const state = ctx.state;
   const c = ctx.req.constraints;
   const pools: IndexedSet[] = [];
@@ -183,7 +184,7 @@ function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng): number[] {
   }
   return drawDistinct(ctx, pools, k, rng, (id) => {
     const s = state.serverOfRu(id);
-    return s !== undefined && ctx.eligibleServer(s) && s.available(id - s.base);
+    return s !== undefined && ctx.eligibleServer(s) && s.available(id - s.base) && (allowServer === undefined || allowServer(s));
   });
 }
 
@@ -314,34 +315,82 @@ function insertSorted(cands: Candidate[], c: Candidate): void {
 }
 
 function selectIndependent(ctx: SelectionContext, req: PlacementRequest, rng: Rng, out: SelectionResult): void {
-  const ids = sampleAvailable(ctx, req.R * req.m, rng);
+  if (req.locality.mode === 'spread') {
+    selectSpread(ctx, req, rng, out);
+    return;
+  }
+  const cands = initialCandidates(ctx, req, rng);
+  out.candidatesSeen += cands.length;
+  for (const c of pickBest(ctx, cands, req.m, undefined, new Set())) out.picks.push(toPick(c));
+}
+
+/** R·m uniform candidates, plus free RUs on the job's data servers; allowServer narrows both. */
+function initialCandidates(ctx: SelectionContext, req: PlacementRequest, rng: Rng, allowServer?: (s: ServerState) => boolean): Candidate[] {
   const cands: Candidate[] = [];
-  for (const id of ids) {
+  for (const id of sampleAvailable(ctx, req.R * req.m, rng, allowServer)) {
     const c = candidateFor(ctx, id);
     if (c) cands.push(c);
   }
-  for (const c of dataLocalCandidates(ctx, req.R * req.m, rng)) cands.push(c);
-  out.candidatesSeen += cands.length;
-
-  if (req.locality.mode === 'spread') {
-    // Spread is a preference: distinct servers (or racks) first; fresh draws for the remainder;
-    // only if the eligible cluster has too few distinct groups do tasks share one.
-    const groupOf = req.locality.scope === 'rack' ? (c: Candidate) => c.server.rack : (c: Candidate) => c.server.id;
-    const used = new Set<string>();
-    let picked = pickBest(ctx, cands, req.m, groupOf, used);
-    for (let round = 0; round < 2 && picked.length < req.m; round++) {
-      const more = sampleAvailable(ctx, req.R * (req.m - picked.length), rng)
-        .map((id) => candidateFor(ctx, id))
-        .filter((c): c is Candidate => c !== undefined && !used.has(groupOf(c)));
-      out.candidatesSeen += more.length;
-      cands.push(...more);
-      picked = picked.concat(pickBest(ctx, cands, req.m - picked.length, groupOf, used));
-    }
-    if (picked.length < req.m) picked = picked.concat(pickBest(ctx, cands, req.m - picked.length, undefined, used));
-    for (const c of picked) out.picks.push(toPick(c));
-    return;
+  for (const c of dataLocalCandidates(ctx, req.R * req.m, rng)) {
+    if (allowServer === undefined || allowServer(c.server)) cands.push(c);
   }
-  for (const c of pickBest(ctx, cands, req.m, undefined, new Set())) out.picks.push(toPick(c));
+  return cands;
+}
+
+/** Rounds of fresh draws a spread makes for tasks whose candidates all fell in closed groups. */
+const SPREAD_ROUNDS = 4;
+
+/** The spread group of a server: itself, or its rack. */
+function spreadGroupOf(req: PlacementRequest): (s: ServerState) => string {
+  return req.locality.scope === 'rack' ? (s) => s.rack : (s) => s.id;
+}
+
+/**
+ * Groups (servers or racks) the job holds now, in the cluster view: its busy, reserved and claimed
+ * RUs. With a hard spread they are closed to this call; a preference avoids them first.
+ */
+function heldGroups(ctx: SelectionContext, req: PlacementRequest): Set<string> {
+  return new Set(ctx.state.jobGroups(req.jobId, req.locality.scope).keys());
+}
+
+/**
+ * Locality "spread": one task per group (server or rack), never in a group the job already holds.
+ * Candidates in closed groups are deferred; fresh draws (restricted to open groups) top up the
+ * rest. A required spread returns fewer than m picks rather than share a group. A preference
+ * (`required: false`) then shares: first groups the job holds but this call did not pick, then any.
+ */
+function selectSpread(ctx: SelectionContext, req: PlacementRequest, rng: Rng, out: SelectionResult): void {
+  const groupOf = spreadGroupOf(req);
+  const groupOfCand = (c: Candidate): string => groupOf(c.server);
+  const hard = hardSpread(req.locality);
+  // Held groups, then also the groups picked below: pickBest adds each pick's group.
+  const closed = heldGroups(ctx, req);
+  const open = (s: ServerState): boolean => !closed.has(groupOf(s));
+  // A preference keeps candidates in held groups for the sharing steps at the end.
+  const cands = initialCandidates(ctx, req, rng, hard ? open : undefined);
+  out.candidatesSeen += cands.length;
+  const mine = new Set<string>(); // groups picked in this call
+  let picked = pickBest(ctx, cands, req.m, groupOfCand, closed);
+  for (const c of picked) mine.add(groupOfCand(c));
+  // Every fresh candidate is in an open group, so each round picks at least one while any is left.
+  for (let round = 0; round < SPREAD_ROUNDS && picked.length < req.m; round++) {
+    const more = sampleAvailable(ctx, req.R * (req.m - picked.length), rng, open)
+      .map((id) => candidateFor(ctx, id))
+      .filter((c): c is Candidate => c !== undefined);
+    if (more.length === 0) break;
+    out.candidatesSeen += more.length;
+    cands.push(...more);
+    const got = pickBest(ctx, cands, req.m - picked.length, groupOfCand, closed);
+    for (const c of got) mine.add(groupOfCand(c));
+    picked = picked.concat(got);
+  }
+  if (!hard && picked.length < req.m) {
+    // Groups the job holds from earlier calls, one task each, before doubling up anywhere.
+    const got = pickBest(ctx, cands, req.m - picked.length, groupOfCand, mine);
+    picked = picked.concat(got);
+    if (picked.length < req.m) picked = picked.concat(pickBest(ctx, cands, req.m - picked.length, undefined, mine));
+  }
+  for (const c of picked) out.picks.push(toPick(c));
 }
 
 /** Free RUs on the job's data servers join the candidates: locality is then judged by quality. */
@@ -465,9 +514,16 @@ function preemptWhereNeeded(ctx: SelectionContext, req: PlacementRequest, rng: R
   const pools: IndexedSet[] = [];
   for (const [prio, set] of ctx.state.busyByPriority) if (prio < req.priority && set.size > 0) pools.push(set);
   if (pools.length === 0) return;
+  // A required spread: victims only in groups the job neither holds nor got a pick in. (A free
+  // pick replaced below frees its group too late to count; the next decision may use it.)
+  const spread = hardSpread(req.locality);
+  const groupOf = spreadGroupOf(req);
+  const closed = spread ? heldGroups(ctx, req) : new Set<string>();
+  if (spread) for (const p of out.picks) closed.add(groupOf(p.server));
   const ids = drawDistinct(ctx, pools, req.R * need, rng, (id) => {
     const s = ctx.state.serverOfRu(id);
     if (!s || !ctx.eligibleServer(s) || s.down || s.blocked) return false;
+    if (spread && closed.has(groupOf(s))) return false;
     const occ = s.occupants[id - s.base];
     return occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority;
   });
@@ -481,16 +537,17 @@ function preemptWhereNeeded(ctx: SelectionContext, req: PlacementRequest, rng: R
   }
   out.candidatesSeen += ids.length;
   out.preemptionCandidates += ids.length;
+  const groupOfCand = spread ? (c: Candidate): string => groupOf(c.server) : undefined;
   // Missing slots take the best victims found: a job that outranks everything running must not
   // starve. Replacing a free but unacceptable pick is only worth it for an acceptable victim.
-  const fill = pickBest(ctx, all, missing, undefined, new Set());
+  const fill = pickBest(ctx, all, missing, groupOfCand, closed);
   for (const c of fill) out.picks.push(toPick(c));
   const victims = pickBest(
     ctx,
     all.filter((c) => c.quality.acceptable && !ctx.taken.has(c.id)),
     unacceptable.length,
-    undefined,
-    new Set(),
+    groupOfCand,
+    closed,
   );
   let v = 0;
   unacceptable.sort((a, b) => a.score - b.score);

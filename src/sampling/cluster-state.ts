@@ -1,4 +1,4 @@
-import { N_RESOURCES, type RuRef, type ServerSpec } from '../model/types.ts';
+import { N_RESOURCES, type RuRef, type ServerSpec, type TopologyScope } from '../model/types.ts';
 import { IndexedSet } from './indexed-set.ts';
 
 /** What occupies an RU, as far as scheduling is concerned. */
@@ -55,11 +55,21 @@ export class ServerState {
 
 export type ServerChangeListener = (server: ServerState) => void;
 
+/** Where one job's occupants are: RU count per server id and per rack. */
+interface JobPlacement {
+  rus: number;
+  servers: Map<string, number>;
+  racks: Map<string, number>;
+}
+
+const NO_GROUPS: ReadonlyMap<string, number> = new Map();
+
 /**
  * The agent's view of the cluster: servers, RU occupancy and the revisions read, plus the indexes
- * that make sampling O(R): all available RUs, available RUs per platform, and busy RUs per
- * priority (preemption candidates). Fed by the cache (list + watch) in live agents and by the
- * simulator directly; it never talks to a store itself.
+ * that make sampling O(R): all available RUs, available RUs per platform, busy RUs per
+ * priority (preemption candidates), and the servers and racks each job occupies (spread). Fed
+ * by the cache (list + watch) in live agents and by the simulator directly; it never talks to a
+ * store itself.
  */
 export class ClusterState {
   readonly servers = new Map<string, ServerState>();
@@ -75,6 +85,11 @@ export class ClusterState {
   private readonly claims = new Map<number, Occupant | null>();
   private readonly dirty = new Set<ServerState>();
   private batching = 0;
+  /**
+   * Job id → the servers and racks holding its occupants (busy, reserved or claimed), kept in step
+   * by every occupancy change; a job leaves the map when its last occupant goes.
+   */
+  private readonly jobs = new Map<string, JobPlacement>();
 
   /** Called (once per flush) for every server whose occupancy or availability changed. */
   onServerChanged(cb: ServerChangeListener): void {
@@ -127,6 +142,7 @@ export class ClusterState {
     if (!s) return;
     s.down = true;
     for (let i = 0; i < s.ruCount; i++) {
+      this.countJob(s, s.occupants[i] ?? null, -1);
       this.claims.delete(s.base + i);
       this.unindex(s, i);
       this.ruServer[s.base + i] = undefined;
@@ -213,6 +229,10 @@ export class ClusterState {
       for (let r = 0; r < N_RESOURCES; r++) s.sum[r] = (s.sum[r] as number) - (prev.caused[r] ?? 0);
       s.busy--;
     }
+    if (prev?.job !== occupant?.job) {
+      this.countJob(s, prev, -1);
+      this.countJob(s, occupant, 1);
+    }
     s.occupants[ref.index] = occupant;
     s.ruDown[ref.index] = down;
     if (occupant) {
@@ -223,6 +243,41 @@ export class ClusterState {
     this.reindex(s, ref.index);
     this.touch(s);
     return true;
+  }
+
+  /**
+   * The servers (scope 'server', keyed by id) or racks (scope 'rack', keyed by name) where the job
+   * has occupants now — busy, reserved or claimed, on servers up or down — with how many RUs in
+   * each. O(1): a live view of the index, not a copy; do not hold it across changes.
+   */
+  jobGroups(jobId: string, scope: TopologyScope = 'server'): ReadonlyMap<string, number> {
+    const j = this.jobs.get(jobId);
+    if (!j) return NO_GROUPS;
+    return scope === 'rack' ? j.racks : j.servers;
+  }
+
+  /** RUs the job occupies now (busy, reserved or claimed). */
+  jobRus(jobId: string): number {
+    return this.jobs.get(jobId)?.rus ?? 0;
+  }
+
+  /** Jobs with at least one occupant (the size of the per-job index). */
+  get jobCount(): number {
+    return this.jobs.size;
+  }
+
+  private countJob(s: ServerState, occ: Occupant | null, delta: 1 | -1): void {
+    if (!occ) return;
+    let j = this.jobs.get(occ.job);
+    if (!j) {
+      if (delta < 0) return;
+      j = { rus: 0, servers: new Map(), racks: new Map() };
+      this.jobs.set(occ.job, j);
+    }
+    j.rus += delta;
+    bump(j.servers, s.id, delta);
+    bump(j.racks, s.rack, delta);
+    if (j.rus <= 0) this.jobs.delete(occ.job);
   }
 
   setEpoch(server: string, rev: number): void {
@@ -305,6 +360,12 @@ function platformSet(map: Map<string, IndexedSet>, platform: string): IndexedSet
     map.set(platform, set);
   }
   return set;
+}
+
+function bump(map: Map<string, number>, key: string, delta: number): void {
+  const n = (map.get(key) ?? 0) + delta;
+  if (n > 0) map.set(key, n);
+  else map.delete(key);
 }
 
 function sameOccupant(a: Occupant | null, b: Occupant | null): boolean {

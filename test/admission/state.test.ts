@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mean, sampleStandardDeviation } from 'simple-statistics';
-import { AdmissionState, erlangQuantile } from '../../src/admission/index.ts';
+import { AdmissionState, erlangQuantile, type VerdictOptions } from '../../src/admission/index.ts';
 import { jobTarget, scoreRu, type JobTarget } from '../../src/quality/index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
@@ -275,7 +275,7 @@ describe('verdict', () => {
     return st;
   }
 
-  function check(st: AdmissionState, job: JobTarget, needed: number, o = opts): ReturnType<AdmissionState['verdict']> {
+  function check(st: AdmissionState, job: JobTarget, needed: number, o: VerdictOptions = opts): ReturnType<AdmissionState['verdict']> {
     const v = st.verdict(job, needed, o);
     expect(v.needed).toBe(needed);
     expect(v.totalFree).toBe(st.totalFree());
@@ -326,6 +326,65 @@ describe('verdict', () => {
   it('a job that tolerates the saturated RUs is admitted on them', () => {
     const st = cluster(0, null);
     expect(check(st, jobTarget(zeros()), 32)).toMatchObject({ action: 'admit', acceptableFree: 40, f: 1 });
+  });
+
+  describe('a margin that can never be met does not hold a job', () => {
+    /** `size` RUs with nothing running near them; the first `busy` of them are busy. */
+    function small(size: number, busy: number, intervals: number[] | null = null): AdmissionState {
+      const clock = new ManualClock(0);
+      const st = newState(clock);
+      for (let i = 0; i < size; i++) st.updateRu(`ru${i}`, zeros(), i >= busy);
+      if (intervals) {
+        const key = `ru${size - 1}`;
+        st.updateRu(key, zeros(), false);
+        freeEvent(st, clock, key, zeros(), 50);
+        for (const dt of intervals) freeEvent(st, clock, key, zeros(), dt);
+        st.updateRu(key, zeros(), true);
+      }
+      return st;
+    }
+
+    it('idle 24-RU cluster, 24-task job: admitted at once', () => {
+      const v = check(small(24, 0, [100, 100, 100, 1700]), DEMANDING, 24);
+      expect(v).toMatchObject({ action: 'admit', acceptableFree: 24, totalFree: 24 });
+      expect(v.reason).toContain('the margin ×1.25 wants 30');
+      expect(v.reason).toContain('at most 24 could ever be free (24 acceptable free + 0 busy)');
+      expect(v.estimateMs).toBeUndefined();
+    });
+
+    it('20 free of 24 (4 busy), 20-task job: 25 wanted, 24 ever possible: admitted', () => {
+      const v = check(small(24, 4, [100, 100, 100, 1700]), DEMANDING, 20);
+      expect(v).toMatchObject({ action: 'admit', acceptableFree: 20, totalFree: 20 });
+      expect(v.reason).toContain('20 acceptable free + 4 busy');
+      // 19 needed: 24 wanted, 24 possible: the margin can be met, so the paper's rule stands.
+      expect(check(small(24, 4, [100, 100, 100, 1700]), DEMANDING, 19).action).toBe('queue');
+    });
+
+    it('not when the needed RUs are not all free and acceptable', () => {
+      // 10 free of 24, 20 needed: admission cannot admit what is not there.
+      const v = check(small(24, 14, [100, 100, 100, 1700]), DEMANDING, 20);
+      expect(v.action).toBe('queue');
+      expect(check(small(24, 14), DEMANDING, 20).action).toBe('best-effort');
+    });
+
+    it('a big cluster with exactly the needed RUs free and plenty busy still queues', () => {
+      const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]); // 10 acceptable free, 30 busy
+      const v = check(st, DEMANDING, 10); // 13 wanted, 40 could be free
+      expect(v.action).toBe('queue');
+      expect(v.reason).toMatch(/3 more expected free within/);
+      expect(check(st, DEMANDING, 10, { ...opts, capacity: 40 }).action).toBe('queue');
+      expect(check(st, DEMANDING, 10, { ...opts, capacity: 13 }).action).toBe('queue');
+    });
+
+    it('the caller’s capacity (eligible RUs) caps what could ever be free', () => {
+      const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]);
+      const v = check(st, DEMANDING, 10, { ...opts, capacity: 12 });
+      expect(v.action).toBe('admit');
+      expect(v.reason).toContain('the job may use only 12 RUs in all');
+      // Capacity does not admit a job whose RUs are not free yet.
+      expect(check(st, DEMANDING, 11, { ...opts, capacity: 12 }).action).toBe('queue');
+      expect(() => st.verdict(DEMANDING, 1, { ...opts, capacity: -1 })).toThrow(/capacity/);
+    });
   });
 
   it('validates needed and options', () => {

@@ -282,3 +282,128 @@ describe('preemption', () => {
     expect(selectPlacements(st, request({ m: 2, priority: 500, preempt: false }), new SeededRng(1)).picks).toEqual([]);
   });
 });
+
+describe('spread is a hard constraint unless required is false', () => {
+  const spread = (scope: 'server' | 'rack', required?: boolean): PlacementRequest['locality'] =>
+    required === undefined ? { mode: 'spread', scope } : { mode: 'spread', scope, required };
+
+  /** Writes the picks into the state as the job's busy RUs, as a commit seen by the watch would. */
+  function commit(st: ClusterState, picks: readonly { server: { id: string }; index: number }[], job = 'job', rev = 5): void {
+    picks.forEach((p, t) => st.setRu({ server: p.server.id, index: p.index }, { job, task: t, caused: TEST_PROFILES[5]!.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, rev));
+  }
+
+  it('11 tasks over 10 servers: at most 10 picks, all on distinct servers', () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const rng = new SeededRng(seed);
+      const st = loadedCluster(rng, 10, 8, 0.3);
+      for (const required of [undefined, true]) {
+        const res = selectPlacements(st, request({ m: 11, locality: spread('server', required) }), rng);
+        expect(res.picks.length).toBeLessThanOrEqual(10);
+        expect(res.picks.length).toBe(10); // every server has a free RU at this load (8 RUs, 30%): almost surely
+        expect(new Set(res.picks.map((p) => p.server.id)).size).toBe(res.picks.length);
+      }
+    }
+  });
+
+  it('a later call never uses a server the job holds (committed or claimed)', () => {
+    const rng = new SeededRng(43);
+    const st = loadedCluster(rng, 10, 8, 0.2);
+    const first = selectPlacements(st, request({ m: 4, locality: spread('server') }), rng);
+    expect(first.picks).toHaveLength(4);
+    commit(st, first.picks);
+    const held = new Set(first.picks.map((p) => p.server.id));
+    expect(new Set(st.jobGroups('job').keys())).toEqual(held);
+
+    const second = selectPlacements(st, request({ m: 10, locality: spread('server') }), rng);
+    expect(second.picks).toHaveLength(6);
+    for (const p of second.picks) expect(held.has(p.server.id)).toBe(false);
+    expect(new Set(second.picks.map((p) => p.server.id)).size).toBe(6);
+
+    // Claimed picks (a commit in flight) count too.
+    second.picks.slice(0, 5).forEach((p, t) => st.claim({ server: p.server.id, index: p.index }, { job: 'job', task: 10 + t, caused: [], priority: DEFAULT_PRIORITY, state: 'busy' }));
+    const third = selectPlacements(st, request({ m: 3, locality: spread('server') }), rng);
+    expect(third.picks).toHaveLength(1);
+    expect(third.picks[0]!.server.id).toBe(second.picks[5]!.server.id);
+
+    // Nothing left: no picks, the caller waits.
+    commit(st, third.picks, 'job', 6);
+    expect(selectPlacements(st, request({ m: 1, locality: spread('server') }), rng).picks).toEqual([]);
+    // Another job is not affected.
+    expect(selectPlacements(st, request({ jobId: 'other', m: 10, locality: spread('server') }), rng).picks).toHaveLength(10);
+  });
+
+  it('holds across many small calls and with a large R (candidates mostly on held servers)', () => {
+    const rng = new SeededRng(47);
+    const st = loadedCluster(rng, 30, 16, 0);
+    const seen = new Set<string>();
+    for (let call = 0; call < 40; call++) {
+      const res = selectPlacements(st, request({ m: 1 + (call % 3), R: 32, locality: spread('server') }), rng);
+      for (const p of res.picks) {
+        expect(seen.has(p.server.id)).toBe(false);
+        seen.add(p.server.id);
+      }
+      commit(st, res.picks, 'job', 10 + call);
+    }
+    expect(seen.size).toBe(30);
+    expect(st.jobGroups('job').size).toBe(30);
+  });
+
+  it('rack scope: one task per rack, never in a rack the job holds', () => {
+    const rng = new SeededRng(53);
+    const st = loadedCluster(rng, 30, 8, 0.2); // racks r0, r1, r2
+    const first = selectPlacements(st, request({ m: 5, locality: spread('rack') }), rng);
+    expect(first.picks).toHaveLength(3);
+    expect(new Set(first.picks.map((p) => p.server.rack)).size).toBe(3);
+
+    commit(st, first.picks.slice(0, 2));
+    const held = new Set(first.picks.slice(0, 2).map((p) => p.server.rack));
+    const second = selectPlacements(st, request({ m: 3, locality: spread('rack') }), rng);
+    expect(second.picks).toHaveLength(1);
+    expect(held.has(second.picks[0]!.server.rack)).toBe(false);
+  });
+
+  it('required: false shares groups when it must, after the ones the job does not hold', () => {
+    const rng = new SeededRng(59);
+    const st = loadedCluster(rng, 10, 8, 0);
+    const pref = spread('server', false);
+    const res = selectPlacements(st, request({ m: 11, locality: pref }), rng);
+    expect(res.picks).toHaveLength(11);
+    expect(new Set(res.picks.map((p) => p.server.id)).size).toBe(10);
+
+    // The job holds 3 servers: 7 tasks go to the other 7.
+    const st2 = loadedCluster(rng, 10, 8, 0);
+    commit(st2, [0, 1, 2].map((i) => ({ server: { id: `s000${i}` }, index: 0 })));
+    const seven = selectPlacements(st2, request({ m: 7, locality: pref }), rng);
+    expect(seven.picks).toHaveLength(7);
+    for (const p of seven.picks) expect(['s0000', 's0001', 's0002']).not.toContain(p.server.id);
+    expect(new Set(seven.picks.map((p) => p.server.id)).size).toBe(7);
+    // 12 tasks: 7 on fresh servers, then one on each held server, then 2 more anywhere.
+    const twelve = selectPlacements(st2, request({ m: 12, locality: pref }), rng);
+    expect(twelve.picks).toHaveLength(12);
+    expect(new Set(twelve.picks.map((p) => p.server.id)).size).toBe(10);
+    // Hard spread in the same state: only the 7 servers the job does not hold.
+    expect(selectPlacements(st2, request({ m: 12, locality: spread('server') }), rng).picks).toHaveLength(7);
+  });
+
+  it('preemption respects a hard spread', () => {
+    const st = new ClusterState();
+    for (const s of servers(10, 8)) st.upsertServer(s);
+    for (const s of st.servers.values()) {
+      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
+    }
+    // The job already runs on s0000..s0002.
+    for (let i = 0; i < 3; i++) st.setRu({ server: `s000${i}`, index: 0 }, { job: 'job', task: i, caused: TEST_PROFILES[5]!.caused, priority: 500, state: 'busy' }, 2);
+    for (let seed = 1; seed <= 10; seed++) {
+      const res = selectPlacements(st, request({ m: 10, R: 8, priority: 500, preempt: true, locality: spread('server') }), new SeededRng(seed));
+      expect(res.picks.length).toBeLessThanOrEqual(7);
+      expect(res.picks.length).toBeGreaterThan(0);
+      const ids = res.picks.map((p) => p.server.id);
+      expect(new Set(ids).size).toBe(ids.length);
+      for (const id of ids) expect(['s0000', 's0001', 's0002']).not.toContain(id);
+      for (const p of res.picks) expect(p.victim?.priority).toBe(10);
+    }
+    // Rack scope: all ten servers are in rack r0, which the job holds: no victim may be taken.
+    const rack = selectPlacements(st, request({ m: 2, priority: 500, preempt: true, locality: spread('rack') }), new SeededRng(3));
+    expect(rack.picks).toEqual([]);
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * Whether a job can ever fit the cell a ClusterState describes, judged from the job's hard
+ * constraints alone (platforms, attributes, gang size, required spread), not from what is free.
+ *
+ * The cell is every server the state holds, up or not: a server that is down or blocked is
+ * expected back, so a job that needs it is possible but has to wait. The verdict therefore comes
+ * twice: `ok` for the whole cell, `upOk` for the servers that may take a task right now.
+ */
+import type { Constraints, JobSpec, ServerSpec } from '../model/types.ts';
+import type { ClusterState } from './cluster-state.ts';
+
+/** Whether a server passes the job's platform and attribute constraints (the one definition). */
+export function serverMatches(spec: ServerSpec, constraints: Constraints): boolean {
+  const platforms = constraints.platforms;
+  if (platforms && !platforms.includes(spec.platform)) return false;
+  const attrs = constraints.attributes;
+  if (attrs) {
+    for (const k in attrs) {
+      if (!Object.prototype.hasOwnProperty.call(attrs, k)) continue;
+      if (spec.attributes[k] !== attrs[k]) return false;
+    }
+  }
+  return true;
+}
+
+/** Servers, racks and RUs that pass the job's constraints. */
+export interface EligibleCount {
+  servers: number;
+  racks: number;
+  rus: number;
+}
+
+export interface EligibleGroups {
+  /** Servers in the state (matching or not). */
+  cellServers: number;
+  /** Everything eligible, down or blocked included. */
+  cell: EligibleCount;
+  /** Eligible and able to take a task now: server neither down nor blocked, RU not down. */
+  up: EligibleCount;
+}
+
+/** Counts the eligible servers, racks and RUs for the constraints: one pass over the servers. */
+export function eligibleGroups(state: ClusterState, constraints: Constraints): EligibleGroups {
+  const cellRacks = new Set<string>();
+  const upRacks = new Set<string>();
+  const cell: EligibleCount = { servers: 0, racks: 0, rus: 0 };
+  const up: EligibleCount = { servers: 0, racks: 0, rus: 0 };
+  for (const s of state.servers.values()) {
+    if (!serverMatches(s.spec, constraints)) continue;
+    cell.servers++;
+    cell.rus += s.ruCount;
+    cellRacks.add(s.rack);
+    if (s.down || s.blocked) continue;
+    let rus = 0;
+    for (let i = 0; i < s.ruCount; i++) if (!s.ruDown[i]) rus++;
+    if (rus === 0) continue;
+    up.servers++;
+    up.rus += rus;
+    upRacks.add(s.rack);
+  }
+  cell.racks = cellRacks.size;
+  up.racks = upRacks.size;
+  return { cellServers: state.servers.size, cell, up };
+}
+
+export type FeasibilityJob = Pick<JobSpec, 'tasks' | 'mode' | 'locality' | 'constraints'>;
+
+interface FeasibilityCommon {
+  /** Whether the servers that are up now suffice (false whenever `ok` is false). */
+  upOk: boolean;
+  /** Why not, when `upOk` is false: the rule broken by the servers up now. */
+  upReason?: string;
+  upField?: string;
+  eligible: EligibleGroups;
+}
+
+export type Feasibility =
+  | (FeasibilityCommon & { ok: true })
+  | (FeasibilityCommon & { ok: false; reason: string; field: string });
+
+/** Whether a spread job is a hard constraint: spread, and `required` not false. */
+export function hardSpread(locality: { mode: string; required?: boolean }): boolean {
+  return locality.mode === 'spread' && locality.required !== false;
+}
+
+/**
+ * Whether the job can ever run in the cell (`ok`) and whether it can run on what is up now
+ * (`upOk`). Checked in order: some server passes the platform/attribute constraints; a gang fits
+ * the eligible RUs at once; a required spread of n tasks has n distinct eligible servers (or
+ * racks). O(servers).
+ */
+export function feasibility(state: ClusterState, job: FeasibilityJob): Feasibility {
+  const eligible = eligibleGroups(state, job.constraints);
+  const never = shortfall(job, eligible.cell);
+  const now = shortfall(job, eligible.up);
+  let upPart: Pick<FeasibilityCommon, 'upOk' | 'upReason' | 'upField'> = { upOk: true };
+  if (now) {
+    const cellHas = never ? '' : ` (the cell has ${now.have(eligible.cell)} counting servers that are down or blocked)`;
+    const upReason =
+      now.field === 'constraints'
+        ? `no server matching the constraints is up now${never ? '' : ` (${eligible.cell.servers} eligible ${eligible.cell.servers === 1 ? 'is' : 'are'} down or blocked)`}`
+        : `${now.need}; the servers up now have ${now.have(eligible.up)} eligible${cellHas}`;
+    upPart = { upOk: false, upReason, upField: now.field };
+  }
+  if (never) {
+    const reason =
+      never.field === 'constraints'
+        ? noMatchReason(state, job.constraints, eligible.cellServers)
+        : `${never.need}; the cell has ${never.have(eligible.cell)} eligible`;
+    return { ok: false, reason, field: never.field, ...upPart, eligible };
+  }
+  return { ok: true, ...upPart, eligible };
+}
+
+interface Shortfall {
+  field: 'constraints' | 'tasks' | 'locality';
+  /** What the job needs, e.g. "a gang of 25 tasks needs 25 RUs at once". */
+  need: string;
+  /** The count the rule compares with, in a tally. */
+  have: (n: EligibleCount) => number;
+}
+
+/** The first rule a tally breaks, if any. */
+function shortfall(job: FeasibilityJob, n: EligibleCount): Shortfall | undefined {
+  if (n.servers === 0) return { field: 'constraints', need: 'a server matching the constraints', have: (t) => t.servers };
+  if (job.mode === 'gang' && job.tasks > n.rus) {
+    return { field: 'tasks', need: `a gang of ${job.tasks} tasks needs ${job.tasks} RUs at once`, have: (t) => t.rus };
+  }
+  if (hardSpread(job.locality)) {
+    const rack = job.locality.scope === 'rack';
+    const groups = rack ? n.racks : n.servers;
+    if (job.tasks > groups) {
+      const what = rack ? 'racks' : 'servers';
+      return { field: 'locality', need: `spread over ${what} needs ${job.tasks} distinct ${what}`, have: (t) => (rack ? t.racks : t.servers) };
+    }
+  }
+  return undefined;
+}
+
+const MAX_VALUES = 10;
+
+/** "no server has zone=nowhere (zone values in the cell: demo-a)": a second pass, only on failure. */
+function noMatchReason(state: ClusterState, c: Constraints, cellServers: number): string {
+  if (cellServers === 0) return 'the cell has no servers';
+  const wanted: string[] = [];
+  if (c.platforms) wanted.push(c.platforms.length === 1 ? `platform ${c.platforms[0]}` : `platform in {${c.platforms.join(', ')}}`);
+  const keys = Object.keys(c.attributes ?? {});
+  for (const k of keys) wanted.push(`${k}=${c.attributes?.[k] ?? ''}`);
+  const platforms = new Set<string>();
+  const values = new Map<string, Set<string>>(keys.map((k) => [k, new Set<string>()]));
+  for (const s of state.servers.values()) {
+    platforms.add(s.spec.platform);
+    for (const k of keys) {
+      const v = s.spec.attributes[k];
+      if (v !== undefined) values.get(k)?.add(v);
+    }
+  }
+  const list = (set: Set<string>): string => {
+    const all = [...set].sort();
+    if (all.length === 0) return 'none';
+    return all.length > MAX_VALUES ? `${all.slice(0, MAX_VALUES).join(', ')}, …` : all.join(', ');
+  };
+  const offered: string[] = [];
+  if (c.platforms) offered.push(`platforms in the cell: ${list(platforms)}`);
+  for (const k of keys) offered.push(`${k} values in the cell: ${list(values.get(k) ?? new Set())}`);
+  return `no server has ${wanted.join(' and ')} (${offered.join('; ')})`;
+}
