@@ -3,6 +3,7 @@ import type { JobSpec, RuRef } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { ClusterState } from '../sampling/cluster-state.ts';
+import { serverMatches } from '../sampling/feasibility.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../store/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op, TxnRequest, WatchHandle } from '../store/types.ts';
@@ -416,7 +417,7 @@ export class SchedulingAgent {
         // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
         const capacity = this.eligibleCapacity(job);
         const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
-        const verdict = this.admission.verdict(target, want, { priority: job.priority, bypassAbove: this.config.bypassAbove, capacity } as { priority: number; bypassAbove: number });
+        const verdict = this.admission.verdict(target, want, { priority: job.priority, bypassAbove: this.config.bypassAbove, capacity });
         rec.stageMs.admission += this.clock.monotonic() - t0;
         const waited = this.clock.now() - since;
         rec.admission.push(verdict);
@@ -899,11 +900,8 @@ export class SchedulingAgent {
   /** RUs that could ever hold this job (constraints applied, down servers excluded). */
   eligibleCapacity(job: JobSpec): number {
     let n = 0;
-    const c = job.constraints;
     for (const s of this.state.servers.values()) {
-      if (s.down) continue;
-      if (c.platforms && !c.platforms.includes(s.spec.platform)) continue;
-      if (c.attributes && Object.entries(c.attributes).some(([key, v]) => s.spec.attributes[key] !== v)) continue;
+      if (s.down || !serverMatches(s.spec, job.constraints)) continue;
       n += s.ruCount;
     }
     return n;

@@ -7,12 +7,7 @@
  * `departedMemoryMs`), so a node that is restarting does not turn a good job into a refused one.
  */
 import type { JobSpec, ServerSpec } from '../model/types.ts';
-// TEMP until sampling/feasibility.ts lands
-function serverMatches(s: ServerSpec, c: JobSpec['constraints']): boolean {
-  if (c.platforms && !c.platforms.includes(s.platform)) return false;
-  for (const [k, v] of Object.entries(c.attributes ?? {})) if (s.attributes[k] !== v) return false;
-  return true;
-}
+import { serverMatches } from '../sampling/feasibility.ts';
 
 export interface CellServer {
   spec: ServerSpec;
