@@ -269,7 +269,8 @@ function line(j: Job__Output): string {
   const counts = Object.entries(j.taskStates)
     .map(([k, v]) => `${v} ${k}`)
     .join(', ');
-  return `${j.id}  ${j.name}  ${j.state}  [${counts}]${j.rescheduled ? `  rescheduled ${j.rescheduled}` : ''}`;
+  const why = j.message ? `  — ${j.message}` : '';
+  return `${j.id}  ${j.name}  ${j.state}  [${counts}]${j.rescheduled ? `  rescheduled ${j.rescheduled}` : ''}${why}`;
 }
 
 const TABLE_STYLE = process.stdout.isTTY ? {} : { head: [], border: [] };

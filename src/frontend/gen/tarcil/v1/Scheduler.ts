@@ -69,14 +69,20 @@ export interface SchedulerClient extends grpc.Client {
   listJobs(argument: _tarcil_v1_ListJobsRequest, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   
   /**
-   * Validates, persists, then answers: an acknowledged job is never lost.
+   * Validates, persists, then answers: an acknowledged job is never lost. A valid job the cell
+   * can never run (no server matches its constraints, a gang or a required spread larger than the
+   * cell) is refused with FAILED_PRECONDITION naming the field; one that needs servers that are
+   * down now is accepted and waits with the reason in Job.message, then fails after a bound.
    */
   SubmitJob(argument: _tarcil_v1_SubmitJobRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   SubmitJob(argument: _tarcil_v1_SubmitJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   SubmitJob(argument: _tarcil_v1_SubmitJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   SubmitJob(argument: _tarcil_v1_SubmitJobRequest, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   /**
-   * Validates, persists, then answers: an acknowledged job is never lost.
+   * Validates, persists, then answers: an acknowledged job is never lost. A valid job the cell
+   * can never run (no server matches its constraints, a gang or a required spread larger than the
+   * cell) is refused with FAILED_PRECONDITION naming the field; one that needs servers that are
+   * down now is accepted and waits with the reason in Job.message, then fails after a bound.
    */
   submitJob(argument: _tarcil_v1_SubmitJobRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   submitJob(argument: _tarcil_v1_SubmitJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
@@ -115,7 +121,10 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   ListJobs: grpc.handleUnaryCall<_tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse>;
   
   /**
-   * Validates, persists, then answers: an acknowledged job is never lost.
+   * Validates, persists, then answers: an acknowledged job is never lost. A valid job the cell
+   * can never run (no server matches its constraints, a gang or a required spread larger than the
+   * cell) is refused with FAILED_PRECONDITION naming the field; one that needs servers that are
+   * down now is accepted and waits with the reason in Job.message, then fails after a bound.
    */
   SubmitJob: grpc.handleUnaryCall<_tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse>;
   
