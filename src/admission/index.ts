@@ -1,6 +1,7 @@
 export { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
 export {
   AdmissionState,
+  EXACT_ERLANG_MAX_K,
   erlangQuantile,
   type AdmissionOptions,
   type AdmissionVerdict,

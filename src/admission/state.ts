@@ -6,7 +6,7 @@
  * RU's occupancy or its neighbourhood changes; the questions (verdict, estimateF) cost
  * O(buckets · N) and never look at individual RUs.
  */
-import { mean as ssMean, sampleStandardDeviation } from 'simple-statistics';
+import { probit, mean as ssMean, sampleStandardDeviation } from 'simple-statistics';
 import type { Clock } from '../util/clock.ts';
 import { invalid } from '../util/errors.ts';
 import { scoreRu, type JobTarget } from '../quality/index.ts';
@@ -155,15 +155,26 @@ class Bucket {
   }
 }
 
+/** Above this k, erlangQuantile uses the Wilson–Hilferty approximation. */
+export const EXACT_ERLANG_MAX_K = 500;
+
 /**
  * Smallest x ≥ 0 with P[Poisson(x) ≥ k] ≥ q, i.e. the q-quantile of an Erlang(k, 1) (the time of
  * the k-th event of a unit-rate Poisson process). P[Poisson(x) ≥ k] = 1 − Σ_{i<k} e^{-x} x^i / i!,
  * summed in log space so large x and k neither underflow nor overflow; found by bisection on
  * [0, k + 10√k + 10], which holds every quantile we ask for (q < 1 − 1e-12 is validated).
+ *
+ * The exact sum costs O(k) per step of the bisection; above EXACT_ERLANG_MAX_K the Wilson–Hilferty
+ * approximation of the gamma quantile, k·(1 − 1/(9k) + z_q/(3√k))³, is used instead (relative
+ * error below 1e-4 there), so a verdict for a job of 100,000 tasks stays cheap.
  */
 export function erlangQuantile(k: number, q: number): number {
   if (k <= 0) return 0;
   if (k === 1) return -Math.log1p(-q);
+  if (k > EXACT_ERLANG_MAX_K) {
+    const c = 1 - 1 / (9 * k) + probit(q) / (3 * Math.sqrt(k));
+    return k * c * c * c;
+  }
   const atLeastK = (x: number): number => {
     if (x <= 0) return 0;
     const lx = Math.log(x);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mean, sampleStandardDeviation } from 'simple-statistics';
-import { AdmissionState, erlangQuantile, type VerdictOptions } from '../../src/admission/index.ts';
+import { AdmissionState, EXACT_ERLANG_MAX_K, erlangQuantile, type VerdictOptions } from '../../src/admission/index.ts';
 import { jobTarget, scoreRu, type JobTarget } from '../../src/quality/index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
@@ -257,6 +257,20 @@ describe('wait estimate', () => {
     // Large k: close to the normal approximation k + z_0.9·√k.
     expect(erlangQuantile(400, 0.9) / (400 + 1.2816 * 20)).toBeCloseTo(1, 2);
     for (let k = 1; k < 30; k++) expect(erlangQuantile(k + 1, 0.9)).toBeGreaterThan(erlangQuantile(k, 0.9));
+  });
+
+  it('erlangQuantile switches to the Wilson–Hilferty approximation for large k without a jump', () => {
+    const k = EXACT_ERLANG_MAX_K;
+    for (const q of [0.5, 0.9, 0.99]) {
+      const exact = erlangQuantile(k, q);
+      const approx = erlangQuantile(k + 1, q);
+      // One more event adds about one unit of time; the approximation continues the exact curve.
+      expect(approx - exact).toBeGreaterThan(0.9);
+      expect(approx - exact).toBeLessThan(1.1);
+    }
+    // k = 100,000 at q = 0.9: close to k + z·√k (z_0.9 = 1.28155), and monotone.
+    expect(erlangQuantile(100_000, 0.9)).toBeCloseTo(100_000 + 1.28155 * Math.sqrt(100_000) + (1.28155 ** 2 - 1) / 3, 0);
+    expect(erlangQuantile(100_001, 0.9)).toBeGreaterThan(erlangQuantile(100_000, 0.9));
   });
 });
 
