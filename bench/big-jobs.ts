@@ -27,7 +27,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import { loadProtos } from '../src/frontend/proto.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../src/model/catalog.ts';
@@ -66,6 +66,9 @@ interface ChildSummary {
   /** The 100 ms sampler: longest gap beyond its period, and the total of gaps > 100 ms beyond it. */
   longestStallMs: number;
   stalledMs: number;
+  /** Garbage collection (PerformanceObserver 'gc'): the longest pause, and pauses over 50 ms. */
+  gcMaxMs: number;
+  gcOver50: number;
   peakRssMb: number;
   peakHeapMb: number;
   peakExternalMb: number;
@@ -87,6 +90,13 @@ type FromChild =
 async function childMain(cfg: ChildConfig): Promise<void> {
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
   eld.enable();
+  const gc = { max: 0, over50: 0 };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.duration > gc.max) gc.max = e.duration;
+      if (e.duration > 50) gc.over50++;
+    }
+  }).observe({ entryTypes: ['gc'] });
   const log = createLogger('tarcil', process.env.TARCIL_LOG ?? 'warn');
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
@@ -169,6 +179,8 @@ async function childMain(cfg: ChildConfig): Promise<void> {
       },
       longestStallMs: longestStall,
       stalledMs: stalled,
+      gcMaxMs: gc.max,
+      gcOver50: gc.over50,
       peakRssMb: mb(peak.rss),
       peakHeapMb: mb(peak.heap),
       peakExternalMb: mb(peak.ext),
@@ -200,6 +212,8 @@ async function childMain(cfg: ChildConfig): Promise<void> {
       peak = { rss: mem.rss, heap: mem.heapUsed, ext: mem.external + mem.arrayBuffers };
       longestStall = 0;
       stalled = 0;
+      gc.max = 0;
+      gc.over50 = 0;
       lastTick = performance.now();
     } else if (m.type === 'report') {
       send({ type: 'report', summary: summary() });
@@ -230,6 +244,8 @@ interface CaseDef {
   watchers: number;
   /** Incremental and gang: how long the job may run before it is cancelled; cancel: when to cancel. */
   runMs: number;
+  /** Task duration (default TASK_MS). */
+  taskMs?: number;
 }
 
 interface StreamStats {
@@ -462,7 +478,7 @@ async function runCase(def: CaseDef, o: { url: string; storeName: string; heapMb
   await sleep(200);
 
   // maxQueueMs 0: placed at once, never held by admission control, so the job runs from the start.
-  const spec = { name: `big-${def.kind}-${def.tasks}`, profile: PROFILE, tasks: def.tasks, durationMs: TASK_MS, maxQueueMs: 0, mode: def.kind === 'gang' ? 'gang' : 'incremental' };
+  const spec = { name: `big-${def.kind}-${def.tasks}`, profile: PROFILE, tasks: def.tasks, durationMs: def.taskMs ?? TASK_MS, maxQueueMs: 0, mode: def.kind === 'gang' ? 'gang' : 'incremental' };
   const sub = await unary<{ jobId: string }>((opts, cb) => c.SubmitJob({ specJson: JSON.stringify(spec) }, opts, cb), 120_000);
   r.submit = sub.ok ? { ok: true, ms: sub.ms } : { ok: false, ms: sub.ms, code: sub.code, details: sub.details.slice(0, 300) };
   const submittedAt = performance.now();
@@ -659,6 +675,9 @@ async function parentMain(): Promise<void> {
     { name: 'inc-30k-k10', kind: 'incremental', tasks: 30_000, watchers: 10, runMs: run },
     { name: 'inc-100k-k1', kind: 'incremental', tasks: 100_000, watchers: 1, runMs: run },
     { name: 'inc-100k-k10', kind: 'incremental', tasks: 100_000, watchers: 10, runMs: run },
+    // The job of the original report: tasks of 1 s, so the cell is busy but the process is not
+    // saturated; what is left of the event-loop delay is what one operation costs.
+    { name: 'inc-100k-k10-1s', kind: 'incremental', tasks: 100_000, watchers: 10, runMs: run, taskMs: 1000 },
     { name: 'gang-24', kind: 'gang', tasks: 24, watchers: 1, runMs: quick ? 8000 : 15_000 },
     { name: 'gang-10k', kind: 'gang', tasks: 10_000, watchers: 1, runMs: quick ? 8000 : 15_000 },
     // No watcher: the cost of the cancellation alone (the incremental cases cancel with watchers).
@@ -700,11 +719,12 @@ async function parentMain(): Promise<void> {
   // long it went silent (its event loop was blocked at least that long), are the lower bounds.
   const reported = (r: CaseResult): boolean => !!r.child && !r.child.partial;
   const load = mdTable(
-    ['case', 'SubmitJob', 'event-loop delay p50 / p99 / max ms', 'stalled s', 'peak RSS MB', 'peak heap MB', 'CPU s', 'survived'],
+    ['case', 'SubmitJob', 'event-loop delay p50 / p99 / max ms', 'longest GC pause ms (pauses > 50 ms)', 'stalled s', 'peak RSS MB', 'peak heap MB', 'CPU s', 'survived'],
     results.map((r) => [
       r.name,
       r.submit.ok ? `${ms(r.submit.ms)} ms` : `${r.submit.code} after ${ms(r.submit.ms)} ms`,
       `${ms(r.child?.eld.p50, 1)} / ${ms(r.child?.eld.p99, 1)} / ${reported(r) ? '' : '≥ '}${ms(r.child?.eld.max)}`,
+      r.child?.gcMaxMs !== undefined ? `${ms(r.child.gcMaxMs)} (${r.child.gcOver50})` : '-',
       `${reported(r) ? '' : '≥ '}${s(r.child?.stalledMs)}`,
       ms(r.peakRssMb ?? r.child?.peakRssMb),
       `${reported(r) ? '' : '≥ '}${ms(r.child?.peakHeapMb)}`,
@@ -734,7 +754,7 @@ async function parentMain(): Promise<void> {
 
 The front-end as \`tarcil up\` starts it (demo cell: 10 monitors, 24 RUs, simulated executor; ${UP_AGENTS} agents;
 monitor and owner leases of ${UP_LEASE_TTL_S} s; store: ${storeName === 'memory' ? 'embedded MemoryStore' : 'a private local etcd'}) in a child process limited to
-\`--max-old-space-size=${heapMb}\`, one fresh process per case. Jobs of \`${PROFILE}\` tasks of ${TASK_MS} ms, \`maxQueueMs: 0\` (placed at once, never held by admission control);
+\`--max-old-space-size=${heapMb}\`, one fresh process per case. Jobs of \`${PROFILE}\` tasks of ${TASK_MS} ms (1 s in the cases named \`-1s\`), \`maxQueueMs: 0\` (placed at once, never held by admission control);
 incremental jobs run for at most ${run / 1000} s, then are cancelled. Watchers are separate gRPC connections
 that read every event as it arrives (no receive-size limit; bytes are the serialized JobEvent
 messages). Event-loop delay: \`monitorEventLoopDelay\` at ${ELD_RESOLUTION_MS} ms resolution in the front-end
