@@ -3,7 +3,7 @@ import type { JobSpec, RuRef } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { ClusterState } from '../sampling/cluster-state.ts';
-import { serverMatches } from '../sampling/feasibility.ts';
+import { eligibleCapacity } from '../sampling/feasibility.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../store/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op, TxnRequest, WatchHandle } from '../store/types.ts';
@@ -11,8 +11,9 @@ import type { Clock } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
+import { Attempt, picksPerTxn, type Next } from './attempt.ts';
 import { AgentCache } from './cache.ts';
-import { DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
+import { admissionVerdict, DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
 import { freeReservation } from './release.ts';
 import { parseJson, type JobRecord, type PlacedRuRecord, type PlacedTaskRecord } from './records.ts';
 
@@ -206,9 +207,7 @@ export class SchedulingAgent {
 
   /** Largest number of placements one transaction can carry under the store's op limit. */
   get picksPerTxn(): number {
-    // success branch: RU + task per pick, an epoch per server (≤ one per pick), plus the job and
-    // decision records on the last chunk.
-    return Math.max(1, Math.floor((this.store.maxTxnOps - 2) / 3));
+    return picksPerTxn(this.store.maxTxnOps);
   }
 
   async start(): Promise<void> {
@@ -343,55 +342,46 @@ export class SchedulingAgent {
     rec: DecisionRecord,
     allAtOnce: boolean,
   ): Promise<void> {
-    const admitted = false;
-    const queueStart = this.clock.now();
     const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
     try {
-      await this.placeIncremental(job, target, pending, rec, allAtOnce, queueStart, waiting, admitted);
+      await this.placeIncremental(job, target, pending, rec, allAtOnce, waiting);
     } finally {
       await waiting.remove();
     }
   }
 
+  /** The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. */
   private async placeIncremental(
     job: JobSpec,
     target: JobTarget,
     pending: number[],
     rec: DecisionRecord,
     allAtOnce: boolean,
-    queueStart: number,
     waiting: WaitingEntry,
-    admitted: boolean,
   ): Promise<void> {
+    const at = new Attempt(this.config, this.rng, job.maxQueueMs);
     // `next` is the first task not yet placed: chunks place a prefix of what is left, so a
     // cursor replaces removing placed tasks from the array (quadratic for 100,000-task jobs).
     let next = 0;
     while (next < pending.length) {
       this.assertOpen(job.id);
       const left = pending.length - next;
-      if (!admitted) {
-        admitted = await this.admit(job, target, left, rec, queueStart, waiting);
-      }
+      if (!at.admitted) await this.admit(job, target, left, rec, at, waiting);
       const chunk = pending.slice(next, next + this.picksPerTxn);
-      const { placed, contended } = await this.commitChunk(job, target, chunk, rec, allAtOnce, left === chunk.length);
-      if (placed.length > 0) {
-        next += placed.length;
-        continue;
+      const { placed, then } = await this.commitChunk(job, target, chunk, rec, at, allAtOnce, left === chunk.length);
+      next += placed.length;
+      if (then.kind === 'go' || next >= pending.length) continue;
+      if (!at.admitted) {
+        rec.readmissions++;
+        this.stats.readmissions++;
+        await waiting.ensure(pending.length - next);
       }
-      // Nothing placed. Back to admission; then, if there were too few eligible RUs, wait for one
-      // to free up (or the recheck interval). If there were RUs but other agents kept taking
-      // them first (retries exhausted on conflicts), waiting for a freed RU would stall a job
-      // that can run now: back off once more instead.
-      rec.readmissions++;
-      this.stats.readmissions++;
-      admitted = false;
-      await waiting.ensure(pending.length - next);
-      if (contended) {
-        const q0 = this.clock.now();
-        await this.clock.sleep(this.backoff(this.config.maxRetries + 1));
-        rec.stageMs.queue += this.clock.now() - q0;
+      if (then.kind === 'capacity-wait') {
+        await this.waitForCapacity(rec, job, then.ms);
       } else {
-        await this.waitForCapacity(rec, job);
+        const q0 = this.clock.now();
+        await this.clock.sleep(then.ms);
+        rec.stageMs.queue += this.clock.now() - q0;
       }
     }
   }
@@ -401,48 +391,41 @@ export class SchedulingAgent {
    * bound; never longer than the job's maxQueueMs. The durable queue entry lets another agent see
    * (and, with ownership, adopt) the waiting job.
    */
-  private async admit(
-    job: JobSpec,
-    target: JobTarget,
-    needed: number,
-    rec: DecisionRecord,
-    since: number,
-    waiting: WaitingEntry,
-  ): Promise<boolean> {
-    if (!this.config.admission) return true;
-    {
-      for (;;) {
-        const t0 = this.clock.monotonic();
-        // An incremental job larger than the RUs it may use takes them as they come: admission
-        // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
-        const capacity = this.eligibleCapacity(job);
-        const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
-        const verdict = this.admission.verdict(target, want, { priority: job.priority, bypassAbove: this.config.bypassAbove, capacity });
-        rec.stageMs.admission += this.clock.monotonic() - t0;
-        const waited = this.clock.now() - since;
-        rec.admission.push(verdict);
-        // Keep the first verdict and the latest ones: enough to explain a long wait.
-        if (rec.admission.length > 20) rec.admission.splice(1, 1);
-        if (verdict.action !== 'queue' || waited >= job.maxQueueMs) return true;
-        await waiting.ensure(needed);
-        rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
-        const wait = Math.min(verdict.estimateMs ?? this.config.recheckMs, job.maxQueueMs - waited, this.config.recheckMs);
-        const q0 = this.clock.now();
-        await this.waitFreed(Math.max(1, wait), job.id);
-        delete rec.waiting;
-        this.assertOpen(job.id);
-        rec.queuedMs += this.clock.now() - q0;
-        rec.stageMs.queue += this.clock.now() - q0;
+  private async admit(job: JobSpec, target: JobTarget, needed: number, rec: DecisionRecord, at: Attempt, waiting: WaitingEntry): Promise<void> {
+    for (;;) {
+      if (!this.config.admission || at.skipAdmission(this.clock.now())) {
+        at.afterVerdict(undefined, this.clock.now());
+        return;
       }
+      const t0 = this.clock.monotonic();
+      // An incremental job larger than the RUs it may use takes them as they come: admission
+      // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
+      const capacity = this.eligibleCapacity(job);
+      const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
+      const verdict = admissionVerdict(this.core, job, target, want, this.config, capacity);
+      rec.stageMs.admission += this.clock.monotonic() - t0;
+      rec.admission.push(verdict);
+      // Keep the first verdict and the latest ones: enough to explain a long wait.
+      if (rec.admission.length > 20) rec.admission.splice(1, 1);
+      const then = at.afterVerdict(verdict, this.clock.now());
+      if (then.kind === 'go') return;
+      await waiting.ensure(needed);
+      rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
+      const q0 = this.clock.now();
+      await this.waitFreed(then.ms, job.id);
+      delete rec.waiting;
+      this.assertOpen(job.id);
+      rec.queuedMs += this.clock.now() - q0;
+      rec.stageMs.queue += this.clock.now() - q0;
     }
   }
 
-  private async waitForCapacity(rec: DecisionRecord, job: JobSpec): Promise<void> {
+  private async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs): Promise<void> {
     const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
     rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
-    await this.waitFreed(this.config.recheckMs, jobId);
+    await this.waitFreed(ms, jobId);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
@@ -469,26 +452,23 @@ export class SchedulingAgent {
   }
 
   /**
-   * Selects and commits one chunk of tasks; retries conflicts with a fresh draw and exponential
-   * backoff. Returns the task indices placed (empty: go back to admission), and whether the last
-   * attempt found enough RUs but lost them to conflicts (`contended`) rather than finding too few.
+   * Selects and commits one chunk of tasks; conflicting picks are resampled with a fresh draw after
+   * the attempt loop's backoff. Returns the task indices placed and what the attempt loop says
+   * comes next (go on, wait for a freed RU, or back off after a return to admission).
    */
   private async commitChunk(
     job: JobSpec,
     target: JobTarget,
     chunk: number[],
     rec: DecisionRecord,
+    at: Attempt,
     allOrNothing: boolean,
     lastChunk: boolean,
-  ): Promise<{ placed: number[]; contended: boolean }> {
+  ): Promise<{ placed: number[]; then: Next }> {
     let keep: Pick[] = [];
     try {
-      for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
+      for (;;) {
         this.assertOpen(job.id);
-        if (attempt > 0) {
-          rec.retries++;
-          await this.clock.sleep(this.backoff(attempt));
-        }
         // With group commit, decide only when the decision can leave at once: a decision that
         // waited in the queue would reach the store staler, and conflict more.
         const t0 = this.clock.monotonic();
@@ -508,28 +488,27 @@ export class SchedulingAgent {
         rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
         if (rec.samples.length > 50) rec.samples.splice(1, 1);
         const picks = keep.concat(d.selection.picks);
-        if (picks.length === 0 || (allOrNothing && picks.length < chunk.length)) return { placed: [], contended: false };
+        const sel = at.afterSelection(picks.length, chunk.length, allOrNothing);
+        if (sel.kind !== 'go') return { placed: [], then: sel };
         const tasks = chunk.slice(0, picks.length);
         const c0 = this.clock.monotonic();
         const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy');
         rec.stageMs.commit += this.clock.monotonic() - c0;
         if (res.ok) {
           keep = [];
-          return { placed: tasks, contended: false };
+          return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: chunk.length }) };
         }
         // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
         // conflicting ones are resampled.
         keep = res.survivors;
+        const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - keep.length), asked: chunk.length });
+        if (!at.admitted) return { placed: [], then };
+        rec.retries++;
+        await this.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
       }
-      return { placed: [], contended: true };
     } finally {
       if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
     }
-  }
-
-  private backoff(attempt: number): number {
-    const cap = Math.min(this.config.backoffMaxMs, this.config.backoffBaseMs * 2 ** attempt);
-    return cap / 2 + this.rng.next() * (cap / 2);
   }
 
   /**
@@ -777,38 +756,28 @@ export class SchedulingAgent {
    * admission: all or nothing, across several transactions.
    */
   private async scheduleGangReserved(job: JobSpec, target: JobTarget, pending: number[], rec: DecisionRecord): Promise<void> {
-    const queueStart = this.clock.now();
     const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
     try {
-      await this.reserveAndConfirm(job, target, pending, rec, queueStart, waiting);
+      await this.reserveAndConfirm(job, target, pending, rec, waiting);
     } finally {
       await waiting.remove();
     }
   }
 
-  private async reserveAndConfirm(
-    job: JobSpec,
-    target: JobTarget,
-    pending: number[],
-    rec: DecisionRecord,
-    queueStart: number,
-    waiting: WaitingEntry,
-  ): Promise<void> {
+  private async reserveAndConfirm(job: JobSpec, target: JobTarget, pending: number[], rec: DecisionRecord, waiting: WaitingEntry): Promise<void> {
+    const at = new Attempt(this.config, this.rng, job.maxQueueMs);
     for (;;) {
       this.assertOpen(job.id);
-      await this.admit(job, target, pending.length, rec, queueStart, waiting);
+      if (!at.admitted) await this.admit(job, target, pending.length, rec, at, waiting);
       const reserved: Placement[] = [];
-      let failed = false;
+      let then: Next = { kind: 'go' };
       try {
         for (let off = 0; off < pending.length; off += this.picksPerTxn) {
           this.assertOpen(job.id);
           const chunk = pending.slice(off, off + this.picksPerTxn);
           const before = rec.placements.length;
-          const ok = await this.reserveChunk(job, target, chunk, rec);
-          if (!ok) {
-            failed = true;
-            break;
-          }
+          then = await this.reserveChunk(job, target, chunk, rec, at);
+          if (then.kind !== 'go') break;
           reserved.push(...rec.placements.splice(before));
         }
       } catch (err) {
@@ -820,31 +789,41 @@ export class SchedulingAgent {
         );
         throw err;
       }
-      if (!failed) {
+      if (then.kind === 'go') {
         await this.confirmReservations(job, reserved, rec);
         return;
       }
+      // All or nothing: give every reservation back, then wait as the attempt loop says.
       await this.releaseReservations(job, reserved);
+      at.readmit();
       rec.readmissions++;
       this.stats.readmissions++;
       await waiting.ensure(pending.length);
-      await this.waitForCapacity(rec, job);
+      if (then.kind === 'backoff') {
+        const q0 = this.clock.now();
+        await this.clock.sleep(then.ms);
+        rec.stageMs.queue += this.clock.now() - q0;
+      } else {
+        await this.waitForCapacity(rec, job, then.ms);
+      }
     }
   }
 
-  private async reserveChunk(job: JobSpec, target: JobTarget, chunk: number[], rec: DecisionRecord): Promise<boolean> {
-    for (let attempt = 0; attempt <= this.config.maxRetries; attempt++) {
-      if (attempt > 0) {
-        rec.retries++;
-        await this.clock.sleep(this.backoff(attempt));
-      }
+  /** Reserves one chunk of a gang, all or nothing; conflicts resample after the loop's backoff. */
+  private async reserveChunk(job: JobSpec, target: JobTarget, chunk: number[], rec: DecisionRecord, at: Attempt): Promise<Next> {
+    for (;;) {
+      this.assertOpen(job.id);
       const d = decide(this.core, job, target, chunk.length, { ...this.config, preemption: false }, { skipAdmission: true });
-      if (d.selection.picks.length < chunk.length) return false;
+      const sel = at.afterSelection(d.selection.picks.length, chunk.length, true);
+      if (sel.kind !== 'go') return sel;
       const res = await this.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved');
-      if (res.ok) return true;
+      if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
       this.state.batch(() => res.survivors.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
+      const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, d.selection.picks.length - res.survivors.length), asked: chunk.length });
+      if (!at.admitted) return then;
+      rec.retries++;
+      await this.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
     }
-    return false;
   }
 
   private async confirmReservations(job: JobSpec, reserved: Placement[], rec: DecisionRecord): Promise<void> {
@@ -899,12 +878,7 @@ export class SchedulingAgent {
 
   /** RUs that could ever hold this job (constraints applied, down servers excluded). */
   eligibleCapacity(job: JobSpec): number {
-    let n = 0;
-    for (const s of this.state.servers.values()) {
-      if (s.down || !serverMatches(s.spec, job.constraints)) continue;
-      n += s.ruCount;
-    }
-    return n;
+    return eligibleCapacity(this.state, job.constraints);
   }
 
   private assertOpen(jobId?: string): void {

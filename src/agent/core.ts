@@ -61,8 +61,10 @@ export function admissionVerdict(
   target: JobTarget,
   needed: number,
   cfg: CoreConfig,
+  /** RUs the job's constraints allow: a margin that could never be met is not asked for. */
+  capacity?: number,
 ): AdmissionVerdict {
-  return ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove });
+  return ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove, ...(capacity !== undefined ? { capacity } : {}) });
 }
 
 /** Chooses R for this job from the share of available RUs that are acceptable to it. */

@@ -63,6 +63,16 @@ export function eligibleGroups(state: ClusterState, constraints: Constraints): E
   return { cellServers: state.servers.size, cell, up };
 }
 
+/** RUs that could ever hold a job with these constraints: eligible servers that are not down. */
+export function eligibleCapacity(state: ClusterState, constraints: Constraints): number {
+  let n = 0;
+  for (const s of state.servers.values()) {
+    if (s.down || !serverMatches(s.spec, constraints)) continue;
+    n += s.ruCount;
+  }
+  return n;
+}
+
 export type FeasibilityJob = Pick<JobSpec, 'tasks' | 'mode' | 'locality' | 'constraints'>;
 
 interface FeasibilityCommon {

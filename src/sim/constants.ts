@@ -37,11 +37,7 @@ export const TARCIL = {
   WATCH_DELAY_MS: 1,
   /** Launch RPC from agent to the node's monitor, one way. */
   LAUNCH_MS: 0.5,
-  MAX_RETRIES: 6,
-  BACKOFF_BASE_MS: 1,
-  BACKOFF_MAX_MS: 100,
-  /** A job that found nothing re-checks at the latest after this long. */
-  RECHECK_MS: 1000,
+  // Retries, backoff and rechecks are the live agent's (DEFAULT_AGENT_CONFIG, agent/attempt.ts).
 } as const;
 
 /** Probe-based schedulers (Sparrow §3, Pigeon §3). */

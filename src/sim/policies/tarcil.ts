@@ -8,14 +8,22 @@
  *   writes and the else-branch reads at once);
  * - a commit reaches the store half a round trip after the agent sends it and succeeds for a pick
  *   only if the RU's revision still equals the one the agent read (etcd's compare on mod
- *   revision). Conflicting picks are resampled; after MAX_RETRIES rounds with conflicts the
- *   request goes back to admission, never dropped.
+ *   revision). A modelling choice: picks that did not conflict start at once, where the live
+ *   agent keeps them claimed and commits them again with the resampled ones one round trip later.
+ * - what happens between decisions — admission waits, waits for a freed RU, backoff after a
+ *   conflict, the return to admission after the retries — is the live agent's attempt loop
+ *   (agent/attempt.ts) with the live agent's defaults (DEFAULT_AGENT_CONFIG), driven here by
+ *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn).
  *
  * Agents are serial: one decision at a time, each costing modelled CPU time; commits are
  * pipelined. Agent count therefore bounds the decision rate (Fig. 10) while stale caches and
  * commit latency create the conflicts that grow with R and with the number of agents.
  */
-import { decide, DEFAULT_CORE_CONFIG, type CoreConfig, type CoreContext } from '../../agent/core.ts';
+import { DEFAULT_AGENT_CONFIG } from '../../agent/agent.ts';
+import { Attempt, picksPerTxn, type AttemptPolicy } from '../../agent/attempt.ts';
+import { admissionVerdict, decide, type CoreConfig, type CoreContext } from '../../agent/core.ts';
+import { eligibleCapacity } from '../../sampling/feasibility.ts';
+import { DEFAULT_MAX_TXN_OPS } from '../../store/common.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
@@ -31,21 +39,22 @@ export interface TarcilOptions {
   /** Longest admission wait before placing anyway. */
   maxQueueMs?: number;
   core?: Partial<CoreConfig>;
+  /** Retries, backoff and recheck of the attempt loop (default: the live agent's). */
+  attempt?: Partial<AttemptPolicy>;
 }
 
-/** etcd's default --max-txn-ops (128) over 3 ops per placement, as in the live agent. */
-const PICKS_PER_TXN = 42;
+/** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
+const PICKS_PER_TXN = picksPerTxn(DEFAULT_MAX_TXN_OPS);
 
 interface Request {
   job: SimJob;
   spec: JobSpec;
   target: JobTarget;
   pending: SimTask[];
-  admitted: boolean;
-  retries: number;
-  /** First time admission queued it (for the realised-wait figure). */
-  queuedAt: number;
-  estimate: number;
+  /** Set at the first decision: the attempt loop's state, with the agent's Rng for its backoff. */
+  at?: Attempt;
+  /** RUs its constraints allow (admission's capacity), computed once. */
+  capacity: number;
   agent?: Agent;
 }
 
@@ -65,6 +74,7 @@ export class TarcilPolicy implements Policy {
   private readonly agents: Agent[] = [];
   private readonly firstAgent: Agent;
   private readonly cfg: CoreConfig;
+  private readonly policy: AttemptPolicy;
   private readonly opts: TarcilOptions;
   private rr = 0;
   private readonly waiters: Request[] = [];
@@ -75,8 +85,10 @@ export class TarcilPolicy implements Policy {
     this.world = world;
     this.opts = opts;
     this.name = opts.fixedR === undefined ? 'tarcil' : `fixed-R${opts.fixedR}`;
+    const { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs } = DEFAULT_AGENT_CONFIG;
+    this.policy = { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, ...opts.attempt };
     this.cfg = {
-      ...DEFAULT_CORE_CONFIG,
+      ...DEFAULT_AGENT_CONFIG,
       admission: opts.admission ?? true,
       ...(opts.fixedR === undefined ? {} : { fixedR: opts.fixedR }),
       ...opts.core,
@@ -162,7 +174,9 @@ export class TarcilPolicy implements Policy {
   }
 
   private request(job: SimJob, target: JobTarget, tasks: SimTask[], data?: number[]): Request {
-    return { job, spec: this.specOf(job, tasks.length, data), target, pending: tasks, admitted: false, retries: 0, queuedAt: NaN, estimate: NaN };
+    const spec = this.specOf(job, tasks.length, data);
+    const capacity = spec.constraints.attributes ? eligibleCapacity(this.view.state, spec.constraints) : this.view.state.totalRus;
+    return { job, spec, target, pending: tasks, capacity };
   }
 
   private enqueue(r: Request): void {
@@ -213,23 +227,14 @@ export class TarcilPolicy implements Policy {
     }
   }
 
+  /** The simulator's driver of the attempt loop (agent/attempt.ts): engine timers, modelled commits. */
   private process(a: Agent, r: Request): void {
     const eng = this.world.engine;
     const now = eng.now();
     this.pruneExclude(a);
+    const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
     const chunk = r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
-    const overdue = !Number.isNaN(r.queuedAt) && now - r.queuedAt >= r.spec.maxQueueMs;
-    const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, {
-      skipAdmission: r.admitted || overdue,
-      exclude: a.excludeSet,
-    });
-    const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
-    head.decisionMs += cost;
-    head.Rsum += d.R;
-    head.Rn++;
-    this.c.decisions++;
-    this.c.Rsum += d.R;
     const release = (after: number): void => {
       eng.setTimer(after, () => {
         a.busy = false;
@@ -237,33 +242,38 @@ export class TarcilPolicy implements Policy {
       });
     };
 
-    if (d.verdict && d.verdict.action === 'queue') {
-      // Admission control: wait for the estimated time (bounded), then ask again.
-      this.c.queued++;
-      if (Number.isNaN(r.queuedAt)) {
-        r.queuedAt = now;
-        r.estimate = d.verdict.estimateMs ?? NaN;
+    if (!at.admitted) {
+      const skip = !this.cfg.admission || at.skipAdmission(now);
+      const want = Math.max(1, Math.min(r.pending.length, r.capacity));
+      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity);
+      const then = at.afterVerdict(verdict, now);
+      if (then.kind === 'admission-wait') {
+        // Admission control: wait for the estimated time (bounded), then ask again.
+        this.c.queued++;
+        release(TARCIL.DECISION_BASE_MS);
+        head.decisionMs += TARCIL.DECISION_BASE_MS;
+        eng.setTimer(TARCIL.DECISION_BASE_MS + then.ms, () => this.requeue(a, r));
+        return;
       }
-      const left = r.spec.maxQueueMs - (now - r.queuedAt);
-      const wait = Math.max(1, Math.min(d.verdict.estimateMs ?? TARCIL.RECHECK_MS, TARCIL.RECHECK_MS, left));
-      release(cost);
-      eng.setTimer(cost + wait, () => this.requeue(a, r));
-      return;
-    }
-    if (d.verdict?.action === 'best-effort') this.c.bestEffort++;
-    if (!r.admitted) {
-      r.admitted = true;
-      if (!Number.isNaN(r.queuedAt)) head.waits.push({ estimate: r.estimate, realised: now - r.queuedAt });
+      if (verdict?.action === 'best-effort') this.c.bestEffort++;
+      if (then.realisedWaitMs !== undefined) head.waits.push({ estimate: at.firstEstimateMs, realised: then.realisedWaitMs });
     }
 
+    const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet });
+    const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
+    head.decisionMs += cost;
+    head.Rsum += d.R;
+    head.Rn++;
+    this.c.decisions++;
+    this.c.Rsum += d.R;
+
     const picks = d.selection.picks;
-    if (picks.length === 0) {
+    const sel = at.afterSelection(picks.length, chunk.length, false);
+    if (sel.kind !== 'go') {
       // Nothing free and eligible in the (stale) view: wait for a free RU.
       this.c.capacityWaits++;
       release(cost);
-      this.push(this.waiters, r);
-      eng.setTimer(TARCIL.RECHECK_MS, () => this.wake(r));
-      r.agent = a;
+      this.waitForRu(a, r, sel.ms);
       return;
     }
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
@@ -272,7 +282,7 @@ export class TarcilPolicy implements Policy {
     release(sendAt);
     // Remove the chunk's tasks from pending while the commit is in flight.
     const inFlight = chunk.slice(0, picks.length);
-    r.pending = r.pending.filter((t) => !inFlight.includes(t));
+    r.pending = r.pending.slice(picks.length);
     const Qs = picks.map((p) => p.quality.Q);
     eng.at(storeAt, () => {
       this.c.commits++;
@@ -296,28 +306,23 @@ export class TarcilPolicy implements Policy {
       });
       this.c.conflicts += conflicts;
       head.conflicts += conflicts;
-      const wasIdle = r.pending.length === 0 && failed.length === 0;
-      if (wasIdle) return;
       r.pending = failed.concat(r.pending);
-      let delay = TARCIL.COMMIT_RTT_MS / 2;
-      if (conflicts > 0) {
-        r.retries++;
-        if (r.retries > TARCIL.MAX_RETRIES) {
-          this.c.readmissions++;
-          r.retries = 0;
-          r.admitted = false;
-          r.queuedAt = NaN;
-        }
-        delay += Math.min(TARCIL.BACKOFF_MAX_MS, TARCIL.BACKOFF_BASE_MS * 2 ** Math.max(0, r.retries - 1));
-      }
-      // Only the first chunk's tail goes straight back; the rest of a large job follows.
-      if (failed.length > 0 || picks.length === chunk.length) eng.setTimer(delay, () => this.requeue(a, r));
-      else {
-        // Fewer picks than asked: the view had too few free RUs; wait for frees.
-        this.push(this.waiters, r);
-        r.agent = a;
-      }
+      const wasAdmitted = at.admitted;
+      const then = at.afterCommit({ placed: picks.length - conflicts, conflicts, asked: chunk.length });
+      if (r.pending.length === 0) return;
+      if (conflicts > 0 && wasAdmitted && !at.admitted) this.c.readmissions++;
+      // The commit's answer reaches the agent half a round trip after the store applied it.
+      const back = TARCIL.COMMIT_RTT_MS / 2;
+      if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
+      else eng.setTimer(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
     });
+  }
+
+  /** Parks a request until an RU it may use frees, or `ms` passes. */
+  private waitForRu(a: Agent, r: Request, ms: number): void {
+    r.agent = a;
+    this.push(this.waiters, r);
+    this.world.engine.setTimer(ms, () => this.wake(r));
   }
 
   private wake(r: Request): void {

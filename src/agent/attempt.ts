@@ -1,0 +1,158 @@
+/**
+ * The attempt loop of one scheduling request, once, for the live agents and the simulator: what to
+ * do after an admission verdict, after a selection and after a commit — go on, wait for admission,
+ * wait for a freed RU, back off, or go back to admission. It decides nothing about RUs (that is
+ * `decide()` in core.ts) and performs nothing: a driver asks it what comes next and does it, the
+ * live agent with awaits on the store and the clock, the simulator with engine timers and its
+ * modelled commits. Every number here (retries, backoff, recheck, queue bound) comes from
+ * AttemptPolicy, so the two drivers cannot drift apart.
+ */
+import type { AdmissionVerdict } from '../admission/index.ts';
+import type { Rng } from '../util/rng.ts';
+
+export interface AttemptPolicy {
+  /** Conflicting commits of one chunk retried with a fresh draw before going back to admission. */
+  maxRetries: number;
+  /** Backoff before retry k: uniform in [c/2, c], c = min(backoffMaxMs, backoffBaseMs · 2^k). */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** Longest wait for admission or for a freed RU before deciding again. */
+  recheckMs: number;
+}
+
+/**
+ * Placements per commit transaction, from the store's operation limit (etcd's --max-txn-ops,
+ * 128 by default): RU + task per pick, an epoch per server (at most one per pick), plus the job
+ * and decision records on the last chunk. 42 for etcd's default.
+ */
+export function picksPerTxn(maxTxnOps: number): number {
+  return Math.max(1, Math.floor((maxTxnOps - 2) / 3));
+}
+
+/** What the driver does next. */
+export type Next =
+  /** Decide (and commit) now. */
+  | { kind: 'go' }
+  /** Admission queued the request: wait this long, or until an RU frees, then ask again. */
+  | { kind: 'admission-wait'; ms: number }
+  /** Nothing eligible was free: wait this long, or until an RU frees, then decide again. */
+  | { kind: 'capacity-wait'; ms: number }
+  /** The commit lost a race: wait this long, then decide again with a fresh draw. */
+  | { kind: 'backoff'; ms: number };
+
+/** What happened to one commit of a chunk. */
+export interface CommitOutcome {
+  /** Picks the store accepted. */
+  placed: number;
+  /** Picks that conflicted (to resample). */
+  conflicts: number;
+  /** Tasks the chunk asked for. */
+  asked: number;
+}
+
+/**
+ * The state of one request's attempts. `queuedSince` is when admission first held it: the job's
+ * `maxQueueMs` bounds its admission waits in total, over every return to admission.
+ */
+export class Attempt {
+  admitted = false;
+  queuedSince = Number.NaN;
+  /** Estimated wait of the first admission verdict that queued it (for the realised-wait figure). */
+  firstEstimateMs = Number.NaN;
+  /** Retries of the current chunk. */
+  retries = 0;
+  /** Counters for explain and for the simulator's figures. */
+  readonly totals = { retries: 0, readmissions: 0, admissionWaits: 0, capacityWaits: 0, conflicts: 0 };
+
+  constructor(
+    private readonly policy: AttemptPolicy,
+    private readonly rng: Rng,
+    private readonly maxQueueMs: number,
+  ) {}
+
+  /** Admission is skipped once admitted, and once the job has waited its whole bound. */
+  skipAdmission(now: number): boolean {
+    return this.admitted || this.overdue(now);
+  }
+
+  overdue(now: number): boolean {
+    return !Number.isNaN(this.queuedSince) && now - this.queuedSince >= this.maxQueueMs;
+  }
+
+  /**
+   * After an admission verdict (undefined: admission off or skipped). Queue → wait the estimate,
+   * at most recheckMs and what is left of the bound; admit/bypass/best-effort → go. Returns the
+   * realised wait when this verdict ends one (the caller may record it).
+   */
+  afterVerdict(verdict: AdmissionVerdict | undefined, now: number): Next & { realisedWaitMs?: number } {
+    if (verdict?.action === 'queue' && !this.overdue(now)) {
+      if (Number.isNaN(this.queuedSince)) {
+        this.queuedSince = now;
+        this.firstEstimateMs = verdict.estimateMs ?? Number.NaN;
+      }
+      this.totals.admissionWaits++;
+      const left = this.maxQueueMs - (now - this.queuedSince);
+      const ms = Math.max(1, Math.min(verdict.estimateMs ?? this.policy.recheckMs, this.policy.recheckMs, left));
+      return { kind: 'admission-wait', ms };
+    }
+    const wasQueued = !this.admitted && !Number.isNaN(this.queuedSince);
+    this.admitted = true;
+    return wasQueued ? { kind: 'go', realisedWaitMs: now - this.queuedSince } : { kind: 'go' };
+  }
+
+  /**
+   * After a selection found `picks` RUs for a chunk of `asked` tasks. None (or, all-or-nothing,
+   * too few) → back to admission and wait for a freed RU; otherwise commit what was found.
+   */
+  afterSelection(picks: number, asked: number, allOrNothing: boolean): Next {
+    if (picks === 0 || (allOrNothing && picks < asked)) {
+      this.readmit();
+      this.totals.capacityWaits++;
+      return { kind: 'capacity-wait', ms: this.policy.recheckMs };
+    }
+    return { kind: 'go' };
+  }
+
+  /**
+   * After a commit. No conflict → the next chunk (fewer placed than asked: the view had too few
+   * free RUs, so the rest waits for a freed one); conflicts → back off and resample, and once the
+   * chunk has used its retries, back to admission with one more backoff (RUs exist but rivals
+   * keep taking them: waiting for a freed RU would stall a job that can run now).
+   */
+  afterCommit(o: CommitOutcome): Next {
+    this.totals.conflicts += o.conflicts;
+    if (o.conflicts === 0) {
+      this.retries = 0;
+      if (o.placed < o.asked) {
+        this.readmit();
+        this.totals.capacityWaits++;
+        return { kind: 'capacity-wait', ms: this.policy.recheckMs };
+      }
+      return { kind: 'go' };
+    }
+    if (this.retries >= this.policy.maxRetries) {
+      this.readmit();
+      return { kind: 'backoff', ms: this.backoffMs(this.policy.maxRetries + 1) };
+    }
+    this.retries++;
+    this.totals.retries++;
+    return { kind: 'backoff', ms: this.backoffMs(this.retries) };
+  }
+
+  /** Back to admission: asked again before the next decision, within what is left of the bound. */
+  readmit(): void {
+    if (this.admitted) this.totals.readmissions++;
+    this.admitted = false;
+    this.retries = 0;
+  }
+
+  backoffMs(attempt: number): number {
+    return backoffMs(this.policy, attempt, this.rng);
+  }
+}
+
+/** Jittered exponential backoff before retry `attempt`: uniform in [c/2, c], c = min(max, base · 2^attempt). */
+export function backoffMs(policy: Pick<AttemptPolicy, 'backoffBaseMs' | 'backoffMaxMs'>, attempt: number, rng: Rng): number {
+  const cap = Math.min(policy.backoffMaxMs, policy.backoffBaseMs * 2 ** attempt);
+  return cap / 2 + rng.next() * (cap / 2);
+}
