@@ -33,7 +33,7 @@ import { loadProtos } from '../src/frontend/proto.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../src/model/catalog.ts';
 import { startMonitor, startScheduler, type MonitorProcess } from '../src/frontend/runtime.ts';
 import { openStore } from '../src/store/index.ts';
-import { Keys } from '../src/store/keys.ts';
+import { Keys } from '../src/state/keys.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';

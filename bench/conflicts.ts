@@ -5,10 +5,10 @@
  * same arrival sequence for every cell. Run: npx tsx bench/conflicts.ts [--quick]
  */
 import { SchedulingAgent, type ConflictScope, type DecisionRecord } from '../src/agent/agent.ts';
-import { seedCluster, uniformServers } from '../src/agent/seed.ts';
+import { seedCluster, uniformServers } from '../src/state/seed.ts';
 import { SimulatedRunner } from '../src/monitor/sim-runner.ts';
 import { openStore } from '../src/store/index.ts';
-import { Keys } from '../src/store/keys.ts';
+import { Keys } from '../src/state/keys.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';

@@ -8,7 +8,7 @@ import { loadCatalog } from '../src/model/catalog.ts';
 import type { JobSpec } from '../src/model/types.ts';
 import { jobTarget } from '../src/quality/index.ts';
 import { ClusterState } from '../src/sampling/cluster-state.ts';
-import { uniformServers } from '../src/agent/seed.ts';
+import { uniformServers } from '../src/state/seed.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';

@@ -10,14 +10,14 @@
  * Run: npx tsx bench/e2e-latency.ts [--quick]
  */
 import { JobManager } from '../src/agent/lifecycle.ts';
-import { parseJson } from '../src/agent/records.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../src/agent/live-records.ts';
-import { uniformServers } from '../src/agent/seed.ts';
+import { parseJson } from '../src/state/records.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../src/state/live-records.ts';
+import { uniformServers } from '../src/state/seed.ts';
 import { loadCatalog, parseJobSpec } from '../src/model/catalog.ts';
 import { SimulatedExecutor } from '../src/monitor/executor.ts';
 import { LocalMonitor } from '../src/monitor/monitor.ts';
 import { openStore } from '../src/store/index.ts';
-import { Keys } from '../src/store/keys.ts';
+import { Keys } from '../src/state/keys.ts';
 import type { ClusterStore } from '../src/store/types.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { createLogger } from '../src/util/log.ts';

@@ -7,7 +7,7 @@
 import { createInterface } from 'node:readline';
 import { SchedulingAgent } from '../../src/agent/agent.ts';
 import { openStore } from '../../src/store/index.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';

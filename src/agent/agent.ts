@@ -1,21 +1,22 @@
-import { AdmissionState, type AdmissionVerdict } from '../admission/index.ts';
+import { AdmissionState } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { ClusterState } from '../sampling/cluster-state.ts';
 import { eligibleCapacity } from '../sampling/feasibility.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
-import type { Keys } from '../store/keys.ts';
-import type { ClusterStore, Compare, KeyValue, Op, TxnRequest, WatchHandle } from '../store/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { Attempt, picksPerTxn, type Next } from './attempt.ts';
 import { AgentCache } from './cache.ts';
+import { Follower } from '../state/follow.ts';
 import { admissionVerdict, DEFAULT_CORE_CONFIG, decide, wireAdmission, type CoreConfig, type CoreContext } from './core.ts';
-import { freeReservation } from './release.ts';
-import { parseJson, type JobRecord, type PlacedRuRecord, type PlacedTaskRecord } from './records.ts';
+import { freeReservation } from '../state/release.ts';
+import { parseJson, type JobRecord, type PlacedRuRecord, type PlacedTaskRecord } from '../state/records.ts';
 
 export type ConflictScope = 'ru' | 'server';
 
@@ -60,39 +61,8 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   groupCommit: 2,
 };
 
-/** One placed task, as reported to the caller and recorded for explanation. */
-export interface Placement {
-  task: number;
-  ru: RuRef;
-  Q: number;
-  acceptable: boolean;
-  score: number;
-  commitRevision: number;
-  preempted?: { job: string; task: number; priority: number };
-}
-
-/** Everything the agent decided about one job and why: what `tarcil explain` shows. */
-export interface DecisionRecord {
-  job: string;
-  agent: string;
-  target: number;
-  admission: AdmissionVerdict[];
-  samples: { R: number; f: number; candidates: number }[];
-  placements: Placement[];
-  /** Why the job waits right now (admission queue, no free RU it may use); unset when it does not. */
-  waiting?: string;
-  /** Placements left out of `placements` when the record was stored (see decisions.ts). */
-  omittedPlacements?: number;
-  conflicts: number;
-  retries: number;
-  /** Times the job went back to admission after exhausting retries or finding too few RUs. */
-  readmissions: number;
-  queuedMs: number;
-  /** Milliseconds in each stage, summed over attempts. */
-  stageMs: { admission: number; size: number; select: number; commit: number; queue: number };
-  startedAt: number;
-  finishedAt?: number;
-}
+import type { DecisionRecord, Placement } from '../state/decisions.ts';
+export type { DecisionRecord, Placement } from '../state/decisions.ts';
 
 export interface AgentOptions {
   id: string;
@@ -136,7 +106,7 @@ export class SchedulingAgent {
   private readonly groupCommit: GroupCommit | undefined;
   private commitSeq = 0;
   private closed = false;
-  private queueWatch: WatchHandle | undefined;
+  private queueFollower: Follower | undefined;
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
   private readonly serverTails = new Map<string, { base: number; result: Promise<number | undefined> }>();
   private readonly background = new Set<Promise<unknown>>();
@@ -217,7 +187,7 @@ export class SchedulingAgent {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.queueWatch?.close();
+    await this.queueFollower?.close();
     await this.cache.close();
     await Promise.allSettled([...this.background]);
   }
@@ -236,23 +206,19 @@ export class SchedulingAgent {
    * marked failed with the reason: it never disappears silently.
    */
   private async startQueueConsumer(): Promise<void> {
-    const prefix = this.keys.queue();
-    const res = await this.store.range(prefix);
-    for (const kv of res.kvs) this.onQueueEntry(kv);
-    this.queueWatch = await this.store.watch({
-      prefix,
-      fromRevision: res.revision + 1,
-      onEvents: (b) => {
-        for (const ev of b.events) if (ev.type === 'put') this.onQueueEntry(ev.kv);
+    this.queueFollower = new Follower({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      prefix: this.keys.queue(),
+      onSnapshot: (kvs) => {
+        for (const kv of kvs) this.onQueueEntry(kv);
       },
-      onError: (err) => {
-        if (this.closed) return;
-        this.log.warn({ err: err.message }, 'queue watch ended; re-listing');
-        void this.queueWatch?.close().finally(() => {
-          if (!this.closed) void this.startQueueConsumer().catch((e: unknown) => this.log.error({ err: String(e) }, 'queue consumer restart failed'));
-        });
+      onEvent: (kv, deleted) => {
+        if (!deleted) this.onQueueEntry(kv);
       },
     });
+    await this.queueFollower.start();
   }
 
   private onQueueEntry(kv: KeyValue): void {

@@ -1,17 +1,16 @@
 import type { ServerSpec } from '../model/types.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
-import type { Keys } from '../store/keys.ts';
-import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
-import type { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import { occupantOf, parseJson, type ServerRecord } from './records.ts';
+import { occupantOf, parseJson, type ServerRecord } from '../state/records.ts';
 import type { RuRecord } from '../model/types.ts';
 
 /**
- * The agent's copy of the cluster state: list servers, RUs and epochs at one revision, then watch
- * from revision + 1. When a watch ends (history compacted, cancelled by the server, connection
- * lost) the cache lists again and re-watches; etcd3 does not do this for us.
+ * The agent's copy of the cluster state: servers, RUs and epochs followed through the store's
+ * Follower (listed at one revision, watched from the next, listed again when a watch ends).
  */
 export class AgentCache {
   private readonly store: ClusterStore;
@@ -19,12 +18,12 @@ export class AgentCache {
   private readonly state: ClusterState;
   private readonly clock: Clock;
   private readonly log: Logger;
-  private watches: WatchHandle[] = [];
-  private closed = false;
-  private resyncing = false;
+  private follower: Follower | undefined;
   private rev = 0;
   /** Number of full re-lists after a broken watch (exposed for tests and metrics). */
-  relists = 0;
+  get relists(): number {
+    return this.follower?.relists ?? 0;
+  }
   private readonly freedListeners = new Set<() => void>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
@@ -54,10 +53,7 @@ export class AgentCache {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    const ws = this.watches;
-    this.watches = [];
-    await Promise.all(ws.map((w) => w.close()));
+    await this.follower?.close();
   }
 
   /** Applies a key read elsewhere (commit result, failure-branch reads) if it is newer. */
@@ -103,67 +99,31 @@ export class AgentCache {
     for (const cb of this.freedListeners) cb();
   }
 
+  /** Servers, RUs and (for the `server` scope) epochs, listed at one revision and watched. */
   private async listAndWatch(): Promise<void> {
     const k = this.keys;
-    // One transaction of three reads: servers, RUs and epochs at the same revision.
-    const res = await this.store.txn({
-      compare: [],
-      success: [
-        { type: 'get', key: k.servers(), prefix: true },
-        { type: 'get', key: k.rus(), prefix: true },
-        { type: 'get', key: k.epochs(), prefix: true },
-      ],
+    this.follower = new Follower({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      prefix: this.watchEpochs ? [k.servers(), k.rus(), k.epochs()] : [k.servers(), k.rus()],
+      onSnapshot: (_kvs, revision, [servers = [], rus = [], epochs = []]) => {
+        this.state.batch(() => {
+          const seen = new Set(servers.map((kv) => k.tail(k.servers(), kv.key)));
+          for (const id of [...this.state.servers.keys()]) if (!seen.has(id)) this.state.removeServer(id);
+          for (const kv of servers) this.applyKv(kv);
+          for (const kv of rus) this.applyKv(kv);
+          for (const kv of epochs) this.applyKv(kv);
+        });
+        this.rev = revision;
+      },
+      onBatch: (batch) => {
+        this.state.batch(() => {
+          for (const ev of batch.events) this.applyKv(ev.kv, ev.type === 'delete');
+        });
+        if (batch.revision > this.rev) this.rev = batch.revision;
+      },
     });
-    const [servers, rus, epochs] = res.responses.map((r) => r ?? []) as [KeyValue[], KeyValue[], KeyValue[]];
-    this.state.batch(() => {
-      const seen = new Set(servers.map((kv) => k.tail(k.servers(), kv.key)));
-      for (const id of [...this.state.servers.keys()]) if (!seen.has(id)) this.state.removeServer(id);
-      for (const kv of servers) this.applyKv(kv);
-      for (const kv of rus) this.applyKv(kv);
-      for (const kv of epochs) this.applyKv(kv);
-    });
-    this.rev = res.revision;
-    if (this.closed) return;
-    const from = res.revision + 1;
-    const onEvents = (batch: WatchBatch): void => {
-      this.state.batch(() => {
-        for (const ev of batch.events) this.applyKv(ev.kv, ev.type === 'delete');
-      });
-      if (batch.revision > this.rev) this.rev = batch.revision;
-    };
-    const onError = (err: TarcilError): void => {
-      this.log.warn({ code: err.code, err: err.message }, 'cache watch ended; re-listing');
-      void this.resync();
-    };
-    this.watches = await Promise.all(
-      (this.watchEpochs ? [k.servers(), k.rus(), k.epochs()] : [k.servers(), k.rus()]).map((prefix) =>
-        this.store.watch({ prefix, fromRevision: from, onEvents, onError }),
-      ),
-    );
-  }
-
-  private async resync(): Promise<void> {
-    if (this.closed || this.resyncing) return;
-    this.resyncing = true;
-    try {
-      const old = this.watches;
-      this.watches = [];
-      await Promise.allSettled(old.map((w) => w.close()));
-      let delay = 50;
-      for (;;) {
-        if (this.closed) return;
-        try {
-          await this.listAndWatch();
-          this.relists++;
-          return;
-        } catch (err) {
-          this.log.warn({ err: (err as Error).message, delay }, 'cache re-list failed; retrying');
-          await this.clock.sleep(delay);
-          delay = Math.min(delay * 2, 2000);
-        }
-      }
-    } finally {
-      this.resyncing = false;
-    }
+    await this.follower.start();
   }
 }

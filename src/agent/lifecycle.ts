@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { JobSpec, JobState, RuRef, TaskState } from '../model/types.ts';
-import type { Keys } from '../store/keys.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { SchedulingAgent, type AgentConfig, type DecisionRecord, type Placement } from './agent.ts';
-import { Follower } from './follow.ts';
+import { Follower } from '../state/follow.ts';
 import {
   isFinalJob,
   isFinalTask,
@@ -18,12 +18,12 @@ import {
   type OwnerRecord,
   type RequestRecord,
   type StoredDecisions,
-} from './live-records.ts';
+} from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
-import { trimDecision } from './decisions.ts';
-import { HeldLease } from './ownership.ts';
-import { parseJson, type PlacedRuRecord } from './records.ts';
-import { freeReservation } from './release.ts';
+import { trimDecision } from '../state/decisions.ts';
+import { HeldLease } from '../state/lease.ts';
+import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { freeReservation } from '../state/release.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -1065,7 +1065,11 @@ export class JobManager {
       else if (c('failed') > 0) state = 'failed';
       else if (c('cancelled') > 0) state = 'cancelled';
       else state = 'succeeded';
-    } else if (c('running') > 0) state = 'running';
+    } else if (c('running') > 0 || finals > 0) {
+      // Under way: some task runs or has run; a moment with none running (the next ones wait for
+      // a free RU) does not send the job back to queued.
+      state = 'running';
+    }
     else if (placed === n) state = 'placed';
     else if (this.admitted(o)) state = 'admitted';
     else state = o.rec.state === 'admitted' ? 'admitted' : 'queued';

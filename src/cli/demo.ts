@@ -1,11 +1,11 @@
 import { SchedulingAgent, type ConflictScope, type DecisionRecord } from '../agent/agent.ts';
-import { seedCluster } from '../agent/seed.ts';
+import { seedCluster } from '../state/seed.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
 import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
 import { SimulatedRunner } from '../monitor/sim-runner.ts';
 import { jobTarget } from '../quality/index.ts';
 import { openStore } from '../store/index.ts';
-import { Keys } from '../store/keys.ts';
+import { Keys } from '../state/keys.ts';
 import { SystemClock } from '../util/clock.ts';
 import { createLogger } from '../util/log.ts';
 import { SeededRng } from '../util/rng.ts';

@@ -14,7 +14,7 @@ import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/Submit
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../frontend/runtime.ts';
 import { openStore } from '../store/index.ts';
-import { Keys } from '../store/keys.ts';
+import { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
@@ -258,7 +258,7 @@ function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc
 }
 
 function fromGrpc(err: grpc.ServiceError): TarcilError {
-  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 14: 'UNAVAILABLE', 4: 'UNAVAILABLE', 1: 'CANCELLED' };
+  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
   const n = Number(err.code);
   const code = names[n] ?? 'INTERNAL';
   const hint = n === 14 ? ' (is `tarcil up` or `tarcil server` running? see --server)' : '';

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
-import { benchCommand } from './bench.ts';
+import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';
 import { runDemo } from './demo.ts';
 import { registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
@@ -74,7 +74,7 @@ program
 
 program
   .command('bench <experiment>')
-  .description('simulator experiments: sample-size, agents, load, duration, compare, uniformity, sparrow, pigeon, calibrate, speed')
+  .description(`simulator experiments: ${EXPERIMENT_NAMES.join(', ')}`)
   .option('--quick', 'small sizes (seconds to a minute or two)', false)
   .option('--seed <n>', 'random seed', int('--seed', 0, 2 ** 31 - 1), 1)
   .option('--out <dir>', 'results directory (default bench/results)')

@@ -1,6 +1,6 @@
 import type { DecisionRecord } from '../agent/agent.ts';
-import { trimDecision } from '../agent/decisions.ts';
-import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../agent/live-records.ts';
+import { trimDecision } from '../state/decisions.ts';
+import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
 import type { InlineProfile__Output } from './gen/tarcil/v1/InlineProfile.ts';

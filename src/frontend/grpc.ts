@@ -86,6 +86,7 @@ const CODES: Record<ErrorCode, grpc.status> = {
   FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
   RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
   UNAVAILABLE: grpc.status.UNAVAILABLE,
+  DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
   COMPACTED: grpc.status.UNAVAILABLE,
   CANCELLED: grpc.status.CANCELLED,
   TOO_MANY_OPS: grpc.status.RESOURCE_EXHAUSTED,
@@ -121,10 +122,9 @@ export function remainingMs(call: { getDeadline(): grpc.Deadline }): number {
 }
 
 export function deadlineExceeded(what: string): TarcilError {
-  return new TarcilError('UNAVAILABLE', `deadline exceeded before ${what}`, { details: { deadline: true } });
+  return new TarcilError('DEADLINE_EXCEEDED', `deadline exceeded before ${what}`);
 }
 
 export function unaryStatus(err: unknown): Partial<grpc.StatusObject> {
-  if (isTarcilError(err) && err.details?.deadline === true) return { code: grpc.status.DEADLINE_EXCEEDED, details: err.message };
   return toStatus(err);
 }

@@ -10,9 +10,9 @@
  * RESOURCE_EXHAUSTED.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../agent/live-records.ts';
-import { parseJson } from '../agent/records.ts';
-import type { Keys } from '../store/keys.ts';
+import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import { jobToProto, taskToProto } from './convert.ts';

@@ -4,7 +4,7 @@ import type { Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
 import { LocalMonitor } from '../monitor/monitor.ts';
-import type { Keys } from '../store/keys.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';

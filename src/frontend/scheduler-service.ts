@@ -1,11 +1,11 @@
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import type { JobManager } from '../agent/lifecycle.ts';
-import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../agent/live-records.ts';
-import { parseJson } from '../agent/records.ts';
+import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
-import type { Keys } from '../store/keys.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { invalid, TarcilError } from '../util/errors.ts';

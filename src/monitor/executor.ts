@@ -40,7 +40,7 @@ export interface Executor {
 
 /**
  * Runs for the task's duration stretched by the interference slowdown of its server, as the
- * shared performance model computes it (src/sim/perf.ts). Work is tracked as progress, so a
+ * shared performance model computes it (src/model/perf.ts). Work is tracked as progress, so a
  * neighbour arriving halfway slows only the second half.
  */
 export class SimulatedExecutor implements Executor {

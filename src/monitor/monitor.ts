@@ -1,11 +1,11 @@
-import { Follower } from '../agent/follow.ts';
-import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../agent/live-records.ts';
-import { HeldLease } from '../agent/ownership.ts';
-import { parseJson, type PlacedRuRecord } from '../agent/records.ts';
-import { releaseRu, type TaskOutcome } from '../agent/release.ts';
+import { Follower } from '../state/follow.ts';
+import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import { HeldLease } from '../state/lease.ts';
+import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { releaseRu, type TaskOutcome } from '../state/release.ts';
 import { N_RESOURCES, type JobSpec, type ServerSpec } from '../model/types.ts';
-import { slowdown as perfSlowdown } from '../sim/perf.ts';
-import type { Keys } from '../store/keys.ts';
+import { slowdown as perfSlowdown } from '../model/perf.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';

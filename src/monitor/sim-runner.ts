@@ -1,7 +1,8 @@
-import { parseJson, type PlacedRuRecord } from '../agent/records.ts';
-import { releaseRu } from '../agent/release.ts';
-import type { Keys } from '../store/keys.ts';
-import type { ClusterStore, KeyValue, WatchHandle } from '../store/types.ts';
+import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { releaseRu } from '../state/release.ts';
+import type { Keys } from '../state/keys.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import { Follower } from '../state/follow.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 
@@ -18,7 +19,7 @@ export class SimulatedRunner {
   private readonly log: Logger;
   private readonly durationOf: (rec: PlacedRuRecord) => number;
   private readonly servers: ReadonlySet<string> | undefined;
-  private watch: WatchHandle | undefined;
+  private follower: Follower | undefined;
   private readonly running = new Map<string, { rev: number; timer: Timer }>();
   private closed = false;
   readonly stats = { started: 0, completed: 0, fenced: 0 };
@@ -45,42 +46,24 @@ export class SimulatedRunner {
   }
 
   async start(): Promise<void> {
-    const res = await this.store.range(this.keys.rus());
-    for (const kv of res.kvs) this.onKv(kv);
-    this.watch = await this.store.watch({
+    this.follower = new Follower({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
       prefix: this.keys.rus(),
-      fromRevision: res.revision + 1,
-      onEvents: (b) => {
-        for (const ev of b.events) this.onKv(ev.kv, ev.type === 'delete');
+      onSnapshot: (kvs) => {
+        for (const kv of kvs) this.onKv(kv);
       },
-      onError: (err) => {
-        if (this.closed) return;
-        this.log.warn({ err: err.message }, 'runner watch ended; restarting');
-        void this.restart();
-      },
+      onEvent: (kv, deleted) => this.onKv(kv, deleted),
     });
-  }
-
-  private async restart(): Promise<void> {
-    await this.watch?.close();
-    this.watch = undefined;
-    for (;;) {
-      if (this.closed) return;
-      try {
-        await this.start();
-        return;
-      } catch (err) {
-        this.log.warn({ err: (err as Error).message }, 'runner re-list failed');
-        await this.clock.sleep(200);
-      }
-    }
+    await this.follower.start();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     for (const r of this.running.values()) r.timer.cancel();
     this.running.clear();
-    await this.watch?.close();
+    await this.follower?.close();
     await Promise.allSettled([...this.inflight]);
   }
 

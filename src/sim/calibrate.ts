@@ -1,12 +1,12 @@
 /**
  * The calibration figure of the performance model: fill a cluster to a load with the W3 mix placed
- * at random (interference-blind), then read the model's slowdown for every task. DESIGN.md §8 asks
- * for 1.5–3× on sensitive jobs at 80% load (Tarcil Fig. 1a, 15a).
+ * at random (interference-blind), then read the model's slowdown for every task. The model is
+ * calibrated to 1.5–3× on sensitive jobs at 80% load, what the paper measured (Tarcil Fig. 1a, 15a).
  */
 import { N_RESOURCES } from '../model/types.ts';
 import { SeededRng } from '../util/rng.ts';
 import { dist, type Dist } from './metrics.ts';
-import { slowdown, type PerfParams, DEFAULT_PERF } from './perf.ts';
+import { slowdown, type PerfParams, DEFAULT_PERF } from '../model/perf.ts';
 import { catalog } from './workloads.ts';
 import { expandCluster } from '../model/catalog.ts';
 

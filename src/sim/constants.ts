@@ -5,23 +5,8 @@
  * 2015-era EC2 deployment, chosen once before any comparison was run and not tuned afterwards.
  */
 
-/** Ground-truth interference model (see perf.ts). */
-export const PERF = {
-  /**
-   * Slowdown = 1 + GAIN · Σ_i (max(0, C_i − t_i) / 100)^POWER, t_i = 99 − c_i (DESIGN.md §8).
-   * GAIN was set from the calibration run (`tarcil bench calibrate`): interference-blind random
-   * placement of the W3 mix at 80% load on hetero-400 slows the latency-critical jobs by a median
-   * of about 2× (Tarcil Fig. 1a/15a: 1.5–3×). It was fixed before any policy comparison.
-   */
-  GAIN: 1.5,
-  POWER: 1,
-  /** No task runs slower than this multiple of its interference-free time. */
-  MAX_SLOWDOWN: 10,
-  /** Standard deviation (in c_i points) of the difference between a job's real and declared vector. */
-  PROFILE_ERROR_SD: 0,
-  /** A data-constrained task run away from its data reads it remotely: this share of its ideal time. */
-  REMOTE_READ_FRACTION: 0.5,
-} as const;
+/** The ground-truth interference model's constants live with the model (src/model/perf.ts). */
+export { PERF } from '../model/perf.ts';
 
 /** Shared-state scheduling (Tarcil agents on etcd). */
 export const TARCIL = {

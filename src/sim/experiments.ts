@@ -488,7 +488,7 @@ const calibrateExp: Runner = (ctx) => {
     rows,
     tables: [{ title: 'Median [p95] slowdown by profile and load', head: ['profile', 'latency-critical', ...loads.map((l) => `${l * 100}%`)], rows: [...new Set(rows.map((r) => r.profile))].map((p) => [p, rows.find((r) => r.profile === p)?.latencyCritical ?? '', ...loads.map((l) => { const x = rows.find((r) => r.profile === p && r.load === l); return x ? `${f2(x.p50)} [${f2(x.p95)}]` : '-'; })]) }],
     charts: [{ file: 'calibrate.svg', title: 'Median slowdown under random placement', xTitle: 'profile', yTitle: 'median slowdown', points: rows.map((r) => ({ x: r.profile, y: r.p50, series: `load ${r.load * 100}%` })), pointsOnly: true }],
-    paper: 'DESIGN.md §8 / Tarcil Fig. 1a, 15a: interference-blind placement at 80% load slows sensitive jobs 1.5–3×.',
+    paper: 'Tarcil Fig. 1a, 15a: interference-blind placement at 80% load slows sensitive jobs 1.5–3× (the calibration target of the ground-truth model).',
   };
 };
 
@@ -616,7 +616,7 @@ const robustnessExp: Runner = (ctx) => {
     charts: [
       { file: 'robustness.svg', title: 'W3: mean performance vs profiling error', xTitle: 'profile error sd (c_i points)', yTitle: 'mean ideal / response', points: rows.map((x) => ({ x: x.profileErrorSd, y: x.perfMean, series: x.policy })) },
     ],
-    paper: 'Tarcil §5 relies on Quasar-style profiles and monitors deviations at run time; the paper reports no profile-error sweep. DESIGN.md §8 asks for optional profile error to test robustness.',
+    paper: 'Tarcil §5 relies on Quasar-style profiles and monitors deviations at run time; the paper reports no profile-error sweep; this one adds error to the declared profiles to test how much placement depends on them.',
   };
 };
 

@@ -1,7 +1,7 @@
 /** One simulation run: a workload, a policy and a seed in; measured jobs and counters out. */
 import { SeededRng } from '../util/rng.ts';
 import { Engine } from './engine.ts';
-import type { PerfParams } from './perf.ts';
+import type { PerfParams } from '../model/perf.ts';
 import { makePolicy, type PolicySpec } from './policies/index.ts';
 import { record, summarize, type JobRecord, type Summary } from './metrics.ts';
 import type { Workload } from './workloads.ts';

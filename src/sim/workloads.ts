@@ -6,7 +6,7 @@ import { expandCluster, loadCatalog, type Catalog } from '../model/catalog.ts';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ClusterSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
 import { SeededRng, type Rng } from '../util/rng.ts';
 import { COPYSET_ATTR, PERF, PIGEON } from './constants.ts';
-import { realVector } from './perf.ts';
+import { realVector } from '../model/perf.ts';
 import { makeJob, type SimJob, type World } from './world.ts';
 import type { PolicyEnv } from './policies/types.ts';
 

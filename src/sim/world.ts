@@ -13,7 +13,7 @@ import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index
 import type { Rng } from '../util/rng.ts';
 import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
 import type { Engine } from './engine.ts';
-import { DEFAULT_PERF, slowdown, type PerfParams } from './perf.ts';
+import { DEFAULT_PERF, slowdown, type PerfParams } from '../model/perf.ts';
 
 export interface SimTask {
   job: SimJob;

@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'FAILED_PRECONDITION' // valid, but can never happen in this cell as it is (a job no server can run)
   | 'RESOURCE_EXHAUSTED' // a limit of the service was reached (a stream client too slow)
   | 'UNAVAILABLE' // the store or a peer cannot be reached
+  | 'DEADLINE_EXCEEDED' // the caller's deadline (or a bounded wait) ran out before the work was done
   | 'COMPACTED' // a watch asked for history that was compacted away
   | 'CANCELLED'
   | 'TOO_MANY_OPS' // a transaction exceeds the store's operation limit
@@ -36,6 +37,17 @@ export class TarcilError extends Error {
 
 export function invalid(field: string, rule: string, details?: Record<string, unknown>): TarcilError {
   return new TarcilError('INVALID_ARGUMENT', `${field}: ${rule}`, details ? { field, details } : { field });
+}
+
+/** The message of anything thrown: an Error's message, or the value as text. */
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  if (typeof e === 'string') return e;
+  try {
+    return JSON.stringify(e) ?? String(e);
+  } catch {
+    return String(e);
+  }
 }
 
 export function isTarcilError(e: unknown, code?: ErrorCode): e is TarcilError {

@@ -11,7 +11,6 @@ export interface Rng {
   fork(): Rng;
 }
 
-const TWO_32 = 4294967296;
 
 export class SeededRng implements Rng {
   private readonly g: RandomGenerator;
@@ -46,11 +45,6 @@ function scramble(seed: number): number {
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return h | 0;
-}
-
-/** For live components that want unpredictable draws; still behind the Rng interface. */
-export function randomSeed(): number {
-  return Math.floor(Math.random() * TWO_32) | 0;
 }
 
 /** Fisher-Yates partial shuffle helpers live in sampling; this one is for small utilities. */

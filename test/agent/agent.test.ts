@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { SchedulingAgent, type AgentConfig } from '../../src/agent/agent.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
-import { seedCluster, uniformServers } from '../../src/agent/seed.ts';
+import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import type { RuRecord, TaskRecord } from '../../src/model/types.ts';
 import { SimulatedRunner } from '../../src/monitor/sim-runner.ts';
 import { Keys, MemoryStore } from '../../src/store/index.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HeldLease } from '../../src/agent/ownership.ts';
+import { HeldLease } from '../../src/state/lease.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { Lease } from '../../src/store/types.ts';
 import { ManualClock } from '../../src/util/clock.ts';

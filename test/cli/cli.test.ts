@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { EXPERIMENTS } from '../../src/sim/experiments.ts';
 
 const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
 
@@ -24,6 +25,15 @@ describe('tarcil sample-size', () => {
     expect(j.R).toBe(83);
     expect(j.capped).toBe(32);
     expect(j.cappedFailProb).toBeCloseTo(0.92 ** 32, 10);
+  });
+
+  it('lists every registered experiment in `tarcil bench --help`', () => {
+    const r = tarcil('bench', '--help');
+    expect(r.code).toBe(0);
+    const listed = r.out.replace(/\s+/g, ' ');
+    const names = Object.keys(EXPERIMENTS);
+    expect(names.length).toBeGreaterThan(10);
+    for (const name of names) expect(listed).toMatch(new RegExp(`[ :,]${name}(,|\\s|$)`));
   });
 
   it('rejects bad flags naming the flag and the rule', () => {

@@ -8,7 +8,7 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import type { ServerSpec } from '../../src/model/types.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';

@@ -6,7 +6,7 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import type { SubmitJobRequest } from '../../src/frontend/gen/tarcil/v1/SubmitJobRequest.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';

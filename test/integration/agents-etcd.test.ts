@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SchedulingAgent, type ConflictScope, type DecisionRecord } from '../../src/agent/agent.ts';
-import { parseJson, type PlacedRuRecord, type PlacedTaskRecord } from '../../src/agent/records.ts';
-import { seedCluster, uniformServers } from '../../src/agent/seed.ts';
+import { parseJson, type PlacedRuRecord, type PlacedTaskRecord } from '../../src/state/records.ts';
+import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import type { RuRecord } from '../../src/model/types.ts';
 import { SimulatedRunner } from '../../src/monitor/sim-runner.ts';
 import { openStore } from '../../src/store/index.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';

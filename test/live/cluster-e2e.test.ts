@@ -1,11 +1,11 @@
 import { audit as replayAudit, history } from '../support/audit.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
-import { parseJson } from '../../src/agent/records.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { parseJson } from '../../src/state/records.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { openStore } from '../../src/store/index.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit } from '../support/live.ts';
 import { tarcil, type TarcilProc } from '../support/procs.ts';

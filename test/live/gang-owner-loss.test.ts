@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobManager } from '../../src/agent/lifecycle.ts';
-import type { LiveTaskRecord } from '../../src/agent/live-records.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
+import type { LiveTaskRecord } from '../../src/state/live-records.ts';
+import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, Lease, TxnRequest, WatchOptions } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { JobManager } from '../../src/agent/lifecycle.ts';
 import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { TarcilError } from '../../src/util/errors.ts';

@@ -6,7 +6,7 @@ import { runSim, type RunConfig } from '../../src/sim/run.ts';
 import { fitParetoShape, boundedParetoMean, w1, w2, w3, w4, w5, w5Trace, SYNTHETIC } from '../../src/sim/workloads.ts';
 import { COPYSET_ATTR } from '../../src/sim/constants.ts';
 import { makeJob, World } from '../../src/sim/world.ts';
-import { slowdown } from '../../src/sim/perf.ts';
+import { slowdown } from '../../src/model/perf.ts';
 import { EXPERIMENTS } from '../../src/sim/experiments.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { vegaSpec, renderSvg } from '../../src/sim/charts.ts';

@@ -4,7 +4,7 @@ import type { ClusterStore, Compare, Lease, Op, WatchBatch, WatchHandle } from '
 
 /**
  * The ClusterStore contract, run against every store. A behaviour that only one store has is a
- * bug in that store (DESIGN.md §6), so store-specific expectations do not belong here.
+ * bug in that store (the embedded store must behave as etcd does), so store-specific expectations do not belong here.
  */
 export interface StoreUnderTest {
   store: ClusterStore;

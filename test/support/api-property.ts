@@ -31,7 +31,7 @@ import { expandCluster, loadCatalog, parseJobSpec, resolveCluster } from '../../
 import { MAX_DURATION_MS, MAX_PRIORITY, MAX_QUEUE_MS, MAX_TASKS } from '../../src/model/schema.ts';
 import { N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
 import { EtcdStore } from '../../src/store/etcd.ts';
-import { Keys } from '../../src/store/keys.ts';
+import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';

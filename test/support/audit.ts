@@ -1,6 +1,6 @@
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/agent/live-records.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/agent/records.ts';
-import type { Keys } from '../../src/store/keys.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import type { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, WatchEvent } from '../../src/store/types.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);

@@ -1,3 +1,7 @@
+/**
+ * The store's key layout under a cluster's prefix: servers, RUs, epochs, jobs, tasks, queue,
+ * owners, decisions, requests. Every component builds its keys here.
+ */
 import type { RuRef } from '../model/types.ts';
 
 /**

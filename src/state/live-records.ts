@@ -1,6 +1,10 @@
-import type { JobState, RuRef, TaskRecord, TaskState } from '../model/types.ts';
-import type { Keys } from '../store/keys.ts';
-import type { DecisionRecord } from './agent.ts';
+/**
+ * The records of the live cell (jobs, tasks, servers, owners, load reports, stored decisions) and
+ * their keys: what the front-end, the job owners and the node monitors read and write.
+ */
+import type { JobState, TaskRecord, TaskState } from '../model/types.ts';
+import type { Keys } from './keys.ts';
+import type { DecisionRecord } from './decisions.ts';
 import type { JobRecord, ServerRecord } from './records.ts';
 
 /**
@@ -107,8 +111,4 @@ export class LiveKeys {
     const index = Number(rest.slice(slash + 1));
     return Number.isInteger(index) ? { job: rest.slice(0, slash), index } : undefined;
   }
-}
-
-export function sameRu(a: RuRef | undefined, b: RuRef | undefined): boolean {
-  return !!a && !!b && a.server === b.server && a.index === b.index;
 }

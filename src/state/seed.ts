@@ -1,5 +1,9 @@
+/**
+ * Writes a cluster's servers and RUs into the store (demo cells, benchmarks, tests): what node
+ * monitors register for themselves in a live cell.
+ */
 import type { ServerSpec } from '../model/types.ts';
-import type { Keys } from '../store/keys.ts';
+import type { Keys } from './keys.ts';
 import type { ClusterStore, Op } from '../store/types.ts';
 import type { ServerRecord } from './records.ts';
 

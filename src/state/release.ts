@@ -1,7 +1,11 @@
+/**
+ * Frees an RU when its task ends: one transaction fenced on the revision at which the task was
+ * placed, which also bumps the server's epoch and records the task's outcome.
+ */
 import type { RuRef } from '../model/types.ts';
-import type { Keys } from '../store/keys.ts';
+import type { Keys } from './keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import type { PlacedRuRecord } from './records.ts';
+import { FREE_RU_VALUE, type PlacedRuRecord } from './records.ts';
 
 export interface TaskOutcome {
   state: 'succeeded' | 'failed' | 'lost' | 'cancelled';
@@ -28,7 +32,7 @@ export async function releaseRu(
     compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }],
     success: [
       // A monitor passes its lease: a free RU then leaves the store with the monitor.
-      { type: 'put', key: keys.ru(ref), value: JSON.stringify({ state: 'free' }), ...(opts.lease ? { lease: opts.lease } : {}) },
+      { type: 'put', key: keys.ru(ref), value: FREE_RU_VALUE, ...(opts.lease ? { lease: opts.lease } : {}) },
       { type: 'put', key: keys.epoch(ref.server), value: `release:${placed.job}#${placed.task}` },
       {
         type: 'put',
@@ -75,7 +79,7 @@ export async function freeReservation(
     ],
     success: [
       server
-        ? { type: 'put', key: keys.ru(r.ru), value: JSON.stringify({ state: 'free' }), ...(server.lease !== '0' ? { lease: server.lease } : {}) }
+        ? { type: 'put', key: keys.ru(r.ru), value: FREE_RU_VALUE, ...(server.lease !== '0' ? { lease: server.lease } : {}) }
         : { type: 'delete', key: keys.ru(r.ru) },
       { type: 'put', key: keys.epoch(r.ru.server), value: `${r.by}:release` },
       { type: 'delete', key: keys.task(r.job, r.task) },

@@ -1,3 +1,7 @@
+/**
+ * A lease held by a live component (a job owner, a node monitor), kept alive and self-fenced; and
+ * withTimeout for store calls that must not outlive the lease.
+ */
 import type { ClusterStore, Lease } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';

@@ -1,3 +1,7 @@
+/**
+ * The records of the scheduling state in the store (RUs, servers, jobs, placed tasks) and their
+ * parsing: the shared vocabulary of agents, monitors and the front-end.
+ */
 import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord } from '../model/types.ts';
 import type { Occupant } from '../sampling/cluster-state.ts';
 import type { KeyValue } from '../store/types.ts';
@@ -63,4 +67,5 @@ export function occupantOf(rec: RuRecord | undefined): Occupant | null {
   };
 }
 
-export const FREE_RU: RuRecord = { state: 'free' };
+/** The stored value of a free RU. */
+export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord);

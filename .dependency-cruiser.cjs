@@ -1,0 +1,54 @@
+/**
+ * The dependency rules of tarcil's source tree, checked by `npm run deps` (part of `npm run lint`).
+ * ARCHITECTURE.md explains them: the scheduling core knows nothing of how it is served (cli,
+ * frontend) or simulated (sim); the node monitor knows nothing of the agents; src never reaches
+ * into tests or benchmarks; no cycles.
+ */
+const CORE = '^src/(quality|sampling|admission|model|util|store|state|agent|monitor)/';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycles',
+      severity: 'error',
+      comment: 'A cycle makes both modules one unit: split the shared part out.',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'core-not-served-or-simulated',
+      severity: 'error',
+      comment: 'The scheduling core is shared by the live agents and the simulator: it must not depend on the CLI, the gRPC front-end or the simulator.',
+      from: { path: CORE },
+      to: { path: '^src/(cli|frontend|sim)/' },
+    },
+    {
+      name: 'monitor-not-agent',
+      severity: 'error',
+      comment: 'A node monitor talks to the store through src/state, never through the agents.',
+      from: { path: '^src/monitor/' },
+      to: { path: '^src/agent/' },
+    },
+    {
+      name: 'src-not-tests-or-bench',
+      severity: 'error',
+      comment: 'Shipped code never imports tests or benchmarks.',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench)/' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment: 'An import that does not resolve is a broken build.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^src/frontend/gen/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+  },
+};

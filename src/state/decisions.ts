@@ -1,0 +1,50 @@
+/**
+ * Decision records: everything an agent decided about one job and why (what `tarcil explain`
+ * shows), stored under `decisions/<job>`. A stored or explained record keeps every field but at
+ * most MAX_PLACEMENTS placements (the first ones), with the number left out: a 100,000-task job's
+ * full list would exceed etcd's request size and gRPC's message size; its tasks carry their RUs.
+ */
+import type { AdmissionVerdict } from '../admission/index.ts';
+import type { RuRef } from '../model/types.ts';
+
+/** One placed task, as reported to the caller and recorded for explanation. */
+export interface Placement {
+  task: number;
+  ru: RuRef;
+  Q: number;
+  acceptable: boolean;
+  score: number;
+  commitRevision: number;
+  preempted?: { job: string; task: number; priority: number };
+}
+
+/** Everything the agent decided about one job and why: what `tarcil explain` shows. */
+export interface DecisionRecord {
+  job: string;
+  agent: string;
+  target: number;
+  admission: AdmissionVerdict[];
+  samples: { R: number; f: number; candidates: number }[];
+  placements: Placement[];
+  /** Why the job waits right now (admission queue, no free RU it may use); unset when it does not. */
+  waiting?: string;
+  /** Placements left out of `placements` when the record was stored (see decisions.ts). */
+  omittedPlacements?: number;
+  conflicts: number;
+  retries: number;
+  /** Times the job went back to admission after exhausting retries or finding too few RUs. */
+  readmissions: number;
+  queuedMs: number;
+  /** Milliseconds in each stage, summed over attempts. */
+  stageMs: { admission: number; size: number; select: number; commit: number; queue: number };
+  startedAt: number;
+  finishedAt?: number;
+}
+
+
+export const MAX_PLACEMENTS = 200;
+
+export function trimDecision(r: DecisionRecord, max = MAX_PLACEMENTS): DecisionRecord {
+  if (r.placements.length <= max) return r;
+  return { ...r, placements: r.placements.slice(0, max), omittedPlacements: (r.omittedPlacements ?? 0) + r.placements.length - max };
+}
