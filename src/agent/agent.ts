@@ -1,4 +1,4 @@
-import { AdmissionState } from '../admission/index.ts';
+import { AdmissionState, DEFAULT_BUCKETS } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
@@ -53,7 +53,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   maxRetries: 6,
   backoffBaseMs: 1,
   backoffMaxMs: 100,
-  buckets: 20,
+  buckets: DEFAULT_BUCKETS,
   historyWindowMs: 2 * 3600_000,
   recheckMs: 1000,
   consumeQueue: true,

@@ -21,7 +21,7 @@ import {
 } from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { trimDecision } from '../state/decisions.ts';
-import { HeldLease } from '../state/lease.ts';
+import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { freeReservation } from '../state/release.ts';
 
@@ -181,7 +181,7 @@ export class JobManager {
   constructor(opts: JobManagerOptions) {
     this.o = opts;
     this.live = new LiveKeys(opts.keys);
-    this.ttl = opts.leaseTtlSeconds ?? 10;
+    this.ttl = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? 10 * 60_000;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? 5 * 60_000;
     this.agents = Array.from(

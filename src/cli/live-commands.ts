@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
+import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import {
   cancelCommand,
   clusterCommand,
@@ -67,7 +68,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', int('--port', 0, 65535), 7070)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
-    .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', int('--lease-ttl', 1, 600), 10)
+    .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', int('--lease-ttl', 1, 600), DEFAULT_LEASE_TTL_S)
     .option('--name <name>', 'names this process in owner records (default host-pid)')
     .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default('ru'))
     .option('--group-commit <n>', 'commit requests each agent keeps in flight; decisions made meanwhile leave together (0: one transaction per decision)', int('--group-commit', 0, 64), DEFAULT_AGENT_CONFIG.groupCommit)
@@ -85,7 +86,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--host <host>', 'interface for the NodeMonitor service', '127.0.0.1')
     .option('--port <n>', 'NodeMonitor port (0: any free port)', int('--port', 0, 65535), 0)
     .option('--advertise <host:port>', 'address agents use to reach this monitor')
-    .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), 10)
+    .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), DEFAULT_LEASE_TTL_S)
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)

@@ -5,6 +5,7 @@ import { runDemo } from './demo.ts';
 import { registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
+import { DEFAULT_BUCKETS } from '../admission/index.ts';
 
 function num(name: string, rule: (x: number) => boolean, ruleText: string) {
   return (value: string): number => {
@@ -66,7 +67,7 @@ program
   .option('--cluster <name|file>', 'cluster spec to judge the buckets against', 'ec2-100')
   .option('--load <x>', 'resident load placed on the cluster before judging', unit('--load'), 0.6)
   .option('--seed <n>', 'random seed for the resident load', int('--seed', 0, 2 ** 31 - 1), 1)
-  .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), 20)
+  .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), DEFAULT_BUCKETS)
   .option('--json', 'machine-readable output', false)
   .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
     process.stdout.write(profileCommand(name, o));

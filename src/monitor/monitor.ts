@@ -1,6 +1,6 @@
 import { Follower } from '../state/follow.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
-import { HeldLease } from '../state/lease.ts';
+import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { releaseRu, type TaskOutcome } from '../state/release.ts';
 import { N_RESOURCES, type JobSpec, type ServerSpec } from '../model/types.ts';
@@ -226,7 +226,7 @@ export class LocalMonitor {
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log.child({ component: 'monitor-lease', server: this.server.id }),
-      ttlSeconds: this.o.leaseTtlSeconds ?? 10,
+      ttlSeconds: this.o.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S,
       onFenced: (why) => this.onFenced(why),
     });
     const k = this.o.keys;

@@ -22,6 +22,9 @@ import type { Logger } from '../util/log.ts';
  *      effects outside etcd (a running process) from overlapping with the next holder's, assuming
  *      clocks advance at the same rate.
  */
+/** TTL of a component's lease when none is configured (front-ends and monitors alike). */
+export const DEFAULT_LEASE_TTL_S = 10;
+
 export interface HeldLeaseOptions {
   store: ClusterStore;
   clock: Clock;
