@@ -7,7 +7,7 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Table from 'cli-table3';
 import { renderSvg } from '../sim/charts.ts';
-import { EXPERIMENTS, type ExperimentResult } from '../sim/experiments.ts';
+import { EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
 import { TarcilError } from '../util/errors.ts';
 
 export interface BenchOptions {

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { EXPERIMENTS } from '../../src/sim/experiments.ts';
+import { EXPERIMENTS } from '../../src/sim/experiments/index.ts';
 
 const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
 

@@ -7,7 +7,7 @@ import { fitParetoShape, boundedParetoMean, w1, w2, w3, w4, w5, w5Trace, SYNTHET
 import { COPYSET_ATTR } from '../../src/sim/constants.ts';
 import { makeJob, World } from '../../src/sim/world.ts';
 import { slowdown } from '../../src/model/perf.ts';
-import { EXPERIMENTS } from '../../src/sim/experiments.ts';
+import { EXPERIMENTS } from '../../src/sim/experiments/index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { vegaSpec, renderSvg } from '../../src/sim/charts.ts';
 

@@ -1,0 +1,32 @@
+/**
+ * The registry of simulator experiments (`tarcil bench <name>`): each returns flat rows (CSV),
+ * tables, charts and the paper's figure to compare against, with a quick and a full size; the
+ * full one is what bench/results holds.
+ */
+import type { Runner } from './common.ts';
+import { agentsExp, durationExp, loadExp, prioritiesExp, sampleSize } from './tarcil-w1.ts';
+import { compare, w2LoadExp } from './compare.ts';
+import { ablation, qualityExp, robustnessExp, uniformity } from './quality.ts';
+import { pigeonExp, sparrowExp } from './rivals.ts';
+import { calibrateExp, speed } from './model.ts';
+
+export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
+
+export const EXPERIMENTS: Record<string, Runner> = {
+  'sample-size': sampleSize,
+  agents: agentsExp,
+  load: loadExp,
+  duration: durationExp,
+  compare,
+  'w2-load': w2LoadExp,
+  priorities: prioritiesExp,
+  robustness: robustnessExp,
+  quality: qualityExp,
+  ablation,
+  uniformity,
+  sparrow: sparrowExp,
+  pigeon: pigeonExp,
+  calibrate: calibrateExp,
+  speed,
+};
+
