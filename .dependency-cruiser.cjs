@@ -3,6 +3,9 @@
  * ARCHITECTURE.md explains them: the scheduling core knows nothing of how it is served (cli,
  * frontend) or simulated (sim); the node monitor knows nothing of the agents; src never reaches
  * into tests or benchmarks; no cycles.
+ *
+ * dependency-cruiser is pinned to 17.4.3 in package.json: the 17 line is the last whose engines
+ * allow Node 20 (^20.12), 18 needs Node 22.
  */
 const CORE = '^src/(quality|sampling|admission|model|util|store|state|agent|monitor)/';
 

@@ -1,6 +1,7 @@
 // Marks the files proto-loader-gen-types wrote under src/frontend/gen as generated (first line),
-// so nobody edits them by hand: `npm run proto:gen` regenerates them from proto/, and CI fails
-// when the committed files differ from what the protos generate.
+// so nobody edits them by hand: `npm run proto:gen` empties the folder and regenerates it from
+// proto/, and CI (.ci/run) fails when the committed files differ from what the protos generate
+// (a changed file, a new one, or a stale one no proto generates any more).
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';

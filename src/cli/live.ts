@@ -17,7 +17,7 @@ import { openStore } from '../store/index.ts';
 import { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
-import { invalid, TarcilError } from '../util/errors.ts';
+import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { SeededRng } from '../util/rng.ts';
 
@@ -62,7 +62,7 @@ async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<
       closing = true;
       log.info({ sig }, 'shutting down');
       close().then(resolve, (err: unknown) => {
-        log.error({ err: (err as Error).message }, 'shutdown failed');
+        log.error({ err: errorMessage(err) }, 'shutdown failed');
         resolve();
       });
     };

@@ -29,7 +29,11 @@ program
       'optimistic commits on etcd or the embedded store).',
   )
   .showHelpAfterError()
-  .configureOutput({ outputError: (str, write) => write(str) });
+  .configureOutput({ outputError: (str, write) => write(str) })
+  // A flag or argument commander rejects (bad value, unknown option, missing argument) exits 2, as
+  // one rejected after parsing does (a TarcilError, below): commander's own default would be 1.
+  // Help and --version still exit 0. Subcommands inherit this from the program.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
 program
   .command('demo', { isDefault: true })

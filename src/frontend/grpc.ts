@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
-import { isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
+import { errorMessage, isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
 import { loadProtos } from './proto.ts';
 
 export interface TlsFiles {
@@ -102,7 +102,7 @@ export function toStatus(err: unknown): Partial<grpc.StatusObject> {
     if (err.field) metadata.set('tarcil-field', err.field);
     return { code: CODES[err.code], details: err.message, metadata };
   }
-  return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err), metadata };
+  return { code: grpc.status.INTERNAL, details: errorMessage(err), metadata };
 }
 
 /**

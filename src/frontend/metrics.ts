@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
 import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
+import { errorMessage } from '../util/errors.ts';
 
 /**
  * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
@@ -138,7 +139,7 @@ function serveRegistry(registry: Registry, host: string, port: number): Promise<
     }
     registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      (err: unknown) => res.writeHead(500).end(String(err)),
+      (err: unknown) => res.writeHead(500).end(errorMessage(err)),
     );
   });
   return new Promise((resolve, reject) => {

@@ -8,7 +8,7 @@ import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { invalid, TarcilError } from '../util/errors.ts';
+import { errorMessage, invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { explanationToProto, jobToProto, serverToProto, specInputFromProto } from './convert.ts';
 import type { Cluster } from './gen/tarcil/v1/Cluster.ts';
@@ -74,7 +74,7 @@ export class SchedulerService {
       try {
         input = JSON.parse(req.specJson) as unknown;
       } catch (e) {
-        throw invalid('spec_json', `must be valid JSON (${(e as Error).message})`);
+        throw invalid('spec_json', `must be valid JSON (${errorMessage(e)})`);
       }
     } else if (req.spec) {
       input = specInputFromProto(req.spec);
@@ -92,7 +92,7 @@ export class SchedulerService {
         void this.submit(call.request, call).then(
           (r) => cb(null, r),
           (e: unknown) => {
-            if ((e as TarcilError).code === 'INVALID_ARGUMENT') this.d.metrics?.rejected.inc();
+            if (isTarcilError(e, 'INVALID_ARGUMENT')) this.d.metrics?.rejected.inc();
             cb(unaryStatus(e));
           },
         );

@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import { TarcilError } from '../util/errors.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
 import {
   clusterSpecSchema,
   describeIssues,
@@ -79,7 +79,7 @@ function readJson(file: string): Parsed<unknown> {
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
   } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
+    const msg = errorMessage(e);
     return { ok: false, issues: [{ file, field: '(file)', rule: `is not valid JSON (${msg})` }] };
   }
 }

@@ -26,7 +26,7 @@ import {
   type Watcher,
 } from 'etcd3';
 import { SystemClock, type Timer } from '../util/clock.ts';
-import { TarcilError, invalid } from '../util/errors.ts';
+import { errorMessage, TarcilError, invalid } from '../util/errors.ts';
 import { rootLogger } from '../util/log.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
@@ -728,7 +728,7 @@ function loadTls(tls: EtcdTlsOptions): NonNullable<IOptions['credentials']> {
 /** Maps etcd3 and gRPC errors onto the project's stable codes. */
 export function toTarcil(err: unknown, what: string): TarcilError {
   if (err instanceof TarcilError) return err;
-  const e = err instanceof Error ? err : new Error(String(err));
+  const e = err instanceof Error ? err : new Error(errorMessage(err));
   const m = e.message;
   const make = (code: TarcilError['code'], details?: Record<string, unknown>): TarcilError =>
     new TarcilError(code, `${what}: ${m}`, details ? { cause: e, details } : { cause: e });

@@ -1,5 +1,5 @@
 import { SystemClock, type Clock, type Timer } from '../util/clock.ts';
-import { TarcilError, invalid } from '../util/errors.ts';
+import { errorMessage, TarcilError, invalid } from '../util/errors.ts';
 import { rootLogger } from '../util/log.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
@@ -601,7 +601,7 @@ function settle<T>(fn: () => T): Promise<T> {
   try {
     return Promise.resolve(fn());
   } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    return Promise.reject(err instanceof Error ? err : new Error(errorMessage(err)));
   }
 }
 

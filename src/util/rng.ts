@@ -11,7 +11,6 @@ export interface Rng {
   fork(): Rng;
 }
 
-
 export class SeededRng implements Rng {
   private readonly g: RandomGenerator;
 

@@ -27,6 +27,17 @@ describe('tarcil sample-size', () => {
     expect(j.cappedFailProb).toBeCloseTo(0.92 ** 32, 10);
   });
 
+  it('rejects bad flags naming the flag and the rule, with exit code 2', () => {
+    const r = tarcil('sample-size', '--quantile', '1.5');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('--quantile must be in (0, 1)');
+    const g = tarcil('sample-size', '--good', '8');
+    expect(g.code).toBe(2);
+    expect(g.err).toContain('--good/--population: must be given together');
+  });
+});
+
+describe('tarcil bench', () => {
   it('lists every registered experiment in `tarcil bench --help`', () => {
     const r = tarcil('bench', '--help');
     expect(r.code).toBe(0);
@@ -36,13 +47,11 @@ describe('tarcil sample-size', () => {
     for (const name of names) expect(listed).toMatch(new RegExp(`[ :,]${name}(,|\\s|$)`));
   });
 
-  it('rejects bad flags naming the flag and the rule', () => {
-    const r = tarcil('sample-size', '--quantile', '1.5');
-    expect(r.code).not.toBe(0);
-    expect(r.err).toContain('--quantile must be in (0, 1)');
-    const g = tarcil('sample-size', '--good', '8');
-    expect(g.code).toBe(2);
-    expect(g.err).toContain('--good/--population: must be given together');
+  it('names the known experiments when given an unknown one, with exit code 2', () => {
+    const r = tarcil('bench', 'no-such-experiment', '--quick');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("unknown experiment 'no-such-experiment'");
+    for (const name of Object.keys(EXPERIMENTS)) expect(r.err).toContain(name);
   });
 });
 
@@ -80,9 +89,15 @@ describe('tarcil profile', () => {
 });
 
 describe('tarcil server', () => {
-  it('rejects a bad --group-commit naming the flag and the rule', () => {
+  it('rejects a bad --group-commit naming the flag and the rule, with exit code 2', () => {
     const r = tarcil('server', '--group-commit', '-1');
-    expect(r.code).not.toBe(0);
+    expect(r.code).toBe(2);
     expect(r.err).toContain('--group-commit must be an integer in [0, 64]');
+  });
+
+  it('rejects an unknown flag with exit code 2', () => {
+    const r = tarcil('server', '--no-such-flag');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("unknown option '--no-such-flag'");
   });
 });

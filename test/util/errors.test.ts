@@ -1,0 +1,40 @@
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { deadlineExceeded, toStatus } from '../../src/frontend/grpc.ts';
+import { errorMessage, invalid, TarcilError } from '../../src/util/errors.ts';
+
+describe('errorMessage', () => {
+  it('gives an Error its message and anything else as text', () => {
+    expect(errorMessage(new TarcilError('UNAVAILABLE', 'etcd is away'))).toBe('etcd is away');
+    expect(errorMessage(new RangeError('too far'))).toBe('too far');
+    expect(errorMessage('plain text')).toBe('plain text');
+    expect(errorMessage({ code: 7 })).toBe('{"code":7}');
+    expect(errorMessage(42)).toBe('42');
+    expect(errorMessage(undefined)).toBe('undefined');
+    expect(errorMessage(null)).toBe('null');
+    expect(errorMessage(10n)).toBe('10');
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(errorMessage(cyclic)).toBe('[object Object]');
+  });
+});
+
+describe('toStatus', () => {
+  it('maps a deadline to DEADLINE_EXCEEDED, not UNAVAILABLE', () => {
+    const st = toStatus(deadlineExceeded('the job was persisted'));
+    expect(st.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(st.details).toBe('deadline exceeded before the job was persisted');
+  });
+
+  it('keeps ALREADY_EXISTS and the field of an invalid argument', () => {
+    expect(toStatus(new TarcilError('ALREADY_EXISTS', 'job j1 exists already')).code).toBe(grpc.status.ALREADY_EXISTS);
+    const st = toStatus(invalid('tasks', 'must be an integer in [1, 100000]'));
+    expect(st.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(st.metadata?.get('tarcil-field')).toEqual(['tasks']);
+  });
+
+  it('reports anything else as INTERNAL with its message', () => {
+    expect(toStatus(new Error('boom'))).toMatchObject({ code: grpc.status.INTERNAL, details: 'boom' });
+    expect(toStatus('bare string')).toMatchObject({ code: grpc.status.INTERNAL, details: 'bare string' });
+  });
+});
