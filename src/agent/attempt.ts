@@ -59,6 +59,9 @@ export class Attempt {
   queuedSince = Number.NaN;
   /** Estimated wait of the first admission verdict that queued it (for the realised-wait figure). */
   firstEstimateMs = Number.NaN;
+  /** Held by admission since it was last admitted; whether the realised wait was reported. */
+  private waiting = false;
+  private reported = false;
   /** Retries of the current chunk. */
   retries = 0;
   /** Counters for explain and for the simulator's figures. */
@@ -90,14 +93,20 @@ export class Attempt {
         this.queuedSince = now;
         this.firstEstimateMs = verdict.estimateMs ?? Number.NaN;
       }
+      this.waiting = true;
       this.totals.admissionWaits++;
       const left = this.maxQueueMs - (now - this.queuedSince);
       const ms = Math.max(1, Math.min(verdict.estimateMs ?? this.policy.recheckMs, this.policy.recheckMs, left));
       return { kind: 'admission-wait', ms };
     }
-    const wasQueued = !this.admitted && !Number.isNaN(this.queuedSince);
+    // The realised wait is reported once, when the first admission wait ends (a request that
+    // returns to admission later and is admitted at once reports nothing more).
+    const ended = this.waiting && !this.reported;
+    this.waiting = false;
     this.admitted = true;
-    return wasQueued ? { kind: 'go', realisedWaitMs: now - this.queuedSince } : { kind: 'go' };
+    if (!ended) return { kind: 'go' };
+    this.reported = true;
+    return { kind: 'go', realisedWaitMs: now - this.queuedSince };
   }
 
   /**

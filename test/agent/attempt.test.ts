@@ -24,6 +24,9 @@ describe('the attempt loop', () => {
     expect(at.admitted).toBe(true);
     expect(at.firstEstimateMs).toBe(300);
     expect(at.totals.admissionWaits).toBe(3);
+    // Back to admission later: placed at once (overdue), and the wait is not reported twice.
+    at.readmit();
+    expect(at.afterVerdict(verdict('queue', 100), 4000)).toEqual({ kind: 'go' });
   });
 
   it('admits at once on admit or best-effort, with no realised wait when it never queued', () => {
