@@ -1,33 +1,12 @@
-import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
-import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
-import {
-  ClientClosedError,
-  CompareResult,
-  CompareTarget,
-  Etcd3,
-  EtcdAuthenticationFailedError,
-  EtcdInvalidAuthTokenError,
-  EtcdLeaseInvalidError,
-  EtcdPermissionDeniedError,
-  GRPCCancelledError,
-  GRPCDeadlineExceededError,
-  GRPCInvalidArgumentError,
-  GRPCUnavailableError,
-  Range,
-  isRecoverableError,
-  type ICompare,
-  type IKeyValue,
-  type IOptions,
-  type IRequestOp,
-  type IResponseOp,
-  type IWatchResponse,
-  type Lease as Etcd3Lease,
-  type Watcher,
-} from 'etcd3';
-import { SystemClock, type Timer } from '../util/clock.ts';
-import { errorMessage, TarcilError, invalid } from '../util/errors.ts';
-import { rootLogger } from '../util/log.ts';
+/**
+ * EtcdStore: the ClusterStore on etcd 3.4+ through the etcd3 package — paged ranges at one
+ * revision, transactions (nested for group commit), watches that resume after a broken stream,
+ * and leases. Conversions live in etcd-convert.ts, watches in etcd-watch.ts, leases in
+ * etcd-lease.ts.
+ */
+import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, noop } from 'cockatiel';
+import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import { TarcilError, invalid } from '../util/errors.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
   DEFAULT_MAX_TXN_OPS,
@@ -35,11 +14,9 @@ import {
   checkTxn,
   checkTxns,
   normalizeLease,
-  prefixRangeEnd,
 } from './common.ts';
 import type {
   ClusterStore,
-  Compare,
   KeyValue,
   Lease,
   LeaseOptions,
@@ -47,19 +24,25 @@ import type {
   RangeResult,
   TxnRequest,
   TxnResult,
-  WatchBatch,
-  WatchEvent,
   WatchHandle,
   WatchOptions,
 } from './types.ts';
+import {
+  ALL_KEYS,
+  branchResponses,
+  fromKv,
+  loadTls,
+  prefixRange,
+  sleep,
+  toCompare,
+  toRequestOp,
+  toTarcil,
+  type EtcdTlsOptions,
+} from './etcd-convert.ts';
+import { EtcdLeaseHandle } from './etcd-lease.ts';
+import { EtcdWatch } from './etcd-watch.ts';
 
-export interface EtcdTlsOptions {
-  /** CA bundle that signed the server certificates; the system roots when omitted. */
-  caFile?: string;
-  /** Client certificate and key, for etcd's --client-cert-auth. */
-  certFile?: string;
-  keyFile?: string;
-}
+export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
 
 export interface EtcdStoreOptions {
   /** `http://host:port`, `https://host:port` or `host:port` (scheme from `tls`). */
@@ -80,19 +63,6 @@ export interface EtcdStoreOptions {
   /** Keys per range call; larger ranges are read in pages at one revision. Default 5000. */
   rangePageSize?: number;
 }
-
-const log = rootLogger.child({ component: 'etcd-store' });
-const ALL_KEYS = Buffer.from([0]);
-const RESULT: Record<Compare['op'], CompareResult> = {
-  '==': CompareResult.Equal,
-  '!=': CompareResult.NotEqual,
-  '<': CompareResult.Less,
-  '>': CompareResult.Greater,
-};
-/** How long close() waits for etcd to confirm a watch cancellation before giving up on it. */
-const WATCH_CANCEL_WAIT_MS = 2000;
-/** Margin after a lease's TTL before asking etcd whether it expired (keepAlive: false). */
-const LEASE_CHECK_SLACK_MS = 250;
 
 /**
  * ClusterStore on etcd v3 through the `etcd3` package.
@@ -407,361 +377,4 @@ export class EtcdStore implements ClusterStore {
       }
     }
   }
-}
-
-/** One watch over etcd3's Watcher; see the EtcdStore comment for the reconnect and cancel rules. */
-class EtcdWatch {
-  private watcher: Watcher | undefined;
-  /** Next revision to deliver; 0 until known when the watch started from "now". */
-  private next: number;
-  private ended = false;
-  /** etcd3 has forgotten the watcher (cancelled by etcd): cancelling it again would hang. */
-  private detached = false;
-  private onFirst: (() => void) | undefined;
-
-  constructor(
-    private readonly client: Etcd3,
-    private readonly opts: WatchOptions,
-    private readonly forget: () => void,
-  ) {
-    this.next = opts.fromRevision > 0 ? Math.floor(opts.fromRevision) : 0;
-  }
-
-  handle(): WatchHandle {
-    return { close: () => this.close() };
-  }
-
-  /** Registers the watch; resolves once etcd has created it (or already cancelled it). */
-  start(timeoutMs: number): Promise<void> {
-    const [key, end] = prefixRange(this.opts.prefix);
-    const builder = this.client.watch().inRange(new Range(key, end));
-    if (this.next > 0) builder.startRevision(String(this.next));
-    // watcher() rather than create(): every listener is attached before any event can fire, so
-    // an 'error' arriving right after 'connected' is never emitted without a listener.
-    const watcher = builder.watcher();
-    this.watcher = watcher;
-    watcher.on('connected', (res: IWatchResponse) => {
-      if (this.next === 0) this.next = Number(res.header.revision) + 1;
-      this.onFirst?.();
-    });
-    watcher.on('data', (res: IWatchResponse) => this.onData(res));
-    watcher.on('disconnected', () => {
-      if (!this.ended && this.next > 0) watcher.request.start_revision = String(this.next);
-    });
-    watcher.on('error', (err: Error) => {
-      this.detached = true;
-      this.onFirst?.();
-      this.onCancelled(err);
-    });
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.onFirst = undefined;
-        void this.close();
-        reject(new TarcilError('UNAVAILABLE', `etcd did not register the watch on ${this.opts.prefix} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      timer.unref();
-      this.onFirst = () => {
-        this.onFirst = undefined;
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  /** Reports an error on a later tick, for a watch refused before it reached etcd. */
-  failSoon(err: TarcilError): void {
-    this.detached = true;
-    setImmediate(() => this.finish(err));
-  }
-
-  async close(): Promise<void> {
-    this.ended = true;
-    this.forget();
-    const watcher = this.watcher;
-    if (!watcher || this.detached) return;
-    this.detached = true;
-    let timer: NodeJS.Timeout | undefined;
-    const giveUp = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, WATCH_CANCEL_WAIT_MS);
-      timer.unref();
-    });
-    try {
-      await Promise.race([watcher.cancel(), giveUp]);
-    } catch (err) {
-      log.debug({ err, prefix: this.opts.prefix }, 'watch cancel failed');
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  private onData(res: IWatchResponse): void {
-    if (this.ended) return;
-    const batches: WatchBatch[] = [];
-    for (const ev of res.events) {
-      const rev = Number(ev.kv.mod_revision);
-      // After a resume etcd may send again what was delivered before the disconnect.
-      if (rev < this.next) continue;
-      const event: WatchEvent =
-        ev.type === 'Delete'
-          ? { type: 'delete', kv: { key: ev.kv.key.toString(), value: '', createRevision: 0, modRevision: rev, version: 0, lease: '0' } }
-          : { type: 'put', kv: fromKv(ev.kv) };
-      const last = batches[batches.length - 1];
-      if (last && last.revision === rev) last.events.push(event);
-      else batches.push({ revision: rev, events: [event] });
-    }
-    for (const batch of batches) {
-      if (this.ended) return;
-      this.next = batch.revision + 1;
-      try {
-        this.opts.onEvents(batch);
-      } catch (err) {
-        log.error({ err, revision: batch.revision, prefix: this.opts.prefix }, 'watch callback threw');
-      }
-    }
-  }
-
-  private onCancelled(err: Error): void {
-    const reason = err.message.replace(/^.*?Watcher canceled:\s*/s, '').trim();
-    const compacted = reason === '' || /compact/i.test(reason);
-    this.finish(
-      new TarcilError(
-        compacted ? 'COMPACTED' : 'CANCELLED',
-        compacted
-          ? `watch on ${this.opts.prefix} from revision ${this.next}: that history is compacted`
-          : `etcd cancelled the watch on ${this.opts.prefix}: ${reason}`,
-        { cause: err, details: { nextRevision: this.next } },
-      ),
-    );
-  }
-
-  private finish(err: TarcilError): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.forget();
-    try {
-      this.opts.onError(err);
-    } catch (e) {
-      log.error({ err: e, prefix: this.opts.prefix }, 'watch error callback threw');
-    }
-  }
-}
-
-class EtcdLeaseHandle implements Lease {
-  id = '0';
-  readonly ttlSeconds: number;
-  private callbacks: Array<(err: Error) => void> = [];
-  private lostError: TarcilError | undefined;
-  private stopped = false;
-  private check: Timer | undefined;
-  private readonly clock = new SystemClock();
-
-  constructor(
-    private readonly client: Etcd3,
-    private readonly inner: Etcd3Lease,
-    ttlSeconds: number,
-    private readonly keepAlive: boolean,
-    private readonly forget: () => void,
-  ) {
-    this.ttlSeconds = ttlSeconds;
-    inner.on('lost', (err: Error) => this.lost(err));
-  }
-
-  granted(id: string): void {
-    this.id = id;
-    if (!this.keepAlive) this.scheduleCheck(this.ttlSeconds * 1000);
-  }
-
-  onLost(cb: (err: Error) => void): void {
-    const err = this.lostError;
-    if (err) queueMicrotask(() => runCallback(cb, err));
-    else this.callbacks.push(cb);
-  }
-
-  async keepAliveOnce(): Promise<void> {
-    if (this.lostError) throw this.lostError;
-    try {
-      await this.inner.keepaliveOnce();
-    } catch (err) {
-      throw toTarcil(err, `keep lease ${this.id} alive`);
-    }
-  }
-
-  async revoke(): Promise<void> {
-    this.stop();
-    try {
-      await this.inner.revoke();
-    } catch (err) {
-      throw toTarcil(err, `revoke lease ${this.id}`);
-    }
-  }
-
-  release(): void {
-    this.stop();
-    this.inner.release();
-  }
-
-  private stop(): void {
-    this.stopped = true;
-    this.check?.cancel();
-    this.check = undefined;
-    this.forget();
-  }
-
-  private lost(err: Error): void {
-    if (this.stopped || this.lostError) return;
-    this.stop();
-    const e = new TarcilError('LEASE_NOT_FOUND', `lease ${this.id} lost: ${err.message}`, { cause: err, details: { lease: this.id } });
-    this.lostError = e;
-    const callbacks = this.callbacks;
-    this.callbacks = [];
-    for (const cb of callbacks) runCallback(cb, e);
-  }
-
-  /** keepAlive: false: etcd3 will not notice the expiry, so ask etcd when it is due. */
-  private scheduleCheck(ms: number): void {
-    if (this.stopped) return;
-    this.check = this.clock.setTimer(ms + LEASE_CHECK_SLACK_MS, () => {
-      this.check = undefined;
-      this.client.leaseClient.leaseTimeToLive({ ID: this.id }).then(
-        (res) => {
-          const left = Number(res.TTL);
-          if (left <= 0) this.lost(new Error('the lease expired'));
-          else this.scheduleCheck(left * 1000);
-        },
-        (err: unknown) => {
-          const e = toTarcil(err, 'lease time-to-live');
-          if (e.code === 'LEASE_NOT_FOUND') this.lost(e);
-          else this.scheduleCheck(1000 - LEASE_CHECK_SLACK_MS);
-        },
-      );
-    });
-  }
-}
-
-function runCallback(cb: (err: Error) => void, err: Error): void {
-  try {
-    cb(err);
-  } catch (e) {
-    log.error({ err: e }, 'lease onLost callback threw');
-  }
-}
-
-function prefixRange(prefix: string): [Buffer, Buffer] {
-  // etcd has no empty key: the whole key space is ['\0', '\0').
-  if (prefix === '') return [ALL_KEYS, ALL_KEYS];
-  const key = Buffer.from(prefix);
-  return [key, prefixRangeEnd(key)];
-}
-
-function fromKv(kv: IKeyValue): KeyValue {
-  return {
-    key: kv.key.toString(),
-    value: kv.value.toString(),
-    createRevision: Number(kv.create_revision),
-    modRevision: Number(kv.mod_revision),
-    version: Number(kv.version),
-    lease: kv.lease === '' ? '0' : kv.lease,
-  };
-}
-
-function toCompare(c: Compare): ICompare {
-  const key = Buffer.from(c.key);
-  const result = RESULT[c.op];
-  switch (c.target) {
-    case 'mod':
-      return { key, result, target: CompareTarget.Mod, mod_revision: c.value };
-    case 'create':
-      return { key, result, target: CompareTarget.Create, create_revision: c.value };
-    case 'version':
-      return { key, result, target: CompareTarget.Version, version: c.value };
-    case 'value':
-      return { key, result, target: CompareTarget.Value, value: Buffer.from(c.value) };
-    case 'lease':
-      return { key, result, target: CompareTarget.Lease, lease: normalizeLease(c.value, 'txn.compare.value') };
-  }
-}
-
-/** The keys read by each 'get' of a branch etcd ran; null for its puts and deletes. */
-function branchResponses(ops: Op[], responses: IResponseOp[]): Array<KeyValue[] | null> {
-  return ops.map((op, i): KeyValue[] | null => {
-    if (op.type !== 'get') return null;
-    const r = responses[i]?.response_range;
-    return r ? r.kvs.map(fromKv) : [];
-  });
-}
-
-function toRequestOp(op: Op): IRequestOp {
-  switch (op.type) {
-    case 'get': {
-      const [key, end] = op.prefix === true ? prefixRange(op.key) : [Buffer.from(op.key), undefined];
-      return { request_range: { key, ...(end ? { range_end: end } : {}) } };
-    }
-    case 'put': {
-      const lease = normalizeLease(op.lease, 'txn.put.lease');
-      return { request_put: { key: Buffer.from(op.key), value: Buffer.from(op.value), ...(lease !== '0' ? { lease } : {}) } };
-    }
-    case 'delete': {
-      const [key, end] = op.prefix === true ? prefixRange(op.key) : [Buffer.from(op.key), undefined];
-      return { request_delete_range: { key, ...(end ? { range_end: end } : {}) } };
-    }
-  }
-}
-
-function loadTls(tls: EtcdTlsOptions): NonNullable<IOptions['credentials']> {
-  const read = (file: string, field: string): Buffer => {
-    try {
-      return readFileSync(file);
-    } catch (err) {
-      throw new TarcilError('INVALID_ARGUMENT', `${field}: cannot read ${file}`, { cause: err, field });
-    }
-  };
-  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
-    throw invalid('tls', 'certFile and keyFile go together');
-  }
-  return {
-    rootCertificate: tls.caFile ? read(tls.caFile, 'tls.caFile') : Buffer.from(rootCertificates.join('\n')),
-    ...(tls.keyFile ? { privateKey: read(tls.keyFile, 'tls.keyFile') } : {}),
-    ...(tls.certFile ? { certChain: read(tls.certFile, 'tls.certFile') } : {}),
-  };
-}
-
-/** Maps etcd3 and gRPC errors onto the project's stable codes. */
-export function toTarcil(err: unknown, what: string): TarcilError {
-  if (err instanceof TarcilError) return err;
-  const e = err instanceof Error ? err : new Error(errorMessage(err));
-  const m = e.message;
-  const make = (code: TarcilError['code'], details?: Record<string, unknown>): TarcilError =>
-    new TarcilError(code, `${what}: ${m}`, details ? { cause: e, details } : { cause: e });
-  if (/too many operations in txn request/.test(m)) return make('TOO_MANY_OPS', { limit: 'maxTxnOps' });
-  if (/request is too large|larger than max/.test(m)) return make('TOO_MANY_OPS', { limit: 'maxRequestBytes' });
-  if (/required revision has been compacted/.test(m)) return make('COMPACTED');
-  if (/required revision is a future revision|duplicate key given in txn request|key is not provided/.test(m)) {
-    return make('INVALID_ARGUMENT');
-  }
-  if (e instanceof EtcdLeaseInvalidError || /requested lease not found/.test(m)) return make('LEASE_NOT_FOUND');
-  if (e instanceof ClientClosedError) return make('CLOSED');
-  if (
-    e instanceof EtcdPermissionDeniedError ||
-    e instanceof EtcdAuthenticationFailedError ||
-    e instanceof EtcdInvalidAuthTokenError
-  ) {
-    return new TarcilError('INVALID_ARGUMENT', `${what}: ${m}`, { cause: e, field: 'store.auth' });
-  }
-  if (
-    e instanceof GRPCUnavailableError ||
-    e instanceof GRPCDeadlineExceededError ||
-    e instanceof GRPCCancelledError ||
-    isBrokenCircuitError(e) ||
-    /no leader|leader changed|timed out|connection|ECONNREFUSED|unavailable/i.test(m)
-  ) {
-    return make('UNAVAILABLE');
-  }
-  if (e instanceof GRPCInvalidArgumentError) return make('INVALID_ARGUMENT');
-  return make('INTERNAL');
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    setTimeout(resolve, ms).unref();
-  });
 }

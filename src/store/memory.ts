@@ -1,6 +1,10 @@
-import { SystemClock, type Clock, type Timer } from '../util/clock.ts';
-import { errorMessage, TarcilError, invalid } from '../util/errors.ts';
-import { rootLogger } from '../util/log.ts';
+/**
+ * MemoryStore: the embedded ClusterStore (`memory://`, the default) — etcd's revisions, compare
+ * semantics, watches with history and compaction, and lease expiry, in one process. Its leases and
+ * watches live in memory-handles.ts.
+ */
+import { SystemClock, type Clock } from '../util/clock.ts';
+import { TarcilError, invalid } from '../util/errors.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
   DEFAULT_MAX_TXN_OPS,
@@ -27,6 +31,18 @@ import type {
   WatchHandle,
   WatchOptions,
 } from './types.ts';
+import {
+  leaseGone,
+  MemoryLease,
+  MemoryWatch,
+  positiveInt,
+  runLost,
+  settle,
+  stopTimers,
+  toKv,
+  type Entry,
+  type LeaseState,
+} from './memory-handles.ts';
 
 export interface MemoryStoreOptions {
   /** Drives lease expiry and keepalive. Default: SystemClock. */
@@ -44,29 +60,6 @@ export interface MemoryStoreOptions {
 }
 
 export const DEFAULT_HISTORY_LIMIT = 100_000;
-
-interface Entry {
-  value: string;
-  createRevision: number;
-  modRevision: number;
-  version: number;
-  lease: string;
-}
-
-interface LeaseState {
-  readonly id: string;
-  readonly ttlSeconds: number;
-  deadline: number;
-  readonly keys: Set<string>;
-  status: 'alive' | 'revoked' | 'expired';
-  released: boolean;
-  expiryTimer: Timer | undefined;
-  keepAliveTimer: Timer | undefined;
-  lostCallbacks: Array<(err: Error) => void>;
-  lostError: Error | undefined;
-}
-
-const log = rootLogger.child({ component: 'memory-store' });
 
 /**
  * The embedded ClusterStore: etcd's revision, compare, watch and lease semantics in one process.
@@ -371,7 +364,6 @@ export class MemoryStore implements ClusterStore {
     return evaluateCompare(c, this.data.get(c.key));
   }
 
-
   // ---- history and watches ----
 
   private commit(rev: number, events: WatchEvent[]): void {
@@ -446,166 +438,4 @@ export class MemoryStore implements ClusterStore {
     for (const k of keys) this.removeKey(k, rev, events);
     if (events.length > 0) this.commit(rev, events);
   }
-}
-
-interface LeaseControl {
-  keepAliveOnce(): void;
-  revoke(): void;
-  release(): void;
-  onLost(cb: (err: Error) => void): void;
-}
-
-class MemoryLease implements Lease {
-  readonly id: string;
-  readonly ttlSeconds: number;
-
-  constructor(
-    state: LeaseState,
-    private readonly control: LeaseControl,
-  ) {
-    this.id = state.id;
-    this.ttlSeconds = state.ttlSeconds;
-  }
-
-  onLost(cb: (err: Error) => void): void {
-    this.control.onLost(cb);
-  }
-  keepAliveOnce(): Promise<void> {
-    return settle(() => {
-      this.control.keepAliveOnce();
-    });
-  }
-  revoke(): Promise<void> {
-    return settle(() => {
-      this.control.revoke();
-    });
-  }
-  release(): void {
-    this.control.release();
-  }
-}
-
-/**
- * One watcher: batches queue up and are handed over from a microtask, so a write never runs a
- * watch callback inside the writer's own stack, and order is the order of revisions.
- */
-class MemoryWatch {
-  private queue: WatchBatch[] = [];
-  private scheduled = false;
-  private done = false;
-  private failure: TarcilError | undefined;
-
-  constructor(
-    private readonly opts: WatchOptions,
-    private readonly detach: () => void,
-  ) {}
-
-  push(batch: WatchBatch): void {
-    if (this.done || this.failure) return;
-    const p = this.opts.prefix;
-    let events = batch.events;
-    if (p !== '' && !events.every((e) => e.kv.key.startsWith(p))) {
-      events = events.filter((e) => e.kv.key.startsWith(p));
-      if (events.length === 0) return;
-      batch = Object.freeze({ revision: batch.revision, events: Object.freeze(events) as WatchEvent[] });
-    }
-    this.queue.push(batch);
-    this.schedule();
-  }
-
-  fail(err: TarcilError): void {
-    if (this.done || this.failure) return;
-    this.failure = err;
-    this.detach();
-    this.schedule();
-  }
-
-  close(): void {
-    this.done = true;
-    this.queue = [];
-    this.detach();
-  }
-
-  handle(): WatchHandle {
-    return {
-      close: () => settle(() => {
-        this.close();
-      }),
-    };
-  }
-
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => this.flush());
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    // Batches pushed by a callback (it wrote to the store) join this same loop, in order.
-    for (let i = 0; i < this.queue.length && !this.done; i++) {
-      const batch = this.queue[i];
-      if (!batch) continue;
-      try {
-        this.opts.onEvents(batch);
-      } catch (err) {
-        log.error({ err, revision: batch.revision, prefix: this.opts.prefix }, 'watch callback threw');
-      }
-    }
-    this.queue = [];
-    if (this.failure && !this.done) {
-      this.done = true;
-      try {
-        this.opts.onError(this.failure);
-      } catch (err) {
-        log.error({ err, prefix: this.opts.prefix }, 'watch error callback threw');
-      }
-    }
-  }
-}
-
-function toKv(key: string, e: Entry): KeyValue {
-  return {
-    key,
-    value: e.value,
-    createRevision: e.createRevision,
-    modRevision: e.modRevision,
-    version: e.version,
-    lease: e.lease,
-  };
-}
-
-function stopTimers(s: LeaseState): void {
-  s.expiryTimer?.cancel();
-  s.expiryTimer = undefined;
-  s.keepAliveTimer?.cancel();
-  s.keepAliveTimer = undefined;
-}
-
-function leaseGone(s: LeaseState): TarcilError {
-  return new TarcilError('LEASE_NOT_FOUND', `lease ${s.id} is ${s.status}`, { details: { lease: s.id } });
-}
-
-function runLost(cb: (err: Error) => void, err: Error): void {
-  queueMicrotask(() => {
-    try {
-      cb(err);
-    } catch (e) {
-      log.error({ err: e }, 'lease onLost callback threw');
-    }
-  });
-}
-
-/** Runs synchronous store work as a promise, so a thrown TarcilError becomes a rejection. */
-function settle<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(errorMessage(err)));
-  }
-}
-
-function positiveInt(n: number, field: string): number {
-  if (!Number.isSafeInteger(n) || n < 1) throw invalid(field, `must be a positive integer, got ${n}`);
-  return n;
 }
