@@ -209,6 +209,7 @@ export class SchedulingAgent {
     this.queueFollower = new Follower({
       store: this.store,
       clock: this.clock,
+      rng: this.rng,
       log: this.log,
       prefix: this.keys.queue(),
       onSnapshot: (kvs) => {

@@ -22,7 +22,7 @@ import {
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { trimDecision } from '../state/decisions.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
-import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { freeReservation } from '../state/release.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
@@ -996,7 +996,7 @@ export class JobManager {
       compare.push({ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision });
       if (server) {
         // Free, and bound to the node's lease like the monitor's own free RUs.
-        success.push({ type: 'put', key: ruKv.key, value: '{"state":"free"}', ...(server.lease !== '0' ? { lease: server.lease } : {}) });
+        success.push({ type: 'put', key: ruKv.key, value: FREE_RU_VALUE, ...(server.lease !== '0' ? { lease: server.lease } : {}) });
         success.push({ type: 'put', key: k.epoch(ref.server), value: `cancel:${o.id}#${t}` });
       } else {
         success.push({ type: 'delete', key: ruKv.key });

@@ -1,10 +1,10 @@
 /**
  * The ground-truth performance model, shared by the simulator and the monitor's simulated executor.
- * It decides how long a task really runs and is
- * deliberately *not* the scheduler's quality Q: Q compares encoded vectors lexicographically, most
- * sensitive resource first, on the *declared* profile; the truth adds up the damage on every
- * resource, from the *real* vectors of the neighbours, and includes the platform's speed for this
- * job. A scheduler that trusts Q is judged by a model it cannot see.
+ * It decides how long a task really runs and is deliberately *not* the scheduler's quality Q: Q
+ * compares encoded vectors lexicographically, most sensitive resource first, on the *declared*
+ * profile; the truth adds up the damage on every resource, from the *real* vectors of the
+ * neighbours, and includes the platform's speed for this job. A scheduler that trusts Q is judged
+ * by a model it cannot see.
  *
  *   rate     = platformPerf[platform] / slowdown
  *   slowdown = min(MAX, 1 + GAIN · Σ_i (max(0, C_i − t_i) / 100)^POWER),  t_i = 99 − c_i
@@ -12,7 +12,7 @@
  *
  * so a job suffers only where its neighbours' pressure exceeds its tolerance, and suffers more the
  * further it exceeds it. The rate is recomputed for every task of a server whenever a neighbour
- * arrives or leaves (world.ts), so a new task slows the old ones too.
+ * arrives or leaves (src/sim/world.ts), so a new task slows the old ones too.
  */
 import { N_RESOURCES } from './types.ts';
 import type { Rng } from '../util/rng.ts';

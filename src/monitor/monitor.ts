@@ -1,7 +1,7 @@
 import { Follower } from '../state/follow.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
-import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { releaseRu, type TaskOutcome } from '../state/release.ts';
 import { N_RESOURCES, type JobSpec, type ServerSpec } from '../model/types.ts';
 import { slowdown as perfSlowdown } from '../model/perf.ts';
@@ -246,7 +246,7 @@ export class LocalMonitor {
       for (let i = 0; i < this.server.rus; i++) {
         const kv = byIndex.get(i);
         compare.push({ key: k.ru({ server: this.server.id, index: i }), target: 'mod', op: '==', value: kv?.modRevision ?? 0 });
-        success.push({ type: 'put', key: k.ru({ server: this.server.id, index: i }), value: '{"state":"free"}', lease: this.lease.id });
+        success.push({ type: 'put', key: k.ru({ server: this.server.id, index: i }), value: FREE_RU_VALUE, lease: this.lease.id });
         const rec = parseJson<PlacedRuRecord>(kv);
         if (rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined) {
           // Whatever the store says ran here did not survive the restart of this monitor.

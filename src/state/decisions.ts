@@ -41,9 +41,10 @@ export interface DecisionRecord {
   finishedAt?: number;
 }
 
+/** Placements kept in a stored or explained record. */
+const MAX_PLACEMENTS = 200;
 
-export const MAX_PLACEMENTS = 200;
-
+/** The record as stored and explained: at most `max` placements, the rest counted. */
 export function trimDecision(r: DecisionRecord, max = MAX_PLACEMENTS): DecisionRecord {
   if (r.placements.length <= max) return r;
   return { ...r, placements: r.placements.slice(0, max), omittedPlacements: (r.omittedPlacements ?? 0) + r.placements.length - max };

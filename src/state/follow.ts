@@ -7,6 +7,7 @@ import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/t
 import type { TarcilError } from '../util/errors.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
 
 export interface FollowOptions {
   store: ClusterStore;
@@ -23,13 +24,31 @@ export interface FollowOptions {
   onEvent?(kv: KeyValue, deleted: boolean, revision: number): void;
   /** Each batch of changes applied at one revision, whole (takes the place of onEvent). */
   onBatch?(batch: WatchBatch): void;
-  /** First and longest pause between failed re-lists (default 50 ms doubling to 2 s). */
+  /** Bounds of the pause after a failed re-list: see {@link relistBackoffMs} (default 50 ms and 2 s). */
   backoffMs?: { first: number; max: number };
+  /**
+   * Draws the jitter of that pause. Without one it is Math.random, seeded differently in every
+   * process: the jitter is there so that the many followers that lost their watches together (etcd
+   * restarted) do not come back to it in lockstep, which one seed shared by all would defeat.
+   */
+  rng?: Pick<Rng, 'next'>;
+}
+
+const DEFAULT_BACKOFF_MS = { first: 50, max: 2000 };
+
+/**
+ * The pause after the `failures`-th failed re-list in a row (1, 2, …): uniform in [c/2, c] with
+ * c = min(max, first · 2^(failures − 1)), so 25–50 ms, 50–100 ms, … up to 1–2 s with the defaults.
+ */
+export function relistBackoffMs(backoff: { first: number; max: number }, failures: number, rand: () => number): number {
+  const cap = Math.min(backoff.max, backoff.first * 2 ** Math.max(0, failures - 1));
+  return cap / 2 + rand() * (cap / 2);
 }
 
 /**
- * List a prefix, then watch it from the list's revision + 1; when the watch ends (etcd restarted,
- * history compacted, connection lost) list again and re-watch, with backoff, until closed.
+ * List a prefix, then watch it from the list's revision + 1; when a watch ends (etcd restarted,
+ * history compacted, connection lost) list again and re-watch, at once and then with a bounded,
+ * jittered exponential backoff while re-listing fails, until closed.
  * etcd3 does not resume a broken watch by itself, and a component that silently stops following
  * the store is the worst kind of failure: it keeps answering from stale state.
  */
@@ -37,9 +56,17 @@ export class Follower {
   private watches: WatchHandle[] = [];
   private closed = false;
   private restarting = false;
+  /** Generation of the current watches: an error from an older one (already replaced) is ignored. */
+  private gen = 0;
+  /** A current watch ended while a re-list was under way: list again once it is done. */
+  private again = false;
+  private readonly rand: () => number;
   relists = 0;
 
-  constructor(private readonly o: FollowOptions) {}
+  constructor(private readonly o: FollowOptions) {
+    const rng = o.rng;
+    this.rand = rng ? () => rng.next() : Math.random;
+  }
 
   async start(): Promise<void> {
     await this.listAndWatch();
@@ -57,6 +84,7 @@ export class Follower {
   }
 
   private async listAndWatch(): Promise<void> {
+    const gen = this.gen;
     const prefixes = this.prefixes;
     let byPrefix: KeyValue[][];
     let revision: number;
@@ -69,41 +97,56 @@ export class Follower {
       byPrefix = res.responses.map((r) => r ?? []);
       revision = res.revision;
     }
-    if (this.closed) return;
+    if (this.closed || gen !== this.gen) return;
     this.o.onSnapshot(byPrefix.flat(), revision, byPrefix);
     const onEvents = (b: WatchBatch): void => {
       if (this.o.onBatch) this.o.onBatch(b);
       else for (const ev of b.events) this.o.onEvent?.(ev.kv, ev.type === 'delete', b.revision);
     };
     const onError = (err: TarcilError): void => {
-      if (this.closed) return;
+      // The first of the current watches to end starts a re-list; the others (one per prefix)
+      // and the watches it replaces have nothing more to say.
+      if (this.closed || gen !== this.gen) return;
+      this.gen++;
       this.o.log.warn({ prefix: prefixes.join(','), code: err.code, err: err.message }, 'watch ended; re-listing');
-      void this.restart();
+      if (this.restarting) this.again = true;
+      else void this.restart();
     };
-    this.watches = await Promise.all(prefixes.map((prefix) => this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents, onError })));
-    if (this.closed) await Promise.allSettled(this.watches.map((w) => w.close()));
+    const made = await Promise.allSettled(prefixes.map((prefix) => this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents, onError })));
+    const watches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
+    const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
+    if (failed || this.closed || gen !== this.gen) {
+      // Not all watching, closed meanwhile, or already ended: none of these watches is kept.
+      await Promise.allSettled(watches.map((w) => w.close()));
+      if (failed) throw failed.reason;
+      return;
+    }
+    this.watches = watches;
   }
 
   private async restart(): Promise<void> {
     if (this.restarting || this.closed) return;
     this.restarting = true;
     try {
-      const old = this.watches;
-      this.watches = [];
-      await Promise.allSettled(old.map((w) => w.close()));
-      const backoff = this.o.backoffMs ?? { first: 50, max: 2000 };
-      let delay = backoff.first;
-      while (!this.closed) {
-        try {
-          await this.listAndWatch();
-          this.relists++;
-          return;
-        } catch (err) {
-          this.o.log.warn({ prefix: this.prefixes.join(','), err: (err as Error).message, delay }, 're-list failed; retrying');
-          await this.o.clock.sleep(delay);
-          delay = Math.min(delay * 2, backoff.max);
+      do {
+        this.again = false;
+        const old = this.watches;
+        this.watches = [];
+        await Promise.allSettled(old.map((w) => w.close()));
+        const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
+        for (let failures = 0; !this.closed; ) {
+          try {
+            await this.listAndWatch();
+            this.relists++;
+            break;
+          } catch (err) {
+            failures++;
+            const delay = Math.round(relistBackoffMs(backoff, failures, this.rand));
+            this.o.log.warn({ prefix: this.prefixes.join(','), err: (err as Error).message, failures, delay }, 're-list failed; retrying');
+            await this.o.clock.sleep(delay);
+          }
         }
-      }
+      } while (this.again && !this.closed);
     } finally {
       this.restarting = false;
     }

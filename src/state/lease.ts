@@ -1,6 +1,6 @@
 /**
- * A lease held by a live component (a job owner, a node monitor), kept alive and self-fenced; and
- * withTimeout for store calls that must not outlive the lease.
+ * A lease held by a live component (a job owner, a node monitor), kept alive (each keepalive
+ * given a third of the TTL to answer) and self-fenced before etcd can expire it.
  */
 import type { ClusterStore, Lease } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
@@ -160,7 +160,8 @@ export class HeldLease {
   }
 }
 
-export function withTimeout<T>(p: Promise<T>, ms: number, clock: Clock): Promise<T> {
+/** p, or UNAVAILABLE once ms have passed without its answer. */
+function withTimeout<T>(p: Promise<T>, ms: number, clock: Clock): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const t = clock.setTimer(ms, () => reject(new TarcilError('UNAVAILABLE', `no answer within ${Math.round(ms)} ms`)));
     p.then(

@@ -75,8 +75,8 @@ export interface LoadReportRecord {
   at: number;
 }
 
-export const FINAL_JOB_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled']);
-export const FINAL_TASK_STATES: ReadonlySet<TaskState> = new Set<TaskState>(['succeeded', 'failed', 'cancelled']);
+const FINAL_JOB_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled']);
+const FINAL_TASK_STATES: ReadonlySet<TaskState> = new Set<TaskState>(['succeeded', 'failed', 'cancelled']);
 
 export function isFinalJob(s: JobState | undefined): boolean {
   return s !== undefined && FINAL_JOB_STATES.has(s);

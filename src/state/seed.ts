@@ -5,7 +5,7 @@
 import type { ServerSpec } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { ClusterStore, Op } from '../store/types.ts';
-import type { ServerRecord } from './records.ts';
+import { FREE_RU_VALUE, type ServerRecord } from './records.ts';
 
 /**
  * Writes servers, their RUs (free) and epochs, in as few transactions as the store's op limit
@@ -43,7 +43,7 @@ export async function seedCluster(store: ClusterStore, keys: Keys, servers: read
       { key: keys.server(s.id), value: JSON.stringify(rec) },
       { key: keys.epoch(s.id), value: 'seed' },
     ];
-    for (let i = 0; i < s.rus; i++) entries.push({ key: keys.ru({ server: s.id, index: i }), value: '{"state":"free"}' });
+    for (let i = 0; i < s.rus; i++) entries.push({ key: keys.ru({ server: s.id, index: i }), value: FREE_RU_VALUE });
     if (batch.length + entries.length > limit) await flush();
     batch.push(...entries);
   }

@@ -5,7 +5,6 @@ import { MemoryStore } from './memory.ts';
 import type { ClusterStore } from './types.ts';
 
 export type * from './types.ts';
-export { Keys, MAX_PRIORITY } from '../state/keys.ts';
 export { MemoryStore, DEFAULT_HISTORY_LIMIT, type MemoryStoreOptions } from './memory.ts';
 export { EtcdStore, type EtcdStoreOptions, type EtcdTlsOptions } from './etcd.ts';
 export { DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS } from './common.ts';
