@@ -9,7 +9,7 @@ export type ErrorCode =
   | 'FAILED_PRECONDITION' // valid, but can never happen in this cell as it is (a job no server can run)
   | 'RESOURCE_EXHAUSTED' // a limit of the service was reached (a stream client too slow)
   | 'UNAVAILABLE' // the store or a peer cannot be reached
-  | 'DEADLINE_EXCEEDED' // the caller's deadline (or a bounded wait) ran out before the work was done
+  | 'DEADLINE_EXCEEDED' // a deadline (the caller's, a store call's, a bounded wait) ran out before the answer
   | 'COMPACTED' // a watch asked for history that was compacted away
   | 'CANCELLED'
   | 'TOO_MANY_OPS' // a transaction exceeds the store's operation limit
@@ -52,4 +52,14 @@ export function errorMessage(e: unknown): string {
 
 export function isTarcilError(e: unknown, code?: ErrorCode): e is TarcilError {
   return e instanceof TarcilError && (code === undefined || e.code === code);
+}
+
+/**
+ * True for an error that may go away when the call is made again: the store or a peer could not
+ * be reached (UNAVAILABLE) or did not answer before a deadline (DEADLINE_EXCEEDED, e.g. a store
+ * request caught in an etcd leader election). For a write, neither says whether it was applied:
+ * retry it blindly only if it is guarded by compares or idempotent (see EtcdStore).
+ */
+export function isTransient(e: unknown): e is TarcilError {
+  return e instanceof TarcilError && (e.code === 'UNAVAILABLE' || e.code === 'DEADLINE_EXCEEDED');
 }

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { deadlineExceeded, toStatus } from '../../src/frontend/grpc.ts';
-import { errorMessage, invalid, TarcilError } from '../../src/util/errors.ts';
+import { errorMessage, invalid, isTransient, TarcilError } from '../../src/util/errors.ts';
 
 describe('errorMessage', () => {
   it('gives an Error its message and anything else as text', () => {
@@ -36,5 +36,17 @@ describe('toStatus', () => {
   it('reports anything else as INTERNAL with its message', () => {
     expect(toStatus(new Error('boom'))).toMatchObject({ code: grpc.status.INTERNAL, details: 'boom' });
     expect(toStatus('bare string')).toMatchObject({ code: grpc.status.INTERNAL, details: 'bare string' });
+  });
+});
+
+describe('isTransient', () => {
+  it('is true for UNAVAILABLE and DEADLINE_EXCEEDED only', () => {
+    expect(isTransient(new TarcilError('UNAVAILABLE', 'etcd is away'))).toBe(true);
+    expect(isTransient(new TarcilError('DEADLINE_EXCEEDED', 'txn: etcdserver: request timed out'))).toBe(true);
+    for (const code of ['COMPACTED', 'CANCELLED', 'LEASE_NOT_FOUND', 'CLOSED', 'INTERNAL', 'INVALID_ARGUMENT'] as const) {
+      expect(isTransient(new TarcilError(code, code)), code).toBe(false);
+    }
+    expect(isTransient(new Error('UNAVAILABLE'))).toBe(false);
+    expect(isTransient(undefined)).toBe(false);
   });
 });
