@@ -157,9 +157,11 @@ export function toTarcil(err: unknown, what: string): TarcilError {
   ) {
     return new TarcilError('INVALID_ARGUMENT', `${what}: ${m}`, { cause: e, field: 'store.auth' });
   }
+  // A deadline: the call's own (requestTimeoutMs), or etcd's "request timed out" (its server-side
+  // limit, sent with gRPC code UNAVAILABLE, hence tested first). The request may have been applied.
+  if (e instanceof GRPCDeadlineExceededError || /request timed out|deadline exceeded/i.test(m)) return make('DEADLINE_EXCEEDED');
   if (
     e instanceof GRPCUnavailableError ||
-    e instanceof GRPCDeadlineExceededError ||
     e instanceof GRPCCancelledError ||
     isBrokenCircuitError(e) ||
     /no leader|leader changed|timed out|connection|ECONNREFUSED|unavailable/i.test(m)
@@ -168,6 +170,44 @@ export function toTarcil(err: unknown, what: string): TarcilError {
   }
   if (e instanceof GRPCInvalidArgumentError) return make('INVALID_ARGUMENT');
   return make('INTERNAL');
+}
+
+/**
+ * True when the error proves etcd never received the request: the endpoint's circuit breaker
+ * refused the call, or no connection to the endpoint could be established. Such a call, a write
+ * too, can be sent to another endpoint without any risk of applying it twice.
+ */
+export function neverSent(err: unknown): boolean {
+  if (isBrokenCircuitError(err)) return true;
+  const m = err instanceof Error ? err.message : '';
+  return /No connection established|ECONNREFUSED/.test(m);
+}
+
+/** Consecutive failures that open an endpoint's circuit (for 1 s: calls skip it meanwhile). */
+export const BREAKER_FAILURES = 3;
+
+/**
+ * Runs of a call that etcd never received, with several endpoints: etcd3 picks an endpoint at
+ * random for each run, and skips one whose circuit is open, so a dead endpoint can take at most
+ * BREAKER_FAILURES runs before it is skipped. With one endpoint, trying again is pointless.
+ */
+export function unsentAttempts(endpoints: number): number {
+  return endpoints > 1 ? BREAKER_FAILURES * endpoints + 1 : 1;
+}
+
+/**
+ * Runs `fn`, and again (up to `attempts` runs in all, see {@link unsentAttempts}) while it fails in
+ * a way that proves etcd never received the request ({@link neverSent}). Such failures are
+ * immediate, so there is no pause. Any other error is thrown as it came.
+ */
+export async function unlessSent<T>(attempts: number, fn: () => Promise<T>, closed: () => boolean = () => false): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!neverSent(err) || attempt >= attempts || closed()) throw err;
+    }
+  }
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -1,11 +1,20 @@
 /**
- * A lease granted by EtcdStore: keepalive on request, loss reported once to its callbacks.
+ * A lease granted by EtcdStore: keepalive on request, loss reported once to its callbacks. Grant,
+ * revoke and time-to-live are unary calls and carry the store's default deadline; a keepalive on
+ * request is a stream of its own, given the same deadline here. A keepalive or revoke that etcd
+ * never received is sent to another endpoint (both are idempotent anyway).
  */
 import { Etcd3, type Lease as Etcd3Lease } from 'etcd3';
 import { SystemClock, type Timer } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Lease } from './types.ts';
-import { LEASE_CHECK_SLACK_MS, runCallback, toTarcil } from './etcd-convert.ts';
+import { LEASE_CHECK_SLACK_MS, runCallback, toTarcil, unlessSent } from './etcd-convert.ts';
+
+/** How the store makes its calls: their deadline, and the runs a call etcd never received gets. */
+export interface LeaseCalls {
+  requestTimeoutMs: number;
+  attempts: number;
+}
 
 export class EtcdLeaseHandle implements Lease {
   id = '0';
@@ -21,6 +30,7 @@ export class EtcdLeaseHandle implements Lease {
     private readonly inner: Etcd3Lease,
     ttlSeconds: number,
     private readonly keepAlive: boolean,
+    private readonly calls: LeaseCalls,
     private readonly forget: () => void,
   ) {
     this.ttlSeconds = ttlSeconds;
@@ -41,7 +51,9 @@ export class EtcdLeaseHandle implements Lease {
   async keepAliveOnce(): Promise<void> {
     if (this.lostError) throw this.lostError;
     try {
-      await this.inner.keepaliveOnce();
+      // Without a deadline a keepalive that etcd never answers (a leader election, a paused
+      // member) would hang, and its stream stay open, for as long as the connection lives.
+      await unlessSent(this.calls.attempts, () => this.inner.keepaliveOnce({ deadline: Date.now() + this.calls.requestTimeoutMs }));
     } catch (err) {
       throw toTarcil(err, `keep lease ${this.id} alive`);
     }
@@ -50,7 +62,7 @@ export class EtcdLeaseHandle implements Lease {
   async revoke(): Promise<void> {
     this.stop();
     try {
-      await this.inner.revoke();
+      await unlessSent(this.calls.attempts, () => this.inner.revoke());
     } catch (err) {
       throw toTarcil(err, `revoke lease ${this.id}`);
     }

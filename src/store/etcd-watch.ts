@@ -54,7 +54,8 @@ export class EtcdWatch {
       const timer = setTimeout(() => {
         this.onFirst = undefined;
         void this.close();
-        reject(new TarcilError('UNAVAILABLE', `etcd did not register the watch on ${this.opts.prefix} within ${timeoutMs} ms`));
+        // A bounded wait that ran out (etcd paused, or too busy to answer): safe to retry.
+        reject(new TarcilError('DEADLINE_EXCEEDED', `etcd did not register the watch on ${this.opts.prefix} within ${timeoutMs} ms`));
       }, timeoutMs);
       timer.unref();
       this.onFirst = () => {

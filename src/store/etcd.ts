@@ -4,9 +4,9 @@
  * and leases. Conversions live in etcd-convert.ts, watches in etcd-watch.ts, leases in
  * etcd-lease.ts.
  */
-import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, noop } from 'cockatiel';
+import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
-import { TarcilError, invalid } from '../util/errors.ts';
+import { TarcilError, invalid, isTransient } from '../util/errors.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
   DEFAULT_MAX_TXN_OPS,
@@ -32,17 +32,31 @@ import {
   branchResponses,
   fromKv,
   loadTls,
+  neverSent,
   prefixRange,
   sleep,
   toCompare,
   toRequestOp,
   toTarcil,
+  unlessSent,
+  unsentAttempts,
+  BREAKER_FAILURES,
   type EtcdTlsOptions,
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { EtcdWatch } from './etcd-watch.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
+
+/**
+ * Default deadline of each call to etcd: 2 s. A request caught in a leader election (its proposal
+ * went to the leader that died) is otherwise answered only by etcd's own timeout, 5 s + 2 election
+ * timeouts (7 s with the defaults); a new leader exists about 1-2.5 s after the old one died, so
+ * a request retried after 2 s lands soon after the election. 2 s is 5x less than the default lease
+ * TTL (10 s; a holder fences itself after TTL - 1 s without a confirmed keepalive), which leaves
+ * room for several attempts, and some 40x the slowest commit measured on etcd (bench/).
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 2000;
 
 export interface EtcdStoreOptions {
   /** `http://host:port`, `https://host:port` or `host:port` (scheme from `tls`). */
@@ -51,7 +65,12 @@ export interface EtcdStoreOptions {
   auth?: { user: string; password: string };
   /** How long {@link EtcdStore.connect} and a new watch wait for etcd to answer. Default 5 s. */
   dialTimeoutMs?: number;
-  /** Deadline of each unary call. Default 10 s. */
+  /**
+   * Deadline of each call to etcd: reads, writes, transactions, compaction, lease grant, keepalive,
+   * revoke and time-to-live (not the long-lived watch and automatic keepalive streams). A call past
+   * it fails DEADLINE_EXCEEDED. Keep it well below the lease TTL. Default
+   * {@link DEFAULT_REQUEST_TIMEOUT_MS} (2 s).
+   */
   requestTimeoutMs?: number;
   /**
    * The server's `--max-txn-ops` (default 128). etcd enforces its own setting; this copy lets
@@ -70,10 +89,33 @@ export interface EtcdStoreOptions {
  * Requests use the raw KV service (`client.kv.txn`, `range`, ...) rather than etcd3's builders,
  * so compares, range ends and the reads of a failure branch are exactly what the caller asked.
  *
- * Fault handling: etcd3 retries every call three times by default, which could apply a write
- * twice when a reply is lost. Here calls are not retried by the client (callers see UNAVAILABLE
- * and back off); idempotent reads are tried once more per extra endpoint. Each endpoint has a
- * circuit breaker that opens after 3 consecutive failures for 1 s.
+ * Fault handling: every call carries a deadline (requestTimeoutMs, default 2 s), so a request
+ * caught in a leader election fails DEADLINE_EXCEEDED rather than waiting for etcd's own 7 s
+ * "request timed out" (also DEADLINE_EXCEEDED). An endpoint that cannot be reached fails
+ * UNAVAILABLE. Each endpoint has a circuit breaker that opens after 3 consecutive failures for 1 s.
+ * etcd3 retries every call three times by default, which could apply a write twice when a reply
+ * is lost; here etcd3 retries nothing, and this store retries as follows.
+ *
+ * What may be retried after UNAVAILABLE or DEADLINE_EXCEEDED ({@link isTransient}). A write that
+ * failed so may have been applied, or be applied shortly after the error (a proposal that
+ * survives the election):
+ * - Reads (get, range pages, revision, read-only transactions) are retried here: up to
+ *   max(2, endpoints) attempts, 50 ms apart.
+ * - A call etcd provably never received (circuit open, connection refused: {@link neverSent}) is
+ *   sent again at once, writes and lease calls included, when there are other endpoints
+ *   (etcd3 picks one at random and skips those whose circuit is open).
+ * - Any other write is sent once; the caller decides, by what the write is:
+ *   - a transaction guarded by compares (placements, releases, job summaries, adoption, gang
+ *     reservations) is safe to retry: if the first attempt landed, the retry fails its compares,
+ *     and the caller must take `succeeded: false` as "changed meanwhile, look again", never as
+ *     proof that the first attempt did not land (the agent reads its commit back; a release that
+ *     finds the RU moved on has nothing left to do);
+ *   - an unguarded put is idempotent (the same value again: one more revision, one more watch
+ *     event), and so are a delete (the retry deletes nothing), a compaction (already compacted is
+ *     a no-op), a keepalive and a revoke;
+ *   - a lease grant is not idempotent: a retried grant whose first attempt landed leaves an extra
+ *     lease behind. It holds no keys and expires after its TTL, which is acceptable;
+ *   - several transactions in one request (txns, group commit) are each like txn.
  *
  * Watches (etcd3's WatchManager): one gRPC stream carries every watcher. On a stream error it
  * emits `disconnected` on each watcher, reconnects with backoff and re-creates the watchers
@@ -118,6 +160,9 @@ export class EtcdStore implements ClusterStore {
   private readonly dialTimeoutMs: number;
   private readonly pageSize: number;
   private readonly readAttempts: number;
+  private readonly requestTimeoutMs: number;
+  /** Runs of a call etcd never received (unsentAttempts). */
+  private readonly unsentAttempts: number;
   private readonly watches = new Set<EtcdWatch>();
   private readonly leases = new Set<EtcdLeaseHandle>();
   private closed = false;
@@ -132,8 +177,11 @@ export class EtcdStore implements ClusterStore {
     this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     this.dialTimeoutMs = opts.dialTimeoutMs ?? 5000;
     this.pageSize = opts.rangePageSize ?? 5000;
-    this.readAttempts = Math.max(1, this.endpoints.length);
-    const requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.readAttempts = Math.max(2, this.endpoints.length);
+    this.unsentAttempts = unsentAttempts(this.endpoints.length);
+    const requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!Number.isFinite(requestTimeoutMs) || requestTimeoutMs <= 0) throw invalid('store.requestTimeoutMs', 'must be a positive number of milliseconds');
+    this.requestTimeoutMs = requestTimeoutMs;
 
     const options: IOptions = {
       hosts: [...this.endpoints],
@@ -143,7 +191,7 @@ export class EtcdStore implements ClusterStore {
       grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
       faultHandling: {
         global: noop,
-        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) }),
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(BREAKER_FAILURES) }),
         watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
       },
     };
@@ -164,7 +212,7 @@ export class EtcdStore implements ClusterStore {
         return store;
       } catch (err) {
         const e = toTarcil(err, 'connect');
-        if (e.code !== 'UNAVAILABLE' || Date.now() + 200 >= deadline) {
+        if (!isTransient(e) || Date.now() + 200 >= deadline) {
           await store.close();
           throw new TarcilError(e.code, `cannot reach etcd at ${store.endpoints.join(',')}: ${e.message}`, {
             cause: err,
@@ -297,18 +345,24 @@ export class EtcdStore implements ClusterStore {
     if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
     const ttl = Math.ceil(ttlSeconds);
     const keepAlive = opts.keepAlive !== false;
-    const inner = this.client.lease(ttl, { autoKeepAlive: keepAlive });
-    const handle = new EtcdLeaseHandle(this.client, inner, ttl, keepAlive, () => this.leases.delete(handle));
-    let id: string;
-    try {
-      id = await inner.grant();
-    } catch (err) {
-      inner.release();
-      throw toTarcil(err, 'grant lease');
+    const calls = { requestTimeoutMs: this.requestTimeoutMs, attempts: this.unsentAttempts };
+    // A grant is not idempotent: it is sent again only if etcd never received it (see the class
+    // comment); after a deadline the caller may grant again, and a lease granted twice expires.
+    for (let attempt = 1; ; attempt++) {
+      const inner = this.client.lease(ttl, { autoKeepAlive: keepAlive });
+      const handle = new EtcdLeaseHandle(this.client, inner, ttl, keepAlive, calls, () => this.leases.delete(handle));
+      let id: string;
+      try {
+        id = await inner.grant();
+      } catch (err) {
+        inner.release();
+        if (neverSent(err) && attempt < this.unsentAttempts && !this.closed) continue;
+        throw toTarcil(err, 'grant lease');
+      }
+      handle.granted(id);
+      this.leases.add(handle);
+      return handle;
     }
-    handle.granted(id);
-    this.leases.add(handle);
-    return handle;
   }
 
   async revision(): Promise<number> {
@@ -356,23 +410,32 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  /** A write: one attempt, since a lost reply could hide a write that was applied. */
+  /**
+   * A write: sent again only when etcd never received it (to the next endpoint); after any other
+   * failure the outcome is unknown and the caller decides (see the class comment).
+   */
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
-      return await fn();
+      return await unlessSent(this.unsentAttempts, fn, () => this.closed);
     } catch (err) {
       throw toTarcil(err, what);
     }
   }
 
-  /** An idempotent read: tried again (on another endpoint) when etcd is unavailable. */
+  /**
+   * An idempotent read: tried again (another endpoint, or a leader elected meanwhile) after
+   * UNAVAILABLE or DEADLINE_EXCEEDED, max(2, endpoints) attempts in all.
+   */
   private async read<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    let first: TarcilError | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await fn();
       } catch (err) {
-        const e = toTarcil(err, what);
-        if (e.code !== 'UNAVAILABLE' || attempt >= this.readAttempts || this.closed) throw e;
+        // A retry refused by a circuit the first failure opened says less than that failure.
+        const e = first && isBrokenCircuitError(err) ? first : toTarcil(err, what);
+        first ??= e;
+        if (!isTransient(e) || attempt >= this.readAttempts || this.closed) throw e;
         await sleep(50);
       }
     }

@@ -6,7 +6,7 @@ import type { ClusterStore } from './types.ts';
 
 export type * from './types.ts';
 export { MemoryStore, DEFAULT_HISTORY_LIMIT, type MemoryStoreOptions } from './memory.ts';
-export { EtcdStore, type EtcdStoreOptions, type EtcdTlsOptions } from './etcd.ts';
+export { EtcdStore, DEFAULT_REQUEST_TIMEOUT_MS, type EtcdStoreOptions, type EtcdTlsOptions } from './etcd.ts';
 export { DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS } from './common.ts';
 
 export interface OpenStoreOptions {
@@ -24,6 +24,7 @@ export interface OpenStoreOptions {
   /** etcd: credentials, also accepted in the URL as etcd://user:password@host:port. */
   auth?: { user: string; password: string };
   dialTimeoutMs?: number;
+  /** etcd: deadline of each call (default DEFAULT_REQUEST_TIMEOUT_MS, 2 s). */
   requestTimeoutMs?: number;
 }
 
@@ -35,7 +36,8 @@ const USAGE = 'expected memory://, etcd://host:port[,host:port...] or etcds://ho
  *   etcd://h1:2379[,h2:2379,...]   etcd over plain gRPC (port defaults to 2379)
  *   etcds://h1:2379[,...]          etcd over TLS (opts.tls for CA and client certificates)
  * An etcd store is returned once etcd answers (within opts.dialTimeoutMs), so a wrong address
- * fails here with UNAVAILABLE rather than at the first scheduling decision.
+ * fails here with UNAVAILABLE (DEADLINE_EXCEEDED if something accepts the connection but does not
+ * answer) rather than at the first scheduling decision.
  */
 export async function openStore(url: string, opts: OpenStoreOptions = {}): Promise<ClusterStore> {
   const flag = opts.flag ?? '--store';

@@ -107,6 +107,11 @@ export interface LeaseOptions {
   keepAlive?: boolean;
 }
 
+/**
+ * Failures: a call to a store that cannot be reached fails UNAVAILABLE, one that gets no answer
+ * before its deadline DEADLINE_EXCEEDED (EtcdStore; both are `isTransient`). A write that failed
+ * either way may have been applied: see EtcdStore for what is safe to retry.
+ */
 export interface ClusterStore {
   readonly kind: 'memory' | 'etcd';
   /** Most operations one transaction branch or compare list may hold (etcd --max-txn-ops). */
