@@ -1,0 +1,254 @@
+/**
+ * The fault checker (test/support/fault-checker.ts) on small hand-written histories: a clean run
+ * passes, and each invariant it checks is shown to fail when the history or the execution records
+ * break it, so that a green fault-injection run means something.
+ */
+import { describe, expect, it } from 'vitest';
+import { check, readRuns, type CheckInput, type ExecRun, type FinalState, type ViolationKind } from '../support/fault-checker.ts';
+import type { KeyValue, WatchEvent } from '../../src/store/types.ts';
+
+const P = '/f/';
+const FREE = { state: 'free' };
+
+/** A history under construction: every call is one revision unless `rev` is given. */
+class History {
+  readonly events: WatchEvent[] = [];
+  rev = 10;
+  put(key: string, value: unknown, rev = ++this.rev): number {
+    this.rev = Math.max(this.rev, rev);
+    this.events.push({ type: 'put', kv: { key: P + key, value: JSON.stringify(value), createRevision: rev, modRevision: rev, version: 1, lease: '0' } });
+    return rev;
+  }
+  del(key: string, rev = ++this.rev): number {
+    this.rev = Math.max(this.rev, rev);
+    this.events.push({ type: 'delete', kv: { key: P + key, value: '', createRevision: 0, modRevision: rev, version: 0, lease: '0' } });
+    return rev;
+  }
+  job(id: string, state: string, name = id): void {
+    this.put(`jobs/${id}`, { spec: { name, tasks: 1 }, state, placed: 0, updatedAt: 0, submittedAt: 0 });
+  }
+  /** A placement of job#task on server/index by commit, at one revision (RU busy + task placed). */
+  place(job: string, task: number, ru: string, commit: string, placedAt = 1000): number {
+    const rev = ++this.rev;
+    this.put(`rus/${ru}`, { state: 'busy', job, task, commitId: commit, since: placedAt }, rev);
+    this.put(`tasks/${job}/${task}`, { job, index: task, state: 'placed', commitId: commit, placedAt }, rev);
+    return rev;
+  }
+  running(job: string, task: number, commit: string, placedRevision: number, placedAt = 1000): void {
+    this.put(`tasks/${job}/${task}`, { job, index: task, state: 'running', commitId: commit, placedRevision, placedAt });
+  }
+  end(job: string, task: number, ru: string, commit: string, state: string): void {
+    const rev = ++this.rev;
+    this.put(`rus/${ru}`, FREE, rev);
+    this.put(`tasks/${job}/${task}`, { job, index: task, state, commitId: commit }, rev);
+  }
+  /** What the store holds at the end: the last value of every key, by collection. */
+  final(): FinalState {
+    const last = new Map<string, KeyValue>();
+    for (const ev of this.events) {
+      if (ev.type === 'put') last.set(ev.kv.key, ev.kv);
+      else last.delete(ev.kv.key);
+    }
+    const coll = (c: string): KeyValue[] => [...last.values()].filter((kv) => kv.key.startsWith(`${P}${c}/`));
+    return { jobs: coll('jobs'), tasks: coll('tasks'), owners: coll('owners'), queue: coll('queue'), rus: coll('rus'), servers: coll('servers'), requests: coll('requests'), decisions: coll('decisions'), reports: coll('reports') };
+  }
+}
+
+function run(job: string, task: number, node: string, ru: number, rev: number, start: number, end: number | undefined, how: ExecRun['how']): ExecRun {
+  return { id: `${node}:${start}`, job, task, node, ru, rev, pid: start, start, ...(end !== undefined ? { end } : {}), how };
+}
+
+/** One job with one task, placed on n0/0, run and succeeded: the clean base of every case. */
+function base(): { h: History; runs: ExecRun[]; rev: number } {
+  const h = new History();
+  h.put('servers/n0', { id: 'n0' });
+  h.put('rus/n0/000', FREE);
+  h.put('rus/n0/001', FREE);
+  h.job('j1', 'queued', 'fault-0');
+  const rev = h.place('j1', 0, 'n0/000', 'a:1');
+  h.running('j1', 0, 'a:1', rev);
+  h.end('j1', 0, 'n0/000', 'a:1', 'succeeded');
+  h.job('j1', 'succeeded', 'fault-0');
+  return { h, runs: [run('j1', 0, 'n0', 0, rev, 1100, 2100, 'exit0')], rev };
+}
+
+function input(h: History, runs: ExecRun[], over: Partial<CheckInput> = {}): CheckInput {
+  return {
+    prefix: P,
+    events: h.events,
+    final: h.final(),
+    runs,
+    submissions: [{ name: 'fault-0', jobId: 'j1' }],
+    servers: ['n0'],
+    faults: [],
+    window: { start: 0, end: 10_000 },
+    ...over,
+  };
+}
+
+const kinds = (i: CheckInput): ViolationKind[] => [...new Set(check(i).violations.map((v) => v.kind))].sort();
+
+describe('fault checker', () => {
+  it('finds nothing wrong with a clean run', () => {
+    const { h, runs } = base();
+    const r = check(input(h, runs));
+    expect(r.violations).toEqual([]);
+    expect(r.totals).toMatchObject({ acked: 1, jobsStored: 1, runs: 1, reruns: 0 });
+  });
+
+  it('parses execution records, and a run whose process vanished ends when it was seen gone', () => {
+    const text = ['S j1 0 n0 2 15 100 n0:100:1 1000', 'S j1 1 n1 0 15 101 n1:101:1 1001', 'E j1 0 n0 2 15 100 n0:100:1 2000', 'S j1 2 n1 1 15 102 n1:102:1 1002', 'K j1 2 n1 1 15 102 n1:102:1 1500', ''].join('\n');
+    const runs = readRuns(text, new Map([['n1:101:1', 3000]]));
+    expect(runs.map((r) => [r.task, r.node, r.ru, r.rev, r.how, r.end])).toEqual([
+      [0, 'n0', 2, 15, 'exit0', 2000],
+      [1, 'n1', 0, 15, 'vanished', 3000],
+      [2, 'n1', 1, 15, 'signalled', 1500],
+    ]);
+  });
+
+  it('flags a job that is not final, one final twice, and an acknowledged job that failed', () => {
+    const { h, runs } = base();
+    h.job('j1', 'succeeded', 'fault-0');
+    h.job('j2', 'running', 'fault-1');
+    h.job('j3', 'failed', 'fault-2');
+    const subs = [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', jobId: 'j2' }, { name: 'fault-2', jobId: 'j3' }, { name: 'fault-3', refused: 'ALREADY_EXISTS' }];
+    expect(kinds(input(h, runs, { submissions: subs }))).toEqual(['job-final-count', 'job-state', 'job-stuck', 'submit-refused']);
+    // Cancelled is fine for a job whose cancellation was asked for; two stored jobs for one submission are not.
+    const c = base();
+    c.h.job('j4', 'cancelled', 'fault-0');
+    expect(kinds(input(c.h, c.runs, { submissions: [{ name: 'fault-0', jobId: 'j4', cancelAskedAt: 1 }] }))).toEqual(['job-duplicated']);
+  });
+
+  it('flags an RU given to a second task, and a task holding two RUs at one revision, but not a move in one transaction', () => {
+    const { h, runs } = base();
+    h.place('j2', 0, 'n0/001', 'b:1');
+    h.place('j3', 0, 'n0/001', 'c:1');
+    expect(kinds(input(h, runs))).toContain('ru-double-booked');
+
+    const t = base();
+    t.h.place('j2', 0, 'n0/000', 'b:1');
+    t.h.place('j2', 0, 'n0/001', 'b:2');
+    expect(kinds(input(t.h, t.runs))).toContain('task-held-twice');
+
+    const m = base();
+    m.h.place('j2', 0, 'n0/000', 'b:1');
+    const rev = ++m.h.rev;
+    m.h.put('rus/n0/000', FREE, rev);
+    m.h.put('rus/n0/001', { state: 'busy', job: 'j2', task: 0, commitId: 'b:2' }, rev);
+    const v = kinds(input(m.h, m.runs));
+    expect(v).not.toContain('task-held-twice');
+    expect(v).not.toContain('ru-double-booked');
+  });
+
+  it('flags a task that succeeded and ran again, even when a lost outcome explains the re-run', () => {
+    const { h, runs, rev } = base();
+    h.put('tasks/j1/0', { job: 'j1', index: 0, state: 'lost', commitId: 'a:1' });
+    const rev2 = h.place('j1', 0, 'n0/001', 'a:2');
+    h.running('j1', 0, 'a:2', rev2);
+    h.end('j1', 0, 'n0/001', 'a:2', 'succeeded');
+    expect(rev2).toBeGreaterThan(rev);
+    const r = check(input(h, [...runs, run('j1', 0, 'n0', 1, rev2, 3000, 4000, 'exit0')]));
+    expect(r.violations.map((v) => v.kind)).toEqual(['succeeded-task-ran-again']);
+    expect(r.totals).toMatchObject({ reruns: 1, rerunsAfterSuccess: 1 });
+  });
+
+  it('accepts a re-run after a killed run recorded lost, and flags one with no lost outcome', () => {
+    const make = (recordLost: boolean): CheckInput => {
+      const h = new History();
+      h.put('servers/n0', { id: 'n0' });
+      h.job('j1', 'queued', 'fault-0');
+      const r1 = h.place('j1', 0, 'n0/000', 'a:1');
+      h.running('j1', 0, 'a:1', r1);
+      if (recordLost) {
+        const rev = ++h.rev;
+        h.del('rus/n0/000', rev);
+        h.put('tasks/j1/0', { job: 'j1', index: 0, state: 'lost', commitId: 'a:1' }, rev);
+      }
+      const r2 = h.place('j1', 0, 'n0/001', 'a:2');
+      h.running('j1', 0, 'a:2', r2);
+      h.end('j1', 0, 'n0/001', 'a:2', 'succeeded');
+      h.put('rus/n0/000', FREE);
+      h.job('j1', 'succeeded', 'fault-0');
+      return input(h, [run('j1', 0, 'n0', 0, r1, 1000, 1500, 'signalled'), run('j1', 0, 'n0', 1, r2, 2000, 3000, 'exit0')]);
+    };
+    expect(check(make(true)).violations).toEqual([]);
+    expect(kinds(make(false))).toContain('rerun-unexplained');
+  });
+
+  it('flags overlapping runs of a task, two processes on one RU, and the same in running records', () => {
+    const { h, runs, rev } = base();
+    h.put('tasks/j1/0', { job: 'j1', index: 0, state: 'lost', commitId: 'a:1' });
+    const rev2 = h.place('j1', 0, 'n0/001', 'a:2');
+    h.running('j1', 0, 'a:2', rev2);
+    h.end('j1', 0, 'n0/001', 'a:2', 'succeeded');
+    const overlapping = [run('j1', 0, 'n0', 0, rev, 1100, 2100, 'signalled'), run('j1', 0, 'n0', 1, rev2, 2000, 3000, 'exit0')];
+    expect(kinds(input(h, overlapping))).toEqual(['runs-overlap']);
+    const sharedRu = [...runs, run('j2', 0, 'n0', 0, 99, 1500, 1600, 'exit0')];
+    expect(kinds(input(base().h, sharedRu))).toContain('ru-shared');
+
+    const r = base();
+    const r2 = r.h.place('j1', 0, 'n0/001', 'a:2');
+    r.h.running('j1', 0, 'a:1', r.rev);
+    r.h.running('j1', 0, 'a:2', r2);
+    expect(kinds(input(r.h, r.runs))).toContain('recorded-runs-overlap');
+
+    // A monitor that adopts its running task under a new lease records it running again: same commit, same run.
+    const h2 = new History();
+    h2.put('servers/n0', { id: 'n0' });
+    h2.job('j1', 'queued', 'fault-0');
+    const r1 = h2.place('j1', 0, 'n0/000', 'a:1');
+    h2.running('j1', 0, 'a:1', r1);
+    h2.put('rus/n0/000', { state: 'busy', job: 'j1', task: 0, commitId: 'a:1' });
+    h2.running('j1', 0, 'a:1', h2.rev);
+    h2.end('j1', 0, 'n0/000', 'a:1', 'succeeded');
+    h2.job('j1', 'succeeded', 'fault-0');
+    expect(check(input(h2, [run('j1', 0, 'n0', 0, r1, 1100, 2100, 'exit0')])).violations).toEqual([]);
+  });
+
+  it('flags a run etcd never recorded, and a success with no completed run', () => {
+    const { h, runs } = base();
+    expect(kinds(input(h, [...runs, run('j9', 0, 'n0', 1, 77, 5000, 6000, 'exit0')]))).toContain('run-unrecorded');
+    expect(kinds(input(h, [{ ...(runs[0] as ExecRun), how: 'signalled' }]))).toEqual(['success-without-run']);
+  });
+
+  it('flags what is left behind', () => {
+    const { h, runs } = base();
+    h.put('rus/n0/001', { state: 'reserved', job: 'j1', task: 0 });
+    h.put('rus/n1/000', FREE);
+    h.put('owners/j1', { agent: 'a' });
+    h.put('queue/999/0000000000000001/j1', { job: 'j1' });
+    h.put('requests/r1', { job: 'j-missing' });
+    h.put('decisions/j-missing', { records: [] });
+    h.put('reports/j1/000000', { job: 'j1' });
+    h.put('tasks/j1/1', { job: 'j1', index: 1, state: 'running', commitId: 'x' });
+    const open = run('j5', 0, 'n0', 1, 0, 9000, undefined, 'open');
+    expect(kinds(input(h, [...runs, open], { servers: ['n0', 'n9'] }))).toEqual(
+      ['decision-orphaned', 'owner-leaked', 'process-leaked', 'queue-leaked', 'report-leaked', 'request-orphaned', 'ru-leaked', 'ru-stray', 'run-unrecorded', 'server-missing', 'task-active-at-end'].sort(),
+    );
+  });
+
+  it('measures the stall from a fault (from its end for a quorum loss) and puts re-runs down to the fault before them', () => {
+    const h = new History();
+    h.put('servers/n0', { id: 'n0' });
+    const runs: ExecRun[] = [];
+    // Placements decided at 1000, 5000 and 12000 ms, each started 200 ms later.
+    for (const [i, at] of [[0, 1000], [1, 5000], [2, 12_000]] as const) {
+      h.job(`j${i}`, 'queued', `fault-${i}`);
+      const rev = h.place(`j${i}`, 0, 'n0/000', `c:${i}`, at);
+      h.running(`j${i}`, 0, `c:${i}`, rev, at);
+      h.end(`j${i}`, 0, 'n0/000', `c:${i}`, 'succeeded');
+      h.job(`j${i}`, 'succeeded', `fault-${i}`);
+      runs.push(run(`j${i}`, 0, 'n0', 0, rev, at + 200, at + 300, 'exit0'));
+    }
+    const faults = [
+      { kind: 'leader-kill' as const, target: 'm0', start: 4000, healed: 6000, electionMs: 900 },
+      { kind: 'quorum-loss' as const, target: 'm0+m1', start: 7000, healed: 10_000, electionMs: 1500 },
+    ];
+    const r = check(input(h, runs, { faults, submissions: [] }));
+    expect(r.violations).toEqual([]);
+    expect(r.faults.map((f) => [f.kind, f.stallMs, f.electionMs])).toEqual([
+      ['leader-kill', 1200, 900],
+      ['quorum-loss', 2200, 1500],
+    ]);
+  });
+});
