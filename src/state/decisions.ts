@@ -15,6 +15,8 @@ export interface Placement {
   acceptable: boolean;
   score: number;
   commitRevision: number;
+  /** The task's attempt: 0 for its first placement, one more for each placement after that. */
+  attempt?: number;
   preempted?: { job: string; task: number; priority: number };
 }
 
@@ -39,6 +41,11 @@ export interface DecisionRecord {
   stageMs: { admission: number; size: number; select: number; commit: number; queue: number };
   startedAt: number;
   finishedAt?: number;
+  /**
+   * Set when the agent's view of the cell cannot take the job at all (a gang larger than the RUs
+   * it may use): nothing was placed, and the caller decides whether to wait or fail.
+   */
+  unplaceable?: { field: string; reason: string };
 }
 
 /** Placements kept in a stored or explained record. */

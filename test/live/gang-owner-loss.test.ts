@@ -5,63 +5,13 @@ import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { ClusterStore, Lease, TxnRequest, WatchOptions } from '../../src/store/types.ts';
+import type { TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { audit, history, waitAllFinal } from '../support/audit.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
-
-/**
- * A store as one process sees it, which can die at a chosen transaction: from then on nothing it
- * sends arrives and nothing comes back (that transaction included), as when the process is
- * SIGKILLed. Its lease stops being kept alive, so the store expires it after the TTL.
- */
-class DyingStore implements ClusterStore {
-  readonly kind: ClusterStore['kind'];
-  readonly maxTxnOps: number;
-  readonly maxRequestBytes: number;
-  dead = false;
-  constructor(
-    private readonly inner: ClusterStore,
-    private readonly dieAt: (req: TxnRequest) => boolean,
-  ) {
-    this.kind = inner.kind;
-    this.maxTxnOps = inner.maxTxnOps;
-    this.maxRequestBytes = inner.maxRequestBytes;
-  }
-  private gate<T>(f: () => Promise<T>): Promise<T> {
-    return this.dead ? new Promise<T>(() => undefined) : f();
-  }
-  get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
-  range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
-  put: ClusterStore['put'] = (key, value, opts) => this.gate(() => this.inner.put(key, value, opts));
-  delete: ClusterStore['delete'] = (key, opts) => this.gate(() => this.inner.delete(key, opts));
-  revision: ClusterStore['revision'] = () => this.gate(() => this.inner.revision());
-  compact: ClusterStore['compact'] = (rev) => this.gate(() => this.inner.compact(rev));
-  close: ClusterStore['close'] = () => Promise.resolve();
-  txn: ClusterStore['txn'] = (req) => {
-    if (!this.dead && this.dieAt(req)) this.dead = true;
-    return this.gate(() => this.inner.txn(req));
-  };
-  txns: ClusterStore['txns'] = (reqs) => {
-    if (!this.dead && reqs.some((r) => this.dieAt(r))) this.dead = true;
-    return this.gate(() => this.inner.txns(reqs));
-  };
-  watch = (opts: WatchOptions): ReturnType<ClusterStore['watch']> =>
-    this.gate(() => this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }));
-  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> => {
-    const l = await this.gate(() => this.inner.grantLease(ttl, opts));
-    return {
-      id: l.id,
-      ttlSeconds: l.ttlSeconds,
-      onLost: (cb) => l.onLost(cb),
-      keepAliveOnce: () => this.gate(() => l.keepAliveOnce()),
-      revoke: () => this.gate(() => l.revoke()),
-      release: () => l.release(),
-    };
-  };
-}
+import { DyingStore } from '../support/owner-harness.ts';
 
 const clock = new SystemClock();
 const log = createLogger('gang-loss');

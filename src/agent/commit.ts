@@ -1,0 +1,239 @@
+/**
+ * The optimistic placement commit: the picks are claimed in the agent's cache, the transaction
+ * (state/placement.ts) compares the revisions the choice was based on, and the outcome is applied
+ * at once: placements on success; on a conflict the fresh reads replace the stale view and the
+ * picks that did not change stay chosen. A commit whose answer was lost is resolved from the store
+ * before anything else is tried, since a blind retry could place the tasks twice.
+ */
+import type { JobSpec, RuRef } from '../model/types.ts';
+import type { Pick } from '../sampling/batch.ts';
+import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { DecisionRecord, Placement } from '../state/decisions.ts';
+import type { Keys } from '../state/keys.ts';
+import { placementTxn } from '../state/placement.ts';
+import { parseJson, type PlacedTaskRecord } from '../state/records.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { AgentCache } from './cache.ts';
+import type { AgentConfig } from './config.ts';
+
+/** What a commit uses of its agent. */
+export interface CommitHost {
+  readonly id: string;
+  readonly store: ClusterStore;
+  readonly keys: Keys;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly config: AgentConfig;
+  readonly state: ClusterState;
+  readonly cache: AgentCache;
+  readonly committer: { txn: ClusterStore['txn'] };
+  readonly stats: { commits: number; conflicts: number; tasksPlaced: number; preemptions: number };
+  /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
+  readonly serverTails: Map<string, { base: number; result: Promise<number | undefined> }>;
+  nextCommitId(): string;
+  fenceOf(jobId: string): { key: string; lease: string } | undefined;
+  lostFence(jobId: string, lease: string): never;
+  notifyCommitted(job: JobSpec, placements: readonly Placement[]): void;
+  assertOpen(jobId?: string): void;
+}
+
+export interface CommitRequest {
+  job: JobSpec;
+  tasks: number[];
+  picks: Pick[];
+  rec: DecisionRecord;
+  /** The last chunk of the job (a standalone agent then writes the job record as placed). */
+  finalForJob: boolean;
+  ruState: 'busy' | 'reserved';
+  attempt: (task: number) => number;
+}
+
+/**
+ * One optimistic transaction (state/placement.ts): compare the revisions the choice was based on
+ * (RU keys, or server epochs under the `server` scope), write RU, task and epoch records. On
+ * failure the else branch reads what we compared so the cache refreshes exactly that, then we
+ * resample.
+ */
+export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
+  const { job, tasks, picks, rec, finalForJob, ruState, attempt } = c;
+  const commitId = a.nextCommitId();
+  const servers = new Map<string, number>();
+  for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
+  // Claim the picks locally until the commit resolves, so this agent's other in-flight
+  // decisions do not choose them too (or score their neighbours as empty). The claim holds the
+  // occupant the commit writes, so applying our own commit changes nothing more in the cache.
+  const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
+  const unclaimAll = (): void => a.state.batch(() => refs.forEach((r) => a.state.unclaim(r)));
+  picks.forEach((p, i) => {
+    const ref = refs[i] as RuRef;
+    // Survivors of a previous attempt are still claimed by us.
+    if (!a.state.isClaimed(ref)) {
+      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState });
+    }
+  });
+  const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
+  if (chained === false) {
+    unclaimAll();
+    rec.conflicts++;
+    a.stats.conflicts++;
+    return { ok: false, survivors: [] };
+  }
+  const fence = a.fenceOf(job.id);
+  const txn = placementTxn({
+    keys: a.keys,
+    agent: a.id,
+    commitId,
+    now: a.clock.now(),
+    job,
+    items: picks.map((p, i) => ({
+      ref: refs[i] as RuRef,
+      task: tasks[i] as number,
+      attempt: attempt(tasks[i] as number),
+      ruRev: p.ruRev,
+      basedOn: servers.get(p.server.id) ?? p.epochRev,
+      ...(p.victim ? { victim: p.victim } : {}),
+    })),
+    scope: a.config.conflictScope,
+    ruState,
+    ...(fence ? { fence } : {}),
+    recordJob: finalForJob && a.config.recordJob,
+  });
+  let res;
+  try {
+    res = await a.committer.txn(txn.req);
+  } catch (err) {
+    // The outcome is unknown (the store may have applied it before the error). Find out from
+    // the store before trying anything else: a blind retry could place the tasks twice.
+    res = await resolveIndeterminate(a, job.id, tasks[0] as number, commitId, err);
+    if (!res) {
+      chained?.settle(undefined);
+      unclaimAll();
+      rec.conflicts++;
+      return { ok: false, survivors: [] };
+    }
+  }
+  a.stats.commits++;
+  chained?.settle(res.succeeded ? res.revision : undefined);
+  if (res.succeeded) {
+    const revision = res.revision;
+    // Apply our own writes now: the watch will confirm them, but the next decision must not
+    // see these RUs as free in the meantime.
+    a.state.batch(() => {
+      for (const r of txn.ruRecords) a.cache.applyKv(kvAt(r.key, JSON.stringify(r.rec), revision));
+      for (const key of txn.epochKeys) a.cache.applyKv(kvAt(key, commitId, revision));
+    });
+    picks.forEach((p, i) => {
+      const task = tasks[i] as number;
+      const pl: Placement = {
+        task,
+        ru: refs[i] as RuRef,
+        Q: p.quality.Q,
+        acceptable: p.quality.acceptable,
+        score: p.score,
+        commitRevision: revision,
+      };
+      const n = attempt(task);
+      if (n > 0) pl.attempt = n;
+      if (p.victim) {
+        pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
+        a.stats.preemptions++;
+      }
+      rec.placements.push(pl);
+    });
+    a.stats.tasksPlaced += picks.length;
+    a.notifyCommitted(job, rec.placements.slice(-picks.length));
+    return { ok: true };
+  }
+  if (fence && txn.fenceResponse !== undefined) {
+    const cur = res.responses[txn.fenceResponse]?.[0];
+    if (!cur || cur.lease !== fence.lease) {
+      unclaimAll();
+      a.lostFence(job.id, fence.lease);
+    }
+  }
+  rec.conflicts++;
+  a.stats.conflicts++;
+  // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
+  // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
+  const survivors: Pick[] = [];
+  a.state.batch(() => {
+    for (const r of res.responses) for (const kv of r ?? []) a.cache.applyKv(kv);
+    picks.forEach((p, i) => {
+      const ref = refs[i] as RuRef;
+      const unchanged =
+        a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
+      if (unchanged && a.state.isClaimed(ref)) survivors.push(p);
+      else a.state.unclaim(ref);
+    });
+  });
+  a.log.debug({ job: job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
+  return { ok: false, survivors };
+}
+
+/**
+ * Server scope: a decision that read server S at epoch E while this agent's own commit on S
+ * (also based on E) is in flight has already counted that commit's RUs as neighbours (they are
+ * claimed). If that commit succeeds, the neighbourhood is exactly what was scored, so this
+ * decision compares against the epoch revision that commit produced instead of conflicting
+ * with its own agent. Returns false if an earlier commit it depends on failed, otherwise a
+ * handle to settle once this commit resolves.
+ */
+async function chainServerCommits(
+  tails: Map<string, { base: number; result: Promise<number | undefined> }>,
+  servers: Map<string, number>,
+): Promise<false | { settle(rev: number | undefined): void }> {
+  let settle!: (rev: number | undefined) => void;
+  const done = new Promise<number | undefined>((r) => (settle = r));
+  const waits: [string, Promise<number | undefined>][] = [];
+  for (const [sid, epoch] of servers) {
+    const tail = tails.get(sid);
+    if (tail && tail.base === epoch) waits.push([sid, tail.result]);
+    tails.set(sid, { base: epoch, result: done });
+  }
+  const handle = {
+    settle: (rev: number | undefined): void => {
+      settle(rev);
+      for (const sid of servers.keys()) if (tails.get(sid)?.result === done) tails.delete(sid);
+    },
+  };
+  for (const [sid, result] of waits) {
+    const after = await result;
+    if (after === undefined) {
+      handle.settle(undefined);
+      return false;
+    }
+    servers.set(sid, after);
+  }
+  return handle;
+}
+
+/**
+ * After a failed transaction call: did our commit land? Reads the first task's record (written
+ * by the same transaction) until the store answers. Returns a success result carrying the
+ * commit's revision, or undefined if the commit did not happen.
+ */
+async function resolveIndeterminate(
+  a: CommitHost,
+  jobId: string, task: number, commitId: string, cause: unknown): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
+  a.log.warn({ job: jobId, err: errorMessage(cause) }, 'commit outcome unknown; checking the store');
+  let delay = a.config.backoffBaseMs * 10;
+  for (;;) {
+    a.assertOpen(jobId);
+    try {
+      const kv = await a.store.get(a.keys.task(jobId, task));
+      const t = parseJson<PlacedTaskRecord>(kv);
+      if (kv && t?.commitId === commitId) return { succeeded: true, revision: kv.modRevision, responses: [] };
+      return undefined;
+    } catch {
+      await a.clock.sleep(delay);
+      delay = Math.min(Math.max(delay, 1) * 2, 2000);
+    }
+  }
+}
+
+function kvAt(key: string, value: string, rev: number): KeyValue {
+  return { key, value, createRevision: rev, modRevision: rev, version: 1, lease: '0' };
+}

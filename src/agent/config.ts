@@ -1,0 +1,117 @@
+/**
+ * The agent's options in one place: every knob of the scheduling agent and the attempt loop,
+ * its default, and its validation (a bad value is refused with the field and the rule). The
+ * live agents, the simulator's tarcil policy and the CLI's `--agent key=value` flags read them
+ * from here.
+ */
+import { z } from 'zod';
+import { DEFAULT_BUCKETS } from '../admission/index.ts';
+import { toIssues } from '../model/schema.ts';
+import { invalid } from '../util/errors.ts';
+import { DEFAULT_CORE_CONFIG, type CoreConfig } from './core.ts';
+
+export type ConflictScope = 'ru' | 'server';
+
+export interface AgentConfig extends CoreConfig {
+  conflictScope: ConflictScope;
+  /** Commit attempts for one chunk before the job goes back to admission. */
+  maxRetries: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** Admission buckets and history (paper: 20 buckets, 2 h). */
+  buckets: number;
+  historyWindowMs: number;
+  /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
+  recheckMs: number;
+  /** Claim and reschedule preempted tasks from the durable queue. */
+  consumeQueue: boolean;
+  /**
+   * Write the job record (state 'placed') with the last placement. Off when a job owner
+   * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
+   */
+  recordJob: boolean;
+  /**
+   * Group commit: the most commit requests this agent keeps in flight. Jobs that become ready
+   * while every slot is busy are decided when a slot frees up and leave together, in one request
+   * of nested transactions (see store/group-commit.ts). 0 sends one transaction per decision, at
+   * once, however many are in flight.
+   */
+  groupCommit: number;
+}
+
+export const DEFAULT_AGENT_CONFIG: AgentConfig = {
+  ...DEFAULT_CORE_CONFIG,
+  conflictScope: 'ru',
+  maxRetries: 6,
+  backoffBaseMs: 1,
+  backoffMaxMs: 100,
+  buckets: DEFAULT_BUCKETS,
+  historyWindowMs: 2 * 3600_000,
+  recheckMs: 1000,
+  consumeQueue: true,
+  recordJob: true,
+  groupCommit: 2,
+};
+
+const int = (lo: number, hi: number) => z.number({ error: `must be an integer in [${lo}, ${hi}]` }).int(`must be an integer in [${lo}, ${hi}]`).min(lo, `must be an integer in [${lo}, ${hi}]`).max(hi, `must be an integer in [${lo}, ${hi}]`);
+const bool = z.boolean({ error: 'must be true or false' });
+
+/** The rule of every option (what `--agent key=value` accepts). */
+const SCHEMA = z
+  .object({
+    failProb: z.number({ error: 'must be a number in (0, 1)' }).gt(0, 'must be a number in (0, 1)').lt(1, 'must be a number in (0, 1)'),
+    minR: int(1, 1024),
+    capR: int(1, 1024),
+    fixedR: int(1, 1024).optional(),
+    qualityForm: z.enum(['monotone', 'paper'], { error: 'must be monotone or paper' }),
+    platformWeight: z.number({ error: 'must be a number in [0, 10]' }).min(0, 'must be a number in [0, 10]').max(10, 'must be a number in [0, 10]'),
+    admission: bool,
+    bypassAbove: int(0, 999),
+    preemption: bool,
+    conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
+    maxRetries: int(0, 1000),
+    backoffBaseMs: int(0, 60_000),
+    backoffMaxMs: int(0, 600_000),
+    buckets: int(1, 64),
+    historyWindowMs: int(1000, 7 * 86_400_000),
+    recheckMs: int(1, 600_000),
+    consumeQueue: bool,
+    recordJob: bool,
+    groupCommit: int(0, 64),
+  })
+  .strict()
+  .refine((c) => c.minR <= c.capR, { message: 'must not exceed capR', path: ['minR'] })
+  .refine((c) => c.backoffBaseMs <= c.backoffMaxMs, { message: 'must not exceed backoffMaxMs', path: ['backoffBaseMs'] });
+
+/** The names of the options, for help texts. */
+export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG).concat('fixedR').sort();
+
+/** Defaults overlaid with `over`, validated: throws INVALID_ARGUMENT naming the first bad field. */
+export function agentConfig(over: Partial<AgentConfig> = {}): AgentConfig {
+  const merged = { ...DEFAULT_AGENT_CONFIG, ...over };
+  const res = SCHEMA.safeParse(merged);
+  if (!res.success) {
+    const first = toIssues(res.error.issues)[0];
+    throw invalid(`agent.${first?.field ?? '?'}`, first?.rule ?? 'is invalid');
+  }
+  return merged;
+}
+
+/**
+ * Parses `key=value` pairs (the CLI's repeatable `--agent` flag) into options: numbers and
+ * booleans are read as such, the rest as strings; the result is validated by agentConfig().
+ */
+export function parseAgentOptions(pairs: readonly string[]): Partial<AgentConfig> {
+  const out: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw invalid('agent', `"${pair}" must be key=value, with key one of ${AGENT_OPTION_NAMES.join(', ')}`);
+    const key = pair.slice(0, eq);
+    const raw = pair.slice(eq + 1);
+    if (!AGENT_OPTION_NAMES.includes(key)) throw invalid(`agent.${key}`, `is not an agent option (one of ${AGENT_OPTION_NAMES.join(', ')})`);
+    out[key] = raw === 'true' ? true : raw === 'false' ? false : raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+  }
+  const partial = out as Partial<AgentConfig>;
+  agentConfig(partial);
+  return partial;
+}

@@ -1,0 +1,238 @@
+/**
+ * What the parts of a job owner share: the options of a JobManager, the per-job bookkeeping
+ * (`Owned`: task records by index, counts by state, live tasks by server, what changed since the
+ * last evaluation) and the owner-fenced write every change to an owned job goes through.
+ */
+import type { JobSpec, TaskState } from '../../model/types.ts';
+import type { Keys } from '../../state/keys.ts';
+import type { HeldLease } from '../../state/lease.ts';
+import type { LiveJobRecord, LiveKeys, LiveServerRecord, LiveTaskRecord } from '../../state/live-records.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
+import type { Clock } from '../../util/clock.ts';
+import type { Logger } from '../../util/log.ts';
+import type { Rng } from '../../util/rng.ts';
+import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent.ts';
+import type { CellServer, Feasibility } from '../cell.ts';
+
+/** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
+export interface NodeLink {
+  launch(endpoint: string, req: { job: string; task: number; ruIndex: number; revision: number }): Promise<void>;
+  /** Resolves true once the monitor has stopped the task and recorded the outcome. */
+  kill(endpoint: string, req: { job: string; task: number; reason: string }): Promise<boolean>;
+}
+
+export interface JobManagerOptions {
+  /** Names this process in agent ids and owner records. */
+  process: string;
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  agents: number;
+  agentConfig?: Partial<AgentConfig>;
+  /** TTL of the lease that binds this process's `owners/<job>` keys (default 10 s). */
+  leaseTtlSeconds?: number;
+  nodes?: NodeLink;
+  /**
+   * How long a server that left is still counted as part of the cell, so that a job it could run
+   * waits for it instead of being refused (default 10 min).
+   */
+  departedMemoryMs?: number;
+  /**
+   * How long a job may wait for servers that are down (no server it may use is up, a gang or a
+   * required spread larger than what is up) before its unplaced tasks fail (default 5 min).
+   */
+  unplaceableTimeoutMs?: number;
+  /** Observers for metrics. */
+  onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
+  onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
+}
+
+export interface TaskView {
+  rec: LiveTaskRecord;
+  rev: number;
+}
+
+export interface Owned {
+  id: string;
+  spec: JobSpec;
+  agent: SchedulingAgent;
+  rec: LiveJobRecord;
+  jobRev: number;
+  tasks: Map<number, TaskView>;
+  /** Task records by state (tasks without a record are not counted: they are queued). */
+  counts: Map<TaskState, number>;
+  /** Live (placed or running) tasks by server: a server that leaves marks them for evaluation. */
+  byServer: Map<string, Set<number>>;
+  /**
+   * Tasks whose records changed since the last evaluation. Evaluation looks only at these (or at
+   * every task when `full` is set), so its cost follows what changed, not the job's size.
+   */
+  dirty: Set<number>;
+  full: boolean;
+  scheduling: Set<number>;
+  stopping: Set<number>;
+  decisions: DecisionRecord[];
+  lastDecisions: string;
+  evalQueued: boolean;
+  chain: Promise<void>;
+  dropped: boolean;
+  /** A gang whose reservations may have been left half-done (adopted, or an attempt failed). */
+  reconcile: boolean;
+  /** Why the job waits, when it does: written to the job record's message. */
+  note: string | undefined;
+  /** Since when the job's unplaced tasks wait for servers that are down (see cell.ts). */
+  blockedSince: number | undefined;
+}
+
+export interface OwnerStats {
+  submitted: number;
+  duplicates: number;
+  adopted: number;
+  lost: number;
+  rescheduled: number;
+  finished: number;
+  fencedLeases: number;
+}
+
+/**
+ * The job manager as its parts see it: options, shared maps, and the few operations that cross
+ * parts (evaluate a job, stop owning it, track a background promise).
+ */
+export interface OwnerContext {
+  readonly o: JobManagerOptions;
+  readonly live: LiveKeys;
+  /** The owner lease of this process (undefined while a new one is granted). */
+  readonly lease: HeldLease | undefined;
+  readonly ttlSeconds: number;
+  readonly unplaceableTimeoutMs: number;
+  readonly departedMemoryMs: number;
+  readonly owned: Map<string, Owned>;
+  readonly jobFinal: Map<string, boolean>;
+  readonly ownerKeys: Map<string, string>;
+  readonly submitting: Set<string>;
+  readonly adopting: Set<string>;
+  readonly servers: Map<string, LiveServerRecord>;
+  readonly cell: Map<string, CellServer & { leftAt?: number }>;
+  readonly stats: OwnerStats;
+  readonly started: boolean;
+  readonly closed: boolean;
+  evaluate(o: Owned): void;
+  drop(o: Owned, why: string): void;
+  track(p: Promise<unknown>): void;
+  /** A timer that close() cancels. */
+  later(ms: number, fn: () => void): void;
+  pickAgent(): SchedulingAgent;
+  feasibility(spec: JobSpec): Feasibility;
+}
+
+/** A full pass over a job's tasks yields to the event loop this often (a 100,000-task job). */
+export const YIELD_EVERY = 5000;
+
+export function yieldNow(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+export function fmtDuration(ms: number): string {
+  return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
+}
+
+export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number): Owned {
+  return {
+    id: spec.id,
+    spec,
+    agent,
+    rec,
+    jobRev,
+    tasks: new Map(),
+    counts: new Map(),
+    byServer: new Map(),
+    dirty: new Set(),
+    full: true,
+    scheduling: new Set(),
+    stopping: new Set(),
+    decisions: [],
+    lastDecisions: '',
+    evalQueued: false,
+    chain: Promise.resolve(),
+    dropped: false,
+    reconcile: false,
+    note: rec.message,
+    blockedSince: undefined,
+  };
+}
+
+/** Records a task's newer record (older revisions are ignored) and marks it for evaluation. */
+export function mergeTask(o: Owned, index: number, rec: LiveTaskRecord | undefined, rev: number): void {
+  const cur = o.tasks.get(index);
+  if (cur && cur.rev >= rev) return;
+  if (cur) untrack(o, index, cur.rec);
+  if (rec) {
+    o.tasks.set(index, { rec, rev });
+    o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);
+    if ((rec.state === 'placed' || rec.state === 'running') && rec.ru) {
+      let on = o.byServer.get(rec.ru.server);
+      if (!on) o.byServer.set(rec.ru.server, (on = new Set()));
+      on.add(index);
+    }
+  } else o.tasks.delete(index);
+  o.dirty.add(index);
+}
+
+function untrack(o: Owned, index: number, rec: LiveTaskRecord): void {
+  o.counts.set(rec.state, (o.counts.get(rec.state) ?? 1) - 1);
+  if (rec.ru) {
+    const on = o.byServer.get(rec.ru.server);
+    on?.delete(index);
+    if (on?.size === 0) o.byServer.delete(rec.ru.server);
+  }
+}
+
+/** Forgets a task record (a gang reservation given back): the task is queued again. */
+export function forgetTask(o: Owned, index: number): void {
+  const cur = o.tasks.get(index);
+  if (!cur) return;
+  untrack(o, index, cur.rec);
+  o.tasks.delete(index);
+  o.dirty.add(index);
+}
+
+/** Has admission control let the job through (a decision made, or the in-progress one past it)? */
+export function admitted(o: Owned): boolean {
+  if (o.decisions.length > 0) return true;
+  const rec = o.agent.inflight.get(o.id);
+  if (!rec) return false;
+  const last = rec.admission[rec.admission.length - 1];
+  return last === undefined ? rec.samples.length > 0 : last.action !== 'queue';
+}
+
+/** The compare that makes a write conditional on still owning the job through `lease`. */
+export function ownerFence(keys: Keys, jobId: string, lease: HeldLease): Compare {
+  return { key: keys.owner(jobId), target: 'lease', op: '==', value: lease.id };
+}
+
+/**
+ * The owner-fenced write: `compare` and `success` guarded by the owner key still being bound to
+ * our lease. When it fails because the job is no longer ours, the job is dropped (another
+ * process owns it now). `failure` reads come after the owner key in `res.responses` (from 1).
+ */
+export async function fencedTxn(
+  m: OwnerContext,
+  o: Owned,
+  lease: HeldLease,
+  req: { compare?: Compare[]; success: Op[]; failure?: Op[] },
+): Promise<TxnResult> {
+  const res = await m.o.store.txn({
+    compare: [ownerFence(m.o.keys, o.id, lease), ...(req.compare ?? [])],
+    success: req.success,
+    failure: [{ type: 'get', key: m.o.keys.owner(o.id) }, ...(req.failure ?? [])],
+  });
+  if (!res.succeeded) checkOwnership(m, o, res.responses[0]?.[0], lease);
+  return res;
+}
+
+/** After a failed fenced write: is the job still ours? If not, stop owning it. */
+export function checkOwnership(m: OwnerContext, o: Owned, ownerKv: KeyValue | undefined, lease: HeldLease): void {
+  if (!ownerKv || ownerKv.lease !== lease.id) m.drop(o, 'ownership lost (fenced write)');
+}

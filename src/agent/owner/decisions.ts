@@ -1,0 +1,55 @@
+/**
+ * The job's decision records as `explain` reads them (`decisions/<job>`): the first placement
+ * and the latest ones, plus the one in progress while the job waits; kept current once a second.
+ */
+import type { StoredDecisions } from '../../state/live-records.ts';
+import { trimDecision } from '../../state/decisions.ts';
+import { errorMessage } from '../../util/errors.ts';
+import { admitted, ownerFence, type OwnerContext, type Owned } from './context.ts';
+
+/** Decision records kept per job: the first (the original placement) and the latest ones. */
+export const KEPT_DECISIONS = 5;
+
+export function keepFirstAndLatest<T>(list: T[], max: number): T[] {
+  return list.length <= max ? list : [list[0] as T, ...list.slice(list.length - (max - 1))];
+}
+
+export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): string {
+  const records = [...o.decisions];
+  const live = o.agent.inflight.get(o.id);
+  if (live) records.push(live);
+  const kept = keepFirstAndLatest(records, KEPT_DECISIONS).map((r) => trimDecision(r));
+  const d: StoredDecisions = { records: kept, inProgress, updatedAt: m.o.clock.now() };
+  return JSON.stringify(d);
+}
+
+export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
+  const lease = m.lease;
+  if (!lease || lease.fenced || o.dropped) return;
+  const json = decisionsJson(m, o, inProgress);
+  const sig = json.replace(/"updatedAt":\d+/, '');
+  if (sig === o.lastDecisions) return;
+  o.lastDecisions = sig;
+  await m.o.store
+    .txn({ compare: [ownerFence(m.o.keys, o.id, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
+    .catch((err: unknown) => m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written'));
+}
+
+/** While jobs wait, keep their decision records (and admitted state) current for `explain`. */
+export function persistProgress(m: OwnerContext): void {
+  for (const o of m.owned.values()) {
+    if (o.blockedSince !== undefined) {
+      m.evaluate(o);
+      continue;
+    }
+    if (o.scheduling.size === 0) continue;
+    m.track(persistDecisions(m, o, true));
+    // Why it waits (admission queue, no free RU it may use), for the job's message.
+    // (Kept between waits, cleared when the scheduling call ends: no rewrite per attempt.)
+    const waiting = o.agent.inflight.get(o.id)?.waiting;
+    if ((waiting !== undefined && waiting !== o.note) || (o.rec.state === 'queued' && admitted(o))) {
+      if (waiting !== undefined) o.note = waiting;
+      m.evaluate(o);
+    }
+  }
+}

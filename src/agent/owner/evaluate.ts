@@ -1,0 +1,196 @@
+/**
+ * Evaluation: what moves an owned job towards a final state. One evaluation at a time per job
+ * (a promise chain); it looks at the tasks whose records changed, marks tasks of departed nodes
+ * lost, waits (or fails) when the cell cannot take the job, starts the agent's scheduling call for
+ * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
+ */
+import { isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
+import { errorMessage, isTarcilError } from '../../util/errors.ts';
+import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
+import { writeSummary } from './summary.ts';
+import { claimPreempted, markLost, reconcileGang, setTaskStates, stopTask } from './transitions.ts';
+
+/** Queues an evaluation of the job (at most one waits behind the running one). */
+export function evaluate(m: OwnerContext, o: Owned): void {
+  if (o.dropped || o.evalQueued || m.closed) return;
+  o.evalQueued = true;
+  const p = o.chain.then(async () => {
+    o.evalQueued = false;
+    if (o.dropped || m.closed) return;
+    try {
+      await evaluateNow(m, o);
+    } catch (err) {
+      if (m.closed) return;
+      m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'job evaluation failed; retrying');
+      m.later(500, () => m.evaluate(o));
+    }
+  });
+  o.chain = p;
+  m.track(p);
+}
+
+/**
+ * The tasks to look at: those whose records changed since the last evaluation, or all of them
+ * after adoption, a cancellation or a failed evaluation (`full`).
+ */
+function takeDirty(o: Owned): Iterable<number> {
+  if (o.full) {
+    o.full = false;
+    o.dirty.clear();
+    const n = o.spec.tasks;
+    return (function* () {
+      for (let t = 0; t < n; t++) yield t;
+    })();
+  }
+  const list = [...o.dirty];
+  o.dirty.clear();
+  return list;
+}
+
+async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
+  if (o.reconcile && o.scheduling.size === 0) {
+    await reconcileGang(m, o);
+    if (o.dropped) return;
+    o.reconcile = false;
+  }
+  try {
+    if (o.rec.cancelRequested) await evaluateCancel(m, o);
+    else await evaluateTasks(m, o);
+  } catch (err) {
+    o.full = true; // what was taken from `dirty` is looked at again on the retry
+    throw err;
+  }
+  if (o.dropped) return;
+  await writeSummary(m, o);
+}
+
+async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
+  const toSchedule: number[] = [];
+  let seen = 0;
+  for (const t of takeDirty(o)) {
+    if (++seen % YIELD_EVERY === 0) await yieldNow();
+    if (o.scheduling.has(t)) continue;
+    const cur = o.tasks.get(t);
+    const st = cur?.rec.state;
+    if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !m.servers.has(cur.rec.ru.server)) {
+      // The node's lease expired (or it never registered with us yet): confirm with the store.
+      const alive = await m.o.store.get(m.o.keys.server(cur.rec.ru.server));
+      if (!alive) {
+        const lost = await markLost(m, o, t, cur, `server ${cur.rec.ru.server} left the cluster`);
+        if (o.dropped) return;
+        if (lost) toSchedule.push(t);
+        continue;
+      }
+    }
+    if (!cur || st === 'queued' || st === 'lost') toSchedule.push(t);
+  }
+  if (toSchedule.length === 0) return;
+  const f = m.feasibility(o.spec);
+  if (f.kind !== 'ok') {
+    await holdUnplaceable(m, o, toSchedule, f.reason);
+    return;
+  }
+  if (o.blockedSince !== undefined) {
+    o.blockedSince = undefined;
+    o.note = undefined;
+  }
+  await startSchedule(m, o, toSchedule);
+}
+
+/** The cell (as it is now) cannot take the job: wait with the reason, and fail after the bound. */
+async function holdUnplaceable(m: OwnerContext, o: Owned, tasks: number[], reason: string): Promise<void> {
+  const now = m.o.clock.now();
+  o.blockedSince ??= now;
+  if (now - o.blockedSince < m.unplaceableTimeoutMs) {
+    o.note = blockedNote(m, reason, o.blockedSince);
+    for (const t of tasks) o.dirty.add(t); // looked at again on the next tick (persistProgress)
+    return;
+  }
+  o.note = `${reason}; gave up after ${fmtDuration(m.unplaceableTimeoutMs)}`;
+  const per = Math.max(1, m.o.store.maxTxnOps - 2);
+  for (let i = 0; i < tasks.length && !o.dropped; i += per) await setTaskStates(m, o, tasks.slice(i, i + per), 'failed', o.note);
+}
+
+export function blockedNote(m: OwnerContext, reason: string, since: number): string {
+  return `${reason}; waiting for them, the job fails at ${new Date(since + m.unplaceableTimeoutMs).toISOString()} if they are not back`;
+}
+
+/**
+ * Cancellation: stop the scheduling call, stop placed and running tasks through their monitors,
+ * and record the queued ones as cancelled, many per transaction. Tasks that never had a record
+ * get none: the summary counts them as cancelled.
+ */
+async function evaluateCancel(m: OwnerContext, o: Owned): Promise<void> {
+  if (o.scheduling.size > 0) o.agent.abort(o.id);
+  const unplaced: number[] = [];
+  let seen = 0;
+  for (const t of takeDirty(o)) {
+    if (++seen % YIELD_EVERY === 0) await yieldNow();
+    if (o.scheduling.has(t) || o.stopping.has(t)) continue;
+    const cur = o.tasks.get(t);
+    if (!cur || isFinalTask(cur.rec.state)) continue;
+    if (cur.rec.state === 'queued' || cur.rec.state === 'lost') unplaced.push(t);
+    else stopTask(m, o, t, cur);
+  }
+  const per = Math.max(1, m.o.store.maxTxnOps - 2);
+  for (let i = 0; i < unplaced.length && !o.dropped; i += per) {
+    await setTaskStates(m, o, unplaced.slice(i, i + per), 'cancelled', 'cancelled before it was placed');
+  }
+}
+
+/** The attempt number a new placement of the task gets: one more than its last placement's. */
+export function nextAttempt(rec: LiveTaskRecord | undefined): number {
+  if (!rec) return 0;
+  return rec.state === 'lost' || rec.ru !== undefined ? rec.attempt + 1 : rec.attempt;
+}
+
+async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promise<void> {
+  const lease = m.lease;
+  if (!lease || lease.fenced) return;
+  await claimPreempted(m, o, tasks);
+  let again = 0;
+  for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
+  if (again > 0) {
+    m.stats.rescheduled += again;
+    o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
+  }
+  for (const t of tasks) o.scheduling.add(t);
+  o.agent.setFence(o.id, { key: m.o.keys.owner(o.id), lease: lease.id });
+  const p = o.agent
+    .schedule(o.spec, tasks, { attempt: (t) => nextAttempt(o.tasks.get(t)?.rec) })
+    .then(
+      async (rec) => {
+        if (rec.unplaceable) {
+          // The agent's view of the cell cannot take the job (it shrank since the last check):
+          // the next evaluation checks the cell again, and waits or fails with the reason.
+          o.note = rec.unplaceable.reason;
+          await m.o.clock.sleep(500);
+          return;
+        }
+        if (o.blockedSince === undefined) o.note = undefined;
+        o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
+        m.o.onDecision?.(o.spec, rec);
+      },
+      async (err: unknown) => {
+        if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
+        m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');
+        // A gang attempt may have stopped between its reservation transactions.
+        if (o.spec.mode === 'gang') o.reconcile = true;
+        await m.o.clock.sleep(500);
+      },
+    )
+    .catch((err: unknown) => m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling cleanup failed'))
+    .finally(() => {
+      // What this call did not place is looked at again by the next evaluation.
+      for (const t of tasks) {
+        o.scheduling.delete(t);
+        o.dirty.add(t);
+      }
+      if (!o.dropped) {
+        m.track(persistDecisions(m, o, false));
+        m.evaluate(o);
+      }
+    });
+  m.track(p);
+}

@@ -1,0 +1,150 @@
+/**
+ * Submission and cancellation: a job is persisted together with its owner key (and the client's
+ * request id) in one transaction, so an acknowledged job always has an owner; a request id sent
+ * again returns the job the first request created.
+ */
+import { createHash } from 'node:crypto';
+import type { JobSpec } from '../../model/types.ts';
+import { isFinalJob, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../../state/live-records.ts';
+import { parseJson } from '../../state/records.ts';
+import type { Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
+import { invalid, TarcilError } from '../../util/errors.ts';
+import { newOwned, type OwnerContext } from './context.ts';
+import { blockedNote } from './evaluate.ts';
+
+export interface SubmitResult {
+  jobId: string;
+  record: LiveJobRecord;
+  revision: number;
+  /** True when the request id had already created this job (nothing new was written). */
+  duplicate: boolean;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function checkRequestId(id: string): string {
+  if (!REQUEST_ID.test(id)) throw invalid('request_id', 'must be 1-128 characters of A-Z a-z 0-9 . _ : -');
+  return id;
+}
+
+/** What makes two submissions the same job: the spec without the id and time the front-end gave it. */
+function specDigest(spec: JobSpec): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ ...spec, id: '', submittedAt: 0 }))
+    .digest('hex');
+}
+
+/**
+ * Persists a validated job with its owner key in one transaction, then schedules it. Resolves
+ * once the job is durable: that is the acknowledgement.
+ *
+ * With a request id, `requests/<id>` is created in that same transaction, so a client retrying
+ * after a lost answer (or racing its own first attempt) gets the job the first attempt created:
+ * `duplicate` is then true and nothing new is written. A request id reused for a different
+ * spec is refused (ALREADY_EXISTS), since answering with the other job would hide the mistake.
+ */
+export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestId?: string }): Promise<SubmitResult> {
+  if (!m.started || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
+  const lease = m.lease;
+  if (!lease || lease.fenced) throw new TarcilError('UNAVAILABLE', 'this scheduler has no valid lease; retry shortly');
+  const k = m.o.keys;
+  const now = m.o.clock.now();
+  const requestKey = opts.requestId !== undefined ? m.live.request(checkRequestId(opts.requestId)) : undefined;
+  const digest = specDigest(spec);
+  if (requestKey) {
+    // The common retry: answered from a read, without touching an agent or the lease.
+    const seen = await m.o.store.get(requestKey);
+    if (seen) return existing(m, seen, digest);
+  }
+  const f = m.feasibility(spec);
+  if (f.kind === 'never') throw new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field });
+  const agent = m.pickAgent();
+  const note = f.kind === 'not-now' ? blockedNote(m, f.reason, now) : undefined;
+  const record: LiveJobRecord = {
+    spec,
+    ...(note ? { message: note } : {}),
+    state: 'queued',
+    placed: 0,
+    updatedAt: now,
+    submittedAt: spec.submittedAt,
+    owner: agent.id,
+    rescheduled: 0,
+    taskStates: { queued: spec.tasks },
+  };
+  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now };
+  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }];
+  const success: Op[] = [
+    { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
+    { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
+  ];
+  const failure: Op[] = [];
+  if (requestKey) {
+    const req: RequestRecord = { job: spec.id, digest, at: now };
+    compare.push({ key: requestKey, target: 'version', op: '==', value: 0 });
+    success.push({ type: 'put', key: requestKey, value: JSON.stringify(req) });
+    failure.push({ type: 'get', key: requestKey });
+  }
+  m.submitting.add(spec.id);
+  let res: TxnResult;
+  try {
+    res = await m.o.store.txn({ compare, success, failure });
+  } catch (err) {
+    // The outcome is unknown: the job may be stored, owned through our lease. Ask the store;
+    // if it cannot answer now, the sweep finds the job later (it is ours) and schedules it.
+    const landed = await m.o.store.get(k.owner(spec.id)).catch(() => undefined);
+    if (!landed || landed.lease !== lease.id) throw err;
+    const jkv = await m.o.store.get(k.job(spec.id)).catch(() => undefined);
+    if (!jkv) throw err;
+    res = { succeeded: true, revision: jkv.modRevision, responses: [] };
+  } finally {
+    m.submitting.delete(spec.id);
+  }
+  if (!res.succeeded) {
+    const seen = res.responses[0]?.[0];
+    if (requestKey && seen) return existing(m, seen, digest);
+    throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
+  }
+  m.stats.submitted++;
+  m.jobFinal.set(spec.id, false);
+  m.ownerKeys.set(spec.id, lease.id);
+  const o = newOwned(spec, agent, record, res.revision);
+  m.owned.set(spec.id, o);
+  if (note) {
+    o.note = note;
+    o.blockedSince = now;
+  }
+  m.evaluate(o);
+  return { jobId: spec.id, record, revision: res.revision, duplicate: false };
+}
+
+/** The job an earlier request with the same id created (see submitJob). */
+async function existing(m: OwnerContext, requestKv: KeyValue, digest: string): Promise<SubmitResult> {
+  const req = parseJson<RequestRecord>(requestKv);
+  if (!req) throw new TarcilError('INTERNAL', `unreadable request record ${requestKv.key}`);
+  if (req.digest !== digest) {
+    throw new TarcilError('ALREADY_EXISTS', `request_id was already used for another job spec (job ${req.job})`, { field: 'request_id' });
+  }
+  const kv = await m.o.store.get(m.o.keys.job(req.job));
+  const record = parseJson<LiveJobRecord>(kv);
+  if (!kv || !record) throw new TarcilError('INTERNAL', `request ${requestKv.key} names job ${req.job}, which is not stored`);
+  m.stats.duplicates++;
+  return { jobId: req.job, record, revision: kv.modRevision, duplicate: true };
+}
+
+/** Requests cancellation (from any process); the job's owner stops its tasks. */
+export async function cancelJob(m: OwnerContext, jobId: string): Promise<LiveJobRecord> {
+  const k = m.o.keys;
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const kv = await m.o.store.get(k.job(jobId));
+    const rec = parseJson<LiveJobRecord>(kv);
+    if (!kv || !rec) throw new TarcilError('NOT_FOUND', `job ${jobId} does not exist`, { field: 'job_id' });
+    if (isFinalJob(rec.state) || rec.cancelRequested) return rec;
+    const next: LiveJobRecord = { ...rec, cancelRequested: true, updatedAt: m.o.clock.now() };
+    const res = await m.o.store.txn({
+      compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
+      success: [{ type: 'put', key: kv.key, value: JSON.stringify(next) }],
+    });
+    if (res.succeeded) return next;
+  }
+  throw new TarcilError('UNAVAILABLE', `job ${jobId} kept changing; cancel again`);
+}

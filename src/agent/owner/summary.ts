@@ -1,0 +1,117 @@
+/**
+ * The job record as its owner keeps it: the state summarised from the task counts, the message
+ * (why it waits, or why it failed), and the final write, which removes everything the job held
+ * (owner key, load reports, queue entries) in the same transaction.
+ */
+import type { JobState, TaskState } from '../../model/types.ts';
+import { isFinalJob, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
+import { parseJson } from '../../state/records.ts';
+import { queueDeletesOf } from '../../state/queue.ts';
+import type { Op } from '../../store/types.ts';
+import { admitted, fencedTxn, type OwnerContext, type Owned } from './context.ts';
+import { decisionsJson } from './decisions.ts';
+
+/** The job's state from the task counts (O(states), kept up to date by mergeTask). */
+export function summarize(o: Owned): { state: JobState; counts: Partial<Record<TaskState, number>>; placed: number } {
+  const counts: Partial<Record<TaskState, number>> = {};
+  for (const [st, c] of o.counts) if (c > 0) counts[st] = c;
+  const unrecorded = o.spec.tasks - o.tasks.size;
+  if (unrecorded > 0) {
+    // Tasks never placed have no record; a cancelled job does not write one for each.
+    const as: TaskState = o.rec.cancelRequested ? 'cancelled' : 'queued';
+    counts[as] = (counts[as] ?? 0) + unrecorded;
+  }
+  const n = o.spec.tasks;
+  const c = (s: TaskState): number => counts[s] ?? 0;
+  const placed = n - c('queued') - c('lost') - (o.rec.cancelRequested ? unrecorded : 0);
+  const finals = c('succeeded') + c('failed') + c('cancelled');
+  let state: JobState;
+  if (finals === n) {
+    if (c('cancelled') > 0 && o.rec.cancelRequested) state = 'cancelled';
+    else if (c('failed') > 0) state = 'failed';
+    else if (c('cancelled') > 0) state = 'cancelled';
+    else state = 'succeeded';
+  } else if (c('running') > 0 || finals > 0) {
+    // Under way: some task runs or has run; a moment with none running (the next ones wait for
+    // a free RU) does not send the job back to queued.
+    state = 'running';
+  } else if (placed === n) state = 'placed';
+  else if (admitted(o)) state = 'admitted';
+  else state = o.rec.state === 'admitted' ? 'admitted' : 'queued';
+  return { state, counts, placed };
+}
+
+/** A failed job says why: the reason it could not be placed, or its first failed task's. */
+function finalMessage(o: Owned, state: JobState): string {
+  if (state === 'cancelled') return 'cancelled';
+  if (state !== 'failed') return '';
+  if (o.note) return o.note;
+  let failed = 0;
+  let first: LiveTaskRecord | undefined;
+  for (const v of o.tasks.values()) {
+    if (v.rec.state !== 'failed') continue;
+    failed++;
+    if (!first || v.rec.index < first.index) first = v.rec;
+  }
+  return first ? `${failed} of ${o.spec.tasks} tasks failed; task ${first.index}: ${first.message ?? `exit code ${first.exitCode ?? '?'}`}` : 'failed';
+}
+
+export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
+  const lease = m.lease;
+  if (!lease || lease.fenced) return;
+  const s = summarize(o);
+  const final = isFinalJob(s.state);
+  const message = final ? finalMessage(o, s.state) : (o.note ?? '');
+  const same =
+    s.state === o.rec.state &&
+    s.placed === o.rec.placed &&
+    message === (o.rec.message ?? '') &&
+    JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
+  if (same && !final) return;
+  if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return;
+  const k = m.o.keys;
+  const now = m.o.clock.now();
+  const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner: o.agent.id };
+  if (message !== '') next.message = message;
+  else delete next.message;
+  if (final) next.finishedAt = now;
+  const success: Op[] = [{ type: 'put', key: k.job(o.id), value: JSON.stringify(next) }];
+  if (final) {
+    // Everything the job held goes in the same transaction as its final state: no orphans.
+    success.push({ type: 'delete', key: k.owner(o.id) });
+    success.push({ type: 'delete', key: m.live.jobReports(o.id), prefix: true });
+    const queue = await m.o.store.range(k.queue());
+    success.push(...queueDeletesOf(queue.kvs, o.id));
+    success.push({ type: 'put', key: k.decision(o.id), value: decisionsJson(m, o, false) });
+  }
+  const res = await fencedTxn(m, o, lease, {
+    compare: [{ key: k.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
+    success,
+    failure: [{ type: 'get', key: k.job(o.id) }],
+  });
+  if (!res.succeeded) {
+    const jkv = res.responses[1]?.[0];
+    const jrec = parseJson<LiveJobRecord>(jkv);
+    if (!o.dropped && jkv && jrec) takeRecord(m, o, jrec, jkv.modRevision);
+    return;
+  }
+  o.rec = next;
+  o.jobRev = res.revision;
+  if (final) {
+    m.stats.finished++;
+    m.jobFinal.set(o.id, true);
+    m.owned.delete(o.id);
+    o.dropped = true;
+    o.agent.release(o.id);
+    m.o.log.info({ job: o.id, state: s.state, rescheduled: next.rescheduled ?? 0 }, 'job finished');
+  }
+}
+
+/** The stored job record is newer than ours (a cancellation, or our own write seen back). */
+export function takeRecord(m: OwnerContext, o: Owned, rec: LiveJobRecord, rev: number): void {
+  // A cancellation concerns every task, not only those that changed.
+  if (rec.cancelRequested && !o.rec.cancelRequested) o.full = true;
+  o.rec = rec;
+  o.jobRev = rev;
+  m.evaluate(o);
+}

@@ -1,0 +1,179 @@
+/**
+ * Task transitions the owner writes itself: a task whose node is gone becomes lost (and is placed
+ * again), a cancelled task is stopped through its monitor or released directly, queued tasks move
+ * to a final state, preempted tasks are claimed back from the durable queue, and a gang left
+ * half-reserved is settled all or nothing. Every write is owner-fenced (context.ts).
+ */
+import type { RuRef, TaskState } from '../../model/types.ts';
+import { freeReservation } from '../../state/release.ts';
+import { parseQueueEntry } from '../../state/queue.ts';
+import type { LiveTaskRecord } from '../../state/live-records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../state/records.ts';
+import type { Compare, KeyValue, Op } from '../../store/types.ts';
+import { errorMessage, TarcilError } from '../../util/errors.ts';
+import { checkOwnership, fencedTxn, forgetTask, mergeTask, type OwnerContext, type Owned, type TaskView } from './context.ts';
+
+/** The task's node is gone: record it lost (fenced), so that it is placed again. */
+export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
+  const lease = m.lease;
+  if (!lease) return false;
+  const k = m.o.keys;
+  const ref = cur.rec.ru as RuRef;
+  const ruKv = await m.o.store.get(k.ru(ref));
+  const ru = parseJson<PlacedRuRecord>(ruKv);
+  const next: LiveTaskRecord = { ...cur.rec, state: 'lost', endedAt: m.o.clock.now(), message: why };
+  // The task record is the fence against the node: a monitor that comes back and adopts the
+  // task, or reports its outcome, rewrites it, and this write then fails.
+  const compare: Compare[] = [{ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev }];
+  const success: Op[] = [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }];
+  if (ruKv && ru && ru.job === o.id && ru.task === t) {
+    // The RU record goes with its server: a node that comes back registers its RUs afresh.
+    compare.push({ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision });
+    success.push({ type: 'delete', key: ruKv.key });
+  }
+  const res = await fencedTxn(m, o, lease, { compare, success });
+  if (!res.succeeded) return false;
+  mergeTask(o, t, next, res.revision);
+  m.stats.lost++;
+  m.o.log.info({ job: o.id, task: t, why }, 'task lost; rescheduling');
+  return true;
+}
+
+/** Cancels a placed or running task: through its monitor if it answers, else directly. */
+export function stopTask(m: OwnerContext, o: Owned, t: number, cur: TaskView): void {
+  o.stopping.add(t);
+  const run = async (): Promise<void> => {
+    const ref = cur.rec.ru;
+    const endpoint = ref ? m.servers.get(ref.server)?.endpoint : undefined;
+    let done = false;
+    if (endpoint && m.o.nodes) {
+      done = await m.o.nodes.kill(endpoint, { job: o.id, task: t, reason: 'cancelled' }).catch(() => false);
+    }
+    if (!done) await releaseDirectly(m, o, t, cur);
+  };
+  m.track(
+    run()
+      .catch((err: unknown) => m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'stopping a task failed; will retry'))
+      .finally(() => {
+        o.stopping.delete(t);
+        m.evaluate(o);
+      }),
+  );
+}
+
+async function releaseDirectly(m: OwnerContext, o: Owned, t: number, cur: TaskView): Promise<void> {
+  const lease = m.lease;
+  if (!lease) return;
+  const k = m.o.keys;
+  const ref = cur.rec.ru;
+  const next: LiveTaskRecord = { ...cur.rec, state: 'cancelled', endedAt: m.o.clock.now(), message: 'cancelled' };
+  const compare: Compare[] = [];
+  const success: Op[] = [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }];
+  const ruKv = ref ? await m.o.store.get(k.ru(ref)) : undefined;
+  const ru = parseJson<PlacedRuRecord>(ruKv);
+  if (ref && ruKv && ru && ru.job === o.id && ru.task === t) {
+    const server = await m.o.store.get(k.server(ref.server));
+    compare.push({ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision });
+    if (server) {
+      // Free, and bound to the node's lease like the monitor's own free RUs.
+      success.push({ type: 'put', key: ruKv.key, value: FREE_RU_VALUE, ...(server.lease !== '0' ? { lease: server.lease } : {}) });
+      success.push({ type: 'put', key: k.epoch(ref.server), value: `cancel:${o.id}#${t}` });
+    } else {
+      success.push({ type: 'delete', key: ruKv.key });
+    }
+  } else {
+    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev });
+  }
+  const res = await fencedTxn(m, o, lease, { compare, success });
+  if (res.succeeded) mergeTask(o, t, next, res.revision);
+}
+
+/** Moves queued tasks to a final state, in one fenced transaction (at most maxTxnOps − 2 tasks). */
+export async function setTaskStates(m: OwnerContext, o: Owned, tasks: number[], state: TaskState, message: string): Promise<void> {
+  const lease = m.lease;
+  if (!lease || tasks.length === 0) return;
+  const k = m.o.keys;
+  const now = m.o.clock.now();
+  const compare: Compare[] = [];
+  const success: Op[] = [];
+  const next = new Map<number, LiveTaskRecord>();
+  for (const t of tasks) {
+    const cur = o.tasks.get(t);
+    const rec: LiveTaskRecord = { ...(cur?.rec ?? { job: o.id, index: t, attempt: 0 }), state, endedAt: now, message };
+    next.set(t, rec);
+    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur?.rev ?? 0 });
+    success.push({ type: 'put', key: k.task(o.id, t), value: JSON.stringify(rec) });
+  }
+  const res = await fencedTxn(m, o, lease, { compare, success });
+  if (res.succeeded) for (const [t, rec] of next) mergeTask(o, t, rec, res.revision);
+  // A task changed meanwhile (its watch event marks it for the next evaluation).
+  else for (const t of tasks) o.dirty.add(t);
+}
+
+/** Preempted tasks come back with a durable queue entry; their owner takes them over from it. */
+export async function claimPreempted(m: OwnerContext, o: Owned, tasks: number[]): Promise<void> {
+  const preempted = new Set<number>();
+  for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'queued') preempted.add(t);
+  if (preempted.size === 0) return;
+  const res = await m.o.store.range(m.o.keys.queue());
+  for (const kv of res.kvs) {
+    const e = parseQueueEntry(kv);
+    if (e?.job === o.id && e.reason === 'preempted' && e.tasks.some((t) => preempted.has(t))) {
+      await m.o.store.txn({
+        compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
+        success: [{ type: 'delete', key: kv.key }],
+      });
+    }
+  }
+  m.stats.rescheduled += preempted.size;
+}
+
+/**
+ * A gang larger than one transaction is reserved chunk by chunk, then confirmed (reserved →
+ * busy) chunk by chunk. An owner that stops part-way (it died, lost its lease, or the store
+ * failed) leaves RUs `reserved`: no monitor runs a reserved RU, and only the job's owner turns
+ * it busy, so left alone the job would wait forever. Here the owner settles them, all or
+ * nothing: if confirmation had begun (an RU of the job is busy, or a task ran), the remaining
+ * reservations are confirmed, since part of the gang may be running; otherwise every
+ * reservation is given back and the whole gang is scheduled again.
+ */
+export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
+  const lease = m.lease;
+  if (!lease || lease.fenced) return;
+  const k = m.o.keys;
+  const fence = { key: k.owner(o.id), lease: lease.id };
+  const held: { t: number; ref: RuRef; ruKv: KeyValue; ru: PlacedRuRecord }[] = [];
+  let confirmed = false;
+  for (const [t, v] of o.tasks) {
+    const st = v.rec.state;
+    if (st === 'running' || st === 'succeeded' || st === 'failed') confirmed = true;
+    if (st !== 'placed' || !v.rec.ru) continue;
+    const ruKv = await m.o.store.get(k.ru(v.rec.ru));
+    const ru = parseJson<PlacedRuRecord>(ruKv);
+    if (!ruKv || !ru || ru.job !== o.id || ru.task !== t) continue;
+    if (ru.state === 'busy') confirmed = true;
+    else if (ru.state === 'reserved') held.push({ t, ref: v.rec.ru, ruKv, ru });
+  }
+  if (held.length === 0) return;
+  m.o.log.info({ job: o.id, reserved: held.length, confirmed }, confirmed ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done');
+  for (const h of held) {
+    if (confirmed) {
+      const res = await fencedTxn(m, o, lease, {
+        compare: [{ key: h.ruKv.key, target: 'mod', op: '==', value: h.ruKv.modRevision }],
+        success: [
+          { type: 'put', key: h.ruKv.key, value: JSON.stringify({ ...h.ru, state: 'busy', since: m.o.clock.now() }) },
+          { type: 'put', key: k.epoch(h.ref.server), value: `${o.agent.id}:gang` },
+        ],
+      });
+      if (!res.succeeded) throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while completing it`);
+    } else {
+      const ok = await freeReservation(m.o.store, k, { ru: h.ref, ruRevision: h.ruKv.modRevision, job: o.id, task: h.t, by: o.agent.id }, fence);
+      if (!ok) {
+        const owner = await m.o.store.get(k.owner(o.id));
+        checkOwnership(m, o, owner, lease);
+        throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while releasing it`);
+      }
+      forgetTask(o, h.t);
+    }
+  }
+}

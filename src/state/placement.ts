@@ -1,0 +1,133 @@
+/**
+ * The placement transaction as a pure builder: what an agent writes when it places tasks (RU
+ * records, task records, server epochs, the displaced tasks of a preemption and their queue
+ * entry), fenced on the revisions the choice was based on and, for an owned job, on the owner's
+ * lease. On failure the transaction reads back what it compared, so the agent's cache refreshes
+ * exactly that before it samples again.
+ */
+import type { JobSpec, RuRef } from '../model/types.ts';
+import type { Compare, Op, TxnRequest } from '../store/types.ts';
+import type { Keys } from './keys.ts';
+import { queuePut } from './queue.ts';
+import type { JobRecord, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
+
+/** One task to place on one RU. */
+export interface PlacementItem {
+  ref: RuRef;
+  task: number;
+  /** The task's attempt (0 for its first placement). */
+  attempt: number;
+  /** Revision of the RU record the choice was based on (the `ru` conflict scope compares it). */
+  ruRev: number;
+  /** Server epoch revision the choice was based on (the `server` scope compares it). */
+  basedOn: number;
+  /** A lower-priority task this placement displaces (preemption). */
+  victim?: { job: string; task: number; priority: number };
+}
+
+export interface PlacementTxnInput {
+  keys: Keys;
+  agent: string;
+  commitId: string;
+  now: number;
+  job: JobSpec;
+  items: readonly PlacementItem[];
+  /** `ru`: compare each chosen RU's revision; `server`: compare each server's epoch. */
+  scope: 'ru' | 'server';
+  /** 'reserved' for the reservation phase of a gang larger than one transaction. */
+  ruState: 'busy' | 'reserved';
+  /** Compare the lease of the job's owner key (an owned job). */
+  fence?: { key: string; lease: string };
+  /** Also write the job record as placed (a standalone agent's last chunk of the job). */
+  recordJob?: boolean;
+}
+
+export interface PlacementTxn {
+  req: TxnRequest;
+  /** The RU records the transaction writes, for the agent to apply to its cache at once. */
+  ruRecords: { key: string; rec: PlacedRuRecord }[];
+  /** The epoch keys it writes (value: the commit id). */
+  epochKeys: string[];
+  /** Index in a failed result's responses of the owner-key read (when fenced). */
+  fenceResponse: number | undefined;
+}
+
+export function placementTxn(p: PlacementTxnInput): PlacementTxn {
+  const k = p.keys;
+  const compare: Compare[] = [];
+  const success: Op[] = [];
+  const failure: Op[] = [];
+  const servers = new Map<string, number>();
+  for (const it of p.items) if (!servers.has(it.ref.server)) servers.set(it.ref.server, it.basedOn);
+  if (p.scope === 'server') {
+    for (const [sid, rev] of servers) {
+      compare.push({ key: k.epoch(sid), target: 'mod', op: '==', value: rev });
+      failure.push({ type: 'get', key: k.epoch(sid) });
+      failure.push({ type: 'get', key: k.serverRus(sid), prefix: true });
+    }
+  } else {
+    // On a conflict, read only the picks. Reading their servers' other RUs too (a rival that
+    // took one pick has often taken its neighbours) avoids a few conflicts but costs more CPU
+    // to parse than the retries it saves (bench/commit-etcd.ts, 3 agents, 8-task jobs).
+    for (const it of p.items) {
+      const key = k.ru(it.ref);
+      compare.push({ key, target: 'mod', op: '==', value: it.ruRev });
+      failure.push({ type: 'get', key });
+    }
+  }
+  let fenceResponse: number | undefined;
+  if (p.fence) {
+    compare.push({ key: p.fence.key, target: 'lease', op: '==', value: p.fence.lease });
+    fenceResponse = failure.length;
+    failure.push({ type: 'get', key: p.fence.key });
+  }
+  const job = p.job;
+  const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
+  for (const it of p.items) {
+    const basedOn = servers.get(it.ref.server) ?? it.basedOn;
+    const ruRec: PlacedRuRecord = {
+      state: p.ruState,
+      job: job.id,
+      task: it.task,
+      caused: job.profile.caused,
+      priority: job.priority,
+      agent: p.agent,
+      since: p.now,
+      attempt: it.attempt,
+      basedOn,
+      commitId: p.commitId,
+      ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
+    };
+    ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
+    success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
+    const taskRec: PlacedTaskRecord = {
+      job: job.id,
+      index: it.task,
+      state: 'placed',
+      ru: it.ref,
+      attempt: it.attempt,
+      placedAt: p.now,
+      basedOn,
+      commitId: p.commitId,
+      agent: p.agent,
+    };
+    success.push({ type: 'put', key: k.task(job.id, it.task), value: JSON.stringify(taskRec) });
+    if (it.victim) {
+      // The displaced task goes back to the durable queue: nothing is lost.
+      const v = it.victim;
+      success.push({
+        type: 'put',
+        key: k.task(v.job, v.task),
+        value: JSON.stringify({ job: v.job, index: v.task, state: 'queued', attempt: 1, message: `preempted by ${job.id}` }),
+      });
+      success.push(queuePut(k, v.priority, p.now, { reason: 'preempted', job: v.job, tasks: [v.task], by: job.id }));
+    }
+  }
+  const epochKeys = [...servers.keys()].map((sid) => k.epoch(sid));
+  for (const key of epochKeys) success.push({ type: 'put', key, value: p.commitId });
+  if (p.recordJob) {
+    const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: p.now };
+    success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
+  }
+  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse };
+}
