@@ -110,17 +110,26 @@ export class TarcilChild implements NemesisProc {
     return this.tail;
   }
 
+  /** Appends to the process's log file; output that arrives after the run directory is gone is dropped. */
+  private note(s: string): void {
+    try {
+      appendFileSync(this.logFile, s);
+    } catch {
+      // the run directory was removed at the end of the run
+    }
+  }
+
   async start(timeoutMs = 60_000): Promise<void> {
     const c = spawn(process.execPath, [BIN, ...this.args], { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } });
     this.child = c;
     this.tail = '';
-    appendFileSync(this.logFile, `--- ${new Date().toISOString()} start\n`);
+    this.note(`--- ${new Date().toISOString()} start\n`);
     await new Promise<void>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`${this.name} did not start in ${timeoutMs} ms:\n${this.tail.slice(-3000)}`)), timeoutMs);
       const onData = (d: Buffer): void => {
         const s = d.toString();
         this.tail = (this.tail + s).slice(-20_000);
-        appendFileSync(this.logFile, s);
+        this.note(s);
         if (/listening on/.test(this.tail)) {
           clearTimeout(t);
           resolve();
@@ -130,7 +139,7 @@ export class TarcilChild implements NemesisProc {
       c.stderr?.on('data', onData);
       c.once('exit', (code, sig) => {
         clearTimeout(t);
-        appendFileSync(this.logFile, `--- ${new Date().toISOString()} exit ${code ?? sig}\n`);
+        this.note(`--- ${new Date().toISOString()} exit ${code ?? sig}\n`);
         reject(new Error(`${this.name} exited (${code ?? sig}):\n${this.tail.slice(-3000)}`));
       });
     });
