@@ -1,10 +1,11 @@
 /**
  * A lease held by a live component (a job owner, a node monitor), kept alive (each keepalive
- * given a third of the TTL to answer) and self-fenced before etcd can expire it.
+ * given a third of the TTL to answer) and self-fenced before etcd can expire it, or (node
+ * monitors, `rideOut`) told when it goes unconfirmed and when it is confirmed again.
  */
 import type { ClusterStore, Lease } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
-import { TarcilError } from '../util/errors.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 
 /**
@@ -21,6 +22,13 @@ import type { Logger } from '../util/log.ts';
  *      is later), it stops its work (`onFenced`) before etcd can expire the lease. That keeps side
  *      effects outside etcd (a running process) from overlapping with the next holder's, assuming
  *      clocks advance at the same rate.
+ *
+ * A node monitor rides out an outage instead (`rideOut`): at the same moment it is told the lease
+ * is unconfirmed, keepalives go on, and it is told again when one succeeds on the same lease. The
+ * lease is fenced only when the store says it is gone (expired or revoked). What the holder keeps
+ * doing meanwhile is its own affair: the monitor keeps its tasks for a grace period counted from
+ * {@link HeldLease.lastConfirmedAt} + TTL, and the front-ends wait that long after the lease's
+ * expiry before they place its tasks elsewhere.
  */
 /** TTL of a component's lease when none is configured (front-ends and monitors alike). */
 export const DEFAULT_LEASE_TTL_S = 10;
@@ -30,8 +38,17 @@ export interface HeldLeaseOptions {
   clock: Clock;
   log: Logger;
   ttlSeconds: number;
-  /** Called once when the lease can no longer be trusted (expired, lost, or not confirmed in time). */
+  /**
+   * Called once when the lease can no longer be trusted: expired or lost, or (without `rideOut`)
+   * not confirmed in time.
+   */
   onFenced: (reason: string) => void;
+  /**
+   * Do not fence when a keepalive is not confirmed in time: call `onUnconfirmed` (once per
+   * episode) and go on sending keepalives; call `onConfirmed` when one succeeds again on the same
+   * lease. The lease is fenced (`onFenced`) only when the store says it is gone.
+   */
+  rideOut?: { onUnconfirmed: (reason: string) => void; onConfirmed: () => void };
 }
 
 export class HeldLease {
@@ -45,6 +62,7 @@ export class HeldLease {
   private inflight: Promise<void> | undefined;
   private lastFailed = false;
   private lastSent = 0;
+  private unconfirmed = false;
 
   private constructor(private readonly opts: HeldLeaseOptions) {
     this.ttlSeconds = opts.ttlSeconds;
@@ -71,6 +89,19 @@ export class HeldLease {
     return this.fencedReason !== undefined;
   }
 
+  /** Confirmed within the budget (TTL − margin) and not fenced. */
+  get confirmed(): boolean {
+    return !this.fenced && !this.unconfirmed;
+  }
+
+  /**
+   * When the last keepalive that the store confirmed was sent (the grant's send time at first):
+   * the store cannot have expired the lease before this + TTL.
+   */
+  get lastConfirmedAt(): number {
+    return this.lastOk;
+  }
+
   /** Milliseconds the holder may still act for, by its own conservative count. */
   remainingMs(): number {
     return this.lastOk + this.budgetMs() - this.opts.clock.now();
@@ -83,7 +114,7 @@ export class HeldLease {
     try {
       await this.lease.revoke();
     } catch (err) {
-      this.opts.log.warn({ err: (err as Error).message }, 'lease revoke failed; it will expire');
+      this.opts.log.warn({ err: errorMessage(err) }, 'lease revoke failed; it will expire');
     }
   }
 
@@ -108,9 +139,10 @@ export class HeldLease {
     this.watchdog?.cancel();
     const due = Math.max(0, this.remainingMs());
     this.watchdog = this.opts.clock.setTimer(due, () => {
-      if (this.closed || this.fenced) return;
-      if (this.remainingMs() <= 0) this.fence('keepalive not confirmed within the lease TTL');
-      else this.armWatchdog();
+      if (this.closed || this.fenced || this.unconfirmed) return;
+      if (this.remainingMs() > 0) this.armWatchdog();
+      else if (this.opts.rideOut) this.goUnconfirmed();
+      else this.fence('keepalive not confirmed within the lease TTL');
     });
   }
 
@@ -135,9 +167,15 @@ export class HeldLease {
     this.lastSent = sent;
     try {
       await withTimeout(this.lease.keepAliveOnce(), (this.ttlSeconds * 1000) / 3, this.opts.clock);
+      if (this.closed || this.fenced) return;
       if (sent > this.lastOk) this.lastOk = sent;
       this.lastFailed = false;
       this.armWatchdog();
+      if (this.unconfirmed && this.remainingMs() > 0) {
+        this.unconfirmed = false;
+        this.opts.log.info({ lease: this.lease.id }, 'lease confirmed again');
+        this.callback(() => this.opts.rideOut?.onConfirmed());
+      }
     } catch (err) {
       this.lastFailed = true;
       const e = err as TarcilError;
@@ -146,16 +184,27 @@ export class HeldLease {
     }
   }
 
+  private goUnconfirmed(): void {
+    this.unconfirmed = true;
+    const reason = 'keepalive not confirmed within the lease TTL';
+    this.opts.log.warn({ reason, lease: this.lease?.id }, 'lease unconfirmed: riding it out, keepalives go on');
+    this.callback(() => this.opts.rideOut?.onUnconfirmed(reason));
+  }
+
   private fence(reason: string): void {
     if (this.fencedReason !== undefined || this.closed) return;
     this.fencedReason = reason;
     this.loop?.cancel();
     this.watchdog?.cancel();
-    this.opts.log.warn({ reason }, 'lease fenced: stopping work done under it');
+    this.opts.log.warn({ reason }, this.opts.rideOut ? 'lease gone' : 'lease fenced: stopping work done under it');
+    this.callback(() => this.opts.onFenced(reason));
+  }
+
+  private callback(fn: () => void): void {
     try {
-      this.opts.onFenced(reason);
+      fn();
     } catch (err) {
-      this.opts.log.error({ err: (err as Error).message }, 'onFenced threw');
+      this.opts.log.error({ err: errorMessage(err) }, 'lease callback threw');
     }
   }
 }

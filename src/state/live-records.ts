@@ -57,6 +57,12 @@ export interface LiveServerRecord extends ServerRecord {
   /** The load monitor saw a task well below its expected rate: no new placements here. */
   blocked?: boolean;
   executor?: string;
+  /**
+   * How long the node keeps its tasks running after it last confirmed its lease and the lease's
+   * TTL ran out (its `--disconnect-grace`). Its tasks may be placed elsewhere only once the lease
+   * has expired in the store and this long again has passed (plus a margin for clock rates).
+   */
+  disconnectGraceMs?: number;
 }
 
 /** Value of `decisions/<job>`: the decisions made for the job, newest last. */

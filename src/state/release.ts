@@ -4,7 +4,7 @@
  */
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from './keys.ts';
-import type { ClusterStore } from '../store/types.ts';
+import type { ClusterStore, Compare } from '../store/types.ts';
 import { FREE_RU_VALUE, type PlacedRuRecord } from './records.ts';
 
 export interface TaskOutcome {
@@ -15,9 +15,39 @@ export interface TaskOutcome {
 }
 
 /**
+ * The task record of a finished attempt: what {@link releaseRu} writes, and what a node monitor
+ * writes on its own when the RU record is no longer there to free (its outcome journal).
+ */
+export function outcomeTaskRecord(
+  ref: RuRef,
+  placedRevision: number,
+  placed: PlacedRuRecord,
+  outcome: TaskOutcome,
+  taskFields?: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    job: placed.job,
+    index: placed.task,
+    state: outcome.state,
+    ru: ref,
+    attempt: placed.attempt,
+    placedAt: placed.since,
+    endedAt: outcome.endedAt,
+    basedOn: placed.basedOn,
+    commitId: placed.commitId,
+    agent: placed.agent,
+    placedRevision,
+    ...(outcome.exitCode !== undefined ? { exitCode: outcome.exitCode } : {}),
+    ...(outcome.message !== undefined ? { message: outcome.message } : {}),
+    ...taskFields,
+  };
+}
+
+/**
  * Frees an RU when its task ends, fenced on the RU's revision at placement: if the RU was
  * reassigned since (preemption, a reschedule after loss), nothing is written and false returned.
  * The same transaction bumps the server epoch (neighbourhood changed) and records the outcome.
+ * `compare` adds fences (a node monitor also compares the task record's revision).
  */
 export async function releaseRu(
   store: ClusterStore,
@@ -26,34 +56,15 @@ export async function releaseRu(
   placedRevision: number,
   placed: PlacedRuRecord,
   outcome: TaskOutcome,
-  opts: { lease?: string; taskFields?: Record<string, unknown> } = {},
+  opts: { lease?: string; taskFields?: Record<string, unknown>; compare?: Compare[] } = {},
 ): Promise<boolean> {
   const res = await store.txn({
-    compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }],
+    compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }, ...(opts.compare ?? [])],
     success: [
       // A monitor passes its lease: a free RU then leaves the store with the monitor.
       { type: 'put', key: keys.ru(ref), value: FREE_RU_VALUE, ...(opts.lease ? { lease: opts.lease } : {}) },
       { type: 'put', key: keys.epoch(ref.server), value: `release:${placed.job}#${placed.task}` },
-      {
-        type: 'put',
-        key: keys.task(placed.job, placed.task),
-        value: JSON.stringify({
-          job: placed.job,
-          index: placed.task,
-          state: outcome.state,
-          ru: ref,
-          attempt: placed.attempt,
-          placedAt: placed.since,
-          endedAt: outcome.endedAt,
-          basedOn: placed.basedOn,
-          commitId: placed.commitId,
-          agent: placed.agent,
-          placedRevision,
-          ...(outcome.exitCode !== undefined ? { exitCode: outcome.exitCode } : {}),
-          ...(outcome.message !== undefined ? { message: outcome.message } : {}),
-          ...opts.taskFields,
-        }),
-      },
+      { type: 'put', key: keys.task(placed.job, placed.task), value: JSON.stringify(outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields)) },
     ],
   });
   return res.succeeded;
