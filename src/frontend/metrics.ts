@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
-import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
+import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import { errorMessage } from '../util/errors.ts';
 
 /**
@@ -117,14 +117,27 @@ export class MonitorMetrics extends MetricsEndpoint {
     gauge('tarcil_monitor_min_task_rate', 'Lowest achieved/expected rate among running tasks (1 with none)', (s) =>
       s.running.reduce((m, r) => Math.min(m, r.rate), 1),
     );
+    gauge('tarcil_monitor_connected', '1 while the node is registered and its lease confirmed (0: it starts nothing new)', (s) => (s.connected ? 1 : 0));
+    gauge('tarcil_monitor_journalled_outcomes', 'Task outcomes in the local journal that the store does not have yet', (s) => s.journalled);
     new Counter({
       name: 'tarcil_monitor_task_events_total',
-      help: 'Task starts and ends on this node, and lease fences, since the monitor started',
+      help: 'Task starts, ends (completed, failed; killed by this monitor; recorded lost by it), tasks kept under a new lease (adopted), and times the lease went unconfirmed (fenced), since the monitor started',
       labelNames: ['server', 'event'],
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const [event, n] of Object.entries(monitor.snapshot().stats)) this.inc({ ...labels, event }, n);
+        const stats = monitor.snapshot().stats;
+        for (const event of MONITOR_EVENTS) this.inc({ ...labels, event }, stats[event]);
+      },
+    });
+    new Counter({
+      name: 'tarcil_monitor_registrations_total',
+      help: 'Registrations of the node under a lease (the first, and one after each lease the store let expire)',
+      labelNames: ['server'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(labels, monitor.snapshot().stats.registrations);
       },
     });
   }

@@ -35,6 +35,8 @@ export interface TaskHandle {
 
 export interface Executor {
   readonly kind: 'simulated' | 'process';
+  /** Where the executor writes task logs, if it does (the monitor's default journal lives there). */
+  readonly logDir?: string;
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle;
 }
 
@@ -122,6 +124,10 @@ export class ProcessExecutor implements Executor {
 
   get pinning(): boolean {
     return this.taskset;
+  }
+
+  get logDir(): string {
+    return this.o.logDir;
   }
 
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle {

@@ -1,116 +1,141 @@
+import { join } from 'node:path';
 import { Follower } from '../state/follow.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
-import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
-import { releaseRu, type TaskOutcome } from '../state/release.ts';
-import { N_RESOURCES, type JobSpec, type ServerSpec } from '../model/types.ts';
-import { slowdown as perfSlowdown } from '../model/perf.ts';
-import type { Keys } from '../state/keys.ts';
-import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
-import type { Clock } from '../util/clock.ts';
-import type { Logger } from '../util/log.ts';
-import type { Executor, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
+import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import type { TaskOutcome } from '../state/release.ts';
+import type { JobSpec, ServerSpec } from '../model/types.ts';
+import type { KeyValue } from '../store/types.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import { NodeConnection } from './connection.ts';
+import { entryKey, FileJournal, MemoryJournal, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
+import { assessLoad } from './load.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
+import { reportOutcome, taskHere, type HeldAttempt, type NodeStore } from './outcomes.ts';
+import { registerNode } from './register.ts';
+import { OutcomeReporter } from './reporter.ts';
 
-/** Interference slowdown of a task on a server: the shared performance model by default. */
-export type SlowdownModel = (own: readonly number[], sum: readonly number[], ruCount: number) => number;
+export type { SlowdownModel } from './load.ts';
+export { DEFAULT_DISCONNECT_GRACE_MS, MONITOR_EVENTS, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
 
-export interface MonitorOptions {
-  store: ClusterStore;
-  keys: Keys;
-  clock: Clock;
-  log: Logger;
-  server: ServerSpec;
-  executor: Executor;
-  /** host:port of this node's NodeMonitor service, advertised in its server record. */
-  endpoint?: string;
-  leaseTtlSeconds?: number;
-  /** A task whose rate falls below this share of its expected rate is reported (paper §5.2). */
-  loadThreshold?: number;
-  slowdown?: SlowdownModel;
-  /**
-   * How often running tasks' rates are looked at besides on RU changes (default 1000 ms): a
-   * measured rate (the process executor's CPU rate) changes without any event.
-   */
-  loadIntervalMs?: number;
-}
-
-interface Run {
-  ruIndex: number;
-  job: string;
-  task: number;
-  commitId: string;
+/** A task whose process this monitor started and that has not ended. */
+interface Run extends HeldAttempt {
+  /** The RU record's current revision: fences the writes about the attempt. */
   rev: number;
-  rec: PlacedRuRecord;
   startedAt: number;
   handle: TaskHandle | undefined;
   stopped: boolean;
   reported: boolean;
 }
 
-export interface MonitorSnapshot {
-  server: string;
-  platform: string;
-  executor: string;
-  rus: number;
-  busy: number;
-  blocked: boolean;
-  running: { job: string; task: number; ruIndex: number; startedAt: number; rate: number; pid?: number }[];
-  stats: LocalMonitor['stats'];
-}
-
 /**
  * The local monitor of one node (paper §5.1): registers the server and its RUs under a lease,
- * runs what the store says its RUs hold, frees each RU with a fenced transaction when its task
- * ends, and watches the tasks' rates.
+ * runs what the store says its RUs hold, records each task's outcome when it ends, and watches
+ * the tasks' rates.
  *
- * The store is the truth: a task runs here while, and only while, its RU record names it at the
- * revision the monitor started it from. The agent's LaunchTask call only makes the monitor look
- * sooner. If the monitor cannot confirm its lease in time it kills every task before etcd can
- * expire the lease (see HeldLease), then registers again; tasks it was running are recorded lost
- * and their owners place them again.
+ * The store is the truth: a task starts here only while its RU record names it, and a task keeps
+ * running only while its task record names it here. When a process ends, its outcome goes to the
+ * journal (journal.ts) before anything else, then to the store (outcomes.ts) as soon as the store
+ * answers; an outcome in the journal is never turned into `lost`.
+ *
+ * Without the store (its lease unconfirmed for TTL − 1 s) the monitor starts nothing new but
+ * keeps its tasks running, for `disconnectGraceMs` past the moment the lease could first have
+ * expired; then it kills them (recorded lost once the store answers). If the lease turns out to be
+ * alive it carries on; if the store says it is gone it registers under a new lease and reconciles
+ * (register.ts): tasks still running here are adopted, journalled outcomes written, unknown ones
+ * recorded lost, and only then the rest of its RUs are freed.
  */
 export class LocalMonitor {
   readonly server: ServerSpec;
+  readonly disconnectGraceMs: number;
   private readonly o: MonitorOptions;
   private readonly live: LiveKeys;
-  private lease: HeldLease | undefined;
+  private readonly journal: OutcomeJournal;
+  private readonly n: NodeStore;
+  private readonly conn: NodeConnection;
+  private readonly reporter: OutcomeReporter;
   private follower: Follower | undefined;
   private readonly running = new Map<number, Run>();
   private readonly rus = new Map<number, { rec: PlacedRuRecord | undefined; rev: number }>();
   private readonly specs = new Map<string, JobSpec | null>();
   private readonly background = new Set<Promise<unknown>>();
-  private registered = false;
   private closed = false;
   private blocked = false;
   private draining = false;
   private endpoint: string | undefined;
-  readonly stats = { started: 0, completed: 0, failed: 0, killed: 0, fenced: 0, lost: 0, registrations: 0 };
+  readonly stats: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
 
   constructor(opts: MonitorOptions) {
     this.o = opts;
     this.server = opts.server;
     this.live = new LiveKeys(opts.keys);
     this.endpoint = opts.endpoint;
+    this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+    const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? join(opts.executor.logDir, 'journal') : undefined);
+    this.journal = dir !== undefined ? new FileJournal(dir, opts.server.id, opts.keys.prefix) : new MemoryJournal();
+    this.n = { store: opts.store, keys: opts.keys, server: opts.server.id, leaseId: () => this.conn.usableLeaseId() };
+    this.conn = new NodeConnection({
+      store: opts.store,
+      clock: opts.clock,
+      log: opts.log,
+      server: opts.server.id,
+      ttlSeconds: opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S,
+      graceMs: this.disconnectGraceMs,
+      serverKey: opts.keys.server(opts.server.id),
+      serverRecord: () => this.serverJson(),
+      register: (lease) => this.register(lease),
+      resume: () => {
+        this.conn.syncServer();
+        this.track(this.relist().catch((err: unknown) => this.o.log.warn({ err: errorMessage(err) }, 'relist failed; the watch will catch up')));
+        this.reporter.kick();
+      },
+      onDisconnected: (why) => {
+        this.stats.fenced++;
+        this.o.log.warn({ server: this.server.id, why, running: this.running.size, graceMs: this.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
+      },
+      onGraceOut: (why) => {
+        if (this.running.size === 0) return;
+        this.o.log.warn({ server: this.server.id, tasks: this.running.size }, `${why}: killing every task`);
+        const kills = [...this.running.values()].map((r) => this.killRun(r, why));
+        this.track(Promise.all(kills).then(() => this.reporter.kick()));
+      },
+    });
+    this.reporter = new OutcomeReporter({
+      n: this.n,
+      journal: this.journal,
+      clock: opts.clock,
+      log: opts.log,
+      mayReport: () => this.conn.registered,
+      onWritten: (e) => this.outcomeWritten(e),
+      track: (p) => this.track(p),
+    });
   }
 
   get leaseId(): string | undefined {
-    return this.lease?.id;
+    return this.conn.lease?.id;
+  }
+
+  /** Where outcomes are journalled: a file path, or 'memory'. */
+  get journalLocation(): string {
+    return this.journal.location;
   }
 
   /** Sets the advertised endpoint (known once the gRPC server has bound its port). */
   async setEndpoint(endpoint: string): Promise<void> {
     this.endpoint = endpoint;
-    if (this.registered) await this.putServer();
+    if (this.conn.registered) await this.conn.putServer();
   }
 
   async start(): Promise<void> {
-    await this.register();
-    const prefix = this.o.keys.serverRus(this.server.id);
+    const left = await this.journal.load();
+    if (left.length > 0) this.o.log.info({ server: this.server.id, outcomes: left.length, journal: this.journal.location }, 'outcomes journalled before a restart; reporting them');
+    await this.conn.registerOnce();
     this.follower = new Follower({
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      prefix,
+      prefix: this.o.keys.serverRus(this.server.id),
       onSnapshot: (kvs) => {
         const seen = new Set<number>();
         for (const kv of kvs) {
@@ -140,26 +165,23 @@ export class LocalMonitor {
 
   /**
    * Graceful stop: kills every task and records it lost (its owner places it again elsewhere),
-   * then revokes the lease so the node leaves the pool at once.
+   * reports what the journal holds, then revokes the lease so the node leaves the pool at once.
+   * Outcomes the store could not take stay in the journal for the next start.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.conn.close();
+    this.reporter.close();
     // Leave the pool first, so nothing new lands here while the tasks are stopped.
     this.draining = true;
-    if (this.registered) await this.putServer().catch(() => undefined);
+    await this.conn.putServer().catch(() => undefined);
     await this.follower?.close();
-    const runs = [...this.running.values()];
-    await Promise.all(
-      runs.map(async (r) => {
-        this.running.delete(r.ruIndex);
-        r.stopped = true;
-        await r.handle?.kill();
-        await this.release(r, { state: 'lost', endedAt: this.o.clock.now(), message: `monitor of ${this.server.id} shut down` }).catch(() => false);
-      }),
-    );
-    await Promise.allSettled([...this.background]);
-    await this.lease?.revoke();
+    await Promise.all([...this.running.values()].map((r) => this.killRun(r, `monitor of ${this.server.id} shut down`)));
+    await Promise.allSettled([...this.background, this.conn.pending]);
+    for (const e of this.journal.entries()) await this.reporter.reportNow(e).catch(() => undefined);
+    await this.journal.close();
+    await this.conn.revoke();
   }
 
   snapshot(): MonitorSnapshot {
@@ -172,6 +194,8 @@ export class LocalMonitor {
       rus: this.server.rus,
       busy,
       blocked: this.blocked,
+      connected: this.canLaunch(),
+      journalled: this.journal.entries().length,
       running: [...this.running.values()].map((r) => ({
         job: r.job,
         task: r.task,
@@ -187,6 +211,7 @@ export class LocalMonitor {
   /** Fast path from the agent: look at the RU now instead of waiting for the watch. */
   async launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'> {
     if (this.running.has(ruIndex)) return 'already-running';
+    if (!this.canLaunch()) return 'not-assigned';
     const kv = await this.o.store.get(this.o.keys.ru({ server: this.server.id, index: ruIndex }));
     if (!kv) return 'not-assigned';
     this.onRu(kv, false);
@@ -201,79 +226,69 @@ export class LocalMonitor {
   async kill(job: string, task: number, reason: string): Promise<boolean> {
     const run = [...this.running.values()].find((r) => r.job === job && r.task === task);
     if (run) {
-      this.running.delete(run.ruIndex);
-      run.stopped = true;
-      await run.handle?.kill();
-      this.stats.killed++;
-      await this.release(run, { state: 'cancelled', endedAt: this.o.clock.now(), message: reason });
+      const e = await this.killRun(run, reason, 'cancelled');
       this.recomputeLoad();
+      await this.reporter.reportNow(e).catch((err: unknown) => {
+        this.reporter.kick();
+        throw err;
+      });
+      return true;
+    }
+    // Ended here, its outcome not yet in the store: that outcome stands.
+    const ended = this.journal.entries().find((e) => e.job === job && e.task === task);
+    if (ended) {
+      await this.reporter.reportNow(ended);
       return true;
     }
     for (const [i, r] of this.rus) {
-      if (r.rec && r.rec.job === job && r.rec.task === task) {
-        const fake: Run = { ruIndex: i, job, task, commitId: r.rec.commitId, rev: r.rev, rec: r.rec, startedAt: 0, handle: undefined, stopped: true, reported: false };
-        return this.release(fake, { state: 'cancelled', endedAt: this.o.clock.now(), message: reason });
+      if (r.rec && (r.rec.state === 'busy' || r.rec.state === 'reserved') && r.rec.job === job && r.rec.task === task) {
+        const e = outcomeEntry({ ...attemptOf(i, r.rec, r.rev), startedAt: 0 }, { state: 'cancelled', endedAt: this.o.clock.now(), message: reason });
+        return (await reportOutcome(this.n, e)) === 'written';
       }
     }
     return false;
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Registration
+  // Registration and the connection to the store
 
-  private async register(): Promise<void> {
-    this.lease = await HeldLease.grant({
-      store: this.o.store,
+  private canLaunch(): boolean {
+    return !this.closed && !this.draining && this.conn.connected;
+  }
+
+  /** Registers under `lease`, reconciling what runs here with what the store says (register.ts). */
+  private async register(lease: HeldLease): Promise<void> {
+    const res = await registerNode({
+      n: this.n,
+      lease,
+      server: this.server,
+      serverJson: () => this.serverJson(),
+      journal: this.journal,
+      runs: () => [...this.running.values()].filter((r) => r.handle && !r.stopped),
+      onMovedOn: (a, why) => {
+        const run = this.running.get(a.ruIndex);
+        if (run && run.commitId === a.commitId) this.stop(run, `someone else owns the task now (${why})`);
+      },
+      onWritten: (e) => this.outcomeWritten(e),
       clock: this.o.clock,
-      log: this.o.log.child({ component: 'monitor-lease', server: this.server.id }),
-      ttlSeconds: this.o.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S,
-      onFenced: (why) => this.onFenced(why),
+      log: this.o.log,
     });
-    const k = this.o.keys;
-    for (let attempt = 0; ; attempt++) {
-      const existing = await this.o.store.range(k.serverRus(this.server.id));
-      const byIndex = new Map<number, KeyValue>();
-      for (const kv of existing.kvs) {
-        const ref = k.parseRu(kv.key);
-        if (ref) byIndex.set(ref.index, kv);
-      }
-      const compare: Compare[] = [];
-      const success: Op[] = [
-        { type: 'put', key: k.server(this.server.id), value: this.serverJson(), lease: this.lease.id },
-        { type: 'put', key: k.epoch(this.server.id), value: `register:${this.server.id}` },
-      ];
-      const now = this.o.clock.now();
-      for (let i = 0; i < this.server.rus; i++) {
-        const kv = byIndex.get(i);
-        compare.push({ key: k.ru({ server: this.server.id, index: i }), target: 'mod', op: '==', value: kv?.modRevision ?? 0 });
-        success.push({ type: 'put', key: k.ru({ server: this.server.id, index: i }), value: FREE_RU_VALUE, lease: this.lease.id });
-        const rec = parseJson<PlacedRuRecord>(kv);
-        if (rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined) {
-          // Whatever the store says ran here did not survive the restart of this monitor.
-          const lost: LiveTaskRecord = {
-            job: rec.job,
-            index: rec.task,
-            state: 'lost',
-            ru: { server: this.server.id, index: i },
-            attempt: rec.attempt + 1,
-            placedAt: rec.since,
-            endedAt: now,
-            commitId: rec.commitId,
-            agent: rec.agent,
-            message: `monitor of ${this.server.id} restarted`,
-          };
-          success.push({ type: 'put', key: k.task(rec.job, rec.task), value: JSON.stringify(lost) });
-          this.stats.lost++;
-        }
-      }
-      for (const [i, kv] of byIndex) if (i >= this.server.rus) success.push({ type: 'delete', key: kv.key });
-      const res = await this.o.store.txn({ compare, success });
-      if (res.succeeded) break;
-      if (attempt > 20) throw new Error(`could not register server ${this.server.id}: its RUs keep changing`);
+    for (const [i, a] of res.adopted) {
+      const run = this.running.get(i);
+      if (!run || run.commitId !== a.commitId) continue;
+      run.rev = Math.max(run.rev, a.rev);
+      this.stats.adopted++;
+      this.o.log.info({ job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
     }
-    this.registered = true;
+    this.stats.lost += res.lost;
     this.stats.registrations++;
-    this.o.log.info({ server: this.server.id, rus: this.server.rus, lease: this.lease.id, endpoint: this.endpoint }, 'registered');
+    this.o.log.info({ server: this.server.id, rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
+  }
+
+  private async relist(): Promise<void> {
+    const rus = await this.o.store.range(this.o.keys.serverRus(this.server.id));
+    for (const kv of rus.kvs) this.onRu(kv, false);
+    this.recomputeLoad();
   }
 
   private serverJson(): string {
@@ -283,42 +298,28 @@ export class LocalMonitor {
       ...(this.endpoint ? { endpoint: this.endpoint } : {}),
       blocked: this.blocked,
       executor: this.o.executor.kind,
+      disconnectGraceMs: this.disconnectGraceMs,
     };
     return JSON.stringify(rec);
   }
 
-  private async putServer(): Promise<void> {
-    const lease = this.lease;
-    if (!lease || lease.fenced) return;
-    await this.o.store.put(this.o.keys.server(this.server.id), this.serverJson(), { lease: lease.id });
+  // ---------------------------------------------------------------------------------------------
+  // Outcomes
+
+  /** Kills a run and journals it: lost (the store will place it again) or cancelled. */
+  private async killRun(run: Run, why: string, state: 'lost' | 'cancelled' = 'lost'): Promise<OutcomeEntry> {
+    this.forget(run);
+    run.stopped = true;
+    this.stats.killed++;
+    await run.handle?.kill();
+    const e = outcomeEntry(run, { state, endedAt: this.o.clock.now(), message: why });
+    await this.reporter.record(e);
+    return e;
   }
 
-  private onFenced(why: string): void {
-    this.stats.fenced++;
-    this.registered = false;
-    for (const r of [...this.running.values()]) {
-      this.running.delete(r.ruIndex);
-      r.stopped = true;
-      this.track(r.handle?.kill() ?? Promise.resolve());
-    }
-    if (this.closed) return;
-    this.o.log.warn({ server: this.server.id, why }, 'killed every task; registering again');
-    const again = async (): Promise<void> => {
-      let delay = 200;
-      while (!this.closed) {
-        try {
-          await this.register();
-          const rus = await this.o.store.range(this.o.keys.serverRus(this.server.id));
-          for (const kv of rus.kvs) this.onRu(kv, false);
-          return;
-        } catch (err) {
-          this.o.log.warn({ err: (err as Error).message }, 'registration failed; retrying');
-          await this.o.clock.sleep(delay);
-          delay = Math.min(delay * 2, 3000);
-        }
-      }
-    };
-    this.track(again());
+  private outcomeWritten(e: OutcomeEntry): void {
+    if (e.state === 'lost') this.stats.lost++;
+    if (e.reported) this.track(this.o.store.delete(this.live.report(e.job, e.task)).catch(() => 0));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -342,11 +343,26 @@ export class LocalMonitor {
         return;
       }
       if (run) this.stop(run, `RU given to ${rec.job}#${rec.task}`);
-      if (this.registered && !this.closed) this.startRun(index, rec, rev);
+      // Ended here: its outcome is on its way, the task must not start again.
+      if (this.journal.has(entryKey(rec))) return this.reporter.kick();
+      if (this.canLaunch()) this.startRun(index, rec, rev);
       return;
     }
-    // Free, reserved, down or gone: whoever changed the record recorded the task's fate.
-    if (run) this.stop(run, 'RU no longer holds the task');
+    if (!run) return;
+    // Gone: the lease expired (a busy RU record has none, so that is not it) or an owner recorded
+    // the task lost. Only the task record tells; without an answer, the next registration will.
+    if (!rec) return this.track(this.checkStillHere(run));
+    // Free, reserved or down: whoever changed the record recorded the task's fate.
+    this.stop(run, 'RU no longer holds the task');
+  }
+
+  private async checkStillHere(run: Run): Promise<void> {
+    try {
+      const tk = parseJson<LiveTaskRecord>(await this.o.store.get(this.o.keys.task(run.job, run.task)));
+      if (!taskHere(tk, this.server.id, run)) this.stop(run, `task record is ${tk?.state ?? 'gone'}`);
+    } catch {
+      // The store does not answer: the next registration decides.
+    }
   }
 
   private stop(run: Run, why: string): void {
@@ -359,28 +375,17 @@ export class LocalMonitor {
   }
 
   private startRun(index: number, rec: PlacedRuRecord, rev: number, attempt = 0): void {
-    const run: Run = {
-      ruIndex: index,
-      job: rec.job,
-      task: rec.task,
-      commitId: rec.commitId,
-      rev,
-      rec,
-      startedAt: this.o.clock.now(),
-      handle: undefined,
-      stopped: false,
-      reported: false,
-    };
+    const run: Run = { ...attemptOf(index, rec, rev), rev, startedAt: this.o.clock.now(), handle: undefined, stopped: false, reported: false };
     this.running.set(index, run);
     this.track(
       this.launchRun(run).catch(async (err: unknown) => {
-        this.o.log.warn({ job: run.job, task: run.task, err: (err as Error).message }, 'launch failed; trying again');
+        this.o.log.warn({ job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
         if (this.running.get(index) === run) this.running.delete(index);
         // The store did not answer (etcd restarting): the RU still names the task, and no watch
         // event will come to say so again, so look again ourselves until it starts or moves on.
         await this.o.clock.sleep(Math.min(200 * 2 ** attempt, 2000));
         const cur = this.rus.get(index);
-        if (this.closed || !this.registered || this.running.has(index) || run.stopped) return;
+        if (!this.canLaunch() || this.running.has(index) || run.stopped) return;
         if (cur?.rec?.state === 'busy' && cur.rec.commitId === rec.commitId && cur.rev === rev) this.startRun(index, rec, rev, attempt + 1);
       }),
     );
@@ -388,8 +393,8 @@ export class LocalMonitor {
 
   private async launchRun(run: Run): Promise<void> {
     const k = this.o.keys;
-    const lease = this.lease;
-    if (!lease || lease.fenced) return;
+    const lease = this.conn.lease;
+    if (!lease || !this.canLaunch()) return this.forget(run);
     const spec = this.o.executor.kind === 'process' || run.rec.durationMs === undefined ? await this.jobSpec(run.job) : undefined;
     // Record "running" only if the RU still holds this attempt: the revision is the fence.
     const running: LiveTaskRecord = {
@@ -401,7 +406,7 @@ export class LocalMonitor {
       placedAt: run.rec.since,
       commitId: run.commitId,
       agent: run.rec.agent,
-      placedRevision: run.rev,
+      placedRevision: run.placedRevision,
       startedAt: run.startedAt,
       server: this.server.id,
     };
@@ -409,22 +414,26 @@ export class LocalMonitor {
       compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
       success: [{ type: 'put', key: k.task(run.job, run.task), value: JSON.stringify(running) }],
     });
-    if (!res.succeeded || run.stopped || lease.fenced) {
-      if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
-      return;
-    }
+    // Not while the store is away, nor under a lease that is not the one the node holds now.
+    if (!res.succeeded || run.stopped || this.conn.lease !== lease || !this.canLaunch()) return this.forget(run);
     const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev };
     const duration = run.rec.durationMs ?? spec?.durationMs;
     if (duration !== undefined) launch.durationMs = duration;
     if (spec?.command) launch.command = spec.command;
     if (this.o.executor.kind === 'process' && !launch.command) {
-      await this.release(run, { state: 'failed', endedAt: this.o.clock.now(), message: 'the process executor needs a command; the job has none' });
-      if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
+      this.forget(run);
+      const e = outcomeEntry(run, { state: 'failed', endedAt: this.o.clock.now(), message: 'the process executor needs a command; the job has none' });
+      await this.reporter.record(e);
+      this.reporter.kick();
       return;
     }
     run.handle = this.o.executor.start(launch, (exit) => this.track(this.finished(run, exit)));
     this.stats.started++;
     this.recomputeLoad();
+  }
+
+  private forget(run: Run): void {
+    if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
   }
 
   private async jobSpec(job: string): Promise<JobSpec | undefined> {
@@ -436,75 +445,42 @@ export class LocalMonitor {
     return spec ?? undefined;
   }
 
+  /** The process exited: journal its outcome first, then the task leaves `running`, then the store. */
   private async finished(run: Run, exit: TaskExit): Promise<void> {
     if (run.stopped) return;
+    run.stopped = true;
     const outcome: TaskOutcome = { state: exit.state, endedAt: this.o.clock.now() };
     if (exit.exitCode !== undefined) outcome.exitCode = exit.exitCode;
     if (exit.message !== undefined) outcome.message = exit.message;
-    let delay = 100;
-    while (!this.closed && !run.stopped) {
-      try {
-        await this.release(run, outcome);
-        break;
-      } catch (err) {
-        this.o.log.warn({ job: run.job, task: run.task, err: (err as Error).message }, 'release failed; retrying');
-        await this.o.clock.sleep(delay);
-        delay = Math.min(delay * 2, 2000);
-      }
-    }
-    if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
+    const e = outcomeEntry(run, outcome);
+    // append() makes the entry visible at once, so the RU's events cannot start the task again.
+    const durable = this.reporter.record(e);
+    this.forget(run);
     if (exit.state === 'succeeded') this.stats.completed++;
     else this.stats.failed++;
     this.recomputeLoad();
-  }
-
-  /** Fenced release (releaseRu): frees the RU under this monitor's lease and records the outcome. */
-  private async release(run: Run, outcome: TaskOutcome): Promise<boolean> {
-    const lease = this.lease;
-    if (!lease || lease.fenced) return false;
-    const fields: Record<string, unknown> = { startedAt: run.startedAt, server: this.server.id };
-    if (run.handle?.logPath) fields.logPath = run.handle.logPath;
-    const ok = await releaseRu(this.o.store, this.o.keys, { server: this.server.id, index: run.ruIndex }, run.rev, run.rec, outcome, {
-      lease: lease.id,
-      taskFields: fields,
-    });
-    if (run.reported) await this.o.store.delete(this.live.report(run.job, run.task)).catch(() => 0);
-    return ok;
+    await durable;
+    this.reporter.kick();
   }
 
   // ---------------------------------------------------------------------------------------------
   // Load monitor (paper §5.2)
 
   private recomputeLoad(): void {
-    const slow = this.o.slowdown ?? ((own, sum, n) => perfSlowdown(own, sum, n));
-    const sum = new Array<number>(N_RESOURCES).fill(0);
-    for (const r of this.rus.values()) {
-      if (r.rec?.state !== 'busy' || !Array.isArray(r.rec.caused)) continue;
-      for (let i = 0; i < N_RESOURCES; i++) sum[i] = (sum[i] as number) + (r.rec.caused[i] ?? 0);
+    const slow = assessLoad(this.rus.values(), this.running.values(), this.server.rus, this.o.loadThreshold ?? 0.5, this.o.slowdown);
+    for (const { run, rate } of slow) {
+      if (run.reported) continue;
+      run.reported = true;
+      const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.o.clock.now() };
+      const lease = this.conn.usableLeaseId();
+      if (lease) this.track(this.o.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
+      this.o.log.warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
-    const threshold = this.o.loadThreshold ?? 0.5;
-    let anySlow = false;
-    for (const run of this.running.values()) {
-      if (!run.handle) continue;
-      if (Array.isArray(run.rec.caused)) run.handle.setSlowdown(slow(run.rec.caused, sum, this.server.rus));
-      const rate = run.handle.rate();
-      if (rate < threshold) {
-        anySlow = true;
-        if (!run.reported) {
-          run.reported = true;
-          const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.o.clock.now() };
-          const lease = this.lease;
-          if (lease && !lease.fenced) {
-            this.track(this.o.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease: lease.id }).catch(() => 0));
-          }
-          this.o.log.warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
-        }
-      }
-    }
+    const anySlow = slow.length > 0;
     if (anySlow !== this.blocked) {
       this.blocked = anySlow;
       this.o.log.info({ server: this.server.id, blocked: anySlow }, anySlow ? 'no new placements here until the slow task recovers' : 'accepting placements again');
-      if (this.registered) this.track(this.putServer().catch(() => undefined));
+      this.conn.syncServer();
     }
   }
 
@@ -512,4 +488,8 @@ export class LocalMonitor {
     this.background.add(p);
     void p.finally(() => this.background.delete(p));
   }
+}
+
+function attemptOf(index: number, rec: PlacedRuRecord, rev: number): HeldAttempt {
+  return { job: rec.job, task: rec.task, commitId: rec.commitId, ruIndex: index, rec, placedRevision: rev };
 }

@@ -1,0 +1,171 @@
+/**
+ * The node monitor's writes about one task attempt, each fenced so that it cannot undo what an
+ * owner or an agent decided meanwhile: reporting a journalled outcome (freeing the RU if it still
+ * holds the attempt, else writing the task record alone), adopting a task that kept running
+ * through a lost lease, and recording lost a task the store says ran here but that this node
+ * knows nothing of. Every write compares the task record's mod revision (an owner's "mark lost"
+ * compares the same revision, so of two competing writes exactly one lands) and the RU record's.
+ */
+import type { RuRef } from '../model/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { LiveTaskRecord } from '../state/live-records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { outcomeTaskRecord, releaseRu, type TaskOutcome } from '../state/release.ts';
+import type { ClusterStore, Compare, KeyValue } from '../store/types.ts';
+import { TarcilError } from '../util/errors.ts';
+import type { OutcomeEntry } from './journal.ts';
+
+/** What the monitor's store writes need. */
+export interface NodeStore {
+  store: ClusterStore;
+  keys: Keys;
+  server: string;
+  /** The lease a freed RU is bound to; undefined while the monitor holds no usable lease. */
+  leaseId(): string | undefined;
+}
+
+/** One attempt that runs (or ran) here, as the monitor knows it. */
+export interface HeldAttempt {
+  job: string;
+  task: number;
+  commitId: string;
+  ruIndex: number;
+  rec: PlacedRuRecord;
+  /** Revision of the RU record that placed the attempt. */
+  placedRevision: number;
+}
+
+/** How many times a write is tried again when what it compared changed in between. */
+const TRIES = 8;
+
+interface Current {
+  ruKv: KeyValue | undefined;
+  ru: PlacedRuRecord | undefined;
+  taskKv: KeyValue | undefined;
+  tk: LiveTaskRecord | undefined;
+}
+
+async function read(n: NodeStore, a: { job: string; task: number; ruIndex: number }): Promise<Current> {
+  const [ruKv, taskKv] = await Promise.all([n.store.get(n.keys.ru({ server: n.server, index: a.ruIndex })), n.store.get(n.keys.task(a.job, a.task))]);
+  return { ruKv, ru: parseJson<PlacedRuRecord>(ruKv), taskKv, tk: parseJson<LiveTaskRecord>(taskKv) };
+}
+
+/** The RU record holds exactly this attempt. */
+export function ruHolds(ru: PlacedRuRecord | undefined, a: { job: string; task: number; commitId: string }): boolean {
+  return !!ru && (ru.state === 'busy' || ru.state === 'reserved') && ru.job === a.job && ru.task === a.task && ru.commitId === a.commitId;
+}
+
+/** The task record still says this attempt is placed on, or running on, this RU of this node. */
+export function taskHere(tk: LiveTaskRecord | undefined, server: string, a: { commitId: string; ruIndex: number }): boolean {
+  return !!tk && (tk.state === 'placed' || tk.state === 'running') && tk.commitId === a.commitId && tk.ru?.server === server && tk.ru.index === a.ruIndex;
+}
+
+function taskFence(n: NodeStore, job: string, task: number, kv: KeyValue | undefined): Compare {
+  return { key: n.keys.task(job, task), target: 'mod', op: '==', value: kv?.modRevision ?? 0 };
+}
+
+function usableLease(n: NodeStore): string {
+  const lease = n.leaseId();
+  if (!lease) throw new TarcilError('UNAVAILABLE', `monitor of ${n.server} holds no lease to free an RU under`);
+  return lease;
+}
+
+/**
+ * Writes a journalled outcome. While the RU still holds the attempt: the fenced release (RU
+ * freed under the monitor's lease, epoch bumped, outcome recorded), also comparing the task
+ * record. Otherwise, while the task record still names the attempt here: the outcome alone,
+ * fenced on the task record. Otherwise the store already has it or has moved on ('settled').
+ * Throws when the store does not answer, or when the RU must be freed and there is no lease.
+ */
+export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'written' | 'settled'> {
+  const ref: RuRef = { server: n.server, index: e.ruIndex };
+  const outcome: TaskOutcome = { state: e.state, endedAt: e.endedAt };
+  if (e.exitCode !== undefined) outcome.exitCode = e.exitCode;
+  if (e.message !== undefined) outcome.message = e.message;
+  const fields: Record<string, unknown> = { startedAt: e.startedAt, server: n.server, placedRevision: e.placedRevision };
+  if (e.logPath) fields.logPath = e.logPath;
+  // The common case in one transaction: the RU still holds the attempt at the revision the
+  // monitor last saw. Whoever else writes about the attempt (an owner marking it lost, an owner
+  // cancelling it, a preemption) changes or deletes the RU record too, so this fence suffices.
+  if (e.ruRev !== undefined) {
+    const lease = n.leaseId();
+    if (lease && (await releaseRu(n.store, n.keys, ref, e.ruRev, e.rec, outcome, { lease, taskFields: fields }))) return 'written';
+  }
+  for (let i = 0; i < TRIES; i++) {
+    const c = await read(n, e);
+    if (c.ruKv && ruHolds(c.ru, e)) {
+      const ok = await releaseRu(n.store, n.keys, ref, c.ruKv.modRevision, e.rec, outcome, {
+        lease: usableLease(n),
+        taskFields: fields,
+        compare: [taskFence(n, e.job, e.task, c.taskKv)],
+      });
+      if (ok) return 'written';
+    } else if (taskHere(c.tk, n.server, e)) {
+      const res = await n.store.txn({
+        compare: [taskFence(n, e.job, e.task, c.taskKv), { key: n.keys.ru(ref), target: 'mod', op: '==', value: c.ruKv?.modRevision ?? 0 }],
+        success: [{ type: 'put', key: n.keys.task(e.job, e.task), value: JSON.stringify(outcomeTaskRecord(ref, e.placedRevision, e.rec, outcome, fields)) }],
+      });
+      if (res.succeeded) return 'written';
+    } else {
+      return 'settled';
+    }
+  }
+  throw new Error(`the records of ${e.job}#${e.task} kept changing while its outcome was written`);
+}
+
+/**
+ * Keeps a task that still runs here under the monitor's new lease. While the task record still
+ * names the attempt here and its RU holds it (or nothing else: the RU record may be gone), one
+ * transaction fenced on both records' revisions puts the RU record back as it was placed (the
+ * same record and commit; no lease, like a placement) and puts the task record again, so an
+ * owner's "mark lost" read before it fails. Returns the RU record's new revision, or why the
+ * task is no longer this node's to run.
+ */
+export async function adoptAttempt(n: NodeStore, a: HeldAttempt): Promise<{ rev: number } | { movedOn: string }> {
+  for (let i = 0; i < TRIES; i++) {
+    const c = await read(n, a);
+    if (!c.taskKv || !taskHere(c.tk, n.server, a)) {
+      return { movedOn: c.tk ? `task record is ${c.tk.state}${c.tk.commitId !== a.commitId ? ' for another placement' : ''}` : 'task record gone' };
+    }
+    if (c.ru && (c.ru.state === 'busy' || c.ru.state === 'reserved') && !ruHolds(c.ru, a)) {
+      return { movedOn: `RU holds ${c.ru.job}#${c.ru.task}` };
+    }
+    const ruKey = n.keys.ru({ server: n.server, index: a.ruIndex });
+    const res = await n.store.txn({
+      compare: [taskFence(n, a.job, a.task, c.taskKv), { key: ruKey, target: 'mod', op: '==', value: c.ruKv?.modRevision ?? 0 }],
+      success: [
+        { type: 'put', key: ruKey, value: JSON.stringify(a.rec) },
+        { type: 'put', key: c.taskKv.key, value: c.taskKv.value },
+      ],
+    });
+    if (res.succeeded) return { rev: res.revision };
+  }
+  throw new Error(`the records of ${a.job}#${a.task} kept changing while it was adopted`);
+}
+
+/**
+ * An RU of this node holds an attempt that neither runs here nor has a journalled outcome (the
+ * monitor restarted, or the attempt never started): record it lost if its task record still names
+ * it here (fenced on both records), and free the RU either way.
+ */
+export async function settleUnknown(n: NodeStore, ruKv: KeyValue, rec: PlacedRuRecord, message: string, endedAt: number): Promise<'lost' | 'freed' | 'changed'> {
+  const ref: RuRef = { server: n.server, index: n.keys.parseRu(ruKv.key)?.index ?? -1 };
+  const taskKv = await n.store.get(n.keys.task(rec.job, rec.task));
+  const tk = parseJson<LiveTaskRecord>(taskKv);
+  if (taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
+    const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, { state: 'lost', endedAt, message }, {
+      lease: usableLease(n),
+      taskFields: { server: n.server, ...(tk?.startedAt !== undefined ? { startedAt: tk.startedAt } : {}) },
+      compare: [taskFence(n, rec.job, rec.task, taskKv)],
+    });
+    return ok ? 'lost' : 'changed';
+  }
+  const res = await n.store.txn({
+    compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
+    success: [
+      { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, lease: usableLease(n) },
+      { type: 'put', key: n.keys.epoch(n.server), value: `settle:${rec.job}#${rec.task}` },
+    ],
+  });
+  return res.succeeded ? 'freed' : 'changed';
+}
