@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS } from '../monitor/options.ts';
 import {
   cancelCommand,
   clusterCommand,
@@ -20,6 +21,13 @@ const int = (name: string, min: number, max: number) => (v: string): number => {
   return x;
 };
 const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
+/** A duration in milliseconds from `1500ms`, `90s` or a bare number of seconds. */
+const duration = (name: string, maxMs: number) => (v: string): number => {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$/.exec(v);
+  const ms = m ? Number(m[1]) * (m[2] === 'ms' ? 1 : 1000) : NaN;
+  if (!Number.isFinite(ms) || ms > maxMs) throw new InvalidArgumentError(`${name} must be a duration such as 1500ms or 90s (a bare number is seconds), at most ${maxMs / 1000} s (got '${v}')`);
+  return Math.round(ms);
+};
 const out = (l: string): void => {
   process.stdout.write(`${l}\n`);
 };
@@ -88,6 +96,13 @@ export function registerLiveCommands(program: Command): void {
     .option('--advertise <host:port>', 'address agents use to reach this monitor')
     .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), DEFAULT_LEASE_TTL_S)
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
+    .option('--journal-dir <dir>', 'where each task\'s outcome is written (fsync\'d) the moment it ends, until etcd has it (default: <log-dir>/journal)')
+    .option(
+      '--disconnect-grace <ms or s>',
+      'without etcd, tasks keep running until this long after the lease could have expired, then are killed: longer rides out longer outages, but delays re-placing the tasks of a node that really died (e.g. 90s, 1500ms)',
+      duration('--disconnect-grace', 86_400_000),
+      DEFAULT_DISCONNECT_GRACE_MS,
+    )
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
     .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));

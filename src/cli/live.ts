@@ -3,6 +3,7 @@ import Table from 'cli-table3';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { DEFAULT_SERVER, schedulerClient } from '../frontend/client.ts';
@@ -127,6 +128,9 @@ export interface MonitorFlags extends StoreFlags, TlsFlags {
   advertise?: string;
   leaseTtl: number;
   logDir: string;
+  /** Default: <logDir>/journal. */
+  journalDir?: string;
+  disconnectGrace: number;
   metricsPort?: number;
   cpuRate: boolean;
 }
@@ -145,6 +149,8 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
   const spec: ServerSpec = { id: o.server, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
   const store = await open(o);
   const tls = serverTls(o);
+  // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
+  const settings = { journalDir: o.journalDir ?? join(o.logDir, 'journal'), disconnectGraceMs: o.disconnectGrace };
   const m = await startMonitor({
     store,
     keys: new Keys(o.prefix),
@@ -160,9 +166,11 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     cpuRate: o.cpuRate,
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
     ...(tls ? { tls } : {}),
+    ...settings,
   });
   process.stdout.write(
-    `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}\n`,
+    `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}; ` +
+      `outcome journal ${m.monitor.journalLocation}, disconnect grace ${m.monitor.disconnectGraceMs / 1000} s\n`,
   );
   await runUntilSignal(log, async () => {
     await m.close();
