@@ -97,11 +97,13 @@ export function registerLiveCommands(program: Command): void {
     .option('--lease-ttl <s>', 'TTL of the node\'s registration lease', int('--lease-ttl', 1, 600), DEFAULT_LEASE_TTL_S)
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', 'tarcil-logs')
     .option('--journal-dir <dir>', 'where each task\'s outcome is written (fsync\'d) the moment it ends, until etcd has it (default: <log-dir>/journal)')
-    .option(
-      '--disconnect-grace <ms or s>',
-      'without etcd, tasks keep running until this long after the lease could have expired, then are killed: longer rides out longer outages, but delays re-placing the tasks of a node that really died (e.g. 90s, 1500ms)',
-      duration('--disconnect-grace', 86_400_000),
-      DEFAULT_DISCONNECT_GRACE_MS,
+    .addOption(
+      new Option(
+        '--disconnect-grace <ms or s>',
+        'without etcd, tasks keep running until this long after the lease could have expired, then are killed: longer rides out longer outages, but delays re-placing the tasks of a node that really died (e.g. 90s, 1500ms)',
+      )
+        .argParser(duration('--disconnect-grace', 86_400_000))
+        .default(DEFAULT_DISCONNECT_GRACE_MS, `${DEFAULT_DISCONNECT_GRACE_MS / 1000}s`),
     )
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
