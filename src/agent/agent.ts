@@ -21,11 +21,12 @@ import { Attempt, picksPerTxn, type Next } from './attempt.ts';
 import { AgentCache } from './cache.ts';
 import { agentConfig, type AgentConfig } from './config.ts';
 import { admissionVerdict, decide, wireAdmission, type CoreContext } from './core.ts';
-import { commitPicks, type CommitHost } from './commit.ts';
+import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
 import type { JobRecord } from '../state/records.ts';
+import type { AttemptSummary } from '../state/records.ts';
 import type { DecisionRecord, Placement } from '../state/decisions.ts';
 
 export { DEFAULT_AGENT_CONFIG, type AgentConfig, type ConflictScope } from './config.ts';
@@ -47,7 +48,15 @@ export interface AgentOptions {
 export interface ScheduleOptions {
   /** The attempt number each task's placement gets (default 0: a first placement). */
   attempt?: (task: number) => number;
+  /**
+   * The mod revision of each task's record as the caller knows it (0: none). The placement then
+   * compares it, so that no task is placed twice (see state/placement.ts).
+   */
+  taskRev?: (task: number) => number;
+  /** Earlier attempts of each task, carried on its new records (status and explain show them). */
+  previous?: (task: number) => AttemptSummary[] | undefined;
 }
+
 
 /**
  * A write fence for a job: every commit for it also compares `key`'s lease, so an owner whose
@@ -215,7 +224,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       startedAt: this.clock.now(),
     };
     const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);
-    const attempt = opts.attempt ?? (() => 0);
+    const stamp: TaskStamp = { attempt: opts.attempt ?? (() => 0), ...(opts.taskRev ? { taskRev: opts.taskRev } : {}), ...(opts.previous ? { previous: opts.previous } : {}) };
     if (job.mode === 'gang') {
       const capacity = this.eligibleCapacity(job);
       if (pending.length > capacity) {
@@ -227,11 +236,11 @@ export class SchedulingAgent implements GangHost, CommitHost {
     this.inflight.set(job.id, rec);
     try {
       if (job.mode === 'gang' && pending.length > this.picksPerTxn) {
-        await scheduleGangReserved(this, job, target, pending, rec, attempt);
+        await scheduleGangReserved(this, job, target, pending, rec, stamp);
       } else {
         const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
         try {
-          await this.placeIncremental(job, target, pending, rec, job.mode === 'gang', waiting, attempt);
+          await this.placeIncremental(job, target, pending, rec, job.mode === 'gang', waiting, stamp);
         } finally {
           await waiting.remove();
         }
@@ -251,7 +260,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
     rec: DecisionRecord,
     allAtOnce: boolean,
     waiting: WaitingEntry,
-    attempt: (task: number) => number,
+    stamp: TaskStamp,
   ): Promise<void> {
     const at = new Attempt(this.config, this.rng, job.maxQueueMs);
     // `next` is the first task not yet placed: chunks place a prefix of what is left, so a
@@ -262,7 +271,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       const left = pending.length - next;
       if (!at.admitted) await this.admit(job, target, left, rec, at, waiting);
       const chunk = pending.slice(next, next + this.picksPerTxn);
-      const { placed, then } = await this.commitChunk(job, target, chunk, rec, at, allAtOnce, left === chunk.length, attempt);
+      const { placed, then } = await this.commitChunk(job, target, chunk, rec, at, allAtOnce, left === chunk.length, stamp);
       next += placed.length;
       if (then.kind === 'go' || next >= pending.length) continue;
       if (!at.admitted) {
@@ -358,7 +367,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
     at: Attempt,
     allOrNothing: boolean,
     lastChunk: boolean,
-    attempt: (task: number) => number,
+    stamp: TaskStamp,
   ): Promise<{ placed: number[]; then: Next }> {
     let keep: Pick[] = [];
     try {
@@ -387,7 +396,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         if (sel.kind !== 'go') return { placed: [], then: sel };
         const tasks = chunk.slice(0, picks.length);
         const c0 = this.clock.monotonic();
-        const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', attempt);
+        const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', stamp);
         rec.stageMs.commit += this.clock.monotonic() - c0;
         if (res.ok) {
           keep = [];
@@ -414,9 +423,9 @@ export class SchedulingAgent implements GangHost, CommitHost {
     rec: DecisionRecord,
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
-    attempt: (task: number) => number,
+    stamp: TaskStamp,
   ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
-    return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, attempt });
+    return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, ...stamp });
   }
 
   nextCommitId(): string {

@@ -10,11 +10,12 @@ import type { Pick } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
 import type { DecisionRecord, Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
+import type { AttemptSummary } from '../state/records.ts';
 import { placementTxn } from '../state/placement.ts';
 import { parseJson, type PlacedTaskRecord } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { errorMessage } from '../util/errors.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
@@ -40,7 +41,16 @@ export interface CommitHost {
   assertOpen(jobId?: string): void;
 }
 
-export interface CommitRequest {
+/** How each task of one scheduling call is written (attempt number, the revision it compares). */
+export interface TaskStamp {
+  attempt: (task: number) => number;
+  /** Revision of each task's record the decision saw (see PlacementItem.taskRev). */
+  taskRev?: (task: number) => number;
+  /** Earlier attempts of each task, carried on its new records. */
+  previous?: (task: number) => AttemptSummary[] | undefined;
+}
+
+export interface CommitRequest extends TaskStamp {
   job: JobSpec;
   tasks: number[];
   picks: Pick[];
@@ -48,7 +58,6 @@ export interface CommitRequest {
   /** The last chunk of the job (a standalone agent then writes the job record as placed). */
   finalForJob: boolean;
   ruState: 'busy' | 'reserved';
-  attempt: (task: number) => number;
 }
 
 /**
@@ -58,7 +67,7 @@ export interface CommitRequest {
  * resample.
  */
 export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
-  const { job, tasks, picks, rec, finalForJob, ruState, attempt } = c;
+  const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous } = c;
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
   for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
@@ -92,6 +101,8 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       ref: refs[i] as RuRef,
       task: tasks[i] as number,
       attempt: attempt(tasks[i] as number),
+      ...(taskRev ? { taskRev: taskRev(tasks[i] as number) } : {}),
+      ...(previous?.(tasks[i] as number) ? { previous: previous(tasks[i] as number) } : {}),
       ruRev: p.ruRev,
       basedOn: servers.get(p.server.id) ?? p.epochRev,
       ...(p.victim ? { victim: p.victim } : {}),
@@ -154,13 +165,22 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       a.lostFence(job.id, fence.lease);
     }
   }
+  // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
+  // owner's): this call must not place it again; the owner looks at the job afresh.
+  for (const r of res.responses.slice(txn.taskResponses)) {
+    const t = parseJson<PlacedTaskRecord>(r?.[0]);
+    if (t && t.state !== 'queued' && t.state !== 'lost') {
+      unclaimAll();
+      throw new TarcilError('ABORTED', `task ${t.index} of job ${job.id} was placed meanwhile (${t.commitId ?? 'unknown commit'}); the owner looks again`);
+    }
+  }
   rec.conflicts++;
   a.stats.conflicts++;
   // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
   // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
   const survivors: Pick[] = [];
   a.state.batch(() => {
-    for (const r of res.responses) for (const kv of r ?? []) a.cache.applyKv(kv);
+    for (const r of res.responses.slice(0, txn.taskResponses)) for (const kv of r ?? []) a.cache.applyKv(kv);
     picks.forEach((p, i) => {
       const ref = refs[i] as RuRef;
       const unchanged =

@@ -19,6 +19,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { Attempt, type Next } from './attempt.ts';
+import type { TaskStamp } from './commit.ts';
 import type { AgentConfig } from './config.ts';
 import { decide, type CoreContext } from './core.ts';
 import { WaitingEntry } from './waiting.ts';
@@ -49,7 +50,7 @@ export interface GangHost {
     rec: DecisionRecord,
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
-    attempt: (task: number) => number,
+    stamp: TaskStamp,
   ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }>;
 }
 
@@ -59,11 +60,11 @@ export async function scheduleGangReserved(
   target: JobTarget,
   pending: number[],
   rec: DecisionRecord,
-  attempt: (task: number) => number,
+  stamp: TaskStamp,
 ): Promise<void> {
   const waiting = new WaitingEntry(h.store, h.keys, job, h.id, h.clock);
   try {
-    await reserveAndConfirm(h, job, target, pending, rec, waiting, attempt);
+    await reserveAndConfirm(h, job, target, pending, rec, waiting, stamp);
   } finally {
     await waiting.remove();
   }
@@ -76,7 +77,7 @@ async function reserveAndConfirm(
   pending: number[],
   rec: DecisionRecord,
   waiting: WaitingEntry,
-  attempt: (task: number) => number,
+  stamp: TaskStamp,
 ): Promise<void> {
   const at = new Attempt(h.config, h.rng, job.maxQueueMs);
   for (;;) {
@@ -89,7 +90,7 @@ async function reserveAndConfirm(
         h.assertOpen(job.id);
         const chunk = pending.slice(off, off + h.picksPerTxn);
         const before = rec.placements.length;
-        then = await reserveChunk(h, job, target, chunk, rec, at, attempt);
+        then = await reserveChunk(h, job, target, chunk, rec, at, stamp);
         if (then.kind !== 'go') break;
         reserved.push(...rec.placements.splice(before));
       }
@@ -130,14 +131,14 @@ async function reserveChunk(
   chunk: number[],
   rec: DecisionRecord,
   at: Attempt,
-  attempt: (task: number) => number,
+  stamp: TaskStamp,
 ): Promise<Next> {
   for (;;) {
     h.assertOpen(job.id);
     const d = decide(h.core, job, target, chunk.length, { ...h.config, preemption: false }, { skipAdmission: true });
     const sel = at.afterSelection(d.selection.picks.length, chunk.length, true);
     if (sel.kind !== 'go') return sel;
-    const res = await h.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved', attempt);
+    const res = await h.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved', stamp);
     if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
     h.state.batch(() => res.survivors.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index })));
     const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, d.selection.picks.length - res.survivors.length), asked: chunk.length });

@@ -56,6 +56,7 @@ export class JobManager implements OwnerContext {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
+  readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
   private readonly background = new Set<Promise<unknown>>();
   private readonly timers = new Set<Timer>();
@@ -268,6 +269,7 @@ export class JobManager implements OwnerContext {
     const rec = parseJson<LiveServerRecord>(kv);
     if (!rec) return;
     this.servers.set(id, rec);
+    this.unseenSince.delete(id);
     const wasUp = this.cell.get(id)?.up === true;
     this.cell.set(id, { spec: rec, up: rec.state !== 'down' });
     for (const a of this.agents) a.state.setBlocked(id, rec.blocked === true);

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
+import { attemptLines } from '../frontend/convert.ts';
 import { DEFAULT_SERVER, schedulerClient } from '../frontend/client.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
@@ -150,7 +151,7 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
   const store = await open(o);
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
-  const settings = { journalDir: o.journalDir ?? join(o.logDir, 'journal'), disconnectGraceMs: o.disconnectGrace };
+  const settings = { journalDir: o.journalDir ?? join(o.logDir, 'journal'), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
   const m = await startMonitor({
     store,
     keys: new Keys(o.prefix),
@@ -373,6 +374,11 @@ export async function statusCommand(id: string, o: ClientFlags & { json: boolean
       t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', (x.message || x.logPath).slice(0, 60)]);
     }
     out(t.toString());
+    const again = j.taskList.filter((x) => x.previous.length > 0);
+    if (again.length > 0) {
+      out(`  placed more than once: ${again.length} task(s)`);
+      for (const x of again) for (const l of attemptLines(x)) out(`  ${l}`);
+    }
     for (const r of j.loadReports) out(`  load report: task ${r.task} on ${r.server} runs at ${(r.rate * 100).toFixed(0)}% of its expected rate`);
   } finally {
     c.close();

@@ -68,7 +68,37 @@ export function taskToProto(t: LiveTaskRecord): Task {
     ...(t.exitCode !== undefined ? { exitCode: t.exitCode } : {}),
     message: t.message ?? '',
     logPath: t.logPath ?? '',
+    previous: (t.previous ?? []).map((a) => ({
+      attempt: a.attempt,
+      ...(a.ru ? { ru: { server: a.ru.server, index: a.ru.index } } : {}),
+      placedAtMs: a.placedAt ?? 0,
+      startedAtMs: a.startedAt ?? 0,
+      endedAtMs: a.endedAt ?? 0,
+      state: a.state,
+      message: a.message ?? '',
+    })),
   };
+}
+
+/** One line per attempt of a task: where, when, how it ended (`status` and `explain` print these). */
+export function attemptLines(t: { index?: number; attempt?: number; state?: string; ru?: { server?: string; index?: number } | null; placedAtMs?: number | string; previous?: readonly TaskAttemptLike[] }): string[] {
+  const where = (ru: { server?: string; index?: number } | null | undefined): string => (ru ? `${ru.server ?? '?'}/${ru.index ?? '?'}` : '?');
+  const at = (ms: number | string | undefined): string => (ms ? new Date(Number(ms)).toISOString().slice(11, 23) : '?');
+  const lines = (t.previous ?? []).map(
+    (a) => `  task ${t.index ?? 0} attempt ${a.attempt ?? 0}: ${where(a.ru)}, placed ${at(a.placedAtMs)}, ${a.startedAtMs ? `started ${at(a.startedAtMs)}, ` : ''}ended ${at(a.endedAtMs)} ${a.state ?? ''}${a.message ? ` (${a.message}); placed again` : '; placed again'}`,
+  );
+  lines.push(`  task ${t.index ?? 0} attempt ${t.attempt ?? 0}: ${where(t.ru)}, placed ${at(t.placedAtMs)}, now ${t.state ?? ''}`);
+  return lines;
+}
+
+interface TaskAttemptLike {
+  attempt?: number;
+  ru?: { server?: string; index?: number } | null;
+  placedAtMs?: number | string;
+  startedAtMs?: number | string;
+  endedAtMs?: number | string;
+  state?: string;
+  message?: string;
 }
 
 export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?: LiveTaskRecord[], reports?: LoadReportRecord[]): Job {
@@ -119,6 +149,7 @@ export function explanationToProto(
   stored: StoredDecisions | undefined,
   live: DecisionRecord | undefined,
   waitingFor = '',
+  replaced: readonly LiveTaskRecord[] = [],
 ): Explanation {
   const records = [...(stored?.records ?? [])];
   if (live && !records.some((r) => r.startedAt === live.startedAt && r.agent === live.agent)) records.push(trimDecision(live));
@@ -167,6 +198,7 @@ export function explanationToProto(
     inProgress: stored?.inProgress === true || (live !== undefined && live.finishedAt === undefined),
     placementsOmitted: sum((r) => r.omittedPlacements ?? 0),
     waitingFor,
+    replaced: replaced.slice(0, 50).map((t) => taskToProto(t)),
     text: '',
   };
   e.text = explainText(e);
@@ -210,6 +242,11 @@ export function explainText(e: Explanation): string {
   }
   const more = p.length - Math.min(p.length, 50) + Number(e.placementsOmitted ?? 0);
   if (more > 0) lines.push(`  … ${more} more placements`);
+  const again = e.replaced ?? [];
+  if (again.length > 0) {
+    lines.push(`placed more than once: ${again.length} task(s)${again.length >= 50 ? ' (the first 50)' : ''}`);
+    for (const t of again) lines.push(...attemptLines(t));
+  }
   const st = e.stages;
   if (st) {
     lines.push(

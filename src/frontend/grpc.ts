@@ -89,6 +89,7 @@ const CODES: Record<ErrorCode, grpc.status> = {
   DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
   COMPACTED: grpc.status.UNAVAILABLE,
   CANCELLED: grpc.status.CANCELLED,
+  ABORTED: grpc.status.ABORTED,
   TOO_MANY_OPS: grpc.status.RESOURCE_EXHAUSTED,
   LEASE_NOT_FOUND: grpc.status.UNAVAILABLE,
   CLOSED: grpc.status.UNAVAILABLE,

@@ -115,6 +115,10 @@ export interface MonitorProcessOptions {
   metricsPort?: number;
   /** Process executor: measure each task's rate from its CPU time (see ProcessExecutor). */
   cpuRate?: boolean;
+  /** Where the monitor journals task outcomes (default: `<logDir>/journal` for the process executor). */
+  journalDir?: string;
+  /** How long tasks keep running once the store cannot be reached and the lease ran out (default 60 s). */
+  disconnectGraceMs?: number;
 }
 
 export interface MonitorProcess {
@@ -139,6 +143,8 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     executor,
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
+    ...(o.journalDir !== undefined ? { journalDir: o.journalDir } : {}),
+    ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
   });
   const grpcServer = await startGrpcServer({
     host: o.host,

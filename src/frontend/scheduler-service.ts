@@ -239,7 +239,16 @@ export class SchedulerService {
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
     const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
-    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''));
+    // Tasks placed more than once, with their earlier attempts (a job that lost none reads none).
+    const replaced: LiveTaskRecord[] = [];
+    if ((rec.rescheduled ?? 0) > 0 || (rec.taskStates?.lost ?? 0) > 0) {
+      for (const kv of (await this.d.store.range(k.tasks(id))).kvs) {
+        const t = parseJson<LiveTaskRecord>(kv);
+        if (t && (t.attempt > 0 || (t.previous?.length ?? 0) > 0 || t.state === 'lost')) replaced.push(t);
+        if (replaced.length >= 50) break;
+      }
+    }
+    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced);
   }
 
   /** The job now, then each change, until it is final or the caller goes away (see job-watch.ts). */

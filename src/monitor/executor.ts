@@ -11,6 +11,9 @@ export interface TaskLaunch {
   ruIndex: number;
   /** RU record revision of this attempt: names its log files. */
   revision: number;
+  /** The node the task runs on, and the attempt (0 for the task's first placement). */
+  server?: string;
+  attempt?: number;
   /** Ideal duration (simulated executor). */
   durationMs?: number;
   command?: { argv: string[]; env?: Record<string, string> };
@@ -143,6 +146,9 @@ export class ProcessExecutor implements Executor {
       TARCIL_JOB: t.job,
       TARCIL_TASK: String(t.task),
       TARCIL_RU: String(t.ruIndex),
+      TARCIL_REVISION: String(t.revision),
+      ...(t.server !== undefined ? { TARCIL_SERVER: t.server } : {}),
+      ...(t.attempt !== undefined ? { TARCIL_ATTEMPT: String(t.attempt) } : {}),
     };
     const [prog, ...args] = this.taskset ? ['taskset', '-c', String(t.ruIndex % this.ncpu), ...argv] : argv;
     let killed = false;

@@ -409,6 +409,7 @@ export class LocalMonitor {
       placedRevision: run.placedRevision,
       startedAt: run.startedAt,
       server: this.server.id,
+      ...(run.rec.previous ? { previous: run.rec.previous } : {}),
     };
     const res = await this.o.store.txn({
       compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
@@ -416,7 +417,7 @@ export class LocalMonitor {
     });
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.conn.lease !== lease || !this.canLaunch()) return this.forget(run);
-    const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev };
+    const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server: this.server.id, attempt: run.rec.attempt };
     const duration = run.rec.durationMs ?? spec?.durationMs;
     if (duration !== undefined) launch.durationMs = duration;
     if (spec?.command) launch.command = spec.command;

@@ -5,7 +5,7 @@
 import type { JobState, TaskRecord, TaskState } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { DecisionRecord } from './decisions.ts';
-import type { JobRecord, ServerRecord } from './records.ts';
+import type { AttemptSummary, JobRecord, ServerRecord } from './records.ts';
 
 /**
  * Records of the live cluster (job lifecycle, ownership, monitors), written next to the core's
@@ -26,7 +26,23 @@ export interface LiveJobRecord extends JobRecord {
   taskStates?: Partial<Record<TaskState, number>>;
 }
 
+/** Earlier attempts kept per task (the latest ones). */
+export const KEPT_ATTEMPTS = 10;
+
+/** The history a new placement of the task carries: its earlier attempts and the one that just ended. */
+export function attemptHistory(rec: LiveTaskRecord | undefined): AttemptSummary[] | undefined {
+  if (!rec || rec.ru === undefined) return rec?.previous;
+  const last: AttemptSummary = { attempt: rec.attempt, ru: rec.ru, state: rec.state };
+  if (rec.placedAt !== undefined) last.placedAt = rec.placedAt;
+  if (rec.startedAt !== undefined) last.startedAt = rec.startedAt;
+  if (rec.endedAt !== undefined) last.endedAt = rec.endedAt;
+  if (rec.message !== undefined) last.message = rec.message;
+  return [...(rec.previous ?? []), last].slice(-KEPT_ATTEMPTS);
+}
+
 export interface LiveTaskRecord extends TaskRecord {
+  /** Earlier attempts of this task, oldest first (see attemptHistory). */
+  previous?: AttemptSummary[];
   commitId?: string;
   agent?: string;
   /** Revision of the RU record that placed this attempt: fences the monitor's writes. */

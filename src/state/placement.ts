@@ -10,6 +10,7 @@ import type { Compare, Op, TxnRequest } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { queuePut } from './queue.ts';
 import type { JobRecord, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
+import type { AttemptSummary } from './records.ts';
 
 /** One task to place on one RU. */
 export interface PlacementItem {
@@ -21,6 +22,14 @@ export interface PlacementItem {
   ruRev: number;
   /** Server epoch revision the choice was based on (the `server` scope compares it). */
   basedOn: number;
+  /**
+   * Mod revision of the task's record the placement was decided against (0: no record). When
+   * given, the transaction compares it, so a task is never placed twice: not by two owners, nor
+   * by a retry racing a commit of its own whose answer was lost.
+   */
+  taskRev?: number;
+  /** Earlier attempts of the task, written with this one. */
+  previous?: AttemptSummary[];
   /** A lower-priority task this placement displaces (preemption). */
   victim?: { job: string; task: number; priority: number };
 }
@@ -50,6 +59,8 @@ export interface PlacementTxn {
   epochKeys: string[];
   /** Index in a failed result's responses of the owner-key read (when fenced). */
   fenceResponse: number | undefined;
+  /** Index in a failed result's responses of the first task-record read (one per guarded task). */
+  taskResponses: number;
 }
 
 export function placementTxn(p: PlacementTxnInput): PlacementTxn {
@@ -81,6 +92,13 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     fenceResponse = failure.length;
     failure.push({ type: 'get', key: p.fence.key });
   }
+  const taskResponses = failure.length;
+  for (const it of p.items) {
+    if (it.taskRev === undefined) continue;
+    const key = k.task(p.job.id, it.task);
+    compare.push({ key, target: 'mod', op: '==', value: it.taskRev });
+    failure.push({ type: 'get', key });
+  }
   const job = p.job;
   const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
   for (const it of p.items) {
@@ -97,6 +115,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       basedOn,
       commitId: p.commitId,
       ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
+      ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
     ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
     success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
@@ -110,6 +129,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       basedOn,
       commitId: p.commitId,
       agent: p.agent,
+      ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
     success.push({ type: 'put', key: k.task(job.id, it.task), value: JSON.stringify(taskRec) });
     if (it.victim) {
@@ -129,5 +149,5 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: p.now };
     success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
   }
-  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse };
+  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses };
 }

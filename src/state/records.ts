@@ -2,7 +2,7 @@
  * The records of the scheduling state in the store (RUs, servers, jobs, placed tasks) and their
  * parsing: the shared vocabulary of agents, monitors and the front-end.
  */
-import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord } from '../model/types.ts';
+import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord, TaskState } from '../model/types.ts';
 import type { Occupant } from '../sampling/cluster-state.ts';
 import type { KeyValue } from '../store/types.ts';
 
@@ -17,6 +17,18 @@ export interface JobRecord {
   state: JobState;
   placed: number;
   updatedAt: number;
+  message?: string;
+}
+
+/** An earlier attempt of a task, kept on its record when it is placed again. */
+export interface AttemptSummary {
+  attempt: number;
+  ru?: RuRef;
+  placedAt?: number;
+  startedAt?: number;
+  endedAt?: number;
+  /** How it ended (lost, mostly), and why. */
+  state: TaskState;
   message?: string;
 }
 
@@ -38,6 +50,8 @@ export interface PlacedRuRecord extends RuRecord {
   commitId: string;
   /** Modelled duration for the simulated executor, ms. */
   durationMs?: number;
+  /** Earlier attempts of the task (copied into every task record written for this attempt). */
+  previous?: AttemptSummary[];
 }
 
 export interface PlacedTaskRecord extends TaskRecord {

@@ -39,6 +39,7 @@ export function outcomeTaskRecord(
     placedRevision,
     ...(outcome.exitCode !== undefined ? { exitCode: outcome.exitCode } : {}),
     ...(outcome.message !== undefined ? { message: outcome.message } : {}),
+    ...(placed.previous ? { previous: placed.previous } : {}),
     ...taskFields,
   };
 }

@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'DEADLINE_EXCEEDED' // a deadline (the caller's, a store call's, a bounded wait) ran out before the answer
   | 'COMPACTED' // a watch asked for history that was compacted away
   | 'CANCELLED'
+  | 'ABORTED' // an operation met a concurrent change it must not override (a task placed meanwhile)
   | 'TOO_MANY_OPS' // a transaction exceeds the store's operation limit
   | 'LEASE_NOT_FOUND'
   | 'CLOSED'

@@ -2,7 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import type { TxnRequest } from '../../src/store/types.ts';
+import { TarcilError } from '../../src/util/errors.ts';
+import { explanationToProto } from '../../src/frontend/convert.ts';
 import { audit } from '../support/audit.ts';
+import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, nth, OwnerCell, PausingStore, putsRu } from '../support/owner-harness.ts';
 
@@ -64,8 +68,9 @@ describe('job owner (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.busy(job.id)).length === 1, 10_000);
     const bRu = (await cell.busy(job.id))[0]!;
     expect(cell.keys.parseRu(bRu.key)?.server).not.toBe(aServer);
-    // Without its owner-lease compare, A's held placement would still apply now.
-    const unfenced = held.compare.filter((c) => c.target !== 'lease');
+    // Without its owner-lease compare (and the compare on the task's record, which B's placement
+    // changed), A's held placement would still apply now.
+    const unfenced = held.compare.filter((c) => c.target !== 'lease' && !c.key.startsWith(cell!.keys.allTasks()));
     expect(unfenced.length).toBeLessThan(held.compare.length);
     expect((await cell.store.txn({ compare: unfenced, success: [] })).succeeded).toBe(true);
     const before = (await cell.store.range(cell.keys.rus())).kvs.map((kv) => kv.value).sort();
@@ -80,6 +85,114 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(rec?.owner).toBe('B/a1');
     // A has dropped the job (its lease was fenced) and owns nothing.
     expect(a.ownedJobs()).toEqual([]);
+  });
+
+  it('a commit whose answer was lost and which lands after the retry places nothing twice', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    const startRev = await cell.store.revision();
+    // The first placement transaction fails at once and reaches the store only when the next one
+    // is sent: the read-back finds nothing, the agent places the task again, and the first
+    // commit lands just before the second.
+    let late: TxnRequest | undefined;
+    const racing = wrapStore(cell.store, {
+      txn: async (req) => {
+        if (putsRu(req, 'busy') && late === undefined) {
+          late = req;
+          throw new TarcilError('UNAVAILABLE', 'connection reset before the answer');
+        }
+        if (putsRu(req, 'busy') && late) {
+          await cell!.store.txn(late);
+          late = { compare: [], success: [] };
+        }
+        return cell!.store.txn(req);
+      },
+    });
+    const a = await cell.owner('A', racing);
+    const job = makeJob('late-1', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
+    await a.submit(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length >= 1, 10_000);
+    await cell.advance(2000);
+    // One RU holds the task, and the task record names that RU's commit.
+    const busy = await cell.busy(job.id);
+    expect(busy.length).toBe(1);
+    const [task] = await tasksOf(cell, job.id);
+    expect(task?.commitId).toBe(busy[0]!.rec.commitId);
+    expect(await cell.finishTasks(job.id)).toBe(1);
+    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+    const f = await audit(cell.store, cell.keys, startRev);
+    expect(f.doubleBooked).toBe(0);
+    expect(f.heldTwice).toBe(0);
+    expect([...f.orphanOwners, ...f.orphanQueue, ...f.orphanRus, ...f.strayRus]).toEqual([]);
+  });
+
+  describe('a node that leaves (its lease expired) with a 10 s disconnect grace', () => {
+    async function placedOnLeavingNode(): Promise<{ c: OwnerCell; m: JobManager; job: string; server: string; ru: { key: string; value: string } }> {
+      const c = (cell = new OwnerCell());
+      await c.seed(2, 2);
+      // The monitors declare their grace in their server records.
+      for (const kv of (await c.store.range(c.keys.servers())).kvs) {
+        await c.store.put(kv.key, JSON.stringify({ ...JSON.parse(kv.value), disconnectGraceMs: 10_000 }));
+      }
+      const m = await c.owner('A');
+      const job = makeJob('grace-1', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+      await m.submit(job);
+      await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
+      const b = (await c.busy(job.id))[0]!;
+      const server = c.keys.parseRu(b.key)!.server;
+      const ru = { key: b.key, value: JSON.stringify(b.rec) };
+      // The node's lease expires: its server key and RU keys go with it.
+      await c.store.txn({
+        compare: [],
+        success: [{ type: 'delete', key: c.keys.server(server) }, { type: 'delete', key: c.keys.serverRus(server), prefix: true }],
+      });
+      return { c, m, job: job.id, server, ru };
+    }
+
+    it('keeps its tasks placed for the grace, then places them elsewhere as a new attempt', async () => {
+      const { c, m, job, server } = await placedOnLeavingNode();
+      await c.advance(8000);
+      expect((await tasksOf(c, job))[0]?.state).toBe('placed');
+      expect(m.stats.lost).toBe(0);
+      const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job)));
+      expect(rec?.message).toContain(`server ${server} cannot be reached`);
+      // Grace (10 s) and margin (2 s) after it left: lost, and placed on the other node.
+      await c.until(async () => (await c.busy(job)).length === 1, 8000);
+      expect(c.clock.now()).toBeGreaterThanOrEqual(1_700_000_000_000 + 12_000);
+      const [task] = await tasksOf(c, job);
+      expect(m.stats.lost).toBe(1);
+      expect(task?.ru?.server).not.toBe(server);
+      expect(task?.attempt).toBe(1);
+      // The record keeps the attempt that was lost: where it was, and why it was placed again.
+      expect(task?.previous?.map((a) => [a.attempt, a.ru?.server, a.state, a.message])).toEqual([[0, server, 'lost', `server ${server} left the cluster`]]);
+      // The RU record of the new attempt carries the same history, for the monitor's records.
+      expect((await c.busy(job))[0]?.rec.previous).toEqual(task?.previous);
+      // explain and status print one line per attempt.
+      const e = explanationToProto(job, 'running', undefined, undefined, '', [task!]);
+      expect(e.text).toContain('placed more than once: 1 task(s)');
+      expect(e.text).toMatch(new RegExp(`task 0 attempt 0: ${server}/\\d, placed .*lost \\(server ${server} left the cluster\\); placed again`));
+      expect(e.text).toMatch(/task 0 attempt 1: s\d+\/\d, placed .*, now placed/);
+    });
+
+    it('never marks its tasks lost when it registers again within the grace', async () => {
+      const { c, m, job, server, ru } = await placedOnLeavingNode();
+      await c.advance(5000);
+      // The node is back, its task still running: it registers and adopts the task, rewriting
+      // the RU and the task record (which fences any "lost" the owner might be writing).
+      const taskKv = await c.store.get(c.keys.task(job, 0));
+      await c.store.txn({
+        compare: [],
+        success: [
+          { type: 'put', key: c.keys.server(server), value: JSON.stringify({ id: server, platform: 'r3-2xlarge', rack: 'r000', rus: 2, speed: 1, attributes: {}, state: 'up', disconnectGraceMs: 10_000 }) },
+          { type: 'put', key: ru.key, value: ru.value },
+          { type: 'put', key: c.keys.task(job, 0), value: taskKv!.value },
+        ],
+      });
+      await c.advance(20_000);
+      expect(m.stats.lost).toBe(0);
+      expect((await tasksOf(c, job))[0]?.state).toBe('placed');
+      expect((await c.busy(job)).map((b) => b.key)).toEqual([ru.key]);
+    });
   });
 
   it.each([

@@ -53,19 +53,9 @@ class DyingStore implements ClusterStore {
   };
   watch = (opts: WatchOptions): ReturnType<ClusterStore['watch']> =>
     this.gate(() => this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }));
-  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> => {
-    const l = await this.gate(() => this.inner.grantLease(ttl, opts));
-    return {
-      id: l.id,
-      ttlSeconds: l.ttlSeconds,
-      onLost: (cb) => l.onLost(cb),
-      keepAliveOnce: () => this.gate(() => l.keepAliveOnce()),
-      revoke: () => this.gate(() => l.revoke()),
-      release: () => l.release(),
-    };
-  };
+  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> =>
+    gatedLease(await this.gate(() => this.inner.grantLease(ttl, opts)), (f) => this.gate(f));
 }
-
 
 /**
  * A store as one process sees it that can be paused: while paused, calls are held (neither sent
@@ -134,16 +124,19 @@ export class PausingStore implements ClusterStore {
       onEvents: (b) => (this.paused ? this.held.push(() => opts.onEvents(b)) : opts.onEvents(b)),
       onError: (e) => (this.paused ? this.held.push(() => opts.onError(e)) : opts.onError(e)),
     });
-  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> => {
-    const l = await this.gate(() => this.inner.grantLease(ttl, opts));
-    return {
-      id: l.id,
-      ttlSeconds: l.ttlSeconds,
-      onLost: (cb) => l.onLost(cb),
-      keepAliveOnce: () => this.gate(() => l.keepAliveOnce()),
-      revoke: () => this.gate(() => l.revoke()),
-      release: () => l.release(),
-    };
+  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> =>
+    gatedLease(await this.gate(() => this.inner.grantLease(ttl, opts)), (f) => this.gate(f));
+}
+
+/** A lease whose calls to the store pass through `gate` (a process that dies or pauses). */
+function gatedLease(l: Lease, gate: <T>(f: () => Promise<T>) => Promise<T>): Lease {
+  return {
+    id: l.id,
+    ttlSeconds: l.ttlSeconds,
+    onLost: (cb) => l.onLost(cb),
+    keepAliveOnce: () => gate(() => l.keepAliveOnce()),
+    revoke: () => gate(() => l.revoke()),
+    release: () => l.release(),
   };
 }
 

@@ -84,6 +84,8 @@ export interface Owned {
   note: string | undefined;
   /** Since when the job's unplaced tasks wait for servers that are down (see cell.ts). */
   blockedSince: number | undefined;
+  /** Departed nodes whose tasks this job waits for, within the node's disconnect grace. */
+  awaitingNodes: Set<string>;
 }
 
 export interface OwnerStats {
@@ -115,6 +117,8 @@ export interface OwnerContext {
   readonly adopting: Set<string>;
   readonly servers: Map<string, LiveServerRecord>;
   readonly cell: Map<string, CellServer & { leftAt?: number }>;
+  /** Servers named by a task but never seen registered by this process: since when. */
+  readonly unseenSince: Map<string, number>;
   readonly stats: OwnerStats;
   readonly started: boolean;
   readonly closed: boolean;
@@ -160,6 +164,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     reconcile: false,
     note: rec.message,
     blockedSince: undefined,
+    awaitingNodes: new Set(),
   };
 }
 

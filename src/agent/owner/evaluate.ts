@@ -4,7 +4,7 @@
  * lost, waits (or fails) when the cell cannot take the job, starts the agent's scheduling call for
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
-import { isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
+import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
 import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
@@ -75,9 +75,17 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
     const st = cur?.rec.state;
     if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !m.servers.has(cur.rec.ru.server)) {
       // The node's lease expired (or it never registered with us yet): confirm with the store.
-      const alive = await m.o.store.get(m.o.keys.server(cur.rec.ru.server));
+      const server = cur.rec.ru.server;
+      const alive = await m.o.store.get(m.o.keys.server(server));
       if (!alive) {
-        const lost = await markLost(m, o, t, cur, `server ${cur.rec.ru.server} left the cluster`);
+        // The node may still be running the task, cut off from the store: it keeps its tasks for
+        // its disconnect grace, so they are placed elsewhere only once that has run out.
+        const due = replaceAt(m, server);
+        if (m.o.clock.now() < due) {
+          awaitNode(m, o, server, due);
+          continue;
+        }
+        const lost = await markLost(m, o, t, cur, `server ${server} left the cluster`);
         if (o.dropped) return;
         if (lost) toSchedule.push(t);
         continue;
@@ -96,6 +104,41 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
     o.note = undefined;
   }
   await startSchedule(m, o, toSchedule);
+}
+
+/** Margin added to a node's disconnect grace before its tasks are placed elsewhere (clock rates, kill latency). */
+export const GRACE_MARGIN_MS = 2000;
+/** The grace assumed for a node never seen registered (the monitor's default). */
+export const ASSUMED_GRACE_MS = 60_000;
+
+/**
+ * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
+ * and it kills its tasks no later than its disconnect grace after that (see the monitor).
+ */
+export function replaceAt(m: OwnerContext, server: string): number {
+  const c = m.cell.get(server);
+  if (c?.leftAt !== undefined) {
+    const grace = (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0;
+    return c.leftAt + grace + (grace > 0 ? GRACE_MARGIN_MS : 0);
+  }
+  let since = m.unseenSince.get(server);
+  if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
+  return since + ASSUMED_GRACE_MS + GRACE_MARGIN_MS;
+}
+
+/** Looks at the job's tasks on `server` again when its grace runs out (once per job and node). */
+function awaitNode(m: OwnerContext, o: Owned, server: string, due: number): void {
+  if (o.awaitingNodes.has(server)) return;
+  o.awaitingNodes.add(server);
+  const n = o.byServer.get(server)?.size ?? 0;
+  o.note ??= `server ${server} cannot be reached; its ${n} task(s) of this job keep their place until ${new Date(due).toISOString()}, then run elsewhere`;
+  m.o.log.info({ job: o.id, server, until: new Date(due).toISOString() }, 'node unreachable; waiting for its disconnect grace before placing its tasks elsewhere');
+  m.later(due - m.o.clock.now() + 10, () => {
+    o.awaitingNodes.delete(server);
+    if (o.note?.startsWith(`server ${server} cannot be reached`)) o.note = undefined;
+    for (const t of o.byServer.get(server) ?? []) o.dirty.add(t);
+    m.evaluate(o);
+  });
 }
 
 /** The cell (as it is now) cannot take the job: wait with the reason, and fail after the bound. */
@@ -158,7 +201,11 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
   for (const t of tasks) o.scheduling.add(t);
   o.agent.setFence(o.id, { key: m.o.keys.owner(o.id), lease: lease.id });
   const p = o.agent
-    .schedule(o.spec, tasks, { attempt: (t) => nextAttempt(o.tasks.get(t)?.rec) })
+    .schedule(o.spec, tasks, {
+      attempt: (t) => nextAttempt(o.tasks.get(t)?.rec),
+      taskRev: (t) => o.tasks.get(t)?.rev ?? 0,
+      previous: (t) => attemptHistory(o.tasks.get(t)?.rec),
+    })
     .then(
       async (rec) => {
         if (rec.unplaceable) {
@@ -174,6 +221,11 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
       },
       async (err: unknown) => {
         if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
+        if (isTarcilError(err, 'ABORTED')) {
+          // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
+          m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
+          return;
+        }
         m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');
         // A gang attempt may have stopped between its reservation transactions.
         if (o.spec.mode === 'gang') o.reconcile = true;

@@ -30,6 +30,7 @@ import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from './tarcil/v1/SubmitJobRequest.ts';
 import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from './tarcil/v1/SubmitJobResponse.ts';
 import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from './tarcil/v1/Task.ts';
+import type { TaskAttempt as _tarcil_v1_TaskAttempt, TaskAttempt__Output as _tarcil_v1_TaskAttempt__Output } from './tarcil/v1/TaskAttempt.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from './tarcil/v1/WatchJobRequest.ts';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -67,6 +68,7 @@ export interface ProtoGrpcType {
       SubmitJobRequest: MessageTypeDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobRequest__Output>
       SubmitJobResponse: MessageTypeDefinition<_tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobResponse__Output>
       Task: MessageTypeDefinition<_tarcil_v1_Task, _tarcil_v1_Task__Output>
+      TaskAttempt: MessageTypeDefinition<_tarcil_v1_TaskAttempt, _tarcil_v1_TaskAttempt__Output>
       WatchJobRequest: MessageTypeDefinition<_tarcil_v1_WatchJobRequest, _tarcil_v1_WatchJobRequest__Output>
     }
   }

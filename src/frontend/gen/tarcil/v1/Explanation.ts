@@ -5,6 +5,7 @@ import type { AdmissionVerdict as _tarcil_v1_AdmissionVerdict, AdmissionVerdict_
 import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output as _tarcil_v1_SampleAttempt__Output } from '../../tarcil/v1/SampleAttempt.ts';
 import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1_Placement__Output } from '../../tarcil/v1/Placement.ts';
 import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil_v1_StageTimes__Output } from '../../tarcil/v1/StageTimes.ts';
+import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from '../../tarcil/v1/Task.ts';
 
 export interface Explanation {
   'jobId'?: (string);
@@ -36,6 +37,10 @@ export interface Explanation {
    * server it may use is up, a spread it cannot keep); empty otherwise.
    */
   'waitingFor'?: (string);
+  /**
+   * Tasks placed more than once, with their earlier attempts (at most 50 tasks).
+   */
+  'replaced'?: (_tarcil_v1_Task)[];
 }
 
 export interface Explanation__Output {
@@ -68,4 +73,8 @@ export interface Explanation__Output {
    * server it may use is up, a spread it cannot keep); empty otherwise.
    */
   'waitingFor': (string);
+  /**
+   * Tasks placed more than once, with their earlier attempts (at most 50 tasks).
+   */
+  'replaced': (_tarcil_v1_Task__Output)[];
 }

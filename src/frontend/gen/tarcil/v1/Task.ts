@@ -2,6 +2,7 @@
 // Original file: proto/tarcil/v1/scheduler.proto
 
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from '../../tarcil/v1/RuRef.ts';
+import type { TaskAttempt as _tarcil_v1_TaskAttempt, TaskAttempt__Output as _tarcil_v1_TaskAttempt__Output } from '../../tarcil/v1/TaskAttempt.ts';
 
 export interface Task {
   'index'?: (number);
@@ -17,6 +18,10 @@ export interface Task {
   'exitCode'?: (number);
   'message'?: (string);
   'logPath'?: (string);
+  /**
+   * Earlier attempts of this task (it was placed again after each), oldest first; the latest ten.
+   */
+  'previous'?: (_tarcil_v1_TaskAttempt)[];
   '_exitCode'?: "exitCode";
 }
 
@@ -34,5 +39,9 @@ export interface Task__Output {
   'exitCode'?: (number);
   'message': (string);
   'logPath': (string);
+  /**
+   * Earlier attempts of this task (it was placed again after each), oldest first; the latest ten.
+   */
+  'previous': (_tarcil_v1_TaskAttempt__Output)[];
   '_exitCode'?: "exitCode";
 }
