@@ -28,6 +28,7 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import type { SubmitJobResponse__Output } from '../../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, parseJobSpec, resolveCluster } from '../../src/model/catalog.ts';
+import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
 import { MAX_DURATION_MS, MAX_PRIORITY, MAX_QUEUE_MS, MAX_TASKS } from '../../src/model/schema.ts';
 import { N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
 import { EtcdStore } from '../../src/store/etcd.ts';
@@ -513,9 +514,28 @@ function feasibility(spec: Record<string, unknown>): { ok: boolean; why: string 
 function aloneMs(spec: Record<string, unknown>): number {
   const e = eligible(spec);
   const s = shapeOf(spec);
-  if (s.gang) return s.durationMs;
+  // The job's own tasks sharing a server slow each other down (the monitors' simulated executor
+  // runs the ground-truth model): count the worst case, a server full of them.
+  const perTask = s.durationMs * selfSlowdown(spec, s);
+  if (s.gang) return perTask;
   const par = s.spread && s.required ? Math.min(e.rus, s.rack ? e.racks : e.servers) : e.rus;
-  return Math.ceil(s.tasks / Math.max(1, par)) * s.durationMs;
+  return Math.ceil(s.tasks / Math.max(1, par)) * perTask;
+}
+
+/** Slowdown of one task of the job on an eligible server filled with tasks of the same job. */
+function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
+  const p = spec.profile;
+  const caused = typeof p === 'string' ? catalog.workloads.get(p)?.caused : (p as { caused?: number[] } | undefined)?.caused;
+  if (!Array.isArray(caused)) return 1;
+  let worst = 1;
+  const c = (spec.constraints ?? {}) as { platforms?: string[]; attributes?: Record<string, string> };
+  for (const srv of DEMO_SERVERS) {
+    if (c.platforms && !c.platforms.includes(srv.platform)) continue;
+    if (!Object.entries(c.attributes ?? {}).every(([k, v]) => srv.attributes[k] === v)) continue;
+    const k = s.spread && s.required && !s.rack ? 1 : Math.min(s.tasks, srv.rus);
+    worst = Math.max(worst, perfSlowdown(caused, caused.map((x) => x * k), srv.rus));
+  }
+  return worst;
 }
 
 export function buildSpec(c: SpecCase): Built {
