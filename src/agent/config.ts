@@ -83,8 +83,14 @@ const SCHEMA = z
   .refine((c) => c.minR <= c.capR, { message: 'must not exceed capR', path: ['minR'] })
   .refine((c) => c.backoffBaseMs <= c.backoffMaxMs, { message: 'must not exceed backoffMaxMs', path: ['backoffBaseMs'] });
 
-/** The names of the options, for help texts. */
-export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG).concat('fixedR').sort();
+/**
+ * The options a user may set (help texts, `--agent`): all but recordJob and consumeQueue, which a
+ * job owner sets itself (it keeps the job record and claims its own preempted tasks).
+ */
+export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG)
+  .concat('fixedR')
+  .filter((k) => k !== 'recordJob' && k !== 'consumeQueue')
+  .sort();
 
 /** Defaults overlaid with `over`, validated: throws INVALID_ARGUMENT naming the first bad field. */
 export function agentConfig(over: Partial<AgentConfig> = {}): AgentConfig {

@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
+import { AGENT_OPTION_NAMES } from '../agent/config.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { DEFAULT_DISCONNECT_GRACE_MS } from '../monitor/options.ts';
 import {
@@ -81,6 +82,7 @@ export function registerLiveCommands(program: Command): void {
     .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default('ru'))
     .option('--group-commit <n>', 'commit requests each agent keeps in flight; decisions made meanwhile leave together (0: one transaction per decision)', int('--group-commit', 0, 64), DEFAULT_AGENT_CONFIG.groupCommit)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
+    .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
     .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');

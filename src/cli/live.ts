@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { attemptLines } from '../frontend/convert.ts';
+import { parseAgentOptions } from '../agent/config.ts';
 import { DEFAULT_SERVER, schedulerClient } from '../frontend/client.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
@@ -83,12 +84,16 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   name?: string;
   scope: 'ru' | 'server';
   groupCommit: number;
+  /** Agent options as key=value (see agent/config.ts). */
+  agent?: string[];
   /** Reach the monitors' NodeMonitor services over TLS, trusting this CA. */
   monitorCa?: string;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
   const log = createLogger('tarcil-server');
+  // Checked before anything starts: a bad option names itself and the rule (exit code 2).
+  const agentOptions = parseAgentOptions(o.agent ?? []);
   const store = await open(o);
   const tls = serverTls(o);
   const sched = await startScheduler({
@@ -103,7 +108,7 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     host: o.host,
     port: o.port,
     leaseTtlSeconds: o.leaseTtl,
-    agentConfig: { conflictScope: o.scope, groupCommit: o.groupCommit },
+    agentConfig: { conflictScope: o.scope, groupCommit: o.groupCommit, ...agentOptions },
     ...(tls ? { tls } : {}),
     // Our own certificate doubles as the client certificate, for monitors that require one.
     ...(o.monitorCa ? { nodeTls: { caFile: o.monitorCa, ...(tls ? { certFile: tls.certFile, keyFile: tls.keyFile } : {}) } } : {}),

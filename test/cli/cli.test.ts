@@ -95,6 +95,18 @@ describe('tarcil server', () => {
     expect(r.err).toContain('--group-commit must be an integer in [0, 64]');
   });
 
+  it('rejects a bad --agent option naming the option and the rule, with exit code 2', () => {
+    const bad = tarcil('server', '--agent', 'capR=0');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('agent.capR: must be an integer in [1, 1024]');
+    const unknown = tarcil('server', '--agent', 'recordJob=false');
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toContain('agent.recordJob: is not an agent option');
+    const pair = tarcil('server', '--agent', 'minR=40', '--agent', 'capR=32');
+    expect(pair.code).toBe(2);
+    expect(pair.err).toContain('agent.minR: must not exceed capR');
+  });
+
   it('rejects an unknown flag with exit code 2', () => {
     const r = tarcil('server', '--no-such-flag');
     expect(r.code).toBe(2);
