@@ -1,3 +1,7 @@
+/**
+ * Admission control (paper §4): the LSH buckets, their free counters, and the verdict of whether a
+ * job waits or goes.
+ */
 export { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
 export {
   AdmissionState,

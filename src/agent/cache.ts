@@ -1,3 +1,7 @@
+/**
+ * The agent's cached copy of the cluster state: servers, RUs and epochs followed from the store
+ * into a ClusterState.
+ */
 import type { ServerSpec } from '../model/types.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../state/keys.ts';

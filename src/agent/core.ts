@@ -1,3 +1,7 @@
+/**
+ * The scheduling decision without the commit (paper §3–4): admission verdict, sample size R and
+ * batch sampling and selection, pure over its inputs.
+ */
 import type { AdmissionState, AdmissionVerdict } from '../admission/index.ts';
 import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
 import { contention, type JobTarget, type QualityForm } from '../quality/index.ts';

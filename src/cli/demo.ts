@@ -1,3 +1,6 @@
+/**
+ * `tarcil demo`: a scripted run on the embedded store that prints every decision.
+ */
 import { SchedulingAgent, type ConflictScope, type DecisionRecord } from '../agent/agent.ts';
 import { seedCluster } from '../state/seed.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';

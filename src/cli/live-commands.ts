@@ -1,3 +1,7 @@
+/**
+ * The commands of the live cluster (up, server, monitor) and the client commands, with their
+ * flags.
+ */
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
 import { AGENT_OPTION_NAMES } from '../agent/config.ts';

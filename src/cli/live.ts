@@ -1,3 +1,7 @@
+/**
+ * What the live commands do: start a front-end or a node, and the client commands (submit, status,
+ * jobs, cluster, explain, cancel) with their output.
+ */
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
 import { randomUUID } from 'node:crypto';

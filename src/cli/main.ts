@@ -1,3 +1,6 @@
+/**
+ * The `tarcil` command line: the program, its commands and flag parsing, exit codes.
+ */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
 import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';

@@ -1,3 +1,7 @@
+/**
+ * `tarcil profile`: a profile's target quality, the order its resources are judged in and its
+ * acceptable LSH buckets on a loaded cluster.
+ */
 import Table from 'cli-table3';
 import { AdmissionState } from '../admission/index.ts';
 import { wireAdmission } from '../agent/core.ts';

@@ -1,3 +1,6 @@
+/**
+ * `tarcil sample-size`: R from the x^R guarantee, and what it guarantees.
+ */
 import { guarantee, samplesForFraction, samplesForGoodOfPopulation, samplesForQuantile } from '../sampling/size.ts';
 import { invalid } from '../util/errors.ts';
 

@@ -1,3 +1,7 @@
+/**
+ * The gRPC clients of the Scheduler and NodeMonitor services, as the CLI and the job owners use
+ * them.
+ */
 import type * as grpc from '@grpc/grpc-js';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from './grpc.ts';

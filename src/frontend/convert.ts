@@ -1,3 +1,7 @@
+/**
+ * Conversions between the store's records and the gRPC messages (jobs, tasks and their attempts,
+ * servers, explanations), and the text `explain` prints.
+ */
 import type { DecisionRecord } from '../agent/agent.ts';
 import { trimDecision } from '../state/decisions.ts';
 import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';

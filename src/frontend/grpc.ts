@@ -1,3 +1,7 @@
+/**
+ * The gRPC plumbing of the front-end: servers and credentials (TLS, mutual TLS), health and
+ * reflection, and the one place where TarcilError codes become gRPC status.
+ */
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';

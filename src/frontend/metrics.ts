@@ -1,3 +1,7 @@
+/**
+ * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
+ * gauges are read from the agents when scraped, so nothing runs on the scheduling path.
+ */
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
@@ -5,10 +9,6 @@ import type { JobManager } from '../agent/lifecycle.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import { errorMessage } from '../util/errors.ts';
 
-/**
- * Prometheus metrics of one process (`/metrics`). Counters are fed by the job manager's hooks;
- * gauges are read from the agents when scraped, so nothing runs on the scheduling path.
- */
 /** A Prometheus registry with its process metrics and the HTTP endpoint that serves it. */
 abstract class MetricsEndpoint {
   readonly registry = new Registry();

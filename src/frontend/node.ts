@@ -1,3 +1,7 @@
+/**
+ * The NodeMonitor gRPC service of one node: the owners' fast path to launch and kill tasks on its
+ * LocalMonitor.
+ */
 import * as grpc from '@grpc/grpc-js';
 import type { NodeLink } from '../agent/lifecycle.ts';
 import type { LocalMonitor } from '../monitor/monitor.ts';

@@ -1,3 +1,7 @@
+/**
+ * Where the .proto files are and how they are loaded at run time (the generated types in gen/ come
+ * from the same files).
+ */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { dirname, join } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * Process wiring: a front-end (job manager, agents, gRPC, metrics) and a node (LocalMonitor,
+ * executor, NodeMonitor service), as `tarcil server`, `monitor` and `up` start them.
+ */
 import type { AgentConfig } from '../agent/agent.ts';
 import { JobManager } from '../agent/lifecycle.ts';
 import type { Catalog } from '../model/catalog.ts';

@@ -1,3 +1,7 @@
+/**
+ * The Scheduler gRPC service: SubmitJob, GetJob, ListJobs, WatchJob, CancelJob, ExplainJob and
+ * GetCluster over the job manager and the store.
+ */
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import type { JobManager } from '../agent/lifecycle.ts';

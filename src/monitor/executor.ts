@@ -1,3 +1,7 @@
+/**
+ * Executors of a node: the simulated one (a timer, slowed by the ground-truth interference model)
+ * and the process one (argv pinned to the RU's core, logs per task, CPU-time rate).
+ */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';

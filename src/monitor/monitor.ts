@@ -1,3 +1,8 @@
+/**
+ * The local monitor of one node (paper §5.2): registers the node and its RUs under a lease, starts
+ * the tasks placed on its RUs, reports their rates and outcomes (journalled first), and rides out
+ * a lost connection to the store for its disconnect grace. Its parts are in this folder.
+ */
 import { join } from 'node:path';
 import { Follower } from '../state/follow.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';

@@ -1,3 +1,7 @@
+/**
+ * Runs the tasks placed on a simulated cell without node monitors (demo and benchmarks): ends each
+ * task after its modelled duration through the real release transaction.
+ */
 import { parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { releaseRu } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
@@ -5,6 +9,7 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
+import { errorMessage } from '../util/errors.ts';
 
 /**
  * Runs placed tasks with the simulated executor: each busy RU is held for the task's modelled
@@ -99,7 +104,7 @@ export class SimulatedRunner {
       if (ok) this.stats.completed++;
       else this.stats.fenced++;
     } catch (err) {
-      this.log.warn({ err: (err as Error).message, key }, 'release failed; will retry');
+      this.log.warn({ err: errorMessage(err), key }, 'release failed; will retry');
       if (!this.closed) {
         const timer = this.clock.setTimer(100, () => void this.finish(key, ref, rev, rec));
         this.running.set(key, { rev, timer });

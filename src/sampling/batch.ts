@@ -1,3 +1,7 @@
+/**
+ * Batch sampling and selection (paper §3.4): draw R candidates per task, score them with Q, and
+ * pick placements under the job's constraints and locality.
+ */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
 import {
   compareScores,

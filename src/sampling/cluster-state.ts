@@ -1,3 +1,7 @@
+/**
+ * The cluster as an agent sees it: servers, RUs and occupants, with O(1) uniform sampling of free
+ * RUs and claims for in-flight commits.
+ */
 import { N_RESOURCES, type RuRef, type ServerSpec, type TopologyScope } from '../model/types.ts';
 import { IndexedSet } from './indexed-set.ts';
 

@@ -1,3 +1,6 @@
+/**
+ * The discrete-event engine of the simulator: a virtual clock and its event queue.
+ */
 import type { Clock, Timer } from '../util/clock.ts';
 
 /**

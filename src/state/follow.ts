@@ -4,7 +4,7 @@
  * follows it through a Follower.
  */
 import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
-import type { TarcilError } from '../util/errors.ts';
+import { errorMessage, type TarcilError } from '../util/errors.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
@@ -142,7 +142,7 @@ export class Follower {
           } catch (err) {
             failures++;
             const delay = Math.round(relistBackoffMs(backoff, failures, this.rand));
-            this.o.log.warn({ prefix: this.prefixes.join(','), err: (err as Error).message, failures, delay }, 're-list failed; retrying');
+            this.o.log.warn({ prefix: this.prefixes.join(','), err: errorMessage(err), failures, delay }, 're-list failed; retrying');
             await this.o.clock.sleep(delay);
           }
         }

@@ -1,10 +1,9 @@
-import { TarcilError, invalid } from '../util/errors.ts';
-import type { Compare, KeyValue, Op, TxnRequest } from './types.ts';
-
 /**
  * Rules both stores enforce before a transaction reaches the key space, so that a request that
  * etcd would refuse is refused by the MemoryStore too, with the same code.
  */
+import { TarcilError, invalid } from '../util/errors.ts';
+import type { Compare, KeyValue, Op, TxnRequest } from './types.ts';
 
 /** etcd's default `--max-txn-ops`. A server setting: EtcdStore only mirrors it for callers. */
 export const DEFAULT_MAX_TXN_OPS = 128;

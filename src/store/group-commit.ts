@@ -1,3 +1,7 @@
+/**
+ * Group commit: an agent's concurrent placement transactions sent together in one request, with a
+ * bound on requests in flight.
+ */
 import { requestBytes } from './common.ts';
 import type { ClusterStore, TxnRequest, TxnResult } from './types.ts';
 

@@ -1,3 +1,7 @@
+/**
+ * The store layer's public surface: the ClusterStore interface, the embedded MemoryStore, the
+ * EtcdStore and their limits.
+ */
 import type { Clock } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import { EtcdStore, type EtcdTlsOptions } from './etcd.ts';

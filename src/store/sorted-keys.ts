@@ -1,11 +1,11 @@
-import { compareKeys } from './common.ts';
-
 /**
  * The MemoryStore's ordered key index: a list of sorted chunks of at most CHUNK keys, each chunk
  * found by binary search on first keys. Inserting or deleting moves at most one chunk's worth of
  * keys, so seeding 200k keys in any order stays fast, where one flat sorted array would move
  * half the array on every insert. A prefix range is two binary searches and a walk.
  */
+import { compareKeys } from './common.ts';
+
 const CHUNK = 512;
 
 export class SortedKeys {

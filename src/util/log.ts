@@ -1,3 +1,7 @@
+/**
+ * Structured logging (pino), one JSON object per line; silent under the tests unless TARCIL_LOG is
+ * set.
+ */
 import { pino, type Logger } from 'pino';
 
 export type { Logger };

@@ -1,3 +1,7 @@
+/**
+ * Seeded random numbers (Rng): every random choice of the scheduler and the simulator draws from
+ * an injected, forkable generator, so runs can be replayed.
+ */
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import type { RandomGenerator } from 'pure-rand/types/RandomGenerator';
 

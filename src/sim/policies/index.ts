@@ -1,3 +1,6 @@
+/**
+ * The registry of the simulator's scheduling policies (tarcil and its rivals), by name.
+ */
 import type { CoreConfig } from '../../agent/core.ts';
 import type { Rng } from '../../util/rng.ts';
 import type { World } from '../world.ts';

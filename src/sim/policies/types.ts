@@ -1,3 +1,7 @@
+/**
+ * What a simulated scheduling policy is: it sees jobs as they are submitted and acts on the
+ * simulated world.
+ */
 import type { Rng } from '../../util/rng.ts';
 import type { SimJob, World } from '../world.ts';
 
