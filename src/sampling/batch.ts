@@ -209,8 +209,11 @@ function drawDistinct(
     chosen.add(id);
     out.push(id);
   };
-  // When the request is a large share of the population, enumerate instead of rejecting.
-  if (k * 2 >= total - ctx.taken.size) {
+  // When the request is a large share of the population, enumerate instead of rejecting. Only
+  // excluded RUs that are in the pools shrink it (an excluded RU may already be busy in the view).
+  let excluded = 0;
+  for (const id of ctx.taken) if (pools.some((p) => p.has(id))) excluded++;
+  if (k * 2 >= total - excluded) {
     const all: number[] = [];
     for (const p of pools) for (const id of p.values()) all.push(id);
     shuffleInPlace(all, rng);
