@@ -126,6 +126,36 @@ describe('job owner (embedded store, manual clock)', () => {
     expect([...f.orphanOwners, ...f.orphanQueue, ...f.orphanRus, ...f.strayRus]).toEqual([]);
   });
 
+  it('a cancelled job whose tasks are preempted while their kill is in flight still ends cancelled', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 2);
+    // The server has a monitor endpoint, so the owner stops tasks through it.
+    const serverKey = cell.keys.server('s0000');
+    const server = parseJson<Record<string, unknown>>(await cell.store.get(serverKey))!;
+    await cell.store.put(serverKey, JSON.stringify({ ...server, endpoint: 'node:1' }));
+    const a = await cell.owner('A');
+    await a.submit(makeJob('low', TEST_PROFILES[4]!, 2, { priority: 10, maxQueueMs: 0 }));
+    await cell.until(async () => (await cell!.busy('low')).length === 2, 5000);
+    // The monitor answers the kills only once the test lets it.
+    const answers: ((killed: boolean) => void)[] = [];
+    cell.nodes.kill = (endpoint, req) => {
+      cell!.nodes.kills.push({ endpoint, ...req });
+      return new Promise<boolean>((resolve) => answers.push(resolve));
+    };
+    await a.cancel('low');
+    await cell.until(() => answers.length === 2, 5000);
+    // Meanwhile a high-priority job takes both RUs: the cancelled job's tasks go back to the queue.
+    await a.submit(makeJob('urgent', TEST_PROFILES[4]!, 2, { priority: 500, maxQueueMs: 0 }));
+    await cell.until(async () => (await cell!.busy('urgent')).length === 2, 5000);
+    expect((await tasksOf(cell, 'low')).map((t) => t.state)).toEqual(['queued', 'queued']);
+    for (const answer of answers) answer(true);
+    // The queued tasks are looked at again once their stop has ended: cancelled, not left queued.
+    await cell.until(async () => (await cell!.jobState('low')) === 'cancelled', 5000);
+    expect((await tasksOf(cell, 'low')).map((t) => t.state)).toEqual(['cancelled', 'cancelled']);
+    expect(await cell.finishTasks('urgent')).toBe(2);
+    await cell.until(async () => (await cell!.jobState('urgent')) === 'succeeded', 5000);
+  });
+
   describe('a node that leaves (its lease expired) with a 10 s disconnect grace', () => {
     async function placedOnLeavingNode(): Promise<{ c: OwnerCell; m: JobManager; job: string; server: string; ru: { key: string; value: string } }> {
       const c = (cell = new OwnerCell());

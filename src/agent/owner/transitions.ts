@@ -56,6 +56,9 @@ export function stopTask(m: OwnerContext, o: Owned, t: number, cur: TaskView): v
       .catch((err: unknown) => m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'stopping a task failed; will retry'))
       .finally(() => {
         o.stopping.delete(t);
+        // Evaluations skip a task while it is being stopped: look at it again now (it may have
+        // been preempted meanwhile, and wait queued for a cancellation of its own).
+        o.dirty.add(t);
         m.evaluate(o);
       }),
   );
