@@ -1,9 +1,9 @@
 /**
- * The agent's cached copy of the cluster state: servers, RUs and epochs followed from the store
- * into a ClusterState.
+ * The cached copy of the cluster state that the agents of one process share: servers, RUs and
+ * epochs followed from the store (one list+watch) into a ClusterState.
  */
 import type { ServerSpec } from '../model/types.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
@@ -28,7 +28,7 @@ export class AgentCache {
   get relists(): number {
     return this.follower?.relists ?? 0;
   }
-  private readonly freedListeners = new Set<() => void>();
+  private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
   private readonly watchEpochs: boolean;
@@ -46,8 +46,8 @@ export class AgentCache {
     return this.rev;
   }
 
-  /** Called whenever an RU becomes available (queued jobs re-check admission). */
-  onFreed(cb: () => void): () => void {
+  /** Called for every RU that becomes available (waiting jobs that can use it wake). */
+  onFreed(cb: (server: ServerState, index: number) => void): () => void {
     this.freedListeners.add(cb);
     return () => this.freedListeners.delete(cb);
   }
@@ -66,10 +66,11 @@ export class AgentCache {
     const ru = k.parseRu(kv.key);
     if (ru) {
       const rec = deleted ? undefined : parseJson<RuRecord>(kv);
-      const before = this.state.server(ru.server)?.available(ru.index) ?? false;
+      const s = this.state.server(ru.server);
+      if (!s) return;
+      const before = s.available(ru.index);
       this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
-      const after = this.state.server(ru.server)?.available(ru.index) ?? false;
-      if (!before && after) this.emitFreed();
+      if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       return;
     }
     const epoch = k.tail(k.epochs(), kv.key);
@@ -93,14 +94,17 @@ export class AgentCache {
         speed: rec.speed,
         attributes: rec.attributes ?? {},
       };
+      const old = this.state.server(spec.id);
+      const wasUp = old !== undefined && !old.down;
       const s = this.state.upsertServer(spec);
       this.state.setServerDown(s.id, rec.state === 'down');
-      this.emitFreed();
+      // A server that (re)joined frees all its available RUs at once.
+      if (!wasUp && !s.down && this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (s.available(i)) this.emitFreed(s, i);
     }
   }
 
-  private emitFreed(): void {
-    for (const cb of this.freedListeners) cb();
+  private emitFreed(s: ServerState, index: number): void {
+    for (const cb of this.freedListeners) cb(s, index);
   }
 
   /** Servers, RUs and (for the `server` scope) epochs, listed at one revision and watched. */
