@@ -9,8 +9,11 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
-import { occupantOf, parseJson, type ServerRecord } from '../state/records.ts';
+import type { LiveServerRecord } from '../state/live-records.ts';
+import { FREE_RU_VALUE, occupantOf, parseJson } from '../state/records.ts';
 import type { RuRecord } from '../model/types.ts';
+
+const FREE_RU: RuRecord = { state: 'free' };
 
 /**
  * The agent's copy of the cluster state: servers, RUs and epochs followed through the store's
@@ -65,7 +68,8 @@ export class AgentCache {
     const k = this.keys;
     const ru = k.parseRu(kv.key);
     if (ru) {
-      const rec = deleted ? undefined : parseJson<RuRecord>(kv);
+      // Most RUs of a large cell are free: their one stored value needs no parsing.
+      const rec = deleted ? undefined : kv.value === FREE_RU_VALUE ? FREE_RU : parseJson<RuRecord>(kv);
       const s = this.state.server(ru.server);
       if (!s) return;
       const before = s.available(ru.index);
@@ -84,7 +88,7 @@ export class AgentCache {
         this.state.removeServer(server);
         return;
       }
-      const rec = parseJson<ServerRecord>(kv);
+      const rec = parseJson<LiveServerRecord>(kv);
       if (!rec) return;
       const spec: ServerSpec = {
         id: rec.id,
@@ -98,6 +102,8 @@ export class AgentCache {
       const wasUp = old !== undefined && !old.down;
       const s = this.state.upsertServer(spec);
       this.state.setServerDown(s.id, rec.state === 'down');
+      // A node whose tasks run well below their expected rate takes no new task (paper §5.2).
+      this.state.setBlocked(s.id, rec.blocked === true);
       // A server that (re)joined frees all its available RUs at once.
       if (!wasUp && !s.down && this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (s.available(i)) this.emitFreed(s, i);
     }

@@ -116,8 +116,7 @@ export class JobManager implements OwnerContext {
 
   async start(): Promise<void> {
     await this.grantLease();
-    await this.view.start();
-    await Promise.all(this.agents.map((a) => a.start()));
+    const viewReady = this.view.start();
     const k = this.o.keys;
     const mk = (prefix: string, onSnapshot: (kvs: KeyValue[]) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
       new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
@@ -148,7 +147,9 @@ export class JobManager implements OwnerContext {
       mk(k.jobs(), each((kv, d) => this.onJob(kv, d)), (kv, del) => this.onJob(kv, del)),
       mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
     ];
-    for (const f of this.followers) await f.start();
+    // The cluster view and the owner's followers list at once (a large cell takes a while).
+    await Promise.all([viewReady, ...this.followers.map((f) => f.start())]);
+    await Promise.all(this.agents.map((a) => a.start()));
     this.started = true;
     sweep(this);
     this.every(Math.max(200, (this.ttlSeconds * 1000) / 2), () => sweep(this));
