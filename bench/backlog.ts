@@ -11,13 +11,14 @@
  * /proc: user + system, monitors included, as they share the process) per task; its RSS before,
  * at its peak (sampled every 50 ms) and 5 s after the backlog drained.
  *
- * Run: npx tsx bench/backlog.ts [--label after] [--cpu-prof DIR] [--submitters 50] [--jobs 10] [--tasks 10]
+ * Run: npx tsx bench/backlog.ts [--label after] [--cpu-prof DIR] [--submitters 50] [--jobs 10] [--tasks 10] (--render: the md from the json)
  * Results: bench/results/backlog.{json,md}; runs with other labels already there are kept (before
  * and after in one file).
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { schedulerClient } from '../src/frontend/client.ts';
@@ -39,6 +40,8 @@ interface Result {
   commit: string;
   when: string;
   machine: string;
+  /** The machine's 1-minute load average when the run began (the machine is shared). */
+  loadAvg?: number;
   submitters: number;
   jobsPerSubmitter: number;
   tasksPerJob: number;
@@ -185,6 +188,7 @@ async function main(): Promise<void> {
       commit: process.env.BENCH_COMMIT ?? (git.status === 0 ? git.stdout.trim() : ''),
       when: new Date().toISOString(),
       machine: machine(),
+      loadAvg: os.loadavg()[0],
       submitters,
       jobsPerSubmitter: jobsPer,
       tasksPerJob: tasksPer,
@@ -247,9 +251,13 @@ function markdown(runs: Result[]): string {
       ]),
     ),
     '',
-    runs.map((r) => `- ${r.label}: ${r.machine}, ${r.when}`).join('\n'),
+    runs.map((r) => `- ${r.label}: ${r.machine}, ${r.when}${r.loadAvg !== undefined ? `, load average ${r.loadAvg.toFixed(1)} at the end` : ''}`).join('\n'),
     '',
   ].join('\n');
 }
 
-await main();
+if (process.argv.includes('--render')) {
+  // Rewrites the markdown from the json (after removing a run from it by hand).
+  const { runs } = JSON.parse(readFileSync(join(RESULTS_DIR, 'backlog.json'), 'utf8')) as { runs: Result[] };
+  writeResults('backlog', { runs }, markdown(runs));
+} else await main();

@@ -9,13 +9,14 @@
  * again after 3 s of idling followed by a full GC (--expose-gc): the resident cost of the
  * front-end's view of the cell. The peak RSS seen by a 20 ms sampler is reported too.
  *
- * Run: npx tsx bench/frontend-scale.ts [--quick] [--label after] [--agents 1,2,4,8] [--cpu-prof DIR]
+ * Run: npx tsx bench/frontend-scale.ts [--quick] [--label after] [--agents 1,2,4,8] [--cpu-prof DIR] (--render: the md from the json)
  * --label names the run in bench/results/frontend-scale.{json,md}; runs with other labels already
  * in the json are kept, so the file holds a "before" and an "after" side by side. --quick: a
  * 1,000-server cell, results under bench/results/quick/.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadCatalog } from '../src/model/catalog.ts';
@@ -128,6 +129,8 @@ interface Run {
   commit: string;
   when: string;
   machine: string;
+  /** The machine's 1-minute load average when the run began (the machine is shared). */
+  loadAvg?: number;
   servers: number;
   rusPerServer: number;
   results: ChildResult[];
@@ -146,6 +149,7 @@ async function main(): Promise<void> {
   const servers = quick ? 1000 : 10_000;
   const rusPer = 16;
 
+  const loadAvg = os.loadavg()[0] as number;
   const bin = ensureEtcd((m) => process.stdout.write(`${m}\n`));
   const etcd = await startEtcd({ bin });
   const url = etcd.endpoint.replace('http://', 'etcd://');
@@ -170,7 +174,7 @@ async function main(): Promise<void> {
     }
     const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: join(SELF, '..'), encoding: 'utf8' });
     const commit = git.status === 0 ? git.stdout.trim() : '';
-    const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), servers, rusPerServer: rusPer, results };
+    const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), loadAvg, servers, rusPerServer: rusPer, results };
     const out = resultsDir(quick);
     const jsonPath = join(out, 'frontend-scale.json');
     const prior: Run[] = existsSync(jsonPath) ? ((JSON.parse(readFileSync(jsonPath, 'utf8')) as { runs: Run[] }).runs ?? []) : [];
@@ -193,7 +197,7 @@ function markdown(runs: Run[]): string {
   ];
   for (const run of runs) {
     const one = run.results.find((r) => r.agents === 1);
-    parts.push(`## ${run.label}${run.commit ? ` (${run.commit})` : ''}`, '', `${run.servers} servers × ${run.rusPerServer} RUs, ${run.machine}, ${run.when}`, '');
+    parts.push(`## ${run.label}${run.commit ? ` (${run.commit})` : ''}`, '', `${run.servers} servers × ${run.rusPerServer} RUs, ${run.machine}, ${run.when}${run.loadAvg !== undefined ? `, load average ${run.loadAvg.toFixed(1)} when it began` : ''}`, '');
     parts.push(
       mdTable(
         ['agents', 'listen ms', 'uptime ms', 'RSS at listen MB', 'RSS idle MB', 'peak RSS MB', 'heap idle MB', '+ per agent MB'],
@@ -216,4 +220,9 @@ function markdown(runs: Run[]): string {
 
 const childArg = process.argv.indexOf('--child');
 if (childArg >= 0) await childMain(JSON.parse(process.argv[childArg + 1] as string) as ChildConfig);
-else await main();
+else if (process.argv.includes('--render')) {
+  // Rewrites the markdown from the json (after removing a run from it by hand).
+  const out = resultsDir(process.argv.includes('--quick'));
+  const { runs } = JSON.parse(readFileSync(join(out, 'frontend-scale.json'), 'utf8')) as { runs: Run[] };
+  writeResults('frontend-scale', { runs }, markdown(runs), out);
+} else await main();
