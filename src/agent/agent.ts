@@ -1,15 +1,15 @@
 /**
- * A scheduling agent (paper §5.1): a cached copy of the shared state, the scheduling core, and an
- * optimistic commit per decision, driven by the attempt loop (attempt.ts). Gangs larger than one
- * transaction go through gang.ts; a standalone agent also consumes the preempted-task queue
- * (preempted-queue.ts). Its options and their defaults are in config.ts.
+ * A scheduling agent (paper §5.1): the scheduling core over a cached copy of the shared state (one
+ * per process, shared-view.ts), and an optimistic commit per decision, driven by the attempt loop
+ * (attempt.ts). Gangs larger than one transaction go through gang.ts; a standalone agent also
+ * consumes the preempted-task queue (preempted-queue.ts). Its options and defaults are in config.ts.
  */
-import { AdmissionState } from '../admission/index.ts';
+import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import { jobTarget, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
-import { ClusterState } from '../sampling/cluster-state.ts';
-import { eligibleCapacity } from '../sampling/feasibility.ts';
+import type { ClusterState } from '../sampling/cluster-state.ts';
+import { eligibleCapacity, hardSpread, serverMatches } from '../sampling/feasibility.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
@@ -18,9 +18,11 @@ import { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { Attempt, picksPerTxn, type Next } from './attempt.ts';
-import { AgentCache } from './cache.ts';
+import type { AgentCache } from './cache.ts';
 import { agentConfig, type AgentConfig } from './config.ts';
-import { admissionVerdict, decide, wireAdmission, type CoreContext } from './core.ts';
+import { admissionVerdict, decide, type CoreContext } from './core.ts';
+import type { WaitClass } from './freed-waiters.ts';
+import { SharedView } from './shared-view.ts';
 import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
@@ -42,6 +44,11 @@ export interface AgentOptions {
   config?: Partial<AgentConfig>;
   /** Called after each successful commit with the tasks it placed (the launch fast path). */
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
+  /**
+   * The view shared with the other agents of this process (its cache, admission counters, claims
+   * and waiting calls). Without one the agent makes, starts and closes its own.
+   */
+  view?: SharedView;
 }
 
 /** Options of one scheduling call. */
@@ -68,14 +75,19 @@ export interface JobFence {
 }
 
 /**
- * A scheduling agent (paper §5.1): a cached copy of the shared state, the scheduling core, and an
- * optimistic commit per decision. Any number of agents may share one store.
+ * A scheduling agent (paper §5.1): the scheduling core over a cached copy of the shared state, and
+ * an optimistic commit per decision. Any number of agents may share one store, and the agents of
+ * one process share one view of it.
  */
 export class SchedulingAgent implements GangHost, CommitHost {
   readonly id: string;
-  readonly state = new ClusterState();
+  readonly view: SharedView;
+  readonly state: ClusterState;
   readonly admission: AdmissionState;
   readonly cache: AgentCache;
+  private readonly ownsView: boolean;
+  /** Arrival number of each job's current wait (it keeps its place among waiters when it waits again). */
+  private readonly waitSeq = new Map<string, number>();
   readonly config: AgentConfig;
   readonly store: ClusterStore;
   readonly keys: Keys;
@@ -109,23 +121,11 @@ export class SchedulingAgent implements GangHost, CommitHost {
     this.rng = opts.rng;
     this.log = opts.log.child({ agent: opts.id });
     this.config = agentConfig(opts.config);
-    this.admission = new AdmissionState({
-      buckets: this.config.buckets,
-      clock: this.clock,
-      historyWindowMs: this.config.historyWindowMs,
-      seed: 0x7a3c11,
-    });
-    wireAdmission(this.state, this.admission);
-    // Under the `ru` scope nothing compares server epochs (commits still bump them, for agents
-    // using the `server` scope): following them would double the watch traffic for nothing.
-    this.cache = new AgentCache({
-      store: this.store,
-      keys: this.keys,
-      state: this.state,
-      clock: this.clock,
-      log: this.log,
-      watchEpochs: this.config.conflictScope === 'server',
-    });
+    this.ownsView = opts.view === undefined;
+    this.view = opts.view ?? new SharedView({ store: this.store, keys: this.keys, clock: this.clock, log: this.log, config: this.config });
+    this.state = this.view.state;
+    this.admission = this.view.admission;
+    this.cache = this.view.cache;
     this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
     this.onCommitted = opts.onCommitted;
     this.groupCommit = this.config.groupCommit > 0 ? new GroupCommit(this.store, { maxInFlight: this.config.groupCommit }) : undefined;
@@ -166,7 +166,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
   }
 
   async start(): Promise<void> {
-    await this.cache.start();
+    await this.view.start();
     if (this.config.consumeQueue) {
       this.queue = new PreemptedQueue({
         store: this.store,
@@ -187,7 +187,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
   async close(): Promise<void> {
     this.closed = true;
     await this.queue?.close();
-    await this.cache.close();
+    if (this.ownsView) await this.view.close();
   }
 
   /**
@@ -247,6 +247,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       }
     } finally {
       if (this.inflight.get(job.id) === rec) this.inflight.delete(job.id);
+      this.waitSeq.delete(job.id);
     }
     rec.finishedAt = this.clock.now();
     return rec;
@@ -315,7 +316,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       await waiting.ensure(needed);
       rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
       const q0 = this.clock.now();
-      await this.waitFreed(then.ms, job.id);
+      await this.waitFreed(then.ms, job, this.admissionClass(job, target, want));
       delete rec.waiting;
       this.assertOpen(job.id);
       rec.queuedMs += this.clock.now() - q0;
@@ -328,16 +329,23 @@ export class SchedulingAgent implements GangHost, CommitHost {
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
     rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
-    await this.waitFreed(ms, jobId);
+    await this.waitFreed(ms, job, this.capacityClass(job));
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
     this.assertOpen(jobId);
   }
 
-  /** Waits until an RU frees, `ms` passes, or the job is aborted (cancel must not wait for RUs). */
-  private waitFreed(ms: number, jobId: string): Promise<void> {
+  /**
+   * Waits until a freed RU wakes this call (see freed-waiters.ts: only a call that can use the RU
+   * is woken, one per RU, in priority then arrival order), `ms` passes, or the job is aborted
+   * (cancel must not wait for RUs).
+   */
+  private waitFreed(ms: number, job: JobSpec, cls: WaitClass): Promise<void> {
+    const jobId = job.id;
     if (this.aborted.has(jobId)) return Promise.resolve();
+    let seq = this.waitSeq.get(jobId);
+    if (seq === undefined) this.waitSeq.set(jobId, (seq = this.view.waiters.nextSeq()));
     return new Promise((resolve) => {
       const done = (): void => {
         timer.cancel();
@@ -347,11 +355,48 @@ export class SchedulingAgent implements GangHost, CommitHost {
         resolve();
       };
       const timer = this.clock.setTimer(ms, done);
-      const off = this.cache.onFreed(done);
+      const off = this.view.waiters.add(cls, { priority: job.priority, seq, wake: done });
       let set = this.wakers.get(jobId);
       if (!set) this.wakers.set(jobId, (set = new Set()));
       set.add(done);
     });
+  }
+
+  /**
+   * Jobs held by admission: woken by a freed RU they may use once enough acceptable RUs are free
+   * for the verdict to admit them (`want` with its margin), counted once per freed RU for all the
+   * jobs of the same target, size and constraints.
+   */
+  private admissionClass(job: JobSpec, target: JobTarget, want: number): WaitClass {
+    const threshold = Math.ceil(want * this.admission.margin - 1e-9);
+    const base = this.capacityClass(job);
+    return {
+      key: `a|${threshold}|${job.profile.caused.join(',')}|${base.key}`,
+      canUse: (s, i) => base.canUse(s, i),
+      ...(base.perRu ? { perRu: true } : {}),
+      ready: () => this.admission.estimateF(target).acceptableFree >= threshold,
+    };
+  }
+
+  /**
+   * Jobs with no eligible RU free: woken by a freed RU on a server their constraints allow (and,
+   * for a required spread, where the job has no task yet); a gang only once its chunk could fit.
+   */
+  private capacityClass(job: JobSpec): WaitClass {
+    const c = job.constraints;
+    const key = `c|${job.mode === 'gang' ? Math.min(job.tasks, this.picksPerTxn) : 1}|${c.platforms?.join(',') ?? ''}|${c.attributes ? JSON.stringify(c.attributes) : ''}`;
+    const gangNeed = job.mode === 'gang' ? Math.min(job.tasks, this.picksPerTxn) : 0;
+    const ready = gangNeed > 1 ? { ready: () => this.state.available.size >= gangNeed } : {};
+    if (hardSpread(job.locality)) {
+      const scope = job.locality.scope;
+      return {
+        key: `${key}|spread|${job.id}`,
+        perRu: true,
+        canUse: (s) => serverMatches(s.spec, c) && !this.state.jobGroups(job.id, scope).has(scope === 'rack' ? s.rack : s.id),
+        ...ready,
+      };
+    }
+    return { key, canUse: (s) => serverMatches(s.spec, c), ...ready };
   }
 
   /**
@@ -381,7 +426,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         rec.stageMs.commit += this.clock.monotonic() - t0;
         // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
         // would only conflict again: resample it too.
-        keep = keep.filter((p) => this.state.isClaimed({ server: p.server.id, index: p.index }));
+        keep = keep.filter((p) => this.state.isClaimed({ server: p.server.id, index: p.index }, rec));
         const need = chunk.length - keep.length;
         const d = decide(this.core, job, target, need, this.config, {
           skipAdmission: true,
@@ -411,7 +456,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         await this.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
       }
     } finally {
-      if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index })));
+      if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index }, rec)));
     }
   }
 

@@ -1,16 +1,19 @@
 /**
- * The agent's cached copy of the cluster state: servers, RUs and epochs followed from the store
- * into a ClusterState.
+ * The cached copy of the cluster state that the agents of one process share: servers, RUs and
+ * epochs followed from the store (one list+watch) into a ClusterState.
  */
 import type { ServerSpec } from '../model/types.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
-import { occupantOf, parseJson, type ServerRecord } from '../state/records.ts';
+import type { LiveServerRecord } from '../state/live-records.ts';
+import { FREE_RU_VALUE, occupantOf, parseJson } from '../state/records.ts';
 import type { RuRecord } from '../model/types.ts';
+
+const FREE_RU: RuRecord = { state: 'free' };
 
 /**
  * The agent's copy of the cluster state: servers, RUs and epochs followed through the store's
@@ -28,7 +31,7 @@ export class AgentCache {
   get relists(): number {
     return this.follower?.relists ?? 0;
   }
-  private readonly freedListeners = new Set<() => void>();
+  private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
   private readonly watchEpochs: boolean;
@@ -46,8 +49,8 @@ export class AgentCache {
     return this.rev;
   }
 
-  /** Called whenever an RU becomes available (queued jobs re-check admission). */
-  onFreed(cb: () => void): () => void {
+  /** Called for every RU that becomes available (waiting jobs that can use it wake). */
+  onFreed(cb: (server: ServerState, index: number) => void): () => void {
     this.freedListeners.add(cb);
     return () => this.freedListeners.delete(cb);
   }
@@ -65,11 +68,13 @@ export class AgentCache {
     const k = this.keys;
     const ru = k.parseRu(kv.key);
     if (ru) {
-      const rec = deleted ? undefined : parseJson<RuRecord>(kv);
-      const before = this.state.server(ru.server)?.available(ru.index) ?? false;
+      // Most RUs of a large cell are free: their one stored value needs no parsing.
+      const rec = deleted ? undefined : kv.value === FREE_RU_VALUE ? FREE_RU : parseJson<RuRecord>(kv);
+      const s = this.state.server(ru.server);
+      if (!s) return;
+      const before = s.available(ru.index);
       this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
-      const after = this.state.server(ru.server)?.available(ru.index) ?? false;
-      if (!before && after) this.emitFreed();
+      if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       return;
     }
     const epoch = k.tail(k.epochs(), kv.key);
@@ -83,7 +88,7 @@ export class AgentCache {
         this.state.removeServer(server);
         return;
       }
-      const rec = parseJson<ServerRecord>(kv);
+      const rec = parseJson<LiveServerRecord>(kv);
       if (!rec) return;
       const spec: ServerSpec = {
         id: rec.id,
@@ -93,14 +98,19 @@ export class AgentCache {
         speed: rec.speed,
         attributes: rec.attributes ?? {},
       };
+      const old = this.state.server(spec.id);
+      const wasUp = old !== undefined && !old.down;
       const s = this.state.upsertServer(spec);
       this.state.setServerDown(s.id, rec.state === 'down');
-      this.emitFreed();
+      // A node whose tasks run well below their expected rate takes no new task (paper §5.2).
+      this.state.setBlocked(s.id, rec.blocked === true);
+      // A server that (re)joined frees all its available RUs at once.
+      if (!wasUp && !s.down && this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (s.available(i)) this.emitFreed(s, i);
     }
   }
 
-  private emitFreed(): void {
-    for (const cb of this.freedListeners) cb();
+  private emitFreed(s: ServerState, index: number): void {
+    for (const cb of this.freedListeners) cb(s, index);
   }
 
   /** Servers, RUs and (for the `server` scope) epochs, listed at one revision and watched. */

@@ -71,16 +71,18 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
   for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
-  // Claim the picks locally until the commit resolves, so this agent's other in-flight
-  // decisions do not choose them too (or score their neighbours as empty). The claim holds the
-  // occupant the commit writes, so applying our own commit changes nothing more in the cache.
+  // Claim the picks in the shared view until the commit resolves, so the other in-flight
+  // decisions of this process (this agent's and its sibling agents') do not choose them too (or
+  // score their neighbours as empty). The claim is this scheduling call's (its decision record
+  // names it) and holds the occupant the commit writes, so applying our own commit changes
+  // nothing more in the cache.
   const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
-  const unclaimAll = (): void => a.state.batch(() => refs.forEach((r) => a.state.unclaim(r)));
+  const unclaimAll = (): void => a.state.batch(() => refs.forEach((r) => a.state.unclaim(r, rec)));
   picks.forEach((p, i) => {
     const ref = refs[i] as RuRef;
     // Survivors of a previous attempt are still claimed by us.
-    if (!a.state.isClaimed(ref)) {
-      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState });
+    if (!a.state.isClaimed(ref, rec)) {
+      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState }, rec);
     }
   });
   const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
@@ -185,8 +187,8 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       const ref = refs[i] as RuRef;
       const unchanged =
         a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
-      if (unchanged && a.state.isClaimed(ref)) survivors.push(p);
-      else a.state.unclaim(ref);
+      if (unchanged && a.state.isClaimed(ref, rec)) survivors.push(p);
+      else a.state.unclaim(ref, rec);
     });
   });
   a.log.debug({ job: job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');

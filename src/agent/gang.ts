@@ -140,7 +140,7 @@ async function reserveChunk(
     if (sel.kind !== 'go') return sel;
     const res = await h.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved', stamp);
     if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
-    h.state.batch(() => res.survivors.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index })));
+    h.state.batch(() => res.survivors.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index }, rec)));
     const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, d.selection.picks.length - res.survivors.length), asked: chunk.length });
     if (!at.admitted) return then;
     rec.retries++;

@@ -8,6 +8,8 @@ import type { KeyValue } from '../store/types.ts';
 import type { Timer } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts';
+import { agentConfig } from './config.ts';
+import { SharedView } from './shared-view.ts';
 import { Follower } from '../state/follow.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
@@ -40,6 +42,8 @@ export type { SubmitResult } from './owner/submit.ts';
  */
 export class JobManager implements OwnerContext {
   readonly agents: SchedulingAgent[];
+  /** The one cluster view (list+watch, admission counters, claims, waiting calls) its agents share. */
+  readonly view: SharedView;
   readonly o: JobManagerOptions;
   readonly live: LiveKeys;
   readonly ttlSeconds: number;
@@ -71,6 +75,9 @@ export class JobManager implements OwnerContext {
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? 10 * 60_000;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? 5 * 60_000;
+    // The owner keeps the job record and reschedules preempted tasks itself.
+    const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
+    this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
       (_, i) =>
@@ -81,8 +88,8 @@ export class JobManager implements OwnerContext {
           clock: opts.clock,
           rng: opts.rng.fork(),
           log: opts.log,
-          // The owner keeps the job record and reschedules preempted tasks itself.
-          config: { ...opts.agentConfig, recordJob: false, consumeQueue: false },
+          config,
+          view: this.view,
           onCommitted: (job, placements) => this.committed(job, placements),
         }),
     );
@@ -109,7 +116,7 @@ export class JobManager implements OwnerContext {
 
   async start(): Promise<void> {
     await this.grantLease();
-    await Promise.all(this.agents.map((a) => a.start()));
+    const viewReady = this.view.start();
     const k = this.o.keys;
     const mk = (prefix: string, onSnapshot: (kvs: KeyValue[]) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
       new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
@@ -140,7 +147,9 @@ export class JobManager implements OwnerContext {
       mk(k.jobs(), each((kv, d) => this.onJob(kv, d)), (kv, del) => this.onJob(kv, del)),
       mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
     ];
-    for (const f of this.followers) await f.start();
+    // The cluster view and the owner's followers list at once (a large cell takes a while).
+    await Promise.all([viewReady, ...this.followers.map((f) => f.start())]);
+    await Promise.all(this.agents.map((a) => a.start()));
     this.started = true;
     sweep(this);
     this.every(Math.max(200, (this.ttlSeconds * 1000) / 2), () => sweep(this));
@@ -159,6 +168,7 @@ export class JobManager implements OwnerContext {
     for (const o of this.owned.values()) o.agent.abort(o.id);
     await Promise.all(this.followers.map((f) => f.close()));
     await Promise.all(this.agents.map((a) => a.close()));
+    await this.view.close();
     await Promise.allSettled([...this.background]);
     await this.held?.revoke();
     this.owned.clear();
@@ -272,7 +282,7 @@ export class JobManager implements OwnerContext {
     this.unseenSince.delete(id);
     const wasUp = this.cell.get(id)?.up === true;
     this.cell.set(id, { spec: rec, up: rec.state !== 'down' });
-    for (const a of this.agents) a.state.setBlocked(id, rec.blocked === true);
+    this.view.state.setBlocked(id, rec.blocked === true);
     // A server (back) up may be what a waiting job needs.
     if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.evaluate(o);
   }

@@ -1,6 +1,7 @@
 /**
- * WatchJob streams: one store watch per watched job shared by all its streams (JobWatchHub), and
- * per stream a snapshot followed by coalesced deltas, written with backpressure (JobStream).
+ * WatchJob streams: one pair of store watches for all the watched jobs of a process, each change
+ * handed to its job's streams (JobWatchHub), and per stream a snapshot followed by coalesced
+ * deltas, written with backpressure (JobStream).
  *
  * Work and memory per stream are bounded by what changed, not by the job's size times its events:
  * an event carries the job summary and only the tasks whose records changed since the last one;
@@ -34,41 +35,46 @@ export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = { tasksPerEvent: 1000, m
 
 type Listener = { onBatch(b: WatchBatch): void; onError(err: TarcilError): void };
 
-interface Topic {
-  listeners: Set<Listener>;
+/** The store watches the hub shares, open while any job has a stream. */
+interface Shared {
   ready: Promise<void>;
   watches: WatchHandle[];
+  failed: boolean;
 }
 
-/** One pair of store watches (the job record, its tasks) per job with at least one stream. */
+/**
+ * Two store watches (job records, task records) for every watched job of the process, opened
+ * with the first stream and closed with the last; each change is handed to the streams of its
+ * job by a map lookup, so the store's work per change does not grow with the number of streams.
+ */
 export class JobWatchHub {
-  private readonly topics = new Map<string, Topic>();
+  private readonly topics = new Map<string, Set<Listener>>();
+  private shared: Shared | undefined;
 
   constructor(
     private readonly store: ClusterStore,
     private readonly keys: Keys,
   ) {}
 
-  /** Resolves once the store watch runs: every change after that reaches `l`. */
+  /** Store watches open now (0 or 2, whatever the number of streams). */
+  get storeWatches(): number {
+    return this.shared?.watches.length ?? 0;
+  }
+
+  /** Resolves once the store watches run: every change after that reaches `l`. */
   async subscribe(jobId: string, l: Listener): Promise<() => void> {
-    let t = this.topics.get(jobId);
-    if (!t) {
-      const topic: Topic = { listeners: new Set(), watches: [], ready: Promise.resolve() };
-      topic.ready = this.open(jobId, topic);
-      this.topics.set(jobId, topic);
-      t = topic;
-    }
-    t.listeners.add(l);
-    const topic = t;
+    let set = this.topics.get(jobId);
+    if (!set) this.topics.set(jobId, (set = new Set()));
+    set.add(l);
+    const topic = set;
     const off = (): void => {
-      topic.listeners.delete(l);
-      if (topic.listeners.size === 0 && this.topics.get(jobId) === topic) {
-        this.topics.delete(jobId);
-        void topic.ready.finally(() => Promise.all(topic.watches.map((w) => w.close().catch(() => undefined))));
-      }
+      topic.delete(l);
+      if (topic.size === 0 && this.topics.get(jobId) === topic) this.topics.delete(jobId);
+      if (this.topics.size === 0) this.closeShared();
     };
+    const shared = (this.shared ??= this.open());
     try {
-      await topic.ready;
+      await shared.ready;
     } catch (err) {
       off();
       throw err;
@@ -76,29 +82,60 @@ export class JobWatchHub {
     return off;
   }
 
-  private async open(jobId: string, topic: Topic): Promise<void> {
-    const jobKey = this.keys.job(jobId);
-    const from = (await this.store.revision()) + 1;
+  private closeShared(): void {
+    const sh = this.shared;
+    if (!sh) return;
+    this.shared = undefined;
+    void sh.ready.finally(() => Promise.all(sh.watches.map((w) => w.close().catch(() => undefined)))).catch(() => undefined);
+  }
+
+  private open(): Shared {
+    const sh: Shared = { ready: Promise.resolve(), watches: [], failed: false };
+    const jobs = this.keys.jobs();
+    const tasks = this.keys.allTasks();
     const fail = (err: TarcilError): void => {
-      if (this.topics.get(jobId) === topic) this.topics.delete(jobId);
-      for (const l of [...topic.listeners]) l.onError(err);
-      void Promise.all(topic.watches.map((w) => w.close().catch(() => undefined)));
+      if (sh.failed) return;
+      sh.failed = true;
+      if (this.shared === sh) this.shared = undefined;
+      const all = [...this.topics.values()].flatMap((t) => [...t]);
+      this.topics.clear();
+      for (const l of all) l.onError(err);
+      void Promise.all(sh.watches.map((w) => w.close().catch(() => undefined)));
     };
-    const deliver = (b: WatchBatch): void => {
-      for (const l of [...topic.listeners]) l.onBatch(b);
+    /** Splits a batch by job and hands each part to that job's streams. */
+    const dispatch = (b: WatchBatch, jobOf: (key: string) => string | undefined): void => {
+      if (sh.failed) return;
+      let parts: Map<string, WatchBatch['events']> | undefined;
+      for (const e of b.events) {
+        const job = jobOf(e.kv.key);
+        if (job === undefined || !this.topics.has(job)) continue;
+        parts ??= new Map();
+        let list = parts.get(job);
+        if (!list) parts.set(job, (list = []));
+        list.push(e);
+      }
+      if (!parts) return;
+      for (const [job, events] of parts) {
+        const batch = { revision: b.revision, events };
+        for (const l of [...(this.topics.get(job) ?? [])]) l.onBatch(batch);
+      }
     };
-    topic.watches.push(
-      await this.store.watch({
-        prefix: jobKey,
-        fromRevision: from,
-        onEvents: (b) => {
-          const events = b.events.filter((e) => e.kv.key === jobKey);
-          if (events.length > 0) deliver({ revision: b.revision, events });
-        },
-        onError: fail,
-      }),
-    );
-    topic.watches.push(await this.store.watch({ prefix: this.keys.tasks(jobId), fromRevision: from, onEvents: deliver, onError: fail }));
+    const jobOfTask = (key: string): string | undefined => {
+      const end = key.indexOf('/', tasks.length);
+      return end < 0 ? undefined : key.slice(tasks.length, end);
+    };
+    const jobOfJob = (key: string): string | undefined => key.slice(jobs.length);
+    sh.ready = (async () => {
+      const from = (await this.store.revision()) + 1;
+      sh.watches.push(await this.store.watch({ prefix: jobs, fromRevision: from, onEvents: (b) => dispatch(b, jobOfJob), onError: fail }));
+      sh.watches.push(await this.store.watch({ prefix: tasks, fromRevision: from, onEvents: (b) => dispatch(b, jobOfTask), onError: fail }));
+    })();
+    sh.ready.catch((err: unknown) => {
+      if (this.shared === sh) this.shared = undefined;
+      void Promise.all(sh.watches.map((w) => w.close().catch(() => undefined)));
+      return err;
+    });
+    return sh;
   }
 }
 

@@ -67,6 +67,8 @@ interface JobPlacement {
 }
 
 const NO_GROUPS: ReadonlyMap<string, number> = new Map();
+/** The claimer when none is named (a view used by one caller at a time). */
+const DEFAULT_OWNER = Symbol('claim');
 
 /**
  * The agent's view of the cluster: servers, RU occupancy and the revisions read, plus the indexes
@@ -85,8 +87,8 @@ export class ClusterState {
   private readonly ruServer: (ServerState | undefined)[] = [];
   private nextBase = 0;
   private readonly listeners: ServerChangeListener[] = [];
-  /** RU id → occupant before an in-flight claim (see claim()). */
-  private readonly claims = new Map<number, Occupant | null>();
+  /** RU id → the occupant before an in-flight claim, and who claimed it (see claim()). */
+  private readonly claims = new Map<number, { prev: Occupant | null; owner: unknown }>();
   private readonly dirty = new Set<ServerState>();
   private batching = 0;
   /**
@@ -193,34 +195,45 @@ export class ClusterState {
 
   /**
    * Marks an RU as taken by a decision whose commit is in flight, without changing the revision
-   * read. Other decisions of the same agent then neither pick it nor score its neighbours as if
-   * it were empty; without this, concurrent decisions of one agent converge on the same best
-   * RUs and conflict with each other. A newer revision from the store (our commit, or someone
-   * else's) replaces the claim; unclaim() restores the previous occupant if the commit failed.
+   * read. Other decisions (of this agent, or of any agent sharing this view) then neither pick it
+   * nor score its neighbours as if it were empty; without this, concurrent decisions converge on
+   * the same best RUs and conflict with each other. `owner` names the claimer (a scheduling call):
+   * only it may release or keep the claim. A newer revision from the store (our commit, or
+   * someone else's) replaces the claim; unclaim() restores the previous occupant if the commit
+   * failed.
    */
-  claim(ref: RuRef, occupant: Occupant): boolean {
+  claim(ref: RuRef, occupant: Occupant, owner: unknown = DEFAULT_OWNER): boolean {
     const s = this.servers.get(ref.server);
     if (!s || ref.index < 0 || ref.index >= s.ruCount) return false;
     const id = s.base + ref.index;
     if (this.claims.has(id)) return false;
-    this.claims.set(id, s.occupants[ref.index] ?? null);
+    this.claims.set(id, { prev: s.occupants[ref.index] ?? null, owner });
     this.place(s, ref.index, occupant, s.ruDown[ref.index] as boolean);
     return true;
   }
 
-  unclaim(ref: RuRef): void {
+  /** Releases `owner`'s claim on the RU (a claim of another owner, or none, is left alone). */
+  unclaim(ref: RuRef, owner: unknown = DEFAULT_OWNER): void {
     const s = this.servers.get(ref.server);
     if (!s) return;
     const id = s.base + ref.index;
-    if (!this.claims.has(id)) return;
-    const prev = this.claims.get(id) ?? null;
+    const c = this.claims.get(id);
+    if (!c || c.owner !== owner) return;
     this.claims.delete(id);
-    this.place(s, ref.index, prev, s.ruDown[ref.index] as boolean);
+    this.place(s, ref.index, c.prev, s.ruDown[ref.index] as boolean);
   }
 
-  isClaimed(ref: RuRef): boolean {
+  /** Whether the RU is claimed (by `owner`, when given). */
+  isClaimed(ref: RuRef, owner?: unknown): boolean {
     const s = this.servers.get(ref.server);
-    return s !== undefined && this.claims.has(s.base + ref.index);
+    if (s === undefined) return false;
+    const c = this.claims.get(s.base + ref.index);
+    return c !== undefined && (owner === undefined || c.owner === owner);
+  }
+
+  /** In-flight claims (of every owner). */
+  get claimCount(): number {
+    return this.claims.size;
   }
 
   private place(s: ServerState, index: number, occupant: Occupant | null, down: boolean): boolean {

@@ -27,12 +27,25 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   const lease = m.lease;
   if (!lease || lease.fenced || o.dropped) return;
   const json = decisionsJson(m, o, inProgress);
-  const sig = json.replace(/"updatedAt":\d+/, '');
+  const sig = inProgress ? progressSignature(o) : json.replace(/"updatedAt":\d+/, '');
   if (sig === o.lastDecisions) return;
   o.lastDecisions = sig;
   await m.o.store
     .txn({ compare: [ownerFence(m.o.keys, o.id, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
     .catch((err: unknown) => m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written'));
+}
+
+/**
+ * What an in-progress record is rewritten for: where the call stands (why it waits, placements,
+ * conflicts, returns to admission, the latest verdict's action), not every recheck of a waiting
+ * job, whose timings and counters change each time. A backlog of waiting jobs would otherwise
+ * rewrite every record each second. The owner's own `explain` reads the live record from memory.
+ */
+function progressSignature(o: Owned): string {
+  const live = o.agent.inflight.get(o.id);
+  if (!live) return `${o.decisions.length}`;
+  const verdict = live.admission[live.admission.length - 1]?.action ?? '';
+  return `${o.decisions.length}|${live.waiting ?? ''}|${live.placements.length}|${live.conflicts}|${live.readmissions}|${verdict}|${live.samples.length > 0 ? 1 : 0}`;
 }
 
 /** While jobs wait, keep their decision records (and admitted state) current for `explain`. */

@@ -1,0 +1,130 @@
+/**
+ * The scheduling calls of one process that wait for a freed RU (held by admission control, or
+ * with no eligible RU free), and which of them a freed RU wakes. Waiters are grouped into classes
+ * that a freed RU serves alike (same constraints; for admission, same target and threshold), each
+ * class a queue in priority then arrival order. A freed RU wakes one waiter: the first, across the
+ * classes that can use that RU and are ready for it. The work per freed RU follows the number of
+ * classes, not the number of waiting jobs, and a job that cannot use the RU is not woken at all.
+ */
+import type { ServerState } from '../sampling/cluster-state.ts';
+
+/** Waiters a freed RU serves alike: same key, same answers. */
+export interface WaitClass {
+  key: string;
+  /** Can a waiter of this class use this (free) RU? Asked at most once per server while the class waits, unless `perRu`. */
+  canUse(server: ServerState, index: number): boolean;
+  /** canUse depends on more than the server (e.g. where the job's own tasks are): ask it every time. */
+  perRu?: boolean;
+  /**
+   * Is the class ready to take what is free now (an admission waiter: would the verdict admit it;
+   * a gang: are enough RUs free)? Asked at most once per freed RU. Absent: always ready.
+   */
+  ready?(): boolean;
+}
+
+export interface Waiter {
+  priority: number;
+  /** Arrival order: a call that waits again keeps its first number, so it keeps its place. */
+  seq: number;
+  wake(): void;
+}
+
+interface ClassQueue {
+  cls: WaitClass;
+  /** Sorted: higher priority first, then lower seq. */
+  queue: Waiter[];
+  usable: Map<string, boolean>;
+}
+
+/** Does `a` come before `b` (higher priority, then earlier arrival)? */
+function before(a: Waiter, b: Waiter): boolean {
+  return a.priority !== b.priority ? a.priority > b.priority : a.seq < b.seq;
+}
+
+export class FreedWaiters {
+  private readonly classes = new Map<string, ClassQueue>();
+  private seq = 0;
+  private count = 0;
+  /** Freed RUs seen, waiters woken, and class checks made (tests and benchmarks count these). */
+  readonly stats = { freed: 0, woken: 0, classChecks: 0 };
+
+  /** A new arrival number (taken once per scheduling call, at its first wait). */
+  nextSeq(): number {
+    return ++this.seq;
+  }
+
+  /** Waiters now. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Classes with waiters now. */
+  get classCount(): number {
+    return this.classes.size;
+  }
+
+  /** Adds a waiter; the returned function removes it (it was woken, timed out or aborted). */
+  add(cls: WaitClass, w: Waiter): () => void {
+    let c = this.classes.get(cls.key);
+    if (!c) this.classes.set(cls.key, (c = { cls, queue: [], usable: new Map() }));
+    const q = c.queue;
+    // Binary search for the first waiter that w comes before.
+    let lo = 0;
+    let hi = q.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (before(w, q[mid] as Waiter)) hi = mid;
+      else lo = mid + 1;
+    }
+    q.splice(lo, 0, w);
+    this.count++;
+    const entry = c;
+    return () => this.remove(entry, w);
+  }
+
+  private remove(c: ClassQueue, w: Waiter): void {
+    const k = c.queue.indexOf(w);
+    if (k < 0) return;
+    c.queue.splice(k, 1);
+    this.count--;
+    if (c.queue.length === 0 && this.classes.get(c.cls.key) === c) this.classes.delete(c.cls.key);
+  }
+
+  /** RU `index` of `server` became available: wake the first waiter that can use it, if any. */
+  freed(server: ServerState, index: number): void {
+    this.stats.freed++;
+    if (this.count === 0) return;
+    let best: ClassQueue | undefined;
+    for (const c of this.classes.values()) {
+      const head = c.queue[0];
+      if (!head) continue;
+      // A class whose first waiter comes after the best so far cannot win: not even asked.
+      if (best && !before(head, best.queue[0] as Waiter)) continue;
+      this.stats.classChecks++;
+      if (!this.usable(c, server, index)) continue;
+      if (c.cls.ready && !c.cls.ready()) continue;
+      best = c;
+    }
+    const w = best?.queue[0];
+    if (!best || !w) return;
+    this.remove(best, w);
+    this.stats.woken++;
+    w.wake();
+  }
+
+  /** Every waiter, at once (a server came back, the process closes). */
+  wakeAll(): void {
+    const all = [...this.classes.values()].flatMap((c) => c.queue);
+    for (const c of this.classes.values()) c.queue.length = 0;
+    this.classes.clear();
+    this.count = 0;
+    for (const w of all) w.wake();
+  }
+
+  private usable(c: ClassQueue, server: ServerState, index: number): boolean {
+    if (c.cls.perRu) return c.cls.canUse(server, index);
+    let u = c.usable.get(server.id);
+    if (u === undefined) c.usable.set(server.id, (u = c.cls.canUse(server, index)));
+    return u;
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * What the scheduling agents of one process share: one list+watch of servers, RUs (and epochs) into
+ * one cluster view, the admission counters kept in step with it, the in-flight claims of every
+ * agent's commits (held in the view, see ClusterState.claim), and the scheduling calls waiting for
+ * a freed RU. Memory and watch work are then those of one agent whatever the number of agents;
+ * each agent keeps its own Rng, commits and decision records. A standalone agent makes its own.
+ */
+import { AdmissionState } from '../admission/index.ts';
+import { ClusterState } from '../sampling/cluster-state.ts';
+import type { Keys } from '../state/keys.ts';
+import type { ClusterStore } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/log.ts';
+import { AgentCache } from './cache.ts';
+import type { AgentConfig } from './config.ts';
+import { wireAdmission } from './core.ts';
+import { FreedWaiters } from './freed-waiters.ts';
+
+export interface SharedViewOptions {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+  /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
+  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'>;
+}
+
+export class SharedView {
+  readonly state = new ClusterState();
+  readonly admission: AdmissionState;
+  readonly cache: AgentCache;
+  readonly waiters = new FreedWaiters();
+  private started: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
+
+  constructor(o: SharedViewOptions) {
+    this.admission = new AdmissionState({
+      buckets: o.config.buckets,
+      clock: o.clock,
+      historyWindowMs: o.config.historyWindowMs,
+      seed: 0x7a3c11,
+    });
+    wireAdmission(this.state, this.admission);
+    // Under the `ru` scope nothing compares server epochs (commits still bump them, for agents
+    // using the `server` scope): following them would double the watch traffic for nothing.
+    this.cache = new AgentCache({
+      store: o.store,
+      keys: o.keys,
+      state: this.state,
+      clock: o.clock,
+      log: o.log,
+      watchEpochs: o.config.conflictScope === 'server',
+    });
+    this.cache.onFreed((server, index) => this.waiters.freed(server, index));
+  }
+
+  /** Lists and starts watching (once, however many agents call it). */
+  start(): Promise<void> {
+    this.started ??= this.cache.start();
+    return this.started;
+  }
+
+  close(): Promise<void> {
+    this.closed ??= this.cache.close();
+    return this.closed;
+  }
+}
