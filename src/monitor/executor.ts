@@ -3,7 +3,7 @@
  * and the process one (argv pinned to the RU's core, logs per task, CPU-time rate).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { Clock, Timer } from '../util/clock.ts';
@@ -116,8 +116,27 @@ export interface ProcessExecutorOptions {
 }
 
 /**
+ * The shell that runs a task's argv and, when it exits by itself, writes its exit code to
+ * `<base>.exit` (through a rename, so the file is whole or absent). The record survives the
+ * monitor: a monitor killed just as a task ended finds the outcome there when it starts again,
+ * instead of calling the task lost and running it a second time. A kill of the process group
+ * stops the shell too, and leaves no record (the task did not end by itself).
+ */
+const EXIT_WRAPPER = '"$@"; c=$?; printf %s "$c" > "$0.exit.tmp" && mv -f "$0.exit.tmp" "$0.exit"; exit "$c"';
+
+/** What a monitor's previous life left of one task attempt (ProcessExecutor.previousRun). */
+export type PreviousRun =
+  | { kind: 'exited'; exit: TaskExit }
+  /** Still running, in a process group the monitor no longer supervises. */
+  | { kind: 'running'; pid: number }
+  | { kind: 'unknown' };
+
+/**
  * Spawns the task's argv in its own process group (so a kill reaches its children), pinned to
  * the RU's core with `taskset -c` where available, with stdout and stderr in per-task log files.
+ * The group leader is a shell that records the exit code (EXIT_WRAPPER), and the group's id is
+ * written to `<base>.pid`, so that a monitor that restarts can tell what became of the attempts
+ * it was running (previousRun) and stop one still running (stopOrphan) before it is placed again.
  */
 export class ProcessExecutor implements Executor {
   readonly kind = 'process' as const;
@@ -154,7 +173,8 @@ export class ProcessExecutor implements Executor {
       ...(t.server !== undefined ? { TARCIL_SERVER: t.server } : {}),
       ...(t.attempt !== undefined ? { TARCIL_ATTEMPT: String(t.attempt) } : {}),
     };
-    const [prog, ...args] = this.taskset ? ['taskset', '-c', String(t.ruIndex % this.ncpu), ...argv] : argv;
+    const inner = this.taskset ? ['taskset', '-c', String(t.ruIndex % this.ncpu), ...argv] : argv;
+    const [prog, ...args] = argv.length > 0 ? ['/bin/sh', '-c', EXIT_WRAPPER, base, ...inner] : inner;
     let killed = false;
     let exited = false;
     let child: ChildProcess;
@@ -166,6 +186,13 @@ export class ProcessExecutor implements Executor {
       closeSync(err);
     }
     this.children.add(child);
+    if (child.pid !== undefined) {
+      try {
+        writeFileSync(`${base}.pid`, String(child.pid));
+      } catch {
+        // the log dir went away: only a restarted monitor's view of this attempt is lost
+      }
+    }
     const finish = (e: TaskExit): void => {
       if (exited) return;
       exited = true;
@@ -176,7 +203,10 @@ export class ProcessExecutor implements Executor {
     child.once('error', (e) => finish({ state: 'failed', message: `cannot start ${argv[0] ?? ''}: ${e.message}` }));
     child.once('exit', (code, signal) => {
       if (code === 0) finish({ state: 'succeeded', exitCode: 0 });
-      else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
+      else if (code === 127 || code === 126) {
+        // The shell's codes for a program it could not find or could not execute.
+        finish({ state: 'failed', exitCode: code, message: `cannot start ${argv[0] ?? ''}: ${code === 127 ? 'not found' : 'not executable'} (exit code ${code})` });
+      } else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
     });
     const pid = child.pid;
     const rate = this.o.cpuRate && pid !== undefined && this.cpu.available ? this.cpuRateOf(pid) : () => 1;
@@ -215,9 +245,62 @@ export class ProcessExecutor implements Executor {
     };
   }
 
+  /**
+   * What became of an attempt that a previous life of this monitor started (same log dir): it
+   * exited by itself (its exit record), it is still running (its process group is alive and is
+   * that attempt: same job, task and revision in its environment), or nothing is known.
+   */
+  previousRun(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): PreviousRun {
+    const base = join(this.o.logDir, t.job, `${t.task}-${t.revision}`);
+    const exit = readExitRecord(base);
+    if (exit) return { kind: 'exited', exit };
+    let pid: number;
+    try {
+      pid = Number(readFileSync(`${base}.pid`, 'utf8').trim());
+    } catch {
+      return { kind: 'unknown' };
+    }
+    if (!Number.isInteger(pid) || pid <= 0 || !isAttempt(pid, t)) return { kind: 'unknown' };
+    return { kind: 'running', pid };
+  }
+
+  /**
+   * Stops an attempt left running by a previous life (SIGKILL to its process group) and waits
+   * until it is gone; then reads its exit record once more, in case it ended by itself first.
+   */
+  async stopOrphan(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, pid: number): Promise<TaskExit | undefined> {
+    signalGroup(pid, 'SIGKILL');
+    for (let i = 0; i < 200 && isAttempt(pid, t); i++) await this.o.clock.sleep(10);
+    return readExitRecord(join(this.o.logDir, t.job, `${t.task}-${t.revision}`));
+  }
+
   /** Kills every child still running (shutdown). */
   killAll(): void {
     for (const c of this.children) if (c.pid !== undefined) signalGroup(c.pid, 'SIGKILL');
+  }
+}
+
+function readExitRecord(base: string): TaskExit | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`${base}.exit`, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  const code = Number(text);
+  if (text === '' || !Number.isInteger(code)) return undefined;
+  return code === 0 ? { state: 'succeeded', exitCode: 0 } : { state: 'failed', exitCode: code, message: `exit code ${code}` };
+}
+
+/** Is pid a live (not zombie) process of this attempt (its environment names the job, task and revision)? */
+function isAttempt(pid: number, t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false;
+    const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    return env.includes(`TARCIL_JOB=${t.job}`) && env.includes(`TARCIL_TASK=${t.task}`) && env.includes(`TARCIL_REVISION=${t.revision}`);
+  } catch {
+    return false;
   }
 }
 

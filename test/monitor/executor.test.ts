@@ -1,0 +1,78 @@
+/**
+ * The process executor's exit records: what a monitor that restarts learns about the attempts its
+ * previous life started (exited by itself with a code, still running, or nothing known), and
+ * stopping one left running.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ProcessExecutor, type TaskExit, type TaskLaunch } from '../../src/monitor/executor.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function executor(): ProcessExecutor {
+  const dir = mkdtempSync(join(tmpdir(), 'tarcil-exec-'));
+  dirs.push(dir);
+  return new ProcessExecutor({ clock: new SystemClock(), logDir: dir, pin: false });
+}
+
+function launch(task: number, argv: string[]): TaskLaunch {
+  return { job: 'j1', task, ruIndex: 0, revision: 40 + task, command: { argv } };
+}
+
+function run(ex: ProcessExecutor, t: TaskLaunch): Promise<TaskExit> {
+  return new Promise((resolve) => ex.start(t, resolve));
+}
+
+/** Running (gone or a zombie waiting to be reaped by this test process both count as stopped). */
+const running = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+};
+
+describe('process executor exit records', () => {
+  it('records the exit code of a task that ends by itself, for a monitor that restarts', async () => {
+    const ex = executor();
+    const ok = launch(1, ['sh', '-c', 'exit 0']);
+    const bad = launch(2, ['sh', '-c', 'exit 3']);
+    expect(await run(ex, ok)).toEqual({ state: 'succeeded', exitCode: 0 });
+    expect(await run(ex, bad)).toMatchObject({ state: 'failed', exitCode: 3 });
+    // A new executor on the same log directory: the monitor's next life.
+    const next = new ProcessExecutor({ clock: new SystemClock(), logDir: ex.logDir, pin: false });
+    expect(next.previousRun(ok)).toEqual({ kind: 'exited', exit: { state: 'succeeded', exitCode: 0 } });
+    expect(next.previousRun(bad)).toMatchObject({ kind: 'exited', exit: { state: 'failed', exitCode: 3 } });
+    expect(next.previousRun({ job: 'j1', task: 9, revision: 49 })).toEqual({ kind: 'unknown' });
+  });
+
+  it('finds an attempt still running, stops it, and then knows nothing of it (it did not end by itself)', async () => {
+    const ex = executor();
+    const t = launch(3, ['sleep', '30']);
+    const h = ex.start(t, () => undefined);
+    const next = new ProcessExecutor({ clock: new SystemClock(), logDir: ex.logDir, pin: false });
+    expect(running(h.pid as number)).toBe(true);
+    expect(next.previousRun(t)).toEqual({ kind: 'running', pid: h.pid });
+    // Another attempt of the same task (another revision) is not this process.
+    expect(next.previousRun({ ...t, revision: t.revision + 1 })).toEqual({ kind: 'unknown' });
+    expect(await next.stopOrphan(t, h.pid as number)).toBeUndefined();
+    expect(running(h.pid as number)).toBe(false);
+    expect(next.previousRun(t)).toEqual({ kind: 'unknown' });
+  });
+
+  it('leaves no exit record for a task it kills, and names a program it cannot start', async () => {
+    const ex = executor();
+    const t = launch(4, ['sleep', '30']);
+    const h = ex.start(t, () => undefined);
+    await h.kill();
+    expect(ex.previousRun(t)).toEqual({ kind: 'unknown' });
+    expect(await run(ex, launch(5, ['no-such-program-xyz']))).toMatchObject({ state: 'failed', exitCode: 127, message: expect.stringContaining('cannot start no-such-program-xyz') });
+  });
+});
