@@ -73,6 +73,8 @@ describe('process executor exit records', () => {
     const h = ex.start(t, () => undefined);
     await h.kill();
     expect(ex.previousRun(t)).toEqual({ kind: 'unknown' });
-    expect(await run(ex, launch(5, ['no-such-program-xyz']))).toMatchObject({ state: 'failed', exitCode: 127, message: expect.stringContaining('cannot start no-such-program-xyz') });
+    const missing = await run(ex, launch(5, ['no-such-program-xyz']));
+    expect(missing).toMatchObject({ state: 'failed', exitCode: 127 });
+    expect(missing.message).toContain('cannot start no-such-program-xyz');
   });
 });
