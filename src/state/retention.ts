@@ -30,7 +30,7 @@ export function requestRetainMs(retainMs: number): number {
 export function fmtRetain(ms: number): string {
   if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
   if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+  return ms >= 1000 ? `${Number((ms / 1000).toFixed(3))} s` : `${ms} ms`;
 }
 
 /** What a job that is not stored is reported as: unknown, or aged out. */
