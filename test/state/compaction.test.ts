@@ -99,7 +99,7 @@ function mirror(store: ClusterStore, prefix: string): { f: Follower; map: Map<st
   return { f, map };
 }
 
-const STORES: Array<{ name: string; open(): Promise<ClusterStore> }> = [
+const STORES: Array<{ name: string; open: () => Promise<ClusterStore> }> = [
   {
     name: 'etcd',
     open: async () => {
@@ -110,7 +110,8 @@ const STORES: Array<{ name: string; open(): Promise<ClusterStore> }> = [
   { name: 'embedded', open: () => Promise.resolve(new MemoryStore()) },
 ];
 
-describe.each(STORES)('compaction under load ($name store)', ({ open }) => {
+describe.each(STORES)('compaction under load ($name store)', (s) => {
+  const open = s.open;
   it('Followers see exactly the store after compactions ran under concurrent writes, one of them after a COMPACTED re-list', async () => {
     const store = await open();
     const keys = new Keys(`/compact/${randomUUID()}/`);
