@@ -68,6 +68,10 @@ export class Housekeeper {
   private samples: Array<{ at: number; rev: number }> = [];
   private busy = { sweep: false, compact: false };
   private stopLeading: (() => void) | undefined;
+  private onClose: () => void = () => undefined;
+  private readonly closing = new Promise<void>((resolve) => {
+    this.onClose = resolve;
+  });
   leading = false;
   readonly stats = { elected: 0, compactions: 0, compactedTo: 0 };
 
@@ -100,6 +104,7 @@ export class Housekeeper {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.onClose();
     this.stopLeading?.();
     await this.campaign?.resign().catch(() => undefined);
     await this.loop;
@@ -114,7 +119,7 @@ export class Housekeeper {
         c = this.o.store.campaign(this.name, this.o.process, ttl);
       } catch (err) {
         this.o.log.warn({ err: errorMessage(err) }, 'housekeeper: cannot stand in the election');
-        await this.o.clock.sleep(pause);
+        await this.pause(pause);
         continue;
       }
       this.campaign = c;
@@ -132,8 +137,15 @@ export class Housekeeper {
         pause = Math.min(pause * 2, 5000);
       }
       await c.resign().catch(() => undefined);
-      if (!this.closed) await this.o.clock.sleep(pause);
+      if (!this.closed) await this.pause(pause);
     }
+  }
+
+  /** Waits `ms`, or less if the housekeeper is closed meanwhile. */
+  private async pause(ms: number): Promise<void> {
+    let timer: Timer | undefined;
+    await Promise.race([this.closing, new Promise<void>((resolve) => (timer = this.o.clock.setTimer(ms, resolve)))]);
+    timer?.cancel();
   }
 
   /** Runs the sweep and compaction until `over` settles; returns why it ended. */
