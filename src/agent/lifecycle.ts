@@ -118,7 +118,7 @@ export class JobManager implements OwnerContext {
     await this.grantLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
-    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[]) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
+    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[], revision: number) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
       new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
     const each = (on: (kv: KeyValue, deleted: boolean) => void) => (kvs: KeyValue[]) => {
       for (const kv of kvs) on(kv, false);
@@ -144,7 +144,7 @@ export class JobManager implements OwnerContext {
         },
         (kv, del) => this.onOwner(kv, del),
       ),
-      mk(k.jobs(), each((kv, d) => this.onJob(kv, d)), (kv, del) => this.onJob(kv, del)),
+      mk(k.jobs(), (kvs, rev) => this.onJobsSnapshot(kvs, rev), (kv, del) => this.onJob(kv, del)),
       mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
     ];
     // The cluster view and the owner's followers list at once (a large cell takes a while).
@@ -313,6 +313,29 @@ export class JobManager implements OwnerContext {
     if (!rec) return;
     this.jobFinal.set(id, isFinalJob(rec.state));
     if (o && kv.modRevision > o.jobRev) takeRecord(this, o, rec, kv.modRevision);
+  }
+
+  /**
+   * The jobs after a (re-)list: jobs deleted meanwhile (retention, while the watch was down or
+   * behind a compaction) are forgotten, so that what is kept per job stays bounded by what is
+   * stored. An owned job missing from the list is dropped only if the list is newer than our
+   * record of it (a submission may land after the list was read). Deleted task records need no
+   * such care: those of a job that is not owned here are ignored anyway.
+   */
+  private onJobsSnapshot(kvs: KeyValue[], revision: number): void {
+    const seen = new Set<string>();
+    for (const kv of kvs) {
+      const id = this.o.keys.tail(this.o.keys.jobs(), kv.key);
+      if (id !== undefined) seen.add(id);
+      this.onJob(kv, false);
+    }
+    for (const id of [...this.jobFinal.keys()]) {
+      if (seen.has(id) || this.submitting.has(id)) continue;
+      const o = this.owned.get(id);
+      if (o && o.jobRev > revision) continue;
+      this.jobFinal.delete(id);
+      if (o) this.drop(o, 'job record deleted');
+    }
   }
 
   private onTask(kv: KeyValue, deleted: boolean): void {

@@ -7,6 +7,8 @@ import { DEFAULT_AGENT_CONFIG } from '../agent/agent.ts';
 import { AGENT_OPTION_NAMES } from '../agent/config.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { DEFAULT_DISCONNECT_GRACE_MS } from '../monitor/options.ts';
+import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
+import { DEFAULT_RETAIN_MS, REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import {
   cancelCommand,
   clusterCommand,
@@ -26,12 +28,22 @@ const int = (name: string, min: number, max: number) => (v: string): number => {
   return x;
 };
 const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
-/** A duration in milliseconds from `1500ms`, `90s` or a bare number of seconds. */
-const duration = (name: string, maxMs: number) => (v: string): number => {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$/.exec(v);
-  const ms = m ? Number(m[1]) * (m[2] === 'ms' ? 1 : 1000) : NaN;
-  if (!Number.isFinite(ms) || ms > maxMs) throw new InvalidArgumentError(`${name} must be a duration such as 1500ms or 90s (a bare number is seconds), at most ${maxMs / 1000} s (got '${v}')`);
-  return Math.round(ms);
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
+const fmtMs = (ms: number): string => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
+/**
+ * A duration in milliseconds from `1500ms`, `90s`, `30m`, `1h` or a bare number of seconds, within
+ * [minMs, maxMs]; with `off`, the words off and 0 give 0.
+ */
+const duration = (name: string, maxMs: number, opts: { minMs?: number; off?: boolean } = {}) => (v: string): number => {
+  if (opts.off && /^\s*(off|0)\s*$/i.test(v)) return 0;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$/.exec(v);
+  const ms = m ? Math.round(Number(m[1]) * (UNIT_MS[m[2] ?? 's'] ?? NaN)) : NaN;
+  const min = opts.minMs ?? 0;
+  if (!Number.isFinite(ms) || ms > maxMs || ms < min) {
+    const range = `${min > 0 ? `at least ${fmtMs(min)}, ` : ''}at most ${fmtMs(maxMs)}${opts.off ? ', or off' : ''}`;
+    throw new InvalidArgumentError(`${name} must be a duration such as 1500ms, 90s, 30m or 1h (a bare number is seconds), ${range} (got '${v}')`);
+  }
+  return ms;
 };
 const out = (l: string): void => {
   process.stdout.write(`${l}\n`);
@@ -53,6 +65,27 @@ function tlsOptions(c: Command): Command {
     .option('--tls-ca <file>', 'require client certificates signed by this CA');
 }
 
+/** Retention and compaction: on `server` and `up` (the elected front-end applies them). */
+function housekeepingOptions(c: Command): Command {
+  return c
+    .addOption(
+      new Option(
+        '--retain <duration>',
+        `finished jobs, their tasks and decision records are deleted this long after they end (e.g. 20s, 30m, 1h); request ids live as long as their job and at least max(--retain, ${REQUEST_RETAIN_FLOOR_MS / 60_000}m) after the request`,
+      )
+        .argParser(duration('--retain', 30 * 86_400_000, { minMs: 1000 }))
+        .default(DEFAULT_RETAIN_MS, fmtMs(DEFAULT_RETAIN_MS)),
+    )
+    .addOption(
+      new Option(
+        '--compact-margin <duration>',
+        "the elected front-end compacts the store's history to the revision of this long ago (watchers further behind re-list); off: leave compaction to etcd's --auto-compaction-*",
+      )
+        .argParser(duration('--compact-margin', 86_400_000, { minMs: 10_000, off: true }))
+        .default(DEFAULT_COMPACT_MARGIN_MS, fmtMs(DEFAULT_COMPACT_MARGIN_MS)),
+    );
+}
+
 function clientOptions(c: Command): Command {
   return c
     .option('--server <host:port>', 'the tarcil front-end', process.env.TARCIL_SERVER ?? DEFAULT_SERVER)
@@ -65,7 +98,7 @@ export function registerLiveCommands(program: Command): void {
   const up = program
     .command('up')
     .description('a whole cluster in one process: the demo cluster\'s monitors, N agents and the gRPC front-end (what `npm start` runs)');
-  storeOptions(tlsOptions(up), 'memory://')
+  housekeepingOptions(storeOptions(tlsOptions(up), 'memory://'))
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', 'demo')
     .option('--agents <n>', 'scheduling agents', int('--agents', 1, 64), 3)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
@@ -76,7 +109,7 @@ export function registerLiveCommands(program: Command): void {
     .action(async (o: Parameters<typeof upCommand>[0]) => upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
-  storeOptions(tlsOptions(server), 'memory://')
+  housekeepingOptions(storeOptions(tlsOptions(server), 'memory://'))
     .option('--agents <n>', 'scheduling agents in this process', int('--agents', 1, 64), 2)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', int('--port', 0, 65535), 7070)

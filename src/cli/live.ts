@@ -22,6 +22,7 @@ import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../frontend/runtime.ts';
 import { openStore } from '../store/index.ts';
 import { Keys } from '../state/keys.ts';
+import { fmtRetain } from '../state/retention.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
@@ -92,6 +93,9 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   agent?: string[];
   /** Reach the monitors' NodeMonitor services over TLS, trusting this CA. */
   monitorCa?: string;
+  /** Retention of finished jobs and the compaction margin, in ms (0: no compaction). */
+  retain: number;
+  compactMargin: number;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -117,6 +121,8 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     // Our own certificate doubles as the client certificate, for monitors that require one.
     ...(o.monitorCa ? { nodeTls: { caFile: o.monitorCa, ...(tls ? { certFile: tls.certFile, keyFile: tls.keyFile } : {}) } } : {}),
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
+    retainMs: o.retain,
+    compactMarginMs: o.compactMargin,
   });
   // One line on stdout that scripts (and the end-to-end test) wait for.
   process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`);
@@ -196,6 +202,8 @@ export interface UpFlags extends StoreFlags, TlsFlags {
   metricsPort: number;
   executor: 'simulated' | 'process';
   logDir: string;
+  retain: number;
+  compactMargin: number;
 }
 
 /** Everything in one process: monitors of a demo cluster, N agents, the front-end. */
@@ -226,6 +234,8 @@ export async function upCommand(o: UpFlags): Promise<void> {
       port: o.port,
       leaseTtlSeconds: 5,
       metricsPort: o.metricsPort,
+      retainMs: o.retain,
+      compactMarginMs: o.compactMargin,
       ...(tls ? { tls } : {}),
     });
   } catch (err) {
@@ -406,6 +416,7 @@ export async function jobsCommand(o: ClientFlags & { state?: string[]; limit: nu
       t.push([j.id, j.name, j.state, counts || String(j.tasks), j.profile, new Date(j.submittedAtMs).toISOString().slice(11, 19)]);
     }
     out(res.jobs.length === 0 ? 'no jobs' : t.toString());
+    if (res.retainMs > 0) out(`(finished jobs are deleted ${fmtRetain(res.retainMs)} after they end)`);
   } finally {
     c.close();
   }

@@ -160,7 +160,7 @@ export class JobStream {
   constructor(
     private readonly call: grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>,
     private readonly jobId: string,
-    private readonly d: { store: ClusterStore; keys: Keys; hub: JobWatchHub; limits: JobWatchLimits },
+    private readonly d: { store: ClusterStore; keys: Keys; hub: JobWatchHub; limits: JobWatchLimits; notFound?: () => TarcilError },
   ) {
     this.live = new LiveKeys(d.keys);
     call.on('cancelled', () => this.finish());
@@ -185,7 +185,7 @@ export class JobStream {
     const res = await this.d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(this.jobId) }, { type: 'get', key: k.tasks(this.jobId), prefix: true }] });
     if (this.closed) return;
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
-    if (!rec) throw new TarcilError('NOT_FOUND', `job ${this.jobId} does not exist`, { field: 'job_id' });
+    if (!rec) throw this.d.notFound?.() ?? new TarcilError('NOT_FOUND', `job ${this.jobId} does not exist`, { field: 'job_id' });
     this.job = rec;
     const tasks: Task[] = [];
     for (const kv of res.responses[1] ?? []) {
@@ -221,7 +221,9 @@ export class JobStream {
     if (kv.key === this.d.keys.job(this.jobId)) {
       const rec = deleted ? undefined : parseJson<LiveJobRecord>(kv);
       if (deleted) {
-        this.finish(new TarcilError('NOT_FOUND', `job ${this.jobId} was deleted`, { field: 'job_id' }));
+        // A job is deleted only once final, and a stream ends at the final state: this one fell
+        // behind by more than the retention period (or the record was removed by hand).
+        this.finish(new TarcilError('NOT_FOUND', `job ${this.jobId} was deleted (finished jobs are deleted once their retention period is over)`, { field: 'job_id' }));
         return;
       }
       if (rec) {

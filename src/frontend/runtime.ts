@@ -8,7 +8,9 @@ import type { Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
 import { LocalMonitor } from '../monitor/monitor.ts';
+import { Housekeeper } from '../state/housekeeping.ts';
 import type { Keys } from '../state/keys.ts';
+import { DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
@@ -40,6 +42,12 @@ export interface SchedulerProcessOptions {
   /** How long down servers count as part of the cell, and how long a job waits for them. */
   departedMemoryMs?: number;
   unplaceableTimeoutMs?: number;
+  /** Finished jobs are deleted this long after they end (default 1 h; see state/retention.ts). */
+  retainMs?: number;
+  /** Compaction keeps this much history (default 5 min; 0: tarcil does not compact). */
+  compactMarginMs?: number;
+  /** Stand in the housekeeper election (retention and compaction); default true. */
+  housekeeping?: boolean;
 }
 
 export interface SchedulerProcess {
@@ -48,6 +56,8 @@ export interface SchedulerProcess {
   manager: JobManager;
   service: SchedulerService;
   metrics: Metrics;
+  /** Retention and compaction, when this process leads the election (undefined: not standing). */
+  housekeeper: Housekeeper | undefined;
   close(): Promise<void>;
 }
 
@@ -73,7 +83,21 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
   const metrics = new Metrics(manager);
   hooks.metrics = metrics;
   await manager.start();
-  const service = new SchedulerService({ manager, store: o.store, keys: o.keys, catalog: o.catalog, clock: o.clock, log: o.log, metrics });
+  const retainMs = o.retainMs ?? DEFAULT_RETAIN_MS;
+  const housekeeper =
+    o.housekeeping === false
+      ? undefined
+      : new Housekeeper({
+          store: o.store,
+          keys: o.keys,
+          clock: o.clock,
+          log: o.log.child({ component: 'housekeeper' }),
+          process: o.name,
+          retainMs,
+          ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
+        });
+  housekeeper?.start();
+  const service = new SchedulerService({ manager, store: o.store, keys: o.keys, catalog: o.catalog, clock: o.clock, log: o.log, metrics, retainMs });
   const grpcServer = await startGrpcServer({
     host: o.host,
     port: o.port,
@@ -91,8 +115,10 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     manager,
     service,
     metrics,
+    housekeeper,
     close: async () => {
       await grpcServer.close(1000);
+      await housekeeper?.close();
       await manager.close();
       nodes.close();
       await metrics.close();

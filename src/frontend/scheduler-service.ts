@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { JobManager } from '../agent/lifecycle.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
+import { agedOutMessage, DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
@@ -37,6 +38,8 @@ export interface SchedulerServiceDeps {
   maxSpecBytes?: number;
   /** WatchJob buffers and the slow-client rule (see job-watch.ts). */
   watchLimits?: Partial<JobWatchLimits>;
+  /** How long finished jobs are kept (`--retain`): said when a job is not found. */
+  retainMs?: number;
 }
 
 /** GetJob lists this many tasks at most: a 100,000-task job would not fit a 4 MiB message. */
@@ -60,12 +63,19 @@ export class SchedulerService {
   private readonly live: LiveKeys;
   private readonly hub: JobWatchHub;
   private readonly watchLimits: JobWatchLimits;
+  private readonly retainMs: number;
 
   constructor(deps: SchedulerServiceDeps) {
     this.d = deps;
     this.live = new LiveKeys(deps.keys);
     this.hub = new JobWatchHub(deps.store, deps.keys);
     this.watchLimits = { ...DEFAULT_JOB_WATCH_LIMITS, ...deps.watchLimits };
+    this.retainMs = deps.retainMs ?? DEFAULT_RETAIN_MS;
+  }
+
+  /** A job that is not stored: unknown, or finished longer ago than the retention period. */
+  private notFound(id: string): TarcilError {
+    return new TarcilError('NOT_FOUND', agedOutMessage(id, this.retainMs), { field: 'job_id', details: { retainMs: this.retainMs } });
   }
 
   /** Validates a request into a job, or throws INVALID_ARGUMENT naming the field and the rule. */
@@ -111,6 +121,9 @@ export class SchedulerService {
       CancelJob: (call, cb) => {
         void Promise.resolve()
           .then(() => this.d.manager.cancel(requireId(call.request.jobId)))
+          .catch((e: unknown) => {
+            throw isTarcilError(e, 'NOT_FOUND') ? this.notFound(call.request.jobId) : e;
+          })
           .then(() => this.getJob(call.request.jobId, false))
           .then(
             (r) => cb(null, r),
@@ -119,7 +132,7 @@ export class SchedulerService {
       },
       ListJobs: (call, cb) => {
         void this.listJobs(call.request.states, call.request.limit).then(
-          (jobs) => cb(null, { jobs }),
+          (jobs) => cb(null, { jobs, retainMs: this.retainMs }),
           (e: unknown) => cb(unaryStatus(e)),
         );
       },
@@ -163,7 +176,7 @@ export class SchedulerService {
       ],
     });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
-    if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
+    if (!rec) throw this.notFound(id);
     const owner = parseJson<OwnerRecord>(res.responses[1]?.[0]);
     const kvs = res.responses[2] ?? [];
     const tasks = withTasks ? kvs.slice(0, MAX_TASKS_LISTED).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
@@ -241,7 +254,7 @@ export class SchedulerService {
     const k = this.d.keys;
     const res = await this.d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(id) }, { type: 'get', key: k.decision(id) }] });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
-    if (!rec) throw new TarcilError('NOT_FOUND', `job ${id} does not exist`, { field: 'job_id' });
+    if (!rec) throw this.notFound(id);
     const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
     // Tasks placed more than once, with their earlier attempts (a job that lost none reads none).
     const replaced: LiveTaskRecord[] = [];
@@ -257,7 +270,13 @@ export class SchedulerService {
 
   /** The job now, then each change, until it is final or the caller goes away (see job-watch.ts). */
   private watchJob(call: grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>): void {
-    const stream = new JobStream(call, call.request.jobId, { store: this.d.store, keys: this.d.keys, hub: this.hub, limits: this.watchLimits });
+    const stream = new JobStream(call, call.request.jobId, {
+      store: this.d.store,
+      keys: this.d.keys,
+      hub: this.hub,
+      limits: this.watchLimits,
+      notFound: () => this.notFound(call.request.jobId),
+    });
     void Promise.resolve()
       .then(() => requireId(call.request.jobId))
       .then(() => stream.start())

@@ -16,6 +16,7 @@ import {
   normalizeLease,
 } from './common.ts';
 import type {
+  Campaign,
   ClusterStore,
   KeyValue,
   Lease,
@@ -45,6 +46,7 @@ import {
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { EtcdWatch } from './etcd-watch.ts';
+import { EtcdCampaign } from './etcd-election.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
 
@@ -165,6 +167,7 @@ export class EtcdStore implements ClusterStore {
   private readonly unsentAttempts: number;
   private readonly watches = new Set<EtcdWatch>();
   private readonly leases = new Set<EtcdLeaseHandle>();
+  private readonly campaigns = new Set<EtcdCampaign>();
   private closed = false;
 
   constructor(opts: EtcdStoreOptions) {
@@ -383,9 +386,26 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
+  /** etcd3's election (the Go client's concurrency election); see {@link EtcdCampaign}. */
+  campaign(name: string, value: string, ttlSeconds: number): Campaign {
+    this.checkOpen();
+    if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
+    const c = new EtcdCampaign(this.client.election(name, Math.ceil(ttlSeconds)).campaign(value), () => this.campaigns.delete(c));
+    this.campaigns.add(c);
+    return c;
+  }
+
+  async leader(name: string): Promise<string | undefined> {
+    this.checkOpen();
+    return this.read('leader', () => this.client.election(name).leader());
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // A campaign's lease is left to expire, as the other leases are (a process that stops
+    // without resigning hands over after the TTL).
+    for (const c of [...this.campaigns]) c.release();
     // Watchers must be detached before the client closes, or etcd3 keeps trying to reconnect them.
     await Promise.all([...this.watches].map((w) => w.close()));
     for (const l of [...this.leases]) l.release();

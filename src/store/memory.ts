@@ -16,7 +16,9 @@ import {
   normalizeLease,
 } from './common.ts';
 import { SortedKeys } from './sorted-keys.ts';
+import { StoreCampaign, storeLeader } from './election.ts';
 import type {
+  Campaign,
   ClusterStore,
   Compare,
   KeyValue,
@@ -261,6 +263,14 @@ export class MemoryStore implements ClusterStore {
       }
       this.compactTo(revision);
     });
+  }
+
+  campaign(name: string, value: string, ttlSeconds: number): Campaign {
+    return new StoreCampaign(this, name, value, ttlSeconds);
+  }
+
+  leader(name: string): Promise<string | undefined> {
+    return storeLeader(this, name);
   }
 
   close(): Promise<void> {

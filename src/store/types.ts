@@ -102,6 +102,27 @@ export interface Lease {
   release(): void;
 }
 
+/**
+ * One candidacy in an election (etcd's concurrency election): the candidate whose key under
+ * `election/<name>/` was created first leads; each key is bound to its candidate's own lease, so a
+ * leader that dies (its lease expires) or resigns (its lease is revoked) hands over to the next.
+ */
+export interface Campaign {
+  /**
+   * Resolves once this candidate leads. Never resolves if it resigns first; rejects if the
+   * campaign fails first (the same error onLost gets).
+   */
+  elected(): Promise<void>;
+  /**
+   * Registers a callback run once when the campaign fails (its lease lost, or the store refused
+   * it), before or after election, also when registered after the failure. Not after resign().
+   * A leader told so must stop what it does as leader.
+   */
+  onLost(cb: (err: Error) => void): void;
+  /** Gives up: the key and its lease are deleted, the next candidate leads. Idempotent. */
+  resign(): Promise<void>;
+}
+
 export interface LeaseOptions {
   /** Keep the lease alive in the background until revoked or released (default true). */
   keepAlive?: boolean;
@@ -140,5 +161,13 @@ export interface ClusterStore {
   /** Current revision (a cheap read). */
   revision(): Promise<number>;
   compact(revision: number): Promise<void>;
+  /**
+   * Stands for `name` with `value` under a new lease of `ttlSeconds` kept alive in the background
+   * (see {@link Campaign}). The keys live outside any tarcil prefix, at `election/<name>/<lease>`,
+   * as etcd's own election client puts them, so put the cluster's prefix in `name`.
+   */
+  campaign(name: string, value: string, ttlSeconds: number): Campaign;
+  /** The value of the current leader of `name` (the oldest candidate), undefined when none. */
+  leader(name: string): Promise<string | undefined>;
   close(): Promise<void>;
 }

@@ -107,6 +107,23 @@ describe('tarcil server', () => {
     expect(pair.err).toContain('agent.minR: must not exceed capR');
   });
 
+  it('rejects a bad --retain or --compact-margin naming the flag and the rule, with exit code 2', () => {
+    for (const [flag, value, rule] of [
+      ['--retain', '0', 'at least 1s, at most 720h'],
+      ['--retain', '2d', 'such as 1500ms, 90s, 30m or 1h'],
+      ['--retain', '31d', 'such as 1500ms, 90s, 30m or 1h'],
+      ['--compact-margin', '5s', 'at least 10s, at most 24h, or off'],
+    ] as const) {
+      for (const cmd of ['server', 'up']) {
+        const r = tarcil(cmd, flag, value);
+        expect(r.code, `${cmd} ${flag} ${value}`).toBe(2);
+        expect(r.err).toContain(`${flag} must be a duration`);
+        expect(r.err).toContain(rule);
+        expect(r.err).toContain(`(got '${value}')`);
+      }
+    }
+  });
+
   it('rejects an unknown flag with exit code 2', () => {
     const r = tarcil('server', '--no-such-flag');
     expect(r.code).toBe(2);

@@ -645,6 +645,58 @@ export function storeContract(
       });
     });
 
+    describe('elections', () => {
+      it('the oldest candidate leads; the next one leads once it resigns, and leader() follows', async () => {
+        const name = `${p}election`;
+        expect(await s.leader(name)).toBeUndefined();
+        const a = s.campaign(name, 'a', 5);
+        await a.elected();
+        expect(await s.leader(name)).toBe('a');
+        const b = s.campaign(name, 'b', 5);
+        let bLeads = false;
+        void b.elected().then(() => (bLeads = true));
+        // Candidates are ordered by the creation of their keys: c stands once b's key exists.
+        const candidates = async (): Promise<number> => (await s.range(`election/${name}/`)).kvs.length;
+        for (let i = 0; i < 100 && (await candidates()) < 2; i++) await elapse(50);
+        const c = s.campaign(name, 'c', 5);
+        let cLeads = false;
+        void c.elected().then(() => (cLeads = true));
+        await elapse(300);
+        await sleep(100);
+        expect([bLeads, cLeads]).toEqual([false, false]);
+        expect(await s.leader(name)).toBe('a');
+
+        await a.resign();
+        await waitUntil(() => bLeads, 5000);
+        expect(cLeads).toBe(false);
+        expect(await s.leader(name)).toBe('b');
+        await a.resign();
+
+        // A waiting candidate that resigns is never elected and does not hold up the others.
+        await c.resign();
+        await b.resign();
+        await sleep(100);
+        expect(cLeads).toBe(false);
+        expect(await s.leader(name)).toBeUndefined();
+        const d = s.campaign(name, 'd', 5);
+        await d.elected();
+        expect(await s.leader(name)).toBe('d');
+        await d.resign();
+      });
+
+      it('elections of different names do not interfere', async () => {
+        const one = s.campaign(`${p}one`, '1', 5);
+        const two = s.campaign(`${p}two`, '2', 5);
+        await Promise.all([one.elected(), two.elected()]);
+        expect(await s.leader(`${p}one`)).toBe('1');
+        expect(await s.leader(`${p}two`)).toBe('2');
+        await one.resign();
+        expect(await s.leader(`${p}one`)).toBeUndefined();
+        expect(await s.leader(`${p}two`)).toBe('2');
+        await two.resign();
+      });
+    });
+
     describe('lifecycle', () => {
       it('refuses every call after close with CLOSED', async () => {
         const lease: Lease = await s.grantLease(30);

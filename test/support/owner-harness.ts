@@ -10,6 +10,7 @@ import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
 import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
+import { StoreCampaign, storeLeader } from '../../src/store/election.ts';
 import type { ClusterStore, Lease, TxnRequest, WatchOptions } from '../../src/store/types.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
@@ -24,7 +25,9 @@ class DyingStore implements ClusterStore {
   readonly kind: ClusterStore['kind'];
   readonly maxTxnOps: number;
   readonly maxRequestBytes: number;
-  dead = false;
+  private deadFlag = false;
+  /** Leases the store keeps alive by itself (a campaign's): they stop being kept alive at death. */
+  private readonly selfKept: Lease[] = [];
   constructor(
     private readonly inner: ClusterStore,
     private readonly dieAt: (req: TxnRequest) => boolean,
@@ -33,9 +36,18 @@ class DyingStore implements ClusterStore {
     this.maxTxnOps = inner.maxTxnOps;
     this.maxRequestBytes = inner.maxRequestBytes;
   }
+  get dead(): boolean {
+    return this.deadFlag;
+  }
+  set dead(v: boolean) {
+    this.deadFlag = v;
+    if (v) for (const l of this.selfKept.splice(0)) l.release();
+  }
   private gate<T>(f: () => Promise<T>): Promise<T> {
     return this.dead ? new Promise<T>(() => undefined) : f();
   }
+  campaign: ClusterStore['campaign'] = (name, value, ttl) => new StoreCampaign(this, name, value, ttl);
+  leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
   put: ClusterStore['put'] = (key, value, opts) => this.gate(() => this.inner.put(key, value, opts));
@@ -53,8 +65,11 @@ class DyingStore implements ClusterStore {
   };
   watch = (opts: WatchOptions): ReturnType<ClusterStore['watch']> =>
     this.gate(() => this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }));
-  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> =>
-    gatedLease(await this.gate(() => this.inner.grantLease(ttl, opts)), (f) => this.gate(f));
+  grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> => {
+    const l = await this.gate(() => this.inner.grantLease(ttl, opts));
+    if (opts?.keepAlive !== false) this.selfKept.push(l);
+    return gatedLease(l, (f) => this.gate(f));
+  };
 }
 
 /**
@@ -100,6 +115,8 @@ export class PausingStore implements ClusterStore {
       });
     });
   }
+  campaign: ClusterStore['campaign'] = (name, value, ttl) => new StoreCampaign(this, name, value, ttl);
+  leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
   put: ClusterStore['put'] = (key, value, opts) => this.gate(() => this.inner.put(key, value, opts));

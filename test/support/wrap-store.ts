@@ -1,3 +1,4 @@
+import { StoreCampaign, storeLeader } from '../../src/store/election.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 
 /**
@@ -5,7 +6,7 @@ import type { ClusterStore } from '../../src/store/types.ts';
  * never shadowed), except those given in `over`: how tests inject faults on one process's path.
  */
 export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>): ClusterStore {
-  return {
+  const wrapped: ClusterStore = {
     kind: inner.kind,
     maxTxnOps: inner.maxTxnOps,
     maxRequestBytes: inner.maxRequestBytes,
@@ -19,6 +20,10 @@ export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 
     grantLease: over.grantLease ?? ((ttl, opts) => inner.grantLease(ttl, opts)),
     revision: () => inner.revision(),
     compact: (rev) => inner.compact(rev),
+    // Over the wrapper itself, so that the faults reach the election's calls too.
+    campaign: (name, value, ttl) => new StoreCampaign(wrapped, name, value, ttl),
+    leader: (name) => storeLeader(wrapped, name),
     close: () => Promise.resolve(),
   };
+  return wrapped;
 }

@@ -126,7 +126,12 @@ async function existing(m: OwnerContext, requestKv: KeyValue, digest: string): P
   }
   const kv = await m.o.store.get(m.o.keys.job(req.job));
   const record = parseJson<LiveJobRecord>(kv);
-  if (!kv || !record) throw new TarcilError('INTERNAL', `request ${requestKv.key} names job ${req.job}, which is not stored`);
+  if (!kv || !record) {
+    // Stored and deleted together, the job first: the job finished and retention let it go.
+    throw new TarcilError('ALREADY_EXISTS', `request_id was already used for job ${req.job}, which has finished and been deleted since (finished jobs are kept for the retention period only)`, {
+      field: 'request_id',
+    });
+  }
   m.stats.duplicates++;
   return { jobId: req.job, record, revision: kv.modRevision, duplicate: true };
 }

@@ -2,11 +2,20 @@
 // Original file: proto/tarcil/v1/scheduler.proto
 
 import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from '../../tarcil/v1/Job.ts';
+import type { Long } from '@grpc/proto-loader';
 
 export interface ListJobsResponse {
   'jobs'?: (_tarcil_v1_Job)[];
+  /**
+   * How long finished jobs are kept before they are deleted (the front-end's --retain).
+   */
+  'retainMs'?: (number | string | Long);
 }
 
 export interface ListJobsResponse__Output {
   'jobs': (_tarcil_v1_Job__Output)[];
+  /**
+   * How long finished jobs are kept before they are deleted (the front-end's --retain).
+   */
+  'retainMs': (number);
 }
