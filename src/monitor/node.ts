@@ -136,8 +136,7 @@ export class MonitoredNode {
   }
 
   snapshot(): MonitorSnapshot {
-    let busy = 0;
-    for (const r of this.rus.values()) if (r.rec?.state === 'busy' || r.rec?.state === 'reserved') busy++;
+    const busy = this.busyCount();
     return {
       server: this.server.id,
       platform: this.server.platform,
@@ -293,11 +292,11 @@ export class MonitoredNode {
     this.running.clear();
   }
 
-  /** The RUs the node's view holds free, with their revisions (what a lease expiry would delete). */
-  freeRus(): { index: number; rev: number }[] {
-    const out: { index: number; rev: number }[] = [];
-    for (const [index, r] of this.rus) if (r.rec !== undefined && r.rec.state !== 'busy' && r.rec.state !== 'reserved') out.push({ index, rev: r.rev });
-    return out;
+  /** RUs the node's view holds a task on (busy or reserved). */
+  busyCount(): number {
+    let busy = 0;
+    for (const r of this.rus.values()) if (r.rec?.state === 'busy' || r.rec?.state === 'reserved') busy++;
+    return busy;
   }
 
   // ---------------------------------------------------------------------------------------------
