@@ -38,8 +38,8 @@ let c: SchedulerClient;
 
 beforeAll(async () => {
   store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-  hollow = await startHollow({ store, keys, clock, log, servers, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, disconnectGraceMs: GRACE_MS, rng: new SeededRng(5) });
-  sched = await startScheduler({ name: 'hollow-fe', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+  hollow = await startHollow({ store, keys, clock, log, servers, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, disconnectGraceMs: GRACE_MS, rng: new SeededRng(5) });
+  sched = await startScheduler({ name: 'hollow-fe', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 2, host: '127.0.0.1', port: 0 });
   c = schedulerClient(`127.0.0.1:${sched.port}`);
 });
 afterAll(async () => {
