@@ -43,6 +43,8 @@ export interface HollowOptions {
   rng?: Pick<Rng, 'int'>;
   /** Nodes with something to reconcile registered one by one, this many at a time (default 32). */
   registerConcurrency?: number;
+  /** Task-start writes of all nodes in flight at once (default 128). */
+  maxWrites?: number;
 }
 
 export interface HollowSnapshot {
@@ -79,6 +81,8 @@ export class HollowNodes {
   private readonly dirty = new Set<MonitoredNode>();
   private closed = false;
   private tick: { cancel(): void } | undefined;
+  private writesInFlight = 0;
+  private readonly waiting: (() => void)[] = [];
   private lastRegistrationMs: number | undefined;
 
   constructor(opts: HollowOptions) {
@@ -103,6 +107,7 @@ export class HollowNodes {
         this.conn.syncServer();
       },
       track: (p) => this.track(p),
+      gate: (write) => this.gate(write),
     };
     for (const s of opts.servers) {
       if (this.nodes.has(s.id)) throw new Error(`hollow nodes: server id ${s.id} appears twice`);
@@ -398,6 +403,18 @@ export class HollowNodes {
     this.specs.set(job, spec);
     if (this.specs.size > 10_000) this.specs.delete(this.specs.keys().next().value as string);
     return spec ?? undefined;
+  }
+
+  /** At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. */
+  private gate<T>(write: () => Promise<T>): Promise<T> {
+    if (this.writesInFlight >= (this.o.maxWrites ?? 128)) {
+      return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.gate(write));
+    }
+    this.writesInFlight++;
+    return write().finally(() => {
+      this.writesInFlight--;
+      this.waiting.shift()?.();
+    });
   }
 
   private track(p: Promise<unknown>): void {

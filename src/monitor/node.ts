@@ -45,6 +45,11 @@ export interface NodeHost {
   /** The node's server record changed (blocked, draining): put it again. */
   serverChanged(node: MonitoredNode): void;
   track(p: Promise<unknown>): void;
+  /**
+   * Runs a task-start write (a hollow process bounds how many of its nodes' writes are in flight,
+   * so a burst of placements does not become tens of thousands of concurrent etcd requests).
+   */
+  gate?<T>(write: () => Promise<T>): Promise<T>;
 }
 
 /** A task whose process this node started and that has not ended. */
@@ -422,10 +427,12 @@ export class MonitoredNode {
       server: this.server.id,
       ...(run.rec.previous ? { previous: run.rec.previous } : {}),
     };
-    const res = await this.h.store.txn({
-      compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
-      success: [{ type: 'put', key: k.task(run.job, run.task), value: JSON.stringify(running) }],
-    });
+    const write = () =>
+      this.h.store.txn({
+        compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
+        success: [{ type: 'put', key: k.task(run.job, run.task), value: JSON.stringify(running) }],
+      });
+    const res = await (this.h.gate ? this.h.gate(write) : write());
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
     const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server: this.server.id, attempt: run.rec.attempt };
