@@ -363,7 +363,7 @@ export class JobManager implements OwnerContext {
       const endpoint = this.servers.get(p.ru.server)?.endpoint;
       if (!endpoint) continue;
       // Fast path only: the monitor follows its RUs in the store and starts the task anyway.
-      const req = { job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
+      const req = { server: p.ru.server, job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
       this.track(
         nodes.launch(endpoint, req).catch((err: unknown) => {
           this.o.log.debug({ job: job.id, task: p.task, endpoint, err: errorMessage(err) }, 'launch RPC failed; the monitor will see the commit');

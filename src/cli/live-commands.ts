@@ -1,5 +1,5 @@
 /**
- * The commands of the live cluster (up, server, monitor) and the client commands, with their
+ * The commands of the live cluster (up, server, monitor, hollow) and the client commands, with their
  * flags.
  */
 import { type Command, InvalidArgumentError, Option } from 'commander';
@@ -21,10 +21,16 @@ import {
   submitCommand,
   upCommand,
 } from './live.ts';
+import { hollowCommand } from './hollow.ts';
 
 const int = (name: string, min: number, max: number) => (v: string): number => {
   const x = Number(v);
   if (v.trim() === '' || !Number.isInteger(x) || x < min || x > max) throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}] (got '${v}')`);
+  return x;
+};
+const fraction = (name: string) => (v: string): number => {
+  const x = Number(v);
+  if (v.trim() === '' || !Number.isFinite(x) || x <= 0 || x > 1) throw new InvalidArgumentError(`${name} must be a number in (0, 1] (got '${v}')`);
   return x;
 };
 const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
@@ -93,7 +99,7 @@ function clientOptions(c: Command): Command {
     .option('--timeout <ms>', 'deadline of each call', int('--timeout', 1, 3_600_000), 10_000);
 }
 
-/** The live cluster's commands: server, monitor, up, and the client commands. */
+/** The live cluster's commands: server, monitor, hollow, up, and the client commands. */
 export function registerLiveCommands(program: Command): void {
   const up = program
     .command('up')
@@ -147,6 +153,27 @@ export function registerLiveCommands(program: Command): void {
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
     .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));
+
+  const hollow = program
+    .command('hollow')
+    .description('many simulated nodes in one process (hollow nodes): each registers, runs and reports as a node monitor does; one NodeMonitor endpoint for all');
+  storeOptions(tlsOptions(hollow), 'etcd://127.0.0.1:2379')
+    .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file: platforms, racks and attributes of the nodes', 'hollow-10k')
+    .option('--servers <n>', "this many nodes: the spec's groups scaled in proportion (default: the spec's own count)", int('--servers', 1, 1_000_000))
+    .option('--host <host>', 'interface for the NodeMonitor service', '127.0.0.1')
+    .option('--port <n>', 'NodeMonitor port (0: any free port)', int('--port', 0, 65535), 0)
+    .option('--advertise <host:port>', 'address front-ends use to reach the NodeMonitor service')
+    .option('--lease-ttl <s>', 'TTL of the one lease every node of this process registers under', int('--lease-ttl', 1, 600), DEFAULT_LEASE_TTL_S)
+    .addOption(
+      new Option('--disconnect-grace <ms or s>', 'as for tarcil monitor: how long tasks outlive a lost lease, and how long owners wait for a dropped node')
+        .argParser(duration('--disconnect-grace', 86_400_000))
+        .default(DEFAULT_DISCONNECT_GRACE_MS, `${DEFAULT_DISCONNECT_GRACE_MS / 1000}s`),
+    )
+    .option('--kill-fraction <f>', 'share of the live nodes each SIGUSR2 (or --kill-after) drops, as if their machines died', fraction('--kill-fraction'), 0.05)
+    .option('--kill-after <ms or s>', 'drop --kill-fraction of the nodes once, this long after they registered', duration('--kill-after', 86_400_000))
+    .option('--seed <n>', 'seed of the choice of nodes to drop', int('--seed', 0, 2 ** 31 - 1), 1)
+    .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', int('--metrics-port', 0, 65535))
+    .action(async (o: Parameters<typeof hollowCommand>[0]) => hollowCommand(o));
 
   clientOptions(program.command('submit <spec.json>').description('submit a job spec (see profiles/jobs/)'))
     .option('--wait', 'follow the job until it ends (exit code 0 if it succeeded)', false)

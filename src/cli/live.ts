@@ -43,12 +43,12 @@ export interface TlsFlags {
   tlsCa?: string;
 }
 
-async function open(o: StoreFlags): Promise<ClusterStore> {
+export async function open(o: StoreFlags): Promise<ClusterStore> {
   const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
   return openStore(o.store, tls ? { tls } : {});
 }
 
-function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caFile?: string } | undefined {
+export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caFile?: string } | undefined {
   if (!o.tlsCert && !o.tlsKey) return undefined;
   if (!o.tlsCert || !o.tlsKey) throw invalid(o.tlsCert ? '--tls-key' : '--tls-cert', 'is required with the other TLS flag');
   return { certFile: o.tlsCert, keyFile: o.tlsKey, ...(o.tlsCa ? { caFile: o.tlsCa } : {}) };
@@ -58,7 +58,7 @@ function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caFile?: s
  * Runs until SIGINT/SIGTERM, then closes everything in order (gRPC, owners' leases revoked so
  * other processes adopt at once, monitors' tasks killed and leases revoked) before exiting.
  */
-async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
+export async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
   const keepAlive = setInterval(() => undefined, 1 << 30);
   await new Promise<void>((resolve) => {
     let closing = false;

@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
+import type { HollowNodes, HollowSnapshot } from '../monitor/hollow.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import { errorMessage } from '../util/errors.ts';
 
@@ -142,6 +143,47 @@ export class MonitorMetrics extends MetricsEndpoint {
     });
   }
 
+}
+
+/**
+ * Prometheus metrics of a hollow process (`tarcil hollow`), summed over its nodes when scraped:
+ * nodes live and dropped, RUs, busy RUs, running tasks, blocked nodes, task events, and the
+ * process's own memory and CPU (what a 10,000-node cell costs on one machine).
+ */
+export class HollowMetrics extends MetricsEndpoint {
+  constructor(hollow: HollowNodes) {
+    super();
+    collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
+    const gauge = (name: string, help: string, read: (s: HollowSnapshot) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read(hollow.snapshot()));
+        },
+      });
+    };
+    gauge('tarcil_hollow_nodes', 'Hollow nodes alive in this process', (s) => s.live);
+    gauge('tarcil_hollow_nodes_dropped', 'Hollow nodes dropped (simulated deaths)', (s) => s.dead);
+    gauge('tarcil_hollow_rus', 'Resource units of the live nodes', (s) => s.rus);
+    gauge('tarcil_hollow_busy_rus', 'RUs holding a task (busy or reserved)', (s) => s.busy);
+    gauge('tarcil_hollow_running_tasks', 'Tasks running on the live nodes', (s) => s.running);
+    gauge('tarcil_hollow_blocked_nodes', 'Nodes keeping new placements away (a slow task, paper §5.2)', (s) => s.blocked);
+    gauge('tarcil_hollow_connected', '1 while the nodes are registered and the lease confirmed', (s) => (s.connected ? 1 : 0));
+    gauge('tarcil_hollow_registration_seconds', 'How long the last registration of every node took', (s) => (s.registrationMs ?? 0) / 1000);
+    new Counter({
+      name: 'tarcil_hollow_task_events_total',
+      help: 'Task events summed over every node (as tarcil_monitor_task_events_total)',
+      labelNames: ['event'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const stats = hollow.snapshot().stats;
+        for (const event of MONITOR_EVENTS) this.inc({ event }, stats[event]);
+      },
+    });
+  }
 }
 
 function serveRegistry(registry: Registry, host: string, port: number): Promise<{ server: Server; port: number }> {

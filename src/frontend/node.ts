@@ -1,24 +1,60 @@
 /**
- * The NodeMonitor gRPC service of one node: the owners' fast path to launch and kill tasks on its
- * LocalMonitor.
+ * The NodeMonitor gRPC service: the owners' fast path to launch and kill tasks on a node's
+ * monitor. One service serves one LocalMonitor, or every node of a hollow process, routed by the
+ * request's server id.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { NodeLink } from '../agent/lifecycle.ts';
-import type { LocalMonitor } from '../monitor/monitor.ts';
-import { invalid } from '../util/errors.ts';
+import type { HollowNodes } from '../monitor/hollow.ts';
+import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
+import type { ServerSpec } from '../model/types.ts';
+import { invalid, TarcilError } from '../util/errors.ts';
 import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
 import { clientCredentials, unaryStatus } from './grpc.ts';
 import { loadProtos } from './proto.ts';
 
-/** The NodeMonitor service of one node, over its LocalMonitor. */
-export function nodeMonitorHandlers(monitor: LocalMonitor): NodeMonitorHandlers {
+/** One node as the service sees it. */
+export interface ServedNode {
+  readonly server: ServerSpec;
+  launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'>;
+  kill(job: string, task: number, reason: string): Promise<boolean>;
+  snapshot(): MonitorSnapshot;
+}
+
+/** The node a request names (`server`, empty when the caller did not say); throws if there is none. */
+export type NodeRouter = (server: string) => ServedNode;
+
+/** A single node: a request for another server is refused; one that names none is its own. */
+export function singleNode(monitor: LocalMonitor): NodeRouter {
+  return (server) => {
+    if (server !== '' && server !== monitor.server.id) {
+      throw new TarcilError('FAILED_PRECONDITION', `server: this NodeMonitor serves server '${monitor.server.id}', not '${server}'`, { field: 'server' });
+    }
+    return monitor;
+  };
+}
+
+/** Every live node of a hollow process, by the request's server id (required). */
+export function hollowNodes(h: HollowNodes): NodeRouter {
+  return (server) => {
+    if (server === '') throw invalid('server', 'is required: this NodeMonitor serves many hollow nodes');
+    const node = h.node(server);
+    if (node) return node;
+    if (h.killed(server)) throw new TarcilError('UNAVAILABLE', `server: hollow node '${server}' was dropped (a simulated death)`, { field: 'server' });
+    throw new TarcilError('NOT_FOUND', `server: no hollow node '${server}' in this process`, { field: 'server' });
+  };
+}
+
+/** The NodeMonitor service over the nodes `route` finds. */
+export function nodeMonitorHandlers(route: NodeRouter): NodeMonitorHandlers {
   return {
     LaunchTask: (call, cb) => {
       void Promise.resolve()
         .then(() => {
           const r = call.request;
-          if (r.ruIndex >= monitor.server.rus) throw invalid('ru_index', `must be below ${monitor.server.rus}`);
-          return monitor.launch(r.ruIndex);
+          const node = route(r.server);
+          if (r.ruIndex >= node.server.rus) throw invalid('ru_index', `must be below ${node.server.rus}`);
+          return node.launch(r.ruIndex);
         })
         .then(
           (status) => cb(null, { status }),
@@ -26,13 +62,21 @@ export function nodeMonitorHandlers(monitor: LocalMonitor): NodeMonitorHandlers 
         );
     },
     KillTask: (call, cb) => {
-      void monitor.kill(call.request.job, call.request.task, call.request.reason || 'cancelled').then(
-        (killed) => cb(null, { killed }),
-        (e: unknown) => cb(unaryStatus(e)),
-      );
+      void Promise.resolve()
+        .then(() => route(call.request.server).kill(call.request.job, call.request.task, call.request.reason || 'cancelled'))
+        .then(
+          (killed) => cb(null, { killed }),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
     },
-    GetStats: (_call, cb) => {
-      const s = monitor.snapshot();
+    GetStats: (call, cb) => {
+      let s: MonitorSnapshot;
+      try {
+        s = route(call.request.server).snapshot();
+      } catch (e) {
+        cb(unaryStatus(e));
+        return;
+      }
       cb(null, {
         server: s.server,
         platform: s.platform,
@@ -51,8 +95,8 @@ export function nodeMonitorHandlers(monitor: LocalMonitor): NodeMonitorHandlers 
   };
 }
 
-export function addNodeMonitorService(server: grpc.Server, monitor: LocalMonitor): string {
-  server.addService(loadProtos().proto.tarcil.v1.NodeMonitor.service, nodeMonitorHandlers(monitor));
+export function addNodeMonitorService(server: grpc.Server, route: NodeRouter): string {
+  server.addService(loadProtos().proto.tarcil.v1.NodeMonitor.service, nodeMonitorHandlers(route));
   return 'tarcil.v1.NodeMonitor';
 }
 
@@ -77,13 +121,13 @@ export class GrpcNodeLink implements NodeLink {
     return new Date(Date.now() + (ms ?? this.opts.deadlineMs ?? 2000));
   }
 
-  launch(endpoint: string, req: { job: string; task: number; ruIndex: number; revision: number }): Promise<void> {
+  launch(endpoint: string, req: { server: string; job: string; task: number; ruIndex: number; revision: number }): Promise<void> {
     return new Promise((resolve, reject) => {
       this.client(endpoint).LaunchTask(req, { deadline: this.deadline(1000) }, (err) => (err ? reject(err) : resolve()));
     });
   }
 
-  kill(endpoint: string, req: { job: string; task: number; reason: string }): Promise<boolean> {
+  kill(endpoint: string, req: { server: string; job: string; task: number; reason: string }): Promise<boolean> {
     return new Promise((resolve, reject) => {
       this.client(endpoint).KillTask(req, { deadline: this.deadline() }, (err, res) => (err ? reject(err) : resolve(res?.killed === true)));
     });

@@ -17,7 +17,7 @@ import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
-import { addNodeMonitorService, GrpcNodeLink } from './node.ts';
+import { addNodeMonitorService, GrpcNodeLink, singleNode } from './node.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
 
@@ -180,7 +180,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),
-    register: (server) => [addNodeMonitorService(server, monitor)],
+    register: (server) => [addNodeMonitorService(server, singleNode(monitor))],
   });
   const advertised = o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`;
   await monitor.setEndpoint(advertised);

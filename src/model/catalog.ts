@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import { errorMessage, TarcilError } from '../util/errors.ts';
+import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import {
   clusterSpecSchema,
   describeIssues,
@@ -264,6 +264,27 @@ export function resolveProfile(nameOrPath: string, catalog: Catalog): WorkloadPr
 
 function pad(n: number, width: number): string {
   return String(n).padStart(width, '0');
+}
+
+/**
+ * The same cluster with `servers` servers: each group's count scaled in proportion (largest
+ * remainders first, so the counts add up exactly; a group may fall to zero and is then left
+ * out). The mix of platforms, zones and attributes stays; `tarcil hollow --servers` uses it.
+ */
+export function scaleCluster(spec: ClusterSpec, servers: number): ClusterSpec {
+  if (!Number.isInteger(servers) || servers < 1) throw invalid('servers', `must be a positive integer (got ${servers})`);
+  const total = spec.groups.reduce((n, g) => n + g.count, 0);
+  if (servers === total) return spec;
+  const exact = spec.groups.map((g) => (g.count * servers) / total);
+  const counts = exact.map(Math.floor);
+  let left = servers - counts.reduce((a, b) => a + b, 0);
+  const order = exact.map((x, i) => ({ i, rem: x - Math.floor(x) })).sort((a, b) => b.rem - a.rem || a.i - b.i);
+  for (const { i } of order) {
+    if (left-- <= 0) break;
+    counts[i] = (counts[i] ?? 0) + 1;
+  }
+  const groups = spec.groups.flatMap((g, i) => ((counts[i] ?? 0) > 0 ? [{ ...g, count: counts[i] as number }] : []));
+  return { ...spec, name: `${spec.name.slice(0, 50)}-x${servers}`, groups };
 }
 
 /**

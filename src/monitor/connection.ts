@@ -21,9 +21,8 @@ export interface NodeConnectionOptions {
   server: string;
   ttlSeconds: number;
   graceMs: number;
-  /** `servers/<id>`, and its value as the node's state is now. */
-  serverKey: string;
-  serverRecord: () => string;
+  /** Puts the node's server record (or a hollow process's changed ones) as it is now, under `lease`. */
+  writeServer: (lease: string) => Promise<void>;
   /** Registers the node under `lease` (reconciling what runs here); throws if it could not. */
   register: (lease: HeldLease) => Promise<void>;
   /** After a registration that followed a lost lease, and after a reconnection. */
@@ -90,7 +89,7 @@ export class NodeConnection {
   async putServer(): Promise<void> {
     const lease = this.usableLeaseId();
     if (!lease || !this.isRegistered) return;
-    await this.o.store.put(this.o.serverKey, this.o.serverRecord(), { lease });
+    await this.o.writeServer(lease);
   }
 
   /**

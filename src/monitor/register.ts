@@ -11,7 +11,8 @@
 import type { ServerSpec } from '../model/types.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
-import type { Compare, KeyValue, Op } from '../store/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import { entryKey, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
@@ -77,33 +78,127 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
       if (how === 'lost') lost++;
     }
     // Then free what is free, in one transaction over every RU of the node.
-    const now = held((await n.store.range(k.serverRus(n.server))).kvs);
-    const byIndex = new Map(now.map((x) => [x.i, x]));
-    const compare: Compare[] = [];
-    const success: Op[] = [
-      { type: 'put', key: k.server(n.server), value: r.serverJson(), lease: r.lease.id },
-      { type: 'put', key: k.epoch(n.server), value: `register:${n.server}` },
-    ];
-    let unsettled = false;
-    for (let i = 0; i < r.server.rus; i++) {
-      const cur = byIndex.get(i);
-      const key = k.ru({ server: n.server, index: i });
-      compare.push({ key, target: 'mod', op: '==', value: cur?.kv.modRevision ?? 0 });
-      if (busy(cur?.rec) && adopted.get(i)?.commitId === cur.rec.commitId) continue;
-      if (busy(cur?.rec)) unsettled = true;
-      success.push({ type: 'put', key, value: FREE_RU_VALUE, lease: r.lease.id });
-    }
-    for (const x of now) {
-      if (x.i < r.server.rus) continue;
-      compare.push({ key: x.kv.key, target: 'mod', op: '==', value: x.kv.modRevision });
-      success.push({ type: 'delete', key: x.kv.key });
-    }
+    const { req, unsettled } = registrationTxn(k, r.server, r.serverJson(), r.lease.id, (await n.store.range(k.serverRus(n.server))).kvs, adopted);
     if (unsettled) {
       r.log.info({ server: n.server, attempt }, 'an RU was placed on while registering; looking again');
       continue;
     }
-    const res = await n.store.txn({ compare, success });
+    const res = await n.store.txn(req);
     if (res.succeeded) return { adopted, lost };
   }
   throw new Error(`could not register server ${n.server}: its RUs keep changing`);
+}
+
+const isBusy = (rec: PlacedRuRecord | undefined): rec is PlacedRuRecord => !!rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined;
+
+/**
+ * The transaction that registers a node once what runs on it is settled: it compares every RU
+ * record of the node (as `ruKvs`, one range of `rus/<server>/`, says they are), puts the server
+ * record under the lease, bumps the epoch, puts every RU not held by an adopted task free under
+ * the lease and deletes RU records past the node's RU count. `unsettled`: an RU holds a task
+ * that is neither adopted nor settled, so the node must not be registered yet.
+ */
+export function registrationTxn(
+  k: Keys,
+  server: ServerSpec,
+  serverJson: string,
+  lease: string,
+  ruKvs: readonly KeyValue[],
+  adopted: ReadonlyMap<number, { commitId: string }> = new Map(),
+): { req: TxnRequest; unsettled: boolean } {
+  const byIndex = new Map<number, { kv: KeyValue; rec: PlacedRuRecord | undefined }>();
+  const extra: KeyValue[] = [];
+  for (const kv of ruKvs) {
+    const ref = k.parseRu(kv.key);
+    if (!ref || ref.server !== server.id) continue;
+    if (ref.index < server.rus) byIndex.set(ref.index, { kv, rec: kv.value === FREE_RU_VALUE ? undefined : parseJson<PlacedRuRecord>(kv) });
+    else extra.push(kv);
+  }
+  const compare: Compare[] = [];
+  const success: Op[] = [
+    { type: 'put', key: k.server(server.id), value: serverJson, lease },
+    { type: 'put', key: k.epoch(server.id), value: `register:${server.id}` },
+  ];
+  let unsettled = false;
+  for (let i = 0; i < server.rus; i++) {
+    const cur = byIndex.get(i);
+    const key = k.ru({ server: server.id, index: i });
+    compare.push({ key, target: 'mod', op: '==', value: cur?.kv.modRevision ?? 0 });
+    if (isBusy(cur?.rec) && adopted.get(i)?.commitId === cur.rec.commitId) continue;
+    if (isBusy(cur?.rec)) unsettled = true;
+    success.push({ type: 'put', key, value: FREE_RU_VALUE, lease });
+  }
+  for (const kv of extra) {
+    compare.push({ key: kv.key, target: 'mod', op: '==', value: kv.modRevision });
+    success.push({ type: 'delete', key: kv.key });
+  }
+  return { req: { compare, success }, unsettled };
+}
+
+/** A node for {@link registerIdle}: its spec, its server record, and its RU records now. */
+export interface IdleNode {
+  server: ServerSpec;
+  serverJson: string;
+  ruKvs: readonly KeyValue[];
+}
+
+/**
+ * Registers nodes that hold nothing (nothing runs there, nothing is journalled, no RU record holds
+ * a task) many at a time: each node's registration transaction ({@link registrationTxn}), nested
+ * as independent transactions in as few requests as the store's op and size limits allow.
+ * Returns the ids registered and those left over (a busy RU, an RU that changed meanwhile, a node
+ * too large to nest): those go through {@link registerNode} one by one.
+ */
+export async function registerIdle(
+  store: ClusterStore,
+  k: Keys,
+  lease: string,
+  nodes: readonly IdleNode[],
+  opts: { concurrency?: number } = {},
+): Promise<{ registered: string[]; left: string[] }> {
+  const registered: string[] = [];
+  const left: string[] = [];
+  const ready: { id: string; req: TxnRequest; ops: number; bytes: number }[] = [];
+  for (const x of nodes) {
+    const { req, unsettled } = registrationTxn(k, x.server, x.serverJson, lease, x.ruKvs);
+    if (unsettled) {
+      left.push(x.server.id);
+      continue;
+    }
+    const bytes = req.success.reduce((b, op) => b + op.key.length * 2 + (op.type === 'put' ? op.value.length + 16 : 0) + 16, 0);
+    ready.push({ id: x.server.id, req, ops: Math.max(req.compare.length, req.success.length), bytes });
+  }
+  // etcd's budget: n nested transactions of at most maxTxnOps − n ops per list each.
+  const chunks: (typeof ready)[] = [];
+  let cur: typeof ready = [];
+  let bytes = 0;
+  let widest = 0;
+  const byteBudget = store.maxRequestBytes / 2;
+  for (const r of ready) {
+    if (r.ops + 1 > store.maxTxnOps || r.bytes > byteBudget) {
+      left.push(r.id);
+      continue;
+    }
+    const w = Math.max(widest, r.ops);
+    if (cur.length > 0 && (cur.length + 1 + w > store.maxTxnOps || bytes + r.bytes > byteBudget)) {
+      chunks.push(cur);
+      cur = [];
+      bytes = 0;
+      widest = 0;
+    }
+    cur.push(r);
+    bytes += r.bytes;
+    widest = Math.max(widest, r.ops);
+  }
+  if (cur.length > 0) chunks.push(cur);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < chunks.length) {
+      const chunk = chunks[next++] as typeof ready;
+      const results = await store.txns(chunk.map((c) => c.req));
+      chunk.forEach((c, i) => (results[i]?.succeeded ? registered : left).push(c.id));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 4) }, worker));
+  return { registered, left };
 }

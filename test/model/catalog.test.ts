@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   defaultProfilesDir,
   expandCluster,
+  scaleCluster,
   loadCatalog,
   loadClusterFile,
   loadWorkloadFile,
@@ -113,6 +114,31 @@ describe('expandCluster', () => {
     const zonesPerRack = new Map<string, Set<string | undefined>>();
     for (const s of servers) zonesPerRack.set(s.rack, (zonesPerRack.get(s.rack) ?? new Set()).add(s.attributes.zone));
     for (const z of zonesPerRack.values()) expect(z.size).toBe(1);
+  });
+
+  it('hollow-10k: 10,000 servers of 16 RUs, two platforms, four zones, SSD on half', () => {
+    const { servers } = expand('hollow-10k');
+    expect(servers).toHaveLength(10_000);
+    expect(servers.every((s) => s.rus === 16)).toBe(true);
+    expect(new Set(servers.map((s) => s.platform))).toEqual(new Set(['c3-4xlarge', 'r3-4xlarge']));
+    expect(new Set(servers.map((s) => s.attributes.zone)).size).toBe(4);
+    expect(servers.filter((s) => s.attributes.ssd === 'true')).toHaveLength(5000);
+    expect(new Set(servers.map((s) => s.rack)).size).toBe(250);
+  });
+
+  it('scaleCluster: groups scaled in proportion to exactly the count asked for, the mix kept', () => {
+    const spec = catalog.clusters.get('hetero-400') as ClusterSpec;
+    for (const n of [1, 7, 120, 400, 10_000]) {
+      const scaled = scaleCluster(spec, n);
+      const servers = expandCluster(scaled, catalog.platforms);
+      expect(servers).toHaveLength(n);
+      expect(scaled.groups.every((g) => g.count > 0 && spec.groups.some((x) => x.platform === g.platform && x.attributes?.zone === g.attributes?.zone))).toBe(true);
+    }
+    const big = expandCluster(scaleCluster(spec, 10_000), catalog.platforms);
+    // 25 of 400 servers are x5650-6c: 625 of 10,000.
+    expect(big.filter((s) => s.platform === 'x5650-6c')).toHaveLength(625);
+    expect(scaleCluster(spec, 400)).toBe(spec);
+    expect(() => scaleCluster(spec, 0)).toThrow(/servers: must be a positive integer/);
   });
 
   it('ec2-100: 100 r3-2xlarge-like servers of 8 RUs', () => {

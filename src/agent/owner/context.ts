@@ -16,9 +16,10 @@ import type { CellServer, Feasibility } from '../cell.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
-  launch(endpoint: string, req: { job: string; task: number; ruIndex: number; revision: number }): Promise<void>;
+  /** `server` names the node: one endpoint may serve many (a hollow process). */
+  launch(endpoint: string, req: { server: string; job: string; task: number; ruIndex: number; revision: number }): Promise<void>;
   /** Resolves true once the monitor has stopped the task and recorded the outcome. */
-  kill(endpoint: string, req: { job: string; task: number; reason: string }): Promise<boolean>;
+  kill(endpoint: string, req: { server: string; job: string; task: number; reason: string }): Promise<boolean>;
 }
 
 export interface JobManagerOptions {

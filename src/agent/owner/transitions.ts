@@ -46,8 +46,8 @@ export function stopTask(m: OwnerContext, o: Owned, t: number, cur: TaskView): v
     const ref = cur.rec.ru;
     const endpoint = ref ? m.servers.get(ref.server)?.endpoint : undefined;
     let done = false;
-    if (endpoint && m.o.nodes) {
-      done = await m.o.nodes.kill(endpoint, { job: o.id, task: t, reason: 'cancelled' }).catch(() => false);
+    if (ref && endpoint && m.o.nodes) {
+      done = await m.o.nodes.kill(endpoint, { server: ref.server, job: o.id, task: t, reason: 'cancelled' }).catch(() => false);
     }
     if (!done) await releaseDirectly(m, o, t, cur);
   };

@@ -3,7 +3,15 @@
 
 
 export interface GetStatsRequest {
+  /**
+   * Which node (as in LaunchTaskRequest); a hollow process requires it.
+   */
+  'server'?: (string);
 }
 
 export interface GetStatsRequest__Output {
+  /**
+   * Which node (as in LaunchTaskRequest); a hollow process requires it.
+   */
+  'server': (string);
 }

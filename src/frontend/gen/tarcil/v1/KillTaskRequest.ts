@@ -9,6 +9,10 @@ export interface KillTaskRequest {
    * cancelled | preempted
    */
   'reason'?: (string);
+  /**
+   * The server the task runs on (as in LaunchTaskRequest).
+   */
+  'server'?: (string);
 }
 
 export interface KillTaskRequest__Output {
@@ -18,4 +22,8 @@ export interface KillTaskRequest__Output {
    * cancelled | preempted
    */
   'reason': (string);
+  /**
+   * The server the task runs on (as in LaunchTaskRequest).
+   */
+  'server': (string);
 }

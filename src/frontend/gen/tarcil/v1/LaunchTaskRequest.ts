@@ -11,6 +11,11 @@ export interface LaunchTaskRequest {
    * Store revision of the commit that placed the task: the monitor reads at least this.
    */
   'revision'?: (number | string | Long);
+  /**
+   * The server the task was placed on. A single-node monitor refuses another server's request
+   * (FAILED_PRECONDITION); empty is accepted there (older callers). A hollow process requires it.
+   */
+  'server'?: (string);
 }
 
 export interface LaunchTaskRequest__Output {
@@ -21,4 +26,9 @@ export interface LaunchTaskRequest__Output {
    * Store revision of the commit that placed the task: the monitor reads at least this.
    */
   'revision': (number);
+  /**
+   * The server the task was placed on. A single-node monitor refuses another server's request
+   * (FAILED_PRECONDITION); empty is accepted there (older callers). A hollow process requires it.
+   */
+  'server': (string);
 }

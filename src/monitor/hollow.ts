@@ -1,0 +1,451 @@
+/**
+ * Hollow nodes: many node monitors in one process with the simulated executor, for large cells on
+ * one machine (as Kubernetes' kubemark and Nomad's node simulator do). Each node is a
+ * MonitoredNode (node.ts), so it registers, runs tasks and records outcomes exactly as a real
+ * monitor does; what the nodes share is the process's hold on the store: one lease, one list+watch
+ * of the RU keys, registration in batches, one load tick. A node's death is simulated by dropping
+ * it: its tasks stop, and its server record and free RUs leave as a lease expiry would take them.
+ */
+import { Follower } from '../state/follow.ts';
+import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
+import type { LiveJobRecord } from '../state/live-records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import type { Keys } from '../state/keys.ts';
+import type { JobSpec, ServerSpec } from '../model/types.ts';
+import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
+import { NodeConnection } from './connection.ts';
+import { SimulatedExecutor } from './executor.ts';
+import { MemoryJournal } from './journal.ts';
+import type { SlowdownModel } from './load.ts';
+import { MonitoredNode, type NodeHost } from './node.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, type MonitorStats } from './options.ts';
+import { registerIdle, type IdleNode } from './register.ts';
+
+export interface HollowOptions {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+  servers: readonly ServerSpec[];
+  /** host:port of the process's one NodeMonitor service, advertised by every node. */
+  endpoint?: string;
+  leaseTtlSeconds?: number;
+  disconnectGraceMs?: number;
+  loadThreshold?: number;
+  slowdown?: SlowdownModel;
+  /** How often running tasks' rates are looked at besides on RU changes (default 1000 ms). */
+  loadIntervalMs?: number;
+  /** Chooses the nodes a kill drops (default Math.random). */
+  rng?: Pick<Rng, 'int'>;
+  /** Nodes with something to reconcile registered one by one, this many at a time (default 32). */
+  registerConcurrency?: number;
+  /** Task-start writes of all nodes in flight at once (default 128). */
+  maxWrites?: number;
+}
+
+export interface HollowSnapshot {
+  nodes: number;
+  live: number;
+  dead: number;
+  rus: number;
+  busy: number;
+  running: number;
+  blocked: number;
+  connected: boolean;
+  /** How long the last registration of every node took, ms. */
+  registrationMs: number | undefined;
+  /** Summed over every node, the dead ones' up to their death. */
+  stats: MonitorStats;
+}
+
+const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
+
+export class HollowNodes {
+  readonly disconnectGraceMs: number;
+  private readonly o: HollowOptions;
+  /** The live nodes by server id. */
+  private readonly nodes = new Map<string, MonitoredNode>();
+  private readonly deadIds = new Set<string>();
+  private readonly deadStats: MonitorStats = { ...ZERO_STATS };
+  private readonly conn: NodeConnection;
+  private follower: Follower | undefined;
+  private readonly specs = new Map<string, JobSpec | null>();
+  private readonly background = new Set<Promise<unknown>>();
+  /** Writes that may put server records (registrations, record updates): a kill waits for them. */
+  private readonly serverWrites = new Set<Promise<unknown>>();
+  /** Nodes whose server record changed since it was last put. */
+  private readonly dirty = new Set<MonitoredNode>();
+  private closed = false;
+  private tick: { cancel(): void } | undefined;
+  private writesInFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+  private lastRegistrationMs: number | undefined;
+
+  constructor(opts: HollowOptions) {
+    this.o = opts;
+    this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+    const host: NodeHost = {
+      store: opts.store,
+      keys: opts.keys,
+      clock: opts.clock,
+      log: opts.log,
+      executor: new SimulatedExecutor(opts.clock),
+      loadThreshold: opts.loadThreshold ?? 0.5,
+      slowdown: opts.slowdown,
+      disconnectGraceMs: this.disconnectGraceMs,
+      lease: () => this.conn.lease,
+      usableLeaseId: () => this.conn.usableLeaseId(),
+      connected: () => !this.closed && this.conn.connected,
+      registered: () => this.conn.registered,
+      jobSpec: (job) => this.jobSpec(job),
+      serverChanged: (node) => {
+        this.dirty.add(node);
+        this.conn.syncServer();
+      },
+      track: (p) => this.track(p),
+      gate: (write) => this.gate(write),
+    };
+    for (const s of opts.servers) {
+      if (this.nodes.has(s.id)) throw new Error(`hollow nodes: server id ${s.id} appears twice`);
+      this.nodes.set(s.id, new MonitoredNode(host, s, new MemoryJournal(), opts.endpoint));
+    }
+    this.conn = new NodeConnection({
+      store: opts.store,
+      clock: opts.clock,
+      log: opts.log,
+      server: `hollow(${opts.servers.length})`,
+      ttlSeconds: opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S,
+      graceMs: this.disconnectGraceMs,
+      writeServer: (lease) => this.writeDirty(lease),
+      register: (lease) => this.registerAll(lease),
+      resume: () => {
+        this.conn.syncServer();
+        this.track(this.relist().catch((err: unknown) => this.o.log.warn({ err: errorMessage(err) }, 'relist failed; the watch will catch up')));
+        for (const n of this.nodes.values()) n.resumed();
+      },
+      onDisconnected: (why) => {
+        let running = 0;
+        for (const n of this.nodes.values()) {
+          running += n.runningCount;
+          n.disconnected(why, true);
+        }
+        this.o.log.warn({ nodes: this.nodes.size, why, running, graceMs: this.disconnectGraceMs }, 'no contact with the store: hollow nodes start nothing new; running tasks keep going through the grace');
+      },
+      onGraceOut: (why) => {
+        for (const n of this.nodes.values()) n.graceOut(why);
+      },
+    });
+  }
+
+  get leaseId(): string | undefined {
+    return this.conn.lease?.id;
+  }
+
+  /** A live node by server id (what the NodeMonitor service routes to). */
+  node(server: string): MonitoredNode | undefined {
+    return this.nodes.get(server);
+  }
+
+  /** The node was dropped by a kill. */
+  killed(server: string): boolean {
+    return this.deadIds.has(server);
+  }
+
+  liveIds(): string[] {
+    return [...this.nodes.keys()];
+  }
+
+  /** Sets the endpoint every node advertises (known once the gRPC server has bound its port). */
+  async setEndpoint(endpoint: string): Promise<void> {
+    for (const n of this.nodes.values()) {
+      n.endpoint = endpoint;
+      this.dirty.add(n);
+    }
+    if (this.conn.registered) await this.conn.putServer();
+  }
+
+  /** Registers every node under one lease, then follows every RU of the cell with one watch. */
+  async start(): Promise<void> {
+    await this.conn.registerOnce();
+    this.follower = new Follower({
+      store: this.o.store,
+      clock: this.o.clock,
+      log: this.o.log,
+      prefix: this.o.keys.rus(),
+      onSnapshot: (kvs) => this.applySnapshot(kvs),
+      onEvent: (kv, deleted) => {
+        const ref = this.o.keys.parseRu(kv.key);
+        const node = ref ? this.nodes.get(ref.server) : undefined;
+        if (!node) return;
+        node.onRu(kv, deleted);
+        node.recomputeLoad();
+      },
+    });
+    await this.follower.start();
+    this.loadTick();
+  }
+
+  snapshot(): HollowSnapshot {
+    const stats: MonitorStats = { ...this.deadStats };
+    let rus = 0;
+    let busy = 0;
+    let running = 0;
+    let blocked = 0;
+    for (const n of this.nodes.values()) {
+      for (const k of Object.keys(stats) as (keyof MonitorStats)[]) stats[k] += n.stats[k];
+      rus += n.server.rus;
+      busy += n.busyCount();
+      running += n.runningCount;
+      if (n.isBlocked) blocked++;
+    }
+    return {
+      nodes: this.nodes.size + this.deadIds.size,
+      live: this.nodes.size,
+      dead: this.deadIds.size,
+      rus,
+      busy,
+      running,
+      blocked,
+      connected: !this.closed && this.conn.connected,
+      registrationMs: this.lastRegistrationMs,
+      stats,
+    };
+  }
+
+  /**
+   * Drops nodes as if their machines died: `count` (or `fraction` of the live nodes) chosen at
+   * random, or the given ids. Their tasks stop without an outcome; then, once every write that
+   * may put their server records has settled, their server records and the RU records bound to
+   * the lease (the free ones) are deleted, as etcd deletes a dead monitor's when its lease
+   * expires. Busy RUs stay: their owners record the tasks lost once the node's grace has passed.
+   * Returns the ids dropped.
+   */
+  async kill(what: { fraction?: number; count?: number; ids?: readonly string[] }): Promise<string[]> {
+    let victims: string[];
+    if (what.ids) {
+      victims = what.ids.filter((id) => this.nodes.has(id));
+    } else {
+      const live = [...this.nodes.keys()];
+      const want = Math.min(live.length, what.count ?? Math.round(live.length * (what.fraction ?? 0)));
+      const pick = this.o.rng ? (n: number) => this.o.rng?.int(n) ?? 0 : (n: number) => Math.floor(Math.random() * n);
+      for (let i = 0; i < want; i++) {
+        const j = i + pick(live.length - i);
+        [live[i], live[j]] = [live[j] as string, live[i] as string];
+      }
+      victims = live.slice(0, want);
+    }
+    for (const id of victims) {
+      const node = this.nodes.get(id);
+      if (!node) continue;
+      node.die();
+      for (const k of Object.keys(this.deadStats) as (keyof MonitorStats)[]) this.deadStats[k] += node.stats[k];
+      this.nodes.delete(id);
+      this.dirty.delete(node);
+      this.deadIds.add(id);
+    }
+    await Promise.allSettled([...this.serverWrites]);
+    await eachLimited(victims, 16, (id) => this.remove(id));
+    this.o.log.warn({ killed: victims.length, live: this.nodes.size }, 'hollow nodes dropped: their server records and free RUs are gone, their tasks stopped');
+    return victims;
+  }
+
+  /**
+   * Graceful stop: every node says down, its tasks are killed and recorded lost (their owners
+   * place them again), journalled outcomes are reported, and the lease is revoked.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.tick?.cancel();
+    this.conn.close();
+    for (const n of this.nodes.values()) {
+      n.stopReporting();
+      n.draining = true;
+      this.dirty.add(n);
+    }
+    await this.conn.putServer().catch(() => undefined);
+    await this.follower?.close();
+    const nodes = [...this.nodes.values()];
+    await Promise.all(nodes.map((n) => n.stopAll('hollow node shut down')));
+    await Promise.allSettled([...this.background, this.conn.pending]);
+    await eachLimited(nodes, 64, (n) => n.flushJournal());
+    await this.conn.revoke();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Registration and server records
+
+  /**
+   * Registers every live node under `lease`: the ones that hold nothing in batches (register.ts,
+   * registerIdle), the others (tasks running here or journalled, an RU that holds a task) one by
+   * one with the single monitor's reconciliation. Throws if any node could not be registered (the
+   * connection then tries again, under the same lease if it is still good).
+   */
+  private async registerAll(lease: HeldLease): Promise<void> {
+    const t0 = this.o.clock.now();
+    const byServer = groupByServer(this.o.keys, (await this.o.store.range(this.o.keys.rus())).kvs);
+    const idle: IdleNode[] = [];
+    const rest: MonitoredNode[] = [];
+    for (const n of this.nodes.values()) {
+      const kvs = byServer.get(n.server.id) ?? [];
+      if (n.holdsNothing() && !kvs.some(holdsTask)) idle.push({ server: n.server, serverJson: n.serverJson(), ruKvs: kvs });
+      else rest.push(n);
+    }
+    byServer.clear();
+    const batch = await this.serverWrite(registerIdle(this.o.store, this.o.keys, lease.id, idle));
+    for (const id of batch.registered) {
+      const n = this.nodes.get(id);
+      n?.registeredInBatch();
+      if (n) this.dirty.delete(n);
+    }
+    for (const id of batch.left) {
+      const n = this.nodes.get(id);
+      if (n) rest.push(n);
+    }
+    const failed: string[] = [];
+    await eachLimited(rest, this.o.registerConcurrency ?? 32, async (n) => {
+      if (this.nodes.get(n.server.id) !== n || this.closed) return;
+      try {
+        await this.serverWrite(n.register(lease));
+        this.dirty.delete(n);
+      } catch (err) {
+        failed.push(n.server.id);
+        this.o.log.warn({ server: n.server.id, err: errorMessage(err) }, 'hollow node registration failed');
+      }
+    });
+    if (failed.length > 0) throw new Error(`${failed.length} hollow node(s) could not register (first: ${failed[0]})`);
+    this.lastRegistrationMs = this.o.clock.now() - t0;
+    this.o.log.info({ nodes: this.nodes.size, batched: batch.registered.length, oneByOne: rest.length, lease: lease.id, ms: this.lastRegistrationMs }, 'hollow nodes registered');
+  }
+
+  /** Puts the server records of the nodes that changed, as many per transaction as the store takes. */
+  private writeDirty(lease: string): Promise<void> {
+    const nodes = [...this.dirty].filter((n) => this.nodes.get(n.server.id) === n);
+    this.dirty.clear();
+    return this.serverWrite(
+      (async () => {
+        const per = Math.max(1, this.o.store.maxTxnOps);
+        for (let i = 0; i < nodes.length; i += per) {
+          const chunk = nodes.slice(i, i + per);
+          const ops: Op[] = chunk.map((n) => ({ type: 'put', key: this.o.keys.server(n.server.id), value: n.serverJson(), lease }));
+          try {
+            await this.o.store.txn({ compare: [], success: ops });
+          } catch (err) {
+            for (const n of nodes.slice(i)) this.dirty.add(n);
+            throw err;
+          }
+        }
+      })(),
+    );
+  }
+
+  /** Deletes a dropped node's server record and the RU records bound to the lease (the free ones). */
+  private async remove(id: string): Promise<void> {
+    const k = this.o.keys;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      try {
+        const kvs = (await this.o.store.range(k.serverRus(id))).kvs.filter((kv) => kv.lease !== '0');
+        const compare: Compare[] = kvs.map((kv) => ({ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }));
+        const success: Op[] = [...kvs.map((kv): Op => ({ type: 'delete', key: kv.key })), { type: 'delete', key: k.server(id) }];
+        if ((await this.o.store.txn({ compare, success })).succeeded) return;
+      } catch (err) {
+        this.o.log.warn({ server: id, err: errorMessage(err) }, 'removing a dropped hollow node failed; retrying');
+        await this.o.clock.sleep(Math.min(100 * 2 ** attempt, 2000));
+      }
+    }
+    this.o.log.error({ server: id }, 'could not remove a dropped hollow node: its records stay until the lease expires');
+  }
+
+  private serverWrite<T>(p: Promise<T>): Promise<T> {
+    this.serverWrites.add(p);
+    void p.then(
+      () => this.serverWrites.delete(p),
+      () => this.serverWrites.delete(p),
+    );
+    return p;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Following the RUs
+
+  private applySnapshot(kvs: readonly KeyValue[]): void {
+    const byServer = groupByServer(this.o.keys, kvs);
+    for (const n of this.nodes.values()) n.onSnapshot(byServer.get(n.server.id) ?? []);
+  }
+
+  private async relist(): Promise<void> {
+    const rus = await this.o.store.range(this.o.keys.rus());
+    const byServer = groupByServer(this.o.keys, rus.kvs);
+    for (const [id, kvs] of byServer) {
+      const n = this.nodes.get(id);
+      if (!n) continue;
+      for (const kv of kvs) n.onRu(kv, false);
+      n.recomputeLoad();
+    }
+  }
+
+  private loadTick(): void {
+    this.tick = this.o.clock.setTimer(this.o.loadIntervalMs ?? 1000, () => {
+      if (this.closed) return;
+      for (const n of this.nodes.values()) if (n.runningCount > 0) n.recomputeLoad();
+      this.loadTick();
+    });
+  }
+
+  private async jobSpec(job: string): Promise<JobSpec | undefined> {
+    if (this.specs.has(job)) return this.specs.get(job) ?? undefined;
+    const rec = parseJson<LiveJobRecord>(await this.o.store.get(this.o.keys.job(job)));
+    const spec = rec?.spec ?? null;
+    this.specs.set(job, spec);
+    if (this.specs.size > 10_000) this.specs.delete(this.specs.keys().next().value as string);
+    return spec ?? undefined;
+  }
+
+  /** At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. */
+  private gate<T>(write: () => Promise<T>): Promise<T> {
+    if (this.writesInFlight >= (this.o.maxWrites ?? 128)) {
+      return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.gate(write));
+    }
+    this.writesInFlight++;
+    return write().finally(() => {
+      this.writesInFlight--;
+      this.waiting.shift()?.();
+    });
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.background.add(p);
+    void p.finally(() => this.background.delete(p));
+  }
+}
+
+function groupByServer(k: Keys, kvs: readonly KeyValue[]): Map<string, KeyValue[]> {
+  const out = new Map<string, KeyValue[]>();
+  for (const kv of kvs) {
+    const ref = k.parseRu(kv.key);
+    if (!ref) continue;
+    let list = out.get(ref.server);
+    if (!list) out.set(ref.server, (list = []));
+    list.push(kv);
+  }
+  return out;
+}
+
+function holdsTask(kv: KeyValue): boolean {
+  if (kv.value === FREE_RU_VALUE) return false;
+  const rec = parseJson<PlacedRuRecord>(kv);
+  return !!rec && (rec.state === 'busy' || rec.state === 'reserved');
+}
+
+/** Runs fn over items, at most `limit` at a time. */
+async function eachLimited<T>(items: readonly T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}

@@ -1,0 +1,501 @@
+/**
+ * One node as a monitor runs it, apart from how it holds the store: its RUs as the store says
+ * they are, the tasks it runs on them (started, fenced, journalled, reported, stopped), its load
+ * check and its registration. A real monitor (monitor.ts) runs one of these under its own lease
+ * and watch; a hollow process (hollow.ts) runs thousands under one lease and one watch.
+ */
+import { LiveKeys, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import type { HeldLease } from '../state/lease.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import type { TaskOutcome } from '../state/release.ts';
+import type { Keys } from '../state/keys.ts';
+import type { JobSpec, ServerSpec } from '../model/types.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { Executor, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
+import { assessLoad, type SlowdownModel } from './load.ts';
+import type { MonitorSnapshot, MonitorStats } from './options.ts';
+import { reportOutcome, taskHere, type HeldAttempt, type NodeStore } from './outcomes.ts';
+import { registerNode } from './register.ts';
+import { OutcomeReporter } from './reporter.ts';
+
+/** What a node needs from the process that runs it: the store, the lease, shared caches. */
+export interface NodeHost {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+  executor: Executor;
+  loadThreshold: number;
+  slowdown: SlowdownModel | undefined;
+  disconnectGraceMs: number;
+  /** The lease writes go under now (a new one as soon as it is granted). */
+  lease(): HeldLease | undefined;
+  /** The lease to write under, if the store may still hold it. */
+  usableLeaseId(): string | undefined;
+  /** Registered under a confirmed lease and not closing: tasks may start. */
+  connected(): boolean;
+  /** Registered (outcomes are written by the reporter only then; else by the registration). */
+  registered(): boolean;
+  /** The job's spec (cached), for tasks whose RU record carries no duration or command. */
+  jobSpec(job: string): Promise<JobSpec | undefined>;
+  /** The node's server record changed (blocked, draining): put it again. */
+  serverChanged(node: MonitoredNode): void;
+  track(p: Promise<unknown>): void;
+  /**
+   * Runs a task-start write (a hollow process bounds how many of its nodes' writes are in flight,
+   * so a burst of placements does not become tens of thousands of concurrent etcd requests).
+   */
+  gate?<T>(write: () => Promise<T>): Promise<T>;
+}
+
+/** A task whose process this node started and that has not ended. */
+interface Run extends HeldAttempt {
+  /** The RU record's current revision: fences the writes about the attempt. */
+  rev: number;
+  startedAt: number;
+  handle: TaskHandle | undefined;
+  stopped: boolean;
+  reported: boolean;
+}
+
+interface RuView {
+  rec: PlacedRuRecord | undefined;
+  rev: number;
+}
+
+/** One parsed free RU record shared by every free RU (a hollow process holds 160,000 of them). */
+const FREE_REC = Object.freeze(JSON.parse(FREE_RU_VALUE)) as PlacedRuRecord;
+
+/**
+ * The store is the truth: a task starts here only while its RU record names it, and keeps
+ * running only while its task record names it here. When a task ends, its outcome goes to the
+ * journal before anything else, then to the store as soon as the store answers; an outcome in
+ * the journal is never turned into `lost`.
+ */
+export class MonitoredNode {
+  readonly server: ServerSpec;
+  readonly journal: OutcomeJournal;
+  readonly stats: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
+  /** Leaving: the server record says down and nothing new starts. */
+  draining = false;
+  endpoint: string | undefined;
+  private readonly h: NodeHost;
+  private readonly n: NodeStore;
+  private readonly live: LiveKeys;
+  private readonly reporter: OutcomeReporter;
+  private readonly running = new Map<number, Run>();
+  private readonly rus = new Map<number, RuView>();
+  private blocked = false;
+  /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
+  private dead = false;
+
+  constructor(host: NodeHost, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
+    this.h = host;
+    this.server = server;
+    this.journal = journal;
+    this.endpoint = endpoint;
+    this.live = new LiveKeys(host.keys);
+    this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
+    this.reporter = new OutcomeReporter({
+      n: this.n,
+      journal,
+      clock: host.clock,
+      log: host.log,
+      mayReport: () => host.registered() && !this.dead,
+      onWritten: (e) => this.outcomeWritten(e),
+      track: (p) => host.track(p),
+    });
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  get isBlocked(): boolean {
+    return this.blocked;
+  }
+
+  canLaunch(): boolean {
+    return !this.dead && !this.draining && this.h.connected();
+  }
+
+  /** Nothing runs here, nothing is journalled: registration has nothing to reconcile. */
+  holdsNothing(): boolean {
+    return this.running.size === 0 && this.journal.entries().length === 0;
+  }
+
+  serverJson(): string {
+    const rec: LiveServerRecord = {
+      ...this.server,
+      state: this.draining ? 'down' : 'up',
+      ...(this.endpoint ? { endpoint: this.endpoint } : {}),
+      blocked: this.blocked,
+      executor: this.h.executor.kind,
+      disconnectGraceMs: this.h.disconnectGraceMs,
+    };
+    return JSON.stringify(rec);
+  }
+
+  snapshot(): MonitorSnapshot {
+    const busy = this.busyCount();
+    return {
+      server: this.server.id,
+      platform: this.server.platform,
+      executor: this.h.executor.kind,
+      rus: this.server.rus,
+      busy,
+      blocked: this.blocked,
+      connected: this.canLaunch(),
+      journalled: this.journal.entries().length,
+      running: [...this.running.values()].map((r) => ({
+        job: r.job,
+        task: r.task,
+        ruIndex: r.ruIndex,
+        startedAt: r.startedAt,
+        rate: r.handle?.rate() ?? 1,
+        ...(r.handle?.pid !== undefined ? { pid: r.handle.pid } : {}),
+      })),
+      stats: { ...this.stats },
+    };
+  }
+
+  /** Fast path from an owner: look at the RU now instead of waiting for the watch. */
+  async launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'> {
+    if (this.running.has(ruIndex)) return 'already-running';
+    if (!this.canLaunch()) return 'not-assigned';
+    const kv = await this.h.store.get(this.h.keys.ru({ server: this.server.id, index: ruIndex }));
+    if (!kv) return 'not-assigned';
+    this.onRu(kv, false);
+    this.recomputeLoad();
+    return this.running.has(ruIndex) ? 'started' : 'not-assigned';
+  }
+
+  /**
+   * Stops a task and records the outcome (cancelled). True when the task is stopped and recorded
+   * (here, or already by someone else); false when this node knows nothing of it.
+   */
+  async kill(job: string, task: number, reason: string): Promise<boolean> {
+    if (this.dead) return false;
+    const run = [...this.running.values()].find((r) => r.job === job && r.task === task);
+    if (run) {
+      const e = await this.killRun(run, reason, 'cancelled');
+      this.recomputeLoad();
+      await this.reporter.reportNow(e).catch((err: unknown) => {
+        this.reporter.kick();
+        throw err;
+      });
+      return true;
+    }
+    // Ended here, its outcome not yet in the store: that outcome stands.
+    const ended = this.journal.entries().find((e) => e.job === job && e.task === task);
+    if (ended) {
+      await this.reporter.reportNow(ended);
+      return true;
+    }
+    for (const [i, r] of this.rus) {
+      if (r.rec && (r.rec.state === 'busy' || r.rec.state === 'reserved') && r.rec.job === job && r.rec.task === task) {
+        const e = outcomeEntry({ ...attemptOf(i, r.rec, r.rev), startedAt: 0 }, { state: 'cancelled', endedAt: this.h.clock.now(), message: reason });
+        return (await reportOutcome(this.n, e)) === 'written';
+      }
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Registration and the connection to the store
+
+  /** Registers under `lease` on its own, reconciling what runs here with what the store says (register.ts). */
+  async register(lease: HeldLease): Promise<void> {
+    const res = await registerNode({
+      n: this.n,
+      lease,
+      server: this.server,
+      serverJson: () => this.serverJson(),
+      journal: this.journal,
+      runs: () => [...this.running.values()].filter((r) => r.handle && !r.stopped),
+      onMovedOn: (a, why) => {
+        const run = this.running.get(a.ruIndex);
+        if (run && run.commitId === a.commitId) this.stop(run, `someone else owns the task now (${why})`);
+      },
+      onWritten: (e) => this.outcomeWritten(e),
+      clock: this.h.clock,
+      log: this.h.log,
+    });
+    for (const [i, a] of res.adopted) {
+      const run = this.running.get(i);
+      if (!run || run.commitId !== a.commitId) continue;
+      run.rev = Math.max(run.rev, a.rev);
+      this.stats.adopted++;
+      this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
+    }
+    this.stats.lost += res.lost;
+    this.stats.registrations++;
+    this.h.log.info({ server: this.server.id, rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
+  }
+
+  /** Registered by a batch (hollow.ts) that found nothing to reconcile. */
+  registeredInBatch(): void {
+    this.stats.registrations++;
+  }
+
+  /** The lease went unconfirmed or gone (`quiet`: the process says it once for all its nodes). */
+  disconnected(why: string, quiet = false): void {
+    this.stats.fenced++;
+    if (!quiet) {
+      this.h.log.warn({ server: this.server.id, why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
+    }
+  }
+
+  /** Registered again, or the lease answered again: write what the journal holds. */
+  resumed(): void {
+    this.reporter.kick();
+  }
+
+  /** The grace ran out without the store: kill every task (recorded lost once the store answers). */
+  graceOut(why: string): void {
+    if (this.running.size === 0) return;
+    this.h.log.warn({ server: this.server.id, tasks: this.running.size }, `${why}: killing every task`);
+    const kills = [...this.running.values()].map((r) => this.killRun(r, why));
+    this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
+  }
+
+  /** Closing: the reporter writes nothing more on its own (flushJournal does, last). */
+  stopReporting(): void {
+    this.reporter.close();
+  }
+
+  /**
+   * Graceful stop, once the node's server record says down: kills every task and records it lost
+   * (its owner places it again elsewhere), then reports what the journal holds. Outcomes the store
+   * could not take stay in the journal.
+   */
+  async stopAll(why: string): Promise<void> {
+    await Promise.all([...this.running.values()].map((r) => this.killRun(r, why)));
+  }
+
+  /** After stopAll and once the background writes settled: one more try at every journalled outcome. */
+  async flushJournal(): Promise<void> {
+    for (const e of this.journal.entries()) await this.reporter.reportNow(e).catch(() => undefined);
+  }
+
+  /**
+   * The node dies (a hollow node dropped, as if its machine went away): its tasks stop without an
+   * outcome, it follows and writes nothing more. Its owners find its tasks lost once its server
+   * record is gone and its grace has passed.
+   */
+  die(): void {
+    this.dead = true;
+    this.reporter.close();
+    for (const run of this.running.values()) {
+      run.stopped = true;
+      void run.handle?.kill();
+    }
+    this.running.clear();
+  }
+
+  /** RUs the node's view holds a task on (busy or reserved). */
+  busyCount(): number {
+    let busy = 0;
+    for (const r of this.rus.values()) if (r.rec?.state === 'busy' || r.rec?.state === 'reserved') busy++;
+    return busy;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Following the RUs
+
+  /** Every RU record of the node at one revision (after start and after every re-list). */
+  onSnapshot(kvs: readonly KeyValue[]): void {
+    const seen = new Set<number>();
+    for (const kv of kvs) {
+      const ref = this.h.keys.parseRu(kv.key);
+      if (ref) seen.add(ref.index);
+      this.onRu(kv, false);
+    }
+    for (const i of [...this.rus.keys()]) if (!seen.has(i)) this.applyRu(i, undefined, 0);
+    this.recomputeLoad();
+  }
+
+  onRu(kv: KeyValue, deleted: boolean): void {
+    if (this.dead) return;
+    const ref = this.h.keys.parseRu(kv.key);
+    if (!ref || ref.server !== this.server.id) return;
+    const cur = this.rus.get(ref.index);
+    if (cur && cur.rev > kv.modRevision && !deleted) return;
+    const rec = deleted ? undefined : kv.value === FREE_RU_VALUE ? FREE_REC : parseJson<PlacedRuRecord>(kv);
+    this.applyRu(ref.index, rec, kv.modRevision);
+  }
+
+  private applyRu(index: number, rec: PlacedRuRecord | undefined, rev: number): void {
+    this.rus.set(index, { rec, rev });
+    const run = this.running.get(index);
+    if (rec && rec.state === 'busy' && rec.job !== undefined) {
+      if (run && run.job === rec.job && run.task === rec.task && run.commitId === rec.commitId) {
+        run.rev = Math.max(run.rev, rev);
+        run.rec = rec;
+        return;
+      }
+      if (run) this.stop(run, `RU given to ${rec.job}#${rec.task}`);
+      // Ended here: its outcome is on its way, the task must not start again.
+      if (this.journal.has(entryKey(rec))) return this.reporter.kick();
+      if (this.canLaunch()) this.startRun(index, rec, rev);
+      return;
+    }
+    if (!run) return;
+    // Gone: the lease expired (a busy RU record has none, so that is not it) or an owner recorded
+    // the task lost. Only the task record tells; without an answer, the next registration will.
+    if (!rec) return this.h.track(this.checkStillHere(run));
+    // Free, reserved or down: whoever changed the record recorded the task's fate.
+    this.stop(run, 'RU no longer holds the task');
+  }
+
+  private async checkStillHere(run: Run): Promise<void> {
+    try {
+      const tk = parseJson<LiveTaskRecord>(await this.h.store.get(this.h.keys.task(run.job, run.task)));
+      if (!taskHere(tk, this.server.id, run)) this.stop(run, `task record is ${tk?.state ?? 'gone'}`);
+    } catch {
+      // The store does not answer: the next registration decides.
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Runs and outcomes
+
+  /** Kills a run and journals it: lost (the store will place it again) or cancelled. */
+  private async killRun(run: Run, why: string, state: 'lost' | 'cancelled' = 'lost'): Promise<OutcomeEntry> {
+    this.forget(run);
+    run.stopped = true;
+    this.stats.killed++;
+    await run.handle?.kill();
+    const e = outcomeEntry(run, { state, endedAt: this.h.clock.now(), message: why });
+    await this.reporter.record(e);
+    return e;
+  }
+
+  private outcomeWritten(e: OutcomeEntry): void {
+    if (e.state === 'lost') this.stats.lost++;
+    if (e.reported) this.h.track(this.h.store.delete(this.live.report(e.job, e.task)).catch(() => 0));
+  }
+
+  private stop(run: Run, why: string): void {
+    if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
+    if (run.stopped) return;
+    run.stopped = true;
+    this.stats.killed++;
+    this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: run.ruIndex, why }, 'stopping task');
+    this.h.track(run.handle?.kill() ?? Promise.resolve());
+  }
+
+  private startRun(index: number, rec: PlacedRuRecord, rev: number, attempt = 0): void {
+    const run: Run = { ...attemptOf(index, rec, rev), rev, startedAt: this.h.clock.now(), handle: undefined, stopped: false, reported: false };
+    this.running.set(index, run);
+    this.h.track(
+      this.launchRun(run).catch(async (err: unknown) => {
+        this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
+        if (this.running.get(index) === run) this.running.delete(index);
+        // The store did not answer (etcd restarting): the RU still names the task, and no watch
+        // event will come to say so again, so look again ourselves until it starts or moves on.
+        await this.h.clock.sleep(Math.min(200 * 2 ** attempt, 2000));
+        const cur = this.rus.get(index);
+        if (!this.canLaunch() || this.running.has(index) || run.stopped) return;
+        if (cur?.rec?.state === 'busy' && cur.rec.commitId === rec.commitId && cur.rev === rev) this.startRun(index, rec, rev, attempt + 1);
+      }),
+    );
+  }
+
+  private async launchRun(run: Run): Promise<void> {
+    const k = this.h.keys;
+    const lease = this.h.lease();
+    if (!lease || !this.canLaunch()) return this.forget(run);
+    const executor = this.h.executor;
+    const spec = executor.kind === 'process' || run.rec.durationMs === undefined ? await this.h.jobSpec(run.job) : undefined;
+    // Record "running" only if the RU still holds this attempt: the revision is the fence.
+    const running: LiveTaskRecord = {
+      job: run.job,
+      index: run.task,
+      state: 'running',
+      ru: { server: this.server.id, index: run.ruIndex },
+      attempt: run.rec.attempt,
+      placedAt: run.rec.since,
+      commitId: run.commitId,
+      agent: run.rec.agent,
+      placedRevision: run.placedRevision,
+      startedAt: run.startedAt,
+      server: this.server.id,
+      ...(run.rec.previous ? { previous: run.rec.previous } : {}),
+    };
+    const write = () =>
+      this.h.store.txn({
+        compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
+        success: [{ type: 'put', key: k.task(run.job, run.task), value: JSON.stringify(running) }],
+      });
+    const res = await (this.h.gate ? this.h.gate(write) : write());
+    // Not while the store is away, nor under a lease that is not the one the node holds now.
+    if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
+    const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server: this.server.id, attempt: run.rec.attempt };
+    const duration = run.rec.durationMs ?? spec?.durationMs;
+    if (duration !== undefined) launch.durationMs = duration;
+    if (spec?.command) launch.command = spec.command;
+    if (executor.kind === 'process' && !launch.command) {
+      this.forget(run);
+      const e = outcomeEntry(run, { state: 'failed', endedAt: this.h.clock.now(), message: 'the process executor needs a command; the job has none' });
+      await this.reporter.record(e);
+      this.reporter.kick();
+      return;
+    }
+    run.handle = executor.start(launch, (exit) => this.h.track(this.finished(run, exit)));
+    this.stats.started++;
+    this.recomputeLoad();
+  }
+
+  private forget(run: Run): void {
+    if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
+  }
+
+  /** The process exited: journal its outcome first, then the task leaves `running`, then the store. */
+  private async finished(run: Run, exit: TaskExit): Promise<void> {
+    if (run.stopped) return;
+    run.stopped = true;
+    const outcome: TaskOutcome = { state: exit.state, endedAt: this.h.clock.now() };
+    if (exit.exitCode !== undefined) outcome.exitCode = exit.exitCode;
+    if (exit.message !== undefined) outcome.message = exit.message;
+    const e = outcomeEntry(run, outcome);
+    // append() makes the entry visible at once, so the RU's events cannot start the task again.
+    const durable = this.reporter.record(e);
+    this.forget(run);
+    if (exit.state === 'succeeded') this.stats.completed++;
+    else this.stats.failed++;
+    this.recomputeLoad();
+    await durable;
+    this.reporter.kick();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Load monitor (paper §5.2)
+
+  recomputeLoad(): void {
+    if (this.dead) return;
+    const slow = assessLoad(this.rus.values(), this.running.values(), this.server.rus, this.h.loadThreshold, this.h.slowdown);
+    for (const { run, rate } of slow) {
+      if (run.reported) continue;
+      run.reported = true;
+      const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
+      const lease = this.h.usableLeaseId();
+      if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
+      this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
+    }
+    const anySlow = slow.length > 0;
+    if (anySlow !== this.blocked) {
+      this.blocked = anySlow;
+      this.h.log.info({ server: this.server.id, blocked: anySlow }, anySlow ? 'no new placements here until the slow task recovers' : 'accepting placements again');
+      this.h.serverChanged(this);
+    }
+  }
+}
+
+function attemptOf(index: number, rec: PlacedRuRecord, rev: number): HeldAttempt {
+  return { job: rec.job, task: rec.task, commitId: rec.commitId, ruIndex: index, rec, placedRevision: rev };
+}

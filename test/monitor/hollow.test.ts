@@ -1,0 +1,207 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type * as grpc from '@grpc/grpc-js';
+import { expandCluster, loadCatalog, resolveCluster, scaleCluster } from '../../src/model/catalog.ts';
+import type { ServerSpec } from '../../src/model/types.ts';
+import { schedulerClient } from '../../src/frontend/client.ts';
+import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
+import { simulateDeaths, startHollow, type HollowProcess } from '../../src/frontend/hollow.ts';
+import { GrpcNodeLink } from '../../src/frontend/node.ts';
+import { startMonitor, startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
+import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { Keys } from '../../src/state/keys.ts';
+import { openStore } from '../../src/store/index.ts';
+import { MemoryStore } from '../../src/store/memory.ts';
+import type { ClusterStore } from '../../src/store/types.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { submit, waitFinal } from '../support/live.ts';
+
+/**
+ * Hollow nodes on the suite's real etcd, used by a real front-end over gRPC: 120 nodes of the
+ * heterogeneous hetero-400 cell (scaled) in one process under one lease, one watch, one
+ * NodeMonitor endpoint.
+ */
+const NODES = 120;
+const GRACE_MS = 1000;
+const clock = new SystemClock();
+const log = createLogger('test', 'warn');
+const catalog = loadCatalog();
+const servers: ServerSpec[] = expandCluster(scaleCluster(resolveCluster('hetero-400', catalog), NODES), catalog.platforms);
+const keys = new Keys(`/hollow-${Date.now()}/`);
+let store: ClusterStore;
+let hollow: HollowProcess;
+let sched: SchedulerProcess;
+let c: SchedulerClient;
+
+beforeAll(async () => {
+  store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
+  hollow = await startHollow({ store, keys, clock, log, servers, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, disconnectGraceMs: GRACE_MS, rng: new SeededRng(5) });
+  sched = await startScheduler({ name: 'hollow-fe', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 2, host: '127.0.0.1', port: 0 });
+  c = schedulerClient(`127.0.0.1:${sched.port}`);
+});
+afterAll(async () => {
+  c?.close();
+  await sched?.close();
+  await hollow?.close();
+  await store?.delete(keys.prefix, { prefix: true });
+  await store?.close();
+});
+
+async function until(what: string, fn: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+  const t0 = Date.now();
+  while (!(await fn())) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const tasksOf = async (job: string): Promise<LiveTaskRecord[]> => (await store.range(keys.tasks(job))).kvs.flatMap((kv) => parseJson<LiveTaskRecord>(kv) ?? []);
+
+async function submitAll(specs: Record<string, unknown>[]): Promise<string[]> {
+  return Promise.all(specs.map(async (s) => (await submit(c, { specJson: JSON.stringify(s) })).jobId));
+}
+
+describe('hollow nodes', () => {
+  it('registers every node of the cluster spec, with its platform, rack and attributes, under one lease and one endpoint', async () => {
+    expect(new Set(servers.map((s) => s.platform)).size).toBeGreaterThan(5);
+    const recs = (await store.range(keys.servers())).kvs;
+    expect(recs).toHaveLength(NODES);
+    const lease = hollow.hollow.leaseId;
+    const endpoint = `127.0.0.1:${hollow.port}`;
+    const byId = new Map(servers.map((s) => [s.id, s]));
+    for (const kv of recs) {
+      const rec = parseJson<LiveServerRecord>(kv);
+      const spec = byId.get(rec?.id ?? '');
+      expect(spec, kv.key).toBeDefined();
+      expect(rec).toMatchObject({ platform: spec?.platform, rack: spec?.rack, rus: spec?.rus, attributes: spec?.attributes, state: 'up', endpoint, executor: 'simulated', disconnectGraceMs: GRACE_MS });
+      expect(kv.lease).toBe(lease);
+    }
+    const rus = (await store.range(keys.rus())).kvs;
+    expect(rus).toHaveLength(servers.reduce((n, s) => n + s.rus, 0));
+    expect(rus.every((kv) => kv.value === FREE_RU_VALUE && kv.lease === lease)).toBe(true);
+    expect(hollow.hollow.snapshot()).toMatchObject({ live: NODES, dead: 0, connected: true, stats: { registrations: NODES } });
+  });
+
+  it('routes NodeMonitor calls by server id: a hollow node answers for itself, an unknown or missing id is refused', async () => {
+    const link = new GrpcNodeLink();
+    const endpoint = `127.0.0.1:${hollow.port}`;
+    const id = servers[3]?.id ?? '';
+    try {
+      await expect(link.launch(endpoint, { server: id, job: 'nope', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
+      expect(await link.kill(endpoint, { server: id, job: 'nope', task: 0, reason: 'test' })).toBe(false);
+      await expect(link.launch(endpoint, { server: 'no-such', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 5 });
+      await expect(link.launch(endpoint, { server: '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 3, details: expect.stringContaining('server') as unknown });
+      await expect(link.launch(endpoint, { server: id, job: 'x', task: 0, ruIndex: 999, revision: 1 })).rejects.toMatchObject({ code: 3 });
+    } finally {
+      link.close();
+    }
+  });
+
+  it('a single-node monitor refuses a request for another server and takes one that names it or none', async () => {
+    const mem = new MemoryStore();
+    const mon = await startMonitor({ store: mem, keys: new Keys('/solo/'), clock, log, server: { id: 'solo', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0 });
+    const link = new GrpcNodeLink();
+    const endpoint = `127.0.0.1:${mon.port}`;
+    try {
+      const err = (await link.launch(endpoint, { server: 'other', job: 'j', task: 0, ruIndex: 0, revision: 1 }).catch((e: unknown) => e)) as grpc.ServiceError;
+      expect(err.code).toBe(9); // FAILED_PRECONDITION
+      expect(err.details).toContain("serves server 'solo', not 'other'");
+      await expect(link.kill(endpoint, { server: 'other', job: 'j', task: 0, reason: 'x' })).rejects.toMatchObject({ code: 9 });
+      await expect(link.launch(endpoint, { server: 'solo', job: 'j', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
+      await expect(link.launch(endpoint, { server: '', job: 'j', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
+    } finally {
+      link.close();
+      await mon.close();
+      await mem.close();
+    }
+  });
+
+  it('runs jobs a real front-end places on hollow nodes for their duration, honouring attributes, and frees every RU', async () => {
+    const specs = [
+      ...Array.from({ length: 8 }, (_, i) => ({ name: `h${i}`, profile: ['spark-lr', 'memcached', 'hadoop-map', 'spec-mcf'][i % 4], tasks: 25, durationMs: 300 })),
+      { name: 'no-ssd', profile: 'spark-lr', tasks: 10, durationMs: 300, constraints: { attributes: { ssd: 'false' } } },
+    ];
+    const ids = await submitAll(specs);
+    const jobs: Job__Output[] = await Promise.all(ids.map((id) => waitFinal(c, id, 30_000)));
+    expect(jobs.map((j) => j.state)).toEqual(ids.map(() => 'succeeded'));
+    const hosts = new Set(servers.map((s) => s.id));
+    const noSsd = new Set(servers.filter((s) => s.attributes.ssd === 'false').map((s) => s.id));
+    const used = new Set<string>();
+    for (const [i, id] of ids.entries()) {
+      const tasks = await tasksOf(id);
+      expect(tasks).toHaveLength(specs[i]?.tasks ?? -1);
+      for (const t of tasks) {
+        expect(t.state).toBe('succeeded');
+        expect(hosts.has(t.ru?.server ?? '')).toBe(true);
+        expect(t.server).toBe(t.ru?.server);
+        // Ran for at least its duration (the interference slowdown only stretches it).
+        expect((t.endedAt ?? 0) - (t.startedAt ?? 0)).toBeGreaterThanOrEqual(290);
+        if (specs[i]?.name === 'no-ssd') expect(noSsd.has(t.ru?.server ?? '')).toBe(true);
+        used.add(t.ru?.server ?? '');
+      }
+    }
+    expect(used.size).toBeGreaterThan(20);
+    const snap = hollow.hollow.snapshot();
+    expect(snap.stats.completed).toBeGreaterThanOrEqual(210);
+    await until('every RU free again', async () => (await store.range(keys.rus())).kvs.every((kv) => kv.value === FREE_RU_VALUE));
+  });
+
+  it('dropped nodes leave the cell as a dead monitor does, and their tasks are placed again elsewhere and finish', async () => {
+    const ids = await submitAll(Array.from({ length: 4 }, (_, i) => ({ name: `long${i}`, profile: 'spark-lr', tasks: 30, durationMs: 2500 })));
+    await until('every task running', async () => (await Promise.all(ids.map(tasksOf))).flat().filter((t) => t.state === 'running').length === 120);
+    const running = (await Promise.all(ids.map(tasksOf))).flat();
+    const hostsOf = [...new Set(running.map((t) => t.ru?.server ?? ''))];
+    const victims = await hollow.hollow.kill({ ids: hostsOf.slice(0, Math.ceil(hostsOf.length / 3)) });
+    expect(victims.length).toBeGreaterThan(0);
+    const dead = new Set(victims);
+    const onVictims = running.filter((t) => dead.has(t.ru?.server ?? '')).map((t) => `${t.job}#${t.index}`);
+    expect(onVictims.length).toBeGreaterThan(0);
+    // Gone at once from the cell: server records and free RUs, as a lease expiry takes them.
+    const left = new Set((await store.range(keys.servers())).kvs.map((kv) => parseJson<LiveServerRecord>(kv)?.id));
+    for (const v of victims) expect(left.has(v)).toBe(false);
+    expect((await store.range(keys.rus())).kvs.filter((kv) => dead.has(keys.parseRu(kv.key)?.server ?? '') && kv.value === FREE_RU_VALUE)).toEqual([]);
+    expect(hollow.hollow.snapshot()).toMatchObject({ live: NODES - victims.length, dead: victims.length });
+
+    const jobs = await Promise.all(ids.map((id) => waitFinal(c, id, 40_000)));
+    expect(jobs.map((j) => j.state)).toEqual(ids.map(() => 'succeeded'));
+    const after = new Map((await Promise.all(ids.map(tasksOf))).flat().map((t) => [`${t.job}#${t.index}`, t]));
+    for (const key of onVictims) {
+      const t = after.get(key);
+      expect(t?.state).toBe('succeeded');
+      expect(dead.has(t?.ru?.server ?? '')).toBe(false);
+      expect(t?.attempt).toBeGreaterThanOrEqual(1);
+      const before = t?.previous?.at(-1);
+      expect(before?.state).toBe('lost');
+      expect(dead.has(before?.ru?.server ?? '')).toBe(true);
+    }
+    // Nothing of the dead nodes is left: owners deleted the RUs they held when they recorded the tasks lost.
+    expect((await store.range(keys.rus())).kvs.filter((kv) => dead.has(keys.parseRu(kv.key)?.server ?? ''))).toEqual([]);
+    // A launch for a dropped node is refused as unavailable.
+    const link = new GrpcNodeLink();
+    try {
+      await expect(link.launch(`127.0.0.1:${hollow.port}`, { server: victims[0] ?? '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 14 });
+    } finally {
+      link.close();
+    }
+  });
+
+  it('SIGUSR2 drops the configured fraction of the live nodes', async () => {
+    const live = hollow.hollow.snapshot().live;
+    const dropped: string[][] = [];
+    const stop = simulateDeaths(hollow, log, { fraction: 0.1, onKilled: (ids) => dropped.push(ids) });
+    try {
+      process.kill(process.pid, 'SIGUSR2');
+      await until('nodes dropped', () => dropped.length === 1);
+    } finally {
+      stop();
+    }
+    expect(dropped[0]).toHaveLength(Math.round(live * 0.1));
+    expect(hollow.hollow.snapshot().live).toBe(live - Math.round(live * 0.1));
+    const left = new Set((await store.range(keys.servers())).kvs.map((kv) => parseJson<LiveServerRecord>(kv)?.id));
+    expect(left.size).toBe(live - Math.round(live * 0.1));
+    for (const v of dropped[0] ?? []) expect(left.has(v)).toBe(false);
+  });
+});
