@@ -45,6 +45,10 @@ export interface Executor {
   /** Where the executor writes task logs, if it does (the monitor's default journal lives there). */
   readonly logDir?: string;
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle;
+  /** What a previous life of this node's monitor left of an attempt (process executor). */
+  previousRun?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): PreviousRun;
+  /** Stops an attempt a previous life left running; its exit record if it ended by itself first. */
+  stopOrphan?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, pid: number): Promise<TaskExit | undefined>;
 }
 
 /**

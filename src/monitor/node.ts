@@ -222,6 +222,7 @@ export class MonitoredNode {
         if (run && run.commitId === a.commitId) this.stop(run, `someone else owns the task now (${why})`);
       },
       onWritten: (e) => this.outcomeWritten(e),
+      ...(this.h.executor.previousRun ? { previousRun: (a: { job: string; task: number; revision: number }) => this.previousRun(a) } : {}),
       clock: this.h.clock,
       log: this.h.log,
     });
@@ -453,6 +454,24 @@ export class MonitoredNode {
 
   private forget(run: Run): void {
     if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
+  }
+
+  /**
+   * How an attempt started by a previous life of this monitor ended, from the executor's exit
+   * record; one still running is stopped first (it is no longer supervised), and counts as
+   * ended only if it exited by itself meanwhile.
+   */
+  private async previousRun(a: { job: string; task: number; revision: number }): Promise<TaskOutcome | undefined> {
+    const ex = this.h.executor;
+    const prev = ex.previousRun?.(a);
+    let exit: TaskExit | undefined;
+    if (prev?.kind === 'exited') exit = prev.exit;
+    else if (prev?.kind === 'running' && ex.stopOrphan) {
+      this.h.log.warn({ job: a.job, task: a.task, pid: prev.pid }, 'an attempt of a previous life of this monitor is still running; stopping it');
+      exit = await ex.stopOrphan(a, prev.pid);
+    }
+    if (!exit) return undefined;
+    return { state: exit.state, endedAt: this.h.clock.now(), ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}), ...(exit.message !== undefined ? { message: exit.message } : {}) };
   }
 
   /** The process exited: journal its outcome first, then the task leaves `running`, then the store. */

@@ -145,20 +145,22 @@ export async function adoptAttempt(n: NodeStore, a: HeldAttempt): Promise<{ rev:
 
 /**
  * An RU of this node holds an attempt that neither runs here nor has a journalled outcome (the
- * monitor restarted, or the attempt never started): record it lost if its task record still names
- * it here (fenced on both records), and free the RU either way.
+ * monitor restarted, or the attempt never started): record its outcome — lost, unless the
+ * executor's exit record says how it ended — if its task record still names it here (fenced on
+ * both records), and free the RU either way.
  */
-export async function settleUnknown(n: NodeStore, ruKv: KeyValue, rec: PlacedRuRecord, message: string, endedAt: number): Promise<'lost' | 'freed' | 'changed'> {
+export async function settleUnknown(n: NodeStore, ruKv: KeyValue, rec: PlacedRuRecord, outcome: TaskOutcome): Promise<'lost' | 'ended' | 'freed' | 'changed'> {
   const ref: RuRef = { server: n.server, index: n.keys.parseRu(ruKv.key)?.index ?? -1 };
   const taskKv = await n.store.get(n.keys.task(rec.job, rec.task));
   const tk = parseJson<LiveTaskRecord>(taskKv);
   if (taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
-    const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, { state: 'lost', endedAt, message }, {
+    const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, outcome, {
       lease: usableLease(n),
       taskFields: { server: n.server, ...(tk?.startedAt !== undefined ? { startedAt: tk.startedAt } : {}) },
       compare: [taskFence(n, rec.job, rec.task, taskKv)],
     });
-    return ok ? 'lost' : 'changed';
+    if (!ok) return 'changed';
+    return outcome.state === 'lost' ? 'lost' : 'ended';
   }
   const res = await n.store.txn({
     compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],

@@ -10,12 +10,14 @@
  */
 import type { ServerSpec } from '../model/types.ts';
 import type { HeldLease } from '../state/lease.ts';
+import type { LiveTaskRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import { entryKey, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
+import type { TaskOutcome } from '../state/release.ts';
 import { adoptAttempt, reportOutcome, settleUnknown, type HeldAttempt, type NodeStore } from './outcomes.ts';
 
 export interface RegisterInput {
@@ -31,6 +33,12 @@ export interface RegisterInput {
   onMovedOn: (a: HeldAttempt, why: string) => void;
   /** A journalled outcome is in the store now. */
   onWritten: (e: OutcomeEntry) => void;
+  /**
+   * What the executor knows of an attempt that this process does not run (a previous life of the
+   * monitor started it): how it ended, read from its exit record, after stopping it if it was
+   * still running. Undefined: nothing known, the attempt is recorded lost.
+   */
+  previousRun?: (a: { job: string; task: number; revision: number }) => Promise<TaskOutcome | undefined>;
   clock: Clock;
   log: Logger;
 }
@@ -49,6 +57,9 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
   const k = n.keys;
   const adopted = new Map<number, { commitId: string; rev: number }>();
   let lost = 0;
+  // Placements made after this point were made for this life of the node: they are started once
+  // it is registered, never settled as unknown (they would be recorded lost without ever running).
+  const since = (await n.store.range(k.serverRus(n.server), { limit: 1 })).revision;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     if (attempt > 0) await r.clock.sleep(Math.min(50 * 2 ** attempt, 1000));
     // Outcomes this node has that the store may not.
@@ -72,13 +83,30 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
       });
     const busy = (rec: PlacedRuRecord | undefined): rec is PlacedRuRecord => !!rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined;
     const ours = (i: number, rec: PlacedRuRecord): boolean => adopted.get(i)?.commitId === rec.commitId || r.journal.has(entryKey(rec));
+    const fresh = new Map<number, { commitId: string }>();
     for (const { i, kv, rec } of held((await n.store.range(k.serverRus(n.server))).kvs)) {
       if (i >= r.server.rus || !busy(rec) || ours(i, rec)) continue;
-      const how = await settleUnknown(n, kv, rec, `monitor of ${n.server} restarted; the task did not run here any more`, r.clock.now());
+      if (kv.modRevision > since && !r.runs().some((a) => a.ruIndex === i)) {
+        fresh.set(i, { commitId: rec.commitId });
+        continue;
+      }
+      // The attempt's files are named by the RU record's revision when it started: the task
+      // record's placedRevision (the RU record itself changes when an attempt is adopted).
+      let ended: TaskOutcome | undefined;
+      if (r.previousRun) {
+        const placed = parseJson<LiveTaskRecord>(await n.store.get(k.task(rec.job, rec.task)))?.placedRevision;
+        for (const revision of new Set([placed ?? kv.modRevision, kv.modRevision])) {
+          ended ??= await r.previousRun({ job: rec.job, task: rec.task, revision });
+        }
+      }
+      const outcome: TaskOutcome = ended ?? { state: 'lost', message: `monitor of ${n.server} restarted; the task did not run here any more`, endedAt: r.clock.now() };
+      if (ended) r.log.info({ job: rec.job, task: rec.task, state: ended.state }, 'an attempt of a previous life of this monitor ended by itself; recording its outcome');
+      const how = await settleUnknown(n, kv, rec, outcome);
       if (how === 'lost') lost++;
     }
     // Then free what is free, in one transaction over every RU of the node.
-    const { req, unsettled } = registrationTxn(k, r.server, r.serverJson(), r.lease.id, (await n.store.range(k.serverRus(n.server))).kvs, adopted);
+    const keep = new Map<number, { commitId: string }>([...fresh, ...adopted]);
+    const { req, unsettled } = registrationTxn(k, r.server, r.serverJson(), r.lease.id, (await n.store.range(k.serverRus(n.server))).kvs, keep);
     if (unsettled) {
       r.log.info({ server: n.server, attempt }, 'an RU was placed on while registering; looking again');
       continue;
