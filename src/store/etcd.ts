@@ -5,7 +5,7 @@
  * etcd-lease.ts.
  */
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
-import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
 import { TarcilError, invalid, isTransient } from '../util/errors.ts';
 import {
   DEFAULT_MAX_REQUEST_BYTES,
@@ -94,7 +94,9 @@ export interface EtcdStoreOptions {
  * Fault handling: every call carries a deadline (requestTimeoutMs, default 2 s), so a request
  * caught in a leader election fails DEADLINE_EXCEEDED rather than waiting for etcd's own 7 s
  * "request timed out" (also DEADLINE_EXCEEDED). An endpoint that cannot be reached fails
- * UNAVAILABLE. Each endpoint has a circuit breaker that opens after 3 consecutive failures for 1 s.
+ * UNAVAILABLE. With several endpoints, each has a circuit breaker that opens for 1 s after 3
+ * consecutive failures to reach it (a deadline does not count: a slow etcd is not an unreachable
+ * one); with one endpoint there is none.
  * etcd3 retries every call three times by default, which could apply a write twice when a reply
  * is lost; here etcd3 retries nothing, and this store retries as follows.
  *
@@ -194,7 +196,15 @@ export class EtcdStore implements ClusterStore {
       grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
       faultHandling: {
         global: noop,
-        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(BREAKER_FAILURES) }),
+        // A breaker serves only to skip an endpoint that cannot be reached while others can, so
+        // it opens on failures to reach it, not on slow answers: an overloaded etcd answers late
+        // on every endpoint, and an open circuit would then fail every call at once, lease
+        // keepalives included, turning a slow store into lost leases. With one endpoint there
+        // is nowhere else to go: no breaker at all.
+        host: () =>
+          this.endpoints.length > 1
+            ? circuitBreaker(handleWhen((e) => isRecoverableError(e) && !(e instanceof GRPCDeadlineExceededError)), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(BREAKER_FAILURES) })
+            : noop,
         watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
       },
     };
