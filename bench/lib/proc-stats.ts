@@ -1,0 +1,35 @@
+/**
+ * Resident memory and CPU time of a process from Linux's /proc, for benchmarks that watch
+ * several processes over time (RSS in MB, CPU in seconds since the process started).
+ */
+import { readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on every Linux this runs on). */
+const HZ = 100;
+
+export interface ProcSample {
+  rssMb: number;
+  cpuS: number;
+}
+
+/** The process's RSS and CPU time now, or undefined once it has gone. */
+export function procSample(pid: number): ProcSample | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(rest[11]);
+    const stime = Number(rest[12]);
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /VmRSS:\s+(\d+) kB/.exec(status);
+    return { rssMb: rss ? Number(rss[1]) / 1024 : 0, cpuS: (utime + stime) / HZ };
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU share (1 = one core) of a process between two samples taken `ms` apart. */
+export function cpuShare(a: ProcSample | undefined, b: ProcSample | undefined, ms: number): number {
+  if (!a || !b || ms <= 0) return NaN;
+  return (b.cpuS - a.cpuS) / (ms / 1000);
+}

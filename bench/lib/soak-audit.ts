@@ -1,0 +1,232 @@
+/**
+ * The soak benchmark's auditor: it follows the cell's jobs, tasks and RUs through one watch from
+ * the start of the run, so that it sees every revision even though retention deletes finished
+ * jobs and the scheduler compacts etcd's history. It counts placements and submit → running
+ * latencies per minute and checks, as the writes happen:
+ *
+ * - every job reaches a final state exactly once (never final → not final, never two finals);
+ * - no job record is deleted before it is final;
+ * - no RU passes from one task to another without being freed in between (the soak runs one
+ *   priority, so there is no preemption), and no task holds two RUs at once;
+ *
+ * and at the end, from the store: every acknowledged job was seen final; no RU is held by a task
+ * whose job is final or gone (a leak); no task is running on a server that is not registered.
+ */
+import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { Keys } from '../../src/state/keys.ts';
+import type { ClusterStore, WatchBatch, WatchHandle } from '../../src/store/types.ts';
+
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+export interface Violation {
+  kind: string;
+  detail: string;
+}
+
+export interface MinuteCounts {
+  placements: number;
+  running: number[];
+  finals: number;
+}
+
+export class SoakAuditor {
+  private readonly live: LiveKeys;
+  private handle: WatchHandle | undefined;
+  /** Job id → final transitions seen, and whether it is final now. */
+  private readonly jobs = new Map<string, { finals: number; final: boolean; deleted: boolean }>();
+  /** RU key → task holding it ("job#task"). */
+  private readonly ruHolder = new Map<string, string>();
+  /** "job#task" → RU keys it holds. */
+  private readonly taskRus = new Map<string, Set<string>>();
+  /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
+  private readonly submittedAt = new Map<string, number>();
+  /** Running events of jobs whose SubmitJob answer has not come back yet. */
+  private readonly early = new Map<string, number[]>();
+  private readonly seenRunning = new Set<string>();
+  readonly violations: Violation[] = [];
+  private minute: MinuteCounts = { placements: 0, running: [], finals: 0 };
+  revision = 0;
+  events = 0;
+  watchErrors: string[] = [];
+
+  constructor(
+    private readonly store: ClusterStore,
+    private readonly keys: Keys,
+  ) {
+    this.live = new LiveKeys(keys);
+  }
+
+  async start(fromRevision: number): Promise<void> {
+    this.handle = await this.store.watch({
+      prefix: this.keys.prefix,
+      fromRevision,
+      onEvents: (b) => this.apply(b),
+      onError: (e) => {
+        // A watch that ends (compaction overtook it, or etcd restarted) loses revisions: say so.
+        this.watchErrors.push(`${new Date().toISOString()} at revision ${this.revision}: ${e.message}`);
+        void this.restart();
+      },
+    });
+  }
+
+  private async restart(): Promise<void> {
+    await this.handle?.close().catch(() => undefined);
+    for (let i = 0; i < 600; i++) {
+      try {
+        await this.start(this.revision + 1);
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.handle?.close();
+  }
+
+  /** The bench got the job id back from SubmitJob, which it sent at `at`. */
+  acked(job: string, at: number): void {
+    this.submittedAt.set(job, at);
+    for (const t of this.early.get(job) ?? []) this.minute.running.push(Math.max(0, t - at));
+    this.early.delete(job);
+  }
+
+  /** This minute's counts, and a fresh minute. */
+  takeMinute(): MinuteCounts {
+    const m = this.minute;
+    this.minute = { placements: 0, running: [], finals: 0 };
+    return m;
+  }
+
+  private flag(kind: string, detail: string): void {
+    if (this.violations.length < 1000) this.violations.push({ kind, detail });
+  }
+
+  private apply(b: WatchBatch): void {
+    const now = Date.now();
+    const k = this.keys;
+    for (const ev of b.events) {
+      this.events++;
+      const key = ev.kv.key;
+      if (key.startsWith(k.rus())) this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value);
+      else if (key.startsWith(k.allTasks())) {
+        if (ev.type === 'delete') continue;
+        const v = ev.kv.value;
+        // Most task writes are not the ones counted here: parse only those that are.
+        const placed = v.includes('"state":"placed"');
+        const running = v.includes('"state":"running"');
+        if (!placed && !running) continue;
+        const ref = this.live.parseTask(key);
+        if (!ref) continue;
+        if (placed) this.minute.placements++;
+        if (running) {
+          const rec = parseJson<LiveTaskRecord>(ev.kv);
+          const id = `${ref.job}#${ref.index}#${rec?.attempt ?? 0}`;
+          if (this.seenRunning.has(id)) continue;
+          this.seenRunning.add(id);
+          const at = this.submittedAt.get(ref.job);
+          if (at === undefined) {
+            const list = this.early.get(ref.job) ?? [];
+            list.push(now);
+            this.early.set(ref.job, list);
+          } else if (rec?.attempt === 0) this.minute.running.push(now - at);
+        }
+      } else if (key.startsWith(k.jobs())) this.onJob(k.tail(k.jobs(), key), ev.type === 'delete' ? undefined : parseJson<LiveJobRecord>(ev.kv));
+    }
+    if (b.revision > this.revision) this.revision = b.revision;
+  }
+
+  private onJob(id: string | undefined, rec: LiveJobRecord | undefined): void {
+    if (id === undefined) return;
+    let j = this.jobs.get(id);
+    if (!j) {
+      j = { finals: 0, final: false, deleted: false };
+      this.jobs.set(id, j);
+    }
+    if (!rec) {
+      if (!j.final) this.flag('deleted-while-live', `job ${id} was deleted before it was final`);
+      j.deleted = true;
+      // Its ids are not needed any more: keep the auditor's memory bounded by what is live.
+      this.submittedAt.delete(id);
+      return;
+    }
+    const final = FINAL.has(rec.state);
+    if (final && !j.final) {
+      j.finals++;
+      this.minute.finals++;
+      if (j.finals > 1) this.flag('final-twice', `job ${id} became final again (${rec.state})`);
+    }
+    if (!final && j.final) this.flag('final-undone', `job ${id} went from final back to ${rec.state}`);
+    j.final = final;
+  }
+
+  private onRu(key: string, value: string | undefined): void {
+    const before = this.ruHolder.get(key);
+    const rec = value === undefined ? undefined : (JSON.parse(value) as Partial<PlacedRuRecord>);
+    const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined ? `${rec.job}#${rec.task}` : undefined;
+    if (holder === before) return;
+    if (before !== undefined) {
+      if (holder !== undefined) this.flag('ru-double-booked', `${key} passed from ${before} to ${holder} without being freed`);
+      const set = this.taskRus.get(before);
+      set?.delete(key);
+      if (set?.size === 0) this.taskRus.delete(before);
+      this.ruHolder.delete(key);
+    }
+    if (holder !== undefined) {
+      this.ruHolder.set(key, holder);
+      const set = this.taskRus.get(holder) ?? new Set<string>();
+      if (set.size > 0) this.flag('task-held-twice', `${holder} holds ${[...set][0]} and ${key}`);
+      set.add(key);
+      this.taskRus.set(holder, set);
+    }
+  }
+
+  /** Jobs seen so far, and how many are final. */
+  counts(): { jobs: number; final: number; deleted: number } {
+    let final = 0;
+    let deleted = 0;
+    for (const j of this.jobs.values()) {
+      if (j.final) final++;
+      if (j.deleted) deleted++;
+    }
+    return { jobs: this.jobs.size, final, deleted };
+  }
+
+  /** Acknowledged jobs not yet seen final. */
+  notFinal(acked: Iterable<string>): string[] {
+    const out: string[] = [];
+    for (const id of acked) if (this.jobs.get(id)?.final !== true) out.push(id);
+    return out;
+  }
+
+  /** The end-of-run checks against the store itself (see the file's header). */
+  async finalAudit(acked: readonly string[]): Promise<void> {
+    for (const id of this.notFinal(acked)) this.flag('not-final', `acknowledged job ${id} never reached a final state`);
+    for (const id of acked) {
+      const j = this.jobs.get(id);
+      if (j?.final && j.finals !== 1) this.flag('finals', `job ${id} reached a final state ${j.finals} times`);
+    }
+    const k = this.keys;
+    const servers = new Set((await this.store.range(k.servers())).kvs.map((kv) => k.tail(k.servers(), kv.key)));
+    const jobState = new Map<string, string>();
+    for (const kv of (await this.store.range(k.jobs())).kvs) {
+      const id = k.tail(k.jobs(), kv.key);
+      const rec = parseJson<LiveJobRecord>(kv);
+      if (id !== undefined && rec) jobState.set(id, rec.state);
+    }
+    for (const kv of (await this.store.range(k.rus())).kvs) {
+      const rec = parseJson<PlacedRuRecord>(kv);
+      if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved')) continue;
+      const st = jobState.get(rec.job);
+      if (st === undefined || FINAL.has(st)) this.flag('leaked-ru', `${kv.key} is held by ${rec.job}#${rec.task}, whose job is ${st ?? 'gone'}`);
+    }
+    for (const kv of (await this.store.range(k.allTasks())).kvs) {
+      if (!kv.value.includes('"state":"running"')) continue;
+      const rec = parseJson<LiveTaskRecord>(kv);
+      const server = rec?.ru?.server ?? rec?.server;
+      if (server !== undefined && !servers.has(server)) this.flag('running-on-dead-node', `${kv.key} is running on ${server}, which is not registered`);
+    }
+  }
+}

@@ -1,0 +1,404 @@
+/**
+ * The soak benchmark: a large live cell for a long time, with faults, audited.
+ *
+ * A real etcd (default quota), one `tarcil hollow` process running the cell's nodes (default
+ * 10,000 servers × 16 RUs of a heterogeneous spec), 3 `tarcil server` front-ends with 4 agents
+ * each and retention on, and a load generator that submits catalog jobs over gRPC (Poisson
+ * arrivals, retried with the same request id on another front-end when one does not answer) at
+ * 80% of the cell's capacity, then at 120% for an overload phase, then drains. During the 80%
+ * phase it SIGKILLs one front-end (restarted 10 s later), kills 5% of the hollow nodes and restarts
+ * etcd once. Every row (a minute; 15 s with --quick) records placements/s, submit → running
+ * p50/p99, commit conflicts, etcd's DB size and key count, and each process's RSS and CPU; the
+ * auditor (lib/soak-audit.ts) checks every write as it happens and the store at the end.
+ *
+ * Run: npx tsx bench/soak.ts [--quick] [--minutes 30] [--overload-minutes 5] [--servers 10000]
+ *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
+ *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults]
+ * Results: bench/results/soak.{md,json} and soak-*.svg (--quick: bench/results/quick/).
+ */
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { schedulerClient } from '../src/frontend/client.ts';
+import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import { loadCatalog } from '../src/model/catalog.ts';
+import { Keys } from '../src/state/keys.ts';
+import { openStore } from '../src/store/index.ts';
+import { renderSvg, type Point } from '../src/sim/charts.ts';
+import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
+import { tarcil, type TarcilProc } from '../test/support/procs.ts';
+import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
+import { SoakAuditor } from './lib/soak-audit.ts';
+
+function flag(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? (process.argv[i + 1] as string) : dflt;
+}
+const quick = process.argv.includes('--quick');
+const MINUTES = Number(flag('minutes', quick ? '2' : '30'));
+const OVERLOAD_MIN = Number(flag('overload-minutes', quick ? '0.5' : '5'));
+const SERVERS = Number(flag('servers', quick ? '1000' : '10000'));
+const CLUSTER = flag('cluster', 'hollow-10k');
+const FRONT_ENDS = Number(flag('front-ends', '3'));
+const AGENTS = Number(flag('agents', '4'));
+const LOAD = Number(flag('load', '0.8'));
+const TASK_S = Number(flag('task-s', quick ? '5' : '20'));
+const RETAIN = flag('retain', quick ? '30s' : '5m');
+const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
+const GRACE = flag('disconnect-grace', '10s');
+const ROW_MS = quick ? 15_000 : 60_000;
+const MAX_IN_FLIGHT = 400;
+const PREFIX = '/tarcil/soak/';
+/** Tasks per job and their weights: mean ≈ 15, a few large jobs. */
+const SIZES: [number, number][] = [[1, 20], [2, 15], [4, 20], [8, 20], [16, 12], [32, 8], [64, 4], [128, 1]];
+const MEAN_TASKS = SIZES.reduce((s, [n, w]) => s + n * w, 0) / SIZES.reduce((s, [, w]) => s + w, 0);
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const say = (line: string): void => void process.stdout.write(`${new Date().toISOString().slice(11, 19)} [soak] ${line}\n`);
+
+interface Row {
+  minute: number;
+  phase: string;
+  placementsPerS: number;
+  runningP50: number;
+  runningP99: number;
+  submitted: number;
+  finals: number;
+  conflicts: number;
+  dbMb: number;
+  keys: number;
+  rss: Record<string, number>;
+  cpu: Record<string, number>;
+  inFlight: number;
+  dropped: number;
+}
+
+function pickSize(r: number): number {
+  let total = 0;
+  for (const [, w] of SIZES) total += w;
+  let x = r * total;
+  for (const [n, w] of SIZES) {
+    if (x < w) return n;
+    x -= w;
+  }
+  return 1;
+}
+
+async function metricSum(port: number, name: string): Promise<number> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    let sum = 0;
+    for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#')) sum += Number(line.split(' ').pop());
+    return sum;
+  } catch {
+    return NaN;
+  }
+}
+
+interface FrontEnd {
+  proc: TarcilProc;
+  port: number;
+  metricsPort: number;
+  client: SchedulerClient;
+  conflictsBase: number;
+}
+
+async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
+  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`]);
+  const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
+  const port = Number(m[1]);
+  return { proc, port, metricsPort: Number(m[2]), client: schedulerClient(`127.0.0.1:${port}`), conflictsBase: 0 };
+}
+
+async function main(): Promise<void> {
+  const etcdBin = ensureEtcd(say);
+  const etcd = await startEtcd({ bin: etcdBin });
+  const url = `etcd://127.0.0.1:${etcd.clientPort}`;
+  const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
+  const client = new Etcd3({ hosts: etcd.endpoint });
+  const store = await openStore(url);
+  const keys = new Keys(PREFIX);
+  const catalog = loadCatalog();
+  const profiles = [...catalog.workloads.keys()];
+  const started = Date.now();
+  say(`etcd on ${etcd.endpoint}; ${SERVERS} hollow servers of ${CLUSTER}; ${FRONT_ENDS} front-ends × ${AGENTS} agents; load ${LOAD} for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min`);
+
+  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE]);
+  const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs/, 600_000);
+  const totalRus = Number(ready[2]);
+  say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const fes: FrontEnd[] = [];
+  for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
+  say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
+
+  const auditor = new SoakAuditor(store, keys);
+  await auditor.start((await store.revision()) + 1);
+
+  const capacityJobsPerS = totalRus / (MEAN_TASKS * TASK_S);
+  const acked: string[] = [];
+  let inFlight = 0;
+  let dropped = 0;
+  let submitted = 0;
+  let rate = LOAD * capacityJobsPerS;
+  let rr = 0;
+  let seq = 0;
+
+  const submit = async (): Promise<void> => {
+    const spec = {
+      name: `soak-${++seq}`,
+      profile: profiles[Math.floor(Math.random() * profiles.length)],
+      tasks: pickSize(Math.random()),
+      durationMs: Math.round(TASK_S * 1000 * (0.5 + Math.random())),
+    };
+    const requestId = randomUUID();
+    const at = Date.now();
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const fe = fes[rr++ % fes.length] as FrontEnd;
+      try {
+        const res = await new Promise<{ jobId: string }>((resolve, reject) => {
+          fe.client.SubmitJob({ specJson: JSON.stringify(spec), requestId }, { deadline: new Date(Date.now() + 10_000) }, (err, r) => (err || !r ? reject(err ?? new Error('empty')) : resolve(r)));
+        });
+        acked.push(res.jobId);
+        auditor.acked(res.jobId, at);
+        submitted++;
+        return;
+      } catch {
+        await sleep(200);
+      }
+    }
+    say(`a submission failed 20 times (${spec.name})`);
+  };
+
+  let generating = true;
+  const generator = (async () => {
+    let last = Date.now();
+    while (generating) {
+      await sleep(50);
+      const now = Date.now();
+      const expected = (rate * (now - last)) / 1000;
+      last = now;
+      // Poisson count for the interval (Knuth; the mean is small).
+      let n = 0;
+      let p = Math.exp(-expected);
+      let u = Math.random();
+      while (u > p && n < 10_000) {
+        u -= p;
+        n++;
+        p = (p * expected) / n;
+      }
+      for (let i = 0; i < n; i++) {
+        if (inFlight >= MAX_IN_FLIGHT) {
+          dropped++;
+          continue;
+        }
+        inFlight++;
+        void submit().finally(() => inFlight--);
+      }
+    }
+  })();
+
+  const rows: Row[] = [];
+  let prev = new Map<string, ProcSample | undefined>();
+  const pids = (): Map<string, number | undefined> =>
+    new Map<string, number | undefined>([
+      ['hollow', hollow.child.pid],
+      ...fes.map((f, i) => [`fe${i}`, f.proc.child.pid] as [string, number | undefined]),
+      ['etcd', etcdPid()],
+      ['bench', process.pid],
+    ]);
+  let prevAt = Date.now();
+  let conflictsPrev = 0;
+  const sampleRow = async (phase: string): Promise<void> => {
+    const now = Date.now();
+    const m = auditor.takeMinute();
+    const rss: Record<string, number> = {};
+    const cpu: Record<string, number> = {};
+    const next = new Map<string, ProcSample | undefined>();
+    for (const [name, pid] of pids()) {
+      const s = pid === undefined ? undefined : procSample(pid);
+      next.set(name, s);
+      rss[name] = s?.rssMb ?? NaN;
+      cpu[name] = cpuShare(prev.get(name), s, now - prevAt);
+    }
+    prev = next;
+    let conflicts = 0;
+    for (const f of fes) conflicts += await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total');
+    const status = await client.maintenance.status().catch(() => undefined);
+    const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
+    const row: Row = {
+      minute: (now - started) / 60_000,
+      phase,
+      placementsPerS: (m.placements * 1000) / (now - prevAt),
+      runningP50: pct(m.running, 0.5),
+      runningP99: pct(m.running, 0.99),
+      submitted,
+      finals: m.finals,
+      conflicts: conflicts - conflictsPrev,
+      dbMb: status ? Number(status.dbSize) / 2 ** 20 : NaN,
+      keys: keyCount,
+      rss,
+      cpu,
+      inFlight,
+      dropped,
+    };
+    conflictsPrev = conflicts;
+    prevAt = now;
+    rows.push(row);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+  };
+
+  const faults: { at: string; what: string }[] = [];
+  const fault = (what: string): void => {
+    faults.push({ at: new Date().toISOString(), what });
+    say(`fault: ${what}`);
+  };
+  const steady = MINUTES * 60_000;
+  const plan = [
+    { at: 0.4 * steady, run: async () => {
+      const f = fes[FRONT_ENDS - 1] as FrontEnd;
+      fault(`SIGKILL front-end fe${FRONT_ENDS - 1}`);
+      await f.proc.kill('SIGKILL');
+      await sleep(10_000);
+      fes[FRONT_ENDS - 1] = await startFrontEnd(url, FRONT_ENDS - 1);
+      fault(`front-end fe${FRONT_ENDS - 1} restarted`);
+    } },
+    { at: 0.5 * steady, run: async () => {
+      fault('kill 5% of the hollow nodes');
+      hollow.child.kill('SIGUSR2');
+      await Promise.resolve();
+    } },
+    { at: 0.6 * steady, run: async () => {
+      fault('etcd restart');
+      await etcd.restart({ downMs: 2000 });
+      fault('etcd back');
+    } },
+  ];
+  const faultRuns: Promise<void>[] = [];
+  for (const p of process.argv.includes('--no-faults') ? [] : plan) {
+    faultRuns.push(sleep(p.at).then(p.run).catch((e: unknown) => say(`fault failed: ${String(e)}`)));
+  }
+
+  const phaseEnd = started + steady;
+  while (Date.now() < phaseEnd) {
+    await sleep(Math.min(ROW_MS, phaseEnd - Date.now()));
+    await sampleRow('80%');
+  }
+  await Promise.all(faultRuns);
+  rate = 1.2 * capacityJobsPerS;
+  const overEnd = Date.now() + OVERLOAD_MIN * 60_000;
+  while (Date.now() < overEnd) {
+    await sleep(Math.min(ROW_MS, overEnd - Date.now()));
+    await sampleRow('120%');
+  }
+  generating = false;
+  await generator;
+  // Drain: until every acknowledged job is final, or a bound (the backlog may be long).
+  const drainBound = Date.now() + Number(flag('drain-minutes', quick ? '5' : '20')) * 60_000;
+  while (Date.now() < drainBound && (inFlight > 0 || auditor.notFinal(acked).length > 0)) {
+    await sleep(Math.min(ROW_MS, 5000));
+    if (rows.length === 0 || Date.now() - prevAt >= ROW_MS) await sampleRow('drain');
+  }
+  await sampleRow('end');
+  await auditor.finalAudit(acked);
+  const counts = auditor.counts();
+  say(`audit: ${acked.length} jobs acknowledged, ${counts.final} seen final, ${counts.deleted} deleted by retention; ${auditor.violations.length} violations; watch errors ${auditor.watchErrors.length}`);
+
+  await auditor.close();
+  // The processes' own logs (warnings and errors), for a look at what happened.
+  const logs = join(resultsDir(quick), 'soak-logs');
+  mkdirSync(logs, { recursive: true });
+  writeFileSync(join(logs, 'hollow.log'), hollow.output());
+  fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
+  for (const f of fes) await f.proc.kill();
+  await hollow.kill();
+  client.close();
+  await store.close();
+  await etcd.stop();
+
+  report({ rows, faults, acked: acked.length, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
+  await charts(rows);
+}
+
+function pidOf(dataDir: string): number | undefined {
+  // The etcd child of startEtcd: the process whose command line names its data dir.
+  try {
+    const out = execFileSync('pgrep', ['-f', '--', `--data-dir ${dataDir}`]).toString().trim().split('\n')[0];
+    return out ? Number(out) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+interface Summary {
+  rows: Row[];
+  faults: { at: string; what: string }[];
+  acked: number;
+  counts: { jobs: number; final: number; deleted: number };
+  violations: { kind: string; detail: string }[];
+  watchErrors: string[];
+  dropped: number;
+  totalRus: number;
+  capacityJobsPerS: number;
+}
+
+function report(s: Summary): void {
+  const procs = Object.keys(s.rows[0]?.rss ?? {});
+  const table = mdTable(
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'conflicts', 'finals', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    s.rows.map((r) => [
+      fmt(r.minute, 1),
+      r.phase,
+      fmt(r.placementsPerS, 0),
+      `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
+      r.conflicts,
+      r.finals,
+      fmt(r.dbMb, 0),
+      r.keys,
+      ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),
+    ]),
+  );
+  const byKind = new Map<string, number>();
+  for (const v of s.violations) byKind.set(v.kind, (byKind.get(v.kind) ?? 0) + 1);
+  const md = [
+    '# Soak: a hollow cell on etcd, with faults',
+    '',
+    `\`npx tsx bench/soak.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC.`,
+    `${SERVERS} hollow servers of \`${CLUSTER}\` (${s.totalRus} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents, retention ${RETAIN}, compaction ${COMPACT_MARGIN} behind, hollow nodes' disconnect grace ${GRACE}; jobs of ${fmt(MEAN_TASKS, 1)} tasks on average, tasks of ${TASK_S} s on average (0.5–1.5×); capacity ${fmt(s.capacityJobsPerS, 1)} jobs/s; ${LOAD * 100}% for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min, then drain.`,
+    '',
+    table,
+    '',
+    `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
+    '',
+    `Audit: ${s.acked} jobs acknowledged, ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}.`,
+    `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
+    `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
+  ].join('\n');
+  const files = writeResults('soak', s, md, resultsDir(quick));
+  say(`wrote ${files.join(', ')}`);
+}
+
+async function charts(rows: Row[]): Promise<void> {
+  const dir = resultsDir(quick);
+  const series = (name: string, f: (r: Row) => number): Point[] => rows.map((r) => ({ x: r.minute, y: f(r), series: name }));
+  const out: [string, string, string, Point[]][] = [
+    ['soak-throughput.svg', 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
+    ['soak-latency.svg', 'Submit → running', 'ms', [...series('p50', (r) => r.runningP50), ...series('p99', (r) => r.runningP99)]],
+    ['soak-etcd.svg', 'etcd DB size', 'MB', series('DB MB', (r) => r.dbMb)],
+    ['soak-keys.svg', 'Keys in the cell', 'keys', series('keys', (r) => r.keys)],
+    ['soak-rss.svg', 'Resident memory', 'MB', Object.keys(rows[0]?.rss ?? {}).flatMap((p) => series(p, (r) => r.rss[p] ?? NaN))],
+  ];
+  for (const [file, title, yTitle, points] of out) {
+    writeFileSync(join(dir, file), await renderSvg({ file, title, xTitle: 'minutes', yTitle, points }));
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`soak failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);
