@@ -106,8 +106,12 @@ interface FrontEnd {
   conflictsBase: number;
 }
 
+/** Every child the bench starts, for the interrupt handler. */
+let onChild: (p: TarcilProc) => void = () => undefined;
+
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
   const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`]);
+  onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);
   return { proc, port, metricsPort: Number(m[2]), client: schedulerClient(`127.0.0.1:${port}`), conflictsBase: 0 };
@@ -126,7 +130,17 @@ async function main(): Promise<void> {
   const started = Date.now();
   say(`etcd on ${etcd.endpoint}; ${SERVERS} hollow servers of ${CLUSTER}; ${FRONT_ENDS} front-ends × ${AGENTS} agents; load ${LOAD} for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min`);
 
+  // Interrupted (Ctrl-C, a kill): take the cell down with the bench, leaving no process behind.
+  const children: TarcilProc[] = [];
+  onChild = (p) => children.push(p);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      for (const c of children) c.child.kill('SIGKILL');
+      void etcd.stop().finally(() => process.exit(130));
+    });
+  }
   const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE]);
+  children.push(hollow);
   const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs/, 600_000);
   const totalRus = Number(ready[2]);
   say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -145,6 +159,8 @@ async function main(): Promise<void> {
   let rate = LOAD * capacityJobsPerS;
   let rr = 0;
   let seq = 0;
+  let failedSubmissions = 0;
+  const submitErrors = new Set<string>();
 
   const submit = async (): Promise<void> => {
     const spec = {
@@ -154,6 +170,7 @@ async function main(): Promise<void> {
       durationMs: Math.round(TASK_S * 1000 * (0.5 + Math.random())),
     };
     const requestId = randomUUID();
+    let lastError = '';
     const at = Date.now();
     for (let attempt = 0; attempt < 20; attempt++) {
       const fe = fes[rr++ % fes.length] as FrontEnd;
@@ -165,11 +182,16 @@ async function main(): Promise<void> {
         auditor.acked(res.jobId, at);
         submitted++;
         return;
-      } catch {
+      } catch (err) {
+        lastError = err instanceof Error ? err.message : String(err);
         await sleep(200);
       }
     }
-    say(`a submission failed 20 times (${spec.name})`);
+    failedSubmissions++;
+    if (!submitErrors.has(lastError)) {
+      submitErrors.add(lastError);
+      say(`a submission failed 20 times (${spec.name}): ${lastError}`);
+    }
   };
 
   let generating = true;
@@ -318,7 +340,7 @@ async function main(): Promise<void> {
   await store.close();
   await etcd.stop();
 
-  report({ rows, faults, acked: acked.length, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
+  report({ rows, faults, acked: acked.length, failedSubmissions, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
   await charts(rows);
 }
 
@@ -336,6 +358,7 @@ interface Summary {
   rows: Row[];
   faults: { at: string; what: string }[];
   acked: number;
+  failedSubmissions: number;
   counts: { jobs: number; final: number; deleted: number };
   violations: { kind: string; detail: string }[];
   watchErrors: string[];
@@ -372,7 +395,7 @@ function report(s: Summary): void {
     '',
     `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
     '',
-    `Audit: ${s.acked} jobs acknowledged, ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}.`,
+    `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}.`,
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
