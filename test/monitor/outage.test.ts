@@ -193,6 +193,8 @@ describe('a node monitor through an etcd outage', () => {
       const l = await leaseOf(c.direct, c.keys, 'a0');
       return l !== undefined && l !== lease0;
     });
+    // The registration is in the store a moment before the monitor has read its answer.
+    await until('adopted under the new lease', () => node.mon.stats.adopted > 0);
     expect(node.mon.stats.adopted).toBe(1);
     expect(alive(pid)).toBe(true);
     const ru = parseJson<PlacedRuRecord>(await c.direct.get(c.keys.ru({ server: 'a0', index: 1 })));
