@@ -22,7 +22,7 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 
 export interface HollowOptions {
@@ -94,7 +94,7 @@ export class HollowNodes {
       clock: opts.clock,
       log: opts.log,
       executor: new SimulatedExecutor(opts.clock),
-      loadThreshold: opts.loadThreshold ?? 0.5,
+      loadThreshold: opts.loadThreshold ?? DEFAULT_LOAD_THRESHOLD,
       slowdown: opts.slowdown,
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,

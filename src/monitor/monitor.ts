@@ -13,7 +13,7 @@ import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
 
 export type { SlowdownModel } from './load.ts';
 export { DEFAULT_DISCONNECT_GRACE_MS, MONITOR_EVENTS, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
@@ -54,7 +54,7 @@ export class LocalMonitor {
       clock: opts.clock,
       log: opts.log,
       executor: opts.executor,
-      loadThreshold: opts.loadThreshold ?? 0.5,
+      loadThreshold: opts.loadThreshold ?? DEFAULT_LOAD_THRESHOLD,
       slowdown: opts.slowdown,
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,

@@ -14,6 +14,9 @@ import type { SlowdownModel } from './load.ts';
 /** How long a monitor keeps its tasks running without the store, past its lease's TTL. */
 export const DEFAULT_DISCONNECT_GRACE_MS = 60_000;
 
+/** A task running below this fraction of its expected rate is reported slow (the load monitor). */
+export const DEFAULT_LOAD_THRESHOLD = 0.5;
+
 export interface MonitorOptions {
   store: ClusterStore;
   keys: Keys;
