@@ -17,6 +17,7 @@ import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
 import { mergeTask, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
+import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate } from './owner/evaluate.ts';
 import { cancelJob, submitJob, type SubmitResult } from './owner/submit.ts';
@@ -60,6 +61,7 @@ export class JobManager implements OwnerContext {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
+  readonly adoptions: AdoptionGate;
   readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
   private readonly background = new Set<Promise<unknown>>();
@@ -75,6 +77,7 @@ export class JobManager implements OwnerContext {
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? 10 * 60_000;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? 5 * 60_000;
+    this.adoptions = new AdoptionGate(opts.clock, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });

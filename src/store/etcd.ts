@@ -161,6 +161,8 @@ export class EtcdStore implements ClusterStore {
    * (measured: bench/commit-etcd.ts).
    */
   private readonly watchClient: Etcd3;
+  /** Leases (grant, keepalive, revoke, time-to-live) on a connection of their own. */
+  private readonly leaseClient: Etcd3;
   private readonly dialTimeoutMs: number;
   private readonly pageSize: number;
   private readonly readAttempts: number;
@@ -213,6 +215,9 @@ export class EtcdStore implements ClusterStore {
     this.client = new Etcd3(options);
     // A local subchannel pool keeps grpc-js from folding both clients onto one connection.
     this.watchClient = new Etcd3({ ...options, grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1 } });
+    // Keepalives must not queue behind bulk traffic (a relist of a large cell, a burst of
+    // transactions): a keepalive answered late costs the holder its lease and all its work.
+    this.leaseClient = new Etcd3({ ...options, grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1 } });
   }
 
   /** Creates a store and waits (up to dialTimeoutMs) until etcd answers. */
@@ -362,8 +367,8 @@ export class EtcdStore implements ClusterStore {
     // A grant is not idempotent: it is sent again only if etcd never received it (see the class
     // comment); after a deadline the caller may grant again, and a lease granted twice expires.
     for (let attempt = 1; ; attempt++) {
-      const inner = this.client.lease(ttl, { autoKeepAlive: keepAlive });
-      const handle = new EtcdLeaseHandle(this.client, inner, ttl, keepAlive, calls, () => this.leases.delete(handle));
+      const inner = this.leaseClient.lease(ttl, { autoKeepAlive: keepAlive });
+      const handle = new EtcdLeaseHandle(this.leaseClient, inner, ttl, keepAlive, calls, () => this.leases.delete(handle));
       let id: string;
       try {
         id = await inner.grant();
@@ -421,6 +426,7 @@ export class EtcdStore implements ClusterStore {
     for (const l of [...this.leases]) l.release();
     this.client.close();
     this.watchClient.close();
+    this.leaseClient.close();
   }
 
   private checkOpen(): void {

@@ -4,6 +4,7 @@ import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
+import { ADOPT_CONCURRENCY } from '../../src/agent/owner/adoption-gate.ts';
 import { explanationToProto } from '../../src/frontend/convert.ts';
 import { audit } from '../support/audit.ts';
 import { wrapStore } from '../support/wrap-store.ts';
@@ -48,6 +49,35 @@ describe('job owner (embedded store, manual clock)', () => {
     // Every task was placed by B's agent, at its first attempt.
     const tasks = await tasksOf(cell, job.id);
     expect(tasks.map((t) => [t.state, t.agent, t.attempt])).toEqual(Array(4).fill(['succeeded', 'B/a1', 0]));
+  });
+
+  it("a dead owner's many running jobs are all taken up by the survivor, a few at a time", async () => {
+    cell = new OwnerCell();
+    await cell.seed(8, 8);
+    const startRev = await cell.store.revision();
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    // B's reads of job records take 200 ms, so that without a bound its adoptions would overlap
+    // far more than the gate allows (60 jobs over the half-second adoption jitter).
+    const slowGets = wrapStore(cell.store, { get: async (key) => (await cell!.clock.sleep(200), cell!.store.get(key)) });
+    const b = await cell.owner('B', slowGets);
+    const jobs = Array.from({ length: 60 }, (_, i) => makeJob(`many-${i}`, TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
+    for (const j of jobs) await a.submit(j);
+    await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.busy(j.id)))).every((b) => b.length === 1), 10_000);
+    expect(a.ownedJobs().length).toBe(60);
+    dying.dead = true;
+    let most = 0;
+    await cell.until(() => {
+      most = Math.max(most, b.adoptions.running);
+      return b.stats.adopted === 60;
+    }, 20_000, 10);
+    expect(most).toBe(ADOPT_CONCURRENCY);
+    for (const j of jobs) expect(await cell.finishTasks(j.id)).toBe(1);
+    await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.jobState(j.id)))).every((s) => s === 'succeeded'), 10_000);
+    const f = await audit(cell.store, cell.keys, startRev);
+    for (const j of jobs) expect(f.finals.get(j.id)).toBe(1);
+    expect(f.doubleBooked).toBe(0);
+    expect(f.heldTwice).toBe(0);
   });
 
   it('an owner paused past its lease writes nothing once its successor has taken over', async () => {

@@ -3,6 +3,12 @@
  * process first creates the key again, bound to its own lease; the winner reads the job's task
  * records and carries on from them. The sweep also takes up jobs owned through our own lease that
  * this process does not hold (a submission whose answer was lost with the connection).
+ *
+ * A dead front-end of a large cell leaves thousands of jobs at once. Adoptions go through a gate:
+ * a few at a time (adoption-gate.ts), the rest queued, and while the store fails them
+ * (overloaded, restarting) the gate slows down for all of them (one shared backoff) instead of
+ * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
+ * the survivors keep their own leases and work meanwhile.
  */
 import { isFinalJob, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
@@ -30,8 +36,8 @@ export function scheduleAdopt(m: OwnerContext, id: string, ours = false): void {
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);
   const p = m.o.clock
     .sleep(jitter)
-    .then(() => tryAdopt(m, id, ours))
-    .catch((err: unknown) => m.o.log.warn({ job: id, err: errorMessage(err) }, 'adoption failed; the sweep will retry'))
+    .then(() => m.adoptions.run(() => tryAdopt(m, id, ours), () => m.closed))
+    .catch((err: unknown) => m.o.log.warn({ job: id, err: errorMessage(err), queued: m.adoptions.queued }, 'adoption failed; the sweep will retry'))
     .finally(() => m.adopting.delete(id));
   m.track(p);
 }

@@ -13,6 +13,7 @@ import type { Logger } from '../../util/log.ts';
 import type { Rng } from '../../util/rng.ts';
 import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent.ts';
 import type { CellServer, Feasibility } from '../cell.ts';
+import type { AdoptionGate } from './adoption-gate.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -116,6 +117,8 @@ export interface OwnerContext {
   readonly ownerKeys: Map<string, string>;
   readonly submitting: Set<string>;
   readonly adopting: Set<string>;
+  /** Concurrency and backoff of this process's adoptions (adoption.ts). */
+  readonly adoptions: AdoptionGate;
   readonly servers: Map<string, LiveServerRecord>;
   readonly cell: Map<string, CellServer & { leftAt?: number }>;
   /** Servers named by a task but never seen registered by this process: since when. */
