@@ -45,9 +45,9 @@ describe('adoption gate', () => {
     const outcomes = ['fail', 'fail', 'ok', 'ok'];
     const runs = outcomes.map((o) =>
       gate
-        .run(async () => {
+        .run(() => {
           starts.push(clock.now());
-          if (o === 'fail') throw new TarcilError('DEADLINE_EXCEEDED', 'get: deadline exceeded');
+          return o === 'fail' ? Promise.reject(new TarcilError('DEADLINE_EXCEEDED', 'get: deadline exceeded')) : Promise.resolve();
         })
         .catch(() => 'failed'),
     );
@@ -70,9 +70,9 @@ describe('adoption gate', () => {
     const starts: number[] = [];
     const runs = [0, 1].map(() =>
       gate
-        .run(async () => {
+        .run(() => {
           starts.push(clock.now());
-          throw new TarcilError('INTERNAL', 'broken record');
+          return Promise.reject(new TarcilError('INTERNAL', 'broken record'));
         })
         .catch(() => undefined),
     );
