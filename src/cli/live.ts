@@ -27,6 +27,7 @@ import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
+import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
 
 export interface StoreFlags {
@@ -60,6 +61,7 @@ export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caF
  */
 export async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
   const keepAlive = setInterval(() => undefined, 1 << 30);
+  const stalls = watchStalls(log);
   await new Promise<void>((resolve) => {
     let closing = false;
     const stop = (sig: string): void => {
@@ -78,6 +80,7 @@ export async function runUntilSignal(log: Logger, close: () => Promise<void>): P
     process.once('SIGTERM', () => stop('SIGTERM'));
   });
   clearInterval(keepAlive);
+  stalls.stop();
 }
 
 export interface ServerFlags extends StoreFlags, TlsFlags {
