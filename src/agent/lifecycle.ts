@@ -61,6 +61,12 @@ export class JobManager implements OwnerContext {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
+  /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
+  private cellVersion = 0;
+  /** Feasibility by job shape, valid for cellVersion (a large cell makes each check O(servers)). */
+  private feasible = new Map<string, Feasibility>();
+  private feasibleVersion = -1;
+  private lastPrune = 0;
   readonly adoptions: AdoptionGate;
   readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
@@ -136,6 +142,7 @@ export class JobManager implements OwnerContext {
           for (const [id, c] of this.cell) {
             if (!this.servers.has(id) && c.leftAt === undefined) Object.assign(c, { up: false, leftAt: now });
           }
+          this.cellVersion++;
         },
         (kv, del) => this.onServer(kv, del),
       ),
@@ -189,9 +196,32 @@ export class JobManager implements OwnerContext {
 
   /** Can the job run in the cell, and now? (see cell.ts) */
   feasibility(spec: JobSpec): Feasibility {
-    const horizon = this.o.clock.now() - this.departedMemoryMs;
-    for (const [id, c] of this.cell) if (c.leftAt !== undefined && c.leftAt < horizon) this.cell.delete(id);
-    return cellFeasibility(this.cell.values(), spec);
+    const now = this.o.clock.now();
+    // Servers gone for longer than departedMemoryMs are forgotten (looked for once a second: the
+    // cell may hold tens of thousands of servers, and this runs at every evaluation).
+    if (now - this.lastPrune >= 1000) {
+      this.lastPrune = now;
+      const horizon = now - this.departedMemoryMs;
+      for (const [id, c] of this.cell) {
+        if (c.leftAt !== undefined && c.leftAt < horizon) {
+          this.cell.delete(id);
+          this.cellVersion++;
+        }
+      }
+    }
+    if (this.feasibleVersion !== this.cellVersion) {
+      this.feasible.clear();
+      this.feasibleVersion = this.cellVersion;
+    }
+    const shape = JSON.stringify([spec.tasks, spec.mode, spec.locality, spec.constraints]);
+    let f = this.feasible.get(shape);
+    if (!f) {
+      f = cellFeasibility(this.cell.values(), spec);
+      // Bounded: job shapes are few in practice, but a client may send many distinct ones.
+      if (this.feasible.size >= 10_000) this.feasible.clear();
+      this.feasible.set(shape, f);
+    }
+    return f;
   }
 
   evaluate(o: Owned): void {
@@ -271,6 +301,7 @@ export class JobManager implements OwnerContext {
       this.servers.delete(id);
       const c = this.cell.get(id);
       if (c) Object.assign(c, { up: false, leftAt: this.o.clock.now() });
+      this.cellVersion++;
       for (const o of this.owned.values()) {
         const on = o.byServer.get(id);
         if (!on || on.size === 0) continue;
@@ -283,8 +314,11 @@ export class JobManager implements OwnerContext {
     if (!rec) return;
     this.servers.set(id, rec);
     this.unseenSince.delete(id);
-    const wasUp = this.cell.get(id)?.up === true;
-    this.cell.set(id, { spec: rec, up: rec.state !== 'down' });
+    const prev = this.cell.get(id);
+    const wasUp = prev?.up === true;
+    const up = rec.state !== 'down';
+    if (!prev || prev.up !== up || prev.leftAt !== undefined || !sameShape(prev.spec, rec)) this.cellVersion++;
+    this.cell.set(id, { spec: rec, up });
     this.view.state.setBlocked(id, rec.blocked === true);
     // A server (back) up may be what a waiting job needs.
     if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.evaluate(o);
@@ -382,4 +416,12 @@ export class JobManager implements OwnerContext {
     };
     this.later(ms, tick);
   }
+}
+
+/** Whether two records of a server offer the same to feasibility (platform, rack, RUs, attributes). */
+function sameShape(a: LiveServerRecord | CellServer['spec'], b: LiveServerRecord): boolean {
+  if (a.platform !== b.platform || a.rack !== b.rack || a.rus !== b.rus) return false;
+  const ka = Object.keys(a.attributes);
+  const kb = Object.keys(b.attributes);
+  return ka.length === kb.length && ka.every((k) => a.attributes[k] === b.attributes[k]);
 }

@@ -12,8 +12,14 @@ export interface TarcilProc {
   kill(sig?: NodeJS.Signals): Promise<void>;
 }
 
+/**
+ * Starts `tarcil args`. TARCIL_NODE_ARGS (space-separated) is passed to node first, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile every process a benchmark starts (with
+ * TARCIL_KILL_GRACE_MS long enough for a process to exit by itself and write its profile).
+ */
 export function tarcil(args: string[], env: Record<string, string> = {}): TarcilProc {
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const nodeArgs = (process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TARCIL_LOG: 'warn', ...env },
   });
@@ -53,7 +59,7 @@ export function tarcil(args: string[], env: Record<string, string> = {}): Tarcil
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once('exit', () => resolve());
         child.kill(sig);
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+        setTimeout(() => child.kill('SIGKILL'), Number(process.env.TARCIL_KILL_GRACE_MS ?? 10_000)).unref();
       }),
   };
 }
