@@ -61,6 +61,10 @@ export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caF
  */
 export async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
   const keepAlive = setInterval(() => undefined, 1 << 30);
+  // Stack traces mapped back to the TypeScript sources cost milliseconds each, paid by every
+  // failed store call (gRPC reads the caller's stack): in a daemon under an overloaded store that
+  // becomes most of its CPU. They stay available with TARCIL_SOURCE_MAPS=1.
+  process.setSourceMapsEnabled(process.env.TARCIL_SOURCE_MAPS === '1');
   const stalls = watchStalls(log);
   await new Promise<void>((resolve) => {
     let closing = false;
