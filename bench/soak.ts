@@ -68,6 +68,12 @@ interface Row {
   submitted: number;
   finals: number;
   conflicts: number;
+  /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
+  fenced: number;
+  adopted: number;
+  /** etcd: requests slower than 100 ms during the row, and watch events waiting for slow watchers at its end. */
+  slowApplies: number;
+  watchPending: number;
   dbMb: number;
   keys: number;
   rss: Record<string, number>;
@@ -233,6 +239,9 @@ async function main(): Promise<void> {
     ]);
   let prevAt = Date.now();
   let conflictsPrev = 0;
+  let fencedPrev = 0;
+  let adoptedPrev = 0;
+  let slowPrev = 0;
   const sampleRow = async (phase: string): Promise<void> => {
     const now = Date.now();
     const m = auditor.takeMinute();
@@ -247,7 +256,18 @@ async function main(): Promise<void> {
     }
     prev = next;
     let conflicts = 0;
-    for (const f of fes) conflicts += await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total');
+    let fenced = 0;
+    let adopted = 0;
+    for (const f of fes) {
+      // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
+      conflicts += (await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total')) || 0;
+      fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
+      adopted += (await metricSum(f.metricsPort, 'tarcil_jobs_adopted')) || 0;
+    }
+    const etcdText = await fetch(`${etcd.endpoint}/metrics`).then((r) => r.text()).catch(() => '');
+    const etcdMetric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(etcdText)?.[1] ?? NaN);
+    const slowApplies = etcdMetric('etcd_server_slow_apply_total');
+    const watchPending = etcdMetric('etcd_debugging_mvcc_pending_events_total');
     const status = await client.maintenance.status().catch(() => undefined);
     const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
     const row: Row = {
@@ -259,6 +279,10 @@ async function main(): Promise<void> {
       submitted,
       finals: m.finals,
       conflicts: conflicts - conflictsPrev,
+      fenced: Math.max(0, fenced - fencedPrev),
+      adopted: Math.max(0, adopted - adoptedPrev),
+      slowApplies: slowApplies - slowPrev,
+      watchPending,
       dbMb: status ? Number(status.dbSize) / 2 ** 20 : NaN,
       keys: keyCount,
       rss,
@@ -267,6 +291,9 @@ async function main(): Promise<void> {
       dropped,
     };
     conflictsPrev = conflicts;
+    fencedPrev = fenced;
+    adoptedPrev = adopted;
+    slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
     say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
@@ -370,7 +397,7 @@ interface Summary {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'conflicts', 'finals', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -378,6 +405,8 @@ function report(s: Summary): void {
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
       r.conflicts,
       r.finals,
+      `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
+      `${fmt(r.slowApplies ?? NaN, 0)} / ${fmt(r.watchPending ?? NaN, 0)}`,
       fmt(r.dbMb, 0),
       r.keys,
       ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),

@@ -67,6 +67,30 @@ export class Metrics extends MetricsEndpoint {
         },
       });
       new Gauge({
+        name: 'tarcil_owner_leases_fenced',
+        help: 'Times this process stopped trusting its owner lease (no keepalive confirmed within the TTL, or lost) and gave up its jobs, since it started',
+        registers: [this.registry],
+        collect() {
+          this.set(manager.stats.fencedLeases);
+        },
+      });
+      new Gauge({
+        name: 'tarcil_jobs_adopted',
+        help: 'Jobs this process took up from an owner whose lease had expired, since it started',
+        registers: [this.registry],
+        collect() {
+          this.set(manager.stats.adopted);
+        },
+      });
+      new Gauge({
+        name: 'tarcil_adoptions_queued',
+        help: 'Orphaned jobs waiting for one of the few adoption slots',
+        registers: [this.registry],
+        collect() {
+          this.set(manager.adoptions.queued);
+        },
+      });
+      new Gauge({
         name: 'tarcil_queue_length',
         help: 'Jobs of this process waiting in admission or for capacity',
         registers: [this.registry],
