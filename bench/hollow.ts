@@ -105,7 +105,8 @@ try {
   const t0 = Date.now();
   child = spawn(
     process.execPath,
-    [join(ROOT, 'src/cli/bin.js'), 'hollow', '--store', url, '--prefix', PREFIX, '--cluster', CLUSTER, '--servers', String(NODES), '--metrics-port', '0', '--kill-fraction', String(KILL_FRACTION), '--lease-ttl', String(LEASE_TTL_S)],
+    // TARCIL_NODE_ARGS (e.g. --prof) goes to node first, to profile the hollow process.
+    [...(process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'src/cli/bin.js'), 'hollow', '--store', url, '--prefix', PREFIX, '--cluster', CLUSTER, '--servers', String(NODES), '--metrics-port', '0', '--kill-fraction', String(KILL_FRACTION), '--lease-ttl', String(LEASE_TTL_S)],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } },
   );
   const proc = child;

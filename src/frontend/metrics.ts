@@ -178,13 +178,21 @@ export class HollowMetrics extends MetricsEndpoint {
   constructor(hollow: HollowNodes) {
     super();
     collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
+    // A snapshot walks every node (10,000 of them, 160,000 RUs): one per scrape, shared by every
+    // metric of it, rather than one per metric (a scrape a second took a third of the process's CPU).
+    let cached: { at: number; snap: HollowSnapshot } | undefined;
+    const snapshot = (): HollowSnapshot => {
+      const now = performance.now();
+      if (!cached || now - cached.at > 250) cached = { at: now, snap: hollow.snapshot() };
+      return cached.snap;
+    };
     const gauge = (name: string, help: string, read: (s: HollowSnapshot) => number): void => {
       new Gauge({
         name,
         help,
         registers: [this.registry],
         collect() {
-          this.set(read(hollow.snapshot()));
+          this.set(read(snapshot()));
         },
       });
     };
@@ -203,7 +211,7 @@ export class HollowMetrics extends MetricsEndpoint {
       registers: [this.registry],
       collect() {
         this.reset();
-        const stats = hollow.snapshot().stats;
+        const stats = snapshot().stats;
         for (const event of MONITOR_EVENTS) this.inc({ event }, stats[event]);
       },
     });
