@@ -394,6 +394,17 @@ interface Summary {
   capacityJobsPerS: number;
 }
 
+/** The commit the run measured (with "+changes" when the tree differed from it). */
+function commit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', 'src', 'bench/soak.ts', 'bench/lib'], { encoding: 'utf8' }).trim();
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
@@ -417,7 +428,7 @@ function report(s: Summary): void {
   const md = [
     '# Soak: a hollow cell on etcd, with faults',
     '',
-    `\`npx tsx bench/soak.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC.`,
+    `\`npx tsx bench/soak.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC, commit ${commit()}.`,
     `${SERVERS} hollow servers of \`${CLUSTER}\` (${s.totalRus} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents, retention ${RETAIN}, compaction ${COMPACT_MARGIN} behind, hollow nodes' disconnect grace ${GRACE}; jobs of ${fmt(MEAN_TASKS, 1)} tasks on average, tasks of ${TASK_S} s on average (0.5–1.5×); capacity ${fmt(s.capacityJobsPerS, 1)} jobs/s; ${LOAD * 100}% for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min, then drain.`,
     '',
     table,
