@@ -50,6 +50,8 @@ const RETAIN = flag('retain', quick ? '30s' : '5m');
 const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
 const ROW_MS = quick ? 15_000 : 60_000;
+/** Read at the start: the code the processes run is the tree as it was then. */
+const COMMIT = commit();
 const MAX_IN_FLIGHT = 400;
 const PREFIX = '/tarcil/soak/';
 /** Tasks per job and their weights: mean ≈ 15, a few large jobs. */
@@ -428,7 +430,7 @@ function report(s: Summary): void {
   const md = [
     '# Soak: a hollow cell on etcd, with faults',
     '',
-    `\`npx tsx bench/soak.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC, commit ${commit()}.`,
+    `\`npx tsx bench/soak.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC, commit ${COMMIT}.`,
     `${SERVERS} hollow servers of \`${CLUSTER}\` (${s.totalRus} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents, retention ${RETAIN}, compaction ${COMPACT_MARGIN} behind, hollow nodes' disconnect grace ${GRACE}; jobs of ${fmt(MEAN_TASKS, 1)} tasks on average, tasks of ${TASK_S} s on average (0.5–1.5×); capacity ${fmt(s.capacityJobsPerS, 1)} jobs/s; ${LOAD * 100}% for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min, then drain.`,
     '',
     table,
