@@ -15,7 +15,7 @@ import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type L
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { mergeTask, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -81,8 +81,8 @@ export class JobManager implements OwnerContext {
     this.o = opts;
     this.live = new LiveKeys(opts.keys);
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
-    this.departedMemoryMs = opts.departedMemoryMs ?? 10 * 60_000;
-    this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? 5 * 60_000;
+    this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
+    this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };

@@ -7,12 +7,13 @@ import Table from 'cli-table3';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { attemptLines } from '../frontend/convert.ts';
 import { parseAgentOptions } from '../agent/config.ts';
-import { DEFAULT_SERVER, schedulerClient } from '../frontend/client.ts';
+import { schedulerClient } from '../frontend/client.ts';
+import { CLIENT_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { journalDirFor } from '../monitor/options.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
 import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
@@ -103,6 +104,8 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   /** Retention of finished jobs and the compaction margin, in ms (0: no compaction). */
   retain: number;
   compactMargin: number;
+  departedMemory: number;
+  unplaceableTimeout: number;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -130,6 +133,8 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
     retainMs: o.retain,
     compactMarginMs: o.compactMargin,
+    departedMemoryMs: o.departedMemory,
+    unplaceableTimeoutMs: o.unplaceableTimeout,
   });
   // One line on stdout that scripts (and the end-to-end test) wait for.
   process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`);
@@ -173,7 +178,7 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
   const store = await open(o);
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
-  const settings = { journalDir: o.journalDir ?? join(o.logDir, 'journal'), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
+  const settings = { journalDir: o.journalDir ?? journalDirFor(o.logDir), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
   const m = await startMonitor({
     store,
     keys: new Keys(o.prefix),
@@ -223,7 +228,7 @@ export async function upCommand(o: UpFlags): Promise<void> {
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
   for (const s of servers) {
-    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: o.executor, host: '127.0.0.1', port: 0, logDir: o.logDir, leaseTtlSeconds: 5 }));
+    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: o.executor, host: '127.0.0.1', port: 0, logDir: o.logDir, leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds }));
   }
   const tls = serverTls(o);
   let sched: SchedulerProcess;
@@ -239,7 +244,7 @@ export async function upCommand(o: UpFlags): Promise<void> {
       agents: o.agents,
       host: o.host,
       port: o.port,
-      leaseTtlSeconds: 5,
+      leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds,
       metricsPort: o.metricsPort,
       retainMs: o.retain,
       compactMarginMs: o.compactMargin,
@@ -356,8 +361,8 @@ export async function submitWithRetry(
   req: { specJson: string; requestId: string },
   o: { timeout: number; retries?: number; retryBaseMs?: number },
 ): Promise<SubmitJobResponse__Output> {
-  const retries = o.retries ?? 5;
-  let delay = o.retryBaseMs ?? 200;
+  const retries = o.retries ?? CLIENT_DEFAULTS.submitRetries;
+  let delay = o.retryBaseMs ?? CLIENT_DEFAULTS.retryBaseMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await new Promise<SubmitJobResponse__Output>((resolve, reject) => {
@@ -372,7 +377,7 @@ export async function submitWithRetry(
       const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED;
       if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err) : err;
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
-      delay = Math.min(delay * 2, 5000);
+      delay = Math.min(delay * 2, CLIENT_DEFAULTS.retryMaxMs);
     }
   }
 }
@@ -471,4 +476,3 @@ export async function cancelCommand(id: string, o: ClientFlags, out: (s: string)
   }
 }
 
-export { DEFAULT_SERVER };

@@ -1,27 +1,17 @@
 /**
  * The `tarcil` command line: the program, its commands and flag parsing, exit codes.
  */
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
+import { DEFAULT_BUCKETS } from '../admission/index.ts';
+import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
+import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
 import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';
 import { runDemo } from './demo.ts';
+import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
 import { registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
-import { DEFAULT_BUCKETS } from '../admission/index.ts';
-
-function num(name: string, rule: (x: number) => boolean, ruleText: string) {
-  return (value: string): number => {
-    const x = Number(value);
-    if (value.trim() === '' || !Number.isFinite(x) || !rule(x)) {
-      throw new InvalidArgumentError(`${name} ${ruleText} (got '${value}')`);
-    }
-    return x;
-  };
-}
-const int = (name: string, min: number, max: number) =>
-  num(name, (x) => Number.isInteger(x) && x >= min && x <= max, `must be an integer in [${min}, ${max}]`);
-const unit = (name: string) => num(name, (x) => x > 0 && x < 1, 'must be in (0, 1)');
 
 const program = new Command();
 program
@@ -46,9 +36,9 @@ program
   .option('--agents <n>', 'scheduling agents', int('--agents', 1, 64), 3)
   .option('--jobs <n>', 'jobs to submit', int('--jobs', 1, 100000), 40)
   .option('--load <x>', 'target utilisation of the generated workload', unit('--load'), 0.7)
-  .option('--seed <n>', 'random seed', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
   .option('--time-scale <x>', 'multiplies task durations', num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'), 1)
-  .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default('ru'))
+  .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default(DEFAULT_AGENT_CONFIG.conflictScope))
   .option('-v, --verbose', 'print every pick of large jobs', false)
   .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean }) => {
     await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
@@ -62,7 +52,7 @@ program
   .option('--population <n>', 'RUs in the sampled population (with --good)', int('--population', 1, 1e9))
   .option('--fraction <f>', 'share of the population that is acceptable', unit('--fraction'))
   .option('--fail-prob <p>', 'accepted probability of missing', unit('--fail-prob'), 1e-3)
-  .option('--cap <n>', 'cap applied by the agents', int('--cap', 1, 100000), 32)
+  .option('--cap <n>', 'cap applied by the agents', int('--cap', 1, 100000), DEFAULT_MAX_SAMPLES)
   .option('--json', 'machine-readable output', false)
   .action((o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
     process.stdout.write(sampleSizeCommand(o));
@@ -73,7 +63,7 @@ program
   .description("a workload profile's target quality T_W, resource order and acceptable LSH buckets on a cluster")
   .option('--cluster <name|file>', 'cluster spec to judge the buckets against', 'ec2-100')
   .option('--load <x>', 'resident load placed on the cluster before judging', unit('--load'), 0.6)
-  .option('--seed <n>', 'random seed for the resident load', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--seed <n>', 'random seed for the resident load', intIn('--seed', SEED_RANGE), 1)
   .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), DEFAULT_BUCKETS)
   .option('--json', 'machine-readable output', false)
   .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
@@ -84,7 +74,7 @@ program
   .command('bench <experiment>')
   .description(`simulator experiments: ${EXPERIMENT_NAMES.join(', ')}`)
   .option('--quick', 'small sizes (seconds to a minute or two)', false)
-  .option('--seed <n>', 'random seed', int('--seed', 0, 2 ** 31 - 1), 1)
+  .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
   .option('--out <dir>', 'results directory (default bench/results)')
   .action(async (name: string, o: { quick: boolean; seed: number; out?: string }) => {
     await benchCommand(name, o);

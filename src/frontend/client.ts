@@ -5,9 +5,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from './grpc.ts';
+import { CLIENT_DEFAULTS } from './options.ts';
 import { loadProtos } from './proto.ts';
-
-export const DEFAULT_SERVER = '127.0.0.1:7070';
 
 export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): SchedulerClient {
   return new (loadProtos().proto.tarcil.v1.Scheduler)(address, clientCredentials(tls));
@@ -16,7 +15,7 @@ export function schedulerClient(address: string, tls?: { caFile?: string; certFi
 type Unary<Req, Res> = (req: Req, opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;
 
 /** Promise form of a unary call with a deadline. */
-export function call<Req, Res>(fn: Unary<Req, Res>, self: SchedulerClient, req: Req, deadlineMs = 10_000): Promise<Res> {
+export function call<Req, Res>(fn: Unary<Req, Res>, self: SchedulerClient, req: Req, deadlineMs: number = CLIENT_DEFAULTS.timeoutMs): Promise<Res> {
   return new Promise((resolve, reject) => {
     fn.call(self, req, { deadline: new Date(Date.now() + deadlineMs) }, (err, res) => {
       if (err) reject(err);

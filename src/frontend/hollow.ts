@@ -5,6 +5,7 @@
  */
 import type { ServerSpec } from '../model/types.ts';
 import { HollowNodes, type HollowOptions } from '../monitor/hollow.ts';
+import { checkMonitorOptions } from '../monitor/options.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -42,6 +43,7 @@ export interface HollowProcess {
 
 /** Starts the NodeMonitor service, then registers every hollow node and follows the cell. */
 export async function startHollow(o: HollowProcessOptions): Promise<HollowProcess> {
+  checkMonitorOptions(o);
   const hollow = new HollowNodes({
     store: o.store,
     keys: o.keys,

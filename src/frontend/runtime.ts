@@ -8,9 +8,9 @@ import type { Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
 import { LocalMonitor } from '../monitor/monitor.ts';
+import { checkMonitorOptions, DEFAULT_LOG_DIR } from '../monitor/options.ts';
 import { Housekeeper } from '../state/housekeeping.ts';
 import type { Keys } from '../state/keys.ts';
-import { DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
@@ -18,6 +18,7 @@ import type { Rng } from '../util/rng.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
 import { addNodeMonitorService, GrpcNodeLink, singleNode } from './node.ts';
+import { checkSchedulerOptions, SERVER_DEFAULTS } from './options.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
 
@@ -39,12 +40,12 @@ export interface SchedulerProcessOptions {
   nodeTls?: { caFile?: string; certFile?: string; keyFile?: string };
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
-  /** How long down servers count as part of the cell, and how long a job waits for them. */
+  /** How long down servers count as part of the cell, and how long a job waits for them (SERVER_DEFAULTS). */
   departedMemoryMs?: number;
   unplaceableTimeoutMs?: number;
-  /** Finished jobs are deleted this long after they end (default 1 h; see state/retention.ts). */
+  /** Finished jobs are deleted this long after they end (default SERVER_DEFAULTS.retainMs; see state/retention.ts). */
   retainMs?: number;
-  /** Compaction keeps this much history (default 5 min; 0: tarcil does not compact). */
+  /** Compaction keeps this much history (default SERVER_DEFAULTS.compactMarginMs; 0: tarcil does not compact). */
   compactMarginMs?: number;
   /** Stand in the housekeeper election (retention and compaction); default true. */
   housekeeping?: boolean;
@@ -63,6 +64,7 @@ export interface SchedulerProcess {
 
 /** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
 export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
+  checkSchedulerOptions(o);
   const nodes = new GrpcNodeLink(o.nodeTls ? { tls: o.nodeTls } : {});
   const hooks: { metrics?: Metrics } = {};
   const manager = new JobManager({
@@ -83,7 +85,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
   const metrics = new Metrics(manager);
   hooks.metrics = metrics;
   await manager.start();
-  const retainMs = o.retainMs ?? DEFAULT_RETAIN_MS;
+  const retainMs = o.retainMs ?? SERVER_DEFAULTS.retainMs;
   const housekeeper =
     o.housekeeping === false
       ? undefined
@@ -147,7 +149,7 @@ export interface MonitorProcessOptions {
   cpuRate?: boolean;
   /** Where the monitor journals task outcomes (default: `<logDir>/journal` for the process executor). */
   journalDir?: string;
-  /** How long tasks keep running once the store cannot be reached and the lease ran out (default 60 s). */
+  /** How long tasks keep running once the store cannot be reached and the lease ran out (default DEFAULT_DISCONNECT_GRACE_MS). */
   disconnectGraceMs?: number;
 }
 
@@ -160,9 +162,10 @@ export interface MonitorProcess {
 
 /** A node: its LocalMonitor and the NodeMonitor gRPC service. */
 export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorProcess> {
+  checkMonitorOptions(o);
   const executor: Executor =
     o.executor === 'process'
-      ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? 'tarcil-logs', ...(o.cpuRate !== undefined ? { cpuRate: o.cpuRate } : {}) })
+      ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? DEFAULT_LOG_DIR, ...(o.cpuRate !== undefined ? { cpuRate: o.cpuRate } : {}) })
       : new SimulatedExecutor(o.clock);
   const monitor = new LocalMonitor({
     store: o.store,

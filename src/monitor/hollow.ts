@@ -22,7 +22,7 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_INTERVAL_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 
 export interface HollowOptions {
@@ -37,13 +37,13 @@ export interface HollowOptions {
   disconnectGraceMs?: number;
   loadThreshold?: number;
   slowdown?: SlowdownModel;
-  /** How often running tasks' rates are looked at besides on RU changes (default 1000 ms). */
+  /** How often running tasks' rates are looked at besides on RU changes (default {@link DEFAULT_LOAD_INTERVAL_MS}). */
   loadIntervalMs?: number;
   /** Chooses the nodes a kill drops (default Math.random). */
   rng?: Pick<Rng, 'int'>;
-  /** Nodes with something to reconcile registered one by one, this many at a time (default 32). */
+  /** Nodes with something to reconcile registered one by one, this many at a time (default {@link HOLLOW_DEFAULTS}). */
   registerConcurrency?: number;
-  /** Task-start writes of all nodes in flight at once (default 128). */
+  /** Task-start writes of all nodes in flight at once (default {@link HOLLOW_DEFAULTS}). */
   maxWrites?: number;
 }
 
@@ -310,7 +310,7 @@ export class HollowNodes {
       if (n) rest.push(n);
     }
     const failed: string[] = [];
-    await eachLimited(rest, this.o.registerConcurrency ?? 32, async (n) => {
+    await eachLimited(rest, this.o.registerConcurrency ?? HOLLOW_DEFAULTS.registerConcurrency, async (n) => {
       if (this.nodes.get(n.server.id) !== n || this.closed) return;
       try {
         await this.serverWrite(n.register(lease));
@@ -397,7 +397,7 @@ export class HollowNodes {
    * a good part of a second, every second, delaying keepalives, RPCs and watch events alike.
    */
   private loadTick(): void {
-    this.tick = this.o.clock.setTimer(this.o.loadIntervalMs ?? 1000, () => {
+    this.tick = this.o.clock.setTimer(this.o.loadIntervalMs ?? DEFAULT_LOAD_INTERVAL_MS, () => {
       if (this.closed) return;
       const busy = [...this.nodes.values()].filter((n) => n.runningCount > 0);
       const slice = (from: number): void => {
@@ -422,7 +422,7 @@ export class HollowNodes {
 
   /** At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. */
   private gate<T>(write: () => Promise<T>): Promise<T> {
-    if (this.writesInFlight >= (this.o.maxWrites ?? 128)) {
+    if (this.writesInFlight >= (this.o.maxWrites ?? HOLLOW_DEFAULTS.maxWrites)) {
       return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.gate(write));
     }
     this.writesInFlight++;

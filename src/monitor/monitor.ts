@@ -3,7 +3,6 @@
  * own, follows its RUs, runs the tasks placed on them (node.ts), reports their rates and outcomes
  * (journalled first), and rides out a lost connection to the store for its disconnect grace.
  */
-import { join } from 'node:path';
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
@@ -13,7 +12,15 @@ import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
+import {
+  DEFAULT_DISCONNECT_GRACE_MS,
+  DEFAULT_LOAD_INTERVAL_MS,
+  DEFAULT_LOAD_THRESHOLD,
+  journalDirFor,
+  type MonitorOptions,
+  type MonitorSnapshot,
+  type MonitorStats,
+} from './options.ts';
 
 export type { SlowdownModel } from './load.ts';
 export { DEFAULT_DISCONNECT_GRACE_MS, MONITOR_EVENTS, type MonitorOptions, type MonitorSnapshot, type MonitorStats } from './options.ts';
@@ -46,7 +53,7 @@ export class LocalMonitor {
     this.o = opts;
     this.server = opts.server;
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
-    const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? join(opts.executor.logDir, 'journal') : undefined);
+    const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? journalDirFor(opts.executor.logDir) : undefined);
     const journal = dir !== undefined ? new FileJournal(dir, opts.server.id, opts.keys.prefix) : new MemoryJournal();
     const host: NodeHost = {
       store: opts.store,
@@ -127,7 +134,7 @@ export class LocalMonitor {
   }
 
   private loadTick(): void {
-    this.o.clock.setTimer(this.o.loadIntervalMs ?? 1000, () => {
+    this.o.clock.setTimer(this.o.loadIntervalMs ?? DEFAULT_LOAD_INTERVAL_MS, () => {
       if (this.closed) return;
       if (this.node.runningCount > 0) this.node.recomputeLoad();
       this.loadTick();

@@ -1,8 +1,9 @@
 /**
  * One node as a monitor runs it, apart from how it holds the store: its RUs as the store says
- * they are, the tasks it runs on them (started, fenced, journalled, reported, stopped), its load
- * check and its registration. A real monitor (monitor.ts) runs one of these under its own lease
- * and watch; a hollow process (hollow.ts) runs thousands under one lease and one watch.
+ * they are, the tasks it runs on them (started, fenced, journalled, reported, stopped; one
+ * attempt's own records are built in run.ts), its load check and its registration. A real monitor
+ * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
+ * thousands under one lease and one watch.
  */
 import { LiveKeys, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
@@ -14,12 +15,13 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import type { Executor, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import { assessLoad, type SlowdownModel } from './load.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
-import { reportOutcome, taskHere, type HeldAttempt, type NodeStore } from './outcomes.ts';
+import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
+import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
 
 /** What a node needs from the process that runs it: the store, the lease, shared caches. */
@@ -50,16 +52,6 @@ export interface NodeHost {
    * so a burst of placements does not become tens of thousands of concurrent etcd requests).
    */
   gate?<T>(write: () => Promise<T>): Promise<T>;
-}
-
-/** A task whose process this node started and that has not ended. */
-interface Run extends HeldAttempt {
-  /** The RU record's current revision: fences the writes about the attempt. */
-  rev: number;
-  startedAt: number;
-  handle: TaskHandle | undefined;
-  stopped: boolean;
-  reported: boolean;
 }
 
 interface RuView {
@@ -222,7 +214,9 @@ export class MonitoredNode {
         if (run && run.commitId === a.commitId) this.stop(run, `someone else owns the task now (${why})`);
       },
       onWritten: (e) => this.outcomeWritten(e),
-      ...(this.h.executor.previousRun ? { previousRun: (a: { job: string; task: number; revision: number }) => this.previousRun(a) } : {}),
+      ...(this.h.executor.previousRun
+        ? { previousRun: (a: { job: string; task: number; revision: number }) => previousRunOutcome(this.h.executor, a, () => this.h.clock.now(), this.h.log) }
+        : {}),
       clock: this.h.clock,
       log: this.h.log,
     });
@@ -391,7 +385,7 @@ export class MonitoredNode {
   }
 
   private startRun(index: number, rec: PlacedRuRecord, rev: number, attempt = 0): void {
-    const run: Run = { ...attemptOf(index, rec, rev), rev, startedAt: this.h.clock.now(), handle: undefined, stopped: false, reported: false };
+    const run = newRun(index, rec, rev, this.h.clock.now());
     this.running.set(index, run);
     this.h.track(
       this.launchRun(run).catch(async (err: unknown) => {
@@ -408,38 +402,16 @@ export class MonitoredNode {
   }
 
   private async launchRun(run: Run): Promise<void> {
-    const k = this.h.keys;
     const lease = this.h.lease();
     if (!lease || !this.canLaunch()) return this.forget(run);
     const executor = this.h.executor;
     const spec = executor.kind === 'process' || run.rec.durationMs === undefined ? await this.h.jobSpec(run.job) : undefined;
     // Record "running" only if the RU still holds this attempt: the revision is the fence.
-    const running: LiveTaskRecord = {
-      job: run.job,
-      index: run.task,
-      state: 'running',
-      ru: { server: this.server.id, index: run.ruIndex },
-      attempt: run.rec.attempt,
-      placedAt: run.rec.since,
-      commitId: run.commitId,
-      agent: run.rec.agent,
-      placedRevision: run.placedRevision,
-      startedAt: run.startedAt,
-      server: this.server.id,
-      ...(run.rec.previous ? { previous: run.rec.previous } : {}),
-    };
-    const write = () =>
-      this.h.store.txn({
-        compare: [{ key: k.ru({ server: this.server.id, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
-        success: [{ type: 'put', key: k.task(run.job, run.task), value: JSON.stringify(running) }],
-      });
+    const write = () => this.h.store.txn(startTxn(this.h.keys, this.server.id, run));
     const res = await (this.h.gate ? this.h.gate(write) : write());
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
-    const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server: this.server.id, attempt: run.rec.attempt };
-    const duration = run.rec.durationMs ?? spec?.durationMs;
-    if (duration !== undefined) launch.durationMs = duration;
-    if (spec?.command) launch.command = spec.command;
+    const launch = launchOf(run, this.server.id, spec);
     if (executor.kind === 'process' && !launch.command) {
       this.forget(run);
       const e = outcomeEntry(run, { state: 'failed', endedAt: this.h.clock.now(), message: 'the process executor needs a command; the job has none' });
@@ -454,24 +426,6 @@ export class MonitoredNode {
 
   private forget(run: Run): void {
     if (this.running.get(run.ruIndex) === run) this.running.delete(run.ruIndex);
-  }
-
-  /**
-   * How an attempt started by a previous life of this monitor ended, from the executor's exit
-   * record; one still running is stopped first (it is no longer supervised), and counts as
-   * ended only if it exited by itself meanwhile.
-   */
-  private async previousRun(a: { job: string; task: number; revision: number }): Promise<TaskOutcome | undefined> {
-    const ex = this.h.executor;
-    const prev = ex.previousRun?.(a);
-    let exit: TaskExit | undefined;
-    if (prev?.kind === 'exited') exit = prev.exit;
-    else if (prev?.kind === 'running' && ex.stopOrphan) {
-      this.h.log.warn({ job: a.job, task: a.task, pid: prev.pid }, 'an attempt of a previous life of this monitor is still running; stopping it');
-      exit = await ex.stopOrphan(a, prev.pid);
-    }
-    if (!exit) return undefined;
-    return { state: exit.state, endedAt: this.h.clock.now(), ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}), ...(exit.message !== undefined ? { message: exit.message } : {}) };
   }
 
   /** The process exited: journal its outcome first, then the task leaves `running`, then the store. */
@@ -513,8 +467,4 @@ export class MonitoredNode {
       this.h.serverChanged(this);
     }
   }
-}
-
-function attemptOf(index: number, rec: PlacedRuRecord, rev: number): HeldAttempt {
-  return { job: rec.job, task: rec.task, commitId: rec.commitId, ruIndex: index, rec, placedRevision: rev };
 }

@@ -1,12 +1,15 @@
 /**
- * The node monitor's options, the defaults it applies, and what it shows of itself (snapshot and
- * counters), kept apart from the monitor so that the front-end's metrics and the command line can
- * name them without reading the monitor's workings.
+ * The node monitor's options (a single monitor's and hollow nodes'), every default it applies, the
+ * ranges an operator may set and their check, and what it shows of itself (snapshot and counters),
+ * kept apart from the monitor so that the front-end's metrics and the command line can name them
+ * without reading the monitor's workings.
  */
+import { join } from 'node:path';
 import type { ServerSpec } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
+import { invalid } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Executor } from './executor.ts';
 import type { SlowdownModel } from './load.ts';
@@ -16,6 +19,70 @@ export const DEFAULT_DISCONNECT_GRACE_MS = 60_000;
 
 /** A task running below this fraction of its expected rate is reported slow (the load monitor). */
 export const DEFAULT_LOAD_THRESHOLD = 0.5;
+
+/** How often running tasks' rates are looked at besides on RU changes. */
+export const DEFAULT_LOAD_INTERVAL_MS = 1000;
+
+/** How a node runs its tasks: the simulated executor (a timer per task) or real processes. */
+export const EXECUTOR_KINDS = ['simulated', 'process'] as const;
+export const DEFAULT_EXECUTOR = 'simulated';
+
+/** The process executor's directory of per-task stdout/stderr (and of the journal, by default). */
+export const DEFAULT_LOG_DIR = 'tarcil-logs';
+
+/** Where a monitor journals outcomes when it writes task logs under `logDir`. */
+export function journalDirFor(logDir: string): string {
+  return join(logDir, 'journal');
+}
+
+/** `tarcil monitor`'s node when the flags do not say: its rack, and the NodeMonitor port (0: any free). */
+export const DEFAULT_RACK = 'r000';
+export const DEFAULT_MONITOR_PORT = 0;
+
+/** Hollow nodes (hollow.ts, `tarcil hollow`). */
+export const HOLLOW_DEFAULTS = {
+  /** The cluster spec of profiles/clusters the nodes come from. */
+  cluster: 'hollow-10k',
+  /** Share of the live nodes one simulated death drops (SIGUSR2, `--kill-after`). */
+  killFraction: 0.05,
+  /** Seed of the choice of nodes to drop. */
+  seed: 1,
+  /** Nodes with something to reconcile registered one by one, this many at a time. */
+  registerConcurrency: 32,
+  /** Task-start writes of all nodes in flight at once. */
+  maxWrites: 128,
+} as const;
+
+/** What an operator may set, inclusive (the command line's flags check the same ranges). */
+export const MONITOR_LIMITS = {
+  leaseTtlSeconds: { min: 1, max: 600 },
+  rus: { min: 1, max: 4096 },
+  disconnectGraceMs: { min: 0, max: 86_400_000 },
+  /** A share of the expected rate: (0, 1]. */
+  loadThreshold: { min: 0, max: 1 },
+  hollowServers: { min: 1, max: 1_000_000 },
+} as const;
+
+/**
+ * Checks the options an operator sets on a monitor or a hollow process; a value out of range is
+ * refused with the option and the rule (INVALID_ARGUMENT).
+ */
+export function checkMonitorOptions(o: { leaseTtlSeconds?: number | undefined; disconnectGraceMs?: number | undefined; loadThreshold?: number | undefined }): void {
+  const L = MONITOR_LIMITS;
+  if (o.leaseTtlSeconds !== undefined && !inRange(o.leaseTtlSeconds, L.leaseTtlSeconds, true)) {
+    throw invalid('leaseTtlSeconds', `must be an integer in [${L.leaseTtlSeconds.min}, ${L.leaseTtlSeconds.max}]`);
+  }
+  if (o.disconnectGraceMs !== undefined && !inRange(o.disconnectGraceMs, L.disconnectGraceMs, false)) {
+    throw invalid('disconnectGraceMs', `must be a number of ms in [${L.disconnectGraceMs.min}, ${L.disconnectGraceMs.max}]`);
+  }
+  if (o.loadThreshold !== undefined && !(Number.isFinite(o.loadThreshold) && o.loadThreshold > L.loadThreshold.min && o.loadThreshold <= L.loadThreshold.max)) {
+    throw invalid('loadThreshold', `must be a number in (${L.loadThreshold.min}, ${L.loadThreshold.max}]`);
+  }
+}
+
+function inRange(x: number, r: { min: number; max: number }, integer: boolean): boolean {
+  return Number.isFinite(x) && (!integer || Number.isInteger(x)) && x >= r.min && x <= r.max;
+}
 
 export interface MonitorOptions {
   store: ClusterStore;
@@ -31,8 +98,8 @@ export interface MonitorOptions {
   loadThreshold?: number;
   slowdown?: SlowdownModel;
   /**
-   * How often running tasks' rates are looked at besides on RU changes (default 1000 ms): a
-   * measured rate (the process executor's CPU rate) changes without any event.
+   * How often running tasks' rates are looked at besides on RU changes (default
+   * {@link DEFAULT_LOAD_INTERVAL_MS}): a measured rate (the process executor's CPU rate) changes without any event.
    */
   loadIntervalMs?: number;
   /**

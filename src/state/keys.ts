@@ -17,10 +17,13 @@ import type { RuRef } from '../model/types.ts';
  *   <p>owners/<job>            lease-bound to the agent that owns the job
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
  */
+/** The key prefix when none is given (`--prefix`): one tarcil cluster per prefix in one etcd. */
+export const DEFAULT_PREFIX = '/tarcil/default/';
+
 export class Keys {
   readonly prefix: string;
 
-  constructor(prefix = '/tarcil/default/') {
+  constructor(prefix = DEFAULT_PREFIX) {
     this.prefix = prefix.endsWith('/') ? prefix : `${prefix}/`;
   }
 

@@ -23,6 +23,11 @@ export interface NodeLink {
   kill(endpoint: string, req: { server: string; job: string; task: number; reason: string }): Promise<boolean>;
 }
 
+/** How long a server that left still counts as part of the cell (JobManagerOptions.departedMemoryMs). */
+export const DEFAULT_DEPARTED_MEMORY_MS = 10 * 60_000;
+/** How long a job waits for servers that are down before its unplaced tasks fail. */
+export const DEFAULT_UNPLACEABLE_TIMEOUT_MS = 5 * 60_000;
+
 export interface JobManagerOptions {
   /** Names this process in agent ids and owner records. */
   process: string;
@@ -38,12 +43,13 @@ export interface JobManagerOptions {
   nodes?: NodeLink;
   /**
    * How long a server that left is still counted as part of the cell, so that a job it could run
-   * waits for it instead of being refused (default 10 min).
+   * waits for it instead of being refused (default {@link DEFAULT_DEPARTED_MEMORY_MS}).
    */
   departedMemoryMs?: number;
   /**
    * How long a job may wait for servers that are down (no server it may use is up, a gang or a
-   * required spread larger than what is up) before its unplaced tasks fail (default 5 min).
+   * required spread larger than what is up) before its unplaced tasks fail (default
+   * {@link DEFAULT_UNPLACEABLE_TIMEOUT_MS}).
    */
   unplaceableTimeoutMs?: number;
   /** Observers for metrics. */

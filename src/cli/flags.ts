@@ -1,0 +1,60 @@
+/**
+ * The parsers of the command line's flag values (numbers, integers in a range, shares, durations,
+ * repeatable flags), one of each for every command. A bad value is refused with the flag and the
+ * rule (exit code 2). Ranges and defaults come from the components' options modules.
+ */
+import { InvalidArgumentError } from 'commander';
+
+/** A number that passes `rule`, refused with `ruleText` otherwise. */
+export function num(name: string, rule: (x: number) => boolean, ruleText: string): (value: string) => number {
+  return (value: string): number => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x) || !rule(x)) {
+      throw new InvalidArgumentError(`${name} ${ruleText} (got '${value}')`);
+    }
+    return x;
+  };
+}
+
+/** An integer in [min, max]. */
+export const int = (name: string, min: number, max: number): ((value: string) => number) =>
+  num(name, (x) => Number.isInteger(x) && x >= min && x <= max, `must be an integer in [${min}, ${max}]`);
+
+/** An integer in an options module's range. */
+export const intIn = (name: string, r: { readonly min: number; readonly max: number }): ((value: string) => number) => int(name, r.min, r.max);
+
+/** Seeds of the command line's random choices. */
+export const SEED_RANGE = { min: 0, max: 2 ** 31 - 1 } as const;
+
+/** A number in (0, 1). */
+export const unit = (name: string): ((value: string) => number) => num(name, (x) => x > 0 && x < 1, 'must be in (0, 1)');
+
+/** A number in (0, 1]. */
+export const fraction = (name: string): ((value: string) => number) => num(name, (x) => x > 0 && x <= 1, 'must be a number in (0, 1]');
+
+/** Collects a repeatable flag's values. */
+export const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
+
+/** A duration as the flags write it: `1h`, `5m`, `60s`, `1500ms`. */
+export const fmtMs = (ms: number): string =>
+  ms % 3_600_000 === 0 && ms > 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 && ms > 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+
+/**
+ * A duration in milliseconds from `1500ms`, `90s`, `30m`, `1h` or a bare number of seconds, within
+ * [min, max]; with `off`, the words off and 0 give 0.
+ */
+export const duration =
+  (name: string, r: { readonly min?: number; readonly max: number }, opts: { off?: boolean } = {}) =>
+  (v: string): number => {
+    if (opts.off && /^\s*(off|0)\s*$/i.test(v)) return 0;
+    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$/.exec(v);
+    const ms = m ? Math.round(Number(m[1]) * (UNIT_MS[m[2] ?? 's'] ?? NaN)) : NaN;
+    const min = r.min ?? 0;
+    if (!Number.isFinite(ms) || ms > r.max || ms < min) {
+      const range = `${min > 0 ? `at least ${fmtMs(min)}, ` : ''}at most ${fmtMs(r.max)}${opts.off ? ', or off' : ''}`;
+      throw new InvalidArgumentError(`${name} must be a duration such as 1500ms, 90s, 30m or 1h (a bare number is seconds), ${range} (got '${v}')`);
+    }
+    return ms;
+  };

@@ -1,0 +1,125 @@
+/**
+ * The front-end's options in one place: the defaults of `tarcil server`, `tarcil up` and the client
+ * commands, the ranges an operator may set, and their check (a value out of range is refused with
+ * the option and the rule). The command line's flags and startScheduler read them from here.
+ * Defaults that belong to another component are named here from that component's module, never
+ * copied: the agents' (agent/config.ts), the job owner's (agent/owner/context.ts), leases
+ * (state/lease.ts), retention and compaction (state/retention.ts, state/housekeeping.ts), the
+ * monitors' (monitor/options.ts) and the stores' (store/common.ts, store/etcd.ts).
+ */
+import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
+import { DEFAULT_EXECUTOR, DEFAULT_LOG_DIR } from '../monitor/options.ts';
+import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
+import { DEFAULT_PREFIX } from '../state/keys.ts';
+import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
+import { DEFAULT_RETAIN_MS } from '../state/retention.ts';
+import { invalid } from '../util/errors.ts';
+
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_PORT = 7070;
+/** Where the client commands look for a front-end (`--server`, or $TARCIL_SERVER). */
+export const DEFAULT_SERVER = `${DEFAULT_HOST}:${DEFAULT_PORT}`;
+
+/** `tarcil server`: one front-end of a cell; several may share one etcd. */
+export const SERVER_DEFAULTS = {
+  store: 'memory://',
+  prefix: DEFAULT_PREFIX,
+  host: DEFAULT_HOST,
+  port: DEFAULT_PORT,
+  agents: 2,
+  leaseTtlSeconds: DEFAULT_LEASE_TTL_S,
+  conflictScope: DEFAULT_AGENT_CONFIG.conflictScope,
+  groupCommit: DEFAULT_AGENT_CONFIG.groupCommit,
+  retainMs: DEFAULT_RETAIN_MS,
+  compactMarginMs: DEFAULT_COMPACT_MARGIN_MS,
+  departedMemoryMs: DEFAULT_DEPARTED_MEMORY_MS,
+  unplaceableTimeoutMs: DEFAULT_UNPLACEABLE_TIMEOUT_MS,
+} as const;
+
+/**
+ * `tarcil up` (`npm start`): the demo cell's monitors, agents and the front-end in one process.
+ * Its monitors and its owner hold 5 s leases: one process holds them all, so a shorter TTL costs
+ * nothing, and a restarted `tarcil up` finds the previous one's nodes gone sooner.
+ */
+export const UP_DEFAULTS = {
+  store: 'memory://',
+  cluster: 'demo',
+  host: DEFAULT_HOST,
+  port: DEFAULT_PORT,
+  agents: 3,
+  metricsPort: 9464,
+  leaseTtlSeconds: 5,
+  executor: DEFAULT_EXECUTOR,
+  logDir: DEFAULT_LOG_DIR,
+} as const;
+
+/** The client commands (submit, status, jobs, cluster, explain, cancel). */
+export const CLIENT_DEFAULTS = {
+  server: DEFAULT_SERVER,
+  /** Deadline of each call. */
+  timeoutMs: 10_000,
+  /** SubmitJob is tried again this many times on UNAVAILABLE or DEADLINE_EXCEEDED. */
+  submitRetries: 5,
+  /** The pause before the first retry, doubled each time up to retryMaxMs (jittered). */
+  retryBaseMs: 200,
+  retryMaxMs: 5000,
+  /** `tarcil jobs` lists at most this many. */
+  listLimit: 50,
+} as const;
+
+/** What an operator may set, inclusive. */
+export const FRONTEND_LIMITS = {
+  agents: { min: 1, max: 64 },
+  port: { min: 0, max: 65535 },
+  leaseTtlSeconds: { min: 1, max: 600 },
+  groupCommit: { min: 0, max: 64 },
+  /** `--retain`: from 1 s to 30 days. */
+  retainMs: { min: 1000, max: 30 * 86_400_000 },
+  /** `--compact-margin`: from 10 s to a day, or 0 (tarcil does not compact). */
+  compactMarginMs: { min: 10_000, max: 86_400_000 },
+  /** How long a server that left counts as part of the cell: up to a day. */
+  departedMemoryMs: { min: 0, max: 86_400_000 },
+  /** How long a job waits for servers that are down: from 1 s to 7 days. */
+  unplaceableTimeoutMs: { min: 1000, max: 7 * 86_400_000 },
+  timeoutMs: { min: 1, max: 3_600_000 },
+  submitRetries: { min: 0, max: 100 },
+  listLimit: { min: 0, max: 1_000_000 },
+} as const;
+
+export type LimitName = keyof typeof FRONTEND_LIMITS;
+
+/**
+ * Checks what an operator sets on a front-end (startScheduler checks it before anything starts):
+ * a value out of range is refused with INVALID_ARGUMENT, naming the option and the rule.
+ */
+export function checkSchedulerOptions(o: {
+  agents: number;
+  port: number;
+  metricsPort?: number | undefined;
+  leaseTtlSeconds?: number | undefined;
+  retainMs?: number | undefined;
+  compactMarginMs?: number | undefined;
+  departedMemoryMs?: number | undefined;
+  unplaceableTimeoutMs?: number | undefined;
+}): void {
+  checkInt('agents', o.agents, FRONTEND_LIMITS.agents);
+  checkInt('port', o.port, FRONTEND_LIMITS.port);
+  if (o.metricsPort !== undefined) checkInt('metricsPort', o.metricsPort, FRONTEND_LIMITS.port);
+  if (o.leaseTtlSeconds !== undefined) checkInt('leaseTtlSeconds', o.leaseTtlSeconds, FRONTEND_LIMITS.leaseTtlSeconds);
+  if (o.retainMs !== undefined) checkInt('retainMs', o.retainMs, FRONTEND_LIMITS.retainMs);
+  if (o.departedMemoryMs !== undefined) checkInt('departedMemoryMs', o.departedMemoryMs, FRONTEND_LIMITS.departedMemoryMs);
+  if (o.unplaceableTimeoutMs !== undefined) checkInt('unplaceableTimeoutMs', o.unplaceableTimeoutMs, FRONTEND_LIMITS.unplaceableTimeoutMs);
+  if (o.compactMarginMs !== undefined && o.compactMarginMs !== 0) {
+    const r = FRONTEND_LIMITS.compactMarginMs;
+    if (!isIntIn(o.compactMarginMs, r)) throw invalid('compactMarginMs', `must be 0 (off) or an integer in [${r.min}, ${r.max}]`);
+  }
+}
+
+function checkInt(name: string, x: number, r: { min: number; max: number }): void {
+  if (!isIntIn(x, r)) throw invalid(name, `must be an integer in [${r.min}, ${r.max}]`);
+}
+
+function isIntIn(x: number, r: { min: number; max: number }): boolean {
+  return Number.isInteger(x) && x >= r.min && x <= r.max;
+}

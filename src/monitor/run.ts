@@ -1,0 +1,90 @@
+/**
+ * One task attempt on a node, apart from the node's bookkeeping: the attempt an RU record names,
+ * the `running` task record written when it starts (in a transaction fenced on the RU record's
+ * revision), what the executor is given, and how an attempt that a previous life of the monitor
+ * started ended.
+ */
+import type { JobSpec } from '../model/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { LiveTaskRecord } from '../state/live-records.ts';
+import type { PlacedRuRecord } from '../state/records.ts';
+import type { TaskOutcome } from '../state/release.ts';
+import type { TxnRequest } from '../store/types.ts';
+import type { Logger } from '../util/log.ts';
+import type { Executor, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import type { HeldAttempt } from './outcomes.ts';
+
+/** A task whose process this node started and that has not ended. */
+export interface Run extends HeldAttempt {
+  /** The RU record's current revision: fences the writes about the attempt. */
+  rev: number;
+  startedAt: number;
+  handle: TaskHandle | undefined;
+  stopped: boolean;
+  reported: boolean;
+}
+
+/** The attempt RU `index`'s record names, placed at revision `rev`. */
+export function attemptOf(index: number, rec: PlacedRuRecord, rev: number): HeldAttempt {
+  return { job: rec.job, task: rec.task, commitId: rec.commitId, ruIndex: index, rec, placedRevision: rev };
+}
+
+export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: number): Run {
+  return { ...attemptOf(index, rec, rev), rev, startedAt: now, handle: undefined, stopped: false, reported: false };
+}
+
+/**
+ * Records the task `running` on `server`, only if the RU still holds this attempt: the RU
+ * record's revision is the fence.
+ */
+export function startTxn(keys: Keys, server: string, run: Run): TxnRequest {
+  const running: LiveTaskRecord = {
+    job: run.job,
+    index: run.task,
+    state: 'running',
+    ru: { server, index: run.ruIndex },
+    attempt: run.rec.attempt,
+    placedAt: run.rec.since,
+    commitId: run.commitId,
+    agent: run.rec.agent,
+    placedRevision: run.placedRevision,
+    startedAt: run.startedAt,
+    server,
+    ...(run.rec.previous ? { previous: run.rec.previous } : {}),
+  };
+  return {
+    compare: [{ key: keys.ru({ server, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
+    success: [{ type: 'put', key: keys.task(run.job, run.task), value: JSON.stringify(running) }],
+  };
+}
+
+/** What the executor is given: the duration from the RU record or the job, the job's command. */
+export function launchOf(run: Run, server: string, spec: JobSpec | undefined): TaskLaunch {
+  const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server, attempt: run.rec.attempt };
+  const duration = run.rec.durationMs ?? spec?.durationMs;
+  if (duration !== undefined) launch.durationMs = duration;
+  if (spec?.command) launch.command = spec.command;
+  return launch;
+}
+
+/**
+ * How an attempt started by a previous life of this monitor ended, from the executor's exit
+ * record; one still running is stopped first (it is no longer supervised), and counts as
+ * ended only if it exited by itself meanwhile.
+ */
+export async function previousRunOutcome(
+  ex: Executor,
+  a: { job: string; task: number; revision: number },
+  now: () => number,
+  log: Logger,
+): Promise<TaskOutcome | undefined> {
+  const prev = ex.previousRun?.(a);
+  let exit: TaskExit | undefined;
+  if (prev?.kind === 'exited') exit = prev.exit;
+  else if (prev?.kind === 'running' && ex.stopOrphan) {
+    log.warn({ job: a.job, task: a.task, pid: prev.pid }, 'an attempt of a previous life of this monitor is still running; stopping it');
+    exit = await ex.stopOrphan(a, prev.pid);
+  }
+  if (!exit) return undefined;
+  return { state: exit.state, endedAt: now(), ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}), ...(exit.message !== undefined ? { message: exit.message } : {}) };
+}

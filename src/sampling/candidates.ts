@@ -1,0 +1,137 @@
+/**
+ * Where a selection's candidates come from: uniform draws of distinct available RUs that pass the
+ * job's hard constraints (by rejection, or by enumeration when the draw is a large share of the
+ * population), and the free RUs on the job's data servers.
+ */
+import type { Rng } from '../util/rng.ts';
+import type { ClusterState, ServerState } from './cluster-state.ts';
+import type { IndexedSet } from './indexed-set.ts';
+import { candidateFor, SelectionContext, type Candidate, type PlacementRequest } from './selection.ts';
+
+/**
+ * Draws up to k distinct available RUs satisfying the job's hard constraints, uniformly. Platform
+ * constraints select per-platform pools (weighted by size, so the union stays uniform); attribute
+ * constraints are checked by rejection and, if most RUs fail them, by one scan of the pools.
+ */
+export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allowServer?: (s: ServerState) => boolean): number[] {
+  const state = ctx.state;
+  const c = ctx.req.constraints;
+  const pools: IndexedSet[] = [];
+  if (c.platforms) {
+    for (const p of c.platforms) {
+      const set = state.availableByPlatform.get(p);
+      if (set && set.size > 0) pools.push(set);
+    }
+  } else {
+    pools.push(state.available);
+  }
+  return drawDistinct(ctx, pools, k, rng, (id) => {
+    const s = state.serverOfRu(id);
+    return s !== undefined && ctx.eligibleServer(s) && s.available(id - s.base) && (allowServer === undefined || allowServer(s));
+  });
+}
+
+export function drawDistinct(
+  ctx: SelectionContext,
+  pools: readonly IndexedSet[],
+  k: number,
+  rng: Rng,
+  ok: (id: number) => boolean,
+): number[] {
+  let total = 0;
+  for (const p of pools) total += p.size;
+  const out: number[] = [];
+  if (total === 0 || k <= 0) return out;
+  const chosen = new Set<number>();
+  const accept = (id: number): void => {
+    if (chosen.has(id) || ctx.taken.has(id) || !ok(id)) return;
+    chosen.add(id);
+    out.push(id);
+  };
+  // When the request is a large share of the population, enumerate instead of rejecting. Only
+  // excluded RUs that are in the pools shrink it (an excluded RU may already be busy in the view).
+  let excluded = 0;
+  for (const id of ctx.taken) if (pools.some((p) => p.has(id))) excluded++;
+  if (k * 2 >= total - excluded) {
+    const all: number[] = [];
+    for (const p of pools) for (const id of p.values()) all.push(id);
+    shuffleInPlace(all, rng);
+    for (const id of all) {
+      if (out.length >= k) break;
+      accept(id);
+    }
+    return out;
+  }
+  let attempts = 0;
+  const maxAttempts = 8 * k + 64;
+  while (out.length < k && attempts < maxAttempts) {
+    attempts++;
+    let r = rng.int(total);
+    let pool = pools[0] as IndexedSet;
+    for (const p of pools) {
+      if (r < p.size) {
+        pool = p;
+        break;
+      }
+      r -= p.size;
+    }
+    accept(pool.at(r));
+  }
+  if (out.length < k) {
+    // Rejection kept failing (restrictive attributes): scan once, then draw from the survivors.
+    const all: number[] = [];
+    for (const p of pools) for (const id of p.values()) if (!chosen.has(id) && !ctx.taken.has(id) && ok(id)) all.push(id);
+    shuffleInPlace(all, rng);
+    for (const id of all) {
+      if (out.length >= k) break;
+      accept(id);
+    }
+  }
+  return out;
+}
+
+export function shuffleInPlace<T>(a: T[], rng: Rng): void {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    const t = a[i] as T;
+    a[i] = a[j] as T;
+    a[j] = t;
+  }
+}
+
+/** Uniform draw of k distinct eligible available RU ids (used by the x^R measurements). */
+export function drawCandidates(state: ClusterState, req: PlacementRequest, k: number, rng: Rng): number[] {
+  return sampleAvailable(new SelectionContext(state, req), k, rng);
+}
+
+/** R·m uniform candidates, plus free RUs on the job's data servers; allowServer narrows both. */
+export function initialCandidates(ctx: SelectionContext, req: PlacementRequest, rng: Rng, allowServer?: (s: ServerState) => boolean): Candidate[] {
+  const cands: Candidate[] = [];
+  for (const id of sampleAvailable(ctx, req.R * req.m, rng, allowServer)) {
+    const c = candidateFor(ctx, id);
+    if (c) cands.push(c);
+  }
+  for (const c of dataLocalCandidates(ctx, req.R * req.m, rng)) {
+    if (allowServer === undefined || allowServer(c.server)) cands.push(c);
+  }
+  return cands;
+}
+
+/** Free RUs on the job's data servers join the candidates: locality is then judged by quality. */
+function dataLocalCandidates(ctx: SelectionContext, limit: number, rng: Rng): Candidate[] {
+  const servers = ctx.req.constraints.dataServers;
+  if (!servers || servers.length === 0) return [];
+  const ids: number[] = [];
+  for (const sid of servers) {
+    const s = ctx.state.server(sid);
+    if (!s || !ctx.eligibleServer(s)) continue;
+    for (let i = 0; i < s.ruCount; i++) if (s.available(i) && !ctx.taken.has(s.base + i)) ids.push(s.base + i);
+  }
+  shuffleInPlace(ids, rng);
+  const out: Candidate[] = [];
+  for (const id of ids.slice(0, limit)) {
+    const c = candidateFor(ctx, id);
+    if (c) out.push(c);
+  }
+  return out;
+}

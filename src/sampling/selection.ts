@@ -1,0 +1,209 @@
+/**
+ * What one selection works with: the request and its result, the candidates it scores, and the
+ * per-call context that scores an RU against the job's own earlier picks and takes the best
+ * candidates greedily (re-scoring those whose server got one of the job's picks).
+ */
+import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
+import {
+  compareScores,
+  contention,
+  scoreRu,
+  type JobTarget,
+  type QualityForm,
+  type RuScore,
+} from '../quality/index.ts';
+import type { ClusterState, Occupant, ServerState } from './cluster-state.ts';
+import { serverMatches } from './feasibility.ts';
+
+/** What the selection needs to know about a job (a subset of JobSpec, plus its target). */
+export interface PlacementRequest {
+  jobId: string;
+  target: JobTarget;
+  caused: readonly number[];
+  priority: number;
+  platformPerf: Readonly<Record<string, number>>;
+  /**
+   * With mode 'spread' and `required` not false, no two tasks of the job share a server (or rack):
+   * groups where the job already has occupants (ClusterState.jobGroups) are never picked, and
+   * fewer than m picks come back when there are not enough other groups.
+   */
+  locality: { mode: LocalityMode; scope: TopologyScope; required?: boolean };
+  constraints: Constraints;
+  /** Number of RUs to place now. */
+  m: number;
+  /** Sample size per RU. */
+  R: number;
+  form?: QualityForm;
+  /** How strongly platform speed weighs against interference quality (score = Q · speed^w). */
+  platformWeight?: number;
+  /** May displace busy RUs of strictly lower priority when no acceptable free RU is found. */
+  preempt?: boolean;
+  /** RU ids that must not be chosen (already picked in this job's current attempt). */
+  exclude?: ReadonlySet<number>;
+}
+
+export interface Pick {
+  id: number;
+  server: ServerState;
+  index: number;
+  score: number;
+  quality: RuScore;
+  /** Revisions read when the pick was scored: the commit compares them. */
+  ruRev: number;
+  epochRev: number;
+  /** Set when the pick displaces a lower-priority task. */
+  victim?: Occupant;
+}
+
+export interface SelectionResult {
+  picks: Pick[];
+  candidatesSeen: number;
+  /** Candidates drawn from the busy lower-priority population. */
+  preemptionCandidates: number;
+}
+
+/** An RU scored for this job (against a victim's departure when it would displace one). */
+export interface Candidate {
+  id: number;
+  server: ServerState;
+  index: number;
+  score: number;
+  quality: RuScore;
+  scoredAt: number; // server-local version of the extra load seen when scored
+  victim?: Occupant;
+}
+
+/** One selection call: the RUs it has taken and the load its own picks add to their servers. */
+export class SelectionContext {
+  readonly extra = new Map<ServerState, { sum: number[]; count: number; version: number }>();
+  readonly taken = new Set<number>();
+  readonly C = new Array<number>(N_RESOURCES).fill(0);
+  readonly maxPerf: number;
+
+  constructor(
+    readonly state: ClusterState,
+    readonly req: PlacementRequest,
+  ) {
+    let max = 0;
+    const allowed = req.constraints.platforms;
+    for (const [p, v] of Object.entries(req.platformPerf)) {
+      if (allowed && !allowed.includes(p)) continue;
+      if (v > max) max = v;
+    }
+    this.maxPerf = max > 0 ? max : 1;
+    if (req.exclude) for (const id of req.exclude) this.taken.add(id);
+  }
+
+  eligibleServer(s: ServerState): boolean {
+    return serverMatches(s.spec, this.req.constraints);
+  }
+
+  extraVersion(s: ServerState): number {
+    return this.extra.get(s)?.version ?? 0;
+  }
+
+  /** Scores RU i of server s for this job, counting the job's own earlier picks on s. */
+  score(s: ServerState, i: number, victim?: Occupant): { score: number; quality: RuScore } {
+    const ex = this.extra.get(s);
+    let sum: readonly number[] = s.sum;
+    if (ex) {
+      const merged = new Array<number>(N_RESOURCES);
+      for (let r = 0; r < N_RESOURCES; r++) merged[r] = (s.sum[r] as number) + (ex.sum[r] as number);
+      sum = merged;
+    }
+    // A victim's own load leaves with it; a free RU has no self term.
+    contention(sum, s.ruCount, victim ? victim.caused : null, this.C);
+    const quality = scoreRu(this.C, this.req.target, this.req.form ?? 'monotone');
+    const perf = (this.req.platformPerf[s.spec.platform] ?? this.maxPerf) / this.maxPerf;
+    const w = this.req.platformWeight ?? 1;
+    const factor = w === 1 ? perf : Math.pow(perf, w);
+    return { score: quality.Q * factor, quality };
+  }
+
+  /** Counts a pick on s in the neighbourhood of later candidates. */
+  commitLocal(s: ServerState): void {
+    let ex = this.extra.get(s);
+    if (!ex) {
+      ex = { sum: new Array<number>(N_RESOURCES).fill(0), count: 0, version: 0 };
+      this.extra.set(s, ex);
+    }
+    for (let r = 0; r < N_RESOURCES; r++) ex.sum[r] = (ex.sum[r] as number) + (this.req.caused[r] ?? 0);
+    ex.count++;
+    ex.version++;
+  }
+}
+
+export function better(a: Candidate, b: Candidate): number {
+  if (a.score !== b.score) return a.score - b.score;
+  return compareScores(a.quality, b.quality);
+}
+
+export function toPick(c: Candidate): Pick {
+  const p: Pick = {
+    id: c.id,
+    server: c.server,
+    index: c.index,
+    score: c.score,
+    quality: c.quality,
+    ruRev: c.server.ruRevs[c.index] as number,
+    epochRev: c.server.epochRev,
+  };
+  if (c.victim) p.victim = c.victim;
+  return p;
+}
+
+export function candidateFor(ctx: SelectionContext, id: number, victim?: Occupant): Candidate | undefined {
+  const s = ctx.state.serverOfRu(id);
+  if (!s) return undefined;
+  const index = id - s.base;
+  const { score, quality } = ctx.score(s, index, victim);
+  const c: Candidate = { id, server: s, index, score, quality, scoredAt: ctx.extraVersion(s) };
+  if (victim) c.victim = victim;
+  return c;
+}
+
+/** Greedy pick from scored candidates, re-scoring those whose server got one of our picks. */
+export function pickBest(
+  ctx: SelectionContext,
+  cands: Candidate[],
+  want: number,
+  groupOf: ((c: Candidate) => string) | undefined,
+  usedGroups: Set<string>,
+): Candidate[] {
+  cands.sort((a, b) => better(b, a));
+  const picked: Candidate[] = [];
+  const deferred: Candidate[] = [];
+  while (picked.length < want && cands.length > 0) {
+    const c = cands.shift() as Candidate;
+    if (ctx.taken.has(c.id)) continue;
+    if (c.scoredAt !== ctx.extraVersion(c.server)) {
+      const { score, quality } = ctx.score(c.server, c.index, c.victim);
+      c.score = score;
+      c.quality = quality;
+      c.scoredAt = ctx.extraVersion(c.server);
+      insertSorted(cands, c);
+      continue;
+    }
+    if (groupOf && usedGroups.has(groupOf(c))) {
+      deferred.push(c);
+      continue;
+    }
+    picked.push(c);
+    ctx.taken.add(c.id);
+    ctx.commitLocal(c.server);
+    if (groupOf) usedGroups.add(groupOf(c));
+  }
+  cands.unshift(...deferred);
+  return picked;
+}
+
+function insertSorted(cands: Candidate[], c: Candidate): void {
+  let lo = 0;
+  let hi = cands.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (better(cands[mid] as Candidate, c) >= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  cands.splice(lo, 0, c);
+}
