@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { releaseRu } from '../../src/state/release.ts';
+import { PROGRESS_WRITE_MS } from '../../src/agent/owner/summary.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { explanationToProto } from '../../src/frontend/convert.ts';
@@ -256,5 +258,43 @@ describe('job owner (embedded store, manual clock)', () => {
     // Given back: B placed the whole gang again. Completed: A's reservations stand, confirmed by B.
     if (confirmed) expect(agents.has('A/a1')).toBe(true);
     else expect([...agents]).toEqual(['B/a1']);
+  });
+});
+
+describe('the job record its owner writes', () => {
+  it('a change of state is written at once; progress alone at most once per interval, and then the latest', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 8);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('progress-1', TEST_PROFILES[0]!, 16, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 16, 5000);
+    await c.until(async () => (await c.jobState(job.id)) === 'placed', 5000);
+    const writes: LiveJobRecord[] = [];
+    const w = await c.store.watch({
+      prefix: c.keys.job(job.id),
+      fromRevision: (await c.store.revision()) + 1,
+      onEvents: (b) => b.events.forEach((e) => writes.push(parseJson<LiveJobRecord>(e.kv)!)),
+      onError: () => undefined,
+    });
+    // Eight tasks end one after the other, each looked at by the owner, while no time passes.
+    for (const b of (await c.busy(job.id)).slice(0, 8)) {
+      const ref = c.keys.parseRu(b.key)!;
+      expect(await releaseRu(c.store, c.keys, ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
+      await c.flush();
+    }
+    // The first one moved the job to running: written. The next seven only changed its counts.
+    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([['running', 1]]);
+    await c.advance(PROGRESS_WRITE_MS + 50);
+    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([
+      ['running', 1],
+      ['running', 8],
+    ]);
+    // The rest end: the final state is written at once, with every count.
+    expect(await c.finishTasks(job.id)).toBe(8);
+    await c.flush();
+    expect(writes.at(-1)).toMatchObject({ state: 'succeeded', taskStates: { succeeded: 16 } });
+    await w.close();
   });
 });

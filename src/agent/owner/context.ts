@@ -87,6 +87,10 @@ export interface Owned {
   blockedSince: number | undefined;
   /** Departed nodes whose tasks this job waits for, within the node's disconnect grace. */
   awaitingNodes: Set<string>;
+  /** When the job record was last written by its summary (clock ms; see summary.ts). */
+  summaryAt: number;
+  /** A summary write held back by the progress interval is due (an evaluation is scheduled). */
+  summaryDue: boolean;
 }
 
 export interface OwnerStats {
@@ -166,6 +170,8 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     note: rec.message,
     blockedSince: undefined,
     awaitingNodes: new Set(),
+    summaryAt: Number.NEGATIVE_INFINITY,
+    summaryDue: false,
   };
 }
 
