@@ -297,4 +297,44 @@ describe('the job record its owner writes', () => {
     expect(writes.at(-1)).toMatchObject({ state: 'succeeded', taskStates: { succeeded: 16 } });
     await w.close();
   });
+
+  it('keeps only the state of a task that ended well; a failed task keeps its record, quoted by the job', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('kept-1', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    const busy = await c.busy(job.id);
+    for (const [i, b] of busy.entries()) {
+      const outcome = i === 3 ? { state: 'failed' as const, exitCode: 3, message: 'exit code 3' } : { state: 'succeeded' as const, exitCode: 0 };
+      expect(await releaseRu(c.store, c.keys, c.keys.parseRu(b.key)!, b.rev, b.rec, { ...outcome, endedAt: c.clock.now() })).toBe(true);
+    }
+    await c.until(async () => (await c.jobState(job.id)) === 'failed', 5000);
+    const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job.id)));
+    expect(rec?.message).toBe(`1 of 4 tasks failed; task ${busy[3]!.rec.task}: exit code 3`);
+    expect(rec?.taskStates).toEqual({ succeeded: 3, failed: 1 });
+  });
+
+  it('holds, per task that succeeded, its state and attempt only', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('kept-2', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    expect(await c.finishTasks(job.id)).toBe(4);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    const o = a.owned.get(job.id)!;
+    const ended = [...o.tasks.values()].filter((v) => v.rec.state === 'succeeded');
+    expect(ended).toHaveLength(4);
+    for (const v of ended) expect(Object.keys(v.rec).sort()).toEqual(['attempt', 'index', 'job', 'state']);
+    // The stored records are whole.
+    const stored = (await tasksOf(c, job.id)).filter((t) => t.state === 'succeeded');
+    expect(stored.every((t) => t.ru !== undefined && t.endedAt !== undefined)).toBe(true);
+    expect(await c.finishTasks(job.id)).toBe(4);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+  });
 });

@@ -175,11 +175,23 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
   };
 }
 
+/**
+ * What the owner keeps of a task that succeeded or was cancelled: its state, for the counts, and
+ * nothing else (no RU, times or ids). A 100,000-task job keeps a few dozen bytes per ended task
+ * instead of the whole record (a failed task keeps its record: the job's message quotes it).
+ */
+function kept(o: Owned, rec: LiveTaskRecord): LiveTaskRecord {
+  if (rec.state === 'succeeded') return { job: o.id, index: rec.index, state: 'succeeded', attempt: rec.attempt };
+  if (rec.state === 'cancelled') return { job: o.id, index: rec.index, state: 'cancelled', attempt: rec.attempt };
+  return rec;
+}
+
 /** Records a task's newer record (older revisions are ignored) and marks it for evaluation. */
-export function mergeTask(o: Owned, index: number, rec: LiveTaskRecord | undefined, rev: number): void {
+export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefined, rev: number): void {
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
+  const rec = full && kept(o, full);
   if (rec) {
     o.tasks.set(index, { rec, rev });
     o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);
