@@ -50,6 +50,13 @@ interface Shared {
 export class JobWatchHub {
   private readonly topics = new Map<string, Set<Listener>>();
   private shared: Shared | undefined;
+  private dispatching = false;
+  /**
+   * Records parsed from the changes being handed out, shared by the streams of their job (each
+   * would parse them again); emptied after each batch, so that it holds nothing the store's
+   * history keeps alive.
+   */
+  private readonly parsed = new Map<KeyValue, object | null>();
 
   constructor(
     private readonly store: ClusterStore,
@@ -59,6 +66,16 @@ export class JobWatchHub {
   /** Store watches open now (0 or 2, whatever the number of streams). */
   get storeWatches(): number {
     return this.shared?.watches.length ?? 0;
+  }
+
+  /** The JSON record a change carries, parsed once for all the streams it reaches. */
+  record<T extends object>(kv: KeyValue): T | undefined {
+    let v = this.parsed.get(kv);
+    if (v === undefined) {
+      v = parseJson<T>(kv) ?? null;
+      if (this.dispatching) this.parsed.set(kv, v);
+    }
+    return (v ?? undefined) as T | undefined;
   }
 
   /** Resolves once the store watches run: every change after that reaches `l`. */
@@ -115,9 +132,15 @@ export class JobWatchHub {
         list.push(e);
       }
       if (!parts) return;
-      for (const [job, events] of parts) {
-        const batch = { revision: b.revision, events };
-        for (const l of [...(this.topics.get(job) ?? [])]) l.onBatch(batch);
+      this.dispatching = true;
+      try {
+        for (const [job, events] of parts) {
+          const batch = { revision: b.revision, events };
+          for (const l of [...(this.topics.get(job) ?? [])]) l.onBatch(batch);
+        }
+      } finally {
+        this.dispatching = false;
+        this.parsed.clear();
       }
     };
     const jobOfTask = (key: string): string | undefined => {
@@ -154,6 +177,7 @@ export class JobStream {
   private pendingRev = 0;
   private resync = false;
   private flushing = false;
+  private flushQueued = false;
   private waitingDrain = false;
   private slowTimer: NodeJS.Timeout | undefined;
 
@@ -214,12 +238,26 @@ export class JobStream {
     if (b.revision <= this.sentRev) return;
     for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete');
     this.pendingRev = Math.max(this.pendingRev, b.revision);
-    this.flush();
+    this.flushSoon();
+  }
+
+  /**
+   * Sends what is pending on the next turn of the event loop: the changes of one burst (tasks
+   * ending together, a commit of many placements) leave as one event, and their sending does not
+   * lengthen the turn that made them.
+   */
+  private flushSoon(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      this.flush();
+    });
   }
 
   private apply(kv: KeyValue, deleted: boolean): void {
     if (kv.key === this.d.keys.job(this.jobId)) {
-      const rec = deleted ? undefined : parseJson<LiveJobRecord>(kv);
+      const rec = deleted ? undefined : this.d.hub.record<LiveJobRecord>(kv);
       if (deleted) {
         // A job is deleted only once final, and a stream ends at the final state: this one fell
         // behind by more than the retention period (or the record was removed by hand).
@@ -234,7 +272,7 @@ export class JobStream {
     }
     const ref = this.live.parseTask(kv.key);
     if (!ref || this.resync) return;
-    this.pending.set(ref.index, deleted ? null : (parseJson<LiveTaskRecord>(kv) ?? null));
+    this.pending.set(ref.index, deleted ? null : (this.d.hub.record<LiveTaskRecord>(kv) ?? null));
     if (this.pending.size > this.d.limits.maxPendingTasks) {
       // Too far behind to keep every change: drop them, send the whole job again when it reads.
       this.pending.clear();
