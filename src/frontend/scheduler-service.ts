@@ -171,16 +171,17 @@ export class SchedulerService {
       success: [
         { type: 'get', key: k.job(id) },
         { type: 'get', key: k.owner(id) },
-        { type: 'get', key: k.tasks(id), prefix: true },
         { type: 'get', key: this.live.jobReports(id), prefix: true },
+        // Without its tasks (CancelJob's answer), a 100,000-task job is not read task by task.
+        ...(withTasks ? [{ type: 'get' as const, key: k.tasks(id), prefix: true }] : []),
       ],
     });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.notFound(id);
     const owner = parseJson<OwnerRecord>(res.responses[1]?.[0]);
-    const kvs = res.responses[2] ?? [];
+    const kvs = res.responses[3] ?? [];
     const tasks = withTasks ? kvs.slice(0, MAX_TASKS_LISTED).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
-    const reports = (res.responses[3] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
+    const reports = (res.responses[2] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
     const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
     if (withTasks && kvs.length > MAX_TASKS_LISTED) job.tasksOmitted = kvs.length - MAX_TASKS_LISTED;
     return job;
