@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import type * as grpc from '@grpc/grpc-js';
-import { DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub } from '../../src/frontend/job-watch.ts';
+import { DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK } from '../../src/frontend/job-watch.ts';
 import type { JobEvent } from '../../src/frontend/gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from '../../src/frontend/gen/tarcil/v1/WatchJobRequest.ts';
 import { Keys } from '../../src/state/keys.ts';
@@ -13,8 +13,10 @@ import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 class FakeCall extends EventEmitter {
   readonly events: JobEvent[] = [];
   ended = false;
+  onWrite: ((n: number) => void) | undefined;
   write(ev: JobEvent): boolean {
     this.events.push(ev);
+    this.onWrite?.(this.events.length);
     return true;
   }
   end(): void {
@@ -54,6 +56,45 @@ describe('WatchJob streams (JobStream)', () => {
     expect(call.events).toHaveLength(2);
     expect(call.events[1]?.tasks?.map((t) => t.index)).toEqual(Array.from({ length: 50 }, (_, i) => i));
     expect(Number(call.events[1]?.revision)).toBe(last);
+    stream.finish();
+  });
+
+  it('sends a large job block by block on later turns, each task once, with what changed meanwhile after it', async () => {
+    store = new MemoryStore({ maxTxnOps: 1000 });
+    const keys = new Keys('/w/');
+    const n = 2 * SNAPSHOT_BLOCK + 5000;
+    await store.put(keys.job('j1'), JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    for (let i = 0; i < n; i += 1000) {
+      await store.txn({ compare: [], success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })) });
+    }
+    const hub = new JobWatchHub(store, keys);
+    const call = new FakeCall();
+    let turnedAt: number | undefined;
+    const first = await store.revision();
+    call.onWrite = (count) => {
+      if (count !== 1) return;
+      // While the first part goes out: a task of the first block and one of the last change.
+      void store!.put(keys.task('j1', 5), task(5, 'running'));
+      void store!.put(keys.task('j1', n - 1), task(n - 1, 'running'));
+      setImmediate(() => (turnedAt ??= call.events.length));
+    };
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    await stream.start();
+    await turns(3);
+    const parts = Math.ceil(n / DEFAULT_JOB_WATCH_LIMITS.tasksPerEvent);
+    const snapshot = call.events.slice(0, parts);
+    // The event loop turned while the snapshot was being sent.
+    expect(turnedAt).toBeLessThan(parts);
+    expect(snapshot.every((e) => Number(e.revision) === first)).toBe(true);
+    expect(snapshot.map((e) => e.more)).toEqual([...Array<boolean>(parts - 1).fill(true), false]);
+    const indexes = snapshot.flatMap((e) => e.tasks?.map((t) => t.index) ?? []);
+    expect(indexes).toEqual(Array.from({ length: n }, (_, i) => i));
+    // The last block was read after its task changed: the snapshot has it, no delta repeats it.
+    expect(snapshot.flatMap((e) => e.tasks ?? []).find((t) => t.index === n - 1)?.state).toBe('running');
+    expect(snapshot.flatMap((e) => e.tasks ?? []).find((t) => t.index === 5)?.state).toBe('placed');
+    const deltas = call.events.slice(parts);
+    expect(deltas.flatMap((e) => e.tasks?.map((t) => [t.index, t.state]) ?? [])).toEqual([[5, 'running']]);
+    expect(Number(deltas[0]?.revision)).toBeGreaterThan(first);
     stream.finish();
   });
 
