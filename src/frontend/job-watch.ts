@@ -198,6 +198,7 @@ export class JobStream {
   private resync = false;
   private flushing = false;
   private flushQueued = false;
+  private jobProto: { rec: LiveJobRecord; proto: Job } | undefined;
   /** While a snapshot is sent: the revision each block of tasks was read at. */
   private blockRevs: number[] | undefined;
   private waitingDrain = false;
@@ -351,7 +352,9 @@ export class JobStream {
       this.pending.clear();
       this.jobChanged = false;
       this.sentRev = rev;
-      await this.sendParts(jobToProto(this.jobId, job, job.owner ?? ''), rev, changed.length, true, (from, to) =>
+      // The job as sent, made again only when its record changed (most events change tasks only).
+      if (this.jobProto?.rec !== job) this.jobProto = { rec: job, proto: jobToProto(this.jobId, job, job.owner ?? '') };
+      await this.sendParts(this.jobProto.proto, rev, changed.length, true, (from, to) =>
         changed.slice(from, to).map(([index, t]) => (t ? taskToProto(t) : { index, state: 'deleted' })),
       );
       if (isFinalJob(job.state)) this.finish();
