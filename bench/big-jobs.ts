@@ -16,10 +16,11 @@
  * 100,000-task job. Each case runs in a fresh child and is bounded in time.
  *
  * Run: npx tsx bench/big-jobs.ts [--quick] [--store memory|etcd] [--only inc-30k-k1,gang-10k]
- *        [--heap-mb 2048] [--hard-s S] [--name big-jobs] [--cpu-prof]
+ *        [--heap-mb 2048] [--hard-s S] [--name big-jobs] [--cpu-prof] [--heap-snapshot S]
  * --watchers K overrides every case's number of watchers. --hard-s: a case's child is killed after S seconds (default: the case bounds + 30 s).
  * --cpu-prof profiles the child (node --cpu-prof), leaves its job running at the bound (no cancel)
- * and prints the front-end's top self-time functions.
+ * and prints the front-end's top self-time functions. --heap-snapshot S writes a heap snapshot of
+ * the front-end S seconds into each case (v8.writeHeapSnapshot: it blocks the process meanwhile).
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -27,7 +28,8 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { writeHeapSnapshot } from 'node:v8';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import { loadProtos } from '../src/frontend/proto.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../src/model/catalog.ts';
@@ -48,6 +50,8 @@ const ELD_RESOLUTION_MS = 2;
 const SAMPLE_MS = 100;
 const TASK_MS = 20;
 const PROFILE = 'spark-lr';
+/** Sampling interval of a profiled front-end (--cpu-prof): fine enough to see 50 ms stretches. */
+const PROF_INTERVAL_US = 250;
 
 // ---------------------------------------------------------------------------------------------
 // Child: the `tarcil up` process, measuring itself.
@@ -57,6 +61,9 @@ interface ChildConfig {
   prefix: string;
   /** On `exit`, exit without closing anything (a profiled front-end writes its profile then). */
   exitAtOnce?: boolean;
+  /** Write a heap snapshot this long after `begin` (ms), into heapSnapshotDir. */
+  heapSnapshotAtMs?: number;
+  heapSnapshotDir?: string;
 }
 
 interface ChildSummary {
@@ -69,6 +76,21 @@ interface ChildSummary {
   /** Garbage collection (PerformanceObserver 'gc'): the longest pause, and pauses over 50 ms. */
   gcMaxMs: number;
   gcOver50: number;
+  /** Pauses by kind (minor: scavenge, major: mark-compact, incremental: a marking step, weakcb). */
+  gcByKind: Record<string, { count: number; totalMs: number; maxMs: number }>;
+  /** The longest pause: its kind, and the heap in use at the sample before it. */
+  gcLongest: { ms: number; kind: string; heapMb: number } | undefined;
+  /**
+   * The longest stalls (a 5 ms timer late by more than STALL_MS), each split by what the main
+   * thread did meanwhile (Linux schedstat): on the CPU, in garbage collection pauses (which it
+   * spends on the CPU or waiting for the collector's helper threads), or runnable but waiting for
+   * a CPU that other processes held. `jsMs` is the CPU time outside collection: the stall's own
+   * synchronous work.
+   */
+  stalls: Stall[];
+  stallCount: number;
+  /** The stall with the most JS time. */
+  jsStall: Stall | undefined;
   peakRssMb: number;
   peakHeapMb: number;
   peakExternalMb: number;
@@ -81,6 +103,20 @@ interface ChildSummary {
   frontEnd: { fencedLeases: number; leaseChanged: boolean; adopted: number; lost: number };
 }
 
+interface Stall {
+  /** ms since `begin`. */
+  at: number;
+  ms: number;
+  cpuMs: number;
+  gcMs: number;
+  waitCpuMs: number;
+  jsMs: number;
+}
+
+/** A stall is a probe timer late by more than this. */
+const STALL_MS = 50;
+const PROBE_MS = 5;
+
 type ToChild = { type: 'begin' } | { type: 'report' } | { type: 'exit' };
 type FromChild =
   | { type: 'ready'; port: number; metricsPort: number | undefined; rus: number; servers: number }
@@ -90,10 +126,22 @@ type FromChild =
 async function childMain(cfg: ChildConfig): Promise<void> {
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
   eld.enable();
-  const gc = { max: 0, over50: 0 };
+  const gc = { max: 0, over50: 0, byKind: {} as ChildSummary['gcByKind'], longest: undefined as ChildSummary['gcLongest'] };
+  const gcKinds: Record<number, string> = { [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor', [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major', [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental', [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb' };
+  let heapNowMb = 0;
+  const gcPauses: { start: number; end: number }[] = [];
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
-      if (e.duration > gc.max) gc.max = e.duration;
+      if (e.duration >= 1) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
+      const kind = gcKinds[(e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'other';
+      const k = (gc.byKind[kind] ??= { count: 0, totalMs: 0, maxMs: 0 });
+      k.count++;
+      k.totalMs += e.duration;
+      k.maxMs = Math.max(k.maxMs, e.duration);
+      if (e.duration > gc.max) {
+        gc.max = e.duration;
+        gc.longest = { ms: e.duration, kind, heapMb: heapNowMb };
+      }
       if (e.duration > 50) gc.over50++;
     }
   }).observe({ entryTypes: ['gc'] });
@@ -142,6 +190,35 @@ async function childMain(cfg: ChildConfig): Promise<void> {
   const feLease0 = sched.manager.leaseId;
   const fe0 = { ...sched.manager.stats };
 
+  // Stalls, and what the main thread did during each: its on-CPU and runqueue-wait nanoseconds.
+  const schedFile = `/proc/${process.pid}/task/${process.pid}/schedstat`;
+  const schedstat = (): { run: number; wait: number } | undefined => {
+    try {
+      const [run, wait] = readFileSync(schedFile, 'utf8').split(' ').map(Number);
+      return { run: (run ?? 0) / 1e6, wait: (wait ?? 0) / 1e6 };
+    } catch {
+      return undefined; // not Linux
+    }
+  };
+  const rawStalls: { start: number; end: number; cpuMs: number; waitCpuMs: number }[] = [];
+  let probeAt = performance.now();
+  let probeSched = schedstat();
+  const probe = setInterval(() => {
+    const now = performance.now();
+    const s = schedstat();
+    if (now - probeAt - PROBE_MS > STALL_MS) {
+      rawStalls.push({ start: probeAt + PROBE_MS, end: now, cpuMs: s && probeSched ? s.run - probeSched.run : NaN, waitCpuMs: s && probeSched ? s.wait - probeSched.wait : NaN });
+    }
+    probeAt = now;
+    probeSched = s;
+  }, PROBE_MS);
+  const stallsNow = (): Stall[] =>
+    rawStalls.map((r) => {
+      let gcMs = 0;
+      for (const g of gcPauses) gcMs += Math.max(0, Math.min(r.end, g.end) - Math.max(r.start, g.start));
+      return { at: r.start - begun, ms: r.end - r.start, cpuMs: r.cpuMs, gcMs, waitCpuMs: r.waitCpuMs, jsMs: Math.max(0, r.cpuMs - gcMs) };
+    });
+
   const sampler = setInterval(() => {
     const now = performance.now();
     const gap = now - lastTick - SAMPLE_MS;
@@ -151,6 +228,7 @@ async function childMain(cfg: ChildConfig): Promise<void> {
     if (gap > secondMax) secondMax = gap;
     const m = process.memoryUsage();
     last = { rss: m.rss, heap: m.heapUsed };
+    heapNowMb = mb(m.heapUsed);
     peak = { rss: Math.max(peak.rss, m.rss), heap: Math.max(peak.heap, m.heapUsed), ext: Math.max(peak.ext, m.external + m.arrayBuffers) };
     if (now - secondStart >= 1000) {
       send({
@@ -181,6 +259,13 @@ async function childMain(cfg: ChildConfig): Promise<void> {
       stalledMs: stalled,
       gcMaxMs: gc.max,
       gcOver50: gc.over50,
+      gcByKind: gc.byKind,
+      gcLongest: gc.longest,
+      stalls: stallsNow()
+        .sort((a, b) => b.ms - a.ms)
+        .slice(0, 10),
+      stallCount: rawStalls.length,
+      jsStall: stallsNow().sort((a, b) => b.jsMs - a.jsMs)[0],
       peakRssMb: mb(peak.rss),
       peakHeapMb: mb(peak.heap),
       peakExternalMb: mb(peak.ext),
@@ -214,10 +299,21 @@ async function childMain(cfg: ChildConfig): Promise<void> {
       stalled = 0;
       gc.max = 0;
       gc.over50 = 0;
+      gc.byKind = {};
+      gc.longest = undefined;
+      rawStalls.length = 0;
+      gcPauses.length = 0;
+      if (cfg.heapSnapshotAtMs !== undefined) {
+        setTimeout(() => {
+          const file = writeHeapSnapshot(join(cfg.heapSnapshotDir ?? tmpdir(), `front-end-${process.pid}.heapsnapshot`));
+          process.stdout.write(`heap snapshot: ${file}\n`);
+        }, cfg.heapSnapshotAtMs).unref();
+      }
       lastTick = performance.now();
     } else if (m.type === 'report') {
       send({ type: 'report', summary: summary() });
     } else if (m.type === 'exit') {
+      clearInterval(probe);
       clearInterval(sampler);
       if (cfg.exitAtOnce) process.exit(0);
       const hard = setTimeout(() => process.exit(0), 10_000);
@@ -246,6 +342,8 @@ interface CaseDef {
   runMs: number;
   /** Task duration (default TASK_MS). */
   taskMs?: number;
+  /** Open the watchers this long after the submission (not at once), with a GetJob and an ExplainJob. */
+  lateMs?: number;
 }
 
 interface StreamStats {
@@ -288,6 +386,8 @@ interface CaseResult {
   outputTail?: string;
   timeline: { t: number; rssMb: number; heapMb: number; eldMaxMs: number }[];
   wallMs: number;
+  /** The late clients (CaseDef.lateMs): when, and how long GetJob and ExplainJob took. */
+  late?: { atMs: number; getJob: { ms: number; listed?: number; omitted?: number; error?: string }; explainMs: number };
 }
 
 const argv = process.argv.slice(2);
@@ -372,7 +472,7 @@ interface Child {
 }
 
 function startChild(cfg: ChildConfig, heapMb: number, profDir: string | undefined): Child {
-  const args = [`--max-old-space-size=${heapMb}`, ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), '--import', 'tsx', SELF, '--child', JSON.stringify(cfg)];
+  const args = [`--max-old-space-size=${heapMb}`, ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-interval', String(PROF_INTERVAL_US)] : []), '--import', 'tsx', SELF, '--child', JSON.stringify(cfg)];
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' } });
   let out = '';
   const keep = (d: Buffer): void => {
@@ -452,9 +552,18 @@ function procWatcher(child: Child): { read(): void; stop(): void; peakMb(): numb
   return { read, stop: () => clearInterval(t), peakMb: () => peak };
 }
 
-async function runCase(def: CaseDef, o: { url: string; storeName: string; heapMb: number; cancelWaitMs: number; hardMs: number; profDir?: string }): Promise<CaseResult> {
+async function runCase(
+  def: CaseDef,
+  o: { url: string; storeName: string; heapMb: number; cancelWaitMs: number; hardMs: number; profDir?: string; heapSnapshot?: { atMs: number; dir: string } },
+): Promise<CaseResult> {
   const t0 = performance.now();
-  const child = startChild({ store: o.url, prefix: `/bench-big-${def.name}-${Date.now()}/`, ...(o.profDir ? { exitAtOnce: true } : {}) }, o.heapMb, o.profDir);
+  const cfg: ChildConfig = {
+    store: o.url,
+    prefix: `/bench-big-${def.name}-${Date.now()}/`,
+    ...(o.profDir ? { exitAtOnce: true } : {}),
+    ...(o.heapSnapshot ? { heapSnapshotAtMs: o.heapSnapshot.atMs, heapSnapshotDir: o.heapSnapshot.dir } : {}),
+  };
+  const child = startChild(cfg, o.heapMb, o.profDir);
   const ready = await child.ready;
   const addr = `127.0.0.1:${ready.port}`;
   const Scheduler = loadProtos().proto.tarcil.v1.Scheduler;
@@ -490,7 +599,7 @@ async function runCase(def: CaseDef, o: { url: string; storeName: string; heapMb
   if (sub.ok) {
     const jobId = sub.value.jobId;
     r.jobId = jobId;
-    for (let i = 0; i < def.watchers; i++) {
+    const openWatcher = (): void => {
       const client = new grpc.Client(addr, grpc.credentials.createInsecure(), CLIENT_OPTS);
       watchers.push(client);
       const st: StreamStats = { events: 0, bytes: 0, maxEventBytes: 0, taskRecords: 0, firstEventMs: undefined, lastState: '', end: undefined };
@@ -520,7 +629,8 @@ async function runCase(def: CaseDef, o: { url: string; storeName: string; heapMb
         st.end ??= s.code === grpc.status.OK ? 'OK' : `${grpc.status[s.code] ?? s.code}: ${s.details.slice(0, 120)}`;
       });
       calls.push(call);
-    }
+    };
+    if (def.lateMs === undefined) for (let i = 0; i < def.watchers; i++) openWatcher();
 
     // Until final or the run bound; the job's state from ListJobs (no task list).
     let state = '';
@@ -547,7 +657,24 @@ async function runCase(def: CaseDef, o: { url: string; storeName: string; heapMb
         break;
       }
       if (el >= def.runMs) break;
-      await sleep(Math.min(1000, Math.max(50, def.runMs - el)));
+      if (def.lateMs !== undefined && el >= def.lateMs && !r.late) {
+        // Clients that come late to a job with tens of thousands of task records: each stream
+        // starts with a snapshot of them all; GetJob lists 5,000; ExplainJob looks for re-placements.
+        log(`opening ${def.watchers} WatchJob streams, GetJob and ExplainJob`);
+        for (let i = 0; i < def.watchers; i++) openWatcher();
+        const [g, e] = await Promise.all([
+          unary<Job__Output>((opts, cb) => c.GetJob({ jobId }, opts, cb), 30_000),
+          unary<unknown>((opts, cb) => c.ExplainJob({ jobId }, opts, cb), 30_000),
+        ]);
+        r.late = {
+          atMs: el,
+          getJob: g.ok ? { ms: g.ms, listed: g.value.taskList.length, omitted: g.value.tasksOmitted } : { ms: g.ms, error: `${g.code} ${g.details}` },
+          explainMs: e.ms,
+        };
+        log(`GetJob ${fmt(g.ms, 0)} ms (${g.ok ? `${g.value.taskList.length} listed, ${g.value.tasksOmitted} omitted` : g.code}), ExplainJob ${fmt(e.ms, 0)} ms`);
+      }
+      const nextAt = def.lateMs !== undefined && !r.late ? Math.min(def.runMs, def.lateMs) : def.runMs;
+      await sleep(Math.min(1000, Math.max(50, nextAt - el)));
     }
     r.stateAtBound = state;
     r.taskStatesAtBound = counts;
@@ -659,6 +786,64 @@ function topSelfTime(path: string, n: number): { fn: string; ms: number; share: 
     .map(([fn, us]) => ({ fn, ms: us / 1000, share: us / total }));
 }
 
+/**
+ * The longest stretches of a profile without an idle sample after `fromS` seconds, by the JS time
+ * in them (samples outside the collector, each counted at most 3 intervals: a longer gap between
+ * samples is the process waiting for a CPU), with the project functions that took it. Under load
+ * a stretch spans several turns of the event loop; the stalls table says how long each turn was.
+ */
+function busyStretches(path: string, fromS: number, n: number): { atS: number; wallMs: number; jsMs: number; gcMs: number; top: string[] }[] {
+  const p = JSON.parse(readFileSync(path, 'utf8')) as {
+    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
+    startTime: number;
+    samples: number[];
+    timeDeltas: number[];
+  };
+  const node = new Map(p.nodes.map((x) => [x.id, x]));
+  const parent = new Map<number, number>();
+  for (const x of p.nodes) for (const c of x.children ?? []) parent.set(c, x.id);
+  const mine = (url: string): boolean => url.includes('/src/') && !url.includes('node_modules');
+  const frameOf = (id: number): string => {
+    for (let x: number | undefined = id; x !== undefined; x = parent.get(x)) {
+      const f = node.get(x)?.callFrame;
+      if (f && mine(f.url)) return `${f.functionName || '(anonymous)'} ${basename(f.url)}`;
+    }
+    return `(${node.get(id)?.callFrame.functionName ?? '?'})`;
+  };
+  const times: number[] = [];
+  let t = p.startTime;
+  for (const d of p.timeDeltas) times.push((t += d));
+  const step = PROF_INTERVAL_US * 3;
+  const out: { atS: number; wallMs: number; jsMs: number; gcMs: number; top: string[] }[] = [];
+  let start = -1;
+  const close = (a: number, b: number): void => {
+    let js = 0;
+    let gc = 0;
+    const by = new Map<string, number>();
+    for (let i = a; i < b; i++) {
+      const dt = Math.min((times[i + 1] ?? 0) - (times[i] ?? 0), step);
+      const id = p.samples[i] as number;
+      if (node.get(id)?.callFrame.functionName === '(garbage collector)') gc += dt;
+      else {
+        js += dt;
+        const f = frameOf(id);
+        by.set(f, (by.get(f) ?? 0) + dt);
+      }
+    }
+    const top = [...by].sort((x, y) => y[1] - x[1]).slice(0, 4).map(([f, us]) => `${f} ${fmt(us / 1000, 0)}`);
+    out.push({ atS: ((times[a] ?? 0) - p.startTime) / 1e6, wallMs: ((times[b] ?? 0) - (times[a] ?? 0)) / 1000, jsMs: js / 1000, gcMs: gc / 1000, top });
+  };
+  for (let i = 0; i < p.samples.length; i++) {
+    const idle = node.get(p.samples[i] as number)?.callFrame.functionName === '(idle)';
+    if (!idle && start < 0 && ((times[i] ?? 0) - p.startTime) / 1e6 >= fromS) start = i;
+    else if (idle && start >= 0) {
+      close(start, i);
+      start = -1;
+    }
+  }
+  return out.sort((a, b) => b.jsMs - a.jsMs).slice(0, n);
+}
+
 async function parentMain(): Promise<void> {
   const quick = argv.includes('--quick');
   const storeName = flag('--store') ?? 'memory';
@@ -678,6 +863,8 @@ async function parentMain(): Promise<void> {
     // The job of the original report: tasks of 1 s, so the cell is busy but the process is not
     // saturated; what is left of the event-loop delay is what one operation costs.
     { name: 'inc-100k-k10-1s', kind: 'incremental', tasks: 100_000, watchers: 10, runMs: run, taskMs: 1000 },
+    // Ten streams opened, and a GetJob and an ExplainJob, once the job has ~15,000 task records.
+    { name: 'late-100k-k10', kind: 'incremental', tasks: 100_000, watchers: 10, runMs: run, lateMs: run * 0.6 },
     { name: 'gang-24', kind: 'gang', tasks: 24, watchers: 1, runMs: quick ? 8000 : 15_000 },
     { name: 'gang-10k', kind: 'gang', tasks: 10_000, watchers: 1, runMs: quick ? 8000 : 15_000 },
     // No watcher: the cost of the cancellation alone (the incremental cases cancel with watchers).
@@ -692,6 +879,9 @@ async function parentMain(): Promise<void> {
   // A front-end that stops answering is killed this long after it started (its case then ends).
   const hardMs = flag('--hard-s') !== undefined ? Number(flag('--hard-s')) * 1000 : Math.max(...cases.map((c) => c.runMs)) + cancelWaitMs + (quick ? 10_000 : 30_000);
   const profDir = cpuProf ? mkdtempSync(join(tmpdir(), 'tarcil-big-prof-')) : undefined;
+  const snapshotS = flag('--heap-snapshot');
+  const heapSnapshot = snapshotS !== undefined ? { atMs: Number(snapshotS) * 1000, dir: mkdtempSync(join(tmpdir(), 'tarcil-big-heap-')) } : undefined;
+  if (heapSnapshot) process.stdout.write(`heap snapshots (${snapshotS} s into each case) go to ${heapSnapshot.dir}\n`);
 
   let etcd: EtcdProcess | undefined;
   let url = 'memory://';
@@ -705,7 +895,7 @@ async function parentMain(): Promise<void> {
   try {
     for (const def of cases) {
       process.stdout.write(`${def.name}: ${def.kind} job of ${def.tasks} tasks, ${def.watchers} watcher(s), store ${storeName}\n`);
-      results.push(await runCase(def, { url, storeName, heapMb, cancelWaitMs, hardMs, ...(profDir ? { profDir } : {}) }));
+      results.push(await runCase(def, { url, storeName, heapMb, cancelWaitMs, hardMs, ...(profDir ? { profDir } : {}), ...(heapSnapshot ? { heapSnapshot } : {}) }));
     }
   } finally {
     clearInterval(keepAlive);
@@ -732,6 +922,26 @@ async function parentMain(): Promise<void> {
       r.survived ? 'yes' : `**no**: ${r.crash ?? ''}`,
     ]),
   );
+  const gcKindsOf = (r: CaseResult, kind: string): string => {
+    const k = r.child?.gcByKind?.[kind];
+    return k ? `${k.count} / ${ms(k.totalMs / k.count, 1)} / ${ms(k.maxMs)}` : '-';
+  };
+  const stallText = (x: Stall): string => `${ms(x.ms)} (JS ${ms(x.jsMs)}, GC ${ms(x.gcMs)}, no CPU ${ms(x.waitCpuMs)})`;
+  const gcTable = mdTable(
+    ['case', 'scavenges: n / mean / max ms', 'mark-compact: n / mean / max ms', 'longest pause: kind, heap MB then', `stalls > ${STALL_MS} ms`, 'longest stalls ms (main thread: JS on CPU, in GC, runnable without a CPU)', 'stall with the most JS ms'],
+    results.map((r) => {
+      const st = r.child?.stalls ?? [];
+      return [
+        r.name,
+        gcKindsOf(r, 'minor'),
+        gcKindsOf(r, 'major'),
+        r.child?.gcLongest ? `${r.child.gcLongest.kind}, ${ms(r.child.gcLongest.heapMb)}` : '-',
+        ms(r.child?.stallCount),
+        st.slice(0, 3).map(stallText).join('; ') || '-',
+        r.child?.jsStall ? stallText(r.child.jsStall) : '-',
+      ];
+    }),
+  );
   const api = mdTable(
     ['case', 'state at bound [tasks succeeded]', 'watch events / stream', 'bytes / event', 'largest event', 'stream end', 'cancel: RPC / cancelled / RUs free', 'leases lost: monitor re-registrations / front-end fenced'],
     results.map((r) => [
@@ -748,6 +958,15 @@ async function parentMain(): Promise<void> {
   const gangAnswers = results
     .filter((r) => r.kind === 'gang')
     .map((r) => `- ${r.name}: SubmitJob ${r.submit.ok ? `accepted in ${ms(r.submit.ms)} ms (job ${r.stateAtBound ?? '?'} after ${s(r.finalMs ?? r.runMs)} s${r.messageAtBound ? `: "${r.messageAtBound}"` : ''})` : `answered ${r.submit.code} in ${ms(r.submit.ms)} ms: "${r.submit.details ?? ''}"`}`)
+    .join('\n');
+  const lateAnswers = results
+    .filter((r) => r.late)
+    .map((r) => {
+      const l = r.late!;
+      const first = r.streams.map((st) => st.firstEventMs).filter((x): x is number => x !== undefined);
+      const g = l.getJob.error ? `GetJob failed after ${ms(l.getJob.ms)} ms (${l.getJob.error})` : `GetJob ${ms(l.getJob.ms)} ms (${l.getJob.listed} tasks listed, ${l.getJob.omitted} omitted)`;
+      return `- ${r.name}: at ${s(l.atMs)} s, ${r.watchers} WatchJob streams opened: first event after ${first.length ? ms(Math.max(...first)) : '-'} ms (the slowest), ${ms(perStream(r, (st) => st.taskRecords))} task records per stream in all; ${g}; ExplainJob ${ms(l.explainMs)} ms`;
+    })
     .join('\n');
   const crashes = results.filter((r) => !r.survived).map((r) => `- ${r.name}: ${r.crash ?? ''}`);
   const md = `# Big jobs on \`tarcil up\`
@@ -770,10 +989,20 @@ Machine: ${machine()}. Whole run: ${fmt((Date.now() - started) / 1000, 0)} s.
 
 ${load}
 
+## Garbage collection and stalls
+
+Pauses from \`PerformanceObserver\` ('gc' entries). A stall is a ${PROBE_MS} ms timer firing more than ${STALL_MS} ms late; what
+the main thread did meanwhile comes from its \`/proc/<pid>/task/<pid>/schedstat\` (time on a CPU, and time
+runnable but waiting for one) and the collector's pauses that overlap it. "JS" is the CPU time
+outside collection: synchronous work of the front-end itself. "No CPU" is time the other processes
+of the machine held both cores (it shrinks on an idle machine). The last column is the stall with the most JS time.
+
+${gcTable}
+
 ## API, watch streams, cancellation, leases
 
 ${api}
-${gangAnswers ? `\nGangs:\n\n${gangAnswers}\n` : ''}${crashes.length ? `\nCrashes:\n\n${crashes.join('\n')}\n` : ''}
+${gangAnswers ? `\nGangs:\n\n${gangAnswers}\n` : ''}${lateAnswers ? `\nClients that come late to a running 100,000-task job:\n\n${lateAnswers}\n` : ''}${crashes.length ? `\nCrashes:\n\n${crashes.join('\n')}\n` : ''}
 Reproduce: \`npx tsx bench/big-jobs.ts${quick ? ' --quick' : ''}${storeName === 'etcd' ? ' --store etcd' : ''}\`${only ? ` --only ${only.join(',')}` : ''}.
 `;
   const data = { machine: machine(), quick, store: storeName, heapMb, agents: UP_AGENTS, leaseTtlSeconds: UP_LEASE_TTL_S, taskMs: TASK_MS, eldResolutionMs: ELD_RESOLUTION_MS, results };
@@ -787,6 +1016,16 @@ Reproduce: \`npx tsx bench/big-jobs.ts${quick ? ' --quick' : ''}${storeName === 
     for (const f of files) {
       const top = topSelfTime(join(profDir, f), 20);
       sections.push(`### ${f}\n\n${mdTable(['function', 'self ms', 'share'], top.map((x) => [`\`${x.fn}\``, fmt(x.ms, 0), `${fmt(x.share * 100, 1)}%`]))}`);
+      // Past the start-up (module loading, the demo cell's registration).
+      const busy = busyStretches(join(profDir, f), 5, 8);
+      if (busy.length) {
+        sections.push(
+          `Busy stretches after 5 s, most JS first:\n\n${mdTable(
+            ['at s', 'wall ms', 'JS ms', 'GC ms', 'project functions (JS ms under them)'],
+            busy.map((b) => [fmt(b.atS, 2), fmt(b.wallMs, 0), fmt(b.jsMs, 0), fmt(b.gcMs, 0), b.top.join('; ')]),
+          )}`,
+        );
+      }
     }
     const text = `# CPU profile of the front-end (node --cpu-prof), cases: ${cases.map((c) => c.name).join(', ')}\n\nTop self time over the child's life (startup included). Profiles: ${profDir}\n\n${sections.join('\n\n')}\n`;
     const out = join(dir, `${name}-profile.md`);

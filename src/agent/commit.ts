@@ -8,7 +8,7 @@
 import type { JobSpec, RuRef } from '../model/types.ts';
 import type { Pick } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
-import type { DecisionRecord, Placement } from '../state/decisions.ts';
+import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import { placementTxn } from '../state/placement.ts';
@@ -138,6 +138,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       for (const r of txn.ruRecords) a.cache.applyKv(kvAt(r.key, JSON.stringify(r.rec), revision));
       for (const key of txn.epochKeys) a.cache.applyKv(kvAt(key, commitId, revision));
     });
+    const placed: Placement[] = [];
     picks.forEach((p, i) => {
       const task = tasks[i] as number;
       const pl: Placement = {
@@ -154,10 +155,16 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
         pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
         a.stats.preemptions++;
       }
-      rec.placements.push(pl);
+      placed.push(pl);
     });
+    // A running job's record keeps its first placements and counts the rest (what is stored
+    // and explained anyway): a 100,000-task call does not hold every placement in memory.
+    // Reservations of a gang are all kept: its confirmation takes them back from the record.
+    const room = ruState === 'reserved' ? placed.length : Math.max(0, KEPT_PLACEMENTS - rec.placements.length);
+    for (const pl of placed.slice(0, room)) rec.placements.push(pl);
+    if (placed.length > room) rec.omittedPlacements = (rec.omittedPlacements ?? 0) + placed.length - room;
     a.stats.tasksPlaced += picks.length;
-    a.notifyCommitted(job, rec.placements.slice(-picks.length));
+    a.notifyCommitted(job, placed);
     return { ok: true };
   }
   if (fence && txn.fenceResponse !== undefined) {

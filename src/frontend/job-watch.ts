@@ -17,6 +17,7 @@ import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import { jobToProto, taskToProto } from './convert.ts';
+import type { Job } from './gen/tarcil/v1/Job.ts';
 import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { Task } from './gen/tarcil/v1/Task.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
@@ -29,6 +30,25 @@ export interface JobWatchLimits {
   maxPendingTasks: number;
   /** A client that consumes nothing for this long is dropped with RESOURCE_EXHAUSTED. */
   slowConsumerMs: number;
+}
+
+/**
+ * Task indexes read per store read of a snapshot. Task keys end in the index padded with zeros,
+ * so a block's keys share a prefix (see blockPrefix).
+ */
+export const SNAPSHOT_BLOCK = 10_000;
+
+/** The key prefix of block `b` of a job's tasks: indexes b·SNAPSHOT_BLOCK to (b+1)·SNAPSHOT_BLOCK − 1. */
+export function blockPrefix(keys: Keys, job: string, b: number): string {
+  const a = keys.task(job, b * SNAPSHOT_BLOCK);
+  const z = keys.task(job, (b + 1) * SNAPSHOT_BLOCK - 1);
+  let i = 0;
+  while (i < a.length && a[i] === z[i]) i++;
+  return a.slice(0, i);
+}
+
+function yieldNow(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = { tasksPerEvent: 1000, maxPendingTasks: 20_000, slowConsumerMs: 30_000 };
@@ -50,6 +70,13 @@ interface Shared {
 export class JobWatchHub {
   private readonly topics = new Map<string, Set<Listener>>();
   private shared: Shared | undefined;
+  private dispatching = false;
+  /**
+   * Records parsed from the changes being handed out, shared by the streams of their job (each
+   * would parse them again); emptied after each batch, so that it holds nothing the store's
+   * history keeps alive.
+   */
+  private readonly parsed = new Map<KeyValue, object | null>();
 
   constructor(
     private readonly store: ClusterStore,
@@ -59,6 +86,16 @@ export class JobWatchHub {
   /** Store watches open now (0 or 2, whatever the number of streams). */
   get storeWatches(): number {
     return this.shared?.watches.length ?? 0;
+  }
+
+  /** The JSON record a change carries, parsed once for all the streams it reaches. */
+  record<T extends object>(kv: KeyValue): T | undefined {
+    let v = this.parsed.get(kv);
+    if (v === undefined) {
+      v = parseJson<T>(kv) ?? null;
+      if (this.dispatching) this.parsed.set(kv, v);
+    }
+    return (v ?? undefined) as T | undefined;
   }
 
   /** Resolves once the store watches run: every change after that reaches `l`. */
@@ -115,9 +152,15 @@ export class JobWatchHub {
         list.push(e);
       }
       if (!parts) return;
-      for (const [job, events] of parts) {
-        const batch = { revision: b.revision, events };
-        for (const l of [...(this.topics.get(job) ?? [])]) l.onBatch(batch);
+      this.dispatching = true;
+      try {
+        for (const [job, events] of parts) {
+          const batch = { revision: b.revision, events };
+          for (const l of [...(this.topics.get(job) ?? [])]) l.onBatch(batch);
+        }
+      } finally {
+        this.dispatching = false;
+        this.parsed.clear();
       }
     };
     const jobOfTask = (key: string): string | undefined => {
@@ -154,6 +197,10 @@ export class JobStream {
   private pendingRev = 0;
   private resync = false;
   private flushing = false;
+  private flushQueued = false;
+  private jobProto: { rec: LiveJobRecord; proto: Job } | undefined;
+  /** While a snapshot is sent: the revision each block of tasks was read at. */
+  private blockRevs: number[] | undefined;
   private waitingDrain = false;
   private slowTimer: NodeJS.Timeout | undefined;
 
@@ -179,28 +226,59 @@ export class JobStream {
     await this.snapshot();
   }
 
-  /** Reads the job and all its tasks at one revision and sends them, in parts. */
+  /**
+   * Sends the job and all its tasks, in parts. The job and its first block of SNAPSHOT_BLOCK task
+   * indexes are read at one revision, each further block at its own (later) one, on later turns
+   * of the event loop, and each part is parsed and sent on its own turn: a 100,000-task job is
+   * never read, parsed and serialized in one go. Every part carries the first block's revision;
+   * changes that come later than the revision a task was read at follow as deltas.
+   */
   private async snapshot(): Promise<void> {
     const k = this.d.keys;
-    const res = await this.d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(this.jobId) }, { type: 'get', key: k.tasks(this.jobId), prefix: true }] });
+    const res = await this.d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.job(this.jobId) },
+        { type: 'get', key: blockPrefix(k, this.jobId, 0), prefix: true },
+      ],
+    });
     if (this.closed) return;
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.d.notFound?.() ?? new TarcilError('NOT_FOUND', `job ${this.jobId} does not exist`, { field: 'job_id' });
     this.job = rec;
-    const tasks: Task[] = [];
-    for (const kv of res.responses[1] ?? []) {
-      const t = parseJson<LiveTaskRecord>(kv);
-      if (t) tasks.push(taskToProto(t));
-    }
     this.pending.clear();
     this.resync = false;
     this.jobChanged = false;
     this.sentRev = res.revision;
-    await this.writeParts(rec, tasks, res.revision);
+    const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
+    const revs = (this.blockRevs = [res.revision]);
+    const job = jobToProto(this.jobId, rec, rec.owner ?? '');
+    let kvs = res.responses[1] ?? [];
+    for (let b = 0; b < blocks && !this.closed; b++) {
+      if (b > 0) {
+        await yieldNow();
+        if (this.closed) return;
+        const next = await this.d.store.range(blockPrefix(k, this.jobId, b));
+        revs.push(next.revision);
+        kvs = next.kvs;
+      }
+      const part = kvs;
+      await this.sendParts(job, res.revision, part.length, b === blocks - 1, (from, to) => {
+        const tasks: Task[] = [];
+        for (let i = from; i < to; i++) {
+          const t = parseJson<LiveTaskRecord>(part[i]);
+          if (t) tasks.push(taskToProto(t));
+        }
+        return tasks;
+      });
+    }
+    if (this.closed) return;
     this.snapshotDone = true;
     const early = this.early;
     this.early = [];
     for (const b of early) this.onBatch(b);
+    // Every change from now on is later than every block's read.
+    this.blockRevs = undefined;
     if (isFinalJob(rec.state)) this.finish();
     else this.flush();
   }
@@ -212,14 +290,28 @@ export class JobStream {
       return;
     }
     if (b.revision <= this.sentRev) return;
-    for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete');
+    for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
     this.pendingRev = Math.max(this.pendingRev, b.revision);
-    this.flush();
+    this.flushSoon();
   }
 
-  private apply(kv: KeyValue, deleted: boolean): void {
+  /**
+   * Sends what is pending on the next turn of the event loop: the changes of one burst (tasks
+   * ending together, a commit of many placements) leave as one event, and their sending does not
+   * lengthen the turn that made them.
+   */
+  private flushSoon(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      this.flush();
+    });
+  }
+
+  private apply(kv: KeyValue, deleted: boolean, revision: number): void {
     if (kv.key === this.d.keys.job(this.jobId)) {
-      const rec = deleted ? undefined : parseJson<LiveJobRecord>(kv);
+      const rec = deleted ? undefined : this.d.hub.record<LiveJobRecord>(kv);
       if (deleted) {
         // A job is deleted only once final, and a stream ends at the final state: this one fell
         // behind by more than the retention period (or the record was removed by hand).
@@ -234,7 +326,9 @@ export class JobStream {
     }
     const ref = this.live.parseTask(kv.key);
     if (!ref || this.resync) return;
-    this.pending.set(ref.index, deleted ? null : (parseJson<LiveTaskRecord>(kv) ?? null));
+    // Already in the snapshot: its block was read at or after this change.
+    if (this.blockRevs && revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0)) return;
+    this.pending.set(ref.index, deleted ? null : (this.d.hub.record<LiveTaskRecord>(kv) ?? null));
     if (this.pending.size > this.d.limits.maxPendingTasks) {
       // Too far behind to keep every change: drop them, send the whole job again when it reads.
       this.pending.clear();
@@ -254,12 +348,15 @@ export class JobStream {
       }
       const job = this.job as LiveJobRecord;
       const rev = this.pendingRev;
-      const tasks: Task[] = [];
-      for (const [index, t] of this.pending) tasks.push(t ? taskToProto(t) : { index, state: 'deleted' });
+      const changed = [...this.pending];
       this.pending.clear();
       this.jobChanged = false;
       this.sentRev = rev;
-      await this.writeParts(job, tasks, rev);
+      // The job as sent, made again only when its record changed (most events change tasks only).
+      if (this.jobProto?.rec !== job) this.jobProto = { rec: job, proto: jobToProto(this.jobId, job, job.owner ?? '') };
+      await this.sendParts(this.jobProto.proto, rev, changed.length, true, (from, to) =>
+        changed.slice(from, to).map(([index, t]) => (t ? taskToProto(t) : { index, state: 'deleted' })),
+      );
       if (isFinalJob(job.state)) this.finish();
     };
     void run()
@@ -270,12 +367,18 @@ export class JobStream {
       });
   }
 
-  private async writeParts(rec: LiveJobRecord, tasks: Task[], revision: number): Promise<void> {
-    const job = jobToProto(this.jobId, rec, rec.owner ?? '');
+  /**
+   * Sends `count` tasks in parts of tasksPerEvent, each made by `part` when it is sent and on its
+   * own turn of the event loop; `more` is set on every part but the last of the last batch (a last
+   * batch of no tasks still sends the job).
+   */
+  private async sendParts(job: Job, revision: number, count: number, last: boolean, part: (from: number, to: number) => Task[]): Promise<void> {
     const per = this.d.limits.tasksPerEvent;
-    const parts = Math.max(1, Math.ceil(tasks.length / per));
+    const parts = Math.ceil(count / per) || (last ? 1 : 0);
     for (let i = 0; i < parts && !this.closed; i++) {
-      const ev: JobEvent = { job, revision, tasks: tasks.slice(i * per, (i + 1) * per), more: i < parts - 1 };
+      if (i > 0) await yieldNow();
+      if (this.closed) return;
+      const ev: JobEvent = { job, revision, tasks: part(i * per, Math.min(count, (i + 1) * per)), more: !last || i < parts - 1 };
       if (!this.call.write(ev)) await this.drain();
     }
   }

@@ -106,7 +106,7 @@ export class Metrics extends MetricsEndpoint {
   observeDecision(submittedAt: number, rec: DecisionRecord): void {
     this.decisions.inc();
     this.conflicts.inc(rec.conflicts);
-    this.placements.inc(rec.placements.length);
+    this.placements.inc(rec.placements.length + (rec.omittedPlacements ?? 0));
     for (const s of rec.samples) this.sampleSize.observe(s.R);
     this.admissionWait.observe(rec.queuedMs / 1000);
     if (rec.finishedAt !== undefined) this.latency.observe(Math.max(0, rec.finishedAt - Math.max(submittedAt, rec.startedAt)) / 1000);

@@ -17,7 +17,7 @@ import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
-import { addNodeMonitorService, GrpcNodeLink, singleNode } from './node.ts';
+import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './node.ts';
 import { checkSchedulerOptions, SERVER_DEFAULTS } from './options.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
@@ -65,7 +65,8 @@ export interface SchedulerProcess {
 /** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
 export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
   checkSchedulerOptions(o);
-  const nodes = new GrpcNodeLink(o.nodeTls ? { tls: o.nodeTls } : {});
+  // Monitors started in this process (`tarcil up`) are called directly (see LocalNodes).
+  const nodes = new GrpcNodeLink({ ...(o.nodeTls ? { tls: o.nodeTls } : {}), local: localNodes });
   const hooks: { metrics?: Metrics } = {};
   const manager = new JobManager({
     process: o.name,
@@ -179,15 +180,22 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     ...(o.journalDir !== undefined ? { journalDir: o.journalDir } : {}),
     ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
   });
+  const route = singleNode(monitor);
   const grpcServer = await startGrpcServer({
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),
-    register: (server) => [addNodeMonitorService(server, singleNode(monitor))],
+    register: (server) => [addNodeMonitorService(server, route)],
   });
   const advertised = o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`;
-  await monitor.setEndpoint(advertised);
-  await monitor.start();
+  const unlisted = localNodes.add(advertised, route);
+  try {
+    await monitor.setEndpoint(advertised);
+    await monitor.start();
+  } catch (err) {
+    unlisted();
+    throw err;
+  }
   const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor) : undefined;
   const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
   return {
@@ -195,6 +203,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     metricsPort,
     monitor,
     close: async () => {
+      unlisted();
       await monitor.close();
       if (executor instanceof ProcessExecutor) executor.killAll();
       await grpcServer.close(500);

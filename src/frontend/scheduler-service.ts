@@ -23,7 +23,7 @@ import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.ts';
 import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
-import { DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, type JobWatchLimits } from './job-watch.ts';
+import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
 
 export interface SchedulerServiceDeps {
@@ -171,18 +171,33 @@ export class SchedulerService {
       success: [
         { type: 'get', key: k.job(id) },
         { type: 'get', key: k.owner(id) },
-        { type: 'get', key: k.tasks(id), prefix: true },
         { type: 'get', key: this.live.jobReports(id), prefix: true },
+        // Without its tasks (CancelJob's answer), a 100,000-task job is not read task by task.
+        ...(withTasks ? [{ type: 'get' as const, key: blockPrefix(k, id, 0), prefix: true }] : []),
       ],
     });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.notFound(id);
     const owner = parseJson<OwnerRecord>(res.responses[1]?.[0]);
-    const kvs = res.responses[2] ?? [];
-    const tasks = withTasks ? kvs.slice(0, MAX_TASKS_LISTED).map((kv) => parseJson<LiveTaskRecord>(kv)).filter((t): t is LiveTaskRecord => !!t) : undefined;
-    const reports = (res.responses[3] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
+    const reports = (res.responses[2] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
+    let tasks: LiveTaskRecord[] | undefined;
+    let records = 0;
+    if (withTasks) {
+      // The lowest indexes with a record, block by block (each read on a later turn of the event
+      // loop), and how many records there are in all.
+      tasks = [];
+      const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
+      for (let b = 0; b < blocks; b++) {
+        const kvs = b === 0 ? (res.responses[3] ?? []) : (await nextTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
+        records += kvs.length;
+        for (const kv of kvs.slice(0, MAX_TASKS_LISTED - tasks.length)) {
+          const t = parseJson<LiveTaskRecord>(kv);
+          if (t) tasks.push(t);
+        }
+      }
+    }
     const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
-    if (withTasks && kvs.length > MAX_TASKS_LISTED) job.tasksOmitted = kvs.length - MAX_TASKS_LISTED;
+    if (withTasks && records > MAX_TASKS_LISTED) job.tasksOmitted = records - MAX_TASKS_LISTED;
     return job;
   }
 
@@ -256,13 +271,17 @@ export class SchedulerService {
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.notFound(id);
     const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
-    // Tasks placed more than once, with their earlier attempts (a job that lost none reads none).
+    // Tasks placed more than once, with their earlier attempts (a job that lost none reads none),
+    // block by block, each read and parsed on its own turn of the event loop.
     const replaced: LiveTaskRecord[] = [];
     if ((rec.rescheduled ?? 0) > 0 || (rec.taskStates?.lost ?? 0) > 0) {
-      for (const kv of (await this.d.store.range(k.tasks(id))).kvs) {
-        const t = parseJson<LiveTaskRecord>(kv);
-        if (t && (t.attempt > 0 || (t.previous?.length ?? 0) > 0 || t.state === 'lost')) replaced.push(t);
-        if (replaced.length >= 50) break;
+      const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
+      for (let b = 0; b < blocks && replaced.length < 50; b++) {
+        for (const kv of (await nextTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs) {
+          const t = parseJson<LiveTaskRecord>(kv);
+          if (t && (t.attempt > 0 || (t.previous?.length ?? 0) > 0 || t.state === 'lost')) replaced.push(t);
+          if (replaced.length >= 50) break;
+        }
       }
     }
     return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced);
@@ -282,6 +301,11 @@ export class SchedulerService {
       .then(() => stream.start())
       .catch((e: unknown) => stream.finish(e));
   }
+}
+
+/** Runs `f` on a later turn of the event loop. */
+function nextTurn<T>(f: () => Promise<T>): Promise<T> {
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(f);
 }
 
 function requireId(id: string): string {

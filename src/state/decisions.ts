@@ -48,11 +48,11 @@ export interface DecisionRecord {
   unplaceable?: { field: string; reason: string };
 }
 
-/** Placements kept in a stored or explained record. */
-const MAX_PLACEMENTS = 200;
+/** Placements kept in a stored or explained record (and in memory by a scheduling call). */
+export const KEPT_PLACEMENTS = 200;
 
 /** The record as stored and explained: at most `max` placements, the rest counted. */
-export function trimDecision(r: DecisionRecord, max = MAX_PLACEMENTS): DecisionRecord {
+export function trimDecision(r: DecisionRecord, max = KEPT_PLACEMENTS): DecisionRecord {
   if (r.placements.length <= max) return r;
   return { ...r, placements: r.placements.slice(0, max), omittedPlacements: (r.omittedPlacements ?? 0) + r.placements.length - max };
 }

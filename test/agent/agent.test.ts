@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { SchedulingAgent, type AgentConfig } from '../../src/agent/agent.ts';
+import { KEPT_PLACEMENTS } from '../../src/state/decisions.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import type { RuRecord, TaskRecord } from '../../src/model/types.ts';
@@ -72,6 +73,19 @@ describe('scheduling agent on the embedded store', () => {
     expect(agent.stats.commits - before).toBe(3);
     const busy = (await rus(store, keys)).filter((r) => r.state === 'busy');
     expect(busy).toHaveLength(100);
+  });
+
+  it('keeps the first placements of a large call in its record and counts the rest; every placement is reported', async () => {
+    const { store, keys } = await setup({ servers: 40, rus: 8 });
+    const reported: number[] = [];
+    const agent = new SchedulingAgent({ id: 'big', store, keys, clock, rng: new SeededRng(7), log, config: { recheckMs: 30 }, onCommitted: (_job, ps) => reported.push(...ps.map((p) => p.task)) });
+    await agent.start();
+    closers.push(() => agent.close());
+    const rec = await agent.submit(makeJob('many', TEST_PROFILES[4]!, 300));
+    expect(rec.placements.map((p) => p.task)).toEqual(Array.from({ length: KEPT_PLACEMENTS }, (_, i) => i));
+    expect(rec.omittedPlacements).toBe(300 - KEPT_PLACEMENTS);
+    expect(reported.sort((x, y) => x - y)).toEqual(Array.from({ length: 300 }, (_, i) => i));
+    expect((await rus(store, keys)).filter((r) => r.state === 'busy')).toHaveLength(300);
   });
 
   it('commits a gang larger than one transaction all or nothing, through reservations', async () => {

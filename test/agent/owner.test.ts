@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { releaseRu } from '../../src/state/release.ts';
+import { PROGRESS_WRITE_MS } from '../../src/agent/owner/summary.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { ADOPT_CONCURRENCY } from '../../src/agent/owner/adoption-gate.ts';
@@ -286,5 +288,83 @@ describe('job owner (embedded store, manual clock)', () => {
     // Given back: B placed the whole gang again. Completed: A's reservations stand, confirmed by B.
     if (confirmed) expect(agents.has('A/a1')).toBe(true);
     else expect([...agents]).toEqual(['B/a1']);
+  });
+});
+
+describe('the job record its owner writes', () => {
+  it('a change of state is written at once; progress alone at most once per interval, and then the latest', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 8);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('progress-1', TEST_PROFILES[0]!, 16, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 16, 5000);
+    await c.until(async () => (await c.jobState(job.id)) === 'placed', 5000);
+    const writes: LiveJobRecord[] = [];
+    const w = await c.store.watch({
+      prefix: c.keys.job(job.id),
+      fromRevision: (await c.store.revision()) + 1,
+      onEvents: (b) => b.events.forEach((e) => writes.push(parseJson<LiveJobRecord>(e.kv)!)),
+      onError: () => undefined,
+    });
+    // Eight tasks end one after the other, each looked at by the owner, while no time passes.
+    for (const b of (await c.busy(job.id)).slice(0, 8)) {
+      const ref = c.keys.parseRu(b.key)!;
+      expect(await releaseRu(c.store, c.keys, ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
+      await c.flush();
+    }
+    // The first one moved the job to running: written. The next seven only changed its counts.
+    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([['running', 1]]);
+    await c.advance(PROGRESS_WRITE_MS + 50);
+    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([
+      ['running', 1],
+      ['running', 8],
+    ]);
+    // The rest end: the final state is written at once, with every count.
+    expect(await c.finishTasks(job.id)).toBe(8);
+    await c.flush();
+    expect(writes.at(-1)).toMatchObject({ state: 'succeeded', taskStates: { succeeded: 16 } });
+    await w.close();
+  });
+
+  it('keeps only the state of a task that ended well; a failed task keeps its record, quoted by the job', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('kept-1', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    const busy = await c.busy(job.id);
+    for (const [i, b] of busy.entries()) {
+      const outcome = i === 3 ? { state: 'failed' as const, exitCode: 3, message: 'exit code 3' } : { state: 'succeeded' as const, exitCode: 0 };
+      expect(await releaseRu(c.store, c.keys, c.keys.parseRu(b.key)!, b.rev, b.rec, { ...outcome, endedAt: c.clock.now() })).toBe(true);
+    }
+    await c.until(async () => (await c.jobState(job.id)) === 'failed', 5000);
+    const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job.id)));
+    expect(rec?.message).toBe(`1 of 4 tasks failed; task ${busy[3]!.rec.task}: exit code 3`);
+    expect(rec?.taskStates).toEqual({ succeeded: 3, failed: 1 });
+  });
+
+  it('holds, per task that succeeded, its state and attempt only', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    const a = await c.owner('A');
+    const job = makeJob('kept-2', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    expect(await c.finishTasks(job.id)).toBe(4);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    const o = a.owned.get(job.id)!;
+    const ended = [...o.tasks.values()].filter((v) => v.rec.state === 'succeeded');
+    expect(ended).toHaveLength(4);
+    for (const v of ended) expect(Object.keys(v.rec).sort()).toEqual(['attempt', 'index', 'job', 'state']);
+    // The stored records are whole.
+    const stored = (await tasksOf(c, job.id)).filter((t) => t.state === 'succeeded');
+    expect(stored.every((t) => t.ru !== undefined && t.endedAt !== undefined)).toBe(true);
+    expect(await c.finishTasks(job.id)).toBe(4);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
   });
 });

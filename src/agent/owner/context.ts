@@ -94,6 +94,10 @@ export interface Owned {
   blockedSince: number | undefined;
   /** Departed nodes whose tasks this job waits for, within the node's disconnect grace. */
   awaitingNodes: Set<string>;
+  /** When the job record was last written by its summary (clock ms; see summary.ts). */
+  summaryAt: number;
+  /** A summary write held back by the progress interval is due (an evaluation is scheduled). */
+  summaryDue: boolean;
 }
 
 export interface OwnerStats {
@@ -175,14 +179,28 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     note: rec.message,
     blockedSince: undefined,
     awaitingNodes: new Set(),
+    summaryAt: Number.NEGATIVE_INFINITY,
+    summaryDue: false,
   };
 }
 
+/**
+ * What the owner keeps of a task that succeeded or was cancelled: its state, for the counts, and
+ * nothing else (no RU, times or ids). A 100,000-task job keeps a few dozen bytes per ended task
+ * instead of the whole record (a failed task keeps its record: the job's message quotes it).
+ */
+function kept(o: Owned, rec: LiveTaskRecord): LiveTaskRecord {
+  if (rec.state === 'succeeded') return { job: o.id, index: rec.index, state: 'succeeded', attempt: rec.attempt };
+  if (rec.state === 'cancelled') return { job: o.id, index: rec.index, state: 'cancelled', attempt: rec.attempt };
+  return rec;
+}
+
 /** Records a task's newer record (older revisions are ignored) and marks it for evaluation. */
-export function mergeTask(o: Owned, index: number, rec: LiveTaskRecord | undefined, rev: number): void {
+export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefined, rev: number): void {
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
+  const rec = full && kept(o, full);
   if (rec) {
     o.tasks.set(index, { rec, rev });
     o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);

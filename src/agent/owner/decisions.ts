@@ -45,7 +45,7 @@ function progressSignature(o: Owned): string {
   const live = o.agent.inflight.get(o.id);
   if (!live) return `${o.decisions.length}`;
   const verdict = live.admission[live.admission.length - 1]?.action ?? '';
-  return `${o.decisions.length}|${live.waiting ?? ''}|${live.placements.length}|${live.conflicts}|${live.readmissions}|${verdict}|${live.samples.length > 0 ? 1 : 0}`;
+  return `${o.decisions.length}|${live.waiting ?? ''}|${live.placements.length + (live.omittedPlacements ?? 0)}|${live.conflicts}|${live.readmissions}|${verdict}|${live.samples.length > 0 ? 1 : 0}`;
 }
 
 /** While jobs wait, keep their decision records (and admitted state) current for `explain`. */

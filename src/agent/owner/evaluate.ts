@@ -11,11 +11,16 @@ import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decision
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, stopTask } from './transitions.ts';
 
-/** Queues an evaluation of the job (at most one waits behind the running one). */
+/**
+ * Queues an evaluation of the job (at most one waits behind the running one). It starts on a
+ * later turn of the event loop: the changes of one burst (many tasks ending together) are then
+ * looked at in one evaluation, and the turn that brought them is not lengthened by it.
+ */
 export function evaluate(m: OwnerContext, o: Owned): void {
   if (o.dropped || o.evalQueued || m.closed) return;
   o.evalQueued = true;
   const p = o.chain.then(async () => {
+    await yieldNow();
     o.evalQueued = false;
     if (o.dropped || m.closed) return;
     try {

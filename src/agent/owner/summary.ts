@@ -2,6 +2,11 @@
  * The job record as its owner keeps it: the state summarised from the task counts, the message
  * (why it waits, or why it failed), and the final write, which removes everything the job held
  * (owner key, load reports, queue entries) in the same transaction.
+ *
+ * A change of state or message is written at once; progress alone (task counts, placed) at most
+ * every PROGRESS_WRITE_MS. The record carries the whole spec, so a job whose tasks end hundreds
+ * of times a second would otherwise rewrite (and every follower of `jobs/` re-read) over a
+ * kilobyte per ended task.
  */
 import type { JobState, TaskState } from '../../model/types.ts';
 import { isFinalJob, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
@@ -10,6 +15,9 @@ import { queueDeletesOf } from '../../state/queue.ts';
 import type { Op } from '../../store/types.ts';
 import { admitted, fencedTxn, type OwnerContext, type Owned } from './context.ts';
 import { decisionsJson } from './decisions.ts';
+
+/** Progress alone (task counts, placed) is written to the job record at most this often. */
+export const PROGRESS_WRITE_MS = 250;
 
 /** The job's state from the task counts (O(states), kept up to date by mergeTask). */
 export function summarize(o: Owned): { state: JobState; counts: Partial<Record<TaskState, number>>; placed: number } {
@@ -71,6 +79,20 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return;
   const k = m.o.keys;
   const now = m.o.clock.now();
+  if (!final && s.state === o.rec.state && message === (o.rec.message ?? '')) {
+    const wait = o.summaryAt + PROGRESS_WRITE_MS - now;
+    if (wait > 0) {
+      // Progress only, and written a moment ago: once the interval is over, evaluate again.
+      if (!o.summaryDue) {
+        o.summaryDue = true;
+        m.later(wait, () => {
+          o.summaryDue = false;
+          m.evaluate(o);
+        });
+      }
+      return;
+    }
+  }
   const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner: o.agent.id };
   if (message !== '') next.message = message;
   else delete next.message;
@@ -97,6 +119,7 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   }
   o.rec = next;
   o.jobRev = res.revision;
+  o.summaryAt = now;
   if (final) {
     m.stats.finished++;
     m.jobFinal.set(o.id, true);

@@ -1,0 +1,126 @@
+import { EventEmitter } from 'node:events';
+import { afterEach, describe, expect, it } from 'vitest';
+import type * as grpc from '@grpc/grpc-js';
+import { DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK } from '../../src/frontend/job-watch.ts';
+import type { JobEvent } from '../../src/frontend/gen/tarcil/v1/JobEvent.ts';
+import type { WatchJobRequest__Output } from '../../src/frontend/gen/tarcil/v1/WatchJobRequest.ts';
+import { Keys } from '../../src/state/keys.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { MemoryStore } from '../../src/store/memory.ts';
+import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+
+/** A server stream that takes every write at once and keeps what was written. */
+class FakeCall extends EventEmitter {
+  readonly events: JobEvent[] = [];
+  ended = false;
+  onWrite: ((n: number) => void) | undefined;
+  write(ev: JobEvent): boolean {
+    this.events.push(ev);
+    this.onWrite?.(this.events.length);
+    return true;
+  }
+  end(): void {
+    this.ended = true;
+  }
+}
+
+const turns = async (n: number): Promise<void> => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
+
+let store: MemoryStore | undefined;
+afterEach(async () => {
+  await store?.close();
+  store = undefined;
+});
+
+describe('WatchJob streams (JobStream)', () => {
+  const spec = { ...makeJob('j1', TEST_PROFILES[0]!, 100), id: 'j1' };
+  const job = (state: LiveJobRecord['state']): string => JSON.stringify({ spec, state, placed: 0, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord);
+  const task = (index: number, state: LiveTaskRecord['state']): string => JSON.stringify({ job: 'j1', index, state, attempt: 0 });
+
+  it('sends the changes of one burst (many revisions in one turn) as one event, at the latest revision', async () => {
+    store = new MemoryStore();
+    const keys = new Keys('/w/');
+    await store.put(keys.job('j1'), job('running'));
+    const hub = new JobWatchHub(store, keys);
+    const call = new FakeCall();
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    await stream.start();
+    expect(call.events).toHaveLength(1); // the snapshot
+    // 50 tasks change, each its own revision, without the event loop turning in between.
+    const writes: Promise<number>[] = [];
+    for (let i = 0; i < 50; i++) writes.push(store.put(keys.task('j1', i), task(i, 'running')));
+    const last = Math.max(...(await Promise.all(writes)));
+    await turns(3);
+    expect(call.events).toHaveLength(2);
+    expect(call.events[1]?.tasks?.map((t) => t.index)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(Number(call.events[1]?.revision)).toBe(last);
+    stream.finish();
+  });
+
+  it('sends a large job block by block on later turns, each task once, with what changed meanwhile after it', async () => {
+    store = new MemoryStore({ maxTxnOps: 1000 });
+    const keys = new Keys('/w/');
+    const n = 2 * SNAPSHOT_BLOCK + 5000;
+    await store.put(keys.job('j1'), JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    for (let i = 0; i < n; i += 1000) {
+      await store.txn({ compare: [], success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })) });
+    }
+    const hub = new JobWatchHub(store, keys);
+    const call = new FakeCall();
+    let turnedAt: number | undefined;
+    const first = await store.revision();
+    call.onWrite = (count) => {
+      if (count !== 1) return;
+      // While the first part goes out: a task of the first block and one of the last change.
+      void store!.put(keys.task('j1', 5), task(5, 'running'));
+      void store!.put(keys.task('j1', n - 1), task(n - 1, 'running'));
+      setImmediate(() => (turnedAt ??= call.events.length));
+    };
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    await stream.start();
+    await turns(3);
+    const parts = Math.ceil(n / DEFAULT_JOB_WATCH_LIMITS.tasksPerEvent);
+    const snapshot = call.events.slice(0, parts);
+    // The event loop turned while the snapshot was being sent.
+    expect(turnedAt).toBeLessThan(parts);
+    expect(snapshot.every((e) => Number(e.revision) === first)).toBe(true);
+    expect(snapshot.map((e) => e.more)).toEqual([...Array<boolean>(parts - 1).fill(true), false]);
+    const indexes = snapshot.flatMap((e) => e.tasks?.map((t) => t.index) ?? []);
+    expect(indexes).toEqual(Array.from({ length: n }, (_, i) => i));
+    // The last block was read after its task changed: the snapshot has it, no delta repeats it.
+    expect(snapshot.flatMap((e) => e.tasks ?? []).find((t) => t.index === n - 1)?.state).toBe('running');
+    expect(snapshot.flatMap((e) => e.tasks ?? []).find((t) => t.index === 5)?.state).toBe('placed');
+    const deltas = call.events.slice(parts);
+    expect(deltas.flatMap((e) => e.tasks?.map((t) => [t.index, t.state]) ?? [])).toEqual([[5, 'running']]);
+    expect(Number(deltas[0]?.revision)).toBeGreaterThan(first);
+    stream.finish();
+  });
+
+  it('parses a change once for all the streams of its job, and keeps nothing after handing it out', async () => {
+    store = new MemoryStore();
+    const keys = new Keys('/w/');
+    await store.put(keys.job('j1'), job('running'));
+    const hub = new JobWatchHub(store, keys);
+    const seen: LiveTaskRecord[][] = [[], []];
+    const offs = await Promise.all(
+      seen.map((list) =>
+        hub.subscribe('j1', {
+          onBatch: (b) => b.events.forEach((e) => list.push(hub.record<LiveTaskRecord>(e.kv)!)),
+          onError: () => undefined,
+        }),
+      ),
+    );
+    await store.put(keys.task('j1', 7), task(7, 'succeeded'));
+    await turns(2);
+    expect(seen[0]).toHaveLength(1);
+    expect(seen[0]?.[0]).toMatchObject({ index: 7, state: 'succeeded' });
+    // The same object reached both streams.
+    expect(seen[1]?.[0]).toBe(seen[0]?.[0]);
+    // Outside a hand-out, a record is parsed afresh (nothing is held for the store's history).
+    const kv = (await store.get(keys.task('j1', 7)))!;
+    expect(hub.record<LiveTaskRecord>(kv)).not.toBe(hub.record<LiveTaskRecord>(kv));
+    for (const off of offs) off();
+  });
+});
