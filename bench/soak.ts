@@ -13,8 +13,8 @@
  *
  * Run: npx tsx bench/soak.ts [--quick] [--minutes 30] [--overload-minutes 5] [--servers 10000]
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
- *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults]
- * Results: bench/results/soak.{md,json} and soak-*.svg (--quick: bench/results/quick/).
+ *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
+ * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -38,6 +38,7 @@ function flag(name: string, dflt: string): string {
   return i >= 0 && process.argv[i + 1] !== undefined ? (process.argv[i + 1] as string) : dflt;
 }
 const quick = process.argv.includes('--quick');
+const NAME = flag('name', 'soak');
 const MINUTES = Number(flag('minutes', quick ? '2' : '30'));
 const OVERLOAD_MIN = Number(flag('overload-minutes', quick ? '0.5' : '5'));
 const SERVERS = Number(flag('servers', quick ? '1000' : '10000'));
@@ -359,7 +360,7 @@ async function main(): Promise<void> {
 
   await auditor.close();
   // The processes' own logs (warnings and errors), for a look at what happened.
-  const logs = join(resultsDir(quick), 'soak-logs');
+  const logs = join(resultsDir(quick), `${NAME}-logs`);
   mkdirSync(logs, { recursive: true });
   writeFileSync(join(logs, 'hollow.log'), hollow.output());
   fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
@@ -441,7 +442,7 @@ function report(s: Summary): void {
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
-  const files = writeResults('soak', s, md, resultsDir(quick));
+  const files = writeResults(NAME, s, md, resultsDir(quick));
   say(`wrote ${files.join(', ')}`);
 }
 
@@ -449,11 +450,11 @@ async function charts(rows: Row[]): Promise<void> {
   const dir = resultsDir(quick);
   const series = (name: string, f: (r: Row) => number): Point[] => rows.map((r) => ({ x: r.minute, y: f(r), series: name }));
   const out: [string, string, string, Point[]][] = [
-    ['soak-throughput.svg', 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
-    ['soak-latency.svg', 'Submit → running', 'ms', [...series('p50', (r) => r.runningP50), ...series('p99', (r) => r.runningP99)]],
-    ['soak-etcd.svg', 'etcd DB size', 'MB', series('DB MB', (r) => r.dbMb)],
-    ['soak-keys.svg', 'Keys in the cell', 'keys', series('keys', (r) => r.keys)],
-    ['soak-rss.svg', 'Resident memory', 'MB', Object.keys(rows[0]?.rss ?? {}).flatMap((p) => series(p, (r) => r.rss[p] ?? NaN))],
+    [`${NAME}-throughput.svg`, 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
+    [`${NAME}-latency.svg`, 'Submit → running', 'ms', [...series('p50', (r) => r.runningP50), ...series('p99', (r) => r.runningP99)]],
+    [`${NAME}-etcd.svg`, 'etcd DB size', 'MB', series('DB MB', (r) => r.dbMb)],
+    [`${NAME}-keys.svg`, 'Keys in the cell', 'keys', series('keys', (r) => r.keys)],
+    [`${NAME}-rss.svg`, 'Resident memory', 'MB', Object.keys(rows[0]?.rss ?? {}).flatMap((p) => series(p, (r) => r.rss[p] ?? NaN))],
   ];
   for (const [file, title, yTitle, points] of out) {
     writeFileSync(join(dir, file), await renderSvg({ file, title, xTitle: 'minutes', yTitle, points }));
