@@ -22,6 +22,7 @@ import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { Task } from './gen/tarcil/v1/Task.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
 import { endStreamWithError } from './grpc.ts';
+import { laterTurn } from '../util/turns.ts';
 
 export interface JobWatchLimits {
   /** Tasks per message (default 1000: a message stays well under gRPC's 4 MiB default). */
@@ -47,9 +48,6 @@ export function blockPrefix(keys: Keys, job: string, b: number): string {
   return a.slice(0, i);
 }
 
-function yieldNow(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = { tasksPerEvent: 1000, maxPendingTasks: 20_000, slowConsumerMs: 30_000 };
 
@@ -256,7 +254,7 @@ export class JobStream {
     let kvs = res.responses[1] ?? [];
     for (let b = 0; b < blocks && !this.closed; b++) {
       if (b > 0) {
-        await yieldNow();
+        await laterTurn();
         if (this.closed) return;
         const next = await this.d.store.range(blockPrefix(k, this.jobId, b));
         revs.push(next.revision);
@@ -303,7 +301,7 @@ export class JobStream {
   private flushSoon(): void {
     if (this.flushQueued) return;
     this.flushQueued = true;
-    setImmediate(() => {
+    void laterTurn().then(() => {
       this.flushQueued = false;
       this.flush();
     });
@@ -376,7 +374,7 @@ export class JobStream {
     const per = this.d.limits.tasksPerEvent;
     const parts = Math.ceil(count / per) || (last ? 1 : 0);
     for (let i = 0; i < parts && !this.closed; i++) {
-      if (i > 0) await yieldNow();
+      if (i > 0) await laterTurn();
       if (this.closed) return;
       const ev: JobEvent = { job, revision, tasks: part(i * per, Math.min(count, (i + 1) * per)), more: !last || i < parts - 1 };
       if (!this.call.write(ev)) await this.drain();

@@ -25,6 +25,7 @@ import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.
 import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
 import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
+import { onLaterTurn } from '../util/turns.ts';
 
 export interface SchedulerServiceDeps {
   manager: JobManager;
@@ -188,7 +189,7 @@ export class SchedulerService {
       tasks = [];
       const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
       for (let b = 0; b < blocks; b++) {
-        const kvs = b === 0 ? (res.responses[3] ?? []) : (await nextTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
+        const kvs = b === 0 ? (res.responses[3] ?? []) : (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
         records += kvs.length;
         for (const kv of kvs.slice(0, MAX_TASKS_LISTED - tasks.length)) {
           const t = parseJson<LiveTaskRecord>(kv);
@@ -277,7 +278,7 @@ export class SchedulerService {
     if ((rec.rescheduled ?? 0) > 0 || (rec.taskStates?.lost ?? 0) > 0) {
       const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
       for (let b = 0; b < blocks && replaced.length < 50; b++) {
-        for (const kv of (await nextTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs) {
+        for (const kv of (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs) {
           const t = parseJson<LiveTaskRecord>(kv);
           if (t && (t.attempt > 0 || (t.previous?.length ?? 0) > 0 || t.state === 'lost')) replaced.push(t);
           if (replaced.length >= 50) break;
@@ -303,10 +304,6 @@ export class SchedulerService {
   }
 }
 
-/** Runs `f` on a later turn of the event loop. */
-function nextTurn<T>(f: () => Promise<T>): Promise<T> {
-  return new Promise<void>((resolve) => setImmediate(resolve)).then(f);
-}
 
 function requireId(id: string): string {
   if (!/^[A-Za-z0-9._-]{1,200}$/.test(id)) throw invalid('job_id', 'must be a job id as SubmitJob returned it');

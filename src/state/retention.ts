@@ -12,6 +12,7 @@ import { Follower } from './follow.ts';
 import type { Keys } from './keys.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type RequestRecord } from './live-records.ts';
 import { parseJson } from './records.ts';
+import { laterTurn } from '../util/turns.ts';
 
 /** How long a finished job is kept when nothing else is said (`--retain`). */
 export const DEFAULT_RETAIN_MS = 60 * 60_000;
@@ -71,9 +72,6 @@ interface Request {
 
 const YIELD_EVERY = 5000;
 
-function yieldNow(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 /**
  * Follows `jobs/` and `requests/` while it runs and deletes what is due, when asked (`sweep`).
@@ -193,7 +191,7 @@ export class RetentionSweeper {
     let seen = 0;
     for (const [id, f] of this.finals) {
       if (f.finishedAt + this.o.retainMs <= now) due.push({ id, rev: f.rev });
-      if (++seen % YIELD_EVERY === 0) await yieldNow();
+      if (++seen % YIELD_EVERY === 0) await laterTurn();
     }
     const jobTxns = due.map(({ id, rev }): TxnRequest => {
       const success: Op[] = [
@@ -276,7 +274,7 @@ export class RetentionSweeper {
         this.o.log.warn({ err: errorMessage(err), batch: part.length }, 'retention: a batch of deletes failed');
         return;
       }
-      await yieldNow();
+      await laterTurn();
     }
   }
 }

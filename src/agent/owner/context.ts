@@ -14,6 +14,7 @@ import type { Rng } from '../../util/rng.ts';
 import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent.ts';
 import type { CellServer, Feasibility } from '../cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
+import { laterTurn } from '../../util/turns.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -148,9 +149,8 @@ export interface OwnerContext {
 /** A full pass over a job's tasks yields to the event loop this often (a 100,000-task job). */
 export const YIELD_EVERY = 5000;
 
-export function yieldNow(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
+/** A later turn of the event loop, shared fairly with the process's other long passes. */
+export const yieldNow = laterTurn;
 
 export function fmtDuration(ms: number): string {
   return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
