@@ -6,7 +6,7 @@
 import type { JobSpec } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Timer } from '../util/clock.ts';
-import { errorMessage, TarcilError } from '../util/errors.ts';
+import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts';
 import { agentConfig } from './config.ts';
 import { SharedView } from './shared-view.ts';
@@ -124,7 +124,7 @@ export class JobManager implements OwnerContext {
   }
 
   async start(): Promise<void> {
-    await this.grantLease();
+    await this.firstLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
     const mk = (prefix: string, onSnapshot: (kvs: KeyValue[], revision: number) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
@@ -257,6 +257,23 @@ export class JobManager implements OwnerContext {
 
   // ---------------------------------------------------------------------------------------------
   // Lease
+
+  /**
+   * The owner lease at start: a store that is slow or briefly unreachable (UNAVAILABLE,
+   * DEADLINE_EXCEEDED) costs a pause, as after a fenced lease; other errors fail the start.
+   */
+  private async firstLease(): Promise<void> {
+    for (let delay = 200; ; delay = Math.min(delay * 2, 3000)) {
+      try {
+        await this.grantLease();
+        return;
+      } catch (err) {
+        if (this.closed || !isTransient(err)) throw err;
+        this.o.log.warn({ err: errorMessage(err), delay }, 'cannot grant an owner lease; retrying');
+        await this.o.clock.sleep(delay);
+      }
+    }
+  }
 
   private async grantLease(): Promise<void> {
     this.held = await HeldLease.grant({

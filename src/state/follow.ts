@@ -4,7 +4,7 @@
  * follows it through a Follower.
  */
 import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
-import { errorMessage, type TarcilError } from '../util/errors.ts';
+import { errorMessage, isTransient, type TarcilError } from '../util/errors.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
@@ -68,8 +68,25 @@ export class Follower {
     this.rand = rng ? () => rng.next() : Math.random;
   }
 
+  /**
+   * The first list and watch. A slow or briefly unreachable store (UNAVAILABLE, DEADLINE_EXCEEDED:
+   * a process started while etcd is loaded, restarting or electing a leader) costs a pause, with
+   * the re-list backoff, not the process; any other error is thrown.
+   */
   async start(): Promise<void> {
-    await this.listAndWatch();
+    const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
+    for (let failures = 0; !this.closed; ) {
+      try {
+        await this.listAndWatch();
+        return;
+      } catch (err) {
+        if (this.closed || !isTransient(err)) throw err;
+        failures++;
+        const delay = Math.round(relistBackoffMs(backoff, failures, this.rand));
+        this.o.log.warn({ prefix: this.prefixes.join(','), err: errorMessage(err), failures, delay }, 'first list failed; retrying');
+        await this.o.clock.sleep(delay);
+      }
+    }
   }
 
   async close(): Promise<void> {

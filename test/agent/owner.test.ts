@@ -53,6 +53,26 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(tasks.map((t) => [t.state, t.agent, t.attempt])).toEqual(Array(4).fill(['succeeded', 'B/a1', 0]));
   });
 
+  it('starts on a store that times out its first lease grants and lists (etcd loaded at start), then places', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    const inner = cell.store;
+    const failed = { grants: 0, lists: 0 };
+    const slow = () => new TarcilError('DEADLINE_EXCEEDED', 'deadline exceeded after 2 s');
+    const store = wrapStore(inner, {
+      grantLease: (ttl, opts) => (failed.grants++ < 2 ? Promise.reject(slow()) : inner.grantLease(ttl, opts)),
+      range: (prefix, opts) => (failed.lists++ < 3 ? Promise.reject(slow()) : inner.range(prefix, opts)),
+      txn: (req) =>
+        req.compare.length === 0 && req.success.every((o) => o.type === 'get') && failed.lists++ < 3 ? Promise.reject(slow()) : inner.txn(req),
+    });
+    const a = await cell.owner('A', store);
+    expect(failed.grants).toBeGreaterThanOrEqual(3);
+    expect(failed.lists).toBeGreaterThanOrEqual(4);
+    const job = makeJob('slow-start', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
+    await a.submit(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 4, 10_000);
+  });
+
   it("a dead owner's many running jobs are all taken up by the survivor, a few at a time", async () => {
     cell = new OwnerCell();
     await cell.seed(8, 8);

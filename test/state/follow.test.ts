@@ -244,4 +244,29 @@ describe('Follower', () => {
     expect(f.relists).toBe(0);
     expect(watches.open).toBe(0);
   });
+
+  it('waits out a store that cannot answer its first list, then follows it; other errors fail the start', async () => {
+    const { store, inner, ranges } = faultyStore();
+    const clock = new RecordingClock();
+    await inner.put('/p/a', '1');
+    ranges.failNext = 3;
+    const { f, seen } = follow(store, clock, '/p/');
+    let started = false;
+    const starting = f.start().then(() => (started = true));
+    for (let i = 1; i <= 3; i++) {
+      await until(`pause ${i}`, () => clock.sleeps.length === i && clock.pendingTimers() === 1);
+      expect(started).toBe(false);
+      clock.advance(clock.sleeps.at(-1)!);
+    }
+    await starting;
+    expect(ranges.count).toBe(4);
+    expect(seen.snapshots.at(-1)).toEqual(['/p/a']);
+    await inner.put('/p/b', '2');
+    await until('the event of /p/b', () => seen.events.includes('+/p/b'));
+    await f.close();
+
+    const bad = wrapStore(new MemoryStore(), { range: () => Promise.reject(new TarcilError('INVALID_ARGUMENT', 'bad prefix')) });
+    const { f: g } = follow(bad, new RecordingClock(), '/p/');
+    await expect(g.start()).rejects.toThrow('bad prefix');
+  });
 });
