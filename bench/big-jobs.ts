@@ -674,7 +674,8 @@ async function runCase(
         log(`GetJob ${fmt(g.ms, 0)} ms (${g.ok ? `${g.value.taskList.length} listed, ${g.value.tasksOmitted} omitted` : g.code}), ExplainJob ${fmt(e.ms, 0)} ms`);
       }
       const nextAt = def.lateMs !== undefined && !r.late ? Math.min(def.runMs, def.lateMs) : def.runMs;
-      await sleep(Math.min(1000, Math.max(50, nextAt - el)));
+      // Every 50 ms for the first two seconds (a small job ends within them), then every second.
+      await sleep(Math.min(el < 2000 ? 50 : 1000, Math.max(50, nextAt - el)));
     }
     r.stateAtBound = state;
     r.taskStatesAtBound = counts;
