@@ -3,8 +3,8 @@
  * checked out in a temporary git worktree (sharing this checkout's node_modules) and the benchmark
  * runs alternately, A B B A A B B A …, each run a fresh process, so drift of the machine falls on
  * both sides alike. Every run's JSON is kept; the report gives per row the median of each metric on
- * each side, the range over runs, B / A, and a permutation test's two-sided p-value of the
- * difference of means.
+ * each side (a row repeated within a run counts as the median of its repeats), the range over
+ * runs, B / A, and a permutation test's two-sided p-value of the difference of means.
  *
  * Run: npx tsx bench/ab.ts --a <ref> --b <ref> --bench decision-cost --runs 4
  *        [--key rus,R] [--metrics p50us,meanus] [--lower-is-better] [--name ab-decision-cost]
@@ -118,12 +118,16 @@ interface Cell {
   p: number;
 }
 const cells: Cell[] = [];
-for (const row of first) {
-  const id = label(row);
+// A benchmark that repeats a row within one run (reps) counts the median of its repeats.
+const ids = [...new Set(first.map(label))];
+for (const id of ids) {
   const pick = (s: 'A' | 'B', m: string) =>
     side(s)
-      .map((r) => r.rows.find((x) => label(x) === id)?.[m])
-      .filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+      .map((r) => {
+        const xs = r.rows.filter((x) => label(x) === id).map((x) => x[m]).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+        return xs.length > 0 ? median(xs) : NaN;
+      })
+      .filter((v) => Number.isFinite(v));
   for (const m of metrics) {
     const a = pick('A', m);
     const b = pick('B', m);
