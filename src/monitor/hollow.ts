@@ -22,8 +22,9 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_INTERVAL_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_INTERVAL_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
+import { SharedBackoff } from '../util/backoff.ts';
 
 export interface HollowOptions {
   store: ClusterStore;
@@ -110,6 +111,7 @@ export class HollowNodes {
         this.conn.syncServer();
       },
       track: (p) => this.track(p),
+      launchBackoff: new SharedBackoff(LAUNCH_BACKOFF_MIN_MS, LAUNCH_BACKOFF_MAX_MS),
       gate: (write) => this.gate(write),
     };
     for (const s of opts.servers) {

@@ -12,11 +12,14 @@ import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
+import { SharedBackoff } from '../util/backoff.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
   DEFAULT_LOAD_INTERVAL_MS,
   DEFAULT_LOAD_THRESHOLD,
   journalDirFor,
+  LAUNCH_BACKOFF_MAX_MS,
+  LAUNCH_BACKOFF_MIN_MS,
   type MonitorOptions,
   type MonitorSnapshot,
   type MonitorStats,
@@ -71,6 +74,7 @@ export class LocalMonitor {
       jobSpec: (job) => this.jobSpec(job),
       serverChanged: () => this.conn.syncServer(),
       track: (p) => this.track(p),
+      launchBackoff: new SharedBackoff(LAUNCH_BACKOFF_MIN_MS, LAUNCH_BACKOFF_MAX_MS),
     };
     this.node = new MonitoredNode(host, opts.server, journal, opts.endpoint);
     const serverKey = opts.keys.server(opts.server.id);

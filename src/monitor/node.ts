@@ -23,6 +23,7 @@ import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
 import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
+import type { SharedBackoff } from '../util/backoff.ts';
 
 /** What a node needs from the process that runs it: the store, the lease, shared caches. */
 export interface NodeHost {
@@ -52,6 +53,8 @@ export interface NodeHost {
    * so a burst of placements does not become tens of thousands of concurrent etcd requests).
    */
   gate?<T>(write: () => Promise<T>): Promise<T>;
+  /** The pause of task starts retried after the store failed them, shared by the host's nodes. */
+  launchBackoff: SharedBackoff;
 }
 
 interface RuView {
@@ -384,20 +387,25 @@ export class MonitoredNode {
     this.h.track(run.handle?.kill() ?? Promise.resolve());
   }
 
-  private startRun(index: number, rec: PlacedRuRecord, rev: number, attempt = 0): void {
+  private startRun(index: number, rec: PlacedRuRecord, rev: number): void {
     const run = newRun(index, rec, rev, this.h.clock.now());
     this.running.set(index, run);
     this.h.track(
-      this.launchRun(run).catch(async (err: unknown) => {
-        this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
-        if (this.running.get(index) === run) this.running.delete(index);
-        // The store did not answer (etcd restarting): the RU still names the task, and no watch
-        // event will come to say so again, so look again ourselves until it starts or moves on.
-        await this.h.clock.sleep(Math.min(200 * 2 ** attempt, 2000));
-        const cur = this.rus.get(index);
-        if (!this.canLaunch() || this.running.has(index) || run.stopped) return;
-        if (cur?.rec?.state === 'busy' && cur.rec.commitId === rec.commitId && cur.rev === rev) this.startRun(index, rec, rev, attempt + 1);
-      }),
+      this.launchRun(run).then(
+        () => this.h.launchBackoff.succeeded(),
+        async (err: unknown) => {
+          this.h.launchBackoff.failed(err);
+          this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
+          if (this.running.get(index) === run) this.running.delete(index);
+          // The store did not answer (etcd restarting): the RU still names the task, and no watch
+          // event will come to say so again, so look again ourselves until it starts or moves on,
+          // after the pause all the host's failed starts share.
+          await this.h.clock.sleep(this.h.launchBackoff.delayMs());
+          const cur = this.rus.get(index);
+          if (!this.canLaunch() || this.running.has(index) || run.stopped) return;
+          if (cur?.rec?.state === 'busy' && cur.rec.commitId === rec.commitId && cur.rev === rev) this.startRun(index, rec, rev);
+        },
+      ),
     );
   }
 

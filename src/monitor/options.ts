@@ -23,6 +23,14 @@ export const DEFAULT_LOAD_THRESHOLD = 0.5;
 /** How often running tasks' rates are looked at besides on RU changes. */
 export const DEFAULT_LOAD_INTERVAL_MS = 1000;
 
+/**
+ * A task start the store failed (etcd slow or restarting) is retried after a pause shared by every
+ * node of the process: it doubles from the first bound at each failure, up to the second, and the
+ * first success resets it; each retry waits a random share of it between half and all.
+ */
+export const LAUNCH_BACKOFF_MIN_MS = 200;
+export const LAUNCH_BACKOFF_MAX_MS = 2000;
+
 /** How a node runs its tasks: the simulated executor (a timer per task) or real processes. */
 export const EXECUTOR_KINDS = ['simulated', 'process'] as const;
 export const DEFAULT_EXECUTOR = 'simulated';

@@ -5,6 +5,7 @@
  */
 import { bulkhead, type BulkheadPolicy } from 'cockatiel';
 import type { Clock } from '../../util/clock.ts';
+import { SharedBackoff } from '../../util/backoff.ts';
 import { isTransient } from '../../util/errors.ts';
 import type { Rng } from '../../util/rng.ts';
 
@@ -16,7 +17,7 @@ export const ADOPT_BACKOFF_MAX_MS = 5000;
 
 export class AdoptionGate {
   private readonly slots: BulkheadPolicy;
-  private pauseMs = 0;
+  private readonly backoff: SharedBackoff;
   /** Adoptions that failed (the sweep schedules them again). */
   failures = 0;
 
@@ -26,6 +27,7 @@ export class AdoptionGate {
     private readonly concurrency = ADOPT_CONCURRENCY,
   ) {
     this.slots = bulkhead(concurrency, Number.MAX_SAFE_INTEGER);
+    this.backoff = new SharedBackoff(ADOPT_BACKOFF_MIN_MS, ADOPT_BACKOFF_MAX_MS, rng);
   }
 
   /** Adoptions waiting for a slot. */
@@ -40,7 +42,7 @@ export class AdoptionGate {
 
   /** The pause a slot takes after a transient failure now (0 after a success). */
   get backoffMs(): number {
-    return this.pauseMs;
+    return this.backoff.pauseMs;
   }
 
   /**
@@ -52,12 +54,12 @@ export class AdoptionGate {
     return this.slots.execute(async () => {
       try {
         await fn();
-        this.pauseMs = 0;
+        this.backoff.succeeded();
       } catch (err) {
         this.failures++;
         if (isTransient(err)) {
-          this.pauseMs = Math.min(ADOPT_BACKOFF_MAX_MS, Math.max(ADOPT_BACKOFF_MIN_MS, this.pauseMs * 2));
-          if (!closed()) await this.clock.sleep(this.pauseMs * (0.5 + this.rng.next() / 2));
+          this.backoff.failed(err);
+          if (!closed()) await this.clock.sleep(this.backoff.delayMs());
         }
         throw err;
       }
