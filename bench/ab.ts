@@ -147,7 +147,7 @@ const byMetric = metrics.map((m) => {
 const md = [
   `# A/B: bench/${bench}.ts, ${shaA} (A) against ${shaB} (B)`,
   '',
-  `\`npx tsx bench/ab.ts --a ${refA} --b ${refB} --bench ${bench} --runs ${runs}${benchArgs.length ? ` -- ${benchArgs.join(' ')}` : ''}\` on ${machine()}.`,
+  `\`npx tsx bench/ab.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}.`,
   `${all.length} runs, alternating (${all.map((r) => r.side).join(' ')}), each a fresh process; ${fmt(all.reduce((s, r) => s + r.seconds, 0), 0)} s in all.`,
   'Median over runs per side, the range over runs, B / A of the medians, and the two-sided p-value of a',
   'permutation test of the difference of means (2,000 permutations; with few runs per side the',
