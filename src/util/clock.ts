@@ -27,12 +27,20 @@ export class SystemClock implements Clock {
   setTimer(ms: number, fn: () => void): Timer {
     const t = setTimeout(fn, Math.max(0, ms));
     t.unref();
-    return { cancel: () => clearTimeout(t) };
+    return new NodeTimer(t);
   }
   sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       this.setTimer(ms, resolve);
     });
+  }
+}
+
+/** A setTimeout as a Timer (a class: processes keep one per running simulated task). */
+class NodeTimer implements Timer {
+  constructor(private readonly t: NodeJS.Timeout) {}
+  cancel(): void {
+    clearTimeout(this.t);
   }
 }
 
