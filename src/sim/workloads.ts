@@ -1,5 +1,5 @@
 /**
- * Seeded workload generators W1–W5 (issue 4). Each yields jobs lazily in arrival order, so a
+ * Seeded workload generators W1–W5. Each yields jobs lazily in arrival order, so a
  * million-task run never holds its whole trace in memory.
  */
 import { expandCluster, loadCatalog, type Catalog } from '../model/catalog.ts';
