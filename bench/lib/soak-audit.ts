@@ -16,6 +16,7 @@ import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, WatchBatch, WatchHandle } from '../../src/store/types.ts';
+import { isTransient } from '../../src/util/errors.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -209,24 +210,37 @@ export class SoakAuditor {
       if (j?.final && j.finals !== 1) this.flag('finals', `job ${id} reached a final state ${j.finals} times`);
     }
     const k = this.keys;
-    const servers = new Set((await this.store.range(k.servers())).kvs.map((kv) => k.tail(k.servers(), kv.key)));
+    const servers = new Set((await this.patiently(k.servers())).kvs.map((kv) => k.tail(k.servers(), kv.key)));
     const jobState = new Map<string, string>();
-    for (const kv of (await this.store.range(k.jobs())).kvs) {
+    for (const kv of (await this.patiently(k.jobs())).kvs) {
       const id = k.tail(k.jobs(), kv.key);
       const rec = parseJson<LiveJobRecord>(kv);
       if (id !== undefined && rec) jobState.set(id, rec.state);
     }
-    for (const kv of (await this.store.range(k.rus())).kvs) {
+    for (const kv of (await this.patiently(k.rus())).kvs) {
       const rec = parseJson<PlacedRuRecord>(kv);
       if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved')) continue;
       const st = jobState.get(rec.job);
       if (st === undefined || FINAL.has(st)) this.flag('leaked-ru', `${kv.key} is held by ${rec.job}#${rec.task}, whose job is ${st ?? 'gone'}`);
     }
-    for (const kv of (await this.store.range(k.allTasks())).kvs) {
+    for (const kv of (await this.patiently(k.allTasks())).kvs) {
       if (!kv.value.includes('"state":"running"')) continue;
       const rec = parseJson<LiveTaskRecord>(kv);
       const server = rec?.ru?.server ?? rec?.server;
       if (server !== undefined && !servers.has(server)) this.flag('running-on-dead-node', `${kv.key} is running on ${server}, which is not registered`);
+    }
+  }
+
+  /** A range for the final audit, tried again for up to two minutes while etcd is too loaded to answer. */
+  private async patiently(prefix: string): ReturnType<ClusterStore['range']> {
+    const end = Date.now() + 120_000;
+    for (;;) {
+      try {
+        return await this.store.range(prefix);
+      } catch (err) {
+        if (!isTransient(err) || Date.now() > end) throw err;
+        await new Promise((r) => setTimeout(r, 2000));
+      }
     }
   }
 }
