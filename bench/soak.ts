@@ -354,16 +354,17 @@ async function main(): Promise<void> {
     if (rows.length === 0 || Date.now() - prevAt >= ROW_MS) await sampleRow('drain');
   }
   await sampleRow('end');
+  // The processes' own logs (warnings and errors), for a look at what happened; saved before the
+  // audit, which may fail against an overloaded etcd.
+  const logs = join(resultsDir(quick), `${NAME}-logs`);
+  mkdirSync(logs, { recursive: true });
+  writeFileSync(join(logs, 'hollow.log'), hollow.output());
+  fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
   await auditor.finalAudit(acked);
   const counts = auditor.counts();
   say(`audit: ${acked.length} jobs acknowledged, ${counts.final} seen final, ${counts.deleted} deleted by retention; ${auditor.violations.length} violations; watch errors ${auditor.watchErrors.length}`);
 
   await auditor.close();
-  // The processes' own logs (warnings and errors), for a look at what happened.
-  const logs = join(resultsDir(quick), `${NAME}-logs`);
-  mkdirSync(logs, { recursive: true });
-  writeFileSync(join(logs, 'hollow.log'), hollow.output());
-  fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
   for (const f of fes) await f.proc.kill();
   await hollow.kill();
   client.close();
