@@ -117,6 +117,8 @@ interface FrontEnd {
 
 /** Every child the bench starts, for the interrupt handler. */
 let onChild: (p: TarcilProc) => void = () => undefined;
+/** Takes the cell down (every child, then etcd); set once they exist. */
+let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
   const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`]);
@@ -142,10 +144,13 @@ async function main(): Promise<void> {
   // Interrupted (Ctrl-C, a kill): take the cell down with the bench, leaving no process behind.
   const children: TarcilProc[] = [];
   onChild = (p) => children.push(p);
+  teardown = async () => {
+    for (const c of children) c.child.kill('SIGKILL');
+    await etcd.stop();
+  };
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
-      for (const c of children) c.child.kill('SIGKILL');
-      void etcd.stop().finally(() => process.exit(130));
+      void teardown?.().finally(() => process.exit(130));
     });
   }
   const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE]);
@@ -466,6 +471,7 @@ main().then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`soak failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
+    // A failed run takes the cell down too, as an interrupted one does.
+    void (teardown?.() ?? Promise.resolve()).finally(() => process.exit(1));
   },
 );
