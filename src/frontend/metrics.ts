@@ -58,38 +58,24 @@ export class Metrics extends MetricsEndpoint {
     super();
     collectDefaultMetrics({ register: this.registry, prefix: 'tarcil_process_' });
     if (manager) {
-      new Gauge({
-        name: 'tarcil_owned_jobs',
-        help: 'Jobs owned by this process',
-        registers: [this.registry],
-        collect() {
-          this.set(manager.ownedJobs().length);
-        },
-      });
-      new Gauge({
-        name: 'tarcil_owner_leases_fenced',
-        help: 'Times this process stopped trusting its owner lease (no keepalive confirmed within the TTL, or lost) and gave up its jobs, since it started',
-        registers: [this.registry],
-        collect() {
-          this.set(manager.stats.fencedLeases);
-        },
-      });
-      new Gauge({
-        name: 'tarcil_jobs_adopted',
-        help: 'Jobs this process took up from an owner whose lease had expired, since it started',
-        registers: [this.registry],
-        collect() {
-          this.set(manager.stats.adopted);
-        },
-      });
-      new Gauge({
-        name: 'tarcil_adoptions_queued',
-        help: 'Orphaned jobs waiting for one of the few adoption slots',
-        registers: [this.registry],
-        collect() {
-          this.set(manager.adoptions.queued);
-        },
-      });
+      const read = (name: string, help: string, value: () => number): void => {
+        new Gauge({
+          name,
+          help,
+          registers: [this.registry],
+          collect() {
+            this.set(value());
+          },
+        });
+      };
+      read('tarcil_owned_jobs', 'Jobs owned by this process', () => manager.ownedJobs().length);
+      read(
+        'tarcil_owner_leases_fenced',
+        'Times this process stopped trusting its owner lease (no keepalive confirmed within the TTL, or lost) and gave up its jobs, since it started',
+        () => manager.stats.fencedLeases,
+      );
+      read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
+      read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
       new Gauge({
         name: 'tarcil_queue_length',
         help: 'Jobs of this process waiting in admission or for capacity',

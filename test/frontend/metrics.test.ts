@@ -78,3 +78,17 @@ describe('front-end /metrics: event-loop delay', () => {
     expect(m.get(`${LAG}_max_seconds`)).toBeLessThan(5);
   });
 });
+
+describe('front-end /metrics: the job owner', () => {
+  it('exports its owned jobs, fenced leases, adoptions and queued adoptions as read from it', async () => {
+    const m = await scrape();
+    expect(m.get('tarcil_owned_jobs')).toBe(sched.manager.ownedJobs().length);
+    expect(m.get('tarcil_owner_leases_fenced')).toBe(sched.manager.stats.fencedLeases);
+    expect(m.get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
+    expect(m.get('tarcil_adoptions_queued')).toBe(sched.manager.adoptions.queued);
+    // Read at each scrape, not copied once.
+    sched.manager.stats.adopted += 3;
+    expect((await scrape()).get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
+    sched.manager.stats.adopted -= 3;
+  });
+});
