@@ -49,6 +49,9 @@ export function blockPrefix(keys: Keys, job: string, b: number): string {
 }
 
 
+/** Changes applied per turn when a snapshot's queued changes are caught up. */
+const EARLY_SLICE = 1000;
+
 export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = { tasksPerEvent: 1000, maxPendingTasks: 20_000, slowConsumerMs: 30_000 };
 
 type Listener = { onBatch(b: WatchBatch): void; onError(err: TarcilError): void };
@@ -271,10 +274,24 @@ export class JobStream {
       });
     }
     if (this.closed) return;
-    this.snapshotDone = true;
-    const early = this.early;
+    // The changes that came while the blocks were read, applied a slice per turn (a second of a
+    // busy job's changes is thousands of records to parse); what comes meanwhile joins the queue.
+    let applied = 0;
+    for (let i = 0; i < this.early.length && !this.closed; i++) {
+      const b = this.early[i] as WatchBatch;
+      if (b.revision > this.sentRev) {
+        for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
+        this.pendingRev = Math.max(this.pendingRev, b.revision);
+        applied += b.events.length;
+      }
+      if (applied >= EARLY_SLICE && i + 1 < this.early.length) {
+        applied = 0;
+        await laterTurn();
+      }
+    }
+    if (this.closed) return;
     this.early = [];
-    for (const b of early) this.onBatch(b);
+    this.snapshotDone = true;
     // Every change from now on is later than every block's read.
     this.blockRevs = undefined;
     if (isFinalJob(rec.state)) this.finish();

@@ -25,7 +25,7 @@ import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.
 import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
 import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
-import { onLaterTurn } from '../util/turns.ts';
+import { laterTurn, onLaterTurn } from '../util/turns.ts';
 
 export interface SchedulerServiceDeps {
   manager: JobManager;
@@ -45,6 +45,8 @@ export interface SchedulerServiceDeps {
 
 /** GetJob lists this many tasks at most: a 100,000-task job would not fit a 4 MiB message. */
 const MAX_TASKS_LISTED = 5000;
+/** Task records GetJob parses per turn of the event loop. */
+const PARSE_SLICE = 1000;
 
 const JOB_STATES: ReadonlySet<string> = new Set<LiveJobRecord['state']>(['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled']);
 
@@ -185,17 +187,24 @@ export class SchedulerService {
     let records = 0;
     if (withTasks) {
       // The lowest indexes with a record, block by block (each read on a later turn of the event
-      // loop), and how many records there are in all.
+      // loop) until MAX_TASKS_LISTED are listed, and how many records there are in all: counted
+      // by the store, not read, when blocks are left.
       tasks = [];
       const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
-      for (let b = 0; b < blocks; b++) {
+      let b = 0;
+      for (; b < blocks && tasks.length < MAX_TASKS_LISTED; b++) {
         const kvs = b === 0 ? (res.responses[3] ?? []) : (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
         records += kvs.length;
-        for (const kv of kvs.slice(0, MAX_TASKS_LISTED - tasks.length)) {
-          const t = parseJson<LiveTaskRecord>(kv);
+        // Parsed a slice per turn: 5,000 records and the answer's serialization in one turn held
+        // the event loop for tens of milliseconds.
+        const take = kvs.slice(0, MAX_TASKS_LISTED - tasks.length);
+        for (let i = 0; i < take.length; i++) {
+          if (i > 0 && i % PARSE_SLICE === 0) await laterTurn();
+          const t = parseJson<LiveTaskRecord>(take[i]);
           if (t) tasks.push(t);
         }
       }
+      if (b < blocks) records = Math.max(records, (await this.d.store.count(k.tasks(id))).count);
     }
     const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
     if (withTasks && records > MAX_TASKS_LISTED) job.tasksOmitted = records - MAX_TASKS_LISTED;

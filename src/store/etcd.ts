@@ -265,6 +265,13 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
+  async count(prefix: string): Promise<{ revision: number; count: number }> {
+    this.checkOpen();
+    const [key, end] = prefixRange(prefix);
+    const res = await this.read('count', () => this.client.kv.range({ key, range_end: end, count_only: true }));
+    return { revision: Number(res.header.revision), count: Number(res.count) };
+  }
+
   private async rangePaged(key: Buffer, end: Buffer, limit: number): Promise<RangeResult> {
     let revision = 0;
     let start = key;

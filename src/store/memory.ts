@@ -128,6 +128,13 @@ export class MemoryStore implements ClusterStore {
     });
   }
 
+  count(prefix: string): Promise<{ revision: number; count: number }> {
+    return settle(() => {
+      this.checkOpen();
+      return { revision: this.rev, count: this.sorted.countPrefix(prefix) };
+    });
+  }
+
   put(key: string, value: string, opts: { lease?: string } = {}): Promise<number> {
     return settle(() => {
       this.checkOpen();

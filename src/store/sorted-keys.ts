@@ -60,6 +60,17 @@ export class SortedKeys {
     }
   }
 
+  /** How many keys start with prefix. */
+  countPrefix(prefix: string): number {
+    let n = 0;
+    this.scan(prefix, (k) => {
+      if (!k.startsWith(prefix)) return false;
+      n++;
+      return true;
+    });
+    return n;
+  }
+
   /** The keys starting with prefix, in order. */
   withPrefix(prefix: string, limit = 0): string[] {
     const out: string[] = [];

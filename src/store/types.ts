@@ -143,6 +143,8 @@ export interface ClusterStore {
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
   range(prefix: string, opts?: { limit?: number }): Promise<RangeResult>;
+  /** How many keys have this prefix, and the revision it was counted at (no values are read). */
+  count(prefix: string): Promise<{ revision: number; count: number }>;
   put(key: string, value: string, opts?: { lease?: string }): Promise<number>;
   /** Returns the number of keys deleted. */
   delete(key: string, opts?: { prefix?: boolean }): Promise<number>;

@@ -98,6 +98,37 @@ describe('WatchJob streams (JobStream)', () => {
     stream.finish();
   });
 
+  it('catches up the changes that came during a snapshot a slice per turn, then sends each changed task once', async () => {
+    store = new MemoryStore({ maxTxnOps: 1000 });
+    const keys = new Keys('/w/');
+    const n = 5000;
+    await store.put(keys.job('j1'), JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    for (let i = 0; i < n; i += 1000) {
+      await store.txn({ compare: [], success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })) });
+    }
+    const hub = new JobWatchHub(store, keys);
+    const call = new FakeCall();
+    const parts = Math.ceil(n / DEFAULT_JOB_WATCH_LIMITS.tasksPerEvent);
+    const changed = 3000;
+    let turnedBefore: number | undefined;
+    call.onWrite = (count) => {
+      // While the first part goes out, 3,000 tasks change, one revision each.
+      if (count === 1) for (let i = 0; i < changed; i++) void store!.put(keys.task('j1', i), task(i, 'running'));
+      // When the snapshot's last part is out: how many events were written before the loop turned.
+      if (count === parts) setImmediate(() => (turnedBefore ??= call.events.length));
+    };
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    await stream.start();
+    await turns(10);
+    // The catch-up yielded: the loop turned before the first delta went out.
+    expect(turnedBefore).toBe(parts);
+    const deltas = call.events.slice(parts);
+    const states = deltas.flatMap((e) => e.tasks?.map((t) => [t.index, t.state]) ?? []);
+    expect(states).toEqual(Array.from({ length: changed }, (_, i) => [i, 'running']));
+    expect(Number(deltas.at(-1)?.revision)).toBe(await store.revision());
+    stream.finish();
+  });
+
   it('parses a change once for all the streams of its job, and keeps nothing after handing it out', async () => {
     store = new MemoryStore();
     const keys = new Keys('/w/');

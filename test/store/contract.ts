@@ -125,6 +125,18 @@ export function storeContract(
         expect((await s.range(`${p}nothing/`)).kvs).toEqual([]);
       });
 
+      it('counts the keys of a prefix at one revision without reading them', async () => {
+        for (const n of ['a', 'b/1', 'b/2', 'b/10', 'c']) await s.put(`${p}n/${n}`, n);
+        await s.put(`${p}nb`, 'outside');
+        const rev = await s.revision();
+        expect(await s.count(`${p}n/`)).toEqual({ revision: rev, count: 5 });
+        expect((await s.count(`${p}n/b/`)).count).toBe(3);
+        expect((await s.count(`${p}n/b/1`)).count).toBe(2);
+        expect((await s.count(`${p}nothing/`)).count).toBe(0);
+        await s.delete(`${p}n/b/`, { prefix: true });
+        expect((await s.count(`${p}n/`)).count).toBe(2);
+      });
+
       it('orders keys by their UTF-8 bytes', async () => {
         const names = ['\u{1F600}', '\uFF21', 'a', '\u00e9'];
         for (const n of names) await s.put(`${p}u/${n}`, n);
