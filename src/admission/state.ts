@@ -43,6 +43,8 @@ export interface AdmissionVerdict {
   boundMs?: number;
   /** acceptableFree / totalFree: the acceptable fraction that sizes the sample. */
   f: number;
+  /** Set when a sample of free RUs overruled the buckets' "queue" (see sampling/probe.ts). */
+  sampled?: { drawn: number; acceptable: number; acceptableLow: number };
 }
 
 /** What verdict() needs besides the job's target and size. */

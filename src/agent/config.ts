@@ -68,6 +68,7 @@ const SCHEMA = z
     admission: bool,
     bypassAbove: int(0, 999),
     preemption: bool,
+    arbiterSample: int(0, 4096),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),
     backoffBaseMs: int(0, 60_000),

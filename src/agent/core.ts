@@ -7,6 +7,7 @@ import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
 import { contention, type JobTarget, type QualityForm } from '../quality/index.ts';
 import { selectPlacements, type SelectionResult } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
+import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Rng } from '../util/rng.ts';
@@ -30,6 +31,13 @@ export interface CoreConfig {
   /** Jobs with priority above this bypass the admission queue and may preempt. */
   bypassAbove: number;
   preemption: boolean;
+  /**
+   * Free RUs sampled and scored when the buckets would hold a job (0: the buckets decide alone).
+   * The buckets judge by mean contention, and a bucket that mixes good and bad RUs can fail a
+   * job that a sample places well at once; the sample admits it when a 95% lower bound on the
+   * acceptable free RUs covers what the buckets wanted (see sampling/probe.ts).
+   */
+  arbiterSample: number;
 }
 
 export const DEFAULT_CORE_CONFIG: CoreConfig = {
@@ -41,6 +49,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   admission: true,
   bypassAbove: DEFAULT_PRIORITY,
   preemption: true,
+  arbiterSample: 64,
 };
 
 export interface CoreContext {
@@ -68,7 +77,27 @@ export function admissionVerdict(
   /** RUs the job's constraints allow: a margin that could never be met is not asked for. */
   capacity?: number,
 ): AdmissionVerdict {
-  return ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove, ...(capacity !== undefined ? { capacity } : {}) });
+  const v = ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove, ...(capacity !== undefined ? { capacity } : {}) });
+  // Attribute constraints are checked RU by RU, so the free RUs they allow are not counted
+  // anywhere: the sample's fraction could not be scaled to them, and the buckets decide alone.
+  if (v.action !== 'queue' || cfg.arbiterSample <= 0 || job.constraints.attributes) return v;
+  const p = probeAcceptable(
+    ctx.state,
+    { jobId: job.id, target, caused: job.profile.caused, priority: job.priority, platformPerf: job.profile.platformPerf, locality: job.locality, constraints: job.constraints, form: cfg.qualityForm },
+    cfg.arbiterSample,
+    ctx.rng,
+  );
+  // The margin applies only where it can be met (as in the buckets' verdict).
+  const margin = Math.ceil(needed * ctx.admission.margin - 1e-9);
+  const want = capacity !== undefined && capacity < margin ? Math.max(needed, capacity) : margin;
+  const low = Math.floor(p.acceptableLow);
+  if (low < want) return v;
+  return {
+    ...v,
+    action: 'admit',
+    reason: `the buckets' mean contention finds ${v.acceptableFree} of ${v.totalFree} free RUs acceptable, but a sample finds ${p.acceptable} of ${p.drawn} drawn acceptable: at least ${low} of ${p.freeInPools} (95% bound) cover the ${want} wanted for ${needed} needed`,
+    sampled: { drawn: p.drawn, acceptable: p.acceptable, acceptableLow: low },
+  };
 }
 
 /** Chooses R for this job from the share of available RUs that are acceptable to it. */
