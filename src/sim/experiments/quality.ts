@@ -197,6 +197,7 @@ export const ablation: Runner = (ctx) => {
   const variants: { label: string; spec: PolicySpec; interference?: boolean }[] = [
     { label: 'tarcil (adaptive R, admission, monotone Q)', spec: { name: 'tarcil' } },
     { label: 'admission off', spec: { name: 'tarcil', core: { admission: false } } },
+    { label: 'buckets alone (no sample arbiter)', spec: { name: 'tarcil', core: { arbiterSample: 0 } } },
     { label: "qualityForm 'paper'", spec: { name: 'tarcil', core: { qualityForm: 'paper' } } },
     { label: 'fixed R = 8 (admission on)', spec: { name: 'fixed-R8' } },
     { label: 'fixed R = 32 (admission on)', spec: { name: 'fixed-R32' } },
