@@ -85,9 +85,14 @@ try {
   order.forEach((side, i) => {
     const t0 = performance.now();
     process.stdout.write(`run ${i + 1}/${order.length}: ${side} (${side === 'A' ? shaA : shaB}) bench/${bench}.ts ${benchArgs.join(' ')}\n`);
+    // A quick run writes under results/quick/: whichever of the two this run wrote is its result
+    // (both are removed first, so a committed result file is never read as a run's).
+    const candidates = [join(dirs[side], 'bench', 'results', 'quick', `${bench}.json`), join(dirs[side], 'bench', 'results', `${bench}.json`)];
+    for (const c of candidates) rmSync(c, { force: true });
     const res = spawnSync('npx', ['tsx', `bench/${bench}.ts`, ...benchArgs], { cwd: dirs[side], stdio: ['ignore', 'ignore', 'inherit'] });
     if (res.status !== 0) throw new Error(`bench/${bench}.ts failed on side ${side} (exit ${res.status})`);
-    const out = join(dirs[side], 'bench', 'results', `${bench}.json`);
+    const out = candidates.find((c) => existsSync(c));
+    if (!out) throw new Error(`bench/${bench}.ts wrote no ${bench}.json under bench/results/ or bench/results/quick/ on side ${side}`);
     copyFileSync(out, join(runsDir, `${side}-${i + 1}.json`));
     const data = JSON.parse(readFileSync(out, 'utf8')) as { rows?: Row[] };
     if (!Array.isArray(data.rows)) throw new Error(`bench/${bench}.ts wrote no "rows" array`);
