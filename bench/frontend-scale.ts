@@ -9,7 +9,9 @@
  * again after 3 s of idling followed by a full GC (--expose-gc): the resident cost of the
  * front-end's view of the cell. The peak RSS seen by a 20 ms sampler is reported too.
  *
- * Run: npx tsx bench/frontend-scale.ts [--quick] [--label after] [--agents 1,2,4,8] [--cpu-prof DIR] (--render: the md from the json)
+ * Run: npx tsx bench/frontend-scale.ts [--quick] [--label after] [--agents 1,2,4,8] [--cpu-prof DIR] [--command] (--render: the md from the json)
+ * --command: then each agent count again as a `tarcil server` process started by src/cli/bin.js,
+ * timed from spawn to its "listening" line (the compiled tree when `npm run build` is up to date).
  * --label names the run in bench/results/frontend-scale.{json,md}; runs with other labels already
  * in the json are kept, so the file holds a "before" and an "after" side by side. --quick: a
  * 1,000-server cell, results under bench/results/quick/.
@@ -19,6 +21,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { compiledEntry } from '../src/cli/entry.js';
 import { loadCatalog } from '../src/model/catalog.ts';
 import { startScheduler } from '../src/frontend/runtime.ts';
 import { openStore } from '../src/store/index.ts';
@@ -124,6 +127,53 @@ function runChild(cfg: ChildConfig, profDir: string | undefined): Promise<ChildR
   });
 }
 
+/**
+ * The `tarcil server` command as an operator starts it (src/cli/bin.js: the compiled tree when it
+ * is up to date, else the sources through tsx): spawn → its "listening" line on stdout, then its
+ * RSS (from /proc) after IDLE_MS; stopped with SIGTERM.
+ */
+async function runCommand(store: string, agents: number): Promise<CommandResult> {
+  const bin = join(SELF, '..', '..', 'src', 'cli', 'bin.js');
+  const compiled = compiledEntry(join(SELF, '..', '..')) !== undefined;
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [bin, 'server', '--store', store, '--prefix', PREFIX, '--agents', String(agents), '--port', '0', '--metrics-port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TARCIL_LOG: 'warn' },
+  });
+  let out = '';
+  try {
+    const listenMs = await new Promise<number>((resolve, reject) => {
+      proc.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('tarcil server listening')) resolve(performance.now() - t0);
+      });
+      proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      proc.on('exit', (code) => reject(new Error(`tarcil server exited ${code}: ${out.slice(-500)}`)));
+    });
+    await new Promise((r) => setTimeout(r, IDLE_MS));
+    const status = readFileSync(`/proc/${proc.pid}/status`, 'utf8');
+    const kb = (k: string): number => Number(/\d+/.exec(status.split('\n').find((l) => l.startsWith(k)) ?? '')?.[0] ?? NaN);
+    return { agents, compiled, listenMs, rssMb: kb('VmRSS:') / 1024, peakRssMb: kb('VmHWM:') / 1024 };
+  } catch (err) {
+    return { agents, compiled, listenMs: NaN, rssMb: NaN, peakRssMb: NaN, error: (err as Error).message };
+  } finally {
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r(null) : proc.once('exit', r)));
+  }
+}
+
+interface CommandResult {
+  agents: number;
+  /** The compiled tree ran (else the sources through tsx). */
+  compiled: boolean;
+  /** spawn → "tarcil server listening" on stdout. */
+  listenMs: number;
+  /** After IDLE_MS (no forced GC: a process as operators run it). */
+  rssMb: number;
+  peakRssMb: number;
+  error?: string;
+}
+
 interface Run {
   label: string;
   commit: string;
@@ -134,6 +184,8 @@ interface Run {
   servers: number;
   rusPerServer: number;
   results: ChildResult[];
+  /** The same agent counts as `tarcil server` processes (--command). */
+  commands?: CommandResult[];
 }
 
 async function main(): Promise<void> {
@@ -172,9 +224,21 @@ async function main(): Promise<void> {
           `RSS ${fmt(r.rssMb, 0)} MB idle (${fmt(r.rssAtListenMb, 0)} at listen, peak ${fmt(r.peakRssMb, 0)}), heap ${fmt(r.heapMb, 0)} MB\n`,
       );
     }
+    const commands: CommandResult[] = [];
+    if (argv.includes('--command')) {
+      for (const agents of counts) {
+        const r = await runCommand(url, agents);
+        commands.push(r);
+        process.stdout.write(
+          r.error
+            ? `tarcil server, ${agents} agent(s): did not start: ${r.error}\n`
+            : `tarcil server (${r.compiled ? 'compiled' : 'sources through tsx'}), ${agents} agent(s): listening ${fmt(r.listenMs, 0)} ms after spawn, RSS ${fmt(r.rssMb, 0)} MB idle (peak ${fmt(r.peakRssMb, 0)})\n`,
+        );
+      }
+    }
     const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: join(SELF, '..'), encoding: 'utf8' });
     const commit = git.status === 0 ? git.stdout.trim() : '';
-    const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), loadAvg, servers, rusPerServer: rusPer, results };
+    const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), loadAvg, servers, rusPerServer: rusPer, results, ...(commands.length ? { commands } : {}) };
     const out = resultsDir(quick);
     const jsonPath = join(out, 'frontend-scale.json');
     const prior: Run[] = existsSync(jsonPath) ? ((JSON.parse(readFileSync(jsonPath, 'utf8')) as { runs: Run[] }).runs ?? []) : [];
@@ -214,6 +278,17 @@ function markdown(runs: Run[]): string {
       ),
       '',
     );
+    if (run.commands?.length) {
+      parts.push(
+        'As `tarcil server` processes (`--command`): from spawn to the "listening" line, RSS after 3 s idle (no forced GC):',
+        '',
+        mdTable(
+          ['agents', 'tree run', 'listen ms after spawn', 'RSS idle MB', 'peak RSS MB'],
+          run.commands.map((r) => (r.error ? [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', `did not start: ${r.error}`, '', ''] : [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', fmt(r.listenMs, 0), fmt(r.rssMb, 0), fmt(r.peakRssMb, 0)])),
+        ),
+        '',
+      );
+    }
   }
   return parts.join('\n');
 }

@@ -6,7 +6,7 @@
  */
 import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
-import { jobTarget, type JobTarget } from '../quality/index.ts';
+import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
 import { eligibleCapacity, hardSpread, serverMatches } from '../sampling/feasibility.ts';
@@ -365,16 +365,26 @@ export class SchedulingAgent implements GangHost, CommitHost {
   /**
    * Jobs held by admission: woken by a freed RU they may use once enough acceptable RUs are free
    * for the verdict to admit them (`want` with its margin), counted once per freed RU for all the
-   * jobs of the same target, size and constraints.
+   * jobs of the same target, size and constraints. With the sample arbiter on, a freed RU that is
+   * itself acceptable for the job wakes it too: the buckets' means may not show it, the sample
+   * the woken job takes may.
    */
   private admissionClass(job: JobSpec, target: JobTarget, want: number): WaitClass {
     const threshold = Math.ceil(want * this.admission.margin - 1e-9);
     const base = this.capacityClass(job);
+    const arbiter = this.config.arbiterSample > 0 && !job.constraints.attributes;
+    const form = this.config.qualityForm;
+    const C: number[] = [];
     return {
       key: `a|${threshold}|${job.profile.caused.join(',')}|${base.key}`,
       canUse: (s, i) => base.canUse(s, i),
       ...(base.perRu ? { perRu: true } : {}),
-      ready: () => this.admission.estimateF(target).acceptableFree >= threshold,
+      ready: (s) => {
+        if (this.admission.estimateF(target).acceptableFree >= threshold) return true;
+        if (!arbiter) return false;
+        contention(s.sum, s.ruCount, null, C);
+        return scoreRu(C, target, form).acceptable;
+      },
     };
   }
 

@@ -16,10 +16,11 @@ export interface WaitClass {
   /** canUse depends on more than the server (e.g. where the job's own tasks are): ask it every time. */
   perRu?: boolean;
   /**
-   * Is the class ready to take what is free now (an admission waiter: would the verdict admit it;
-   * a gang: are enough RUs free)? Asked at most once per freed RU. Absent: always ready.
+   * Is the class ready to take what is free now, the freed RU included (an admission waiter:
+   * could the verdict admit it now; a gang: are enough RUs free)? Asked at most once per freed
+   * RU. Absent: always ready.
    */
-  ready?(): boolean;
+  ready?(server: ServerState, index: number): boolean;
 }
 
 export interface Waiter {
@@ -102,7 +103,7 @@ export class FreedWaiters {
       if (best && !before(head, best.queue[0] as Waiter)) continue;
       this.stats.classChecks++;
       if (!this.usable(c, server, index)) continue;
-      if (c.cls.ready && !c.cls.ready()) continue;
+      if (c.cls.ready && !c.cls.ready(server, index)) continue;
       best = c;
     }
     const w = best?.queue[0];

@@ -4,13 +4,13 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../util/package-root.ts';
 import type { ProtoGrpcType as MonitorProto } from './gen/monitor.ts';
 import type { ProtoGrpcType as SchedulerProto } from './gen/scheduler.ts';
 
 /** proto/ at the repository root; the .proto files are the source of the generated types in gen/. */
-export const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'proto');
+export const PROTO_DIR = join(packageRoot(), 'proto');
 export const PROTO_FILES = ['tarcil/v1/scheduler.proto', 'tarcil/v1/monitor.proto'];
 
 /**

@@ -8,7 +8,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageRoot } from '../util/package-root.ts';
 import type { z } from 'zod';
 import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import {
@@ -145,20 +145,11 @@ function freezeProfile(p: WorkloadProfile): WorkloadProfile {
 // ---------------------------------------------------------------------------------------------
 // Catalog
 
-/**
- * The repo's profiles/ directory. Found by walking up from this module so the same code works from
- * src/ (tsx, vitest) and from a compiled dist/ tree.
- */
+/** The package's profiles/ directory (see packageRoot: the same from src/ and from dist/). */
 export function defaultProfilesDir(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const candidate = join(dir, 'profiles');
-    if (existsSync(join(candidate, 'platforms.json'))) return candidate;
-    const parent = dirname(dir);
-    if (parent === dir) break;
-    dir = parent;
-  }
-  throw new TarcilError('NOT_FOUND', `no profiles/ directory with platforms.json above ${fileURLToPath(import.meta.url)}`);
+  const dir = join(packageRoot(), 'profiles');
+  if (!existsSync(join(dir, 'platforms.json'))) throw new TarcilError('NOT_FOUND', `no profiles/platforms.json in ${dirname(dir)}`);
+  return dir;
 }
 
 export function loadCatalog(dir?: string): Catalog {

@@ -152,7 +152,7 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
     expect(waiters.size).toBe(50);
   });
 
-  it('a class that is not ready (admission would still queue it) is not woken', () => {
+  it('a class that is not ready (admission would still queue it) is not woken; readiness may judge the freed RU itself', () => {
     const state = new ClusterState();
     const s = state.upsertServer(server('s', 'p'));
     const waiters = new FreedWaiters();
@@ -164,6 +164,18 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
     ready = true;
     waiters.freed(s, 0);
     expect(woken).toEqual([1]);
+    // Ready only for RU 1 (as an admission class is for a freed RU acceptable to its job).
+    const asked: string[] = [];
+    const ru1 = (srv: { id: string }, i: number): boolean => {
+      asked.push(`${srv.id}/${i}`);
+      return i === 1;
+    };
+    waiters.add({ key: 'adm2', canUse: () => true, ready: ru1 }, { priority: 0, seq: waiters.nextSeq(), wake: () => woken.push(2) });
+    waiters.freed(s, 0);
+    expect(woken).toEqual([1]);
+    waiters.freed(s, 1);
+    expect(woken).toEqual([1, 2]);
+    expect(asked).toEqual(['s/0', 's/1']);
   });
 
   it('live agents: a freed RU of one platform wakes the one job waiting for that platform, not the others', async () => {

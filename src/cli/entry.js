@@ -1,0 +1,29 @@
+// Which tree the `tarcil` command runs: the compiled one (dist/, made by `npm run build`, which
+// `npm install` runs) when it was built after the last change to any source file, else the
+// TypeScript sources through tsx's loader (a fresh clone without a build, a tree being edited).
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import process from 'node:process';
+
+/** The latest modification time (ms) of the .ts files under dir. */
+export function newestSource(dir) {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) newest = Math.max(newest, newestSource(p));
+    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * The compiled entry (dist/src/cli/main.js) when dist/.built is at least as new as every .ts file
+ * under src/ and TARCIL_FROM_SOURCE is not set; undefined when the sources must run.
+ */
+export function compiledEntry(root, env = process.env) {
+  if (env.TARCIL_FROM_SOURCE !== undefined && env.TARCIL_FROM_SOURCE !== '') return undefined;
+  const stamp = join(root, 'dist', '.built');
+  const main = join(root, 'dist', 'src', 'cli', 'main.js');
+  if (!existsSync(stamp) || !existsSync(main)) return undefined;
+  return statSync(stamp).mtimeMs >= newestSource(join(root, 'src')) ? main : undefined;
+}

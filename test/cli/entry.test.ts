@@ -1,0 +1,59 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { compiledEntry } from '../../src/cli/entry.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('which tree the tarcil command runs', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tarcil-entry-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const at = (file: string, seconds: number): void => {
+    mkdirSync(join(file, '..'), { recursive: true });
+    writeFileSync(file, '');
+    utimesSync(file, seconds, seconds);
+  };
+
+  it('the compiled one only when it was built after every source file changed, and never when told not to', () => {
+    at(join(dir, 'src', 'cli', 'main.ts'), 1000);
+    at(join(dir, 'src', 'store', 'deep', 'x.ts'), 1000);
+    at(join(dir, 'src', 'cli', 'notes.md'), 5000); // not a source file
+    // No build yet.
+    expect(compiledEntry(dir, {})).toBeUndefined();
+    at(join(dir, 'dist', 'src', 'cli', 'main.js'), 2000);
+    expect(compiledEntry(dir, {})).toBeUndefined(); // compiled files but no stamp of a finished build
+    at(join(dir, 'dist', '.built'), 2000);
+    expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'src', 'cli', 'main.js'));
+    expect(compiledEntry(dir, { TARCIL_FROM_SOURCE: '1' })).toBeUndefined();
+    // A source file edited (or checked out) after the build, however deep: the sources run.
+    at(join(dir, 'src', 'store', 'deep', 'x.ts'), 3000);
+    expect(compiledEntry(dir, {})).toBeUndefined();
+  });
+
+  it('the compiled tree runs: help, the catalog and the protos are found from dist/', () => {
+    // Built into a scratch directory inside the package (so the package root is found above it),
+    // as `npm run build` builds dist/.
+    const out = join(ROOT, '.tarcil', `build-check-${process.pid}`);
+    try {
+      const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out], { encoding: 'utf8' });
+      expect(tsc.stdout + tsc.stderr).toBe('');
+      const run = (...args: string[]) => spawnSync(process.execPath, [join(out, 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+      const help = run('--help');
+      expect(help.status).toBe(0);
+      expect(help.stdout).toContain('Usage: tarcil');
+      // The catalog (profiles/) from the package root.
+      const prof = run('profile', 'spark-lr');
+      expect(prof.status).toBe(0);
+      expect(prof.stdout).toContain('spark-lr');
+      // The protos: a client call that loads them, against a port nothing listens on.
+      const jobs = run('jobs', '--server', '127.0.0.1:1', '--timeout', '1000');
+      expect(jobs.stderr).not.toMatch(/ENOENT|no such file/i);
+      expect(jobs.stderr).toMatch(/unavailable|connect/i);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
