@@ -4,18 +4,40 @@
 import type { Clock, Timer } from '../util/clock.ts';
 
 /**
- * The discrete-event core: a binary heap of (time, sequence) ordered events. Ties fire in the
- * order they were scheduled, which together with seeded Rngs makes a run a pure function of its
- * seed. Events are plain closures; cancelling marks them dead rather than removing them from the
- * heap (O(1), and stale events are rare next to live ones).
+ * One scheduled event, and its own timer handle (no second object or closure per event). `pos`
+ * is its place in the heap (−1 once fired or removed), so that it can be moved in place.
  */
-interface Ev {
-  t: number;
-  seq: number;
-  fn: () => void;
-  dead: boolean;
+class Ev implements Timer {
+  dead = false;
+  pos = -1;
+  constructor(
+    public t: number,
+    public seq: number,
+    readonly fn: () => void,
+    private readonly engine: Engine,
+  ) {}
+  cancel(): void {
+    this.dead = true;
+  }
+  /** Moves the event to time t (see Engine.reschedule). */
+  moveTo(t: number): boolean {
+    return this.engine.reschedule(this, t);
+  }
 }
 
+/** A timer the engine can move to another time without scheduling a second event. */
+export interface MovableTimer extends Timer {
+  /** Moves the event to time t as if it had been scheduled now for t; false if it already fired or was cancelled. */
+  moveTo(t: number): boolean;
+}
+
+/**
+ * The discrete-event core: a binary heap of (time, sequence) ordered events. Ties fire in the
+ * order they were scheduled, which together with seeded Rngs makes a run a pure function of its
+ * seed. Cancelling marks an event dead rather than removing it (O(1)); an event that must fire at
+ * another time is moved in place (reschedule), which keeps the heap to the live events: a task
+ * re-rated each time a neighbour comes or goes has one finish event, not one per re-rating.
+ */
 export class Engine implements Clock {
   private heap: Ev[] = [];
   private seq = 0;
@@ -31,17 +53,29 @@ export class Engine implements Clock {
   monotonic(): number {
     return this.t;
   }
-  at(t: number, fn: () => void): Timer {
-    const ev: Ev = { t: t < this.t ? this.t : t, seq: this.seq++, fn, dead: false };
+  at(t: number, fn: () => void): MovableTimer {
+    const ev = new Ev(t < this.t ? this.t : t, this.seq++, fn, this);
     this.push(ev);
-    return {
-      cancel: () => {
-        ev.dead = true;
-      },
-    };
+    return ev;
   }
-  setTimer(ms: number, fn: () => void): Timer {
+  setTimer(ms: number, fn: () => void): MovableTimer {
     return this.at(this.t + Math.max(0, ms), fn);
+  }
+  /**
+   * Moves a pending event to time t (clamped to now), ordered among events of the same time as if
+   * it had been scheduled now: exactly what cancelling it and scheduling the same function anew
+   * would do, without the dead event left in the heap. False if it already fired or was cancelled.
+   */
+  reschedule(timer: Timer, t: number): boolean {
+    const ev = timer as Ev;
+    if (!(ev instanceof Ev) || ev.dead || ev.pos < 0) return false;
+    const old = ev.t;
+    const oldSeq = ev.seq;
+    ev.t = t < this.t ? this.t : t;
+    ev.seq = this.seq++;
+    if (ev.t < old || (ev.t === old && ev.seq < oldSeq)) this.up(ev.pos);
+    else this.down(ev.pos);
+    return true;
   }
   sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -71,37 +105,55 @@ export class Engine implements Clock {
     if (until !== Infinity && !this.stopped && this.t < until && this.heap.length === 0) this.t = until;
   }
 
-  private less(a: Ev, b: Ev): boolean {
+  private static less(a: Ev, b: Ev): boolean {
     return a.t < b.t || (a.t === b.t && a.seq < b.seq);
   }
   private push(ev: Ev): void {
+    this.heap.push(ev);
+    ev.pos = this.heap.length - 1;
+    this.up(ev.pos);
+  }
+  /** Removes the top event. */
+  private pop(): void {
     const h = this.heap;
-    h.push(ev);
-    let i = h.length - 1;
+    const top = h[0] as Ev;
+    top.pos = -1;
+    const last = h.pop() as Ev;
+    if (h.length === 0) return;
+    h[0] = last;
+    last.pos = 0;
+    this.down(0);
+  }
+  private up(i: number): void {
+    const h = this.heap;
+    const ev = h[i] as Ev;
     while (i > 0) {
       const p = (i - 1) >> 1;
       const pe = h[p] as Ev;
-      if (!this.less(ev, pe)) break;
+      if (!Engine.less(ev, pe)) break;
       h[i] = pe;
+      pe.pos = i;
       i = p;
     }
     h[i] = ev;
+    ev.pos = i;
   }
-  private pop(): void {
+  private down(i: number): void {
     const h = this.heap;
-    const last = h.pop() as Ev;
-    if (h.length === 0) return;
-    let i = 0;
     const n = h.length;
+    const ev = h[i] as Ev;
     for (;;) {
       const l = 2 * i + 1;
       if (l >= n) break;
       const r = l + 1;
-      const c = r < n && this.less(h[r] as Ev, h[l] as Ev) ? r : l;
-      if (!this.less(h[c] as Ev, last)) break;
-      h[i] = h[c] as Ev;
+      const c = r < n && Engine.less(h[r] as Ev, h[l] as Ev) ? r : l;
+      const ce = h[c] as Ev;
+      if (!Engine.less(ce, ev)) break;
+      h[i] = ce;
+      ce.pos = i;
       i = c;
     }
-    h[i] = last;
+    h[i] = ev;
+    ev.pos = i;
   }
 }

@@ -12,7 +12,7 @@ import { IndexedSet } from '../sampling/indexed-set.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
 import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
-import type { Engine } from './engine.ts';
+import type { Engine, MovableTimer } from './engine.ts';
 import { DEFAULT_PERF, slowdown, type PerfParams } from '../model/perf.ts';
 
 export interface SimTask {
@@ -29,7 +29,8 @@ export interface SimTask {
   remaining: number;
   rate: number;
   last: number;
-  ver: number;
+  /** The pending finish event while it runs. */
+  finishEvent?: MovableTimer;
   remote: boolean;
   /** The Q the scheduler saw for its RU (policies that score), for the Q CDFs. */
   Q?: number;
@@ -286,12 +287,12 @@ export class World {
     const perf = t.job.profile.platformPerf[s.spec.platform] ?? 1;
     const sd = this.interference ? slowdown(t.job.real, s.sum, s.rus, this.perf) : 1;
     t.rate = perf / sd;
-    t.ver++;
-    const ver = t.ver;
     if (!Number.isFinite(t.remaining)) return;
-    this.engine.setTimer(t.remaining / t.rate, () => {
-      if (t.ver === ver) this.finish(t);
-    });
+    // One finish event per task, moved when its rate changes (the same order of events as
+    // scheduling a new one and dropping the old, without the dead event in the queue).
+    const ms = t.remaining / t.rate;
+    if (t.finishEvent?.moveTo(this.engine.now() + Math.max(0, ms))) return;
+    t.finishEvent = this.engine.setTimer(ms, () => this.finish(t));
   }
 
   /** Settles progress and re-rates every task of a server whose neighbourhood just changed. */
@@ -314,6 +315,7 @@ export class World {
     const s = this.server(ru);
     t.state = 'done';
     t.end = now;
+    t.finishEvent = undefined;
     this.occ[ru] = null;
     this.rev[ru] = ++this.revCounter;
     this.free.add(ru);
@@ -386,7 +388,7 @@ export function makeJob(opts: {
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
   opts.work.forEach((w, i) => {
-    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, ver: 0, remote: false, speed: 1 };
+    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, remote: false, speed: 1 };
     const d = opts.data?.[i];
     if (d) task.data = d;
     job.tasks.push(task);
