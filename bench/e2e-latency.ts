@@ -11,7 +11,7 @@
  */
 import { JobManager } from '../src/agent/lifecycle.ts';
 import { parseJson } from '../src/state/records.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../src/state/live-records.ts';
+import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../src/state/live-records.ts';
 import { uniformServers } from '../src/state/seed.ts';
 import { loadCatalog, parseJobSpec } from '../src/model/catalog.ts';
 import { SimulatedExecutor } from '../src/monitor/executor.ts';
@@ -45,6 +45,17 @@ interface Row {
   p99: number;
   max: number;
   queued: number;
+  /** The jobs of the tasks that started more than 500 ms after submission, and where their time went. */
+  late: LateJob[];
+}
+
+interface LateJob {
+  job: string;
+  startMs: number;
+  why: 'held by admission' | 'waited for a free RU' | 'outside the decision' | 'no decision record';
+  queueMs: number;
+  commitMs: number;
+  firstVerdict: string;
 }
 
 const keepAlive = setInterval(() => undefined, 1 << 30);
@@ -90,12 +101,34 @@ async function run(store: ClusterStore, storeName: string, load: number): Promis
   const [jobs, tasks] = await Promise.all([store.range(keys.jobs()), store.range(keys.allTasks())]);
   const submitted = new Map(jobs.kvs.map((kv) => [keys.tail(keys.jobs(), kv.key) ?? '', parseJson<LiveJobRecord>(kv)?.submittedAt ?? 0]));
   const measured = new Set(ids);
+  const lateJobs = new Map<string, LiveTaskRecord>();
   for (const kv of tasks.kvs) {
     const t = parseJson<LiveTaskRecord>(kv);
     if (!t || !measured.has(t.job) || t.startedAt === undefined) continue;
     const l = t.startedAt - (submitted.get(t.job) ?? t.startedAt);
     lat.push(l);
-    if (l > 500) queued++;
+    if (l > 500) {
+      queued++;
+      lateJobs.set(t.job, t);
+    }
+  }
+  // Where a late job's time went, from its decision record: held by admission (and the first
+  // verdict's reason), waiting for a free RU, or neither (the time was outside the decision:
+  // persisting, the commit's way to the node, the node's "running" write).
+  const late: LateJob[] = [];
+  for (const [job, t] of lateJobs) {
+    const d = parseJson<StoredDecisions>(await store.get(keys.decision(job)))?.records.at(-1);
+    const first = d?.admission[0];
+    const queueMs = d?.stageMs.queue ?? 0;
+    const admissionWait = (d?.admission ?? []).some((v) => v.action === 'queue');
+    late.push({
+      job,
+      startMs: (t.startedAt ?? 0) - (submitted.get(job) ?? 0),
+      why: !d ? 'no decision record' : admissionWait ? 'held by admission' : queueMs > 100 ? 'waited for a free RU' : 'outside the decision',
+      queueMs,
+      commitMs: d?.stageMs.commit ?? 0,
+      firstVerdict: first ? `${first.action}: ${first.reason}` : '',
+    });
   }
   await mgr.close();
   await Promise.all(monitors.map((m) => m.close()));
@@ -110,6 +143,7 @@ async function run(store: ClusterStore, storeName: string, load: number): Promis
     p99: pct(lat, 0.99),
     max: Math.max(...lat),
     queued,
+    late,
   };
 }
 
@@ -140,6 +174,20 @@ const table = mdTable(
     rows.filter((r) => r.load === l).map((r) => [`${Math.round(l * 100)}%`, r.store, r.tasks, fmt(r.p50), fmt(r.p90), fmt(r.p99), fmt(r.max, 0), r.queued]),
   ),
 );
+const lateRows = rows.filter((r) => r.late.length > 0);
+const whyTable = lateRows.length
+  ? mdTable(
+      ['load', 'store', 'late jobs', 'held by admission', 'waited for a free RU', 'outside the decision', 'no record', 'first verdict of one held job'],
+      lateRows.map((r) => {
+        const n = (w: LateJob['why']): number => r.late.filter((x) => x.why === w).length;
+        const held = r.late.find((x) => x.why === 'held by admission');
+        return [`${Math.round(r.load * 100)}%`, r.store, r.late.length, n('held by admission'), n('waited for a free RU'), n('outside the decision'), n('no decision record'), held ? held.firstVerdict.slice(0, 160) : '-'];
+      }),
+    )
+  : '';
+const lateSection = whyTable
+  ? `\n## The late tasks: where their jobs' time went\n\nFrom each late job's decision record: held by admission control (a verdict "queue"), waited for a free RU\nit may use (the decision's queue time over 100 ms without an admission wait), or neither (the time was\nspent outside the decision: persisting, the commit, the watch to the node, the node's write).\n\n${whyTable}\n`
+  : '\nNo task started more than 500 ms after its job was submitted.\n';
 const md = `# End-to-end scheduling latency: submit → running
 
 ${SERVERS} simulated servers × ${RUS} RUs, ${AGENTS} agents in one job manager, jobs of ${TASKS_PER_JOB} tasks of ${TASK_MS / 1000} s,
@@ -158,9 +206,9 @@ this benchmark), so the arrival rate produces the stated occupancy: this measure
 latency at a controlled load, not the performance model. With the slowdown on, the same arrival
 rate overloads the cluster (tasks run longer than the rate assumes) and the 80% row then measures
 waiting for capacity, seconds at p99.
-
+${lateSection}
 Reproduce: \`npx tsx bench/e2e-latency.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
 const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md, resultsDir(quick));
-process.stdout.write(`${table}\nwrote ${paths.join(', ')}\n`);
+process.stdout.write(`${table}\n${whyTable}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);
