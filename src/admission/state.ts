@@ -58,6 +58,12 @@ export interface VerdictOptions {
    * needed RUs are all free and acceptable is admitted instead of queued.
    */
   capacity?: number;
+  /**
+   * What is left of the job's own queue bound (maxQueueMs), when the caller holds one: a job whose
+   * median wait is longer would more likely than not reach its bound and be placed at best effort
+   * anyway, so it is placed now instead of being held for nothing.
+   */
+  leftMs?: number;
 }
 
 export interface FreeFraction {
@@ -72,6 +78,8 @@ export interface WaitEstimate {
   estimateMs: number;
   /** k·μ + 2·√k·σ of the observed inter-free times (Infinity: no history). */
   boundMs: number;
+  /** The median of the same wait (the 0.5 quantile). */
+  medianMs: number;
   /** Inter-free intervals behind μ and σ. */
   samples: number;
 }
@@ -392,13 +400,14 @@ export class AdmissionState {
     const intervals: number[] = [];
     for (let i = 1; i < times.length; i++) intervals.push((times[i] as number) - (times[i - 1] as number));
     const samples = intervals.length;
-    if (samples === 0) return { estimateMs: k <= 0 ? 0 : Infinity, boundMs: Infinity, samples };
+    if (samples === 0) return { estimateMs: k <= 0 ? 0 : Infinity, boundMs: Infinity, medianMs: k <= 0 ? 0 : Infinity, samples };
     const mu = ssMean(intervals);
     const sigma = samples >= 2 ? sampleStandardDeviation(intervals) : 0;
-    if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, samples };
+    if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, medianMs: 0, samples };
     const estimateMs = mu * erlangQuantile(k, this.waitQuantile);
     const boundMs = k * mu + 2 * Math.sqrt(k) * sigma;
-    return { estimateMs, boundMs, samples };
+    const medianMs = mu * erlangQuantile(k, 0.5);
+    return { estimateMs, boundMs, medianMs, samples };
   }
 
   /**
@@ -406,7 +415,9 @@ export class AdmissionState {
    * 1. enough acceptable RUs free, with headroom for concurrent agents (≥ needed × margin): admit;
    * 2. priority above `bypassAbove`: admit anyway, high priority bypasses the queue;
    * 3. the wait until the headroom is back is predictable and short (estimate < bound): queue;
-   * 4. otherwise place now on what there is, rather than queue without a useful end in sight.
+   * 4. otherwise place now on what there is, rather than queue without a useful end in sight;
+   *    also when the median wait is longer than what is left of the job's own queue bound
+   *    (`leftMs`): it would more likely than not end at the bound and place at best effort then.
    * The wait is estimated for the frees that restore the admit condition (⌈needed × margin⌉ −
    * acceptableFree of them), so a queued job is one that would be admitted when the wait is over.
    *
@@ -453,6 +464,14 @@ export class AdmissionState {
     const w = this.waitEstimate(job, want);
     const timing = { estimateMs: w.estimateMs, boundMs: w.boundMs };
     const k = want - F.acceptableFree;
+    if (opts.leftMs !== undefined && w.estimateMs < w.boundMs && w.medianMs > opts.leftMs) {
+      return {
+        action: 'best-effort',
+        reason: `${short}; ${k} more expected free within ${fmtMs(w.estimateMs)} (median ${fmtMs(w.medianMs)}), but the job may wait only ${fmtMs(opts.leftMs)} more: placing now at best effort rather than at its bound`,
+        ...base,
+        ...timing,
+      };
+    }
     if (w.estimateMs < w.boundMs) {
       return {
         action: 'queue',

@@ -78,6 +78,11 @@ export class Attempt {
     return this.admitted || this.overdue(now);
   }
 
+  /** What is left of the job's queue bound: all of it until admission first holds it. */
+  leftMs(now: number): number {
+    return Number.isNaN(this.queuedSince) ? this.maxQueueMs : Math.max(0, this.maxQueueMs - (now - this.queuedSince));
+  }
+
   overdue(now: number): boolean {
     return !Number.isNaN(this.queuedSince) && now - this.queuedSince >= this.maxQueueMs;
   }

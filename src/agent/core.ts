@@ -76,8 +76,15 @@ export function admissionVerdict(
   cfg: CoreConfig,
   /** RUs the job's constraints allow: a margin that could never be met is not asked for. */
   capacity?: number,
+  /** What is left of the job's queue bound (see VerdictOptions.leftMs). */
+  leftMs?: number,
 ): AdmissionVerdict {
-  const v = ctx.admission.verdict(target, needed, { priority: job.priority, bypassAbove: cfg.bypassAbove, ...(capacity !== undefined ? { capacity } : {}) });
+  const v = ctx.admission.verdict(target, needed, {
+    priority: job.priority,
+    bypassAbove: cfg.bypassAbove,
+    ...(capacity !== undefined ? { capacity } : {}),
+    ...(leftMs !== undefined ? { leftMs } : {}),
+  });
   // Attribute constraints are checked RU by RU, so the free RUs they allow are not counted
   // anywhere: the sample's fraction could not be scaled to them, and the buckets decide alone.
   if (v.action !== 'queue' || cfg.arbiterSample <= 0 || job.constraints.attributes) return v;

@@ -214,7 +214,7 @@ describe('wait estimate', () => {
     const clock = new ManualClock(0);
     const st = newState(clock);
     st.updateRu('a', zeros(), false);
-    expect(st.waitEstimate(DEMANDING, 1)).toEqual({ estimateMs: Infinity, boundMs: Infinity, samples: 0 });
+    expect(st.waitEstimate(DEMANDING, 1)).toEqual({ estimateMs: Infinity, boundMs: Infinity, medianMs: Infinity, samples: 0 });
     freeEvent(st, clock, 'a', zeros(), 10); // one event is no interval yet
     expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(Infinity);
   });
@@ -313,6 +313,22 @@ describe('verdict', () => {
     expect(v.estimateMs!).toBeLessThan(v.boundMs!);
     expect(v.reason).toMatch(/2 more expected free within/);
     expect(v.reason).toContain('wait');
+  });
+
+  it('places at best effort when the median wait is longer than what is left of the job\'s queue bound', () => {
+    const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]);
+    const held = check(st, DEMANDING, 9);
+    expect(held.action).toBe('queue');
+    const w = st.waitEstimate(DEMANDING, 12);
+    expect(w.medianMs).toBeGreaterThan(0);
+    expect(w.medianMs).toBeLessThan(w.estimateMs);
+    // Enough left for the median wait: still queued.
+    expect(check(st, DEMANDING, 9, { ...opts, leftMs: w.medianMs + 1 }).action).toBe('queue');
+    // Less left than the median wait: waiting would more likely than not end at the bound.
+    const now = check(st, DEMANDING, 9, { ...opts, leftMs: w.medianMs - 1 });
+    expect(now.action).toBe('best-effort');
+    expect(now.reason).toContain('but the job may wait only');
+    expect(now.estimateMs).toBe(held.estimateMs);
   });
 
   it('places at best effort without history or when the wait is not under the bound', () => {

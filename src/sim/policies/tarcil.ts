@@ -245,7 +245,7 @@ export class TarcilPolicy implements Policy {
     if (!at.admitted) {
       const skip = !this.cfg.admission || at.skipAdmission(now);
       const want = Math.max(1, Math.min(r.pending.length, r.capacity));
-      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity);
+      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now));
       const then = at.afterVerdict(verdict, now);
       if (then.kind === 'admission-wait') {
         // Admission control: wait for the estimated time (bounded), then ask again.
