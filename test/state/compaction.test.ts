@@ -187,7 +187,19 @@ describe.each(STORES)('compaction under load ($name store)', (s) => {
 
     const truth = async (): Promise<string> => JSON.stringify((await store.range(p)).kvs.map((kv) => [kv.key, kv.value]));
     const view = (m: Map<string, string>): string => JSON.stringify([...m].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
-    await until('both followers to match the store', async () => view(broken.map) === (await truth()) && view(steady.map) === (await truth()));
+    const diff = async (): Promise<string> => {
+      const t = new Map((await store.range(p)).kvs.map((kv) => [kv.key, kv.value]));
+      const d = (name: string, m: Map<string, string>): string => {
+        const wrong = [...new Set([...t.keys(), ...m.keys()])].filter((k) => t.get(k) !== m.get(k));
+        return `${name}: ${wrong.length} keys differ (${wrong.slice(0, 3).map((k) => `${k}: store ${t.get(k)} / follower ${m.get(k)}`).join('; ')}), relists ${name === 'broken' ? broken.f.relists : steady.f.relists}`;
+      };
+      return `${d('broken', broken.map)}; ${d('steady', steady.map)}`;
+    };
+    try {
+      await until('both followers to match the store', async () => view(broken.map) === (await truth()) && view(steady.map) === (await truth()));
+    } catch (err) {
+      throw new Error(`${(err as Error).message}: ${await diff()}`);
+    }
     expect(broken.map.size).toBeGreaterThan(0);
 
     await hk.close();
