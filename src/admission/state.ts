@@ -78,7 +78,7 @@ export interface WaitEstimate {
   estimateMs: number;
   /** k·μ + 2·√k·σ of the observed inter-free times (Infinity: no history). */
   boundMs: number;
-  /** The median of the same wait (the 0.5 quantile). */
+  /** The median of the same wait (the 0.5 quantile), computed when first read. */
   medianMs: number;
   /** Inter-free intervals behind μ and σ. */
   samples: number;
@@ -406,8 +406,17 @@ export class AdmissionState {
     if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, medianMs: 0, samples };
     const estimateMs = mu * erlangQuantile(k, this.waitQuantile);
     const boundMs = k * mu + 2 * Math.sqrt(k) * sigma;
-    const medianMs = mu * erlangQuantile(k, 0.5);
-    return { estimateMs, boundMs, medianMs, samples };
+    // The median costs a second Erlang quantile (O(k) per bisection step): computed on first
+    // read, which only a verdict with a queue bound to compare it with does.
+    let median: number | undefined;
+    return {
+      estimateMs,
+      boundMs,
+      samples,
+      get medianMs(): number {
+        return (median ??= mu * erlangQuantile(k, 0.5));
+      },
+    };
   }
 
   /**
