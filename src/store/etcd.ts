@@ -46,6 +46,7 @@ import {
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { EtcdWatch } from './etcd-watch.ts';
+import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from './etcd-watch-guard.ts';
 import { EtcdCampaign } from './etcd-election.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
@@ -83,6 +84,14 @@ export interface EtcdStoreOptions {
   maxRequestBytes?: number;
   /** Keys per range call; larger ranges are read in pages at one revision. Default 5000. */
   rangePageSize?: number;
+  /**
+   * How often the watch stream is asked for a progress notification while watches are open
+   * (default 5 s; 0 turns the probe off), and how long it may stay silent after one before it is
+   * taken for stalled and re-opened, every watch resuming where it was (default 15 s). See
+   * {@link WatchStreamGuard}.
+   */
+  watchProbeMs?: number;
+  watchStallMs?: number;
 }
 
 /**
@@ -172,6 +181,9 @@ export class EtcdStore implements ClusterStore {
   private readonly watches = new Set<EtcdWatch>();
   private readonly leases = new Set<EtcdLeaseHandle>();
   private readonly campaigns = new Set<EtcdCampaign>();
+  /** Keeps the watch stream from stopping silently; see {@link WatchStreamGuard}. */
+  readonly watchGuard: WatchStreamGuard;
+  private readonly guardOptions: { probeMs: number; stallMs: number };
   private closed = false;
 
   constructor(opts: EtcdStoreOptions) {
@@ -218,6 +230,12 @@ export class EtcdStore implements ClusterStore {
     // Keepalives must not queue behind bulk traffic (a relist of a large cell, a burst of
     // transactions): a keepalive answered late costs the holder its lease and all its work.
     this.leaseClient = new Etcd3({ ...options, grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1 } });
+    const probeMs = opts.watchProbeMs ?? DEFAULT_WATCH_PROBE_MS;
+    const stallMs = opts.watchStallMs ?? DEFAULT_WATCH_STALL_MS;
+    if (!Number.isFinite(probeMs) || probeMs < 0) throw invalid('store.watchProbeMs', 'must be 0 (off) or a positive number of milliseconds');
+    if (!Number.isFinite(stallMs) || stallMs <= 0) throw invalid('store.watchStallMs', 'must be a positive number of milliseconds');
+    this.guardOptions = { probeMs, stallMs };
+    this.watchGuard = new WatchStreamGuard(this.watchClient, { ...this.guardOptions, name: 'watches' });
   }
 
   /** Creates a store and waits (up to dialTimeoutMs) until etcd answers. */
@@ -412,7 +430,13 @@ export class EtcdStore implements ClusterStore {
   campaign(name: string, value: string, ttlSeconds: number): Campaign {
     this.checkOpen();
     if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
-    const c = new EtcdCampaign(this.client.election(name, Math.ceil(ttlSeconds)).campaign(value), () => this.campaigns.delete(c));
+    const election = this.client.election(name, Math.ceil(ttlSeconds));
+    // A campaign waits for the candidate before it on a watch stream of its own (its namespace's).
+    const guard = new WatchStreamGuard((election as unknown as { namespace: Etcd3 }).namespace, { ...this.guardOptions, name: `election ${name}` });
+    const c = new EtcdCampaign(election.campaign(value), () => {
+      guard.close();
+      this.campaigns.delete(c);
+    });
     this.campaigns.add(c);
     return c;
   }
@@ -431,6 +455,7 @@ export class EtcdStore implements ClusterStore {
     // Watchers must be detached before the client closes, or etcd3 keeps trying to reconnect them.
     await Promise.all([...this.watches].map((w) => w.close()));
     for (const l of [...this.leases]) l.release();
+    this.watchGuard.close();
     this.client.close();
     this.watchClient.close();
     this.leaseClient.close();
