@@ -659,7 +659,7 @@ async function runCase(
       if (el >= def.runMs) break;
       if (def.lateMs !== undefined && el >= def.lateMs && !r.late) {
         // Clients that come late to a job with tens of thousands of task records: each stream
-        // starts with a snapshot of them all; GetJob lists 5,000; ExplainJob looks for re-placements.
+        // starts with a snapshot of them all; GetJob lists one page (1,000); ExplainJob looks for re-placements.
         log(`opening ${def.watchers} WatchJob streams, GetJob and ExplainJob`);
         for (let i = 0; i < def.watchers; i++) openWatcher();
         const [g, e] = await Promise.all([

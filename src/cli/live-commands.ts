@@ -174,8 +174,9 @@ export function registerLiveCommands(program: Command): void {
     .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {
       process.exitCode = await submitCommand(file, o, out);
     });
-  clientOptions(program.command('status <job-id>').description('a job and its tasks'))
+  clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)'))
     .option('--json', 'machine-readable output', false)
+    .option('--tasks-from <index>', 'list the tasks from this index on (the page after another: its next_task_from)', intIn('--tasks-from', { min: 0, max: 100_000 }), 0)
     .action(async (id: string, o: Parameters<typeof statusCommand>[1]) => statusCommand(id, o, out));
   clientOptions(program.command('jobs').description('list jobs, newest first'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)

@@ -389,10 +389,10 @@ function isServiceError(e: unknown): e is grpc.ServiceError {
   return e instanceof Error && typeof (e as Partial<grpc.ServiceError>).code === 'number';
 }
 
-export async function statusCommand(id: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
+export async function statusCommand(id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.GetJob({ jobId: id }, opts, cb));
+    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
     if (o.json) {
       out(JSON.stringify(j, null, 2));
       return;
@@ -405,6 +405,8 @@ export async function statusCommand(id: string, o: ClientFlags & { json: boolean
       t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', (x.message || x.logPath).slice(0, 60)]);
     }
     out(t.toString());
+    if (j.nextTaskFrom > 0) out(`  ${j.tasksOmitted} more task(s) with a record; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
+    else if (j.tasksOmitted > 0) out(`  ${j.tasksOmitted} task(s) with a lower index not listed`);
     const again = j.taskList.filter((x) => x.previous.length > 0);
     if (again.length > 0) {
       out(`  placed more than once: ${again.length} task(s)`);

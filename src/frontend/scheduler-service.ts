@@ -11,7 +11,7 @@ import { agedOutMessage, DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore } from '../store/types.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -43,8 +43,18 @@ export interface SchedulerServiceDeps {
   retainMs?: number;
 }
 
-/** GetJob lists this many tasks at most: a 100,000-task job would not fit a 4 MiB message. */
-const MAX_TASKS_LISTED = 5000;
+/**
+ * GetJob lists a page of at most this many tasks (its default page): a 100,000-task job would not
+ * fit a 4 MiB message, and serializing 5,000 tasks held the event loop for about 75 ms.
+ */
+export const MAX_TASKS_LISTED = 1000;
+/** A GetJob page from the request: task_from, and task_limit (0: the default) up to the maximum. */
+function taskPage(from: number | undefined, limit: number | undefined): { from: number; limit: number } {
+  const l = limit ?? 0;
+  if (l > MAX_TASKS_LISTED) throw invalid('task_limit', `must be at most ${MAX_TASKS_LISTED} (got ${l})`);
+  return { from: from ?? 0, limit: l === 0 ? MAX_TASKS_LISTED : l };
+}
+
 /** Task records GetJob parses per turn of the event loop. */
 const PARSE_SLICE = 1000;
 
@@ -115,7 +125,9 @@ export class SchedulerService {
         );
       },
       GetJob: (call, cb) => {
-        void this.getJob(call.request.jobId, true).then(
+        void Promise.resolve()
+          .then(() => this.getJob(call.request.jobId, true, taskPage(call.request.taskFrom, call.request.taskLimit)))
+          .then(
           (r) => cb(null, r),
           (e: unknown) => cb(unaryStatus(e)),
         );
@@ -166,9 +178,10 @@ export class SchedulerService {
     return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? '') };
   }
 
-  async getJob(id: string, withTasks: boolean): Promise<Job> {
+  async getJob(id: string, withTasks: boolean, page: { from: number; limit: number } = { from: 0, limit: MAX_TASKS_LISTED }): Promise<Job> {
     requireId(id);
     const k = this.d.keys;
+    const first = Math.floor(page.from / SNAPSHOT_BLOCK);
     const res = await this.d.store.txn({
       compare: [],
       success: [
@@ -176,7 +189,7 @@ export class SchedulerService {
         { type: 'get', key: k.owner(id) },
         { type: 'get', key: this.live.jobReports(id), prefix: true },
         // Without its tasks (CancelJob's answer), a 100,000-task job is not read task by task.
-        ...(withTasks ? [{ type: 'get' as const, key: blockPrefix(k, id, 0), prefix: true }] : []),
+        ...(withTasks ? [{ type: 'get' as const, key: blockPrefix(k, id, first), prefix: true }] : []),
       ],
     });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
@@ -185,29 +198,42 @@ export class SchedulerService {
     const reports = (res.responses[2] ?? []).map((kv) => parseJson<LoadReportRecord>(kv)).filter((r): r is LoadReportRecord => !!r);
     let tasks: LiveTaskRecord[] | undefined;
     let records = 0;
+    let next = 0;
     if (withTasks) {
-      // The lowest indexes with a record, block by block (each read on a later turn of the event
-      // loop) until MAX_TASKS_LISTED are listed, and how many records there are in all: counted
-      // by the store, not read, when blocks are left.
+      // The page: from task_from on, block by block (each read on a later turn of the event loop)
+      // until `limit` are listed. How many records there are in all is summed when every block
+      // was read, otherwise counted by the store, not read.
       tasks = [];
+      const fromKey = k.task(id, page.from);
       const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
-      let b = 0;
-      for (; b < blocks && tasks.length < MAX_TASKS_LISTED; b++) {
-        const kvs = b === 0 ? (res.responses[3] ?? []) : (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
+      let b = first;
+      let more = false;
+      for (; b < blocks && tasks.length < page.limit; b++) {
+        const kvs = b === first ? (res.responses[3] ?? []) : (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
         records += kvs.length;
+        let start = 0;
+        while (start < kvs.length && (kvs[start] as KeyValue).key < fromKey) start++;
         // Parsed a slice per turn: 5,000 records and the answer's serialization in one turn held
         // the event loop for tens of milliseconds.
-        const take = kvs.slice(0, MAX_TASKS_LISTED - tasks.length);
+        const take = kvs.slice(start, start + page.limit - tasks.length);
+        more = start + take.length < kvs.length;
         for (let i = 0; i < take.length; i++) {
           if (i > 0 && i % PARSE_SLICE === 0) await laterTurn();
           const t = parseJson<LiveTaskRecord>(take[i]);
           if (t) tasks.push(t);
         }
       }
-      if (b < blocks) records = Math.max(records, (await this.d.store.count(k.tasks(id))).count);
+      if (!more && b < blocks) {
+        // The page ended with a block: does any later task have a record?
+        for (let c = b; c < blocks && !more; c++) more = (await this.d.store.range(blockPrefix(k, id, c), { limit: 1 })).kvs.length > 0;
+      }
+      if (first > 0 || b < blocks) records = (await this.d.store.count(k.tasks(id))).count;
+      const last = tasks[tasks.length - 1];
+      if (more && last) next = last.index + 1;
     }
     const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
-    if (withTasks && records > MAX_TASKS_LISTED) job.tasksOmitted = records - MAX_TASKS_LISTED;
+    if (tasks && records > tasks.length) job.tasksOmitted = records - tasks.length;
+    if (next > 0) job.nextTaskFrom = next;
     return job;
   }
 

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import type { Explanation } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
 import type { SchedulerHandlers } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { SchedulerService } from '../../src/frontend/scheduler-service.ts';
+import { MAX_TASKS_LISTED, SchedulerService } from '../../src/frontend/scheduler-service.ts';
 import { SNAPSHOT_BLOCK } from '../../src/frontend/job-watch.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
@@ -56,20 +56,68 @@ async function turnsWhile<T>(p: Promise<T>): Promise<{ value: T; turns: number }
 }
 
 describe('reads of a job with many task records', () => {
-  it('GetJob lists the lowest 5,000 indexes that have a record over several turns, and counts the rest without reading them', async () => {
+  it('GetJob lists a page of 1,000, says where the next begins, and counts the rest without reading them', async () => {
     const n = 5 * SNAPSHOT_BLOCK;
-    // Two tasks in three have no record (never placed): the 5,000 listed span two blocks.
+    // Two tasks in three have no record (never placed).
     const { service } = await bigJob(n, (i) => (i % 3 === 0 ? {} : undefined));
+    const withRecord = Array.from({ length: n }, (_, i) => i).filter((i) => i % 3 === 0);
     const ranges = vi.spyOn(store!, 'range');
     const counts = vi.spyOn(store!, 'count');
-    const { value: job, turns } = await turnsWhile(service.getJob('big', true));
-    const withRecord = Array.from({ length: n }, (_, i) => i).filter((i) => i % 3 === 0);
-    expect(job.taskList?.map((t) => t.index)).toEqual(withRecord.slice(0, 5000));
-    expect(job.tasksOmitted).toBe(withRecord.length - 5000);
-    expect(turns).toBeGreaterThanOrEqual(1);
-    // The first block comes with the job; only the second is read on its own; the rest counted.
-    expect(ranges).toHaveBeenCalledTimes(1);
+    const job = await service.getJob('big', true);
+    expect(job.taskList?.map((t) => t.index)).toEqual(withRecord.slice(0, MAX_TASKS_LISTED));
+    expect(job.tasksOmitted).toBe(withRecord.length - MAX_TASKS_LISTED);
+    expect(job.nextTaskFrom).toBe(withRecord[MAX_TASKS_LISTED - 1]! + 1);
+    // The first block comes with the job; the rest is counted, not read.
+    expect(ranges).toHaveBeenCalledTimes(0);
     expect(counts).toHaveBeenCalledTimes(1);
+
+    // A page that starts late in one block and ends in the next: one more read.
+    ranges.mockClear();
+    const from = SNAPSHOT_BLOCK - 1500;
+    const page = await service.getJob('big', true, { from, limit: MAX_TASKS_LISTED });
+    const want = withRecord.filter((i) => i >= from).slice(0, MAX_TASKS_LISTED);
+    expect(want[want.length - 1]).toBeGreaterThanOrEqual(SNAPSHOT_BLOCK);
+    expect(page.taskList?.map((t) => t.index)).toEqual(want);
+    expect(ranges).toHaveBeenCalledTimes(1);
+    expect(page.tasksOmitted).toBe(withRecord.length - MAX_TASKS_LISTED);
+  });
+
+  it('following next_task_from lists every task that has a record exactly once, and the last page says it is the last', async () => {
+    const n = 3 * SNAPSHOT_BLOCK + 17;
+    const { service } = await bigJob(n, (i) => (i % 7 !== 2 ? {} : undefined));
+    const seen: number[] = [];
+    let from = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await service.getJob('big', true, { from, limit: 700 });
+      pages++;
+      seen.push(...(page.taskList ?? []).map((t) => t.index ?? -1));
+      if (!page.nextTaskFrom) break;
+      expect(page.nextTaskFrom).toBeGreaterThan(from);
+      from = page.nextTaskFrom;
+    }
+    const withRecord = Array.from({ length: n }, (_, i) => i).filter((i) => i % 7 !== 2);
+    expect(seen).toEqual(withRecord);
+    expect(pages).toBe(Math.ceil(withRecord.length / 700));
+  });
+
+  it('a page that ends with a block when no later task has a record is the last one', async () => {
+    const n = 2 * SNAPSHOT_BLOCK;
+    const { service } = await bigJob(n, (i) => (i >= SNAPSHOT_BLOCK - 1000 && i < SNAPSHOT_BLOCK ? {} : undefined));
+    const job = await service.getJob('big', true);
+    expect(job.taskList?.length).toBe(1000);
+    expect(job.nextTaskFrom ?? 0).toBe(0);
+    expect(job.tasksOmitted ?? 0).toBe(0);
+  });
+
+  it('GetJob refuses a page larger than the maximum, naming task_limit', async () => {
+    const { service } = await bigJob(10, () => ({}));
+    const err = await new Promise<{ code?: number; details?: string }>((resolve) => {
+      const call = { request: { jobId: 'big', taskFrom: 0, taskLimit: MAX_TASKS_LISTED + 1 } } as unknown as Parameters<SchedulerHandlers['GetJob']>[0];
+      service.handlers().GetJob(call, (e) => resolve(e ?? {}));
+    });
+    expect(err.code).toBe(3);
+    expect(err.details).toMatch(/task_limit: must be at most 1000/);
   });
 
   it('ExplainJob finds the tasks placed more than once in any block', async () => {

@@ -4,8 +4,20 @@
 
 export interface GetJobRequest {
   'jobId'?: (string);
+  /**
+   * A page of the job's tasks: those with index >= task_from that have a record, at most
+   * task_limit of them (default and maximum 1,000). Job.next_task_from names the next page.
+   */
+  'taskFrom'?: (number);
+  'taskLimit'?: (number);
 }
 
 export interface GetJobRequest__Output {
   'jobId': (string);
+  /**
+   * A page of the job's tasks: those with index >= task_from that have a record, at most
+   * task_limit of them (default and maximum 1,000). Job.next_task_from names the next page.
+   */
+  'taskFrom': (number);
+  'taskLimit': (number);
 }

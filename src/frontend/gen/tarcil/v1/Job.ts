@@ -26,10 +26,15 @@ export interface Job {
   'cancelRequested'?: (boolean);
   'loadReports'?: (_tarcil_v1_LoadReport)[];
   /**
-   * Tasks not in task_list: GetJob lists at most 5,000 tasks (the lowest indexes that have a
-   * record); task_states counts them all, and WatchJob streams every one.
+   * Tasks not in task_list: GetJob lists one page of tasks (see GetJobRequest); task_states
+   * counts them all, and WatchJob streams every one.
    */
   'tasksOmitted'?: (number);
+  /**
+   * In a GetJob answer: the task_from of the next page, or 0 when no task after this page has a
+   * record.
+   */
+  'nextTaskFrom'?: (number);
 }
 
 export interface Job__Output {
@@ -54,8 +59,13 @@ export interface Job__Output {
   'cancelRequested': (boolean);
   'loadReports': (_tarcil_v1_LoadReport__Output)[];
   /**
-   * Tasks not in task_list: GetJob lists at most 5,000 tasks (the lowest indexes that have a
-   * record); task_states counts them all, and WatchJob streams every one.
+   * Tasks not in task_list: GetJob lists one page of tasks (see GetJobRequest); task_states
+   * counts them all, and WatchJob streams every one.
    */
   'tasksOmitted': (number);
+  /**
+   * In a GetJob answer: the task_from of the next page, or 0 when no task after this page has a
+   * record.
+   */
+  'nextTaskFrom': (number);
 }
