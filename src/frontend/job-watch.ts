@@ -236,6 +236,11 @@ export class JobStream {
    */
   private async snapshot(): Promise<void> {
     const k = this.d.keys;
+    // The first read (the job and a block of records) waits for a turn of its own: streams opened
+    // together would otherwise each read and copy a block in the same turn (ten of them held the
+    // event loop for 150 ms on the embedded store).
+    await laterTurn();
+    if (this.closed) return;
     const res = await this.d.store.txn({
       compare: [],
       success: [

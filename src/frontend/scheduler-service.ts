@@ -182,6 +182,9 @@ export class SchedulerService {
     requireId(id);
     const k = this.d.keys;
     const first = Math.floor(page.from / SNAPSHOT_BLOCK);
+    // With its tasks, the read (up to a block of records) waits for a turn of its own: requests
+    // that arrive together would otherwise each read a block in the same turn.
+    if (withTasks) await laterTurn();
     const res = await this.d.store.txn({
       compare: [],
       success: [

@@ -154,4 +154,32 @@ describe('WatchJob streams (JobStream)', () => {
     expect(hub.record<LiveTaskRecord>(kv)).not.toBe(hub.record<LiveTaskRecord>(kv));
     for (const off of offs) off();
   });
+
+  it('streams opened together read their first blocks on separate turns of the event loop', async () => {
+    store = new MemoryStore();
+    const keys = new Keys('/w/');
+    await store.put(keys.job('j1'), job('running'));
+    const hub = new JobWatchHub(store, keys);
+    let turn = 0;
+    let spinning = true;
+    const spin = (): void => {
+      turn++;
+      if (spinning) setImmediate(spin);
+    };
+    setImmediate(spin);
+    const readAt: number[] = [];
+    const txn = store.txn.bind(store);
+    store.txn = (t) => {
+      readAt.push(turn);
+      return txn(t);
+    };
+    const calls = Array.from({ length: 5 }, () => new FakeCall());
+    const streams = calls.map((call) => new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: store!, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS }));
+    await Promise.all(streams.map((st) => st.start()));
+    spinning = false;
+    expect(readAt).toHaveLength(5);
+    expect(new Set(readAt).size).toBe(5);
+    for (const call of calls) expect(call.events).toHaveLength(1);
+    for (const st of streams) st.finish();
+  });
 });
