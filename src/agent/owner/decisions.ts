@@ -26,8 +26,13 @@ export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): s
 export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
   const lease = m.lease;
   if (!lease || lease.fenced || o.dropped) return;
+  // A job in progress is compared by its signature, and serialized only when that changed: every
+  // waiting job is looked at each second, and serializing each one's records every time was the
+  // largest single cost of a front-end with a backlog.
+  const progress = inProgress ? progressSignature(o) : undefined;
+  if (progress !== undefined && progress === o.lastDecisions) return;
   const json = decisionsJson(m, o, inProgress);
-  const sig = inProgress ? progressSignature(o) : json.replace(/"updatedAt":\d+/, '');
+  const sig = progress ?? json.replace(/"updatedAt":\d+/, '');
   if (sig === o.lastDecisions) return;
   o.lastDecisions = sig;
   await m.o.store
