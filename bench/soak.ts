@@ -341,7 +341,7 @@ async function main(): Promise<void> {
   const phaseEnd = started + steady;
   while (Date.now() < phaseEnd) {
     await sleep(Math.min(ROW_MS, phaseEnd - Date.now()));
-    await sampleRow('80%');
+    await sampleRow(`${Math.round(LOAD * 100)}%`);
   }
   await Promise.all(faultRuns);
   rate = 1.2 * capacityJobsPerS;
