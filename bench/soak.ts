@@ -68,6 +68,8 @@ interface Row {
   placementsPerS: number;
   runningP50: number;
   runningP99: number;
+  /** p50 / p99 of the three stages of submit → running (see MinuteCounts.stages). */
+  stages?: { placed: [number, number]; started: [number, number]; seen: [number, number] };
   submitted: number;
   finals: number;
   conflicts: number;
@@ -284,6 +286,11 @@ async function main(): Promise<void> {
       placementsPerS: (m.placements * 1000) / (now - prevAt),
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
+      stages: {
+        placed: [pct(m.stages.placed, 0.5), pct(m.stages.placed, 0.99)],
+        started: [pct(m.stages.started, 0.5), pct(m.stages.started, 0.99)],
+        seen: [pct(m.stages.seen, 0.5), pct(m.stages.seen, 0.99)],
+      },
       submitted,
       finals: m.finals,
       conflicts: conflicts - conflictsPrev,
@@ -304,7 +311,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→started ${fmt(row.stages?.started[1] ?? NaN, 0)}, started→seen ${fmt(row.stages?.seen[1] ?? NaN, 0)}), db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -417,12 +424,13 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →started on the node · →seen running, p50 / p99 ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
       fmt(r.placementsPerS, 0),
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
+      r.stages ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b]) => `${fmt(a, 0)} / ${fmt(b, 0)}`).join(' · ') : '-',
       r.conflicts,
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,

@@ -28,8 +28,16 @@ export interface Violation {
 export interface MinuteCounts {
   placements: number;
   running: number[];
+  /**
+   * The same tasks' time split in three, from their records: submit sent → placement committed
+   * (the agent's clock), → started on the node (the node's), → seen running here. One machine,
+   * one clock.
+   */
+  stages: { placed: number[]; started: number[]; seen: number[] };
   finals: number;
 }
+
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], stages: { placed: [], started: [], seen: [] }, finals: 0 });
 
 export class SoakAuditor {
   private readonly live: LiveKeys;
@@ -46,7 +54,7 @@ export class SoakAuditor {
   private readonly early = new Map<string, number[]>();
   private readonly seenRunning = new Set<string>();
   readonly violations: Violation[] = [];
-  private minute: MinuteCounts = { placements: 0, running: [], finals: 0 };
+  private minute: MinuteCounts = emptyMinute();
   revision = 0;
   events = 0;
   watchErrors: string[] = [];
@@ -97,7 +105,7 @@ export class SoakAuditor {
   /** This minute's counts, and a fresh minute. */
   takeMinute(): MinuteCounts {
     const m = this.minute;
-    this.minute = { placements: 0, running: [], finals: 0 };
+    this.minute = emptyMinute();
     return m;
   }
 
@@ -132,7 +140,14 @@ export class SoakAuditor {
             const list = this.early.get(ref.job) ?? [];
             list.push(now);
             this.early.set(ref.job, list);
-          } else if (rec?.attempt === 0) this.minute.running.push(now - at);
+          } else if (rec?.attempt === 0) {
+            this.minute.running.push(now - at);
+            if (rec.placedAt !== undefined && rec.startedAt !== undefined) {
+              this.minute.stages.placed.push(rec.placedAt - at);
+              this.minute.stages.started.push(rec.startedAt - rec.placedAt);
+              this.minute.stages.seen.push(now - rec.startedAt);
+            }
+          }
         }
       } else if (key.startsWith(k.jobs())) this.onJob(k.tail(k.jobs(), key), ev.type === 'delete' ? undefined : parseJson<LiveJobRecord>(ev.kv));
     }
