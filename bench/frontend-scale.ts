@@ -44,8 +44,11 @@ interface ChildConfig {
 
 interface ChildResult {
   agents: number;
-  /** startScheduler() called → gRPC port listening. */
+  /** startScheduler() called → gRPC port listening (taking submissions). */
   listenMs: number;
+  /** startScheduler() called → the view of the cell loaded and the agents placing, and the process's age then. */
+  readyMs?: number;
+  readyUptimeMs?: number;
   /** process.uptime() when listening (node start, module loading and the above). */
   uptimeMs: number;
   rssAtListenMb: number;
@@ -82,6 +85,8 @@ async function childMain(cfg: ChildConfig): Promise<void> {
     agents: cfg.agents,
     host: '127.0.0.1',
     port: 0,
+    // As `tarcil server` starts: listening while the view of the cell loads.
+    listenBeforeReady: true,
   });
   const sched = await started.catch((err: unknown) => {
     const blank = { listenMs: NaN, uptimeMs: NaN, rssAtListenMb: NaN, heapAtListenMb: NaN, rssMb: NaN, heapMb: NaN, peakRssMb: mb(peak), rus: 0 };
@@ -90,6 +95,9 @@ async function childMain(cfg: ChildConfig): Promise<void> {
   });
   const listenMs = performance.now() - t0;
   const uptimeMs = process.uptime() * 1000;
+  await sched.ready;
+  const readyMs = performance.now() - t0;
+  const readyUptimeMs = process.uptime() * 1000;
   const m0 = process.memoryUsage();
   peak = Math.max(peak, m0.rss);
   await new Promise((r) => setTimeout(r, IDLE_MS));
@@ -104,6 +112,8 @@ async function childMain(cfg: ChildConfig): Promise<void> {
     agents: cfg.agents,
     listenMs,
     uptimeMs,
+    readyMs,
+    readyUptimeMs,
     rssAtListenMb: mb(m0.rss),
     heapAtListenMb: mb(m0.heapUsed),
     rssMb: mb(m1.rss),
@@ -142,10 +152,12 @@ async function runCommand(store: string, agents: number): Promise<CommandResult>
   });
   let out = '';
   try {
-    const listenMs = await new Promise<number>((resolve, reject) => {
+    let listenMs = NaN;
+    const readyMs = await new Promise<number>((resolve, reject) => {
       proc.stdout.on('data', (d: Buffer) => {
         out += d.toString();
-        if (out.includes('tarcil server listening')) resolve(performance.now() - t0);
+        if (Number.isNaN(listenMs) && out.includes('tarcil server listening')) listenMs = performance.now() - t0;
+        if (out.includes('tarcil server scheduling')) resolve(performance.now() - t0);
       });
       proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
       proc.on('exit', (code) => reject(new Error(`tarcil server exited ${code}: ${out.slice(-500)}`)));
@@ -153,7 +165,7 @@ async function runCommand(store: string, agents: number): Promise<CommandResult>
     await new Promise((r) => setTimeout(r, IDLE_MS));
     const status = readFileSync(`/proc/${proc.pid}/status`, 'utf8');
     const kb = (k: string): number => Number(/\d+/.exec(status.split('\n').find((l) => l.startsWith(k)) ?? '')?.[0] ?? NaN);
-    return { agents, compiled, listenMs, rssMb: kb('VmRSS:') / 1024, peakRssMb: kb('VmHWM:') / 1024 };
+    return { agents, compiled, listenMs, readyMs, rssMb: kb('VmRSS:') / 1024, peakRssMb: kb('VmHWM:') / 1024 };
   } catch (err) {
     return { agents, compiled, listenMs: NaN, rssMb: NaN, peakRssMb: NaN, error: (err as Error).message };
   } finally {
@@ -166,8 +178,9 @@ interface CommandResult {
   agents: number;
   /** The compiled tree ran (else the sources through tsx). */
   compiled: boolean;
-  /** spawn → "tarcil server listening" on stdout. */
+  /** spawn → "tarcil server listening" on stdout, and → "tarcil server scheduling" (the cell loaded). */
   listenMs: number;
+  readyMs?: number;
   /** After IDLE_MS (no forced GC: a process as operators run it). */
   rssMb: number;
   peakRssMb: number;
@@ -220,7 +233,7 @@ async function main(): Promise<void> {
         continue;
       }
       process.stdout.write(
-        `${agents} agent(s): listening ${fmt(r.listenMs, 0)} ms after startScheduler (uptime ${fmt(r.uptimeMs, 0)} ms), ` +
+        `${agents} agent(s): listening ${fmt(r.listenMs, 0)} ms after startScheduler (uptime ${fmt(r.uptimeMs, 0)} ms), placing after ${fmt(r.readyMs ?? NaN, 0)} ms (uptime ${fmt(r.readyUptimeMs ?? NaN, 0)} ms), ` +
           `RSS ${fmt(r.rssMb, 0)} MB idle (${fmt(r.rssAtListenMb, 0)} at listen, peak ${fmt(r.peakRssMb, 0)}), heap ${fmt(r.heapMb, 0)} MB\n`,
       );
     }
@@ -232,7 +245,7 @@ async function main(): Promise<void> {
         process.stdout.write(
           r.error
             ? `tarcil server, ${agents} agent(s): did not start: ${r.error}\n`
-            : `tarcil server (${r.compiled ? 'compiled' : 'sources through tsx'}), ${agents} agent(s): listening ${fmt(r.listenMs, 0)} ms after spawn, RSS ${fmt(r.rssMb, 0)} MB idle (peak ${fmt(r.peakRssMb, 0)})\n`,
+            : `tarcil server (${r.compiled ? 'compiled' : 'sources through tsx'}), ${agents} agent(s): listening ${fmt(r.listenMs, 0)} ms after spawn, placing after ${fmt(r.readyMs ?? NaN, 0)} ms, RSS ${fmt(r.rssMb, 0)} MB idle (peak ${fmt(r.peakRssMb, 0)})\n`,
         );
       }
     }
@@ -255,7 +268,9 @@ function markdown(runs: Run[]): string {
     '',
     'Each row is a fresh process running `startScheduler` (what `tarcil server` runs) against a private etcd',
     'seeded with the cell. *listen*: from calling startScheduler to the gRPC port listening; *uptime*: the',
-    "process's age then (node start and module loading included); *RSS/heap idle*: after 3 s idle and a",
+    "process's age then (node start and module loading included); *placing*: from calling startScheduler to",
+    'the view of the cell loaded and the agents placing, and the uptime then (runs since the front-end listens',
+    'while the view loads; before, listening came after it); *RSS/heap idle*: after 3 s idle and a',
     'full GC; *+ per agent*: the idle RSS over the 1-agent row, per extra agent.',
     '',
   ];
@@ -264,11 +279,12 @@ function markdown(runs: Run[]): string {
     parts.push(`## ${run.label}${run.commit ? ` (${run.commit})` : ''}`, '', `${run.servers} servers × ${run.rusPerServer} RUs, ${run.machine}, ${run.when}${run.loadAvg !== undefined ? `, load average ${run.loadAvg.toFixed(1)} when it began` : ''}`, '');
     parts.push(
       mdTable(
-        ['agents', 'listen ms', 'uptime ms', 'RSS at listen MB', 'RSS idle MB', 'peak RSS MB', 'heap idle MB', '+ per agent MB'],
-        run.results.map((r) => r.error ? [r.agents, `did not start: ${r.error}`, '', '', '', fmt(r.peakRssMb, 0), '', ''] : [
+        ['agents', 'listen ms', 'uptime ms', 'placing ms (uptime)', 'RSS at listen MB', 'RSS idle MB', 'peak RSS MB', 'heap idle MB', '+ per agent MB'],
+        run.results.map((r) => r.error ? [r.agents, `did not start: ${r.error}`, '', '', '', '', fmt(r.peakRssMb, 0), '', ''] : [
           r.agents,
           fmt(r.listenMs, 0),
           fmt(r.uptimeMs, 0),
+          r.readyMs !== undefined ? `${fmt(r.readyMs, 0)} (${fmt(r.readyUptimeMs ?? NaN, 0)})` : '-',
           fmt(r.rssAtListenMb, 0),
           fmt(r.rssMb, 0),
           fmt(r.peakRssMb, 0),
@@ -280,11 +296,11 @@ function markdown(runs: Run[]): string {
     );
     if (run.commands?.length) {
       parts.push(
-        'As `tarcil server` processes (`--command`): from spawn to the "listening" line, RSS after 3 s idle (no forced GC):',
+        'As `tarcil server` processes (`--command`): from spawn to the "listening" line (and to the "scheduling" line: the cell loaded), RSS after 3 s idle (no forced GC):',
         '',
         mdTable(
-          ['agents', 'tree run', 'listen ms after spawn', 'RSS idle MB', 'peak RSS MB'],
-          run.commands.map((r) => (r.error ? [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', `did not start: ${r.error}`, '', ''] : [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', fmt(r.listenMs, 0), fmt(r.rssMb, 0), fmt(r.peakRssMb, 0)])),
+          ['agents', 'tree run', 'listen ms after spawn', 'placing ms after spawn', 'RSS idle MB', 'peak RSS MB'],
+          run.commands.map((r) => (r.error ? [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', `did not start: ${r.error}`, '', '', ''] : [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', fmt(r.listenMs, 0), r.readyMs !== undefined ? fmt(r.readyMs, 0) : '-', fmt(r.rssMb, 0), fmt(r.peakRssMb, 0)])),
         ),
         '',
       );

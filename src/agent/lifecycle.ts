@@ -75,6 +75,9 @@ export class JobManager implements OwnerContext {
   private nextAgent = 0;
   closed = false;
   started = false;
+  serving = false;
+  /** Jobs taken before the agents started, evaluated when they have. */
+  private readonly deferred = new Set<Owned>();
   readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
 
   constructor(opts: JobManagerOptions) {
@@ -123,7 +126,13 @@ export class JobManager implements OwnerContext {
     return o?.agent.inflight.get(jobId);
   }
 
-  async start(): Promise<void> {
+  /**
+   * Takes the lease, lists what the owner follows, then loads the cluster view and starts the
+   * agents; resolves once it schedules. `onServing` is called as soon as submissions can be taken
+   * (the lease and the owner's followers: servers, owners, jobs, tasks), before the view of a
+   * large cell is loaded; jobs taken meanwhile are evaluated once the agents have started.
+   */
+  async start(opts: { onServing?: () => void } = {}): Promise<void> {
     await this.firstLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
@@ -158,9 +167,18 @@ export class JobManager implements OwnerContext {
       mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
     ];
     // The cluster view and the owner's followers list at once (a large cell takes a while).
-    await Promise.all([viewReady, ...this.followers.map((f) => f.start())]);
+    viewReady.catch(() => undefined);
+    await Promise.all(this.followers.map((f) => f.start()));
+    this.serving = true;
+    opts.onServing?.();
+    await viewReady;
     await Promise.all(this.agents.map((a) => a.start()));
+    // Closed while the view loaded (a front-end stopped during its start): nothing more to start.
+    if (this.closed) return;
     this.started = true;
+    const deferred = [...this.deferred];
+    this.deferred.clear();
+    for (const o of deferred) if (this.owned.get(o.id) === o) this.evaluate(o);
     sweep(this);
     this.every(Math.max(200, (this.ttlSeconds * 1000) / 2), () => sweep(this));
     this.every(1000, () => persistProgress(this));
@@ -225,6 +243,11 @@ export class JobManager implements OwnerContext {
   }
 
   evaluate(o: Owned): void {
+    // Taken before the agents started (see start): evaluated once they have.
+    if (!this.started) {
+      this.deferred.add(o);
+      return;
+    }
     evaluate(this, o);
   }
 

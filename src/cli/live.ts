@@ -135,10 +135,28 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     compactMarginMs: o.compactMargin,
     departedMemoryMs: o.departedMemory,
     unplaceableTimeoutMs: o.unplaceableTimeout,
+    listenBeforeReady: true,
   });
   // One line on stdout that scripts (and the end-to-end test) wait for.
   process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`);
+  // Submissions are taken from now on; placing starts once the cell is loaded.
+  const listeningAt = Date.now();
+  let stopping = false;
+  sched.ready.then(
+    () => {
+      const uptimeMs = Math.round(process.uptime() * 1000);
+      log.info({ afterListenMs: Date.now() - listeningAt, uptimeMs }, 'scheduling: the cell is loaded');
+      process.stdout.write(`tarcil server scheduling: the cell is loaded (${uptimeMs} ms after start)\n`);
+    },
+    (err: unknown) => {
+      if (stopping) return;
+      log.fatal({ err: errorMessage(err) }, 'the cluster view could not be loaded; exiting');
+      process.stderr.write(`tarcil server: the cluster view could not be loaded: ${errorMessage(err)}\n`);
+      process.exit(1);
+    },
+  );
   await runUntilSignal(log, async () => {
+    stopping = true;
     await sched.close();
     await store.close();
   });

@@ -49,6 +49,12 @@ export interface SchedulerProcessOptions {
   compactMarginMs?: number;
   /** Stand in the housekeeper election (retention and compaction); default true. */
   housekeeping?: boolean;
+  /**
+   * Listen as soon as submissions can be taken, before the cluster view of a large cell is loaded
+   * (`tarcil server` does): jobs submitted meanwhile are persisted and acknowledged, and scheduled
+   * once `ready` resolves. Without it startScheduler resolves only once it schedules.
+   */
+  listenBeforeReady?: boolean;
 }
 
 export interface SchedulerProcess {
@@ -59,6 +65,8 @@ export interface SchedulerProcess {
   metrics: Metrics;
   /** Retention and compaction, when this process leads the election (undefined: not standing). */
   housekeeper: Housekeeper | undefined;
+  /** Resolves once the agents schedule (already resolved without listenBeforeReady). */
+  ready: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -85,7 +93,11 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
   });
   const metrics = new Metrics(manager);
   hooks.metrics = metrics;
-  await manager.start();
+  let serving: () => void = () => undefined;
+  const canServe = new Promise<void>((resolve) => (serving = resolve));
+  const ready = manager.start({ onServing: () => serving() });
+  ready.catch(() => undefined);
+  await (o.listenBeforeReady ? Promise.race([canServe, ready]) : ready);
   const retainMs = o.retainMs ?? SERVER_DEFAULTS.retainMs;
   const housekeeper =
     o.housekeeping === false
@@ -119,6 +131,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     service,
     metrics,
     housekeeper,
+    ready,
     close: async () => {
       await grpcServer.close(1000);
       await housekeeper?.close();

@@ -136,6 +136,8 @@ export interface OwnerContext {
   readonly unseenSince: Map<string, number>;
   readonly stats: OwnerStats;
   readonly started: boolean;
+  /** Submissions are taken (the lease and the owner's followers are in; the agents may still be starting). */
+  readonly serving: boolean;
   readonly closed: boolean;
   evaluate(o: Owned): void;
   drop(o: Owned, why: string): void;

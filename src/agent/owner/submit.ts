@@ -44,7 +44,7 @@ function specDigest(spec: JobSpec): string {
  * spec is refused (ALREADY_EXISTS), since answering with the other job would hide the mistake.
  */
 export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestId?: string }): Promise<SubmitResult> {
-  if (!m.started || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
+  if (!m.serving || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
   const lease = m.lease;
   if (!lease || lease.fenced) throw new TarcilError('UNAVAILABLE', 'this scheduler has no valid lease; retry shortly');
   const k = m.o.keys;
