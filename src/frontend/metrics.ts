@@ -70,6 +70,11 @@ export class Metrics extends MetricsEndpoint {
       };
       read('tarcil_owned_jobs', 'Jobs owned by this process', () => manager.ownedJobs().length);
       read(
+        'tarcil_scheduling',
+        '1 once this front-end places tasks (its view of the cell is loaded), 0 while it only takes submissions',
+        () => (manager.started ? 1 : 0),
+      );
+      read(
         'tarcil_owner_leases_fenced',
         'Times this process stopped trusting its owner lease (no keepalive confirmed within the TTL, or lost) and gave up its jobs, since it started',
         () => manager.stats.fencedLeases,

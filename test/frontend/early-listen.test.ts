@@ -55,6 +55,12 @@ async function cell(prefix: string): Promise<{ inner: MemoryStore; store: Cluste
   return { inner, store, keys, release, held: () => held };
 }
 
+/** The front-end's `tarcil_scheduling` gauge, as a scrape would read it. */
+async function scheduling(sched: SchedulerProcess): Promise<number> {
+  const m = await sched.metrics.registry.getSingleMetric('tarcil_scheduling')?.get();
+  return m?.values[0]?.value ?? Number.NaN;
+}
+
 function start(store: ClusterStore, keys: Keys, listenBeforeReady: boolean): Promise<SchedulerProcess> {
   return startScheduler({ name: 'early', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, listenBeforeReady, housekeeping: false });
 }
@@ -78,8 +84,10 @@ describe('a front-end that listens before its view of the cell is loaded', () =>
     await new Promise((r) => setTimeout(r, 300));
     expect(ready).toBe(false);
     expect((await c0.inner.range(c0.keys.tasks(jobId))).kvs).toHaveLength(0);
+    expect(await scheduling(sched)).toBe(0);
     c0.release();
     await sched.ready;
+    expect(await scheduling(sched)).toBe(1);
     const j = await waitFinal(client, jobId, 20_000);
     expect(j.state).toBe('succeeded');
     expect(j.taskStates.succeeded).toBe(3);
