@@ -423,8 +423,9 @@ export async function statusCommand(id: string, o: ClientFlags & { json: boolean
       t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', (x.message || x.logPath).slice(0, 60)]);
     }
     out(t.toString());
-    if (j.nextTaskFrom > 0) out(`  ${j.tasksOmitted} more task(s) with a record; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
-    else if (j.tasksOmitted > 0) out(`  ${j.tasksOmitted} task(s) with a lower index not listed`);
+    // tasks_omitted counts every record not on this page, below it (--tasks-from) and after it.
+    if (j.nextTaskFrom > 0) out(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
+    else if (j.tasksOmitted > 0) out(`  ${j.tasksOmitted} task(s) with a record before this page not listed`);
     const again = j.taskList.filter((x) => x.previous.length > 0);
     if (again.length > 0) {
       out(`  placed more than once: ${again.length} task(s)`);

@@ -10,6 +10,7 @@ import { Keys } from '../../src/state/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
+import { statusCommand } from '../../src/cli/live.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
 
 const store = new MemoryStore();
@@ -161,4 +162,22 @@ describe('Scheduler API over gRPC', () => {
     expect(text).toContain('tarcil_commit_conflicts_total');
     expect(text).toContain('tarcil_sample_size_bucket');
   });
+
+  it('pages a job of 1,200 tasks through GetJob and tarcil status --tasks-from', async () => {
+    const { jobId } = await submit(c, { specJson: JSON.stringify({ name: 'paged', profile: 'spark-lr', tasks: 1200, durationMs: 5 }) });
+    await waitFinal(c, jobId, 60_000);
+    const first = await getJob(c, jobId);
+    expect(first.taskList.map((t) => t.index)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+    expect(first.nextTaskFrom).toBe(1000);
+    expect(first.tasksOmitted).toBe(200);
+    const lines: string[] = [];
+    await statusCommand(jobId, { server: `127.0.0.1:${sched.port}`, timeout: 5000, json: false }, (l) => lines.push(l));
+    expect(lines.join('\n')).toContain(`200 task(s) with a record not on this page; the next page: tarcil status ${jobId} --tasks-from 1000`);
+    const later: string[] = [];
+    await statusCommand(jobId, { server: `127.0.0.1:${sched.port}`, timeout: 5000, json: true, tasksFrom: 1000 }, (l) => later.push(l));
+    const page = JSON.parse(later.join('\n')) as { taskList: { index: number }[]; nextTaskFrom: number; tasksOmitted: number };
+    expect(page.taskList.map((t) => t.index)).toEqual(Array.from({ length: 200 }, (_, i) => 1000 + i));
+    expect(page.nextTaskFrom).toBe(0);
+    expect(page.tasksOmitted).toBe(1000);
+  }, 90_000);
 });
