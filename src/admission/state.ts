@@ -111,11 +111,14 @@ class FreeHistory {
   private readonly buf: Float64Array;
   private head = 0; // index of the oldest
   private len = 0;
+  /** Bumped by every change (a push, a prune that removed something). */
+  version = 0;
 
   constructor(cap: number) {
     this.buf = new Float64Array(cap);
   }
   push(t: number): void {
+    this.version++;
     const cap = this.buf.length;
     if (this.len === cap) {
       this.head = (this.head + 1) % cap;
@@ -131,15 +134,29 @@ class FreeHistory {
     while (this.len > 0 && (this.buf[this.head] as number) < before) {
       this.head = (this.head + 1) % cap;
       this.len--;
+      this.version++;
     }
   }
   get length(): number {
     return this.len;
   }
-  appendTo(out: number[]): void {
+  /** Copies the timestamps, oldest first, into `out` from `at`; returns the index after the last. */
+  copyTo(out: Float64Array, at: number): number {
     const cap = this.buf.length;
-    for (let i = 0; i < this.len; i++) out.push(this.buf[(this.head + i) % cap] as number);
+    const first = Math.min(this.len, cap - this.head);
+    out.set(this.buf.subarray(this.head, this.head + first), at);
+    if (first < this.len) out.set(this.buf.subarray(0, this.len - first), at + first);
+    return at + this.len;
   }
+}
+
+/** The inter-free statistics of a set of buckets' merged history (see waitEstimate). */
+interface MergedStats {
+  /** The histories' version they were computed at. */
+  version: number;
+  samples: number;
+  mu: number;
+  sigma: number;
 }
 
 class Bucket {
@@ -185,6 +202,19 @@ export function erlangQuantile(k: number, q: number): number {
     const c = 1 - 1 / (9 * k) + probit(q) / (3 * Math.sqrt(k));
     return k * c * c * c;
   }
+  // A pure function of (k, q), asked again by every recheck of a waiting job: remembered.
+  const key = q * 1024 + k;
+  const known = erlangKnown.get(key);
+  if (known !== undefined && known.k === k && known.q === q) return known.x;
+  const x = exactErlangQuantile(k, q);
+  if (erlangKnown.size >= 4096) erlangKnown.clear();
+  erlangKnown.set(key, { k, q, x });
+  return x;
+}
+
+const erlangKnown = new Map<number, { k: number; q: number; x: number }>();
+
+function exactErlangQuantile(k: number, q: number): number {
   const atLeastK = (x: number): number => {
     if (x <= 0) return 0;
     const lx = Math.log(x);
@@ -226,6 +256,10 @@ export class AdmissionState {
   private freeTotal = 0;
   /** Reused by the per-bucket acceptability checks. */
   private readonly scratch: number[];
+  /** mergedStats: the last result per set of buckets, and its buffers. */
+  private readonly merged = new Map<string, MergedStats>();
+  private times = new Float64Array(1024);
+  private intervals = new Float64Array(1024);
 
   constructor(opts: AdmissionOptions) {
     const buckets = opts.buckets ?? DEFAULT_BUCKETS;
@@ -389,20 +423,8 @@ export class AdmissionState {
     if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
     const { acceptableFree } = this.estimateF(job);
     const k = needed - acceptableFree;
-    const now = this.clock.now();
-    const times: number[] = [];
-    for (const i of this.waitBuckets(job)) {
-      const h = (this.bucketList[i] as Bucket).history;
-      h.prune(now - this.historyWindowMs);
-      h.appendTo(times);
-    }
-    times.sort((a, b) => a - b);
-    const intervals: number[] = [];
-    for (let i = 1; i < times.length; i++) intervals.push((times[i] as number) - (times[i - 1] as number));
-    const samples = intervals.length;
+    const { samples, mu, sigma } = this.mergedStats(this.waitBuckets(job));
     if (samples === 0) return { estimateMs: k <= 0 ? 0 : Infinity, boundMs: Infinity, medianMs: k <= 0 ? 0 : Infinity, samples };
-    const mu = ssMean(intervals);
-    const sigma = samples >= 2 ? sampleStandardDeviation(intervals) : 0;
     if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, medianMs: 0, samples };
     const estimateMs = mu * erlangQuantile(k, this.waitQuantile);
     const boundMs = k * mu + 2 * Math.sqrt(k) * sigma;
@@ -417,6 +439,47 @@ export class AdmissionState {
         return (median ??= mu * erlangQuantile(k, 0.5));
       },
     };
+  }
+
+  /**
+   * μ and σ of the inter-free intervals of the buckets' free events merged into one stream. Many
+   * waiting jobs ask about the same buckets between two free events, so the result is kept per
+   * set of buckets until one of their histories changes; a recount merges the (sorted) histories
+   * in typed arrays, with no per-call allocation once the buffers have grown.
+   */
+  private mergedStats(buckets: number[]): MergedStats {
+    const now = this.clock.now();
+    let version = 0;
+    let n = 0;
+    for (const i of buckets) {
+      const h = (this.bucketList[i] as Bucket).history;
+      h.prune(now - this.historyWindowMs);
+      version += h.version;
+      n += h.length;
+    }
+    const key = buckets.join(',');
+    const hit = this.merged.get(key);
+    if (hit && hit.version === version) return hit;
+    if (this.times.length < n) {
+      this.times = new Float64Array(Math.max(n, 2 * this.times.length));
+      this.intervals = new Float64Array(this.times.length);
+    }
+    let at = 0;
+    for (const i of buckets) at = (this.bucketList[i] as Bucket).history.copyTo(this.times, at);
+    const times = this.times.subarray(0, n).sort();
+    const samples = Math.max(0, n - 1);
+    const intervals = this.intervals.subarray(0, samples);
+    for (let i = 1; i < n; i++) intervals[i - 1] = (times[i] as number) - (times[i - 1] as number);
+    const stats: MergedStats = {
+      version,
+      samples,
+      mu: samples > 0 ? ssMean(intervals as unknown as number[]) : Number.NaN,
+      sigma: samples >= 2 ? sampleStandardDeviation(intervals as unknown as number[]) : 0,
+    };
+    // Sets of buckets seen are few (one per distinct job target in practice); bound them anyway.
+    if (this.merged.size >= 256) this.merged.clear();
+    this.merged.set(key, stats);
+    return stats;
   }
 
   /**

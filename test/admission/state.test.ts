@@ -234,6 +234,41 @@ describe('wait estimate', () => {
     expect(st.snapshot()[b]!.history).toBe(1);
   });
 
+  it('answers a recheck with the same figures as a fresh count, whatever changed in between', () => {
+    // A waiting job asks again and again; the answer is remembered per set of buckets until a
+    // free event, a pruned or a capped history changes it. A state asked after every change must
+    // agree exactly with one fed the same events and asked once.
+    const rng = new SeededRng(31);
+    const clockA = new ManualClock(0);
+    const opts = { historyWindowMs: 5000, historyMax: 16 };
+    const asked = newState(clockA, opts);
+    const targets = [DEMANDING, TOLERANT, jobTarget(full(20))];
+    const ops: { key: string; C: number[]; free: boolean; dt: number }[] = [];
+    for (let i = 0; i < 1500; i++) {
+      ops.push({ key: `ru${rng.int(40)}`, C: randomContention(rng, true), free: rng.next() < 0.5, dt: rng.int(60) });
+    }
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      clockA.advance(op.dt);
+      asked.updateRu(op.key, op.C, op.free);
+      for (const t of targets) asked.waitEstimate(t, 1 + (i % 4));
+      if (i % 100 !== 99) continue;
+      const clockB = new ManualClock(0);
+      const fresh = newState(clockB, opts);
+      for (const o of ops.slice(0, i + 1)) {
+        clockB.advance(o.dt);
+        fresh.updateRu(o.key, o.C, o.free);
+      }
+      for (const t of targets) {
+        for (const k of [1, 3, 8]) {
+          const a = asked.waitEstimate(t, k);
+          const b = fresh.waitEstimate(t, k);
+          expect({ e: a.estimateMs, b: a.boundMs, n: a.samples, m: a.medianMs }).toEqual({ e: b.estimateMs, b: b.boundMs, n: b.samples, m: b.medianMs });
+        }
+      }
+    }
+  });
+
   it('slides the window and caps the history', () => {
     const { st, clock } = withHistory([1000, 1000, 1000, 1000], { historyWindowMs: 10_000 });
     // Events at 50, 1050, 2050, 3050, 4050.
