@@ -3,7 +3,7 @@
  * one machine (as Kubernetes' kubemark and Nomad's node simulator do). Each node is a
  * MonitoredNode (node.ts), so it registers, runs tasks and records outcomes exactly as a real
  * monitor does; what the nodes share is the process's hold on the store: one lease, one list+watch
- * of the RU keys, registration in batches, one load tick. A node's death is simulated by dropping
+ * of the RU keys, registration in batches. A node's death is simulated by dropping
  * it: its tasks stop, and its server record and free RUs leave as a lease expiry would take them.
  */
 import { Follower } from '../state/follow.ts';
@@ -22,7 +22,7 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_INTERVAL_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 
@@ -38,8 +38,6 @@ export interface HollowOptions {
   disconnectGraceMs?: number;
   loadThreshold?: number;
   slowdown?: SlowdownModel;
-  /** How often running tasks' rates are looked at besides on RU changes (default {@link DEFAULT_LOAD_INTERVAL_MS}). */
-  loadIntervalMs?: number;
   /** Chooses the nodes a kill drops (default Math.random). */
   rng?: Pick<Rng, 'int'>;
   /** Nodes with something to reconcile registered one by one, this many at a time (default {@link HOLLOW_DEFAULTS}). */
@@ -63,9 +61,6 @@ export interface HollowSnapshot {
   stats: MonitorStats;
 }
 
-/** Nodes whose load is looked at in one turn of the event loop (see loadTick). */
-const LOAD_SLICE = 500;
-
 const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
 
 export class HollowNodes {
@@ -84,7 +79,6 @@ export class HollowNodes {
   /** Nodes whose server record changed since it was last put. */
   private readonly dirty = new Set<MonitoredNode>();
   private closed = false;
-  private tick: { cancel(): void } | undefined;
   private writesInFlight = 0;
   private readonly waiting: (() => void)[] = [];
   private lastRegistrationMs: number | undefined;
@@ -190,8 +184,11 @@ export class HollowNodes {
         node.recomputeLoad();
       },
     });
+    // No periodic look at the rates, unlike a real monitor's: a simulated task's rate changes only
+    // with its server's occupancy, and every change of that (an RU event, a task started or ended)
+    // makes the node look at once. A tick over every busy node was 2,000 looks a second on a
+    // 2,000-node cell that found nothing new.
     await this.follower.start();
-    this.loadTick();
   }
 
   snapshot(): HollowSnapshot {
@@ -265,7 +262,6 @@ export class HollowNodes {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.tick?.cancel();
     this.conn.close();
     for (const n of this.nodes.values()) {
       n.stopReporting();
@@ -391,26 +387,6 @@ export class HollowNodes {
       for (const kv of kvs) n.onRu(kv, false);
       n.recomputeLoad();
     }
-  }
-
-  /**
-   * Every node with running tasks looks at their rates once per interval. The nodes are taken in
-   * slices, each on its own turn of the event loop: 10,000 busy nodes in one turn held the loop for
-   * a good part of a second, every second, delaying keepalives, RPCs and watch events alike.
-   */
-  private loadTick(): void {
-    this.tick = this.o.clock.setTimer(this.o.loadIntervalMs ?? DEFAULT_LOAD_INTERVAL_MS, () => {
-      if (this.closed) return;
-      const busy = [...this.nodes.values()].filter((n) => n.runningCount > 0);
-      const slice = (from: number): void => {
-        if (this.closed) return;
-        const end = Math.min(busy.length, from + LOAD_SLICE);
-        for (let i = from; i < end; i++) (busy[i] as MonitoredNode).recomputeLoad();
-        if (end < busy.length) setImmediate(() => slice(end));
-        else this.loadTick();
-      };
-      slice(0);
-    });
   }
 
   private async jobSpec(job: string): Promise<JobSpec | undefined> {

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
 import { PROGRESS_WRITE_MS } from '../../src/agent/owner/summary.ts';
+import { PROGRESS_RECORD_MS } from '../../src/agent/owner/decisions.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { ADOPT_CONCURRENCY } from '../../src/agent/owner/adoption-gate.ts';
@@ -345,6 +346,47 @@ describe('the job record its owner writes', () => {
     expect(await c.finishTasks(job.id)).toBe(8);
     await c.flush();
     expect(writes.at(-1)).toMatchObject({ state: 'succeeded', taskStates: { succeeded: 16 } });
+    await w.close();
+  });
+
+  it('a decision record in progress is rewritten at most once per interval, the final one at once', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    const a = await c.owner('A');
+    // Twelve tasks on four RUs: the call places four, then one more with every RU freed.
+    const job = makeJob('record-rate', TEST_PROFILES[0]!, 12, { maxQueueMs: 0 });
+    const writes: { at: number; rec: StoredDecisions }[] = [];
+    const w = await c.store.watch({
+      prefix: c.keys.decision(job.id),
+      fromRevision: (await c.store.revision()) + 1,
+      onEvents: (b) => b.events.forEach((e) => writes.push({ at: c.clock.now(), rec: parseJson<StoredDecisions>(e.kv)! })),
+      onError: () => undefined,
+    });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    // A task ends every 1.5 s; each freed RU takes the next task, so the record changes each time.
+    let finished = 0;
+    while (finished < 12) {
+      const b = (await c.busy(job.id))[0];
+      if (b) {
+        const ref = c.keys.parseRu(b.key)!;
+        expect(await releaseRu(c.store, c.keys, ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
+        finished++;
+      }
+      await c.advance(1500);
+    }
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+    await c.advance(1000);
+    const inProgress = writes.filter((x) => x.rec.inProgress);
+    expect(inProgress.length).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < inProgress.length; i++) expect(inProgress[i]!.at - inProgress[i - 1]!.at).toBeGreaterThanOrEqual(PROGRESS_RECORD_MS);
+    // Placed over twelve seconds, one more task every 1.5 s: without the interval, eight rewrites.
+    expect(inProgress.length).toBeLessThanOrEqual(3);
+    const last = writes.at(-1)!.rec;
+    expect(last.inProgress).toBe(false);
+    const placed = last.records.reduce((n, r) => n + r.placements.length + (r.omittedPlacements ?? 0), 0);
+    expect(placed).toBe(12);
     await w.close();
   });
 

@@ -84,6 +84,8 @@ export interface Owned {
   stopping: Set<number>;
   decisions: DecisionRecord[];
   lastDecisions: string;
+  /** When a record in progress was last written (see persistDecisions). */
+  decisionsAt: number;
   evalQueued: boolean;
   chain: Promise<void>;
   dropped: boolean;
@@ -174,6 +176,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     stopping: new Set(),
     decisions: [],
     lastDecisions: '',
+    decisionsAt: Number.NEGATIVE_INFINITY,
     evalQueued: false,
     chain: Promise.resolve(),
     dropped: false,

@@ -1,11 +1,20 @@
 /**
  * The job's decision records as `explain` reads them (`decisions/<job>`): the first placement
- * and the latest ones, plus the one in progress while the job waits; kept current once a second.
+ * and the latest ones, plus the one in progress while the job waits; rewritten, when it changed,
+ * at most every PROGRESS_RECORD_MS.
  */
 import type { StoredDecisions } from '../../state/live-records.ts';
 import { trimDecision } from '../../state/decisions.ts';
 import { errorMessage } from '../../util/errors.ts';
 import { admitted, ownerFence, type OwnerContext, type Owned } from './context.ts';
+
+/**
+ * A record in progress is rewritten at most this often (the final one at once). A job placed
+ * chunk by chunk changes its record with every chunk, and each rewrite carries every placement so
+ * far: a backlog of such jobs, rewritten each second, was the larger part of the bytes written to
+ * the store. The owner's own `explain` reads the live record from memory.
+ */
+export const PROGRESS_RECORD_MS = 5000;
 
 /** Decision records kept per job: the first (the original placement) and the latest ones. */
 export const KEPT_DECISIONS = 5;
@@ -31,10 +40,13 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   // largest single cost of a front-end with a backlog.
   const progress = inProgress ? progressSignature(o) : undefined;
   if (progress !== undefined && progress === o.lastDecisions) return;
+  const now = m.o.clock.now();
+  if (progress !== undefined && now - o.decisionsAt < PROGRESS_RECORD_MS) return;
   const json = decisionsJson(m, o, inProgress);
   const sig = progress ?? json.replace(/"updatedAt":\d+/, '');
   if (sig === o.lastDecisions) return;
   o.lastDecisions = sig;
+  if (inProgress) o.decisionsAt = now;
   await m.o.store
     .txn({ compare: [ownerFence(m.o.keys, o.id, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
     .catch((err: unknown) => m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written'));
