@@ -25,6 +25,7 @@ import { MonitoredNode, type NodeHost } from './node.ts';
 import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
+import { GroupCommit, groupCommitted, type GroupCommitStats } from '../store/group-commit.ts';
 
 export interface HollowOptions {
   store: ClusterStore;
@@ -44,6 +45,8 @@ export interface HollowOptions {
   registerConcurrency?: number;
   /** Task-start writes of all nodes in flight at once (default {@link HOLLOW_DEFAULTS}). */
   maxWrites?: number;
+  /** Requests carrying the nodes' transactions in flight at once (default {@link HOLLOW_DEFAULTS}). */
+  maxWriteRequests?: number;
 }
 
 export interface HollowSnapshot {
@@ -59,6 +62,8 @@ export interface HollowSnapshot {
   registrationMs: number | undefined;
   /** Summed over every node, the dead ones' up to their death. */
   stats: MonitorStats;
+  /** The nodes' transactions and the requests that carried them. */
+  writes: GroupCommitStats;
 }
 
 const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
@@ -71,6 +76,7 @@ export class HollowNodes {
   private readonly deadIds = new Set<string>();
   private readonly deadStats: MonitorStats = { ...ZERO_STATS };
   private readonly conn: NodeConnection;
+  private readonly commits: GroupCommit;
   private follower: Follower | undefined;
   private readonly specs = new Map<string, JobSpec | null>();
   private readonly background = new Set<Promise<unknown>>();
@@ -86,8 +92,11 @@ export class HollowNodes {
   constructor(opts: HollowOptions) {
     this.o = opts;
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+    // The nodes' own transactions (task started, outcome recorded) leave together: a request to
+    // the store per task start and per outcome made the process's gRPC calls most of its work.
+    this.commits = new GroupCommit(opts.store, { maxInFlight: opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests });
     const host: NodeHost = {
-      store: opts.store,
+      store: groupCommitted(opts.store, this.commits),
       keys: opts.keys,
       clock: opts.clock,
       log: opts.log,
@@ -215,6 +224,7 @@ export class HollowNodes {
       connected: !this.closed && this.conn.connected,
       registrationMs: this.lastRegistrationMs,
       stats,
+      writes: { ...this.commits.stats },
     };
   }
 

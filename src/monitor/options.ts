@@ -59,6 +59,8 @@ export const HOLLOW_DEFAULTS = {
   registerConcurrency: 32,
   /** Task-start writes of all nodes in flight at once. */
   maxWrites: 128,
+  /** Requests carrying the nodes' transactions (task starts, outcomes) in flight at once; what is written meanwhile leaves together. */
+  maxWriteRequests: 4,
 } as const;
 
 /** What an operator may set, inclusive (the command line's flags check the same ranges). */

@@ -179,3 +179,19 @@ function writtenKeys(req: TxnRequest): Set<string> | undefined {
   }
   return keys;
 }
+
+/**
+ * The store with its single transactions sent through a GroupCommit: every other call goes to the
+ * store as it is. For a process that writes on behalf of many independent parties (hollow nodes:
+ * each node's task starts and outcomes are its own transactions), so that what they write at the
+ * same moment leaves in one request.
+ */
+export function groupCommitted(store: ClusterStore, gc: GroupCommit): ClusterStore {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'txn') return (req: TxnRequest) => gc.txn(req);
+      const v: unknown = Reflect.get(target, prop, receiver);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}

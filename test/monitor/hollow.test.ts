@@ -146,6 +146,10 @@ describe('hollow nodes', () => {
     expect(used.size).toBeGreaterThan(20);
     const snap = hollow.hollow.snapshot();
     expect(snap.stats.completed).toBeGreaterThanOrEqual(210);
+    // Each start and each outcome is a transaction of its own node; those written at the same
+    // moment left together, in fewer requests.
+    expect(snap.writes.transactions).toBeGreaterThanOrEqual(2 * 210);
+    expect(snap.writes.requests).toBeLessThan(snap.writes.transactions);
     await until('every RU free again', async () => (await store.range(keys.rus())).kvs.every((kv) => kv.value === FREE_RU_VALUE));
   });
 
