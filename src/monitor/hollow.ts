@@ -3,8 +3,9 @@
  * one machine (as Kubernetes' kubemark and Nomad's node simulator do). Each node is a
  * MonitoredNode (node.ts), so it registers, runs tasks and records outcomes exactly as a real
  * monitor does; what the nodes share is the process's hold on the store: one lease, one list+watch
- * of the RU keys, registration in batches. A node's death is simulated by dropping
- * it: its tasks stop, and its server record and free RUs leave as a lease expiry would take them.
+ * of the RU keys, registration in batches, one group commit for the nodes' own transactions. A
+ * node's death is simulated by dropping it: its tasks stop, and its server record and free RUs
+ * leave as a lease expiry would take them.
  */
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
