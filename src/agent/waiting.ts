@@ -1,8 +1,7 @@
 /**
  * The durable trace of a job that has to wait (admission queue, or no eligible RU free): a
- * `waiting` entry under `queue/`, ordered by priority then arrival, removed once the job is
- * placed. It names the agent that holds the job, so operators (and adopting agents) can see
- * every waiting job.
+ * `waiting` entry under `queue/<job>/`, removed once the job is placed. It names the agent that
+ * holds the job, so operators (and adopting agents) can see every waiting job.
  */
 import type { JobSpec } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
@@ -23,7 +22,7 @@ export class WaitingEntry {
   async ensure(needed: number): Promise<void> {
     if (this.key) return;
     const since = this.clock.now();
-    const put = queuePut(this.keys, this.job.priority, since, { reason: 'waiting', job: this.job.id, agent: this.agent, needed, since });
+    const put = queuePut(this.keys, since, { reason: 'waiting', job: this.job.id, agent: this.agent, needed, since });
     this.key = put.key;
     await this.store.put(put.key, put.value);
   }

@@ -66,9 +66,13 @@ export class Keys {
   queue(): string {
     return `${this.prefix}queue/`;
   }
-  /** Higher priority sorts first: the priority is stored inverted. */
-  queueEntry(priority: number, seq: number, job: string): string {
-    return `${this.prefix}queue/${pad(999 - clampPriority(priority), 3)}/${pad(seq, 16)}/${job}`;
+  /** Every queue entry of one job: its final write deletes them by this prefix, without reading the queue. */
+  jobQueue(job: string): string {
+    return `${this.prefix}queue/${job}/`;
+  }
+  /** One entry of a job's: `queue/<job>/<since>-<name>`, a job's entries in the order they were written. */
+  queueEntry(job: string, since: number, name: string): string {
+    return `${this.prefix}queue/${job}/${pad(since, 16)}-${name}`;
   }
   owners(): string {
     return `${this.prefix}owners/`;
@@ -95,12 +99,6 @@ export class Keys {
   tail(collection: string, key: string): string | undefined {
     return key.startsWith(collection) ? key.slice(collection.length) : undefined;
   }
-}
-
-export const MAX_PRIORITY = 999;
-
-function clampPriority(p: number): number {
-  return Math.max(0, Math.min(MAX_PRIORITY, Math.round(p)));
 }
 
 function pad(n: number, width: number): string {

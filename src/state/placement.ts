@@ -140,7 +140,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
         key: k.task(v.job, v.task),
         value: JSON.stringify({ job: v.job, index: v.task, state: 'queued', attempt: 1, message: `preempted by ${job.id}` }),
       });
-      success.push(queuePut(k, v.priority, p.now, { reason: 'preempted', job: v.job, tasks: [v.task], by: job.id }));
+      success.push(queuePut(k, p.now, { reason: 'preempted', job: v.job, tasks: [v.task], by: job.id }));
     }
   }
   const epochKeys = [...servers.keys()].map((sid) => k.epoch(sid));

@@ -1,7 +1,9 @@
 /**
- * The durable queue (`queue/<inverted priority>/<since>/<job>`): one typed entry for a job that
- * waits (admission control, or no eligible RU free) and for tasks displaced by preemption, which
- * any agent may claim and place again. Entries are ordered by priority, then arrival.
+ * The durable queue (`queue/<job>/<since>-<name>`): one typed entry for a job that waits
+ * (admission control, or no eligible RU free) and for tasks displaced by preemption, which any
+ * agent may claim and place again. A job's entries share one prefix, so its owner finds or
+ * deletes them without reading the whole queue: under a backlog the queue holds an entry for
+ * every waiting job, and a read of all of it at every job's end grew with the backlog.
  */
 import type { KeyValue, Op } from '../store/types.ts';
 import type { Keys } from './keys.ts';
@@ -14,9 +16,9 @@ export type QueueEntry =
   | { reason: 'preempted'; job: string; tasks: number[]; by: string };
 
 /** The entry's key and value. */
-export function queuePut(keys: Keys, priority: number, since: number, entry: QueueEntry): Op & { type: 'put' } {
-  const name = entry.reason === 'preempted' ? `${entry.job}#${entry.tasks.join(',')}` : entry.job;
-  return { type: 'put', key: keys.queueEntry(priority, since, name), value: JSON.stringify(entry) };
+export function queuePut(keys: Keys, since: number, entry: QueueEntry): Op & { type: 'put' } {
+  const name = entry.reason === 'preempted' ? `preempted-${entry.tasks.join(',')}` : 'waiting';
+  return { type: 'put', key: keys.queueEntry(entry.job, since, name), value: JSON.stringify(entry) };
 }
 
 /** Parses a queue entry; undefined for anything that is not one. */
@@ -28,9 +30,7 @@ export function parseQueueEntry(kv: KeyValue | undefined): QueueEntry | undefine
   return undefined;
 }
 
-/** Deletes of every queue entry of a job (its final write takes them all). */
-export function queueDeletesOf(kvs: readonly KeyValue[], job: string): Op[] {
-  const ops: Op[] = [];
-  for (const kv of kvs) if (parseQueueEntry(kv)?.job === job) ops.push({ type: 'delete', key: kv.key });
-  return ops;
+/** The delete of every queue entry of a job (its final write takes them all). */
+export function queueDeletesOf(keys: Keys, job: string): Op {
+  return { type: 'delete', key: keys.jobQueue(job), prefix: true };
 }

@@ -102,8 +102,7 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
     // Everything the job held goes in the same transaction as its final state: no orphans.
     success.push({ type: 'delete', key: k.owner(o.id) });
     success.push({ type: 'delete', key: m.live.jobReports(o.id), prefix: true });
-    const queue = await m.o.store.range(k.queue());
-    success.push(...queueDeletesOf(queue.kvs, o.id));
+    success.push(queueDeletesOf(k, o.id));
     success.push({ type: 'put', key: k.decision(o.id), value: decisionsJson(m, o, false) });
   }
   const res = await fencedTxn(m, o, lease, {

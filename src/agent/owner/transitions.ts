@@ -118,7 +118,7 @@ export async function claimPreempted(m: OwnerContext, o: Owned, tasks: number[])
   const preempted = new Set<number>();
   for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'queued') preempted.add(t);
   if (preempted.size === 0) return;
-  const res = await m.o.store.range(m.o.keys.queue());
+  const res = await m.o.store.range(m.o.keys.jobQueue(o.id));
   for (const kv of res.kvs) {
     const e = parseQueueEntry(kv);
     if (e?.job === o.id && e.reason === 'preempted' && e.tasks.some((t) => preempted.has(t))) {
