@@ -3,43 +3,55 @@
  */
 import type { Clock, Timer } from '../util/clock.ts';
 
-/**
- * One scheduled event, and its own timer handle (no second object or closure per event). `pos`
- * is its place in the heap (−1 once fired or removed), so that it can be moved in place.
- */
-class Ev implements Timer {
-  dead = false;
-  pos = -1;
-  constructor(
-    public t: number,
-    public seq: number,
-    readonly fn: () => void,
-    private readonly engine: Engine,
-  ) {}
-  cancel(): void {
-    this.dead = true;
-  }
-  /** Moves the event to time t (see Engine.reschedule). */
-  moveTo(t: number): boolean {
-    return this.engine.reschedule(this, t);
-  }
-}
-
 /** A timer the engine can move to another time without scheduling a second event. */
 export interface MovableTimer extends Timer {
   /** Moves the event to time t as if it had been scheduled now for t; false if it already fired or was cancelled. */
   moveTo(t: number): boolean;
 }
 
+/** The handle of one scheduled event: its slot and the slot's generation when it was scheduled. */
+class Handle implements MovableTimer {
+  constructor(
+    private readonly engine: Engine,
+    readonly slot: number,
+    readonly gen: number,
+  ) {}
+  cancel(): void {
+    this.engine.cancelSlot(this.slot, this.gen);
+  }
+  moveTo(t: number): boolean {
+    return this.engine.moveSlot(this.slot, this.gen, t);
+  }
+}
+
+const INITIAL = 1024;
+
 /**
- * The discrete-event core: a binary heap of (time, sequence) ordered events. Ties fire in the
- * order they were scheduled, which together with seeded Rngs makes a run a pure function of its
- * seed. Cancelling marks an event dead rather than removing it (O(1)); an event that must fire at
- * another time is moved in place (reschedule), which keeps the heap to the live events: a task
- * re-rated each time a neighbour comes or goes has one finish event, not one per re-rating.
+ * The discrete-event core: events ordered by (time, sequence). Ties fire in the order they were
+ * scheduled, which together with seeded Rngs makes a run a pure function of its seed.
+ *
+ * Built to cost little per event, since a run fires millions of them:
+ * - the queue is a 4-ary heap kept in typed arrays (time, sequence, slot), so comparing and moving
+ *   entries touches contiguous memory and no event object;
+ * - an event's function lives in a slot that is reused once the event fired; `after`/`post`
+ *   schedule without a handle (no allocation beyond the caller's closure), and `at`/`setTimer`
+ *   return a handle only for the callers that cancel or move their event;
+ * - cancelling marks the slot dead (O(1)); the dead entry is dropped when it reaches the top;
+ * - an event that must fire at another time is moved in place (`moveTo`): a task re-rated each
+ *   time a neighbour comes or goes keeps one finish event.
  */
 export class Engine implements Clock {
-  private heap: Ev[] = [];
+  // Per slot: the function (undefined once fired or cancelled), its generation, its heap index.
+  private fns: ((() => void) | undefined)[] = [];
+  private gens = new Uint32Array(INITIAL);
+  private posOf = new Int32Array(INITIAL).fill(-1);
+  private freeSlots: number[] = [];
+  private slots = 0;
+  // The heap: entry i is (hT[i], hS[i]) → slot hSlot[i].
+  private hT = new Float64Array(INITIAL);
+  private hS = new Float64Array(INITIAL);
+  private hSlot = new Int32Array(INITIAL);
+  private n = 0;
   private seq = 0;
   private t = 0;
   /** Events executed, for the speed figures. */
@@ -53,107 +65,198 @@ export class Engine implements Clock {
   monotonic(): number {
     return this.t;
   }
+  /** Schedules fn at time t (clamped to now), with a handle to cancel or move it. */
   at(t: number, fn: () => void): MovableTimer {
-    const ev = new Ev(t < this.t ? this.t : t, this.seq++, fn, this);
-    this.push(ev);
-    return ev;
+    const slot = this.post(t, fn);
+    return new Handle(this, slot, this.gens[slot] as number);
   }
   setTimer(ms: number, fn: () => void): MovableTimer {
     return this.at(this.t + Math.max(0, ms), fn);
   }
+  /** Schedules fn at time t (clamped to now) without a handle; returns its slot. */
+  post(t: number, fn: () => void): number {
+    const slot = this.takeSlot();
+    this.fns[slot] = fn;
+    this.insert(t < this.t ? this.t : t, this.seq++, slot);
+    return slot;
+  }
+  /** Schedules fn `ms` from now without a handle. */
+  after(ms: number, fn: () => void): void {
+    this.post(this.t + (ms > 0 ? ms : 0), fn);
+  }
   /**
    * Moves a pending event to time t (clamped to now), ordered among events of the same time as if
    * it had been scheduled now: exactly what cancelling it and scheduling the same function anew
-   * would do, without the dead event left in the heap. False if it already fired or was cancelled.
+   * would do, without the dead event left in the queue. False if it already fired or was cancelled.
    */
   reschedule(timer: Timer, t: number): boolean {
-    const ev = timer as Ev;
-    if (!(ev instanceof Ev) || ev.dead || ev.pos < 0) return false;
-    const old = ev.t;
-    const oldSeq = ev.seq;
-    ev.t = t < this.t ? this.t : t;
-    ev.seq = this.seq++;
-    if (ev.t < old || (ev.t === old && ev.seq < oldSeq)) this.up(ev.pos);
-    else this.down(ev.pos);
+    return timer instanceof Handle ? this.moveSlot(timer.slot, timer.gen, t) : false;
+  }
+  /** @internal (Handle) */
+  cancelSlot(slot: number, gen: number): void {
+    if (this.gens[slot] !== gen || this.fns[slot] === undefined) return;
+    this.fns[slot] = undefined;
+    this.gens[slot] = (gen + 1) >>> 0;
+  }
+  /** @internal (Handle) */
+  moveSlot(slot: number, gen: number, t: number): boolean {
+    if (this.gens[slot] !== gen || this.fns[slot] === undefined) return false;
+    const i = this.posOf[slot] as number;
+    if (i < 0) return false;
+    const oldT = this.hT[i] as number;
+    const oldS = this.hS[i] as number;
+    const nt = t < this.t ? this.t : t;
+    const ns = this.seq++;
+    this.hT[i] = nt;
+    this.hS[i] = ns;
+    if (nt < oldT || (nt === oldT && ns < oldS)) this.up(i);
+    else this.down(i);
     return true;
   }
   sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      this.setTimer(ms, resolve);
+      this.after(ms, resolve);
     });
   }
   stop(): void {
     this.stopped = true;
   }
+  /** Entries in the queue (events cancelled but not yet dropped included). */
   get pending(): number {
-    return this.heap.length;
+    return this.n;
   }
 
   /** Runs events until the queue is empty, `until` is passed, or stop() is called. */
   run(until = Infinity, onProgress?: (t: number) => void, progressEvery = 50_000): void {
     this.stopped = false;
-    while (this.heap.length > 0 && !this.stopped) {
-      const top = this.heap[0] as Ev;
-      if (top.t > until) break;
-      this.pop();
-      if (top.dead) continue;
-      this.t = top.t;
+    const fns = this.fns;
+    while (this.n > 0 && !this.stopped) {
+      const t = this.hT[0] as number;
+      if (t > until) break;
+      const slot = this.hSlot[0] as number;
+      this.removeTop();
+      const fn = fns[slot];
+      fns[slot] = undefined;
+      this.gens[slot] = ((this.gens[slot] as number) + 1) >>> 0;
+      this.posOf[slot] = -1;
+      this.freeSlots.push(slot);
+      if (fn === undefined) continue;
+      this.t = t;
       this.fired++;
-      top.fn();
+      fn();
       if (onProgress && this.fired % progressEvery === 0) onProgress(this.t);
     }
-    if (until !== Infinity && !this.stopped && this.t < until && this.heap.length === 0) this.t = until;
+    if (until !== Infinity && !this.stopped && this.t < until && this.n === 0) this.t = until;
   }
 
-  private static less(a: Ev, b: Ev): boolean {
-    return a.t < b.t || (a.t === b.t && a.seq < b.seq);
+  private takeSlot(): number {
+    const s = this.freeSlots.pop();
+    if (s !== undefined) return s;
+    const slot = this.slots++;
+    if (slot >= this.gens.length) {
+      const gens = new Uint32Array(this.gens.length * 2);
+      gens.set(this.gens);
+      this.gens = gens;
+      const pos = new Int32Array(this.posOf.length * 2).fill(-1);
+      pos.set(this.posOf);
+      this.posOf = pos;
+    }
+    this.fns.push(undefined);
+    return slot;
   }
-  private push(ev: Ev): void {
-    this.heap.push(ev);
-    ev.pos = this.heap.length - 1;
-    this.up(ev.pos);
+
+  private insert(t: number, s: number, slot: number): void {
+    if (this.n === this.hT.length) {
+      const size = this.hT.length * 2;
+      const hT = new Float64Array(size);
+      hT.set(this.hT);
+      this.hT = hT;
+      const hS = new Float64Array(size);
+      hS.set(this.hS);
+      this.hS = hS;
+      const hSlot = new Int32Array(size);
+      hSlot.set(this.hSlot);
+      this.hSlot = hSlot;
+    }
+    const i = this.n++;
+    this.hT[i] = t;
+    this.hS[i] = s;
+    this.hSlot[i] = slot;
+    this.posOf[slot] = i;
+    this.up(i);
   }
-  /** Removes the top event. */
-  private pop(): void {
-    const h = this.heap;
-    const top = h[0] as Ev;
-    top.pos = -1;
-    const last = h.pop() as Ev;
-    if (h.length === 0) return;
-    h[0] = last;
-    last.pos = 0;
+
+  private removeTop(): void {
+    const last = --this.n;
+    if (last === 0) return;
+    this.hT[0] = this.hT[last] as number;
+    this.hS[0] = this.hS[last] as number;
+    const slot = this.hSlot[last] as number;
+    this.hSlot[0] = slot;
+    this.posOf[slot] = 0;
     this.down(0);
   }
+
   private up(i: number): void {
-    const h = this.heap;
-    const ev = h[i] as Ev;
+    const hT = this.hT;
+    const hS = this.hS;
+    const hSlot = this.hSlot;
+    const posOf = this.posOf;
+    const t = hT[i] as number;
+    const s = hS[i] as number;
+    const slot = hSlot[i] as number;
     while (i > 0) {
-      const p = (i - 1) >> 1;
-      const pe = h[p] as Ev;
-      if (!Engine.less(ev, pe)) break;
-      h[i] = pe;
-      pe.pos = i;
+      const p = (i - 1) >> 2;
+      const pt = hT[p] as number;
+      if (t > pt || (t === pt && s > (hS[p] as number))) break;
+      hT[i] = pt;
+      hS[i] = hS[p] as number;
+      const ps = hSlot[p] as number;
+      hSlot[i] = ps;
+      posOf[ps] = i;
       i = p;
     }
-    h[i] = ev;
-    ev.pos = i;
+    hT[i] = t;
+    hS[i] = s;
+    hSlot[i] = slot;
+    posOf[slot] = i;
   }
+
   private down(i: number): void {
-    const h = this.heap;
-    const n = h.length;
-    const ev = h[i] as Ev;
+    const hT = this.hT;
+    const hS = this.hS;
+    const hSlot = this.hSlot;
+    const posOf = this.posOf;
+    const n = this.n;
+    const t = hT[i] as number;
+    const s = hS[i] as number;
+    const slot = hSlot[i] as number;
     for (;;) {
-      const l = 2 * i + 1;
-      if (l >= n) break;
-      const r = l + 1;
-      const c = r < n && Engine.less(h[r] as Ev, h[l] as Ev) ? r : l;
-      const ce = h[c] as Ev;
-      if (!Engine.less(ce, ev)) break;
-      h[i] = ce;
-      ce.pos = i;
+      const first = 4 * i + 1;
+      if (first >= n) break;
+      let c = first;
+      let ct = hT[first] as number;
+      let cs = hS[first] as number;
+      const end = first + 4 < n ? first + 4 : n;
+      for (let k = first + 1; k < end; k++) {
+        const kt = hT[k] as number;
+        if (kt < ct || (kt === ct && (hS[k] as number) < cs)) {
+          c = k;
+          ct = kt;
+          cs = hS[k] as number;
+        }
+      }
+      if (ct > t || (ct === t && cs > s)) break;
+      hT[i] = ct;
+      hS[i] = cs;
+      const cslot = hSlot[c] as number;
+      hSlot[i] = cslot;
+      posOf[cslot] = i;
       i = c;
     }
-    h[i] = ev;
-    ev.pos = i;
+    hT[i] = t;
+    hS[i] = s;
+    hSlot[i] = slot;
+    posOf[slot] = i;
   }
 }

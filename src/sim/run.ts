@@ -43,15 +43,19 @@ export function runSim(cfg: RunConfig): RunResult {
   const policyRng = root.fork();
   const engine = new Engine();
   const wl = cfg.workload;
-  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.perf ? { perf: cfg.perf } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}) });
+  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.perf ? { perf: cfg.perf } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}), ...(cfg.keepWorld ? { keepCompleted: true } : {}) });
   wl.setup?.(world, worldRng.fork());
   const policy = makePolicy(cfg.policy, world, policyRng, wl.env);
   let submitted = 0;
+  // Each job's figures are taken when its chain ends; the job itself is then let go.
+  const records: JobRecord[] = [];
   world.onJobDone = (job: SimJob) => {
     const next = job.next;
     if (next) {
       next.arrival = engine.now();
       policy.submit(next);
+    } else if (job.head.arrival >= wl.warmupMs) {
+      records.push(record(job));
     }
   };
   const gen = wl.jobs(world, wlRng);
@@ -67,7 +71,6 @@ export function runSim(cfg: RunConfig): RunResult {
   };
   arrive();
   engine.run(cfg.maxTimeMs ?? Infinity, cfg.onProgress);
-  const records = world.completed.filter((j) => j.head.arrival >= wl.warmupMs).map(record);
   const res: RunResult = {
     policy: policy.name,
     workload: wl.name,
@@ -82,7 +85,7 @@ export function runSim(cfg: RunConfig): RunResult {
       tasks: world.tasksFinished,
       wallMs: performance.now() - t0,
       simMs: engine.now(),
-      unfinished: submitted - world.completed.length,
+      unfinished: submitted - world.completedCount,
     },
   };
   if (cfg.keepWorld) res.world = world;

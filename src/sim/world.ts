@@ -112,6 +112,12 @@ export interface WorldOptions {
   utilEvery?: number;
   /** Score every placement's Q against the truth at start (Fig. 15c/17, for every policy). */
   scoreQ?: boolean;
+  /**
+   * Keep every finished job (with its tasks) in `completed`, for inspection. Off by default: a
+   * run takes each job's figures when it finishes (onJobDone) and lets it go, so memory follows
+   * what is live, not what has happened.
+   */
+  keepCompleted?: boolean;
 }
 
 export class World {
@@ -131,7 +137,11 @@ export class World {
   onFree: ((ru: number, task: SimTask) => void) | undefined;
   /** The runner hears about finished jobs here. */
   onJobDone: ((job: SimJob) => void) | undefined;
+  /** Finished jobs (chain ends), kept only with WorldOptions.keepCompleted. */
   readonly completed: SimJob[] = [];
+  /** Finished jobs (chain ends), counted whether kept or not. */
+  completedCount = 0;
+  private readonly keepCompleted: boolean;
   readonly util: { t: number; busy: number }[] = [];
   busy = 0;
   /** Resident (unscheduled) occupants: counted apart from the measured load. */
@@ -151,6 +161,7 @@ export class World {
     this.interference = opts.interference;
     this.perf = opts.perf ?? DEFAULT_PERF;
     this.scoreQ = opts.scoreQ ?? false;
+    this.keepCompleted = opts.keepCompleted ?? false;
     let base = 0;
     for (const spec of specs) {
       this.servers.push({ idx: this.servers.length, spec, base, rus: spec.rus, sum: new Float64Array(N_RESOURCES), tasks: [], free: spec.rus });
@@ -169,7 +180,7 @@ export class World {
 
   private sampleUtil(every: number): void {
     this.util.push({ t: this.engine.now(), busy: this.busy });
-    this.engine.setTimer(every, () => {
+    this.engine.after(every, () => {
       // Stop sampling once nothing is left to happen, or the run would never end.
       if (this.engine.pending > 0) this.sampleUtil(every);
     });
@@ -227,7 +238,7 @@ export class World {
     const rev = this.rev[ru] as number;
     for (const v of this.views) {
       if (v.delay <= 0) this.applyToView(v.state, ru, task, rev);
-      else this.engine.setTimer(v.delay, () => this.applyToView(v.state, ru, task, rev));
+      else this.engine.after(v.delay, () => this.applyToView(v.state, ru, task, rev));
     }
   }
 
@@ -334,7 +345,10 @@ export class World {
     job.done++;
     if (job.done === job.tasks.length) {
       job.finish = now;
-      if (!job.next) this.completed.push(job);
+      if (!job.next) {
+        this.completedCount++;
+        if (this.keepCompleted) this.completed.push(job);
+      }
       this.onJobDone?.(job);
     }
     this.onFree?.(ru, t);

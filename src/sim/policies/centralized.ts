@@ -103,7 +103,7 @@ export class CentralizedPolicy implements Policy {
     this.c.decisions++;
     if (this.scanShare < 1) this.c.timeouts++;
     const batch = this.queue.slice();
-    this.world.engine.setTimer(this.decisionMs, () => {
+    this.world.engine.after(this.decisionMs, () => {
       this.busy = false;
       for (const r of batch) {
         r.job.head.decisionMs += this.decisionMs;

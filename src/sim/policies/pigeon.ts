@@ -94,7 +94,7 @@ export class PigeonPolicy implements Policy {
     }
     world.onFree = (ru) => {
       // The worker tells its master it is idle.
-      world.engine.setTimer(this.oneWay, () => this.onIdle(ru));
+      world.engine.after(this.oneWay, () => this.onIdle(ru));
     };
   }
 
@@ -125,7 +125,7 @@ export class PigeonPolicy implements Policy {
       const take = S + (extra.has(g) ? 1 : 0);
       for (let i = 0; i < take; i++) {
         const t = job.tasks[k++] as SimTask;
-        this.world.engine.setTimer(this.oneWay, () => this.onTask(g, t, short));
+        this.world.engine.after(this.oneWay, () => this.onTask(g, t, short));
       }
     }
   }
@@ -147,7 +147,7 @@ export class PigeonPolicy implements Policy {
     if (cls === 'h') this.c.dispatchedHigh++;
     else this.c.dispatchedLow++;
     if (this.record) m.served.push(cls);
-    this.world.engine.setTimer(this.oneWay, () => this.world.startTask(t, ru));
+    this.world.engine.after(this.oneWay, () => this.world.startTask(t, ru));
   }
 
   private onIdle(ru: number): void {

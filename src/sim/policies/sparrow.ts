@@ -36,12 +36,15 @@ interface Req {
 }
 
 interface Probe {
-  req: Req;
+  /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
+  req: Req | undefined;
   server: number;
   state: 'queued' | 'requesting' | 'done';
 }
 
 type Entry = { task: SimTask; probe?: undefined } | { probe: Probe; task?: undefined };
+/** What a consumed queue slot holds until the queue is compacted. */
+const CONSUMED: Entry = { probe: { req: undefined, server: -1, state: 'done' } };
 
 export class WorkerQueues {
   readonly queues: Entry[][];
@@ -72,8 +75,11 @@ export class WorkerQueues {
     if (!srv) return;
     const q = this.queues[s] as Entry[];
     while (srv.free - (this.requesting[s] as number) > 0 && (this.heads[s] as number) < q.length) {
-      const e = q[this.heads[s] as number] as Entry;
-      this.heads[s] = (this.heads[s] as number) + 1;
+      const h = this.heads[s] as number;
+      const e = q[h] as Entry;
+      // The consumed prefix keeps no job alive until the queue is compacted.
+      q[h] = CONSUMED;
+      this.heads[s] = h + 1;
       if (e.task) {
         this.world.startTask(e.task, freeRuOn(this.world, s));
       } else if (e.probe.state === 'queued') {
@@ -158,35 +164,33 @@ export class SparrowPolicy implements Policy {
     for (const g of groups) {
       const m = g.tasks.length;
       if (this.mode === 'random') {
-        for (const t of g.tasks) {
-          const s = this.sample(1, g.pool)[0] as number;
-          eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
-        }
+        const to = g.tasks.map(() => this.sample(1, g.pool)[0] as number);
+        eng.after(this.oneWay, () => g.tasks.forEach((t, i) => this.workers.enqueue(to[i] as number, { task: t })));
       } else if (this.mode === 'per-task') {
         for (const t of g.tasks) {
           const probed = this.sample(this.d, g.pool);
           this.c.probes += probed.length;
-          eng.setTimer(this.oneWay, () => {
+          eng.after(this.oneWay, () => {
             // Loads read at the workers, half a round trip before the scheduler decides.
             const loads = probed.map((s) => this.workers.load(s));
-            eng.setTimer(this.oneWay, () => {
+            eng.after(this.oneWay, () => {
               let best = 0;
               for (let i = 1; i < probed.length; i++) if ((loads[i] as number) < (loads[best] as number)) best = i;
               const s = probed[best] as number;
-              eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+              eng.after(this.oneWay, () => this.workers.enqueue(s, { task: t }));
             });
           });
         }
       } else if (this.mode === 'batch') {
         const probed = this.sample(this.d * m, g.pool);
         this.c.probes += probed.length;
-        eng.setTimer(this.oneWay, () => {
+        eng.after(this.oneWay, () => {
           const loads = probed.map((s) => this.workers.load(s));
-          eng.setTimer(this.oneWay, () => {
+          eng.after(this.oneWay, () => {
             const order = probed.map((s, i) => ({ s, l: loads[i] as number })).sort((a, b) => a.l - b.l);
             g.tasks.forEach((t, i) => {
               const s = (order[i % order.length] as { s: number }).s;
-              eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+              eng.after(this.oneWay, () => this.workers.enqueue(s, { task: t }));
             });
           });
         });
@@ -195,12 +199,18 @@ export class SparrowPolicy implements Policy {
         const probed = this.sample(this.d * m, g.pool);
         // Constrained tasks with fewer replicas than d·m still need m reservations.
         while (probed.length < m) probed.push(probed[probed.length % Math.max(1, probed.length)] ?? 0);
+        const probes: Probe[] = [];
         for (const s of probed) {
           const p: Probe = { req, server: s, state: 'queued' };
           req.outstanding.add(p);
+          probes.push(p);
           this.c.probes++;
-          eng.setTimer(this.oneWay, () => this.workers.enqueue(s, { probe: p }));
         }
+        // Every probe reaches its worker at the same moment: one event enqueues them all, in the
+        // order that one event per probe would have (consecutive, nothing else in between).
+        eng.after(this.oneWay, () => {
+          for (const p of probes) this.workers.enqueue(p.server, { probe: p });
+        });
       }
     }
   }
@@ -208,23 +218,26 @@ export class SparrowPolicy implements Policy {
   /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
   private onRequest(p: Probe, s: number): void {
     const eng = this.world.engine;
-    eng.setTimer(this.oneWay, () => {
-      const req = p.req;
+    eng.after(this.oneWay, () => {
+      const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
       const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
       req.outstanding.delete(p);
-      if (task && req.next === req.tasks.length && this.cancel) {
-        // Proactive cancellation of every other outstanding reservation.
-        for (const o of req.outstanding) {
-          this.c.cancelRpcs++;
-          eng.setTimer(this.oneWay, () => {
+      if (task && req.next === req.tasks.length && this.cancel && req.outstanding.size > 0) {
+        // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
+        // together, so one event handles them all (the same order as one event each).
+        const targets = [...req.outstanding];
+        this.c.cancelRpcs += targets.length;
+        eng.after(this.oneWay, () => {
+          for (const o of targets) {
             if (o.state === 'queued') {
               o.state = 'done';
+              o.req = undefined;
               this.c.cancelled++;
             }
-          });
-        }
+          }
+        });
       }
-      eng.setTimer(this.oneWay, () => {
+      eng.after(this.oneWay, () => {
         p.state = 'done';
         this.workers.release(s);
         if (task) {

@@ -236,7 +236,7 @@ export class TarcilPolicy implements Policy {
     const chunk = r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
     const release = (after: number): void => {
-      eng.setTimer(after, () => {
+      eng.after(after, () => {
         a.busy = false;
         this.pump(a);
       });
@@ -252,7 +252,7 @@ export class TarcilPolicy implements Policy {
         this.c.queued++;
         release(TARCIL.DECISION_BASE_MS);
         head.decisionMs += TARCIL.DECISION_BASE_MS;
-        eng.setTimer(TARCIL.DECISION_BASE_MS + then.ms, () => this.requeue(a, r));
+        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => this.requeue(a, r));
         return;
       }
       if (verdict?.action === 'best-effort') this.c.bestEffort++;
@@ -314,7 +314,7 @@ export class TarcilPolicy implements Policy {
       // The commit's answer reaches the agent half a round trip after the store applied it.
       const back = TARCIL.COMMIT_RTT_MS / 2;
       if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
-      else eng.setTimer(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
+      else eng.after(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
     });
   }
 
@@ -322,7 +322,7 @@ export class TarcilPolicy implements Policy {
   private waitForRu(a: Agent, r: Request, ms: number): void {
     r.agent = a;
     this.push(this.waiters, r);
-    this.world.engine.setTimer(ms, () => this.wake(r));
+    this.world.engine.after(ms, () => this.wake(r));
   }
 
   private wake(r: Request): void {
@@ -346,6 +346,6 @@ export class TarcilPolicy implements Policy {
     const r = this.waiters.splice(k, 1)[0] as Request;
     // The freed RU reaches the agents' cache after the watch delay.
     const a = r.agent ?? this.firstAgent;
-    this.world.engine.setTimer(TARCIL.WATCH_DELAY_MS, () => this.requeue(a, r));
+    this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.requeue(a, r));
   }
 }
