@@ -476,3 +476,49 @@ export function w5(o: W5Options): Workload {
     },
   };
 }
+
+export interface CellOptions {
+  /** Servers of 16 RUs (two platforms, as the hollow-10k cell). */
+  servers: number;
+  load: number;
+  /** Tasks to run in all (jobs of 1–32 tasks keep arriving until this many were sent). */
+  tasks: number;
+  /** Mean task work, ms (exponential). */
+  meanWorkMs?: number;
+}
+
+/**
+ * A cell of any size for the simulator's own speed (`bench sim-speed`): `servers` × 16 RUs of the
+ * hollow-10k platforms, the catalog's profiles, jobs of 1–32 tasks with exponential work, arriving
+ * at `load` of the cell. Memory and time per decision, not placement quality, are the point.
+ */
+export function cell(o: CellOptions): Workload {
+  const half = Math.ceil(o.servers / 2);
+  const spec: ClusterSpec = { name: `cell-${o.servers}`, description: 'generated', serversPerRack: 40, groups: [{ platform: 'c3-4xlarge', count: half }, { platform: 'r3-4xlarge', count: o.servers - half }] };
+  const servers = expandCluster(spec, catalog().platforms);
+  const nRu = servers.reduce((n, s) => n + s.rus, 0);
+  const meanWork = o.meanWorkMs ?? 2000;
+  const meanTasks = 16.5;
+  const gapMs = (meanTasks * meanWork) / (o.load * nRu);
+  const profiles = [...catalog().workloads.values()];
+  return {
+    name: `cell ${o.servers}x16 load=${o.load}`,
+    servers,
+    interference: true,
+    env: {},
+    warmupMs: 0,
+    offered: o.load,
+    *jobs(world, rng) {
+      let t = 0;
+      let sent = 0;
+      for (let id = 1; sent < o.tasks; id++) {
+        t += exp(rng, gapMs);
+        const p = profiles[rng.int(profiles.length)] as WorkloadProfile;
+        const n = Math.min(o.tasks - sent, uniformInt(rng, 1, 32));
+        sent += n;
+        const w = exp(rng, meanWork);
+        yield makeJob({ id, profile: p, arrival: t, work: new Array<number>(n).fill(w), maxPerf: world.maxPerf(p) });
+      }
+    },
+  };
+}

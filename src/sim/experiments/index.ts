@@ -9,6 +9,7 @@ import { compare, w2LoadExp } from './compare.ts';
 import { ablation, qualityExp, robustnessExp, uniformity } from './quality.ts';
 import { pigeonExp, sparrowExp } from './rivals.ts';
 import { calibrateExp, speed } from './model.ts';
+import { simSpeed } from './sim-speed.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
@@ -28,5 +29,6 @@ export const EXPERIMENTS: Record<string, Runner> = {
   pigeon: pigeonExp,
   calibrate: calibrateExp,
   speed,
+  'sim-speed': simSpeed,
 };
 

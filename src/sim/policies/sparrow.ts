@@ -32,19 +32,27 @@ export interface SparrowOptions {
 interface Req {
   tasks: SimTask[];
   next: number;
-  outstanding: Set<Probe>;
+  /** The job's reservations, in the order they were sent. */
+  probes: Probe[];
+  /** Reservations whose request the scheduler has not answered yet (`answered` false). */
+  open: number;
 }
 
-interface Probe {
-  /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
-  req: Req | undefined;
-  server: number;
-  state: 'queued' | 'requesting' | 'done';
+class Probe {
+  state: 'queued' | 'requesting' | 'done' = 'queued';
+  /** The scheduler has answered its request (a task or a no-op). */
+  answered = false;
+  constructor(
+    /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
+    public req: Req | undefined,
+    readonly server: number,
+  ) {}
 }
 
-type Entry = { task: SimTask; probe?: undefined } | { probe: Probe; task?: undefined };
+/** A worker queue holds tasks (placed directly) and reservations (late binding). */
+type Entry = SimTask | Probe;
 /** What a consumed queue slot holds until the queue is compacted. */
-const CONSUMED: Entry = { probe: { req: undefined, server: -1, state: 'done' } };
+const CONSUMED: Entry = new Probe(undefined, -1);
 
 export class WorkerQueues {
   readonly queues: Entry[][];
@@ -80,12 +88,12 @@ export class WorkerQueues {
       // The consumed prefix keeps no job alive until the queue is compacted.
       q[h] = CONSUMED;
       this.heads[s] = h + 1;
-      if (e.task) {
-        this.world.startTask(e.task, freeRuOn(this.world, s));
-      } else if (e.probe.state === 'queued') {
-        e.probe.state = 'requesting';
+      if (!(e instanceof Probe)) {
+        this.world.startTask(e, freeRuOn(this.world, s));
+      } else if (e.state === 'queued') {
+        e.state = 'requesting';
         this.requesting[s] = (this.requesting[s] as number) + 1;
-        this.resolve(e.probe, s);
+        this.resolve(e, s);
       }
     }
     // Compact the consumed prefix now and then so queues do not grow without bound.
@@ -165,7 +173,7 @@ export class SparrowPolicy implements Policy {
       const m = g.tasks.length;
       if (this.mode === 'random') {
         const to = g.tasks.map(() => this.sample(1, g.pool)[0] as number);
-        eng.after(this.oneWay, () => g.tasks.forEach((t, i) => this.workers.enqueue(to[i] as number, { task: t })));
+        eng.after(this.oneWay, () => g.tasks.forEach((t, i) => this.workers.enqueue(to[i] as number, t)));
       } else if (this.mode === 'per-task') {
         for (const t of g.tasks) {
           const probed = this.sample(this.d, g.pool);
@@ -177,7 +185,7 @@ export class SparrowPolicy implements Policy {
               let best = 0;
               for (let i = 1; i < probed.length; i++) if ((loads[i] as number) < (loads[best] as number)) best = i;
               const s = probed[best] as number;
-              eng.after(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+              eng.after(this.oneWay, () => this.workers.enqueue(s, t));
             });
           });
         }
@@ -190,26 +198,23 @@ export class SparrowPolicy implements Policy {
             const order = probed.map((s, i) => ({ s, l: loads[i] as number })).sort((a, b) => a.l - b.l);
             g.tasks.forEach((t, i) => {
               const s = (order[i % order.length] as { s: number }).s;
-              eng.after(this.oneWay, () => this.workers.enqueue(s, { task: t }));
+              eng.after(this.oneWay, () => this.workers.enqueue(s, t));
             });
           });
         });
       } else {
-        const req: Req = { tasks: g.tasks, next: 0, outstanding: new Set() };
+        const req: Req = { tasks: g.tasks, next: 0, probes: [], open: 0 };
         const probed = this.sample(this.d * m, g.pool);
         // Constrained tasks with fewer replicas than d·m still need m reservations.
         while (probed.length < m) probed.push(probed[probed.length % Math.max(1, probed.length)] ?? 0);
-        const probes: Probe[] = [];
-        for (const s of probed) {
-          const p: Probe = { req, server: s, state: 'queued' };
-          req.outstanding.add(p);
-          probes.push(p);
-          this.c.probes++;
-        }
+        const probes = req.probes;
+        for (const s of probed) probes.push(new Probe(req, s));
+        req.open = probes.length;
+        this.c.probes += probes.length;
         // Every probe reaches its worker at the same moment: one event enqueues them all, in the
         // order that one event per probe would have (consecutive, nothing else in between).
         eng.after(this.oneWay, () => {
-          for (const p of probes) this.workers.enqueue(p.server, { probe: p });
+          for (const p of probes) this.workers.enqueue(p.server, p);
         });
       }
     }
@@ -221,11 +226,12 @@ export class SparrowPolicy implements Policy {
     eng.after(this.oneWay, () => {
       const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
       const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
-      req.outstanding.delete(p);
-      if (task && req.next === req.tasks.length && this.cancel && req.outstanding.size > 0) {
+      p.answered = true;
+      req.open--;
+      if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
         // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
         // together, so one event handles them all (the same order as one event each).
-        const targets = [...req.outstanding];
+        const targets = req.probes.filter((o) => !o.answered);
         this.c.cancelRpcs += targets.length;
         eng.after(this.oneWay, () => {
           for (const o of targets) {

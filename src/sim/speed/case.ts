@@ -1,0 +1,40 @@
+/**
+ * One case of `bench sim-speed`, run in a process of its own so that its peak RSS is its own:
+ * `node --import tsx src/sim/speed/case.ts '<SpeedCase as JSON>'` prints one JSON line (CaseResult).
+ */
+import { runSim } from '../run.ts';
+import { cell, w3, w4 } from '../workloads.ts';
+import type { CaseResult, SpeedCase } from './types.ts';
+
+function workload(c: SpeedCase): ReturnType<typeof w4> {
+  const w = c.workload;
+  if (w.kind === 'w4') return w4({ load: w.load, jobs: w.jobs, workers: w.workers });
+  if (w.kind === 'w3') return w3({ jobs: w.jobs });
+  return cell({ servers: w.servers, load: w.load, tasks: w.tasks });
+}
+
+const c = JSON.parse(process.argv[2] ?? '{}') as SpeedCase;
+const wl = workload(c);
+const memory: { t: number; rssMb: number }[] = [];
+const t0 = performance.now();
+const r = runSim({ workload: wl, policy: { name: c.policy }, seed: c.seed, onProgress: (t) => void memory.push({ t, rssMb: process.memoryUsage().rss / 2 ** 20 }) });
+const wallS = (performance.now() - t0) / 1000;
+const decisions = r.counters.decisions ?? 0;
+const out: CaseResult = {
+  name: c.name,
+  policy: r.policy,
+  workload: r.workload,
+  servers: wl.servers.length,
+  rus: r.nRu,
+  wallS,
+  events: r.stats.events,
+  tasks: r.stats.tasks,
+  simS: r.stats.simMs / 1000,
+  peakRssMb: process.resourceUsage().maxRSS / 1024,
+  memory,
+  meanResponseMs: r.summary.response.mean,
+  jobs: r.summary.jobs,
+  decisions,
+  decisionsPerS: decisions / wallS,
+};
+process.stdout.write(`${JSON.stringify(out)}\n`);
