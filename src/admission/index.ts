@@ -9,6 +9,7 @@ export {
   erlangQuantile,
   type AdmissionOptions,
   type AdmissionVerdict,
+  type PreparedContention,
   type BucketSnapshot,
   type FreeFraction,
   type VerdictOptions,

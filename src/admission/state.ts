@@ -100,6 +100,12 @@ export interface BucketSnapshot extends BucketInfo {
  */
 const FIXED = 1 << 20;
 
+/** A contention vector prepared for the state (see AdmissionState.prepare). */
+export interface PreparedContention {
+  q: Int32Array;
+  bucket: number;
+}
+
 interface RuEntry {
   bucket: number;
   free: boolean;
@@ -256,6 +262,7 @@ export class AdmissionState {
   private freeTotal = 0;
   /** Reused by the per-bucket acceptability checks. */
   private readonly scratch: number[];
+  private readonly preparedScratch: PreparedContention;
   /** mergedStats: the last result per set of buckets, and its buffers. */
   private readonly merged = new Map<string, MergedStats>();
   private times = new Float64Array(1024);
@@ -280,6 +287,7 @@ export class AdmissionState {
     this.n = this.lsh.dims;
     this.bucketList = Array.from({ length: this.lsh.buckets }, () => new Bucket(this.n, this.historyMax));
     this.scratch = new Array<number>(this.n).fill(0);
+    this.preparedScratch = { q: new Int32Array(this.n), bucket: 0 };
   }
 
   /**
@@ -287,21 +295,43 @@ export class AdmissionState {
    * transition is a free event for the bucket the RU now falls in — that is where it can be found.
    */
   updateRu(key: string, C: readonly number[] | null, free: boolean): void {
-    const n = this.n;
-    if (C !== null && C.length !== n) throw invalid('C', `must have ${n} entries`, { key, length: C.length });
-    const prev = this.rus.get(key);
-    if (prev) this.detach(prev);
     if (C === null) {
-      if (prev) this.rus.delete(key);
+      const prev = this.rus.get(key);
+      if (prev) {
+        this.detach(prev);
+        this.rus.delete(key);
+      }
       return;
     }
-    const entry: RuEntry = prev ?? { bucket: 0, free, q: new Int32Array(n) };
+    this.updateRuPrepared(key, this.prepare(C, this.preparedScratch), free);
+  }
+
+  /**
+   * C in the form the state keeps (fixed point, clamped to [0, 99]) and its LSH bucket: the RUs of
+   * one server that share a contention vector (its free ones) are prepared once and recorded with
+   * {@link updateRuPrepared}, the same as {@link updateRu} with that C for each.
+   */
+  prepare(C: readonly number[], out?: PreparedContention): PreparedContention {
+    const n = this.n;
+    if (C.length !== n) throw invalid('C', `must have ${n} entries`, { length: C.length });
+    const p = out ?? { q: new Int32Array(n), bucket: 0 };
     for (let i = 0; i < n; i++) {
       const v = C[i] as number;
-      entry.q[i] = v > 0 ? Math.round((v < 99 ? v : 99) * FIXED) : 0;
+      p.q[i] = v > 0 ? Math.round((v < 99 ? v : 99) * FIXED) : 0;
     }
+    p.bucket = this.lsh.bucketOf(C);
+    return p;
+  }
+
+  /** {@link updateRu} with a prepared contention vector (not kept: copied into the RU's entry). */
+  updateRuPrepared(key: string, p: PreparedContention, free: boolean): void {
+    const n = this.n;
+    const prev = this.rus.get(key);
+    if (prev) this.detach(prev);
+    const entry: RuEntry = prev ?? { bucket: 0, free, q: new Int32Array(n) };
+    entry.q.set(p.q);
     const wasBusy = prev !== undefined && !prev.free;
-    entry.bucket = this.lsh.bucketOf(C);
+    entry.bucket = p.bucket;
     entry.free = free;
     if (!prev) this.rus.set(key, entry);
     this.attach(entry);

@@ -2,7 +2,7 @@
  * The scheduling decision without the commit (paper §3–4): admission verdict, sample size R and
  * batch sampling and selection, pure over its inputs.
  */
-import type { AdmissionState, AdmissionVerdict } from '../admission/index.ts';
+import type { AdmissionState, AdmissionVerdict, PreparedContention } from '../admission/index.ts';
 import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
 import { contention, type JobTarget, type QualityForm } from '../quality/index.ts';
 import { selectPlacements, type SelectionResult } from '../sampling/batch.ts';
@@ -163,6 +163,10 @@ export function decide(
  */
 export function wireAdmission(state: ClusterState, admission: AdmissionState): void {
   const C: number[] = [];
+  // Every free RU of a server sees the same contention (no occupant of its own to leave out): it
+  // is computed and prepared (fixed point, LSH bucket) once per server change.
+  const freeC: number[] = [];
+  let freeP: PreparedContention | undefined;
   // The RU keys of each server, built once: this runs for every RU of every server that changes.
   const keysOf = new Map<string, string[]>();
   state.onServerChanged((s) => {
@@ -173,6 +177,7 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
       keysOf.set(s.id, keys);
     }
     if (gone) keysOf.delete(s.id);
+    let freePrepared = false;
     for (let i = 0; i < s.ruCount; i++) {
       const key = keys[i] as string;
       if (gone || s.down || s.ruDown[i]) {
@@ -180,8 +185,16 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
         continue;
       }
       const occ = s.occupants[i];
-      contention(s.sum, s.ruCount, occ ? occ.caused : null, C);
-      admission.updateRu(key, C, s.available(i));
+      if (occ) {
+        contention(s.sum, s.ruCount, occ.caused, C);
+        admission.updateRu(key, C, s.available(i));
+        continue;
+      }
+      if (!freePrepared || !freeP) {
+        freeP = admission.prepare(contention(s.sum, s.ruCount, null, freeC), freeP);
+        freePrepared = true;
+      }
+      admission.updateRuPrepared(key, freeP, s.available(i));
     }
   });
 }

@@ -117,6 +117,31 @@ describe('AdmissionState counters', () => {
     expect(st.size()).toBe(1); // the bad update left the RU as it was
     expect(st.snapshot().reduce((a, s) => a + s.total, 0)).toBe(1);
   });
+
+  it('a contention vector prepared once and shared by several RUs records what updateRu records for each', () => {
+    const rng = new SeededRng(17);
+    const clockA = new ManualClock();
+    const clockB = new ManualClock();
+    const a = newState(clockA);
+    const b = newState(clockB);
+    const shared = b.prepare(zeros());
+    for (let step = 0; step < 300; step++) {
+      const C = randomContention(rng, false);
+      const keys = Array.from({ length: 1 + rng.int(8) }, () => `ru${rng.int(40)}`);
+      const free = keys.map(() => rng.next() < 0.5);
+      const dt = rng.int(50);
+      clockA.advance(dt);
+      clockB.advance(dt);
+      keys.forEach((k, i) => a.updateRu(k, C, free[i] as boolean));
+      // The prepared vector is reused (overwritten) between steps, as the cluster wiring does.
+      const p = b.prepare(C, shared);
+      keys.forEach((k, i) => b.updateRuPrepared(k, p, free[i] as boolean));
+      C.fill(0); // the state keeps no reference to the caller's vector
+    }
+    expect(b.snapshot()).toEqual(a.snapshot());
+    expect(b.totalFree()).toBe(a.totalFree());
+    for (const target of [DEMANDING, TOLERANT]) expect(b.waitEstimate(target, 3)).toEqual(a.waitEstimate(target, 3));
+  });
 });
 
 describe('acceptable buckets and f', () => {
