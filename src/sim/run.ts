@@ -4,6 +4,7 @@ import { Engine } from './engine.ts';
 import type { PerfParams } from '../model/perf.ts';
 import { makePolicy, type PolicySpec } from './policies/index.ts';
 import { record, summarize, type JobRecord, type Summary } from './metrics.ts';
+import { StreamingSummary } from './streaming.ts';
 import type { Workload } from './workloads.ts';
 import { World, type SimJob } from './world.ts';
 
@@ -20,6 +21,12 @@ export interface RunConfig {
   keepWorld?: boolean;
   /** Score every placement's Q against the truth (WorldOptions.scoreQ). */
   scoreQ?: boolean;
+  /**
+   * Keep every measured job's record (default). Off: the summary is taken as jobs finish
+   * (StreamingSummary: exact means and counts, percentiles within 1%) and `records` stays empty,
+   * so memory does not grow with the number of jobs.
+   */
+  keepRecords?: boolean;
 }
 
 export interface RunResult {
@@ -31,7 +38,7 @@ export interface RunResult {
   counters: Record<string, number>;
   util: { t: number; busy: number }[];
   nRu: number;
-  stats: { events: number; tasks: number; wallMs: number; simMs: number; unfinished: number };
+  stats: { events: number; tasks: number; wallMs: number; simMs: number; unfinished: number; timing?: Record<string, number> };
   world?: World;
 }
 
@@ -49,13 +56,15 @@ export function runSim(cfg: RunConfig): RunResult {
   let submitted = 0;
   // Each job's figures are taken when its chain ends; the job itself is then let go.
   const records: JobRecord[] = [];
+  const stream = cfg.keepRecords === false ? new StreamingSummary() : undefined;
   world.onJobDone = (job: SimJob) => {
     const next = job.next;
     if (next) {
       next.arrival = engine.now();
       policy.submit(next);
     } else if (job.head.arrival >= wl.warmupMs) {
-      records.push(record(job));
+      if (stream) stream.add(record(job));
+      else records.push(record(job));
     }
   };
   const gen = wl.jobs(world, wlRng);
@@ -76,7 +85,7 @@ export function runSim(cfg: RunConfig): RunResult {
     workload: wl.name,
     seed: cfg.seed,
     records,
-    summary: summarize(records),
+    summary: stream ? stream.summary() : summarize(records),
     counters: policy.counters(),
     util: world.util,
     nRu: world.nRu,
@@ -86,6 +95,7 @@ export function runSim(cfg: RunConfig): RunResult {
       wallMs: performance.now() - t0,
       simMs: engine.now(),
       unfinished: submitted - world.completedCount,
+      ...(policy.timing ? { timing: policy.timing() } : {}),
     },
   };
   if (cfg.keepWorld) res.world = world;

@@ -32,7 +32,7 @@ function command(): { file: string; args: string[] } {
   const here = fileURLToPath(import.meta.url);
   const ts = here.endsWith('.ts');
   const file = join(dirname(here), '..', 'speed', ts ? 'case.ts' : 'case.js');
-  return { file, args: ts ? ['--import', import.meta.resolve('tsx')] : [] };
+  return { file, args: ['--expose-gc', ...(ts ? ['--import', import.meta.resolve('tsx')] : [])] };
 }
 
 export function runCase(c: SpeedCase): CaseResult {
@@ -49,6 +49,12 @@ function rssAt(r: CaseResult, share: number): number {
   let v = NaN;
   for (const m of r.memory) if (m.t <= share * end) v = m.rssMb;
   return v;
+}
+
+/** The live heap after a full collection: smallest and largest of the run's samples. */
+function liveRange(r: CaseResult): [number, number] {
+  const xs = r.memory.flatMap((m) => (m.liveMb === undefined ? [] : [m.liveMb]));
+  return xs.length ? [Math.min(...xs), Math.max(...xs)] : [NaN, NaN];
 }
 
 export const simSpeed: Runner = (ctx) => {
@@ -74,7 +80,12 @@ export const simSpeed: Runner = (ctx) => {
     rss25: rssAt(r, 0.25),
     rss50: rssAt(r, 0.5),
     rss100: rssAt(r, 1),
+    liveMin: liveRange(r)[0],
+    liveMax: liveRange(r)[1],
     decisionsPerS: r.decisionsPerS,
+    decideUs: r.decideUs,
+    verdictUs: r.verdictUs,
+    meanR: r.meanR,
     meanResponseMs: r.meanResponseMs,
     jobs: r.jobs,
     simS: r.simS,
@@ -86,13 +97,18 @@ export const simSpeed: Runner = (ctx) => {
     tables: [
       {
         title: 'Speed (each case in a process of its own)',
-        head: ['case', 'RUs', 'tasks', 'events', 'wall s', 'events/s', 'tasks/s', 'decisions/s', 'peak RSS MiB', 'mean response ms'],
-        rows: rows.map((x) => [x.case, k(x.rus), k(x.tasks), k(x.events), f1(x.wallS), k(x.eventsPerS), k(x.tasksPerS), x.decisionsPerS > 0 ? k(x.decisionsPerS) : '-', k(x.peakRssMb), f1(x.meanResponseMs)]),
+        head: ['case', 'RUs', 'tasks', 'events', 'wall s', 'events/s', 'tasks/s', 'peak RSS MiB', 'mean response ms'],
+        rows: rows.map((x) => [x.case, k(x.rus), k(x.tasks), k(x.events), f1(x.wallS), k(x.eventsPerS), k(x.tasksPerS), k(x.peakRssMb), f1(x.meanResponseMs)]),
       },
       {
-        title: 'Memory as the run goes: RSS (MiB) at a quarter, half and the end of its virtual time',
-        head: ['case', 'tasks', '25%', '50%', '100%', 'peak'],
-        rows: rows.map((x) => [x.case, k(x.tasks), k(x.rss25), k(x.rss50), k(x.rss100), k(x.peakRssMb)]),
+        title: 'The decision under tarcil: wall time per call, which stays flat as the cell grows when the decision is O(R)',
+        head: ['case', 'RUs', 'decisions/s', 'mean R', 'µs per decision (sample, score, select)', 'µs per admission verdict'],
+        rows: rows.filter((x) => x.policy !== 'sparrow').map((x) => [x.case, k(x.rus), k(x.decisionsPerS), f1(x.meanR), f1(x.decideUs), f1(x.verdictUs)]),
+      },
+      {
+        title: 'Memory as the run goes: RSS (MiB) at a quarter, half and the end of its virtual time, and the live heap after a full collection every 2 M events (smallest – largest)',
+        head: ['case', 'tasks', 'RSS 25%', 'RSS 50%', 'RSS 100%', 'peak RSS', 'live heap MiB'],
+        rows: rows.map((x) => [x.case, k(x.tasks), k(x.rss25), k(x.rss50), k(x.rss100), k(x.peakRssMb), Number.isFinite(x.liveMin) ? `${k(x.liveMin)} – ${k(x.liveMax)}` : '-']),
       },
     ],
     charts: [],

@@ -80,6 +80,8 @@ export class TarcilPolicy implements Policy {
   private readonly waiters: Request[] = [];
   private readonly targets = new Map<readonly number[], JobTarget>();
   private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0 };
+  /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
+  private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0 };
 
   constructor(world: World, rng: Rng, opts: TarcilOptions) {
     this.world = world;
@@ -110,6 +112,10 @@ export class TarcilPolicy implements Policy {
     if (!first) throw new Error('tarcil needs at least one agent');
     this.firstAgent = first;
     world.onFree = (ru) => this.wakeFor(ru);
+  }
+
+  timing(): Record<string, number> {
+    return { ...this.wall };
   }
 
   counters(): Record<string, number> {
@@ -245,7 +251,14 @@ export class TarcilPolicy implements Policy {
     if (!at.admitted) {
       const skip = !this.cfg.admission || at.skipAdmission(now);
       const want = Math.max(1, Math.min(r.pending.length, r.capacity));
+      // Wall time of the core's calls (the virtual clock models their cost): what a decision
+      // really costs the simulator, which must not grow with the cell (bench sim-speed).
+      const w0 = performance.now();
       const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now));
+      if (!skip) {
+        this.wall.verdicts++;
+        this.wall.verdictMs += performance.now() - w0;
+      }
       const then = at.afterVerdict(verdict, now);
       if (then.kind === 'admission-wait') {
         // Admission control: wait for the estimated time (bounded), then ask again.
@@ -259,7 +272,10 @@ export class TarcilPolicy implements Policy {
       if (then.realisedWaitMs !== undefined) head.waits.push({ estimate: at.firstEstimateMs, realised: then.realisedWaitMs });
     }
 
+    const w1 = performance.now();
     const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet });
+    this.wall.decisions++;
+    this.wall.decideMs += performance.now() - w1;
     const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
     head.decisionMs += cost;
     head.Rsum += d.R;

@@ -11,6 +11,8 @@ export interface Policy {
   submit(job: SimJob): void;
   /** Policy-specific counters (conflicts, probes, cancellations, queue service, ...). */
   counters(): Record<string, number>;
+  /** Wall-clock measurements of the policy's own work (not deterministic, kept apart from the counters). */
+  timing?(): Record<string, number>;
 }
 
 export type PolicyFactory = (world: World, rng: Rng) => Policy;

@@ -15,11 +15,24 @@ function workload(c: SpeedCase): ReturnType<typeof w4> {
 
 const c = JSON.parse(process.argv[2] ?? '{}') as SpeedCase;
 const wl = workload(c);
-const memory: { t: number; rssMb: number }[] = [];
+const memory: { t: number; rssMb: number; liveMb?: number }[] = [];
+// With --expose-gc (as bench sim-speed starts a case): every 2 M events the live heap after a full
+// collection, which tells what the run keeps from what the collector has not yet taken.
+const gc = (globalThis as { gc?: () => void }).gc;
+let progress = 0;
+const sample = (t: number): void => {
+  const m: { t: number; rssMb: number; liveMb?: number } = { t, rssMb: process.memoryUsage().rss / 2 ** 20 };
+  if (gc && ++progress % 40 === 0) {
+    gc();
+    m.liveMb = process.memoryUsage().heapUsed / 2 ** 20;
+  }
+  memory.push(m);
+};
 const t0 = performance.now();
-const r = runSim({ workload: wl, policy: { name: c.policy }, seed: c.seed, onProgress: (t) => void memory.push({ t, rssMb: process.memoryUsage().rss / 2 ** 20 }) });
+const r = runSim({ workload: wl, policy: { name: c.policy }, seed: c.seed, keepRecords: false, onProgress: sample });
 const wallS = (performance.now() - t0) / 1000;
 const decisions = r.counters.decisions ?? 0;
+const tm = r.stats.timing ?? {};
 const out: CaseResult = {
   name: c.name,
   policy: r.policy,
@@ -36,5 +49,8 @@ const out: CaseResult = {
   jobs: r.summary.jobs,
   decisions,
   decisionsPerS: decisions / wallS,
+  decideUs: tm.decisions ? ((tm.decideMs ?? 0) * 1000) / tm.decisions : NaN,
+  verdictUs: tm.verdicts ? ((tm.verdictMs ?? 0) * 1000) / tm.verdicts : NaN,
+  meanR: r.counters.meanR ?? NaN,
 };
 process.stdout.write(`${JSON.stringify(out)}\n`);

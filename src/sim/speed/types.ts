@@ -18,11 +18,16 @@ export interface CaseResult {
   simS: number;
   /** The case's own process: peak resident set, MiB. */
   peakRssMb: number;
-  /** RSS every 50,000 events, against virtual time. */
-  memory: { t: number; rssMb: number }[];
+  /** RSS every 50,000 events, against virtual time; every 2 M events also the live heap after a full collection. */
+  memory: { t: number; rssMb: number; liveMb?: number }[];
   meanResponseMs: number;
   jobs: number;
   /** Scheduling decisions (policies that count them) and their rate. */
   decisions: number;
   decisionsPerS: number;
+  /** Wall time of one decide() (sample, score, select) and of one admission verdict, µs: flat in the cell's size when the decision is O(R). */
+  decideUs: number;
+  verdictUs: number;
+  /** Mean sample size R. */
+  meanR: number;
 }
