@@ -14,6 +14,8 @@ export interface BenchOptions {
   quick: boolean;
   seed: number;
   out?: string;
+  /** Worker threads for a sweep's runs (default: one per core; 1: one by one). Same results either way. */
+  workers?: number;
   /** Where progress and tables go (stderr/stdout by default). */
   write?: (s: string) => void;
   progress?: (s: string) => void;
@@ -63,6 +65,8 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   const res = exp({
     quick: o.quick,
     seed: o.seed,
+    experiment: name,
+    workers: o.workers ?? os.availableParallelism(),
     progress: (done, total, label) => {
       const width = 24;
       const k = total > 0 ? Math.round((done / total) * width) : width;

@@ -76,7 +76,8 @@ program
   .option('--quick', 'small sizes (seconds to a minute or two)', false)
   .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
   .option('--out <dir>', 'results directory (default bench/results)')
-  .action(async (name: string, o: { quick: boolean; seed: number; out?: string }) => {
+  .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
+  .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number }) => {
     await benchCommand(name, o);
   });
 

@@ -3,6 +3,7 @@
  * helpers that run a sweep of simulations.
  */
 import type { ChartSpec } from '../charts.ts';
+import { runCells } from '../parallel/pool.ts';
 import { runSim, type RunResult } from '../run.ts';
 import { type Workload } from '../workloads.ts';
 
@@ -30,6 +31,19 @@ export interface ExperimentContext {
   quick: boolean;
   seed: number;
   progress: (done: number, total: number, label: string) => void;
+  /** The experiment's name in the registry: worker threads run it again to compute single cells. */
+  experiment?: string;
+  /** Worker threads for a sweep's independent runs (1: one by one in this thread). */
+  workers?: number;
+  /** In a worker thread: compute this one cell of the sweep, hand its result to `done`, stop. */
+  only?: { cell: number; done: (r: RunResult) => void };
+}
+
+/** Thrown by sweep() in a worker once its one cell is computed: the rest of the runner is not run. */
+export class SweepCellDone extends Error {
+  constructor() {
+    super('sweep cell done');
+  }
 }
 
 export type Runner = (ctx: ExperimentContext) => ExperimentResult;
@@ -39,7 +53,33 @@ export const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '-
 export const f3 = (x: number): string => (Number.isFinite(x) ? x.toFixed(3) : '-');
 export const pc = (x: number): string => (Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : '-');
 
-export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => string, fn: (c: T) => RunResult): { cell: T; r: RunResult }[] {
+/**
+ * Runs fn on every cell: one by one, or on ctx.workers worker threads (each cell is a seeded run of
+ * its own, so the results are the same either way). `parallel: false` for sweeps whose results
+ * cannot cross threads (runs that keep their World).
+ */
+export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => string, fn: (c: T) => RunResult, opts: { parallel?: boolean } = {}): { cell: T; r: RunResult }[] {
+  if (ctx.only) {
+    const c = cells[ctx.only.cell];
+    if (c === undefined) throw new Error(`no cell ${ctx.only.cell} in a sweep of ${cells.length}`);
+    ctx.only.done(fn(c));
+    throw new SweepCellDone();
+  }
+  const workers = ctx.workers ?? 1;
+  if (opts.parallel !== false && workers > 1 && ctx.experiment !== undefined && cells.length > 1) {
+    const n = Math.min(workers, cells.length);
+    ctx.progress(0, cells.length, `${cells.length} runs on ${n} worker threads`);
+    const rs = runCells<RunResult>({
+      experiment: ctx.experiment,
+      quick: ctx.quick,
+      seed: ctx.seed,
+      cells: cells.length,
+      workers: n,
+      onResult: (i, done) => ctx.progress(done, cells.length, label(cells[i] as T)),
+    });
+    ctx.progress(cells.length, cells.length, 'done');
+    return cells.map((c, i) => ({ cell: c, r: rs[i] as RunResult }));
+  }
   const out: { cell: T; r: RunResult }[] = [];
   cells.forEach((c, i) => {
     ctx.progress(i, cells.length, label(c));

@@ -127,7 +127,7 @@ export const qualityExp: Runner = (ctx) => {
   const t0 = performance.now();
   const jobs = ctx.quick ? 1000 : 7200;
   const policies = ['tarcil', 'sparrow'];
-  const res = sweep(ctx, policies, (p) => `W3 ${p}`, (p) => runSim({ workload: w3({ jobs }), policy: { name: p }, seed: ctx.seed, keepWorld: true, scoreQ: true }));
+  const res = sweep(ctx, policies, (p) => `W3 ${p}`, (p) => runSim({ workload: w3({ jobs }), policy: { name: p }, seed: ctx.seed, keepWorld: true, scoreQ: true }), { parallel: false });
   const cuts = [0.4, 0.6, 0.8, 0.9];
   const step = ctx.quick ? 200_000 : 1_000_000;
   const rows: Record<string, string | number>[] = [];
@@ -206,7 +206,7 @@ export const ablation: Runner = (ctx) => {
   const res = sweep(ctx, variants, (v) => v.label, (v) => {
     const wl = w3({ jobs });
     return runSim({ workload: v.interference === false ? { ...wl, interference: false } : wl, policy: v.spec, seed: ctx.seed, keepWorld: true });
-  });
+  }, { parallel: false });
   const rows = res.map(({ cell, r }) => {
     const s = r.summary;
     const lost = { wait: 0, platform: 0, interference: 0, remote: 0, total: 0 };

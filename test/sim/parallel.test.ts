@@ -1,0 +1,30 @@
+/**
+ * A sweep on worker threads gives the same results as the same sweep run one by one: every cell
+ * is a seeded run of its own. Only wall-clock figures may differ.
+ */
+import { describe, expect, it } from 'vitest';
+import { EXPERIMENTS } from '../../src/sim/experiments/index.ts';
+
+/** The rows without their wall-clock columns. */
+function figures(rows: Record<string, string | number>[]): Record<string, string | number>[] {
+  return rows.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !/wall|persec/i.test(k))));
+}
+
+describe('sweeps on worker threads', () => {
+  it('the duration experiment gives the same rows on 2 worker threads as one by one', () => {
+    const run = (workers: number): { rows: Record<string, string | number>[]; labels: string[] } => {
+      const labels: string[] = [];
+      const duration = EXPERIMENTS.duration;
+      if (!duration) throw new Error('no duration experiment');
+      const res = duration({ quick: true, seed: 11, experiment: 'duration', workers, progress: (_d, _t, label) => void labels.push(label) });
+      return { rows: figures(res.rows), labels };
+    };
+    const one = run(1);
+    const two = run(2);
+    expect(one.rows.length).toBeGreaterThan(3);
+    expect(two.rows).toEqual(one.rows);
+    // The parallel run did go through the workers (its progress says so).
+    expect(two.labels.some((l) => /worker threads/.test(l))).toBe(true);
+    expect(one.labels.some((l) => /worker threads/.test(l))).toBe(false);
+  }, 120_000);
+});
