@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import Table from 'cli-table3';
 import { renderSvg } from '../sim/charts.ts';
 import { EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
+import { setWarmup } from '../sim/run.ts';
 import { TarcilError } from '../util/errors.ts';
 
 export interface BenchOptions {
@@ -16,6 +17,8 @@ export interface BenchOptions {
   out?: string;
   /** Worker threads for a sweep's runs (default: one per core; 1: one by one). Same results either way. */
   workers?: number;
+  /** A fixed warm-up for every run, ms (default: each workload's own). */
+  warmupMs?: number;
   /** Where progress and tables go (stderr/stdout by default). */
   write?: (s: string) => void;
   progress?: (s: string) => void;
@@ -39,7 +42,7 @@ function csv(rows: Record<string, string | number>[]): string {
 }
 
 function md(res: ExperimentResult, files: string[]): string {
-  const lines = [`# ${res.title}`, '', `\`tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
+  const lines = [`# ${res.title}`, '', `\`tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}${res.warmupMs === undefined ? '' : ` --warmup-ms ${res.warmupMs}`}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
   for (const t of res.tables) {
     lines.push(`## ${t.title}`, '', `| ${t.head.join(' | ')} |`, `| ${t.head.map(() => '---').join(' | ')} |`);
     for (const r of t.rows) lines.push(`| ${r.join(' | ')} |`);
@@ -62,10 +65,12 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   const progress = o.progress ?? ((s: string) => process.stderr.write(s));
   const tty = process.stderr.isTTY;
   const started = performance.now();
+  setWarmup(o.warmupMs);
   const res = exp({
     quick: o.quick,
     seed: o.seed,
     experiment: name,
+    ...(o.warmupMs === undefined ? {} : { warmupMs: o.warmupMs }),
     workers: o.workers ?? os.availableParallelism(),
     progress: (done, total, label) => {
       const width = 24;

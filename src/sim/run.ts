@@ -27,6 +27,18 @@ export interface RunConfig {
    * so memory does not grow with the number of jobs.
    */
   keepRecords?: boolean;
+  /**
+   * Jobs arriving before this virtual time (ms) are warm-up and not measured. Default: the
+   * override set by setWarmup (`tarcil bench --warmup-ms`), else the workload's own (W1–W5: a
+   * share of the arrival window, e.g. the first 10% for W4).
+   */
+  warmupMs?: number;
+}
+
+let warmupOverride: number | undefined;
+/** A fixed warm-up (ms) for every run of this thread that does not set its own; undefined: the workloads' defaults. */
+export function setWarmup(ms: number | undefined): void {
+  warmupOverride = ms;
 }
 
 export interface RunResult {
@@ -38,7 +50,7 @@ export interface RunResult {
   counters: Record<string, number>;
   util: { t: number; busy: number }[];
   nRu: number;
-  stats: { events: number; tasks: number; wallMs: number; simMs: number; unfinished: number; timing?: Record<string, number> };
+  stats: { events: number; tasks: number; wallMs: number; simMs: number; unfinished: number; warmupMs: number; timing?: Record<string, number> };
   world?: World;
 }
 
@@ -55,6 +67,7 @@ export function runSim(cfg: RunConfig): RunResult {
   const policy = makePolicy(cfg.policy, world, policyRng, wl.env);
   let submitted = 0;
   // Each job's figures are taken when its chain ends; the job itself is then let go.
+  const warmupMs = cfg.warmupMs ?? warmupOverride ?? wl.warmupMs;
   const records: JobRecord[] = [];
   const stream = cfg.keepRecords === false ? new StreamingSummary() : undefined;
   world.onJobDone = (job: SimJob) => {
@@ -62,7 +75,7 @@ export function runSim(cfg: RunConfig): RunResult {
     if (next) {
       next.arrival = engine.now();
       policy.submit(next);
-    } else if (job.head.arrival >= wl.warmupMs) {
+    } else if (job.head.arrival >= warmupMs) {
       if (stream) stream.add(record(job));
       else records.push(record(job));
     }
@@ -95,6 +108,7 @@ export function runSim(cfg: RunConfig): RunResult {
       wallMs: performance.now() - t0,
       simMs: engine.now(),
       unfinished: submitted - world.completedCount,
+      warmupMs,
       ...(policy.timing ? { timing: policy.timing() } : {}),
     },
   };

@@ -24,6 +24,8 @@ export interface ExperimentResult {
   /** Markdown: what the paper reports for this figure. */
   paper: string;
   wallMs: number;
+  /** The fixed warm-up of every run, when one was set (else each workload's own). */
+  warmupMs?: number;
   extra?: Record<string, unknown>;
 }
 
@@ -35,6 +37,8 @@ export interface ExperimentContext {
   experiment?: string;
   /** Worker threads for a sweep's independent runs (1: one by one in this thread). */
   workers?: number;
+  /** A fixed warm-up for every run (ms), passed on to the worker threads (see run.ts setWarmup). */
+  warmupMs?: number;
   /** In a worker thread: compute this one cell of the sweep, hand its result to `done`, stop. */
   only?: { cell: number; done: (r: RunResult) => void };
 }
@@ -73,6 +77,7 @@ export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => st
       experiment: ctx.experiment,
       quick: ctx.quick,
       seed: ctx.seed,
+      ...(ctx.warmupMs === undefined ? {} : { warmupMs: ctx.warmupMs }),
       cells: cells.length,
       workers: n,
       onResult: (i, done) => ctx.progress(done, cells.length, label(cells[i] as T)),
@@ -99,6 +104,6 @@ export const meanUtil = (r: RunResult): number => {
 };
 
 export function base(name: string, title: string, ctx: ExperimentContext, t0: number): Omit<ExperimentResult, 'rows' | 'tables' | 'charts' | 'paper'> {
-  return { name, title, quick: ctx.quick, seed: ctx.seed, wallMs: performance.now() - t0 };
+  return { name, title, quick: ctx.quick, seed: ctx.seed, wallMs: performance.now() - t0, ...(ctx.warmupMs === undefined ? {} : { warmupMs: ctx.warmupMs }) };
 }
 

@@ -10,6 +10,7 @@ export interface PoolJob {
   experiment: string;
   quick: boolean;
   seed: number;
+  warmupMs?: number;
   cells: number;
   workers: number;
   /** A result arrived (in completion order). */
@@ -31,7 +32,7 @@ export function runCells<R>(job: PoolJob): R[] {
   for (let w = 0; w < n; w++) {
     const { port1, port2 } = new MessageChannel();
     ports.push(port1);
-    workers.push(new Worker(START, { workerData: { entry: ENTRY.href, experiment: job.experiment, quick: job.quick, seed: job.seed, port: port2, signal }, transferList: [port2] }));
+    workers.push(new Worker(START, { workerData: { entry: ENTRY.href, experiment: job.experiment, quick: job.quick, seed: job.seed, warmupMs: job.warmupMs, port: port2, signal }, transferList: [port2] }));
   }
   const results = new Array<R>(job.cells);
   let next = 0;

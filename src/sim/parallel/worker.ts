@@ -6,16 +6,19 @@
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { EXPERIMENTS } from '../experiments/index.ts';
 import { SweepCellDone } from '../experiments/common.ts';
+import { setWarmup } from '../run.ts';
 
 interface Data {
   experiment: string;
   quick: boolean;
   seed: number;
+  warmupMs?: number;
   port: MessagePort;
   signal: SharedArrayBuffer;
 }
 
 const d = workerData as Data;
+setWarmup(d.warmupMs);
 const signal = new Int32Array(d.signal);
 const send = (msg: unknown): void => {
   d.port.postMessage(msg);

@@ -1,7 +1,7 @@
 /**
- * The streaming summary (records not kept) against the summary of kept records, on the same run:
- * counts and means equal, each percentile within the sketch's 1% of the order statistics around
- * its rank.
+ * What a run measures. The streaming summary (records not kept) against the summary of kept
+ * records, on the same run: counts and means equal, each percentile within the sketch's 1% of the
+ * order statistics around its rank. A fixed warm-up leaves out exactly the jobs before it.
  */
 import { describe, expect, it } from 'vitest';
 import type { Dist } from '../../src/sim/metrics.ts';
@@ -47,4 +47,27 @@ describe('streaming summary', () => {
       expectWithin(b.sched, kept.records.map((r) => r.sched));
     });
   }
+});
+
+describe('warm-up', () => {
+  it('a fixed warm-up leaves out exactly the jobs that arrived before it, whether set per run or for the thread', async () => {
+    const { setWarmup } = await import('../../src/sim/run.ts');
+    const cfg = { workload: w4({ load: 0.7, jobs: 400, workers: 100 }), policy: { name: 'sparrow' }, seed: 5 } as const;
+    const none = runSim({ ...cfg, warmupMs: 0 });
+    const cut = 100;
+    const fixed = runSim({ ...cfg, warmupMs: cut });
+    expect(none.records).toHaveLength(400);
+    expect(fixed.stats.warmupMs).toBe(cut);
+    expect(fixed.records).toEqual(none.records.filter((r) => r.arrival >= cut));
+    expect(fixed.records.length).toBeLessThan(400);
+    setWarmup(cut);
+    try {
+      expect(runSim(cfg).records).toEqual(fixed.records);
+    } finally {
+      setWarmup(undefined);
+    }
+    // The workload's default: the first 10% of W4's arrival window.
+    const dflt = runSim(cfg);
+    expect(dflt.stats.warmupMs).toBe(cfg.workload.warmupMs);
+  });
 });
