@@ -14,6 +14,7 @@
  * Run: npx tsx bench/soak.ts [--quick] [--minutes 30] [--overload-minutes 5] [--servers 10000]
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
+ *      [--max-pending-tasks N]
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
@@ -50,6 +51,8 @@ const TASK_S = Number(flag('task-s', quick ? '5' : '20'));
 const RETAIN = flag('retain', quick ? '30s' : '5m');
 const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
+/** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
+const MAX_PENDING = flag('max-pending-tasks', '');
 const ROW_MS = quick ? 15_000 : 60_000;
 /** Read at the start: the code the processes run is the tree as it was then. */
 const COMMIT = commit();
@@ -123,7 +126,7 @@ let onChild: (p: TarcilProc) => void = () => undefined;
 let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`]);
+  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : [])]);
   onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);
@@ -176,6 +179,8 @@ async function main(): Promise<void> {
   let rr = 0;
   let seq = 0;
   let failedSubmissions = 0;
+  /** Submissions a front-end refused with RESOURCE_EXHAUSTED (back-pressure), each tried again. */
+  let refused = 0;
   const submitErrors = new Set<string>();
 
   const submit = async (): Promise<void> => {
@@ -200,6 +205,7 @@ async function main(): Promise<void> {
         return;
       } catch (err) {
         lastError = err instanceof Error ? err.message : String(err);
+        if (lastError.includes('RESOURCE_EXHAUSTED')) refused++;
         await sleep(200);
       }
     }
@@ -383,7 +389,7 @@ async function main(): Promise<void> {
   await store.close();
   await etcd.stop();
 
-  report({ rows, faults, acked: acked.length, failedSubmissions, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
+  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
   await charts(rows);
 }
 
@@ -402,6 +408,7 @@ interface Summary {
   faults: { at: string; what: string }[];
   acked: number;
   failedSubmissions: number;
+  refused: number;
   counts: { jobs: number; final: number; deleted: number };
   violations: { kind: string; detail: string }[];
   watchErrors: string[];
@@ -452,7 +459,7 @@ function report(s: Summary): void {
     '',
     `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
     '',
-    `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}.`,
+    `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}; submissions refused by a front-end's back-pressure (RESOURCE_EXHAUSTED) and tried again: ${s.refused}.`,
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');

@@ -15,7 +15,7 @@ import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type L
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -50,6 +50,9 @@ export class JobManager implements OwnerContext {
   readonly ttlSeconds: number;
   readonly departedMemoryMs: number;
   readonly unplaceableTimeoutMs: number;
+  readonly maxPendingTasks: number;
+  private pendingCount = 0;
+  private pendingAt = -Infinity;
   private held: HeldLease | undefined;
   readonly owned = new Map<string, Owned>();
   readonly jobFinal = new Map<string, boolean>();
@@ -86,6 +89,7 @@ export class JobManager implements OwnerContext {
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
+    this.maxPendingTasks = opts.maxPendingTasks ?? DEFAULT_MAX_PENDING_TASKS;
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
@@ -113,6 +117,18 @@ export class JobManager implements OwnerContext {
 
   get leaseId(): string | undefined {
     return this.held?.id;
+  }
+
+  /** Tasks of the jobs owned here not yet placed, counted at most every 100 ms (a pass over the owned jobs). */
+  pendingTasks(): number {
+    const now = this.o.clock.monotonic();
+    if (now - this.pendingAt >= 100) {
+      let n = 0;
+      for (const o of this.owned.values()) n += unplacedTasks(o);
+      this.pendingCount = n;
+      this.pendingAt = now;
+    }
+    return this.pendingCount;
   }
 
   /** Jobs this process owns now. */

@@ -116,6 +116,7 @@ export function registerLiveCommands(program: Command): void {
         .argParser(duration('--unplaceable-timeout', L.unplaceableTimeoutMs))
         .default(SERVER_DEFAULTS.unplaceableTimeoutMs, fmtMs(SERVER_DEFAULTS.unplaceableTimeoutMs)),
     )
+    .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
     .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));

@@ -106,6 +106,7 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
   compactMargin: number;
   departedMemory: number;
   unplaceableTimeout: number;
+  maxPendingTasks: number;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -135,6 +136,7 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     compactMarginMs: o.compactMargin,
     departedMemoryMs: o.departedMemory,
     unplaceableTimeoutMs: o.unplaceableTimeout,
+    maxPendingTasks: o.maxPendingTasks,
     listenBeforeReady: true,
   });
   // One line on stdout that scripts (and the end-to-end test) wait for.
@@ -372,7 +374,8 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
 /**
  * SubmitJob, tried again on UNAVAILABLE or DEADLINE_EXCEEDED with the same request id: the first
  * attempt may have been persisted with only its answer lost, and the id makes the retry return
- * that job instead of creating another.
+ * that job instead of creating another. RESOURCE_EXHAUSTED (a front-end's back-pressure: it holds
+ * too many tasks not yet placed) is tried again too, after the same growing pause.
  */
 export async function submitWithRetry(
   c: SchedulerClient,
@@ -392,7 +395,7 @@ export async function submitWithRetry(
       });
     } catch (err) {
       const code = Number((err as Partial<grpc.ServiceError>).code);
-      const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED;
+      const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED || code === GRPC_RESOURCE_EXHAUSTED;
       if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err) : err;
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
       delay = Math.min(delay * 2, CLIENT_DEFAULTS.retryMaxMs);
@@ -401,6 +404,7 @@ export async function submitWithRetry(
 }
 
 const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_RESOURCE_EXHAUSTED = 8;
 const GRPC_UNAVAILABLE = 14;
 
 function isServiceError(e: unknown): e is grpc.ServiceError {

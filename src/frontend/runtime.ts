@@ -43,6 +43,8 @@ export interface SchedulerProcessOptions {
   /** How long down servers count as part of the cell, and how long a job waits for them (SERVER_DEFAULTS). */
   departedMemoryMs?: number;
   unplaceableTimeoutMs?: number;
+  /** Back-pressure: tasks not yet placed above which submissions are refused (SERVER_DEFAULTS; 0: no limit). */
+  maxPendingTasks?: number;
   /** Finished jobs are deleted this long after they end (default SERVER_DEFAULTS.retainMs; see state/retention.ts). */
   retainMs?: number;
   /** Compaction keeps this much history (default SERVER_DEFAULTS.compactMarginMs; 0: tarcil does not compact). */
@@ -88,6 +90,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.departedMemoryMs !== undefined ? { departedMemoryMs: o.departedMemoryMs } : {}),
     ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
+    ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
   });

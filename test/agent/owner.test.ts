@@ -349,6 +349,43 @@ describe('the job record its owner writes', () => {
     await w.close();
   });
 
+  it('refuses new jobs with RESOURCE_EXHAUSTED past its limit of tasks not yet placed, writing nothing; takes them again once placed', async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 8); // 8 RUs
+    const c = cell;
+    const a = await c.owner('A', c.store, { maxPendingTasks: 12 });
+    // The cell is full: what comes next waits.
+    const fill = makeJob('bp-fill', TEST_PROFILES[4]!, 8, { maxQueueMs: 0 });
+    await a.submit(fill);
+    await c.until(async () => (await c.busy(fill.id)).length === 8, 5000);
+    const w1 = makeJob('bp-wait-1', TEST_PROFILES[0]!, 6, { maxQueueMs: 0 });
+    const w2 = makeJob('bp-wait-2', TEST_PROFILES[0]!, 6, { maxQueueMs: 0 });
+    await a.submit(w1, { requestId: 'bp-r1' });
+    await a.submit(w2);
+    await c.flush();
+    await c.advance(150);
+    expect(a.pendingTasks()).toBe(12);
+    const over = makeJob('bp-over', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    const refused = await a.submit(over, { requestId: 'bp-r2' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(TarcilError);
+    expect((refused as TarcilError).code).toBe('RESOURCE_EXHAUSTED');
+    expect((refused as TarcilError).message).toMatch(/12 tasks not yet placed \(limit 12/);
+    // Nothing of the refused job was written, not even its request id.
+    expect(await c.store.get(c.keys.job(over.id))).toBeUndefined();
+    expect((await c.store.range(c.keys.prefix)).kvs.some((kv) => kv.key.includes('bp-r2') || kv.key.includes(over.id))).toBe(false);
+    // A retry of a job already taken still gets its answer.
+    expect((await a.submit({ ...w1, id: 'another-id' }, { requestId: 'bp-r1' })).jobId).toBe(w1.id);
+    // The full cell frees: the waiting tasks are placed, and new jobs are taken again.
+    expect(await c.finishTasks(fill.id)).toBe(8);
+    await c.until(async () => (await c.busy(w1.id)).length + (await c.busy(w2.id)).length === 8, 5000);
+    await c.advance(150);
+    expect(a.pendingTasks()).toBe(4);
+    await expect(a.submit(makeJob('bp-after', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 }))).resolves.toMatchObject({ duplicate: false });
+  });
+
   it('a decision record in progress is rewritten at most once per interval, the final one at once', async () => {
     cell = new OwnerCell();
     await cell.seed(1, 4);

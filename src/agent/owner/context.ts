@@ -28,6 +28,12 @@ export interface NodeLink {
 export const DEFAULT_DEPARTED_MEMORY_MS = 10 * 60_000;
 /** How long a job waits for servers that are down before its unplaced tasks fail. */
 export const DEFAULT_UNPLACEABLE_TIMEOUT_MS = 5 * 60_000;
+/**
+ * Back-pressure: a front-end holding this many tasks not yet placed answers new submissions with
+ * RESOURCE_EXHAUSTED (retry later, or on another front-end) instead of taking on work it cannot
+ * keep up with. 0: no limit.
+ */
+export const DEFAULT_MAX_PENDING_TASKS = 20_000;
 
 export interface JobManagerOptions {
   /** Names this process in agent ids and owner records. */
@@ -53,6 +59,8 @@ export interface JobManagerOptions {
    * {@link DEFAULT_UNPLACEABLE_TIMEOUT_MS}).
    */
   unplaceableTimeoutMs?: number;
+  /** Tasks not yet placed above which submissions are refused (default {@link DEFAULT_MAX_PENDING_TASKS}; 0: no limit). */
+  maxPendingTasks?: number;
   /** Observers for metrics. */
   onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
@@ -148,6 +156,15 @@ export interface OwnerContext {
   later(ms: number, fn: () => void): void;
   pickAgent(): SchedulingAgent;
   feasibility(spec: JobSpec): Feasibility;
+  /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
+  pendingTasks(): number;
+  readonly maxPendingTasks: number;
+}
+
+/** A job's tasks not yet placed: never placed, or queued again (preempted, lost). */
+export function unplacedTasks(o: Owned): number {
+  if (o.rec.cancelRequested) return 0;
+  return o.spec.tasks - o.tasks.size + (o.counts.get('queued') ?? 0) + (o.counts.get('lost') ?? 0);
 }
 
 /** A full pass over a job's tasks yields to the event loop this often (a 100,000-task job). */

@@ -58,6 +58,16 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
   }
   const f = m.feasibility(spec);
   if (f.kind === 'never') throw new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field });
+  // Back-pressure, after the duplicate check (a retry of an accepted job still gets its answer):
+  // a front-end that cannot keep up refuses new work rather than taking on a backlog that grows
+  // without bound. A job alone is always taken, however large.
+  const limit = m.maxPendingTasks;
+  if (limit > 0) {
+    const pending = m.pendingTasks();
+    if (pending > 0 && pending + spec.tasks > limit) {
+      throw new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`);
+    }
+  }
   const agent = m.pickAgent();
   const note = f.kind === 'not-now' ? blockedNote(m, f.reason, now) : undefined;
   const record: LiveJobRecord = {
