@@ -81,7 +81,7 @@ export class TarcilPolicy implements Policy {
   private readonly targets = new Map<readonly number[], JobTarget>();
   private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0 };
   /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
-  private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0 };
+  private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
 
   constructor(world: World, rng: Rng, opts: TarcilOptions) {
     this.world = world;
@@ -276,6 +276,7 @@ export class TarcilPolicy implements Policy {
     const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet });
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
+    this.wall.candidates += d.selection.candidatesSeen;
     const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
     head.decisionMs += cost;
     head.Rsum += d.R;

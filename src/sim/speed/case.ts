@@ -51,6 +51,8 @@ const out: CaseResult = {
   decisionsPerS: decisions / wallS,
   decideUs: tm.decisions ? ((tm.decideMs ?? 0) * 1000) / tm.decisions : NaN,
   verdictUs: tm.verdicts ? ((tm.verdictMs ?? 0) * 1000) / tm.verdicts : NaN,
+  candidateUs: tm.candidates ? ((tm.decideMs ?? 0) * 1000) / tm.candidates : NaN,
+  candidatesPerDecision: tm.decisions ? (tm.candidates ?? 0) / tm.decisions : NaN,
   meanR: r.counters.meanR ?? NaN,
 };
 process.stdout.write(`${JSON.stringify(out)}\n`);

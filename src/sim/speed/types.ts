@@ -28,6 +28,9 @@ export interface CaseResult {
   /** Wall time of one decide() (sample, score, select) and of one admission verdict, µs: flat in the cell's size when the decision is O(R). */
   decideUs: number;
   verdictUs: number;
+  /** The decision's wall time per candidate RU it scored (R per task placed), µs: the O(R) cost per unit. */
+  candidateUs: number;
+  candidatesPerDecision: number;
   /** Mean sample size R. */
   meanR: number;
 }
