@@ -3,10 +3,9 @@
  * job waits or goes.
  */
 export { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
+export { EXACT_ERLANG_MAX_K, erlangQuantile } from './erlang.ts';
 export {
   AdmissionState,
-  EXACT_ERLANG_MAX_K,
-  erlangQuantile,
   type AdmissionOptions,
   type AdmissionVerdict,
   type PreparedContention,
