@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EXPERIMENTS } from '../../src/sim/experiments/index.ts';
+import { runCells } from '../../src/sim/parallel/pool.ts';
 
 /** The rows without their wall-clock columns. */
 function figures(rows: Record<string, string | number>[]): Record<string, string | number>[] {
@@ -27,4 +28,8 @@ describe('sweeps on worker threads', () => {
     expect(two.labels.some((l) => /worker threads/.test(l))).toBe(true);
     expect(one.labels.some((l) => /worker threads/.test(l))).toBe(false);
   }, 120_000);
+
+  it('a worker that cannot run its cells answers with the error instead of leaving the caller waiting', () => {
+    expect(() => runCells({ experiment: 'no-such-experiment', quick: true, seed: 1, cells: 3, workers: 2, onResult: () => undefined })).toThrow(/unknown experiment no-such-experiment/);
+  }, 60_000);
 });

@@ -2,11 +2,11 @@
  * A simulator worker thread: runs single cells of one experiment's sweep, on request. The
  * experiment runs as in the main thread (same quick/seed, so the same cells) with `only` set:
  * its sweep computes that one cell, hands the result over and stops the runner (SweepCellDone).
+ *
+ * The simulator is loaded inside a try: a worker that cannot load it answers every request with
+ * the error, since the main thread, blocked until a result arrives, would otherwise wait forever.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
-import { EXPERIMENTS } from '../experiments/index.ts';
-import { SweepCellDone } from '../experiments/common.ts';
-import { setWarmup } from '../run.ts';
 
 interface Data {
   experiment: string;
@@ -18,13 +18,36 @@ interface Data {
 }
 
 const d = workerData as Data;
-setWarmup(d.warmupMs);
 const signal = new Int32Array(d.signal);
 const send = (msg: unknown): void => {
   d.port.postMessage(msg);
   Atomics.add(signal, 0, 1);
   Atomics.notify(signal, 0);
 };
+const describe = (err: unknown): string => (err instanceof Error ? (err.stack ?? err.message) : String(err));
+
+type Loaded = { run: (cell: number) => void } | { error: string };
+const loaded: Promise<Loaded> = (async () => {
+  try {
+    const [{ EXPERIMENTS }, { SweepCellDone }, { setWarmup }] = await Promise.all([import('../experiments/index.ts'), import('../experiments/common.ts'), import('../run.ts')]);
+    setWarmup(d.warmupMs);
+    const runner = EXPERIMENTS[d.experiment];
+    if (!runner) return { error: `unknown experiment ${d.experiment}` };
+    return {
+      run: (cell: number): void => {
+        try {
+          runner({ quick: d.quick, seed: d.seed, progress: () => undefined, only: { cell, done: (r) => send({ cell, r }) } });
+          throw new Error(`experiment ${d.experiment} has no parallel sweep`);
+        } catch (err) {
+          if (err instanceof SweepCellDone) return;
+          send({ cell, error: describe(err) });
+        }
+      },
+    };
+  } catch (err) {
+    return { error: `the worker could not load the simulator: ${describe(err)}` };
+  }
+})();
 
 d.port.on('message', (msg: { cell?: number; stop?: boolean }) => {
   if (msg.stop || msg.cell === undefined) {
@@ -32,13 +55,5 @@ d.port.on('message', (msg: { cell?: number; stop?: boolean }) => {
     return;
   }
   const cell = msg.cell;
-  const runner = EXPERIMENTS[d.experiment];
-  try {
-    if (!runner) throw new Error(`unknown experiment ${d.experiment}`);
-    runner({ quick: d.quick, seed: d.seed, progress: () => undefined, only: { cell, done: (r) => send({ cell, r }) } });
-    throw new Error(`experiment ${d.experiment} has no parallel sweep`);
-  } catch (err) {
-    if (err instanceof SweepCellDone) return;
-    send({ cell, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-  }
+  void loaded.then((l) => ('error' in l ? send({ cell, error: l.error }) : l.run(cell)));
 });
