@@ -12,7 +12,9 @@
  * The expected status of a submit comes from an oracle written from the spec rules
  * (src/model/schema.ts) and the cell: INVALID_ARGUMENT for a spec that breaks a rule (naming the
  * field), FAILED_PRECONDITION for a valid spec no server set of the cell can ever take, OK
- * otherwise, ALREADY_EXISTS for a request id reused with another spec.
+ * otherwise, ALREADY_EXISTS for a request id reused with another spec. RESOURCE_EXHAUSTED
+ * (back-pressure, `--max-pending-tasks`) is accepted for a new valid job only when the jobs the
+ * scenario has open could hold that many tasks not yet placed, and its message must say so.
  */
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
@@ -26,6 +28,7 @@ import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListJobsResponse.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobResponse__Output } from '../../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
+import { DEFAULT_MAX_PENDING_TASKS } from '../../src/agent/owner/context.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, parseJobSpec, resolveCluster } from '../../src/model/catalog.ts';
 import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
@@ -56,6 +59,10 @@ const OPEN_STATES = ['queued', 'admitted', 'placed', 'running'];
 const MAX_SPEC_BYTES = 64 * 1024;
 /** The front-end's gRPC receive limit (src/frontend/grpc.ts MAX_REQUEST_BYTES). */
 const MAX_GRPC_REQUEST = 1 << 20;
+/** The test cell's back-pressure limit (the front-end's default, passed explicitly). */
+const MAX_PENDING_TASKS = DEFAULT_MAX_PENDING_TASKS;
+/** How long after a job's final event the front-end's cached count of unplaced tasks may still include it. */
+const PENDING_CACHE_GRACE_MS = 1000;
 
 export type StoreKind = 'memory' | 'etcd';
 
@@ -105,7 +112,7 @@ export async function startApiCell(o: CellOptions): Promise<ApiCell> {
   );
   let sched: SchedulerProcess | undefined;
   try {
-    sched = await startScheduler({ name: `api-${o.kind}`, store: schedStore, keys, catalog, clock, rng: new SeededRng(17), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: ttl });
+    sched = await startScheduler({ name: `api-${o.kind}`, store: schedStore, keys, catalog, clock, rng: new SeededRng(17), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: ttl, maxPendingTasks: MAX_PENDING_TASKS });
   } catch (err) {
     await Promise.all(monitors.map((m) => m.close()));
     await Promise.all(stores.map((s) => s.close()));
@@ -584,7 +591,7 @@ function canonical(text: string): string | undefined {
 // Checks
 
 export const PROPERTIES = {
-  'submit-status': 'SubmitJob answers OK, INVALID_ARGUMENT naming the field, FAILED_PRECONDITION or ALREADY_EXISTS, as the spec and the cell call for',
+  'submit-status': 'SubmitJob answers OK, INVALID_ARGUMENT naming the field, FAILED_PRECONDITION or ALREADY_EXISTS, as the spec and the cell call for; RESOURCE_EXHAUSTED only when the open jobs could hold more unplaced tasks than the limit',
   'unknown-id': 'Get/Cancel/Explain/Watch of an unknown job id answer NOT_FOUND promptly (a malformed id: INVALID_ARGUMENT or NOT_FOUND)',
   'list-filter': 'ListJobs with an unknown state answers INVALID_ARGUMENT; valid filters and limits are honoured',
   'call-status': 'calls on existing jobs and GetCluster answer OK within their deadline',
@@ -632,6 +639,8 @@ const clip = (s: string, n = 300): string => (s.length > n ? `${s.slice(0, n)}..
 class Watch {
   events = 0;
   finalEvents = 0;
+  /** When the first complete final event arrived (ms since the epoch). */
+  finalAt: number | undefined;
   finalRevs = new Set<number>();
   lastRev = -1;
   lastMore = false;
@@ -670,7 +679,10 @@ class Watch {
     if (this.finalEvents > 0 && !(this.lastMore && rev === this.lastRev)) this.problems.push({ property: 'watch-final-once', message: `${at} after the final event` });
     if (FINAL.has(state)) {
       this.finalRevs.add(rev);
-      if (!ev.more) this.finalEvents++;
+      if (!ev.more) {
+        this.finalEvents++;
+        this.finalAt ??= Date.now();
+      }
     }
     this.events++;
     this.lastRev = rev;
@@ -812,8 +824,29 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
     return { id: tg.id, known: false, malformed: tg.kind === 'malformed' };
   };
 
-  const submitOnce = async (what: string, text: string, rid: string, exp: Expectation, same?: Accepted): Promise<void> => {
+  /**
+   * An upper bound on the tasks the front-end holds unplaced: every task of each accepted job not
+   * seen final (or seen final so recently that the front-end's cached count may still hold it).
+   */
+  const unplacedBound = (): number => {
+    const now = Date.now();
+    let n = 0;
+    for (const j of jobs) {
+      const finalAt = Math.min(...j.watches.map((w) => w.finalAt ?? Infinity));
+      if (finalAt + PENDING_CACHE_GRACE_MS > now) n += typeof j.spec.tasks === 'number' ? j.spec.tasks : 0;
+    }
+    return n;
+  };
+
+  const submitOnce = async (what: string, text: string, rid: string, exp0: Expectation, same?: Accepted): Promise<void> => {
     const before = await jobKeys(cell);
+    // A new, valid, feasible job may meet back-pressure when the open jobs could fill the limit.
+    let exp = exp0;
+    const tasksAsked = typeof exp0.spec?.tasks === 'number' ? exp0.spec.tasks : 0;
+    const bound = unplacedBound();
+    if (!same && exp0.codes.includes(grpc.status.OK) && bound > 0 && bound + tasksAsked > MAX_PENDING_TASKS) {
+      exp = { ...exp0, codes: [...exp0.codes, grpc.status.RESOURCE_EXHAUSTED], why: `${exp0.why}; open jobs may hold up to ${bound} unplaced tasks (limit ${MAX_PENDING_TASKS})` };
+    }
     const r = await unary<SubmitJobResponse__Output>((o, cb) => c.SubmitJob({ specJson: text, requestId: rid }, o, cb), t.callMs);
     bump(stats.codes, `SubmitJob ${codeName(r.code)}`);
     const show = `${what} ${clip(text, 400)}${rid ? ` (request_id ${clip(rid, 40)})` : ''}`;
@@ -823,6 +856,12 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
       fail('submit-status', `INVALID_ARGUMENT does not name ${exp.fields.join(' or ')}: "${clip(r.details)}" for ${show}`);
     } else if (r.code !== grpc.status.OK && r.details.trim() === '') {
       fail('submit-status', `${codeName(r.code)} without details for ${show}`);
+    } else if (r.code === grpc.status.RESOURCE_EXHAUSTED && exp !== exp0) {
+      // The message states the count: it must be one the open jobs can explain and over the limit.
+      const m = /holds (\d+) tasks not yet placed \(limit (\d+)/.exec(r.details);
+      const held = m ? Number(m[1]) : NaN;
+      if (!m || Number(m[2]) !== MAX_PENDING_TASKS) fail('submit-status', `RESOURCE_EXHAUSTED does not state the unplaced tasks and the limit ${MAX_PENDING_TASKS}: "${clip(r.details)}" for ${show}`);
+      else if (held > bound || held + tasksAsked <= MAX_PENDING_TASKS) fail('submit-status', `RESOURCE_EXHAUSTED with ${held} unplaced tasks for a job of ${tasksAsked} (limit ${MAX_PENDING_TASKS}; open jobs hold at most ${bound}): ${show}`);
     }
     if (r.code !== grpc.status.OK) {
       const after = await jobKeys(cell);
