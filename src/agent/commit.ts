@@ -151,6 +151,8 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       };
       const n = attempt(task);
       if (n > 0) pl.attempt = n;
+      const sides = p.quality.sides;
+      if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
       if (p.victim) {
         pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
         a.stats.preemptions++;

@@ -69,6 +69,8 @@ const SCHEMA = z
     bypassAbove: int(0, 999),
     preemption: bool,
     arbiterSample: int(0, 4096),
+    twoSided: bool,
+    admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),
     backoffBaseMs: int(0, 60_000),

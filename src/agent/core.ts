@@ -38,7 +38,23 @@ export interface CoreConfig {
    * acceptable free RUs covers what the buckets wanted (see sampling/probe.ts).
    */
   arbiterSample: number;
+  /**
+   * What ends an admission wait early. 'own-bound': a job whose median wait for acceptable RUs is
+   * longer than what is left of its own queue bound (`maxQueueMs`) is placed at once at best effort,
+   * since it would most likely reach the bound and be placed at best effort then anyway. 'paper':
+   * the paper's rule alone (§4): queue while the estimate is under the statistical bound kμ + 2√k·σ,
+   * until the job's bound runs out.
+   */
+  admissionRule: AdmissionRule;
+  /**
+   * Two-sided quality: an RU is also judged by what the newcomer's caused pressure does to the
+   * tasks already on its server, each against its own tolerance (src/quality twoSided). Off: the
+   * paper's one-sided Q, the reference.
+   */
+  twoSided: boolean;
 }
+
+export type AdmissionRule = 'own-bound' | 'paper';
 
 export const DEFAULT_CORE_CONFIG: CoreConfig = {
   failProb: 0.01,
@@ -50,6 +66,8 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   bypassAbove: DEFAULT_PRIORITY,
   preemption: true,
   arbiterSample: 64,
+  admissionRule: 'own-bound',
+  twoSided: false,
 };
 
 export interface CoreContext {
@@ -83,14 +101,14 @@ export function admissionVerdict(
     priority: job.priority,
     bypassAbove: cfg.bypassAbove,
     ...(capacity !== undefined ? { capacity } : {}),
-    ...(leftMs !== undefined ? { leftMs } : {}),
+    ...(leftMs !== undefined && cfg.admissionRule !== 'paper' ? { leftMs } : {}),
   });
   // Attribute constraints are checked RU by RU, so the free RUs they allow are not counted
   // anywhere: the sample's fraction could not be scaled to them, and the buckets decide alone.
   if (v.action !== 'queue' || cfg.arbiterSample <= 0 || job.constraints.attributes) return v;
   const p = probeAcceptable(
     ctx.state,
-    { jobId: job.id, target, caused: job.profile.caused, priority: job.priority, platformPerf: job.profile.platformPerf, locality: job.locality, constraints: job.constraints, form: cfg.qualityForm },
+    { jobId: job.id, target, caused: job.profile.caused, priority: job.priority, platformPerf: job.profile.platformPerf, locality: job.locality, constraints: job.constraints, form: cfg.qualityForm, twoSided: cfg.twoSided },
     cfg.arbiterSample,
     ctx.rng,
   );
@@ -141,6 +159,7 @@ export function decide(
       m,
       R,
       form: cfg.qualityForm,
+      twoSided: cfg.twoSided,
       platformWeight: cfg.platformWeight,
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(opts.exclude ? { exclude: opts.exclude } : {}),

@@ -187,6 +187,7 @@ export function explanationToProto(
       score: p.score,
       commitRevision: p.commitRevision,
       preemptedJob: p.preempted ? `${p.preempted.job}#${p.preempted.task}` : '',
+      ...(p.sides ? { twoSided: true, selfQ: p.sides.selfQ, neighboursQ: p.sides.neighboursQ, neighbours: p.sides.neighbours } : {}),
     })),
     conflicts: sum((r) => r.conflicts),
     retries: sum((r) => r.retries),
@@ -241,7 +242,7 @@ export function explainText(e: Explanation): string {
   const p = e.placements ?? [];
   for (const x of p.slice(0, 50)) {
     lines.push(
-      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.acceptable ? '' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}`,
+      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.twoSided ? ` (own ${Number(x.selfQ ?? 0).toFixed(3)}, worst of ${x.neighbours ?? 0} neighbours ${Number(x.neighboursQ ?? 0).toFixed(3)})` : ''}${x.acceptable ? '' : x.twoSided ? ' (degrades the job or a neighbour)' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}`,
     );
   }
   const more = p.length - Math.min(p.length, 50) + Number(e.placementsOmitted ?? 0);

@@ -225,6 +225,51 @@ export interface RuScore {
   Q: number;
   /** U_H ≥ T_W, decided exactly on the encodings. */
   acceptable: boolean;
+  /** Set when the RU was also judged by its future neighbours ({@link twoSided}). */
+  sides?: QualitySides;
+}
+
+/** The two sides of a two-sided score: the newcomer's own, and its worst-off future neighbour's. */
+export interface QualitySides {
+  /** The newcomer's own Q and acceptability (the paper's one-sided score). */
+  selfQ: number;
+  selfAcceptable: boolean;
+  /** The lowest Q among the residents once the newcomer has joined (1 with no residents). */
+  neighboursQ: number;
+  /** Every resident still within its tolerance once the newcomer has joined. */
+  neighboursAcceptable: boolean;
+  /** Residents judged. */
+  neighbours: number;
+}
+
+/**
+ * Combines the newcomer's own score with its neighbours' side (each resident's Q against its own
+ * target once the newcomer has joined; `neighboursQ` the lowest of them). The result keeps the
+ * one-sided ranges, so "acceptable beats unacceptable" still holds within one job's candidates:
+ *
+ *   both sides acceptable → Q = Q_self                          ∈ [T_W, 1]
+ *   otherwise             → Q = min(Q_self, T_W) · f,  f = 1 if the neighbours are all within
+ *                           their tolerance, else their lowest Q   ∈ [0, T_W)
+ *
+ * so an RU where the newcomer would push a resident past its tolerance ranks below every RU where
+ * it would not, and among those, below by how far the worst resident would fall.
+ */
+export function twoSided(self: RuScore, neighboursQ: number, neighboursAcceptable: boolean, neighbours: number, T: number): RuScore {
+  const acceptable = self.acceptable && neighboursAcceptable;
+  let Q = self.Q;
+  if (!acceptable) {
+    const base = self.Q < T ? self.Q : T;
+    Q = base * (neighboursAcceptable ? 1 : neighboursQ);
+    // Strictly below the acceptable range even when Q_self sits exactly at T_W.
+    if (self.acceptable && Q >= T) Q = T * (1 - 1e-9);
+  }
+  return {
+    enc: self.enc,
+    U: self.U,
+    Q,
+    acceptable,
+    sides: { selfQ: self.Q, selfAcceptable: self.acceptable, neighboursQ, neighboursAcceptable, neighbours },
+  };
 }
 
 /**

@@ -28,7 +28,7 @@ export interface ProbeResult {
 /** Draws k free RUs the job may use (all of them when at most 4·k are free) and counts those that meet its target. */
 export function probeAcceptable(
   state: ClusterState,
-  req: Pick<PlacementRequest, 'jobId' | 'target' | 'caused' | 'priority' | 'platformPerf' | 'locality' | 'constraints' | 'form'>,
+  req: Pick<PlacementRequest, 'jobId' | 'target' | 'caused' | 'priority' | 'platformPerf' | 'locality' | 'constraints' | 'form' | 'twoSided'>,
   k: number,
   rng: Rng,
 ): ProbeResult {

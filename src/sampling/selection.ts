@@ -7,7 +7,9 @@ import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } 
 import {
   compareScores,
   contention,
+  jobTarget,
   scoreRu,
+  twoSided,
   type JobTarget,
   type QualityForm,
   type RuScore,
@@ -40,6 +42,11 @@ export interface PlacementRequest {
   preempt?: boolean;
   /** RU ids that must not be chosen (already picked in this job's current attempt). */
   exclude?: ReadonlySet<number>;
+  /**
+   * Judge an RU also by what the newcomer does to the tasks already on its server (each resident's
+   * quality once the newcomer's caused pressure joins its contention); off: the paper's one-sided Q.
+   */
+  twoSided?: boolean;
 }
 
 export interface Pick {
@@ -73,11 +80,24 @@ export interface Candidate {
   victim?: Occupant;
 }
 
+/** Residents' targets, by their caused vector (an occupant keeps its vector while it stays). */
+const residentTargets = new WeakMap<readonly number[], JobTarget>();
+
+function residentTarget(caused: readonly number[]): JobTarget {
+  let t = residentTargets.get(caused);
+  if (!t) {
+    t = jobTarget(caused);
+    residentTargets.set(caused, t);
+  }
+  return t;
+}
+
 /** One selection call: the RUs it has taken and the load its own picks add to their servers. */
 export class SelectionContext {
   readonly extra = new Map<ServerState, { sum: number[]; count: number; version: number }>();
   readonly taken = new Set<number>();
   readonly C = new Array<number>(N_RESOURCES).fill(0);
+  private readonly Cr = new Array<number>(N_RESOURCES).fill(0);
   readonly maxPerf: number;
 
   constructor(
@@ -113,11 +133,43 @@ export class SelectionContext {
     }
     // A victim's own load leaves with it; a free RU has no self term.
     contention(sum, s.ruCount, victim ? victim.caused : null, this.C);
-    const quality = scoreRu(this.C, this.req.target, this.req.form ?? 'monotone');
+    let quality = scoreRu(this.C, this.req.target, this.req.form ?? 'monotone');
+    if (this.req.twoSided) quality = this.withNeighbours(quality, s, i, sum, victim);
     const perf = (this.req.platformPerf[s.spec.platform] ?? this.maxPerf) / this.maxPerf;
     const w = this.req.platformWeight ?? 1;
     const factor = w === 1 ? perf : Math.pow(perf, w);
     return { score: quality.Q * factor, quality };
+  }
+
+  /**
+   * The neighbours' side: each resident of s (not RU i's own occupant, a victim that leaves) once
+   * the newcomer's caused pressure joins its contention, scored against the resident's own target.
+   * O(RUs of the server) per candidate, so a decision stays O(R).
+   */
+  private withNeighbours(self: RuScore, s: ServerState, i: number, sum: readonly number[], victim: Occupant | undefined): RuScore {
+    const others = s.ruCount - 1;
+    let worst = 1;
+    let allOk = true;
+    let n = 0;
+    if (others > 0) {
+      const add = this.req.caused;
+      const gone = victim?.caused;
+      const form = this.req.form ?? 'monotone';
+      for (let k = 0; k < s.ruCount; k++) {
+        if (k === i) continue;
+        const occ = s.occupants[k];
+        if (!occ) continue;
+        for (let r = 0; r < N_RESOURCES; r++) {
+          const v = ((sum[r] as number) + (add[r] ?? 0) - (occ.caused[r] ?? 0) - (gone ? (gone[r] ?? 0) : 0)) / others;
+          this.Cr[r] = v > 0 ? v : 0;
+        }
+        const q = scoreRu(this.Cr, residentTarget(occ.caused), form);
+        n++;
+        if (q.Q < worst) worst = q.Q;
+        if (!q.acceptable) allOk = false;
+      }
+    }
+    return twoSided(self, worst, allOk, n, this.req.target.T);
   }
 
   /** Counts a pick on s in the neighbourhood of later candidates. */

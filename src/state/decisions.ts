@@ -18,6 +18,8 @@ export interface Placement {
   /** The task's attempt: 0 for its first placement, one more for each placement after that. */
   attempt?: number;
   preempted?: { job: string; task: number; priority: number };
+  /** With two-sided quality: the newcomer's own Q and its worst-off neighbour's Q once placed. */
+  sides?: { selfQ: number; neighboursQ: number; neighbours: number };
 }
 
 /** Everything the agent decided about one job and why: what `tarcil explain` shows. */

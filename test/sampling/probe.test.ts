@@ -80,6 +80,22 @@ describe('a sample as the arbiter of admission', () => {
     expect(admissionVerdict(other.ctx, constrained, target, 4, DEFAULT_CORE_CONFIG).action).toBe('queue');
   });
 
+  it("ends a wait early against the job's own bound by default, and keeps the paper's rule as an option", () => {
+    const { ctx, state } = loadedCell(9, 40);
+    const target = jobTarget(MEM.caused);
+    const job = makeJob('j', MEM, 4);
+    // Plenty of the job's bound left: both rules queue it.
+    expect(admissionVerdict(ctx, job, target, 4, DEFAULT_CORE_CONFIG, undefined, 3_600_000).action).toBe('queue');
+    expect(admissionVerdict(ctx, job, target, 4, { ...DEFAULT_CORE_CONFIG, admissionRule: 'paper' }, undefined, 3_600_000).action).toBe('queue');
+    // Nothing left: the default places at once at best effort; the paper's rule still holds it
+    // (its wait then ends at the bound, in the attempt loop).
+    const own = admissionVerdict(ctx, job, target, 4, DEFAULT_CORE_CONFIG, undefined, 0);
+    expect(own.action).toBe('best-effort');
+    expect(own.reason).toContain('but the job may wait only');
+    expect(admissionVerdict(ctx, job, target, 4, { ...DEFAULT_CORE_CONFIG, admissionRule: 'paper' }, undefined, 0).action).toBe('queue');
+    expect(state.available.size).toBeGreaterThan(0);
+  });
+
   it('on a large cell draws k RUs and bounds the acceptable ones from below at about 95%', () => {
     const { state } = loadedCell(3, 2000);
     const free = state.available.size;

@@ -12,6 +12,15 @@ export interface Placement {
   'score'?: (number | string);
   'commitRevision'?: (number | string | Long);
   'preemptedJob'?: (string);
+  /**
+   * With two-sided quality (agent option twoSided): q combines the newcomer's own quality
+   * (self_q) and the lowest quality among the tasks already on the server once it joined
+   * (neighbours_q, over `neighbours` of them).
+   */
+  'twoSided'?: (boolean);
+  'selfQ'?: (number | string);
+  'neighboursQ'?: (number | string);
+  'neighbours'?: (number);
 }
 
 export interface Placement__Output {
@@ -22,4 +31,13 @@ export interface Placement__Output {
   'score': (number);
   'commitRevision': (number);
   'preemptedJob': (string);
+  /**
+   * With two-sided quality (agent option twoSided): q combines the newcomer's own quality
+   * (self_q) and the lowest quality among the tasks already on the server once it joined
+   * (neighbours_q, over `neighbours` of them).
+   */
+  'twoSided': (boolean);
+  'selfQ': (number);
+  'neighboursQ': (number);
+  'neighbours': (number);
 }

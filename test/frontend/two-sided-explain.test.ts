@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schedulerClient } from '../../src/frontend/client.ts';
+import { explainText } from '../../src/frontend/convert.ts';
+import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
+import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
+import { Keys } from '../../src/state/keys.ts';
+import { MemoryStore } from '../../src/store/memory.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { submit, waitFinal } from '../support/live.ts';
+
+const store = new MemoryStore();
+const keys = new Keys('/two-sided/');
+const clock = new SystemClock();
+const log = createLogger('test');
+let sched: SchedulerProcess;
+let monitors: MonitorProcess[] = [];
+let c: SchedulerClient;
+
+beforeAll(async () => {
+  const catalog = loadCatalog();
+  const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
+  monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
+  sched = await startScheduler({ name: 'ts', store, keys, catalog, clock, rng: new SeededRng(5), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, agentConfig: { twoSided: true } });
+  c = schedulerClient(`127.0.0.1:${sched.port}`);
+});
+afterAll(async () => {
+  c?.close();
+  await sched?.close();
+  await Promise.all(monitors.map((m) => m.close()));
+  await store.close();
+});
+
+function explain(jobId: string): Promise<Explanation__Output> {
+  return new Promise((resolve, reject) => c.ExplainJob({ jobId }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))));
+}
+
+describe('two-sided quality on a live front-end', () => {
+  it('records both sides of every placement, and explain shows them', async () => {
+    // A long resident job first, so the second job's RUs have neighbours to judge.
+    const resident = await submit(c, { specJson: JSON.stringify({ name: 'resident', profile: 'memcached', tasks: 10, durationMs: 3000 }) });
+    const job = await submit(c, { specJson: JSON.stringify({ name: 'newcomer', profile: 'spark-lr', tasks: 6, durationMs: 100 }) });
+    expect((await waitFinal(c, job.jobId)).state).toBe('succeeded');
+    const e = await explain(job.jobId);
+    expect(e.placements.length).toBe(6);
+    for (const p of e.placements) {
+      expect(p.twoSided).toBe(true);
+      expect(p.selfQ).toBeGreaterThanOrEqual(0);
+      expect(p.neighboursQ).toBeLessThanOrEqual(1);
+      // The combined Q never exceeds the newcomer's own.
+      expect(p.q).toBeLessThanOrEqual(p.selfQ + 1e-12);
+      if (p.acceptable) expect(p.q).toBe(p.selfQ);
+    }
+    // Ten resident tasks on 24 RUs of 10 servers: some placement had a neighbour.
+    expect(e.placements.some((p) => p.neighbours > 0)).toBe(true);
+    const text = explainText(e);
+    expect(text).toMatch(/Q = [0-9.]+ \(own [0-9.]+, worst of \d+ neighbours [0-9.]+\)/);
+    expect((await waitFinal(c, resident.jobId)).state).toBe('succeeded');
+  });
+});

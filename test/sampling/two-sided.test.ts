@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PRIORITY, N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
+import { jobTarget, scoreRu, twoSided } from '../../src/quality/index.ts';
+import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
+import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { SelectionContext } from '../../src/sampling/selection.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+
+/** A vector with `v` on resource `i` and 0 elsewhere. */
+const only = (i: number, v: number): number[] => Array.from({ length: N_RESOURCES }, (_, k) => (k === i ? v : 0));
+
+const spec = (id: string): ServerSpec => ({ id, platform: 'p', rack: 'r0', rus: 4, speed: 1, attributes: {} });
+
+/**
+ * Two servers of 4 RUs, one resident each. The resident of `a` is sensitive to resource 2 (it causes
+ * 80 there, so it tolerates 19); the resident of `b` presses resource 3 instead. The newcomer
+ * presses resource 2 (70) and tolerates what both residents cause, so on its own side `a` is the
+ * tighter fit; but on `a` it would push its neighbour to 70/3 ≈ 23 on resource 2, past 19.
+ */
+function cell(): ClusterState {
+  const st = new ClusterState();
+  st.batch(() => {
+    st.upsertServer(spec('a'));
+    st.upsertServer(spec('b'));
+    st.setRu({ server: 'a', index: 0 }, { job: 'ra', task: 0, caused: only(2, 80), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+    st.setRu({ server: 'b', index: 0 }, { job: 'rb', task: 0, caused: only(3, 80), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+  });
+  return st;
+}
+
+const NEWCOMER = only(2, 70);
+
+function request(over: Partial<PlacementRequest> = {}): PlacementRequest {
+  return {
+    jobId: 'new',
+    target: jobTarget(NEWCOMER),
+    caused: NEWCOMER,
+    priority: DEFAULT_PRIORITY,
+    platformPerf: { p: 1 },
+    locality: { mode: 'any', scope: 'server' },
+    constraints: {},
+    m: 1,
+    R: 16,
+    ...over,
+  };
+}
+
+describe('two-sided quality', () => {
+  it('keeps the one-sided ranges: acceptable on both sides in [T, 1], anything else below T', () => {
+    const t = jobTarget(NEWCOMER);
+    const good = scoreRu(only(5, 10), t);
+    expect(good.acceptable).toBe(true);
+    const both = twoSided(good, 0.9, true, 3, t.T);
+    expect(both).toMatchObject({ Q: good.Q, acceptable: true, sides: { selfQ: good.Q, neighboursQ: 0.9, neighboursAcceptable: true, neighbours: 3 } });
+    const hurts = twoSided(good, 0.2, false, 3, t.T);
+    expect(hurts.acceptable).toBe(false);
+    expect(hurts.Q).toBeLessThan(t.T);
+    expect(hurts.Q).toBeCloseTo(t.T * 0.2, 12);
+    // The worse the neighbour would fare, the lower the RU ranks.
+    expect(twoSided(good, 0.1, false, 3, t.T).Q).toBeLessThan(hurts.Q);
+    const bad = scoreRu(only(2, 60), t);
+    expect(bad.acceptable).toBe(false);
+    expect(twoSided(bad, 1, true, 0, t.T).Q).toBe(bad.Q);
+  });
+
+  it("the one-sided Q takes the tighter fit that pushes a neighbour past its tolerance; two-sided avoids it and says why", () => {
+    const oneSided = selectPlacements(cell(), request(), new SeededRng(1));
+    const twoSidedSel = selectPlacements(cell(), request({ twoSided: true }), new SeededRng(1));
+    const p1 = oneSided.picks[0]!;
+    const p2 = twoSidedSel.picks[0]!;
+    expect(p1.server.id).toBe('a');
+    expect(p1.quality.acceptable).toBe(true);
+    expect(p1.quality.sides).toBeUndefined();
+    expect(p2.server.id).toBe('b');
+    expect(p2.quality.acceptable).toBe(true);
+    expect(p2.quality.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: true, neighbours: 1 });
+    // Scored two-sided, the RU on `a` is acceptable for the newcomer but not for its neighbour.
+    const st = cell();
+    const onA = new SelectionContext(st, request({ twoSided: true })).score(st.server('a')!, 1).quality;
+    expect(onA.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: false, neighbours: 1 });
+    expect(onA.acceptable).toBe(false);
+    expect(onA.Q).toBeLessThan(jobTarget(NEWCOMER).T);
+    expect(p1.quality.Q).toBeGreaterThan(p2.quality.Q);
+  });
+
+  it("a displaced victim's own load leaves with it and it is not judged as a neighbour", () => {
+    const st = cell();
+    // Only RU a/0 (the sensitive resident, low priority) is a candidate once a is full otherwise.
+    st.batch(() => {
+      for (let i = 1; i < 4; i++) st.setRu({ server: 'a', index: i }, { job: `x${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
+      for (let i = 1; i < 4; i++) st.setRu({ server: 'b', index: i }, { job: `y${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
+      st.setRu({ server: 'b', index: 0 }, { job: 'rb', task: 0, caused: only(3, 80), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
+      st.setRu({ server: 'a', index: 0 }, { job: 'ra', task: 0, caused: only(2, 80), priority: 1, state: 'busy' }, 1);
+    });
+    const sel = selectPlacements(st, request({ twoSided: true, priority: DEFAULT_PRIORITY + 10, preempt: true }), new SeededRng(3));
+    const p = sel.picks[0];
+    expect(p?.victim?.job).toBe('ra');
+    // The three residents left on `a` press only resource 7 and the newcomer tolerates them; they
+    // tolerate the newcomer's 70/3 on resource 2.
+    expect(p?.quality.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: true, neighbours: 3 });
+    expect(p?.quality.acceptable).toBe(true);
+  });
+});
