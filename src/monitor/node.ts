@@ -18,6 +18,7 @@ import type { Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import { assessLoad, type SlowdownModel } from './load.ts';
+import { nextBlocked, recoverShare } from './runtime-loop.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
@@ -459,19 +460,24 @@ export class MonitoredNode {
 
   recomputeLoad(): void {
     if (this.dead) return;
-    const slow = assessLoad(this.rus.values(), this.running.values(), this.server.rus, this.h.loadThreshold, this.h.slowdown);
-    for (const { run, rate } of slow) {
-      if (run.reported) continue;
+    // Tasks below the recovery share keep a blocked server blocked; those below the threshold are
+    // slow (reported, and they block it): the hysteresis of src/monitor/runtime-loop.ts.
+    const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold) };
+    const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown);
+    let minShare = 1;
+    for (const { run, rate } of below) {
+      if (rate < minShare) minShare = rate;
+      if (rate >= rules.slowBelow || run.reported) continue;
       run.reported = true;
       const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
       const lease = this.h.usableLeaseId();
       if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
       this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
-    const anySlow = slow.length > 0;
-    if (anySlow !== this.blocked) {
-      this.blocked = anySlow;
-      this.h.log.info({ server: this.server.id, blocked: anySlow }, anySlow ? 'no new placements here until the slow task recovers' : 'accepting placements again');
+    const next = nextBlocked(this.blocked, minShare, rules);
+    if (next !== this.blocked) {
+      this.blocked = next;
+      this.h.log.info({ server: this.server.id, blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
       this.h.serverChanged(this);
     }
   }

@@ -41,6 +41,8 @@ export interface SimTask {
   /** Platform speed of the RU it ran on, for this job (splits lost performance into platform vs interference). */
   speed: number;
   occupant?: Occupant;
+  /** Times the run-time loop moved it (each move restarted it on another RU). */
+  moves?: number;
 }
 
 export interface SimJob {
@@ -137,6 +139,8 @@ export class World {
   onFree: ((ru: number, task: SimTask) => void) | undefined;
   /** The runner hears about finished jobs here. */
   onJobDone: ((job: SimJob) => void) | undefined;
+  /** A load monitor hears here when the rates of a server's tasks were recomputed (with interference). */
+  onRerate: ((s: Server) => void) | undefined;
   /** Finished jobs (chain ends), kept only with WorldOptions.keepCompleted. */
   readonly completed: SimJob[] = [];
   /** Finished jobs (chain ends), counted whether kept or not. */
@@ -242,8 +246,11 @@ export class World {
     }
   }
 
-  /** Starts a task on a free RU. Throws if the RU is taken: no policy may double-book. */
-  startTask(task: SimTask, ru: number): void {
+  /**
+   * Starts a task on a free RU. Throws if the RU is taken: no policy may double-book. `extraWork`
+   * (reference ms) holds the RU before the task's own work starts (a move's pause).
+   */
+  startTask(task: SimTask, ru: number, extraWork = 0): void {
     if (this.occ[ru] !== null) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
     if (task.state !== 'pending') throw new Error(`task ${task.job.id}/${task.index} started twice`);
     const now = this.engine.now();
@@ -253,7 +260,8 @@ export class World {
     this.free.delete(ru);
     s.free--;
     this.busy++;
-    this.tasksStarted++;
+    const restart = (task.moves ?? 0) > 0;
+    if (!restart) this.tasksStarted++;
     task.state = 'running';
     task.ru = ru;
     task.start = now;
@@ -273,9 +281,11 @@ export class World {
     if (remote) task.work += PERF.REMOTE_READ_FRACTION * task.work;
     else if (task.data) task.job.head.local++;
     const j = task.job;
-    j.started++;
-    if (j.started === j.tasks.length) j.head.schedMs += now - j.arrival;
-    task.remaining = task.work;
+    if (!restart) {
+      j.started++;
+      if (j.started === j.tasks.length) j.head.schedMs += now - j.arrival;
+    }
+    task.remaining = task.work + extraWork;
     task.speed = task.job.profile.platformPerf[s.spec.platform] ?? 1;
     const job = task.job;
     for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) + (job.real[i] as number);
@@ -317,6 +327,45 @@ export class World {
       }
       this.rateOne(t, s);
     }
+    this.onRerate?.(s);
+  }
+
+  /**
+   * Stops a running task without finishing it, for a move: its RU is freed, its progress is lost
+   * (it restarts from the beginning wherever it is started again) and it is pending once more.
+   */
+  stopTask(t: SimTask): void {
+    if (t.state !== 'running') throw new Error(`task ${t.job.id}/${t.index} stopped while ${t.state}`);
+    const ru = t.ru;
+    const s = this.server(ru);
+    t.finishEvent?.cancel();
+    t.finishEvent = undefined;
+    this.release(t, ru, s);
+    t.state = 'pending';
+    t.moves = (t.moves ?? 0) + 1;
+    // Remote reads are charged again by the next start, against its own server.
+    if (t.remote) t.work /= 1 + PERF.REMOTE_READ_FRACTION;
+    t.remote = false;
+    t.remaining = t.work;
+    if (this.interference) this.rerate(s);
+    this.publish(ru, null);
+    this.onFree?.(ru, t);
+  }
+
+  /** The RU and the server's load of a task that leaves it. */
+  private release(t: SimTask, ru: number, s: Server): void {
+    this.occ[ru] = null;
+    this.rev[ru] = ++this.revCounter;
+    this.free.add(ru);
+    s.free++;
+    this.busy--;
+    const k = s.tasks.indexOf(t);
+    if (k >= 0) {
+      const last = s.tasks.pop() as SimTask;
+      if (k < s.tasks.length) s.tasks[k] = last;
+    }
+    const real = t.job.real;
+    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) - (real[i] as number);
   }
 
   private finish(t: SimTask): void {
@@ -327,19 +376,9 @@ export class World {
     t.state = 'done';
     t.end = now;
     t.finishEvent = undefined;
-    this.occ[ru] = null;
-    this.rev[ru] = ++this.revCounter;
-    this.free.add(ru);
-    s.free++;
-    this.busy--;
+    this.release(t, ru, s);
     this.tasksFinished++;
-    const k = s.tasks.indexOf(t);
-    if (k >= 0) {
-      const last = s.tasks.pop() as SimTask;
-      if (k < s.tasks.length) s.tasks[k] = last;
-    }
     const job = t.job;
-    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) - (job.real[i] as number);
     if (this.interference) this.rerate(s);
     this.publish(ru, null);
     job.done++;

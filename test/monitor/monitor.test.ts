@@ -108,6 +108,40 @@ describe('process executor', () => {
 });
 
 describe('load monitor and node failure', () => {
+  it('keeps a blocked server blocked until its tasks are back above the recovery share (hysteresis)', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/hyst/');
+    // The slowdown every task sees, changed by the test: 3 (a third of the rate), then 1/0.55
+    // (between the 0.5 threshold and the 0.6 recovery share), then 1.
+    let sd = 3;
+    const mon = new LocalMonitor({
+      store,
+      keys,
+      clock,
+      log,
+      server: { id: 'h', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+      executor: new SimulatedExecutor(clock),
+      leaseTtlSeconds: 3,
+      loadIntervalMs: 50,
+      slowdown: () => sd,
+    });
+    await mon.start();
+    const mgr = new JobManager({ process: 'h', store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
+    await mgr.start();
+    const spec = job({ name: 'long', profile: 'memcached', tasks: 1, durationMs: 60_000 });
+    await mgr.submit(spec);
+    const blocked = async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server('h')))?.blocked === true;
+    await until('server blocked', blocked);
+    sd = 1 / 0.55;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await blocked()).toBe(true);
+    sd = 1;
+    await until('unblocked', async () => !(await blocked()), 5000);
+    await mgr.close();
+    await mon.close();
+    await store.close();
+  });
+
   it('reports a task well below its expected rate and blocks its server until it recovers', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/load/');

@@ -8,6 +8,7 @@ import { CentralizedPolicy } from './centralized.ts';
 import { DelayPolicy } from './delay.ts';
 import { PigeonPolicy } from './pigeon.ts';
 import { OmniscientPolicy, SparrowPolicy } from './sparrow.ts';
+import type { SimRuntimeOptions } from './runtime.ts';
 import { TarcilPolicy } from './tarcil.ts';
 import type { Policy, PolicyEnv } from './types.ts';
 
@@ -37,6 +38,8 @@ export interface PolicySpec {
   agents?: number;
   /** Overrides of the scheduling core's configuration (tarcil and fixed-R only: ablations). */
   core?: Partial<CoreConfig>;
+  /** The run-time loop (tarcil and fixed-R only): block slow servers, move slow tasks. */
+  runtime?: SimRuntimeOptions;
 }
 
 /** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
@@ -44,7 +47,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
   const n = spec.name;
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
-  const core = spec.core ? { core: spec.core } : {};
+  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}) };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':

@@ -29,6 +29,7 @@ import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
 import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
+import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
 import type { Policy } from './types.ts';
 
 export interface TarcilOptions {
@@ -41,6 +42,8 @@ export interface TarcilOptions {
   core?: Partial<CoreConfig>;
   /** Retries, backoff and recheck of the attempt loop (default: the live agent's). */
   attempt?: Partial<AttemptPolicy>;
+  /** The run-time loop: block slow servers, move slow tasks (off when not given). */
+  runtime?: SimRuntimeOptions;
 }
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
@@ -56,6 +59,8 @@ interface Request {
   /** RUs its constraints allow (admission's capacity), computed once. */
   capacity: number;
   agent?: Agent;
+  /** A move (run-time loop): place a new copy of this running task, then stop the old one. */
+  move?: SimTask;
 }
 
 interface Agent {
@@ -80,6 +85,8 @@ export class TarcilPolicy implements Policy {
   private readonly waiters: Request[] = [];
   private readonly targets = new Map<readonly number[], JobTarget>();
   private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0 };
+  private readonly monitor: SimLoadMonitor | undefined;
+  private readonly owned = new WeakSet<SimJob>();
   /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
   private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
 
@@ -112,6 +119,11 @@ export class TarcilPolicy implements Policy {
     if (!first) throw new Error('tarcil needs at least one agent');
     this.firstAgent = first;
     world.onFree = (ru) => this.wakeFor(ru);
+    const rt = opts.runtime;
+    this.monitor =
+      rt && (rt.block || rt.move)
+        ? new SimLoadMonitor(world, this.view, rt, (job) => this.owned.has(job), (t) => this.enqueue({ ...this.request(t.job, this.target(t.job.declared), [], t.data), move: t }))
+        : undefined;
   }
 
   timing(): Record<string, number> {
@@ -121,6 +133,7 @@ export class TarcilPolicy implements Policy {
   counters(): Record<string, number> {
     return {
       ...this.c,
+      ...(this.monitor ? this.monitor.c : {}),
       conflictsPerCommit: this.c.commits > 0 ? this.c.conflicts / this.c.commits : 0,
       meanR: this.c.decisions > 0 ? this.c.Rsum / this.c.decisions : 0,
     };
@@ -168,6 +181,7 @@ export class TarcilPolicy implements Policy {
   }
 
   submit(job: SimJob): void {
+    this.owned.add(job);
     const target = this.target(job.declared);
     // Data-constrained tasks each carry their own replicas: one request each (as Tarcil's Spark
     // plugin issues one request per task); the rest of the job is one batch request.
@@ -180,7 +194,7 @@ export class TarcilPolicy implements Policy {
   }
 
   private request(job: SimJob, target: JobTarget, tasks: SimTask[], data?: number[]): Request {
-    const spec = this.specOf(job, tasks.length, data);
+    const spec = this.specOf(job, Math.max(1, tasks.length), data);
     const capacity = spec.constraints.attributes ? eligibleCapacity(this.view.state, spec.constraints) : this.view.state.totalRus;
     return { job, spec, target, pending: tasks, capacity };
   }
@@ -238,6 +252,10 @@ export class TarcilPolicy implements Policy {
     const eng = this.world.engine;
     const now = eng.now();
     this.pruneExclude(a);
+    if (r.move) {
+      this.processMove(a, r.move, r);
+      return;
+    }
     const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
     const chunk = r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
@@ -332,6 +350,68 @@ export class TarcilPolicy implements Policy {
       const back = TARCIL.COMMIT_RTT_MS / 2;
       if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
       else eng.after(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
+    });
+  }
+
+  /**
+   * A move (run-time loop): one decision for one RU off the slow task's server, no admission; the
+   * new RU must be acceptable. At the commit the old copy is stopped and the new one started (the
+   * task restarts, after the move's pause), so two copies never run at once; a task that ended or
+   * moved meanwhile, or an RU taken meanwhile, cancels the move.
+   */
+  private processMove(a: Agent, t: SimTask, r: Request): void {
+    const eng = this.world.engine;
+    const mon = this.monitor as SimLoadMonitor;
+    const release = (after: number): void => {
+      eng.after(after, () => {
+        a.busy = false;
+        this.pump(a);
+      });
+    };
+    if (t.state !== 'running') {
+      mon.notMoved(t, 'obsolete');
+      release(0);
+      return;
+    }
+    const oldRu = t.ru;
+    const s = this.world.server(oldRu);
+    const exclude = new Set(a.excludeSet);
+    for (let i = 0; i < s.rus; i++) exclude.add(s.base + i);
+    const d = decide(a.ctx, r.spec, r.target, 1, this.cfg, { skipAdmission: true, exclude });
+    const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
+    this.c.decisions++;
+    this.c.Rsum += d.R;
+    const p = d.selection.picks[0];
+    if (!p || !p.quality.acceptable || p.victim) {
+      mon.notMoved(t, 'no-better-ru');
+      release(cost);
+      return;
+    }
+    const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
+    const storeAt = eng.now() + sendAt + TARCIL.COMMIT_RTT_MS / 2;
+    this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS);
+    release(sendAt);
+    eng.at(storeAt, () => {
+      this.c.commits++;
+      if (t.state !== 'running' || t.ru !== oldRu) {
+        mon.notMoved(t, 'obsolete');
+        return;
+      }
+      if (this.world.occ[p.id] !== null || this.world.rev[p.id] !== p.ruRev) {
+        this.c.conflicts++;
+        this.excludeFor(a, p.id, eng.now() + TARCIL.COMMIT_RTT_MS / 2 + TARCIL.WATCH_DELAY_MS);
+        mon.notMoved(t, 'conflict');
+        return;
+      }
+      const now = eng.now();
+      const lost = t.work - Math.max(0, t.remaining - t.rate * (now - t.last));
+      this.world.stopTask(t);
+      t.Q = p.quality.Q;
+      t.acceptable = p.quality.acceptable;
+      // The pause holds the new RU before the task's work starts: as much work as the pause at the new platform's speed.
+      const speedThere = t.job.profile.platformPerf[this.world.server(p.id).spec.platform] ?? 1;
+      this.world.startTask(t, p.id, mon.cfg.movePauseMs * speedThere);
+      mon.moved(t, lost);
     });
   }
 

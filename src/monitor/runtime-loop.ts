@@ -1,0 +1,115 @@
+/**
+ * The run-time loop's rules (paper §2 and §5.2), pure and shared by the live node monitors and the
+ * simulator: when a task runs below its expected rate, first act locally — keep new placements
+ * away from its server until it recovers — and then, for a job that allows it, move the task to
+ * a better RU. Hysteresis and rate limits keep either from oscillating:
+ *
+ * - a server is blocked when one of its tasks runs below `slowBelow` of its expected rate, and
+ *   unblocked only once every task runs at `recoverAbove` or better;
+ * - a task is moved only after it has stayed slow for `moveAfterMs`, at most `maxMovesPerTask`
+ *   times, when moving is expected to finish it sooner (a move restarts the task: its progress is
+ *   lost, and it pays `movePauseMs` to stop, place and start), and no faster than the cell-wide
+ *   budget of `movesPerSecond`.
+ */
+import { invalid } from '../util/errors.ts';
+
+export interface RuntimeLoopConfig {
+  /** A task running below this share of its expected rate is slow (0 < x ≤ 1). */
+  slowBelow: number;
+  /** A blocked server accepts placements again once every task runs at or above this share. */
+  recoverAbove: number;
+  /** How long a task must stay slow before it is moved, ms. */
+  moveAfterMs: number;
+  /** The most moves of one task. */
+  maxMovesPerTask: number;
+  /** Moves started per second, cell-wide (a token bucket holding up to one second's worth). */
+  movesPerSecond: number;
+  /** What a move costs beyond the restart (stop, place, start), ms. */
+  movePauseMs: number;
+  /** A move must save at least this share of the time the task would still take where it is. */
+  minGain: number;
+}
+
+/** The hysteresis band a node monitor uses: a blocked server recovers 0.1 above the slow share. */
+export function recoverShare(slowBelow: number): number {
+  return Math.min(1, slowBelow + 0.1);
+}
+
+export const DEFAULT_RUNTIME_LOOP: RuntimeLoopConfig = {
+  slowBelow: 0.5,
+  recoverAbove: recoverShare(0.5),
+  moveAfterMs: 5_000,
+  maxMovesPerTask: 1,
+  movesPerSecond: 2,
+  movePauseMs: 2_000,
+  minGain: 0.2,
+};
+
+/** Defaults overlaid with `over`, checked: throws INVALID_ARGUMENT naming the field. */
+export function runtimeLoopConfig(over: Partial<RuntimeLoopConfig> = {}): RuntimeLoopConfig {
+  const c = { ...DEFAULT_RUNTIME_LOOP, ...over };
+  const share = (k: keyof RuntimeLoopConfig): void => {
+    const v = c[k];
+    if (!(Number.isFinite(v) && v > 0 && v <= 1)) throw invalid(`runtime.${k}`, 'must be a number in (0, 1]', { value: v });
+  };
+  share('slowBelow');
+  share('recoverAbove');
+  if (c.recoverAbove < c.slowBelow) throw invalid('runtime.recoverAbove', 'must be at least slowBelow', { value: c.recoverAbove });
+  for (const k of ['moveAfterMs', 'movePauseMs', 'maxMovesPerTask', 'movesPerSecond'] as const) {
+    if (!(Number.isFinite(c[k]) && c[k] >= 0)) throw invalid(`runtime.${k}`, 'must be a number ≥ 0', { value: c[k] });
+  }
+  if (!(Number.isFinite(c.minGain) && c.minGain >= 0 && c.minGain < 1)) throw invalid('runtime.minGain', 'must be a number in [0, 1)', { value: c.minGain });
+  return c;
+}
+
+/**
+ * Whether a server should be blocked, given whether it is now and the lowest share of expected
+ * rate among its running tasks (1 with none): blocks below `slowBelow`, unblocks at `recoverAbove`.
+ */
+export function nextBlocked(blocked: boolean, minShare: number, c: Pick<RuntimeLoopConfig, 'slowBelow' | 'recoverAbove'>): boolean {
+  return blocked ? minShare < c.recoverAbove : minShare < c.slowBelow;
+}
+
+/**
+ * The time a move saves, ms: finishing where it is (the work left at the rate now) against a
+ * restart elsewhere (the pause, then all of its work at the rate expected there). Negative when
+ * staying is faster.
+ */
+export function moveGainMs(o: { remaining: number; rateNow: number; work: number; rateAfter: number; pauseMs: number }): number {
+  const stay = o.rateNow > 0 ? o.remaining / o.rateNow : Infinity;
+  const move = o.pauseMs + (o.rateAfter > 0 ? o.work / o.rateAfter : Infinity);
+  return stay - move;
+}
+
+/** Whether a move is worth it: it saves at least `minGain` of the time the task would still take. */
+export function moveWorthIt(o: { remaining: number; rateNow: number; work: number; rateAfter: number }, c: RuntimeLoopConfig): boolean {
+  const gain = moveGainMs({ ...o, pauseMs: c.movePauseMs });
+  const stay = o.rateNow > 0 ? o.remaining / o.rateNow : Infinity;
+  return gain > 0 && gain >= c.minGain * stay;
+}
+
+/** The cell-wide budget of moves: a token bucket refilled at `movesPerSecond`, one second deep. */
+export class MoveBudget {
+  private tokens: number;
+  private last: number;
+
+  constructor(
+    private readonly c: RuntimeLoopConfig,
+    now: number,
+  ) {
+    this.tokens = c.movesPerSecond;
+    this.last = now;
+  }
+
+  /** Takes one move if the budget allows it now. */
+  take(now: number): boolean {
+    const cap = this.c.movesPerSecond;
+    if (now > this.last) {
+      this.tokens = Math.min(cap, this.tokens + ((now - this.last) / 1000) * cap);
+      this.last = now;
+    }
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The run-time loop in virtual time (paper §2 and §5.2): every server's load monitor, fed by the
+ * ground truth's rates, with the rules of src/monitor/runtime-loop.ts (the live monitors' rules).
+ *
+ * - Block: a server with a task below `slowBelow` of its expected rate takes no new placements
+ *   until every task is back at `recoverAbove`; the agents' view hears it after the watch delay,
+ *   as a live agent hears the node's server record.
+ * - Move: a task of a job the policy schedules that stays slow for `moveAfterMs`, when a restart
+ *   elsewhere is expected to finish it sooner and the cell-wide budget allows, is handed to the
+ *   policy, which places a new copy (excluding the slow server) and only then stops the old one.
+ *
+ * "Expected rate" is the task's rate on its platform without interference: the share is the
+ * inverse of its interference slowdown, which the truth knows and a live monitor measures.
+ */
+import { MoveBudget, moveWorthIt, nextBlocked, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import { TARCIL } from '../constants.ts';
+import type { Server, SimJob, SimTask, View, World } from '../world.ts';
+
+export interface SimRuntimeOptions {
+  /** Keep placements away from a server while one of its tasks is slow. */
+  block?: boolean;
+  /** Move slow tasks of jobs that allow it (in the simulator: every job the policy schedules). */
+  move?: boolean;
+  config?: Partial<RuntimeLoopConfig>;
+}
+
+export interface RuntimeCounters {
+  blocks: number;
+  unblocks: number;
+  /** Slow tasks whose time to move came. */
+  moveChecks: number;
+  /** Checks that asked the policy for a new RU. */
+  moveAsks: number;
+  /** Moves not asked: no time saved by a restart, or the budget was spent, or the task's moves were used up. */
+  moveNoGain: number;
+  moveNoBudget: number;
+  moveMaxed: number;
+  /** Tasks moved, and the work (reference ms) their restarts threw away. */
+  moves: number;
+  moveLostWorkMs: number;
+  /** Asks that found no acceptable RU, or lost the commit, or whose task ended meanwhile. */
+  moveNoBetterRu: number;
+  moveConflicts: number;
+  moveObsolete: number;
+}
+
+export class SimLoadMonitor {
+  readonly cfg: RuntimeLoopConfig;
+  readonly c: RuntimeCounters = { blocks: 0, unblocks: 0, moveChecks: 0, moveAsks: 0, moveNoGain: 0, moveNoBudget: 0, moveMaxed: 0, moves: 0, moveLostWorkMs: 0, moveNoBetterRu: 0, moveConflicts: 0, moveObsolete: 0 };
+  private readonly blocked = new Set<Server>();
+  private readonly slowSince = new Map<SimTask, number>();
+  /** Tasks the policy is placing a new copy of. */
+  private readonly moving = new Set<SimTask>();
+  private readonly budget: MoveBudget;
+
+  constructor(
+    private readonly world: World,
+    private readonly view: View,
+    private readonly opts: SimRuntimeOptions,
+    /** Whether the policy schedules this job (resident load is never moved). */
+    private readonly owns: (job: SimJob) => boolean,
+    /** Asks the policy to place a new copy of the task and then stop the old one. */
+    private readonly requestMove: (task: SimTask) => void,
+  ) {
+    this.cfg = runtimeLoopConfig(opts.config);
+    this.budget = new MoveBudget(this.cfg, world.engine.now());
+    world.onRerate = (s) => this.assess(s);
+  }
+
+  /** The server's tasks were re-rated: block or unblock it, and note tasks that turned slow. */
+  private assess(s: Server): void {
+    const now = this.world.engine.now();
+    let min = 1;
+    for (const t of s.tasks) {
+      const share = t.speed > 0 ? t.rate / t.speed : 1;
+      if (share < min) min = share;
+      if (!this.opts.move) continue;
+      if (share < this.cfg.slowBelow) {
+        if (!this.slowSince.has(t) && !this.moving.has(t) && this.owns(t.job)) {
+          this.slowSince.set(t, now);
+          this.world.engine.after(this.cfg.moveAfterMs, () => this.due(t));
+        }
+      } else this.slowSince.delete(t);
+    }
+    if (!this.opts.block) return;
+    const was = this.blocked.has(s);
+    const next = nextBlocked(was, min, this.cfg);
+    if (next === was) return;
+    if (next) {
+      this.blocked.add(s);
+      this.c.blocks++;
+    } else {
+      this.blocked.delete(s);
+      this.c.unblocks++;
+    }
+    const id = s.spec.id;
+    this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.view.state.setBlocked(id, next));
+  }
+
+  /** A slow task's wait is over: move it if it is still slow and a move pays. */
+  private due(t: SimTask): void {
+    const since = this.slowSince.get(t);
+    if (since === undefined || t.state !== 'running') {
+      this.slowSince.delete(t);
+      return;
+    }
+    const now = this.world.engine.now();
+    // Recovered and turned slow again since this check was set: wait for the newer one.
+    if (now - since < this.cfg.moveAfterMs) return;
+    this.c.moveChecks++;
+    // Checked again after another wait if nothing is done now.
+    this.slowSince.delete(t);
+    if ((t.moves ?? 0) >= this.cfg.maxMovesPerTask) {
+      this.c.moveMaxed++;
+      return;
+    }
+    const remaining = Math.max(0, t.remaining - t.rate * (now - t.last));
+    if (!moveWorthIt({ remaining, rateNow: t.rate, work: t.work, rateAfter: t.speed }, this.cfg)) {
+      this.c.moveNoGain++;
+      this.rearm(t, now);
+      return;
+    }
+    if (!this.budget.take(now)) {
+      this.c.moveNoBudget++;
+      this.rearm(t, now);
+      return;
+    }
+    this.c.moveAsks++;
+    this.moving.add(t);
+    this.requestMove(t);
+  }
+
+  /** Still slow: look again after another wait. */
+  private rearm(t: SimTask, now: number): void {
+    this.slowSince.set(t, now);
+    this.world.engine.after(this.cfg.moveAfterMs, () => this.due(t));
+  }
+
+  /** The policy's answer to a move it was asked for. */
+  moved(t: SimTask, lostWork: number): void {
+    this.moving.delete(t);
+    this.c.moves++;
+    this.c.moveLostWorkMs += lostWork;
+  }
+
+  notMoved(t: SimTask, why: 'no-better-ru' | 'conflict' | 'obsolete'): void {
+    this.moving.delete(t);
+    if (why === 'no-better-ru') this.c.moveNoBetterRu++;
+    else if (why === 'conflict') this.c.moveConflicts++;
+    else this.c.moveObsolete++;
+    if (why !== 'obsolete' && t.state === 'running') this.rearm(t, this.world.engine.now());
+  }
+}
