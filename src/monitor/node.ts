@@ -18,7 +18,7 @@ import type { Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import { assessLoad, type SlowdownModel } from './load.ts';
-import { nextBlocked, recoverShare } from './runtime-loop.ts';
+import { BlockState, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
@@ -86,6 +86,8 @@ export class MonitoredNode {
   private readonly running = new Map<number, Run>();
   private readonly rus = new Map<number, RuView>();
   private blocked = false;
+  /** The load monitor's block of this server: hysteresis and time limit (src/monitor/runtime-loop.ts). */
+  private blockState: BlockState<Run> | undefined;
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
 
@@ -462,11 +464,10 @@ export class MonitoredNode {
     if (this.dead) return;
     // Tasks below the recovery share keep a blocked server blocked; those below the threshold are
     // slow (reported, and they block it): the hysteresis of src/monitor/runtime-loop.ts.
-    const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold) };
+    const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold), maxBlockMs: DEFAULT_RUNTIME_LOOP.maxBlockMs };
+    this.blockState ??= new BlockState<Run>(rules);
     const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown);
-    let minShare = 1;
     for (const { run, rate } of below) {
-      if (rate < minShare) minShare = rate;
       if (rate >= rules.slowBelow || run.reported) continue;
       run.reported = true;
       const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
@@ -474,7 +475,7 @@ export class MonitoredNode {
       if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
       this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
-    const next = nextBlocked(this.blocked, minShare, rules);
+    const next = this.blockState.update(this.h.clock.now(), below.map((b) => [b.run, b.rate] as const));
     if (next !== this.blocked) {
       this.blocked = next;
       this.h.log.info({ server: this.server.id, blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');

@@ -28,6 +28,12 @@ export interface RuntimeLoopConfig {
   movePauseMs: number;
   /** A move must save at least this share of the time the task would still take where it is. */
   minGain: number;
+  /**
+   * The longest a server stays blocked for the same slow tasks, ms. Past it the server takes
+   * placements again and those tasks no longer block it (a long-running task that stays slow would
+   * otherwise take its server out of the cell for good); a task that turns slow later blocks again.
+   */
+  maxBlockMs: number;
 }
 
 /** The hysteresis band a node monitor uses: a blocked server recovers 0.1 above the slow share. */
@@ -43,6 +49,7 @@ export const DEFAULT_RUNTIME_LOOP: RuntimeLoopConfig = {
   movesPerSecond: 2,
   movePauseMs: 2_000,
   minGain: 0.2,
+  maxBlockMs: 60_000,
 };
 
 /** Defaults overlaid with `over`, checked: throws INVALID_ARGUMENT naming the field. */
@@ -55,7 +62,7 @@ export function runtimeLoopConfig(over: Partial<RuntimeLoopConfig> = {}): Runtim
   share('slowBelow');
   share('recoverAbove');
   if (c.recoverAbove < c.slowBelow) throw invalid('runtime.recoverAbove', 'must be at least slowBelow', { value: c.recoverAbove });
-  for (const k of ['moveAfterMs', 'movePauseMs', 'maxMovesPerTask', 'movesPerSecond'] as const) {
+  for (const k of ['moveAfterMs', 'movePauseMs', 'maxMovesPerTask', 'movesPerSecond', 'maxBlockMs'] as const) {
     if (!(Number.isFinite(c[k]) && c[k] >= 0)) throw invalid(`runtime.${k}`, 'must be a number ≥ 0', { value: c[k] });
   }
   if (!(Number.isFinite(c.minGain) && c.minGain >= 0 && c.minGain < 1)) throw invalid('runtime.minGain', 'must be a number in [0, 1)', { value: c.minGain });
@@ -68,6 +75,51 @@ export function runtimeLoopConfig(over: Partial<RuntimeLoopConfig> = {}): Runtim
  */
 export function nextBlocked(blocked: boolean, minShare: number, c: Pick<RuntimeLoopConfig, 'slowBelow' | 'recoverAbove'>): boolean {
   return blocked ? minShare < c.recoverAbove : minShare < c.slowBelow;
+}
+
+/**
+ * One server's block, with its hysteresis and its time limit. `update` takes the share of expected
+ * rate of every running task below the recovery share (the others count as recovered) and says
+ * whether the server is blocked now.
+ */
+export class BlockState<K> {
+  blocked = false;
+  /** When the current block began (NaN when not blocked). */
+  since = NaN;
+  /** Slow tasks that have had their block: they do not block the server again while they stay slow. */
+  private readonly excused = new Set<K>();
+
+  constructor(private readonly c: Pick<RuntimeLoopConfig, 'slowBelow' | 'recoverAbove' | 'maxBlockMs'>) {}
+
+  update(now: number, belowRecovery: readonly (readonly [K, number])[]): boolean {
+    let min = 1;
+    const still = new Set<K>();
+    for (const [k, share] of belowRecovery) {
+      if (this.excused.has(k)) {
+        still.add(k);
+        continue;
+      }
+      if (share < min) min = share;
+    }
+    // A task that recovered (or ended) is excused no more.
+    for (const k of this.excused) if (!still.has(k)) this.excused.delete(k);
+    if (this.blocked && now - this.since >= this.c.maxBlockMs) {
+      for (const [k] of belowRecovery) this.excused.add(k);
+      this.blocked = false;
+      this.since = NaN;
+      return false;
+    }
+    const next = nextBlocked(this.blocked, min, this.c);
+    if (next && !this.blocked) this.since = now;
+    if (!next) this.since = NaN;
+    this.blocked = next;
+    return next;
+  }
+
+  /** When the block ends by its time limit, if nothing else ends it first. */
+  deadline(): number {
+    return this.blocked ? this.since + this.c.maxBlockMs : Infinity;
+  }
 }
 
 /**

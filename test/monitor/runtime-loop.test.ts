@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MoveBudget, moveGainMs, moveWorthIt, nextBlocked, runtimeLoopConfig } from '../../src/monitor/runtime-loop.ts';
+import { BlockState, MoveBudget, moveGainMs, moveWorthIt, nextBlocked, runtimeLoopConfig } from '../../src/monitor/runtime-loop.ts';
 
 describe('the run-time loop rules', () => {
   const c = runtimeLoopConfig({ slowBelow: 0.5, recoverAbove: 0.6, movePauseMs: 1000, minGain: 0.2, movesPerSecond: 2 });
@@ -34,6 +34,23 @@ describe('the run-time loop rules', () => {
     expect(b.take(500)).toBe(true);
     // Never more than one second's worth saved up.
     expect([b.take(60_000), b.take(60_000), b.take(60_000)]).toEqual([true, true, false]);
+  });
+
+  it('lifts a block after its time limit; the same slow task does not block again, a new one does', () => {
+    const b = new BlockState<string>({ slowBelow: 0.5, recoverAbove: 0.6, maxBlockMs: 1000 });
+    expect(b.update(0, [['a', 0.3]])).toBe(true);
+    expect(b.deadline()).toBe(1000);
+    expect(b.update(500, [['a', 0.3]])).toBe(true);
+    // Time is up: placements come back although `a` is still slow, and `a` alone does not block.
+    expect(b.update(1000, [['a', 0.3]])).toBe(false);
+    expect(b.deadline()).toBe(Infinity);
+    expect(b.update(5000, [['a', 0.2]])).toBe(false);
+    // Another task turning slow blocks again.
+    expect(b.update(6000, [['a', 0.2], ['b', 0.4]])).toBe(true);
+    expect(b.update(7000, [['a', 0.2]])).toBe(false);
+    // Once `a` recovers (absent from the tasks below the recovery share), it may block again later.
+    expect(b.update(8000, [])).toBe(false);
+    expect(b.update(9000, [['a', 0.3]])).toBe(true);
   });
 
   it('refuses a bad configuration naming the field and the rule', () => {

@@ -9,6 +9,7 @@ import { compare, w2LoadExp } from './compare.ts';
 import { ablation, qualityExp, robustnessExp, uniformity } from './quality.ts';
 import { pigeonExp, sparrowExp } from './rivals.ts';
 import { calibrateExp, speed } from './model.ts';
+import { mechanisms } from './mechanisms.ts';
 import { simSpeed } from './sim-speed.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
@@ -24,6 +25,7 @@ export const EXPERIMENTS: Record<string, Runner> = {
   robustness: robustnessExp,
   quality: qualityExp,
   ablation,
+  mechanisms,
   uniformity,
   sparrow: sparrowExp,
   pigeon: pigeonExp,

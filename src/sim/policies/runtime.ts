@@ -12,7 +12,7 @@
  * "Expected rate" is the task's rate on its platform without interference: the share is the
  * inverse of its interference slowdown, which the truth knows and a live monitor measures.
  */
-import { MoveBudget, moveWorthIt, nextBlocked, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import { BlockState, MoveBudget, moveWorthIt, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import { TARCIL } from '../constants.ts';
 import type { Server, SimJob, SimTask, View, World } from '../world.ts';
 
@@ -47,7 +47,9 @@ export interface RuntimeCounters {
 export class SimLoadMonitor {
   readonly cfg: RuntimeLoopConfig;
   readonly c: RuntimeCounters = { blocks: 0, unblocks: 0, moveChecks: 0, moveAsks: 0, moveNoGain: 0, moveNoBudget: 0, moveMaxed: 0, moves: 0, moveLostWorkMs: 0, moveNoBetterRu: 0, moveConflicts: 0, moveObsolete: 0 };
-  private readonly blocked = new Set<Server>();
+  private readonly blocks = new Map<Server, BlockState<SimTask>>();
+  /** Reused by assess: the tasks of a server below the recovery share, with their shares. */
+  private readonly below: [SimTask, number][] = [];
   private readonly slowSince = new Map<SimTask, number>();
   /** Tasks the policy is placing a new copy of. */
   private readonly moving = new Set<SimTask>();
@@ -70,10 +72,11 @@ export class SimLoadMonitor {
   /** The server's tasks were re-rated: block or unblock it, and note tasks that turned slow. */
   private assess(s: Server): void {
     const now = this.world.engine.now();
-    let min = 1;
+    const below = this.below;
+    below.length = 0;
     for (const t of s.tasks) {
       const share = t.speed > 0 ? t.rate / t.speed : 1;
-      if (share < min) min = share;
+      if (share < this.cfg.recoverAbove) below.push([t, share]);
       if (!this.opts.move) continue;
       if (share < this.cfg.slowBelow) {
         if (!this.slowSince.has(t) && !this.moving.has(t) && this.owns(t.job)) {
@@ -83,15 +86,22 @@ export class SimLoadMonitor {
       } else this.slowSince.delete(t);
     }
     if (!this.opts.block) return;
-    const was = this.blocked.has(s);
-    const next = nextBlocked(was, min, this.cfg);
+    let b = this.blocks.get(s);
+    if (!b) {
+      if (below.length === 0) return;
+      b = new BlockState<SimTask>(this.cfg);
+      this.blocks.set(s, b);
+    }
+    const was = b.blocked;
+    const next = b.update(now, below);
     if (next === was) return;
     if (next) {
-      this.blocked.add(s);
       this.c.blocks++;
+      // Looked at again when the block's time limit comes, if nothing re-rates the server first.
+      this.world.engine.after(this.cfg.maxBlockMs, () => this.assess(s));
     } else {
-      this.blocked.delete(s);
       this.c.unblocks++;
+      if (b.deadline() === Infinity && below.length === 0) this.blocks.delete(s);
     }
     const id = s.spec.id;
     this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.view.state.setBlocked(id, next));
