@@ -280,6 +280,12 @@ export interface W3Options {
   jobs: number;
   interArrivalMs?: number;
   profileError?: number;
+  /**
+   * 'job' (default): each job's real vector is its own draw around the declared one. 'class': one
+   * draw per workload class, shared by all its jobs (the class's declared profile is wrong), which
+   * is what a learned profile can correct.
+   */
+  profileErrorScope?: 'job' | 'class';
 }
 
 /** W3 (Tarcil §6.3): 7,200 mixed jobs at 1 s inter-arrival on hetero-400 (4,178 RUs, 10 types). */
@@ -297,6 +303,9 @@ export function w3(o: W3Options): Workload {
     warmupMs: 0,
     offered: meanWork / gap / nRu,
     *jobs(world, rng) {
+      // Class-wide errors come from a stream of their own, drawn in the order classes first appear.
+      const classRng = o.profileErrorScope === 'class' ? rng.fork() : rng;
+      const classReal = new Map<string, readonly number[]>();
       for (let i = 0; i < o.jobs; i++) {
         let x = rng.next();
         let fam = W3_MIX[W3_MIX.length - 1] as Family;
@@ -310,10 +319,20 @@ export function w3(o: W3Options): Workload {
         const p = profile(fam.profiles[rng.int(fam.profiles.length)] as string);
         const n = uniformInt(rng, fam.tasks[0], fam.tasks[1]);
         const w = uniform(rng, fam.work[0], fam.work[1]);
+        const sd = o.profileError ?? PERF.PROFILE_ERROR_SD;
+        let real: readonly number[];
+        if (o.profileErrorScope === 'class') {
+          let r = classReal.get(p.name);
+          if (!r) {
+            r = realVector(p.caused, sd, classRng);
+            classReal.set(p.name, r);
+          }
+          real = r;
+        } else real = realVector(p.caused, sd, rng);
         yield makeJob({
           id: i + 1,
           profile: p,
-          real: realVector(p.caused, o.profileError ?? PERF.PROFILE_ERROR_SD, rng),
+          real,
           arrival: i * gap,
           work: new Array<number>(n).fill(w),
           maxPerf: world.maxPerf(p),

@@ -50,6 +50,8 @@ export interface SimJob {
   profile: WorkloadProfile;
   /** What the scheduler is told. */
   declared: readonly number[];
+  /** What the scheduler schedules it with, when that is not `declared` (a learned profile). */
+  scheduledAs?: readonly number[];
   /** What the performance model uses (declared + profile error). */
   real: readonly number[];
   priority: number;
@@ -233,7 +235,7 @@ export class World {
 
   occupantOf(task: SimTask): Occupant {
     if (!task.occupant) {
-      task.occupant = { job: String(task.job.id), task: task.index, caused: task.job.declared, priority: task.job.priority, state: 'busy' };
+      task.occupant = { job: String(task.job.id), task: task.index, caused: task.job.scheduledAs ?? task.job.declared, priority: task.job.priority, state: 'busy' };
     }
     return task.occupant;
   }

@@ -36,20 +36,25 @@ type Wl = 'W3' | 'W2-resident' | 'W2-hetero';
 interface Cell {
   wl: Wl;
   variant: Variant;
-  /** Profile error (W3 only). */
+  /** Profile error (W3 only), per job or per workload class. */
   sd: number;
+  scope: 'job' | 'class';
 }
+
+const LEARN: Variant = { label: 'profiles that learn', spec: { name: 'tarcil', runtime: { learn: true } } };
+const ALL_LEARN: Variant = { label: 'all together, and profiles that learn', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, learn: true, config: SIM_RT } } };
 
 export const mechanisms: Runner = (ctx) => {
   const t0 = performance.now();
   const w3jobs = ctx.quick ? 1000 : 7200;
   const queries = ctx.quick ? 150 : 1500;
   const cells: Cell[] = [];
-  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0 });
+  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
   const robust = [VARIANTS[1] as Variant, VARIANTS[5] as Variant];
-  for (const sd of [10, 20]) for (const v of robust) cells.push({ wl: 'W3', variant: v, sd });
-  const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd} ${c.variant.label}`, (c) => {
-    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
+  for (const sd of [10, 20]) for (const v of robust) cells.push({ wl: 'W3', variant: v, sd, scope: 'job' });
+  for (const sd of [10, 20]) for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd, scope: 'class' });
+  const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
+    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
     return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
   });
   const rows = res.map(({ cell, r }) => {
@@ -58,6 +63,7 @@ export const mechanisms: Runner = (ctx) => {
     return {
       workload: cell.wl,
       profileErrorSd: cell.sd,
+      profileErrorScope: cell.scope,
       variant: cell.variant.label,
       jobs: s.jobs,
       perfMean: s.perfMean,
@@ -74,6 +80,8 @@ export const mechanisms: Runner = (ctx) => {
       moveAsks: c.moveAsks ?? 0,
       moveNoBetterRu: c.moveNoBetterRu ?? 0,
       moveLostTaskHours: (c.moveLostWorkMs ?? 0) / 3_600_000,
+      declaredErrorPts: c.declaredError ?? NaN,
+      learnedErrorPts: c.learnedError ?? NaN,
       tasks: r.stats.tasks,
       wallMs: r.stats.wallMs,
     };
@@ -82,7 +90,7 @@ export const mechanisms: Runner = (ctx) => {
     title,
     head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)'],
     rows: rows
-      .filter((x) => x.workload === wl && x.profileErrorSd === sd)
+      .filter((x) => x.workload === wl && x.profileErrorSd === sd && x.profileErrorScope === 'job')
       .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1)]),
   });
   return {
@@ -93,9 +101,11 @@ export const mechanisms: Runner = (ctx) => {
       table('W2-resident', 0, `W2 with resident load (${queries} queries)`),
       table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`),
       {
-        title: 'W3 with profile error (sd of the real vector around the declared one, c_i points)',
-        head: ['sd', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks'],
-        rows: rows.filter((x) => x.workload === 'W3' && robust.some((v) => v.label === x.variant)).map((x) => [x.profileErrorSd, x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), x.moves, x.blocks]),
+        title: 'W3 with profile error: the real vector drawn around the declared one (sd in c_i points), for each job or once for each workload class',
+        head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
+        rows: rows
+          .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)
+          .map((x) => [x.profileErrorSd, x.profileErrorScope, x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), x.moves, x.blocks, Number.isFinite(x.learnedErrorPts) ? `${x.declaredErrorPts.toFixed(1)} → ${x.learnedErrorPts.toFixed(1)}` : '-']),
       },
     ],
     charts: [],

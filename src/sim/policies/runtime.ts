@@ -13,6 +13,8 @@
  * inverse of its interference slowdown, which the truth knows and a live monitor measures.
  */
 import { BlockState, MoveBudget, moveWorthIt, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import type { ProfileLearner } from '../../model/learn.ts';
+import { N_RESOURCES } from '../../model/types.ts';
 import { TARCIL } from '../constants.ts';
 import type { Server, SimJob, SimTask, View, World } from '../world.ts';
 
@@ -21,6 +23,8 @@ export interface SimRuntimeOptions {
   block?: boolean;
   /** Move slow tasks of jobs that allow it (in the simulator: every job the policy schedules). */
   move?: boolean;
+  /** Learn the workload classes' profiles from what the monitors see (src/model/learn.ts). */
+  learn?: boolean;
   config?: Partial<RuntimeLoopConfig>;
 }
 
@@ -42,11 +46,13 @@ export interface RuntimeCounters {
   moveNoBetterRu: number;
   moveConflicts: number;
   moveObsolete: number;
+  /** Observations handed to the profile learner. */
+  observations: number;
 }
 
 export class SimLoadMonitor {
   readonly cfg: RuntimeLoopConfig;
-  readonly c: RuntimeCounters = { blocks: 0, unblocks: 0, moveChecks: 0, moveAsks: 0, moveNoGain: 0, moveNoBudget: 0, moveMaxed: 0, moves: 0, moveLostWorkMs: 0, moveNoBetterRu: 0, moveConflicts: 0, moveObsolete: 0 };
+  readonly c: RuntimeCounters = { blocks: 0, unblocks: 0, moveChecks: 0, moveAsks: 0, moveNoGain: 0, moveNoBudget: 0, moveMaxed: 0, moves: 0, moveLostWorkMs: 0, moveNoBetterRu: 0, moveConflicts: 0, moveObsolete: 0, observations: 0 };
   private readonly blocks = new Map<Server, BlockState<SimTask>>();
   /** Reused by assess: the tasks of a server below the recovery share, with their shares. */
   private readonly below: [SimTask, number][] = [];
@@ -63,14 +69,68 @@ export class SimLoadMonitor {
     private readonly owns: (job: SimJob) => boolean,
     /** Asks the policy to place a new copy of the task and then stop the old one. */
     private readonly requestMove: (task: SimTask) => void,
+    private readonly learner?: ProfileLearner,
   ) {
     this.cfg = runtimeLoopConfig(opts.config);
     this.budget = new MoveBudget(this.cfg, world.engine.now());
     world.onRerate = (s) => this.assess(s);
   }
 
+  /** A real vector of each class observed (the truth, for reporting how far the estimates are). */
+  private readonly realOf = new Map<string, readonly number[]>();
+
+  /**
+   * For reports only (the scheduler never sees the truth): the mean absolute difference, in c_i
+   * points over every resource of every class observed, of the declared and of the learned vector
+   * from a real vector of the class (with class-wide profile error, the class's one real vector).
+   */
+  learningError(learner: ProfileLearner): { declaredError: number; learnedError: number; classesLearned: number } {
+    let d = 0;
+    let l = 0;
+    let n = 0;
+    for (const [name, p] of learner.snapshot()) {
+      const real = this.realOf.get(name);
+      if (!real) continue;
+      for (let i = 0; i < N_RESOURCES; i++) {
+        d += Math.abs((p.declared[i] as number) - (real[i] as number));
+        l += Math.abs((p.learned[i] as number) - (real[i] as number));
+      }
+      n++;
+    }
+    return { declaredError: n ? d / (n * N_RESOURCES) : NaN, learnedError: n ? l / (n * N_RESOURCES) : NaN, classesLearned: n };
+  }
+
+  private readonly est = new Float64Array(N_RESOURCES);
+  private readonly C = new Float64Array(N_RESOURCES);
+
+  /**
+   * Learning: each task of the policy's jobs on s is one observation, its share of expected rate
+   * amid the pressure of its neighbours as the scheduler knows them (their scheduling vectors).
+   */
+  private observe(s: Server): void {
+    const learner = this.learner as ProfileLearner;
+    const others = s.rus - 1;
+    if (others <= 0 || s.tasks.length < 2) return;
+    const est = this.est;
+    est.fill(0);
+    for (const t of s.tasks) {
+      const v = t.job.scheduledAs ?? t.job.declared;
+      for (let i = 0; i < N_RESOURCES; i++) est[i] = (est[i] as number) + (v[i] as number);
+    }
+    for (const t of s.tasks) {
+      if (!this.owns(t.job) || !(t.speed > 0)) continue;
+      const v = t.job.scheduledAs ?? t.job.declared;
+      for (let i = 0; i < N_RESOURCES; i++) this.C[i] = ((est[i] as number) - (v[i] as number)) / others;
+      learner.observe(t.job.profile.name, t.job.declared, this.C, t.rate / t.speed);
+      this.realOf.set(t.job.profile.name, t.job.real);
+      this.c.observations++;
+    }
+  }
+
   /** The server's tasks were re-rated: block or unblock it, and note tasks that turned slow. */
   private assess(s: Server): void {
+    if (this.learner) this.observe(s);
+    if (!this.opts.block && !this.opts.move) return;
     const now = this.world.engine.now();
     const below = this.below;
     below.length = 0;

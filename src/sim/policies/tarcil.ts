@@ -29,6 +29,7 @@ import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
 import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
+import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
 import type { Policy } from './types.ts';
 
@@ -86,6 +87,7 @@ export class TarcilPolicy implements Policy {
   private readonly targets = new Map<readonly number[], JobTarget>();
   private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0 };
   private readonly monitor: SimLoadMonitor | undefined;
+  private readonly learner: ProfileLearner | undefined;
   private readonly owned = new WeakSet<SimJob>();
   /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
   private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
@@ -120,9 +122,17 @@ export class TarcilPolicy implements Policy {
     this.firstAgent = first;
     world.onFree = (ru) => this.wakeFor(ru);
     const rt = opts.runtime;
+    this.learner = rt?.learn ? new ProfileLearner() : undefined;
     this.monitor =
-      rt && (rt.block || rt.move)
-        ? new SimLoadMonitor(world, this.view, rt, (job) => this.owned.has(job), (t) => this.enqueue({ ...this.request(t.job, this.target(t.job.declared), [], t.data), move: t }))
+      rt && (rt.block || rt.move || rt.learn)
+        ? new SimLoadMonitor(
+            world,
+            this.view,
+            rt,
+            (job) => this.owned.has(job),
+            (t) => this.enqueue({ ...this.request(t.job, this.target(t.job.scheduledAs ?? t.job.declared), [], t.data), move: t }),
+            this.learner,
+          )
         : undefined;
   }
 
@@ -134,6 +144,7 @@ export class TarcilPolicy implements Policy {
     return {
       ...this.c,
       ...(this.monitor ? this.monitor.c : {}),
+      ...(this.monitor && this.learner ? this.monitor.learningError(this.learner) : {}),
       conflictsPerCommit: this.c.commits > 0 ? this.c.conflicts / this.c.commits : 0,
       meanR: this.c.decisions > 0 ? this.c.Rsum / this.c.decisions : 0,
     };
@@ -152,7 +163,7 @@ export class TarcilPolicy implements Policy {
     return {
       id: String(job.id),
       name: job.profile.name,
-      profile: job.profile,
+      profile: job.scheduledAs && job.scheduledAs !== job.profile.caused ? { ...job.profile, caused: job.scheduledAs as number[] } : job.profile,
       tasks: m,
       priority: job.priority,
       mode: 'incremental',
@@ -182,7 +193,9 @@ export class TarcilPolicy implements Policy {
 
   submit(job: SimJob): void {
     this.owned.add(job);
-    const target = this.target(job.declared);
+    // With learning, the job is scheduled as its class is now estimated to be.
+    if (this.learner) job.scheduledAs = this.learner.vector(job.profile.name, job.declared);
+    const target = this.target(job.scheduledAs ?? job.declared);
     // Data-constrained tasks each carry their own replicas: one request each (as Tarcil's Spark
     // plugin issues one request per task); the rest of the job is one batch request.
     const free: SimTask[] = [];
