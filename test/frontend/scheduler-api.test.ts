@@ -1,38 +1,25 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobRequest } from '../../src/frontend/gen/tarcil/v1/SubmitJobRequest.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { MemoryStore } from '../../src/store/memory.ts';
-import { Keys } from '../../src/state/keys.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
+import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { MemoryStore } from '../../src/store/memory.ts';
+import type { Keys } from '../../src/state/keys.ts';
 import { statusCommand } from '../../src/cli/live.ts';
-import { getJob, submit, waitFinal } from '../support/live.ts';
+import { getJob, startDemoCell, submit, waitFinal } from '../support/live.ts';
 
-const store = new MemoryStore();
-const keys = new Keys('/api/');
-const clock = new SystemClock();
-const log = createLogger('test');
+let cell: Awaited<ReturnType<typeof startDemoCell>>;
+let store: MemoryStore;
+let keys: Keys;
 let sched: SchedulerProcess;
-let monitors: MonitorProcess[] = [];
 let c: SchedulerClient;
 
 beforeAll(async () => {
-  const catalog = loadCatalog();
-  const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
-  monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
-  sched = await startScheduler({ name: 'api', store, keys, catalog, clock, rng: new SeededRng(7), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, metricsPort: 0 });
-  c = schedulerClient(`127.0.0.1:${sched.port}`);
+  cell = await startDemoCell({ prefix: '/api/', name: 'api', seed: 7, agents: 2, metricsPort: 0 });
+  ({ store, keys, sched, client: c } = cell);
 });
 afterAll(async () => {
-  c?.close();
-  await sched?.close();
-  await Promise.all(monitors.map((m) => m.close()));
-  await store.close();
+  await cell?.close();
 });
 
 const good = { name: 'ok', profile: 'spark-lr', tasks: 2, durationMs: 100 };

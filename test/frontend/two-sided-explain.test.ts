@@ -1,37 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
 import { explainText } from '../../src/frontend/convert.ts';
 import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
-import { Keys } from '../../src/state/keys.ts';
-import { MemoryStore } from '../../src/store/memory.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
-import { submit, waitFinal } from '../support/live.ts';
+import { startDemoCell, submit, waitFinal } from '../support/live.ts';
 
-const store = new MemoryStore();
-const keys = new Keys('/two-sided/');
-const clock = new SystemClock();
-const log = createLogger('test');
-let sched: SchedulerProcess;
-let monitors: MonitorProcess[] = [];
+let cell: Awaited<ReturnType<typeof startDemoCell>>;
 let c: SchedulerClient;
 
 beforeAll(async () => {
-  const catalog = loadCatalog();
-  const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
-  monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
-  sched = await startScheduler({ name: 'ts', store, keys, catalog, clock, rng: new SeededRng(5), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, agentConfig: { twoSided: true } });
-  c = schedulerClient(`127.0.0.1:${sched.port}`);
+  cell = await startDemoCell({ prefix: '/two-sided/', name: 'ts', seed: 5, agents: 1, agentConfig: { twoSided: true } });
+  c = cell.client;
 });
 afterAll(async () => {
-  c?.close();
-  await sched?.close();
-  await Promise.all(monitors.map((m) => m.close()));
-  await store.close();
+  await cell?.close();
 });
 
 function explain(jobId: string): Promise<Explanation__Output> {

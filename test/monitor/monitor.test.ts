@@ -107,71 +107,70 @@ describe('process executor', () => {
   });
 });
 
+/**
+ * One 2-RU server whose tasks all see the slowdown `sd()` gives, and one job manager: the load
+ * monitor's cell. `blocked()` reads the server record as the store holds it.
+ */
+async function slowCell(id: string, sd: () => number, loadIntervalMs?: number) {
+  const store = new MemoryStore();
+  const keys = new Keys(`/${id}/`);
+  const mon = new LocalMonitor({
+    store,
+    keys,
+    clock,
+    log,
+    server: { id, platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+    executor: new SimulatedExecutor(clock),
+    leaseTtlSeconds: 3,
+    ...(loadIntervalMs !== undefined ? { loadIntervalMs } : {}),
+    slowdown: sd,
+  });
+  await mon.start();
+  const mgr = new JobManager({ process: id, store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
+  await mgr.start();
+  return {
+    store,
+    keys,
+    mgr,
+    blocked: async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server(id)))?.blocked === true,
+    close: async (): Promise<void> => {
+      await mgr.close();
+      await mon.close();
+      await store.close();
+    },
+  };
+}
+
 describe('load monitor and node failure', () => {
   it('keeps a blocked server blocked until its tasks are back above the recovery share (hysteresis)', async () => {
-    const store = new MemoryStore();
-    const keys = new Keys('/hyst/');
     // The slowdown every task sees, changed by the test: 3 (a third of the rate), then 1/0.55
     // (between the 0.5 threshold and the 0.6 recovery share), then 1.
     let sd = 3;
-    const mon = new LocalMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 'h', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
-      executor: new SimulatedExecutor(clock),
-      leaseTtlSeconds: 3,
-      loadIntervalMs: 50,
-      slowdown: () => sd,
-    });
-    await mon.start();
-    const mgr = new JobManager({ process: 'h', store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
-    await mgr.start();
-    const spec = job({ name: 'long', profile: 'memcached', tasks: 1, durationMs: 60_000 });
-    await mgr.submit(spec);
-    const blocked = async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server('h')))?.blocked === true;
-    await until('server blocked', blocked);
+    const cell = await slowCell('h', () => sd, 50);
+    await cell.mgr.submit(job({ name: 'long', profile: 'memcached', tasks: 1, durationMs: 60_000 }));
+    await until('server blocked', cell.blocked);
     sd = 1 / 0.55;
     await new Promise((r) => setTimeout(r, 400));
-    expect(await blocked()).toBe(true);
+    expect(await cell.blocked()).toBe(true);
     sd = 1;
-    await until('unblocked', async () => !(await blocked()), 5000);
-    await mgr.close();
-    await mon.close();
-    await store.close();
+    await until('unblocked', async () => !(await cell.blocked()), 5000);
+    await cell.close();
   });
 
   it('reports a task well below its expected rate and blocks its server until it recovers', async () => {
-    const store = new MemoryStore();
-    const keys = new Keys('/load/');
-    const mon = new LocalMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 'slow', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
-      executor: new SimulatedExecutor(clock),
-      leaseTtlSeconds: 3,
-      // A model in which every co-located task runs at a third of its rate.
-      slowdown: () => 3,
-    });
-    await mon.start();
-    const mgr = new JobManager({ process: 'l', store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
-    await mgr.start();
+    // A model in which every co-located task runs at a third of its rate.
+    const cell = await slowCell('slow', () => 3);
+    const { store, keys, mgr } = cell;
     const spec = job({ name: 'slowpoke', profile: 'memcached', tasks: 1, durationMs: 300 });
     await mgr.submit(spec);
-    const blocked = async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server('slow')))?.blocked === true;
-    await until('server blocked', blocked);
+    await until('server blocked', cell.blocked);
     expect((await store.range(`${keys.prefix}reports/${spec.id}/`)).kvs.length).toBe(1);
     expect(mgr.agents[0]!.state.server('slow')?.blocked).toBe(true);
     // Stretched ×3: 300 ms of work takes about 900 ms; then the server accepts placements again.
-    await until('unblocked', async () => !(await blocked()), 5000);
+    await until('unblocked', async () => !(await cell.blocked()), 5000);
     await until('job done', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded');
     expect((await store.range(`${keys.prefix}reports/`)).kvs.length).toBe(0);
-    await mgr.close();
-    await mon.close();
-    await store.close();
+    await cell.close();
   });
 
   it('a node that leaves: its tasks are recorded lost and placed again on another node', async () => {

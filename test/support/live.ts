@@ -1,5 +1,14 @@
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
+import type { AgentConfig } from '../../src/agent/config.ts';
+import { schedulerClient } from '../../src/frontend/client.ts';
+import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
+import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
+import { Keys } from '../../src/state/keys.ts';
+import { MemoryStore } from '../../src/store/memory.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
 
 /** Promise wrappers over the generated Scheduler client, for tests. */
 export function submit(c: SchedulerClient, req: Parameters<SchedulerClient['SubmitJob']>[0], deadlineMs = 10_000): Promise<{ jobId: string }> {
@@ -22,4 +31,46 @@ export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 3
     if (Date.now() - t0 > timeoutMs) throw new Error(`job ${jobId} not final after ${timeoutMs} ms: ${JSON.stringify(j)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * The demo cell (10 servers, simulated executor) on a MemoryStore with one front-end, its client
+ * and a close() for afterAll.
+ */
+export async function startDemoCell(o: { prefix: string; name: string; seed: number; agents: number; agentConfig?: Partial<AgentConfig>; metricsPort?: number }) {
+  const store = new MemoryStore();
+  const keys = new Keys(o.prefix);
+  const clock = new SystemClock();
+  const log = createLogger('test');
+  const catalog = loadCatalog();
+  const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
+  const monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
+  const sched = await startScheduler({
+    name: o.name,
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(o.seed),
+    log,
+    agents: o.agents,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
+    ...(o.agentConfig ? { agentConfig: o.agentConfig } : {}),
+  });
+  const client = schedulerClient(`127.0.0.1:${sched.port}`);
+  return {
+    store,
+    keys,
+    sched,
+    client,
+    close: async (): Promise<void> => {
+      client.close();
+      await sched.close();
+      await Promise.all(monitors.map((m) => m.close()));
+      await store.close();
+    },
+  };
 }
