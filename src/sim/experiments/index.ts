@@ -9,7 +9,7 @@ import { compare, w2LoadExp } from './compare.ts';
 import { ablation, qualityExp, robustnessExp, uniformity } from './quality.ts';
 import { pigeonExp, sparrowExp } from './rivals.ts';
 import { calibrateExp, speed } from './model.ts';
-import { mechanisms } from './mechanisms.ts';
+import { mechanisms, mechanismsError } from './mechanisms.ts';
 import { simSpeed } from './sim-speed.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
@@ -26,6 +26,7 @@ export const EXPERIMENTS: Record<string, Runner> = {
   quality: qualityExp,
   ablation,
   mechanisms,
+  'mechanisms-error': mechanismsError,
   uniformity,
   sparrow: sparrowExp,
   pigeon: pigeonExp,

@@ -9,7 +9,7 @@ import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { PolicySpec } from '../policies/index.ts';
 import { runSim } from '../run.ts';
 import { w2, w3 } from '../workloads.ts';
-import { base, f1, pc, sweep, type Runner } from './common.ts';
+import { base, f1, pc, sweep, type ExperimentContext, type ExperimentResult, type Runner } from './common.ts';
 
 /** The run-time loop's shares in these runs: a task below 80% of its expected rate is slow. */
 const SIM_RT: Partial<RuntimeLoopConfig> = { slowBelow: 0.8, recoverAbove: 0.9 };
@@ -44,15 +44,29 @@ interface Cell {
 const LEARN: Variant = { label: 'profiles that learn', spec: { name: 'tarcil', runtime: { learn: true } } };
 const ALL_LEARN: Variant = { label: 'all together, and profiles that learn', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, learn: true, config: SIM_RT } } };
 
+/** The mechanisms on W3 and W2 with profiles as declared (`bench mechanisms`). */
 export const mechanisms: Runner = (ctx) => {
+  const cells: Cell[] = [];
+  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
+  return runMechanisms(ctx, 'mechanisms', cells);
+};
+
+/**
+ * W3 with profile error (`bench mechanisms-error`): drawn for each job (the robustness
+ * experiment's error) with the run-time loop off and on, and drawn once per workload class with
+ * learning off and on. Separate from `mechanisms` because these runs are long (minutes each).
+ */
+export const mechanismsError: Runner = (ctx) => {
+  const cells: Cell[] = [];
+  for (const v of [VARIANTS[1] as Variant, VARIANTS[5] as Variant]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'job' });
+  for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'class' });
+  return runMechanisms(ctx, 'mechanisms-error', cells);
+};
+
+function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): ExperimentResult {
   const t0 = performance.now();
   const w3jobs = ctx.quick ? 1000 : 7200;
   const queries = ctx.quick ? 150 : 1500;
-  const cells: Cell[] = [];
-  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
-  const robust = [VARIANTS[1] as Variant, VARIANTS[5] as Variant];
-  for (const sd of [10, 20]) for (const v of robust) cells.push({ wl: 'W3', variant: v, sd, scope: 'job' });
-  for (const sd of [10, 20]) for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd, scope: 'class' });
   const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
     const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
     return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
@@ -93,13 +107,17 @@ export const mechanisms: Runner = (ctx) => {
       .filter((x) => x.workload === wl && x.profileErrorSd === sd && x.profileErrorScope === 'job')
       .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1)]),
   });
+  const withError = rows.some((x) => x.profileErrorSd > 0);
   return {
-    ...base('mechanisms', 'Placement quality: admission rule, two-sided Q and the run-time loop, alone and together', ctx, t0),
+    ...base(name, 'Placement quality: admission rule, two-sided Q, the run-time loop and learned profiles, alone and together', ctx, t0),
     rows,
     tables: [
-      table('W3', 0, `W3 (${w3jobs} jobs, hetero-400)`),
-      table('W2-resident', 0, `W2 with resident load (${queries} queries)`),
-      table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`),
+      ...(withError
+        ? []
+        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
+      ...(!withError
+        ? []
+        : [
       {
         title: 'W3 with profile error: the real vector drawn around the declared one (sd in c_i points), for each job or once for each workload class',
         head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
@@ -107,8 +125,9 @@ export const mechanisms: Runner = (ctx) => {
           .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)
           .map((x) => [x.profileErrorSd, x.profileErrorScope, x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), x.moves, x.blocks, Number.isFinite(x.learnedErrorPts) ? `${x.declaredErrorPts.toFixed(1)} → ${x.learnedErrorPts.toFixed(1)}` : '-']),
       },
+          ]),
     ],
     charts: [],
     paper: 'Tarcil §5.2: "If a job runs significantly below its expected performance, the scheduler adjusts the scheduling decisions, first locally and then via migration"; Fig. 15a (W3): 97% of optimal performance on average, worst job 8% below.',
   };
-};
+}
