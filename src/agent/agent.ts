@@ -5,7 +5,7 @@
  * consumes the preempted-task queue (preempted-queue.ts). Its options and defaults are in config.ts.
  */
 import type { AdmissionState } from '../admission/index.ts';
-import type { JobSpec } from '../model/types.ts';
+import type { JobSpec, RuRef } from '../model/types.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
@@ -27,7 +27,7 @@ import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
-import type { JobRecord } from '../state/records.ts';
+import type { JobRecord, PlacedRuRecord } from '../state/records.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import type { DecisionRecord, Placement } from '../state/decisions.ts';
 
@@ -49,6 +49,25 @@ export interface AgentOptions {
    * and waiting calls). Without one the agent makes, starts and closes its own.
    */
   view?: SharedView;
+}
+
+/** A running task to move (SchedulingAgent.move). */
+export interface MoveRequest {
+  task: number;
+  /** Its RU now, that record's mod revision and value. */
+  from: RuRef;
+  fromRev: number;
+  fromRec: PlacedRuRecord;
+  /** Its task record's mod revision (the move compares it). */
+  taskRev: number;
+  /** The attempt number of the new copy. */
+  attempt: number;
+  previous?: AttemptSummary[];
+  /** Moves of the task so far. */
+  moves: number;
+  /** Its share of the expected rate where it runs. */
+  rate: number;
+  reason: string;
 }
 
 /** Options of one scheduling call. */
@@ -209,20 +228,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
    */
   async schedule(job: JobSpec, taskIndices?: number[], opts: ScheduleOptions = {}): Promise<DecisionRecord> {
     const target = jobTarget(job.profile.caused);
-    const rec: DecisionRecord = {
-      job: job.id,
-      agent: this.id,
-      target: target.T,
-      admission: [],
-      samples: [],
-      placements: [],
-      conflicts: 0,
-      retries: 0,
-      readmissions: 0,
-      queuedMs: 0,
-      stageMs: { admission: 0, size: 0, select: 0, commit: 0, queue: 0 },
-      startedAt: this.clock.now(),
-    };
+    const rec = this.newRecord(job, target);
     const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);
     const stamp: TaskStamp = { attempt: opts.attempt ?? (() => 0), ...(opts.taskRev ? { taskRev: opts.taskRev } : {}), ...(opts.previous ? { previous: opts.previous } : {}) };
     if (job.mode === 'gang') {
@@ -251,6 +257,64 @@ export class SchedulingAgent implements GangHost, CommitHost {
     }
     rec.finishedAt = this.clock.now();
     return rec;
+  }
+
+  private newRecord(job: JobSpec, target: JobTarget): DecisionRecord {
+    return {
+      job: job.id,
+      agent: this.id,
+      target: target.T,
+      admission: [],
+      samples: [],
+      placements: [],
+      conflicts: 0,
+      retries: 0,
+      readmissions: 0,
+      queuedMs: 0,
+      stageMs: { admission: 0, size: 0, select: 0, commit: 0, queue: 0 },
+      startedAt: this.clock.now(),
+    };
+  }
+
+  /**
+   * A move of the run-time loop: one decision for one RU off the slow task's server, without
+   * admission, and one commit that places the new copy held and tells the old one to stop
+   * (state/placement.ts). The new RU must be acceptable and taken from no one; a conflict cancels
+   * the move (the owner may try again later). `moved` says whether the commit went through.
+   */
+  async move(job: JobSpec, m: MoveRequest): Promise<{ rec: DecisionRecord; moved: boolean; why?: string }> {
+    this.assertOpen(job.id);
+    const target = jobTarget(job.profile.caused);
+    const rec = this.newRecord(job, target);
+    const finish = (moved: boolean, why?: string): { rec: DecisionRecord; moved: boolean; why?: string } => {
+      rec.finishedAt = this.clock.now();
+      return { rec, moved, ...(why ? { why } : {}) };
+    };
+    const s = this.state.server(m.from.server);
+    const exclude = new Set<number>();
+    if (s) for (let i = 0; i < s.ruCount; i++) exclude.add(s.base + i);
+    const d = decide(this.core, job, target, 1, this.config, { skipAdmission: true, exclude });
+    rec.stageMs.size += d.stageUs.size / 1000;
+    rec.stageMs.select += d.stageUs.select / 1000;
+    rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
+    const pick = d.selection.picks[0];
+    if (!pick || !pick.quality.acceptable || pick.victim) return finish(false, 'no better RU');
+    const stamp: TaskStamp = {
+      attempt: () => m.attempt,
+      taskRev: () => m.taskRev,
+      previous: () => m.previous,
+      move: () => ({ from: m.from, rev: m.fromRev, rec: m.fromRec, reason: m.reason, moves: m.moves }),
+    };
+    const c0 = this.clock.monotonic();
+    const res = await this.tryCommit(job, [m.task], [pick], rec, false, 'busy', stamp);
+    rec.stageMs.commit += this.clock.monotonic() - c0;
+    if (!res.ok) {
+      for (const p of res.survivors) this.state.unclaim({ server: p.server.id, index: p.index }, rec);
+      return finish(false, 'conflict');
+    }
+    const pl = rec.placements[0];
+    if (pl) pl.movedFrom = { server: m.from.server, index: m.from.index, rate: m.rate };
+    return finish(true);
   }
 
   /** The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. */

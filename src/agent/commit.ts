@@ -11,7 +11,7 @@ import type { ClusterState } from '../sampling/cluster-state.ts';
 import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
-import { placementTxn } from '../state/placement.ts';
+import { placementTxn, type TaskMove } from '../state/placement.ts';
 import { parseJson, type PlacedTaskRecord } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -48,6 +48,8 @@ export interface TaskStamp {
   taskRev?: (task: number) => number;
   /** Earlier attempts of each task, carried on its new records. */
   previous?: (task: number) => AttemptSummary[] | undefined;
+  /** A running copy the placement replaces (a move of the run-time loop). */
+  move?: (task: number) => TaskMove | undefined;
 }
 
 export interface CommitRequest extends TaskStamp {
@@ -67,7 +69,7 @@ export interface CommitRequest extends TaskStamp {
  * resample.
  */
 export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
-  const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous } = c;
+  const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous, move } = c;
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
   for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
@@ -105,6 +107,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       attempt: attempt(tasks[i] as number),
       ...(taskRev ? { taskRev: taskRev(tasks[i] as number) } : {}),
       ...(previous?.(tasks[i] as number) ? { previous: previous(tasks[i] as number) } : {}),
+      ...(move?.(tasks[i] as number) ? { move: move(tasks[i] as number) } : {}),
       ruRev: p.ruRev,
       basedOn: servers.get(p.server.id) ?? p.epochRev,
       ...(p.victim ? { victim: p.victim } : {}),

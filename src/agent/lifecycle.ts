@@ -22,6 +22,8 @@ import { persistProgress } from './owner/decisions.ts';
 import { evaluate } from './owner/evaluate.ts';
 import { cancelJob, submitJob, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
+import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
+import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 
 export type { JobManagerOptions, NodeLink } from './owner/context.ts';
 export type { SubmitResult } from './owner/submit.ts';
@@ -41,7 +43,7 @@ export type { SubmitResult } from './owner/submit.ts';
  * fences the monitors' writes for a task attempt. No task is ever placed unless the RU write
  * succeeds against the revision that was read, so a task has at most one RU at any revision.
  */
-export class JobManager implements OwnerContext {
+export class JobManager implements OwnerContext, MoveHost {
   readonly agents: SchedulingAgent[];
   /** The one cluster view (list+watch, admission counters, claims, waiting calls) its agents share. */
   readonly view: SharedView;
@@ -82,6 +84,10 @@ export class JobManager implements OwnerContext {
   /** Jobs taken before the agents started, evaluated when they have. */
   private readonly deferred = new Set<Owned>();
   readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
+  /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
+  readonly runtime: RuntimeLoopConfig;
+  readonly moveBudget: MoveBudget;
+  readonly moveStats: MoveStats = newMoveStats();
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
@@ -90,6 +96,8 @@ export class JobManager implements OwnerContext {
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
     this.maxPendingTasks = opts.maxPendingTasks ?? DEFAULT_MAX_PENDING_TASKS;
+    this.runtime = runtimeLoopConfig(opts.runtime);
+    this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
@@ -181,6 +189,14 @@ export class JobManager implements OwnerContext {
       ),
       mk(k.jobs(), (kvs, rev) => this.onJobsSnapshot(kvs, rev), (kv, del) => this.onJob(kv, del)),
       mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
+      mk(
+        this.live.reports(),
+        (kvs) => {
+          for (const o of this.owned.values()) o.slow.clear();
+          each((kv, d) => onReport(this, kv, d))(kvs);
+        },
+        (kv, del) => onReport(this, kv, del),
+      ),
     ];
     // The cluster view and the owner's followers list at once (a large cell takes a while).
     viewReady.catch(() => undefined);
@@ -279,6 +295,10 @@ export class JobManager implements OwnerContext {
     const a = this.agents[this.nextAgent++ % this.agents.length];
     if (!a) throw new TarcilError('INTERNAL', 'no agents');
     return a;
+  }
+
+  finishMove(o: Owned, t: number): void {
+    finishMove(this, o, t);
   }
 
   later(ms: number, fn: () => void): void {

@@ -27,6 +27,7 @@ export function specInputFromProto(s: JobSpec__Output): Record<string, unknown> 
   if (s.mode !== undefined) out.mode = s.mode;
   if (s.maxQueueMs !== undefined) out.maxQueueMs = s.maxQueueMs;
   if (s.durationMs !== undefined) out.durationMs = s.durationMs;
+  if (s.migratable !== undefined) out.migratable = s.migratable;
   if (s.locality) {
     const l: Record<string, unknown> = {};
     if (s.locality.mode !== undefined) l.mode = s.locality.mode;
@@ -188,6 +189,7 @@ export function explanationToProto(
       commitRevision: p.commitRevision,
       preemptedJob: p.preempted ? `${p.preempted.job}#${p.preempted.task}` : '',
       ...(p.sides ? { twoSided: true, selfQ: p.sides.selfQ, neighboursQ: p.sides.neighboursQ, neighbours: p.sides.neighbours } : {}),
+      ...(p.movedFrom ? { movedFrom: { server: p.movedFrom.server, index: p.movedFrom.index }, movedFromRate: p.movedFrom.rate } : {}),
     })),
     conflicts: sum((r) => r.conflicts),
     retries: sum((r) => r.retries),
@@ -242,7 +244,7 @@ export function explainText(e: Explanation): string {
   const p = e.placements ?? [];
   for (const x of p.slice(0, 50)) {
     lines.push(
-      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.twoSided ? ` (own ${Number(x.selfQ ?? 0).toFixed(3)}, worst of ${x.neighbours ?? 0} neighbours ${Number(x.neighboursQ ?? 0).toFixed(3)})` : ''}${x.acceptable ? '' : x.twoSided ? ' (degrades the job or a neighbour)' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}`,
+      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.twoSided ? ` (own ${Number(x.selfQ ?? 0).toFixed(3)}, worst of ${x.neighbours ?? 0} neighbours ${Number(x.neighboursQ ?? 0).toFixed(3)})` : ''}${x.acceptable ? '' : x.twoSided ? ' (degrades the job or a neighbour)' : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}${x.movedFrom ? `, moved from ${x.movedFrom.server}/${x.movedFrom.index} (ran at ${Number(x.movedFromRate ?? 0).toFixed(2)} of its expected rate)` : ''}`,
     );
   }
   const more = p.length - Math.min(p.length, 50) + Number(e.placementsOmitted ?? 0);

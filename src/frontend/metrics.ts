@@ -81,6 +81,19 @@ export class Metrics extends MetricsEndpoint {
       );
       read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
       read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
+      new Counter({
+        name: 'tarcil_task_moves_total',
+        help: 'Slow tasks of migratable jobs looked at by the run-time loop, by outcome: moved (new copy placed, old one told to stop), completed (the new copy released once the old one stopped), or the reason it stayed (no-gain, no-budget, max-moves, no-better-ru, conflict, changed), since the process started',
+        labelNames: ['outcome'],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          const m = manager.moveStats;
+          this.inc({ outcome: 'moved' }, m.moved);
+          this.inc({ outcome: 'completed' }, m.completed);
+          for (const [outcome, n] of Object.entries(m.declined)) this.inc({ outcome }, n);
+        },
+      });
       new Gauge({
         name: 'tarcil_queue_length',
         help: 'Jobs of this process waiting in admission or for capacity',

@@ -2,6 +2,7 @@
  * Process wiring: a front-end (job manager, agents, gRPC, metrics) and a node (LocalMonitor,
  * executor, NodeMonitor service), as `tarcil server`, `monitor` and `up` start them.
  */
+import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import type { AgentConfig } from '../agent/agent.ts';
 import { JobManager } from '../agent/lifecycle.ts';
 import type { Catalog } from '../model/catalog.ts';
@@ -45,6 +46,8 @@ export interface SchedulerProcessOptions {
   unplaceableTimeoutMs?: number;
   /** Back-pressure: tasks not yet placed above which submissions are refused (SERVER_DEFAULTS; 0: no limit). */
   maxPendingTasks?: number;
+  /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts defaults). */
+  runtime?: Partial<RuntimeLoopConfig>;
   /** Finished jobs are deleted this long after they end (default SERVER_DEFAULTS.retainMs; see state/retention.ts). */
   retainMs?: number;
   /** Compaction keeps this much history (default SERVER_DEFAULTS.compactMarginMs; 0: tarcil does not compact). */
@@ -91,6 +94,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.departedMemoryMs !== undefined ? { departedMemoryMs: o.departedMemoryMs } : {}),
     ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
     ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
+    ...(o.runtime ? { runtime: o.runtime } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
   });

@@ -395,5 +395,6 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
   };
   if (s.durationMs !== undefined) job.durationMs = s.durationMs;
   if (s.command) job.command = s.command.env ? { argv: [...s.command.argv], env: { ...s.command.env } } : { argv: [...s.command.argv] };
+  if (s.migratable) job.migratable = true;
   return job;
 }

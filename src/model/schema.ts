@@ -263,6 +263,7 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     maxQueueMs: intIn(0, MAX_QUEUE_MS).default(DEFAULT_MAX_QUEUE_MS),
     durationMs: positiveUpTo(MAX_DURATION_MS).optional(),
     command: command.optional(),
+    migratable: z.boolean({ error: rule('must be true or false') }).default(false),
   }).refine((s) => hasDurationOrCommand(s), {
     path: ['durationMs'],
     error: DURATION_OR_COMMAND,

@@ -101,6 +101,11 @@ export interface JobSpec {
   durationMs?: number;
   /** Per-task command for the process executor. */
   command?: { argv: string[]; env?: Record<string, string> };
+  /**
+   * The run-time loop may move a task that runs well below its expected rate to a better RU (it
+   * restarts there). Off unless the spec says so.
+   */
+  migratable?: boolean;
   submittedAt: number;
 }
 

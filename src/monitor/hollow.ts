@@ -67,7 +67,7 @@ export interface HollowSnapshot {
   writes: GroupCommitStats;
 }
 
-const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
+const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0, movedOut: 0 };
 
 export class HollowNodes {
   readonly disconnectGraceMs: number;

@@ -63,6 +63,9 @@ interface RuView {
   rev: number;
 }
 
+/** How often a node looks at the task record of a move's held copy (normally its owner releases it within a second). */
+export const HOLD_CHECK_MS = 10_000;
+
 /** One parsed free RU record shared by every free RU (a hollow process holds 160,000 of them). */
 const FREE_REC = Object.freeze(JSON.parse(FREE_RU_VALUE)) as PlacedRuRecord;
 
@@ -75,7 +78,7 @@ const FREE_REC = Object.freeze(JSON.parse(FREE_RU_VALUE)) as PlacedRuRecord;
 export class MonitoredNode {
   readonly server: ServerSpec;
   readonly journal: OutcomeJournal;
-  readonly stats: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0 };
+  readonly stats: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0, movedOut: 0 };
   /** Leaving: the server record says down and nothing new starts. */
   draining = false;
   endpoint: string | undefined;
@@ -334,7 +337,16 @@ export class MonitoredNode {
     this.rus.set(index, { rec, rev });
     const run = this.running.get(index);
     if (rec && rec.state === 'busy' && rec.job !== undefined) {
-      if (run && run.job === rec.job && run.task === rec.task && run.commitId === rec.commitId) {
+      const same = !!run && run.job === rec.job && run.task === rec.task && run.commitId === rec.commitId;
+      if (rec.stop !== undefined) {
+        // A move's old copy: stop it, then free the RU, which lets the new copy start.
+        if (run && same) return this.stopForMove(run, index, rec.stop);
+        if (run) this.stop(run, `RU given to ${rec.job}#${rec.task}`);
+        // Ended here before the stop came: that outcome stands (and frees the RU).
+        if (this.journal.has(entryKey(rec))) return this.reporter.kick();
+        return this.h.track(this.freeStopped(index, rec, rev));
+      }
+      if (run && same) {
         run.rev = Math.max(run.rev, rev);
         run.rec = rec;
         return;
@@ -342,6 +354,8 @@ export class MonitoredNode {
       if (run) this.stop(run, `RU given to ${rec.job}#${rec.task}`);
       // Ended here: its outcome is on its way, the task must not start again.
       if (this.journal.has(entryKey(rec))) return this.reporter.kick();
+      // A move's new copy waits until its owner has seen the old one stop.
+      if (rec.hold) return this.watchHold(index, rec, rev);
       if (this.canLaunch()) this.startRun(index, rec, rev);
       return;
     }
@@ -351,6 +365,71 @@ export class MonitoredNode {
     if (!rec) return this.h.track(this.checkStillHere(run));
     // Free, reserved or down: whoever changed the record recorded the task's fate.
     this.stop(run, 'RU no longer holds the task');
+  }
+
+  /** A move's old copy: stopped without an outcome of its own (its task moved on), then its RU freed. */
+  private stopForMove(run: Run, index: number, why: string): void {
+    if (run.stopped) return;
+    this.forget(run);
+    run.stopped = true;
+    this.stats.killed++;
+    this.stats.movedOut++;
+    this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: index, why }, 'stopping task: it moves to another RU');
+    this.h.track(
+      (async () => {
+        await run.handle?.kill();
+        this.recomputeLoad();
+        const cur = this.rus.get(index);
+        if (cur?.rec) await this.freeStopped(index, cur.rec, cur.rev);
+      })(),
+    );
+  }
+
+  /**
+   * Frees an RU whose record tells its copy to stop (once it has), or that was held for a copy that
+   * will never start: fenced on the record's revision, under the node's lease. A store that does
+   * not answer is asked again; a record that changed meanwhile is someone else's to settle.
+   */
+  private async freeStopped(index: number, rec: PlacedRuRecord, rev: number): Promise<void> {
+    for (let i = 0; i < 10 && !this.dead; i++) {
+      const lease = this.h.usableLeaseId();
+      const cur = this.rus.get(index);
+      if (cur && cur.rev > rev) return;
+      if (lease) {
+        try {
+          await this.h.store.txn({
+            compare: [{ key: this.h.keys.ru({ server: this.server.id, index }), target: 'mod', op: '==', value: rev }],
+            success: [
+              { type: 'put', key: this.h.keys.ru({ server: this.server.id, index }), value: FREE_RU_VALUE, lease },
+              { type: 'put', key: this.h.keys.epoch(this.server.id), value: `moved:${rec.job}#${rec.task}` },
+            ],
+          });
+          return;
+        } catch {
+          // the store did not answer: again after a pause
+        }
+      }
+      await this.h.clock.sleep(Math.min(100 * 2 ** i, 2000));
+    }
+  }
+
+  /**
+   * A held copy starts when its owner writes the record without the hold. If its task record
+   * stops naming it (the task ended or moved on while its owner was away), nobody will: free it.
+   */
+  private watchHold(index: number, rec: PlacedRuRecord, rev: number): void {
+    const check = async (): Promise<void> => {
+      const cur = this.rus.get(index);
+      if (this.dead || !cur || cur.rev !== rev) return;
+      try {
+        const tk = parseJson<LiveTaskRecord>(await this.h.store.get(this.h.keys.task(rec.job, rec.task)));
+        if (!taskHere(tk, this.server.id, { commitId: rec.commitId, ruIndex: index })) return await this.freeStopped(index, rec, rev);
+      } catch {
+        // the store did not answer: look again later
+      }
+      this.h.clock.setTimer(HOLD_CHECK_MS, () => this.h.track(check()));
+    };
+    this.h.clock.setTimer(HOLD_CHECK_MS, () => this.h.track(check()));
   }
 
   private async checkStillHere(run: Run): Promise<void> {
@@ -467,6 +546,13 @@ export class MonitoredNode {
     const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold), maxBlockMs: DEFAULT_RUNTIME_LOOP.maxBlockMs };
     this.blockState ??= new BlockState<Run>(rules);
     const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown);
+    // A reported task that recovered: its report goes (a report stands for a task slow now).
+    for (const run of this.running.values()) {
+      if (run.reported && !below.some((b) => b.run === run)) {
+        run.reported = false;
+        this.h.track(this.h.store.delete(this.live.report(run.job, run.task)).catch(() => 0));
+      }
+    }
     for (const { run, rate } of below) {
       if (rate >= rules.slowBelow || run.reported) continue;
       run.reported = true;

@@ -142,10 +142,12 @@ export interface MonitorStats {
   /** Times the lease went unconfirmed or gone (the monitor then starts nothing new). */
   fenced: number;
   registrations: number;
+  /** Tasks stopped here because the run-time loop moved them to another RU. */
+  movedOut: number;
 }
 
 /** The counters that `tarcil_monitor_task_events_total` exports (registrations are not). */
-export const MONITOR_EVENTS = ['started', 'completed', 'failed', 'killed', 'lost', 'adopted', 'fenced'] as const;
+export const MONITOR_EVENTS = ['started', 'completed', 'failed', 'killed', 'lost', 'adopted', 'fenced', 'movedOut'] as const;
 
 export interface MonitorSnapshot {
   server: string;

@@ -147,13 +147,19 @@ export async function adoptAttempt(n: NodeStore, a: HeldAttempt): Promise<{ rev:
  * An RU of this node holds an attempt that neither runs here nor has a journalled outcome (the
  * monitor restarted, or the attempt never started): record its outcome — lost, unless the
  * executor's exit record says how it ended — if its task record still names it here (fenced on
- * both records), and free the RU either way.
+ * both records), and free the RU either way. `freeOnly`: just free it (a move's held copy).
  */
-export async function settleUnknown(n: NodeStore, ruKv: KeyValue, rec: PlacedRuRecord, outcome: TaskOutcome): Promise<'lost' | 'ended' | 'freed' | 'changed'> {
+export async function settleUnknown(
+  n: NodeStore,
+  ruKv: KeyValue,
+  rec: PlacedRuRecord,
+  outcome: TaskOutcome,
+  opts: { freeOnly?: boolean } = {},
+): Promise<'lost' | 'ended' | 'freed' | 'changed'> {
   const ref: RuRef = { server: n.server, index: n.keys.parseRu(ruKv.key)?.index ?? -1 };
-  const taskKv = await n.store.get(n.keys.task(rec.job, rec.task));
+  const taskKv = opts.freeOnly ? undefined : await n.store.get(n.keys.task(rec.job, rec.task));
   const tk = parseJson<LiveTaskRecord>(taskKv);
-  if (taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
+  if (!opts.freeOnly && taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
     const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, outcome, {
       lease: usableLease(n),
       taskFields: { server: n.server, ...(tk?.startedAt !== undefined ? { startedAt: tk.startedAt } : {}) },

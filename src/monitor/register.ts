@@ -90,6 +90,12 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
         fresh.set(i, { commitId: rec.commitId });
         continue;
       }
+      if (rec.hold && !r.runs().some((a) => a.ruIndex === i)) {
+        // A move's new copy that never started: the RU is freed and the move's owner, seeing its
+        // held RU gone, places the task again (it is not lost: it never ran here).
+        await settleUnknown(n, kv, rec, { state: 'lost', endedAt: r.clock.now() }, { freeOnly: true });
+        continue;
+      }
       // The attempt's files are named by the RU record's revision when it started: the task
       // record's placedRevision (the RU record itself changes when an attempt is adopted).
       let ended: TaskOutcome | undefined;

@@ -65,6 +65,7 @@ export function startTxn(keys: Keys, server: string, run: Run): TxnRequest {
     startedAt: run.startedAt,
     server,
     ...(run.rec.previous ? { previous: run.rec.previous } : {}),
+    ...(run.rec.moves ? { moves: run.rec.moves } : {}),
   };
   return {
     compare: [{ key: keys.ru({ server, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],

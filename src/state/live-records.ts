@@ -5,7 +5,7 @@
 import type { JobState, TaskRecord, TaskState } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { DecisionRecord } from './decisions.ts';
-import type { AttemptSummary, JobRecord, ServerRecord } from './records.ts';
+import type { AttemptSummary, JobRecord, MoveSource, ServerRecord } from './records.ts';
 
 /**
  * Records of the live cluster (job lifecycle, ownership, monitors), written next to the core's
@@ -50,6 +50,10 @@ export interface LiveTaskRecord extends TaskRecord {
   startedAt?: number;
   server?: string;
   logPath?: string;
+  /** Moves of the task by the run-time loop so far. */
+  moves?: number;
+  /** This attempt is a move from there: its RU is held until the old copy stopped (agent/owner/moves.ts). */
+  movedFrom?: MoveSource;
 }
 
 /** Value of `owners/<job>`, bound to the owner's lease. */

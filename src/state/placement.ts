@@ -9,7 +9,7 @@ import type { JobSpec, RuRef } from '../model/types.ts';
 import type { Compare, Op, TxnRequest } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { queuePut } from './queue.ts';
-import type { JobRecord, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
+import type { JobRecord, MoveSource, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
 import type { AttemptSummary } from './records.ts';
 
 /** One task to place on one RU. */
@@ -32,6 +32,22 @@ export interface PlacementItem {
   previous?: AttemptSummary[];
   /** A lower-priority task this placement displaces (preemption). */
   victim?: { job: string; task: number; priority: number };
+  /**
+   * A move of a running task (the run-time loop): its old RU, as read at revision `rev`, is told to
+   * stop the old copy, and the new RU is held until it has (see PlacedRuRecord.hold).
+   */
+  move?: TaskMove;
+}
+
+/** The running copy a move replaces. */
+export interface TaskMove {
+  from: { server: string; index: number };
+  rev: number;
+  rec: PlacedRuRecord;
+  /** Why (logged by the old copy's monitor, kept in the task's history). */
+  reason: string;
+  /** Moves of the task before this one. */
+  moves: number;
 }
 
 export interface PlacementTxnInput {
@@ -92,6 +108,12 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     fenceResponse = failure.length;
     failure.push({ type: 'get', key: p.fence.key });
   }
+  for (const it of p.items) {
+    if (!it.move) continue;
+    const key = k.ru(it.move.from);
+    compare.push({ key, target: 'mod', op: '==', value: it.move.rev });
+    failure.push({ type: 'get', key });
+  }
   const taskResponses = failure.length;
   for (const it of p.items) {
     if (it.taskRev === undefined) continue;
@@ -117,6 +139,11 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
+    const hold: MoveSource | undefined = it.move ? { ...it.move.from, commitId: it.move.rec.commitId } : undefined;
+    if (hold && it.move) {
+      ruRec.hold = hold;
+      ruRec.moves = it.move.moves + 1;
+    }
     ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
     success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
     const taskRec: PlacedTaskRecord = {
@@ -130,8 +157,17 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       commitId: p.commitId,
       agent: p.agent,
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
+      ...(it.move ? { moves: it.move.moves + 1, movedFrom: hold } : {}),
     };
     success.push({ type: 'put', key: k.task(job.id, it.task), value: JSON.stringify(taskRec) });
+    if (it.move) {
+      // The old copy keeps its RU (and its load, for the neighbours' scores) until its monitor
+      // has stopped it and freed the RU.
+      const old: PlacedRuRecord = { ...it.move.rec, stop: it.move.reason };
+      const oldKey = k.ru(it.move.from);
+      ruRecords.push({ key: oldKey, rec: old });
+      success.push({ type: 'put', key: oldKey, value: JSON.stringify(old) });
+    }
     if (it.victim) {
       // The displaced task goes back to the durable queue: nothing is lost.
       const v = it.victim;

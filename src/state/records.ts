@@ -52,6 +52,23 @@ export interface PlacedRuRecord extends RuRecord {
   durationMs?: number;
   /** Earlier attempts of the task (copied into every task record written for this attempt). */
   previous?: AttemptSummary[];
+  /**
+   * A move's new copy, held: the RU is the task's, but its monitor starts it only once the job's
+   * owner has seen the old copy stop and written the record again without the hold (never two
+   * copies at once).
+   */
+  hold?: MoveSource;
+  /** A move's old copy: its monitor stops it and frees the RU (the reason is logged). */
+  stop?: string;
+  /** Moves of the task so far, this placement included (copied to the task record when it starts). */
+  moves?: number;
+}
+
+/** Where a moved task ran before: the RU and the placement (commit) of its old copy. */
+export interface MoveSource {
+  server: string;
+  index: number;
+  commitId: string;
 }
 
 export interface PlacedTaskRecord extends TaskRecord {
@@ -59,6 +76,10 @@ export interface PlacedTaskRecord extends TaskRecord {
   basedOn: number;
   commitId: string;
   agent: string;
+  /** Moves of the task so far (the run-time loop moves a task at most a few times). */
+  moves?: number;
+  /** This attempt is a move of the task from there: its RU is held until the old copy stopped. */
+  movedFrom?: MoveSource;
 }
 
 export function parseJson<T>(kv: KeyValue | undefined): T | undefined {

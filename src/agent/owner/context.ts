@@ -15,6 +15,7 @@ import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '..
 import type { CellServer, Feasibility } from '../cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../../util/turns.ts';
+import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -61,6 +62,8 @@ export interface JobManagerOptions {
   unplaceableTimeoutMs?: number;
   /** Tasks not yet placed above which submissions are refused (default {@link DEFAULT_MAX_PENDING_TASKS}; 0: no limit). */
   maxPendingTasks?: number;
+  /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts). */
+  runtime?: Partial<RuntimeLoopConfig>;
   /** Observers for metrics. */
   onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
@@ -109,6 +112,12 @@ export interface Owned {
   summaryAt: number;
   /** A summary write held back by the progress interval is due (an evaluation is scheduled). */
   summaryDue: boolean;
+  /** Tasks a node's load monitor reports slow now: since when (this process's clock), at what share of their rate. */
+  slow: Map<number, { since: number; rate: number; rev: number }>;
+  /** Tasks whose move is being decided and committed (moves.ts). */
+  moving: Set<number>;
+  /** Moved tasks whose held copy waits for the old copy to stop (moves.ts). */
+  finishing: Set<number>;
 }
 
 export interface OwnerStats {
@@ -156,6 +165,8 @@ export interface OwnerContext {
   later(ms: number, fn: () => void): void;
   pickAgent(): SchedulingAgent;
   feasibility(spec: JobSpec): Feasibility;
+  /** A placed task that moved: release its held copy once the old copy stopped (moves.ts). */
+  finishMove(o: Owned, t: number): void;
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
   pendingTasks(): number;
   readonly maxPendingTasks: number;
@@ -203,6 +214,9 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     awaitingNodes: new Set(),
     summaryAt: Number.NEGATIVE_INFINITY,
     summaryDue: false,
+    slow: new Map(),
+    moving: new Set(),
+    finishing: new Set(),
   };
 }
 

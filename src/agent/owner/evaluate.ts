@@ -78,6 +78,11 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
     if (o.scheduling.has(t)) continue;
     const cur = o.tasks.get(t);
     const st = cur?.rec.state;
+    if (cur && st === 'placed' && cur.rec.movedFrom) {
+      // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone).
+      m.finishMove(o, t);
+      continue;
+    }
     if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !m.servers.has(cur.rec.ru.server)) {
       // The node's lease expired (or it never registered with us yet): confirm with the store.
       const server = cur.rec.ru.server;

@@ -27,6 +27,11 @@ export interface JobSpec {
    */
   'durationMs'?: (number | string);
   'command'?: (_tarcil_v1_Command | null);
+  /**
+   * The run-time loop may move a task of this job that runs well below its expected rate to a
+   * better RU (it restarts there; default false).
+   */
+  'migratable'?: (boolean);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
@@ -34,6 +39,7 @@ export interface JobSpec {
   '_mode'?: "mode";
   '_maxQueueMs'?: "maxQueueMs";
   '_durationMs'?: "durationMs";
+  '_migratable'?: "migratable";
 }
 
 export interface JobSpec__Output {
@@ -57,6 +63,11 @@ export interface JobSpec__Output {
    */
   'durationMs'?: (number);
   'command': (_tarcil_v1_Command__Output | null);
+  /**
+   * The run-time loop may move a task of this job that runs well below its expected rate to a
+   * better RU (it restarts there; default false).
+   */
+  'migratable'?: (boolean);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
@@ -64,4 +75,5 @@ export interface JobSpec__Output {
   '_mode'?: "mode";
   '_maxQueueMs'?: "maxQueueMs";
   '_durationMs'?: "durationMs";
+  '_migratable'?: "migratable";
 }

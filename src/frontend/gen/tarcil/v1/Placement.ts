@@ -21,6 +21,12 @@ export interface Placement {
   'selfQ'?: (number | string);
   'neighboursQ'?: (number | string);
   'neighbours'?: (number);
+  /**
+   * A move of the run-time loop: where the task ran before, and its share of its expected rate
+   * there.
+   */
+  'movedFrom'?: (_tarcil_v1_RuRef | null);
+  'movedFromRate'?: (number | string);
 }
 
 export interface Placement__Output {
@@ -40,4 +46,10 @@ export interface Placement__Output {
   'selfQ': (number);
   'neighboursQ': (number);
   'neighbours': (number);
+  /**
+   * A move of the run-time loop: where the task ran before, and its share of its expected rate
+   * there.
+   */
+  'movedFrom': (_tarcil_v1_RuRef__Output | null);
+  'movedFromRate': (number);
 }

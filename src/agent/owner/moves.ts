@@ -1,0 +1,235 @@
+/**
+ * The owner's part of the run-time loop (paper §2, §5.2): a node's load monitor reports a task
+ * running well below its expected rate (`reports/<job>/<task>`, deleted once it recovers). For a
+ * job that allows it (`migratable`), the owner waits `moveAfterMs`; if the task is still slow, a
+ * move would finish it sooner (runtime-loop.ts) and the process's move budget allows, one of its
+ * agents places a new copy on an acceptable RU off the slow server (SchedulingAgent.move).
+ *
+ * Never two copies at once: the move's one transaction holds the new RU (its monitor does not
+ * start it) and tells the old RU to stop its copy; the old node stops it and frees its RU; only
+ * then does the owner write the new RU's record without the hold, and the new copy starts. The
+ * task record names the new placement from the move's commit on, so the old copy's outcome can
+ * no longer be written over it (it is fenced like any other). An owner that takes the job over
+ * finds the move from the task record (`movedFrom`) and finishes it the same way.
+ */
+import { moveWorthIt, type MoveBudget, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../../state/live-records.ts';
+import { parseJson, type PlacedRuRecord } from '../../state/records.ts';
+import type { KeyValue } from '../../store/types.ts';
+import { errorMessage, isTarcilError } from '../../util/errors.ts';
+import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
+import { fencedTxn, type OwnerContext, type Owned } from './context.ts';
+import { replaceAt } from './evaluate.ts';
+import { markLost } from './transitions.ts';
+
+/** What the owner needs beyond its context: the loop's rules and the process's move budget. */
+export interface MoveHost extends OwnerContext {
+  readonly runtime: RuntimeLoopConfig;
+  readonly moveBudget: MoveBudget;
+  readonly moveStats: MoveStats;
+}
+
+export interface MoveStats {
+  /** Moves committed (new copy placed and held, old one told to stop). */
+  moved: number;
+  /** Moves whose new copy was released after the old one stopped. */
+  completed: number;
+  /** Slow tasks looked at and left where they are, by reason. */
+  declined: Record<'no-gain' | 'no-budget' | 'max-moves' | 'no-better-ru' | 'conflict' | 'changed', number>;
+}
+
+export function newMoveStats(): MoveStats {
+  return { moved: 0, completed: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
+}
+
+/** `reports/<job>/<task>` → job and task. */
+export function parseReportKey(prefix: string, key: string): { job: string; task: number } | undefined {
+  if (!key.startsWith(prefix)) return undefined;
+  const rest = key.slice(prefix.length);
+  const slash = rest.lastIndexOf('/');
+  if (slash <= 0) return undefined;
+  const task = Number(rest.slice(slash + 1));
+  return Number.isInteger(task) ? { job: rest.slice(0, slash), task } : undefined;
+}
+
+/** A load report appeared or went: note the task slow (or not) and, for a migratable job, look again after the wait. */
+export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
+  const ref = parseReportKey(m.live.reports(), kv.key);
+  if (!ref) return;
+  const o = m.owned.get(ref.job);
+  if (!o) return;
+  if (deleted) {
+    o.slow.delete(ref.task);
+    return;
+  }
+  const rep = parseJson<LoadReportRecord>(kv);
+  if (!rep) return;
+  const since = m.o.clock.now();
+  o.slow.set(ref.task, { since, rate: rep.rate, rev: kv.modRevision });
+  if (o.spec.migratable) armMove(m, o, ref.task, kv.modRevision);
+}
+
+function armMove(m: MoveHost, o: Owned, t: number, rev: number): void {
+  m.later(m.runtime.moveAfterMs, () => {
+    const slow = o.slow.get(t);
+    // Recovered, or reported again since (that report set its own wait).
+    if (o.dropped || !slow || slow.rev !== rev) return;
+    m.track(due(m, o, t, rev));
+  });
+}
+
+/** The wait is over and the task is still slow: move it if that pays and the budget allows. */
+async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void> {
+  const slow = o.slow.get(t);
+  const cur = o.tasks.get(t);
+  if (!slow || !cur || cur.rec.state !== 'running' || !cur.rec.ru || o.moving.has(t) || o.rec.cancelRequested) return;
+  const rearm = (): void => {
+    // Still slow: the report is rewritten by nothing, so look again after another wait.
+    armMove(m, o, t, rev);
+  };
+  const cfg = m.runtime;
+  const moves = cur.rec.moves ?? 0;
+  if (moves >= cfg.maxMovesPerTask) {
+    m.moveStats.declined['max-moves']++;
+    return;
+  }
+  const now = m.o.clock.now();
+  if (!moveWorthIt(estimate(m, o, cur.rec, slow, now), cfg)) {
+    m.moveStats.declined['no-gain']++;
+    return rearm();
+  }
+  if (!m.moveBudget.take(now)) {
+    m.moveStats.declined['no-budget']++;
+    return rearm();
+  }
+  const lease = m.lease;
+  if (!lease || lease.fenced) return rearm();
+  o.moving.add(t);
+  try {
+    const from = cur.rec.ru;
+    const oldKv = await m.o.store.get(m.o.keys.ru(from));
+    const old = parseJson<PlacedRuRecord>(oldKv);
+    const now2 = o.tasks.get(t);
+    if (!oldKv || !old || old.state !== 'busy' || old.commitId !== cur.rec.commitId || old.stop !== undefined || now2?.rev !== cur.rev) {
+      m.moveStats.declined.changed++;
+      return;
+    }
+    const reason = `ran at ${slow.rate.toFixed(2)} of its expected rate on ${from.server}`;
+    o.agent.setFence(o.id, { key: m.o.keys.owner(o.id), lease: lease.id });
+    const res = await o.agent.move(o.spec, {
+      task: t,
+      from,
+      fromRev: oldKv.modRevision,
+      fromRec: old,
+      taskRev: cur.rev,
+      attempt: cur.rec.attempt + 1,
+      previous: attemptHistory({ ...cur.rec, message: `moved: ${reason}` }) ?? [],
+      moves,
+      rate: slow.rate,
+      reason,
+    });
+    if (!res.moved) {
+      m.moveStats.declined[res.why === 'conflict' ? 'conflict' : 'no-better-ru']++;
+      return rearm();
+    }
+    m.moveStats.moved++;
+    o.slow.delete(t);
+    o.decisions = keepFirstAndLatest([...o.decisions, res.rec], KEPT_DECISIONS);
+    m.o.onDecision?.(o.spec, res.rec);
+    m.track(persistDecisions(m, o, false));
+    const to = res.rec.placements[0]?.ru;
+    m.o.log.info({ job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate }, 'moving a slow task');
+  } catch (err) {
+    if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED')) {
+      m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'moving a task failed');
+    }
+    m.moveStats.declined.changed++;
+  } finally {
+    o.moving.delete(t);
+  }
+  // The commit's task record arrives by the watch; its evaluation finishes the move.
+}
+
+/**
+ * What a move would gain, in the rules' terms: the work left at the rate now (assumed normal until
+ * the report, slow since) against a restart at the expected rate. A task of unknown length (a
+ * command without a duration) counts as never finishing where it is.
+ */
+function estimate(m: MoveHost, o: Owned, rec: LiveTaskRecord, slow: { since: number; rate: number }, now: number): { remaining: number; rateNow: number; work: number; rateAfter: number } {
+  const platform = rec.ru ? m.servers.get(rec.ru.server)?.platform : undefined;
+  const perf = (platform && o.spec.profile.platformPerf[platform]) || 1;
+  const work = o.spec.durationMs !== undefined ? o.spec.durationMs / perf : Infinity;
+  const started = rec.startedAt ?? slow.since;
+  const done = Math.max(0, slow.since - started) + Math.max(0, now - slow.since) * slow.rate;
+  return { remaining: Math.max(0, work - done), rateNow: slow.rate, work: Number.isFinite(work) ? work : 0, rateAfter: 1 };
+}
+
+/** A placed task whose record says it moved: release its held copy once the old one stopped (once per task at a time). */
+export function finishMove(m: MoveHost, o: Owned, t: number): void {
+  if (o.finishing.has(t)) return;
+  o.finishing.add(t);
+  m.track(
+    finishLoop(m, o, t)
+      .catch((err: unknown) => {
+        if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED')) m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'finishing a move failed; will retry');
+      })
+      .finally(() => {
+        o.finishing.delete(t);
+        if (!o.dropped && !m.closed) {
+          o.dirty.add(t);
+          m.later(200, () => m.evaluate(o));
+        }
+      }),
+  );
+}
+
+async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
+  const k = m.o.keys;
+  let pause = 50;
+  for (;;) {
+    if (o.dropped || m.closed) return;
+    const lease = m.lease;
+    if (!lease || lease.fenced) return;
+    const cur = o.tasks.get(t);
+    const from = cur?.rec.movedFrom;
+    const to = cur?.rec.ru;
+    if (!cur || cur.rec.state !== 'placed' || !from || !to) return;
+    const oldKv = await m.o.store.get(k.ru(from));
+    const old = parseJson<PlacedRuRecord>(oldKv);
+    if (oldKv && old && (old.state === 'busy' || old.state === 'reserved') && old.commitId === from.commitId) {
+      // The old copy has not stopped yet. A node that left is waited for as long as it may keep
+      // running its tasks cut off (its disconnect grace); then its RU goes with it.
+      if (!m.servers.has(from.server) && !(await m.o.store.get(k.server(from.server))) && m.o.clock.now() >= replaceAt(m, from.server)) {
+        await fencedTxn(m, o, lease, { compare: [{ key: oldKv.key, target: 'mod', op: '==', value: oldKv.modRevision }], success: [{ type: 'delete', key: oldKv.key }] });
+        continue;
+      }
+      await m.o.clock.sleep(pause);
+      pause = Math.min(pause * 2, 1000);
+      continue;
+    }
+    const newKv = await m.o.store.get(k.ru(to));
+    const held = parseJson<PlacedRuRecord>(newKv);
+    if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.commitId === cur.rec.commitId) {
+      if (!held.hold) return;
+      const { hold: _released, ...rest } = held;
+      const res = await fencedTxn(m, o, lease, {
+        compare: [
+          { key: newKv.key, target: 'mod', op: '==', value: newKv.modRevision },
+          { key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev },
+        ],
+        success: [{ type: 'put', key: newKv.key, value: JSON.stringify(rest) }],
+      });
+      if (!res.succeeded) continue;
+      m.moveStats.completed++;
+      const endpoint = m.servers.get(to.server)?.endpoint;
+      if (endpoint && m.o.nodes) {
+        // Fast path only: the node follows its RUs and starts the copy anyway.
+        m.track(m.o.nodes.launch(endpoint, { server: to.server, job: o.id, task: t, ruIndex: to.index, revision: res.revision }).catch(() => undefined));
+      }
+      return;
+    }
+    // The held RU was freed before the copy started (its node restarted): place the task again.
+    await markLost(m, o, t, cur, `the RU held for its move (${to.server}/${to.index}) was freed before the task started there`);
+    return;
+  }
+}
