@@ -11,7 +11,8 @@ import { candidateFor, SelectionContext, type Candidate, type PlacementRequest }
 /**
  * Draws up to k distinct available RUs satisfying the job's hard constraints, uniformly. Platform
  * constraints select per-platform pools (weighted by size, so the union stays uniform); attribute
- * constraints are checked by rejection and, if most RUs fail them, by one scan of the pools.
+ * constraints are checked by rejection and, if most RUs fail them, by one scan of the pools. Only
+ * when none is found are free RUs of blocked servers drawn from.
  */
 export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allowServer?: (s: ServerState) => boolean): number[] {
   const state = ctx.state;
@@ -25,9 +26,23 @@ export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allo
   } else {
     pools.push(state.available);
   }
-  return drawDistinct(ctx, pools, k, rng, (id) => {
+  const drawn = drawDistinct(ctx, pools, k, rng, (id) => {
     const s = state.serverOfRu(id);
     return s !== undefined && ctx.eligibleServer(s) && s.available(id - s.base) && (allowServer === undefined || allowServer(s));
+  });
+  if (drawn.length > 0 || state.blockedFree.size === 0) return drawn;
+  // A blocked server (a task there runs well below its rate) is avoided, not forbidden: when no
+  // other server can take the job now (its constraints allow only blocked ones, or the rest is
+  // full), its free RUs are drawn from, rather than leave the job waiting for the block to end.
+  return drawDistinct(ctx, [state.blockedFree], k, rng, (id) => {
+    const s = state.serverOfRu(id);
+    return (
+      s !== undefined &&
+      (!c.platforms || c.platforms.includes(s.spec.platform)) &&
+      ctx.eligibleServer(s) &&
+      s.freeButBlocked(id - s.base) &&
+      (allowServer === undefined || allowServer(s))
+    );
   });
 }
 

@@ -55,6 +55,10 @@ export class ServerState {
   available(i: number): boolean {
     return !this.down && !this.blocked && !this.ruDown[i] && this.occupants[i] === null;
   }
+  /** RU i is free on a blocked server: it takes a task only when no other server can (candidates.ts). */
+  freeButBlocked(i: number): boolean {
+    return this.blocked && !this.down && !this.ruDown[i] && this.occupants[i] === null;
+  }
 }
 
 export type ServerChangeListener = (server: ServerState) => void;
@@ -83,6 +87,8 @@ export class ClusterState {
   readonly available = new IndexedSet();
   readonly availableByPlatform = new Map<string, IndexedSet>();
   readonly busyByPriority = new Map<number, IndexedSet>();
+  /** Free RUs of blocked servers (not in `available`): the last resort of a draw (candidates.ts). */
+  readonly blockedFree = new IndexedSet();
   /** RU id → server; ids are never reused, so a removed server leaves holes. */
   private readonly ruServer: (ServerState | undefined)[] = [];
   private nextBase = 0;
@@ -338,6 +344,8 @@ export class ClusterState {
       this.available.delete(id);
       this.availableByPlatform.get(s.spec.platform)?.delete(id);
     }
+    if (s.freeButBlocked(i)) this.blockedFree.add(id);
+    else this.blockedFree.delete(id);
     for (const set of this.busyByPriority.values()) set.delete(id);
     if (occ && occ.state === 'busy' && !s.down) {
       let set = this.busyByPriority.get(occ.priority);
@@ -352,6 +360,7 @@ export class ClusterState {
   private unindex(s: ServerState, i: number): void {
     const id = s.base + i;
     this.available.delete(id);
+    this.blockedFree.delete(id);
     this.availableByPlatform.get(s.spec.platform)?.delete(id);
     const occ = s.occupants[i];
     if (occ) this.busyByPriority.get(occ.priority)?.delete(id);

@@ -35,7 +35,10 @@ export interface EligibleGroups {
   cellServers: number;
   /** Everything eligible, down or blocked included. */
   cell: EligibleCount;
-  /** Eligible and able to take a task now: server neither down nor blocked, RU not down. */
+  /**
+   * Eligible and able to take a task now: server not down, RU not down (a blocked server counts:
+   * it takes a task when no other server can, see candidates.ts).
+   */
   up: EligibleCount;
 }
 
@@ -50,7 +53,7 @@ export function eligibleGroups(state: ClusterState, constraints: Constraints): E
     cell.servers++;
     cell.rus += s.ruCount;
     cellRacks.add(s.rack);
-    if (s.down || s.blocked) continue;
+    if (s.down) continue;
     let rus = 0;
     for (let i = 0; i < s.ruCount; i++) if (!s.ruDown[i]) rus++;
     if (rus === 0) continue;
@@ -105,10 +108,10 @@ export function feasibility(state: ClusterState, job: FeasibilityJob): Feasibili
   const now = shortfall(job, eligible.up);
   let upPart: Pick<FeasibilityCommon, 'upOk' | 'upReason' | 'upField'> = { upOk: true };
   if (now) {
-    const cellHas = never ? '' : ` (the cell has ${now.have(eligible.cell)} counting servers that are down or blocked)`;
+    const cellHas = never ? '' : ` (the cell has ${now.have(eligible.cell)} counting servers that are down)`;
     const upReason =
       now.field === 'constraints'
-        ? `no server matching the constraints is up now${never ? '' : ` (${eligible.cell.servers} eligible ${eligible.cell.servers === 1 ? 'is' : 'are'} down or blocked)`}`
+        ? `no server matching the constraints is up now${never ? '' : ` (${eligible.cell.servers} eligible ${eligible.cell.servers === 1 ? 'is' : 'are'} down)`}`
         : `${now.need}; the servers up now have ${now.have(eligible.up)} eligible${cellHas}`;
     upPart = { upOk: false, upReason, upField: now.field };
   }

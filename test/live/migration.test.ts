@@ -66,7 +66,7 @@ async function startCell(prefix: string): Promise<Cell> {
     onEvents: (b) => {
       for (const e of b.events) {
         const rec = e.type === 'put' ? parseJson<PlacedRuRecord>(e.kv) : undefined;
-        ruEvents.push({ key: e.kv.key, rev: e.kv.modRevision, rec, free: e.type === 'delete' || rec?.state === 'free' });
+        ruEvents.push({ key: e.kv.key, rev: e.kv.modRevision, rec, free: e.type === 'delete' || (rec?.state as string | undefined) === 'free' });
       }
     },
     onError: () => undefined,
@@ -145,7 +145,7 @@ describe('moving a slow task (run-time loop, live)', () => {
       // It ended on b0, as its second attempt, after one move; the first attempt says why it ended.
       expect(rec?.ru?.server).toBe('b0');
       expect(rec?.attempt).toBe(1);
-      expect(rec?.previous?.[0]?.ru.server).toBe('a0');
+      expect(rec?.previous?.[0]?.ru?.server).toBe('a0');
       expect(rec?.previous?.[0]?.message).toMatch(/^moved: ran at 0\.\d\d of its expected rate on a0/);
       // The old copy was stopped by a0's monitor, and nothing else was stopped.
       expect(cell.monitors.get('a0')?.monitor.snapshot().stats.movedOut).toBe(1);

@@ -239,6 +239,32 @@ describe('batch sampling', () => {
     expect(res.picks.every((p) => p.server.id === 's0009')).toBe(true);
     expect(res.picks).toHaveLength(8);
   });
+
+  it('draws from a blocked server only when no other server can take the job, and never from a down one', () => {
+    const rng = new SeededRng(31);
+    const st = loadedCluster(rng, 4, 8, 0);
+    st.setBlocked('s0000', true);
+    st.setServerDown('s0001', true);
+    // s0002 and s0003 are free: the blocked server is avoided.
+    for (let i = 0; i < 20; i++) {
+      const res = selectPlacements(st, request({ m: 2, R: 4 }), rng);
+      expect(res.picks.map((p) => p.server.id).every((id) => id === 's0002' || id === 's0003')).toBe(true);
+    }
+    // ssd=yes: s0000 (blocked) and s0002, now full. The blocked server takes the job rather than
+    // leave it waiting.
+    const busy = (sid: string): void => {
+      for (let i = 0; i < 8; i++) st.setRu({ server: sid, index: i }, { job: `fill-${sid}`, task: i, caused: TEST_PROFILES[0]!.caused, priority: 1, state: 'busy' }, 9);
+    };
+    busy('s0002');
+    const only = selectPlacements(st, request({ m: 2, R: 4, constraints: { attributes: { ssd: 'yes' } } }), rng);
+    expect(only.picks.map((p) => p.server.id)).toEqual(['s0000', 's0000']);
+    // ssd=no: s0001 (down) and s0003, now full: nothing, the down server is never a fallback.
+    busy('s0003');
+    expect(selectPlacements(st, request({ m: 1, R: 4, constraints: { attributes: { ssd: 'no' } } }), rng).picks).toHaveLength(0);
+    // Unblocked again: an ordinary candidate, and the last-resort pool is empty.
+    st.setBlocked('s0000', false);
+    expect(st.blockedFree.size).toBe(0);
+  });
 });
 
 describe('preemption', () => {

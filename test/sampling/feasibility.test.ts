@@ -102,10 +102,11 @@ describe('feasibility', () => {
     });
   });
 
-  it('counts down and blocked servers in the cell, and tells what is up apart', () => {
+  it('counts down servers in the cell, and tells what is up apart (a blocked server is up: it takes a task when nothing else can)', () => {
     const st = cell(4, 8, 1); // four racks of one server
     st.setServerDown('s0', true);
-    st.setBlocked('s1', true);
+    st.setServerDown('s1', true);
+    st.setBlocked('s3', true);
     st.setRu({ server: 's2', index: 0 }, null, 1, true); // one RU down
     const e = eligibleGroups(st, {});
     expect(e.cell).toEqual({ servers: 4, racks: 4, rus: 32 });
@@ -115,7 +116,7 @@ describe('feasibility', () => {
     expect(spread.ok).toBe(true);
     expect(spread.upOk).toBe(false);
     expect(spread.upField).toBe('locality');
-    expect(spread.upReason).toBe('spread over racks needs 3 distinct racks; the servers up now have 2 eligible (the cell has 4 counting servers that are down or blocked)');
+    expect(spread.upReason).toBe('spread over racks needs 3 distinct racks; the servers up now have 2 eligible (the cell has 4 counting servers that are down)');
 
     const gang = feasibility(st, job({ tasks: 20, mode: 'gang' }));
     expect(gang).toMatchObject({ ok: true, upOk: false, upField: 'tasks' });
@@ -127,7 +128,7 @@ describe('feasibility', () => {
     st.setServerDown('s2', true);
     const down = feasibility(st, job({ constraints: { platforms: ['r3.2xlarge'] }, tasks: 1 }));
     expect(down).toMatchObject({ ok: true, upOk: false, upField: 'constraints' });
-    expect(down.upReason).toBe('no server matching the constraints is up now (2 eligible are down or blocked)');
+    expect(down.upReason).toBe('no server matching the constraints is up now (2 eligible are down)');
     // Busy RUs are still part of the cell and of what is up.
     st.setServerDown('s2', false);
     for (let i = 0; i < 8; i++) st.setRu({ server: 's3', index: i }, { job: 'x', task: i, caused: [], priority: 1, state: 'busy' }, 2);
