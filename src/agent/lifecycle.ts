@@ -11,7 +11,8 @@ import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts
 import { agentConfig } from './config.ts';
 import { SharedView } from './shared-view.ts';
 import { Follower } from '../state/follow.ts';
-import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
+import { ProfileBook } from '../state/profiles.ts';
+import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
@@ -88,6 +89,8 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly runtime: RuntimeLoopConfig;
   readonly moveBudget: MoveBudget;
   readonly moveStats: MoveStats = newMoveStats();
+  /** Learned profiles: observations of this process's tasks, written to the store (state/profiles.ts). */
+  readonly profiles: ProfileBook;
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
@@ -98,6 +101,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.maxPendingTasks = opts.maxPendingTasks ?? DEFAULT_MAX_PENDING_TASKS;
     this.runtime = runtimeLoopConfig(opts.runtime);
     this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
+    this.profiles = new ProfileBook({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, ...opts.profiles });
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
@@ -214,6 +218,8 @@ export class JobManager implements OwnerContext, MoveHost {
     sweep(this);
     this.every(Math.max(200, (this.ttlSeconds * 1000) / 2), () => sweep(this));
     this.every(1000, () => persistProgress(this));
+    this.track(this.profiles.refresh());
+    this.every(this.profiles.flushMs, () => this.track(this.profiles.flush()));
   }
 
   /**
@@ -456,8 +462,18 @@ export class JobManager implements OwnerContext, MoveHost {
     if (!ref) return;
     const o = this.owned.get(ref.job);
     if (!o) return;
-    mergeTask(o, ref.index, deleted ? undefined : parseJson<LiveTaskRecord>(kv), kv.modRevision);
+    const rec = deleted ? undefined : parseJson<LiveTaskRecord>(kv);
+    // A task seen ending (not one seen ended already, after a re-list): what its node measured
+    // goes to the profile learner once.
+    const before = o.tasks.get(ref.index);
+    if (rec?.observed && before && before.rev < kv.modRevision && !isFinalTask(before.rec.state) && isFinalTask(rec.state)) this.profiles.observe(o.spec, rec.observed);
+    mergeTask(o, ref.index, rec, kv.modRevision);
     this.evaluate(o);
+  }
+
+  /** The spec a new job is scheduled with (its class's learned vector, state/profiles.ts). */
+  scheduleAs(spec: JobSpec): JobSpec {
+    return this.profiles.schedulingSpec(spec);
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */

@@ -16,6 +16,7 @@ import { CLIENT_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import { journalDirFor } from '../monitor/options.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
+import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
 import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
 import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
 import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
@@ -501,3 +502,28 @@ export async function cancelCommand(id: string, o: ClientFlags, out: (s: string)
   }
 }
 
+
+/** `tarcil profile <name> --learned`: a class's declared and learned vectors, from a front-end. */
+export async function learnedProfileCommand(name: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
+  const c = client(o);
+  try {
+    const p = await unary<ProfileEstimate__Output>(o.timeout, (opts, cb) => c.GetProfile({ name }, opts, cb));
+    if (o.json) return out(JSON.stringify(p, null, 2));
+    const names = loadCatalog().resources;
+    const lines = [`profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`];
+    lines.push(
+      p.used
+        ? `new jobs of this class are scheduled with the learned vector (it rests on at least ${p.minObservations} observations)`
+        : `new jobs of this class are scheduled with the declared vector (${p.observations < p.minObservations ? `the learned one is used from ${p.minObservations} observations on` : 'this front-end does not use learned profiles'})`,
+    );
+    const t = new Table({ head: ['resource', 'declared', 'learned', 'change'] });
+    p.declared.forEach((d, i) => {
+      const l = p.learned[i];
+      t.push([names[i]?.id ?? String(i), d.toFixed(0), l === undefined ? '-' : l.toFixed(1), l === undefined ? '' : `${l - d >= 0 ? '+' : ''}${(l - d).toFixed(1)}`]);
+    });
+    lines.push(t.toString());
+    out(lines.join('\n'));
+  } finally {
+    c.close();
+  }
+}

@@ -12,6 +12,7 @@ import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
 import { registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
+import { CLIENT_DEFAULTS, FRONTEND_LIMITS } from '../frontend/options.ts';
 
 const program = new Command();
 program
@@ -66,7 +67,15 @@ program
   .option('--seed <n>', 'random seed for the resident load', intIn('--seed', SEED_RANGE), 1)
   .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), DEFAULT_BUCKETS)
   .option('--json', 'machine-readable output', false)
-  .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
+  .option('--learned', 'ask a running front-end for the profile learned from what the monitors measured, next to the declared one', false)
+  .option('--server <host:port>', 'the tarcil front-end (with --learned)', process.env.TARCIL_SERVER ?? CLIENT_DEFAULTS.server)
+  .option('--tls-ca <file>', 'connect over TLS, trusting this CA (with --learned)')
+  .option('--timeout <ms>', 'deadline of the call (with --learned)', intIn('--timeout', FRONTEND_LIMITS.timeoutMs), CLIENT_DEFAULTS.timeoutMs)
+  .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean; learned: boolean; server: string; tlsCa?: string; timeout: number }) => {
+    if (o.learned) {
+      const { learnedProfileCommand } = await import('./live.ts');
+      return learnedProfileCommand(name, o, (s) => process.stdout.write(`${s}\n`));
+    }
     process.stdout.write(profileCommand(name, o));
   });
 

@@ -3,8 +3,10 @@
  * executor, NodeMonitor service), as `tarcil server`, `monitor` and `up` start them.
  */
 import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
+import type { SlowdownModel } from '../monitor/load.ts';
 import type { AgentConfig } from '../agent/agent.ts';
 import { JobManager } from '../agent/lifecycle.ts';
+import type { JobManagerOptions } from '../agent/owner/context.ts';
 import type { Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
@@ -48,6 +50,8 @@ export interface SchedulerProcessOptions {
   maxPendingTasks?: number;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts defaults). */
   runtime?: Partial<RuntimeLoopConfig>;
+  /** Learned profiles: use them for new jobs ('learned', the default) or not, after how many observations, how often written. */
+  profiles?: JobManagerOptions['profiles'];
   /** Finished jobs are deleted this long after they end (default SERVER_DEFAULTS.retainMs; see state/retention.ts). */
   retainMs?: number;
   /** Compaction keeps this much history (default SERVER_DEFAULTS.compactMarginMs; 0: tarcil does not compact). */
@@ -95,6 +99,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
     ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
     ...(o.runtime ? { runtime: o.runtime } : {}),
+    ...(o.profiles ? { profiles: o.profiles } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
   });
@@ -163,6 +168,8 @@ export interface MonitorProcessOptions {
   leaseTtlSeconds?: number;
   logDir?: string;
   tls?: TlsFiles;
+  /** The simulated executor's slowdown model (default: the shared performance model, model/perf.ts). */
+  slowdown?: SlowdownModel;
   loadThreshold?: number;
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
@@ -197,6 +204,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     executor,
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
+    ...(o.slowdown ? { slowdown: o.slowdown } : {}),
     ...(o.journalDir !== undefined ? { journalDir: o.journalDir } : {}),
     ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
   });

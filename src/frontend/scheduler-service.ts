@@ -1,6 +1,6 @@
 /**
- * The Scheduler gRPC service: SubmitJob, GetJob, ListJobs, WatchJob, CancelJob, ExplainJob and
- * GetCluster over the job manager and the store.
+ * The Scheduler gRPC service: SubmitJob, GetJob, ListJobs, WatchJob, CancelJob, ExplainJob,
+ * GetCluster and GetProfile over the job manager and the store.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
@@ -17,6 +17,8 @@ import { errorMessage, invalid, isTarcilError, TarcilError } from '../util/error
 import type { Logger } from '../util/log.ts';
 import { explanationToProto, jobToProto, serverToProto, specInputFromProto } from './convert.ts';
 import type { Cluster } from './gen/tarcil/v1/Cluster.ts';
+import type { ProfileEstimate } from './gen/tarcil/v1/ProfileEstimate.ts';
+import { readProfile } from '../state/profiles.ts';
 import type { Job } from './gen/tarcil/v1/Job.ts';
 import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
@@ -165,7 +167,30 @@ export class SchedulerService {
           (e: unknown) => cb(unaryStatus(e)),
         );
       },
+      GetProfile: (call, cb) => {
+        void Promise.resolve()
+          .then(() => this.profile(call.request.name))
+          .then(
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
+      },
     };
+  }
+
+  /** A class's declared and learned vectors (state/profiles.ts). */
+  private async profile(name: string): Promise<ProfileEstimate> {
+    if (typeof name !== 'string' || name === '') throw invalid('name', 'must name a workload profile');
+    const stored = await readProfile(this.d.store, this.d.keys, name);
+    const declared = stored?.declared ?? this.d.catalog.workloads.get(name)?.caused;
+    if (!declared) throw new TarcilError('NOT_FOUND', `no workload profile ${name} in the catalog, and none learned from jobs`, { field: 'name' });
+    const book = this.d.manager.profiles;
+    const out: ProfileEstimate = { name, declared: [...declared], learned: [], gain: 1, observations: 0, rmse: 0, updatedAtMs: 0, used: false, minObservations: book.minObservations };
+    if (stored) {
+      Object.assign(out, { learned: stored.learned, gain: stored.gain, observations: stored.observations, rmse: Math.sqrt(stored.mse), updatedAtMs: stored.updatedAt });
+      out.used = book.usesLearned && stored.observations >= book.minObservations;
+    }
+    return out;
   }
 
   private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job }> {

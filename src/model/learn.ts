@@ -48,6 +48,16 @@ export interface LearnedProfile {
   rmse: number;
 }
 
+/** A class's estimate as stored (`profiles/<name>`, state/profiles.ts). */
+export interface StoredEstimate {
+  declared: number[];
+  learned: number[];
+  gain: number;
+  observations: number;
+  /** Exponentially weighted mean squared error of the predicted excess slowdown. */
+  mse: number;
+}
+
 export class ProfileLearner {
   private readonly classes = new Map<string, ClassEstimate>();
   private readonly x = new Float64Array(N_RESOURCES);
@@ -111,6 +121,30 @@ export class ProfileLearner {
     e.gain = g;
     e.observations++;
     e.mse = e.observations === 1 ? err * err : 0.99 * e.mse + 0.01 * err * err;
+  }
+
+  /** The class's estimate, to store (undefined before its first observation). */
+  export(name: string): StoredEstimate | undefined {
+    const e = this.classes.get(name);
+    if (!e || e.observations === 0) return undefined;
+    return { declared: [...e.declared], learned: e.c.map((v) => Math.round(v * 100) / 100), gain: e.gain, observations: e.observations, mse: e.mse };
+  }
+
+  /** Replaces the class's estimate with a stored one (another process may have moved it on). */
+  load(name: string, s: StoredEstimate): void {
+    this.classes.set(name, { declared: [...s.declared], c: [...s.learned], gain: s.gain, observations: s.observations, mse: s.mse });
+    this.published.delete(name);
+  }
+
+  /** Forgets a class (its stored estimate was removed). */
+  forget(name: string): void {
+    this.classes.delete(name);
+    this.published.delete(name);
+  }
+
+  /** Observations of a class so far (0: never observed). */
+  observations(name: string): number {
+    return this.classes.get(name)?.observations ?? 0;
   }
 
   /** Every class observed so far: declared and learned vectors, gain, observations, error. */

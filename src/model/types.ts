@@ -106,6 +106,11 @@ export interface JobSpec {
    * restarts there). Off unless the spec says so.
    */
   migratable?: boolean;
+  /**
+   * Set when the job is scheduled with its class's learned vector (`profile.caused`) rather than
+   * the declared one (kept here), and how many observations the estimate rested on.
+   */
+  learned?: { observations: number; declared: number[] };
   submittedAt: number;
 }
 

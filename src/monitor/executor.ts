@@ -42,6 +42,8 @@ export interface TaskHandle {
 
 export interface Executor {
   readonly kind: 'simulated' | 'process';
+  /** Tasks' rates are measured (or modelled): the monitor may learn from them (state/profiles.ts). */
+  readonly measuresRate?: boolean;
   /** Where the executor writes task logs, if it does (the monitor's default journal lives there). */
   readonly logDir?: string;
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle;
@@ -58,6 +60,7 @@ export interface Executor {
  */
 export class SimulatedExecutor implements Executor {
   readonly kind = 'simulated' as const;
+  readonly measuresRate = true;
   constructor(
     private readonly clock: Clock,
     private readonly defaultDurationMs = 1000,
@@ -163,6 +166,9 @@ export type PreviousRun =
  */
 export class ProcessExecutor implements Executor {
   readonly kind = 'process' as const;
+  get measuresRate(): boolean {
+    return this.o.cpuRate === true && this.cpu.available;
+  }
   private readonly taskset: boolean;
   private readonly ncpu = Math.max(1, cpus().length);
   private readonly children = new Set<ChildProcess>();

@@ -31,6 +31,8 @@ export interface OutcomeEntry extends TaskOutcome {
   logPath?: string;
   /** A load report was written for the task (removed with the outcome). */
   reported?: boolean;
+  /** What the run tells the profile learner (state/profiles.ts), recorded with the outcome. */
+  observed?: { share: number; pressure: number[]; ms: number };
 }
 
 /** The entry for an attempt that ended with `outcome`. */

@@ -27,9 +27,13 @@ export function assessLoad<R extends LoadedRun>(
   ruCount: number,
   threshold: number,
   model?: SlowdownModel,
+  /** Filled with the sum of the occupants' vectors, when given. */
+  sumOut?: number[],
 ): { run: R; rate: number }[] {
   const slow = model ?? ((own, sum, n) => perfSlowdown(own, sum, n));
-  const sum = new Array<number>(N_RESOURCES).fill(0);
+  const sum = sumOut ?? new Array<number>(N_RESOURCES);
+  sum.length = N_RESOURCES;
+  sum.fill(0);
   for (const r of rus) {
     if (r.rec?.state !== 'busy' || !Array.isArray(r.rec.caused)) continue;
     for (let i = 0; i < N_RESOURCES; i++) sum[i] = (sum[i] as number) + (r.rec.caused[i] ?? 0);
@@ -42,4 +46,47 @@ export function assessLoad<R extends LoadedRun>(
     if (rate < threshold) below.push({ run, rate });
   }
   return below;
+}
+
+/**
+ * What one task's run tells the profile learner: the time-weighted means of its share of the
+ * expected rate and of its neighbours' pressure, over the time it had neighbours.
+ */
+export class RunObservation {
+  private at = NaN;
+  private share = NaN;
+  private readonly C = new Array<number>(N_RESOURCES).fill(0);
+  private readonly sumC = new Array<number>(N_RESOURCES).fill(0);
+  private sumShare = 0;
+  private ms = 0;
+
+  /** From `now` on the task runs at `share` amid pressure C (NaN share: no neighbours, not counted). */
+  update(now: number, share: number, C?: readonly number[]): void {
+    this.close(now);
+    this.share = share;
+    if (C) for (let i = 0; i < N_RESOURCES; i++) this.C[i] = C[i] as number;
+  }
+
+  /** The means up to `now` (undefined if the task never had neighbours while observed). */
+  result(now: number): { share: number; pressure: number[]; ms: number } | undefined {
+    this.close(now);
+    this.share = NaN;
+    if (!(this.ms > 0)) return undefined;
+    return { share: round(this.sumShare / this.ms, 4), pressure: this.sumC.map((v) => round(v / this.ms, 2)), ms: Math.round(this.ms) };
+  }
+
+  private close(now: number): void {
+    if (Number.isFinite(this.share) && now > this.at) {
+      const dt = now - this.at;
+      this.sumShare += this.share * dt;
+      for (let i = 0; i < N_RESOURCES; i++) this.sumC[i] = (this.sumC[i] as number) + (this.C[i] as number) * dt;
+      this.ms += dt;
+    }
+    this.at = now;
+  }
+}
+
+function round(v: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(v * f) / f;
 }

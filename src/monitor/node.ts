@@ -17,7 +17,8 @@ import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
-import { assessLoad, type SlowdownModel } from './load.ts';
+import { assessLoad, RunObservation, type SlowdownModel } from './load.ts';
+import { N_RESOURCES } from '../model/types.ts';
 import { BlockState, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
@@ -91,6 +92,9 @@ export class MonitoredNode {
   private blocked = false;
   /** The load monitor's block of this server: hysteresis and time limit (src/monitor/runtime-loop.ts). */
   private blockState: BlockState<Run> | undefined;
+  /** Scratch of the load check: the occupants' summed vectors, and one task's neighbours' pressure. */
+  private readonly sum: number[] = [];
+  private readonly C: number[] = new Array<number>(N_RESOURCES).fill(0);
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
 
@@ -526,6 +530,8 @@ export class MonitoredNode {
     if (exit.exitCode !== undefined) outcome.exitCode = exit.exitCode;
     if (exit.message !== undefined) outcome.message = exit.message;
     const e = outcomeEntry(run, outcome);
+    const observed = run.obs?.result(outcome.endedAt);
+    if (observed) e.observed = observed;
     // append() makes the entry visible at once, so the RU's events cannot start the task again.
     const durable = this.reporter.record(e);
     this.forget(run);
@@ -539,13 +545,37 @@ export class MonitoredNode {
   // ---------------------------------------------------------------------------------------------
   // Load monitor (paper §5.2)
 
+  /**
+   * Each running task's share of its expected rate and its neighbours' pressure from now on, for
+   * the profile learner (the means over its run go with its outcome: state/profiles.ts).
+   */
+  private observeRuns(): void {
+    const now = this.h.clock.now();
+    const others = this.server.rus - 1;
+    let busy = 0;
+    for (const r of this.rus.values()) if (r.rec?.state === 'busy' && Array.isArray(r.rec.caused)) busy++;
+    for (const run of this.running.values()) {
+      if (!run.handle) continue;
+      run.obs ??= new RunObservation();
+      const own = run.rec.caused;
+      if (busy < 2 || others <= 0 || !Array.isArray(own)) {
+        run.obs.update(now, NaN);
+        continue;
+      }
+      const C = this.C;
+      for (let i = 0; i < C.length; i++) C[i] = ((this.sum[i] as number) - (own[i] ?? 0)) / others;
+      run.obs.update(now, run.handle.rate(), C);
+    }
+  }
+
   recomputeLoad(): void {
     if (this.dead) return;
     // Tasks below the recovery share keep a blocked server blocked; those below the threshold are
     // slow (reported, and they block it): the hysteresis of src/monitor/runtime-loop.ts.
     const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold), maxBlockMs: DEFAULT_RUNTIME_LOOP.maxBlockMs };
     this.blockState ??= new BlockState<Run>(rules);
-    const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown);
+    const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown, this.sum);
+    if (this.h.executor.measuresRate) this.observeRuns();
     // A reported task that recovered: its report goes (a report stands for a task slow now).
     for (const run of this.running.values()) {
       if (run.reported && !below.some((b) => b.run === run)) {

@@ -84,6 +84,7 @@ export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'wri
   if (e.message !== undefined) outcome.message = e.message;
   const fields: Record<string, unknown> = { startedAt: e.startedAt, server: n.server, placedRevision: e.placedRevision };
   if (e.logPath) fields.logPath = e.logPath;
+  if (e.observed) fields.observed = e.observed;
   // The common case in one transaction: the RU still holds the attempt at the revision the
   // monitor last saw. Whoever else writes about the attempt (an owner marking it lost, an owner
   // cancelling it, a preemption) changes or deletes the RU record too, so this fence suffices.

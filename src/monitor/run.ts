@@ -4,6 +4,7 @@
  * revision), what the executor is given, and how an attempt that a previous life of the monitor
  * started ended.
  */
+import type { RunObservation } from './load.ts';
 import type { JobSpec } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
@@ -22,6 +23,8 @@ export interface Run extends HeldAttempt {
   handle: TaskHandle | undefined;
   stopped: boolean;
   reported: boolean;
+  /** What the run tells the profile learner (when the executor measures rates). */
+  obs: RunObservation | undefined;
 }
 
 /** The attempt RU `index`'s record names, placed at revision `rev`. */
@@ -44,6 +47,7 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
     handle: undefined,
     stopped: false,
     reported: false,
+    obs: undefined,
   };
 }
 

@@ -80,6 +80,13 @@ export class Keys {
   owner(job: string): string {
     return `${this.prefix}owners/${job}`;
   }
+  /** `profiles/<name>` → the learned estimate of a workload class (state/profiles.ts). */
+  profiles(): string {
+    return `${this.prefix}profiles/`;
+  }
+  profile(name: string): string {
+    return `${this.prefix}profiles/${encodeURIComponent(name)}`;
+  }
   decision(job: string): string {
     return `${this.prefix}decisions/${job}`;
   }

@@ -50,6 +50,8 @@ export interface LiveTaskRecord extends TaskRecord {
   startedAt?: number;
   server?: string;
   logPath?: string;
+  /** What the task's node measured over its run, for the profile learner (state/profiles.ts). */
+  observed?: { share: number; pressure: number[]; ms: number };
   /** Moves of the task by the run-time loop so far. */
   moves?: number;
   /** This attempt is a move from there: its RU is held until the old copy stopped (agent/owner/moves.ts). */

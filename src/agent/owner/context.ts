@@ -16,6 +16,7 @@ import type { CellServer, Feasibility } from '../cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../../util/turns.ts';
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import type { ProfileBookOptions } from '../../state/profiles.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -64,6 +65,8 @@ export interface JobManagerOptions {
   maxPendingTasks?: number;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts). */
   runtime?: Partial<RuntimeLoopConfig>;
+  /** Learned profiles: whether new jobs are scheduled with them, after how many observations, how often they are written. */
+  profiles?: Pick<ProfileBookOptions, 'use' | 'minObservations' | 'flushMs'>;
   /** Observers for metrics. */
   onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
   onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
@@ -165,6 +168,8 @@ export interface OwnerContext {
   later(ms: number, fn: () => void): void;
   pickAgent(): SchedulingAgent;
   feasibility(spec: JobSpec): Feasibility;
+  /** The spec a new job is scheduled with (its class's learned vector, state/profiles.ts). */
+  scheduleAs(spec: JobSpec): JobSpec;
   /** A placed task that moved: release its held copy once the old copy stopped (moves.ts). */
   finishMove(o: Owned, t: number): void;
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */

@@ -68,6 +68,9 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
       throw new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`);
     }
   }
+  // After the duplicate check (the request's digest is of the spec as submitted): the job is
+  // scheduled, and stored, with its class's learned vector when there is one.
+  spec = m.scheduleAs(spec);
   const agent = m.pickAgent();
   const note = f.kind === 'not-now' ? blockedNote(m, f.reason, now) : undefined;
   const record: LiveJobRecord = {

@@ -12,6 +12,7 @@ import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobReque
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from './tarcil/v1/Explanation.ts';
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from './tarcil/v1/GetClusterRequest.ts';
 import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output as _tarcil_v1_GetJobRequest__Output } from './tarcil/v1/GetJobRequest.ts';
+import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from './tarcil/v1/GetProfileRequest.ts';
 import type { InlineProfile as _tarcil_v1_InlineProfile, InlineProfile__Output as _tarcil_v1_InlineProfile__Output } from './tarcil/v1/InlineProfile.ts';
 import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from './tarcil/v1/Job.ts';
 import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from './tarcil/v1/JobEvent.ts';
@@ -21,6 +22,7 @@ import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse_
 import type { LoadReport as _tarcil_v1_LoadReport, LoadReport__Output as _tarcil_v1_LoadReport__Output } from './tarcil/v1/LoadReport.ts';
 import type { Locality as _tarcil_v1_Locality, Locality__Output as _tarcil_v1_Locality__Output } from './tarcil/v1/Locality.ts';
 import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1_Placement__Output } from './tarcil/v1/Placement.ts';
+import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './tarcil/v1/ProfileEstimate.ts';
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
 import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output as _tarcil_v1_SampleAttempt__Output } from './tarcil/v1/SampleAttempt.ts';
@@ -50,6 +52,7 @@ export interface ProtoGrpcType {
       Explanation: MessageTypeDefinition<_tarcil_v1_Explanation, _tarcil_v1_Explanation__Output>
       GetClusterRequest: MessageTypeDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_GetClusterRequest__Output>
       GetJobRequest: MessageTypeDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_GetJobRequest__Output>
+      GetProfileRequest: MessageTypeDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_GetProfileRequest__Output>
       InlineProfile: MessageTypeDefinition<_tarcil_v1_InlineProfile, _tarcil_v1_InlineProfile__Output>
       Job: MessageTypeDefinition<_tarcil_v1_Job, _tarcil_v1_Job__Output>
       JobEvent: MessageTypeDefinition<_tarcil_v1_JobEvent, _tarcil_v1_JobEvent__Output>
@@ -59,6 +62,7 @@ export interface ProtoGrpcType {
       LoadReport: MessageTypeDefinition<_tarcil_v1_LoadReport, _tarcil_v1_LoadReport__Output>
       Locality: MessageTypeDefinition<_tarcil_v1_Locality, _tarcil_v1_Locality__Output>
       Placement: MessageTypeDefinition<_tarcil_v1_Placement, _tarcil_v1_Placement__Output>
+      ProfileEstimate: MessageTypeDefinition<_tarcil_v1_ProfileEstimate, _tarcil_v1_ProfileEstimate__Output>
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>
       SampleAttempt: MessageTypeDefinition<_tarcil_v1_SampleAttempt, _tarcil_v1_SampleAttempt__Output>

@@ -9,10 +9,12 @@ import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobReque
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from '../../tarcil/v1/Explanation.ts';
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from '../../tarcil/v1/GetClusterRequest.ts';
 import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output as _tarcil_v1_GetJobRequest__Output } from '../../tarcil/v1/GetJobRequest.ts';
+import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from '../../tarcil/v1/GetProfileRequest.ts';
 import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from '../../tarcil/v1/Job.ts';
 import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from '../../tarcil/v1/JobEvent.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from '../../tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from '../../tarcil/v1/ListJobsResponse.ts';
+import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from '../../tarcil/v1/ProfileEstimate.ts';
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from '../../tarcil/v1/SubmitJobRequest.ts';
 import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from '../../tarcil/v1/SubmitJobResponse.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from '../../tarcil/v1/WatchJobRequest.ts';
@@ -59,6 +61,23 @@ export interface SchedulerClient extends grpc.Client {
   getJob(argument: _tarcil_v1_GetJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   getJob(argument: _tarcil_v1_GetJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   getJob(argument: _tarcil_v1_GetJobRequest, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A workload class's declared interference vector and the one learned from what the node
+   * monitors measured of its tasks (shared by the cell, kept in the store).
+   */
+  GetProfile(argument: _tarcil_v1_GetProfileRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  GetProfile(argument: _tarcil_v1_GetProfileRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  GetProfile(argument: _tarcil_v1_GetProfileRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  GetProfile(argument: _tarcil_v1_GetProfileRequest, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  /**
+   * A workload class's declared interference vector and the one learned from what the node
+   * monitors measured of its tasks (shared by the cell, kept in the store).
+   */
+  getProfile(argument: _tarcil_v1_GetProfileRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  getProfile(argument: _tarcil_v1_GetProfileRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  getProfile(argument: _tarcil_v1_GetProfileRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
+  getProfile(argument: _tarcil_v1_GetProfileRequest, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
   
   ListJobs(argument: _tarcil_v1_ListJobsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   ListJobs(argument: _tarcil_v1_ListJobsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
@@ -119,6 +138,12 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   
   GetJob: grpc.handleUnaryCall<_tarcil_v1_GetJobRequest__Output, _tarcil_v1_Job>;
   
+  /**
+   * A workload class's declared interference vector and the one learned from what the node
+   * monitors measured of its tasks (shared by the cell, kept in the store).
+   */
+  GetProfile: grpc.handleUnaryCall<_tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate>;
+  
   ListJobs: grpc.handleUnaryCall<_tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse>;
   
   /**
@@ -143,6 +168,7 @@ export interface SchedulerDefinition extends grpc.ServiceDefinition {
   ExplainJob: MethodDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_Explanation, _tarcil_v1_ExplainJobRequest__Output, _tarcil_v1_Explanation__Output>
   GetCluster: MethodDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_Cluster, _tarcil_v1_GetClusterRequest__Output, _tarcil_v1_Cluster__Output>
   GetJob: MethodDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_Job, _tarcil_v1_GetJobRequest__Output, _tarcil_v1_Job__Output>
+  GetProfile: MethodDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_ProfileEstimate, _tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate__Output>
   ListJobs: MethodDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse__Output>
   SubmitJob: MethodDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse__Output>
   WatchJob: MethodDefinition<_tarcil_v1_WatchJobRequest, _tarcil_v1_JobEvent, _tarcil_v1_WatchJobRequest__Output, _tarcil_v1_JobEvent__Output>

@@ -1,0 +1,166 @@
+/**
+ * Learned profiles in the store (`profiles/<name>`): what the node monitors saw of each workload
+ * class, folded into the class's estimate by the profile learner (model/learn.ts).
+ *
+ * A monitor measures, over each task's run, its mean share of the expected rate and the mean
+ * pressure of its neighbours (their scheduling vectors); the outcome it records carries both
+ * (`observed` on the task record). The job's owner hands the observation to its front-end's book,
+ * which every few seconds applies what it gathered to the stored estimate of each class in a
+ * read-modify-write fenced on the record's revision (retried from a fresh read when another
+ * front-end wrote first): the estimate is shared by the whole cell and survives restarts, and no
+ * observation is applied twice or lost to a race.
+ *
+ * Jobs submitted later are scheduled with the learned vector of their class once it rests on
+ * `minObservations` observations (front-end option `profiles: 'declared'` keeps the declared ones).
+ */
+import type { JobSpec } from '../model/types.ts';
+import { ProfileLearner, type StoredEstimate } from '../model/learn.ts';
+import type { ClusterStore } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import type { Keys } from './keys.ts';
+import { parseJson } from './records.ts';
+
+/** The value of `profiles/<name>`. */
+export interface StoredProfile extends StoredEstimate {
+  name: string;
+  updatedAt: number;
+}
+
+/** What a monitor measured over one task's run (the task record's `observed`). */
+export interface TaskObservation {
+  /** Mean share of the expected rate (1: as fast as alone on its platform). */
+  share: number;
+  /** Mean pressure of the neighbours on each resource, C_i (their vectors over M − 1). */
+  pressure: number[];
+  /** Milliseconds of the run the means cover (time alone on the server does not count). */
+  ms: number;
+}
+
+export interface ProfileBookOptions {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+  /** 'learned' (default): schedule with the learned vector once it rests on enough observations. */
+  use?: 'learned' | 'declared';
+  /** Observations a class needs before its learned vector is used (default 20). */
+  minObservations?: number;
+  /** How often gathered observations are written (default 5 s). */
+  flushMs?: number;
+}
+
+export const DEFAULT_MIN_OBSERVATIONS = 20;
+export const DEFAULT_PROFILE_FLUSH_MS = 5000;
+/** Read-modify-write attempts per class and flush before the rest waits for the next one. */
+const TRIES = 5;
+
+export class ProfileBook {
+  private readonly learner = new ProfileLearner();
+  private readonly pending = new Map<string, { declared: readonly number[]; obs: TaskObservation[] }>();
+  private readonly use: 'learned' | 'declared';
+  readonly minObservations: number;
+  readonly flushMs: number;
+  /** Observations written to the store by this process, and flushes that hit a race (retried). */
+  readonly stats = { observed: 0, written: 0, races: 0 };
+
+  constructor(private readonly o: ProfileBookOptions) {
+    this.use = o.use ?? 'learned';
+    this.minObservations = o.minObservations ?? DEFAULT_MIN_OBSERVATIONS;
+    this.flushMs = o.flushMs ?? DEFAULT_PROFILE_FLUSH_MS;
+  }
+
+  /** A finished task's observation, for its job's class (applied at the next flush). */
+  observe(spec: JobSpec, obs: TaskObservation): void {
+    if (!(obs.share > 0) || !Number.isFinite(obs.share) || obs.pressure.length !== spec.profile.caused.length) return;
+    const name = spec.profile.name;
+    let p = this.pending.get(name);
+    if (!p) this.pending.set(name, (p = { declared: declaredOf(spec), obs: [] }));
+    p.obs.push(obs);
+    this.stats.observed++;
+  }
+
+  /** New jobs are scheduled with learned vectors (once they rest on minObservations). */
+  get usesLearned(): boolean {
+    return this.use === 'learned';
+  }
+
+  /** Classes with observations not yet written. */
+  get pendingClasses(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Applies what was gathered to the stored estimates, then refreshes every class from the store
+   * (what other front-ends learned). Store errors leave the observations for the next flush.
+   */
+  async flush(): Promise<void> {
+    for (const [name, p] of [...this.pending]) {
+      for (let i = 0; i < TRIES; i++) {
+        try {
+          const kv = await this.o.store.get(this.o.keys.profile(name));
+          const cur = parseJson<StoredProfile>(kv);
+          if (cur) this.learner.load(name, cur);
+          else this.learner.forget(name);
+          for (const x of p.obs) this.learner.observe(name, cur?.declared ?? p.declared, x.pressure, x.share);
+          const est = this.learner.export(name);
+          if (!est) break;
+          const rec: StoredProfile = { name, ...est, updatedAt: this.o.clock.now() };
+          const res = await this.o.store.txn({
+            compare: [{ key: this.o.keys.profile(name), target: 'mod', op: '==', value: kv?.modRevision ?? 0 }],
+            success: [{ type: 'put', key: this.o.keys.profile(name), value: JSON.stringify(rec) }],
+          });
+          if (res.succeeded) {
+            this.pending.delete(name);
+            this.stats.written += p.obs.length;
+            break;
+          }
+          this.stats.races++;
+        } catch (err) {
+          this.o.log.warn({ profile: name, err: errorMessage(err) }, 'could not write a learned profile; will retry');
+          break;
+        }
+      }
+    }
+    await this.refresh();
+  }
+
+  /** Loads every stored estimate (another front-end's writes, or a previous life's). */
+  async refresh(): Promise<void> {
+    try {
+      const res = await this.o.store.range(this.o.keys.profiles());
+      for (const kv of res.kvs) {
+        const rec = parseJson<StoredProfile>(kv);
+        if (rec?.name && !this.pending.has(rec.name)) this.learner.load(rec.name, rec);
+      }
+    } catch {
+      // the next flush reads them again
+    }
+  }
+
+  /**
+   * The spec a job is scheduled with: its class's learned vector once that rests on enough
+   * observations (the declared one is kept in `learned.declared`), else the spec unchanged.
+   */
+  schedulingSpec(spec: JobSpec): JobSpec {
+    if (this.use !== 'learned') return spec;
+    const name = spec.profile.name;
+    const n = this.learner.observations(name);
+    if (n < this.minObservations) return spec;
+    const declared = declaredOf(spec);
+    const v = this.learner.vector(name, declared);
+    if (v === declared) return spec;
+    return { ...spec, profile: { ...spec.profile, caused: [...v] }, learned: { observations: n, declared: [...declared] } };
+  }
+}
+
+/** The class's declared vector (a job scheduled with a learned one keeps it). */
+export function declaredOf(spec: JobSpec): readonly number[] {
+  return spec.learned?.declared ?? spec.profile.caused;
+}
+
+/** One class's stored estimate (undefined: never observed). */
+export async function readProfile(store: ClusterStore, keys: Keys, name: string): Promise<StoredProfile | undefined> {
+  return parseJson<StoredProfile>(await store.get(keys.profile(name)));
+}

@@ -1,0 +1,150 @@
+/**
+ * Profiles that learn, live on etcd: the node monitors measure each task's share of its expected
+ * rate amid its neighbours' pressure, the outcome carries it, the owner's front-end folds it into
+ * the class's stored estimate (`profiles/<name>`), later jobs of the class are scheduled with the
+ * learned vector, and `GetProfile` / `tarcil profile --learned` show declared and learned. The
+ * class here is more sensitive on resource 0 than it declares (the simulated executor's model is
+ * told its real vector), so the estimate must move up on resource 0 and nowhere else.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schedulerClient } from '../../src/frontend/client.ts';
+import type { ProfileEstimate__Output } from '../../src/frontend/gen/tarcil/v1/ProfileEstimate.ts';
+import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
+import { loadCatalog } from '../../src/model/catalog.ts';
+import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
+import type { JobSpec, ServerSpec } from '../../src/model/types.ts';
+import { Keys } from '../../src/state/keys.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { ProfileBook, readProfile } from '../../src/state/profiles.ts';
+import { parseJson } from '../../src/state/records.ts';
+import { openStore } from '../../src/store/index.ts';
+import type { ClusterStore } from '../../src/store/types.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
+import { submit, waitFinal } from '../support/live.ts';
+
+const catalog = loadCatalog();
+const clock = new SystemClock();
+const log = createLogger('test');
+const platform = Object.keys(catalog.platforms)[0] as string;
+const perf = Object.fromEntries(Object.keys(catalog.platforms).map((p) => [p, 1]));
+const zero = (): number[] => new Array<number>(10).fill(0);
+/** Declares 30 on resource 0; really presses (and so tolerates) as if 50. */
+const DECLARED = [30, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+const REAL0 = 50;
+const learner = { name: 'learner', family: 'test', caused: DECLARED, platformPerf: perf };
+const heavy = { name: 'heavy70', family: 'test', caused: [70, 0, 0, 0, 0, 0, 0, 0, 0, 0], platformPerf: perf };
+
+let etcd: EtcdProcess;
+let store: ClusterStore;
+beforeAll(async () => {
+  etcd = await startEtcd({ bin: process.env.TARCIL_TEST_ETCD_BIN });
+  store = await openStore(etcd.endpoint.replace('http://', 'etcd://'));
+});
+afterAll(async () => {
+  await store?.close();
+  await etcd?.stop();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('learned profiles in the store', () => {
+  it('two front-ends writing the same class at once lose no observation', async () => {
+    const keys = new Keys('/lp-race/');
+    const spec = { profile: learner } as unknown as JobSpec;
+    const books = [0, 1].map(() => new ProfileBook({ store, keys, clock, log }));
+    const C = [70, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    for (let round = 0; round < 3; round++) {
+      for (const b of books) for (let i = 0; i < 7; i++) b.observe(spec, { share: 0.8, pressure: C, ms: 1000 });
+      await Promise.all(books.map((b) => b.flush()));
+    }
+    // A book whose write lost a race keeps its observations for its next flush: one more each.
+    await Promise.all(books.map((b) => b.flush()));
+    const stored = await readProfile(store, keys, 'learner');
+    expect(stored?.observations).toBe(2 * 3 * 7);
+    expect(books.reduce((n, b) => n + b.stats.written, 0)).toBe(2 * 3 * 7);
+    expect(books.every((b) => b.pendingClasses === 0)).toBe(true);
+    expect(stored?.declared).toEqual(DECLARED);
+    // Slower than predicted on resource 0 only: the estimate rises there and nowhere else.
+    expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+    expect(stored?.learned.slice(1)).toEqual(zero().slice(1));
+  });
+
+  it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
+    const keys = new Keys('/lp-live/');
+    const servers: ServerSpec[] = [{ id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } }];
+    // The executor's truth: the learner class's real vector has REAL0 on resource 0.
+    const truth = (own: readonly number[], sum: readonly number[], n: number): number => {
+      if (own[0] !== DECLARED[0] && own[0] !== (DECLARED[0] as number) + 1) return perfSlowdown(own, sum, n);
+      const real = [REAL0, ...own.slice(1)];
+      const s = sum.map((v, i) => v - (own[i] ?? 0) + (real[i] ?? 0));
+      return perfSlowdown(real, s, n);
+    };
+    const monitor = await startMonitor({ store, keys, clock, log, server: servers[0]!, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
+    const sched = await startScheduler({
+      name: 'lp',
+      store,
+      keys,
+      catalog,
+      clock,
+      rng: new SeededRng(5),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+      housekeeping: false,
+      profiles: { minObservations: 5, flushMs: 300 },
+    });
+    const c = schedulerClient(`127.0.0.1:${sched.port}`);
+    try {
+      // Three heavy neighbours hold three RUs; the learner's tasks take the fourth one by one.
+      await submit(c, { specJson: JSON.stringify({ name: 'neighbours', profile: heavy, tasks: 3, durationMs: 60_000, maxQueueMs: 0 }) });
+      for (let i = 0; i < 50 && (await store.range(keys.serverRus('x0'))).kvs.filter((kv) => kv.value.includes('"busy"')).length < 3; i++) await sleep(100);
+      const first = await submit(c, { specJson: JSON.stringify({ name: 'first', profile: learner, tasks: 8, durationMs: 300, maxQueueMs: 0 }) });
+      expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
+      // What the node measured went with each outcome: a share below 1 amid pressure 70 on resource 0.
+      const t0 = parseJson<LiveTaskRecord>(await store.get(keys.task(first.jobId, 0)));
+      expect(t0?.observed?.share).toBeLessThan(0.95);
+      expect(t0?.observed?.pressure[0]).toBeCloseTo(70, 0);
+      for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
+      const stored = await readProfile(store, keys, 'learner');
+      expect(stored?.observations).toBe(8);
+      expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+
+      // A later job of the class is scheduled, and stored, with the learned vector.
+      const later = await submit(c, { specJson: JSON.stringify({ name: 'later', profile: learner, tasks: 1, durationMs: 300, maxQueueMs: 0 }) });
+      const rec = parseJson<LiveJobRecord>(await store.get(keys.job(later.jobId)));
+      expect(rec?.spec.learned?.observations).toBeGreaterThanOrEqual(5);
+      expect(rec?.spec.learned?.declared).toEqual(DECLARED);
+      expect(rec?.spec.profile.caused).toEqual((await readProfile(store, keys, 'learner'))?.learned.map((v) => Math.round(v)));
+      await waitFinal(c, later.jobId, 20_000);
+
+      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) => c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))));
+      expect(est.declared).toEqual(DECLARED);
+      expect(est.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+      expect(est.used).toBe(true);
+      const missing = await new Promise<{ code?: number }>((resolve) => c.GetProfile({ name: 'no-such-class' }, (err) => resolve(err ?? {})));
+      expect(missing.code).toBe(5); // NOT_FOUND
+
+      const cli = await new Promise<{ code: number | null; out: string }>((resolve) => {
+        const p = spawn(process.execPath, [join(import.meta.dirname, '../../src/cli/bin.js'), 'profile', 'learner', '--learned', '--server', `127.0.0.1:${sched.port}`], { env: { ...process.env, TARCIL_LOG: 'silent' } });
+        let out = '';
+        p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        p.on('close', (code) => resolve({ code, out }));
+      });
+      expect(cli.code).toBe(0);
+      expect(cli.out).toMatch(/profile learner: \d+ observation\(s\)/);
+      expect(cli.out).toContain('scheduled with the learned vector');
+      expect(cli.out).toMatch(/declared.*learned/);
+    } finally {
+      c.close();
+      await sched.close();
+      await monitor.close();
+    }
+  });
+});
