@@ -303,7 +303,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       attempt: () => m.attempt,
       taskRev: () => m.taskRev,
       previous: () => m.previous,
-      move: () => ({ from: m.from, rev: m.fromRev, rec: m.fromRec, reason: m.reason, moves: m.moves }),
+      move: () => ({ from: m.from, rev: m.fromRev, rec: m.fromRec, reason: m.reason, moves: m.moves, rate: m.rate }),
     };
     const c0 = this.clock.monotonic();
     const res = await this.tryCommit(job, [m.task], [pick], rec, false, 'busy', stamp);
@@ -312,8 +312,6 @@ export class SchedulingAgent implements GangHost, CommitHost {
       for (const p of res.survivors) this.state.unclaim({ server: p.server.id, index: p.index }, rec);
       return finish(false, 'conflict');
     }
-    const pl = rec.placements[0];
-    if (pl) pl.movedFrom = { server: m.from.server, index: m.from.index, rate: m.rate };
     return finish(true);
   }
 

@@ -154,6 +154,9 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       };
       const n = attempt(task);
       if (n > 0) pl.attempt = n;
+      // Set before the commit is announced: the owner records a move as one at once.
+      const mv = move?.(task);
+      if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
       const sides = p.quality.sides;
       if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
       if (p.victim) {

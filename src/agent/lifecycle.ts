@@ -482,6 +482,9 @@ export class JobManager implements OwnerContext, MoveHost {
     if (o) {
       for (const p of placements) {
         const rec: LiveTaskRecord = { job: job.id, index: p.task, state: 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now() };
+        // A move's record must say so at once: the watch brings the full record at this same
+        // revision, which is then not applied again, and the move is finished from this one.
+        if (p.movedFrom) rec.movedFrom = { server: p.movedFrom.server, index: p.movedFrom.index, commitId: p.movedFrom.commitId };
         mergeTask(o, p.task, rec, p.commitRevision);
       }
     }

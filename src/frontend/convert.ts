@@ -28,6 +28,7 @@ export function specInputFromProto(s: JobSpec__Output): Record<string, unknown> 
   if (s.maxQueueMs !== undefined) out.maxQueueMs = s.maxQueueMs;
   if (s.durationMs !== undefined) out.durationMs = s.durationMs;
   if (s.migratable !== undefined) out.migratable = s.migratable;
+  if (s.scaleOut) out.scaleOut = s.scaleOut.maxTasks !== undefined ? { maxTasks: s.scaleOut.maxTasks } : {};
   if (s.locality) {
     const l: Record<string, unknown> = {};
     if (s.locality.mode !== undefined) l.mode = s.locality.mode;
@@ -125,6 +126,7 @@ export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?
     taskStates: states,
     taskList: (tasks ?? []).map(taskToProto),
     rescheduled: rec.rescheduled ?? 0,
+    scaledOut: rec.scaledOut ?? 0,
     cancelRequested: rec.cancelRequested === true,
     loadReports: (reports ?? []).map((r) => ({ task: r.task, server: r.server, rate: r.rate, atMs: r.at })),
   };

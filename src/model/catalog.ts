@@ -396,5 +396,6 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
   if (s.durationMs !== undefined) job.durationMs = s.durationMs;
   if (s.command) job.command = s.command.env ? { argv: [...s.command.argv], env: { ...s.command.env } } : { argv: [...s.command.argv] };
   if (s.migratable) job.migratable = true;
+  if (s.scaleOut) job.scaleOut = { maxTasks: s.scaleOut.maxTasks };
   return job;
 }

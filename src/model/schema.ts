@@ -264,11 +264,21 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     durationMs: positiveUpTo(MAX_DURATION_MS).optional(),
     command: command.optional(),
     migratable: z.boolean({ error: rule('must be true or false') }).default(false),
-  }).refine((s) => hasDurationOrCommand(s), {
-    path: ['durationMs'],
-    error: DURATION_OR_COMMAND,
-    when: (payload) => isRecord(payload.value),
-  });
+    scaleOut: strictObj({ maxTasks: intIn(1, MAX_TASKS) }).optional(),
+  })
+    .refine((s) => hasDurationOrCommand(s), {
+      path: ['durationMs'],
+      error: DURATION_OR_COMMAND,
+      when: (payload) => isRecord(payload.value),
+    })
+    .refine((s) => !s.scaleOut || s.scaleOut.maxTasks >= s.tasks, {
+      path: ['scaleOut', 'maxTasks'],
+      error: 'must be at least tasks (the job grows from tasks up to maxTasks)',
+    })
+    .refine((s) => !s.scaleOut || s.mode !== 'gang', {
+      path: ['scaleOut'],
+      error: "is not allowed with mode 'gang' (a gang's tasks are placed all at once)",
+    });
 }
 
 const DURATION_OR_COMMAND = 'is required unless command is given (a simulated task needs a duration, a real one a command)';

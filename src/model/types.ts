@@ -107,6 +107,12 @@ export interface JobSpec {
    */
   migratable?: boolean;
   /**
+   * A scale-out job (its work spreads over however many tasks it has, e.g. a service's replicas):
+   * while one of its tasks runs well below its expected rate, the run-time loop adds a task, up to
+   * `maxTasks` in all.
+   */
+  scaleOut?: { maxTasks: number };
+  /**
    * Set when the job is scheduled with its class's learned vector (`profile.caused`) rather than
    * the declared one (kept here), and how many observations the estimate rested on.
    */

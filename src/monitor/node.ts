@@ -381,10 +381,14 @@ export class MonitoredNode {
     this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: index, why }, 'stopping task: it moves to another RU');
     this.h.track(
       (async () => {
-        await run.handle?.kill();
-        this.recomputeLoad();
-        const cur = this.rus.get(index);
-        if (cur?.rec) await this.freeStopped(index, cur.rec, cur.rev);
+        try {
+          await run.handle?.kill();
+        } finally {
+          const cur = this.rus.get(index);
+          if (cur?.rec && cur.rec.stop !== undefined) await this.freeStopped(index, cur.rec, cur.rev);
+          else this.h.log.info({ server: this.server.id, ru: index, job: run.job, task: run.task, now: cur?.rec?.state }, 'a stopped task\'s RU changed before it was freed');
+          this.recomputeLoad();
+        }
       })(),
     );
   }
@@ -395,24 +399,28 @@ export class MonitoredNode {
    * not answer is asked again; a record that changed meanwhile is someone else's to settle.
    */
   private async freeStopped(index: number, rec: PlacedRuRecord, rev: number): Promise<void> {
-    for (let i = 0; i < 10 && !this.dead; i++) {
+    const key = this.h.keys.ru({ server: this.server.id, index });
+    for (let i = 0; !this.dead; i++) {
       const lease = this.h.usableLeaseId();
       const cur = this.rus.get(index);
       if (cur && cur.rev > rev) return;
       if (lease) {
         try {
-          await this.h.store.txn({
-            compare: [{ key: this.h.keys.ru({ server: this.server.id, index }), target: 'mod', op: '==', value: rev }],
+          const res = await this.h.store.txn({
+            compare: [{ key, target: 'mod', op: '==', value: rev }],
             success: [
-              { type: 'put', key: this.h.keys.ru({ server: this.server.id, index }), value: FREE_RU_VALUE, lease },
+              { type: 'put', key, value: FREE_RU_VALUE, lease },
               { type: 'put', key: this.h.keys.epoch(this.server.id), value: `moved:${rec.job}#${rec.task}` },
             ],
+            failure: [{ type: 'get', key }],
           });
+          if (!res.succeeded) this.h.log.info({ server: this.server.id, ru: index, job: rec.job, task: rec.task, now: res.responses[0]?.[0]?.value }, 'RU changed before its stopped task freed it');
           return;
-        } catch {
-          // the store did not answer: again after a pause
+        } catch (err) {
+          this.h.log.debug({ server: this.server.id, ru: index, err: errorMessage(err) }, 'freeing an RU failed; will retry');
         }
       }
+      // Until the store answers (or the node re-registers, which frees it too).
       await this.h.clock.sleep(Math.min(100 * 2 ** i, 2000));
     }
   }

@@ -20,8 +20,8 @@ export interface Placement {
   preempted?: { job: string; task: number; priority: number };
   /** With two-sided quality: the newcomer's own Q and its worst-off neighbour's Q once placed. */
   sides?: { selfQ: number; neighboursQ: number; neighbours: number };
-  /** A move of the run-time loop: where the task ran, and its share of the expected rate there. */
-  movedFrom?: { server: string; index: number; rate: number };
+  /** A move of the run-time loop: where the task ran (which placement), and its share of the expected rate there. */
+  movedFrom?: { server: string; index: number; rate: number; commitId: string };
 }
 
 /** Everything the agent decided about one job and why: what `tarcil explain` shows. */

@@ -23,6 +23,8 @@ export interface LiveJobRecord extends JobRecord {
   cancelRequested?: boolean;
   finishedAt?: number;
   rescheduled?: number;
+  /** Tasks the run-time loop added to a scale-out job (spec.tasks counts them). */
+  scaledOut?: number;
   taskStates?: Partial<Record<TaskState, number>>;
 }
 

@@ -46,6 +46,8 @@ export interface TaskMove {
   rec: PlacedRuRecord;
   /** Why (logged by the old copy's monitor, kept in the task's history). */
   reason: string;
+  /** The task's share of its expected rate where it ran. */
+  rate: number;
   /** Moves of the task before this one. */
   moves: number;
 }

@@ -12,7 +12,7 @@ import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProces
 import { loadCatalog } from '../../src/model/catalog.ts';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore, WatchHandle } from '../../src/store/types.ts';
@@ -124,10 +124,10 @@ async function taskRec(cell: Cell, job: string, t = 0): Promise<LiveTaskRecord |
  * A filler holds b0 for a while, so the sensitive job lands on a0; then a heavy job is put on a0
  * (its constraint allows nothing else) and slows it to about a third of its expected rate.
  */
-async function slowedOnA0(cell: Cell, migratable: boolean): Promise<string> {
+async function slowedOnA0(cell: Cell, migratable: boolean, extra: Record<string, unknown> = {}): Promise<string> {
   const filler = await submit(cell.c, { specJson: JSON.stringify({ name: 'filler', profile: quiet, tasks: 2, durationMs: 3000, constraints: { attributes: { zone: 'b' } } }) });
   await until('the filler running on b0', 10_000, async () => (await getJob(cell.c, filler.jobId)).state === 'running');
-  const victim = await submit(cell.c, { specJson: JSON.stringify({ name: 'victim', profile: sensitive, tasks: 1, durationMs: 9000, migratable }) });
+  const victim = await submit(cell.c, { specJson: JSON.stringify({ name: 'victim', profile: sensitive, tasks: 1, durationMs: 9000, migratable, ...extra }) });
   await until('the sensitive task running', 10_000, async () => (await taskRec(cell, victim.jobId))?.state === 'running');
   expect((await taskRec(cell, victim.jobId))?.ru?.server).toBe('a0');
   await submit(cell.c, { specJson: JSON.stringify({ name: 'heavy', profile: heavy, tasks: 1, durationMs: 20_000, maxQueueMs: 0, constraints: { attributes: { zone: 'a' } } }) });
@@ -190,6 +190,50 @@ describe('moving a slow task (run-time loop, live)', () => {
       expect((await cell.store.range(`${cell.keys.prefix}reports/${job}/`)).kvs.length).toBe(1);
       expect(cell.sched.manager.moveStats.moved).toBe(0);
       expect(cell.monitors.get('a0')?.monitor.snapshot().stats.movedOut).toBe(0);
+    } finally {
+      await cell.close();
+    }
+  });
+
+  it('adds tasks to a scale-out job whose task runs slow, one per wait, up to its limit', { timeout: 60_000 }, async () => {
+    const cell = await startCell('/mig3/');
+    try {
+      const job = await slowedOnA0(cell, false, { durationMs: 30_000, scaleOut: { maxTasks: 3 } });
+      const jobRec = async (): Promise<LiveJobRecord | undefined> => parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job)));
+      await until('two tasks added', 20_000, async () => (await jobRec())?.spec.tasks === 3);
+      const rec = await jobRec();
+      expect(rec?.scaledOut).toBe(2);
+      expect(rec?.spec.scaleOut).toEqual({ maxTasks: 3 });
+      // The added tasks are scheduled like any other.
+      await until('the added tasks placed', 15_000, async () => {
+        const [a, b] = await Promise.all([taskRec(cell, job, 1), taskRec(cell, job, 2)]);
+        return !!a && !!b && ['placed', 'running'].includes(a.state) && ['placed', 'running'].includes(b.state);
+      });
+      // Task 0 stays slow, but the limit holds: another wait adds nothing.
+      await sleep(3000);
+      expect((await jobRec())?.spec.tasks).toBe(3);
+      expect(cell.sched.manager.moveStats.scaledOut).toBe(2);
+      expect((await getJob(cell.c, job)).scaledOut).toBe(2);
+      // Not migratable: nothing moved.
+      expect(cell.sched.manager.moveStats.moved).toBe(0);
+      await new Promise<void>((resolve, reject) => cell.c.CancelJob({ jobId: job }, (err) => (err ? reject(err) : resolve())));
+    } finally {
+      await cell.close();
+    }
+  });
+
+  it('refuses a scale-out limit below the job\'s tasks, and scale-out for a gang, naming the field', async () => {
+    const cell = await startCell('/mig4/');
+    try {
+      const bad = (spec: Record<string, unknown>) =>
+        new Promise<{ code?: number; details?: string }>((resolve) => cell.c.SubmitJob({ specJson: JSON.stringify(spec) }, (err) => resolve(err ?? {})));
+      const low = await bad({ name: 'x', profile: quiet, tasks: 4, durationMs: 100, scaleOut: { maxTasks: 2 } });
+      expect(low.code).toBe(3);
+      expect(low.details).toContain('scaleOut.maxTasks: must be at least tasks');
+      const gang = await bad({ name: 'x', profile: quiet, tasks: 2, mode: 'gang', durationMs: 100, scaleOut: { maxTasks: 4 } });
+      expect(gang.code).toBe(3);
+      expect(gang.details).toContain("scaleOut: is not allowed with mode 'gang'");
+      expect((await cell.store.range(cell.keys.jobs())).kvs).toHaveLength(0);
     } finally {
       await cell.close();
     }

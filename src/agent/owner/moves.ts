@@ -34,12 +34,14 @@ export interface MoveStats {
   moved: number;
   /** Moves whose new copy was released after the old one stopped. */
   completed: number;
+  /** Tasks added to scale-out jobs. */
+  scaledOut: number;
   /** Slow tasks looked at and left where they are, by reason. */
   declined: Record<'no-gain' | 'no-budget' | 'max-moves' | 'no-better-ru' | 'conflict' | 'changed', number>;
 }
 
 export function newMoveStats(): MoveStats {
-  return { moved: 0, completed: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
+  return { moved: 0, completed: 0, scaledOut: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
 }
 
 /** `reports/<job>/<task>` → job and task. */
@@ -66,7 +68,7 @@ export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
   if (!rep) return;
   const since = m.o.clock.now();
   o.slow.set(ref.task, { since, rate: rep.rate, rev: kv.modRevision });
-  if (o.spec.migratable) armMove(m, o, ref.task, kv.modRevision);
+  if (o.spec.migratable || o.spec.scaleOut) armMove(m, o, ref.task, kv.modRevision);
 }
 
 function armMove(m: MoveHost, o: Owned, t: number, rev: number): void {
@@ -88,6 +90,8 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
     armMove(m, o, t, rev);
   };
   const cfg = m.runtime;
+  if (o.spec.scaleOut && o.spec.tasks < o.spec.scaleOut.maxTasks) return scaleOut(m, o, t, slow, rearm);
+  if (!o.spec.migratable) return;
   const moves = cur.rec.moves ?? 0;
   if (moves >= cfg.maxMovesPerTask) {
     m.moveStats.declined['max-moves']++;
@@ -139,6 +143,9 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
     m.track(persistDecisions(m, o, false));
     const to = res.rec.placements[0]?.ru;
     m.o.log.info({ job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate }, 'moving a slow task');
+    // The commit's record (with movedFrom) is in o.tasks already: finish the move from it.
+    o.dirty.add(t);
+    m.evaluate(o);
   } catch (err) {
     if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED')) {
       m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'moving a task failed');
@@ -147,7 +154,42 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
   } finally {
     o.moving.delete(t);
   }
-  // The commit's task record arrives by the watch; its evaluation finishes the move.
+}
+
+/**
+ * Autoscale (paper §2): a scale-out job whose task runs slow gets one more task (placed like any
+ * other), up to its spec's `scaleOut.maxTasks`, at most one per wait and within the process's
+ * budget of run-time actions. The job record's spec grows in one owner-fenced write, so a new
+ * owner sees the job as it now is.
+ */
+async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }, rearm: () => void): Promise<void> {
+  const now = m.o.clock.now();
+  if (!m.moveBudget.take(now)) {
+    m.moveStats.declined['no-budget']++;
+    return rearm();
+  }
+  const lease = m.lease;
+  if (!lease || lease.fenced || o.dropped) return;
+  const index = o.spec.tasks;
+  const spec = { ...o.spec, tasks: index + 1 };
+  const next = { ...o.rec, spec, scaledOut: (o.rec.scaledOut ?? 0) + 1, updatedAt: now };
+  const res = await fencedTxn(m, o, lease, {
+    compare: [{ key: m.o.keys.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
+    success: [{ type: 'put', key: m.o.keys.job(o.id), value: JSON.stringify(next) }],
+  });
+  if (!res.succeeded) {
+    m.moveStats.declined.changed++;
+    return rearm();
+  }
+  o.spec = spec;
+  o.rec = next;
+  o.jobRev = res.revision;
+  m.moveStats.scaledOut++;
+  m.o.log.info({ job: o.id, task: t, rate: slow.rate, tasks: spec.tasks, max: o.spec.scaleOut?.maxTasks }, 'scaling out: a task runs slow, adding one');
+  o.dirty.add(index);
+  m.evaluate(o);
+  // Still slow after another wait: one more, up to the limit.
+  rearm();
 }
 
 /**
@@ -209,7 +251,8 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
     }
     const newKv = await m.o.store.get(k.ru(to));
     const held = parseJson<PlacedRuRecord>(newKv);
-    if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.commitId === cur.rec.commitId) {
+    // The placement is known by its attempt (the owner's own record of a commit has no commit id).
+    if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.attempt === cur.rec.attempt) {
       if (!held.hold) return;
       const { hold: _released, ...rest } = held;
       const res = await fencedTxn(m, o, lease, {

@@ -26,6 +26,7 @@ import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Ou
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
 import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output as _tarcil_v1_SampleAttempt__Output } from './tarcil/v1/SampleAttempt.ts';
+import type { ScaleOut as _tarcil_v1_ScaleOut, ScaleOut__Output as _tarcil_v1_ScaleOut__Output } from './tarcil/v1/ScaleOut.ts';
 import type { SchedulerClient as _tarcil_v1_SchedulerClient, SchedulerDefinition as _tarcil_v1_SchedulerDefinition } from './tarcil/v1/Scheduler.ts';
 import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from './tarcil/v1/Server.ts';
 import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil_v1_StageTimes__Output } from './tarcil/v1/StageTimes.ts';
@@ -66,6 +67,7 @@ export interface ProtoGrpcType {
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>
       SampleAttempt: MessageTypeDefinition<_tarcil_v1_SampleAttempt, _tarcil_v1_SampleAttempt__Output>
+      ScaleOut: MessageTypeDefinition<_tarcil_v1_ScaleOut, _tarcil_v1_ScaleOut__Output>
       Scheduler: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_SchedulerClient> & { service: _tarcil_v1_SchedulerDefinition }
       Server: MessageTypeDefinition<_tarcil_v1_Server, _tarcil_v1_Server__Output>
       StageTimes: MessageTypeDefinition<_tarcil_v1_StageTimes, _tarcil_v1_StageTimes__Output>

@@ -35,6 +35,10 @@ export interface Job {
    * record.
    */
   'nextTaskFrom'?: (number);
+  /**
+   * Tasks the run-time loop added to a scale-out job (JobSpec.scale_out).
+   */
+  'scaledOut'?: (number);
 }
 
 export interface Job__Output {
@@ -68,4 +72,8 @@ export interface Job__Output {
    * record.
    */
   'nextTaskFrom': (number);
+  /**
+   * Tasks the run-time loop added to a scale-out job (JobSpec.scale_out).
+   */
+  'scaledOut': (number);
 }

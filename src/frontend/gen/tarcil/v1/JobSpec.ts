@@ -5,6 +5,7 @@ import type { InlineProfile as _tarcil_v1_InlineProfile, InlineProfile__Output a
 import type { Locality as _tarcil_v1_Locality, Locality__Output as _tarcil_v1_Locality__Output } from '../../tarcil/v1/Locality.ts';
 import type { Constraints as _tarcil_v1_Constraints, Constraints__Output as _tarcil_v1_Constraints__Output } from '../../tarcil/v1/Constraints.ts';
 import type { Command as _tarcil_v1_Command, Command__Output as _tarcil_v1_Command__Output } from '../../tarcil/v1/Command.ts';
+import type { ScaleOut as _tarcil_v1_ScaleOut, ScaleOut__Output as _tarcil_v1_ScaleOut__Output } from '../../tarcil/v1/ScaleOut.ts';
 
 export interface JobSpec {
   'name'?: (string);
@@ -32,6 +33,11 @@ export interface JobSpec {
    * better RU (it restarts there; default false).
    */
   'migratable'?: (boolean);
+  /**
+   * A scale-out job: while one of its tasks runs well below its expected rate, the run-time loop
+   * adds a task, up to max_tasks in all.
+   */
+  'scaleOut'?: (_tarcil_v1_ScaleOut | null);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
@@ -68,6 +74,11 @@ export interface JobSpec__Output {
    * better RU (it restarts there; default false).
    */
   'migratable'?: (boolean);
+  /**
+   * A scale-out job: while one of its tasks runs well below its expected rate, the run-time loop
+   * adds a task, up to max_tasks in all.
+   */
+  'scaleOut': (_tarcil_v1_ScaleOut__Output | null);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
