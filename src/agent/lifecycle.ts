@@ -318,7 +318,7 @@ export class JobManager implements OwnerContext {
     this.held = await HeldLease.grant({
       store: this.o.store,
       clock: this.o.clock,
-      log: this.o.log.child({ component: 'owner-lease' }),
+      log: this.o.log.child({ part: 'owner-lease' }),
       ttlSeconds: this.ttlSeconds,
       onFenced: () => this.onFenced(),
     });

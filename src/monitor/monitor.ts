@@ -120,7 +120,7 @@ export class LocalMonitor {
 
   async start(): Promise<void> {
     const left = await this.node.journal.load();
-    if (left.length > 0) this.o.log.info({ server: this.server.id, outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
+    if (left.length > 0) this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
     await this.conn.registerOnce();
     this.follower = new Follower({
       store: this.o.store,

@@ -14,7 +14,7 @@ import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
-import type { Logger } from '../util/log.ts';
+import { withBindings, type Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import { assessLoad, type SlowdownModel } from './load.ts';
@@ -97,16 +97,29 @@ export class MonitoredNode {
     this.journal = journal;
     this.endpoint = endpoint;
     this.live = new LiveKeys(host.keys);
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
     this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
     this.reporter = new OutcomeReporter({
       n: this.n,
       journal,
       clock: host.clock,
-      log: host.log,
+      // Read when a line is written: a hollow process's nodes make their loggers only then.
+      get log() {
+        return self.log();
+      },
       mayReport: () => host.registered() && !this.dead,
       onWritten: (e) => this.outcomeWritten(e),
       track: (p) => host.track(p),
     });
+  }
+
+  /**
+   * The node's logger, naming its server once: the host's own under a monitor (whose logger binds
+   * the server already), a child of it under a hollow process (made per line: its nodes rarely log).
+   */
+  log(): Logger {
+    return withBindings(this.h.log, { server: this.server.id });
   }
 
   get runningCount(): number {
@@ -221,21 +234,21 @@ export class MonitoredNode {
       },
       onWritten: (e) => this.outcomeWritten(e),
       ...(this.h.executor.previousRun
-        ? { previousRun: (a: { job: string; task: number; revision: number }) => previousRunOutcome(this.h.executor, a, () => this.h.clock.now(), this.h.log) }
+        ? { previousRun: (a: { job: string; task: number; revision: number }) => previousRunOutcome(this.h.executor, a, () => this.h.clock.now(), this.log()) }
         : {}),
       clock: this.h.clock,
-      log: this.h.log,
+      log: this.log(),
     });
     for (const [i, a] of res.adopted) {
       const run = this.running.get(i);
       if (!run || run.commitId !== a.commitId) continue;
       run.rev = Math.max(run.rev, a.rev);
       this.stats.adopted++;
-      this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
+      this.log().info({ job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
     }
     this.stats.lost += res.lost;
     this.stats.registrations++;
-    this.h.log.info({ server: this.server.id, rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
+    this.log().info({ rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
   }
 
   /** Registered by a batch (hollow.ts) that found nothing to reconcile. */
@@ -247,7 +260,7 @@ export class MonitoredNode {
   disconnected(why: string, quiet = false): void {
     this.stats.fenced++;
     if (!quiet) {
-      this.h.log.warn({ server: this.server.id, why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
+      this.log().warn({ why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
     }
   }
 
@@ -259,7 +272,7 @@ export class MonitoredNode {
   /** The grace ran out without the store: kill every task (recorded lost once the store answers). */
   graceOut(why: string): void {
     if (this.running.size === 0) return;
-    this.h.log.warn({ server: this.server.id, tasks: this.running.size }, `${why}: killing every task`);
+    this.log().warn({ tasks: this.running.size }, `${why}: killing every task`);
     const kills = [...this.running.values()].map((r) => this.killRun(r, why));
     this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
   }
@@ -386,7 +399,7 @@ export class MonitoredNode {
     if (run.stopped) return;
     run.stopped = true;
     this.stats.killed++;
-    this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: run.ruIndex, why }, 'stopping task');
+    this.log().info({ job: run.job, task: run.task, ru: run.ruIndex, why }, 'stopping task');
     this.h.track(run.handle?.kill() ?? Promise.resolve());
   }
 
@@ -398,7 +411,7 @@ export class MonitoredNode {
         () => this.h.launchBackoff.succeeded(),
         async (err: unknown) => {
           this.h.launchBackoff.failed(err);
-          this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
+          this.log().warn({ job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
           if (this.running.get(index) === run) this.running.delete(index);
           // The store did not answer (etcd restarting): the RU still names the task, and no watch
           // event will come to say so again, so look again ourselves until it starts or moves on,
@@ -432,6 +445,7 @@ export class MonitoredNode {
     }
     run.handle = executor.start(launch, (exit) => this.h.track(this.finished(run, exit)));
     this.stats.started++;
+    if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, attempt: run.rec.attempt }, 'task started');
     this.recomputeLoad();
   }
 
@@ -452,6 +466,7 @@ export class MonitoredNode {
     this.forget(run);
     if (exit.state === 'succeeded') this.stats.completed++;
     else this.stats.failed++;
+    if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, state: exit.state, exitCode: exit.exitCode }, 'task ended');
     this.recomputeLoad();
     await durable;
     this.reporter.kick();
@@ -473,12 +488,12 @@ export class MonitoredNode {
       const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
       const lease = this.h.usableLeaseId();
       if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
-      this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
+      this.log().warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
     const next = this.blockState.update(this.h.clock.now(), below.map((b) => [b.run, b.rate] as const));
     if (next !== this.blocked) {
       this.blocked = next;
-      this.h.log.info({ server: this.server.id, blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
+      this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
       this.h.serverChanged(this);
     }
   }
