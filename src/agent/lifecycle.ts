@@ -3,7 +3,7 @@
  * and tasks in the store, and drives each job it owns to a final state. Its parts live in
  * `owner/`: submission, adoption, evaluation, task transitions, the summary, decision records.
  */
-import type { JobSpec } from '../model/types.ts';
+import type { JobSpec, JobState } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Timer } from '../util/clock.ts';
 import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
@@ -94,11 +94,12 @@ export class JobManager implements OwnerContext {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
+    const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
       (_, i) =>
         new SchedulingAgent({
-          id: `${opts.process}/a${i + 1}`,
+          id: agentId(i),
           store: opts.store,
           keys: opts.keys,
           clock: opts.clock,
@@ -106,7 +107,7 @@ export class JobManager implements OwnerContext {
           log: opts.log,
           config,
           view: this.view,
-          onCommitted: (job, placements) => this.committed(job, placements),
+          onCommitted: (job, placements) => this.committed(job, placements, agentId(i)),
         }),
     );
   }
@@ -134,6 +135,13 @@ export class JobManager implements OwnerContext {
   /** Jobs this process owns now. */
   ownedJobs(): string[] {
     return [...this.owned.keys()];
+  }
+
+  /** The jobs owned here, counted by the state of their record. */
+  jobsByState(): Partial<Record<JobState, number>> {
+    const out: Partial<Record<JobState, number>> = {};
+    for (const o of this.owned.values()) out[o.rec.state] = (out[o.rec.state] ?? 0) + 1;
+    return out;
   }
 
   /** The in-progress decision for a job owned here (what `explain` shows while it waits). */
@@ -441,7 +449,7 @@ export class JobManager implements OwnerContext {
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */
-  private committed(job: JobSpec, placements: readonly Placement[]): void {
+  private committed(job: JobSpec, placements: readonly Placement[], agent: string): void {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
@@ -449,7 +457,7 @@ export class JobManager implements OwnerContext {
         mergeTask(o, p.task, rec, p.commitRevision);
       }
     }
-    this.o.onCommitted?.(job, placements);
+    this.o.onCommitted?.(job, placements, agent);
     const nodes = this.o.nodes;
     if (!nodes) return;
     for (const p of placements) {

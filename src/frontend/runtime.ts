@@ -72,6 +72,9 @@ export interface SchedulerProcess {
   close(): Promise<void>;
 }
 
+/** The monitors started in this process: a front-end of the same process (`tarcil up`) exports their metrics. */
+const localMonitors = new Set<LocalMonitor>();
+
 /** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
 export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
   checkSchedulerOptions(o);
@@ -93,8 +96,11 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
+    onCommitted: (_job, placements, agent) => hooks.metrics?.observePlacements(agent, placements),
+    onJobFinished: (_job, state) => hooks.metrics?.observeFinished(state),
   });
-  const metrics = new Metrics(manager);
+  // The monitors of this process (`tarcil up`) export their node metrics here too.
+  const metrics = new Metrics({ manager, store: o.store, monitors: () => localMonitors });
   hooks.metrics = metrics;
   let serving: () => void = () => undefined;
   const canServe = new Promise<void>((resolve) => (serving = resolve));
@@ -212,7 +218,8 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     unlisted();
     throw err;
   }
-  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor) : undefined;
+  localMonitors.add(monitor);
+  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor, o.store) : undefined;
   const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
   return {
     port: grpcServer.port,
@@ -220,6 +227,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     monitor,
     close: async () => {
       unlisted();
+      localMonitors.delete(monitor);
       await monitor.close();
       if (executor instanceof ProcessExecutor) executor.killAll();
       await grpcServer.close(500);
