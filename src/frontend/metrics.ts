@@ -85,7 +85,7 @@ export interface MetricsOptions {
   monitors?: () => Iterable<LocalMonitor>;
 }
 
-/** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor). */
+/** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor, cordoned or draining). */
 export const RU_STATES = ['free', 'busy', 'down', 'unschedulable'] as const;
 
 export class Metrics extends MetricsEndpoint {
@@ -181,7 +181,7 @@ export class Metrics extends MetricsEndpoint {
     });
     new Gauge({
       name: 'tarcil_rus',
-      help: 'Resource units of the cell as this front-end sees them, by platform and state (free, busy, down, unschedulable: free on a server that takes no placements)',
+      help: 'Resource units of the cell as this front-end sees them, by platform and state (free, busy, down, unschedulable: free on a server blocked by its load monitor, cordoned or draining)',
       labelNames: ['platform', 'state'],
       registers: [this.registry],
       collect() {
@@ -191,13 +191,13 @@ export class Metrics extends MetricsEndpoint {
     });
     new Gauge({
       name: 'tarcil_servers',
-      help: 'Servers of the cell as this front-end sees them, by platform and state (up, down, blocked by the load monitor)',
+      help: 'Servers of the cell as this front-end sees them, by platform and state (up, down, blocked by the load monitor, cordoned: cordoned or draining)',
       labelNames: ['platform', 'state'],
       registers: [this.registry],
       collect() {
         this.reset();
         for (const s of manager.view.state.servers.values()) {
-          const state = s.down ? 'down' : s.blocked ? 'blocked' : 'up';
+          const state = s.down ? 'down' : s.cordoned ? 'cordoned' : s.blocked ? 'blocked' : 'up';
           this.inc({ platform: s.spec.platform, state });
         }
       },
@@ -243,7 +243,7 @@ function ruCounts(manager: JobManager): Map<string, Record<(typeof RU_STATES)[nu
     for (let i = 0; i < s.ruCount; i++) {
       if (s.down || s.ruDown[i]) c.down++;
       else if (s.occupants[i]) c.busy++;
-      else if (s.blocked) c.unschedulable++;
+      else if (s.blocked || s.cordoned) c.unschedulable++;
       else c.free++;
     }
   }

@@ -121,7 +121,18 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
         });
   housekeeper?.start();
-  const service = new SchedulerService({ manager, store: o.store, keys: o.keys, catalog: o.catalog, clock: o.clock, log: o.log, metrics, retainMs });
+  const service = new SchedulerService({
+    manager,
+    store: o.store,
+    keys: o.keys,
+    catalog: o.catalog,
+    clock: o.clock,
+    log: o.log,
+    metrics,
+    retainMs,
+    process: o.name,
+    readLog: (endpoint, req) => nodes.readLog(endpoint, req),
+  });
   const grpcServer = await startGrpcServer({
     host: o.host,
     port: o.port,

@@ -5,15 +5,15 @@
  * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
  * thousands under one lease and one watch.
  */
-import { LiveKeys, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
-import type { Clock } from '../util/clock.ts';
-import { errorMessage } from '../util/errors.ts';
+import type { Clock, Timer } from '../util/clock.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
 import { withBindings, type Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
@@ -24,6 +24,7 @@ import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
 import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
+import { checkLogJobId, newestAttemptBase, streamTaskLog, type LogChunk } from './task-logs.ts';
 import type { SharedBackoff } from '../util/backoff.ts';
 
 /** What a node needs from the process that runs it: the store, the lease, shared caches. */
@@ -90,6 +91,10 @@ export class MonitoredNode {
   private blockState: BlockState<Run> | undefined;
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
+  /** The operator's cordon or drain of this node (`cordons/<id>`), as last read. */
+  private cordon: CordonRecord | undefined;
+  /** Stops the tasks still running when a drain's deadline comes. */
+  private drainTimer: Timer | undefined;
 
   constructor(host: NodeHost, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
     this.h = host;
@@ -216,6 +221,66 @@ export class MonitoredNode {
     return false;
   }
 
+  /**
+   * A task's stdout and stderr (`tarcil logs`): the attempt running here now, else the newest one
+   * whose files are here; with `follow`, until that attempt ends. The simulated executor writes
+   * none: FAILED_PRECONDITION says so.
+   */
+  async readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
+    const ex = this.h.executor;
+    if (ex.kind !== 'process' || ex.logDir === undefined) {
+      throw new TarcilError('FAILED_PRECONDITION', `node ${this.server.id} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`);
+    }
+    checkLogJobId(job);
+    const run = [...this.running.values()].find((r) => r.job === job && r.task === task && r.handle?.logPath !== undefined);
+    const base = run?.handle?.logPath ?? (await newestAttemptBase(ex.logDir, job, task));
+    if (base === undefined) throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${this.server.id}: no attempt of it ran here, or its files were removed`);
+    await streamTaskLog({ base, follow, running: () => run !== undefined && !run.stopped && this.running.get(run.ruIndex) === run, clock: this.h.clock, signal, send });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Cordon and drain (`tarcil node`)
+
+  /** The cordon record of this node changed (undefined: uncordoned). Agents keep placements away themselves. */
+  setCordon(rec: CordonRecord | undefined): void {
+    const was = this.cordon;
+    this.cordon = rec;
+    this.drainTimer?.cancel();
+    this.drainTimer = undefined;
+    if (rec?.mode !== was?.mode || rec?.deadlineAt !== was?.deadlineAt) {
+      if (rec) this.log().info({ mode: rec.mode, deadline: rec.deadlineAt !== undefined ? new Date(rec.deadlineAt).toISOString() : undefined, reason: rec.reason, running: this.running.size }, rec.mode === 'drain' ? 'draining: no new placements; running tasks finish or are stopped at the deadline' : 'cordoned: no new placements');
+      else if (was) this.log().info('uncordoned: placements welcome again');
+    }
+    if (rec?.mode !== 'drain' || rec.deadlineAt === undefined || this.dead) return;
+    const wait = rec.deadlineAt - this.h.clock.now();
+    if (wait <= 0) this.drainDue();
+    else this.drainTimer = this.h.clock.setTimer(wait, () => this.drainDue());
+  }
+
+  /** Draining, and past the deadline: a task still here (or starting now) is stopped. */
+  private drainPassed(): boolean {
+    return this.cordon?.mode === 'drain' && this.cordon.deadlineAt !== undefined && this.h.clock.now() >= this.cordon.deadlineAt;
+  }
+
+  /**
+   * The drain's deadline: every task still running is killed and recorded lost, the path a task
+   * of a node that left takes, so its owner places it again on another server (this one is
+   * cordoned). Its attempt's message says why.
+   */
+  private drainDue(): void {
+    this.drainTimer = undefined;
+    if (this.dead || this.running.size === 0) return;
+    const why = `node ${this.server.id} drained: the deadline passed before the task ended`;
+    this.log().warn({ tasks: this.running.size }, 'drain deadline passed: stopping the tasks still running; their owners place them elsewhere');
+    const kills = [...this.running.values()].map((r) => this.killRun(r, why));
+    this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
+  }
+
+  /** What `tarcil node`'s cordon says of this node now (undefined: none). */
+  get cordonState(): CordonRecord | undefined {
+    return this.cordon;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Registration and the connection to the store
 
@@ -279,6 +344,7 @@ export class MonitoredNode {
 
   /** Closing: the reporter writes nothing more on its own (flushJournal does, last). */
   stopReporting(): void {
+    this.drainTimer?.cancel();
     this.reporter.close();
   }
 
@@ -303,6 +369,7 @@ export class MonitoredNode {
    */
   die(): void {
     this.dead = true;
+    this.drainTimer?.cancel();
     this.reporter.close();
     for (const run of this.running.values()) {
       run.stopped = true;
@@ -445,6 +512,12 @@ export class MonitoredNode {
     }
     run.handle = executor.start(launch, (exit) => this.h.track(this.finished(run, exit)));
     this.stats.started++;
+    // Placed here by a commit decided before the drain was seen, after its deadline: it goes too.
+    if (this.drainPassed()) {
+      const e = this.killRun(run, `node ${this.server.id} drained: the deadline had passed when the task started`);
+      this.h.track(e.then(() => this.reporter.kick()));
+      return;
+    }
     if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, attempt: run.rec.attempt }, 'task started');
     this.recomputeLoad();
   }

@@ -131,6 +131,20 @@ describe('front-end /metrics', () => {
     expect(sum(pick(samples, 'tarcil_monitor_registrations_total'))).toBe(servers.length);
   });
 
+  it('counts a cordoned server and its free RUs as unschedulable', async () => {
+    const id = servers[0]!.id;
+    await new Promise<void>((resolve, reject) => cell.client.SetNodeScheduling({ server: id, action: 'cordon', reason: 'test' }, (err) => (err ? reject(err) : resolve())));
+    while (cell.sched.manager.view.state.server(id)?.cordoned !== true) await new Promise((r) => setTimeout(r, 20));
+    let { samples } = await scrape();
+    expect(pick(samples, 'tarcil_servers', { platform: servers[0]!.platform, state: 'cordoned' })[0]?.value).toBe(1);
+    expect(sum(pick(samples, 'tarcil_rus', { state: 'unschedulable' }))).toBe(servers[0]!.rus);
+    await new Promise<void>((resolve, reject) => cell.client.SetNodeScheduling({ server: id, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())));
+    while (cell.sched.manager.view.state.server(id)?.cordoned !== false) await new Promise((r) => setTimeout(r, 20));
+    ({ samples } = await scrape());
+    expect(sum(pick(samples, 'tarcil_rus', { state: 'unschedulable' }))).toBe(0);
+    expect(sum(pick(samples, 'tarcil_rus', { state: 'free' }))).toBe(totalRus);
+  });
+
   it('/healthz answers 200, /readyz 200 while the store answers and the agents schedule, anything else 404', async () => {
     const base = `http://127.0.0.1:${cell.sched.metricsPort}`;
     const h = await fetch(`${base}/healthz`);
