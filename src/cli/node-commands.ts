@@ -43,6 +43,18 @@ function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc
 
 const utc = (ms: number): string => `${new Date(ms).toISOString().slice(11, 19)} UTC`;
 
+/** Lines `tarcil cluster` adds under its table: each cordoned or draining node, and the nodes that left lately. */
+export function nodeNotes(servers: readonly Server__Output[]): string[] {
+  const lines: string[] = [];
+  for (const s of servers) {
+    const why = s.cordonReason ? `: ${s.cordonReason}` : '';
+    if (s.draining) lines.push(`node ${s.id} ${s.busy > 0 ? `draining, ${s.busy} task${s.busy === 1 ? '' : 's'} left, stopped at ${utc(s.drainDeadlineMs)} if still running` : 'drained'}${why}`);
+    else if (s.cordoned) lines.push(`node ${s.id} cordoned${why}`);
+    if (s.leftAtMs > 0) lines.push(`node ${s.id} left the cell at ${utc(s.leftAtMs)} (not registered now)`);
+  }
+  return lines;
+}
+
 export interface NodeFlags extends ClientFlags {
   reason?: string;
   json: boolean;

@@ -27,7 +27,8 @@ export const DEFAULT_DRAIN_DEADLINE_MS = 60 * 60_000;
 export const MAX_DRAIN_DEADLINE_MS = 7 * 24 * 60 * 60_000;
 export const NODE_ACTIONS = ['cordon', 'drain', 'uncordon'] as const;
 const MAX_REASON = 256;
-const SERVER_ID = /^[A-Za-z0-9._-]{1,128}$/;
+/** A server id as a key segment: no separator, no blank, not `.` or `..`. */
+const SERVER_ID = /^(?!\.\.?$)[^\s/]{1,253}$/;
 const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_UNAVAILABLE = 14;
 
@@ -52,7 +53,7 @@ export interface NodeServiceDeps {
 export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeSchedulingRequest__Output): Promise<Server> {
   const id = req.server;
   if (id === '') throw invalid('server', 'is required');
-  if (!SERVER_ID.test(id)) throw invalid('server', 'must be a server id (1 to 128 of A-Z a-z 0-9 . _ -)');
+  if (!SERVER_ID.test(id)) throw invalid('server', 'must be a server id (1 to 253 characters, no / and no blank)');
   const action = req.action as (typeof NODE_ACTIONS)[number];
   if (!NODE_ACTIONS.includes(action)) throw invalid('action', `must be one of ${NODE_ACTIONS.join(', ')} (got "${req.action}")`);
   if (action !== 'drain' && req.deadlineMs !== undefined) throw invalid('deadline_ms', 'applies to drain only');

@@ -221,6 +221,10 @@ describe('the tarcil node command', () => {
     expect(cordon.status).toBe(0);
     expect(cordon.stdout).toBe('node b cordoned: no new placements; nothing runs there (undo: tarcil node uncordon b)\n');
     expect(parseJson<CordonRecord>(await store.get(keys.cordon('b')))).toMatchObject({ server: 'b', mode: 'cordon', reason: 'bios update', by: 'nd' });
+    const table = await tarcil(['cluster']);
+    expect(table.stdout).toMatch(/\bb\b.*\bcordoned\b/);
+    expect(table.stdout).toContain('node b cordoned: bios update\n');
+    expect(table.stdout).toMatch(/node c left the cell at \d\d:\d\d:\d\d UTC \(not registered now\)/);
     const drain = await tarcil(['node', 'drain', 'b', '--deadline', '90s', '--json']);
     expect(JSON.parse(drain.stdout)).toMatchObject({ id: 'b', state: 'drained', draining: true });
     const bad = await tarcil(['node', 'drain', 'b', '--deadline', '9d']);
