@@ -176,6 +176,8 @@ export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<Tas
     const node = parseJson<LiveServerRecord>(await d.store.get(k.server(server)));
     if (!node?.endpoint) throw new TarcilError('UNAVAILABLE', `node ${server}, where task ${task} of job ${id} ran last, is not registered now (down or gone): its log stays on it`);
     if (!d.readLog) throw new TarcilError('INTERNAL', 'this front-end cannot reach monitors');
+    // The caller gave up while the records were read: open nothing on the node.
+    if (call.cancelled) return;
     const up = d.readLog(node.endpoint, { server, job: id, task, follow: call.request.follow });
     call.on('cancelled', () => up.cancel());
     up.on('data', (c: TaskLogChunk__Output) => {
