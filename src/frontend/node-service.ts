@@ -93,9 +93,24 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
     };
     await d.store.put(k.cordon(id), JSON.stringify(next));
   }
+  await viewApplied(d, id, action !== 'uncordon');
   d.log.info({ node: id, action, deadline: next?.deadlineAt !== undefined ? new Date(next.deadlineAt).toISOString() : undefined, reason: req.reason || undefined }, `node ${action}`);
   const server: LiveServerRecord = rec ?? { ...(known?.spec ?? { id, platform: '', rack: '', rus: 0, speed: 1, attributes: {} }), state: 'down' };
   return serverToProto(server, rusOf(k, res.responses[1] ?? []), next, rec ? undefined : known?.leftAt);
+}
+
+/** How long SetNodeScheduling waits for its own agents to see the change before it answers. */
+export const VIEW_APPLY_WAIT_MS = 2000;
+
+/**
+ * Waits (at most VIEW_APPLY_WAIT_MS) until this front-end's agents see the node cordoned (or no
+ * longer): once the answer is given, they place nothing new on a node it cordoned. Other
+ * front-ends follow through their own watch; a commit decided before still lands.
+ */
+async function viewApplied(d: NodeServiceDeps, id: string, cordoned: boolean): Promise<void> {
+  if (!d.manager.started) return;
+  const until = d.clock.now() + VIEW_APPLY_WAIT_MS;
+  while (d.manager.view.state.cordoned().has(id) !== cordoned && d.clock.now() < until) await d.clock.sleep(5);
 }
 
 function rusOf(k: Keys, kvs: readonly KeyValue[]): Map<number, RuRecord> {

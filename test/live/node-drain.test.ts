@@ -103,7 +103,8 @@ describe('tarcil node cordon / uncordon', () => {
   it('a cordoned node takes no new placement, also after its monitor registers again; uncordon lets placements back', async () => {
     const s = await setNode({ server: 'a', action: 'cordon', reason: 'disk check' });
     expect(s).toMatchObject({ id: 'a', state: 'cordoned', cordoned: true, draining: false, cordonReason: 'disk check' });
-    await seen('a', true);
+    // Answered once this front-end's agents see it: nothing they decide from now on goes there.
+    expect(sched.manager.view.state.server('a')?.cordoned).toBe(true);
     // Two tasks of 1 s: a cell of 4 RUs would spread them; only b takes them.
     const j1 = await submit(c, { specJson: JSON.stringify({ name: 'cordon-1', profile: 'spark-lr', tasks: 2, durationMs: 200 }) });
     expect((await waitFinal(c, j1.jobId)).state).toBe('succeeded');
@@ -122,7 +123,7 @@ describe('tarcil node cordon / uncordon', () => {
 
     expect(await setNode({ server: 'a', action: 'uncordon', reason: '' })).toMatchObject({ id: 'a', state: 'up', cordoned: false });
     expect(await store.get(keys.cordon('a'))).toBeUndefined();
-    await seen('a', false);
+    expect(sched.manager.view.state.server('a')?.cordoned).toBe(false);
     // Now 4 tasks need both servers.
     const j3 = await submit(c, { specJson: JSON.stringify({ name: 'cordon-3', profile: 'spark-lr', tasks: 4, durationMs: 300 }) });
     expect((await waitFinal(c, j3.jobId)).state).toBe('succeeded');
@@ -233,6 +234,18 @@ describe('the tarcil node command', () => {
     const unknown = await tarcil(['node', 'cordon', 'zz']);
     expect(unknown.status).not.toBe(0);
     expect(unknown.stderr).toContain("server: no server 'zz' in the cell");
+    // --wait: returns once the tasks that ran there were stopped at the deadline and moved.
+    await tarcil(['node', 'cordon', 'a']);
+    await setNode({ server: 'b', action: 'uncordon', reason: '' });
+    const j = await submit(c, { specJson: JSON.stringify({ name: 'cli-wait', profile: 'spark-lr', tasks: 2, durationMs: 60_000 }) });
+    await until('both tasks running on b', async () => (await getJob(c, j.jobId)).taskStates.running === 2 || undefined);
+    await setNode({ server: 'a', action: 'uncordon', reason: '' });
+    const waited = await tarcil(['node', 'drain', 'b', '--deadline', '1s', '--wait']);
+    expect(waited.status).toBe(0);
+    expect(waited.stdout).toMatch(/^node b draining: no new placements; its 2 tasks finish, or at \d\d:\d\d:\d\d UTC \(deadline 1s\) are stopped and placed elsewhere/);
+    expect(waited.stdout).toMatch(/node b drained: no task runs there\n$/);
+    expect((await serversOf(j.jobId)).sort()).toEqual(['a', 'a']);
+    await new Promise<void>((resolve, reject) => c.CancelJob({ jobId: j.jobId }, (err) => (err ? reject(err) : resolve())));
     const un = await tarcil(['node', 'uncordon', 'b']);
     expect(un.stdout).toBe('node b uncordoned: it takes new placements again\n');
     expect(await store.get(keys.cordon('b'))).toBeUndefined();
