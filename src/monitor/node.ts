@@ -102,8 +102,7 @@ export class MonitoredNode {
     this.journal = journal;
     this.endpoint = endpoint;
     this.live = new LiveKeys(host.keys);
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const self = this;
+    const nodeLog = (): Logger => this.log();
     this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
     this.reporter = new OutcomeReporter({
       n: this.n,
@@ -111,7 +110,7 @@ export class MonitoredNode {
       clock: host.clock,
       // Read when a line is written: a hollow process's nodes make their loggers only then.
       get log() {
-        return self.log();
+        return nodeLog();
       },
       mayReport: () => host.registered() && !this.dead,
       onWritten: (e) => this.outcomeWritten(e),
