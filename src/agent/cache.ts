@@ -77,6 +77,16 @@ export class AgentCache {
       if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       return;
     }
+    const cordon = k.tail(k.cordons(), kv.key);
+    if (cordon !== undefined) {
+      // An operator's cordon or drain (`tarcil node`): no new placements there until uncordoned.
+      const s = this.state.server(cordon);
+      const before = s ? Array.from({ length: s.ruCount }, (_, i) => s.available(i)) : [];
+      this.state.setCordoned(cordon, !deleted);
+      // Uncordoned: its free RUs may be what a waiting job needs.
+      if (s && this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (!before[i] && s.available(i)) this.emitFreed(s, i);
+      return;
+    }
     const epoch = k.tail(k.epochs(), kv.key);
     if (epoch !== undefined) {
       this.state.setEpoch(epoch, kv.modRevision);
@@ -120,11 +130,14 @@ export class AgentCache {
       store: this.store,
       clock: this.clock,
       log: this.log,
-      prefix: this.watchEpochs ? [k.servers(), k.rus(), k.epochs()] : [k.servers(), k.rus()],
-      onSnapshot: (_kvs, revision, [servers = [], rus = [], epochs = []]) => {
+      prefix: this.watchEpochs ? [k.servers(), k.rus(), k.cordons(), k.epochs()] : [k.servers(), k.rus(), k.cordons()],
+      onSnapshot: (_kvs, revision, [servers = [], rus = [], cordons = [], epochs = []]) => {
         this.state.batch(() => {
           const seen = new Set(servers.map((kv) => k.tail(k.servers(), kv.key)));
           for (const id of [...this.state.servers.keys()]) if (!seen.has(id)) this.state.removeServer(id);
+          const cordoned = new Set(cordons.map((kv) => k.tail(k.cordons(), kv.key)));
+          for (const id of [...this.state.cordoned()]) if (!cordoned.has(id)) this.state.setCordoned(id, false);
+          for (const kv of cordons) this.applyKv(kv);
           for (const kv of servers) this.applyKv(kv);
           for (const kv of rus) this.applyKv(kv);
           for (const kv of epochs) this.applyKv(kv);

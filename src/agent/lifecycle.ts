@@ -3,7 +3,7 @@
  * and tasks in the store, and drives each job it owns to a final state. Its parts live in
  * `owner/`: submission, adoption, evaluation, task transitions, the summary, decision records.
  */
-import type { JobSpec } from '../model/types.ts';
+import type { JobSpec, JobState } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Timer } from '../util/clock.ts';
 import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
@@ -106,11 +106,12 @@ export class JobManager implements OwnerContext, MoveHost {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
+    const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
       (_, i) =>
         new SchedulingAgent({
-          id: `${opts.process}/a${i + 1}`,
+          id: agentId(i),
           store: opts.store,
           keys: opts.keys,
           clock: opts.clock,
@@ -118,7 +119,7 @@ export class JobManager implements OwnerContext, MoveHost {
           log: opts.log,
           config,
           view: this.view,
-          onCommitted: (job, placements) => this.committed(job, placements),
+          onCommitted: (job, placements) => this.committed(job, placements, agentId(i)),
         }),
     );
   }
@@ -146,6 +147,13 @@ export class JobManager implements OwnerContext, MoveHost {
   /** Jobs this process owns now. */
   ownedJobs(): string[] {
     return [...this.owned.keys()];
+  }
+
+  /** The jobs owned here, counted by the state of their record. */
+  jobsByState(): Partial<Record<JobState, number>> {
+    const out: Partial<Record<JobState, number>> = {};
+    for (const o of this.owned.values()) out[o.rec.state] = (out[o.rec.state] ?? 0) + 1;
+    return out;
   }
 
   /** The in-progress decision for a job owned here (what `explain` shows while it waits). */
@@ -344,7 +352,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.held = await HeldLease.grant({
       store: this.o.store,
       clock: this.o.clock,
-      log: this.o.log.child({ component: 'owner-lease' }),
+      log: this.o.log.child({ part: 'owner-lease' }),
       ttlSeconds: this.ttlSeconds,
       onFenced: () => this.onFenced(),
     });
@@ -477,7 +485,7 @@ export class JobManager implements OwnerContext, MoveHost {
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */
-  private committed(job: JobSpec, placements: readonly Placement[]): void {
+  private committed(job: JobSpec, placements: readonly Placement[], agent: string): void {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
@@ -488,7 +496,7 @@ export class JobManager implements OwnerContext, MoveHost {
         mergeTask(o, p.task, rec, p.commitRevision);
       }
     }
-    this.o.onCommitted?.(job, placements);
+    this.o.onCommitted?.(job, placements, agent);
     const nodes = this.o.nodes;
     if (!nodes) return;
     for (const p of placements) {

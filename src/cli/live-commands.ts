@@ -30,6 +30,7 @@ import {
   upCommand,
 } from './live.ts';
 import { hollowCommand } from './hollow.ts';
+import { registerNodeCommands } from './node-commands.ts';
 
 const L = FRONTEND_LIMITS;
 const EXECUTORS = [...EXECUTOR_KINDS];
@@ -191,4 +192,5 @@ export function registerLiveCommands(program: Command): void {
     .action(async (id: string, o: Parameters<typeof explainCommand>[1]) => explainCommand(id, o, out));
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
     .action(async (id: string, o: Parameters<typeof cancelCommand>[1]) => cancelCommand(id, o, out));
+  registerNodeCommands(program, clientOptions);
 }

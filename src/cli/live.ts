@@ -30,6 +30,7 @@ import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { watchStalls } from '../util/stalls.ts';
+import { nodeNotes } from './node-commands.ts';
 import { SeededRng } from '../util/rng.ts';
 
 export interface StoreFlags {
@@ -475,6 +476,7 @@ export async function clusterCommand(o: ClientFlags & { json: boolean }, out: (s
     }
     out(t.toString());
     out(`${cl.servers.length} servers, ${cl.rus} RUs: ${cl.free} free, ${cl.busy} busy, ${cl.down} down; ${cl.activeJobs} active jobs, ${cl.queuedJobs} waiting`);
+    for (const l of nodeNotes(cl.servers)) out(l);
     const b = cl.buckets.filter((x) => x.rus > 0);
     if (b.length > 0) out(`admission buckets (free/RUs): ${b.map((x) => `#${x.id} ${x.free}/${x.rus}`).join('  ')}`);
   } finally {

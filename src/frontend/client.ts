@@ -3,6 +3,7 @@
  * them.
  */
 import type * as grpc from '@grpc/grpc-js';
+import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from './grpc.ts';
 import { CLIENT_DEFAULTS } from './options.ts';
@@ -10,6 +11,11 @@ import { loadProtos } from './proto.ts';
 
 export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): SchedulerClient {
   return new (loadProtos().proto.tarcil.v1.Scheduler)(address, clientCredentials(tls));
+}
+
+/** A node's NodeMonitor service, reached directly (`tarcil logs --node`). */
+export function nodeMonitorClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): NodeMonitorClient {
+  return new (loadProtos().proto.tarcil.v1.NodeMonitor)(address, clientCredentials(tls));
 }
 
 type Unary<Req, Res> = (req: Req, opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;

@@ -4,7 +4,7 @@
  */
 import type { DecisionRecord } from '../agent/agent.ts';
 import { trimDecision } from '../state/decisions.ts';
-import type { LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';
+import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
 import type { InlineProfile__Output } from './gen/tarcil/v1/InlineProfile.ts';
@@ -132,20 +132,32 @@ export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?
   };
 }
 
-export function serverToProto(s: LiveServerRecord, rus: Map<number, RuRecord>): Server {
+/**
+ * A server as GetCluster shows it: `cordon` is its `tarcil node` cordon or drain, `leftAt` when it
+ * left the cell (a server no longer registered, shown down for a while).
+ */
+export function serverToProto(s: LiveServerRecord, rus: Map<number, RuRecord>, cordon?: CordonRecord, leftAt?: number): Server {
   const list = Array.from({ length: s.rus }, (_, i) => {
-    const r = rus.get(i);
+    const r = leftAt === undefined ? rus.get(i) : undefined;
     return { index: i, state: r?.state ?? 'down', job: r?.job ?? '', task: r?.task ?? 0 };
   });
+  const busy = list.filter((r) => r.state === 'busy' || r.state === 'reserved').length;
+  const state =
+    s.state === 'down' || leftAt !== undefined ? 'down' : cordon?.mode === 'drain' ? (busy > 0 ? 'draining' : 'drained') : cordon ? 'cordoned' : s.blocked ? 'blocked' : 'up';
   return {
     id: s.id,
     platform: s.platform,
     rack: s.rack,
-    state: s.state === 'down' ? 'down' : s.blocked ? 'blocked' : 'up',
+    state,
     endpoint: s.endpoint ?? '',
     rus: list,
     free: list.filter((r) => r.state === 'free').length,
-    busy: list.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
+    busy,
+    cordoned: cordon !== undefined,
+    draining: cordon?.mode === 'drain',
+    drainDeadlineMs: cordon?.deadlineAt ?? 0,
+    cordonReason: cordon?.reason ?? '',
+    leftAtMs: leftAt ?? 0,
   };
 }
 

@@ -100,6 +100,12 @@ const CODES: Record<ErrorCode, grpc.status> = {
   INTERNAL: grpc.status.INTERNAL,
 };
 
+/** A gRPC status a client received, as the TarcilError it stands for (the inverse of toStatus). */
+export function errorFromStatus(err: { code?: number; details?: string; message?: string }): TarcilError {
+  const entry = Object.entries(CODES).find(([, c]) => c === err.code);
+  return new TarcilError((entry?.[0] as ErrorCode | undefined) ?? 'INTERNAL', err.details || err.message || 'error');
+}
+
 /** The API edge: TarcilError codes become gRPC status here and nowhere else. */
 export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();

@@ -7,10 +7,12 @@ import * as grpc from '@grpc/grpc-js';
 import type { NodeLink } from '../agent/lifecycle.ts';
 import type { HollowNodes } from '../monitor/hollow.ts';
 import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
+import type { LogChunk } from '../monitor/task-logs.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
-import { clientCredentials, unaryStatus } from './grpc.ts';
+import { clientCredentials, endStreamWithError, unaryStatus } from './grpc.ts';
+import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
 import { loadProtos } from './proto.ts';
 
 /** One node as the service sees it. */
@@ -19,6 +21,7 @@ export interface ServedNode {
   launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'>;
   kill(job: string, task: number, reason: string): Promise<boolean>;
   snapshot(): MonitorSnapshot;
+  readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void>;
 }
 
 /** The node a request names (`server`, empty when the caller did not say); throws if there is none. */
@@ -76,6 +79,22 @@ export function nodeMonitorHandlers(route: NodeRouter): NodeMonitorHandlers {
         .then(
           (killed) => cb(null, { killed }),
           (e: unknown) => cb(unaryStatus(e)),
+        );
+    },
+    ReadTaskLog: (call) => {
+      const stop = new AbortController();
+      call.on('cancelled', () => stop.abort());
+      const send = (c: LogChunk): Promise<void> =>
+        new Promise((resolve) => {
+          // Flow control: wait for the client to take what was written before reading more.
+          if (call.write({ stream: c.stream, data: c.data, path: c.path ?? '' })) resolve();
+          else call.once('drain', () => resolve());
+        });
+      void Promise.resolve()
+        .then(() => route(call.request.server).readLog(call.request.job, call.request.task, call.request.follow, stop.signal, send))
+        .then(
+          () => call.end(),
+          (e: unknown) => endStreamWithError(call, e),
         );
     },
     GetStats: (call, cb) => {
@@ -162,6 +181,11 @@ export class GrpcNodeLink implements NodeLink {
     return new Promise((resolve, reject) => {
       this.client(endpoint).LaunchTask(req, { deadline: this.deadline(1000) }, (err) => (err ? reject(err) : resolve()));
     });
+  }
+
+  /** A task's log from a node's monitor, as a stream of chunks (always over gRPC). */
+  readLog(endpoint: string, req: { server: string; job: string; task: number; follow: boolean }): grpc.ClientReadableStream<TaskLogChunk__Output> {
+    return this.client(endpoint).ReadTaskLog(req);
   }
 
   kill(endpoint: string, req: KillRequest): Promise<boolean> {

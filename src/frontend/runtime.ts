@@ -79,6 +79,9 @@ export interface SchedulerProcess {
   close(): Promise<void>;
 }
 
+/** The monitors started in this process: a front-end of the same process (`tarcil up`) exports their metrics. */
+const localMonitors = new Set<LocalMonitor>();
+
 /** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
 export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
   checkSchedulerOptions(o);
@@ -102,8 +105,11 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.profiles ? { profiles: o.profiles } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
+    onCommitted: (_job, placements, agent) => hooks.metrics?.observePlacements(agent, placements),
+    onJobFinished: (_job, state) => hooks.metrics?.observeFinished(state),
   });
-  const metrics = new Metrics(manager);
+  // The monitors of this process (`tarcil up`) export their node metrics here too.
+  const metrics = new Metrics({ manager, store: o.store, monitors: () => localMonitors });
   hooks.metrics = metrics;
   let serving: () => void = () => undefined;
   const canServe = new Promise<void>((resolve) => (serving = resolve));
@@ -124,7 +130,18 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
         });
   housekeeper?.start();
-  const service = new SchedulerService({ manager, store: o.store, keys: o.keys, catalog: o.catalog, clock: o.clock, log: o.log, metrics, retainMs });
+  const service = new SchedulerService({
+    manager,
+    store: o.store,
+    keys: o.keys,
+    catalog: o.catalog,
+    clock: o.clock,
+    log: o.log,
+    metrics,
+    retainMs,
+    process: o.name,
+    readLog: (endpoint, req) => nodes.readLog(endpoint, req),
+  });
   const grpcServer = await startGrpcServer({
     host: o.host,
     port: o.port,
@@ -224,7 +241,8 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     unlisted();
     throw err;
   }
-  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor) : undefined;
+  localMonitors.add(monitor);
+  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor, o.store) : undefined;
   const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
   return {
     port: grpcServer.port,
@@ -232,6 +250,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     monitor,
     close: async () => {
       unlisted();
+      localMonitors.delete(monitor);
       await monitor.close();
       if (executor instanceof ProcessExecutor) executor.killAll();
       await grpcServer.close(500);

@@ -27,6 +27,7 @@ import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.
 import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
 import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
+import { cordonLines, cordonsOf, departedServers, setNodeScheduling, taskLogs, type NodeServiceDeps } from './node-service.ts';
 import { laterTurn, onLaterTurn } from '../util/turns.ts';
 
 export interface SchedulerServiceDeps {
@@ -43,6 +44,10 @@ export interface SchedulerServiceDeps {
   watchLimits?: Partial<JobWatchLimits>;
   /** How long finished jobs are kept (`--retain`): said when a job is not found. */
   retainMs?: number;
+  /** The front-end's process name (written with a cordon). */
+  process?: string;
+  /** Reaches a node's NodeMonitor for TaskLogs. */
+  readLog?: NodeServiceDeps['readLog'];
 }
 
 /**
@@ -159,6 +164,13 @@ export class SchedulerService {
           (e: unknown) => cb(unaryStatus(e)),
         );
       },
+      SetNodeScheduling: (call, cb) => {
+        void setNodeScheduling(this.nodeDeps(), call.request).then(
+          (r) => cb(null, r),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+      TaskLogs: (call) => taskLogs(this.nodeDeps(), call),
       ExplainJob: (call, cb) => {
         void Promise.resolve()
           .then(() => this.explain(requireId(call.request.jobId)))
@@ -283,6 +295,19 @@ export class SchedulerService {
     return limit > 0 ? out.slice(0, limit) : out;
   }
 
+  private nodeDeps(): NodeServiceDeps {
+    return {
+      store: this.d.store,
+      keys: this.d.keys,
+      manager: this.d.manager,
+      clock: this.d.clock,
+      log: this.d.log,
+      ...(this.d.process !== undefined ? { process: this.d.process } : {}),
+      ...(this.d.readLog ? { readLog: this.d.readLog } : {}),
+      notFound: (id) => this.notFound(id),
+    };
+  }
+
   private async cluster(): Promise<Cluster> {
     const k = this.d.keys;
     const res = await this.d.store.txn({
@@ -291,8 +316,10 @@ export class SchedulerService {
         { type: 'get', key: k.servers(), prefix: true },
         { type: 'get', key: k.rus(), prefix: true },
         { type: 'get', key: k.jobs(), prefix: true },
+        { type: 'get', key: k.cordons(), prefix: true },
       ],
     });
+    const cordons = cordonsOf(k, res.responses[3] ?? []);
     const rus = new Map<string, Map<number, RuRecord>>();
     for (const kv of res.responses[1] ?? []) {
       const ref = k.parseRu(kv.key);
@@ -302,10 +329,13 @@ export class SchedulerService {
       if (!m) rus.set(ref.server, (m = new Map<number, RuRecord>()));
       m.set(ref.index, rec);
     }
-    const servers = (res.responses[0] ?? [])
-      .map((kv) => parseJson<LiveServerRecord>(kv))
-      .filter((s): s is LiveServerRecord => !!s)
-      .map((s) => serverToProto(s, rus.get(s.id) ?? new Map<number, RuRecord>()));
+    const registered = (res.responses[0] ?? []).map((kv) => parseJson<LiveServerRecord>(kv)).filter((s): s is LiveServerRecord => !!s);
+    // Servers that left lately are shown down (with when they left) rather than vanishing.
+    const departed = departedServers(this.d.manager, new Set(registered.map((s) => s.id)), this.d.clock.now());
+    const servers = [
+      ...registered.map((s) => serverToProto(s, rus.get(s.id) ?? new Map<number, RuRecord>(), cordons.get(s.id))),
+      ...departed.map((x) => serverToProto(x.rec, new Map<number, RuRecord>(), cordons.get(x.rec.id), x.leftAt)),
+    ].sort((a, b) => (a.id ?? '').localeCompare(b.id ?? ''));
     let queued = 0;
     let active = 0;
     for (const kv of res.responses[2] ?? []) {
@@ -331,7 +361,14 @@ export class SchedulerService {
 
   private async explain(id: string): Promise<ReturnType<typeof explanationToProto>> {
     const k = this.d.keys;
-    const res = await this.d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(id) }, { type: 'get', key: k.decision(id) }] });
+    const res = await this.d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.job(id) },
+        { type: 'get', key: k.decision(id) },
+        { type: 'get', key: k.cordons(), prefix: true },
+      ],
+    });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.notFound(id);
     const stored = parseJson<StoredDecisions>(res.responses[1]?.[0]);
@@ -348,7 +385,14 @@ export class SchedulerService {
         }
       }
     }
-    return explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced);
+    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced);
+    // Cordoned and draining nodes (`tarcil node`), while they can matter to the job.
+    if (!isFinalJob(rec.state)) {
+      const placements = (e.placements ?? []).map((p) => ({ task: p.task ?? 0, server: p.ru?.server ?? '' }));
+      const lines = cordonLines(cordonsOf(k, res.responses[2] ?? []), placements);
+      if (lines.length > 0) e.text = `${e.text}\n${lines.join('\n')}`;
+    }
+    return e;
   }
 
   /** The job now, then each change, until it is final or the caller goes away (see job-watch.ts). */

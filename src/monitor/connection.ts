@@ -12,7 +12,7 @@ import { HeldLease } from '../state/lease.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
-import type { Logger } from '../util/log.ts';
+import { withBindings, type Logger } from '../util/log.ts';
 
 export interface NodeConnectionOptions {
   store: ClusterStore;
@@ -46,7 +46,12 @@ export class NodeConnection {
   private serverSync: Promise<void> | undefined;
   private serverDirty = false;
 
-  constructor(private readonly o: NodeConnectionOptions) {}
+  /** The connection's logger, naming the server (a monitor's logger names it already). */
+  private readonly log: Logger;
+
+  constructor(private readonly o: NodeConnectionOptions) {
+    this.log = withBindings(o.log, { server: o.server });
+  }
 
   get lease(): HeldLease | undefined {
     return this.held;
@@ -132,7 +137,7 @@ export class NodeConnection {
     me.lease = await HeldLease.grant({
       store: this.o.store,
       clock: this.o.clock,
-      log: this.o.log.child({ component: 'monitor-lease', server: this.o.server }),
+      log: this.log.child({ part: 'lease' }),
       ttlSeconds: this.o.ttlSeconds,
       onFenced: (why) => current() && this.gone(why),
       rideOut: {
@@ -159,7 +164,7 @@ export class NodeConnection {
     this.disconnected = false;
     this.graceTimer?.cancel();
     this.graceTimer = undefined;
-    this.o.log.info({ server: this.o.server, lease: this.held?.id }, 'lease confirmed again; carrying on');
+    this.log.info({ lease: this.held?.id }, 'lease confirmed again; carrying on');
     this.o.resume();
   }
 
@@ -168,7 +173,7 @@ export class NodeConnection {
     this.lost(why);
     this.isRegistered = false;
     if (this.closed || this.registering) return;
-    this.o.log.warn({ server: this.o.server, why }, 'lease gone; registering again, keeping running tasks');
+    this.log.warn({ why }, 'lease gone; registering again, keeping running tasks');
     const again = async (): Promise<void> => {
       let delay = 200;
       while (!this.closed && !this.isRegistered) {
@@ -177,7 +182,7 @@ export class NodeConnection {
           if (this.isRegistered) this.o.resume();
           return;
         } catch (err) {
-          this.o.log.warn({ server: this.o.server, err: errorMessage(err) }, 'registration failed; retrying');
+          this.log.warn({ err: errorMessage(err) }, 'registration failed; retrying');
           await this.o.clock.sleep(delay);
           delay = Math.min(delay * 2, 3000);
         }

@@ -9,7 +9,7 @@
  */
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
-import type { LiveJobRecord } from '../state/live-records.ts';
+import type { CordonRecord, LiveJobRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
@@ -184,9 +184,20 @@ export class HollowNodes {
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      prefix: this.o.keys.rus(),
-      onSnapshot: (kvs) => this.applySnapshot(kvs),
+      // The RUs, and the operators' cordons (a drain stops a node's tasks at its deadline).
+      prefix: [this.o.keys.rus(), this.o.keys.cordons()],
+      onSnapshot: (_kvs, _rev, [rus = [], cordons = []]) => {
+        this.applySnapshot(rus);
+        const byServer = new Map(cordons.map((kv) => [this.o.keys.tail(this.o.keys.cordons(), kv.key), kv] as const));
+        for (const n of this.nodes.values()) {
+          const kv = byServer.get(n.server.id);
+          // Most nodes are never cordoned: only those that are, or were, hear of it.
+          if (kv || n.cordonState) n.setCordon(parseJson<CordonRecord>(kv));
+        }
+      },
       onEvent: (kv, deleted) => {
+        const cordoned = this.o.keys.tail(this.o.keys.cordons(), kv.key);
+        if (cordoned !== undefined) return this.nodes.get(cordoned)?.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
         const ref = this.o.keys.parseRu(kv.key);
         const node = ref ? this.nodes.get(ref.server) : undefined;
         if (!node) return;

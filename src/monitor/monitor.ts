@@ -6,12 +6,13 @@
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import type { LiveJobRecord } from '../state/live-records.ts';
+import type { CordonRecord, LiveJobRecord } from '../state/live-records.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
+import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
@@ -120,17 +121,26 @@ export class LocalMonitor {
 
   async start(): Promise<void> {
     const left = await this.node.journal.load();
-    if (left.length > 0) this.o.log.info({ server: this.server.id, outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
+    if (left.length > 0) this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
     await this.conn.registerOnce();
+    // Its RUs, and its cordon record (`tarcil node drain` stops its tasks at the deadline). The
+    // cordon prefix also matches longer ids (s1 → s10): only the exact key is ours.
+    const cordonKey = this.o.keys.cordon(this.server.id);
     this.follower = new Follower({
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      prefix: this.o.keys.serverRus(this.server.id),
-      onSnapshot: (kvs) => this.node.onSnapshot(kvs),
+      prefix: [this.o.keys.serverRus(this.server.id), cordonKey],
+      onSnapshot: (_kvs, _rev, [rus = [], cordons = []]) => {
+        this.node.onSnapshot(rus);
+        this.node.setCordon(parseJson<CordonRecord>(cordons.find((kv) => kv.key === cordonKey)));
+      },
       onEvent: (kv, deleted) => {
-        this.node.onRu(kv, deleted);
-        this.node.recomputeLoad();
+        if (kv.key === cordonKey) return this.node.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
+        if (!kv.key.startsWith(cordonKey)) {
+          this.node.onRu(kv, deleted);
+          this.node.recomputeLoad();
+        }
       },
     });
     await this.follower.start();
@@ -168,6 +178,11 @@ export class LocalMonitor {
 
   snapshot(): MonitorSnapshot {
     return this.node.snapshot();
+  }
+
+  /** A task's stdout and stderr on this node (see MonitoredNode.readLog). */
+  readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
+    return this.node.readLog(job, task, follow, signal, send);
   }
 
   /** Fast path from the agent: look at the RU now instead of waiting for the watch. */

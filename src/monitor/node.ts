@@ -5,16 +5,16 @@
  * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
  * thousands under one lease and one watch.
  */
-import { LiveKeys, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
-import type { Clock } from '../util/clock.ts';
-import { errorMessage } from '../util/errors.ts';
-import type { Logger } from '../util/log.ts';
+import type { Clock, Timer } from '../util/clock.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
+import { withBindings, type Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import { assessLoad, RunObservation, type SlowdownModel } from './load.ts';
@@ -25,6 +25,7 @@ import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
 import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
+import { checkLogJobId, newestAttemptBase, streamTaskLog, type LogChunk } from './task-logs.ts';
 import type { SharedBackoff } from '../util/backoff.ts';
 
 /** What a node needs from the process that runs it: the store, the lease, shared caches. */
@@ -97,6 +98,10 @@ export class MonitoredNode {
   private readonly C: number[] = new Array<number>(N_RESOURCES).fill(0);
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
+  /** The operator's cordon or drain of this node (`cordons/<id>`), as last read. */
+  private cordon: CordonRecord | undefined;
+  /** Stops the tasks still running when a drain's deadline comes. */
+  private drainTimer: Timer | undefined;
 
   constructor(host: NodeHost, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
     this.h = host;
@@ -104,16 +109,28 @@ export class MonitoredNode {
     this.journal = journal;
     this.endpoint = endpoint;
     this.live = new LiveKeys(host.keys);
+    const nodeLog = (): Logger => this.log();
     this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
     this.reporter = new OutcomeReporter({
       n: this.n,
       journal,
       clock: host.clock,
-      log: host.log,
+      // Read when a line is written: a hollow process's nodes make their loggers only then.
+      get log() {
+        return nodeLog();
+      },
       mayReport: () => host.registered() && !this.dead,
       onWritten: (e) => this.outcomeWritten(e),
       track: (p) => host.track(p),
     });
+  }
+
+  /**
+   * The node's logger, naming its server once: the host's own under a monitor (whose logger binds
+   * the server already), a child of it under a hollow process (made per line: its nodes rarely log).
+   */
+  log(): Logger {
+    return withBindings(this.h.log, { server: this.server.id });
   }
 
   get runningCount(): number {
@@ -210,6 +227,66 @@ export class MonitoredNode {
     return false;
   }
 
+  /**
+   * A task's stdout and stderr (`tarcil logs`): the attempt running here now, else the newest one
+   * whose files are here; with `follow`, until that attempt ends. The simulated executor writes
+   * none: FAILED_PRECONDITION says so.
+   */
+  async readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
+    const ex = this.h.executor;
+    if (ex.kind !== 'process' || ex.logDir === undefined) {
+      throw new TarcilError('FAILED_PRECONDITION', `node ${this.server.id} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`);
+    }
+    checkLogJobId(job);
+    const run = [...this.running.values()].find((r) => r.job === job && r.task === task && r.handle?.logPath !== undefined);
+    const base = run?.handle?.logPath ?? (await newestAttemptBase(ex.logDir, job, task));
+    if (base === undefined) throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${this.server.id}: no attempt of it ran here, or its files were removed`);
+    await streamTaskLog({ base, follow, running: () => run !== undefined && !run.stopped && this.running.get(run.ruIndex) === run, clock: this.h.clock, signal, send });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Cordon and drain (`tarcil node`)
+
+  /** The cordon record of this node changed (undefined: uncordoned). Agents keep placements away themselves. */
+  setCordon(rec: CordonRecord | undefined): void {
+    const was = this.cordon;
+    this.cordon = rec;
+    this.drainTimer?.cancel();
+    this.drainTimer = undefined;
+    if (rec?.mode !== was?.mode || rec?.deadlineAt !== was?.deadlineAt) {
+      if (rec) this.log().info({ mode: rec.mode, deadline: rec.deadlineAt !== undefined ? new Date(rec.deadlineAt).toISOString() : undefined, reason: rec.reason, running: this.running.size }, rec.mode === 'drain' ? 'draining: no new placements; running tasks finish or are stopped at the deadline' : 'cordoned: no new placements');
+      else if (was) this.log().info('uncordoned: placements welcome again');
+    }
+    if (rec?.mode !== 'drain' || rec.deadlineAt === undefined || this.dead) return;
+    const wait = rec.deadlineAt - this.h.clock.now();
+    if (wait <= 0) this.drainDue();
+    else this.drainTimer = this.h.clock.setTimer(wait, () => this.drainDue());
+  }
+
+  /** Draining, and past the deadline: a task still here (or starting now) is stopped. */
+  private drainPassed(): boolean {
+    return this.cordon?.mode === 'drain' && this.cordon.deadlineAt !== undefined && this.h.clock.now() >= this.cordon.deadlineAt;
+  }
+
+  /**
+   * The drain's deadline: every task still running is killed and recorded lost, the path a task
+   * of a node that left takes, so its owner places it again on another server (this one is
+   * cordoned). Its attempt's message says why.
+   */
+  private drainDue(): void {
+    this.drainTimer = undefined;
+    if (this.dead || this.running.size === 0) return;
+    const why = `node ${this.server.id} drained: the deadline passed before the task ended`;
+    this.log().warn({ tasks: this.running.size }, 'drain deadline passed: stopping the tasks still running; their owners place them elsewhere');
+    const kills = [...this.running.values()].map((r) => this.killRun(r, why));
+    this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
+  }
+
+  /** What `tarcil node`'s cordon says of this node now (undefined: none). */
+  get cordonState(): CordonRecord | undefined {
+    return this.cordon;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Registration and the connection to the store
 
@@ -228,21 +305,21 @@ export class MonitoredNode {
       },
       onWritten: (e) => this.outcomeWritten(e),
       ...(this.h.executor.previousRun
-        ? { previousRun: (a: { job: string; task: number; revision: number }) => previousRunOutcome(this.h.executor, a, () => this.h.clock.now(), this.h.log) }
+        ? { previousRun: (a: { job: string; task: number; revision: number }) => previousRunOutcome(this.h.executor, a, () => this.h.clock.now(), this.log()) }
         : {}),
       clock: this.h.clock,
-      log: this.h.log,
+      log: this.log(),
     });
     for (const [i, a] of res.adopted) {
       const run = this.running.get(i);
       if (!run || run.commitId !== a.commitId) continue;
       run.rev = Math.max(run.rev, a.rev);
       this.stats.adopted++;
-      this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
+      this.log().info({ job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
     }
     this.stats.lost += res.lost;
     this.stats.registrations++;
-    this.h.log.info({ server: this.server.id, rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
+    this.log().info({ rus: this.server.rus, lease: lease.id, endpoint: this.endpoint, adopted: res.adopted.size, lost: res.lost }, 'registered');
   }
 
   /** Registered by a batch (hollow.ts) that found nothing to reconcile. */
@@ -254,7 +331,7 @@ export class MonitoredNode {
   disconnected(why: string, quiet = false): void {
     this.stats.fenced++;
     if (!quiet) {
-      this.h.log.warn({ server: this.server.id, why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
+      this.log().warn({ why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
     }
   }
 
@@ -266,13 +343,14 @@ export class MonitoredNode {
   /** The grace ran out without the store: kill every task (recorded lost once the store answers). */
   graceOut(why: string): void {
     if (this.running.size === 0) return;
-    this.h.log.warn({ server: this.server.id, tasks: this.running.size }, `${why}: killing every task`);
+    this.log().warn({ tasks: this.running.size }, `${why}: killing every task`);
     const kills = [...this.running.values()].map((r) => this.killRun(r, why));
     this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
   }
 
   /** Closing: the reporter writes nothing more on its own (flushJournal does, last). */
   stopReporting(): void {
+    this.drainTimer?.cancel();
     this.reporter.close();
   }
 
@@ -297,6 +375,7 @@ export class MonitoredNode {
    */
   die(): void {
     this.dead = true;
+    this.drainTimer?.cancel();
     this.reporter.close();
     for (const run of this.running.values()) {
       run.stopped = true;
@@ -477,7 +556,7 @@ export class MonitoredNode {
     if (run.stopped) return;
     run.stopped = true;
     this.stats.killed++;
-    this.h.log.info({ server: this.server.id, job: run.job, task: run.task, ru: run.ruIndex, why }, 'stopping task');
+    this.log().info({ job: run.job, task: run.task, ru: run.ruIndex, why }, 'stopping task');
     this.h.track(run.handle?.kill() ?? Promise.resolve());
   }
 
@@ -489,7 +568,7 @@ export class MonitoredNode {
         () => this.h.launchBackoff.succeeded(),
         async (err: unknown) => {
           this.h.launchBackoff.failed(err);
-          this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
+          this.log().warn({ job: run.job, task: run.task, err: errorMessage(err) }, 'launch failed; trying again');
           if (this.running.get(index) === run) this.running.delete(index);
           // The store did not answer (etcd restarting): the RU still names the task, and no watch
           // event will come to say so again, so look again ourselves until it starts or moves on,
@@ -523,6 +602,13 @@ export class MonitoredNode {
     }
     run.handle = executor.start(launch, (exit) => this.h.track(this.finished(run, exit)));
     this.stats.started++;
+    // Placed here by a commit decided before the drain was seen, after its deadline: it goes too.
+    if (this.drainPassed()) {
+      const e = this.killRun(run, `node ${this.server.id} drained: the deadline had passed when the task started`);
+      this.h.track(e.then(() => this.reporter.kick()));
+      return;
+    }
+    if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, attempt: run.rec.attempt }, 'task started');
     this.recomputeLoad();
   }
 
@@ -545,6 +631,7 @@ export class MonitoredNode {
     this.forget(run);
     if (exit.state === 'succeeded') this.stats.completed++;
     else this.stats.failed++;
+    if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, state: exit.state, exitCode: exit.exitCode }, 'task ended');
     this.recomputeLoad();
     await durable;
     this.reporter.kick();
@@ -597,12 +684,12 @@ export class MonitoredNode {
       const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
       const lease = this.h.usableLeaseId();
       if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
-      this.h.log.warn({ server: this.server.id, job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
+      this.log().warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
     const next = this.blockState.update(this.h.clock.now(), below.map((b) => [b.run, b.rate] as const));
     if (next !== this.blocked) {
       this.blocked = next;
-      this.h.log.info({ server: this.server.id, blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
+      this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
       this.h.serverChanged(this);
     }
   }

@@ -114,7 +114,7 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
     const keep = new Map<number, { commitId: string }>([...fresh, ...adopted]);
     const { req, unsettled } = registrationTxn(k, r.server, r.serverJson(), r.lease.id, (await n.store.range(k.serverRus(n.server))).kvs, keep);
     if (unsettled) {
-      r.log.info({ server: n.server, attempt }, 'an RU was placed on while registering; looking again');
+      r.log.info({ attempt }, 'an RU was placed on while registering; looking again');
       continue;
     }
     const res = await n.store.txn(req);

@@ -101,7 +101,7 @@ export async function previousRunOutcome(
   let exit: TaskExit | undefined;
   if (prev?.kind === 'exited') exit = prev.exit;
   else if (prev?.kind === 'running' && ex.stopOrphan) {
-    log.warn({ job: a.job, task: a.task, pid: prev.pid }, 'an attempt of a previous life of this monitor is still running; stopping it');
+    log.warn({ job: a.job, task: a.task, taskPid: prev.pid }, 'an attempt of a previous life of this monitor is still running; stopping it');
     exit = await ex.stopOrphan(a, prev.pid);
   }
   if (!exit) return undefined;

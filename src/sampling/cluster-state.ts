@@ -31,6 +31,8 @@ export class ServerState {
   down = false;
   /** Set by the load monitor: a task here runs well below its expected rate (paper §5.2). */
   blocked = false;
+  /** Cordoned or draining by an operator (`tarcil node`): no new placements, whatever its monitor says. */
+  cordoned = false;
   /** Local change counter, bumped on every occupancy change (invalidates cached scores). */
   version = 0;
 
@@ -53,11 +55,11 @@ export class ServerState {
   }
   /** Whether RU i may receive a new task right now. */
   available(i: number): boolean {
-    return !this.down && !this.blocked && !this.ruDown[i] && this.occupants[i] === null;
+    return !this.down && !this.blocked && !this.cordoned && !this.ruDown[i] && this.occupants[i] === null;
   }
-  /** RU i is free on a blocked server: it takes a task only when no other server can (candidates.ts). */
+  /** RU i is free on a blocked server: it takes a task only when no other server can (candidates.ts). A cordon is not a block: never. */
   freeButBlocked(i: number): boolean {
-    return this.blocked && !this.down && !this.ruDown[i] && this.occupants[i] === null;
+    return this.blocked && !this.down && !this.cordoned && !this.ruDown[i] && this.occupants[i] === null;
   }
 }
 
@@ -89,6 +91,11 @@ export class ClusterState {
   readonly busyByPriority = new Map<number, IndexedSet>();
   /** Free RUs of blocked servers (not in `available`): the last resort of a draw (candidates.ts). */
   readonly blockedFree = new IndexedSet();
+  /**
+   * Servers cordoned or draining (`cordons/<id>`), kept apart from the servers themselves: a
+   * cordon may be seen before its server registers, and outlives the server's re-registrations.
+   */
+  private readonly cordonedIds = new Set<string>();
   /** RU id → server; ids are never reused, so a removed server leaves holes. */
   private readonly ruServer: (ServerState | undefined)[] = [];
   private nextBase = 0;
@@ -133,6 +140,7 @@ export class ClusterState {
     }
     if (existing) this.removeServer(spec.id);
     const s = new ServerState(spec, this.nextBase);
+    s.cordoned = this.cordonedIds.has(spec.id);
     this.nextBase += spec.rus;
     this.servers.set(spec.id, s);
     let rack = this.racks.get(spec.rack);
@@ -174,6 +182,22 @@ export class ClusterState {
     s.down = down;
     for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
     this.touch(s);
+  }
+
+  /** Cordons (or uncordons) a server, known yet or not: its RUs leave (or rejoin) the available set. */
+  setCordoned(id: string, cordoned: boolean): void {
+    if (cordoned) this.cordonedIds.add(id);
+    else this.cordonedIds.delete(id);
+    const s = this.servers.get(id);
+    if (!s || s.cordoned === cordoned) return;
+    s.cordoned = cordoned;
+    for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
+    this.touch(s);
+  }
+
+  /** The servers cordoned or draining now. */
+  cordoned(): ReadonlySet<string> {
+    return this.cordonedIds;
   }
 
   setBlocked(id: string, blocked: boolean): void {

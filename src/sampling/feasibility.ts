@@ -53,7 +53,7 @@ export function eligibleGroups(state: ClusterState, constraints: Constraints): E
     cell.servers++;
     cell.rus += s.ruCount;
     cellRacks.add(s.rack);
-    if (s.down) continue;
+    if (s.down || s.cordoned) continue;
     let rus = 0;
     for (let i = 0; i < s.ruCount; i++) if (!s.ruDown[i]) rus++;
     if (rus === 0) continue;
@@ -66,11 +66,14 @@ export function eligibleGroups(state: ClusterState, constraints: Constraints): E
   return { cellServers: state.servers.size, cell, up };
 }
 
-/** RUs that could ever hold a job with these constraints: eligible servers that are not down. */
+/**
+ * RUs that could ever hold a job with these constraints: eligible servers that are not down, nor
+ * cordoned by an operator (until uncordoned, a cordoned server is as good as down to a new job).
+ */
 export function eligibleCapacity(state: ClusterState, constraints: Constraints): number {
   let n = 0;
   for (const s of state.servers.values()) {
-    if (s.down || !serverMatches(s.spec, constraints)) continue;
+    if (s.down || s.cordoned || !serverMatches(s.spec, constraints)) continue;
     n += s.ruCount;
   }
   return n;

@@ -38,7 +38,7 @@ export function preemptWhereNeeded(ctx: SelectionContext, req: PlacementRequest,
   if (spread) for (const p of out.picks) closed.add(groupOf(p.server));
   const ids = drawDistinct(ctx, pools, req.R * need, rng, (id) => {
     const s = ctx.state.serverOfRu(id);
-    if (!s || !ctx.eligibleServer(s) || s.down || s.blocked) return false;
+    if (!s || !ctx.eligibleServer(s) || s.down || s.blocked || s.cordoned) return false;
     if (spread && closed.has(groupOf(s))) return false;
     const occ = s.occupants[id - s.base];
     return occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority;

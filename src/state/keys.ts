@@ -16,6 +16,8 @@ import type { RuRef } from '../model/types.ts';
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
  *   <p>owners/<job>            lease-bound to the agent that owns the job
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
+ *   <p>cordons/<server>        a node cordoned or draining (`tarcil node`): no lease, so it
+ *                              outlives the monitor's registrations; deleted by uncordon
  */
 /** The key prefix when none is given (`--prefix`): one tarcil cluster per prefix in one etcd. */
 export const DEFAULT_PREFIX = '/tarcil/default/';
@@ -41,6 +43,12 @@ export class Keys {
   }
   ru(ref: RuRef): string {
     return `${this.prefix}rus/${ref.server}/${pad(ref.index, 3)}`;
+  }
+  cordons(): string {
+    return `${this.prefix}cordons/`;
+  }
+  cordon(server: string): string {
+    return `${this.prefix}cordons/${server}`;
   }
   epochs(): string {
     return `${this.prefix}epochs/`;

@@ -89,6 +89,23 @@ export interface LiveServerRecord extends ServerRecord {
   disconnectGraceMs?: number;
 }
 
+/**
+ * Value of `cordons/<server>`: the node takes no new placements (`cordon`), and with `drain` its
+ * running tasks are stopped at `deadlineAt` (the monitor records them lost, so their owners place
+ * them again elsewhere). Written by a front-end (SetNodeScheduling), without a lease.
+ */
+export interface CordonRecord {
+  server: string;
+  mode: 'cordon' | 'drain';
+  /** When it was cordoned or drained (ms since the epoch, the front-end's clock). */
+  since: number;
+  /** drain: when the tasks still running are stopped (ms since the epoch). */
+  deadlineAt?: number;
+  reason?: string;
+  /** The front-end process that wrote it. */
+  by?: string;
+}
+
 /** Value of `decisions/<job>`: the decisions made for the job, newest last. */
 export interface StoredDecisions {
   records: DecisionRecord[];

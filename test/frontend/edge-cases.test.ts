@@ -284,7 +284,12 @@ describe('jobs that need servers that are down (embedded store)', () => {
   it('waits with the reason while the servers it needs are down, runs when one comes back, and fails visibly after the bound', async () => {
     const r3 = servers.filter((s) => s.platform === 'r3-xlarge');
     for (const s of r3) await cell.stopNode(s.id);
-    await until('r3 servers gone', async () => ((await unary<{ servers: { platform: string }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.some((s) => s.platform === 'r3-xlarge') ? undefined : true));
+    // Servers that left are still listed, as down with when they left (leftAtMs).
+    await until('r3 servers gone', async () =>
+      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every((s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0))
+        ? true
+        : undefined,
+    );
     const a = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'needs-r3', constraints: { platforms: ['r3-xlarge'] } })) });
     const ja = await getJob(cell.c, a.jobId);
     expect(ja.state).toBe('queued');
@@ -294,7 +299,11 @@ describe('jobs that need servers that are down (embedded store)', () => {
     expect((await waitFinal(cell.c, a.jobId, 15_000)).state).toBe('succeeded');
 
     await cell.stopNode((r3[0] as ServerSpec).id);
-    await until('r3 server gone again', async () => ((await unary<{ servers: { platform: string }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.some((s) => s.platform === 'r3-xlarge') ? undefined : true));
+    await until('r3 server gone again', async () =>
+      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every((s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0))
+        ? true
+        : undefined,
+    );
     const b = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'gives-up', tasks: 3, constraints: { platforms: ['r3-xlarge'] } })) });
     const jb = await waitFinal(cell.c, b.jobId, 15_000);
     expect(jb.state).toBe('failed');

@@ -9,7 +9,7 @@ import { SeededRng } from '../../src/util/rng.ts';
 
 /**
  * The front-end's /metrics exposes the event-loop delay: prom-client's default metrics
- * (collectDefaultMetrics, prefixed `tarcil_process_`) include monitorEventLoopDelay's p50, p90,
+ * (collectDefaultMetrics, under their standard names) include monitorEventLoopDelay's p50, p90,
  * p99, min, max, mean and stddev since the previous scrape, plus a one-shot lag probe. A
  * stalled event loop (a big job evaluated in one go) must show in the max.
  */
@@ -48,7 +48,7 @@ async function scrape(): Promise<Map<string, number>> {
   return out;
 }
 
-const LAG = 'tarcil_process_nodejs_eventloop_lag';
+const LAG = 'nodejs_eventloop_lag';
 
 describe('front-end /metrics: event-loop delay', () => {
   it('exposes the event-loop delay p50, p99 and max as numbers', async () => {

@@ -44,6 +44,7 @@ describe('owners reach the monitors of their own process without gRPC', () => {
       snapshot: () => {
         throw new Error('unused');
       },
+      readLog: () => new Promise(() => undefined),
     };
     const off = local.add('here:1', () => never);
     const link = new GrpcNodeLink({ local, deadlineMs: 50 });

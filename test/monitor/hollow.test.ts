@@ -192,6 +192,27 @@ describe('hollow nodes', () => {
     }
   });
 
+  it('a hollow node drained with a deadline of 0 stops its task at once; the task runs again on another node', async () => {
+    const [job] = await submitAll([{ name: 'drained', profile: 'spark-lr', tasks: 1, durationMs: 120_000 }]);
+    let first: LiveTaskRecord | undefined;
+    await until('the task running', async () => {
+      first = (await tasksOf(job!))[0];
+      return first?.state === 'running';
+    });
+    const node = first!.ru!.server;
+    await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: node, action: 'drain', deadlineMs: 0, reason: 'test' }, (err) => (err ? reject(err) : resolve())));
+    let again: LiveTaskRecord | undefined;
+    await until('the task running again elsewhere', async () => {
+      again = (await tasksOf(job!))[0];
+      return again?.state === 'running' && again.attempt === 1;
+    });
+    expect(again!.ru!.server).not.toBe(node);
+    expect(again!.previous?.[0]).toMatchObject({ state: 'lost', message: `node ${node} drained: the deadline passed before the task ended` });
+    await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: node, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) => c.CancelJob({ jobId: job! }, (err) => (err ? reject(err) : resolve())));
+    expect((await waitFinal(c, job!)).state).toBe('cancelled');
+  });
+
   it('SIGUSR2 drops the configured fraction of the live nodes', async () => {
     const live = hollow.hollow.snapshot().live;
     const dropped: string[][] = [];

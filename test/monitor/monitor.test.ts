@@ -279,9 +279,9 @@ describe('load monitor with the process executor (CPU rate) and the monitor /met
       const busyRun = mon.monitor.snapshot().running.find((r) => r.job === busy.id);
       expect(busyRun?.rate).toBeGreaterThan(0);
       const text = await (await fetch(`http://127.0.0.1:${mon.metricsPort ?? 0}/metrics`)).text();
-      expect(text).toContain('tarcil_monitor_blocked{server="c0"} 1');
-      expect(text).toContain('tarcil_monitor_running_tasks{server="c0"} 2');
-      expect(text).toMatch(/tarcil_monitor_task_events_total\{server="c0",event="started"\} 2/);
+      expect(text).toContain('tarcil_monitor_blocked{server="c0",platform="r3-2xlarge"} 1');
+      expect(text).toContain('tarcil_monitor_running_tasks{server="c0",platform="r3-2xlarge"} 2');
+      expect(text).toMatch(/tarcil_monitor_task_events_total\{server="c0",platform="r3-2xlarge",event="started"\} 2/);
       await mgr.cancel(idle.id);
       await mgr.cancel(busy.id);
       await until('server unblocked', async () => parseJson<LiveServerRecord>(await store.get(keys.server('c0')))?.blocked === false);

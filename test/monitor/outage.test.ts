@@ -297,9 +297,9 @@ describe('a node monitor through an etcd outage', () => {
     await sleep(300);
     expect(node.mon.stats).toMatchObject({ started: 12, completed: 12, killed: 0, lost: 0, registrations: 1 });
     const text = await new MonitorMetrics(node.mon).registry.metrics();
-    expect(text).toContain('tarcil_monitor_task_events_total{server="m0",event="completed"} 12');
-    expect(text).toContain('tarcil_monitor_task_events_total{server="m0",event="killed"} 0');
+    expect(text).toContain('tarcil_monitor_task_events_total{server="m0",platform="r3-xlarge",event="completed"} 12');
+    expect(text).toContain('tarcil_monitor_task_events_total{server="m0",platform="r3-xlarge",event="killed"} 0');
     expect(text).not.toMatch(/task_events_total\{[^}]*event="registrations"/);
-    expect(text).toContain('tarcil_monitor_registrations_total{server="m0"} 1');
+    expect(text).toContain('tarcil_monitor_registrations_total{server="m0",platform="r3-xlarge"} 1');
   }, 40_000);
 });

@@ -3,7 +3,7 @@
  * (`Owned`: task records by index, counts by state, live tasks by server, what changed since the
  * last evaluation) and the owner-fenced write every change to an owned job goes through.
  */
-import type { JobSpec, TaskState } from '../../model/types.ts';
+import type { JobSpec, JobState, TaskState } from '../../model/types.ts';
 import type { Keys } from '../../state/keys.ts';
 import type { HeldLease } from '../../state/lease.ts';
 import type { LiveJobRecord, LiveKeys, LiveServerRecord, LiveTaskRecord } from '../../state/live-records.ts';
@@ -69,7 +69,9 @@ export interface JobManagerOptions {
   profiles?: Pick<ProfileBookOptions, 'use' | 'minObservations' | 'flushMs'>;
   /** Observers for metrics. */
   onDecision?: (job: JobSpec, rec: DecisionRecord) => void;
-  onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
+  onCommitted?: (job: JobSpec, placements: readonly Placement[], agent: string) => void;
+  /** A job owned here reached a final state (succeeded, failed, cancelled). */
+  onJobFinished?: (job: JobSpec, state: JobState) => void;
 }
 
 export interface TaskView {

@@ -228,6 +228,10 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
         if (o.blockedSince === undefined) o.note = undefined;
         o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
         m.o.onDecision?.(o.spec, rec);
+        if (m.o.log.isLevelEnabled('debug')) {
+          const placed = rec.placements.length + (rec.omittedPlacements ?? 0);
+          m.o.log.debug({ job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs }, 'scheduling call done');
+        }
       },
       async (err: unknown) => {
         if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;

@@ -127,6 +127,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
     o.blockedSince = now;
   }
   m.evaluate(o);
+  m.o.log.debug({ job: spec.id, jobName: spec.name, tasks: spec.tasks, revision: res.revision }, 'job accepted');
   return { jobId: spec.id, record, revision: res.revision, duplicate: false };
 }
 

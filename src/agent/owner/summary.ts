@@ -126,6 +126,7 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
     o.dropped = true;
     o.agent.release(o.id);
     m.o.log.info({ job: o.id, state: s.state, rescheduled: next.rescheduled ?? 0 }, 'job finished');
+    m.o.onJobFinished?.(o.spec, s.state);
   }
 }
 

@@ -9,7 +9,9 @@ import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskReque
 import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from './tarcil/v1/LaunchTaskResponse.ts';
 import type { NodeMonitorClient as _tarcil_v1_NodeMonitorClient, NodeMonitorDefinition as _tarcil_v1_NodeMonitorDefinition } from './tarcil/v1/NodeMonitor.ts';
 import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from './tarcil/v1/NodeStats.ts';
+import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './tarcil/v1/ReadTaskLogRequest.ts';
 import type { RunningTask as _tarcil_v1_RunningTask, RunningTask__Output as _tarcil_v1_RunningTask__Output } from './tarcil/v1/RunningTask.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from './tarcil/v1/TaskLogChunk.ts';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
   new(...args: ConstructorParameters<Constructor>): Subtype;
@@ -25,7 +27,9 @@ export interface ProtoGrpcType {
       LaunchTaskResponse: MessageTypeDefinition<_tarcil_v1_LaunchTaskResponse, _tarcil_v1_LaunchTaskResponse__Output>
       NodeMonitor: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_NodeMonitorClient> & { service: _tarcil_v1_NodeMonitorDefinition }
       NodeStats: MessageTypeDefinition<_tarcil_v1_NodeStats, _tarcil_v1_NodeStats__Output>
+      ReadTaskLogRequest: MessageTypeDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_ReadTaskLogRequest__Output>
       RunningTask: MessageTypeDefinition<_tarcil_v1_RunningTask, _tarcil_v1_RunningTask__Output>
+      TaskLogChunk: MessageTypeDefinition<_tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogChunk__Output>
     }
   }
 }

@@ -13,27 +13,39 @@ import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tar
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from './tarcil/v1/GetClusterRequest.ts';
 import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output as _tarcil_v1_GetJobRequest__Output } from './tarcil/v1/GetJobRequest.ts';
 import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from './tarcil/v1/GetProfileRequest.ts';
+import type { GetStatsRequest as _tarcil_v1_GetStatsRequest, GetStatsRequest__Output as _tarcil_v1_GetStatsRequest__Output } from './tarcil/v1/GetStatsRequest.ts';
 import type { InlineProfile as _tarcil_v1_InlineProfile, InlineProfile__Output as _tarcil_v1_InlineProfile__Output } from './tarcil/v1/InlineProfile.ts';
 import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from './tarcil/v1/Job.ts';
 import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from './tarcil/v1/JobEvent.ts';
 import type { JobSpec as _tarcil_v1_JobSpec, JobSpec__Output as _tarcil_v1_JobSpec__Output } from './tarcil/v1/JobSpec.ts';
+import type { KillTaskRequest as _tarcil_v1_KillTaskRequest, KillTaskRequest__Output as _tarcil_v1_KillTaskRequest__Output } from './tarcil/v1/KillTaskRequest.ts';
+import type { KillTaskResponse as _tarcil_v1_KillTaskResponse, KillTaskResponse__Output as _tarcil_v1_KillTaskResponse__Output } from './tarcil/v1/KillTaskResponse.ts';
+import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskRequest__Output as _tarcil_v1_LaunchTaskRequest__Output } from './tarcil/v1/LaunchTaskRequest.ts';
+import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from './tarcil/v1/LaunchTaskResponse.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from './tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from './tarcil/v1/ListJobsResponse.ts';
 import type { LoadReport as _tarcil_v1_LoadReport, LoadReport__Output as _tarcil_v1_LoadReport__Output } from './tarcil/v1/LoadReport.ts';
 import type { Locality as _tarcil_v1_Locality, Locality__Output as _tarcil_v1_Locality__Output } from './tarcil/v1/Locality.ts';
+import type { NodeMonitorClient as _tarcil_v1_NodeMonitorClient, NodeMonitorDefinition as _tarcil_v1_NodeMonitorDefinition } from './tarcil/v1/NodeMonitor.ts';
+import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from './tarcil/v1/NodeStats.ts';
 import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1_Placement__Output } from './tarcil/v1/Placement.ts';
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './tarcil/v1/ProfileEstimate.ts';
+import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './tarcil/v1/ReadTaskLogRequest.ts';
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
+import type { RunningTask as _tarcil_v1_RunningTask, RunningTask__Output as _tarcil_v1_RunningTask__Output } from './tarcil/v1/RunningTask.ts';
 import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output as _tarcil_v1_SampleAttempt__Output } from './tarcil/v1/SampleAttempt.ts';
 import type { ScaleOut as _tarcil_v1_ScaleOut, ScaleOut__Output as _tarcil_v1_ScaleOut__Output } from './tarcil/v1/ScaleOut.ts';
 import type { SchedulerClient as _tarcil_v1_SchedulerClient, SchedulerDefinition as _tarcil_v1_SchedulerDefinition } from './tarcil/v1/Scheduler.ts';
 import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from './tarcil/v1/Server.ts';
+import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from './tarcil/v1/SetNodeSchedulingRequest.ts';
 import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil_v1_StageTimes__Output } from './tarcil/v1/StageTimes.ts';
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from './tarcil/v1/SubmitJobRequest.ts';
 import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from './tarcil/v1/SubmitJobResponse.ts';
 import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from './tarcil/v1/Task.ts';
 import type { TaskAttempt as _tarcil_v1_TaskAttempt, TaskAttempt__Output as _tarcil_v1_TaskAttempt__Output } from './tarcil/v1/TaskAttempt.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from './tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from './tarcil/v1/TaskLogsRequest.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from './tarcil/v1/WatchJobRequest.ts';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -54,27 +66,39 @@ export interface ProtoGrpcType {
       GetClusterRequest: MessageTypeDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_GetClusterRequest__Output>
       GetJobRequest: MessageTypeDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_GetJobRequest__Output>
       GetProfileRequest: MessageTypeDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_GetProfileRequest__Output>
+      GetStatsRequest: MessageTypeDefinition<_tarcil_v1_GetStatsRequest, _tarcil_v1_GetStatsRequest__Output>
       InlineProfile: MessageTypeDefinition<_tarcil_v1_InlineProfile, _tarcil_v1_InlineProfile__Output>
       Job: MessageTypeDefinition<_tarcil_v1_Job, _tarcil_v1_Job__Output>
       JobEvent: MessageTypeDefinition<_tarcil_v1_JobEvent, _tarcil_v1_JobEvent__Output>
       JobSpec: MessageTypeDefinition<_tarcil_v1_JobSpec, _tarcil_v1_JobSpec__Output>
+      KillTaskRequest: MessageTypeDefinition<_tarcil_v1_KillTaskRequest, _tarcil_v1_KillTaskRequest__Output>
+      KillTaskResponse: MessageTypeDefinition<_tarcil_v1_KillTaskResponse, _tarcil_v1_KillTaskResponse__Output>
+      LaunchTaskRequest: MessageTypeDefinition<_tarcil_v1_LaunchTaskRequest, _tarcil_v1_LaunchTaskRequest__Output>
+      LaunchTaskResponse: MessageTypeDefinition<_tarcil_v1_LaunchTaskResponse, _tarcil_v1_LaunchTaskResponse__Output>
       ListJobsRequest: MessageTypeDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsRequest__Output>
       ListJobsResponse: MessageTypeDefinition<_tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsResponse__Output>
       LoadReport: MessageTypeDefinition<_tarcil_v1_LoadReport, _tarcil_v1_LoadReport__Output>
       Locality: MessageTypeDefinition<_tarcil_v1_Locality, _tarcil_v1_Locality__Output>
+      NodeMonitor: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_NodeMonitorClient> & { service: _tarcil_v1_NodeMonitorDefinition }
+      NodeStats: MessageTypeDefinition<_tarcil_v1_NodeStats, _tarcil_v1_NodeStats__Output>
       Placement: MessageTypeDefinition<_tarcil_v1_Placement, _tarcil_v1_Placement__Output>
       ProfileEstimate: MessageTypeDefinition<_tarcil_v1_ProfileEstimate, _tarcil_v1_ProfileEstimate__Output>
+      ReadTaskLogRequest: MessageTypeDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_ReadTaskLogRequest__Output>
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>
+      RunningTask: MessageTypeDefinition<_tarcil_v1_RunningTask, _tarcil_v1_RunningTask__Output>
       SampleAttempt: MessageTypeDefinition<_tarcil_v1_SampleAttempt, _tarcil_v1_SampleAttempt__Output>
       ScaleOut: MessageTypeDefinition<_tarcil_v1_ScaleOut, _tarcil_v1_ScaleOut__Output>
       Scheduler: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_SchedulerClient> & { service: _tarcil_v1_SchedulerDefinition }
       Server: MessageTypeDefinition<_tarcil_v1_Server, _tarcil_v1_Server__Output>
+      SetNodeSchedulingRequest: MessageTypeDefinition<_tarcil_v1_SetNodeSchedulingRequest, _tarcil_v1_SetNodeSchedulingRequest__Output>
       StageTimes: MessageTypeDefinition<_tarcil_v1_StageTimes, _tarcil_v1_StageTimes__Output>
       SubmitJobRequest: MessageTypeDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobRequest__Output>
       SubmitJobResponse: MessageTypeDefinition<_tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobResponse__Output>
       Task: MessageTypeDefinition<_tarcil_v1_Task, _tarcil_v1_Task__Output>
       TaskAttempt: MessageTypeDefinition<_tarcil_v1_TaskAttempt, _tarcil_v1_TaskAttempt__Output>
+      TaskLogChunk: MessageTypeDefinition<_tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogChunk__Output>
+      TaskLogsRequest: MessageTypeDefinition<_tarcil_v1_TaskLogsRequest, _tarcil_v1_TaskLogsRequest__Output>
       WatchJobRequest: MessageTypeDefinition<_tarcil_v1_WatchJobRequest, _tarcil_v1_WatchJobRequest__Output>
     }
   }

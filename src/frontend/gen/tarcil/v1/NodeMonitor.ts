@@ -9,6 +9,8 @@ import type { KillTaskResponse as _tarcil_v1_KillTaskResponse, KillTaskResponse_
 import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskRequest__Output as _tarcil_v1_LaunchTaskRequest__Output } from '../../tarcil/v1/LaunchTaskRequest.ts';
 import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from '../../tarcil/v1/LaunchTaskResponse.ts';
 import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from '../../tarcil/v1/NodeStats.ts';
+import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from '../../tarcil/v1/ReadTaskLogRequest.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from '../../tarcil/v1/TaskLogChunk.ts';
 
 export interface NodeMonitorClient extends grpc.Client {
   GetStats(argument: _tarcil_v1_GetStatsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_NodeStats__Output>): grpc.ClientUnaryCall;
@@ -38,6 +40,25 @@ export interface NodeMonitorClient extends grpc.Client {
   launchTask(argument: _tarcil_v1_LaunchTaskRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_LaunchTaskResponse__Output>): grpc.ClientUnaryCall;
   launchTask(argument: _tarcil_v1_LaunchTaskRequest, callback: grpc.requestCallback<_tarcil_v1_LaunchTaskResponse__Output>): grpc.ClientUnaryCall;
   
+  /**
+   * A task's stdout and stderr as the process executor wrote them on this node: the attempt
+   * running here now, else the newest attempt whose files are here. With `follow`, the stream
+   * goes on while the attempt runs and ends once it has ended and everything was sent.
+   * FAILED_PRECONDITION on a node whose executor writes no logs (simulated); NOT_FOUND when no
+   * attempt of the task ran here.
+   */
+  ReadTaskLog(argument: _tarcil_v1_ReadTaskLogRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  ReadTaskLog(argument: _tarcil_v1_ReadTaskLogRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  /**
+   * A task's stdout and stderr as the process executor wrote them on this node: the attempt
+   * running here now, else the newest attempt whose files are here. With `follow`, the stream
+   * goes on while the attempt runs and ends once it has ended and everything was sent.
+   * FAILED_PRECONDITION on a node whose executor writes no logs (simulated); NOT_FOUND when no
+   * attempt of the task ran here.
+   */
+  readTaskLog(argument: _tarcil_v1_ReadTaskLogRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  readTaskLog(argument: _tarcil_v1_ReadTaskLogRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  
 }
 
 export interface NodeMonitorHandlers extends grpc.UntypedServiceImplementation {
@@ -47,10 +68,20 @@ export interface NodeMonitorHandlers extends grpc.UntypedServiceImplementation {
   
   LaunchTask: grpc.handleUnaryCall<_tarcil_v1_LaunchTaskRequest__Output, _tarcil_v1_LaunchTaskResponse>;
   
+  /**
+   * A task's stdout and stderr as the process executor wrote them on this node: the attempt
+   * running here now, else the newest attempt whose files are here. With `follow`, the stream
+   * goes on while the attempt runs and ends once it has ended and everything was sent.
+   * FAILED_PRECONDITION on a node whose executor writes no logs (simulated); NOT_FOUND when no
+   * attempt of the task ran here.
+   */
+  ReadTaskLog: grpc.handleServerStreamingCall<_tarcil_v1_ReadTaskLogRequest__Output, _tarcil_v1_TaskLogChunk>;
+  
 }
 
 export interface NodeMonitorDefinition extends grpc.ServiceDefinition {
   GetStats: MethodDefinition<_tarcil_v1_GetStatsRequest, _tarcil_v1_NodeStats, _tarcil_v1_GetStatsRequest__Output, _tarcil_v1_NodeStats__Output>
   KillTask: MethodDefinition<_tarcil_v1_KillTaskRequest, _tarcil_v1_KillTaskResponse, _tarcil_v1_KillTaskRequest__Output, _tarcil_v1_KillTaskResponse__Output>
   LaunchTask: MethodDefinition<_tarcil_v1_LaunchTaskRequest, _tarcil_v1_LaunchTaskResponse, _tarcil_v1_LaunchTaskRequest__Output, _tarcil_v1_LaunchTaskResponse__Output>
+  ReadTaskLog: MethodDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_TaskLogChunk, _tarcil_v1_ReadTaskLogRequest__Output, _tarcil_v1_TaskLogChunk__Output>
 }

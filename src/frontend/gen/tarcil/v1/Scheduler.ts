@@ -15,8 +15,12 @@ import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_Jo
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from '../../tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from '../../tarcil/v1/ListJobsResponse.ts';
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from '../../tarcil/v1/ProfileEstimate.ts';
+import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from '../../tarcil/v1/Server.ts';
+import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from '../../tarcil/v1/SetNodeSchedulingRequest.ts';
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from '../../tarcil/v1/SubmitJobRequest.ts';
 import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from '../../tarcil/v1/SubmitJobResponse.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from '../../tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from '../../tarcil/v1/TaskLogsRequest.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from '../../tarcil/v1/WatchJobRequest.ts';
 
 export interface SchedulerClient extends grpc.Client {
@@ -89,6 +93,29 @@ export interface SchedulerClient extends grpc.Client {
   listJobs(argument: _tarcil_v1_ListJobsRequest, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   
   /**
+   * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
+   * tasks run on. Draining, it is cordoned and its tasks finish, or are stopped at the deadline
+   * and placed again elsewhere by their owners. Uncordon ends either. The state lives in the store
+   * apart from the node's own registration, so it outlives the monitor's restarts. NOT_FOUND for
+   * a server the cell does not know; INVALID_ARGUMENT naming the field for a bad request.
+   */
+  SetNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  SetNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  SetNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  SetNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  /**
+   * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
+   * tasks run on. Draining, it is cordoned and its tasks finish, or are stopped at the deadline
+   * and placed again elsewhere by their owners. Uncordon ends either. The state lives in the store
+   * apart from the node's own registration, so it outlives the monitor's restarts. NOT_FOUND for
+   * a server the cell does not know; INVALID_ARGUMENT naming the field for a bad request.
+   */
+  setNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  setNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  setNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  setNodeScheduling(argument: _tarcil_v1_SetNodeSchedulingRequest, callback: grpc.requestCallback<_tarcil_v1_Server__Output>): grpc.ClientUnaryCall;
+  
+  /**
    * Validates, persists, then answers: an acknowledged job is never lost. A valid job the cell
    * can never run (no server matches its constraints, a gang or a required spread larger than the
    * cell) is refused with FAILED_PRECONDITION naming the field; one that needs servers that are
@@ -108,6 +135,19 @@ export interface SchedulerClient extends grpc.Client {
   submitJob(argument: _tarcil_v1_SubmitJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   submitJob(argument: _tarcil_v1_SubmitJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
   submitJob(argument: _tarcil_v1_SubmitJobRequest, callback: grpc.requestCallback<_tarcil_v1_SubmitJobResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   */
+  TaskLogs(argument: _tarcil_v1_TaskLogsRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  TaskLogs(argument: _tarcil_v1_TaskLogsRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  /**
+   * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   */
+  taskLogs(argument: _tarcil_v1_TaskLogsRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
+  taskLogs(argument: _tarcil_v1_TaskLogsRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
   
   /**
    * The job now, then every change until it reaches a final state. Events carry the job's
@@ -147,12 +187,27 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   ListJobs: grpc.handleUnaryCall<_tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse>;
   
   /**
+   * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
+   * tasks run on. Draining, it is cordoned and its tasks finish, or are stopped at the deadline
+   * and placed again elsewhere by their owners. Uncordon ends either. The state lives in the store
+   * apart from the node's own registration, so it outlives the monitor's restarts. NOT_FOUND for
+   * a server the cell does not know; INVALID_ARGUMENT naming the field for a bad request.
+   */
+  SetNodeScheduling: grpc.handleUnaryCall<_tarcil_v1_SetNodeSchedulingRequest__Output, _tarcil_v1_Server>;
+  
+  /**
    * Validates, persists, then answers: an acknowledged job is never lost. A valid job the cell
    * can never run (no server matches its constraints, a gang or a required spread larger than the
    * cell) is refused with FAILED_PRECONDITION naming the field; one that needs servers that are
    * down now is accepted and waits with the reason in Job.message, then fails after a bound.
    */
   SubmitJob: grpc.handleUnaryCall<_tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse>;
+  
+  /**
+   * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   */
+  TaskLogs: grpc.handleServerStreamingCall<_tarcil_v1_TaskLogsRequest__Output, _tarcil_v1_TaskLogChunk>;
   
   /**
    * The job now, then every change until it reaches a final state. Events carry the job's
@@ -170,6 +225,8 @@ export interface SchedulerDefinition extends grpc.ServiceDefinition {
   GetJob: MethodDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_Job, _tarcil_v1_GetJobRequest__Output, _tarcil_v1_Job__Output>
   GetProfile: MethodDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_ProfileEstimate, _tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate__Output>
   ListJobs: MethodDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse__Output>
+  SetNodeScheduling: MethodDefinition<_tarcil_v1_SetNodeSchedulingRequest, _tarcil_v1_Server, _tarcil_v1_SetNodeSchedulingRequest__Output, _tarcil_v1_Server__Output>
   SubmitJob: MethodDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse__Output>
+  TaskLogs: MethodDefinition<_tarcil_v1_TaskLogsRequest, _tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogsRequest__Output, _tarcil_v1_TaskLogChunk__Output>
   WatchJob: MethodDefinition<_tarcil_v1_WatchJobRequest, _tarcil_v1_JobEvent, _tarcil_v1_WatchJobRequest__Output, _tarcil_v1_JobEvent__Output>
 }

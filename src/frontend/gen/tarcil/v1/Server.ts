@@ -8,13 +8,29 @@ export interface Server {
   'platform'?: (string);
   'rack'?: (string);
   /**
-   * up | down | blocked
+   * up | down | blocked | cordoned | draining | drained (draining, no task left). A server that
+   * left the cell lately (shut down, or its lease expired) is shown down for a while, with
+   * left_at_ms, instead of vanishing.
    */
   'state'?: (string);
   'endpoint'?: (string);
   'rus'?: (_tarcil_v1_Ru)[];
   'free'?: (number);
   'busy'?: (number);
+  /**
+   * Cordoned or draining: no new placements (see SetNodeScheduling).
+   */
+  'cordoned'?: (boolean);
+  'draining'?: (boolean);
+  /**
+   * When a drain stops the tasks still running (ms since the epoch); 0 without a drain.
+   */
+  'drainDeadlineMs'?: (number | string);
+  'cordonReason'?: (string);
+  /**
+   * When the node left the cell (ms since the epoch), for a node no longer registered.
+   */
+  'leftAtMs'?: (number | string);
 }
 
 export interface Server__Output {
@@ -22,11 +38,27 @@ export interface Server__Output {
   'platform': (string);
   'rack': (string);
   /**
-   * up | down | blocked
+   * up | down | blocked | cordoned | draining | drained (draining, no task left). A server that
+   * left the cell lately (shut down, or its lease expired) is shown down for a while, with
+   * left_at_ms, instead of vanishing.
    */
   'state': (string);
   'endpoint': (string);
   'rus': (_tarcil_v1_Ru__Output)[];
   'free': (number);
   'busy': (number);
+  /**
+   * Cordoned or draining: no new placements (see SetNodeScheduling).
+   */
+  'cordoned': (boolean);
+  'draining': (boolean);
+  /**
+   * When a drain stops the tasks still running (ms since the epoch); 0 without a drain.
+   */
+  'drainDeadlineMs': (number);
+  'cordonReason': (string);
+  /**
+   * When the node left the cell (ms since the epoch), for a node no longer registered.
+   */
+  'leftAtMs': (number);
 }

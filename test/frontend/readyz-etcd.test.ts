@@ -1,0 +1,70 @@
+/**
+ * /readyz follows the store: a front-end and a monitor on an etcd of their own answer 200 while it
+ * serves, 503 naming the store while it is stopped (a load balancer then takes them out), and 200
+ * again once it is back; /healthz (the process is alive) stays 200 throughout.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { loadCatalog } from '../../src/model/catalog.ts';
+import { Keys } from '../../src/state/keys.ts';
+import { openStore } from '../../src/store/index.ts';
+import type { ClusterStore } from '../../src/store/types.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { startEtcd, type RestartableEtcdProcess } from '../support/etcd.ts';
+
+let etcd: RestartableEtcdProcess;
+let store: ClusterStore;
+let sched: SchedulerProcess;
+let mon: MonitorProcess;
+
+beforeAll(async () => {
+  etcd = await startEtcd({ bin: process.env.TARCIL_TEST_ETCD_BIN });
+  store = await openStore(etcd.endpoint.replace('http://', 'etcd://'));
+  const keys = new Keys('/readyz/');
+  const clock = new SystemClock();
+  const log = createLogger('test');
+  mon = await startMonitor({ store, keys, clock, log, server: { id: 'rz0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, metricsPort: 0, leaseTtlSeconds: 3 });
+  sched = await startScheduler({ name: 'rz', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(1), log, agents: 1, host: '127.0.0.1', port: 0, metricsPort: 0, leaseTtlSeconds: 3 });
+});
+afterAll(async () => {
+  await sched?.close();
+  await mon?.close();
+  await store?.close();
+  await etcd?.stop();
+});
+
+async function get(port: number | undefined, path: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.text() };
+}
+
+async function until(what: string, f: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + 30_000;
+  while (!(await f())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('/readyz with the store down', () => {
+  it('answers 503 naming the store while etcd is stopped, 200 before and after; /healthz stays 200', async () => {
+    for (const port of [sched.metricsPort, mon.metricsPort]) {
+      expect(await get(port, '/readyz')).toEqual({ status: 200, body: 'ok\n' });
+      expect((await get(port, '/healthz')).status).toBe(200);
+    }
+    await etcd.halt();
+    const front = await get(sched.metricsPort, '/readyz');
+    expect(front.status).toBe(503);
+    expect(front.body).toMatch(/^store unreachable: /);
+    const node = await get(mon.metricsPort, '/readyz');
+    expect(node.status).toBe(503);
+    expect(node.body).toMatch(/^store unreachable: /);
+    for (const port of [sched.metricsPort, mon.metricsPort]) expect(await get(port, '/healthz')).toEqual({ status: 200, body: 'ok\n' });
+
+    await etcd.restart();
+    await until('the front-end ready again', async () => (await get(sched.metricsPort, '/readyz')).status === 200);
+    await until('the monitor ready again', async () => (await get(mon.metricsPort, '/readyz')).status === 200);
+  }, 60_000);
+});
