@@ -18,17 +18,8 @@ import {
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import { collect, duration, fmtMs, fraction, intIn, SEED_RANGE } from './flags.ts';
-import {
-  cancelCommand,
-  clusterCommand,
-  explainCommand,
-  jobsCommand,
-  monitorCommand,
-  serverCommand,
-  statusCommand,
-  submitCommand,
-  upCommand,
-} from './live.ts';
+import { cancelCommand, clusterCommand, explainCommand, jobsCommand, statusCommand, submitCommand } from './client.ts';
+import { monitorCommand, serverCommand, upCommand } from './live.ts';
 import { hollowCommand } from './hollow.ts';
 
 const L = FRONTEND_LIMITS;
