@@ -19,7 +19,7 @@ import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import { collect, duration, fmtMs, fraction, intIn, SEED_RANGE } from './flags.ts';
 import { cancelCommand, clusterCommand, explainCommand, jobsCommand, statusCommand, submitCommand } from './client.ts';
-import { monitorCommand, serverCommand, upCommand } from './live.ts';
+import { monitorCommand, serverCommand, STORE_RETRY_MS, upCommand } from './live.ts';
 import { hollowCommand } from './hollow.ts';
 
 const L = FRONTEND_LIMITS;
@@ -34,7 +34,20 @@ function storeOptions(c: Command, dflt: string): Command {
     .option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)', SERVER_DEFAULTS.prefix)
     .option('--etcd-ca <file>', 'etcds://: CA bundle of the etcd servers')
     .option('--etcd-cert <file>', 'etcds://: client certificate')
-    .option('--etcd-key <file>', 'etcds://: client key');
+    .option('--etcd-key <file>', 'etcds://: client key')
+    .addOption(
+      new Option(
+        '--wait-for-store [duration]',
+        `if the store does not answer at start, say so and try again every ${STORE_RETRY_MS / 1000} s until it does, for at most this long (e.g. 10m; without a value: no limit); without this flag the start stops with the reason (exit code 4)`,
+      )
+        .preset('forever')
+        .argParser(waitForStore),
+    );
+}
+
+/** `--wait-for-store [duration]`: a duration, or `forever` (the flag without a value). */
+function waitForStore(v: string): number {
+  return v.trim() === 'forever' ? Infinity : duration('--wait-for-store', { min: 1000, max: 30 * 86_400_000 })(v);
 }
 
 function tlsOptions(c: Command): Command {

@@ -4,7 +4,7 @@
  * are in client.ts.
  */
 import { hostname } from 'node:os';
-import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
+import { expandCluster, loadCatalog, resolveCluster, type Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { parseAgentOptions } from '../agent/config.ts';
 import { UP_DEFAULTS } from '../frontend/options.ts';
@@ -14,7 +14,9 @@ import { openStore } from '../store/index.ts';
 import { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
-import { errorMessage, invalid } from '../util/errors.ts';
+import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
+import { errorText } from './exit-codes.ts';
+import { fmtMs } from './flags.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
@@ -25,6 +27,11 @@ export interface StoreFlags {
   etcdCa?: string;
   etcdCert?: string;
   etcdKey?: string;
+  /**
+   * --wait-for-store: how long a daemon tries again when the store does not answer at start (ms;
+   * Infinity: until it answers). Undefined: it does not wait, it stops with the reason.
+   */
+  waitForStore?: number;
 }
 
 export interface TlsFlags {
@@ -33,9 +40,59 @@ export interface TlsFlags {
   tlsCa?: string;
 }
 
-export async function open(o: StoreFlags): Promise<ClusterStore> {
+/** Opens the store; an etcd store once etcd answers, within dialTimeoutMs (default the store's, 5 s). */
+export async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
   const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
-  return openStore(o.store, tls ? { tls } : {});
+  return openStore(o.store, { ...(tls ? { tls } : {}), ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}) });
+}
+
+/** The pause between two tries of `--wait-for-store`. */
+export const STORE_RETRY_MS = 2000;
+/** How long one try waits for etcd to answer (the store's own dial timeout). */
+const DIAL_TIMEOUT_MS = 5000;
+
+const secs = (ms: number): string => `${Math.round(ms / 1000)} s`;
+
+/**
+ * Opens a daemon's store (`tarcil server`, `monitor`, `up`, `hollow`). A store that does not
+ * answer stops the start with a message that names the command and the endpoints (exit code 4,
+ * unavailable); with `--wait-for-store` the daemon says so on stderr and tries again every
+ * STORE_RETRY_MS until the store answers or the wait's limit has passed.
+ */
+export async function openDaemonStore(who: string, o: StoreFlags, say: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<ClusterStore> {
+  const started = Date.now();
+  const limit = o.waitForStore;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // A try never runs past the wait's limit.
+      const left = limit === undefined ? Infinity : limit - (Date.now() - started);
+      const store = await open(o, left < DIAL_TIMEOUT_MS ? Math.max(1000, left) : undefined);
+      if (attempt > 1) say(`tarcil ${who}: the store answers (${o.store}), after ${secs(Date.now() - started)} of waiting`);
+      return store;
+    } catch (err) {
+      if (!isTarcilError(err) || err.code === 'INVALID_ARGUMENT') throw err;
+      const why = errorText(err);
+      const cannot = `tarcil ${who} cannot start: ${why}`;
+      const code = err.code;
+      if (!isTransient(err)) throw new TarcilError(code, cannot, { cause: err });
+      const waited = Date.now() - started;
+      if (limit === undefined) throw new TarcilError(err.code, `${cannot}; is etcd running there? (--wait-for-store waits until it answers)`, { cause: err });
+      if (waited + STORE_RETRY_MS >= limit) throw new TarcilError(err.code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
+      say(`tarcil ${who}: waiting for the store: ${why}; trying again in ${secs(STORE_RETRY_MS)} (attempt ${attempt}, ${secs(waited)} so far)`);
+      await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
+    }
+  }
+}
+
+/**
+ * Holds the process open while a daemon starts, until it runs under runUntilSignal. The store's
+ * and the components' timers are unref()'d, so while nothing listens yet nothing else would: a
+ * start waiting on a store that does not answer would end in a silent exit (code 13, an
+ * unsettled top-level await) instead of its message.
+ */
+export function holdOpen(): () => void {
+  const t = setInterval(() => undefined, 1 << 30);
+  return () => clearInterval(t);
 }
 
 export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caFile?: string } | undefined {
@@ -47,8 +104,10 @@ export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caF
 /**
  * Runs until SIGINT/SIGTERM, then closes everything in order (gRPC, owners' leases revoked so
  * other processes adopt at once, monitors' tasks killed and leases revoked) before exiting.
+ * `started` prints the daemon's banner once the signals are handled, so that a script that stops
+ * the daemon as soon as the banner appears stops it in order.
  */
-export async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
+export async function runUntilSignal(log: Logger, close: () => Promise<void>, started: () => void = () => undefined): Promise<void> {
   const keepAlive = setInterval(() => undefined, 1 << 30);
   // Stack traces mapped back to the TypeScript sources cost milliseconds each, paid by every
   // failed store call (gRPC reads the caller's stack): in a daemon under an overloaded store that
@@ -71,6 +130,7 @@ export async function runUntilSignal(log: Logger, close: () => Promise<void>): P
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
+    started();
   });
   clearInterval(keepAlive);
   stalls.stop();
@@ -101,7 +161,16 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
   const log = createLogger('tarcil-server');
   // Checked before anything starts: a bad option names itself and the rule (exit code 2).
   const agentOptions = parseAgentOptions(o.agent ?? []);
-  const store = await open(o);
+  const release = holdOpen();
+  try {
+    await runServer(o, log, agentOptions);
+  } finally {
+    release();
+  }
+}
+
+async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<typeof parseAgentOptions>): Promise<void> {
+  const store = await openDaemonStore('server', o);
   const tls = serverTls(o);
   const sched = await startScheduler({
     name: o.name ?? `${hostname()}-${process.pid}`,
@@ -127,8 +196,6 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     maxPendingTasks: o.maxPendingTasks,
     listenBeforeReady: true,
   });
-  // One line on stdout that scripts (and the end-to-end test) wait for.
-  process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`);
   // Submissions are taken from now on; placing starts once the cell is loaded.
   const listeningAt = Date.now();
   let stopping = false;
@@ -145,11 +212,16 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
       process.exit(1);
     },
   );
-  await runUntilSignal(log, async () => {
-    stopping = true;
-    await sched.close();
-    await store.close();
-  });
+  await runUntilSignal(
+    log,
+    async () => {
+      stopping = true;
+      await sched.close();
+      await store.close();
+    },
+    // One line on stdout that scripts (and the end-to-end test) wait for.
+    () => process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`),
+  );
 }
 
 export interface MonitorFlags extends StoreFlags, TlsFlags {
@@ -183,7 +255,16 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     attributes[a.slice(0, eq)] = a.slice(eq + 1);
   }
   const spec: ServerSpec = { id: o.server, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
-  const store = await open(o);
+  const release = holdOpen();
+  try {
+    await runMonitor(o, log, spec);
+  } finally {
+    release();
+  }
+}
+
+async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promise<void> {
+  const store = await openDaemonStore('monitor', o);
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
   const settings = { journalDir: o.journalDir ?? journalDirFor(o.logDir), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
@@ -204,14 +285,18 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     ...(tls ? { tls } : {}),
     ...settings,
   });
-  process.stdout.write(
-    `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}; ` +
-      `outcome journal ${m.monitor.journalLocation}, disconnect grace ${m.monitor.disconnectGraceMs / 1000} s\n`,
+  await runUntilSignal(
+    log,
+    async () => {
+      await m.close();
+      await store.close();
+    },
+    () =>
+      process.stdout.write(
+        `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}; ` +
+          `outcome journal ${m.monitor.journalLocation}, disconnect grace ${m.monitor.disconnectGraceMs / 1000} s\n`,
+      ),
   );
-  await runUntilSignal(log, async () => {
-    await m.close();
-    await store.close();
-  });
 }
 
 export interface UpFlags extends StoreFlags, TlsFlags {
@@ -231,7 +316,16 @@ export async function upCommand(o: UpFlags): Promise<void> {
   const log = createLogger('tarcil', process.env.TARCIL_LOG ?? 'warn');
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster(o.cluster, catalog), catalog.platforms);
-  const store = await open(o);
+  const release = holdOpen();
+  try {
+    await runUp(o, log, catalog, servers);
+  } finally {
+    release();
+  }
+}
+
+async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerSpec[]): Promise<void> {
+  const store = await openDaemonStore('up', o);
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
@@ -265,19 +359,25 @@ export async function upCommand(o: UpFlags): Promise<void> {
   const rus = servers.reduce((a, s) => a + s.rus, 0);
   const addr = `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.port}`;
   const out = (l: string): boolean => process.stdout.write(`${l}\n`);
-  out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
-  out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
-  if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
-  out('');
-  out('In another terminal:');
-  out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');
-  out('  npx tarcil jobs');
-  out('  npx tarcil cluster');
-  out('  npx tarcil explain <job-id>');
-  out(`(add --server ${addr} if you changed the port; Ctrl-C stops everything)`);
-  await runUntilSignal(log, async () => {
-    await sched.close();
-    await Promise.all(monitors.map((m) => m.close()));
-    await store.close();
-  });
+  const banner = (): void => {
+    out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
+    out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
+    if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
+    out('');
+    out('In another terminal:');
+    out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');
+    out('  npx tarcil jobs');
+    out('  npx tarcil cluster');
+    out('  npx tarcil explain <job-id>');
+    out(`(add --server ${addr} if you changed the port; Ctrl-C stops everything)`);
+  };
+  await runUntilSignal(
+    log,
+    async () => {
+      await sched.close();
+      await Promise.all(monitors.map((m) => m.close()));
+      await store.close();
+    },
+    banner,
+  );
 }

@@ -3,6 +3,7 @@
  */
 import { Command, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
+import { errorText, exitCodeFor } from './exit-codes.ts';
 import { DEFAULT_BUCKETS } from '../admission/index.ts';
 import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
 import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
@@ -88,8 +89,8 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (isTarcilError(err)) {
-    process.stderr.write(`error: ${err.message}\n`);
-    process.exit(2);
+    process.stderr.write(`error: ${errorText(err)}\n`);
+    process.exit(exitCodeFor(err));
   }
   throw err;
 }
