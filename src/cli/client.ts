@@ -17,6 +17,7 @@ import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/Submit
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
+import { EXIT, type ExitCode } from './exit-codes.ts';
 
 export interface ClientFlags {
   server: string;
@@ -28,21 +29,22 @@ function client(o: ClientFlags): SchedulerClient {
   return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined);
 }
 
-function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
+function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
   return new Promise((resolve, reject) => {
-    invoke({ deadline: new Date(Date.now() + timeoutMs) }, (err, res) => {
-      if (err) reject(fromGrpc(err));
+    invoke({ deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
+      if (err) reject(fromGrpc(err, o.server));
       else if (!res) reject(new TarcilError('INTERNAL', 'empty response'));
       else resolve(res);
     });
   });
 }
 
-function fromGrpc(err: grpc.ServiceError): TarcilError {
+/** A gRPC status as the project's error; one that says the front-end was not reached names the address dialled. */
+function fromGrpc(err: grpc.ServiceError, server?: string): TarcilError {
   const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
   const n = Number(err.code);
   const code = names[n] ?? 'INTERNAL';
-  const hint = n === 14 ? ' (is `tarcil up` or `tarcil server` running? see --server)' : '';
+  const hint = n === 14 || n === 4 ? ` (is \`tarcil up\` or \`tarcil server\` running${server ? ` at ${server}` : ''}? see --server or $TARCIL_SERVER)` : '';
   return new TarcilError(code, `${err.details || err.message}${hint}`);
 }
 
@@ -57,20 +59,31 @@ function line(j: Job__Output): string {
 const TABLE_STYLE = process.stdout.isTTY ? {} : { head: [], border: [] };
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<number> {
-  let text: string;
+/** The job spec's text: the file, or stdin for `-`. */
+function readSpec(file: string): string {
+  const stdin = file === '-';
+  if (stdin && process.stdin.isTTY) process.stderr.write('reading the job spec from stdin (end it with Ctrl-D)\n');
   try {
-    text = readFileSync(file, 'utf8');
+    return readFileSync(stdin ? 0 : file, 'utf8');
   } catch (e) {
-    throw invalid('<spec.json>', `cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+    const err = e as NodeJS.ErrnoException;
+    throw invalid('<spec.json>', `cannot read ${stdin ? 'stdin' : `'${file}'`} (${err.code ?? err.message})`);
   }
+}
+
+/**
+ * `tarcil submit`: the exit code is EXIT.OK once the job is accepted; with --wait, EXIT.OK if it
+ * succeeded and EXIT.JOB_FAILED if it failed or was cancelled.
+ */
+export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<ExitCode> {
+  const text = readSpec(file);
   const requestId = o.requestId ?? randomUUID();
   const c = client(o);
   try {
     const res = await submitWithRetry(c, { specJson: text, requestId }, o);
     out(`submitted ${res.jobId}`);
-    if (!o.wait) return 0;
-    return await new Promise<number>((resolve, reject) => {
+    if (!o.wait) return EXIT.OK;
+    return await new Promise<ExitCode>((resolve, reject) => {
       const stream = c.WatchJob({ jobId: res.jobId });
       const tty = process.stdout.isTTY;
       let last: Job__Output | undefined;
@@ -81,10 +94,12 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
         if (tty) process.stdout.write(`\r\x1b[K${l}`);
         else out(l);
       });
-      stream.on('error', (err: grpc.ServiceError) => reject(fromGrpc(err)));
+      stream.on('error', (err: grpc.ServiceError) => reject(fromGrpc(err, o.server)));
       stream.on('end', () => {
         if (tty) process.stdout.write('\n');
-        resolve(last && FINAL.has(last.state) && last.state === 'succeeded' ? 0 : 1);
+        if (last?.state === 'succeeded') resolve(EXIT.OK);
+        else if (last && FINAL.has(last.state)) resolve(EXIT.JOB_FAILED);
+        else reject(new TarcilError('UNAVAILABLE', `the front-end at ${o.server} ended the watch of ${res.jobId} before the job ended (last seen ${last?.state ?? 'nothing'}); \`tarcil status ${res.jobId}\` shows it`));
       });
     });
   } finally {
@@ -101,7 +116,7 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
 export async function submitWithRetry(
   c: SchedulerClient,
   req: { specJson: string; requestId: string },
-  o: { timeout: number; retries?: number; retryBaseMs?: number },
+  o: { timeout: number; retries?: number; retryBaseMs?: number; server?: string },
 ): Promise<SubmitJobResponse__Output> {
   const retries = o.retries ?? CLIENT_DEFAULTS.submitRetries;
   let delay = o.retryBaseMs ?? CLIENT_DEFAULTS.retryBaseMs;
@@ -117,7 +132,7 @@ export async function submitWithRetry(
     } catch (err) {
       const code = Number((err as Partial<grpc.ServiceError>).code);
       const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED || code === GRPC_RESOURCE_EXHAUSTED;
-      if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err) : err;
+      if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err, o.server) : err;
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
       delay = Math.min(delay * 2, CLIENT_DEFAULTS.retryMaxMs);
     }
@@ -135,7 +150,7 @@ function isServiceError(e: unknown): e is grpc.ServiceError {
 export async function statusCommand(id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
+    const j = await unary<Job__Output>(o, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
     if (o.json) {
       out(JSON.stringify(j, null, 2));
       return;
@@ -165,7 +180,7 @@ export async function statusCommand(id: string, o: ClientFlags & { json: boolean
 export async function jobsCommand(o: ClientFlags & { state?: string[]; limit: number }, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const res = await unary<ListJobsResponse__Output>(o.timeout, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
+    const res = await unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
     const t = new Table({ style: TABLE_STYLE, head: ['id', 'name', 'state', 'tasks', 'profile', 'submitted'] });
     for (const j of res.jobs) {
       const counts = Object.entries(j.taskStates)
@@ -183,7 +198,7 @@ export async function jobsCommand(o: ClientFlags & { state?: string[]; limit: nu
 export async function clusterCommand(o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const cl = await unary<Cluster__Output>(o.timeout, (opts, cb) => c.GetCluster({}, opts, cb));
+    const cl = await unary<Cluster__Output>(o, (opts, cb) => c.GetCluster({}, opts, cb));
     if (o.json) {
       out(JSON.stringify(cl, null, 2));
       return;
@@ -205,7 +220,7 @@ export async function clusterCommand(o: ClientFlags & { json: boolean }, out: (s
 export async function explainCommand(id: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const e = await unary<Explanation__Output>(o.timeout, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
+    const e = await unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
     out(o.json ? JSON.stringify(e, null, 2) : e.text);
   } finally {
     c.close();
@@ -215,7 +230,7 @@ export async function explainCommand(id: string, o: ClientFlags & { json: boolea
 export async function cancelCommand(id: string, o: ClientFlags, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.CancelJob({ jobId: id }, opts, cb));
+    const j = await unary<Job__Output>(o, (opts, cb) => c.CancelJob({ jobId: id }, opts, cb));
     out(FINAL.has(j.state) ? `${j.id} is already ${j.state}` : `cancelling ${j.id} (${j.state}); \`tarcil status ${j.id}\` shows when it has stopped`);
   } finally {
     c.close();

@@ -44,5 +44,5 @@ export function exitCodeFor(err: unknown): ExitCode {
  */
 export function errorText(err: unknown): string {
   const m = err instanceof Error ? err.message : String(err);
-  return m.replace(/\.?\s*Resolution note:\s*(?=[;(]|$)/g, '');
+  return m.replace(/\.?\s*Resolution note:\s*(?=([;(]|$))/g, (_, next: string) => (next === '(' ? ' ' : ''));
 }

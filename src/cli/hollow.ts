@@ -11,9 +11,9 @@ import { SystemClock } from '../util/clock.ts';
 import { invalid, isTarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { SeededRng } from '../util/rng.ts';
-import { holdOpen, openDaemonStore, runUntilSignal, serverTls, type StoreFlags, type TlsFlags } from './live.ts';
+import { holdOpen, openDaemonStore, runUntilSignal, serverTls, type LogFlags, type StoreFlags, type TlsFlags } from './live.ts';
 
-export interface HollowFlags extends StoreFlags, TlsFlags {
+export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
   cluster: string;
   servers?: number;
   host: string;
@@ -38,7 +38,7 @@ export async function hollowCommand(o: HollowFlags): Promise<void> {
     if (isTarcilError(err)) throw invalid('--cluster', err.message.replace(/^cluster: /, ''));
     throw err;
   }
-  const log = createLogger('tarcil-hollow', process.env.TARCIL_LOG ?? 'warn');
+  const log = createLogger('tarcil-hollow', o.logLevel);
   const release = holdOpen();
   try {
     await runHollow(o, log, servers);

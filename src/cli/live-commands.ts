@@ -4,7 +4,7 @@
  */
 import { type Command, Option } from 'commander';
 import { AGENT_OPTION_NAMES } from '../agent/config.ts';
-import { CLIENT_DEFAULTS, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { CLIENT_DEFAULTS, DEFAULT_PORT, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
   DEFAULT_EXECUTOR,
@@ -17,12 +17,16 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, intIn, SEED_RANGE } from './flags.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE } from './flags.ts';
 import { cancelCommand, clusterCommand, explainCommand, jobsCommand, statusCommand, submitCommand } from './client.ts';
 import { monitorCommand, serverCommand, STORE_RETRY_MS, upCommand } from './live.ts';
+import { EXIT } from './exit-codes.ts';
 import { hollowCommand } from './hollow.ts';
 
 const L = FRONTEND_LIMITS;
+
+/** A required option, listed first in the command's help under its own heading. */
+const required = (o: Option): Option => o.makeOptionMandatory().helpGroup('Required options:');
 const EXECUTORS = [...EXECUTOR_KINDS];
 const out = (l: string): void => {
   process.stdout.write(`${l}\n`);
@@ -30,8 +34,8 @@ const out = (l: string): void => {
 
 function storeOptions(c: Command, dflt: string): Command {
   return c
-    .addOption(new Option('--store <url>', 'memory:// (embedded, one process), etcd://h1:2379[,h2:2379] or etcds://… (TLS)').default(dflt))
-    .option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)', SERVER_DEFAULTS.prefix)
+    .addOption(new Option('--store <url>', 'memory:// (embedded, one process), etcd://h1:2379[,h2:2379] or etcds://… (TLS)').env('TARCIL_STORE').default(dflt))
+    .addOption(new Option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)').env('TARCIL_PREFIX').default(SERVER_DEFAULTS.prefix))
     .option('--etcd-ca <file>', 'etcds://: CA bundle of the etcd servers')
     .option('--etcd-cert <file>', 'etcds://: client certificate')
     .option('--etcd-key <file>', 'etcds://: client key')
@@ -78,19 +82,30 @@ function housekeepingOptions(c: Command): Command {
     );
 }
 
+/** `--log-level`, or $TARCIL_LOG: the daemons' structured log lines. */
+export function logOptions(c: Command, dflt: string): Command {
+  return c.addOption(new Option('--log-level <level>', 'the lowest level of log line written').choices(LOG_LEVEL_NAMES).env('TARCIL_LOG').default(dflt));
+}
+
 function clientOptions(c: Command): Command {
   return c
-    .option('--server <host:port>', 'the tarcil front-end', process.env.TARCIL_SERVER ?? CLIENT_DEFAULTS.server)
-    .option('--tls-ca <file>', 'connect over TLS, trusting this CA')
+    .addOption(
+      new Option('--server <host[:port]>', `the tarcil front-end (the port defaults to ${DEFAULT_PORT})`)
+        .env('TARCIL_SERVER')
+        .argParser(frontEndAddress('--server', DEFAULT_PORT))
+        .default(CLIENT_DEFAULTS.server),
+    )
+    .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
 }
 
 /** The live cluster's commands: server, monitor, hollow, up, and the client commands. */
 export function registerLiveCommands(program: Command): void {
+  program.commandsGroup('Run a cell:');
   const up = program
     .command('up')
     .description('a whole cluster in one process: the demo cluster\'s monitors, N agents and the gRPC front-end (what `npm start` runs)');
-  housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store))
+  logOptions(housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store)), 'warn')
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', UP_DEFAULTS.cluster)
     .option('--agents <n>', 'scheduling agents', intIn('--agents', L.agents), UP_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', UP_DEFAULTS.host)
@@ -101,7 +116,7 @@ export function registerLiveCommands(program: Command): void {
     .action(async (o: Parameters<typeof upCommand>[0]) => upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
-  housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store))
+  logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info')
     .option('--agents <n>', 'scheduling agents in this process', intIn('--agents', L.agents), SERVER_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', SERVER_DEFAULTS.host)
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', intIn('--port', L.port), SERVER_DEFAULTS.port)
@@ -126,9 +141,18 @@ export function registerLiveCommands(program: Command): void {
     .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
-  storeOptions(tlsOptions(monitor), SERVER_DEFAULTS.store)
-    .requiredOption('--server <id>', 'this node\'s server id')
-    .requiredOption('--platform <type>', 'platform from profiles/platforms.json')
+  monitor
+    .addOption(required(new Option('--node <id>', "this node's id (its server id in the cell)")))
+    .addOption(required(new Option('--platform <type>', 'platform from profiles/platforms.json')))
+    // --server names the front-end on every other command; here it was the node's id.
+    .addOption(new Option('--server <id>', 'deprecated: --node').hideHelp().conflicts('node'))
+    .on('option:server', (id: string) => {
+      process.stderr.write("warning: `tarcil monitor --server <id>` is deprecated, use --node <id> (--server names the front-end on every other command)\n");
+      // Recorded as a default, so that commander's conflict check sees only a --node given on
+      // the command line (before or after --server) and refuses the pair.
+      if (monitor.getOptionValueSource('node') !== 'cli') monitor.setOptionValueWithSource('node', id, 'default');
+    });
+  logOptions(storeOptions(tlsOptions(monitor), SERVER_DEFAULTS.store), 'info')
     .option('--rus <n>', 'resource units (default: the platform\'s cores)', intIn('--rus', MONITOR_LIMITS.rus))
     .option('--rack <rack>', 'rack name', DEFAULT_RACK)
     .option('--attr <key=value>', 'server attribute (repeatable)', collect, [])
@@ -154,7 +178,7 @@ export function registerLiveCommands(program: Command): void {
   const hollow = program
     .command('hollow')
     .description('many simulated nodes in one process (hollow nodes): each registers, runs and reports as a node monitor does; one NodeMonitor endpoint for all');
-  storeOptions(tlsOptions(hollow), 'etcd://127.0.0.1:2379')
+  logOptions(storeOptions(tlsOptions(hollow), 'etcd://127.0.0.1:2379'), 'warn')
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file: platforms, racks and attributes of the nodes', HOLLOW_DEFAULTS.cluster)
     .option('--servers <n>', "this many nodes: the spec's groups scaled in proportion (default: the spec's own count)", intIn('--servers', MONITOR_LIMITS.hollowServers))
     .option('--host <host>', 'interface for the NodeMonitor service', SERVER_DEFAULTS.host)
@@ -172,8 +196,14 @@ export function registerLiveCommands(program: Command): void {
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
     .action(async (o: Parameters<typeof hollowCommand>[0]) => hollowCommand(o));
 
-  clientOptions(program.command('submit <spec.json>').description('submit a job spec (see profiles/jobs/)'))
-    .option('--wait', 'follow the job until it ends (exit code 0 if it succeeded)', false)
+  program.commandsGroup('Use a cell (the client):');
+  clientOptions(
+    program
+      .command('submit')
+      .description('submit a job spec (see profiles/jobs/)')
+      .argument('<spec.json>', 'the job spec: a JSON file, or - to read it from stdin'),
+  )
+    .option('--wait', `follow the job until it ends: exit code ${EXIT.OK} if it succeeded, ${EXIT.JOB_FAILED} if it failed or was cancelled`, false)
     .option('--request-id <id>', 'idempotency key (default: a new UUID); a retry with the same key returns the same job')
     .option('--retries <n>', 'tries again this many times when the server is unavailable or the deadline passes', intIn('--retries', L.submitRetries), CLIENT_DEFAULTS.submitRetries)
     .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {

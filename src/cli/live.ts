@@ -34,6 +34,11 @@ export interface StoreFlags {
   waitForStore?: number;
 }
 
+/** `--log-level` (or $TARCIL_LOG). */
+export interface LogFlags {
+  logLevel: string;
+}
+
 export interface TlsFlags {
   tlsCert?: string;
   tlsKey?: string;
@@ -136,7 +141,7 @@ export async function runUntilSignal(log: Logger, close: () => Promise<void>, st
   stalls.stop();
 }
 
-export interface ServerFlags extends StoreFlags, TlsFlags {
+export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   agents: number;
   host: string;
   port: number;
@@ -158,7 +163,7 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
-  const log = createLogger('tarcil-server');
+  const log = createLogger('tarcil-server', o.logLevel);
   // Checked before anything starts: a bad option names itself and the rule (exit code 2).
   const agentOptions = parseAgentOptions(o.agent ?? []);
   const release = holdOpen();
@@ -224,8 +229,9 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
   );
 }
 
-export interface MonitorFlags extends StoreFlags, TlsFlags {
-  server: string;
+export interface MonitorFlags extends StoreFlags, TlsFlags, LogFlags {
+  /** The node's id (`--node`; `--server`, deprecated, sets it too). */
+  node: string;
   platform: string;
   rus?: number;
   rack: string;
@@ -244,7 +250,7 @@ export interface MonitorFlags extends StoreFlags, TlsFlags {
 }
 
 export async function monitorCommand(o: MonitorFlags): Promise<void> {
-  const log = createLogger('tarcil-monitor');
+  const log = createLogger('tarcil-monitor', o.logLevel);
   const catalog = loadCatalog();
   const platform = catalog.platforms.get(o.platform);
   if (!platform) throw invalid('--platform', `unknown platform '${o.platform}' (known: ${[...catalog.platforms.keys()].join(', ')})`);
@@ -254,7 +260,7 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     if (eq <= 0) throw invalid('--attr', `"${a}" must be key=value`);
     attributes[a.slice(0, eq)] = a.slice(eq + 1);
   }
-  const spec: ServerSpec = { id: o.server, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
+  const spec: ServerSpec = { id: o.node, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
   const release = holdOpen();
   try {
     await runMonitor(o, log, spec);
@@ -299,7 +305,7 @@ async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promi
   );
 }
 
-export interface UpFlags extends StoreFlags, TlsFlags {
+export interface UpFlags extends StoreFlags, TlsFlags, LogFlags {
   cluster: string;
   agents: number;
   host: string;
@@ -313,7 +319,7 @@ export interface UpFlags extends StoreFlags, TlsFlags {
 
 /** Everything in one process: monitors of a demo cluster, N agents, the front-end. */
 export async function upCommand(o: UpFlags): Promise<void> {
-  const log = createLogger('tarcil', process.env.TARCIL_LOG ?? 'warn');
+  const log = createLogger('tarcil', o.logLevel);
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster(o.cluster, catalog), catalog.platforms);
   const release = holdOpen();

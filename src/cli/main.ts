@@ -1,36 +1,61 @@
 /**
- * The `tarcil` command line: the program, its commands and flag parsing, exit codes.
+ * The `tarcil` command line: the program, its commands and their flags, and the conventions every
+ * command shares: --version, a suggestion for a mistyped command or option, help for a bare
+ * `tarcil`, a quiet end when the reader of its output goes away (`| head`), and the exit codes of
+ * exit-codes.ts.
  */
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
-import { errorText, exitCodeFor } from './exit-codes.ts';
+import { packageVersion } from '../util/package-root.ts';
+import { errorText, EXIT, exitCodeFor } from './exit-codes.ts';
 import { DEFAULT_BUCKETS } from '../admission/index.ts';
 import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
 import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
 import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';
 import { runDemo } from './demo.ts';
 import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
-import { registerLiveCommands } from './live-commands.ts';
+import { logOptions, registerLiveCommands } from './live-commands.ts';
 import { profileCommand } from './profile.ts';
 import { sampleSizeCommand } from './sample-size.ts';
+
+// A reader that goes away (`tarcil jobs | head -1`) ends the command quietly, as it would end a
+// Unix tool through SIGPIPE, instead of with an EPIPE stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(EXIT.OK);
+    throw err;
+  });
+}
+
+/**
+ * Where every exit goes through: commander's (help, --version, a refused command line) and a
+ * command's error. Commander exits 1 for a command line it refuses; tarcil makes that a usage
+ * error (2). Help and --version exit 0.
+ */
+function exit(err: CommanderError): never {
+  process.exit(err.code.startsWith('commander.') ? (err.exitCode === 0 ? EXIT.OK : EXIT.USAGE) : err.exitCode);
+}
 
 const program = new Command();
 program
   .name('tarcil')
   .description(
-    'tarcil: a distributed, shared-state cluster scheduler that finds good resources fast\n' +
-      '(interference-aware sampling with statistical guarantees, LSH admission control,\n' +
+    'tarcil: a distributed, shared-state cluster scheduler that finds good resources fast ' +
+      '(interference-aware sampling with statistical guarantees, LSH admission control, ' +
       'optimistic commits on etcd or the embedded store).',
   )
-  .showHelpAfterError()
+  .version(packageVersion(), '-V, --version', "print tarcil's version")
+  .showSuggestionAfterError()
+  .showHelpAfterError('(add --help for usage)')
   .configureOutput({ outputError: (str, write) => write(str) })
-  // A flag or argument commander rejects (bad value, unknown option, missing argument) exits 2, as
-  // one rejected after parsing does (a TarcilError, below): commander's own default would be 1.
-  // Help and --version still exit 0. Subcommands inherit this from the program.
-  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  // Subcommands inherit this from the program.
+  .exitOverride(exit)
+  .addHelpText('after', `\nExit codes: ${EXIT.OK} done, ${EXIT.FAILURE} failed, ${EXIT.USAGE} usage (a bad command, flag or job spec), ${EXIT.NOT_FOUND} not found,\n${EXIT.UNAVAILABLE} front-end or store unavailable, ${EXIT.JOB_FAILED} the job failed (submit --wait).`);
 
-program
-  .command('demo', { isDefault: true })
+registerLiveCommands(program);
+
+program.commandsGroup('Try and measure:');
+logOptions(program.command('demo'), 'warn')
   .description('several agents place a generated mixed workload on a demo cluster and explain each decision')
   .addOption(new Option('--store <url>', 'memory:// (embedded) or etcd://host:port').default('memory://'))
   .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', 'demo')
@@ -41,7 +66,7 @@ program
   .option('--time-scale <x>', 'multiplies task durations', num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'), 1)
   .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default(DEFAULT_AGENT_CONFIG.conflictScope))
   .option('-v, --verbose', 'print every pick of large jobs', false)
-  .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean }) => {
+  .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean; logLevel: string }) => {
     await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
   });
 
@@ -83,14 +108,13 @@ program
     await benchCommand(name, o);
   });
 
-registerLiveCommands(program);
+// A bare `tarcil` prints the help (the demo is `tarcil demo`).
+if (process.argv.length <= 2) program.help();
 
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (isTarcilError(err)) {
-    process.stderr.write(`error: ${errorText(err)}\n`);
-    process.exit(exitCodeFor(err));
-  }
-  throw err;
+  if (!isTarcilError(err)) throw err;
+  process.stderr.write(`error: ${errorText(err)}\n`);
+  exit(new CommanderError(exitCodeFor(err), `tarcil.${err.code}`, err.message));
 }
