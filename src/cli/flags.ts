@@ -79,3 +79,6 @@ export const frontEndAddress =
 
 /** pino's levels, as `--log-level` and $TARCIL_LOG take them. */
 export const LOG_LEVEL_NAMES = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/** The pause between two tries of a daemon's `--wait-for-store`. */
+export const STORE_RETRY_MS = 2000;

@@ -17,11 +17,11 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE } from './flags.ts';
-import { cancelCommand, clusterCommand, explainCommand, jobsCommand, statusCommand, submitCommand } from './client.ts';
-import { monitorCommand, serverCommand, STORE_RETRY_MS, upCommand } from './live.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
-import { hollowCommand } from './hollow.ts';
+import type { ClientFlags } from './client.ts';
+import type { HollowFlags } from './hollow.ts';
+import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
 
 const L = FRONTEND_LIMITS;
 
@@ -113,7 +113,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--metrics-port <n>', 'Prometheus /metrics port', intIn('--metrics-port', L.port), UP_DEFAULTS.metricsPort)
     .addOption(new Option('--executor <kind>', 'how tasks run').choices(EXECUTORS).default(UP_DEFAULTS.executor))
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', UP_DEFAULTS.logDir)
-    .action(async (o: Parameters<typeof upCommand>[0]) => upCommand(o));
+    .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
   logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info')
@@ -138,7 +138,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
-    .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
+    .action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
   monitor
@@ -173,7 +173,7 @@ export function registerLiveCommands(program: Command): void {
     )
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
-    .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));
+    .action(async (o: MonitorFlags) => (await import('./live.ts')).monitorCommand(o));
 
   const hollow = program
     .command('hollow')
@@ -194,7 +194,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--kill-after <ms or s>', 'drop --kill-fraction of the nodes once, this long after they registered', duration('--kill-after', { max: 86_400_000 }))
     .option('--seed <n>', 'seed of the choice of nodes to drop', intIn('--seed', SEED_RANGE), HOLLOW_DEFAULTS.seed)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
-    .action(async (o: Parameters<typeof hollowCommand>[0]) => hollowCommand(o));
+    .action(async (o: HollowFlags) => (await import('./hollow.ts')).hollowCommand(o));
 
   program.commandsGroup('Use a cell (the client):');
   clientOptions(
@@ -206,23 +206,23 @@ export function registerLiveCommands(program: Command): void {
     .option('--wait', `follow the job until it ends: exit code ${EXIT.OK} if it succeeded, ${EXIT.JOB_FAILED} if it failed or was cancelled`, false)
     .option('--request-id <id>', 'idempotency key (default: a new UUID); a retry with the same key returns the same job')
     .option('--retries <n>', 'tries again this many times when the server is unavailable or the deadline passes', intIn('--retries', L.submitRetries), CLIENT_DEFAULTS.submitRetries)
-    .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {
-      process.exitCode = await submitCommand(file, o, out);
+    .action(async (file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }) => {
+      process.exitCode = await (await import('./client.ts')).submitCommand(file, o, out);
     });
   clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)'))
     .option('--json', 'machine-readable output', false)
     .option('--tasks-from <index>', 'list the tasks from this index on (the page after another: its next_task_from)', intIn('--tasks-from', { min: 0, max: 100_000 }), 0)
-    .action(async (id: string, o: Parameters<typeof statusCommand>[1]) => statusCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }) => (await import('./client.ts')).statusCommand(id, o, out));
   clientOptions(program.command('jobs').description('list jobs, newest first'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)
     .option('--limit <n>', 'at most this many', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
-    .action(async (o: Parameters<typeof jobsCommand>[0]) => jobsCommand(o, out));
+    .action(async (o: ClientFlags & { state?: string[]; limit: number }) => (await import('./client.ts')).jobsCommand(o, out));
   clientOptions(program.command('cluster').description('servers and RUs: free, busy, down; admission buckets'))
     .option('--json', 'machine-readable output', false)
-    .action(async (o: Parameters<typeof clusterCommand>[0]) => clusterCommand(o, out));
+    .action(async (o: ClientFlags & { json: boolean }) => (await import('./client.ts')).clusterCommand(o, out));
   clientOptions(program.command('explain <job-id>').description('why a job waits, or where it went and why'))
     .option('--json', 'machine-readable output', false)
-    .action(async (id: string, o: Parameters<typeof explainCommand>[1]) => explainCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags & { json: boolean }) => (await import('./client.ts')).explainCommand(id, o, out));
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
-    .action(async (id: string, o: Parameters<typeof cancelCommand>[1]) => cancelCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
 }

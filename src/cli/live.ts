@@ -16,7 +16,7 @@ import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
 import { errorText } from './exit-codes.ts';
-import { fmtMs } from './flags.ts';
+import { fmtMs, STORE_RETRY_MS } from './flags.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
@@ -51,8 +51,6 @@ export async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<Clust
   return openStore(o.store, { ...(tls ? { tls } : {}), ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}) });
 }
 
-/** The pause between two tries of `--wait-for-store`. */
-export const STORE_RETRY_MS = 2000;
 /** How long one try waits for etcd to answer (the store's own dial timeout). */
 const DIAL_TIMEOUT_MS = 5000;
 

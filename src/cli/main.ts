@@ -11,12 +11,12 @@ import { errorText, EXIT, exitCodeFor } from './exit-codes.ts';
 import { DEFAULT_BUCKETS } from '../admission/index.ts';
 import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
 import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
-import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';
-import { runDemo } from './demo.ts';
+import { EXPERIMENT_NAMES } from '../sim/experiments/names.ts';
 import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
 import { logOptions, registerLiveCommands } from './live-commands.ts';
-import { profileCommand } from './profile.ts';
-import { sampleSizeCommand } from './sample-size.ts';
+
+// Each command's action imports what it runs when it runs: a client command does not load the
+// simulator (vega), the store (etcd3) or the daemons, and `--help` loads none of them.
 
 // A reader that goes away (`tarcil jobs | head -1`) ends the command quietly, as it would end a
 // Unix tool through SIGPIPE, instead of with an EPIPE stack trace.
@@ -67,6 +67,7 @@ logOptions(program.command('demo'), 'warn')
   .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default(DEFAULT_AGENT_CONFIG.conflictScope))
   .option('-v, --verbose', 'print every pick of large jobs', false)
   .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean; logLevel: string }) => {
+    const { runDemo } = await import('./demo.ts');
     await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
   });
 
@@ -80,7 +81,8 @@ program
   .option('--fail-prob <p>', 'accepted probability of missing', unit('--fail-prob'), 1e-3)
   .option('--cap <n>', 'cap applied by the agents', int('--cap', 1, 100000), DEFAULT_MAX_SAMPLES)
   .option('--json', 'machine-readable output', false)
-  .action((o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
+  .action(async (o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
+    const { sampleSizeCommand } = await import('./sample-size.ts');
     process.stdout.write(sampleSizeCommand(o));
   });
 
@@ -92,7 +94,8 @@ program
   .option('--seed <n>', 'random seed for the resident load', intIn('--seed', SEED_RANGE), 1)
   .option('--buckets <n>', 'LSH buckets', int('--buckets', 2, 1024), DEFAULT_BUCKETS)
   .option('--json', 'machine-readable output', false)
-  .action((name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
+  .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean }) => {
+    const { profileCommand } = await import('./profile.ts');
     process.stdout.write(profileCommand(name, o));
   });
 
@@ -105,6 +108,7 @@ program
   .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
   .option('--warmup-ms <ms>', "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)", intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }))
   .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number }) => {
+    const { benchCommand } = await import('./bench.ts');
     await benchCommand(name, o);
   });
 

@@ -167,6 +167,10 @@ describe('the help shows required options and environment defaults', () => {
       for (const v of ['TARCIL_STORE', 'TARCIL_PREFIX', 'TARCIL_LOG']) expect(help, `${cmd}: ${v}`).toContain(`env: ${v}`);
       expect(help).toContain('--wait-for-store [duration]');
     }
+    const bad = tarcil(['server', '--store', 'memory://'], { TARCIL_LOG: 'loud' });
+    expect(bad.code).toBe(EXIT.USAGE);
+    expect(bad.err).toContain("option '--log-level <level>' value 'loud' from env 'TARCIL_LOG' is invalid");
+    expect(bad.err).toContain('Allowed choices are trace, debug, info, warn, error, fatal, silent');
   });
 
   it('refuses a bad --wait-for-store naming the flag and the rule', () => {
