@@ -11,7 +11,7 @@ import { SystemClock } from '../util/clock.ts';
 import { invalid, isTarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { SeededRng } from '../util/rng.ts';
-import { holdOpen, openDaemonStore, runUntilSignal, serverTls, type LogFlags, type StoreFlags, type TlsFlags } from './live.ts';
+import { holdOpen, openDaemonStore, runUntilSignal, serverTls, startFailure, type LogFlags, type StoreFlags, type TlsFlags } from './live.ts';
 
 export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
   cluster: string;
@@ -42,6 +42,8 @@ export async function hollowCommand(o: HollowFlags): Promise<void> {
   const release = holdOpen();
   try {
     await runHollow(o, log, servers);
+  } catch (err) {
+    throw startFailure('hollow', err);
   } finally {
     release();
   }

@@ -93,6 +93,16 @@ export async function openDaemonStore(who: string, o: StoreFlags, say: (line: st
  * start waiting on a store that does not answer would end in a silent exit (code 13, an
  * unsettled top-level await) instead of its message.
  */
+/**
+ * A daemon that cannot listen where it is told to (its port taken, an address not on this machine,
+ * a port below 1024 without the right) stops with that reason rather than a stack trace.
+ */
+export function startFailure(who: string, err: unknown): unknown {
+  if (isTarcilError(err)) return err;
+  const m = errorMessage(err);
+  return /EADDRINUSE|EADDRNOTAVAIL|EACCES/.test(m) ? new TarcilError('FAILED_PRECONDITION', `tarcil ${who} cannot start: ${m}`, { cause: err }) : err;
+}
+
 export function holdOpen(): () => void {
   const t = setInterval(() => undefined, 1 << 30);
   return () => clearInterval(t);
@@ -167,6 +177,8 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
   const release = holdOpen();
   try {
     await runServer(o, log, agentOptions);
+  } catch (err) {
+    throw startFailure('server', err);
   } finally {
     release();
   }
@@ -262,6 +274,8 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
   const release = holdOpen();
   try {
     await runMonitor(o, log, spec);
+  } catch (err) {
+    throw startFailure('monitor', err);
   } finally {
     release();
   }
@@ -323,6 +337,8 @@ export async function upCommand(o: UpFlags): Promise<void> {
   const release = holdOpen();
   try {
     await runUp(o, log, catalog, servers);
+  } catch (err) {
+    throw startFailure('up', err);
   } finally {
     release();
   }

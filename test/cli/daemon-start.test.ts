@@ -1,8 +1,9 @@
 /**
- * Daemons whose store does not answer at start: `tarcil server`, `monitor` and `up` stop with a
- * message naming the endpoint and exit code 4 (unavailable); with --wait-for-store they say so and
- * try again, until the store answers (a real etcd, the test run's, appears behind the port) or the
- * wait's limit passes.
+ * Daemons that cannot start say why. Whose store does not answer at start: `tarcil server`,
+ * `monitor` and `up` stop with a message naming the endpoint and exit code 4 (unavailable); with
+ * --wait-for-store they say so and try again, until the store answers (a real etcd, the test
+ * run's, appears behind the port) or the wait's limit passes. Whose port is taken: the message
+ * names the address, without a stack trace.
  */
 import { spawn } from 'node:child_process';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -120,6 +121,27 @@ describe('a daemon whose store does not answer at start', () => {
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise((resolve) => forward.close(resolve));
+    }
+  });
+});
+
+describe('a daemon whose port is taken', () => {
+  it('server and monitor stop with the address in the message and exit code 1, without a stack trace', async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = String((taken.address() as { port: number }).port);
+    try {
+      const grpc = tarcil('server', '--store', 'memory://', '--port', port);
+      const metrics = tarcil('server', '--store', 'memory://', '--port', '0', '--metrics-port', port);
+      const monitor = tarcil('monitor', '--store', 'memory://', '--node', 'n1', '--platform', 'r3-2xlarge', '--port', port);
+      for (const [who, r] of [['server', grpc], ['server', metrics], ['monitor', monitor]] as const) {
+        const { code } = await r.exit;
+        expect(code, r.err()).toBe(EXIT.FAILURE);
+        expect(r.err()).toMatch(new RegExp(`error: tarcil ${who} cannot start: .*EADDRINUSE.*127\\.0\\.0\\.1:${port}`));
+        expect(r.err()).not.toMatch(/^\s+at /m);
+      }
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
     }
   });
 });
