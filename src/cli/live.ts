@@ -15,11 +15,11 @@ import { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
-import { errorText } from './exit-codes.ts';
-import { fmtMs, STORE_RETRY_MS } from './flags.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
+import { errorText } from './exit-codes.ts';
+import { fmtMs, STORE_RETRY_MS } from './flags.ts';
 
 export interface StoreFlags {
   store: string;
@@ -46,7 +46,7 @@ export interface TlsFlags {
 }
 
 /** Opens the store; an etcd store once etcd answers, within dialTimeoutMs (default the store's, 5 s). */
-export async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
+async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
   const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
   return openStore(o.store, { ...(tls ? { tls } : {}), ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}) });
 }
@@ -79,20 +79,14 @@ export async function openDaemonStore(who: string, o: StoreFlags, say: (line: st
       const code = err.code;
       if (!isTransient(err)) throw new TarcilError(code, cannot, { cause: err });
       const waited = Date.now() - started;
-      if (limit === undefined) throw new TarcilError(err.code, `${cannot}; is etcd running there? (--wait-for-store waits until it answers)`, { cause: err });
-      if (waited + STORE_RETRY_MS >= limit) throw new TarcilError(err.code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
+      if (limit === undefined) throw new TarcilError(code, `${cannot}; is etcd running there? (--wait-for-store waits until it answers)`, { cause: err });
+      if (waited + STORE_RETRY_MS >= limit) throw new TarcilError(code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
       say(`tarcil ${who}: waiting for the store: ${why}; trying again in ${secs(STORE_RETRY_MS)} (attempt ${attempt}, ${secs(waited)} so far)`);
       await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
     }
   }
 }
 
-/**
- * Holds the process open while a daemon starts, until it runs under runUntilSignal. The store's
- * and the components' timers are unref()'d, so while nothing listens yet nothing else would: a
- * start waiting on a store that does not answer would end in a silent exit (code 13, an
- * unsettled top-level await) instead of its message.
- */
 /**
  * A daemon that cannot listen where it is told to (its port taken, an address not on this machine,
  * a port below 1024 without the right) stops with that reason rather than a stack trace.
@@ -103,6 +97,12 @@ export function startFailure(who: string, err: unknown): unknown {
   return /EADDRINUSE|EADDRNOTAVAIL|EACCES/.test(m) ? new TarcilError('FAILED_PRECONDITION', `tarcil ${who} cannot start: ${m}`, { cause: err }) : err;
 }
 
+/**
+ * Holds the process open while a daemon starts, until it runs under runUntilSignal. The store's
+ * and the components' timers are unref()'d, so while nothing listens yet nothing else would: a
+ * start waiting on a store that does not answer would end in a silent exit (code 13, an
+ * unsettled top-level await) instead of its message.
+ */
 export function holdOpen(): () => void {
   const t = setInterval(() => undefined, 1 << 30);
   return () => clearInterval(t);
