@@ -7,7 +7,7 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Table from 'cli-table3';
 import { renderSvg } from '../sim/charts.ts';
-import { EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
+import { EXPERIMENT_NAMES, EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
 import { setWarmup } from '../sim/run.ts';
 import { TarcilError } from '../util/errors.ts';
 
@@ -24,7 +24,6 @@ export interface BenchOptions {
   progress?: (s: string) => void;
 }
 
-export const EXPERIMENT_NAMES = Object.keys(EXPERIMENTS);
 
 function machine(): string {
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';

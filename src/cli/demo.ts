@@ -26,6 +26,8 @@ export interface DemoOptions {
   /** Scale of task durations (1 = the profiles' typical durations, clamped to 0.2–2 s). */
   timeScale: number;
   verbose: boolean;
+  /** The log level (default warn). */
+  logLevel?: string;
   out: (line: string) => void;
 }
 
@@ -65,7 +67,7 @@ async function demo(o: DemoOptions): Promise<DemoSummary> {
   const store = await openStore(o.store);
   const keys = new Keys(`/tarcil/demo-${Date.now()}/`);
   const clock = new SystemClock();
-  const log = createLogger('tarcil', process.env.TARCIL_LOG ?? 'warn');
+  const log = createLogger('tarcil', o.logLevel ?? 'warn');
   const rng = new SeededRng(o.seed);
   await seedCluster(store, keys, servers);
   out(`cluster ${spec.name}: ${servers.length} servers, ${totalRus} RUs (${[...new Set(servers.map((s) => s.platform))].join(', ')}); store ${store.kind}`);

@@ -58,3 +58,27 @@ export const duration =
     }
     return ms;
   };
+
+/**
+ * A front-end address (`--server`, $TARCIL_SERVER): `host`, `host:port`, `[v6]` or `[v6]:port`,
+ * the port defaulting to the front-end's (gRPC would dial 443 for an address without one); a
+ * gRPC target with a scheme (`dns:///h:7070`, `unix:/run/tarcil.sock`) is taken as it is.
+ */
+export const frontEndAddress =
+  (name: string, defaultPort: number) =>
+  (v: string): string => {
+    const s = v.trim();
+    if (/^(dns|unix|unix-abstract|ipv4|ipv6):/.test(s)) return s;
+    const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(s);
+    const port = m?.[2] === undefined ? defaultPort : Number(m[2]);
+    if (!m || port < 1 || port > 65535) {
+      throw new InvalidArgumentError(`${name} must be host[:port], the port in [1, 65535] and ${defaultPort} if left out (got '${v}')`);
+    }
+    return `${m[1] ?? ''}:${port}`;
+  };
+
+/** pino's levels, as `--log-level` and $TARCIL_LOG take them. */
+export const LOG_LEVEL_NAMES = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/** The pause between two tries of a daemon's `--wait-for-store`. */
+export const STORE_RETRY_MS = 2000;

@@ -4,15 +4,16 @@
  * --kill-after) drops --kill-fraction of them as if their machines died.
  */
 import { expandCluster, loadCatalog, resolveCluster, scaleCluster } from '../model/catalog.ts';
+import type { ServerSpec } from '../model/types.ts';
 import { Keys } from '../state/keys.ts';
 import { startHollow, simulateDeaths } from '../frontend/hollow.ts';
 import { SystemClock } from '../util/clock.ts';
 import { invalid, isTarcilError } from '../util/errors.ts';
-import { createLogger } from '../util/log.ts';
+import { createLogger, type Logger } from '../util/log.ts';
 import { SeededRng } from '../util/rng.ts';
-import { open, runUntilSignal, serverTls, type StoreFlags, type TlsFlags } from './live.ts';
+import { holdOpen, openDaemonStore, runUntilSignal, serverTls, startFailure, type LogFlags, type StoreFlags, type TlsFlags } from './live.ts';
 
-export interface HollowFlags extends StoreFlags, TlsFlags {
+export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
   cluster: string;
   servers?: number;
   host: string;
@@ -37,8 +38,19 @@ export async function hollowCommand(o: HollowFlags): Promise<void> {
     if (isTarcilError(err)) throw invalid('--cluster', err.message.replace(/^cluster: /, ''));
     throw err;
   }
-  const log = createLogger('tarcil-hollow', process.env.TARCIL_LOG ?? 'warn');
-  const store = await open(o);
+  const log = createLogger('tarcil-hollow', o.logLevel);
+  const release = holdOpen();
+  try {
+    await runHollow(o, log, servers);
+  } catch (err) {
+    throw startFailure('hollow', err);
+  } finally {
+    release();
+  }
+}
+
+async function runHollow(o: HollowFlags, log: Logger, servers: ServerSpec[]): Promise<void> {
+  const store = await openDaemonStore('hollow', o);
   const tls = serverTls(o);
   const t0 = Date.now();
   const h = await startHollow({
@@ -59,19 +71,25 @@ export async function hollowCommand(o: HollowFlags): Promise<void> {
   const rus = servers.reduce((n, s) => n + s.rus, 0);
   const platforms = new Set(servers.map((s) => s.platform)).size;
   const out = (l: string): boolean => process.stdout.write(`${l}\n`);
-  out(
-    `tarcil hollow: ${servers.length} nodes (cluster ${o.cluster}, ${platforms} platform(s), ${rus} RUs, simulated executor) registered in ${((Date.now() - t0) / 1000).toFixed(1)} s; ` +
-      `NodeMonitor on ${o.host}:${h.port}${h.metricsPort !== undefined ? `, metrics on :${h.metricsPort}/metrics` : ''}; pid ${process.pid}`,
-  );
-  out(`  kill -USR2 ${process.pid} drops ${o.killFraction * 100}% of the live nodes${o.killAfter !== undefined ? ` (once by itself after ${o.killAfter / 1000} s)` : ''}`);
+  const banner = (): void => {
+    out(
+      `tarcil hollow: ${servers.length} nodes (cluster ${o.cluster}, ${platforms} platform(s), ${rus} RUs, simulated executor) registered in ${((Date.now() - t0) / 1000).toFixed(1)} s; ` +
+        `NodeMonitor on ${o.host}:${h.port}${h.metricsPort !== undefined ? `, metrics on :${h.metricsPort}/metrics` : ''}; pid ${process.pid}`,
+    );
+    out(`  kill -USR2 ${process.pid} drops ${o.killFraction * 100}% of the live nodes${o.killAfter !== undefined ? ` (once by itself after ${o.killAfter / 1000} s)` : ''}`);
+  };
   const stop = simulateDeaths(h, log, {
     fraction: o.killFraction,
     ...(o.killAfter !== undefined ? { afterMs: o.killAfter } : {}),
     onKilled: (ids) => out(`dropped ${ids.length} hollow node(s): ${ids.slice(0, 10).join(' ')}${ids.length > 10 ? ' …' : ''}; ${h.hollow.snapshot().live} live`),
   });
-  await runUntilSignal(log, async () => {
-    stop();
-    await h.close();
-    await store.close();
-  });
+  await runUntilSignal(
+    log,
+    async () => {
+      stop();
+      await h.close();
+      await store.close();
+    },
+    banner,
+  );
 }

@@ -4,7 +4,7 @@
  */
 import { type Command, Option } from 'commander';
 import { AGENT_OPTION_NAMES } from '../agent/config.ts';
-import { CLIENT_DEFAULTS, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { CLIENT_DEFAULTS, DEFAULT_PORT, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
   DEFAULT_EXECUTOR,
@@ -17,22 +17,18 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, intIn, SEED_RANGE } from './flags.ts';
-import {
-  cancelCommand,
-  clusterCommand,
-  explainCommand,
-  jobsCommand,
-  monitorCommand,
-  serverCommand,
-  statusCommand,
-  submitCommand,
-  upCommand,
-} from './live.ts';
-import { hollowCommand } from './hollow.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
+import { EXIT } from './exit-codes.ts';
+import type { ClientFlags } from './client.ts';
+import type { HollowFlags } from './hollow.ts';
+import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
+
 import { registerNodeCommands } from './node-commands.ts';
 
 const L = FRONTEND_LIMITS;
+
+/** A required option, listed first in the command's help under its own heading. */
+const required = (o: Option): Option => o.makeOptionMandatory().helpGroup('Required options:');
 const EXECUTORS = [...EXECUTOR_KINDS];
 const out = (l: string): void => {
   process.stdout.write(`${l}\n`);
@@ -40,11 +36,24 @@ const out = (l: string): void => {
 
 function storeOptions(c: Command, dflt: string): Command {
   return c
-    .addOption(new Option('--store <url>', 'memory:// (embedded, one process), etcd://h1:2379[,h2:2379] or etcds://… (TLS)').default(dflt))
-    .option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)', SERVER_DEFAULTS.prefix)
+    .addOption(new Option('--store <url>', 'memory:// (embedded, one process), etcd://h1:2379[,h2:2379] or etcds://… (TLS)').env('TARCIL_STORE').default(dflt))
+    .addOption(new Option('--prefix <p>', 'key prefix in the store (several clusters may share one etcd)').env('TARCIL_PREFIX').default(SERVER_DEFAULTS.prefix))
     .option('--etcd-ca <file>', 'etcds://: CA bundle of the etcd servers')
     .option('--etcd-cert <file>', 'etcds://: client certificate')
-    .option('--etcd-key <file>', 'etcds://: client key');
+    .option('--etcd-key <file>', 'etcds://: client key')
+    .addOption(
+      new Option(
+        '--wait-for-store [duration]',
+        `if the store does not answer at start, say so and try again every ${STORE_RETRY_MS / 1000} s until it does, for at most this long (e.g. 10m; without a value: no limit); without this flag the start stops with the reason (exit code 4)`,
+      )
+        .preset('forever')
+        .argParser(waitForStore),
+    );
+}
+
+/** `--wait-for-store [duration]`: a duration, or `forever` (the flag without a value). */
+function waitForStore(v: string): number {
+  return v.trim() === 'forever' ? Infinity : duration('--wait-for-store', { min: 1000, max: 30 * 86_400_000 })(v);
 }
 
 function tlsOptions(c: Command): Command {
@@ -75,19 +84,30 @@ function housekeepingOptions(c: Command): Command {
     );
 }
 
+/** `--log-level`, or $TARCIL_LOG: the daemons' structured log lines. */
+export function logOptions(c: Command, dflt: string): Command {
+  return c.addOption(new Option('--log-level <level>', 'the lowest level of log line written').choices(LOG_LEVEL_NAMES).env('TARCIL_LOG').default(dflt));
+}
+
 function clientOptions(c: Command): Command {
   return c
-    .option('--server <host:port>', 'the tarcil front-end', process.env.TARCIL_SERVER ?? CLIENT_DEFAULTS.server)
-    .option('--tls-ca <file>', 'connect over TLS, trusting this CA')
+    .addOption(
+      new Option('--server <host[:port]>', `the tarcil front-end (the port defaults to ${DEFAULT_PORT})`)
+        .env('TARCIL_SERVER')
+        .argParser(frontEndAddress('--server', DEFAULT_PORT))
+        .default(CLIENT_DEFAULTS.server),
+    )
+    .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
 }
 
 /** The live cluster's commands: server, monitor, hollow, up, and the client commands. */
 export function registerLiveCommands(program: Command): void {
+  program.commandsGroup('Run a cell:');
   const up = program
     .command('up')
     .description('a whole cluster in one process: the demo cluster\'s monitors, N agents and the gRPC front-end (what `npm start` runs)');
-  housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store))
+  logOptions(housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store)), 'warn')
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', UP_DEFAULTS.cluster)
     .option('--agents <n>', 'scheduling agents', intIn('--agents', L.agents), UP_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', UP_DEFAULTS.host)
@@ -95,10 +115,10 @@ export function registerLiveCommands(program: Command): void {
     .option('--metrics-port <n>', 'Prometheus /metrics port', intIn('--metrics-port', L.port), UP_DEFAULTS.metricsPort)
     .addOption(new Option('--executor <kind>', 'how tasks run').choices(EXECUTORS).default(UP_DEFAULTS.executor))
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', UP_DEFAULTS.logDir)
-    .action(async (o: Parameters<typeof upCommand>[0]) => upCommand(o));
+    .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
-  housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store))
+  logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info')
     .option('--agents <n>', 'scheduling agents in this process', intIn('--agents', L.agents), SERVER_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', SERVER_DEFAULTS.host)
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', intIn('--port', L.port), SERVER_DEFAULTS.port)
@@ -120,12 +140,21 @@ export function registerLiveCommands(program: Command): void {
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
-    .action(async (o: Parameters<typeof serverCommand>[0]) => serverCommand(o));
+    .action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
-  storeOptions(tlsOptions(monitor), SERVER_DEFAULTS.store)
-    .requiredOption('--server <id>', 'this node\'s server id')
-    .requiredOption('--platform <type>', 'platform from profiles/platforms.json')
+  monitor
+    .addOption(required(new Option('--node <id>', "this node's id (its server id in the cell)")))
+    .addOption(required(new Option('--platform <type>', 'platform from profiles/platforms.json')))
+    // --server names the front-end on every other command; here it was the node's id.
+    .addOption(new Option('--server <id>', 'deprecated: --node').hideHelp().conflicts('node'))
+    .on('option:server', (id: string) => {
+      process.stderr.write("warning: `tarcil monitor --server <id>` is deprecated, use --node <id> (--server names the front-end on every other command)\n");
+      // Recorded as a default, so that commander's conflict check sees only a --node given on
+      // the command line (before or after --server) and refuses the pair.
+      if (monitor.getOptionValueSource('node') !== 'cli') monitor.setOptionValueWithSource('node', id, 'default');
+    });
+  logOptions(storeOptions(tlsOptions(monitor), SERVER_DEFAULTS.store), 'info')
     .option('--rus <n>', 'resource units (default: the platform\'s cores)', intIn('--rus', MONITOR_LIMITS.rus))
     .option('--rack <rack>', 'rack name', DEFAULT_RACK)
     .option('--attr <key=value>', 'server attribute (repeatable)', collect, [])
@@ -146,12 +175,12 @@ export function registerLiveCommands(program: Command): void {
     )
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
     .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
-    .action(async (o: Parameters<typeof monitorCommand>[0]) => monitorCommand(o));
+    .action(async (o: MonitorFlags) => (await import('./live.ts')).monitorCommand(o));
 
   const hollow = program
     .command('hollow')
     .description('many simulated nodes in one process (hollow nodes): each registers, runs and reports as a node monitor does; one NodeMonitor endpoint for all');
-  storeOptions(tlsOptions(hollow), 'etcd://127.0.0.1:2379')
+  logOptions(storeOptions(tlsOptions(hollow), 'etcd://127.0.0.1:2379'), 'warn')
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file: platforms, racks and attributes of the nodes', HOLLOW_DEFAULTS.cluster)
     .option('--servers <n>', "this many nodes: the spec's groups scaled in proportion (default: the spec's own count)", intIn('--servers', MONITOR_LIMITS.hollowServers))
     .option('--host <host>', 'interface for the NodeMonitor service', SERVER_DEFAULTS.host)
@@ -167,30 +196,36 @@ export function registerLiveCommands(program: Command): void {
     .option('--kill-after <ms or s>', 'drop --kill-fraction of the nodes once, this long after they registered', duration('--kill-after', { max: 86_400_000 }))
     .option('--seed <n>', 'seed of the choice of nodes to drop', intIn('--seed', SEED_RANGE), HOLLOW_DEFAULTS.seed)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
-    .action(async (o: Parameters<typeof hollowCommand>[0]) => hollowCommand(o));
+    .action(async (o: HollowFlags) => (await import('./hollow.ts')).hollowCommand(o));
 
-  clientOptions(program.command('submit <spec.json>').description('submit a job spec (see profiles/jobs/)'))
-    .option('--wait', 'follow the job until it ends (exit code 0 if it succeeded)', false)
+  program.commandsGroup('Use a cell (the client):');
+  clientOptions(
+    program
+      .command('submit')
+      .description('submit a job spec (see profiles/jobs/)')
+      .argument('<spec.json>', 'the job spec: a JSON file, or - to read it from stdin'),
+  )
+    .option('--wait', `follow the job until it ends: exit code ${EXIT.OK} if it succeeded, ${EXIT.JOB_FAILED} if it failed or was cancelled`, false)
     .option('--request-id <id>', 'idempotency key (default: a new UUID); a retry with the same key returns the same job')
     .option('--retries <n>', 'tries again this many times when the server is unavailable or the deadline passes', intIn('--retries', L.submitRetries), CLIENT_DEFAULTS.submitRetries)
-    .action(async (file: string, o: Parameters<typeof submitCommand>[1]) => {
-      process.exitCode = await submitCommand(file, o, out);
+    .action(async (file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }) => {
+      process.exitCode = await (await import('./client.ts')).submitCommand(file, o, out);
     });
   clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)'))
     .option('--json', 'machine-readable output', false)
     .option('--tasks-from <index>', 'list the tasks from this index on (the page after another: its next_task_from)', intIn('--tasks-from', { min: 0, max: 100_000 }), 0)
-    .action(async (id: string, o: Parameters<typeof statusCommand>[1]) => statusCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }) => (await import('./client.ts')).statusCommand(id, o, out));
   clientOptions(program.command('jobs').description('list jobs, newest first'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)
     .option('--limit <n>', 'at most this many', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
-    .action(async (o: Parameters<typeof jobsCommand>[0]) => jobsCommand(o, out));
+    .action(async (o: ClientFlags & { state?: string[]; limit: number }) => (await import('./client.ts')).jobsCommand(o, out));
   clientOptions(program.command('cluster').description('servers and RUs: free, busy, down; admission buckets'))
     .option('--json', 'machine-readable output', false)
-    .action(async (o: Parameters<typeof clusterCommand>[0]) => clusterCommand(o, out));
+    .action(async (o: ClientFlags & { json: boolean }) => (await import('./client.ts')).clusterCommand(o, out));
   clientOptions(program.command('explain <job-id>').description('why a job waits, or where it went and why'))
     .option('--json', 'machine-readable output', false)
-    .action(async (id: string, o: Parameters<typeof explainCommand>[1]) => explainCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags & { json: boolean }) => (await import('./client.ts')).explainCommand(id, o, out));
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
-    .action(async (id: string, o: Parameters<typeof cancelCommand>[1]) => cancelCommand(id, o, out));
+    .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
 }

@@ -1,37 +1,25 @@
 /**
- * What the live commands do: start a front-end or a node, and the client commands (submit, status,
- * jobs, cluster, explain, cancel) with their output.
+ * What the daemons do: `tarcil server` (a front-end), `tarcil monitor` (a node) and `tarcil up`
+ * (both in one process), from opening the store to the shutdown on a signal. The client commands
+ * are in client.ts.
  */
-import type * as grpc from '@grpc/grpc-js';
-import Table from 'cli-table3';
-import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { expandCluster, loadCatalog, resolveCluster } from '../model/catalog.ts';
+import { expandCluster, loadCatalog, resolveCluster, type Catalog } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
-import { attemptLines } from '../frontend/convert.ts';
 import { parseAgentOptions } from '../agent/config.ts';
-import { schedulerClient } from '../frontend/client.ts';
-import { CLIENT_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { UP_DEFAULTS } from '../frontend/options.ts';
 import { journalDirFor } from '../monitor/options.ts';
-import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
-import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
-import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
-import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
-import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
-import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
-import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../frontend/runtime.ts';
 import { openStore } from '../store/index.ts';
 import { Keys } from '../state/keys.ts';
-import { fmtRetain } from '../state/retention.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
-import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
+import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { watchStalls } from '../util/stalls.ts';
-import { nodeNotes } from './node-commands.ts';
 import { SeededRng } from '../util/rng.ts';
+import { errorText } from './exit-codes.ts';
+import { fmtMs, STORE_RETRY_MS } from './flags.ts';
 
 export interface StoreFlags {
   store: string;
@@ -39,6 +27,16 @@ export interface StoreFlags {
   etcdCa?: string;
   etcdCert?: string;
   etcdKey?: string;
+  /**
+   * --wait-for-store: how long a daemon tries again when the store does not answer at start (ms;
+   * Infinity: until it answers). Undefined: it does not wait, it stops with the reason.
+   */
+  waitForStore?: number;
+}
+
+/** `--log-level` (or $TARCIL_LOG). */
+export interface LogFlags {
+  logLevel: string;
 }
 
 export interface TlsFlags {
@@ -47,9 +45,67 @@ export interface TlsFlags {
   tlsCa?: string;
 }
 
-export async function open(o: StoreFlags): Promise<ClusterStore> {
+/** Opens the store; an etcd store once etcd answers, within dialTimeoutMs (default the store's, 5 s). */
+async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
   const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
-  return openStore(o.store, tls ? { tls } : {});
+  return openStore(o.store, { ...(tls ? { tls } : {}), ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}) });
+}
+
+/** How long one try waits for etcd to answer (the store's own dial timeout). */
+const DIAL_TIMEOUT_MS = 5000;
+
+const secs = (ms: number): string => `${Math.round(ms / 1000)} s`;
+
+/**
+ * Opens a daemon's store (`tarcil server`, `monitor`, `up`, `hollow`). A store that does not
+ * answer stops the start with a message that names the command and the endpoints (exit code 4,
+ * unavailable); with `--wait-for-store` the daemon says so on stderr and tries again every
+ * STORE_RETRY_MS until the store answers or the wait's limit has passed.
+ */
+export async function openDaemonStore(who: string, o: StoreFlags, say: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<ClusterStore> {
+  const started = Date.now();
+  const limit = o.waitForStore;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // A try never runs past the wait's limit.
+      const left = limit === undefined ? Infinity : limit - (Date.now() - started);
+      const store = await open(o, left < DIAL_TIMEOUT_MS ? Math.max(1000, left) : undefined);
+      if (attempt > 1) say(`tarcil ${who}: the store answers (${o.store}), after ${secs(Date.now() - started)} of waiting`);
+      return store;
+    } catch (err) {
+      if (!isTarcilError(err) || err.code === 'INVALID_ARGUMENT') throw err;
+      const why = errorText(err);
+      const cannot = `tarcil ${who} cannot start: ${why}`;
+      const code = err.code;
+      if (!isTransient(err)) throw new TarcilError(code, cannot, { cause: err });
+      const waited = Date.now() - started;
+      if (limit === undefined) throw new TarcilError(code, `${cannot}; is etcd running there? (--wait-for-store waits until it answers)`, { cause: err });
+      if (waited + STORE_RETRY_MS >= limit) throw new TarcilError(code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
+      say(`tarcil ${who}: waiting for the store: ${why}; trying again in ${secs(STORE_RETRY_MS)} (attempt ${attempt}, ${secs(waited)} so far)`);
+      await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
+    }
+  }
+}
+
+/**
+ * A daemon that cannot listen where it is told to (its port taken, an address not on this machine,
+ * a port below 1024 without the right) stops with that reason rather than a stack trace.
+ */
+export function startFailure(who: string, err: unknown): unknown {
+  if (isTarcilError(err)) return err;
+  const m = errorMessage(err);
+  return /EADDRINUSE|EADDRNOTAVAIL|EACCES/.test(m) ? new TarcilError('FAILED_PRECONDITION', `tarcil ${who} cannot start: ${m}`, { cause: err }) : err;
+}
+
+/**
+ * Holds the process open while a daemon starts, until it runs under runUntilSignal. The store's
+ * and the components' timers are unref()'d, so while nothing listens yet nothing else would: a
+ * start waiting on a store that does not answer would end in a silent exit (code 13, an
+ * unsettled top-level await) instead of its message.
+ */
+export function holdOpen(): () => void {
+  const t = setInterval(() => undefined, 1 << 30);
+  return () => clearInterval(t);
 }
 
 export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caFile?: string } | undefined {
@@ -61,8 +117,10 @@ export function serverTls(o: TlsFlags): { certFile: string; keyFile: string; caF
 /**
  * Runs until SIGINT/SIGTERM, then closes everything in order (gRPC, owners' leases revoked so
  * other processes adopt at once, monitors' tasks killed and leases revoked) before exiting.
+ * `started` prints the daemon's banner once the signals are handled, so that a script that stops
+ * the daemon as soon as the banner appears stops it in order.
  */
-export async function runUntilSignal(log: Logger, close: () => Promise<void>): Promise<void> {
+export async function runUntilSignal(log: Logger, close: () => Promise<void>, started: () => void = () => undefined): Promise<void> {
   const keepAlive = setInterval(() => undefined, 1 << 30);
   // Stack traces mapped back to the TypeScript sources cost milliseconds each, paid by every
   // failed store call (gRPC reads the caller's stack): in a daemon under an overloaded store that
@@ -85,12 +143,13 @@ export async function runUntilSignal(log: Logger, close: () => Promise<void>): P
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
+    started();
   });
   clearInterval(keepAlive);
   stalls.stop();
 }
 
-export interface ServerFlags extends StoreFlags, TlsFlags {
+export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   agents: number;
   host: string;
   port: number;
@@ -112,10 +171,21 @@ export interface ServerFlags extends StoreFlags, TlsFlags {
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
-  const log = createLogger('tarcil-server');
+  const log = createLogger('tarcil-server', o.logLevel);
   // Checked before anything starts: a bad option names itself and the rule (exit code 2).
   const agentOptions = parseAgentOptions(o.agent ?? []);
-  const store = await open(o);
+  const release = holdOpen();
+  try {
+    await runServer(o, log, agentOptions);
+  } catch (err) {
+    throw startFailure('server', err);
+  } finally {
+    release();
+  }
+}
+
+async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<typeof parseAgentOptions>): Promise<void> {
+  const store = await openDaemonStore('server', o);
   const tls = serverTls(o);
   const sched = await startScheduler({
     name: o.name ?? `${hostname()}-${process.pid}`,
@@ -141,8 +211,6 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
     maxPendingTasks: o.maxPendingTasks,
     listenBeforeReady: true,
   });
-  // One line on stdout that scripts (and the end-to-end test) wait for.
-  process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`);
   // Submissions are taken from now on; placing starts once the cell is loaded.
   const listeningAt = Date.now();
   let stopping = false;
@@ -159,15 +227,21 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
       process.exit(1);
     },
   );
-  await runUntilSignal(log, async () => {
-    stopping = true;
-    await sched.close();
-    await store.close();
-  });
+  await runUntilSignal(
+    log,
+    async () => {
+      stopping = true;
+      await sched.close();
+      await store.close();
+    },
+    // One line on stdout that scripts (and the end-to-end test) wait for.
+    () => process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`),
+  );
 }
 
-export interface MonitorFlags extends StoreFlags, TlsFlags {
-  server: string;
+export interface MonitorFlags extends StoreFlags, TlsFlags, LogFlags {
+  /** The node's id (`--node`; `--server`, deprecated, sets it too). */
+  node: string;
   platform: string;
   rus?: number;
   rack: string;
@@ -186,7 +260,7 @@ export interface MonitorFlags extends StoreFlags, TlsFlags {
 }
 
 export async function monitorCommand(o: MonitorFlags): Promise<void> {
-  const log = createLogger('tarcil-monitor');
+  const log = createLogger('tarcil-monitor', o.logLevel);
   const catalog = loadCatalog();
   const platform = catalog.platforms.get(o.platform);
   if (!platform) throw invalid('--platform', `unknown platform '${o.platform}' (known: ${[...catalog.platforms.keys()].join(', ')})`);
@@ -196,8 +270,19 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     if (eq <= 0) throw invalid('--attr', `"${a}" must be key=value`);
     attributes[a.slice(0, eq)] = a.slice(eq + 1);
   }
-  const spec: ServerSpec = { id: o.server, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
-  const store = await open(o);
+  const spec: ServerSpec = { id: o.node, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
+  const release = holdOpen();
+  try {
+    await runMonitor(o, log, spec);
+  } catch (err) {
+    throw startFailure('monitor', err);
+  } finally {
+    release();
+  }
+}
+
+async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promise<void> {
+  const store = await openDaemonStore('monitor', o);
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
   const settings = { journalDir: o.journalDir ?? journalDirFor(o.logDir), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
@@ -218,17 +303,21 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
     ...(tls ? { tls } : {}),
     ...settings,
   });
-  process.stdout.write(
-    `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}; ` +
-      `outcome journal ${m.monitor.journalLocation}, disconnect grace ${m.monitor.disconnectGraceMs / 1000} s\n`,
+  await runUntilSignal(
+    log,
+    async () => {
+      await m.close();
+      await store.close();
+    },
+    () =>
+      process.stdout.write(
+        `tarcil monitor ${spec.id} (${spec.platform}, ${spec.rus} RUs, ${o.executor}) listening on ${o.host}:${m.port}${m.metricsPort !== undefined ? `, metrics on :${m.metricsPort}/metrics` : ''}; ` +
+          `outcome journal ${m.monitor.journalLocation}, disconnect grace ${m.monitor.disconnectGraceMs / 1000} s\n`,
+      ),
   );
-  await runUntilSignal(log, async () => {
-    await m.close();
-    await store.close();
-  });
 }
 
-export interface UpFlags extends StoreFlags, TlsFlags {
+export interface UpFlags extends StoreFlags, TlsFlags, LogFlags {
   cluster: string;
   agents: number;
   host: string;
@@ -242,10 +331,21 @@ export interface UpFlags extends StoreFlags, TlsFlags {
 
 /** Everything in one process: monitors of a demo cluster, N agents, the front-end. */
 export async function upCommand(o: UpFlags): Promise<void> {
-  const log = createLogger('tarcil', process.env.TARCIL_LOG ?? 'warn');
+  const log = createLogger('tarcil', o.logLevel);
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster(o.cluster, catalog), catalog.platforms);
-  const store = await open(o);
+  const release = holdOpen();
+  try {
+    await runUp(o, log, catalog, servers);
+  } catch (err) {
+    throw startFailure('up', err);
+  } finally {
+    release();
+  }
+}
+
+async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerSpec[]): Promise<void> {
+  const store = await openDaemonStore('up', o);
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
@@ -279,253 +379,25 @@ export async function upCommand(o: UpFlags): Promise<void> {
   const rus = servers.reduce((a, s) => a + s.rus, 0);
   const addr = `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.port}`;
   const out = (l: string): boolean => process.stdout.write(`${l}\n`);
-  out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
-  out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
-  if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
-  out('');
-  out('In another terminal:');
-  out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');
-  out('  npx tarcil jobs');
-  out('  npx tarcil cluster');
-  out('  npx tarcil explain <job-id>');
-  out(`(add --server ${addr} if you changed the port; Ctrl-C stops everything)`);
-  await runUntilSignal(log, async () => {
-    await sched.close();
-    await Promise.all(monitors.map((m) => m.close()));
-    await store.close();
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Client commands
-
-export interface ClientFlags {
-  server: string;
-  tlsCa?: string;
-  timeout: number;
-}
-
-function client(o: ClientFlags): SchedulerClient {
-  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined);
-}
-
-function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    invoke({ deadline: new Date(Date.now() + timeoutMs) }, (err, res) => {
-      if (err) reject(fromGrpc(err));
-      else if (!res) reject(new TarcilError('INTERNAL', 'empty response'));
-      else resolve(res);
-    });
-  });
-}
-
-function fromGrpc(err: grpc.ServiceError): TarcilError {
-  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
-  const n = Number(err.code);
-  const code = names[n] ?? 'INTERNAL';
-  const hint = n === 14 ? ' (is `tarcil up` or `tarcil server` running? see --server)' : '';
-  return new TarcilError(code, `${err.details || err.message}${hint}`);
-}
-
-function line(j: Job__Output): string {
-  const counts = Object.entries(j.taskStates)
-    .map(([k, v]) => `${v} ${k}`)
-    .join(', ');
-  const why = j.message ? `  — ${j.message}` : '';
-  return `${j.id}  ${j.name}  ${j.state}  [${counts}]${j.rescheduled ? `  rescheduled ${j.rescheduled}` : ''}${why}`;
-}
-
-const TABLE_STYLE = process.stdout.isTTY ? {} : { head: [], border: [] };
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
-
-export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<number> {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw invalid('<spec.json>', `cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
-  }
-  const requestId = o.requestId ?? randomUUID();
-  const c = client(o);
-  try {
-    const res = await submitWithRetry(c, { specJson: text, requestId }, o);
-    out(`submitted ${res.jobId}`);
-    if (!o.wait) return 0;
-    return await new Promise<number>((resolve, reject) => {
-      const stream = c.WatchJob({ jobId: res.jobId });
-      const tty = process.stdout.isTTY;
-      let last: Job__Output | undefined;
-      stream.on('data', (ev: { job: Job__Output | null }) => {
-        if (!ev.job) return;
-        last = ev.job;
-        const l = line(ev.job);
-        if (tty) process.stdout.write(`\r\x1b[K${l}`);
-        else out(l);
-      });
-      stream.on('error', (err: grpc.ServiceError) => reject(fromGrpc(err)));
-      stream.on('end', () => {
-        if (tty) process.stdout.write('\n');
-        resolve(last && FINAL.has(last.state) && last.state === 'succeeded' ? 0 : 1);
-      });
-    });
-  } finally {
-    c.close();
-  }
-}
-
-/**
- * SubmitJob, tried again on UNAVAILABLE or DEADLINE_EXCEEDED with the same request id: the first
- * attempt may have been persisted with only its answer lost, and the id makes the retry return
- * that job instead of creating another. RESOURCE_EXHAUSTED (a front-end's back-pressure: it holds
- * too many tasks not yet placed) is tried again too, after the same growing pause.
- */
-export async function submitWithRetry(
-  c: SchedulerClient,
-  req: { specJson: string; requestId: string },
-  o: { timeout: number; retries?: number; retryBaseMs?: number },
-): Promise<SubmitJobResponse__Output> {
-  const retries = o.retries ?? CLIENT_DEFAULTS.submitRetries;
-  let delay = o.retryBaseMs ?? CLIENT_DEFAULTS.retryBaseMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await new Promise<SubmitJobResponse__Output>((resolve, reject) => {
-        c.SubmitJob(req, { deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
-          if (err) reject(err);
-          else if (!res) reject(new TarcilError('INTERNAL', 'empty response'));
-          else resolve(res);
-        });
-      });
-    } catch (err) {
-      const code = Number((err as Partial<grpc.ServiceError>).code);
-      const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED || code === GRPC_RESOURCE_EXHAUSTED;
-      if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err) : err;
-      await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
-      delay = Math.min(delay * 2, CLIENT_DEFAULTS.retryMaxMs);
-    }
-  }
-}
-
-const GRPC_DEADLINE_EXCEEDED = 4;
-const GRPC_RESOURCE_EXHAUSTED = 8;
-const GRPC_UNAVAILABLE = 14;
-
-function isServiceError(e: unknown): e is grpc.ServiceError {
-  return e instanceof Error && typeof (e as Partial<grpc.ServiceError>).code === 'number';
-}
-
-export async function statusCommand(id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
-    if (o.json) {
-      out(JSON.stringify(j, null, 2));
-      return;
-    }
-    out(line(j));
-    out(`  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`);
-    const t = new Table({ style: TABLE_STYLE, head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message'] });
-    for (const x of j.taskList) {
-      const ran = x.startedAtMs && x.endedAtMs ? String(Math.round(x.endedAtMs - x.startedAtMs)) : '';
-      t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', (x.message || x.logPath).slice(0, 60)]);
-    }
-    out(t.toString());
-    // tasks_omitted counts every record not on this page, below it (--tasks-from) and after it.
-    if (j.nextTaskFrom > 0) out(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
-    else if (j.tasksOmitted > 0) out(`  ${j.tasksOmitted} task(s) with a record before this page not listed`);
-    const again = j.taskList.filter((x) => x.previous.length > 0);
-    if (again.length > 0) {
-      out(`  placed more than once: ${again.length} task(s)`);
-      for (const x of again) for (const l of attemptLines(x)) out(`  ${l}`);
-    }
-    for (const r of j.loadReports) out(`  load report: task ${r.task} on ${r.server} runs at ${(r.rate * 100).toFixed(0)}% of its expected rate`);
-  } finally {
-    c.close();
-  }
-}
-
-export async function jobsCommand(o: ClientFlags & { state?: string[]; limit: number }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const res = await unary<ListJobsResponse__Output>(o.timeout, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
-    const t = new Table({ style: TABLE_STYLE, head: ['id', 'name', 'state', 'tasks', 'profile', 'submitted'] });
-    for (const j of res.jobs) {
-      const counts = Object.entries(j.taskStates)
-        .map(([k, v]) => `${v} ${k}`)
-        .join(', ');
-      t.push([j.id, j.name, j.state, counts || String(j.tasks), j.profile, new Date(j.submittedAtMs).toISOString().slice(11, 19)]);
-    }
-    out(res.jobs.length === 0 ? 'no jobs' : t.toString());
-    if (res.retainMs > 0) out(`(finished jobs are deleted ${fmtRetain(res.retainMs)} after they end)`);
-  } finally {
-    c.close();
-  }
-}
-
-export async function clusterCommand(o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const cl = await unary<Cluster__Output>(o.timeout, (opts, cb) => c.GetCluster({}, opts, cb));
-    if (o.json) {
-      out(JSON.stringify(cl, null, 2));
-      return;
-    }
-    const t = new Table({ style: TABLE_STYLE, head: ['server', 'platform', 'rack', 'state', 'free', 'busy', 'RUs (. free, # busy, r reserved, x down)'] });
-    for (const s of cl.servers) {
-      const map = s.rus.map((r) => (r.state === 'free' ? '.' : r.state === 'busy' ? '#' : r.state === 'reserved' ? 'r' : 'x')).join('');
-      t.push([s.id, s.platform, s.rack, s.state, s.free, s.busy, map]);
-    }
-    out(t.toString());
-    out(`${cl.servers.length} servers, ${cl.rus} RUs: ${cl.free} free, ${cl.busy} busy, ${cl.down} down; ${cl.activeJobs} active jobs, ${cl.queuedJobs} waiting`);
-    for (const l of nodeNotes(cl.servers)) out(l);
-    const b = cl.buckets.filter((x) => x.rus > 0);
-    if (b.length > 0) out(`admission buckets (free/RUs): ${b.map((x) => `#${x.id} ${x.free}/${x.rus}`).join('  ')}`);
-  } finally {
-    c.close();
-  }
-}
-
-export async function explainCommand(id: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const e = await unary<Explanation__Output>(o.timeout, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
-    out(o.json ? JSON.stringify(e, null, 2) : e.text);
-  } finally {
-    c.close();
-  }
-}
-
-export async function cancelCommand(id: string, o: ClientFlags, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const j = await unary<Job__Output>(o.timeout, (opts, cb) => c.CancelJob({ jobId: id }, opts, cb));
-    out(FINAL.has(j.state) ? `${j.id} is already ${j.state}` : `cancelling ${j.id} (${j.state}); \`tarcil status ${j.id}\` shows when it has stopped`);
-  } finally {
-    c.close();
-  }
-}
-
-
-/** `tarcil profile <name> --learned`: a class's declared and learned vectors, from a front-end. */
-export async function learnedProfileCommand(name: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const p = await unary<ProfileEstimate__Output>(o.timeout, (opts, cb) => c.GetProfile({ name }, opts, cb));
-    if (o.json) return out(JSON.stringify(p, null, 2));
-    const names = loadCatalog().resources;
-    const lines = [`profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`];
-    lines.push(
-      p.used
-        ? `new jobs of this class are scheduled with the learned vector (it rests on at least ${p.minObservations} observations)`
-        : `new jobs of this class are scheduled with the declared vector (${p.observations < p.minObservations ? `the learned one is used from ${p.minObservations} observations on` : 'this front-end does not use learned profiles'})`,
-    );
-    const t = new Table({ head: ['resource', 'declared', 'learned', 'change'] });
-    p.declared.forEach((d, i) => {
-      const l = p.learned[i];
-      t.push([names[i]?.id ?? String(i), d.toFixed(0), l === undefined ? '-' : l.toFixed(1), l === undefined ? '' : `${l - d >= 0 ? '+' : ''}${(l - d).toFixed(1)}`]);
-    });
-    lines.push(t.toString());
-    out(lines.join('\n'));
-  } finally {
-    c.close();
-  }
+  const banner = (): void => {
+    out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
+    out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
+    if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
+    out('');
+    out('In another terminal:');
+    out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');
+    out('  npx tarcil jobs');
+    out('  npx tarcil cluster');
+    out('  npx tarcil explain <job-id>');
+    out(`(add --server ${addr} if you changed the port; Ctrl-C stops everything)`);
+  };
+  await runUntilSignal(
+    log,
+    async () => {
+      await sched.close();
+      await Promise.all(monitors.map((m) => m.close()));
+      await store.close();
+    },
+    banner,
+  );
 }

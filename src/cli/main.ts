@@ -1,36 +1,62 @@
 /**
- * The `tarcil` command line: the program, its commands and flag parsing, exit codes.
+ * The `tarcil` command line: the program, its commands and their flags, and the conventions every
+ * command shares: --version, a suggestion for a mistyped command or option, help for a bare
+ * `tarcil`, a quiet end when the reader of its output goes away (`| head`), and the exit codes of
+ * exit-codes.ts.
  */
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
+import { packageVersion } from '../util/package-root.ts';
+import { errorText, EXIT, exitCodeFor } from './exit-codes.ts';
 import { DEFAULT_BUCKETS } from '../admission/index.ts';
 import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
 import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
-import { benchCommand, EXPERIMENT_NAMES } from './bench.ts';
-import { runDemo } from './demo.ts';
+import { EXPERIMENT_NAMES } from '../sim/experiments/names.ts';
 import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
-import { registerLiveCommands } from './live-commands.ts';
-import { profileCommand } from './profile.ts';
-import { sampleSizeCommand } from './sample-size.ts';
 import { CLIENT_DEFAULTS, FRONTEND_LIMITS } from '../frontend/options.ts';
+import { logOptions, registerLiveCommands } from './live-commands.ts';
+
+// Each command's action imports what it runs when it runs: a client command does not load the
+// simulator (vega), the store (etcd3) or the daemons, and `--help` loads none of them.
+
+// A reader that goes away (`tarcil jobs | head -1`) ends the command quietly, as it would end a
+// Unix tool through SIGPIPE, instead of with an EPIPE stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(EXIT.OK);
+    throw err;
+  });
+}
+
+/**
+ * Where every exit goes through: commander's (help, --version, a refused command line) and a
+ * command's error. Commander exits 1 for a command line it refuses; tarcil makes that a usage
+ * error (2). Help and --version exit 0.
+ */
+function exit(err: CommanderError): never {
+  process.exit(err.code.startsWith('commander.') ? (err.exitCode === 0 ? EXIT.OK : EXIT.USAGE) : err.exitCode);
+}
 
 const program = new Command();
 program
   .name('tarcil')
   .description(
-    'tarcil: a distributed, shared-state cluster scheduler that finds good resources fast\n' +
-      '(interference-aware sampling with statistical guarantees, LSH admission control,\n' +
+    'tarcil: a distributed, shared-state cluster scheduler that finds good resources fast ' +
+      '(interference-aware sampling with statistical guarantees, LSH admission control, ' +
       'optimistic commits on etcd or the embedded store).',
   )
-  .showHelpAfterError()
+  .version(packageVersion(), '-V, --version', "print tarcil's version")
+  .showSuggestionAfterError()
+  .showHelpAfterError('(add --help for usage)')
   .configureOutput({ outputError: (str, write) => write(str) })
-  // A flag or argument commander rejects (bad value, unknown option, missing argument) exits 2, as
-  // one rejected after parsing does (a TarcilError, below): commander's own default would be 1.
-  // Help and --version still exit 0. Subcommands inherit this from the program.
-  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  // Subcommands inherit this from the program.
+  .exitOverride(exit)
+  .addHelpText('after', `\nExit codes: ${EXIT.OK} done, ${EXIT.FAILURE} failed, ${EXIT.USAGE} usage (a bad command, flag or job spec), ${EXIT.NOT_FOUND} not found,\n${EXIT.UNAVAILABLE} front-end or store unavailable, ${EXIT.JOB_FAILED} the job failed (submit --wait).`);
 
-program
-  .command('demo', { isDefault: true })
+registerLiveCommands(program);
+
+program.commandsGroup('Try and measure:');
+logOptions(program.command('demo'), 'warn')
   .description('several agents place a generated mixed workload on a demo cluster and explain each decision')
   .addOption(new Option('--store <url>', 'memory:// (embedded) or etcd://host:port').default('memory://'))
   .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', 'demo')
@@ -41,7 +67,8 @@ program
   .option('--time-scale <x>', 'multiplies task durations', num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'), 1)
   .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default(DEFAULT_AGENT_CONFIG.conflictScope))
   .option('-v, --verbose', 'print every pick of large jobs', false)
-  .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean }) => {
+  .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean; logLevel: string }) => {
+    const { runDemo } = await import('./demo.ts');
     await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
   });
 
@@ -55,7 +82,8 @@ program
   .option('--fail-prob <p>', 'accepted probability of missing', unit('--fail-prob'), 1e-3)
   .option('--cap <n>', 'cap applied by the agents', int('--cap', 1, 100000), DEFAULT_MAX_SAMPLES)
   .option('--json', 'machine-readable output', false)
-  .action((o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
+  .action(async (o: { quantile?: number; good?: number; population?: number; fraction?: number; failProb: number; cap: number; json: boolean }) => {
+    const { sampleSizeCommand } = await import('./sample-size.ts');
     process.stdout.write(sampleSizeCommand(o));
   });
 
@@ -73,9 +101,10 @@ program
   .option('--timeout <ms>', 'deadline of the call (with --learned)', intIn('--timeout', FRONTEND_LIMITS.timeoutMs), CLIENT_DEFAULTS.timeoutMs)
   .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean; learned: boolean; server: string; tlsCa?: string; timeout: number }) => {
     if (o.learned) {
-      const { learnedProfileCommand } = await import('./live.ts');
+      const { learnedProfileCommand } = await import('./client.ts');
       return learnedProfileCommand(name, o, (s) => process.stdout.write(`${s}\n`));
     }
+    const { profileCommand } = await import('./profile.ts');
     process.stdout.write(profileCommand(name, o));
   });
 
@@ -88,17 +117,17 @@ program
   .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
   .option('--warmup-ms <ms>', "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)", intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }))
   .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number }) => {
+    const { benchCommand } = await import('./bench.ts');
     await benchCommand(name, o);
   });
 
-registerLiveCommands(program);
+// A bare `tarcil` prints the help (the demo is `tarcil demo`).
+if (process.argv.length <= 2) program.help();
 
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (isTarcilError(err)) {
-    process.stderr.write(`error: ${err.message}\n`);
-    process.exit(2);
-  }
-  throw err;
+  if (!isTarcilError(err)) throw err;
+  process.stderr.write(`error: ${errorText(err)}\n`);
+  exit(new CommanderError(exitCodeFor(err), `tarcil.${err.code}`, err.message));
 }

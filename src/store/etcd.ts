@@ -242,15 +242,19 @@ export class EtcdStore implements ClusterStore {
   static async connect(opts: EtcdStoreOptions): Promise<EtcdStore> {
     const store = new EtcdStore(opts);
     const deadline = Date.now() + store.dialTimeoutMs;
+    // The reason named in the error: etcd3's circuit breaker, once open, answers every later try
+    // with "the circuit breaker is open", which says nothing of why (connection refused, DNS).
+    let reason: TarcilError | undefined;
     for (;;) {
       try {
         await store.client.kv.range({ key: ALL_KEYS, count_only: true, limit: 1 }, { deadline });
         return store;
       } catch (err) {
         const e = toTarcil(err, 'connect');
+        if (!reason || !/circuit breaker/i.test(e.message)) reason = e;
         if (!isTransient(e) || Date.now() + 200 >= deadline) {
           await store.close();
-          throw new TarcilError(e.code, `cannot reach etcd at ${store.endpoints.join(',')}: ${e.message}`, {
+          throw new TarcilError(e.code, `cannot reach etcd at ${store.endpoints.join(',')}: ${reason.message}`, {
             cause: err,
             details: { endpoints: store.endpoints },
           });

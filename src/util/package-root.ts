@@ -21,3 +21,8 @@ export function packageRoot(): string {
     dir = parent;
   }
 }
+
+/** The package's version, from its package.json (`tarcil --version`). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}

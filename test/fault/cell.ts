@@ -296,7 +296,7 @@ export class FaultCell {
       const cwd = join(this.dir, 'nodes', name);
       mkdirSync(cwd, { recursive: true });
       const { url, proxies } = await proxied();
-      const args = ['monitor', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--server', name, '--platform', 'r3-2xlarge', '--rus', String(o.rus ?? 4), '--rack', `r${i % 2}`, '--executor', 'process', '--log-dir', join(cwd, 'logs')];
+      const args = ['monitor', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--node', name, '--platform', 'r3-2xlarge', '--rus', String(o.rus ?? 4), '--rack', `r${i % 2}`, '--executor', 'process', '--log-dir', join(cwd, 'logs')];
       this.monitors.push(new TarcilChild(name, 'monitor', args, cwd, proxies, join(this.dir, 'logs', `${name}.log`)));
     }
     for (let i = 0; i < (o.frontEnds ?? 2); i++) {

@@ -6,7 +6,7 @@
  */
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { submitWithRetry } from '../../src/cli/live.ts';
+import { submitWithRetry } from '../../src/cli/client.ts';
 import type { Rng } from '../../src/util/rng.ts';
 
 const PROFILES = ['spark-lr', 'hadoop-map', 'memcached', 'tpch-scan', 'spec-mcf', 'parsec-canneal'];

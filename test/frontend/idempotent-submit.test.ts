@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { submitWithRetry } from '../../src/cli/live.ts';
+import { submitWithRetry } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { startGrpcServer, type GrpcServerHandle } from '../../src/frontend/grpc.ts';

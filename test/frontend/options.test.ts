@@ -95,7 +95,7 @@ describe('the command line reads its defaults from the options modules', () => {
     const server = help('server');
     expect(server).toContain(`--agents <n> scheduling agents in this process (default: ${SERVER_DEFAULTS.agents})`);
     expect(server).toContain(`(default: ${SERVER_DEFAULTS.port})`);
-    expect(server).toContain(`(default: "${SERVER_DEFAULTS.prefix}")`);
+    expect(server).toContain(`(default: "${SERVER_DEFAULTS.prefix}", env: TARCIL_PREFIX)`);
     expect(server).toMatch(/--departed-memory <duration> .* \(default: 10m\)/);
     expect(server).toMatch(/--unplaceable-timeout <duration> .* \(default: 5m\)/);
     const up = help('up');

@@ -6,7 +6,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { explainCommand, jobsCommand, statusCommand } from '../../src/cli/live.ts';
+import { explainCommand, jobsCommand, statusCommand } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';

@@ -5,7 +5,7 @@ import type { SubmitJobRequest } from '../../src/frontend/gen/tarcil/v1/SubmitJo
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MemoryStore } from '../../src/store/memory.ts';
 import type { Keys } from '../../src/state/keys.ts';
-import { statusCommand } from '../../src/cli/live.ts';
+import { statusCommand } from '../../src/cli/client.ts';
 import { getJob, startDemoCell, submit, waitFinal } from '../support/live.ts';
 
 let cell: Awaited<ReturnType<typeof startDemoCell>>;

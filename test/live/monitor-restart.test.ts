@@ -69,7 +69,7 @@ describe('a process-executor monitor SIGKILLed and started again', () => {
     writeFileSync(script, SCRIPT, { mode: 0o755 });
     writeFileSync(record, '');
     const common = ['--store', url, '--prefix', prefix, '--lease-ttl', '3'];
-    const monitorArgs = ['monitor', ...common, '--server', 'n0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'process', '--log-dir', join(work, 'logs'), '--disconnect-grace', '2s'];
+    const monitorArgs = ['monitor', ...common, '--node', 'n0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'process', '--log-dir', join(work, 'logs'), '--disconnect-grace', '2s'];
     let monitor = tarcil(monitorArgs);
     procs.push(monitor);
     const server = tarcil(['server', ...common, '--agents', '1', '--port', '0', '--name', 'fe']);

@@ -81,7 +81,7 @@ describe('TLS', () => {
       expect(refused).toBeInstanceOf(TarcilError);
       const etcdFlags = ['--store', url, '--prefix', '/tls/', '--etcd-ca', pki.ca, '--etcd-cert', pki.clientCert, '--etcd-key', pki.clientKey, '--lease-ttl', '3'];
       const serverTls = ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.ca];
-      const monitor = tarcil(['monitor', ...etcdFlags, ...serverTls, '--server', 'tls0', '--platform', 'r3-2xlarge', '--rus', '4']);
+      const monitor = tarcil(['monitor', ...etcdFlags, ...serverTls, '--node', 'tls0', '--platform', 'r3-2xlarge', '--rus', '4']);
       procs.push(monitor);
       await monitor.waitFor(/listening on/);
       const server = tarcil(['server', ...etcdFlags, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--monitor-ca', pki.ca, '--port', '0'], { TARCIL_LOG: 'debug' });

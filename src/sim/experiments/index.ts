@@ -4,6 +4,7 @@
  * full one is what bench/results holds.
  */
 import type { Runner } from './common.ts';
+import type { ExperimentName } from './names.ts';
 import { agentsExp, durationExp, loadExp, prioritiesExp, sampleSize } from './tarcil-w1.ts';
 import { compare, w2LoadExp } from './compare.ts';
 import { ablation, qualityExp, robustnessExp, uniformity } from './quality.ts';
@@ -14,7 +15,10 @@ import { simSpeed } from './sim-speed.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
-export const EXPERIMENTS: Record<string, Runner> = {
+export { EXPERIMENT_NAMES, type ExperimentName } from './names.ts';
+
+/** Every experiment of names.ts, and only those (`satisfies` checks both ways). */
+const REGISTRY = {
   'sample-size': sampleSize,
   agents: agentsExp,
   load: loadExp,
@@ -33,5 +37,7 @@ export const EXPERIMENTS: Record<string, Runner> = {
   calibrate: calibrateExp,
   speed,
   'sim-speed': simSpeed,
-};
+} satisfies Record<ExperimentName, Runner>;
+
+export const EXPERIMENTS: Record<string, Runner> = REGISTRY;
 
