@@ -246,12 +246,29 @@ export class ProcessExecutor implements Executor {
       setSlowdown: () => undefined,
       kill: () => {
         killed = true;
-        if (exited || pid === undefined) return Promise.resolve();
+        if (pid === undefined) return Promise.resolve();
+        // Stopped means every process of the task's group is gone, not only the wrapper: the
+        // task itself may outlive it by a moment, and a copy started elsewhere must not overlap it.
+        if (exited && !this.cpu.groupAlive(pid)) return Promise.resolve();
+        const clock = this.o.clock;
+        const grace = this.o.killGraceMs ?? 2000;
         return new Promise<void>((resolve) => {
-          exitWaiters.push(resolve);
+          const start = clock.monotonic();
+          let hard = false;
           signalGroup(pid, 'SIGTERM');
-          const t = this.o.clock.setTimer(this.o.killGraceMs ?? 2000, () => signalGroup(pid, 'SIGKILL'));
-          exitWaiters.push(() => t.cancel());
+          const check = (): void => {
+            if (exited && !this.cpu.groupAlive(pid)) return resolve();
+            const waited = clock.monotonic() - start;
+            if (!hard && waited >= grace) {
+              signalGroup(pid, 'SIGKILL');
+              hard = true;
+            }
+            // SIGKILL cannot be refused; past a second grace only an unreaped zombie can remain.
+            if (hard && waited >= 2 * grace) return resolve();
+            clock.setTimer(exited ? 10 : 50, check);
+          };
+          exitWaiters.push(check);
+          clock.setTimer(10, check);
         });
       },
     };
@@ -372,6 +389,29 @@ class GroupCpu {
   readonly available = process.platform === 'linux' && existsSync('/proc/self/stat');
   private readonly msPerTick = 1000 / clockTicks();
   private cache: { at: number; ticks: Map<number, number> } | undefined;
+
+  /** Some process of the group still runs (zombies, dead but not yet reaped, do not count). */
+  groupAlive(pgid: number): boolean {
+    if (!this.available) return false;
+    let entries: string[] = [];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return false;
+    }
+    for (const e of entries) {
+      if (!/^\d+$/.test(e)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(f[2]) === pgid && f[0] !== 'Z' && f[0] !== 'X') return true;
+    }
+    return false;
+  }
 
   ms(pgid: number): number {
     const now = Date.now();

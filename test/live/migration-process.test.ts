@@ -34,7 +34,10 @@ const quiet = { name: 'quiet', family: 'test', caused: [0, 0, 0, 0, 0, 0, 0, 0, 
 /** Burns CPU for $1 seconds of wall time; the first line checks the earlier attempts are gone. */
 const SCRIPT = `#!/bin/sh
 for p in $(grep '^S' "$RUNS" 2>/dev/null | awk '{print $3}'); do
-  if kill -0 "$p" 2>/dev/null; then echo "OVERLAP $TARCIL_ATTEMPT $p" >> "$RUNS"; fi
+  # Still running: its /proc entry is there and it is not a zombie (dead, not yet reaped).
+  if [ -r "/proc/$p/stat" ] && ! awk '{ if ($3 == "Z" || $3 == "X") exit 0; exit 1 }' "/proc/$p/stat" 2>/dev/null; then
+    echo "OVERLAP $TARCIL_ATTEMPT $p" >> "$RUNS"
+  fi
 done
 echo "S $TARCIL_ATTEMPT $$" >> "$RUNS"
 end=$(( $(date +%s) + $1 ))
