@@ -145,7 +145,7 @@ describe('daemon logs', () => {
 
   it('a tarcil monitor on etcd at its default level (info): its lines name the server once, and none is a debug line', async () => {
     const store = inject('etcdEndpoint').replace('http://', 'etcd://');
-    const mon = run(['monitor', '--store', store, '--journal-dir', mkdtempSync(join(tmpdir(), 'tarcil-logs-')), '--prefix', `/logs-${process.pid}/`, '--server', 'lg0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'simulated', '--port', '0', '--lease-ttl', '2'], {});
+    const mon = run(['monitor', '--store', store, '--journal-dir', mkdtempSync(join(tmpdir(), 'tarcil-logs-')), '--prefix', `/logs-${process.pid}/`, '--node', 'lg0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'simulated', '--port', '0', '--lease-ttl', '2'], {});
     await mon.waitStdout(/tarcil monitor lg0 .* listening on/);
     await mon.stop();
     const logs = expectCleanJson(mon.stderr());
@@ -158,6 +158,7 @@ describe('daemon logs', () => {
     const bad = run(['up', '--port', '0', '--metrics-port', '0'], { TARCIL_LOG: 'loud' });
     const code = await bad.exited;
     expect(code).not.toBe(0);
-    expect(bad.stderr()).toContain(`TARCIL_LOG: "loud" is no log level (one of ${LOG_LEVELS.join(', ')})`);
+    // Refused where the command line is read (TARCIL_LOG feeds --log-level), naming both and the levels.
+    expect(bad.stderr()).toContain(`value 'loud' from env 'TARCIL_LOG' is invalid. Allowed choices are ${LOG_LEVELS.join(', ')}`);
   }, 30_000);
 });

@@ -14,8 +14,8 @@ import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { LiveTaskRecord } from '../../src/state/live-records.ts';
-import { parseJson } from '../../src/state/records.ts';
+import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
@@ -60,6 +60,7 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 describe('moving a slow task that runs as a process', () => {
   it('moves a CPU-bound task sharing its core, and the two copies never run at once', { timeout: 90_000 }, async () => {
@@ -89,8 +90,18 @@ describe('moving a slow task that runs as a process', () => {
         expect((await getJob(c, id)).taskStates.running).toBe(n);
       }
       const victim = await submit(c, { specJson: JSON.stringify({ name: 'victim', profile: quiet, tasks: 1, migratable: true, command: { argv: [script, '8'], env: { RUNS: runs } } }) });
-      const done = await waitFinal(c, victim.jobId, 60_000);
+      // Until it ends: p0's monitor blocks its server (the local action) while its tasks run slow.
+      let blocked = false;
+      for (let i = 0; i < 600 && !FINAL.has((await getJob(c, victim.jobId)).state); i++) {
+        blocked ||= parseJson<LiveServerRecord>(await store.get(keys.server('p0')))?.blocked === true;
+        await sleep(100);
+      }
+      expect(blocked).toBe(true);
+      const done = await waitFinal(c, victim.jobId, 1000);
       expect(done.state).toBe('succeeded');
+      // No RU still holds the task (the old one was freed, the new one released at its end).
+      const held = (await store.range(keys.rus())).kvs.filter((kv) => parseJson<PlacedRuRecord>(kv)?.job === victim.jobId);
+      expect(held).toEqual([]);
       const rec = parseJson<LiveTaskRecord>(await store.get(keys.task(victim.jobId, 0)));
       expect(rec?.previous?.[0]?.ru?.server).toBe('p0');
       expect(rec?.previous?.[0]?.message).toMatch(/^moved: ran at 0\.\d\d of its expected rate on p0/);

@@ -244,6 +244,11 @@ describe('the tarcil node command', () => {
     expect(waited.status).toBe(0);
     expect(waited.stdout).toMatch(/^node b draining: no new placements; its 2 tasks finish, or at \d\d:\d\d:\d\d UTC \(deadline 1s\) are stopped and placed elsewhere/);
     expect(waited.stdout).toMatch(/node b drained: no task runs there\n$/);
+    // Stopped at the deadline (recorded lost), then placed again by the owner, on a.
+    await until('both tasks placed again on a', async () => {
+      const j2 = await getJob(c, j.jobId);
+      return j2.taskList.every((t) => (t.state === 'placed' || t.state === 'running') && t.ru?.server === 'a') || undefined;
+    });
     expect((await serversOf(j.jobId)).sort()).toEqual(['a', 'a']);
     await new Promise<void>((resolve, reject) => c.CancelJob({ jobId: j.jobId }, (err) => (err ? reject(err) : resolve())));
     const un = await tarcil(['node', 'uncordon', 'b']);
