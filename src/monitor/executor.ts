@@ -393,23 +393,7 @@ class GroupCpu {
   /** Some process of the group still runs (zombies, dead but not yet reaped, do not count). */
   groupAlive(pgid: number): boolean {
     if (!this.available) return false;
-    let entries: string[] = [];
-    try {
-      entries = readdirSync('/proc');
-    } catch {
-      return false;
-    }
-    for (const e of entries) {
-      if (!/^\d+$/.test(e)) continue;
-      let stat: string;
-      try {
-        stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      } catch {
-        continue;
-      }
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(f[2]) === pgid && f[0] !== 'Z' && f[0] !== 'X') return true;
-    }
+    for (const f of procStats()) if (Number(f[2]) === pgid && f[0] !== 'Z' && f[0] !== 'X') return true;
     return false;
   }
 
@@ -421,27 +405,33 @@ class GroupCpu {
 
   private scan(): Map<number, number> {
     const ticks = new Map<number, number>();
-    let entries: string[] = [];
-    try {
-      entries = readdirSync('/proc');
-    } catch {
-      return ticks;
-    }
-    for (const e of entries) {
-      if (!/^\d+$/.test(e)) continue;
-      let stat: string;
-      try {
-        stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      } catch {
-        continue; // exited meanwhile
-      }
-      // Fields after "(comm)", which may itself contain spaces and parentheses.
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    for (const f of procStats()) {
       const pgrp = Number(f[2]);
       const t = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
       if (Number.isFinite(pgrp) && Number.isFinite(t)) ticks.set(pgrp, (ticks.get(pgrp) ?? 0) + t);
     }
     return ticks;
+  }
+}
+
+/** The fields of every process's /proc/<pid>/stat after "(comm)" (state first), skipping those gone meanwhile. */
+function* procStats(): Generator<string[]> {
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // Fields after "(comm)", which may itself contain spaces and parentheses.
+    yield stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   }
 }
 

@@ -150,12 +150,20 @@ export class LiveKeys {
   }
   /** `tasks/<job>/<idx>` → {job, index}. */
   parseTask(key: string): { job: string; index: number } | undefined {
-    const base = this.keys.allTasks();
-    if (!key.startsWith(base)) return undefined;
-    const rest = key.slice(base.length);
-    const slash = rest.lastIndexOf('/');
-    if (slash <= 0) return undefined;
-    const index = Number(rest.slice(slash + 1));
-    return Number.isInteger(index) ? { job: rest.slice(0, slash), index } : undefined;
+    return jobAndIndex(this.keys.allTasks(), key);
   }
+  /** `reports/<job>/<task>` → {job, index}. */
+  parseReport(key: string): { job: string; index: number } | undefined {
+    return jobAndIndex(this.reports(), key);
+  }
+}
+
+/** `<base><job>/<index>` → {job, index}. */
+function jobAndIndex(base: string, key: string): { job: string; index: number } | undefined {
+  if (!key.startsWith(base)) return undefined;
+  const rest = key.slice(base.length);
+  const slash = rest.lastIndexOf('/');
+  if (slash <= 0) return undefined;
+  const index = Number(rest.slice(slash + 1));
+  return Number.isInteger(index) ? { job: rest.slice(0, slash), index } : undefined;
 }

@@ -44,20 +44,11 @@ export function newMoveStats(): MoveStats {
   return { moved: 0, completed: 0, scaledOut: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
 }
 
-/** `reports/<job>/<task>` → job and task. */
-export function parseReportKey(prefix: string, key: string): { job: string; task: number } | undefined {
-  if (!key.startsWith(prefix)) return undefined;
-  const rest = key.slice(prefix.length);
-  const slash = rest.lastIndexOf('/');
-  if (slash <= 0) return undefined;
-  const task = Number(rest.slice(slash + 1));
-  return Number.isInteger(task) ? { job: rest.slice(0, slash), task } : undefined;
-}
-
 /** A load report appeared or went: note the task slow (or not) and, for a migratable job, look again after the wait. */
 export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
-  const ref = parseReportKey(m.live.reports(), kv.key);
-  if (!ref) return;
+  const r = m.live.parseReport(kv.key);
+  if (!r) return;
+  const ref = { job: r.job, task: r.index };
   const o = m.owned.get(ref.job);
   if (!o) return;
   if (deleted) {
