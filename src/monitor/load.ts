@@ -90,3 +90,34 @@ function round(v: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(v * f) / f;
 }
+
+/** Scratch of observeRuns: one task's neighbours' pressure. */
+const NEIGHBOURS = new Array<number>(N_RESOURCES).fill(0);
+
+/**
+ * Each running task's share of its expected rate and its neighbours' pressure from `now` on, for
+ * the profile learner (the means over its run go with its outcome: state/profiles.ts). `sum` is
+ * the occupants' summed vectors, as assessLoad leaves it.
+ */
+export function observeRuns(
+  rus: Iterable<{ rec: PlacedRuRecord | undefined }>,
+  runs: Iterable<LoadedRun & { obs: RunObservation | undefined }>,
+  sum: readonly number[],
+  ruCount: number,
+  now: number,
+): void {
+  const others = ruCount - 1;
+  let busy = 0;
+  for (const r of rus) if (r.rec?.state === 'busy' && Array.isArray(r.rec.caused)) busy++;
+  for (const run of runs) {
+    if (!run.handle) continue;
+    run.obs ??= new RunObservation();
+    const own = run.rec.caused;
+    if (busy < 2 || others <= 0 || !Array.isArray(own)) {
+      run.obs.update(now, NaN);
+      continue;
+    }
+    for (let i = 0; i < N_RESOURCES; i++) NEIGHBOURS[i] = ((sum[i] as number) - (own[i] ?? 0)) / others;
+    run.obs.update(now, run.handle.rate(), NEIGHBOURS);
+  }
+}

@@ -5,7 +5,7 @@
  * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
  * thousands under one lease and one watch.
  */
-import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
@@ -17,9 +17,9 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import { withBindings, type Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
-import { assessLoad, RunObservation, type SlowdownModel } from './load.ts';
-import { N_RESOURCES } from '../model/types.ts';
-import { BlockState, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
+import type { SlowdownModel } from './load.ts';
+import { NodeLoad } from './node-load.ts';
+import { freeStopped, watchHold, type MoveCopyNode } from './move-copies.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
@@ -65,9 +65,6 @@ interface RuView {
   rev: number;
 }
 
-/** How often a node looks at the task record of a move's held copy (normally its owner releases it within a second). */
-export const HOLD_CHECK_MS = 10_000;
-
 /** One parsed free RU record shared by every free RU (a hollow process holds 160,000 of them). */
 const FREE_REC = Object.freeze(JSON.parse(FREE_RU_VALUE)) as PlacedRuRecord;
 
@@ -90,12 +87,10 @@ export class MonitoredNode {
   private readonly reporter: OutcomeReporter;
   private readonly running = new Map<number, Run>();
   private readonly rus = new Map<number, RuView>();
-  private blocked = false;
-  /** The load monitor's block of this server: hysteresis and time limit (src/monitor/runtime-loop.ts). */
-  private blockState: BlockState<Run> | undefined;
-  /** Scratch of the load check: the occupants' summed vectors, and one task's neighbours' pressure. */
-  private readonly sum: number[] = [];
-  private readonly C: number[] = new Array<number>(N_RESOURCES).fill(0);
+  /** The load check: slow tasks reported, the server blocked (node-load.ts). */
+  private readonly load: NodeLoad;
+  /** What the node side of a move (move-copies.ts) uses of this node. */
+  private readonly moveCopy: MoveCopyNode;
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
   /** The operator's cordon or drain of this node (`cordons/<id>`), as last read. */
@@ -111,6 +106,9 @@ export class MonitoredNode {
     this.live = new LiveKeys(host.keys);
     const nodeLog = (): Logger => this.log();
     this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
+    this.load = new NodeLoad(host, { id: server.id, rus: server.rus }, () => this.log());
+    const { store, keys, clock, log } = host;
+    this.moveCopy = { store, keys, clock, log, server: server.id, usableLeaseId: () => host.usableLeaseId(), track: (p) => host.track(p), ru: (i) => this.rus.get(i), dead: () => this.dead };
     this.reporter = new OutcomeReporter({
       n: this.n,
       journal,
@@ -138,7 +136,7 @@ export class MonitoredNode {
   }
 
   get isBlocked(): boolean {
-    return this.blocked;
+    return this.load.blocked;
   }
 
   canLaunch(): boolean {
@@ -155,7 +153,7 @@ export class MonitoredNode {
       ...this.server,
       state: this.draining ? 'down' : 'up',
       ...(this.endpoint ? { endpoint: this.endpoint } : {}),
-      blocked: this.blocked,
+      blocked: this.load.blocked,
       executor: this.h.executor.kind,
       disconnectGraceMs: this.h.disconnectGraceMs,
     };
@@ -170,7 +168,7 @@ export class MonitoredNode {
       executor: this.h.executor.kind,
       rus: this.server.rus,
       busy,
-      blocked: this.blocked,
+      blocked: this.load.blocked,
       connected: this.canLaunch(),
       journalled: this.journal.entries().length,
       running: [...this.running.values()].map((r) => ({
@@ -427,7 +425,7 @@ export class MonitoredNode {
         if (run) this.stop(run, `RU given to ${rec.job}#${rec.task}`);
         // Ended here before the stop came: that outcome stands (and frees the RU).
         if (this.journal.has(entryKey(rec))) return this.reporter.kick();
-        return this.h.track(this.freeStopped(index, rec, rev));
+        return this.h.track(freeStopped(this.moveCopy, index, rec, rev));
       }
       if (run && same) {
         run.rev = Math.max(run.rev, rev);
@@ -438,7 +436,7 @@ export class MonitoredNode {
       // Ended here: its outcome is on its way, the task must not start again.
       if (this.journal.has(entryKey(rec))) return this.reporter.kick();
       // A move's new copy waits until its owner has seen the old one stop.
-      if (rec.hold) return this.watchHold(index, rec, rev);
+      if (rec.hold) return watchHold(this.moveCopy, index, rec, rev);
       if (this.canLaunch()) this.startRun(index, rec, rev);
       return;
     }
@@ -464,63 +462,12 @@ export class MonitoredNode {
           await run.handle?.kill();
         } finally {
           const cur = this.rus.get(index);
-          if (cur?.rec && cur.rec.stop !== undefined) await this.freeStopped(index, cur.rec, cur.rev);
+          if (cur?.rec && cur.rec.stop !== undefined) await freeStopped(this.moveCopy, index, cur.rec, cur.rev);
           else this.h.log.info({ server: this.server.id, ru: index, job: run.job, task: run.task, now: cur?.rec?.state }, 'a stopped task\'s RU changed before it was freed');
           this.recomputeLoad();
         }
       })(),
     );
-  }
-
-  /**
-   * Frees an RU whose record tells its copy to stop (once it has), or that was held for a copy that
-   * will never start: fenced on the record's revision, under the node's lease. A store that does
-   * not answer is asked again; a record that changed meanwhile is someone else's to settle.
-   */
-  private async freeStopped(index: number, rec: PlacedRuRecord, rev: number): Promise<void> {
-    const key = this.h.keys.ru({ server: this.server.id, index });
-    for (let i = 0; !this.dead; i++) {
-      const lease = this.h.usableLeaseId();
-      const cur = this.rus.get(index);
-      if (cur && cur.rev > rev) return;
-      if (lease) {
-        try {
-          const res = await this.h.store.txn({
-            compare: [{ key, target: 'mod', op: '==', value: rev }],
-            success: [
-              { type: 'put', key, value: FREE_RU_VALUE, lease },
-              { type: 'put', key: this.h.keys.epoch(this.server.id), value: `moved:${rec.job}#${rec.task}` },
-            ],
-            failure: [{ type: 'get', key }],
-          });
-          if (!res.succeeded) this.h.log.info({ server: this.server.id, ru: index, job: rec.job, task: rec.task, now: res.responses[0]?.[0]?.value }, 'RU changed before its stopped task freed it');
-          return;
-        } catch (err) {
-          this.h.log.debug({ server: this.server.id, ru: index, err: errorMessage(err) }, 'freeing an RU failed; will retry');
-        }
-      }
-      // Until the store answers (or the node re-registers, which frees it too).
-      await this.h.clock.sleep(Math.min(100 * 2 ** i, 2000));
-    }
-  }
-
-  /**
-   * A held copy starts when its owner writes the record without the hold. If its task record
-   * stops naming it (the task ended or moved on while its owner was away), nobody will: free it.
-   */
-  private watchHold(index: number, rec: PlacedRuRecord, rev: number): void {
-    const check = async (): Promise<void> => {
-      const cur = this.rus.get(index);
-      if (this.dead || !cur || cur.rev !== rev) return;
-      try {
-        const tk = parseJson<LiveTaskRecord>(await this.h.store.get(this.h.keys.task(rec.job, rec.task)));
-        if (!taskHere(tk, this.server.id, { commitId: rec.commitId, ruIndex: index })) return await this.freeStopped(index, rec, rev);
-      } catch {
-        // the store did not answer: look again later
-      }
-      this.h.clock.setTimer(HOLD_CHECK_MS, () => this.h.track(check()));
-    };
-    this.h.clock.setTimer(HOLD_CHECK_MS, () => this.h.track(check()));
   }
 
   private async checkStillHere(run: Run): Promise<void> {
@@ -640,57 +587,8 @@ export class MonitoredNode {
   // ---------------------------------------------------------------------------------------------
   // Load monitor (paper §5.2)
 
-  /**
-   * Each running task's share of its expected rate and its neighbours' pressure from now on, for
-   * the profile learner (the means over its run go with its outcome: state/profiles.ts).
-   */
-  private observeRuns(): void {
-    const now = this.h.clock.now();
-    const others = this.server.rus - 1;
-    let busy = 0;
-    for (const r of this.rus.values()) if (r.rec?.state === 'busy' && Array.isArray(r.rec.caused)) busy++;
-    for (const run of this.running.values()) {
-      if (!run.handle) continue;
-      run.obs ??= new RunObservation();
-      const own = run.rec.caused;
-      if (busy < 2 || others <= 0 || !Array.isArray(own)) {
-        run.obs.update(now, NaN);
-        continue;
-      }
-      const C = this.C;
-      for (let i = 0; i < C.length; i++) C[i] = ((this.sum[i] as number) - (own[i] ?? 0)) / others;
-      run.obs.update(now, run.handle.rate(), C);
-    }
-  }
-
   recomputeLoad(): void {
     if (this.dead) return;
-    // Tasks below the recovery share keep a blocked server blocked; those below the threshold are
-    // slow (reported, and they block it): the hysteresis of src/monitor/runtime-loop.ts.
-    const rules = { slowBelow: this.h.loadThreshold, recoverAbove: recoverShare(this.h.loadThreshold), maxBlockMs: DEFAULT_RUNTIME_LOOP.maxBlockMs };
-    this.blockState ??= new BlockState<Run>(rules);
-    const below = assessLoad(this.rus.values(), this.running.values(), this.server.rus, rules.recoverAbove, this.h.slowdown, this.sum);
-    if (this.h.executor.measuresRate) this.observeRuns();
-    // A reported task that recovered: its report goes (a report stands for a task slow now).
-    for (const run of this.running.values()) {
-      if (run.reported && !below.some((b) => b.run === run)) {
-        run.reported = false;
-        this.h.track(this.h.store.delete(this.live.report(run.job, run.task)).catch(() => 0));
-      }
-    }
-    for (const { run, rate } of below) {
-      if (rate >= rules.slowBelow || run.reported) continue;
-      run.reported = true;
-      const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: this.h.clock.now() };
-      const lease = this.h.usableLeaseId();
-      if (lease) this.h.track(this.h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
-      this.log().warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
-    }
-    const next = this.blockState.update(this.h.clock.now(), below.map((b) => [b.run, b.rate] as const));
-    if (next !== this.blocked) {
-      this.blocked = next;
-      this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
-      this.h.serverChanged(this);
-    }
+    if (this.load.check(this.rus.values(), this.running)) this.h.serverChanged(this);
   }
 }

@@ -1,0 +1,75 @@
+/**
+ * One node's load check (paper §5.2), as its monitor runs it after every change of its RUs or
+ * tasks: each task's slowdown (load.ts), reports of the tasks well below their expected rate
+ * (`reports/<job>/<task>`, deleted once they recover), what the profile learner is to be told,
+ * and the block of the server with its hysteresis and time limit (runtime-loop.ts).
+ */
+import { LiveKeys, type LoadReportRecord } from '../state/live-records.ts';
+import type { Keys } from '../state/keys.ts';
+import type { PlacedRuRecord } from '../state/records.ts';
+import type { ClusterStore } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/log.ts';
+import type { Executor } from './executor.ts';
+import { assessLoad, observeRuns, type SlowdownModel } from './load.ts';
+import type { Run } from './run.ts';
+import { BlockState, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
+
+export interface NodeLoadHost {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  executor: Executor;
+  loadThreshold: number;
+  slowdown: SlowdownModel | undefined;
+  usableLeaseId(): string | undefined;
+  track(p: Promise<unknown>): void;
+}
+
+export class NodeLoad {
+  /** No new placements here: a task runs well below its rate (until it recovers, or the block's time limit). */
+  blocked = false;
+  private blockState: BlockState<Run> | undefined;
+  private readonly sum: number[] = [];
+  private readonly live: LiveKeys;
+
+  constructor(
+    private readonly h: NodeLoadHost,
+    private readonly server: { id: string; rus: number },
+    private readonly log: () => Logger,
+  ) {
+    this.live = new LiveKeys(h.keys);
+  }
+
+  /** Looks at the node's tasks now; true when the server's block began or ended. */
+  check(rus: Iterable<{ rec: PlacedRuRecord | undefined }>, running: { values(): Iterable<Run> }): boolean {
+    const h = this.h;
+    // Tasks below the recovery share keep a blocked server blocked; those below the threshold are
+    // slow (reported, and they block it).
+    const rules = { slowBelow: h.loadThreshold, recoverAbove: recoverShare(h.loadThreshold), maxBlockMs: DEFAULT_RUNTIME_LOOP.maxBlockMs };
+    this.blockState ??= new BlockState<Run>(rules);
+    const ruList = [...rus];
+    const below = assessLoad(ruList, running.values(), this.server.rus, rules.recoverAbove, h.slowdown, this.sum);
+    if (h.executor.measuresRate) observeRuns(ruList, running.values(), this.sum, this.server.rus, h.clock.now());
+    // A reported task that recovered: its report goes (a report stands for a task slow now).
+    for (const run of running.values()) {
+      if (run.reported && !below.some((b) => b.run === run)) {
+        run.reported = false;
+        h.track(h.store.delete(this.live.report(run.job, run.task)).catch(() => 0));
+      }
+    }
+    for (const { run, rate } of below) {
+      if (rate >= rules.slowBelow || run.reported) continue;
+      run.reported = true;
+      const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: h.clock.now() };
+      const lease = h.usableLeaseId();
+      if (lease) h.track(h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
+      this.log().warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
+    }
+    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const));
+    if (next === this.blocked) return false;
+    this.blocked = next;
+    this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');
+    return true;
+  }
+}
