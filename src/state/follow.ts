@@ -110,9 +110,7 @@ export class Follower {
       byPrefix = [res.kvs];
       revision = res.revision;
     } else {
-      const res = await this.o.store.txn({ compare: [], success: prefixes.map((key) => ({ type: 'get' as const, key, prefix: true })) });
-      byPrefix = res.responses.map((r) => r ?? []);
-      revision = res.revision;
+      ({ byPrefix, revision } = await this.o.store.snapshot(prefixes));
     }
     if (this.closed || gen !== this.gen) return;
     this.o.onSnapshot(byPrefix.flat(), revision, byPrefix);

@@ -287,6 +287,26 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
+  async snapshot(prefixes: readonly string[]): Promise<{ revision: number; byPrefix: KeyValue[][] }> {
+    this.checkOpen();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        let revision = 0;
+        const byPrefix: KeyValue[][] = [];
+        for (const prefix of prefixes) {
+          const [key, end] = prefixRange(prefix);
+          const res = await this.rangePaged(key, end, 0, revision);
+          revision = res.revision;
+          byPrefix.push(res.kvs);
+        }
+        return { revision: revision || (await this.revision()), byPrefix };
+      } catch (err) {
+        if (attempt < 2 && err instanceof TarcilError && err.code === 'COMPACTED') continue;
+        throw err;
+      }
+    }
+  }
+
   async count(prefix: string): Promise<{ revision: number; count: number }> {
     this.checkOpen();
     const [key, end] = prefixRange(prefix);
@@ -294,8 +314,9 @@ export class EtcdStore implements ClusterStore {
     return { revision: Number(res.header.revision), count: Number(res.count) };
   }
 
-  private async rangePaged(key: Buffer, end: Buffer, limit: number): Promise<RangeResult> {
-    let revision = 0;
+  /** Pages of `pageSize` keys, all read at `at` (0: the revision of the first page). */
+  private async rangePaged(key: Buffer, end: Buffer, limit: number, at = 0): Promise<RangeResult> {
+    let revision = at;
     let start = key;
     const kvs: KeyValue[] = [];
     for (;;) {

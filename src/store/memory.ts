@@ -128,6 +128,13 @@ export class MemoryStore implements ClusterStore {
     });
   }
 
+  snapshot(prefixes: readonly string[]): Promise<{ revision: number; byPrefix: KeyValue[][] }> {
+    return settle(() => {
+      this.checkOpen();
+      return { revision: this.rev, byPrefix: prefixes.map((prefix) => this.read(prefix, true, 0)) };
+    });
+  }
+
   count(prefix: string): Promise<{ revision: number; count: number }> {
     return settle(() => {
       this.checkOpen();

@@ -143,6 +143,12 @@ export interface ClusterStore {
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
   range(prefix: string, opts?: { limit?: number }): Promise<RangeResult>;
+  /**
+   * All keys of each prefix, every prefix read at the same revision (`byPrefix` in the order
+   * given). EtcdStore reads each prefix in pages at that revision, so a large cell is not one
+   * response under one deadline; a compaction meanwhile starts it over at a newer revision.
+   */
+  snapshot(prefixes: readonly string[]): Promise<{ revision: number; byPrefix: KeyValue[][] }>;
   /** How many keys have this prefix, and the revision it was counted at (no values are read). */
   count(prefix: string): Promise<{ revision: number; count: number }>;
   put(key: string, value: string, opts?: { lease?: string }): Promise<number>;

@@ -125,6 +125,16 @@ export function storeContract(
         expect((await s.range(`${p}nothing/`)).kvs).toEqual([]);
       });
 
+      it('snapshots several prefixes at one revision, each sorted, in the order given', async () => {
+        for (const n of ['2', '1', '10']) await s.put(`${p}sa/${n}`, `a${n}`);
+        for (const n of ['y', 'x']) await s.put(`${p}sb/${n}`, `b${n}`);
+        await s.put(`${p}sc`, 'outside both');
+        const rev = await s.revision();
+        const { revision, byPrefix } = await s.snapshot([`${p}sb/`, `${p}none/`, `${p}sa/`]);
+        expect(revision).toBe(rev);
+        expect(byPrefix.map((kvs) => kvs.map((kv) => kv.value))).toEqual([['bx', 'by'], [], ['a1', 'a10', 'a2']]);
+      });
+
       it('counts the keys of a prefix at one revision without reading them', async () => {
         for (const n of ['a', 'b/1', 'b/2', 'b/10', 'c']) await s.put(`${p}n/${n}`, n);
         await s.put(`${p}nb`, 'outside');

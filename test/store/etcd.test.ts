@@ -65,6 +65,40 @@ describe('EtcdStore specifics', () => {
     }
   });
 
+  it('snapshots several prefixes in pages, all at one revision, while they change', async () => {
+    const store = await EtcdStore.connect({ endpoints: [endpoint], rangePageSize: 3 });
+    try {
+      const p = uniquePrefix();
+      const pair = (v: number): Op[] =>
+        Array.from({ length: 8 }, (_, i) => [
+          { type: 'put' as const, key: `${p}a/${i}`, value: String(v) },
+          { type: 'put' as const, key: `${p}b/${i}`, value: String(v) },
+        ]).flat();
+      await store.txn({ compare: [], success: pair(0) });
+      // Every write changes both prefixes together: a snapshot that read them at two revisions
+      // would see different values in a/ and b/.
+      let writing = true;
+      const writer = (async () => {
+        for (let v = 1; writing; v++) await store.txn({ compare: [], success: pair(v) });
+      })();
+      try {
+        for (let i = 0; i < 20; i++) {
+          const { revision, byPrefix } = await store.snapshot([`${p}a/`, `${p}b/`]);
+          const [a = [], b = []] = byPrefix;
+          expect(a).toHaveLength(8);
+          expect(b).toHaveLength(8);
+          expect(new Set([...a, ...b].map((kv) => kv.value)).size).toBe(1);
+          for (const kv of [...a, ...b]) expect(kv.modRevision).toBeLessThanOrEqual(revision);
+        }
+      } finally {
+        writing = false;
+        await writer;
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
   it('catches a watch up over more than 1000 revisions (several etcd responses)', async () => {
     const store = await EtcdStore.connect({ endpoints: [endpoint] });
     try {

@@ -50,6 +50,7 @@ class DyingStore implements ClusterStore {
   leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
+  snapshot: ClusterStore['snapshot'] = (prefixes) => this.gate(() => this.inner.snapshot(prefixes));
   count: ClusterStore['count'] = (prefix) => this.gate(() => this.inner.count(prefix));
   put: ClusterStore['put'] = (key, value, opts) => this.gate(() => this.inner.put(key, value, opts));
   delete: ClusterStore['delete'] = (key, opts) => this.gate(() => this.inner.delete(key, opts));
@@ -120,6 +121,7 @@ export class PausingStore implements ClusterStore {
   leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
+  snapshot: ClusterStore['snapshot'] = (prefixes) => this.gate(() => this.inner.snapshot(prefixes));
   count: ClusterStore['count'] = (prefix) => this.gate(() => this.inner.count(prefix));
   put: ClusterStore['put'] = (key, value, opts) => this.gate(() => this.inner.put(key, value, opts));
   delete: ClusterStore['delete'] = (key, opts) => this.gate(() => this.inner.delete(key, opts));

@@ -5,13 +5,21 @@ import type { ClusterStore } from '../../src/store/types.ts';
  * A ClusterStore that forwards every call to `inner` (bound to it, so the inner store's state is
  * never shadowed), except those given in `over`: how tests inject faults on one process's path.
  */
-export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>): ClusterStore {
+export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'snapshot' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>): ClusterStore {
   const wrapped: ClusterStore = {
     kind: inner.kind,
     maxTxnOps: inner.maxTxnOps,
     maxRequestBytes: inner.maxRequestBytes,
     get: over.get ?? ((key) => inner.get(key)),
     range: over.range ?? ((prefix, opts) => inner.range(prefix, opts)),
+    // By default one read-only transaction through the wrapper's txn, so that a fault injected
+    // into txn reaches a list of several prefixes too.
+    snapshot:
+      over.snapshot ??
+      (async (prefixes) => {
+        const res = await wrapped.txn({ compare: [], success: prefixes.map((key) => ({ type: 'get' as const, key, prefix: true })) });
+        return { revision: res.revision, byPrefix: res.responses.map((r) => r ?? []) };
+      }),
     count: (prefix) => inner.count(prefix),
     put: over.put ?? ((key, value, opts) => inner.put(key, value, opts)),
     delete: over.delete ?? ((key, opts) => inner.delete(key, opts)),
