@@ -15,7 +15,7 @@ import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { errorMessage } from '../util/errors.ts';
+import { errorMessage, isTransient } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { NodeConnection } from './connection.ts';
@@ -81,6 +81,8 @@ export class HollowNodes {
   private follower: Follower | undefined;
   private readonly specs = new Map<string, JobSpec | null>();
   private readonly background = new Set<Promise<unknown>>();
+  /** The nodes registered so far under a lease whose registration has not finished. */
+  private registeredUnder: { lease: string; nodes: Set<MonitoredNode> } | undefined;
   /** Writes that may put server records (registrations, record updates): a kill waits for them. */
   private readonly serverWrites = new Set<Promise<unknown>>();
   /** Nodes whose server record changed since it was last put. */
@@ -179,7 +181,18 @@ export class HollowNodes {
 
   /** Registers every node under one lease, then follows every RU of the cell with one watch. */
   async start(): Promise<void> {
-    await this.conn.registerOnce();
+    // A store that times out (a loaded etcd) costs the start a pause, not the process; what was
+    // registered under the lease stays registered across the retries.
+    for (let delay = 500; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        await this.conn.registerOnce();
+        break;
+      } catch (err) {
+        if (this.closed || !isTransient(err)) throw err;
+        this.o.log.warn({ err: errorMessage(err), delay }, 'hollow nodes: registration failed; retrying');
+        await this.o.clock.sleep(delay);
+      }
+    }
     this.follower = new Follower({
       store: this.o.store,
       clock: this.o.clock,
@@ -310,10 +323,16 @@ export class HollowNodes {
    */
   private async registerAll(lease: HeldLease): Promise<void> {
     const t0 = this.o.clock.now();
-    const byServer = groupByServer(this.o.keys, (await this.o.store.range(this.o.keys.rus())).kvs);
+    // What an earlier attempt under this lease registered stays registered: the nodes' records are
+    // bound to the lease, so only the others are looked at again (at 10,000 nodes, starting over
+    // put 170,000 keys again each time and could take longer than a loaded store kept the lease).
+    if (this.registeredUnder?.lease !== lease.id) this.registeredUnder = { lease: lease.id, nodes: new Set() };
+    const done = this.registeredUnder.nodes;
+    const todo = [...this.nodes.values()].filter((n) => !done.has(n));
+    const byServer = await this.ruKvsOf(todo);
     const idle: IdleNode[] = [];
     const rest: MonitoredNode[] = [];
-    for (const n of this.nodes.values()) {
+    for (const n of todo) {
       const kvs = byServer.get(n.server.id) ?? [];
       if (n.holdsNothing() && !kvs.some(holdsTask)) idle.push({ server: n.server, serverJson: n.serverJson(), ruKvs: kvs });
       else rest.push(n);
@@ -323,7 +342,14 @@ export class HollowNodes {
     for (const id of batch.registered) {
       const n = this.nodes.get(id);
       n?.registeredInBatch();
-      if (n) this.dirty.delete(n);
+      if (n) {
+        this.dirty.delete(n);
+        done.add(n);
+      }
+    }
+    if (batch.failed !== undefined) {
+      this.o.log.warn({ registered: done.size, left: this.nodes.size - done.size, lease: lease.id, err: errorMessage(batch.failed) }, 'hollow nodes partly registered; the rest are tried again under the same lease');
+      throw batch.failed instanceof Error ? batch.failed : new Error(errorMessage(batch.failed));
     }
     for (const id of batch.left) {
       const n = this.nodes.get(id);
@@ -335,14 +361,32 @@ export class HollowNodes {
       try {
         await this.serverWrite(n.register(lease));
         this.dirty.delete(n);
+        done.add(n);
       } catch (err) {
         failed.push(n.server.id);
         this.o.log.warn({ server: n.server.id, err: errorMessage(err) }, 'hollow node registration failed');
       }
     });
-    if (failed.length > 0) throw new Error(`${failed.length} hollow node(s) could not register (first: ${failed[0]})`);
+    if (failed.length > 0) {
+      this.o.log.warn({ registered: done.size, left: failed.length, lease: lease.id }, 'hollow nodes partly registered; the rest are tried again under the same lease');
+      throw new Error(`${failed.length} hollow node(s) could not register (first: ${failed[0]})`);
+    }
+    this.registeredUnder = undefined;
     this.lastRegistrationMs = this.o.clock.now() - t0;
     this.o.log.info({ nodes: this.nodes.size, batched: batch.registered.length, oneByOne: rest.length, lease: lease.id, ms: this.lastRegistrationMs }, 'hollow nodes registered');
+  }
+
+  /**
+   * The RU records of these nodes, by server: one paged range of the whole cell when they are
+   * most of it, else a range per node (a retry that has a few nodes left reads only theirs).
+   */
+  private async ruKvsOf(nodes: readonly MonitoredNode[]): Promise<Map<string, KeyValue[]>> {
+    if (nodes.length * 4 >= this.nodes.size) return groupByServer(this.o.keys, (await this.o.store.range(this.o.keys.rus())).kvs);
+    const out = new Map<string, KeyValue[]>();
+    await eachLimited(nodes, 16, async (n) => {
+      out.set(n.server.id, (await this.o.store.range(this.o.keys.serverRus(n.server.id))).kvs);
+    });
+    return out;
   }
 
   /** Puts the server records of the nodes that changed, as many per transaction as the store takes. */

@@ -181,7 +181,8 @@ export interface IdleNode {
  * a task) many at a time: each node's registration transaction ({@link registrationTxn}), nested
  * as independent transactions in as few requests as the store's op and size limits allow.
  * Returns the ids registered and those left over (a busy RU, an RU that changed meanwhile, a node
- * too large to nest): those go through {@link registerNode} one by one.
+ * too large to nest): those go through {@link registerNode} one by one. A request that fails
+ * stops it: `failed` is the error, and the nodes in neither list were not registered.
  */
 export async function registerIdle(
   store: ClusterStore,
@@ -189,9 +190,10 @@ export async function registerIdle(
   lease: string,
   nodes: readonly IdleNode[],
   opts: { concurrency?: number } = {},
-): Promise<{ registered: string[]; left: string[] }> {
+): Promise<{ registered: string[]; left: string[]; failed?: unknown }> {
   const registered: string[] = [];
   const left: string[] = [];
+  let failed: unknown;
   const ready: { id: string; req: TxnRequest; ops: number; bytes: number }[] = [];
   for (const x of nodes) {
     const { req, unsettled } = registrationTxn(k, x.server, x.serverJson, lease, x.ruKvs);
@@ -225,14 +227,20 @@ export async function registerIdle(
     widest = Math.max(widest, r.ops);
   }
   if (cur.length > 0) chunks.push(cur);
+  // A request that fails (a store that times out) stops the batches: what was registered is
+  // returned with the error, and the caller tries the rest again later rather than pressing on.
   let next = 0;
   const worker = async (): Promise<void> => {
-    while (next < chunks.length) {
+    while (next < chunks.length && failed === undefined) {
       const chunk = chunks[next++] as typeof ready;
-      const results = await store.txns(chunk.map((c) => c.req));
-      chunk.forEach((c, i) => (results[i]?.succeeded ? registered : left).push(c.id));
+      try {
+        const results = await store.txns(chunk.map((c) => c.req));
+        chunk.forEach((c, i) => (results[i]?.succeeded ? registered : left).push(c.id));
+      } catch (err) {
+        failed ??= err;
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 4) }, worker));
-  return { registered, left };
+  return failed === undefined ? { registered, left } : { registered, left, failed };
 }

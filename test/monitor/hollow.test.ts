@@ -18,6 +18,8 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { wrapStore } from '../support/wrap-store.ts';
+import { TarcilError } from '../../src/util/errors.ts';
 
 /**
  * Hollow nodes on the suite's real etcd, used by a real front-end over gRPC: 120 nodes of the
@@ -83,6 +85,45 @@ describe('hollow nodes', () => {
     expect(rus).toHaveLength(servers.reduce((n, s) => n + s.rus, 0));
     expect(rus.every((kv) => kv.value === FREE_RU_VALUE && kv.lease === lease)).toBe(true);
     expect(hollow.hollow.snapshot()).toMatchObject({ live: NODES, dead: 0, connected: true, stats: { registrations: NODES } });
+  });
+
+  it('a registration cut short by a store timeout keeps the nodes it registered and registers only the others again', async () => {
+    const k = new Keys(`/hollow-partial-${Date.now()}/`);
+    const some = servers.slice(0, 60);
+    let calls = 0;
+    let registrations = 0;
+    const registered = new Set<string>();
+    // The third request of the batched registration times out (and is not applied).
+    // Requests of at most 24 operations, so the registration takes several.
+    const flaky: ClusterStore = Object.assign(wrapStore(store, {
+      txns: async (reqs) => {
+        if (++calls === 3) throw new TarcilError('DEADLINE_EXCEEDED', 'txn: deadline exceeded (injected)');
+        const res = await store.txns(reqs);
+        reqs.forEach((r, i) => {
+          if (!res[i]?.succeeded) return;
+          for (const op of r.success) {
+            if (op.type === 'put' && op.key.startsWith(k.epochs()) && op.value.startsWith('register:')) {
+              registrations++;
+              registered.add(op.value.slice('register:'.length));
+            }
+          }
+        });
+        return res;
+      },
+    }), { maxTxnOps: 24 });
+    const h = await startHollow({ store: flaky, keys: k, clock, log, servers: some, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, disconnectGraceMs: GRACE_MS, rng: new SeededRng(6) });
+    try {
+      expect(calls).toBeGreaterThan(3);
+      expect(registered.size).toBe(some.length);
+      // Each node's registration transaction was applied once: the retry did not start over.
+      expect(registrations).toBe(some.length);
+      const recs = (await store.range(k.servers())).kvs;
+      expect(recs).toHaveLength(some.length);
+      expect(new Set(recs.map((kv) => kv.lease))).toEqual(new Set([h.hollow.leaseId]));
+    } finally {
+      await h.close();
+      await store.delete(k.prefix, { prefix: true });
+    }
   });
 
   it('routes NodeMonitor calls by server id: a hollow node answers for itself, an unknown or missing id is refused', async () => {
