@@ -20,7 +20,8 @@ import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEA
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
-import { evaluate } from './owner/evaluate.ts';
+import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
+import { SharedBackoff } from '../util/backoff.ts';
 import { cancelJob, submitJob, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
@@ -74,6 +75,7 @@ export class JobManager implements OwnerContext, MoveHost {
   private feasibleVersion = -1;
   private lastPrune = 0;
   readonly adoptions: AdoptionGate;
+  readonly evalRetries: SharedBackoff;
   readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
   private readonly background = new Set<Promise<unknown>>();
@@ -103,6 +105,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
     this.profiles = new ProfileBook({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, ...opts.profiles });
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
+    this.evalRetries = new SharedBackoff(EVAL_RETRY_MIN_MS, EVAL_RETRY_MAX_MS, opts.rng);
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });

@@ -36,6 +36,14 @@ export class SharedBackoff {
     this.pause = 0;
   }
 
+  /**
+   * A retry succeeded where many run at once: the pause halves (to 0 below minMs) instead of
+   * resetting, so one lucky success among a crowd of failures does not release them all together.
+   */
+  eased(): void {
+    this.pause = this.pause / 2 < this.minMs ? 0 : this.pause / 2;
+  }
+
   /** How long a retry waits now: uniform in [pause/2, pause], at least minMs/2. */
   delayMs(): number {
     const p = Math.max(this.pause, this.minMs);

@@ -74,6 +74,40 @@ describe('job owner (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.busy(job.id)).length === 4, 10_000);
   });
 
+  it('evaluations that time out wait out one pause shared by every job, growing while the store fails, and all jobs end once it answers', async () => {
+    cell = new OwnerCell();
+    await cell.seed(8, 4);
+    const inner = cell.store;
+    const k = cell.keys;
+    let failing = false;
+    let failures = 0;
+    const writesJob = (req: TxnRequest): boolean => [...req.success, ...(req.failure ?? [])].some((op) => op.key.startsWith(k.job('')));
+    const store = wrapStore(inner, {
+      txn: (req) => {
+        if (failing && writesJob(req)) {
+          failures++;
+          return Promise.reject(new TarcilError('DEADLINE_EXCEEDED', 'txn: deadline exceeded (injected)'));
+        }
+        return inner.txn(req);
+      },
+    });
+    const a = await cell.owner('A', store);
+    const jobs = Array.from({ length: 20 }, (_, i) => makeJob(`eval-${i}`, TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
+    for (const j of jobs) await a.submit(j);
+    await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.busy(j.id)))).every((b) => b.length === 1), 10_000);
+    failing = true;
+    for (const j of jobs) expect(await cell.finishTasks(j.id)).toBe(1);
+    // 5 s of a store that times out every job write: a retry every 500 ms per job would be about
+    // 200 attempts; one shared pause that doubles at each failure (to 10 s) lets few through.
+    await cell.advance(5000);
+    expect(failures).toBeGreaterThanOrEqual(jobs.length);
+    expect(failures).toBeLessThan(3 * jobs.length);
+    expect(a.evalRetries.pauseMs).toBe(10_000);
+    failing = false;
+    await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.jobState(j.id)))).every((st) => st === 'succeeded'), 30_000);
+    expect(a.evalRetries.pauseMs).toBeLessThan(10_000);
+  });
+
   it("a dead owner's many running jobs are all taken up by the survivor, a few at a time", async () => {
     cell = new OwnerCell();
     await cell.seed(8, 8);

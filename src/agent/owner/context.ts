@@ -15,6 +15,7 @@ import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '..
 import type { CellServer, Feasibility } from '../cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../../util/turns.ts';
+import type { SharedBackoff } from '../../util/backoff.ts';
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { ProfileBookOptions } from '../../state/profiles.ts';
 
@@ -154,6 +155,8 @@ export interface OwnerContext {
   readonly adopting: Set<string>;
   /** Concurrency and backoff of this process's adoptions (adoption.ts). */
   readonly adoptions: AdoptionGate;
+  /** The pause before a failed evaluation is tried again, shared by every job of the process (evaluate.ts). */
+  readonly evalRetries: SharedBackoff;
   readonly servers: Map<string, LiveServerRecord>;
   readonly cell: Map<string, CellServer & { leftAt?: number }>;
   /** Servers named by a task but never seen registered by this process: since when. */

@@ -5,11 +5,15 @@
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
 import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
-import { errorMessage, isTarcilError } from '../../util/errors.ts';
+import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
 import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, stopTask } from './transitions.ts';
+
+/** A failed evaluation is tried again after at least this long; while the store keeps timing out the shared pause doubles up to EVAL_RETRY_MAX_MS. */
+export const EVAL_RETRY_MIN_MS = 500;
+export const EVAL_RETRY_MAX_MS = 10_000;
 
 /**
  * Queues an evaluation of the job (at most one waits behind the running one). It starts on a
@@ -25,10 +29,15 @@ export function evaluate(m: OwnerContext, o: Owned): void {
     if (o.dropped || m.closed) return;
     try {
       await evaluateNow(m, o);
+      m.evalRetries.eased();
     } catch (err) {
       if (m.closed) return;
-      m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'job evaluation failed; retrying');
-      m.later(500, () => m.evaluate(o));
+      // A store that times out is shared by every job: their retries wait out one pause that
+      // grows while the failures go on, so a loaded etcd gets fewer evaluations, not more.
+      m.evalRetries.failed(err);
+      const delay = Math.round(isTransient(err) ? m.evalRetries.delayMs() : EVAL_RETRY_MIN_MS);
+      m.o.log.warn({ job: o.id, err: errorMessage(err), delay }, 'job evaluation failed; retrying');
+      m.later(delay, () => m.evaluate(o));
     }
   });
   o.chain = p;
