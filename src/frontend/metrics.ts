@@ -134,6 +134,30 @@ export class Metrics extends MetricsEndpoint {
     this.manager = o?.manager;
     this.store = o?.store;
     if (o?.monitors) registerMonitorMetrics(this.registry, o.monitors);
+    const limit = o?.store?.inFlightLimit;
+    if (limit) {
+      new Gauge({
+        name: 'tarcil_store_requests',
+        help: "This process's requests to etcd, by state: in_flight, queued (waiting in the process for a slot), limit (slots now: it shrinks while etcd answers slowly or times out and grows back as it answers promptly)",
+        labelNames: ['state'],
+        registers: [this.registry],
+        collect() {
+          const st = limit.stats();
+          this.set({ state: 'in_flight' }, st.inFlight);
+          this.set({ state: 'queued' }, st.queued);
+          this.set({ state: 'limit' }, st.limit);
+        },
+      });
+      new Counter({
+        name: 'tarcil_store_limit_decreases_total',
+        help: 'Times the limit on requests in flight to etcd was cut because etcd answered slowly or timed out, since the process started',
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(limit.stats().decreases);
+        },
+      });
+    }
     const manager = o?.manager;
     if (!manager) return;
     const read = (name: string, help: string, value: () => number): void => {

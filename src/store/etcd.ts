@@ -5,6 +5,7 @@
  * etcd-lease.ts.
  */
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
+import { AdaptiveLimit, isOverload, type AdaptiveLimitOptions } from './adaptive-limit.ts';
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
 import { TarcilError, invalid, isTransient } from '../util/errors.ts';
 import {
@@ -92,6 +93,11 @@ export interface EtcdStoreOptions {
    */
   watchProbeMs?: number;
   watchStallMs?: number;
+  /**
+   * Requests of this process in flight to etcd (reads, writes, transactions; not keepalives or
+   * watches), adapted to how etcd answers ({@link AdaptiveLimit}); `false` turns the limit off.
+   */
+  inFlight?: Omit<AdaptiveLimitOptions, 'overloaded' | 'now'> | false;
 }
 
 /**
@@ -185,6 +191,8 @@ export class EtcdStore implements ClusterStore {
   readonly watchGuard: WatchStreamGuard;
   private readonly guardOptions: { probeMs: number; stallMs: number };
   private closed = false;
+  /** How many requests this process keeps in flight (undefined: no limit). */
+  readonly inFlightLimit: AdaptiveLimit | undefined;
 
   constructor(opts: EtcdStoreOptions) {
     if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) {
@@ -201,6 +209,10 @@ export class EtcdStore implements ClusterStore {
     const requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (!Number.isFinite(requestTimeoutMs) || requestTimeoutMs <= 0) throw invalid('store.requestTimeoutMs', 'must be a positive number of milliseconds');
     this.requestTimeoutMs = requestTimeoutMs;
+    this.inFlightLimit =
+      opts.inFlight === false
+        ? undefined
+        : new AdaptiveLimit({ slowMs: Math.min(1000, requestTimeoutMs / 2), ...opts.inFlight, overloaded: (e) => isOverload(toTarcil(e, 'etcd')) });
 
     const options: IOptions = {
       hosts: [...this.endpoints],
@@ -509,7 +521,7 @@ export class EtcdStore implements ClusterStore {
    */
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
-      return await unlessSent(this.unsentAttempts, fn, () => this.closed);
+      return await unlessSent(this.unsentAttempts, () => this.limited(fn), () => this.closed);
     } catch (err) {
       throw toTarcil(err, what);
     }
@@ -519,11 +531,15 @@ export class EtcdStore implements ClusterStore {
    * An idempotent read: tried again (another endpoint, or a leader elected meanwhile) after
    * UNAVAILABLE or DEADLINE_EXCEEDED, max(2, endpoints) attempts in all.
    */
+  private limited<T>(fn: () => Promise<T>): Promise<T> {
+    return this.inFlightLimit ? this.inFlightLimit.run(fn) : fn();
+  }
+
   private async read<T>(what: string, fn: () => Promise<T>): Promise<T> {
     let first: TarcilError | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await fn();
+        return await this.limited(fn);
       } catch (err) {
         // A retry refused by a circuit the first failure opened says less than that failure.
         const e = first && isBrokenCircuitError(err) ? first : toTarcil(err, what);

@@ -48,6 +48,17 @@ async function until(what: string, f: () => Promise<boolean>): Promise<void> {
   }
 }
 
+describe("the front-end's requests to etcd", () => {
+  it('are exported with the adaptive limit on them: in flight, queued and the limit', async () => {
+    const body = (await get(sched.metricsPort, '/metrics')).body;
+    const value = (state: string): number => Number(new RegExp(`^tarcil_store_requests\\{state="${state}"\\} (\\S+)$`, 'm').exec(body)?.[1]);
+    expect(value('limit')).toBeGreaterThanOrEqual(4);
+    expect(value('in_flight')).toBeGreaterThanOrEqual(0);
+    expect(value('queued')).toBe(0);
+    expect(body).toMatch(/^tarcil_store_limit_decreases_total \d+$/m);
+  });
+});
+
 describe('/readyz with the store down', () => {
   it('answers 503 naming the store while etcd is stopped, 200 before and after; /healthz stays 200', async () => {
     for (const port of [sched.metricsPort, mon.metricsPort]) {

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { AdaptiveLimit } from '../../src/store/adaptive-limit.ts';
+import { TarcilError } from '../../src/util/errors.ts';
+
+/** A request that answers when the test says so. */
+function pending(): { p: Promise<void>; answer: () => void; fail: (e: unknown) => void } {
+  let answer!: () => void;
+  let fail!: (e: unknown) => void;
+  const p = new Promise<void>((res, rej) => {
+    answer = res;
+    fail = rej;
+  });
+  return { p, answer, fail };
+}
+
+const turns = async (n = 5): Promise<void> => {
+  for (let i = 0; i < n; i++) await Promise.resolve();
+};
+
+describe('AdaptiveLimit', () => {
+  it('keeps at most `limit` requests in flight and lets the waiting ones through in order', async () => {
+    const lim = new AdaptiveLimit({ initial: 3, min: 1, max: 3 });
+    const reqs = Array.from({ length: 7 }, () => pending());
+    const started: number[] = [];
+    const runs = reqs.map((r, i) =>
+      lim.run(async () => {
+        started.push(i);
+        await r.p;
+      }),
+    );
+    await turns();
+    expect(started).toEqual([0, 1, 2]);
+    expect(lim.stats()).toMatchObject({ inFlight: 3, queued: 4 });
+    reqs[1]!.answer();
+    await turns();
+    expect(started).toEqual([0, 1, 2, 3]);
+    for (const r of reqs) r.answer();
+    await Promise.all(runs);
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(lim.stats()).toMatchObject({ inFlight: 0, queued: 0 });
+  });
+
+  it('cuts the limit on slow answers, once per slow window, and grows it back on prompt ones', async () => {
+    let now = 0;
+    const lim = new AdaptiveLimit({ initial: 40, min: 4, max: 64, slowMs: 1000, decrease: 0.5, now: () => now });
+    const slow = async (): Promise<void> => {
+      now += 1500;
+    };
+    // A burst of slow answers within one window counts once.
+    await Promise.all([lim.run(slow), lim.run(async () => undefined)]);
+    expect(lim.limit).toBe(20);
+    await lim.run(async () => {
+      now += 1200;
+    });
+    expect(lim.limit).toBe(10);
+    for (let i = 0; i < 6; i++) await lim.run(slow);
+    expect(lim.limit).toBe(4); // never below min
+    const cuts = lim.stats().decreases;
+    // Prompt answers: about one more slot per `limit` answers.
+    for (let i = 0; i < 200; i++) await lim.run(async () => undefined);
+    expect(lim.limit).toBeGreaterThan(15);
+    expect(lim.limit).toBeLessThan(25);
+    expect(lim.stats().decreases).toBe(cuts);
+  });
+
+  it('a timeout cuts the limit; a refusal or an unreachable store does not', async () => {
+    let now = 0;
+    const lim = new AdaptiveLimit({ initial: 16, slowMs: 1000, now: () => now });
+    const failWith = (e: unknown) => lim.run(() => Promise.reject(e)).catch(() => undefined);
+    await failWith(new TarcilError('INVALID_ARGUMENT', 'bad key'));
+    await failWith(new TarcilError('UNAVAILABLE', 'connect ECONNREFUSED'));
+    expect(lim.stats().decreases).toBe(0);
+    await failWith(new TarcilError('DEADLINE_EXCEEDED', 'deadline exceeded after 2 s'));
+    expect(lim.stats().decreases).toBe(1);
+    now += 2000;
+    await failWith(new TarcilError('UNAVAILABLE', 'etcdserver: request timed out, waiting for the applied index took too long'));
+    expect(lim.stats().decreases).toBe(2);
+    expect(lim.limit).toBeLessThan(16);
+  });
+});
