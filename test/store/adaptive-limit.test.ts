@@ -43,21 +43,24 @@ describe('AdaptiveLimit', () => {
   it('cuts the limit on slow answers, once per slow window, and grows it back on prompt ones', async () => {
     let now = 0;
     const lim = new AdaptiveLimit({ initial: 40, min: 4, max: 64, slowMs: 1000, decrease: 0.5, now: () => now });
-    const slow = async (): Promise<void> => {
+    const slow = (): Promise<void> => {
       now += 1500;
+      return Promise.resolve();
     };
+    const prompt = (): Promise<void> => Promise.resolve();
     // A burst of slow answers within one window counts once.
-    await Promise.all([lim.run(slow), lim.run(async () => undefined)]);
+    await Promise.all([lim.run(slow), lim.run(prompt)]);
     expect(lim.limit).toBe(20);
-    await lim.run(async () => {
+    await lim.run(() => {
       now += 1200;
+      return Promise.resolve();
     });
     expect(lim.limit).toBe(10);
     for (let i = 0; i < 6; i++) await lim.run(slow);
     expect(lim.limit).toBe(4); // never below min
     const cuts = lim.stats().decreases;
     // Prompt answers: about one more slot per `limit` answers.
-    for (let i = 0; i < 200; i++) await lim.run(async () => undefined);
+    for (let i = 0; i < 200; i++) await lim.run(prompt);
     expect(lim.limit).toBeGreaterThan(15);
     expect(lim.limit).toBeLessThan(25);
     expect(lim.stats().decreases).toBe(cuts);
@@ -66,7 +69,7 @@ describe('AdaptiveLimit', () => {
   it('a timeout cuts the limit; a refusal or an unreachable store does not', async () => {
     let now = 0;
     const lim = new AdaptiveLimit({ initial: 16, slowMs: 1000, now: () => now });
-    const failWith = (e: unknown) => lim.run(() => Promise.reject(e)).catch(() => undefined);
+    const failWith = (e: Error) => lim.run(() => Promise.reject(e)).catch(() => undefined);
     await failWith(new TarcilError('INVALID_ARGUMENT', 'bad key'));
     await failWith(new TarcilError('UNAVAILABLE', 'connect ECONNREFUSED'));
     expect(lim.stats().decreases).toBe(0);
