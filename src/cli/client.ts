@@ -19,7 +19,6 @@ import { fmtRetain } from '../state/retention.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { EXIT, type ExitCode } from './exit-codes.ts';
 import { nodeNotes } from './node-commands.ts';
-import { loadCatalog } from '../model/catalog.ts';
 import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
 
 export interface ClientFlags {
@@ -248,7 +247,7 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
   try {
     const p = await unary<ProfileEstimate__Output>(o, (opts, cb) => c.GetProfile({ name }, opts, cb));
     if (o.json) return out(JSON.stringify(p, null, 2));
-    const names = loadCatalog().resources;
+    const names = (await import('../model/catalog.ts')).loadCatalog().resources;
     const lines = [`profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`];
     lines.push(
       p.used

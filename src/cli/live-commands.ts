@@ -3,8 +3,8 @@
  * flags.
  */
 import { type Command, Option } from 'commander';
-import { AGENT_OPTION_NAMES } from '../agent/config.ts';
-import { CLIENT_DEFAULTS, DEFAULT_PORT, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { AGENT_OPTION_NAMES } from '../agent/defaults.ts';
+import { CLIENT_DEFAULTS, DEFAULT_DRAIN_DEADLINE_MS, DEFAULT_PORT, FRONTEND_LIMITS, MAX_DRAIN_DEADLINE_MS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
   DEFAULT_EXECUTOR,
@@ -22,8 +22,8 @@ import { EXIT } from './exit-codes.ts';
 import type { ClientFlags } from './client.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
+import type { LogsFlags, NodeFlags } from './node-commands.ts';
 
-import { registerNodeCommands } from './node-commands.ts';
 
 const L = FRONTEND_LIMITS;
 
@@ -228,4 +228,33 @@ export function registerLiveCommands(program: Command): void {
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
     .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
+}
+
+/** Registers `node` and `logs`; `clientOptions` adds the client flags every client command has. */
+function registerNodeCommands(program: Command, clientOptions: (c: Command) => Command): void {
+  const node = program.command('node').description('cordon, drain or uncordon a node (as kubectl cordon/drain, nomad node drain)');
+  const common = (c: Command): Command =>
+    clientOptions(c)
+      .option('--reason <text>', 'why: shown by tarcil cluster and explain')
+      .option('--json', 'machine-readable output: the server as it is now', false);
+  common(node.command('cordon <server>').description('no new placements on the node; what runs there goes on'))
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('cordon', id, o));
+  common(node.command('uncordon <server>').description('the node takes new placements again (ends a cordon or a drain)'))
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('uncordon', id, o));
+  common(node.command('drain <server>').description('cordon the node; its tasks finish, or at the deadline are stopped and placed elsewhere by their jobs'))
+    .addOption(
+      new Option('--deadline <duration>', 'how long running tasks may take to finish before they are stopped and placed elsewhere (0: at once)')
+        .argParser(duration('--deadline', { min: 0, max: MAX_DRAIN_DEADLINE_MS }))
+        .default(DEFAULT_DRAIN_DEADLINE_MS, fmtMs(DEFAULT_DRAIN_DEADLINE_MS)),
+    )
+    .option('--wait', 'wait until no task runs on the node', false)
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('drain', id, o));
+
+  clientOptions(program.command('logs <job-id> [task]').description("a task's stdout and stderr (task 0 unless given), from the node its latest attempt ran on"))
+    .option('-f, --follow', 'keep streaming while the attempt runs', false)
+    .option('--node <host:port>', "read from this node's monitor (its NodeMonitor address) directly instead of through the front-end")
+    .action(async (job: string, task: string | undefined, o: LogsFlags) => {
+      const { logsCommand, taskArg } = await import('./node-commands.ts');
+      await logsCommand(job, taskArg(task), o);
+    });
 }
