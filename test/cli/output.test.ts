@@ -165,7 +165,7 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
 
   it('writes no ANSI escape to a pipe, nor with NO_COLOR or --no-color', async () => {
     for (const args of [['cluster'], ['cluster', '--servers'], ['jobs'], ['status', jobId]]) {
-      for (const extra of [{ args: [], env: {} }, { args: ['--no-color'], env: {} }, { args: [], env: { NO_COLOR: '1', FORCE_COLOR: '1' } }]) {
+      for (const extra of [{ args: [], env: {} }, { args: ['--no-color'], env: {} }, { args: [], env: { NO_COLOR: '1', FORCE_COLOR: '1' } }] as { args: string[]; env: Record<string, string> }[]) {
         const r = await run([...args, ...extra.args, '--server', server], { env: extra.env });
         expect(r.code, args.join(' ')).toBe(EXIT.OK);
         expect(r.out, args.join(' ')).not.toMatch(ANSI);

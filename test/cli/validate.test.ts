@@ -90,7 +90,7 @@ describe('colour', () => {
 
   it('a table written to a pipe carries no ANSI escape, with or without NO_COLOR and --no-color', () => {
     for (const extra of [[], ['--no-color']]) {
-      for (const env of [{}, { NO_COLOR: '1' }, { FORCE_COLOR: '1' }]) {
+      for (const env of [{}, { NO_COLOR: '1' }, { FORCE_COLOR: '1' }] as Record<string, string>[]) {
         const r = tarcil(['profile', 'spark-lr', '--cluster', 'demo', ...extra], { env });
         expect(r.code).toBe(EXIT.OK);
         expect(r.out).toMatch(/bucket/);
