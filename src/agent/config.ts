@@ -2,56 +2,15 @@
  * The agent's options in one place: every knob of the scheduling agent and the attempt loop,
  * its default, and its validation (a bad value is refused with the field and the rule). The
  * live agents, the simulator's tarcil policy and the CLI's `--agent key=value` flags read them
- * from here.
+ * from here. The defaults themselves are in defaults.ts, which loads no validation library: the
+ * command line reads them for its help without loading zod.
  */
 import { z } from 'zod';
-import { DEFAULT_BUCKETS } from '../admission/index.ts';
 import { toIssues } from '../model/schema.ts';
 import { invalid } from '../util/errors.ts';
-import { DEFAULT_CORE_CONFIG, type CoreConfig } from './core.ts';
+import { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig } from './defaults.ts';
 
-export type ConflictScope = 'ru' | 'server';
-
-export interface AgentConfig extends CoreConfig {
-  conflictScope: ConflictScope;
-  /** Commit attempts for one chunk before the job goes back to admission. */
-  maxRetries: number;
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  /** Admission buckets and history (paper: 20 buckets, 2 h). */
-  buckets: number;
-  historyWindowMs: number;
-  /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
-  recheckMs: number;
-  /** Claim and reschedule preempted tasks from the durable queue. */
-  consumeQueue: boolean;
-  /**
-   * Write the job record (state 'placed') with the last placement. Off when a job owner
-   * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
-   */
-  recordJob: boolean;
-  /**
-   * Group commit: the most commit requests this agent keeps in flight. Jobs that become ready
-   * while every slot is busy are decided when a slot frees up and leave together, in one request
-   * of nested transactions (see store/group-commit.ts). 0 sends one transaction per decision, at
-   * once, however many are in flight.
-   */
-  groupCommit: number;
-}
-
-export const DEFAULT_AGENT_CONFIG: AgentConfig = {
-  ...DEFAULT_CORE_CONFIG,
-  conflictScope: 'ru',
-  maxRetries: 6,
-  backoffBaseMs: 1,
-  backoffMaxMs: 100,
-  buckets: DEFAULT_BUCKETS,
-  historyWindowMs: 2 * 3600_000,
-  recheckMs: 1000,
-  consumeQueue: true,
-  recordJob: true,
-  groupCommit: 2,
-};
+export { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig, type ConflictScope } from './defaults.ts';
 
 const int = (lo: number, hi: number) => z.number({ error: `must be an integer in [${lo}, ${hi}]` }).int(`must be an integer in [${lo}, ${hi}]`).min(lo, `must be an integer in [${lo}, ${hi}]`).max(hi, `must be an integer in [${lo}, ${hi}]`);
 const bool = z.boolean({ error: 'must be true or false' });
@@ -85,15 +44,6 @@ const SCHEMA = z
   .strict()
   .refine((c) => c.minR <= c.capR, { message: 'must not exceed capR', path: ['minR'] })
   .refine((c) => c.backoffBaseMs <= c.backoffMaxMs, { message: 'must not exceed backoffMaxMs', path: ['backoffBaseMs'] });
-
-/**
- * The options a user may set (help texts, `--agent`): all but recordJob and consumeQueue, which a
- * job owner sets itself (it keeps the job record and claims its own preempted tasks).
- */
-export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG)
-  .concat('fixedR')
-  .filter((k) => k !== 'recordJob' && k !== 'consumeQueue')
-  .sort();
 
 /** Defaults overlaid with `over`, validated: throws INVALID_ARGUMENT naming the first bad field. */
 export function agentConfig(over: Partial<AgentConfig> = {}): AgentConfig {

@@ -3,72 +3,17 @@
  * batch sampling and selection, pure over its inputs.
  */
 import type { AdmissionState, AdmissionVerdict, PreparedContention } from '../admission/index.ts';
-import { DEFAULT_PRIORITY, type JobSpec } from '../model/types.ts';
-import { contention, type JobTarget, type QualityForm } from '../quality/index.ts';
+import type { JobSpec } from '../model/types.ts';
+import { contention, type JobTarget } from '../quality/index.ts';
 import { selectPlacements, type SelectionResult } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
 import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Rng } from '../util/rng.ts';
+import type { CoreConfig } from './defaults.ts';
 
-/**
- * The scheduling decision without the commit: admission → size → sample/score/select. Pure over
- * its inputs (cluster view, admission counters, Rng), so the live agents and the simulator run
- * exactly this code.
- */
-export interface CoreConfig {
-  /** Acceptable probability that no acceptable RU is among the R samples (§3.3). */
-  failProb: number;
-  minR: number;
-  capR: number;
-  /** Fixed sample size (benchmarks of R); adaptive sizing when undefined. */
-  fixedR?: number;
-  qualityForm: QualityForm;
-  platformWeight: number;
-  /** Admission control on (queue when acceptable RUs are scarce). */
-  admission: boolean;
-  /** Jobs with priority above this bypass the admission queue and may preempt. */
-  bypassAbove: number;
-  preemption: boolean;
-  /**
-   * Free RUs sampled and scored when the buckets would hold a job (0: the buckets decide alone).
-   * The buckets judge by mean contention, and a bucket that mixes good and bad RUs can fail a
-   * job that a sample places well at once; the sample admits it when a 95% lower bound on the
-   * acceptable free RUs covers what the buckets wanted (see sampling/probe.ts).
-   */
-  arbiterSample: number;
-  /**
-   * What ends an admission wait early. 'own-bound': a job whose median wait for acceptable RUs is
-   * longer than what is left of its own queue bound (`maxQueueMs`) is placed at once at best effort,
-   * since it would most likely reach the bound and be placed at best effort then anyway. 'paper':
-   * the paper's rule alone (§4): queue while the estimate is under the statistical bound kμ + 2√k·σ,
-   * until the job's bound runs out.
-   */
-  admissionRule: AdmissionRule;
-  /**
-   * Two-sided quality: an RU is also judged by what the newcomer's caused pressure does to the
-   * tasks already on its server, each against its own tolerance (src/quality twoSided). Off: the
-   * paper's one-sided Q, the reference.
-   */
-  twoSided: boolean;
-}
-
-export type AdmissionRule = 'own-bound' | 'paper';
-
-export const DEFAULT_CORE_CONFIG: CoreConfig = {
-  failProb: 0.01,
-  minR: 8,
-  capR: 32,
-  qualityForm: 'monotone',
-  platformWeight: 1,
-  admission: true,
-  bypassAbove: DEFAULT_PRIORITY,
-  preemption: true,
-  arbiterSample: 64,
-  admissionRule: 'own-bound',
-  twoSided: false,
-};
+export { DEFAULT_CORE_CONFIG, type AdmissionRule, type CoreConfig } from './defaults.ts';
 
 export interface CoreContext {
   state: ClusterState;

@@ -6,6 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Table from 'cli-table3';
+import { tableStyle } from './color.ts';
 import { renderSvg } from '../sim/charts.ts';
 import { EXPERIMENT_NAMES, EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
 import { setWarmup } from '../sim/run.ts';
@@ -81,7 +82,7 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   });
   if (tty) progress('\n');
   for (const t of res.tables) {
-    const table = new Table({ head: t.head });
+    const table = new Table({ style: tableStyle(), head: t.head });
     for (const r of t.rows) table.push(r.map(String));
     write(`${t.title}\n${table.toString()}\n`);
   }

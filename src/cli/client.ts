@@ -1,25 +1,29 @@
 /**
  * The client commands (submit, status, jobs, cluster, explain, cancel): calls to a front-end's
- * Scheduler service and their output. They load the gRPC client and nothing of the daemons.
+ * Scheduler service and their output: a table, `-o wide`, or the message as JSON or YAML
+ * (output.ts), once or under `--watch` (watch.ts). They load the gRPC client and nothing of the daemons.
  */
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { attemptLines } from '../frontend/convert.ts';
 import { schedulerClient } from '../frontend/client.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
 import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
+import type { JobEvent__Output } from '../frontend/gen/tarcil/v1/JobEvent.ts';
 import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
 import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
-import { invalid, TarcilError } from '../util/errors.ts';
+import { TarcilError } from '../util/errors.ts';
+import { readSpec } from './spec-file.ts';
 import { EXIT, type ExitCode } from './exit-codes.ts';
-import { nodeNotes } from './node-commands.ts';
-import { loadCatalog } from '../model/catalog.ts';
+import { tableStyle } from './color.ts';
+import { clusterSummary, filterServers, serverList, type ServerFilter } from './cluster-view.ts';
+import { formatOf, isDocument, renderMessage, type MessageName, type OutputFormat } from './output.ts';
+import { interrupted, poll } from './watch.ts';
 import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
 
 export interface ClientFlags {
@@ -59,20 +63,7 @@ function line(j: Job__Output): string {
   return `${j.id}  ${j.name}  ${j.state}  [${counts}]${j.rescheduled ? `  rescheduled ${j.rescheduled}` : ''}${why}`;
 }
 
-const TABLE_STYLE = process.stdout.isTTY ? {} : { head: [], border: [] };
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
-
-/** The job spec's text: the file, or stdin for `-`. */
-function readSpec(file: string): string {
-  const stdin = file === '-';
-  if (stdin && process.stdin.isTTY) process.stderr.write('reading the job spec from stdin (end it with Ctrl-D)\n');
-  try {
-    return readFileSync(stdin ? 0 : file, 'utf8');
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw invalid('<spec.json>', `cannot read ${stdin ? 'stdin' : `'${file}'`} (${err.code ?? err.message})`);
-  }
-}
 
 /**
  * `tarcil submit`: the exit code is EXIT.OK once the job is accepted; with --wait, EXIT.OK if it
@@ -142,6 +133,7 @@ export async function submitWithRetry(
   }
 }
 
+const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_RESOURCE_EXHAUSTED = 8;
 const GRPC_UNAVAILABLE = 14;
@@ -150,82 +142,206 @@ function isServiceError(e: unknown): e is grpc.ServiceError {
   return e instanceof Error && typeof (e as Partial<grpc.ServiceError>).code === 'number';
 }
 
-export async function statusCommand(id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }, out: (s: string) => void): Promise<void> {
+/** The output flags of status, jobs, cluster and explain. */
+export interface OutputFlags {
+  /** `-o`: json, yaml or wide (the table when unset). */
+  output?: OutputFormat;
+  /** The older spelling of `-o json`. */
+  json?: boolean;
+  /** `-w`: the answer, then its changes until Ctrl-C. */
+  watch?: boolean;
+  /** With --watch where the API has no stream: how often to ask, ms. */
+  interval?: number;
+}
+
+const DEFAULT_INTERVAL_MS = 1000;
+
+/** A document for -o json|yaml; under --watch JSON on one line and YAML after a `---`. */
+async function doc(fmt: 'json' | 'yaml', name: MessageName, m: object, watching: boolean): Promise<string> {
+  const text = await renderMessage(fmt, name, m, { line: watching });
+  return watching && fmt === 'yaml' ? `---\n${text}` : text;
+}
+
+const hms = (ms: number): string => (ms > 0 ? new Date(ms).toISOString().slice(11, 19) : '');
+
+function statusLines(id: string, j: Job__Output, wide: boolean): string[] {
+  const lines = [line(j), `  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`];
+  const t = new Table({ style: tableStyle(), head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message', ...(wide ? ['placed', 'started', 'ended', 'log'] : [])] });
+  for (const x of j.taskList) {
+    const ran = x.startedAtMs && x.endedAtMs ? String(Math.round(x.endedAtMs - x.startedAtMs)) : '';
+    const msg = wide ? x.message : (x.message || x.logPath).slice(0, 60);
+    t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', msg, ...(wide ? [hms(x.placedAtMs), hms(x.startedAtMs), hms(x.endedAtMs), x.logPath] : [])]);
+  }
+  lines.push(t.toString());
+  // tasks_omitted counts every record not on this page, below it (--tasks-from) and after it.
+  if (j.nextTaskFrom > 0) lines.push(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
+  else if (j.tasksOmitted > 0) lines.push(`  ${j.tasksOmitted} task(s) with a record before this page not listed`);
+  const again = j.taskList.filter((x) => x.previous.length > 0);
+  if (again.length > 0) {
+    lines.push(`  placed more than once: ${again.length} task(s)`);
+    for (const x of again) for (const l of attemptLines(x)) lines.push(`  ${l}`);
+  }
+  for (const r of j.loadReports) lines.push(`  load report: task ${r.task} on ${r.server} runs at ${(r.rate * 100).toFixed(0)}% of its expected rate`);
+  return lines;
+}
+
+export async function statusCommand(id: string, o: ClientFlags & OutputFlags & { tasksFrom?: number }, out: (s: string) => void): Promise<void> {
+  const fmt = formatOf(o);
   const c = client(o);
   try {
+    if (o.watch) return await watchJob(c, id, o, fmt, out);
     const j = await unary<Job__Output>(o, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
-    if (o.json) {
-      out(JSON.stringify(j, null, 2));
+    if (isDocument(fmt)) return out(await doc(fmt, 'Job', j, false));
+    for (const l of statusLines(id, j, fmt === 'wide')) out(l);
+  } finally {
+    c.close();
+  }
+}
+
+/**
+ * `status --watch`: the job's WatchJob stream. A table prints the job's line and each task that
+ * changed; -o json|yaml prints each JobEvent (the job's summary, the tasks that changed, the
+ * store revision). Ends when the job ends (the stream's end), or on Ctrl-C.
+ */
+function watchJob(c: SchedulerClient, id: string, o: ClientFlags, fmt: OutputFormat, out: (s: string) => void): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const stream = c.WatchJob({ jobId: id });
+    const stop = interrupted();
+    void stop.promise.then(() => {
+      stream.cancel();
+      resolve();
+    });
+    let chain = Promise.resolve();
+    let lastLine = '';
+    stream.on('data', (ev: JobEvent__Output) => {
+      chain = chain.then(async () => {
+        if (isDocument(fmt)) return out(await doc(fmt, 'JobEvent', ev, true));
+        const l = ev.job ? line(ev.job) : '';
+        if (l && l !== lastLine) out(`${hms(Date.now())}  ${(lastLine = l)}`);
+        for (const x of ev.tasks) out(`${hms(Date.now())}    task ${x.index} ${x.state}${x.ru ? ` on ${x.ru.server}/${x.ru.index}` : ''}${x.attempt > 1 ? ` (attempt ${x.attempt})` : ''}${x.message ? `  — ${x.message}` : ''}`);
+      });
+    });
+    stream.on('error', (err: grpc.ServiceError) => {
+      stop.stop();
+      if (Number(err.code) === GRPC_CANCELLED) resolve(); // cancelled by Ctrl-C
+      else reject(fromGrpc(err, o.server));
+    });
+    stream.on('end', () => {
+      stop.stop();
+      void chain.then(() => resolve(), reject);
+    });
+  });
+}
+
+function jobRow(j: Job__Output, wide: boolean): (string | number)[] {
+  const counts = Object.entries(j.taskStates)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(', ');
+  const row: (string | number)[] = [j.id, j.name, j.state, counts || String(j.tasks), j.profile, hms(j.submittedAtMs)];
+  return wide ? [...row, j.priority, j.mode, j.owner, hms(j.finishedAtMs), j.rescheduled, j.message.slice(0, 80)] : row;
+}
+
+const JOB_HEAD = ['id', 'name', 'state', 'tasks', 'profile', 'submitted'];
+const JOB_WIDE_HEAD = ['priority', 'mode', 'owner', 'finished', 'rescheduled', 'message'];
+
+/** What tells one state of a listed job from another (under --watch). */
+const jobKey = (j: Job__Output): string => JSON.stringify([j.state, j.taskStates, j.message, j.rescheduled, j.owner, j.finishedAtMs]);
+
+export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number }, out: (s: string) => void): Promise<void> {
+  const fmt = formatOf(o);
+  const wide = fmt === 'wide';
+  const c = client(o);
+  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
+  try {
+    if (!o.watch) {
+      const res = await list();
+      if (isDocument(fmt)) return out(await doc(fmt, 'ListJobsResponse', res, false));
+      const t = new Table({ style: tableStyle(), head: [...JOB_HEAD, ...(wide ? JOB_WIDE_HEAD : [])] });
+      for (const j of res.jobs) t.push(jobRow(j, wide));
+      out(res.jobs.length === 0 ? 'no jobs' : t.toString());
+      if (res.retainMs > 0) out(`(finished jobs are deleted ${fmtRetain(res.retainMs)} after they end)`);
       return;
     }
-    out(line(j));
-    out(`  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`);
-    const t = new Table({ style: TABLE_STYLE, head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message'] });
-    for (const x of j.taskList) {
-      const ran = x.startedAtMs && x.endedAtMs ? String(Math.round(x.endedAtMs - x.startedAtMs)) : '';
-      t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', (x.message || x.logPath).slice(0, 60)]);
-    }
-    out(t.toString());
-    // tasks_omitted counts every record not on this page, below it (--tasks-from) and after it.
-    if (j.nextTaskFrom > 0) out(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
-    else if (j.tasksOmitted > 0) out(`  ${j.tasksOmitted} task(s) with a record before this page not listed`);
-    const again = j.taskList.filter((x) => x.previous.length > 0);
-    if (again.length > 0) {
-      out(`  placed more than once: ${again.length} task(s)`);
-      for (const x of again) for (const l of attemptLines(x)) out(`  ${l}`);
-    }
-    for (const r of j.loadReports) out(`  load report: task ${r.task} on ${r.server} runs at ${(r.rate * 100).toFixed(0)}% of its expected rate`);
+    // --watch: the list, then a row (a Job document) for each job that appears or changes.
+    const seen = new Map<string, string>();
+    await poll(
+      list,
+      async (res, first) => {
+        const changed = [...res.jobs].reverse().filter((j) => seen.get(j.id) !== jobKey(j));
+        for (const j of changed) seen.set(j.id, jobKey(j));
+        if (isDocument(fmt)) {
+          for (const j of changed) out(await doc(fmt, 'Job', j, true));
+          return;
+        }
+        const t = new Table({ style: first ? tableStyle() : { head: [], border: [] }, ...(first ? { head: [...JOB_HEAD, ...(wide ? JOB_WIDE_HEAD : [])] } : { chars: NO_BORDER }) });
+        for (const j of first ? res.jobs : changed) t.push(jobRow(j, wide));
+        if (first && res.jobs.length === 0) out('no jobs (watching)');
+        else if (t.length > 0) out(t.toString());
+      },
+      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (res) => JSON.stringify(res.jobs.map((j) => [j.id, jobKey(j)])) },
+    );
   } finally {
     c.close();
   }
 }
 
-export async function jobsCommand(o: ClientFlags & { state?: string[]; limit: number }, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const res = await unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
-    const t = new Table({ style: TABLE_STYLE, head: ['id', 'name', 'state', 'tasks', 'profile', 'submitted'] });
-    for (const j of res.jobs) {
-      const counts = Object.entries(j.taskStates)
-        .map(([k, v]) => `${v} ${k}`)
-        .join(', ');
-      t.push([j.id, j.name, j.state, counts || String(j.tasks), j.profile, new Date(j.submittedAtMs).toISOString().slice(11, 19)]);
-    }
-    out(res.jobs.length === 0 ? 'no jobs' : t.toString());
-    if (res.retainMs > 0) out(`(finished jobs are deleted ${fmtRetain(res.retainMs)} after they end)`);
-  } finally {
-    c.close();
-  }
+/** cli-table3 without borders: the rows printed under a table already shown (jobs --watch). */
+const NO_BORDER = { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: ' ', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' };
+
+export interface ClusterFlags extends ClientFlags, OutputFlags, ServerFilter {
+  /** List the servers (filtered, limited) instead of the summary. */
+  servers?: boolean;
 }
 
-export async function clusterCommand(o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
+export async function clusterCommand(o: ClusterFlags, out: (s: string) => void): Promise<void> {
+  const fmt = formatOf(o);
   const c = client(o);
+  const get = (): Promise<Cluster__Output> => unary<Cluster__Output>(o, (opts, cb) => c.GetCluster({}, opts, cb));
+  // Documents carry the servers the filter passes (all of them without a filter or a limit).
+  const view = (cl: Cluster__Output): Cluster__Output => ({ ...cl, servers: filterServers(cl.servers, o).servers });
+  const text = (cl: Cluster__Output): string[] => (o.servers ? serverList(cl, o, fmt === 'wide') : clusterSummary(cl, fmt === 'wide'));
   try {
-    const cl = await unary<Cluster__Output>(o, (opts, cb) => c.GetCluster({}, opts, cb));
-    if (o.json) {
-      out(JSON.stringify(cl, null, 2));
+    if (!o.watch) {
+      const cl = await get();
+      if (isDocument(fmt)) return out(await doc(fmt, 'Cluster', view(cl), false));
+      for (const l of text(cl)) out(l);
       return;
     }
-    const t = new Table({ style: TABLE_STYLE, head: ['server', 'platform', 'rack', 'state', 'free', 'busy', 'RUs (. free, # busy, r reserved, x down)'] });
-    for (const s of cl.servers) {
-      const map = s.rus.map((r) => (r.state === 'free' ? '.' : r.state === 'busy' ? '#' : r.state === 'reserved' ? 'r' : 'x')).join('');
-      t.push([s.id, s.platform, s.rack, s.state, s.free, s.busy, map]);
-    }
-    out(t.toString());
-    out(`${cl.servers.length} servers, ${cl.rus} RUs: ${cl.free} free, ${cl.busy} busy, ${cl.down} down; ${cl.activeJobs} active jobs, ${cl.queuedJobs} waiting`);
-    for (const l of nodeNotes(cl.servers)) out(l);
-    const b = cl.buckets.filter((x) => x.rus > 0);
-    if (b.length > 0) out(`admission buckets (free/RUs): ${b.map((x) => `#${x.id} ${x.free}/${x.rus}`).join('  ')}`);
+    await poll(
+      get,
+      async (cl, first) => {
+        if (isDocument(fmt)) return out(await doc(fmt, 'Cluster', view(cl), true));
+        if (!first) out('');
+        out(`— ${hms(Date.now())}`);
+        for (const l of text(cl)) out(l);
+      },
+      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (cl) => (isDocument(fmt) ? JSON.stringify(view(cl)) : text(cl).join('\n')) },
+    );
   } finally {
     c.close();
   }
 }
 
-export async function explainCommand(id: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
+export async function explainCommand(id: string, o: ClientFlags & OutputFlags, out: (s: string) => void): Promise<void> {
+  const fmt = formatOf(o);
   const c = client(o);
+  const get = (): Promise<Explanation__Output> => unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
   try {
-    const e = await unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
-    out(o.json ? JSON.stringify(e, null, 2) : e.text);
+    if (!o.watch) {
+      const e = await get();
+      return out(isDocument(fmt) ? await doc(fmt, 'Explanation', e, false) : e.text);
+    }
+    // --watch: again whenever the account changes, until the job has ended and nothing is in progress.
+    await poll(
+      get,
+      async (e, first) => {
+        if (isDocument(fmt)) return out(await doc(fmt, 'Explanation', e, true));
+        if (!first) out('');
+        out(`— ${hms(Date.now())}`);
+        out(e.text);
+      },
+      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (e) => JSON.stringify(e), done: (e) => FINAL.has(e.state) && !e.inProgress },
+    );
   } finally {
     c.close();
   }
@@ -248,14 +364,14 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
   try {
     const p = await unary<ProfileEstimate__Output>(o, (opts, cb) => c.GetProfile({ name }, opts, cb));
     if (o.json) return out(JSON.stringify(p, null, 2));
-    const names = loadCatalog().resources;
+    const names = (await import('../model/catalog.ts')).loadCatalog().resources;
     const lines = [`profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`];
     lines.push(
       p.used
         ? `new jobs of this class are scheduled with the learned vector (it rests on at least ${p.minObservations} observations)`
         : `new jobs of this class are scheduled with the declared vector (${p.observations < p.minObservations ? `the learned one is used from ${p.minObservations} observations on` : 'this front-end does not use learned profiles'})`,
     );
-    const t = new Table({ style: TABLE_STYLE, head: ['resource', 'declared', 'learned', 'change'] });
+    const t = new Table({ style: tableStyle(), head: ['resource', 'declared', 'learned', 'change'] });
     p.declared.forEach((d, i) => {
       const l = p.learned[i];
       t.push([names[i]?.id ?? String(i), d.toFixed(0), l === undefined ? '-' : l.toFixed(1), l === undefined ? '' : `${l - d >= 0 ? '+' : ''}${(l - d).toFixed(1)}`]);

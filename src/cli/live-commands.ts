@@ -3,8 +3,8 @@
  * flags.
  */
 import { type Command, Option } from 'commander';
-import { AGENT_OPTION_NAMES } from '../agent/config.ts';
-import { CLIENT_DEFAULTS, DEFAULT_PORT, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
+import { AGENT_OPTION_NAMES } from '../agent/defaults.ts';
+import { CLIENT_DEFAULTS, DEFAULT_DRAIN_DEADLINE_MS, DEFAULT_PORT, FRONTEND_LIMITS, MAX_DRAIN_DEADLINE_MS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
   DEFAULT_EXECUTOR,
@@ -19,11 +19,12 @@ import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
-import type { ClientFlags } from './client.ts';
+import type { ClientFlags, ClusterFlags, OutputFlags } from './client.ts';
+import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
+import type { LogsFlags, NodeFlags } from './node-commands.ts';
 
-import { registerNodeCommands } from './node-commands.ts';
 
 const L = FRONTEND_LIMITS;
 
@@ -99,6 +100,18 @@ function clientOptions(c: Command): Command {
     )
     .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
+}
+
+/** `-o, --output` and `-w, --watch`: kubectl's conventions (output.ts, watch.ts). */
+function outputOptions(c: Command, watchHelp: string): Command {
+  return c
+    .addOption(new Option('-o, --output <format>', 'json or yaml (the API message in its canonical JSON mapping), or wide (more columns)').argParser(outputFormat))
+    .option('-w, --watch', `${watchHelp}; Ctrl-C stops (-o json: one document per line per change)`, false);
+}
+
+/** `--interval`: how often --watch asks where the API has no stream. */
+function intervalOption(c: Command): Command {
+  return c.addOption(new Option('--interval <duration>', 'with --watch: how often to ask the front-end again (e.g. 500ms, 2s)').argParser(duration('--interval', { min: 100, max: 3_600_000 })).default(1000, '1s'));
 }
 
 /** The live cluster's commands: server, monitor, hollow, up, and the client commands. */
@@ -211,21 +224,60 @@ export function registerLiveCommands(program: Command): void {
     .action(async (file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }) => {
       process.exitCode = await (await import('./client.ts')).submitCommand(file, o, out);
     });
-  clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)'))
-    .option('--json', 'machine-readable output', false)
+  outputOptions(clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)')), 'the job, then each change (its WatchJob stream) until it ends')
+    .option('--json', 'the same as -o json', false)
     .option('--tasks-from <index>', 'list the tasks from this index on (the page after another: its next_task_from)', intIn('--tasks-from', { min: 0, max: 100_000 }), 0)
-    .action(async (id: string, o: ClientFlags & { json: boolean; tasksFrom?: number }) => (await import('./client.ts')).statusCommand(id, o, out));
-  clientOptions(program.command('jobs').description('list jobs, newest first'))
+    .action(async (id: string, o: ClientFlags & OutputFlags & { tasksFrom?: number }) => (await import('./client.ts')).statusCommand(id, o, out));
+  intervalOption(outputOptions(clientOptions(program.command('jobs').description('list jobs, newest first')), 'the list, then a row for each job that appears or changes'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)
     .option('--limit <n>', 'at most this many', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
-    .action(async (o: ClientFlags & { state?: string[]; limit: number }) => (await import('./client.ts')).jobsCommand(o, out));
-  clientOptions(program.command('cluster').description('servers and RUs: free, busy, down; admission buckets'))
-    .option('--json', 'machine-readable output', false)
-    .action(async (o: ClientFlags & { json: boolean }) => (await import('./client.ts')).clusterCommand(o, out));
-  clientOptions(program.command('explain <job-id>').description('why a job waits, or where it went and why'))
-    .option('--json', 'machine-readable output', false)
-    .action(async (id: string, o: ClientFlags & { json: boolean }) => (await import('./client.ts')).explainCommand(id, o, out));
+    .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number }) => (await import('./client.ts')).jobsCommand(o, out));
+  intervalOption(
+    outputOptions(
+      clientOptions(program.command('cluster').description('the cell summarised by platform and rack (RUs free, busy, reserved, down; admission buckets); --servers lists the servers')),
+      'the summary (or list), then again whenever it changes',
+    ),
+  )
+    .option('--json', 'the same as -o json', false)
+    .option('--servers', 'list the servers (with their RUs) instead of the summary; --platform, --rack, --state filter them, --limit cuts the list', false)
+    .option('--platform <type>', 'only servers of this platform (repeatable)', collect)
+    .option('--rack <rack>', 'only servers in this rack (repeatable)', collect)
+    .option('--state <state>', 'only servers in this state: up, down, blocked, cordoned, draining, drained (repeatable)', collect)
+    .option('--limit <n>', 'at most this many servers (0: all); applies to -o json|yaml too', intIn('--limit', { min: 0, max: 10_000_000 }), 0)
+    .action(async (o: ClusterFlags) => (await import('./client.ts')).clusterCommand(o, out));
+  intervalOption(outputOptions(clientOptions(program.command('explain <job-id>').description('why a job waits, or where it went and why')), 'the account, then again whenever it changes, until the job has ended'))
+    .option('--json', 'the same as -o json', false)
+    .action(async (id: string, o: ClientFlags & OutputFlags) => (await import('./client.ts')).explainCommand(id, o, out));
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
     .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
+}
+
+/** Registers `node` and `logs`; `clientOptions` adds the client flags every client command has. */
+function registerNodeCommands(program: Command, clientOptions: (c: Command) => Command): void {
+  const node = program.command('node').description('cordon, drain or uncordon a node (as kubectl cordon/drain, nomad node drain)');
+  const common = (c: Command): Command =>
+    clientOptions(c)
+      .option('--reason <text>', 'why: shown by tarcil cluster and explain')
+      .option('--json', 'machine-readable output: the server as it is now', false);
+  common(node.command('cordon <server>').description('no new placements on the node; what runs there goes on'))
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('cordon', id, o));
+  common(node.command('uncordon <server>').description('the node takes new placements again (ends a cordon or a drain)'))
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('uncordon', id, o));
+  common(node.command('drain <server>').description('cordon the node; its tasks finish, or at the deadline are stopped and placed elsewhere by their jobs'))
+    .addOption(
+      new Option('--deadline <duration>', 'how long running tasks may take to finish before they are stopped and placed elsewhere (0: at once)')
+        .argParser(duration('--deadline', { min: 0, max: MAX_DRAIN_DEADLINE_MS }))
+        .default(DEFAULT_DRAIN_DEADLINE_MS, fmtMs(DEFAULT_DRAIN_DEADLINE_MS)),
+    )
+    .option('--wait', 'wait until no task runs on the node', false)
+    .action(async (id: string, o: NodeFlags) => (await import('./node-commands.ts')).nodeCommand('drain', id, o));
+
+  clientOptions(program.command('logs <job-id> [task]').description("a task's stdout and stderr (task 0 unless given), from the node its latest attempt ran on"))
+    .option('-f, --follow', 'keep streaming while the attempt runs', false)
+    .option('--node <host:port>', "read from this node's monitor (its NodeMonitor address) directly instead of through the front-end")
+    .action(async (job: string, task: string | undefined, o: LogsFlags) => {
+      const { logsCommand, taskArg } = await import('./node-commands.ts');
+      await logsCommand(job, taskArg(task), o);
+    });
 }

@@ -8,8 +8,8 @@ import { Command, CommanderError, Option } from 'commander';
 import { isTarcilError } from '../util/errors.ts';
 import { packageVersion } from '../util/package-root.ts';
 import { errorText, EXIT, exitCodeFor } from './exit-codes.ts';
-import { DEFAULT_BUCKETS } from '../admission/index.ts';
-import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
+import { DEFAULT_BUCKETS } from '../admission/lsh.ts';
+import { DEFAULT_AGENT_CONFIG } from '../agent/defaults.ts';
 import { DEFAULT_MAX_SAMPLES } from '../sampling/size.ts';
 import { EXPERIMENT_NAMES } from '../sim/experiments/names.ts';
 import { int, intIn, num, SEED_RANGE, unit } from './flags.ts';
@@ -46,6 +46,8 @@ program
       'optimistic commits on etcd or the embedded store).',
   )
   .version(packageVersion(), '-V, --version', "print tarcil's version")
+  // Colour only on a terminal, never with $NO_COLOR (color.ts); --no-color sets it for the whole process.
+  .option('--no-color', 'no ANSI colour in the output (the same as NO_COLOR=1; colour is only ever used on a terminal)')
   .showSuggestionAfterError()
   .showHelpAfterError('(add --help for usage)')
   .configureOutput({ outputError: (str, write) => write(str) })
@@ -53,7 +55,22 @@ program
   .exitOverride(exit)
   .addHelpText('after', `\nExit codes: ${EXIT.OK} done, ${EXIT.FAILURE} failed, ${EXIT.USAGE} usage (a bad command, flag or job spec), ${EXIT.NOT_FOUND} not found,\n${EXIT.UNAVAILABLE} front-end or store unavailable, ${EXIT.JOB_FAILED} the job failed (submit --wait).`);
 
+program.hook('preAction', () => {
+  if (program.opts<{ color: boolean }>().color === false) process.env.NO_COLOR = '1';
+});
+
 registerLiveCommands(program);
+
+program
+  .command('validate')
+  .description('check a job spec file as the front-end would (schema/jobspec.schema.json and the catalog\'s names): OK, or each field and the rule it breaks (exit code 2)')
+  .argument('<spec.json>', 'the job spec: a JSON file, or - to read it from stdin')
+  .option('--no-catalog', "check the schema only, without looking profile and platform names up in this installation's profiles/")
+  .option('--json', 'machine-readable output: {file, valid, issues: [{field, rule}]}', false)
+  .action(async (file: string, o: { catalog: boolean; json: boolean }) => {
+    const { validateCommand } = await import('./validate.ts');
+    process.exitCode = validateCommand(file, o, (l) => process.stdout.write(`${l}\n`), (l) => process.stderr.write(`${l}\n`));
+  });
 
 program.commandsGroup('Try and measure:');
 logOptions(program.command('demo'), 'warn')

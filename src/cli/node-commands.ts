@@ -4,16 +4,15 @@
  * front-end's SetNodeScheduling and TaskLogs, or of a node's NodeMonitor directly (`--node`).
  */
 import type * as grpc from '@grpc/grpc-js';
-import { type Command, Option } from 'commander';
 import { nodeMonitorClient, schedulerClient } from '../frontend/client.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Server__Output } from '../frontend/gen/tarcil/v1/Server.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import type { TaskLogChunk__Output } from '../frontend/gen/tarcil/v1/TaskLogChunk.ts';
 import { errorFromStatus } from '../frontend/grpc.ts';
-import { DEFAULT_DRAIN_DEADLINE_MS, MAX_DRAIN_DEADLINE_MS } from '../frontend/node-service.ts';
+import { DEFAULT_DRAIN_DEADLINE_MS } from '../frontend/options.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
-import { duration, fmtMs } from './flags.ts';
+import { fmtMs } from './flags.ts';
 
 interface ClientFlags {
   server: string;
@@ -139,30 +138,4 @@ export async function logsCommand(job: string, task: number, o: LogsFlags, write
     direct?.close();
     front?.close();
   }
-}
-
-/** Registers `node` and `logs`; `clientOptions` adds the client flags every client command has. */
-export function registerNodeCommands(program: Command, clientOptions: (c: Command) => Command): void {
-  const node = program.command('node').description('cordon, drain or uncordon a node (as kubectl cordon/drain, nomad node drain)');
-  const common = (c: Command): Command =>
-    clientOptions(c)
-      .option('--reason <text>', 'why: shown by tarcil cluster and explain')
-      .option('--json', 'machine-readable output: the server as it is now', false);
-  common(node.command('cordon <server>').description('no new placements on the node; what runs there goes on'))
-    .action(async (id: string, o: NodeFlags) => nodeCommand('cordon', id, o));
-  common(node.command('uncordon <server>').description('the node takes new placements again (ends a cordon or a drain)'))
-    .action(async (id: string, o: NodeFlags) => nodeCommand('uncordon', id, o));
-  common(node.command('drain <server>').description('cordon the node; its tasks finish, or at the deadline are stopped and placed elsewhere by their jobs'))
-    .addOption(
-      new Option('--deadline <duration>', 'how long running tasks may take to finish before they are stopped and placed elsewhere (0: at once)')
-        .argParser(duration('--deadline', { min: 0, max: MAX_DRAIN_DEADLINE_MS }))
-        .default(DEFAULT_DRAIN_DEADLINE_MS, fmtMs(DEFAULT_DRAIN_DEADLINE_MS)),
-    )
-    .option('--wait', 'wait until no task runs on the node', false)
-    .action(async (id: string, o: NodeFlags) => nodeCommand('drain', id, o));
-
-  clientOptions(program.command('logs <job-id> [task]').description("a task's stdout and stderr (task 0 unless given), from the node its latest attempt ran on"))
-    .option('-f, --follow', 'keep streaming while the attempt runs', false)
-    .option('--node <host:port>', "read from this node's monitor (its NodeMonitor address) directly instead of through the front-end")
-    .action(async (job: string, task: string | undefined, o: LogsFlags) => logsCommand(job, taskArg(task), o));
 }

@@ -3,6 +3,7 @@
  * acceptable LSH buckets on a loaded cluster.
  */
 import Table from 'cli-table3';
+import { tableStyle } from './color.ts';
 import { AdmissionState } from '../admission/index.ts';
 import { wireAdmission } from '../agent/core.ts';
 import { expandCluster, loadCatalog, resolveCluster, resolveProfile } from '../model/catalog.ts';
@@ -68,7 +69,7 @@ export function profileCommand(name: string, a: ProfileArgs): string {
   lines.push('');
   lines.push(`on ${spec.name} (${servers.length} servers) with ${Math.round(a.load * 100)}% resident load (seed ${a.seed}):`);
   lines.push(`  ${est.acceptableFree} of ${est.totalFree} free RUs are in buckets acceptable to it: f = ${est.f.toFixed(3)} → R = ${size.R}${size.capped ? ' (capped)' : ''}`);
-  const t = new Table({ head: ['bucket', 'band', 'free', 'RUs', 'mean contention (job order, top 3)', 'acceptable'] });
+  const t = new Table({ style: tableStyle(), head: ['bucket', 'band', 'free', 'RUs', 'mean contention (job order, top 3)', 'acceptable'] });
   snap.forEach((b, i) => {
     if (b.total === 0) return;
     const mean = b.mean ? target.order.slice(0, 3).map((r) => (b.mean as number[])[r]?.toFixed(0)).join('/') : '-';

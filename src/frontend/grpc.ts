@@ -3,8 +3,7 @@
  * reflection, and the one place where TarcilError codes become gRPC status.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
+import type { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
 import { errorMessage, isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
 import { loadProtos } from './proto.ts';
@@ -37,6 +36,9 @@ export async function startGrpcServer(opts: {
   tls?: TlsFiles;
   register: (server: grpc.Server) => string[];
 }): Promise<GrpcServerHandle> {
+  // Loaded here, not with the module: a client (the command line) needs neither, and reflection
+  // alone takes a tenth of a second or more to load.
+  const [{ ReflectionService }, { HealthImplementation }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check')]);
   const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES });
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });

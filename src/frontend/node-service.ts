@@ -21,10 +21,9 @@ import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogsRequest__Output } from './gen/tarcil/v1/TaskLogsRequest.ts';
 import { endStreamWithError } from './grpc.ts';
 
-/** A drain's deadline when none is given (as `nomad node drain`'s). */
-export const DEFAULT_DRAIN_DEADLINE_MS = 60 * 60_000;
-/** The longest drain deadline accepted. */
-export const MAX_DRAIN_DEADLINE_MS = 7 * 24 * 60 * 60_000;
+import { DEFAULT_DRAIN_DEADLINE_MS, MAX_DRAIN_DEADLINE_MS } from './options.ts';
+
+export { DEFAULT_DRAIN_DEADLINE_MS, MAX_DRAIN_DEADLINE_MS } from './options.ts';
 export const NODE_ACTIONS = ['cordon', 'drain', 'uncordon'] as const;
 const MAX_REASON = 256;
 /** A server id as a key segment: no separator, no blank, not `.` or `..`. */

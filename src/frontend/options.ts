@@ -7,7 +7,7 @@
  * (state/lease.ts), retention and compaction (state/retention.ts, state/housekeeping.ts), the
  * monitors' (monitor/options.ts) and the stores' (store/common.ts, store/etcd.ts).
  */
-import { DEFAULT_AGENT_CONFIG } from '../agent/config.ts';
+import { DEFAULT_AGENT_CONFIG } from '../agent/defaults.ts';
 import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
 import { DEFAULT_EXECUTOR, DEFAULT_LOG_DIR } from '../monitor/options.ts';
 import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
@@ -68,6 +68,11 @@ export const CLIENT_DEFAULTS = {
   /** `tarcil jobs` lists at most this many. */
   listLimit: 50,
 } as const;
+
+/** A drain's deadline when none is given (as `nomad node drain`'s). */
+export const DEFAULT_DRAIN_DEADLINE_MS = 60 * 60_000;
+/** The longest drain deadline accepted. */
+export const MAX_DRAIN_DEADLINE_MS = 7 * 24 * 60 * 60_000;
 
 /** What an operator may set, inclusive. */
 export const FRONTEND_LIMITS = {

@@ -325,7 +325,8 @@ function catalogNames(catalog: Catalog): CatalogNames {
   };
 }
 
-function jobSchemaFor(catalog: Catalog): ReturnType<typeof makeJobSpecSchema> {
+/** The job-spec schema that also looks profile and platform names up in the catalog. */
+export function jobSchemaFor(catalog: Catalog): ReturnType<typeof makeJobSpecSchema> {
   let s = schemaCache.get(catalog);
   if (!s) {
     s = makeJobSpecSchema(catalogNames(catalog));

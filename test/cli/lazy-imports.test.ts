@@ -1,6 +1,8 @@
 /**
  * A command loads what it runs and nothing else: help, the client commands and sample-size do not
- * load the simulator (and vega), the store (and etcd3) or the daemons' wiring. Recorded by a
+ * load the simulator (and vega), the store (and etcd3), the daemons' wiring, the validation
+ * library (zod: the flags read their defaults from modules without it) or the gRPC server's
+ * reflection and health services. Recorded by a
  * module loader hook that lists every module the process loads.
  */
 import { spawnSync } from 'node:child_process';
@@ -37,7 +39,7 @@ function loaded(args: string[]): { code: number | null; modules: string[] } {
 }
 
 /** What a command that neither schedules, stores nor simulates must not load. */
-const HEAVY = [/\/node_modules\/vega/, /\/node_modules\/etcd3\//, /\/src\/sim\/(?!experiments\/names\.)/, /\/src\/store\/etcd/, /\/src\/frontend\/runtime\./, /\/src\/agent\/agent\./, /\/src\/monitor\/monitor\./];
+const HEAVY = [/\/node_modules\/vega/, /\/node_modules\/zod\//, /\/node_modules\/@grpc\/reflection\//, /\/node_modules\/grpc-health-check\//, /\/node_modules\/etcd3\//, /\/src\/sim\/(?!experiments\/names\.)/, /\/src\/store\/etcd/, /\/src\/frontend\/runtime\./, /\/src\/agent\/agent\./, /\/src\/monitor\/monitor\./];
 
 describe('lazy imports', () => {
   it('help and sample-size load neither the simulator, the store nor the daemons', () => {

@@ -1,6 +1,6 @@
 /**
  * The package as a user gets it: `npm pack` ships the compiled tree, the assets it reads (proto/,
- * profiles/), the bin, the deploy examples, README and LICENSE, and nothing else; the tarball,
+ * profiles/), the job spec's JSON Schema (schema/), the bin, the deploy examples, README and LICENSE, and nothing else; the tarball,
  * installed globally into a temporary prefix (dependencies from the npm registry or its cache),
  * runs `tarcil up` and a `tarcil submit --wait` against it.
  */
@@ -33,7 +33,7 @@ function npm(args: string[], cwd = ROOT): { code: number | null; out: string; er
 }
 
 /** Where every packed file must come from. */
-const SHIPPED = [/^package\.json$/, /^README\.md$/, /^LICENSE$/, /^dist\/\.built$/, /^dist\/src\/.+\.js$/, /^src\/cli\/(bin|entry)\.js$/, /^proto\/.+\.proto$/, /^profiles\//, /^deploy\//];
+const SHIPPED = [/^package\.json$/, /^README\.md$/, /^LICENSE$/, /^dist\/\.built$/, /^dist\/src\/.+\.js$/, /^src\/cli\/(bin|entry)\.js$/, /^proto\/.+\.proto$/, /^profiles\//, /^deploy\//, /^schema\/jobspec\.schema\.json$/];
 
 describe('the package', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tarcil-pack-'));
@@ -44,7 +44,7 @@ describe('the package', () => {
     expect(r.code, r.err).toBe(0);
     const files = (JSON.parse(r.out) as { files: { path: string }[] }[])[0]?.files.map((f) => f.path) ?? [];
     expect(files.filter((f) => !SHIPPED.some((re) => re.test(f)))).toEqual([]);
-    for (const f of ['LICENSE', 'README.md', 'dist/.built', 'dist/src/cli/main.js', 'src/cli/bin.js', 'src/cli/entry.js', 'proto/tarcil/v1/scheduler.proto', 'proto/tarcil/v1/monitor.proto', 'profiles/platforms.json', 'profiles/jobs/spark-lr.json']) {
+    for (const f of ['LICENSE', 'README.md', 'dist/.built', 'dist/src/cli/main.js', 'src/cli/bin.js', 'src/cli/entry.js', 'proto/tarcil/v1/scheduler.proto', 'proto/tarcil/v1/monitor.proto', 'profiles/platforms.json', 'profiles/jobs/spark-lr.json', 'schema/jobspec.schema.json']) {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /^(test|bench|\.ci|scripts)\//.test(f) || f.endsWith('.ts') || f.startsWith('dist/src/frontend/gen/'))).toEqual([]);

@@ -1,0 +1,119 @@
+/**
+ * The agent's defaults and the names of its options, with no validation attached: what the
+ * command line reads for its flags' defaults and help, loaded without zod or the scheduling core.
+ * Their rules are in config.ts (agentConfig), the decision that reads them in core.ts.
+ */
+import { DEFAULT_BUCKETS } from '../admission/lsh.ts';
+import { DEFAULT_PRIORITY } from '../model/types.ts';
+import type { QualityForm } from '../quality/index.ts';
+
+/**
+ * The scheduling decision without the commit: admission → size → sample/score/select. Pure over
+ * its inputs (cluster view, admission counters, Rng), so the live agents and the simulator run
+ * exactly this code.
+ */
+export interface CoreConfig {
+  /** Acceptable probability that no acceptable RU is among the R samples (§3.3). */
+  failProb: number;
+  minR: number;
+  capR: number;
+  /** Fixed sample size (benchmarks of R); adaptive sizing when undefined. */
+  fixedR?: number;
+  qualityForm: QualityForm;
+  platformWeight: number;
+  /** Admission control on (queue when acceptable RUs are scarce). */
+  admission: boolean;
+  /** Jobs with priority above this bypass the admission queue and may preempt. */
+  bypassAbove: number;
+  preemption: boolean;
+  /**
+   * Free RUs sampled and scored when the buckets would hold a job (0: the buckets decide alone).
+   * The buckets judge by mean contention, and a bucket that mixes good and bad RUs can fail a
+   * job that a sample places well at once; the sample admits it when a 95% lower bound on the
+   * acceptable free RUs covers what the buckets wanted (see sampling/probe.ts).
+   */
+  arbiterSample: number;
+  /**
+   * What ends an admission wait early. 'own-bound': a job whose median wait for acceptable RUs is
+   * longer than what is left of its own queue bound (`maxQueueMs`) is placed at once at best effort,
+   * since it would most likely reach the bound and be placed at best effort then anyway. 'paper':
+   * the paper's rule alone (§4): queue while the estimate is under the statistical bound kμ + 2√k·σ,
+   * until the job's bound runs out.
+   */
+  admissionRule: AdmissionRule;
+  /**
+   * Two-sided quality: an RU is also judged by what the newcomer's caused pressure does to the
+   * tasks already on its server, each against its own tolerance (src/quality twoSided). Off: the
+   * paper's one-sided Q, the reference.
+   */
+  twoSided: boolean;
+}
+
+export type AdmissionRule = 'own-bound' | 'paper';
+
+export const DEFAULT_CORE_CONFIG: CoreConfig = {
+  failProb: 0.01,
+  minR: 8,
+  capR: 32,
+  qualityForm: 'monotone',
+  platformWeight: 1,
+  admission: true,
+  bypassAbove: DEFAULT_PRIORITY,
+  preemption: true,
+  arbiterSample: 64,
+  admissionRule: 'own-bound',
+  twoSided: false,
+};
+
+export type ConflictScope = 'ru' | 'server';
+
+export interface AgentConfig extends CoreConfig {
+  conflictScope: ConflictScope;
+  /** Commit attempts for one chunk before the job goes back to admission. */
+  maxRetries: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** Admission buckets and history (paper: 20 buckets, 2 h). */
+  buckets: number;
+  historyWindowMs: number;
+  /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
+  recheckMs: number;
+  /** Claim and reschedule preempted tasks from the durable queue. */
+  consumeQueue: boolean;
+  /**
+   * Write the job record (state 'placed') with the last placement. Off when a job owner
+   * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
+   */
+  recordJob: boolean;
+  /**
+   * Group commit: the most commit requests this agent keeps in flight. Jobs that become ready
+   * while every slot is busy are decided when a slot frees up and leave together, in one request
+   * of nested transactions (see store/group-commit.ts). 0 sends one transaction per decision, at
+   * once, however many are in flight.
+   */
+  groupCommit: number;
+}
+
+export const DEFAULT_AGENT_CONFIG: AgentConfig = {
+  ...DEFAULT_CORE_CONFIG,
+  conflictScope: 'ru',
+  maxRetries: 6,
+  backoffBaseMs: 1,
+  backoffMaxMs: 100,
+  buckets: DEFAULT_BUCKETS,
+  historyWindowMs: 2 * 3600_000,
+  recheckMs: 1000,
+  consumeQueue: true,
+  recordJob: true,
+  groupCommit: 2,
+};
+
+/**
+ * The options a user may set (help texts, `--agent`): all but recordJob and consumeQueue, which a
+ * job owner sets itself (it keeps the job record and claims its own preempted tasks).
+ */
+export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG)
+  .concat('fixedR')
+  .filter((k) => k !== 'recordJob' && k !== 'consumeQueue')
+  .sort();
+
