@@ -141,7 +141,7 @@ function Totals({ t }) {
 
 function RackTile({ r, open }) {
   const seg = (n, cls, colour) => (n > 0 ? html`<i class=${cls} style=${`flex:${n};${colour ? `background:${colour}` : ''}`}></i>` : null);
-  const marks = (r.blocked > 0 ? '⚠' : '') + (r.cordoned > 0 ? '⛔' : '');
+  const marks = (r.blocked > 0 ? '⚠' : '') + (r.cordoned > 0 ? '⊘' : '');
   return html`<button class="rack" data-testid="rack" data-rack=${r.key} data-busy=${r.busy + r.reserved} onClick=${() => open(r.key)}
       title=${`${r.key}: ${r.servers} servers, ${r.rus} RUs — free ${r.free}, busy ${r.busy}, reserved ${r.reserved}, down ${r.down}, unschedulable ${r.unschedulable}${r.q !== null ? `, mean Q ${r.q}` : ''}`}>
     <div class="rack-name">${r.rack} <span class="marks">${marks}</span></div>
@@ -185,7 +185,7 @@ function CellPage() {
     <h2>The cell</h2>
     <${Totals} t=${l.totals} />
     <p class="legend"><i class="free"></i> free <i class="busy-q"></i> busy, coloured by its occupant's Q (red poor → green good; blue: Q unknown) <i class="reserved"></i> reserved
-      <i class="unsched"></i> free but unschedulable <i class="down"></i> down · ⚠ blocked by its load monitor · ⛔ cordoned or draining. Click a rack for its servers.</p>
+      <i class="unsched"></i> free but unschedulable <i class="down"></i> down · ⚠ blocked by its load monitor · ⊘ cordoned or draining. Click a rack for its servers.</p>
     ${[...byPlatform].map(
       ([p, racks]) => html`<div class="platform"><h3>${p} <small>${racks.reduce((a, r) => a + r.servers, 0)} servers</small></h3>
         <div class="racks">${racks.map((r) => html`<${RackTile} key=${r.key} r=${r} open=${setOpen} />`)}</div></div>`,
@@ -203,7 +203,7 @@ function AdmissionPage() {
   if (!a) return html`<p>waiting for the front-end…</p>`;
   return html`<section data-testid="page-admission">
     <h2>Admission: the LSH buckets</h2>
-    <p>Free RUs of each bucket of contention (band × cell), and how long one more RU of it takes to be freed (0.9 quantile of a Poisson process fitted to the bucket's free events of the last ${age(a.windowMs)}).</p>
+    <p>Free RUs of each bucket of contention (band × cell), and how long one more RU of it takes to be freed (0.9 quantile of a Poisson process fitted to the bucket's free events of the last ${age(a.windowMs)} this front-end watched).</p>
     <table class="grid"><thead><tr><th>bucket</th><th>band</th><th>cell</th><th>RMS contention</th><th>free / RUs</th><th></th><th>frees in window</th><th>wait for one RU</th></tr></thead>
     <tbody>${a.buckets.map(
       (b) => html`<tr data-testid="bucket"><td>${b.bucket}</td><td>${b.band}</td><td>${b.cell}</td><td>${b.rms[0].toFixed(1)} – ${b.rms[1] === null ? '∞' : b.rms[1].toFixed(1)}</td>

@@ -142,11 +142,15 @@ export interface BucketView {
 /** P = 0.9 that a Poisson process of rate 1/μ has freed one RU by μ·ln 10. */
 const LN_10 = Math.log(10);
 
-/** The admission buckets as the first agent sees them, with a wait estimate for one RU of each. */
-export function admissionBuckets(manager: JobManager): { buckets: BucketView[]; windowMs: number; waiting: { job: string; waiting: string; queuedMs: number }[] } {
+/**
+ * The admission buckets as the first agent sees them, with a wait estimate for one RU of each:
+ * its free events over the part of the history window this front-end has watched (since
+ * `watchingSince`), as a Poisson process.
+ */
+export function admissionBuckets(manager: JobManager, watchingSince: number, now = Date.now()): { buckets: BucketView[]; windowMs: number; waiting: { job: string; waiting: string; queuedMs: number }[] } {
   const agent = manager.agents[0];
   if (!agent) return { buckets: [], windowMs: 0, waiting: [] };
-  const windowMs = agent.admission.historyWindowMs;
+  const windowMs = Math.max(1000, Math.min(agent.admission.historyWindowMs, now - watchingSince));
   const buckets = agent.admission.snapshot().map((b) => ({
     bucket: b.bucket,
     band: b.band,

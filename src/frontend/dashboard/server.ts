@@ -93,6 +93,8 @@ export class Dashboard {
   private admissionAt = 0;
   private pendingPoints: unknown[] = [];
   private readonly files = new Map<string, Buffer>();
+  /** When this front-end started watching the cell (the admission history begins about then). */
+  private readonly startedAt = Date.now();
 
   constructor(private readonly src: DashboardSource) {
     this.cell = new CellView(src.manager);
@@ -206,7 +208,7 @@ export class Dashboard {
       this.lastTotals = JSON.stringify(totals);
       this.jobs.drain();
     }
-    const adm = admissionBuckets(this.src.manager);
+    const adm = admissionBuckets(this.src.manager, this.startedAt);
     send(res, 'snapshot', JSON.stringify({ racks, totals, jobs: this.jobs.newest(SNAPSHOT_JOBS), admission: adm, throughput: this.throughput.points, tickMs: TICK_MS }));
     this.clients.add(res);
     req.on('close', () => {
@@ -251,7 +253,7 @@ export class Dashboard {
     const now = Date.now();
     if (now - this.admissionAt >= ADMISSION_MS) {
       this.admissionAt = now;
-      const a = JSON.stringify(admissionBuckets(this.src.manager));
+      const a = JSON.stringify(admissionBuckets(this.src.manager, this.startedAt));
       if (a !== this.lastAdmission) {
         this.lastAdmission = a;
         out.push(event('admission', a));
