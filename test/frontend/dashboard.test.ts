@@ -103,6 +103,11 @@ describe('the dashboard on a 10,000-server cell', () => {
     // milliseconds alone, then only the servers' versions are compared).
     expect(first).toBeLessThan(2000);
     expect(again).toBeLessThan(1000);
+    // Nothing changed: the same summaries, not rebuilt; a server's occupancy changes: rebuilt.
+    const same = view.racks();
+    expect(view.racks()).toBe(same);
+    servers[0]!.version++;
+    expect(view.racks()).not.toBe(same);
     expect(view.rack('r3-2xlarge/r0').map((s) => s.rus.length)).toEqual(new Array(RACK / 2).fill(16));
   });
 

@@ -46,6 +46,8 @@ export interface ServerDetail {
 }
 
 interface ServerSummary {
+  /** `platform/rack`. */
+  key: string;
   version: number;
   flags: number;
   free: number;
@@ -57,6 +59,9 @@ interface ServerSummary {
   qN: number;
 }
 
+/** Names in natural order (r2 before r10); one collator (localeCompare with options builds one per call). */
+const NUMERIC = new Intl.Collator(undefined, { numeric: true });
+
 /** Q of placed tasks kept for the heat map's colours; the oldest are dropped past this many. */
 export const MAX_KNOWN_Q = 500_000;
 
@@ -67,6 +72,8 @@ export class CellView {
   /** Bumped by every placement seen: a server's Q average is recomputed after it. */
   private qEpoch = 0;
   private seenEpoch = -1;
+  private last: { racks: RackSummary[]; totals: CellTotals } | undefined;
+  private lastSig = 0;
 
   constructor(private readonly manager: JobManager) {}
 
@@ -87,7 +94,7 @@ export class CellView {
     const flags = (s.down ? 1 : 0) | (s.blocked ? 2 : 0) | (s.cordoned ? 4 : 0);
     const prev = this.perServer.get(s.spec.id);
     if (prev && !fresh && prev.version === s.version && prev.flags === flags) return prev;
-    const out: ServerSummary = { version: s.version, flags, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, qSum: 0, qN: 0 };
+    const out: ServerSummary = { key: prev?.key ?? `${s.spec.platform}/${s.spec.rack}`, version: s.version, flags, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, qSum: 0, qN: 0 };
     for (let i = 0; i < s.ruCount; i++) {
       const o = s.occupants[i];
       if (s.down || s.ruDown[i]) out.down++;
@@ -106,22 +113,29 @@ export class CellView {
     return out;
   }
 
-  /** Every rack's summary and the cell's totals, as the view has them now. */
+  /**
+   * Every rack's summary and the cell's totals, as the view has them now: the same object as the
+   * last call when no server's occupancy version or flags changed and no placement was seen since
+   * (a hash of them, one pass over the servers without allocating).
+   */
   racks(): { racks: RackSummary[]; totals: CellTotals } {
+    const all = this.manager.view.state.servers;
+    let sig = all.size;
+    for (const s of all.values()) sig = (Math.imul(sig, 31) + s.version * 8 + (s.down ? 1 : 0) + (s.blocked ? 2 : 0) + (s.cordoned ? 4 : 0)) | 0;
     // New placements may change the Q of servers whose version had already moved on.
     const fresh = this.seenEpoch !== this.qEpoch;
+    if (!fresh && this.last && sig === this.lastSig) return this.last;
     this.seenEpoch = this.qEpoch;
+    this.lastSig = sig;
     const byRack = new Map<string, RackSummary & { qSum: number; qN: number }>();
-    const ids = new Set<string>();
-    for (const s of this.manager.view.state.servers.values()) {
-      ids.add(s.spec.id);
-      const key = `${s.spec.platform}/${s.spec.rack}`;
+    for (const s of all.values()) {
+      const x = this.summary(s, fresh);
+      const key = x.key;
       let r = byRack.get(key);
       if (!r) {
         r = { key, platform: s.spec.platform, rack: s.spec.rack, servers: 0, rus: 0, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, blocked: 0, cordoned: 0, q: null, qSum: 0, qN: 0 };
         byRack.set(key, r);
       }
-      const x = this.summary(s, fresh);
       r.servers++;
       r.rus += s.ruCount;
       r.free += x.free;
@@ -134,7 +148,7 @@ export class CellView {
       r.qSum += x.qSum;
       r.qN += x.qN;
     }
-    for (const id of this.perServer.keys()) if (!ids.has(id)) this.perServer.delete(id);
+    if (this.perServer.size > all.size) for (const id of this.perServer.keys()) if (!all.has(id)) this.perServer.delete(id);
     const totals: CellTotals = { racks: byRack.size, servers: 0, rus: 0, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, blocked: 0, cordoned: 0 };
     const racks: RackSummary[] = [];
     for (const { qSum, qN, ...r } of byRack.values()) {
@@ -142,8 +156,9 @@ export class CellView {
       racks.push(r);
       for (const k of ['servers', 'rus', 'free', 'busy', 'reserved', 'down', 'unschedulable', 'blocked', 'cordoned'] as const) totals[k] += r[k];
     }
-    racks.sort((a, b) => (a.platform === b.platform ? a.rack.localeCompare(b.rack, undefined, { numeric: true }) : a.platform.localeCompare(b.platform)));
-    return { racks, totals };
+    racks.sort((a, b) => (a.platform === b.platform ? NUMERIC.compare(a.rack, b.rack) : NUMERIC.compare(a.platform, b.platform)));
+    this.last = { racks, totals };
+    return this.last;
   }
 
   /** The servers of one rack, RU by RU (the drill-down). */
@@ -162,6 +177,6 @@ export class CellView {
       }
       out.push({ id: s.spec.id, state: s.down ? 'down' : s.cordoned ? 'cordoned' : s.blocked ? 'blocked' : 'up', rus });
     }
-    return out.sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
+    return out.sort((a, b) => NUMERIC.compare(a.id, b.id));
   }
 }

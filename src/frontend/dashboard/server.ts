@@ -89,6 +89,7 @@ export class Dashboard {
   private timer: NodeJS.Timeout | undefined;
   private lastRacks = new Map<string, string>();
   private lastTotals = '';
+  private lastCell: ReturnType<CellView['racks']> | undefined;
   private lastAdmission = '';
   private admissionAt = 0;
   private pendingPoints: unknown[] = [];
@@ -201,9 +202,11 @@ export class Dashboard {
   private async stream(req: IncomingMessage, res: ServerResponse): Promise<void> {
     await this.jobs.start();
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-    const { racks, totals } = this.cell.racks();
+    const cell = this.cell.racks();
+    const { racks, totals } = cell;
     // A new browser's snapshot is read now; the others keep their deltas.
     if (this.clients.size === 0) {
+      this.lastCell = cell;
       this.lastRacks = new Map(racks.map((r) => [r.key, JSON.stringify(r)]));
       this.lastTotals = JSON.stringify(totals);
       this.jobs.drain();
@@ -224,13 +227,11 @@ export class Dashboard {
     this.jobs.stop();
     this.pendingPoints = [];
     this.lastAdmission = '';
+    this.lastCell = undefined;
   }
 
-  /** Sends what changed since the last tick to every browser, serialized once. */
-  tick(): void {
-    if (this.clients.size === 0) return;
-    const out: string[] = [];
-    const { racks, totals } = this.cell.racks();
+  /** The racks whose summary changed since the last one sent, as a `cell` event. */
+  private diffCell({ racks, totals }: ReturnType<CellView['racks']>, out: string[]): void {
     const changed: RackSummary[] = [];
     const seen = new Set<string>();
     for (const r of racks) {
@@ -248,6 +249,17 @@ export class Dashboard {
       this.lastTotals = t;
       out.push(event('cell', JSON.stringify({ racks: changed, removed, totals })));
     }
+  }
+
+  /** Sends what changed since the last tick to every browser, serialized once. */
+  tick(): void {
+    if (this.clients.size === 0) return;
+    const out: string[] = [];
+    const cell = this.cell.racks();
+    // The same object: nothing in the cell changed since the last tick.
+    if (cell !== this.lastCell) this.diffCell(cell, out);
+    this.lastCell = cell;
+
     const jobs = this.jobs.drain();
     if (jobs.jobs.length > 0 || jobs.deleted.length > 0) out.push(event('jobs', JSON.stringify(jobs)));
     const now = Date.now();
