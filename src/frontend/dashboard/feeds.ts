@@ -60,18 +60,37 @@ export class JobsFeed {
     private readonly onError: (err: unknown) => void,
   ) {}
 
+  /** Lists and watches the job records (once: later calls share the first). */
   start(): Promise<void> {
-    return (this.opening ??= this.open(++this.generation));
+    if (!this.opening) {
+      const opening = this.open(++this.generation);
+      this.opening = opening;
+      // A list or watch that failed is tried again by the next call.
+      opening.catch(() => {
+        if (this.opening === opening) this.opening = undefined;
+      });
+    }
+    return this.opening;
+  }
+
+  /** Listed and watching, or on the way. */
+  get running(): boolean {
+    return this.opening !== undefined;
   }
 
   private async open(gen: number): Promise<void> {
     const prefix = this.keys.jobs();
     const res = await this.store.range(prefix);
     if (gen !== this.generation) return;
+    // Jobs gone while nothing watched are sent as deleted (drain finds no summary for them).
+    for (const id of this.jobs.keys()) this.changed.add(id);
     this.jobs.clear();
     for (const kv of res.kvs) {
+      const id = kv.key.slice(prefix.length);
       const rec = parseJson<LiveJobRecord>(kv);
-      if (rec) this.jobs.set(kv.key.slice(prefix.length), jobSummary(kv.key.slice(prefix.length), rec));
+      if (rec) this.jobs.set(id, jobSummary(id, rec));
+      // Listed again after a watch ended: the browsers get every job again.
+      this.changed.add(id);
     }
     const w = await this.store.watch({
       prefix,
@@ -104,6 +123,12 @@ export class JobsFeed {
     this.watch = undefined;
     this.changed.clear();
     void w?.close().catch(() => undefined);
+  }
+
+  /** Stops, and forgets the jobs (no browser is left to show them to). */
+  close(): void {
+    this.stop();
+    this.jobs.clear();
   }
 
   /** Jobs changed since the last drain: their summaries, and the ids of those deleted. */

@@ -224,7 +224,7 @@ export class Dashboard {
   private stopTicking(): void {
     clearInterval(this.timer);
     this.timer = undefined;
-    this.jobs.stop();
+    this.jobs.close();
     this.pendingPoints = [];
     this.lastAdmission = '';
     this.lastCell = undefined;
@@ -260,6 +260,8 @@ export class Dashboard {
     if (cell !== this.lastCell) this.diffCell(cell, out);
     this.lastCell = cell;
 
+    // The jobs watch ended (compaction, the store away): listed and watched again.
+    if (!this.jobs.running) this.jobs.start().catch((err: unknown) => this.src.log.warn({ err: errorMessage(err) }, 'dashboard: the jobs could not be listed'));
     const jobs = this.jobs.drain();
     if (jobs.jobs.length > 0 || jobs.deleted.length > 0) out.push(event('jobs', JSON.stringify(jobs)));
     const now = Date.now();
