@@ -4,7 +4,9 @@
  * and nothing ticks without a browser; the protection off loopback (refused without TLS or a
  * token; the token asked for, by header, query or cookie; HTTPS with the front-end's certificate).
  */
+import { spawn } from 'node:child_process';
 import { request } from 'node:https';
+import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
@@ -142,6 +144,30 @@ describe('the dashboard on a 10,000-server cell', () => {
 
     sse.close();
     await until(() => dash.connected === 0);
+  });
+});
+
+describe('tarcil up', () => {
+  it('serves the dashboard on --http-port and prints its address in the banner', async () => {
+    const bin = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VITEST')));
+    const child = spawn(process.execPath, [bin, 'up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, TARCIL_LOG: 'silent' } });
+    try {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      await until(() => /dashboard +http:\/\/127\.0\.0\.1:\d+\//.test(out), 60_000);
+      const url = /dashboard +(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)![1]!;
+      const page = await fetch(url);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('<script type="module" src="app.js">');
+      const app = await fetch(`${url}app.js`);
+      expect(app.status).toBe(200);
+      expect(app.headers.get('content-type')).toContain('javascript');
+      expect((await fetch(`${url}app.css`)).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
   });
 });
 
