@@ -21,4 +21,11 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },
+  {
+    // The dashboard's page runs in the browser (bundled by scripts/build-dashboard.mjs).
+    files: ['web/**/*.js'],
+    languageOptions: {
+      globals: { document: 'readonly', location: 'readonly', fetch: 'readonly', EventSource: 'readonly', addEventListener: 'readonly', removeEventListener: 'readonly' },
+    },
+  },
 );

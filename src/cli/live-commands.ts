@@ -126,6 +126,8 @@ export function registerLiveCommands(program: Command): void {
     .option('--host <host>', 'interface to listen on', UP_DEFAULTS.host)
     .option('--port <n>', 'Scheduler gRPC port', intIn('--port', L.port), UP_DEFAULTS.port)
     .option('--metrics-port <n>', 'Prometheus /metrics port', intIn('--metrics-port', L.port), UP_DEFAULTS.metricsPort)
+    .option('--http-port <n>', 'live web dashboard port', intIn('--http-port', L.port), UP_DEFAULTS.httpPort)
+    .addOption(new Option('--http-token <token>', 'bearer token the dashboard asks for (needed off loopback without TLS)').env('TARCIL_HTTP_TOKEN'))
     .addOption(new Option('--executor <kind>', 'how tasks run').choices(EXECUTORS).default(UP_DEFAULTS.executor))
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', UP_DEFAULTS.logDir)
     .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
@@ -136,6 +138,8 @@ export function registerLiveCommands(program: Command): void {
     .option('--host <host>', 'interface to listen on', SERVER_DEFAULTS.host)
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', intIn('--port', L.port), SERVER_DEFAULTS.port)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
+    .option('--http-port <n>', 'live web dashboard port (off unless given)', intIn('--http-port', L.port))
+    .addOption(new Option('--http-token <token>', 'bearer token the dashboard asks for (needed off loopback without TLS)').env('TARCIL_HTTP_TOKEN'))
     .option('--lease-ttl <s>', 'TTL of the lease binding this process\'s job ownership', intIn('--lease-ttl', L.leaseTtlSeconds), SERVER_DEFAULTS.leaseTtlSeconds)
     .option('--name <name>', 'names this process in owner records (default host-pid)')
     .addOption(new Option('--scope <scope>', 'conflict scope of commits').choices(['ru', 'server']).default(SERVER_DEFAULTS.conflictScope))

@@ -155,6 +155,9 @@ export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   port: number;
   leaseTtl: number;
   metricsPort?: number;
+  /** The live dashboard's port, and the token it asks browsers for. */
+  httpPort?: number;
+  httpToken?: string;
   name?: string;
   scope: 'ru' | 'server';
   groupCommit: number;
@@ -204,6 +207,8 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     // Our own certificate doubles as the client certificate, for monitors that require one.
     ...(o.monitorCa ? { nodeTls: { caFile: o.monitorCa, ...(tls ? { certFile: tls.certFile, keyFile: tls.keyFile } : {}) } } : {}),
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
+    ...(o.httpPort !== undefined ? { httpPort: o.httpPort } : {}),
+    ...(o.httpToken ? { httpToken: o.httpToken } : {}),
     retainMs: o.retain,
     compactMarginMs: o.compactMargin,
     departedMemoryMs: o.departedMemory,
@@ -235,8 +240,16 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
       await store.close();
     },
     // One line on stdout that scripts (and the end-to-end test) wait for.
-    () => process.stdout.write(`tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}\n`),
+    () =>
+      process.stdout.write(
+        `tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}${sched.httpPort !== undefined ? `, dashboard on ${dashboardUrl(o.host, sched)}` : ''}\n${sched.httpRefused ? `tarcil server: ${sched.httpRefused}\n` : ''}`,
+      ),
   );
+}
+
+/** Where a browser finds the dashboard of a front-end listening on `host`. */
+function dashboardUrl(host: string, sched: SchedulerProcess): string {
+  return `${sched.httpScheme}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${sched.httpPort}/`;
 }
 
 export interface MonitorFlags extends StoreFlags, TlsFlags, LogFlags {
@@ -323,6 +336,8 @@ export interface UpFlags extends StoreFlags, TlsFlags, LogFlags {
   host: string;
   port: number;
   metricsPort: number;
+  httpPort: number;
+  httpToken?: string;
   executor: 'simulated' | 'process';
   logDir: string;
   retain: number;
@@ -368,6 +383,8 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
       port: o.port,
       leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds,
       metricsPort: o.metricsPort,
+      httpPort: o.httpPort,
+      ...(o.httpToken ? { httpToken: o.httpToken } : {}),
       retainMs: o.retain,
       compactMarginMs: o.compactMargin,
       ...(tls ? { tls } : {}),
@@ -383,6 +400,8 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
     out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
     out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
     if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
+    if (sched.httpPort !== undefined) out(`  dashboard        ${dashboardUrl(o.host, sched)}${o.httpToken ? '   (open it with ?token=<the token>)' : ''}`);
+    if (sched.httpRefused) out(`  dashboard        off: ${sched.httpRefused}`);
     out('');
     out('In another terminal:');
     out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');

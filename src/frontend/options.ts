@@ -50,6 +50,8 @@ export const UP_DEFAULTS = {
   port: DEFAULT_PORT,
   agents: 3,
   metricsPort: 9464,
+  /** The live dashboard (`--http-port`; see frontend/dashboard/server.ts). */
+  httpPort: 7080,
   leaseTtlSeconds: 5,
   executor: DEFAULT_EXECUTOR,
   logDir: DEFAULT_LOG_DIR,
@@ -105,6 +107,7 @@ export function checkSchedulerOptions(o: {
   agents: number;
   port: number;
   metricsPort?: number | undefined;
+  httpPort?: number | undefined;
   leaseTtlSeconds?: number | undefined;
   retainMs?: number | undefined;
   compactMarginMs?: number | undefined;
@@ -115,6 +118,7 @@ export function checkSchedulerOptions(o: {
   checkInt('agents', o.agents, FRONTEND_LIMITS.agents);
   checkInt('port', o.port, FRONTEND_LIMITS.port);
   if (o.metricsPort !== undefined) checkInt('metricsPort', o.metricsPort, FRONTEND_LIMITS.port);
+  if (o.httpPort !== undefined) checkInt('httpPort', o.httpPort, FRONTEND_LIMITS.port);
   if (o.leaseTtlSeconds !== undefined) checkInt('leaseTtlSeconds', o.leaseTtlSeconds, FRONTEND_LIMITS.leaseTtlSeconds);
   if (o.retainMs !== undefined) checkInt('retainMs', o.retainMs, FRONTEND_LIMITS.retainMs);
   if (o.departedMemoryMs !== undefined) checkInt('departedMemoryMs', o.departedMemoryMs, FRONTEND_LIMITS.departedMemoryMs);

@@ -20,6 +20,7 @@ import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
+import { Dashboard, dashboardRefusal } from './dashboard/server.ts';
 import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './node.ts';
 import { checkSchedulerOptions, SERVER_DEFAULTS } from './options.ts';
 import { loadProtos } from './proto.ts';
@@ -43,6 +44,10 @@ export interface SchedulerProcessOptions {
   nodeTls?: { caFile?: string; certFile?: string; keyFile?: string };
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
+  /** Serve the live dashboard on this port (undefined: none; 0: any free port); see dashboard/server.ts. */
+  httpPort?: number;
+  /** The bearer token the dashboard asks browsers for (needed off loopback unless it has TLS). */
+  httpToken?: string;
   /** How long down servers count as part of the cell, and how long a job waits for them (SERVER_DEFAULTS). */
   departedMemoryMs?: number;
   unplaceableTimeoutMs?: number;
@@ -69,6 +74,12 @@ export interface SchedulerProcessOptions {
 export interface SchedulerProcess {
   port: number;
   metricsPort: number | undefined;
+  /** The dashboard's port (undefined: not served). */
+  httpPort: number | undefined;
+  /** Why the dashboard was asked for and not served (off loopback with neither TLS nor token). */
+  httpRefused: string | undefined;
+  /** The dashboard's URL scheme: https with the front-end's TLS certificate. */
+  httpScheme: 'http' | 'https';
   manager: JobManager;
   service: SchedulerService;
   metrics: Metrics;
@@ -87,7 +98,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
   checkSchedulerOptions(o);
   // Monitors started in this process (`tarcil up`) are called directly (see LocalNodes).
   const nodes = new GrpcNodeLink({ ...(o.nodeTls ? { tls: o.nodeTls } : {}), local: localNodes });
-  const hooks: { metrics?: Metrics } = {};
+  const hooks: { metrics?: Metrics; dashboard?: Dashboard } = {};
   const manager = new JobManager({
     process: o.name,
     store: o.store,
@@ -105,7 +116,10 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.profiles ? { profiles: o.profiles } : {}),
     nodes,
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
-    onCommitted: (_job, placements, agent) => hooks.metrics?.observePlacements(agent, placements),
+    onCommitted: (job, placements, agent) => {
+      hooks.metrics?.observePlacements(agent, placements);
+      hooks.dashboard?.observePlacements(job.id, placements);
+    },
     onJobFinished: (_job, state) => hooks.metrics?.observeFinished(state),
   });
   // The monitors of this process (`tarcil up`) export their node metrics here too.
@@ -152,10 +166,31 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     },
   });
   const metricsPort = o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
-  o.log.info({ port: grpcServer.port, agents: o.agents, lease: manager.leaseId, metricsPort }, 'scheduler listening');
+  const httpTls = o.tls ? { certFile: o.tls.certFile, keyFile: o.tls.keyFile } : undefined;
+  const dashOptions = { host: o.host, port: o.httpPort ?? 0, ...(httpTls ? { tls: httpTls } : {}), ...(o.httpToken ? { token: o.httpToken } : {}) };
+  const httpRefused = o.httpPort !== undefined ? dashboardRefusal(dashOptions) : undefined;
+  let httpPort: number | undefined;
+  if (o.httpPort !== undefined && !httpRefused) {
+    const dashboard = new Dashboard({
+      manager,
+      store: o.store,
+      keys: o.keys,
+      metrics,
+      log: o.log.child({ component: 'dashboard' }),
+      job: (id) => service.getJob(id, true),
+      explain: (id) => service.explain(id),
+    });
+    hooks.dashboard = dashboard;
+    httpPort = await dashboard.listen(dashOptions);
+  }
+  if (httpRefused) o.log.warn({ host: o.host }, httpRefused);
+  o.log.info({ port: grpcServer.port, agents: o.agents, lease: manager.leaseId, metricsPort, httpPort }, 'scheduler listening');
   return {
     port: grpcServer.port,
     metricsPort,
+    httpPort,
+    httpRefused,
+    httpScheme: httpTls ? 'https' : 'http',
     manager,
     service,
     metrics,
@@ -167,6 +202,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
       await manager.close();
       nodes.close();
       await metrics.close();
+      await hooks.dashboard?.close();
     },
   };
 }

@@ -359,7 +359,7 @@ export class SchedulerService {
     };
   }
 
-  private async explain(id: string): Promise<ReturnType<typeof explanationToProto>> {
+  async explain(id: string): Promise<ReturnType<typeof explanationToProto>> {
     const k = this.d.keys;
     const res = await this.d.store.txn({
       compare: [],

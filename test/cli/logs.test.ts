@@ -99,7 +99,7 @@ function expectCleanJson(stderr: string): Record<string, unknown>[] {
 
 describe('daemon logs', () => {
   it('tarcil up at TARCIL_LOG=debug: the banner alone on stdout, JSON lines with debug ones on stderr, no key written twice', async () => {
-    const up = run(['up', '--port', '0', '--metrics-port', '0'], { TARCIL_LOG: 'debug' });
+    const up = run(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], { TARCIL_LOG: 'debug' });
     const [, addr] = await up.waitStdout(/Scheduler gRPC\s+(\S+)/);
     const c = schedulerClient(addr!);
     try {
@@ -127,14 +127,14 @@ describe('daemon logs', () => {
   }, 90_000);
 
   it('tarcil up at its default level (warn) writes no info or debug lines; TARCIL_LOG_FORMAT=pretty writes readable lines', async () => {
-    const quiet = run(['up', '--port', '0', '--metrics-port', '0'], {});
+    const quiet = run(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], {});
     await quiet.waitStdout(/Ctrl-C stops everything/);
     expect(await quiet.stop()).toBe(0);
     // The monitors registered (an info line the monitor below writes at its default level): not shown here.
     expect(quiet.stderr()).not.toContain('"msg":"registered"');
     for (const l of expectCleanJson(quiet.stderr())) expect(l.level as number).toBeGreaterThanOrEqual(40);
 
-    const pretty = run(['up', '--port', '0', '--metrics-port', '0'], { TARCIL_LOG: 'info', TARCIL_LOG_FORMAT: 'pretty' });
+    const pretty = run(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], { TARCIL_LOG: 'info', TARCIL_LOG_FORMAT: 'pretty' });
     await pretty.waitStdout(/Ctrl-C stops everything/);
     await pretty.waitStderr(/INFO.*registered/);
     expect(await pretty.stop()).toBe(0);
@@ -155,7 +155,7 @@ describe('daemon logs', () => {
   }, 60_000);
 
   it('a TARCIL_LOG that is no level is refused, naming the variable and the levels', async () => {
-    const bad = run(['up', '--port', '0', '--metrics-port', '0'], { TARCIL_LOG: 'loud' });
+    const bad = run(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], { TARCIL_LOG: 'loud' });
     const code = await bad.exited;
     expect(code).not.toBe(0);
     // Refused where the command line is read (TARCIL_LOG feeds --log-level), naming both and the levels.

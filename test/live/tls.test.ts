@@ -41,7 +41,7 @@ function run(args: string[]): Promise<{ code: number | null; out: string }> {
 
 describe('TLS', () => {
   it('tarcil up serves gRPC over TLS: a client trusting the CA submits and waits; others are refused', async () => {
-    const up = tarcil(['up', '--port', '0', '--metrics-port', '0', '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey]);
+    const up = tarcil(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0', '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey]);
     procs.push(up);
     const addr = (await up.waitFor(/Scheduler gRPC\s+(127\.0\.0\.1:\d+)/))[1] ?? '';
     const ok = await run(['submit', spec, '--server', addr, '--tls-ca', pki.ca, '--wait', '--timeout', '5000']);

@@ -37,7 +37,7 @@ export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 3
  * The demo cell (10 servers, simulated executor) on a MemoryStore with one front-end, its client
  * and a close() for afterAll.
  */
-export async function startDemoCell(o: { prefix: string; name: string; seed: number; agents: number; agentConfig?: Partial<AgentConfig>; metricsPort?: number }) {
+export async function startDemoCell(o: { prefix: string; name: string; seed: number; agents: number; agentConfig?: Partial<AgentConfig>; metricsPort?: number; httpPort?: number }) {
   const store = new MemoryStore();
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
@@ -58,6 +58,7 @@ export async function startDemoCell(o: { prefix: string; name: string; seed: num
     port: 0,
     leaseTtlSeconds: 3,
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
+    ...(o.httpPort !== undefined ? { httpPort: o.httpPort } : {}),
     ...(o.agentConfig ? { agentConfig: o.agentConfig } : {}),
   });
   const client = schedulerClient(`127.0.0.1:${sched.port}`);
