@@ -4,6 +4,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/package-root.ts';
 import type { ProtoGrpcType as MonitorProto } from './gen/monitor.ts';
@@ -28,11 +29,31 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: [PROTO_DIR],
 };
 
+/**
+ * The .proto files parsed at build time (scripts/build-proto-descriptor.mjs, run by `npm run
+ * build`), in protobufjs's JSON form: loading it skips parsing the .proto files at every start.
+ */
+export const PROTO_DESCRIPTOR = join(packageRoot(), 'dist', 'proto', 'descriptor.json');
+
+/** The package definition from the build's descriptor when it is at least as new as every .proto file, else from the files. */
+export function loadDefinition(): protoLoader.PackageDefinition {
+  try {
+    const built = statSync(PROTO_DESCRIPTOR).mtimeMs;
+    if (PROTO_FILES.every((f) => statSync(join(PROTO_DIR, f)).mtimeMs <= built)) {
+      const { includeDirs: _dirs, ...opts } = LOADER_OPTIONS;
+      return protoLoader.fromJSON(JSON.parse(readFileSync(PROTO_DESCRIPTOR, 'utf8')) as Record<string, unknown>, opts);
+    }
+  } catch {
+    // No build (a checkout run from its sources before `npm run build`): parse the files.
+  }
+  return protoLoader.loadSync(PROTO_FILES, LOADER_OPTIONS);
+}
+
 let cached: { def: protoLoader.PackageDefinition; proto: SchedulerProto & MonitorProto } | undefined;
 
 export function loadProtos(): { def: protoLoader.PackageDefinition; proto: SchedulerProto & MonitorProto } {
   if (!cached) {
-    const def = protoLoader.loadSync(PROTO_FILES, LOADER_OPTIONS);
+    const def = loadDefinition();
     const proto = grpc.loadPackageDefinition(def) as unknown as SchedulerProto & MonitorProto;
     cached = { def, proto };
   }
