@@ -11,12 +11,18 @@
  * /proc: user + system, monitors included, as they share the process) per task; its RSS before,
  * at its peak (sampled every 50 ms) and 5 s after the backlog drained.
  *
- * Run: npx tsx bench/backlog.ts [--label after] [--cpu-prof DIR] [--submitters 50] [--jobs 10] [--tasks 10] (--render: the md from the json)
+ * With `--viewers N`, N dashboard clients follow the front-end's live feed (/events, as N open
+ * browser tabs do) for the whole backlog, and also open the page of a job every second: what the
+ * dashboard costs the scheduler on a busy cell (compare with `--viewers 0`, the dashboard served
+ * but not looked at).
+ *
+ * Run: npx tsx bench/backlog.ts [--label after] [--cpu-prof DIR] [--submitters 50] [--jobs 10] [--tasks 10] [--viewers 0] (--render: the md from the json)
  * Results: bench/results/backlog.{json,md}; runs with other labels already there are kept (before
  * and after in one file).
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -58,10 +64,46 @@ interface Result {
   rssPeakMb: number;
   rssAfterMb: number;
   failedJobs: number;
+  /** Dashboard clients following the live feed during the backlog, and the bytes they received. */
+  viewers?: number;
+  viewerBytes?: number;
   /** Mean run time of a task (start to end, as its monitor recorded them): 50 ms × slowdown / platform speed. */
   meanRunMs: number;
   /** Share of the 24 RUs' time between the first submission and the last end spent running tasks. */
   runningShare: number;
+}
+
+/**
+ * `n` dashboard clients: each follows /events and fetches the page data of the latest job every
+ * second. stop() ends them and returns the bytes they received.
+ */
+function dashboardViewers(port: number, n: number, ids: readonly string[]): { stop(): number } {
+  let bytes = 0;
+  const reqs: http.ClientRequest[] = [];
+  const timers: NodeJS.Timeout[] = [];
+  const read = (res: http.IncomingMessage): void => {
+    res.on('data', (b: Buffer) => (bytes += b.length));
+    res.on('error', () => undefined);
+  };
+  for (let i = 0; i < n; i++) {
+    const req = http.get({ host: '127.0.0.1', port, path: '/events' }, read);
+    req.on('error', () => undefined);
+    reqs.push(req);
+    timers.push(
+      setInterval(() => {
+        const id = ids[ids.length - 1];
+        if (!id) return;
+        http.get({ host: '127.0.0.1', port, path: `/api/job?id=${encodeURIComponent(id)}` }, read).on('error', () => undefined);
+      }, 1000),
+    );
+  }
+  return {
+    stop: () => {
+      for (const t of timers) clearInterval(t);
+      for (const r of reqs) r.destroy();
+      return bytes;
+    },
+  };
 }
 
 function procStat(pid: number): { cpuS: number; rssMb: number } {
@@ -116,9 +158,11 @@ async function main(): Promise<void> {
   const submitters = Number(arg('--submitters') ?? 50);
   const jobsPer = Number(arg('--jobs') ?? 10);
   const tasksPer = Number(arg('--tasks') ?? 10);
+  const viewers = Number(arg('--viewers') ?? 0);
   const port = await freePort();
   const metricsPort = await freePort();
-  const nodeArgs = [...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', String(port), '--metrics-port', String(metricsPort)];
+  const httpPort = await freePort();
+  const nodeArgs = [...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', String(port), '--metrics-port', String(metricsPort), '--http-port', String(httpPort)];
   const up = spawn(process.execPath, nodeArgs, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' } });
   const pid = up.pid as number;
   let peak = 0;
@@ -147,6 +191,7 @@ async function main(): Promise<void> {
     const submitMs: number[] = [];
     const states: string[] = [];
     const ids: string[] = [];
+    const watching = dashboardViewers(httpPort, viewers, ids);
     const t0 = performance.now();
     const clients = Array.from({ length: submitters }, () => schedulerClient(`127.0.0.1:${port}`));
     await Promise.all(
@@ -165,6 +210,7 @@ async function main(): Promise<void> {
     );
     const seconds = (performance.now() - t0) / 1000;
     const end = procStat(pid);
+    const viewerBytes = watching.stop();
     await new Promise((r) => setTimeout(r, 5000));
     clearInterval(sampler);
     const after = procStat(pid);
@@ -205,6 +251,8 @@ async function main(): Promise<void> {
       rssPeakMb: peak,
       rssAfterMb: after.rssMb,
       failedJobs: states.filter((s) => s !== 'succeeded').length,
+      viewers,
+      viewerBytes,
       meanRunMs: runMs / Math.max(1, ran),
       runningShare: runMs / (RUS * seconds * 1000),
     };
@@ -232,10 +280,11 @@ function markdown(runs: Result[]): string {
     '(front-end and the 10 monitors). Reproduce: `npx tsx bench/backlog.ts --label <name>`.',
     '',
     mdTable(
-      ['run', 'commit', 'tasks/s', '% of 480', 'mean run ms', 'RU time running %', 'submit p50 ms', 'submit p99 ms', 'submit max ms', 'CPU ms/task', 'RSS start MB', 'peak RSS MB', 'RSS 5 s after MB', 'jobs not succeeded'],
+      ['run', 'commit', 'dashboard viewers', 'tasks/s', '% of 480', 'mean run ms', 'RU time running %', 'submit p50 ms', 'submit p99 ms', 'submit max ms', 'CPU ms/task', 'RSS start MB', 'peak RSS MB', 'RSS 5 s after MB', 'jobs not succeeded'],
       runs.map((r) => [
         r.label,
         r.commit,
+        r.viewers === undefined ? '-' : `${r.viewers}${r.viewers ? ` (${fmt((r.viewerBytes ?? 0) / 1024, 0)} kB)` : ''}`,
         fmt(r.tasksPerSec, 0),
         fmt((100 * r.tasksPerSec) / r.capacity, 0),
         r.meanRunMs === undefined ? '-' : fmt(r.meanRunMs, 1),
