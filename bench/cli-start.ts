@@ -57,7 +57,7 @@ function once(root: string, args: string[]): Promise<number> {
 }
 
 const port = await freePort();
-const up = daemon(['up', '--port', String(port), '--metrics-port', '0']);
+const up = daemon(['up', '--port', String(port), '--metrics-port', '0', '--http-port', '0']);
 try {
   await up.waitFor(/Scheduler gRPC/, 120_000);
   const server = `127.0.0.1:${port}`;

@@ -72,7 +72,7 @@ describe('a daemon whose store does not answer at start', () => {
     const store = `etcd://127.0.0.1:${port}`;
     const server = tarcil('server', '--store', store, '--port', '0');
     const monitor = tarcil('monitor', '--store', store, '--node', 'n1', '--platform', 'r3-2xlarge', '--port', '0');
-    const up = tarcil('up', '--store', store, '--port', '0', '--metrics-port', '0');
+    const up = tarcil('up', '--store', store, '--port', '0', '--metrics-port', '0', '--http-port', '0');
     for (const [who, r] of [['server', server], ['monitor', monitor], ['up', up]] as const) {
       const { code } = await r.exit;
       expect(code, `${who}: ${r.err()}`).toBe(EXIT.UNAVAILABLE);

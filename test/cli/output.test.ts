@@ -44,7 +44,7 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    up = daemon(['up', '--port', String(port), '--metrics-port', '0']);
+    up = daemon(['up', '--port', String(port), '--metrics-port', '0', '--http-port', '0']);
     await up.waitFor(/Scheduler gRPC/, 60_000);
     server = `127.0.0.1:${port}`;
     const r = await run(['submit', '-', '--wait', '--server', server], { stdin: spec('listed', 50) });
