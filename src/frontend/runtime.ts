@@ -165,23 +165,38 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
       return ['tarcil.v1.Scheduler'];
     },
   });
-  const metricsPort = o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
+  const close = async (): Promise<void> => {
+    await grpcServer.close(1000);
+    await housekeeper?.close();
+    await manager.close();
+    nodes.close();
+    await metrics.close();
+    await hooks.dashboard?.close();
+  };
+  let metricsPort: number | undefined;
+  let httpPort: number | undefined;
   const httpTls = o.tls ? { certFile: o.tls.certFile, keyFile: o.tls.keyFile } : undefined;
   const dashOptions = { host: o.host, port: o.httpPort ?? 0, ...(httpTls ? { tls: httpTls } : {}), ...(o.httpToken ? { token: o.httpToken } : {}) };
   const httpRefused = o.httpPort !== undefined ? dashboardRefusal(dashOptions) : undefined;
-  let httpPort: number | undefined;
-  if (o.httpPort !== undefined && !httpRefused) {
-    const dashboard = new Dashboard({
-      manager,
-      store: o.store,
-      keys: o.keys,
-      metrics,
-      log: o.log.child({ component: 'dashboard' }),
-      job: (id) => service.getJob(id, true),
-      explain: (id) => service.explain(id),
-    });
-    hooks.dashboard = dashboard;
-    httpPort = await dashboard.listen(dashOptions);
+  try {
+    metricsPort = o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
+    if (o.httpPort !== undefined && !httpRefused) {
+      const dashboard = new Dashboard({
+        manager,
+        store: o.store,
+        keys: o.keys,
+        metrics,
+        log: o.log.child({ component: 'dashboard' }),
+        job: (id) => service.getJob(id, true),
+        explain: (id) => service.explain(id),
+      });
+      hooks.dashboard = dashboard;
+      httpPort = await dashboard.listen(dashOptions);
+    }
+  } catch (err) {
+    // A port that is taken: nothing of this front-end is left running.
+    await close().catch(() => undefined);
+    throw err;
   }
   if (httpRefused) o.log.warn({ host: o.host }, httpRefused);
   o.log.info({ port: grpcServer.port, agents: o.agents, lease: manager.leaseId, metricsPort, httpPort }, 'scheduler listening');
@@ -196,14 +211,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     metrics,
     housekeeper,
     ready,
-    close: async () => {
-      await grpcServer.close(1000);
-      await housekeeper?.close();
-      await manager.close();
-      nodes.close();
-      await metrics.close();
-      await hooks.dashboard?.close();
-    },
+    close,
   };
 }
 

@@ -199,6 +199,26 @@ describe('the dashboard off loopback', () => {
     return sched;
   }
 
+  it('a dashboard port already taken stops the front-end with a message naming --http-port', async () => {
+    const first = await frontEnd({ host: '127.0.0.1' });
+    const store = new MemoryStore();
+    const err = await startScheduler({
+      name: 'dash-taken',
+      store,
+      keys: new Keys('/dash-taken/'),
+      catalog: loadCatalog(),
+      clock: new SystemClock(),
+      rng: new SeededRng(1),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      httpPort: first.httpPort,
+    }).catch((e: unknown) => e);
+    await store.close();
+    expect(String(err)).toMatch(/dashboard's port: .*EADDRINUSE.*--http-port, 0 for any free port/);
+  });
+
   it('is not served on another address without TLS or a token, and says why', async () => {
     expect(dashboardRefusal({ host: '127.0.0.1', port: 0 })).toBeUndefined();
     expect(dashboardRefusal({ host: '0.0.0.0', port: 0, token: 't' })).toBeUndefined();

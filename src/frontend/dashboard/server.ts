@@ -125,7 +125,11 @@ export class Dashboard {
       if (this.clients.size > 0) this.pendingPoints.push(p);
     });
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        // Name the flag: the default port (7080) may be taken by another program or another tarcil up.
+        if (err.code === 'EADDRINUSE') err.message = `the dashboard's port: ${err.message} (choose another with --http-port, 0 for any free port)`;
+        reject(err);
+      });
       server.listen(o.port, o.host, () => {
         const a = server.address();
         resolve(typeof a === 'object' && a ? a.port : o.port);
