@@ -42,6 +42,8 @@ class Probe {
   state: 'queued' | 'requesting' | 'done' = 'queued';
   /** The scheduler has answered its request (a task or a no-op). */
   answered = false;
+  /** The task the answer carries back to the worker (undefined: a no-op), until it is launched. */
+  task: SimTask | undefined = undefined;
   constructor(
     /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
     public req: Req | undefined,
@@ -131,7 +133,7 @@ export class SparrowPolicy implements Policy {
     this.cancel = opts.cancel ?? true;
     this.oneWay = opts.oneWayMs ?? NETWORK.ONE_WAY_MS;
     this.name = opts.mode === 'batch-lb' ? 'sparrow' : opts.mode === 'random' ? 'random' : `sparrow-${opts.mode}`;
-    this.workers = new WorkerQueues(world, (p, s) => this.onRequest(p, s));
+    this.workers = new WorkerQueues(world, (p) => this.onRequest(p));
     this.usable = world.servers.filter((s) => s.free > 0).map((s) => s.idx);
     this.usableSet = new Set(this.usable);
     world.onFree = (ru) => this.workers.dispatch(world.ruServer[ru] as number);
@@ -221,40 +223,55 @@ export class SparrowPolicy implements Policy {
   }
 
   /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
-  private onRequest(p: Probe, s: number): void {
+  private onRequest(p: Probe): void {
+    this.world.engine.afterArg(this.oneWay, this.answerFn, p);
+  }
+
+  // The two legs of a request's round trip, made once: their events carry the probe (the worker is
+  // the probe's own), so a request allocates nothing.
+  private readonly answerFn = (p: Probe): void => this.answer(p);
+  private readonly launchFn = (p: Probe): void => this.launch(p);
+
+  /** The request reached the scheduler: the job's next unlaunched task, or a no-op. */
+  private answer(p: Probe): void {
     const eng = this.world.engine;
-    eng.after(this.oneWay, () => {
-      const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
-      const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
-      p.answered = true;
-      req.open--;
-      if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
-        // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
-        // together, so one event handles them all (the same order as one event each).
-        const targets = req.probes.filter((o) => !o.answered);
-        this.c.cancelRpcs += targets.length;
-        eng.after(this.oneWay, () => {
-          for (const o of targets) {
-            if (o.state === 'queued') {
-              o.state = 'done';
-              o.req = undefined;
-              this.c.cancelled++;
-            }
-          }
-        });
-      }
+    const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
+    const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
+    p.answered = true;
+    req.open--;
+    if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
+      // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
+      // together, so one event handles them all (the same order as one event each).
+      const targets = req.probes.filter((o) => !o.answered);
+      this.c.cancelRpcs += targets.length;
       eng.after(this.oneWay, () => {
-        p.state = 'done';
-        this.workers.release(s);
-        if (task) {
-          this.c.launched++;
-          this.world.startTask(task, freeRuOn(this.world, s));
-        } else {
-          this.c.noops++;
+        for (const o of targets) {
+          if (o.state === 'queued') {
+            o.state = 'done';
+            o.req = undefined;
+            this.c.cancelled++;
+          }
         }
-        this.workers.dispatch(s);
       });
-    });
+    }
+    p.task = task;
+    eng.afterArg(this.oneWay, this.launchFn, p);
+  }
+
+  /** The answer reached the worker: the held slot runs the task, or is let go. */
+  private launch(p: Probe): void {
+    const s = p.server;
+    const task = p.task;
+    p.task = undefined;
+    p.state = 'done';
+    this.workers.release(s);
+    if (task) {
+      this.c.launched++;
+      this.world.startTask(task, freeRuOn(this.world, s));
+    } else {
+      this.c.noops++;
+    }
+    this.workers.dispatch(s);
   }
 }
 
