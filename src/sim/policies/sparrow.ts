@@ -123,6 +123,8 @@ export class SparrowPolicy implements Policy {
   /** Workers not entirely held by resident load: a probe elsewhere would wait forever. */
   private readonly usable: number[];
   private readonly usableSet: Set<number>;
+  /** The engine's lane for messages one network hop away (-1 with no delay). */
+  private readonly lane: number;
   readonly c = { probes: 0, launched: 0, noops: 0, cancelled: 0, cancelRpcs: 0, tasks: 0 };
 
   constructor(world: World, rng: Rng, opts: SparrowOptions) {
@@ -134,6 +136,7 @@ export class SparrowPolicy implements Policy {
     this.oneWay = opts.oneWayMs ?? NETWORK.ONE_WAY_MS;
     this.name = opts.mode === 'batch-lb' ? 'sparrow' : opts.mode === 'random' ? 'random' : `sparrow-${opts.mode}`;
     this.workers = new WorkerQueues(world, (p) => this.onRequest(p));
+    this.lane = this.oneWay > 0 ? world.engine.lane(this.oneWay) : -1;
     this.usable = world.servers.filter((s) => s.free > 0).map((s) => s.idx);
     this.usableSet = new Set(this.usable);
     world.onFree = (ru) => this.workers.dispatch(world.ruServer[ru] as number);
@@ -215,26 +218,41 @@ export class SparrowPolicy implements Policy {
         this.c.probes += probes.length;
         // Every probe reaches its worker at the same moment: one event enqueues them all, in the
         // order that one event per probe would have (consecutive, nothing else in between).
-        eng.after(this.oneWay, () => {
-          for (const p of probes) this.workers.enqueue(p.server, p);
-        });
+        this.hop(this.deliverFn, probes);
       }
     }
   }
 
-  /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
-  private onRequest(p: Probe): void {
-    this.world.engine.afterArg(this.oneWay, this.answerFn, p);
+  /** A message one network hop away: fn(arg) after the one-way delay. */
+  private hop<A>(fn: (arg: A) => void, arg: A): void {
+    if (this.lane >= 0) this.world.engine.afterLane(this.lane, fn, arg);
+    else this.world.engine.afterArg(this.oneWay, fn, arg);
   }
 
-  // The two legs of a request's round trip, made once: their events carry the probe (the worker is
-  // the probe's own), so a request allocates nothing.
+  /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
+  private onRequest(p: Probe): void {
+    this.hop(this.answerFn, p);
+  }
+
+  // The messages of batch sampling with late binding, made once: their events carry the probe (the
+  // worker is the probe's own) or the job's probes, so a request allocates nothing.
+  private readonly deliverFn = (probes: Probe[]): void => {
+    for (const p of probes) this.workers.enqueue(p.server, p);
+  };
   private readonly answerFn = (p: Probe): void => this.answer(p);
   private readonly launchFn = (p: Probe): void => this.launch(p);
+  private readonly cancelFn = (targets: Probe[]): void => {
+    for (const o of targets) {
+      if (o.state === 'queued') {
+        o.state = 'done';
+        o.req = undefined;
+        this.c.cancelled++;
+      }
+    }
+  };
 
   /** The request reached the scheduler: the job's next unlaunched task, or a no-op. */
   private answer(p: Probe): void {
-    const eng = this.world.engine;
     const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
     const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
     p.answered = true;
@@ -244,18 +262,10 @@ export class SparrowPolicy implements Policy {
       // together, so one event handles them all (the same order as one event each).
       const targets = req.probes.filter((o) => !o.answered);
       this.c.cancelRpcs += targets.length;
-      eng.after(this.oneWay, () => {
-        for (const o of targets) {
-          if (o.state === 'queued') {
-            o.state = 'done';
-            o.req = undefined;
-            this.c.cancelled++;
-          }
-        }
-      });
+      this.hop(this.cancelFn, targets);
     }
     p.task = task;
-    eng.afterArg(this.oneWay, this.launchFn, p);
+    this.hop(this.launchFn, p);
   }
 
   /** The answer reached the worker: the held slot runs the task, or is let go. */
