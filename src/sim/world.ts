@@ -133,6 +133,8 @@ export class World {
   readonly ruServer: Int32Array;
   readonly occ: (SimTask | null)[];
   readonly rev: Float64Array;
+  /** Σ real caused over each server's occupants: server i's at [i·N_RESOURCES, (i+1)·N_RESOURCES). */
+  private readonly sums: Float64Array;
   readonly free = new IndexedSet();
   readonly interference: boolean;
   private readonly perf: PerfParams;
@@ -172,8 +174,11 @@ export class World {
     this.scoreQ = opts.scoreQ ?? false;
     this.keepCompleted = opts.keepCompleted ?? false;
     let base = 0;
+    // Every server's load sum in one array (a server's `sum` is its slice), side by side in memory.
+    this.sums = new Float64Array(specs.length * N_RESOURCES);
     for (const spec of specs) {
-      this.servers.push({ idx: this.servers.length, spec, base, rus: spec.rus, sum: new Float64Array(N_RESOURCES), tasks: [], free: spec.rus });
+      const idx = this.servers.length;
+      this.servers.push({ idx, spec, base, rus: spec.rus, sum: this.sums.subarray(idx * N_RESOURCES, (idx + 1) * N_RESOURCES), tasks: [], free: spec.rus });
       base += spec.rus;
     }
     this.nRu = base;
@@ -292,8 +297,10 @@ export class World {
     }
     task.remaining = task.work + extraWork;
     task.speed = task.job.profile.platformPerf[s.spec.platform] ?? 1;
-    const job = task.job;
-    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) + (job.real[i] as number);
+    const real = task.job.real;
+    const sums = this.sums;
+    const o = s.idx * N_RESOURCES;
+    for (let i = 0; i < N_RESOURCES; i++) sums[o + i] = (sums[o + i] as number) + (real[i] as number);
     s.tasks.push(task);
     if (this.interference) this.rerate(s);
     else this.rateOne(task, s);
@@ -374,7 +381,9 @@ export class World {
       if (k < s.tasks.length) s.tasks[k] = last;
     }
     const real = t.job.real;
-    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) - (real[i] as number);
+    const sums = this.sums;
+    const o = s.idx * N_RESOURCES;
+    for (let i = 0; i < N_RESOURCES; i++) sums[o + i] = (sums[o + i] as number) - (real[i] as number);
   }
 
   private finish(t: SimTask): void {

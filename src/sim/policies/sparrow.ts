@@ -123,6 +123,9 @@ export class SparrowPolicy implements Policy {
   /** Workers not entirely held by resident load: a probe elsewhere would wait forever. */
   private readonly usable: number[];
   private readonly usableSet: Set<number>;
+  /** sample(): which indices the current call has drawn (stamped with its number). */
+  private stamp: Float64Array;
+  private stampNo = 0;
   /** The engine's lane for messages one network hop away (-1 with no delay). */
   private readonly lane: number;
   readonly c = { probes: 0, launched: 0, noops: 0, cancelled: 0, cancelRpcs: 0, tasks: 0 };
@@ -139,6 +142,7 @@ export class SparrowPolicy implements Policy {
     this.lane = this.oneWay > 0 ? world.engine.lane(this.oneWay) : -1;
     this.usable = world.servers.filter((s) => s.free > 0).map((s) => s.idx);
     this.usableSet = new Set(this.usable);
+    this.stamp = new Float64Array(world.servers.length);
     world.onFree = (ru) => this.workers.dispatch(world.ruServer[ru] as number);
   }
 
@@ -159,9 +163,18 @@ export class SparrowPolicy implements Policy {
       while (all.length < k) all.push(pool ? (pool[this.rng.int(n)] as number) : this.rng.int(n));
       return all;
     }
-    const chosen = new Set<number>();
-    while (chosen.size < k) chosen.add(this.rng.int(n));
-    return [...chosen].map((i) => (pool ? (pool[i] as number) : i));
+    // k distinct draws in the order first drawn; a stamp per index marks this call's draws.
+    if (this.stamp.length < n) this.stamp = new Float64Array(n);
+    const stamp = this.stamp;
+    const mark = ++this.stampNo;
+    const out: number[] = [];
+    while (out.length < k) {
+      const i = this.rng.int(n);
+      if (stamp[i] === mark) continue;
+      stamp[i] = mark;
+      out.push(pool ? (pool[i] as number) : i);
+    }
+    return out;
   }
 
   submit(job: SimJob): void {
