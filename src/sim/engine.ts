@@ -140,7 +140,7 @@ export class Engine implements Clock {
    */
   postArg<A>(t: number, fn: (arg: A) => void, arg: A): number {
     const slot = this.takeSlot();
-    this.fns[slot] = fn as (arg: never) => void;
+    this.fns[slot] = fn;
     this.args[slot] = arg;
     this.insert(t < this.t ? this.t : t, this.seq++, slot);
     return slot;
@@ -163,7 +163,7 @@ export class Engine implements Clock {
   /** Schedules fn(arg) the lane's delay from now (no handle: it cannot be cancelled or moved). */
   afterLane<A>(lane: number, fn: (arg: A) => void, arg: A): void {
     const l = this.lanes[lane] as Lane;
-    l.push(this.t + l.delay, this.seq++, fn as (arg: never) => void, arg);
+    l.push(this.t + l.delay, this.seq++, fn, arg);
     this.queuedInLanes++;
   }
   /** The generation of a slot: with the slot, what identifies its pending event (cancelSlot, moveSlot). */
