@@ -125,12 +125,19 @@ export function decide(
  * Keeps the admission counters in step with the cluster view: when a server's occupancy changes,
  * every RU on it sees a new neighbourhood, so each is re-hashed (off the scheduling path).
  */
+const EMPTY: readonly number[] = [];
+
 export function wireAdmission(state: ClusterState, admission: AdmissionState): void {
   const C: number[] = [];
   // Every free RU of a server sees the same contention (no occupant of its own to leave out): it
   // is computed and prepared (fixed point, LSH bucket) once per server change.
   const freeC: number[] = [];
   let freeP: PreparedContention | undefined;
+  // Occupants with the same caused vector (tasks of one job) see the same contention too: within
+  // one server change each distinct vector is computed and prepared once (by reference: the same
+  // array is the same vector). The prepared entries are reused from change to change.
+  const seenCaused: (readonly number[])[] = [];
+  const seenP: PreparedContention[] = [];
   // The RU keys of each server, built once: this runs for every RU of every server that changes.
   const keysOf = new Map<string, string[]>();
   state.onServerChanged((s) => {
@@ -142,6 +149,7 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
     }
     if (gone) keysOf.delete(s.id);
     let freePrepared = false;
+    let distinct = 0;
     for (let i = 0; i < s.ruCount; i++) {
       const key = keys[i] as string;
       if (gone || s.down || s.ruDown[i]) {
@@ -150,8 +158,14 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
       }
       const occ = s.occupants[i];
       if (occ) {
-        contention(s.sum, s.ruCount, occ.caused, C);
-        admission.updateRu(key, C, s.available(i));
+        let j = 0;
+        while (j < distinct && seenCaused[j] !== occ.caused) j++;
+        if (j === distinct) {
+          seenCaused[j] = occ.caused;
+          seenP[j] = admission.prepare(contention(s.sum, s.ruCount, occ.caused, C), seenP[j]);
+          distinct++;
+        }
+        admission.updateRuPrepared(key, seenP[j] as PreparedContention, s.available(i));
         continue;
       }
       if (!freePrepared || !freeP) {
@@ -160,5 +174,7 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
       }
       admission.updateRuPrepared(key, freeP, s.available(i));
     }
+    // Let go of the occupants' vectors (the prepared entries stay, to be reused).
+    for (let j = 0; j < distinct; j++) seenCaused[j] = EMPTY;
   });
 }

@@ -27,6 +27,53 @@ class Handle implements MovableTimer {
 const INITIAL = 1024;
 
 /**
+ * Events all scheduled the same fixed delay after the moment they are scheduled (a network hop)
+ * come out in the order they went in: the clock never goes back, so their times never decrease,
+ * and their sequence numbers grow. Such a lane is a FIFO (a ring buffer) that the engine merges
+ * with its heap by (time, sequence), the same order as if every event went through the heap.
+ */
+class Lane {
+  t = new Float64Array(INITIAL);
+  s = new Float64Array(INITIAL);
+  fns: (((arg: never) => void) | undefined)[] = new Array<undefined>(INITIAL).fill(undefined);
+  args: unknown[] = new Array<undefined>(INITIAL).fill(undefined);
+  head = 0;
+  size = 0;
+  constructor(readonly delay: number) {}
+  push(t: number, s: number, fn: (arg: never) => void, arg: unknown): void {
+    if (this.size === this.t.length) this.grow();
+    const cap = this.t.length;
+    let i = this.head + this.size;
+    if (i >= cap) i -= cap;
+    this.t[i] = t;
+    this.s[i] = s;
+    this.fns[i] = fn;
+    this.args[i] = arg;
+    this.size++;
+  }
+  private grow(): void {
+    const cap = this.t.length;
+    const t = new Float64Array(cap * 2);
+    const s = new Float64Array(cap * 2);
+    const fns = new Array<((arg: never) => void) | undefined>(cap * 2).fill(undefined);
+    const args = new Array<unknown>(cap * 2).fill(undefined);
+    for (let k = 0; k < this.size; k++) {
+      let i = this.head + k;
+      if (i >= cap) i -= cap;
+      t[k] = this.t[i] as number;
+      s[k] = this.s[i] as number;
+      fns[k] = this.fns[i];
+      args[k] = this.args[i];
+    }
+    this.t = t;
+    this.s = s;
+    this.fns = fns;
+    this.args = args;
+    this.head = 0;
+  }
+}
+
+/**
  * The discrete-event core: events ordered by (time, sequence). Ties fire in the order they were
  * scheduled, which together with seeded Rngs makes a run a pure function of its seed.
  *
@@ -41,8 +88,9 @@ const INITIAL = 1024;
  *   time a neighbour comes or goes keeps one finish event.
  */
 export class Engine implements Clock {
-  // Per slot: the function (undefined once fired or cancelled), its generation, its heap index.
-  private fns: ((() => void) | undefined)[] = [];
+  // Per slot: the function (undefined once fired or cancelled), its argument, its generation, its heap index.
+  private fns: (((arg: never) => void) | undefined)[] = [];
+  private args: unknown[] = [];
   private gens = new Uint32Array(INITIAL);
   private posOf = new Int32Array(INITIAL).fill(-1);
   private freeSlots: number[] = [];
@@ -52,6 +100,8 @@ export class Engine implements Clock {
   private hS = new Float64Array(INITIAL);
   private hSlot = new Int32Array(INITIAL);
   private n = 0;
+  private lanes: Lane[] = [];
+  private queuedInLanes = 0;
   private seq = 0;
   private t = 0;
   /** Events executed, for the speed figures. */
@@ -85,6 +135,42 @@ export class Engine implements Clock {
     this.post(this.t + (ms > 0 ? ms : 0), fn);
   }
   /**
+   * Schedules fn(arg) at time t (clamped to now) without a handle; returns its slot. With fn made
+   * once (a bound method), an event costs no allocation at all: no closure, no handle.
+   */
+  postArg<A>(t: number, fn: (arg: A) => void, arg: A): number {
+    const slot = this.takeSlot();
+    this.fns[slot] = fn;
+    this.args[slot] = arg;
+    this.insert(t < this.t ? this.t : t, this.seq++, slot);
+    return slot;
+  }
+  /** Schedules fn(arg) `ms` from now without a handle. */
+  afterArg<A>(ms: number, fn: (arg: A) => void, arg: A): void {
+    this.postArg(this.t + (ms > 0 ? ms : 0), fn, arg);
+  }
+  /**
+   * A lane for events scheduled `delay` ms (> 0) after the moment they are scheduled; returns its
+   * number for afterLane. Cheaper than the heap, and the same order of events.
+   */
+  lane(delay: number): number {
+    if (!(delay > 0) || !Number.isFinite(delay)) throw new Error(`a lane needs a positive finite delay, got ${delay}`);
+    const k = this.lanes.findIndex((l) => l.delay === delay);
+    if (k >= 0) return k;
+    this.lanes.push(new Lane(delay));
+    return this.lanes.length - 1;
+  }
+  /** Schedules fn(arg) the lane's delay from now (no handle: it cannot be cancelled or moved). */
+  afterLane<A>(lane: number, fn: (arg: A) => void, arg: A): void {
+    const l = this.lanes[lane] as Lane;
+    l.push(this.t + l.delay, this.seq++, fn, arg);
+    this.queuedInLanes++;
+  }
+  /** The generation of a slot: with the slot, what identifies its pending event (cancelSlot, moveSlot). */
+  genOf(slot: number): number {
+    return this.gens[slot] as number;
+  }
+  /**
    * Moves a pending event to time t (clamped to now), ordered among events of the same time as if
    * it had been scheduled now: exactly what cancelling it and scheduling the same function anew
    * would do, without the dead event left in the queue. False if it already fired or was cancelled.
@@ -96,6 +182,7 @@ export class Engine implements Clock {
   cancelSlot(slot: number, gen: number): void {
     if (this.gens[slot] !== gen || this.fns[slot] === undefined) return;
     this.fns[slot] = undefined;
+    this.args[slot] = undefined;
     this.gens[slot] = (gen + 1) >>> 0;
   }
   /** @internal (Handle) */
@@ -123,30 +210,66 @@ export class Engine implements Clock {
   }
   /** Entries in the queue (events cancelled but not yet dropped included). */
   get pending(): number {
-    return this.n;
+    return this.n + this.queuedInLanes;
   }
 
   /** Runs events until the queue is empty, `until` is passed, or stop() is called. */
   run(until = Infinity, onProgress?: (t: number) => void, progressEvery = 50_000): void {
     this.stopped = false;
-    const fns = this.fns;
-    while (this.n > 0 && !this.stopped) {
-      const t = this.hT[0] as number;
+    const fns = this.fns as (((arg: unknown) => void) | undefined)[];
+    const args = this.args;
+    const lanes = this.lanes;
+    while (!this.stopped) {
+      // The earliest of the heap's top and the lanes' heads, by (time, sequence).
+      let from: Lane | undefined;
+      let t = Infinity;
+      let s = Infinity;
+      if (this.n > 0) {
+        t = this.hT[0] as number;
+        s = this.hS[0] as number;
+      }
+      if (this.queuedInLanes > 0) {
+        for (let k = 0; k < lanes.length; k++) {
+          const l = lanes[k] as Lane;
+          if (l.size === 0) continue;
+          const lt = l.t[l.head] as number;
+          if (lt < t || (lt === t && (l.s[l.head] as number) < s)) {
+            from = l;
+            t = lt;
+            s = l.s[l.head] as number;
+          }
+        }
+      } else if (this.n === 0) break;
       if (t > until) break;
-      const slot = this.hSlot[0] as number;
-      this.removeTop();
-      const fn = fns[slot];
-      fns[slot] = undefined;
-      this.gens[slot] = ((this.gens[slot] as number) + 1) >>> 0;
-      this.posOf[slot] = -1;
-      this.freeSlots.push(slot);
-      if (fn === undefined) continue;
+      let fn: ((arg: unknown) => void) | undefined;
+      let arg: unknown;
+      if (from) {
+        const h = from.head;
+        fn = from.fns[h] as (arg: unknown) => void;
+        arg = from.args[h];
+        from.fns[h] = undefined;
+        from.args[h] = undefined;
+        from.head = h + 1 === from.t.length ? 0 : h + 1;
+        from.size--;
+        this.queuedInLanes--;
+      } else {
+        const slot = this.hSlot[0] as number;
+        this.removeTop();
+        fn = fns[slot];
+        arg = args[slot];
+        fns[slot] = undefined;
+        args[slot] = undefined;
+        this.gens[slot] = ((this.gens[slot] as number) + 1) >>> 0;
+        this.posOf[slot] = -1;
+        this.freeSlots.push(slot);
+        if (fn === undefined) continue;
+      }
       this.t = t;
       this.fired++;
-      fn();
+      fn(arg);
       if (onProgress && this.fired % progressEvery === 0) onProgress(this.t);
     }
-    if (until !== Infinity && !this.stopped && this.t < until && this.n === 0) this.t = until;
+    if (until !== Infinity && !this.stopped && this.t < until && this.n === 0 && this.queuedInLanes === 0) this.t = until;
   }
 
   private takeSlot(): number {
@@ -162,6 +285,7 @@ export class Engine implements Clock {
       this.posOf = pos;
     }
     this.fns.push(undefined);
+    this.args.push(undefined);
     return slot;
   }
 

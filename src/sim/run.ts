@@ -85,7 +85,7 @@ export function runSim(cfg: RunConfig): RunResult {
     const r = gen.next();
     if (r.done) return;
     const job = r.value;
-    engine.at(job.arrival, () => {
+    engine.post(job.arrival, () => {
       submitted++;
       policy.submit(job);
       arrive();

@@ -12,7 +12,7 @@ import { IndexedSet } from '../sampling/indexed-set.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
 import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
-import type { Engine, MovableTimer } from './engine.ts';
+import type { Engine } from './engine.ts';
 import { DEFAULT_PERF, slowdown, type PerfParams } from '../model/perf.ts';
 
 export interface SimTask {
@@ -29,8 +29,9 @@ export interface SimTask {
   remaining: number;
   rate: number;
   last: number;
-  /** The pending finish event while it runs. */
-  finishEvent?: MovableTimer;
+  /** The pending finish event while it runs: its engine slot (-1: none) and the slot's generation. */
+  finishSlot: number;
+  finishGen: number;
   remote: boolean;
   /** The Q the scheduler saw for its RU (policies that score), for the Q CDFs. */
   Q?: number;
@@ -132,6 +133,8 @@ export class World {
   readonly ruServer: Int32Array;
   readonly occ: (SimTask | null)[];
   readonly rev: Float64Array;
+  /** Σ real caused over each server's occupants: server i's at [i·N_RESOURCES, (i+1)·N_RESOURCES). */
+  private readonly sums: Float64Array;
   readonly free = new IndexedSet();
   readonly interference: boolean;
   private readonly perf: PerfParams;
@@ -160,6 +163,8 @@ export class World {
   private readonly targets = new Map<readonly number[], JobTarget>();
   private readonly scratchC: number[] = [];
   private readonly scratchSum = new Array<number>(N_RESOURCES).fill(0);
+  /** A task's finish event, made once: the event carries the task, no closure per task. */
+  private readonly finishFn = (t: SimTask): void => this.finish(t);
 
   constructor(engine: Engine, rng: Rng, specs: readonly ServerSpec[], opts: WorldOptions) {
     this.engine = engine;
@@ -169,8 +174,11 @@ export class World {
     this.scoreQ = opts.scoreQ ?? false;
     this.keepCompleted = opts.keepCompleted ?? false;
     let base = 0;
+    // Every server's load sum in one array (a server's `sum` is its slice), side by side in memory.
+    this.sums = new Float64Array(specs.length * N_RESOURCES);
     for (const spec of specs) {
-      this.servers.push({ idx: this.servers.length, spec, base, rus: spec.rus, sum: new Float64Array(N_RESOURCES), tasks: [], free: spec.rus });
+      const idx = this.servers.length;
+      this.servers.push({ idx, spec, base, rus: spec.rus, sum: this.sums.subarray(idx * N_RESOURCES, (idx + 1) * N_RESOURCES), tasks: [], free: spec.rus });
       base += spec.rus;
     }
     this.nRu = base;
@@ -289,8 +297,10 @@ export class World {
     }
     task.remaining = task.work + extraWork;
     task.speed = task.job.profile.platformPerf[s.spec.platform] ?? 1;
-    const job = task.job;
-    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) + (job.real[i] as number);
+    const real = task.job.real;
+    const sums = this.sums;
+    const o = s.idx * N_RESOURCES;
+    for (let i = 0; i < N_RESOURCES; i++) sums[o + i] = (sums[o + i] as number) + (real[i] as number);
     s.tasks.push(task);
     if (this.interference) this.rerate(s);
     else this.rateOne(task, s);
@@ -314,8 +324,12 @@ export class World {
     // One finish event per task, moved when its rate changes (the same order of events as
     // scheduling a new one and dropping the old, without the dead event in the queue).
     const ms = t.remaining / t.rate;
-    if (t.finishEvent?.moveTo(this.engine.now() + Math.max(0, ms))) return;
-    t.finishEvent = this.engine.setTimer(ms, () => this.finish(t));
+    const eng = this.engine;
+    const at = eng.now() + Math.max(0, ms);
+    if (t.finishSlot >= 0 && eng.moveSlot(t.finishSlot, t.finishGen, at)) return;
+    const slot = eng.postArg(at, this.finishFn, t);
+    t.finishSlot = slot;
+    t.finishGen = eng.genOf(slot);
   }
 
   /** Settles progress and re-rates every task of a server whose neighbourhood just changed. */
@@ -340,8 +354,8 @@ export class World {
     if (t.state !== 'running') throw new Error(`task ${t.job.id}/${t.index} stopped while ${t.state}`);
     const ru = t.ru;
     const s = this.server(ru);
-    t.finishEvent?.cancel();
-    t.finishEvent = undefined;
+    if (t.finishSlot >= 0) this.engine.cancelSlot(t.finishSlot, t.finishGen);
+    t.finishSlot = -1;
     this.release(t, ru, s);
     t.state = 'pending';
     t.moves = (t.moves ?? 0) + 1;
@@ -367,7 +381,9 @@ export class World {
       if (k < s.tasks.length) s.tasks[k] = last;
     }
     const real = t.job.real;
-    for (let i = 0; i < N_RESOURCES; i++) s.sum[i] = (s.sum[i] as number) - (real[i] as number);
+    const sums = this.sums;
+    const o = s.idx * N_RESOURCES;
+    for (let i = 0; i < N_RESOURCES; i++) sums[o + i] = (sums[o + i] as number) - (real[i] as number);
   }
 
   private finish(t: SimTask): void {
@@ -377,7 +393,7 @@ export class World {
     const s = this.server(ru);
     t.state = 'done';
     t.end = now;
-    t.finishEvent = undefined;
+    t.finishSlot = -1;
     this.release(t, ru, s);
     this.tasksFinished++;
     const job = t.job;
@@ -443,7 +459,7 @@ export function makeJob(opts: {
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
   opts.work.forEach((w, i) => {
-    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, remote: false, speed: 1 };
+    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, finishSlot: -1, finishGen: 0, remote: false, speed: 1 };
     const d = opts.data?.[i];
     if (d) task.data = d;
     job.tasks.push(task);

@@ -76,4 +76,57 @@ describe('the simulator engine', () => {
     e.run();
     expect(order).toEqual(['c', 'a', 'd@5']);
   });
+
+  it('events on a fixed-delay lane or with an argument fire in the order the heap gives them', () => {
+    // The same random script twice: with every event through the heap (after), and with the
+    // fixed-delay events on lanes and the rest as postArg; integer delays make ties common.
+    const run = (lanes: boolean): string[] => {
+      const e = new Engine();
+      const rng = new SeededRng(7);
+      const fired: string[] = [];
+      const delays = [0.5, 2, 3];
+      const ids = delays.map((d) => e.lane(d));
+      let n = 0;
+      const fire = (name: string): void => {
+        fired.push(`${name}@${e.now()}`);
+        for (let k = 0; k < 2; k++) act();
+      };
+      const act = (): void => {
+        if (n >= 4000) return;
+        const name = `e${++n}`;
+        const k = rng.int(delays.length + 1);
+        if (k < delays.length) {
+          if (lanes) e.afterLane(ids[k] as number, fire, name);
+          else e.after(delays[k] as number, () => fire(name));
+        } else {
+          const ms = rng.int(10);
+          if (lanes) e.postArg(e.now() + ms, fire, name);
+          else e.after(ms, () => fire(name));
+        }
+      };
+      for (let k = 0; k < 50; k++) act();
+      expect(e.pending).toBe(50);
+      e.run();
+      expect(e.pending).toBe(0);
+      return fired;
+    };
+    const a = run(true);
+    expect(a.length).toBe(4000);
+    expect(a).toEqual(run(false));
+  });
+
+  it('stops at `until` with lane events pending, and resumes in order', () => {
+    const e = new Engine();
+    const order: string[] = [];
+    const lane = e.lane(1);
+    e.afterLane(lane, (x: string) => order.push(x), 'a');
+    e.after(1, () => order.push('b'));
+    e.after(2, () => e.afterLane(lane, (x: string) => order.push(x), 'c'));
+    e.run(1.5);
+    expect(order).toEqual(['a', 'b']);
+    expect(e.pending).toBe(1);
+    e.run();
+    expect(order).toEqual(['a', 'b', 'c']);
+    expect(e.now()).toBe(3);
+  });
 });

@@ -42,6 +42,8 @@ class Probe {
   state: 'queued' | 'requesting' | 'done' = 'queued';
   /** The scheduler has answered its request (a task or a no-op). */
   answered = false;
+  /** The task the answer carries back to the worker (undefined: a no-op), until it is launched. */
+  task: SimTask | undefined = undefined;
   constructor(
     /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
     public req: Req | undefined,
@@ -121,6 +123,11 @@ export class SparrowPolicy implements Policy {
   /** Workers not entirely held by resident load: a probe elsewhere would wait forever. */
   private readonly usable: number[];
   private readonly usableSet: Set<number>;
+  /** sample(): which indices the current call has drawn (stamped with its number). */
+  private stamp: Float64Array;
+  private stampNo = 0;
+  /** The engine's lane for messages one network hop away (-1 with no delay). */
+  private readonly lane: number;
   readonly c = { probes: 0, launched: 0, noops: 0, cancelled: 0, cancelRpcs: 0, tasks: 0 };
 
   constructor(world: World, rng: Rng, opts: SparrowOptions) {
@@ -131,9 +138,11 @@ export class SparrowPolicy implements Policy {
     this.cancel = opts.cancel ?? true;
     this.oneWay = opts.oneWayMs ?? NETWORK.ONE_WAY_MS;
     this.name = opts.mode === 'batch-lb' ? 'sparrow' : opts.mode === 'random' ? 'random' : `sparrow-${opts.mode}`;
-    this.workers = new WorkerQueues(world, (p, s) => this.onRequest(p, s));
+    this.workers = new WorkerQueues(world, (p) => this.onRequest(p));
+    this.lane = this.oneWay > 0 ? world.engine.lane(this.oneWay) : -1;
     this.usable = world.servers.filter((s) => s.free > 0).map((s) => s.idx);
     this.usableSet = new Set(this.usable);
+    this.stamp = new Float64Array(world.servers.length);
     world.onFree = (ru) => this.workers.dispatch(world.ruServer[ru] as number);
   }
 
@@ -154,9 +163,18 @@ export class SparrowPolicy implements Policy {
       while (all.length < k) all.push(pool ? (pool[this.rng.int(n)] as number) : this.rng.int(n));
       return all;
     }
-    const chosen = new Set<number>();
-    while (chosen.size < k) chosen.add(this.rng.int(n));
-    return [...chosen].map((i) => (pool ? (pool[i] as number) : i));
+    // k distinct draws in the order first drawn; a stamp per index marks this call's draws.
+    if (this.stamp.length < n) this.stamp = new Float64Array(n);
+    const stamp = this.stamp;
+    const mark = ++this.stampNo;
+    const out: number[] = [];
+    while (out.length < k) {
+      const i = this.rng.int(n);
+      if (stamp[i] === mark) continue;
+      stamp[i] = mark;
+      out.push(pool ? (pool[i] as number) : i);
+    }
+    return out;
   }
 
   submit(job: SimJob): void {
@@ -213,48 +231,70 @@ export class SparrowPolicy implements Policy {
         this.c.probes += probes.length;
         // Every probe reaches its worker at the same moment: one event enqueues them all, in the
         // order that one event per probe would have (consecutive, nothing else in between).
-        eng.after(this.oneWay, () => {
-          for (const p of probes) this.workers.enqueue(p.server, p);
-        });
+        this.hop(this.deliverFn, probes);
       }
     }
   }
 
+  /** A message one network hop away: fn(arg) after the one-way delay. */
+  private hop<A>(fn: (arg: A) => void, arg: A): void {
+    if (this.lane >= 0) this.world.engine.afterLane(this.lane, fn, arg);
+    else this.world.engine.afterArg(this.oneWay, fn, arg);
+  }
+
   /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
-  private onRequest(p: Probe, s: number): void {
-    const eng = this.world.engine;
-    eng.after(this.oneWay, () => {
-      const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
-      const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
-      p.answered = true;
-      req.open--;
-      if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
-        // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
-        // together, so one event handles them all (the same order as one event each).
-        const targets = req.probes.filter((o) => !o.answered);
-        this.c.cancelRpcs += targets.length;
-        eng.after(this.oneWay, () => {
-          for (const o of targets) {
-            if (o.state === 'queued') {
-              o.state = 'done';
-              o.req = undefined;
-              this.c.cancelled++;
-            }
-          }
-        });
+  private onRequest(p: Probe): void {
+    this.hop(this.answerFn, p);
+  }
+
+  // The messages of batch sampling with late binding, made once: their events carry the probe (the
+  // worker is the probe's own) or the job's probes, so a request allocates nothing.
+  private readonly deliverFn = (probes: Probe[]): void => {
+    for (const p of probes) this.workers.enqueue(p.server, p);
+  };
+  private readonly answerFn = (p: Probe): void => this.answer(p);
+  private readonly launchFn = (p: Probe): void => this.launch(p);
+  private readonly cancelFn = (targets: Probe[]): void => {
+    for (const o of targets) {
+      if (o.state === 'queued') {
+        o.state = 'done';
+        o.req = undefined;
+        this.c.cancelled++;
       }
-      eng.after(this.oneWay, () => {
-        p.state = 'done';
-        this.workers.release(s);
-        if (task) {
-          this.c.launched++;
-          this.world.startTask(task, freeRuOn(this.world, s));
-        } else {
-          this.c.noops++;
-        }
-        this.workers.dispatch(s);
-      });
-    });
+    }
+  };
+
+  /** The request reached the scheduler: the job's next unlaunched task, or a no-op. */
+  private answer(p: Probe): void {
+    const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
+    const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
+    p.answered = true;
+    req.open--;
+    if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
+      // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
+      // together, so one event handles them all (the same order as one event each).
+      const targets = req.probes.filter((o) => !o.answered);
+      this.c.cancelRpcs += targets.length;
+      this.hop(this.cancelFn, targets);
+    }
+    p.task = task;
+    this.hop(this.launchFn, p);
+  }
+
+  /** The answer reached the worker: the held slot runs the task, or is let go. */
+  private launch(p: Probe): void {
+    const s = p.server;
+    const task = p.task;
+    p.task = undefined;
+    p.state = 'done';
+    this.workers.release(s);
+    if (task) {
+      this.c.launched++;
+      this.world.startTask(task, freeRuOn(this.world, s));
+    } else {
+      this.c.noops++;
+    }
+    this.workers.dispatch(s);
   }
 }
 
