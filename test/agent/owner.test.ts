@@ -8,6 +8,7 @@ import { PROGRESS_RECORD_MS } from '../../src/agent/owner/decisions.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { ADOPT_CONCURRENCY } from '../../src/agent/owner/adoption-gate.ts';
+import { STORE_QUEUE_REFUSE_MIN, STORE_QUEUE_REFUSE_PER_SLOT } from '../../src/agent/owner/submit.ts';
 import { explanationToProto } from '../../src/frontend/convert.ts';
 import { audit } from '../support/audit.ts';
 import { wrapStore } from '../support/wrap-store.ts';
@@ -106,6 +107,26 @@ describe('job owner (embedded store, manual clock)', () => {
     failing = false;
     await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.jobState(j.id)))).every((st) => st === 'succeeded'), 30_000);
     expect(a.evalRetries.pauseMs).toBeLessThan(10_000);
+  });
+
+  it('refuses new jobs at once, writing nothing, while many of its requests wait for a slow store', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    const queue = { limit: 10, inFlight: 10, queued: 0, decreases: 3 };
+    const store = Object.assign(wrapStore(cell.store, {}), { inFlightLimit: { stats: () => ({ ...queue }) } });
+    const a = await cell.owner('A', store);
+    queue.queued = Math.max(STORE_QUEUE_REFUSE_MIN, STORE_QUEUE_REFUSE_PER_SLOT * queue.limit) + 1;
+    const before = await cell.store.revision();
+    const err = await a.submit(makeJob('refused', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TarcilError);
+    expect((err as TarcilError).code).toBe('RESOURCE_EXHAUSTED');
+    expect((err as TarcilError).message).toMatch(/store is answering slowly: \d+ requests of this scheduler are waiting/);
+    expect(await cell.store.revision()).toBe(before);
+    // Once the queue drains, the same job is taken.
+    queue.queued = 3;
+    const job = makeJob('taken', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.submit(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
   });
 
   it("a dead owner's many running jobs are all taken up by the survivor, a few at a time", async () => {

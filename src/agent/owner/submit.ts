@@ -27,6 +27,10 @@ function checkRequestId(id: string): string {
   return id;
 }
 
+
+/** New jobs are refused while more than max(this, STORE_QUEUE_REFUSE_PER_SLOT × the limit) of the process's requests wait for the store. */
+export const STORE_QUEUE_REFUSE_MIN = 256;
+export const STORE_QUEUE_REFUSE_PER_SLOT = 8;
 /** What makes two submissions the same job: the spec without the id and time the front-end gave it. */
 function specDigest(spec: JobSpec): string {
   return createHash('sha256')
@@ -51,6 +55,16 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
   const now = m.o.clock.now();
   const requestKey = opts.requestId !== undefined ? m.live.request(checkRequestId(opts.requestId)) : undefined;
   const digest = specDigest(spec);
+  // Back-pressure from the store: when this process already has many requests waiting for etcd
+  // (its in-flight limit shrank because etcd answers slowly), a new job would only wait behind
+  // them, and the client's deadline would expire first. Refused at once, writing nothing.
+  const store = m.o.store.inFlightLimit?.stats();
+  if (store && store.queued > Math.max(STORE_QUEUE_REFUSE_MIN, STORE_QUEUE_REFUSE_PER_SLOT * store.limit)) {
+    throw new TarcilError(
+      'RESOURCE_EXHAUSTED',
+      `the store is answering slowly: ${store.queued} requests of this scheduler are waiting for it (${store.limit} in flight): retry later or on another front-end`,
+    );
+  }
   if (requestKey) {
     // The common retry: answered from a read, without touching an agent or the lease.
     const seen = await m.o.store.get(requestKey);
