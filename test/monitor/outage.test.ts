@@ -259,7 +259,10 @@ describe('a node monitor through an etcd outage', () => {
     const journalDir = join(c.dir, 'journal');
     const spec = server('r0');
     const a = await monitor(c.keys, spec, new SimulatedExecutor(clock), { graceMs: 10_000, journalDir });
-    const { job, commitId } = await place(c.direct, c.keys, 'r0', 0, { durationMs: 800 });
+    // Long enough that the partition surely comes before the task ends, however late a loaded
+    // machine lets this test see it running (an outcome written before the partition would
+    // never be journalled).
+    const { job, commitId } = await place(c.direct, c.keys, 'r0', 0, { durationMs: 3000 });
     await until('running', async () => (await taskOf(c.direct, c.keys, job))?.state === 'running');
     a.proxy.partition();
     await until('its outcome is journalled', () => a.mon.snapshot().journalled === 1);
