@@ -107,9 +107,15 @@ interface TaskAttemptLike {
   message?: string;
 }
 
-export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?: LiveTaskRecord[], reports?: LoadReportRecord[]): Job {
+/** A job record's task counts by state (what the record holds that is a number). */
+export function taskStateCounts(rec: LiveJobRecord): Record<string, number> {
   const states: Record<string, number> = {};
   for (const [k, v] of Object.entries(rec.taskStates ?? {})) if (typeof v === 'number') states[k] = v;
+  return states;
+}
+
+export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?: LiveTaskRecord[], reports?: LoadReportRecord[]): Job {
+  const states = taskStateCounts(rec);
   return {
     id,
     name: rec.spec.name,

@@ -178,7 +178,7 @@ describe('the dashboard off loopback', () => {
     for (const c of opened) await c.close();
   });
 
-  async function frontEnd(o: { host: string; token?: string; tls?: { certFile: string; keyFile: string } }) {
+  async function frontEnd(o: { host: string; token?: string; tls?: { certFile: string; keyFile: string }; httpPort?: number }) {
     const store = new MemoryStore();
     const sched = await startScheduler({
       name: 'dash-auth',
@@ -191,9 +191,12 @@ describe('the dashboard off loopback', () => {
       agents: 1,
       host: o.host,
       port: 0,
-      httpPort: 0,
+      httpPort: o.httpPort ?? 0,
       ...(o.token ? { httpToken: o.token } : {}),
       ...(o.tls ? { tls: o.tls } : {}),
+    }).catch(async (err: unknown) => {
+      await store.close();
+      throw err;
     });
     opened.push({ close: async () => (await sched.close(), await store.close()) });
     return sched;
@@ -201,21 +204,7 @@ describe('the dashboard off loopback', () => {
 
   it('a dashboard port already taken stops the front-end with a message naming --http-port', async () => {
     const first = await frontEnd({ host: '127.0.0.1' });
-    const store = new MemoryStore();
-    const err = await startScheduler({
-      name: 'dash-taken',
-      store,
-      keys: new Keys('/dash-taken/'),
-      catalog: loadCatalog(),
-      clock: new SystemClock(),
-      rng: new SeededRng(1),
-      log,
-      agents: 1,
-      host: '127.0.0.1',
-      port: 0,
-      httpPort: first.httpPort,
-    }).catch((e: unknown) => e);
-    await store.close();
+    const err = await frontEnd({ host: '127.0.0.1', httpPort: first.httpPort }).catch((e: unknown) => e);
     expect(String(err)).toMatch(/dashboard's port: .*EADDRINUSE.*--http-port, 0 for any free port/);
   });
 

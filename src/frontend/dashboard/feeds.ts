@@ -9,6 +9,7 @@ import type { Keys } from '../../state/keys.ts';
 import type { LiveJobRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
 import type { ClusterStore, WatchBatch, WatchHandle } from '../../store/types.ts';
+import { taskStateCounts } from '../convert.ts';
 import type { Metrics } from '../metrics.ts';
 
 export interface JobSummary {
@@ -26,8 +27,7 @@ export interface JobSummary {
 }
 
 export function jobSummary(id: string, rec: LiveJobRecord): JobSummary {
-  const states: Record<string, number> = {};
-  for (const [k, v] of Object.entries(rec.taskStates ?? {})) if (typeof v === 'number') states[k] = v;
+  const states = taskStateCounts(rec);
   return {
     id,
     name: rec.spec.name,
@@ -193,8 +193,8 @@ export function admissionBuckets(manager: JobManager, watchingSince: number, now
   return { buckets, windowMs, waiting: waiting.slice(0, 200) };
 }
 
-/** One second of the counters /metrics serves, as rates and quantiles. */
-export interface ThroughputPoint {
+/** Per-second counts of one point. */
+interface Rates {
   t: number;
   /** Tasks placed per second. */
   placements: number;
@@ -202,6 +202,10 @@ export interface ThroughputPoint {
   conflicts: number;
   submitted: number;
   finished: number;
+}
+
+/** One second of the counters /metrics serves, as rates and quantiles. */
+export interface ThroughputPoint extends Rates {
   /** Submission → last placement of the decisions of the last 10 s, in ms (null: none). */
   p50: number | null;
   p99: number | null;
@@ -210,13 +214,7 @@ export interface ThroughputPoint {
   conflictsTotal: number;
 }
 
-interface Raw {
-  t: number;
-  placements: number;
-  decisions: number;
-  conflicts: number;
-  submitted: number;
-  finished: number;
+interface Raw extends Rates {
   /** Cumulative latency bucket counts (le → count). */
   buckets: Map<number, number>;
 }
