@@ -14,6 +14,7 @@
  * Run: npx tsx bench/soak.ts [--quick] [--minutes 30] [--overload-minutes 5] [--servers 10000]
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
+ *      [--etcd-profile-at MIN[,MIN…]]
  *      [--max-pending-tasks N]
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
@@ -32,6 +33,7 @@ import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { tarcil, type TarcilProc } from '../test/support/procs.ts';
 import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
+import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor } from './lib/soak-audit.ts';
 
 function flag(name: string, dflt: string): string {
@@ -53,6 +55,12 @@ const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
+/**
+ * Minutes after the start of the load at which etcd's CPU is profiled for 30 s (etcd runs with
+ * --enable-pprof): each profile is kept as `etcd-cpu-<min>.pb.gz` with its summary by function
+ * and package in `etcd-cpu-<min>.txt`, in the run's log directory.
+ */
+const ETCD_PROFILE_AT = flag('etcd-profile-at', '').split(',').filter((x) => x !== '').map(Number);
 const ROW_MS = quick ? 15_000 : 60_000;
 /** Read at the start: the code the processes run is the tree as it was then. */
 const COMMIT = commit();
@@ -135,7 +143,7 @@ async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
 
 async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
-  const etcd = await startEtcd({ bin: etcdBin });
+  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [] });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
@@ -346,7 +354,22 @@ async function main(): Promise<void> {
       fault('etcd back');
     } },
   ];
-  const faultRuns: Promise<void>[] = [];
+  const logs = join(resultsDir(quick), `${NAME}-logs`);
+  mkdirSync(logs, { recursive: true });
+  const profileRuns = ETCD_PROFILE_AT.map((min) =>
+    sleep(min * 60_000)
+      .then(async () => {
+        const res = await fetch(`${etcd.endpoint}/debug/pprof/profile?seconds=30`);
+        if (!res.ok) throw new Error(`etcd pprof: HTTP ${res.status}`);
+        const gz = new Uint8Array(await res.arrayBuffer());
+        writeFileSync(join(logs, `etcd-cpu-${min}.pb.gz`), gz);
+        const text = pprofTopText(pprofTop(gz));
+        writeFileSync(join(logs, `etcd-cpu-${min}.txt`), `etcd CPU profile, 30 s from minute ${min} of the load\n\n${text}\n`);
+        say(`etcd CPU profile at minute ${min}: ${text.split('\n')[0]}`);
+      })
+      .catch((e: unknown) => say(`etcd profile failed: ${String(e)}`)),
+  );
+  const faultRuns: Promise<void>[] = [...profileRuns];
   for (const p of process.argv.includes('--no-faults') ? [] : plan) {
     faultRuns.push(sleep(p.at).then(p.run).catch((e: unknown) => say(`fault failed: ${String(e)}`)));
   }
@@ -374,8 +397,6 @@ async function main(): Promise<void> {
   await sampleRow('end');
   // The processes' own logs (warnings and errors), for a look at what happened; saved before the
   // audit, which may fail against an overloaded etcd.
-  const logs = join(resultsDir(quick), `${NAME}-logs`);
-  mkdirSync(logs, { recursive: true });
   writeFileSync(join(logs, 'hollow.log'), hollow.output());
   fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
   await auditor.finalAudit(acked);

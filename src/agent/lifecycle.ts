@@ -86,7 +86,7 @@ export class JobManager implements OwnerContext, MoveHost {
   serving = false;
   /** Jobs taken before the agents started, evaluated when they have. */
   private readonly deferred = new Set<Owned>();
-  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0 };
+  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0 };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;
   readonly moveBudget: MoveBudget;
@@ -358,10 +358,37 @@ export class JobManager implements OwnerContext, MoveHost {
       log: this.o.log.child({ part: 'owner-lease' }),
       ttlSeconds: this.ttlSeconds,
       onFenced: () => this.onFenced(),
+      rideOut: { onUnconfirmed: () => this.onPaused(), onConfirmed: () => this.onResumed() },
     });
   }
 
-  /** Our lease can no longer be trusted: stop everything done under it, then get a new one. */
+  /**
+   * No keepalive confirmed within the lease's budget (etcd restarting, unreachable or far behind):
+   * the owner stops acting for its jobs at the moment it could no longer be sure of the lease,
+   * but keeps them. Every write it might still have in flight is fenced by its owner keys, and
+   * nothing it does outside etcd comes before a commit. Keepalives go on: if the store answers
+   * that the lease lives (an etcd restart keeps leases and restarts their TTL), the owner
+   * resumes (onResumed); if it answers that the lease is gone, the jobs go (onFenced). Giving the
+   * jobs up at once instead, as a lease timer alone would suggest, makes every front-end of the
+   * cell re-adopt every job after each etcd restart.
+   */
+  private onPaused(): void {
+    this.stats.leasePauses++;
+    this.o.log.warn({ lease: this.held?.id, owned: this.owned.size }, 'owner lease unconfirmed: pausing its jobs until the store answers');
+  }
+
+  /** The store confirmed the lease again: every owned job is looked at in full (what changed while paused was not acted on), and unowned jobs are swept. */
+  private onResumed(): void {
+    if (this.closed) return;
+    this.o.log.info({ lease: this.held?.id, owned: this.owned.size }, 'owner lease confirmed again: resuming its jobs');
+    for (const o of this.owned.values()) {
+      o.full = true;
+      this.evaluate(o);
+    }
+    if (this.started) sweep(this);
+  }
+
+  /** The store says our lease is gone: stop everything done under it, then get a new one. */
   private onFenced(): void {
     this.stats.fencedLeases++;
     for (const o of [...this.owned.values()]) this.drop(o, 'owner lease fenced');

@@ -178,8 +178,13 @@ export class Metrics extends MetricsEndpoint {
     );
     read(
       'tarcil_owner_leases_fenced',
-      'Times this process stopped trusting its owner lease (no keepalive confirmed within the TTL, or lost) and gave up its jobs, since it started',
+      'Times the store said this process\'s owner lease was gone (expired or revoked), so that it gave up its jobs, since it started',
       () => manager.stats.fencedLeases,
+    );
+    read(
+      'tarcil_owner_lease_pauses',
+      'Times this process paused its jobs because no keepalive of its owner lease was confirmed within the TTL (it resumes them if the store still holds the lease), since it started',
+      () => manager.stats.leasePauses,
     );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);

@@ -84,6 +84,7 @@ describe('front-end /metrics: the job owner', () => {
     const m = await scrape();
     expect(m.get('tarcil_owned_jobs')).toBe(sched.manager.ownedJobs().length);
     expect(m.get('tarcil_owner_leases_fenced')).toBe(sched.manager.stats.fencedLeases);
+    expect(m.get('tarcil_owner_lease_pauses')).toBe(sched.manager.stats.leasePauses);
     expect(m.get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
     expect(m.get('tarcil_adoptions_queued')).toBe(sched.manager.adoptions.queued);
     // Read at each scrape, not copied once.

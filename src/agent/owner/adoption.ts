@@ -17,7 +17,7 @@ import { mergeTask, newOwned, type OwnerContext } from './context.ts';
 
 export function sweep(m: OwnerContext): void {
   const lease = m.lease;
-  if (m.closed || !lease || lease.fenced) return;
+  if (m.closed || !lease || !lease.confirmed) return;
   for (const [id, final] of m.jobFinal) {
     if (final || m.owned.has(id)) continue;
     const ownerLease = m.ownerKeys.get(id);
@@ -48,7 +48,7 @@ export function scheduleAdopt(m: OwnerContext, id: string, ours = false): void {
  */
 async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<void> {
   const lease = m.lease;
-  if (m.closed || !lease || lease.fenced || m.owned.has(id) || m.submitting.has(id)) return;
+  if (m.closed || !lease || !lease.confirmed || m.owned.has(id) || m.submitting.has(id)) return;
   const k = m.o.keys;
   const kv = await m.o.store.get(k.job(id));
   const rec = parseJson<LiveJobRecord>(kv);

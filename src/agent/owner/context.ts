@@ -133,7 +133,10 @@ export interface OwnerStats {
   lost: number;
   rescheduled: number;
   finished: number;
+  /** Times the store said the owner lease was gone (expired or revoked): the jobs were given up. */
   fencedLeases: number;
+  /** Times no keepalive was confirmed within the lease's budget: the owner paused, keeping its jobs, until the store answered. */
+  leasePauses: number;
 }
 
 /**

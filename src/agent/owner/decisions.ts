@@ -34,7 +34,7 @@ export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): s
 
 export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
   const lease = m.lease;
-  if (!lease || lease.fenced || o.dropped) return;
+  if (!lease || !lease.confirmed || o.dropped) return;
   // A job in progress is compared by its signature, and serialized only when that changed: every
   // waiting job is looked at each second, and serializing each one's records every time was the
   // largest single cost of a front-end with a backlog.

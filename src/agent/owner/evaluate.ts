@@ -22,6 +22,12 @@ export const EVAL_RETRY_MAX_MS = 10_000;
  */
 export function evaluate(m: OwnerContext, o: Owned): void {
   if (o.dropped || o.evalQueued || m.closed) return;
+  // Paused (the owner lease unconfirmed): nothing is acted on; the job is looked at in full on
+  // resuming, so what changes meanwhile is not taken and then skipped.
+  if (m.lease && !m.lease.confirmed) {
+    o.full = true;
+    return;
+  }
   o.evalQueued = true;
   const p = o.chain.then(async () => {
     await yieldNow();
@@ -209,7 +215,7 @@ export function nextAttempt(rec: LiveTaskRecord | undefined): number {
 
 async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promise<void> {
   const lease = m.lease;
-  if (!lease || lease.fenced) return;
+  if (!lease || !lease.confirmed) return;
   await claimPreempted(m, o, tasks);
   let again = 0;
   for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;

@@ -98,7 +98,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
     return rearm();
   }
   const lease = m.lease;
-  if (!lease || lease.fenced) return rearm();
+  if (!lease || !lease.confirmed) return rearm();
   o.moving.add(t);
   try {
     const from = cur.rec.ru;
@@ -160,7 +160,7 @@ async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }
     return rearm();
   }
   const lease = m.lease;
-  if (!lease || lease.fenced || o.dropped) return;
+  if (!lease || !lease.confirmed || o.dropped) return;
   const index = o.spec.tasks;
   const spec = { ...o.spec, tasks: index + 1 };
   const next = { ...o.rec, spec, scaledOut: (o.rec.scaledOut ?? 0) + 1, updatedAt: now };
@@ -222,7 +222,7 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
   for (;;) {
     if (o.dropped || m.closed) return;
     const lease = m.lease;
-    if (!lease || lease.fenced) return;
+    if (!lease || !lease.confirmed) return;
     const cur = o.tasks.get(t);
     const from = cur?.rec.movedFrom;
     const to = cur?.rec.ru;

@@ -50,7 +50,7 @@ function specDigest(spec: JobSpec): string {
 export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestId?: string }): Promise<SubmitResult> {
   if (!m.serving || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
   const lease = m.lease;
-  if (!lease || lease.fenced) throw new TarcilError('UNAVAILABLE', 'this scheduler has no valid lease; retry shortly');
+  if (!lease || !lease.confirmed) throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
   const k = m.o.keys;
   const now = m.o.clock.now();
   const requestKey = opts.requestId !== undefined ? m.live.request(checkRequestId(opts.requestId)) : undefined;

@@ -66,7 +66,7 @@ function finalMessage(o: Owned, state: JobState): string {
 
 export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
-  if (!lease || lease.fenced) return;
+  if (!lease || !lease.confirmed) return;
   const s = summarize(o);
   const final = isFinalJob(s.state);
   const message = final ? finalMessage(o, s.state) : (o.note ?? '');

@@ -142,7 +142,7 @@ export async function claimPreempted(m: OwnerContext, o: Owned, tasks: number[])
  */
 export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
-  if (!lease || lease.fenced) return;
+  if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
   const fence = { key: k.owner(o.id), lease: lease.id };
   const held: { t: number; ref: RuRef; ruKv: KeyValue; ru: PlacedRuRecord }[] = [];
