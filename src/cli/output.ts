@@ -43,7 +43,8 @@ let root: { lookupType(name: string): PbType } | undefined;
 async function messageType(name: MessageName): Promise<PbType> {
   if (!root) {
     const { protoRoot } = await import('../frontend/proto-root.ts');
-    const r = protoRoot();
+    // Resolved as a whole: ordered() walks every field's type.
+    const r = protoRoot().resolveAll();
     root = { lookupType: (n: string) => r.lookupType(n) };
   }
   return root.lookupType(`tarcil.v1.${name}`);

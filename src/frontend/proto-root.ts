@@ -51,7 +51,11 @@ export function builtDescriptor(): Record<string, unknown> | undefined {
 
 let root: protobuf.Root | undefined;
 
-/** The services and messages of proto/, resolved: from the build's descriptor, else parsed from the files. */
+/**
+ * The services and messages of proto/: from the build's descriptor, else parsed from the files.
+ * Not resolved as a whole: a type resolves its fields when first used, a client its service
+ * (resolveAll() for a walk over every field).
+ */
 export function protoRoot(): protobuf.Root {
   if (!root) {
     const json = builtDescriptor();
@@ -62,7 +66,6 @@ export function protoRoot(): protobuf.Root {
       r.resolvePath = (_origin: string, target: string) => join(PROTO_DIR, target);
       r.loadSync(PROTO_FILES, { keepCase: false });
     }
-    r.resolveAll();
     root = r;
   }
   return root;
@@ -91,6 +94,7 @@ export function clientConstructor(service: string): grpc.ServiceClientConstructo
   let ctor = constructors.get(service);
   if (!ctor) {
     const svc = protoRoot().lookupService(service);
+    svc.resolveAll();
     const def: Record<string, grpc.MethodDefinition<object, object>> = {};
     for (const m of svc.methodsArray) {
       const req = m.resolvedRequestType!;
