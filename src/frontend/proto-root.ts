@@ -52,9 +52,9 @@ export function builtDescriptor(): Record<string, unknown> | undefined {
 let root: protobuf.Root | undefined;
 
 /**
- * The services and messages of proto/: from the build's descriptor, else parsed from the files.
- * Not resolved as a whole: a type resolves its fields when first used, a client its service
- * (resolveAll() for a walk over every field).
+ * The services and messages of proto/: from the build's descriptor (resolved by Root.fromJSON),
+ * else parsed from the files (not resolved: a client resolves its service, a walk over every field
+ * calls resolveAll()).
  */
 export function protoRoot(): protobuf.Root {
   if (!root) {
