@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,6 +66,13 @@ describe('which tree the tarcil command runs', () => {
         expect(jobs.stderr).toMatch(/unavailable|connect/i);
         expect(jobs.status, main).toBe(4);
       }
+      // The gRPC client's libraries come with V8's code cache; a cache V8 refuses is only slower.
+      const cache = join(out, 'cli', 'vendor.cjs.cache');
+      expect(existsSync(cache)).toBe(true);
+      writeFileSync(cache, 'not a code cache');
+      const refused = spawnSync(process.execPath, [join(out, 'cli', 'main.js'), 'jobs', '--server', '127.0.0.1:1', '--timeout', '1000'], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+      expect(refused.stderr).toMatch(/unavailable|connect/i);
+      expect(refused.status).toBe(4);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -4,7 +4,8 @@
  * library (zod: the flags read their defaults from modules without it) or the gRPC server's
  * reflection and health services. Recorded by a
  * module loader hook that lists every module the process loads; a file of the command line's
- * bundle (dist/cli, scripts/build-cli.mjs) counts as the modules it holds (dist/cli.meta.json).
+ * bundle (dist/cli, scripts/build-cli.mjs) counts as the modules it holds (dist/cli.meta.json),
+ * the one that loads vendor.cjs as vendor.cjs's too.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,9 +38,13 @@ function bundled(url: string): string[] {
   const bundleDir = dirname(file);
   const meta = JSON.parse(readFileSync(`${bundleDir}.meta.json`, 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
   const root = fileURLToPath(new URL('../..', import.meta.url)); // esbuild's working directory (absWorkingDir)
-  const out = Object.entries(meta.outputs).find(([o]) => join(root, o) === file);
-  if (!out) throw new Error(`${file} is not in ${bundleDir}.meta.json`);
-  return Object.keys(out[1].inputs).map((i) => pathToFileURL(join(root, i)).href);
+  const inputs = (f: string): string[] => {
+    const out = Object.entries(meta.outputs).find(([o]) => join(root, o) === f);
+    if (!out) throw new Error(`${f} is not in ${bundleDir}.meta.json`);
+    // The chunk with the vendor loader loads vendor.cjs (not through the module loader: with V8's code cache).
+    return Object.keys(out[1].inputs).flatMap((i) => (i.startsWith('vendor-loader:') ? inputs(join(bundleDir, 'vendor.cjs')) : i.includes(':') ? [] : [i]));
+  };
+  return inputs(file).map((i) => pathToFileURL(join(root, i)).href);
 }
 
 /** The modules `tarcil args` loads, as URLs. */
