@@ -42,11 +42,9 @@ let root: { lookupType(name: string): PbType } | undefined;
 
 async function messageType(name: MessageName): Promise<PbType> {
   if (!root) {
-    const [{ default: protobuf }, path, { PROTO_DIR, PROTO_FILES }] = await Promise.all([import('protobufjs'), import('node:path'), import('../frontend/proto.ts')]);
-    const r = new protobuf.Root();
-    r.resolvePath = (_origin: string, target: string) => path.join(PROTO_DIR, target);
-    r.loadSync(PROTO_FILES, { keepCase: false });
-    r.resolveAll();
+    const { protoRoot } = await import('../frontend/proto-root.ts');
+    // Resolved as a whole: ordered() walks every field's type.
+    const r = protoRoot().resolveAll();
     root = { lookupType: (n: string) => r.lookupType(n) };
   }
   return root.lookupType(`tarcil.v1.${name}`);

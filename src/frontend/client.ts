@@ -7,15 +7,15 @@ import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from './grpc.ts';
 import { CLIENT_DEFAULTS } from './options.ts';
-import { loadProtos } from './proto.ts';
+import { clientConstructor } from './proto-root.ts';
 
 export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): SchedulerClient {
-  return new (loadProtos().proto.tarcil.v1.Scheduler)(address, clientCredentials(tls));
+  return new (clientConstructor('tarcil.v1.Scheduler'))(address, clientCredentials(tls)) as unknown as SchedulerClient;
 }
 
 /** A node's NodeMonitor service, reached directly (`tarcil logs --node`). */
 export function nodeMonitorClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): NodeMonitorClient {
-  return new (loadProtos().proto.tarcil.v1.NodeMonitor)(address, clientCredentials(tls));
+  return new (clientConstructor('tarcil.v1.NodeMonitor'))(address, clientCredentials(tls)) as unknown as NodeMonitorClient;
 }
 
 type Unary<Req, Res> = (req: Req, opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;

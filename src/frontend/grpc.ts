@@ -6,7 +6,6 @@ import * as grpc from '@grpc/grpc-js';
 import type { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
 import { errorMessage, isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
-import { loadProtos } from './proto.ts';
 
 export interface TlsFiles {
   certFile: string;
@@ -36,9 +35,10 @@ export async function startGrpcServer(opts: {
   tls?: TlsFiles;
   register: (server: grpc.Server) => string[];
 }): Promise<GrpcServerHandle> {
-  // Loaded here, not with the module: a client (the command line) needs neither, and reflection
-  // alone takes a tenth of a second or more to load.
-  const [{ ReflectionService }, { HealthImplementation }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check')]);
+  // Loaded here, not with the module: a client (the command line) needs none of them (it makes its
+  // client classes without proto-loader, proto-root.ts), and reflection alone takes a tenth of a
+  // second or more to load.
+  const [{ ReflectionService }, { HealthImplementation }, { loadProtos }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check'), import('./proto.ts')]);
   const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES });
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });

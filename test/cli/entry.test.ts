@@ -1,9 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+// @ts-expect-error -- a plain ES module of the build (scripts/), without types
+import { buildCli } from '../../scripts/build-cli.mjs';
 import { compiledEntry } from '../../src/cli/entry.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,30 +30,49 @@ describe('which tree the tarcil command runs', () => {
     at(join(dir, 'dist', '.built'), 2000);
     expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'src', 'cli', 'main.js'));
     expect(compiledEntry(dir, { TARCIL_FROM_SOURCE: '1' })).toBeUndefined();
+    // The bundle of the quick paths, when the build made one.
+    at(join(dir, 'dist', 'cli', 'main.js'), 2000);
+    expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'cli', 'main.js'));
+    expect(compiledEntry(dir, { TARCIL_FROM_SOURCE: '1' })).toBeUndefined();
     // A source file edited (or checked out) after the build, however deep: the sources run.
     at(join(dir, 'src', 'store', 'deep', 'x.ts'), 3000);
     expect(compiledEntry(dir, {})).toBeUndefined();
   });
 
-  it('the compiled tree runs: help, the catalog and the protos are found from dist/', () => {
+  it('the compiled tree and its bundle run: help, the catalog and the protos are found from dist/', async () => {
     // Built into a scratch directory inside the package (so the package root is found above it),
     // as `npm run build` builds dist/.
     const out = join(ROOT, '.tarcil', `build-check-${process.pid}`);
     try {
       const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out], { encoding: 'utf8' });
       expect(tsc.stdout + tsc.stderr).toBe('');
-      const run = (...args: string[]) => spawnSync(process.execPath, [join(out, 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
-      const help = run('--help');
-      expect(help.status).toBe(0);
-      expect(help.stdout).toContain('Usage: tarcil');
-      // The catalog (profiles/) from the package root.
-      const prof = run('profile', 'spark-lr');
-      expect(prof.status).toBe(0);
-      expect(prof.stdout).toContain('spark-lr');
-      // The protos: a client call that loads them, against a port nothing listens on.
-      const jobs = run('jobs', '--server', '127.0.0.1:1', '--timeout', '1000');
-      expect(jobs.stderr).not.toMatch(/ENOENT|no such file/i);
-      expect(jobs.stderr).toMatch(/unavailable|connect/i);
+      await (buildCli as (outDir: string, tree: string) => Promise<string>)(join(out, 'cli'), out);
+      for (const main of [join(out, 'src', 'cli', 'main.js'), join(out, 'cli', 'main.js')]) {
+        const run = (...args: string[]) => spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+        const help = run('--help');
+        expect(help.status, main).toBe(0);
+        expect(help.stdout).toContain('Usage: tarcil');
+        // The catalog (profiles/) from the package root; from the bundle, a command of the compiled tree.
+        const prof = run('profile', 'spark-lr');
+        expect(prof.status, main).toBe(0);
+        expect(prof.stdout).toContain('spark-lr');
+        // An error of the compiled tree's modules is the program's own: its message and exit code.
+        const bench = run('bench', 'no-such-experiment');
+        expect(bench.status, main).toBe(2);
+        expect(bench.stderr).toMatch(/^error: .*no-such-experiment/);
+        // The protos: a client call that loads them, against a port nothing listens on.
+        const jobs = run('jobs', '--server', '127.0.0.1:1', '--timeout', '1000');
+        expect(jobs.stderr).not.toMatch(/ENOENT|no such file/i);
+        expect(jobs.stderr).toMatch(/unavailable|connect/i);
+        expect(jobs.status, main).toBe(4);
+      }
+      // The gRPC client's libraries come with V8's code cache; a cache V8 refuses is only slower.
+      const cache = join(out, 'cli', 'vendor.cjs.cache');
+      expect(existsSync(cache)).toBe(true);
+      writeFileSync(cache, 'not a code cache');
+      const refused = spawnSync(process.execPath, [join(out, 'cli', 'main.js'), 'jobs', '--server', '127.0.0.1:1', '--timeout', '1000'], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+      expect(refused.stderr).toMatch(/unavailable|connect/i);
+      expect(refused.status).toBe(4);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -3,12 +3,14 @@
  * load the simulator (and vega), the store (and etcd3), the daemons' wiring, the validation
  * library (zod: the flags read their defaults from modules without it) or the gRPC server's
  * reflection and health services. Recorded by a
- * module loader hook that lists every module the process loads.
+ * module loader hook that lists every module the process loads; a file of the command line's
+ * bundle (dist/cli, scripts/build-cli.mjs) counts as the modules it holds (dist/cli.meta.json),
+ * the one that loads vendor.cjs as vendor.cjs's too.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/etcd.ts';
@@ -30,12 +32,28 @@ export async function load(url, context, next) {
 const register = join(dir, 'register.mjs');
 writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
 
+/** A bundle file's modules (as URLs), from the metafile next to its directory. */
+function bundled(url: string): string[] {
+  const file = fileURLToPath(url);
+  const bundleDir = dirname(file);
+  const meta = JSON.parse(readFileSync(`${bundleDir}.meta.json`, 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
+  const root = fileURLToPath(new URL('../..', import.meta.url)); // esbuild's working directory (absWorkingDir)
+  const inputs = (f: string): string[] => {
+    const out = Object.entries(meta.outputs).find(([o]) => join(root, o) === f);
+    if (!out) throw new Error(`${f} is not in ${bundleDir}.meta.json`);
+    // The chunk with the vendor loader loads vendor.cjs (not through the module loader: with V8's code cache).
+    return Object.keys(out[1].inputs).flatMap((i) => (i.startsWith('vendor-loader:') ? inputs(join(bundleDir, 'vendor.cjs')) : i.includes(':') ? [] : [i]));
+  };
+  return inputs(file).map((i) => pathToFileURL(join(root, i)).href);
+}
+
 /** The modules `tarcil args` loads, as URLs. */
 function loaded(args: string[]): { code: number | null; modules: string[] } {
   const list = join(dir, `loaded-${args.join('_').replace(/[^a-z0-9_-]/gi, '')}.txt`);
   writeFileSync(list, '');
   const r = spawnSync(process.execPath, ['--import', register, BIN, ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent', TARCIL_LOADED_LIST: list } });
-  return { code: r.status, modules: readFileSync(list, 'utf8').split('\n').filter(Boolean) };
+  const urls = readFileSync(list, 'utf8').split('\n').filter(Boolean);
+  return { code: r.status, modules: urls.flatMap((u) => (/\/dist\/cli\/[^/]+\.js$/.test(u) ? [u, ...bundled(u)] : [u])) };
 }
 
 /** What a command that neither schedules, stores nor simulates must not load. */

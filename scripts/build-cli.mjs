@@ -1,0 +1,132 @@
+// Bundles the command line's quick paths into dist/cli: main.js (the program, its flags and help)
+// and chunks for the client commands (jobs, status, submit, cluster, explain, cancel, cordon,
+// drain, logs, profile --learned) and sample-size, with the libraries they use (commander,
+// cli-table3; @grpc/grpc-js and protobufjs in vendor.cjs, loaded with V8's code cache): Node then
+// reads and compiles a few files at start instead of several hundred, which is most of a short
+// command's time. Run by `npm run build`, after tsc; src/cli/entry.js runs dist/cli/main.js when
+// it exists.
+//
+// Every other command (up, server, monitor, hollow, demo, bench, validate, profile) is imported
+// from the compiled tree (dist/src) as it is without the bundle, so the daemons run one copy of
+// each module and library; util/errors is also taken from there, so that an error a daemon throws
+// is a TarcilError to the program's handler. dist/cli.meta.json lists what each file holds
+// (paths from the package root; a chunk holding vendor-loader:loader loads vendor.cjs).
+import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The modules a command imports when it runs that go into the bundle (src/ paths). */
+const BUNDLED = ['src/cli/client.ts', 'src/cli/node-commands.ts', 'src/cli/sample-size.ts', 'src/frontend/proto-root.ts'];
+/** Modules always taken from the compiled tree: one copy shared with the modules loaded from there. */
+const SHARED = ['src/util/errors.ts'];
+/** The libraries of the gRPC client, bundled apart into vendor.cjs and loaded with V8's code cache (see VENDOR_LOADER). */
+const VENDOR = { '@grpc/grpc-js': 'grpc', protobufjs: 'protobuf' };
+
+/**
+ * Loads vendor.cjs as Node loads a CommonJS module, but compiled with V8's code cache of it
+ * (vendor.cjs.cache, written at the end of the build by a run of a client command): most of
+ * grpc-js's and protobufjs's compile time at start. A cache V8 refuses (another Node version, other
+ * V8 flags) is ignored and the file compiled as usual.
+ */
+const VENDOR_LOADER = `
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+import { Script } from 'node:vm';
+const file = fileURLToPath(new URL('./vendor.cjs', import.meta.url));
+const cacheFile = file + '.cache';
+let cachedData;
+try { cachedData = readFileSync(cacheFile); } catch {}
+const wrapped = '(function (exports, require, module, __filename, __dirname) { ' + readFileSync(file, 'utf8') + '\\n});';
+const script = new Script(wrapped, { filename: file, cachedData });
+const mod = { exports: {} };
+script.runInThisContext()(mod.exports, createRequire(file), mod, file, dirname(file));
+if (process.env.TARCIL_WRITE_CODE_CACHE === cacheFile) process.on('exit', () => writeFileSync(cacheFile, script.createCachedData()));
+export const vendor = mod.exports;
+`;
+
+/** Writes the bundle to outDir, its imports of the compiled tree pointing into tree (dist/ of `npm run build`). */
+export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(root, 'dist')) {
+  rmSync(outDir, { recursive: true, force: true });
+  mkdirSync(outDir, { recursive: true });
+  const bundled = new Set(BUNDLED.map((p) => join(root, p)));
+  const shared = new Set(SHARED.map((p) => join(root, p)));
+  /** The compiled module of a source file, as an import from dist/cli (every output file is in it, none below). */
+  const compiled = (file) => relative(outDir, join(tree, relative(root, file).replace(/\.ts$/, '.js'))).split('\\').join('/');
+  const toCompiledTree = {
+    name: 'to-compiled-tree',
+    setup(b) {
+      b.onResolve({ filter: /^\.\.?\// }, (args) => {
+        if (!args.resolveDir.startsWith(join(root, 'src'))) return undefined;
+        const file = resolve(args.resolveDir, args.path);
+        if (shared.has(file) || (args.kind === 'dynamic-import' && !bundled.has(file))) {
+          const path = compiled(file);
+          return { path: path.startsWith('../') ? path : `./${path}`, external: true };
+        }
+        return undefined;
+      });
+      // A library imported when a command runs (yaml for -o yaml, the server's reflection and
+      // health services) is loaded from node_modules: esbuild's chunk of a CommonJS library
+      // imported so would not give its named exports.
+      b.onResolve({ filter: /^[^./]/ }, (args) => (args.kind === 'dynamic-import' && !args.path.startsWith('node:') ? { path: args.path, external: true } : undefined));
+    },
+  };
+  const vendor = {
+    name: 'vendor',
+    setup(b) {
+      b.onResolve({ filter: /^(@grpc\/grpc-js|protobufjs)$/ }, (args) => ({ path: args.path, namespace: 'vendor' }));
+      b.onResolve({ filter: /^vendor-loader$/, namespace: 'vendor' }, () => ({ path: 'loader', namespace: 'vendor-loader' }));
+      b.onLoad({ filter: /.*/, namespace: 'vendor' }, (args) => ({ contents: `module.exports = require('vendor-loader').vendor.${VENDOR[args.path]};`, loader: 'js', resolveDir: root }));
+      b.onLoad({ filter: /.*/, namespace: 'vendor-loader' }, () => ({ contents: VENDOR_LOADER, loader: 'js', resolveDir: root }));
+    },
+  };
+  const vendorBuild = await build({
+    stdin: { contents: `module.exports = { ${Object.entries(VENDOR).map(([pkg, name]) => `${name}: require('${pkg}')`).join(', ')} };`, resolveDir: root, sourcefile: 'vendor.cjs', loader: 'js' },
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: ['node20'],
+    outfile: join(outDir, 'vendor.cjs'),
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    logLevel: 'error',
+    metafile: true,
+    absWorkingDir: root,
+  });
+  const result = await build({
+    entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: ['node20'],
+    outdir: outDir,
+    chunkNames: '[name]-[hash]',
+    // The packages' CommonJS modules require Node's built-ins (and protobufjs looks `long` up): an
+    // ES module has no `require` of its own.
+    banner: { js: "import { createRequire as __tarcilRequire } from 'node:module'; const require = __tarcilRequire(import.meta.url);" },
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    logLevel: 'error',
+    metafile: true,
+    absWorkingDir: root,
+    plugins: [toCompiledTree, vendor],
+  });
+  const meta = { inputs: { ...vendorBuild.metafile.inputs, ...result.metafile.inputs }, outputs: { ...vendorBuild.metafile.outputs, ...result.metafile.outputs } };
+  writeFileSync(`${outDir}.meta.json`, JSON.stringify(meta));
+  // The code cache of vendor.cjs, from a client command run once (against a port nothing listens on).
+  const cacheFile = join(outDir, 'vendor.cjs.cache');
+  spawnSync(process.execPath, [join(outDir, 'main.js'), 'jobs', '--server', '127.0.0.1:1', '--timeout', '300'], { stdio: 'ignore', env: { ...process.env, TARCIL_WRITE_CODE_CACHE: cacheFile, TARCIL_LOG: 'silent' } });
+  return outDir;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildCli();
