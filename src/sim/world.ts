@@ -100,6 +100,7 @@ export interface Server {
   rus: number;
   /** Σ real caused over occupants. */
   sum: Float64Array;
+  /** Its running tasks, kept only in a world with interference (the tasks re-rated when a neighbour comes or goes). */
   tasks: SimTask[];
   free: number;
 }
@@ -301,9 +302,10 @@ export class World {
     const sums = this.sums;
     const o = s.idx * N_RESOURCES;
     for (let i = 0; i < N_RESOURCES; i++) sums[o + i] = (sums[o + i] as number) + (real[i] as number);
-    s.tasks.push(task);
-    if (this.interference) this.rerate(s);
-    else this.rateOne(task, s);
+    if (this.interference) {
+      s.tasks.push(task);
+      this.rerate(s);
+    } else this.rateOne(task, s);
     this.publish(ru, task);
   }
 
@@ -317,9 +319,8 @@ export class World {
   }
 
   private rateOne(t: SimTask, s: Server): void {
-    const perf = t.job.profile.platformPerf[s.spec.platform] ?? 1;
-    const sd = this.interference ? slowdown(t.job.real, s.sum, s.rus, this.perf) : 1;
-    t.rate = perf / sd;
+    // t.speed: the job's speed on this server's platform, set when the task started here.
+    t.rate = this.interference ? t.speed / slowdown(t.job.real, s.sum, s.rus, this.perf) : t.speed;
     if (!Number.isFinite(t.remaining)) return;
     // One finish event per task, moved when its rate changes (the same order of events as
     // scheduling a new one and dropping the old, without the dead event in the queue).
@@ -375,10 +376,12 @@ export class World {
     this.free.add(ru);
     s.free++;
     this.busy--;
-    const k = s.tasks.indexOf(t);
-    if (k >= 0) {
-      const last = s.tasks.pop() as SimTask;
-      if (k < s.tasks.length) s.tasks[k] = last;
+    if (this.interference) {
+      const k = s.tasks.indexOf(t);
+      if (k >= 0) {
+        const last = s.tasks.pop() as SimTask;
+        if (k < s.tasks.length) s.tasks[k] = last;
+      }
     }
     const real = t.job.real;
     const sums = this.sums;

@@ -60,9 +60,11 @@ export const pc = (x: number): string => (Number.isFinite(x) ? `${(100 * x).toFi
 /**
  * Runs fn on every cell: one by one, or on ctx.workers worker threads (each cell is a seeded run of
  * its own, so the results are the same either way). `parallel: false` for sweeps whose results
- * cannot cross threads (runs that keep their World).
+ * cannot cross threads (runs that keep their World). `cost`: a rough relative cost per cell; on
+ * worker threads the costliest cells are handed out first (ties in the cells' order), so that a
+ * long cell does not start last while the other threads run out of work.
  */
-export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => string, fn: (c: T) => RunResult, opts: { parallel?: boolean } = {}): { cell: T; r: RunResult }[] {
+export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => string, fn: (c: T) => RunResult, opts: { parallel?: boolean; cost?: (c: T) => number } = {}): { cell: T; r: RunResult }[] {
   if (ctx.only) {
     const c = cells[ctx.only.cell];
     if (c === undefined) throw new Error(`no cell ${ctx.only.cell} in a sweep of ${cells.length}`);
@@ -80,6 +82,7 @@ export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => st
       ...(ctx.warmupMs === undefined ? {} : { warmupMs: ctx.warmupMs }),
       cells: cells.length,
       workers: n,
+      ...(opts.cost ? { order: longestFirst(cells, opts.cost) } : {}),
       onResult: (i, done) => ctx.progress(done, cells.length, label(cells[i] as T)),
     });
     ctx.progress(cells.length, cells.length, 'done');
@@ -92,6 +95,12 @@ export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => st
   });
   ctx.progress(cells.length, cells.length, 'done');
   return out;
+}
+
+/** Cell indices by decreasing cost, ties in the cells' order. */
+export function longestFirst<T>(cells: readonly T[], cost: (c: T) => number): number[] {
+  const c = cells.map(cost);
+  return cells.map((_, i) => i).sort((a, b) => (c[b] as number) - (c[a] as number) || a - b);
 }
 
 export function run(wl: Workload, policy: string, seed: number, agents?: number): RunResult {

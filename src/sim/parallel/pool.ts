@@ -13,6 +13,12 @@ export interface PoolJob {
   warmupMs?: number;
   cells: number;
   workers: number;
+  /**
+   * The order the cells are handed out in (cell indices; default 0, 1, …): the longest first keeps
+   * the last worker from starting a long cell when the others are nearly done. Results are
+   * returned by cell index whatever the order.
+   */
+  order?: readonly number[];
   /** A result arrived (in completion order). */
   onResult(cell: number, done: number): void;
 }
@@ -24,6 +30,8 @@ const ENTRY = new URL(FROM_SOURCE ? 'worker.ts' : 'worker.js', here);
 const START = FROM_SOURCE ? new URL('boot.js', here) : ENTRY;
 
 export function runCells<R>(job: PoolJob): R[] {
+  const order = job.order ?? Array.from({ length: job.cells }, (_, i) => i);
+  if (order.length !== job.cells || new Set(order).size !== job.cells || order.some((i) => !(i >= 0 && i < job.cells))) throw new Error(`a dispatch order must list each of the ${job.cells} cells once`);
   const signal = new SharedArrayBuffer(4);
   const counter = new Int32Array(signal);
   const n = Math.max(1, Math.min(job.workers, job.cells));
@@ -39,7 +47,7 @@ export function runCells<R>(job: PoolJob): R[] {
   let done = 0;
   let seen = 0;
   try {
-    for (const p of ports) if (next < job.cells) p.postMessage({ cell: next++ });
+    for (const p of ports) if (next < job.cells) p.postMessage({ cell: order[next++] });
     while (done < job.cells) {
       // Sleep until a worker signals; the timeout only re-checks the ports.
       Atomics.wait(counter, 0, seen, 1000);
@@ -51,7 +59,7 @@ export function runCells<R>(job: PoolJob): R[] {
           results[msg.cell] = msg.r as R;
           done++;
           job.onResult(msg.cell, done);
-          if (next < job.cells) p.postMessage({ cell: next++ });
+          if (next < job.cells) p.postMessage({ cell: order[next++] });
         }
       });
     }

@@ -32,77 +32,173 @@ export interface SparrowOptions {
 interface Req {
   tasks: SimTask[];
   next: number;
-  /** The job's reservations, in the order they were sent. */
-  probes: Probe[];
-  /** Reservations whose request the scheduler has not answered yet (`answered` false). */
+  /** The job's reservations (probe ids), in the order they were sent. */
+  probes: number[];
+  /** Reservations whose request the scheduler has not answered yet. */
   open: number;
 }
 
-class Probe {
-  state: 'queued' | 'requesting' | 'done' = 'queued';
-  /** The scheduler has answered its request (a task or a no-op). */
-  answered = false;
-  /** The task the answer carries back to the worker (undefined: a no-op), until it is launched. */
-  task: SimTask | undefined = undefined;
-  constructor(
-    /** The job's request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
-    public req: Req | undefined,
-    readonly server: number,
-  ) {}
-}
+/** A probe's state: in a worker queue, its request in flight or being answered, launched or cancelled. */
+const QUEUED = 0;
+const REQUESTING = 1;
+const DONE = 2;
 
-/** A worker queue holds tasks (placed directly) and reservations (late binding). */
-type Entry = SimTask | Probe;
-/** What a consumed queue slot holds until the queue is compacted. */
-const CONSUMED: Entry = new Probe(undefined, -1);
-
+/**
+ * The worker queues and the entries they hold, as numbers: an entry (a task placed directly, or a
+ * reservation under late binding) is an id into typed per-entry arrays, reused once the entry is
+ * finished with, and each worker's queue is a FIFO linked through the entries (`next`). No object
+ * per probe and no array per worker: what a run allocates per task is the task itself.
+ */
 export class WorkerQueues {
-  readonly queues: Entry[][];
-  readonly heads: number[];
+  /** Per worker: first and last entry of its queue (-1: empty), entries in it, reservations requesting. */
+  private readonly qHead: Int32Array;
+  private readonly qTail: Int32Array;
+  private readonly qLen: Int32Array;
   readonly requesting: Int32Array;
+  /** Per entry: the next in its queue, its worker, whether it is a probe, the probe's state and whether it was answered. */
+  private eNext = new Int32Array(1024);
+  private eServer = new Int32Array(1024);
+  private eProbe = new Uint8Array(1024);
+  private pState = new Uint8Array(1024);
+  private pAnswered = new Uint8Array(1024);
+  /** The task an entry places (a direct entry), or the task a probe's answer carries back (undefined: a no-op). */
+  private eTask: (SimTask | undefined)[] = new Array<undefined>(1024).fill(undefined);
+  /** A probe's job request; dropped once the probe is cancelled, so a queued no-op keeps no job alive. */
+  private pReq: (Req | undefined)[] = new Array<undefined>(1024).fill(undefined);
+  private freeIds = new Int32Array(1024);
+  private nFree = 0;
+  private ids = 0;
   constructor(
     private readonly world: World,
-    private readonly resolve: (p: Probe, server: number) => void,
+    private readonly resolve: (probe: number, server: number) => void,
   ) {
-    this.queues = world.servers.map(() => []);
-    this.heads = world.servers.map(() => 0);
-    this.requesting = new Int32Array(world.servers.length);
+    const n = world.servers.length;
+    this.qHead = new Int32Array(n).fill(-1);
+    this.qTail = new Int32Array(n).fill(-1);
+    this.qLen = new Int32Array(n);
+    this.requesting = new Int32Array(n);
   }
   /** Running + queued + requesting: what a probe reports (§3.2). */
   load(s: number): number {
     const srv = this.world.servers[s];
     if (!srv) return Infinity;
-    const q = (this.queues[s] as Entry[]).length - (this.heads[s] as number);
-    return srv.rus - srv.free + q + (this.requesting[s] as number);
+    return srv.rus - srv.free + (this.qLen[s] as number) + (this.requesting[s] as number);
   }
-  enqueue(s: number, e: Entry): void {
-    (this.queues[s] as Entry[]).push(e);
+  private take(): number {
+    if (this.nFree > 0) return this.freeIds[--this.nFree] as number;
+    const id = this.ids++;
+    if (id === this.eNext.length) this.grow();
+    return id;
+  }
+  private grow(): void {
+    const cap = this.eNext.length * 2;
+    const i32 = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
+      const b = new Int32Array(cap);
+      b.set(a);
+      return b;
+    };
+    const u8 = (a: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> => {
+      const b = new Uint8Array(cap);
+      b.set(a);
+      return b;
+    };
+    this.eNext = i32(this.eNext);
+    this.eServer = i32(this.eServer);
+    this.freeIds = i32(this.freeIds);
+    this.eProbe = u8(this.eProbe);
+    this.pState = u8(this.pState);
+    this.pAnswered = u8(this.pAnswered);
+    for (let i = this.eTask.length; i < cap; i++) {
+      this.eTask.push(undefined);
+      this.pReq.push(undefined);
+    }
+  }
+  /** Lets an entry's id go (its task and request with it). */
+  drop(id: number): void {
+    this.eTask[id] = undefined;
+    this.pReq[id] = undefined;
+    this.freeIds[this.nFree++] = id;
+  }
+  /** A new reservation of `req` for worker s (not yet in its queue). */
+  probe(req: Req, s: number): number {
+    const id = this.take();
+    this.eServer[id] = s;
+    this.eProbe[id] = 1;
+    this.pState[id] = QUEUED;
+    this.pAnswered[id] = 0;
+    this.pReq[id] = req;
+    return id;
+  }
+  server(id: number): number {
+    return this.eServer[id] as number;
+  }
+  req(id: number): Req | undefined {
+    return this.pReq[id];
+  }
+  /** The probe's request was answered: with a task, or a no-op (undefined). */
+  answer(id: number, task: SimTask | undefined): void {
+    this.pAnswered[id] = 1;
+    this.eTask[id] = task;
+  }
+  /** An outstanding reservation of `req`: neither answered nor let go. */
+  outstanding(id: number, req: Req): boolean {
+    return this.pReq[id] === req && this.pAnswered[id] === 0;
+  }
+  /** Cancels a reservation of `req` still queued; false if it is not (any more). */
+  cancel(id: number, req: Req): boolean {
+    if (this.pReq[id] !== req || this.pState[id] !== QUEUED) return false;
+    this.pState[id] = DONE;
+    this.pReq[id] = undefined;
+    return true;
+  }
+  /** The task a launched probe runs (undefined: a no-op); the probe is done and its id let go. */
+  launch(id: number): SimTask | undefined {
+    const task = this.eTask[id];
+    this.pState[id] = DONE;
+    this.drop(id);
+    return task;
+  }
+  /** Places a task directly in worker s's queue. */
+  enqueueTask(s: number, t: SimTask): void {
+    const id = this.take();
+    this.eServer[id] = s;
+    this.eProbe[id] = 0;
+    this.eTask[id] = t;
+    this.enqueue(s, id);
+  }
+  /** Appends an entry to worker s's queue and fills its free slots. */
+  enqueue(s: number, id: number): void {
+    this.eNext[id] = -1;
+    const tail = this.qTail[s] as number;
+    if (tail < 0) this.qHead[s] = id;
+    else this.eNext[tail] = id;
+    this.qTail[s] = id;
+    this.qLen[s] = (this.qLen[s] as number) + 1;
     this.dispatch(s);
   }
   /** Fills free slots of worker s from its queue. */
   dispatch(s: number): void {
     const srv = this.world.servers[s];
     if (!srv) return;
-    const q = this.queues[s] as Entry[];
-    while (srv.free - (this.requesting[s] as number) > 0 && (this.heads[s] as number) < q.length) {
-      const h = this.heads[s] as number;
-      const e = q[h] as Entry;
-      // The consumed prefix keeps no job alive until the queue is compacted.
-      q[h] = CONSUMED;
-      this.heads[s] = h + 1;
-      if (!(e instanceof Probe)) {
-        this.world.startTask(e, freeRuOn(this.world, s));
-      } else if (e.state === 'queued') {
-        e.state = 'requesting';
-        this.requesting[s] = (this.requesting[s] as number) + 1;
-        this.resolve(e, s);
+    const requesting = this.requesting;
+    let id: number;
+    while (srv.free - (requesting[s] as number) > 0 && (id = this.qHead[s] as number) >= 0) {
+      const next = this.eNext[id] as number;
+      this.qHead[s] = next;
+      if (next < 0) this.qTail[s] = -1;
+      this.qLen[s] = (this.qLen[s] as number) - 1;
+      if (this.eProbe[id] === 0) {
+        const t = this.eTask[id] as SimTask;
+        this.drop(id);
+        this.world.startTask(t, freeRuOn(this.world, s));
+      } else if (this.pState[id] === QUEUED) {
+        this.pState[id] = REQUESTING;
+        requesting[s] = (requesting[s] as number) + 1;
+        this.resolve(id, s);
+      } else {
+        // A cancelled reservation reaching the head: nothing more refers to it.
+        this.drop(id);
       }
-    }
-    // Compact the consumed prefix now and then so queues do not grow without bound.
-    const h = this.heads[s] as number;
-    if (h > 64 && h * 2 > q.length) {
-      q.splice(0, h);
-      this.heads[s] = 0;
     }
   }
   /** A probe's request finished (task launched on the held slot, or a no-op). */
@@ -191,7 +287,7 @@ export class SparrowPolicy implements Policy {
       const m = g.tasks.length;
       if (this.mode === 'random') {
         const to = g.tasks.map(() => this.sample(1, g.pool)[0] as number);
-        eng.after(this.oneWay, () => g.tasks.forEach((t, i) => this.workers.enqueue(to[i] as number, t)));
+        eng.after(this.oneWay, () => g.tasks.forEach((t, i) => this.workers.enqueueTask(to[i] as number, t)));
       } else if (this.mode === 'per-task') {
         for (const t of g.tasks) {
           const probed = this.sample(this.d, g.pool);
@@ -203,7 +299,7 @@ export class SparrowPolicy implements Policy {
               let best = 0;
               for (let i = 1; i < probed.length; i++) if ((loads[i] as number) < (loads[best] as number)) best = i;
               const s = probed[best] as number;
-              eng.after(this.oneWay, () => this.workers.enqueue(s, t));
+              eng.after(this.oneWay, () => this.workers.enqueueTask(s, t));
             });
           });
         }
@@ -216,7 +312,7 @@ export class SparrowPolicy implements Policy {
             const order = probed.map((s, i) => ({ s, l: loads[i] as number })).sort((a, b) => a.l - b.l);
             g.tasks.forEach((t, i) => {
               const s = (order[i % order.length] as { s: number }).s;
-              eng.after(this.oneWay, () => this.workers.enqueue(s, t));
+              eng.after(this.oneWay, () => this.workers.enqueueTask(s, t));
             });
           });
         });
@@ -226,12 +322,12 @@ export class SparrowPolicy implements Policy {
         // Constrained tasks with fewer replicas than d·m still need m reservations.
         while (probed.length < m) probed.push(probed[probed.length % Math.max(1, probed.length)] ?? 0);
         const probes = req.probes;
-        for (const s of probed) probes.push(new Probe(req, s));
+        for (const s of probed) probes.push(this.workers.probe(req, s));
         req.open = probes.length;
         this.c.probes += probes.length;
         // Every probe reaches its worker at the same moment: one event enqueues them all, in the
         // order that one event per probe would have (consecutive, nothing else in between).
-        this.hop(this.deliverFn, probes);
+        this.hop(this.deliverFn, req);
       }
     }
   }
@@ -243,58 +339,52 @@ export class SparrowPolicy implements Policy {
   }
 
   /** Late binding: a reservation reached a free slot and asks for a task (one round trip). */
-  private onRequest(p: Probe): void {
+  private onRequest(p: number): void {
     this.hop(this.answerFn, p);
   }
 
-  // The messages of batch sampling with late binding, made once: their events carry the probe (the
-  // worker is the probe's own) or the job's probes, so a request allocates nothing.
-  private readonly deliverFn = (probes: Probe[]): void => {
-    for (const p of probes) this.workers.enqueue(p.server, p);
+  // The messages of batch sampling with late binding, made once: their events carry the probe's id
+  // (the worker is the probe's own) or the job's request, so a request allocates nothing.
+  private readonly deliverFn = (req: Req): void => {
+    const w = this.workers;
+    for (const p of req.probes) w.enqueue(w.server(p), p);
   };
-  private readonly answerFn = (p: Probe): void => this.answer(p);
-  private readonly launchFn = (p: Probe): void => this.launch(p);
-  private readonly cancelFn = (targets: Probe[]): void => {
-    for (const o of targets) {
-      if (o.state === 'queued') {
-        o.state = 'done';
-        o.req = undefined;
-        this.c.cancelled++;
-      }
-    }
+  private readonly answerFn = (p: number): void => this.answer(p);
+  private readonly launchFn = (p: number): void => this.launch(p);
+  private readonly cancelFn = (c: { req: Req; targets: number[] }): void => {
+    for (const o of c.targets) if (this.workers.cancel(o, c.req)) this.c.cancelled++;
   };
 
   /** The request reached the scheduler: the job's next unlaunched task, or a no-op. */
-  private answer(p: Probe): void {
-    const req = p.req as Req; // only a queued probe is cancelled (and loses its request)
+  private answer(p: number): void {
+    const w = this.workers;
+    const req = w.req(p) as Req; // only a queued probe is cancelled (and loses its request)
     const task = req.next < req.tasks.length ? req.tasks[req.next++] : undefined;
-    p.answered = true;
+    w.answer(p, task);
     req.open--;
     if (task && req.next === req.tasks.length && this.cancel && req.open > 0) {
       // Proactive cancellation of every other outstanding reservation: the cancel RPCs arrive
       // together, so one event handles them all (the same order as one event each).
-      const targets = req.probes.filter((o) => !o.answered);
+      const targets = req.probes.filter((o) => w.outstanding(o, req));
       this.c.cancelRpcs += targets.length;
-      this.hop(this.cancelFn, targets);
+      this.hop(this.cancelFn, { req, targets });
     }
-    p.task = task;
     this.hop(this.launchFn, p);
   }
 
   /** The answer reached the worker: the held slot runs the task, or is let go. */
-  private launch(p: Probe): void {
-    const s = p.server;
-    const task = p.task;
-    p.task = undefined;
-    p.state = 'done';
-    this.workers.release(s);
+  private launch(p: number): void {
+    const w = this.workers;
+    const s = w.server(p);
+    const task = w.launch(p);
+    w.release(s);
     if (task) {
       this.c.launched++;
       this.world.startTask(task, freeRuOn(this.world, s));
     } else {
       this.c.noops++;
     }
-    this.workers.dispatch(s);
+    w.dispatch(s);
   }
 }
 
