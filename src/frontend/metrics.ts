@@ -157,6 +157,15 @@ export class Metrics extends MetricsEndpoint {
           this.inc(limit.stats().decreases);
         },
       });
+      new Counter({
+        name: 'tarcil_store_requests_shed_total',
+        help: 'Requests to etcd failed unsent (UNAVAILABLE) because they waited longer than 10 s for a slot under the limit, since the process started',
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(limit.stats().shed);
+        },
+      });
     }
     const manager = o?.manager;
     if (!manager) return;

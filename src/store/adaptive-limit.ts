@@ -10,8 +10,14 @@
  * every lease that expires then (a node's, an owner's) turns into far more work: nodes register
  * again, jobs are adopted, tasks are placed again. Requests that wait here instead of in etcd
  * leave it room to keep up, and each process's share of the waiting is its own.
+ *
+ * A request that waited longer than `maxWaitMs` for its slot is not sent: it fails at once with
+ * UNAVAILABLE, and its caller retries (or not) as after any transient failure. Under a long
+ * overload the queue would otherwise keep growing with work that is stale by the time it runs
+ * (progress records, evaluations of jobs that changed meanwhile), each waiting request holding
+ * memory; dropping at the head bounds both by what arrives in `maxWaitMs`.
  */
-import { isTransient } from '../util/errors.ts';
+import { isTransient, TarcilError } from '../util/errors.ts';
 
 export interface AdaptiveLimitOptions {
   /** Requests in flight at the start (default 32). */
@@ -22,6 +28,8 @@ export interface AdaptiveLimitOptions {
   slowMs?: number;
   /** Factor applied to the limit on overload (default 0.7). */
   decrease?: number;
+  /** A request that waited longer than this for a slot fails with UNAVAILABLE, unsent (default 10,000 ms). */
+  maxWaitMs?: number;
   /** Whether a failure says the store is overloaded (default: {@link isOverload}). */
   overloaded?: (err: unknown) => boolean;
   now?: () => number;
@@ -33,6 +41,8 @@ export interface AdaptiveLimitStats {
   queued: number;
   /** Times the limit was cut. */
   decreases: number;
+  /** Requests failed unsent after waiting longer than maxWaitMs. */
+  shed: number;
 }
 
 export class AdaptiveLimit {
@@ -41,6 +51,8 @@ export class AdaptiveLimit {
   private readonly waiting: (() => void)[] = [];
   private lastCut = -Infinity;
   private decreases = 0;
+  private shed = 0;
+  private readonly maxWaitMs: number;
   private readonly min: number;
   private readonly max: number;
   private readonly slowMs: number;
@@ -54,6 +66,7 @@ export class AdaptiveLimit {
     this.lim = Math.min(this.max, Math.max(this.min, o.initial ?? 32));
     this.slowMs = o.slowMs ?? 1000;
     this.factor = o.decrease ?? 0.7;
+    this.maxWaitMs = o.maxWaitMs ?? 10_000;
     this.now = o.now ?? Date.now;
     this.overloaded = o.overloaded ?? isOverload;
   }
@@ -63,14 +76,24 @@ export class AdaptiveLimit {
   }
 
   stats(): AdaptiveLimitStats {
-    return { limit: this.limit, inFlight: this.inFlight, queued: this.waiting.length, decreases: this.decreases };
+    return { limit: this.limit, inFlight: this.inFlight, queued: this.waiting.length, decreases: this.decreases, shed: this.shed };
   }
 
   /** Runs fn once a slot is free (after the requests already waiting); its answer adjusts the limit. */
   async run<T>(fn: () => Promise<T>): Promise<T> {
     // A woken request is handed its slot by wake(): inFlight already counts it.
-    if (this.inFlight >= this.limit || this.waiting.length > 0) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.inFlight++;
+    if (this.inFlight >= this.limit || this.waiting.length > 0) {
+      const queuedAt = this.now();
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+      const waited = this.now() - queuedAt;
+      if (waited > this.maxWaitMs) {
+        // Stale: give the slot to the next request without sending this one.
+        this.shed++;
+        this.inFlight--;
+        this.wake();
+        throw new TarcilError('UNAVAILABLE', `the store is overloaded: the request waited ${Math.round(waited)} ms for a slot (limit ${this.limit}) and was not sent; retry later`);
+      }
+    } else this.inFlight++;
     const t0 = this.now();
     let overloaded = false;
     try {

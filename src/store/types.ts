@@ -140,7 +140,7 @@ export interface ClusterStore {
   /** Largest transaction request in bytes the store accepts (etcd --max-request-bytes). */
   readonly maxRequestBytes: number;
   /** The limit on this process's requests in flight, when the store has one (EtcdStore). */
-  readonly inFlightLimit?: { stats(): { limit: number; inFlight: number; queued: number; decreases: number } } | undefined;
+  readonly inFlightLimit?: { stats(): { limit: number; inFlight: number; queued: number; decreases: number; shed: number } } | undefined;
 
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */

@@ -80,4 +80,33 @@ describe('AdaptiveLimit', () => {
     expect(lim.stats().decreases).toBe(2);
     expect(lim.limit).toBeLessThan(16);
   });
+
+  it('fails a request that waited longer than maxWaitMs for its slot without sending it, and lets the next one through', async () => {
+    let now = 0;
+    const lim = new AdaptiveLimit({ initial: 1, min: 1, max: 1, maxWaitMs: 5000, now: () => now });
+    const first = pending();
+    const sent: string[] = [];
+    const a = lim.run(async () => {
+      sent.push('a');
+      await first.p;
+    });
+    const b = lim.run(() => {
+      sent.push('b');
+      return Promise.resolve();
+    });
+    await turns();
+    expect(lim.stats()).toMatchObject({ inFlight: 1, queued: 1 });
+    now += 6000; // b has waited 6 s when a answers
+    const c = lim.run(() => {
+      sent.push('c');
+      return Promise.resolve();
+    });
+    first.answer();
+    await a;
+    await expect(b).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    await c; // queued at 6 s, woken at once: not stale
+    expect(sent).toEqual(['a', 'c']);
+    expect(lim.stats()).toMatchObject({ inFlight: 0, queued: 0, shed: 1 });
+  });
 });
+

@@ -103,6 +103,8 @@ export interface Owned {
   lastDecisions: string;
   /** When a record in progress was last written (see persistDecisions). */
   decisionsAt: number;
+  /** A progress write of the decision record is in flight (decisions.ts). */
+  decisionsWriting: boolean;
   evalQueued: boolean;
   chain: Promise<void>;
   dropped: boolean;
@@ -218,6 +220,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     decisions: [],
     lastDecisions: '',
     decisionsAt: Number.NEGATIVE_INFINITY,
+    decisionsWriting: false,
     evalQueued: false,
     chain: Promise.resolve(),
     dropped: false,

@@ -42,14 +42,25 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   if (progress !== undefined && progress === o.lastDecisions) return;
   const now = m.o.clock.now();
   if (progress !== undefined && now - o.decisionsAt < PROGRESS_RECORD_MS) return;
+  // One progress write in flight per job: under a slow etcd a second one would only queue
+  // behind the first with a record that the next tick writes fresher anyway.
+  if (progress !== undefined && o.decisionsWriting) return;
   const json = decisionsJson(m, o, inProgress);
   const sig = progress ?? json.replace(/"updatedAt":\d+/, '');
   if (sig === o.lastDecisions) return;
   o.lastDecisions = sig;
   if (inProgress) o.decisionsAt = now;
+  o.decisionsWriting = true;
   await m.o.store
     .txn({ compare: [ownerFence(m.o.keys, o.id, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
-    .catch((err: unknown) => m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written'));
+    .catch((err: unknown) => {
+      // Not written: the next tick writes it (a signature seen again would otherwise be skipped).
+      if (o.lastDecisions === sig) o.lastDecisions = '';
+      m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written');
+    })
+    .finally(() => {
+      o.decisionsWriting = false;
+    });
 }
 
 /**
