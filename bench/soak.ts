@@ -143,7 +143,9 @@ async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
 
 async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
-  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [] });
+  // etcd as the README tells an operator to run it: an 8 GiB quota (the default 2 GiB was reached
+  // in soak-10k-80-lease, and etcd then refuses every write).
+  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [])] });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
