@@ -87,38 +87,24 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
       b.onLoad({ filter: /.*/, namespace: 'vendor-loader' }, () => ({ contents: VENDOR_LOADER, loader: 'js', resolveDir: root }));
     },
   };
+  // What both bundles share: Node 20, minified with names kept (errors and stacks stay readable).
+  const common = { bundle: true, platform: 'node', target: ['node20'], minify: true, keepNames: true, legalComments: 'none', logLevel: 'error', metafile: true, absWorkingDir: root };
   const vendorBuild = await build({
+    ...common,
     stdin: { contents: `module.exports = { ${Object.entries(VENDOR).map(([pkg, name]) => `${name}: require('${pkg}')`).join(', ')} };`, resolveDir: root, sourcefile: 'vendor.cjs', loader: 'js' },
-    bundle: true,
     format: 'cjs',
-    platform: 'node',
-    target: ['node20'],
     outfile: join(outDir, 'vendor.cjs'),
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    logLevel: 'error',
-    metafile: true,
-    absWorkingDir: root,
   });
   const result = await build({
+    ...common,
     entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
-    bundle: true,
     splitting: true,
     format: 'esm',
-    platform: 'node',
-    target: ['node20'],
     outdir: outDir,
     chunkNames: '[name]-[hash]',
     // The packages' CommonJS modules require Node's built-ins (and protobufjs looks `long` up): an
     // ES module has no `require` of its own.
     banner: { js: "import { createRequire as __tarcilRequire } from 'node:module'; const require = __tarcilRequire(import.meta.url);" },
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    logLevel: 'error',
-    metafile: true,
-    absWorkingDir: root,
     plugins: [toCompiledTree, vendor],
   });
   const meta = { inputs: { ...vendorBuild.metafile.inputs, ...result.metafile.inputs }, outputs: { ...vendorBuild.metafile.outputs, ...result.metafile.outputs } };

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/state/keys.ts';
@@ -11,7 +11,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { audit, waitAllFinal } from '../support/audit.ts';
 import { startEtcd, type RestartableEtcdProcess } from '../support/etcd.ts';
-import { submit } from '../support/live.ts';
+import { startSimulatedMonitors, submit } from '../support/live.ts';
 import { tcpProxy, type TcpProxy } from '../support/proxy.ts';
 
 /**
@@ -61,21 +61,7 @@ describe('etcd restart and a brief partition', () => {
     };
     const auditStore = await connect(direct);
     const startRev = await auditStore.revision();
-    for (let i = 0; i < 3; i++) {
-      monitors.push(
-        await startMonitor({
-          store: await connect(),
-          keys,
-          clock,
-          log,
-          server: { id: `n${i}`, platform: 'r3-2xlarge', rack: `r${i}`, rus: 4, speed: 1, attributes: {} },
-          executor: 'simulated',
-          host: '127.0.0.1',
-          port: 0,
-          leaseTtlSeconds: TTL,
-        }),
-      );
-    }
+    await startSimulatedMonitors(3, { connect: () => connect(), keys, clock, log, leaseTtlSeconds: TTL, into: monitors });
     sched = await startScheduler({
       name: 'fe',
       store: await connect(),

@@ -2,12 +2,13 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import type { AgentConfig } from '../../src/agent/config.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
-import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
+import { startMonitor, startScheduler, type MonitorProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
+import type { ClusterStore } from '../../src/store/types.ts';
+import { SystemClock, type Clock } from '../../src/util/clock.ts';
+import { createLogger, type Logger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 
 /** Promise wrappers over the generated Scheduler client, for tests. */
@@ -74,4 +75,30 @@ export async function startDemoCell(o: { prefix: string; name: string; seed: num
       await store.close();
     },
   };
+}
+
+/**
+ * n monitors with the simulated executor, servers n0…n(n-1) of 4 RUs on racks r0…, each on a
+ * store of its own (`connect()`), with the given lease TTL; pushed onto `into` as they start, so
+ * that a test's teardown closes those that started even if a later one fails.
+ */
+export async function startSimulatedMonitors(
+  n: number,
+  o: { connect: () => Promise<ClusterStore>; keys: Keys; clock: Clock; log: Logger; leaseTtlSeconds: number; into: MonitorProcess[] },
+): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    o.into.push(
+      await startMonitor({
+        store: await o.connect(),
+        keys: o.keys,
+        clock: o.clock,
+        log: o.log,
+        server: { id: `n${i}`, platform: 'r3-2xlarge', rack: `r${i}`, rus: 4, speed: 1, attributes: {} },
+        executor: 'simulated',
+        host: '127.0.0.1',
+        port: 0,
+        leaseTtlSeconds: o.leaseTtlSeconds,
+      }),
+    );
+  }
 }
