@@ -24,6 +24,7 @@ import { tableStyle } from './color.ts';
 import { clusterSummary, filterServers, serverList, type ServerFilter } from './cluster-view.ts';
 import { formatOf, isDocument, renderMessage, type MessageName, type OutputFormat } from './output.ts';
 import { interrupted, poll } from './watch.ts';
+import { explainWideLines } from './explain-view.ts';
 import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
 
 export interface ClientFlags {
@@ -326,10 +327,12 @@ export async function explainCommand(id: string, o: ClientFlags & OutputFlags, o
   const fmt = formatOf(o);
   const c = client(o);
   const get = (): Promise<Explanation__Output> => unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
+  // -o wide: the account, then the decision record in full (explain-view.ts).
+  const text = (e: Explanation__Output): string => (fmt === 'wide' ? [e.text, ...explainWideLines(e)].join('\n') : e.text);
   try {
     if (!o.watch) {
       const e = await get();
-      return out(isDocument(fmt) ? await doc(fmt, 'Explanation', e, false) : e.text);
+      return out(isDocument(fmt) ? await doc(fmt, 'Explanation', e, false) : text(e));
     }
     // --watch: again whenever the account changes, until the job has ended and nothing is in progress.
     await poll(
@@ -338,7 +341,7 @@ export async function explainCommand(id: string, o: ClientFlags & OutputFlags, o
         if (isDocument(fmt)) return out(await doc(fmt, 'Explanation', e, true));
         if (!first) out('');
         out(`— ${hms(Date.now())}`);
-        out(e.text);
+        out(text(e));
       },
       { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (e) => JSON.stringify(e), done: (e) => FINAL.has(e.state) && !e.inProgress },
     );

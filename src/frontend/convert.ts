@@ -175,20 +175,27 @@ export function explanationToProto(
   live: DecisionRecord | undefined,
   waitingFor = '',
   replaced: readonly LiveTaskRecord[] = [],
+  /** A server's platform and rack, when the caller knows the server. */
+  serverOf: (id: string) => { platform: string; rack: string } | undefined = () => undefined,
 ): Explanation {
+  const where = (id: string): { platform?: string; rack?: string } => {
+    const s = serverOf(id);
+    return s ? { platform: s.platform, rack: s.rack } : {};
+  };
   const records = [...(stored?.records ?? [])];
   if (live && !records.some((r) => r.startedAt === live.startedAt && r.agent === live.agent)) records.push(trimDecision(live));
   const last = records[records.length - 1];
   const sum = (f: (r: DecisionRecord) => number): number => records.reduce((a, r) => a + f(r), 0);
-  const admission = records.flatMap((r) => r.admission);
-  const samples = records.flatMap((r) => r.samples);
-  const placements = records.flatMap((r) => r.placements);
+  const admission = records.flatMap((r, d) => r.admission.map((v) => ({ v, d })));
+  const samples = records.flatMap((r, d) => r.samples.map((s) => ({ s, d })));
+  const placements = records.flatMap((r, d) => r.placements.map((p) => ({ p, d })));
+  const stagesOf = (m: DecisionRecord['stageMs']): NonNullable<Explanation['stages']> => ({ admissionMs: m.admission, sizeMs: m.size, selectMs: m.select, commitMs: m.commit, queueMs: m.queue });
   const e: Explanation = {
     jobId: id,
     state,
     agent: last?.agent ?? '',
     target: last?.target ?? 0,
-    admission: admission.map((v) => ({
+    admission: admission.map(({ v, d }) => ({
       action: v.action,
       reason: v.reason,
       buckets: v.buckets,
@@ -198,9 +205,11 @@ export function explanationToProto(
       ...(v.estimateMs !== undefined && Number.isFinite(v.estimateMs) ? { estimateMs: v.estimateMs } : {}),
       ...(v.boundMs !== undefined && Number.isFinite(v.boundMs) ? { boundMs: v.boundMs } : {}),
       f: v.f,
+      decision: d,
+      ...(v.sampled ? { sampled: { drawn: v.sampled.drawn, acceptable: v.sampled.acceptable, acceptableLow: v.sampled.acceptableLow } } : {}),
     })),
-    samples: samples.map((s) => ({ r: s.R, f: s.f, candidates: s.candidates })),
-    placements: placements.map((p) => ({
+    samples: samples.map(({ s, d }) => ({ r: s.R, f: s.f, candidates: s.candidates, decision: d })),
+    placements: placements.map(({ p, d }) => ({
       task: p.task,
       ru: { server: p.ru.server, index: p.ru.index },
       q: p.Q,
@@ -210,11 +219,26 @@ export function explanationToProto(
       preemptedJob: p.preempted ? `${p.preempted.job}#${p.preempted.task}` : '',
       ...(p.sides ? { twoSided: true, selfQ: p.sides.selfQ, neighboursQ: p.sides.neighboursQ, neighbours: p.sides.neighbours } : {}),
       ...(p.movedFrom ? { movedFrom: { server: p.movedFrom.server, index: p.movedFrom.index }, movedFromRate: p.movedFrom.rate } : {}),
+      ...where(p.ru.server),
+      attempt: p.attempt ?? 0,
+      decision: d,
     })),
     conflicts: sum((r) => r.conflicts),
     retries: sum((r) => r.retries),
     readmissions: sum((r) => r.readmissions),
     queuedMs: sum((r) => r.queuedMs),
+    decisions: records.map((r) => ({
+      agent: r.agent,
+      startedAtMs: r.startedAt,
+      finishedAtMs: r.finishedAt ?? 0,
+      conflicts: r.conflicts,
+      retries: r.retries,
+      readmissions: r.readmissions,
+      queuedMs: r.queuedMs,
+      stages: stagesOf(r.stageMs),
+      placed: r.placements.length + (r.omittedPlacements ?? 0),
+      placementsOmitted: r.omittedPlacements ?? 0,
+    })),
     stages: {
       admissionMs: sum((r) => r.stageMs.admission),
       sizeMs: sum((r) => r.stageMs.size),

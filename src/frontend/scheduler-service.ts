@@ -385,7 +385,8 @@ export class SchedulerService {
         }
       }
     }
-    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced);
+    const cell = this.d.manager.cell;
+    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced, (sid) => cell.get(sid)?.spec);
     // Cordoned and draining nodes (`tarcil node`), while they can matter to the job.
     if (!isFinalJob(rec.state)) {
       const placements = (e.placements ?? []).map((p) => ({ task: p.task ?? 0, server: p.ru?.server ?? '' }));

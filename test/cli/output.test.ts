@@ -107,6 +107,21 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
       expect(plain.out).not.toContain(col);
     }
     expect((await run(['status', jobId, '-o', 'wide', '--server', server])).out).toMatch(/placed.*started.*ended.*log/);
+    // explain -o wide: the default account unchanged, then the decision record in full.
+    const account = await run(['explain', jobId, '--server', server]);
+    const full = await run(['explain', jobId, '-o', 'wide', '--server', server]);
+    expect(full.code, full.err).toBe(EXIT.OK);
+    expect(full.out.startsWith(account.out.trimEnd())).toBe(true);
+    expect(account.out).not.toContain('decisions (');
+    expect(full.out).toMatch(/decisions \(1\):[\s\S]*admission verdicts \(\d+\):[\s\S]*sample attempts \(\d+\):[\s\S]*placements \(2\):/);
+    // Each placement with its server's platform and rack, as the cluster lists them.
+    const servers = (JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as { servers: { id: string; platform: string; rack: string }[] }).servers;
+    const placements = (JSON.parse((await run(['explain', jobId, '-o', 'json', '--server', server])).out) as { placements: { task: number; ru: { server: string; index: number } }[] }).placements;
+    for (const p of placements) {
+      const s = servers.find((x) => x.id === p.ru.server);
+      expect(s).toBeDefined();
+      expect(full.out).toMatch(new RegExp(`${p.task}\\s+│\\s+0\\s+│\\s+${p.ru.server}/${p.ru.index}\\s+│\\s+${s?.platform}\\s+│\\s+${s?.rack}\\s+│`));
+    }
   });
 
   it('jobs --watch prints a job as it appears and as it changes, one JSON document per line', async () => {

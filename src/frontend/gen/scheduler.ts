@@ -8,6 +8,7 @@ import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest_
 import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from './tarcil/v1/Cluster.ts';
 import type { Command as _tarcil_v1_Command, Command__Output as _tarcil_v1_Command__Output } from './tarcil/v1/Command.ts';
 import type { Constraints as _tarcil_v1_Constraints, Constraints__Output as _tarcil_v1_Constraints__Output } from './tarcil/v1/Constraints.ts';
+import type { Decision as _tarcil_v1_Decision, Decision__Output as _tarcil_v1_Decision__Output } from './tarcil/v1/Decision.ts';
 import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from './tarcil/v1/ExplainJobRequest.ts';
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from './tarcil/v1/Explanation.ts';
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from './tarcil/v1/GetClusterRequest.ts';
@@ -35,6 +36,7 @@ import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from '.
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
 import type { RunningTask as _tarcil_v1_RunningTask, RunningTask__Output as _tarcil_v1_RunningTask__Output } from './tarcil/v1/RunningTask.ts';
 import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output as _tarcil_v1_SampleAttempt__Output } from './tarcil/v1/SampleAttempt.ts';
+import type { SampledFree as _tarcil_v1_SampledFree, SampledFree__Output as _tarcil_v1_SampledFree__Output } from './tarcil/v1/SampledFree.ts';
 import type { ScaleOut as _tarcil_v1_ScaleOut, ScaleOut__Output as _tarcil_v1_ScaleOut__Output } from './tarcil/v1/ScaleOut.ts';
 import type { SchedulerClient as _tarcil_v1_SchedulerClient, SchedulerDefinition as _tarcil_v1_SchedulerDefinition } from './tarcil/v1/Scheduler.ts';
 import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from './tarcil/v1/Server.ts';
@@ -61,6 +63,7 @@ export interface ProtoGrpcType {
       Cluster: MessageTypeDefinition<_tarcil_v1_Cluster, _tarcil_v1_Cluster__Output>
       Command: MessageTypeDefinition<_tarcil_v1_Command, _tarcil_v1_Command__Output>
       Constraints: MessageTypeDefinition<_tarcil_v1_Constraints, _tarcil_v1_Constraints__Output>
+      Decision: MessageTypeDefinition<_tarcil_v1_Decision, _tarcil_v1_Decision__Output>
       ExplainJobRequest: MessageTypeDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_ExplainJobRequest__Output>
       Explanation: MessageTypeDefinition<_tarcil_v1_Explanation, _tarcil_v1_Explanation__Output>
       GetClusterRequest: MessageTypeDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_GetClusterRequest__Output>
@@ -88,6 +91,7 @@ export interface ProtoGrpcType {
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>
       RunningTask: MessageTypeDefinition<_tarcil_v1_RunningTask, _tarcil_v1_RunningTask__Output>
       SampleAttempt: MessageTypeDefinition<_tarcil_v1_SampleAttempt, _tarcil_v1_SampleAttempt__Output>
+      SampledFree: MessageTypeDefinition<_tarcil_v1_SampledFree, _tarcil_v1_SampledFree__Output>
       ScaleOut: MessageTypeDefinition<_tarcil_v1_ScaleOut, _tarcil_v1_ScaleOut__Output>
       Scheduler: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_SchedulerClient> & { service: _tarcil_v1_SchedulerDefinition }
       Server: MessageTypeDefinition<_tarcil_v1_Server, _tarcil_v1_Server__Output>

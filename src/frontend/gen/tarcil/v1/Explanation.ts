@@ -6,6 +6,7 @@ import type { SampleAttempt as _tarcil_v1_SampleAttempt, SampleAttempt__Output a
 import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1_Placement__Output } from '../../tarcil/v1/Placement.ts';
 import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil_v1_StageTimes__Output } from '../../tarcil/v1/StageTimes.ts';
 import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from '../../tarcil/v1/Task.ts';
+import type { Decision as _tarcil_v1_Decision, Decision__Output as _tarcil_v1_Decision__Output } from '../../tarcil/v1/Decision.ts';
 
 export interface Explanation {
   'jobId'?: (string);
@@ -41,6 +42,11 @@ export interface Explanation {
    * Tasks placed more than once, with their earlier attempts (at most 50 tasks).
    */
   'replaced'?: (_tarcil_v1_Task)[];
+  /**
+   * Each decision made for the job, oldest first: admission verdicts, samples and placements
+   * name theirs by index.
+   */
+  'decisions'?: (_tarcil_v1_Decision)[];
 }
 
 export interface Explanation__Output {
@@ -77,4 +83,9 @@ export interface Explanation__Output {
    * Tasks placed more than once, with their earlier attempts (at most 50 tasks).
    */
   'replaced': (_tarcil_v1_Task__Output)[];
+  /**
+   * Each decision made for the job, oldest first: admission verdicts, samples and placements
+   * name theirs by index.
+   */
+  'decisions': (_tarcil_v1_Decision__Output)[];
 }

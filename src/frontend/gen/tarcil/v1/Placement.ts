@@ -27,6 +27,20 @@ export interface Placement {
    */
   'movedFrom'?: (_tarcil_v1_RuRef | null);
   'movedFromRate'?: (number | string);
+  /**
+   * The server's platform and rack, as the front-end that answers knows them (empty once the
+   * server has left the cell).
+   */
+  'platform'?: (string);
+  'rack'?: (string);
+  /**
+   * The task's attempt: 0 for its first placement, one more for each placement after that.
+   */
+  'attempt'?: (number);
+  /**
+   * The decision (Explanation.decisions) that made this placement, from 0.
+   */
+  'decision'?: (number);
 }
 
 export interface Placement__Output {
@@ -52,4 +66,18 @@ export interface Placement__Output {
    */
   'movedFrom': (_tarcil_v1_RuRef__Output | null);
   'movedFromRate': (number);
+  /**
+   * The server's platform and rack, as the front-end that answers knows them (empty once the
+   * server has left the cell).
+   */
+  'platform': (string);
+  'rack': (string);
+  /**
+   * The task's attempt: 0 for its first placement, one more for each placement after that.
+   */
+  'attempt': (number);
+  /**
+   * The decision (Explanation.decisions) that made this placement, from 0.
+   */
+  'decision': (number);
 }

@@ -6,10 +6,18 @@ export interface SampleAttempt {
   'r'?: (number);
   'f'?: (number | string);
   'candidates'?: (number);
+  /**
+   * The decision (Explanation.decisions) that drew this sample, from 0.
+   */
+  'decision'?: (number);
 }
 
 export interface SampleAttempt__Output {
   'r': (number);
   'f': (number);
   'candidates': (number);
+  /**
+   * The decision (Explanation.decisions) that drew this sample, from 0.
+   */
+  'decision': (number);
 }
