@@ -428,9 +428,25 @@ export class AdmissionState {
    */
   waitEstimate(job: JobTarget, needed: number): WaitEstimate {
     if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
-    const { acceptableFree } = this.estimateF(job);
+    return this.waitFrom(this.waitBuckets(job), this.estimateF(job).acceptableFree, needed);
+  }
+
+  /**
+   * The same estimate for one bucket alone, as if it were the only bucket acceptable for a job
+   * (the dashboard's admission page): `needed` RUs of it, its free RUs counted, its free events
+   * behind μ and σ.
+   */
+  bucketWait(bucket: number, needed = 1): WaitEstimate {
+    if (!Number.isInteger(needed) || needed < 1) throw invalid('needed', 'must be a positive integer', { value: needed });
+    const b = this.bucketList[bucket];
+    if (!b) throw invalid('bucket', `must be a bucket index below ${this.bucketList.length}`, { value: bucket });
+    return this.waitFrom([bucket], b.free, needed);
+  }
+
+  /** The wait for `needed` RUs of `buckets`, `acceptableFree` of them free now (see waitEstimate). */
+  private waitFrom(buckets: number[], acceptableFree: number, needed: number): WaitEstimate {
     const k = needed - acceptableFree;
-    const { samples, mu, sigma } = this.mergedStats(this.waitBuckets(job));
+    const { samples, mu, sigma } = this.mergedStats(buckets);
     if (samples === 0) return { estimateMs: k <= 0 ? 0 : Infinity, boundMs: Infinity, medianMs: k <= 0 ? 0 : Infinity, samples };
     if (k <= 0) return { estimateMs: 0, boundMs: mu + 2 * sigma, medianMs: 0, samples };
     const estimateMs = mu * erlangQuantile(k, this.waitQuantile);

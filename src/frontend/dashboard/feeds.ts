@@ -160,37 +160,54 @@ export interface BucketView {
   total: number;
   /** Free events in the sliding window. */
   history: number;
-  /** Expected wait for one RU of this bucket to be freed (0: one is free; null: no history). */
+  /**
+   * The agents' admission estimate of the wait for one RU of this bucket (AdmissionState.bucketWait,
+   * the formula behind their verdicts): 0 when one is free, null without the history to predict it.
+   */
   waitMs: number | null;
+  /** The bound the estimate is compared with before a job waits (kμ + 2√k·σ); null without history. */
+  boundMs: number | null;
+  /** Inter-free intervals behind μ and σ. */
+  samples: number;
 }
 
-/** P = 0.9 that a Poisson process of rate 1/μ has freed one RU by μ·ln 10. */
-const LN_10 = Math.log(10);
+const finite = (v: number): number | null => (Number.isFinite(v) ? Math.round(v) : null);
 
 /**
- * The admission buckets as the first agent sees them, with a wait estimate for one RU of each:
- * its free events over the part of the history window this front-end has watched (since
- * `watchingSince`), as a Poisson process.
+ * The admission buckets as the first agent sees them, each with the wait the agents' admission
+ * estimates for one RU of it (the same computation as their verdicts: the Erlang quantile of the
+ * bucket's inter-free intervals over the history window, see src/admission/state.ts).
  */
-export function admissionBuckets(manager: JobManager, watchingSince: number, now = Date.now()): { buckets: BucketView[]; windowMs: number; waiting: { job: string; waiting: string; queuedMs: number }[] } {
+export function admissionBuckets(
+  manager: JobManager,
+  watchingSince: number,
+  now = Date.now(),
+): { buckets: BucketView[]; windowMs: number; quantile: number; waiting: { job: string; waiting: string; queuedMs: number }[] } {
   const agent = manager.agents[0];
-  if (!agent) return { buckets: [], windowMs: 0, waiting: [] };
-  const windowMs = Math.max(1000, Math.min(agent.admission.historyWindowMs, now - watchingSince));
-  const buckets = agent.admission.snapshot().map((b) => ({
-    bucket: b.bucket,
-    band: b.band,
-    cell: b.cell,
-    rms: [b.rms[0], Number.isFinite(b.rms[1]) ? b.rms[1] : null] as [number, number | null],
-    free: b.free,
-    total: b.total,
-    history: b.history,
-    waitMs: b.free > 0 ? 0 : b.history > 0 ? Math.round((windowMs / b.history) * LN_10) : null,
-  }));
+  if (!agent) return { buckets: [], windowMs: 0, quantile: 0, waiting: [] };
+  const adm = agent.admission;
+  // The part of the agents' history window this front-end has watched.
+  const windowMs = Math.max(1000, Math.min(adm.historyWindowMs, now - watchingSince));
+  const buckets = adm.snapshot().map((b): BucketView => {
+    const w = adm.bucketWait(b.bucket);
+    return {
+      bucket: b.bucket,
+      band: b.band,
+      cell: b.cell,
+      rms: [b.rms[0], Number.isFinite(b.rms[1]) ? b.rms[1] : null],
+      free: b.free,
+      total: b.total,
+      history: b.history,
+      waitMs: finite(w.estimateMs),
+      boundMs: finite(w.boundMs),
+      samples: w.samples,
+    };
+  });
   const waiting: { job: string; waiting: string; queuedMs: number }[] = [];
   for (const a of manager.agents) {
     for (const r of a.inflight.values()) if (r.waiting) waiting.push({ job: r.job, waiting: r.waiting, queuedMs: r.queuedMs });
   }
-  return { buckets, windowMs, waiting: waiting.slice(0, 200) };
+  return { buckets, windowMs, quantile: adm.waitQuantile, waiting: waiting.slice(0, 200) };
 }
 
 /** Per-second counts of one point. */
