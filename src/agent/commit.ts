@@ -12,7 +12,7 @@ import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/d
 import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import { placementTxn, type TaskMove } from '../state/placement.ts';
-import { parseJson, type PlacedTaskRecord } from '../state/records.ts';
+import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
@@ -84,7 +84,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
     const ref = refs[i] as RuRef;
     // Survivors of a previous attempt are still claimed by us.
     if (!a.state.isClaimed(ref, rec)) {
-      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState }, rec);
+      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) }, rec);
     }
   });
   const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
@@ -110,6 +110,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       ...(move?.(tasks[i] as number) ? { move: move(tasks[i] as number) } : {}),
       ruRev: p.ruRev,
       basedOn: servers.get(p.server.id) ?? p.epochRev,
+      q: storedQ(p.quality.Q),
       ...(p.victim ? { victim: p.victim } : {}),
     })),
     scope: a.config.conflictScope,

@@ -118,7 +118,6 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     onDecision: (job, rec) => hooks.metrics?.observeDecision(job.submittedAt, rec),
     onCommitted: (job, placements, agent) => {
       hooks.metrics?.observePlacements(agent, placements);
-      hooks.dashboard?.observePlacements(job.id, placements);
     },
     onJobFinished: (_job, state) => hooks.metrics?.observeFinished(state),
   });

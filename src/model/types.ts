@@ -141,6 +141,11 @@ export interface RuRecord {
   /** Agent that committed the placement (for audit and explanation). */
   agent?: string;
   since?: number;
+  /**
+   * The occupant's quality Q when it was placed (4 decimals), so that every front-end's view of
+   * the cell knows it, not only the one that placed it; absent in records written without it.
+   */
+  q?: number;
 }
 
 export type TaskState =

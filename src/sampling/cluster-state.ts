@@ -13,6 +13,8 @@ export interface Occupant {
   priority: number;
   /** 'reserved' = held by a gang job that has not finished committing. */
   state: 'busy' | 'reserved';
+  /** Its quality Q when placed, when the RU record carries it (RuRecord.q). */
+  q?: number;
 }
 
 export class ServerState {

@@ -30,6 +30,8 @@ export interface PlacementItem {
   taskRev?: number;
   /** Earlier attempts of the task, written with this one. */
   previous?: AttemptSummary[];
+  /** The placement's quality Q, written in the RU record (RuRecord.q; storedQ's precision). */
+  q?: number;
   /** A lower-priority task this placement displaces (preemption). */
   victim?: { job: string; task: number; priority: number };
   /**
@@ -138,6 +140,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       attempt: it.attempt,
       basedOn,
       commitId: p.commitId,
+      ...(it.q !== undefined ? { q: it.q } : {}),
       ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };

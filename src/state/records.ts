@@ -99,8 +99,12 @@ export function occupantOf(rec: RuRecord | undefined): Occupant | null {
     caused: rec.caused,
     priority: rec.priority ?? 0,
     state: rec.state,
+    ...(typeof rec.q === 'number' && Number.isFinite(rec.q) ? { q: rec.q } : {}),
   };
 }
+
+/** Q as an RU record carries it: 4 decimals, a few bytes. */
+export const storedQ = (Q: number): number => Math.round(Q * 10_000) / 10_000;
 
 /** The stored value of a free RU. */
 export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord);

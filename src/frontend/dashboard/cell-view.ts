@@ -2,12 +2,13 @@
  * The dashboard's view of the cell, read from the agents' shared view (the same list+watch the
  * scheduler places from; nothing is read from the store): one summary per rack (platform/rack)
  * with its RUs by state and the mean quality Q of their occupants, and, on demand, the RUs of the
- * servers of one rack. A 10,000-server cell is sent to a browser as a few hundred rack summaries;
+ * servers of one rack. An occupant's Q is the one its RU record carries (written by the commit
+ * that placed it, whichever front-end made it), so every front-end colours every busy RU; an RU
+ * record written without it has no colour. A 10,000-server cell is sent to a browser as a few hundred rack summaries;
  * after the first, only the racks that changed. A server's summary is recomputed only when its
  * occupancy version or its flags changed.
  */
 import type { JobManager } from '../../agent/lifecycle.ts';
-import type { Placement } from '../../state/decisions.ts';
 import type { ServerState } from '../../sampling/cluster-state.ts';
 
 export interface RackSummary {
@@ -25,7 +26,7 @@ export interface RackSummary {
   unschedulable: number;
   blocked: number;
   cordoned: number;
-  /** Mean Q of the occupants whose placement this front-end saw (null: none known). */
+  /** Mean Q of the occupants whose RU records carry it (null: none). */
   q: number | null;
 }
 
@@ -62,38 +63,17 @@ interface ServerSummary {
 /** Names in natural order (r2 before r10); one collator (localeCompare with options builds one per call). */
 const NUMERIC = new Intl.Collator(undefined, { numeric: true });
 
-/** Q of placed tasks kept for the heat map's colours; the oldest are dropped past this many. */
-export const MAX_KNOWN_Q = 500_000;
-
 export class CellView {
   private readonly perServer = new Map<string, ServerSummary>();
-  /** `job/task` → Q of its latest placement committed by this front-end. */
-  private readonly known = new Map<string, number>();
-  /** Bumped by every placement seen: a server's Q average is recomputed after it. */
-  private qEpoch = 0;
-  private seenEpoch = -1;
   private last: { racks: RackSummary[]; totals: CellTotals } | undefined;
   private lastSig = 0;
 
   constructor(private readonly manager: JobManager) {}
 
-  /** The Q of each committed placement (called on the commit path: one map write each). */
-  observePlacements(job: string, placements: readonly Placement[]): void {
-    for (const p of placements) this.known.set(`${job}/${p.task}`, p.Q);
-    if (this.known.size > MAX_KNOWN_Q) {
-      let drop = this.known.size - Math.floor(MAX_KNOWN_Q * 0.9);
-      for (const k of this.known.keys()) {
-        if (drop-- <= 0) break;
-        this.known.delete(k);
-      }
-    }
-    this.qEpoch++;
-  }
-
-  private summary(s: ServerState, fresh: boolean): ServerSummary {
+  private summary(s: ServerState): ServerSummary {
     const flags = (s.down ? 1 : 0) | (s.blocked ? 2 : 0) | (s.cordoned ? 4 : 0);
     const prev = this.perServer.get(s.spec.id);
-    if (prev && !fresh && prev.version === s.version && prev.flags === flags) return prev;
+    if (prev && prev.version === s.version && prev.flags === flags) return prev;
     const out: ServerSummary = { key: prev?.key ?? `${s.spec.platform}/${s.spec.rack}`, version: s.version, flags, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, qSum: 0, qN: 0 };
     for (let i = 0; i < s.ruCount; i++) {
       const o = s.occupants[i];
@@ -101,7 +81,7 @@ export class CellView {
       else if (o) {
         if (o.state === 'reserved') out.reserved++;
         else out.busy++;
-        const q = this.known.get(`${o.job}/${o.task}`);
+        const q = o.q;
         if (q !== undefined) {
           out.qSum += q;
           out.qN++;
@@ -115,21 +95,18 @@ export class CellView {
 
   /**
    * Every rack's summary and the cell's totals, as the view has them now: the same object as the
-   * last call when no server's occupancy version or flags changed and no placement was seen since
-   * (a hash of them, one pass over the servers without allocating).
+   * last call when no server's occupancy version or flags changed (a hash of them, one pass over
+   * the servers without allocating).
    */
   racks(): { racks: RackSummary[]; totals: CellTotals } {
     const all = this.manager.view.state.servers;
     let sig = all.size;
     for (const s of all.values()) sig = (Math.imul(sig, 31) + s.version * 8 + (s.down ? 1 : 0) + (s.blocked ? 2 : 0) + (s.cordoned ? 4 : 0)) | 0;
-    // New placements may change the Q of servers whose version had already moved on.
-    const fresh = this.seenEpoch !== this.qEpoch;
-    if (!fresh && this.last && sig === this.lastSig) return this.last;
-    this.seenEpoch = this.qEpoch;
+    if (this.last && sig === this.lastSig) return this.last;
     this.lastSig = sig;
     const byRack = new Map<string, RackSummary & { qSum: number; qN: number }>();
     for (const s of all.values()) {
-      const x = this.summary(s, fresh);
+      const x = this.summary(s);
       const key = x.key;
       let r = byRack.get(key);
       if (!r) {
@@ -170,10 +147,8 @@ export class CellView {
       for (let i = 0; i < s.ruCount; i++) {
         const o = s.occupants[i];
         if (s.down || s.ruDown[i]) rus.push({ s: 'd' });
-        else if (o) {
-          const q = this.known.get(`${o.job}/${o.task}`);
-          rus.push({ s: o.state === 'reserved' ? 'r' : 'b', job: o.job, task: o.task, ...(q !== undefined ? { q } : {}) });
-        } else rus.push({ s: s.blocked || s.cordoned ? 'u' : 'f' });
+        else if (o) rus.push({ s: o.state === 'reserved' ? 'r' : 'b', job: o.job, task: o.task, ...(o.q !== undefined ? { q: o.q } : {}) });
+        else rus.push({ s: s.blocked || s.cordoned ? 'u' : 'f' });
       }
       out.push({ id: s.spec.id, state: s.down ? 'down' : s.cordoned ? 'cordoned' : s.blocked ? 'blocked' : 'up', rus });
     }

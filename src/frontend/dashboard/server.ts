@@ -21,7 +21,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { timingSafeEqual } from 'node:crypto';
 import type { JobManager } from '../../agent/lifecycle.ts';
-import type { Placement } from '../../state/decisions.ts';
 import type { Keys } from '../../state/keys.ts';
 import type { ClusterStore } from '../../store/types.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
@@ -106,10 +105,6 @@ export class Dashboard {
   /** Browsers connected now. */
   get connected(): number {
     return this.clients.size;
-  }
-
-  observePlacements(job: string, placements: readonly Placement[]): void {
-    this.cell.observePlacements(job, placements);
   }
 
   async listen(o: DashboardOptions): Promise<number> {
