@@ -34,7 +34,7 @@ export interface Placement {
   'platform'?: (string);
   'rack'?: (string);
   /**
-   * The task's attempt this placement made, as the task's record numbers it (Task.attempt).
+   * The attempt this placement made, as the decision record holds it.
    */
   'attempt'?: (number);
   /**
@@ -73,7 +73,7 @@ export interface Placement__Output {
   'platform': (string);
   'rack': (string);
   /**
-   * The task's attempt this placement made, as the task's record numbers it (Task.attempt).
+   * The attempt this placement made, as the decision record holds it.
    */
   'attempt': (number);
   /**
