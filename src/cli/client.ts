@@ -5,7 +5,6 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
-import { randomUUID } from 'node:crypto';
 import { attemptLines } from '../frontend/convert.ts';
 import { schedulerClient } from '../frontend/client.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';
@@ -72,7 +71,8 @@ const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
  */
 export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<ExitCode> {
   const text = readSpec(file);
-  const requestId = o.requestId ?? randomUUID();
+  // node:crypto only here: the other commands do not load it.
+  const requestId = o.requestId ?? (await import('node:crypto')).randomUUID();
   const c = client(o);
   try {
     const res = await submitWithRetry(c, { specJson: text, requestId }, o);

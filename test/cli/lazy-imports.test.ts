@@ -76,6 +76,12 @@ describe('lazy imports', () => {
     expect(r.modules.some((m) => /\/node_modules\/@grpc\/grpc-js\//.test(m))).toBe(true);
     expect(r.modules.some((m) => /\/src\/cli\/client\./.test(m))).toBe(true);
     for (const re of HEAVY) expect(r.modules.filter((m) => re.test(m)), String(re)).toEqual([]);
+    // node:crypto is for submit's request id only.
+    expect(r.modules).not.toContain('node:crypto');
+    const spec = join(dir, 'spec.json');
+    writeFileSync(spec, JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1 }));
+    const submit = loaded(['submit', spec, '--server', `127.0.0.1:${port}`, '--timeout', '500', '--retries', '0']);
+    expect(submit.modules).toContain('node:crypto');
   });
 
   it('a daemon loads what it runs', () => {
