@@ -422,5 +422,5 @@ function bump(map: Map<string, number>, key: string, delta: number): void {
 
 function sameOccupant(a: Occupant | null, b: Occupant | null): boolean {
   if (a === null || b === null) return a === b;
-  return a.job === b.job && a.task === b.task && a.state === b.state && a.priority === b.priority;
+  return a.job === b.job && a.task === b.task && a.state === b.state && a.priority === b.priority && a.q === b.q;
 }

@@ -4,9 +4,9 @@
  * with its RUs by state and the mean quality Q of their occupants, and, on demand, the RUs of the
  * servers of one rack. An occupant's Q is the one its RU record carries (written by the commit
  * that placed it, whichever front-end made it), so every front-end colours every busy RU; an RU
- * record written without it has no colour. A 10,000-server cell is sent to a browser as a few hundred rack summaries;
- * after the first, only the racks that changed. A server's summary is recomputed only when its
- * occupancy version or its flags changed.
+ * record written without it has no colour. A 10,000-server cell is sent to a browser as a few
+ * hundred rack summaries; after the first, only the racks that changed. A server's summary is
+ * recomputed only when its occupancy version or its flags changed.
  */
 import type { JobManager } from '../../agent/lifecycle.ts';
 import type { ServerState } from '../../sampling/cluster-state.ts';
