@@ -17,6 +17,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
+import { protoCodegenSource } from './proto-codegen.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -89,12 +90,22 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
   };
   // What both bundles share: Node 20, minified with names kept (errors and stacks stay readable).
   const common = { bundle: true, platform: 'node', target: ['node20'], minify: true, keepNames: true, legalComments: 'none', logLevel: 'error', metafile: true, absWorkingDir: root };
+  // protobufjs's functions for the messages of proto/, generated now (scripts/proto-codegen.mjs)
+  // and installed on vendor.cjs's protobufjs.
+  const codegen = join(outDir, 'proto-codegen.cjs');
+  writeFileSync(codegen, protoCodegenSource(join(root, 'proto')));
   const vendorBuild = await build({
     ...common,
-    stdin: { contents: `module.exports = { ${Object.entries(VENDOR).map(([pkg, name]) => `${name}: require('${pkg}')`).join(', ')} };`, resolveDir: root, sourcefile: 'vendor.cjs', loader: 'js' },
+    stdin: {
+      contents: `require(${JSON.stringify(codegen)})(require('protobufjs'));\nmodule.exports = { ${Object.entries(VENDOR).map(([pkg, name]) => `${name}: require('${pkg}')`).join(', ')} };`,
+      resolveDir: root,
+      sourcefile: 'vendor.cjs',
+      loader: 'js',
+    },
     format: 'cjs',
     outfile: join(outDir, 'vendor.cjs'),
   });
+  rmSync(codegen);
   const result = await build({
     ...common,
     entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
