@@ -1,9 +1,10 @@
 // Bundles the command line's quick paths into dist/cli: main.js (the program, its flags and help)
 // and chunks for the client commands (jobs, status, submit, cluster, explain, cancel, cordon,
 // drain, logs, profile --learned) and sample-size, with the libraries they use (commander,
-// cli-table3; @grpc/grpc-js and protobufjs in vendor.cjs, loaded with V8's code cache): Node then
-// reads and compiles a few files at start instead of several hundred, which is most of a short
-// command's time. Run by `npm run build`, after tsc; src/cli/entry.js runs dist/cli/main.js when
+// cli-table3; @grpc/grpc-js and protobufjs in vendor.cjs, loaded with V8's code cache, with
+// protobufjs's functions for the messages of proto/ generated now, scripts/proto-codegen.mjs):
+// Node then reads and compiles a few files at start instead of several hundred, which is most of
+// a short command's time. Run by `npm run build`, after tsc; src/cli/entry.js runs dist/cli/main.js when
 // it exists.
 //
 // Every other command (up, server, monitor, hollow, demo, bench, validate, profile) is imported
