@@ -87,6 +87,12 @@ interface Row {
   /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
   fenced: number;
   adopted: number;
+  /**
+   * The hollow process's task-start writes (a node records its task running, then starts it):
+   * waiting for a slot at the row's end, the oldest one's wait (s), and the mean time of those
+   * answered during the row, from the node's asking to the store's answer (ms).
+   */
+  hollowStarts?: { waiting: number; oldestS: number; meanMs: number };
   /** etcd: requests slower than 100 ms during the row, and watch events waiting for slow watchers at its end. */
   slowApplies: number;
   watchPending: number;
@@ -168,10 +174,11 @@ async function main(): Promise<void> {
       void teardown?.().finally(() => process.exit(130));
     });
   }
-  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE]);
+  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE, '--metrics-port', '0']);
   children.push(hollow);
-  const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs/, 600_000);
+  const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 600_000);
   const totalRus = Number(ready[2]);
+  const hollowMetricsPort = Number(ready[3]);
   say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const fes: FrontEnd[] = [];
   for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
@@ -268,6 +275,7 @@ async function main(): Promise<void> {
   let fencedPrev = 0;
   let adoptedPrev = 0;
   let slowPrev = 0;
+  let startsPrev = { n: 0, s: 0 };
   const sampleRow = async (phase: string): Promise<void> => {
     const now = Date.now();
     const m = auditor.takeMinute();
@@ -290,6 +298,13 @@ async function main(): Promise<void> {
       fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
       adopted += (await metricSum(f.metricsPort, 'tarcil_jobs_adopted')) || 0;
     }
+    const startsNow = { n: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_total'), s: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_write_seconds_total') };
+    const hollowStarts = {
+      waiting: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_waiting'),
+      oldestS: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_write_oldest_wait_seconds'),
+      meanMs: startsNow.n > startsPrev.n ? ((startsNow.s - startsPrev.s) * 1000) / (startsNow.n - startsPrev.n) : NaN,
+    };
+    if (Number.isFinite(startsNow.n)) startsPrev = startsNow;
     const etcdText = await fetch(`${etcd.endpoint}/metrics`).then((r) => r.text()).catch(() => '');
     const etcdMetric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(etcdText)?.[1] ?? NaN);
     const slowApplies = etcdMetric('etcd_server_slow_apply_total');
@@ -309,6 +324,7 @@ async function main(): Promise<void> {
       },
       submitted,
       finals: m.finals,
+      hollowStarts,
       conflicts: conflicts - conflictsPrev,
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
@@ -327,7 +343,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→started ${fmt(row.stages?.started[1] ?? NaN, 0)}, started→seen ${fmt(row.stages?.seen[1] ?? NaN, 0)}), db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -454,13 +470,14 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →started on the node · →seen running, p50 / p99 ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
       fmt(r.placementsPerS, 0),
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
       r.stages ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b]) => `${fmt(a, 0)} / ${fmt(b, 0)}`).join(' · ') : '-',
+      r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
       r.conflicts,
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,

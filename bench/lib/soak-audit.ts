@@ -30,8 +30,9 @@ export interface MinuteCounts {
   running: number[];
   /**
    * The same tasks' time split in three, from their records: submit sent → placement committed
-   * (the agent's clock), → started on the node (the node's), → seen running here. One machine,
-   * one clock.
+   * (the agent's clock), → taken up by its node (the task record's `startedAt`: the node's clock
+   * when it saw the placement and asked to record the task running), → seen running here (the
+   * node starts the task once that record is written). One machine, one clock.
    */
   stages: { placed: number[]; started: number[]; seen: number[] };
   finals: number;

@@ -65,6 +65,12 @@ export interface HollowSnapshot {
   stats: MonitorStats;
   /** The nodes' transactions and the requests that carried them. */
   writes: GroupCommitStats;
+  /**
+   * Task-start writes (a node records its task running, then starts it): in flight, waiting for
+   * a slot, how long the oldest waiting one has waited (ms, 0 when none waits), and in all how
+   * many were written and how long they took from their node's asking to the store's answer.
+   */
+  startWrites: { inFlight: number; waiting: number; oldestWaitMs: number; done: number; totalMs: number };
 }
 
 const ZERO_STATS: MonitorStats = { started: 0, completed: 0, failed: 0, killed: 0, lost: 0, adopted: 0, fenced: 0, registrations: 0, movedOut: 0 };
@@ -89,7 +95,10 @@ export class HollowNodes {
   private readonly dirty = new Set<MonitoredNode>();
   private closed = false;
   private writesInFlight = 0;
-  private readonly waiting: (() => void)[] = [];
+  /** Task-start writes waiting for a slot, in order, each with the time it asked. */
+  private readonly waiting: { at: number; go: () => void }[] = [];
+  private startsDone = 0;
+  private startsTotalMs = 0;
   private lastRegistrationMs: number | undefined;
 
   constructor(opts: HollowOptions) {
@@ -250,6 +259,13 @@ export class HollowNodes {
       registrationMs: this.lastRegistrationMs,
       stats,
       writes: { ...this.commits.stats },
+      startWrites: {
+        inFlight: this.writesInFlight,
+        waiting: this.waiting.length,
+        oldestWaitMs: this.waiting.length > 0 ? Math.max(0, this.o.clock.now() - (this.waiting[0] as { at: number }).at) : 0,
+        done: this.startsDone,
+        totalMs: this.startsTotalMs,
+      },
     };
   }
 
@@ -465,14 +481,16 @@ export class HollowNodes {
   }
 
   /** At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. */
-  private gate<T>(write: () => Promise<T>): Promise<T> {
+  private gate<T>(write: () => Promise<T>, askedAt = this.o.clock.now()): Promise<T> {
     if (this.writesInFlight >= (this.o.maxWrites ?? HOLLOW_DEFAULTS.maxWrites)) {
-      return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.gate(write));
+      return new Promise<void>((go) => this.waiting.push({ at: askedAt, go })).then(() => this.gate(write, askedAt));
     }
     this.writesInFlight++;
     return write().finally(() => {
       this.writesInFlight--;
-      this.waiting.shift()?.();
+      this.startsDone++;
+      this.startsTotalMs += Math.max(0, this.o.clock.now() - askedAt);
+      this.waiting.shift()?.go();
     });
   }
 
