@@ -95,6 +95,9 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
     return { ok: false, survivors: [] };
   }
   const fence = a.fenceOf(job.id);
+  // Read once, before the commit: the owner's task record, which the attempt is read from, may
+  // already show this placement (from the watch) by the time the answer comes.
+  const attempts = tasks.map((t) => attempt(t));
   const txn = placementTxn({
     keys: a.keys,
     agent: a.id,
@@ -104,7 +107,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
     items: picks.map((p, i) => ({
       ref: refs[i] as RuRef,
       task: tasks[i] as number,
-      attempt: attempt(tasks[i] as number),
+      attempt: attempts[i] as number,
       ...(taskRev ? { taskRev: taskRev(tasks[i] as number) } : {}),
       ...(previous?.(tasks[i] as number) ? { previous: previous(tasks[i] as number) } : {}),
       ...(move?.(tasks[i] as number) ? { move: move(tasks[i] as number) } : {}),
@@ -153,7 +156,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
         score: p.score,
         commitRevision: revision,
       };
-      const n = attempt(task);
+      const n = attempts[i] as number;
       if (n > 0) pl.attempt = n;
       // Set before the commit is announced: the owner records a move as one at once.
       const mv = move?.(task);

@@ -117,6 +117,10 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     // Each placement with its attempt (as the -o json document has it) and its server's platform and rack (as the cluster lists them).
     const servers = (JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as { servers: { id: string; platform: string; rack: string }[] }).servers;
     const placements = (JSON.parse((await run(['explain', jobId, '-o', 'json', '--server', server])).out) as { placements: { task: number; attempt: number; ru: { server: string; index: number } }[] }).placements;
+    // A first placement is attempt 0 in the decision record as in the task's record.
+    const taskList = (JSON.parse((await run(['status', jobId, '-o', 'json', '--server', server])).out) as { taskList: { index: number; attempt?: number }[] }).taskList;
+    expect(placements.map((p) => [p.task, p.attempt ?? 0])).toEqual(placements.map((p) => [p.task, taskList.find((t) => t.index === p.task)?.attempt ?? 0]));
+    expect(placements.every((p) => (p.attempt ?? 0) === 0)).toBe(true);
     for (const p of placements) {
       const s = servers.find((x) => x.id === p.ru.server);
       expect(s).toBeDefined();
