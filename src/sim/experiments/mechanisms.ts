@@ -1,9 +1,13 @@
 /**
  * The ablation of placement-quality mechanisms beyond the paper's decision: the admission rule
  * against the job's own bound, two-sided quality, and the run-time loop (block slow servers, move
- * slow tasks), each alone and all together, on W3 and on W2 with resident load and on the
- * heterogeneous cell; plus the open-loop profile-error sweep with the run-time loop on and off.
- * The ground truth (src/model/perf.ts) is the same in every run.
+ * slow tasks, autoscale scale-out jobs), each alone and all together, on W3 and on W2 with
+ * resident load and on the heterogeneous cell; plus the open-loop profile-error sweep with the
+ * run-time loop on and off. The ground truth (src/model/perf.ts) is the same in every run.
+ *
+ * W3 runs with its long-running classes marked scale-out (w3's `scaleOut`: memcached, cassandra
+ * and storm-wordcount jobs may grow to twice their tasks), which changes nothing for the variants
+ * that do not autoscale. W2's query stages are not scale-out: the autoscale variants run on W3 only.
  */
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { PolicySpec } from '../policies/index.ts';
@@ -17,6 +21,8 @@ const SIM_RT: Partial<RuntimeLoopConfig> = { slowBelow: 0.8, recoverAbove: 0.9 }
 interface Variant {
   label: string;
   spec: PolicySpec;
+  /** Only on W3 (autoscale: W2 has no scale-out jobs, so these runs would repeat others). */
+  w3Only?: boolean;
 }
 
 const PAPER: PolicySpec = { name: 'tarcil', core: { admissionRule: 'paper' } };
@@ -29,6 +35,8 @@ export const VARIANTS: Variant[] = [
   { label: 'move slow tasks', spec: { name: 'tarcil', runtime: { move: true, config: SIM_RT } } },
   { label: 'all together', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, config: SIM_RT } } },
   { label: 'all together, live default shares (0.5 / 0.6)', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true } } },
+  { label: 'autoscale scale-out jobs', spec: { name: 'tarcil', runtime: { autoscale: true, config: SIM_RT } }, w3Only: true },
+  { label: 'all together, with autoscale', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, autoscale: true, config: SIM_RT } }, w3Only: true },
 ];
 
 type Wl = 'W3' | 'W2-resident' | 'W2-hetero';
@@ -47,7 +55,7 @@ const ALL_LEARN: Variant = { label: 'all together, and profiles that learn', spe
 /** The mechanisms on W3 and W2 with profiles as declared (`bench mechanisms`). */
 export const mechanisms: Runner = (ctx) => {
   const cells: Cell[] = [];
-  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
+  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) if (wl === 'W3' || !v.w3Only) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
   return runMechanisms(ctx, 'mechanisms', cells);
 };
 
@@ -68,7 +76,7 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   const w3jobs = ctx.quick ? 1000 : 7200;
   const queries = ctx.quick ? 150 : 1500;
   const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
-    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
+    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope, scaleOut: true }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
     return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
   });
   const rows = res.map(({ cell, r }) => {
@@ -94,6 +102,8 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
       moveAsks: c.moveAsks ?? 0,
       moveNoBetterRu: c.moveNoBetterRu ?? 0,
       moveLostTaskHours: (c.moveLostWorkMs ?? 0) / 3_600_000,
+      scaleOuts: c.scaleOuts ?? 0,
+      scaleOutAsks: c.scaleOutAsks ?? 0,
       declaredErrorPts: c.declaredError ?? NaN,
       learnedErrorPts: c.learnedError ?? NaN,
       tasks: r.stats.tasks,
@@ -102,10 +112,10 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   });
   const table = (wl: Wl, sd: number, title: string) => ({
     title,
-    head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)'],
+    head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)', 'tasks added by autoscale (asked)'],
     rows: rows
       .filter((x) => x.workload === wl && x.profileErrorSd === sd && x.profileErrorScope === 'job')
-      .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1)]),
+      .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1), `${x.scaleOuts} (${x.scaleOutAsks})`]),
   });
   const withError = rows.some((x) => x.profileErrorSd > 0);
   return {
@@ -114,7 +124,7 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
     tables: [
       ...(withError
         ? []
-        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
+        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400; memcached, cassandra and storm-wordcount jobs scale-out, up to twice their tasks)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
       ...(!withError
         ? []
         : [
