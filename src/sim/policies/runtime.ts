@@ -12,8 +12,10 @@
  *   its job one more task, placed by the policy like any other, up to the job's `maxTasks`, as the
  *   live owner does (src/agent/owner/moves.ts `scaleOut`): within the same budget as moves, and
  *   looked at again after another wait while the task stays slow. A job grows by at most one task
- *   per wait, and not while its previous new task is still being placed. Scale-out comes before a
- *   move, as live: a scale-out job is moved only once it has all the tasks it may have.
+ *   per wait, and not while its previous new task is still being placed (live, each slow task
+ *   keeps its own wait, and the job record's revision check refuses a second growth begun at the
+ *   same revision). Scale-out comes before a move, as live: a scale-out job is moved only once it
+ *   has all the tasks it may have.
  *
  * "Expected rate" is the task's rate on its platform without interference: the share is the
  * inverse of its interference slowdown, which the truth knows and a live monitor measures.
