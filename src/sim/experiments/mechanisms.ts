@@ -59,15 +59,19 @@ export const mechanisms: Runner = (ctx) => {
   return runMechanisms(ctx, 'mechanisms', cells);
 };
 
+/** The profile-error sds of `bench mechanisms-error` (sd 0 is `bench mechanisms`' W3 default row). */
+const ERROR_SDS = [5, 10, 20];
+
 /**
- * W3 with profile error (`bench mechanisms-error`): drawn for each job (the robustness
- * experiment's error) with the run-time loop off and on, and drawn once per workload class with
- * learning off and on. Separate from `mechanisms` because these runs are long (minutes each).
+ * W3 with profile error drawn once per workload class, the same for all its jobs (`bench
+ * mechanisms-error`): the error a learned class profile can correct, at sd 5, 10 and 20, with
+ * learning off and on, and with everything on. The error drawn for each job, which no class
+ * estimate can correct, is `bench robustness` (with learning off and on). Separate from
+ * `mechanisms` because these runs are long.
  */
 export const mechanismsError: Runner = (ctx) => {
   const cells: Cell[] = [];
-  for (const v of [VARIANTS[1] as Variant, VARIANTS[5] as Variant]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'job' });
-  for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'class' });
+  for (const sd of ERROR_SDS) for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd, scope: 'class' });
   return runMechanisms(ctx, 'mechanisms-error', cells);
 };
 
@@ -78,7 +82,7 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
     const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope, scaleOut: true }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
     return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
-  });
+  }, { cost: (c) => (1 + c.sd / 5) * (c.variant.spec.runtime || c.variant.spec.core?.twoSided ? 3 : 1) * (c.wl === 'W3' ? 2 : 1) });
   const rows = res.map(({ cell, r }) => {
     const s = r.summary;
     const c = r.counters;
@@ -129,7 +133,7 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
         ? []
         : [
       {
-        title: 'W3 with profile error: the real vector drawn around the declared one (sd in c_i points), for each job or once for each workload class',
+        title: `W3 (${w3jobs} jobs) with profile error: each workload class's real vector drawn once around its declared one (sd in c_i points), the same for all its jobs; the learned error is the mean distance of the declared and of the learned vectors from the real ones, over the classes observed`,
         head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
         rows: rows
           .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)

@@ -87,8 +87,6 @@ export const uniformity: Runner = (ctx) => {
 /** One run of the robustness sweep: a policy, with or without learned profiles, at one error. */
 interface RobustCell {
   sd: number;
-  /** The error drawn for each job, or once for each workload class (the same for all its jobs). */
-  scope: 'job' | 'class';
   policy: 'tarcil' | 'centralized';
   /** Profiles that learn (tarcil's runtime.learn: src/model/learn.ts). */
   learn: boolean;
@@ -101,76 +99,56 @@ const ROBUST_ROWS: { policy: RobustCell['policy']; learn: boolean; label: string
 ];
 
 /**
- * W3 with profile error (sd 0/5/10/20 c_i points), drawn for each job or once for each workload
- * class, tarcil with learning off and on and the centralized scheduler. sd 0 has no error to draw,
- * so it is run once and stands for both scopes.
+ * W3 with profile error drawn for each job (sd 0/5/10/20 c_i points): tarcil with learned
+ * profiles off and on, and the centralized scheduler. Every job's real vector is its own draw
+ * around the declared one, which no estimate of its class can correct; the error drawn once per
+ * workload class, which a learned profile can correct, is `bench mechanisms-error`.
  */
 export const robustnessExp: Runner = (ctx) => {
   const t0 = performance.now();
   const sds = [0, 5, 10, 20];
-  const scopes = ['job', 'class'] as const;
   const jobs = ctx.quick ? 1000 : 7200;
   const cells: RobustCell[] = [];
-  for (const sd of sds) for (const scope of sd === 0 ? (['job'] as const) : scopes) for (const r of ROBUST_ROWS) cells.push({ sd, scope, policy: r.policy, learn: r.learn });
-  // Per-job error overloads the cell (slow tasks hold RUs longer): those runs are the longest.
-  const cost = (c: RobustCell): number => (c.sd === 0 ? 1 : c.scope === 'job' ? 10 * c.sd : c.sd) * (c.learn ? 1.5 : 1) * (c.policy === 'centralized' ? 1.5 : 1);
+  for (const sd of sds) for (const r of ROBUST_ROWS) cells.push({ sd, policy: r.policy, learn: r.learn });
+  // Large errors overload the cell (slow tasks hold RUs longer): those runs are the longest.
+  const cost = (c: RobustCell): number => (1 + c.sd) * (c.learn ? 1.5 : 1) * (c.policy === 'centralized' ? 0.2 : 1);
   const res = sweep(
     ctx,
     cells,
-    (c) => `W3 profile error sd=${c.sd}/${c.scope} ${c.policy}${c.learn ? ' learning' : ''}`,
-    (c) => runSim({ workload: w3({ jobs, profileError: c.sd, profileErrorScope: c.scope }), policy: { name: c.policy, ...(c.learn ? { runtime: { learn: true } } : {}) }, seed: ctx.seed }),
+    (c) => `W3 profile error sd=${c.sd} ${c.policy}${c.learn ? ' learning' : ''}`,
+    (c) => runSim({ workload: w3({ jobs, profileError: c.sd }), policy: { name: c.policy, ...(c.learn ? { runtime: { learn: true } } : {}) }, seed: ctx.seed }),
     { cost },
   );
   const rows = res.map(({ cell, r }) => ({
     profileErrorSd: cell.sd,
-    profileErrorScope: cell.scope,
     policy: cell.policy,
     learn: cell.learn ? 1 : 0,
     perfMean: r.summary.perfMean,
     perfWorst: r.summary.perfWorst,
     degraded: r.summary.degraded,
     schedMeanMs: r.summary.sched.mean,
-    declaredErrorPts: r.counters.declaredError ?? NaN,
-    learnedErrorPts: r.counters.learnedError ?? NaN,
     observations: r.counters.observations ?? 0,
     wallMs: r.stats.wallMs,
   }));
-  const find = (policy: string, learn: boolean, scope: string, sd: number) => rows.find((y) => y.policy === policy && y.learn === (learn ? 1 : 0) && y.profileErrorSd === sd && (sd === 0 || y.profileErrorScope === scope));
   const grid = (fmt: (x: (typeof rows)[number]) => string): (string | number)[][] =>
-    scopes.flatMap((scope) => ROBUST_ROWS.map((r) => [r.label, scope, ...sds.map((sd) => {
-      const x = find(r.policy, r.learn, scope, sd);
+    ROBUST_ROWS.map((r) => [r.label, ...sds.map((sd) => {
+      const x = rows.find((y) => y.policy === r.policy && y.learn === (r.learn ? 1 : 0) && y.profileErrorSd === sd);
       return x ? fmt(x) : '-';
-    })]));
+    })]);
   return {
-    ...base('robustness', 'Robustness: W3 with profiling error (real vectors ≠ declared), with profiles that learn and without', ctx, t0),
+    ...base('robustness', 'Robustness: W3 with profiling error drawn for each job (real vectors ≠ declared), with profiles that learn and without', ctx, t0),
     rows,
     tables: [
-      {
-        title: `W3 (${jobs} jobs): mean performance [worst job] by profile error sd (c_i points). Drawn for each job: every job's real vector is its own draw around the declared one, which no estimate of the class can correct. Drawn for each class: one draw per workload class, shared by its jobs, which a learned class profile can correct. sd 0 is one run per row, repeated under both scopes`,
-        head: ['policy', 'error drawn for each', ...sds.map((sd) => `sd ${sd}`)],
-        rows: grid((x) => `${pc(x.perfMean)} [${pc(x.perfWorst)}]`),
-      },
-      {
-        title: 'Share of jobs more than 10% slower than ideal',
-        head: ['policy', 'error drawn for each', ...sds.map((sd) => `sd ${sd}`)],
-        rows: grid((x) => pc(x.degraded)),
-      },
-      {
-        title: `Profiles that learn, error drawn for each class: mean distance of the declared and of the learned class vectors from the class's real one (c_i points, over the classes observed), and the observations the estimator took (with error drawn for each job a class has no one real vector to measure against)`,
-        head: ['error drawn for each', ...sds.map((sd) => `sd ${sd}`)],
-        rows: (['class'] as const).map((scope) => [scope, ...sds.map((sd) => {
-          const x = find('tarcil', true, scope, sd);
-          return x && Number.isFinite(x.learnedErrorPts) ? `${f1(x.declaredErrorPts)} → ${f1(x.learnedErrorPts)} (${x.observations})` : '-';
-        })]),
-      },
+      { title: `W3 (${jobs} jobs): mean performance [worst job] by profile error sd (c_i points), drawn for each job`, head: ['policy', ...sds.map((sd) => `sd ${sd}`)], rows: grid((x) => `${pc(x.perfMean)} [${pc(x.perfWorst)}]`) },
+      { title: 'Share of jobs more than 10% slower than ideal', head: ['policy', ...sds.map((sd) => `sd ${sd}`)], rows: grid((x) => pc(x.degraded)) },
     ],
     charts: [
       {
         file: 'robustness.svg',
-        title: 'W3: mean performance vs profiling error',
+        title: 'W3: mean performance vs profiling error (drawn for each job)',
         xTitle: 'profile error sd (c_i points)',
         yTitle: 'mean ideal / response',
-        points: scopes.flatMap((scope) => rows.filter((x) => x.profileErrorSd === 0 || x.profileErrorScope === scope).map((x) => ({ x: x.profileErrorSd, y: x.perfMean, series: `${x.policy}${x.learn ? ' learning' : ''}, per ${scope}` }))),
+        points: rows.map((x) => ({ x: x.profileErrorSd, y: x.perfMean, series: `${x.policy}${x.learn ? ', learning' : ''}` })),
       },
     ],
     paper: 'Tarcil §5 relies on Quasar-style profiles and monitors deviations at run time; the paper reports no profile-error sweep; this one adds error to the declared profiles to test how much placement depends on them, and how much profiles that learn from the monitors recover.',
