@@ -2,8 +2,9 @@
  * The ablation of placement-quality mechanisms beyond the paper's decision: the admission rule
  * against the job's own bound, two-sided quality, and the run-time loop (block slow servers, move
  * slow tasks, autoscale scale-out jobs), each alone and all together, on W3 and on W2 with
- * resident load and on the heterogeneous cell; plus the open-loop profile-error sweep with the
- * run-time loop on and off. The ground truth (src/model/perf.ts) is the same in every run.
+ * resident load and on the heterogeneous cell; plus W3 with each class's profile wrong (sd 5, 10,
+ * 20) with learned profiles off and on. The ground truth (src/model/perf.ts) is the same in every
+ * run.
  *
  * W3 runs with its long-running classes marked scale-out (w3's `scaleOut`: memcached, cassandra
  * and storm-wordcount jobs may grow to twice their tasks), which changes nothing for the variants
