@@ -286,7 +286,21 @@ export interface W3Options {
    * is what a learned profile can correct.
    */
   profileErrorScope?: 'job' | 'class';
+  /**
+   * Mark the jobs of W3_SCALE_OUT's classes scale-out, each allowed up to SCALE_OUT_FACTOR times
+   * the tasks it asks for. No catalog class declares scale-out (it is a job spec's `scaleOut`), and
+   * the mark changes nothing unless the policy autoscales: the same jobs, the same draws.
+   */
+  scaleOut?: boolean;
 }
+
+/**
+ * W3's long-running classes whose work is shared by their tasks and can spread over more of them:
+ * the key-value services (memcached, cassandra) and the streaming analytics (storm-wordcount).
+ */
+export const W3_SCALE_OUT: readonly string[] = ['memcached', 'cassandra', 'storm-wordcount'];
+/** A marked scale-out job may grow to this many times its tasks. */
+export const SCALE_OUT_FACTOR = 2;
 
 /** W3 (Tarcil §6.3): 7,200 mixed jobs at 1 s inter-arrival on hetero-400 (4,178 RUs, 10 types). */
 export function w3(o: W3Options): Workload {
@@ -337,6 +351,7 @@ export function w3(o: W3Options): Workload {
           work: new Array<number>(n).fill(w),
           maxPerf: world.maxPerf(p),
           label: p.family,
+          ...(o.scaleOut && W3_SCALE_OUT.includes(p.name) ? { scaleOut: { maxTasks: SCALE_OUT_FACTOR * n } } : {}),
         });
       }
     },

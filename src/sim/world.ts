@@ -17,6 +17,10 @@ import { DEFAULT_PERF, slowdown, type PerfParams } from '../model/perf.ts';
 
 export interface SimTask {
   job: SimJob;
+  /**
+   * Its index in `job.tasks`; -1 for a task added to a running scale-out job until it starts (it
+   * joins the job then, see World.startTask).
+   */
   index: number;
   /** Work in reference-platform milliseconds (remote reads included once known). */
   work: number;
@@ -91,6 +95,14 @@ export interface SimJob {
   label: string;
   /** Free slot for the policy that owns the job. */
   policyData?: unknown;
+  /**
+   * A scale-out job (JobSpec.scaleOut): its work is shared by its tasks, so the run-time loop may
+   * add tasks, up to `maxTasks`; the work its running tasks still have is then spread over them and
+   * the newcomer (World.startTask). Its ideal stays that of the tasks it asked for.
+   */
+  scaleOut?: { maxTasks: number };
+  /** Tasks added to it by autoscale (started). */
+  scaledOut?: number;
 }
 
 export interface Server {
@@ -259,7 +271,9 @@ export class World {
 
   /**
    * Starts a task on a free RU. Throws if the RU is taken: no policy may double-book. `extraWork`
-   * (reference ms) holds the RU before the task's own work starts (a move's pause).
+   * (reference ms) holds the RU before the task's own work starts (a move's pause). A task added
+   * to a scale-out job (index -1) joins the job here and takes its share of the job's work
+   * (see `join`); it throws unless the job has a running task to share with (`canJoin`).
    */
   startTask(task: SimTask, ru: number, extraWork = 0): void {
     if (this.occ[ru] !== null) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
@@ -272,6 +286,11 @@ export class World {
     s.free--;
     this.busy++;
     const restart = (task.moves ?? 0) > 0;
+    const joins = task.index < 0;
+    if (joins) {
+      if (!this.canJoin(task.job)) throw new Error(`task added to job ${task.job.id} with no running task to share with`);
+      this.join(task, now);
+    }
     if (!restart) this.tasksStarted++;
     task.state = 'running';
     task.ru = ru;
@@ -292,7 +311,7 @@ export class World {
     if (remote) task.work += PERF.REMOTE_READ_FRACTION * task.work;
     else if (task.data) task.job.head.local++;
     const j = task.job;
-    if (!restart) {
+    if (!restart && !joins) {
       j.started++;
       if (j.started === j.tasks.length) j.head.schedMs += now - j.arrival;
     }
@@ -307,6 +326,46 @@ export class World {
       this.rerate(s);
     } else this.rateOne(task, s);
     this.publish(ru, task);
+  }
+
+  /** Whether a task added to this scale-out job could start now: it has running tasks to share with. */
+  canJoin(job: SimJob): boolean {
+    if (!job.scaleOut || job.done === job.tasks.length) return false;
+    for (const t of job.tasks) if (t.state === 'running') return true;
+    return false;
+  }
+
+  /**
+   * A task added to a running scale-out job joins it: the work the job's running tasks still have
+   * (their progress settled now) is spread evenly over them and the newcomer, so each finishes its
+   * share at its own rate. Tasks of the job not started yet keep their own work.
+   */
+  private join(task: SimTask, now: number): void {
+    const j = task.job;
+    let left = 0;
+    let k = 0;
+    for (const t of j.tasks) {
+      if (t.state !== 'running') continue;
+      if (t.last < now) {
+        t.remaining = Math.max(0, t.remaining - t.rate * (now - t.last));
+        t.last = now;
+      }
+      left += t.remaining;
+      k++;
+    }
+    const share = left / (k + 1);
+    for (const t of j.tasks) {
+      if (t.state !== 'running') continue;
+      // Its whole work is what it has done and its share (a move would restart all of it).
+      t.work -= t.remaining - share;
+      t.remaining = share;
+      this.rateOne(t, this.server(t.ru));
+    }
+    task.work = share;
+    task.index = j.tasks.length;
+    j.tasks.push(task);
+    j.started++;
+    j.scaledOut = (j.scaledOut ?? 0) + 1;
   }
 
   /** A long-running occupant no policy schedules (Tarcil §6.2.1 resident load). */
@@ -429,6 +488,7 @@ export function makeJob(opts: {
   prev?: SimJob;
   id: number;
   label?: string;
+  scaleOut?: { maxTasks: number };
 }): SimJob {
   const id = opts.id;
   const job = {
@@ -458,6 +518,7 @@ export function makeJob(opts: {
     schedMs: 0,
     label: opts.label ?? opts.profile.name,
   } as Omit<SimJob, 'head'> as SimJob;
+  if (opts.scaleOut) job.scaleOut = opts.scaleOut;
   job.head = opts.prev ? opts.prev.head : job;
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
@@ -471,4 +532,9 @@ export function makeJob(opts: {
   job.ideal = longest / opts.maxPerf;
   job.chainIdeal = job.ideal + (opts.prev ? opts.prev.chainIdeal : 0);
   return job;
+}
+
+/** A task to add to a running scale-out job: it takes its work when it starts and joins the job (World.startTask). */
+export function addedTask(job: SimJob): SimTask {
+  return { job, index: -1, work: 0, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: 0, rate: 1, last: 0, finishSlot: -1, finishGen: 0, remote: false, speed: 1 };
 }

@@ -1,9 +1,14 @@
 /**
  * The ablation of placement-quality mechanisms beyond the paper's decision: the admission rule
  * against the job's own bound, two-sided quality, and the run-time loop (block slow servers, move
- * slow tasks), each alone and all together, on W3 and on W2 with resident load and on the
- * heterogeneous cell; plus the open-loop profile-error sweep with the run-time loop on and off.
- * The ground truth (src/model/perf.ts) is the same in every run.
+ * slow tasks, autoscale scale-out jobs), each alone and all together, on W3 and on W2 with
+ * resident load and on the heterogeneous cell; plus W3 with each class's profile wrong (sd 5, 10,
+ * 20) with learned profiles off and on. The ground truth (src/model/perf.ts) is the same in every
+ * run.
+ *
+ * W3 runs with its long-running classes marked scale-out (w3's `scaleOut`: memcached, cassandra
+ * and storm-wordcount jobs may grow to twice their tasks), which changes nothing for the variants
+ * that do not autoscale. W2's query stages are not scale-out: the autoscale variants run on W3 only.
  */
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { PolicySpec } from '../policies/index.ts';
@@ -17,6 +22,8 @@ const SIM_RT: Partial<RuntimeLoopConfig> = { slowBelow: 0.8, recoverAbove: 0.9 }
 interface Variant {
   label: string;
   spec: PolicySpec;
+  /** Only on W3 (autoscale: W2 has no scale-out jobs, so these runs would repeat others). */
+  w3Only?: boolean;
 }
 
 const PAPER: PolicySpec = { name: 'tarcil', core: { admissionRule: 'paper' } };
@@ -29,6 +36,8 @@ export const VARIANTS: Variant[] = [
   { label: 'move slow tasks', spec: { name: 'tarcil', runtime: { move: true, config: SIM_RT } } },
   { label: 'all together', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, config: SIM_RT } } },
   { label: 'all together, live default shares (0.5 / 0.6)', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true } } },
+  { label: 'autoscale scale-out jobs', spec: { name: 'tarcil', runtime: { autoscale: true, config: SIM_RT } }, w3Only: true },
+  { label: 'all together, with autoscale', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, autoscale: true, config: SIM_RT } }, w3Only: true },
 ];
 
 type Wl = 'W3' | 'W2-resident' | 'W2-hetero';
@@ -47,19 +56,23 @@ const ALL_LEARN: Variant = { label: 'all together, and profiles that learn', spe
 /** The mechanisms on W3 and W2 with profiles as declared (`bench mechanisms`). */
 export const mechanisms: Runner = (ctx) => {
   const cells: Cell[] = [];
-  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
+  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) if (wl === 'W3' || !v.w3Only) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
   return runMechanisms(ctx, 'mechanisms', cells);
 };
 
+/** The profile-error sds of `bench mechanisms-error` (sd 0 is `bench mechanisms`' W3 default row). */
+const ERROR_SDS = [5, 10, 20];
+
 /**
- * W3 with profile error (`bench mechanisms-error`): drawn for each job (the robustness
- * experiment's error) with the run-time loop off and on, and drawn once per workload class with
- * learning off and on. Separate from `mechanisms` because these runs are long (minutes each).
+ * W3 with profile error drawn once per workload class, the same for all its jobs (`bench
+ * mechanisms-error`): the error a learned class profile can correct, at sd 5, 10 and 20, with
+ * learning off and on, and with everything on. The error drawn for each job, which no class
+ * estimate can correct, is `bench robustness` (with learning off and on). Separate from
+ * `mechanisms` because these runs are long.
  */
 export const mechanismsError: Runner = (ctx) => {
   const cells: Cell[] = [];
-  for (const v of [VARIANTS[1] as Variant, VARIANTS[5] as Variant]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'job' });
-  for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd: 10, scope: 'class' });
+  for (const sd of ERROR_SDS) for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd, scope: 'class' });
   return runMechanisms(ctx, 'mechanisms-error', cells);
 };
 
@@ -68,9 +81,9 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   const w3jobs = ctx.quick ? 1000 : 7200;
   const queries = ctx.quick ? 150 : 1500;
   const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
-    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
+    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope, scaleOut: true }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
     return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
-  });
+  }, { cost: (c) => (1 + c.sd / 5) * (c.variant.spec.runtime || c.variant.spec.core?.twoSided ? 3 : 1) * (c.wl === 'W3' ? 2 : 1) });
   const rows = res.map(({ cell, r }) => {
     const s = r.summary;
     const c = r.counters;
@@ -94,6 +107,8 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
       moveAsks: c.moveAsks ?? 0,
       moveNoBetterRu: c.moveNoBetterRu ?? 0,
       moveLostTaskHours: (c.moveLostWorkMs ?? 0) / 3_600_000,
+      scaleOuts: c.scaleOuts ?? 0,
+      scaleOutAsks: c.scaleOutAsks ?? 0,
       declaredErrorPts: c.declaredError ?? NaN,
       learnedErrorPts: c.learnedError ?? NaN,
       tasks: r.stats.tasks,
@@ -102,10 +117,10 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   });
   const table = (wl: Wl, sd: number, title: string) => ({
     title,
-    head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)'],
+    head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)', 'tasks added by autoscale (asked)'],
     rows: rows
       .filter((x) => x.workload === wl && x.profileErrorSd === sd && x.profileErrorScope === 'job')
-      .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1)]),
+      .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1), `${x.scaleOuts} (${x.scaleOutAsks})`]),
   });
   const withError = rows.some((x) => x.profileErrorSd > 0);
   return {
@@ -114,12 +129,12 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
     tables: [
       ...(withError
         ? []
-        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
+        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400; memcached, cassandra and storm-wordcount jobs scale-out, up to twice their tasks)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
       ...(!withError
         ? []
         : [
       {
-        title: 'W3 with profile error: the real vector drawn around the declared one (sd in c_i points), for each job or once for each workload class',
+        title: `W3 (${w3jobs} jobs) with profile error: each workload class's real vector drawn once around its declared one (sd in c_i points), the same for all its jobs; the learned error is the mean distance of the declared and of the learned vectors from the real ones, over the classes observed`,
         head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
         rows: rows
           .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)

@@ -8,6 +8,14 @@
  * - Move: a task of a job the policy schedules that stays slow for `moveAfterMs`, when a restart
  *   elsewhere is expected to finish it sooner and the cell-wide budget allows, is handed to the
  *   policy, which places a new copy (excluding the slow server) and only then stops the old one.
+ * - Autoscale: a task of a scale-out job (SimJob.scaleOut) that stays slow for `moveAfterMs` gets
+ *   its job one more task, placed by the policy like any other, up to the job's `maxTasks`, as the
+ *   live owner does (src/agent/owner/moves.ts `scaleOut`): within the same budget as moves, and
+ *   looked at again after another wait while the task stays slow. A job grows by at most one task
+ *   per wait, and not while its previous new task is still being placed (live, each slow task
+ *   keeps its own wait, and the job record's revision check refuses a second growth begun at the
+ *   same revision). Scale-out comes before a move, as live: a scale-out job is moved only once it
+ *   has all the tasks it may have.
  *
  * "Expected rate" is the task's rate on its platform without interference: the share is the
  * inverse of its interference slowdown, which the truth knows and a live monitor measures.
@@ -25,6 +33,8 @@ export interface SimRuntimeOptions {
   move?: boolean;
   /** Learn the workload classes' profiles from what the monitors see (src/model/learn.ts). */
   learn?: boolean;
+  /** Add tasks to scale-out jobs whose tasks run slow (up to SimJob.scaleOut.maxTasks). */
+  autoscale?: boolean;
   config?: Partial<RuntimeLoopConfig>;
 }
 
@@ -48,17 +58,53 @@ export interface RuntimeCounters {
   moveObsolete: number;
   /** Observations handed to the profile learner. */
   observations: number;
+  /** Autoscale: slow tasks of scale-out jobs whose time came with their job below its limit. */
+  scaleOutChecks: number;
+  /** Checks that asked the policy for one more task. */
+  scaleOutAsks: number;
+  /** Checks not asked: the job grew less than a wait ago or its last new task is still being placed; or the budget was spent. */
+  scaleOutHeld: number;
+  scaleOutNoBudget: number;
+  /** Checks of jobs at their limit (then moved, if moves are on). */
+  scaleOutMaxed: number;
+  /** Tasks added (started), and asks whose job had no running task left when the new one could start. */
+  scaleOuts: number;
+  scaleOutObsolete: number;
 }
 
 export class SimLoadMonitor {
   readonly cfg: RuntimeLoopConfig;
-  readonly c: RuntimeCounters = { blocks: 0, unblocks: 0, moveChecks: 0, moveAsks: 0, moveNoGain: 0, moveNoBudget: 0, moveMaxed: 0, moves: 0, moveLostWorkMs: 0, moveNoBetterRu: 0, moveConflicts: 0, moveObsolete: 0, observations: 0 };
+  readonly c: RuntimeCounters = {
+    blocks: 0,
+    unblocks: 0,
+    moveChecks: 0,
+    moveAsks: 0,
+    moveNoGain: 0,
+    moveNoBudget: 0,
+    moveMaxed: 0,
+    moves: 0,
+    moveLostWorkMs: 0,
+    moveNoBetterRu: 0,
+    moveConflicts: 0,
+    moveObsolete: 0,
+    observations: 0,
+    scaleOutChecks: 0,
+    scaleOutAsks: 0,
+    scaleOutHeld: 0,
+    scaleOutNoBudget: 0,
+    scaleOutMaxed: 0,
+    scaleOuts: 0,
+    scaleOutObsolete: 0,
+  };
   private readonly blocks = new Map<Server, BlockState<SimTask>>();
   /** Reused by assess: the tasks of a server below the recovery share, with their shares. */
   private readonly below: [SimTask, number][] = [];
   private readonly slowSince = new Map<SimTask, number>();
   /** Tasks the policy is placing a new copy of. */
   private readonly moving = new Set<SimTask>();
+  /** Scale-out jobs whose new task the policy is placing, and when each job last grew. */
+  private readonly growing = new Set<SimJob>();
+  private readonly grewAt = new WeakMap<SimJob, number>();
   private readonly budget: MoveBudget;
 
   constructor(
@@ -70,6 +116,8 @@ export class SimLoadMonitor {
     /** Asks the policy to place a new copy of the task and then stop the old one. */
     private readonly requestMove: (task: SimTask) => void,
     private readonly learner?: ProfileLearner,
+    /** Asks the policy to place one more task of a scale-out job (it answers scaledOut or notScaledOut). */
+    private readonly requestScaleOut?: (job: SimJob) => void,
   ) {
     this.cfg = runtimeLoopConfig(opts.config);
     this.budget = new MoveBudget(this.cfg, world.engine.now());
@@ -130,16 +178,17 @@ export class SimLoadMonitor {
   /** The server's tasks were re-rated: block or unblock it, and note tasks that turned slow. */
   private assess(s: Server): void {
     if (this.learner) this.observe(s);
-    if (!this.opts.block && !this.opts.move) return;
+    const act = this.opts.move === true || this.opts.autoscale === true;
+    if (!this.opts.block && !act) return;
     const now = this.world.engine.now();
     const below = this.below;
     below.length = 0;
     for (const t of s.tasks) {
       const share = t.speed > 0 ? t.rate / t.speed : 1;
       if (share < this.cfg.recoverAbove) below.push([t, share]);
-      if (!this.opts.move) continue;
+      if (!act) continue;
       if (share < this.cfg.slowBelow) {
-        if (!this.slowSince.has(t) && !this.moving.has(t) && this.owns(t.job)) {
+        if (!this.slowSince.has(t) && !this.moving.has(t) && this.owns(t.job) && (this.opts.move || t.job.scaleOut)) {
           this.slowSince.set(t, now);
           this.world.engine.after(this.cfg.moveAfterMs, () => this.due(t));
         }
@@ -167,7 +216,7 @@ export class SimLoadMonitor {
     this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.view.state.setBlocked(id, next));
   }
 
-  /** A slow task's wait is over: move it if it is still slow and a move pays. */
+  /** A slow task's wait is over: grow its job if it scales out, else move it if a move pays. */
   private due(t: SimTask): void {
     const since = this.slowSince.get(t);
     if (since === undefined || t.state !== 'running') {
@@ -177,9 +226,18 @@ export class SimLoadMonitor {
     const now = this.world.engine.now();
     // Recovered and turned slow again since this check was set: wait for the newer one.
     if (now - since < this.cfg.moveAfterMs) return;
-    this.c.moveChecks++;
     // Checked again after another wait if nothing is done now.
     this.slowSince.delete(t);
+    const j = t.job;
+    if (this.opts.autoscale && j.scaleOut) {
+      if (j.tasks.length < j.scaleOut.maxTasks) {
+        this.scaleOut(t, now);
+        return;
+      }
+      this.c.scaleOutMaxed++;
+    }
+    if (!this.opts.move) return;
+    this.c.moveChecks++;
     if ((t.moves ?? 0) >= this.cfg.maxMovesPerTask) {
       this.c.moveMaxed++;
       return;
@@ -198,6 +256,44 @@ export class SimLoadMonitor {
     this.c.moveAsks++;
     this.moving.add(t);
     this.requestMove(t);
+  }
+
+  /**
+   * Autoscale: one more task for the slow task's job, if the job has not grown within the last
+   * wait, its last new task is placed, and the budget allows. The task is looked at again after
+   * another wait either way: still slow then, the job may grow again, up to its limit.
+   */
+  private scaleOut(t: SimTask, now: number): void {
+    const j = t.job;
+    this.c.scaleOutChecks++;
+    const last = this.grewAt.get(j);
+    if (this.growing.has(j) || (last !== undefined && now - last < this.cfg.moveAfterMs)) {
+      this.c.scaleOutHeld++;
+      this.rearm(t, now);
+      return;
+    }
+    if (!this.requestScaleOut) return;
+    if (!this.budget.take(now)) {
+      this.c.scaleOutNoBudget++;
+      this.rearm(t, now);
+      return;
+    }
+    this.c.scaleOutAsks++;
+    this.growing.add(j);
+    this.grewAt.set(j, now);
+    this.rearm(t, now);
+    this.requestScaleOut(j);
+  }
+
+  /** The policy's answer to a scale-out: the new task started (joined the job), or the job had no running task left. */
+  scaledOut(j: SimJob): void {
+    this.growing.delete(j);
+    this.c.scaleOuts++;
+  }
+
+  notScaledOut(j: SimJob): void {
+    this.growing.delete(j);
+    this.c.scaleOutObsolete++;
   }
 
   /** Still slow: look again after another wait. */

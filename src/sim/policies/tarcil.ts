@@ -28,7 +28,7 @@ import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts'
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
 import { COPYSET_ATTR, TARCIL } from '../constants.ts';
-import type { SimJob, SimTask, View, World } from '../world.ts';
+import { addedTask, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
 import type { Policy } from './types.ts';
@@ -43,7 +43,7 @@ export interface TarcilOptions {
   core?: Partial<CoreConfig>;
   /** Retries, backoff and recheck of the attempt loop (default: the live agent's). */
   attempt?: Partial<AttemptPolicy>;
-  /** The run-time loop: block slow servers, move slow tasks (off when not given). */
+  /** The run-time loop: block slow servers, move slow tasks, autoscale, learn (off when not given). */
   runtime?: SimRuntimeOptions;
 }
 
@@ -62,6 +62,8 @@ interface Request {
   agent?: Agent;
   /** A move (run-time loop): place a new copy of this running task, then stop the old one. */
   move?: SimTask;
+  /** Autoscale (run-time loop): the one pending task is a new task of a running scale-out job. */
+  scaleOut?: boolean;
 }
 
 interface Agent {
@@ -124,7 +126,7 @@ export class TarcilPolicy implements Policy {
     const rt = opts.runtime;
     this.learner = rt?.learn ? new ProfileLearner() : undefined;
     this.monitor =
-      rt && (rt.block || rt.move || rt.learn)
+      rt && (rt.block || rt.move || rt.learn || rt.autoscale)
         ? new SimLoadMonitor(
             world,
             this.view,
@@ -132,6 +134,7 @@ export class TarcilPolicy implements Policy {
             (job) => this.owned.has(job),
             (t) => this.enqueue({ ...this.request(t.job, this.target(t.job.scheduledAs ?? t.job.declared), [], t.data), move: t }),
             this.learner,
+            (job) => this.enqueue({ ...this.request(job, this.target(job.scheduledAs ?? job.declared), [addedTask(job)]), scaleOut: true }),
           )
         : undefined;
   }
@@ -269,6 +272,13 @@ export class TarcilPolicy implements Policy {
       this.processMove(a, r.move, r);
       return;
     }
+    if (r.scaleOut && !this.world.canJoin(r.job)) {
+      // The job's other tasks ended while its new one waited: nothing left to share.
+      (this.monitor as SimLoadMonitor).notScaledOut(r.job);
+      a.busy = false;
+      this.pump(a);
+      return;
+    }
     const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
     const chunk = r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
@@ -341,10 +351,15 @@ export class TarcilPolicy implements Policy {
       picks.forEach((p, k) => {
         const task = inFlight[k] as SimTask;
         if (this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev) {
+          if (r.scaleOut && !this.world.canJoin(r.job)) {
+            (this.monitor as SimLoadMonitor).notScaledOut(r.job);
+            return;
+          }
           task.Q = Qs[k];
           task.acceptable = p.quality.acceptable;
           this.world.startTask(task, p.id);
           this.c.picks++;
+          if (r.scaleOut) (this.monitor as SimLoadMonitor).scaledOut(r.job);
         } else {
           conflicts++;
           failed.push(task);
