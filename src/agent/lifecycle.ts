@@ -22,7 +22,7 @@ import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
 import { SharedBackoff } from '../util/backoff.ts';
-import { cancelJob, submitJob, type SubmitResult } from './owner/submit.ts';
+import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
@@ -252,7 +252,7 @@ export class JobManager implements OwnerContext, MoveHost {
   }
 
   /** See submitJob (owner/submit.ts): resolves once the job is durable. */
-  submit(spec: JobSpec, opts: { requestId?: string } = {}): Promise<SubmitResult> {
+  submit(spec: JobSpec, opts: SubmitOptions = {}): Promise<SubmitResult> {
     return submitJob(this, spec, opts);
   }
 

@@ -48,7 +48,7 @@ function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.re
 
 /** A gRPC status as the project's error; one that says the front-end was not reached names the address dialled. */
 function fromGrpc(err: grpc.ServiceError, server?: string): TarcilError {
-  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
+  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 16: 'UNAUTHENTICATED', 7: 'PERMISSION_DENIED', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
   const n = Number(err.code);
   const code = names[n] ?? 'INTERNAL';
   const hint = n === 14 || n === 4 ? ` (is \`tarcil up\` or \`tarcil server\` running${server ? ` at ${server}` : ''}? see --server or $TARCIL_SERVER)` : '';

@@ -2,6 +2,7 @@
  * Conversions between the store's records and the gRPC messages (jobs, tasks and their attempts,
  * servers, explanations), and the text `explain` prints.
  */
+import { namespaceOfJob } from '../tenancy/namespace.ts';
 import type { DecisionRecord } from '../agent/agent.ts';
 import { trimDecision } from '../state/decisions.ts';
 import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';
@@ -29,6 +30,7 @@ export function specInputFromProto(s: JobSpec__Output): Record<string, unknown> 
   if (s.durationMs !== undefined) out.durationMs = s.durationMs;
   if (s.migratable !== undefined) out.migratable = s.migratable;
   if (s.scaleOut) out.scaleOut = s.scaleOut.maxTasks !== undefined ? { maxTasks: s.scaleOut.maxTasks } : {};
+  if (s.namespace !== undefined) out.namespace = s.namespace;
   if (s.locality) {
     const l: Record<string, unknown> = {};
     if (s.locality.mode !== undefined) l.mode = s.locality.mode;
@@ -133,6 +135,7 @@ export function jobToProto(id: string, rec: LiveJobRecord, owner: string, tasks?
     taskList: (tasks ?? []).map(taskToProto),
     rescheduled: rec.rescheduled ?? 0,
     scaledOut: rec.scaledOut ?? 0,
+    namespace: namespaceOfJob(id),
     cancelRequested: rec.cancelRequested === true,
     loadReports: (reports ?? []).map((r) => ({ task: r.task, server: r.server, rate: r.rate, atMs: r.at })),
   };

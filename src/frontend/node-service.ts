@@ -3,6 +3,7 @@
  * TaskLogs (`tarcil logs`, relayed from the node's NodeMonitor.ReadTaskLog), and the cordons and
  * departed servers that GetCluster and ExplainJob show.
  */
+import { jobIdOf } from './job-id.ts';
 import type * as grpc from '@grpc/grpc-js';
 import type { JobManager } from '../agent/lifecycle.ts';
 import type { RuRecord } from '../model/types.ts';
@@ -176,8 +177,7 @@ export function cordonLines(cordons: ReadonlyMap<string, CordonRecord>, placemen
  */
 export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<TaskLogsRequest__Output, TaskLogChunk>): void {
   void (async () => {
-    const id = call.request.jobId;
-    if (!/^[A-Za-z0-9._-]{1,200}$/.test(id)) throw invalid('job_id', 'must be a job id as SubmitJob returned it');
+    const id = jobIdOf(call.request);
     const task = call.request.task;
     const k = d.keys;
     const res = await d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(id) }, { type: 'get', key: k.task(id, task) }] });

@@ -29,6 +29,11 @@ import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT
 import type { Metrics } from './metrics.ts';
 import { cordonLines, cordonsOf, departedServers, setNodeScheduling, taskLogs, type NodeServiceDeps } from './node-service.ts';
 import { laterTurn, onLaterTurn } from '../util/turns.ts';
+import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/namespace.ts';
+import { namespaceForSubmit, requireNamespaceName } from '../tenancy/namespaces.ts';
+import { jobIdOf, requireId } from './job-id.ts';
+import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
+import { isRecord } from '../model/schema.ts';
 
 export interface SchedulerServiceDeps {
   manager: JobManager;
@@ -115,7 +120,11 @@ export class SchedulerService {
     } else {
       throw invalid('spec', 'is required (or spec_json)');
     }
-    const job = parseJobSpec(input, this.d.catalog, { id: newJobId(now), now });
+    const specNs = isRecord(input) && typeof input['namespace'] === 'string' ? input['namespace'] : '';
+    if (req.namespace !== '' && specNs !== '' && req.namespace !== specNs) throw invalid('namespace', `the request says ${req.namespace.slice(0, 70)} and the spec ${specNs.slice(0, 70)}: give one, or the same`);
+    const ns = requireNamespaceName(req.namespace || specNs || DEFAULT_NAMESPACE);
+    const job = parseJobSpec(input, this.d.catalog, { id: qualifiedJobId(ns, newJobId(now)), now });
+    if (ns !== DEFAULT_NAMESPACE) job.namespace = ns;
     if (Buffer.byteLength(JSON.stringify(job)) > max) throw invalid('(root)', `the job spec must be at most ${max} bytes as JSON`);
     return job;
   }
@@ -133,7 +142,7 @@ export class SchedulerService {
       },
       GetJob: (call, cb) => {
         void Promise.resolve()
-          .then(() => this.getJob(call.request.jobId, true, taskPage(call.request.taskFrom, call.request.taskLimit)))
+          .then(() => this.getJob(jobIdOf(call.request), true, taskPage(call.request.taskFrom, call.request.taskLimit)))
           .then(
           (r) => cb(null, r),
           (e: unknown) => cb(unaryStatus(e)),
@@ -142,18 +151,20 @@ export class SchedulerService {
       WatchJob: (call) => this.watchJob(call),
       CancelJob: (call, cb) => {
         void Promise.resolve()
-          .then(() => this.d.manager.cancel(requireId(call.request.jobId)))
-          .catch((e: unknown) => {
-            throw isTarcilError(e, 'NOT_FOUND') ? this.notFound(call.request.jobId) : e;
+          .then(async () => {
+            const id = jobIdOf(call.request);
+            await this.d.manager.cancel(id).catch((e: unknown) => {
+              throw isTarcilError(e, 'NOT_FOUND') ? this.notFound(id) : e;
+            });
+            return this.getJob(id, false);
           })
-          .then(() => this.getJob(call.request.jobId, false))
           .then(
             (r) => cb(null, r),
             (e: unknown) => cb(unaryStatus(e)),
           );
       },
       ListJobs: (call, cb) => {
-        void this.listJobs(call.request.states, call.request.limit).then(
+        void this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE)).then(
           (jobs) => cb(null, { jobs, retainMs: this.retainMs }),
           (e: unknown) => cb(unaryStatus(e)),
         );
@@ -173,11 +184,33 @@ export class SchedulerService {
       TaskLogs: (call) => taskLogs(this.nodeDeps(), call),
       ExplainJob: (call, cb) => {
         void Promise.resolve()
-          .then(() => this.explain(requireId(call.request.jobId)))
+          .then(() => this.explain(jobIdOf(call.request)))
           .then(
           (r) => cb(null, r),
           (e: unknown) => cb(unaryStatus(e)),
         );
+      },
+      ListNamespaces: (_call, cb) => {
+        void listNamespaces(this.d.store, this.d.keys).then(
+          (namespaces) => cb(null, { namespaces }),
+          (e: unknown) => cb(unaryStatus(e)),
+        );
+      },
+      PutNamespace: (call, cb) => {
+        void Promise.resolve()
+          .then(() => putNamespaceRpc(this.d.store, this.d.keys, call.request, this.d.clock.now()))
+          .then(
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
+      },
+      DeleteNamespace: (call, cb) => {
+        void Promise.resolve()
+          .then(() => deleteNamespaceRpc(this.d.store, this.d.keys, call.request.name))
+          .then(
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
       },
       GetProfile: (call, cb) => {
         void Promise.resolve()
@@ -210,7 +243,8 @@ export class SchedulerService {
     const job = this.parseRequest(req, now);
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
-    const r = await this.d.manager.submit(job, req.requestId !== '' ? { requestId: req.requestId } : {});
+    const { compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE);
+    const r = await this.d.manager.submit(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare });
     if (!r.duplicate) this.d.metrics?.submitted.inc();
     return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? '') };
   }
@@ -277,17 +311,19 @@ export class SchedulerService {
     return job;
   }
 
-  private async listJobs(states: string[], limit: number): Promise<Job[]> {
+  /** The jobs of namespace `ns`, or of all when undefined. */
+  private async listJobs(states: string[], limit: number, ns: string | undefined): Promise<Job[]> {
     states.forEach((st, i) => {
       if (!JOB_STATES.has(st)) throw invalid(`states[${i}]`, `must be one of ${[...JOB_STATES].join(', ')} (got '${st.slice(0, 40)}')`);
     });
-    const res = await this.d.store.range(this.d.keys.jobs());
+    const res = await this.d.store.range(ns === undefined || ns === DEFAULT_NAMESPACE ? this.d.keys.jobs() : this.d.keys.namespaceJobs(ns));
     const want = new Set(states);
     const out: Job[] = [];
     for (const kv of res.kvs) {
       const rec = parseJson<LiveJobRecord>(kv);
       const id = this.d.keys.tail(this.d.keys.jobs(), kv.key);
       if (!rec || id === undefined) continue;
+      if (ns === DEFAULT_NAMESPACE && namespaceOfJob(id) !== DEFAULT_NAMESPACE) continue;
       if (want.size > 0 && !want.has(rec.state)) continue;
       out.push(jobToProto(id, rec, rec.owner ?? ''));
     }
@@ -398,22 +434,24 @@ export class SchedulerService {
 
   /** The job now, then each change, until it is final or the caller goes away (see job-watch.ts). */
   private watchJob(call: grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>): void {
-    const stream = new JobStream(call, call.request.jobId, {
+    let id = call.request.jobId;
+    try {
+      id = jobIdOf(call.request);
+    } catch {
+      // JobStream.start() below reports it, through jobIdOf again.
+    }
+    const stream = new JobStream(call, id, {
       store: this.d.store,
       keys: this.d.keys,
       hub: this.hub,
       limits: this.watchLimits,
-      notFound: () => this.notFound(call.request.jobId),
+      notFound: () => this.notFound(id),
     });
     void Promise.resolve()
-      .then(() => requireId(call.request.jobId))
+      .then(() => jobIdOf(call.request))
       .then(() => stream.start())
       .catch((e: unknown) => stream.finish(e));
   }
 }
 
 
-function requireId(id: string): string {
-  if (!/^[A-Za-z0-9._-]{1,200}$/.test(id)) throw invalid('job_id', 'must be a job id as SubmitJob returned it');
-  return id;
-}

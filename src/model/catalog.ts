@@ -398,5 +398,6 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
   if (s.command) job.command = s.command.env ? { argv: [...s.command.argv], env: { ...s.command.env } } : { argv: [...s.command.argv] };
   if (s.migratable) job.migratable = true;
   if (s.scaleOut) job.scaleOut = { maxTasks: s.scaleOut.maxTasks };
+  if (s.namespace !== undefined && s.namespace !== 'default') job.namespace = s.namespace;
   return job;
 }

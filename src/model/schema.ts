@@ -9,6 +9,7 @@
  * Checks that need the catalog (does this platform exist?) are injected through `CatalogNames`
  * so that one parse reports every problem of a spec at once.
  */
+import { NAMESPACE_RULE, namespaceProblem } from '../tenancy/namespace.ts';
 import { z } from 'zod';
 import { DEFAULT_PRIORITY, N_RESOURCES } from './types.ts';
 
@@ -265,6 +266,7 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     command: command.optional(),
     migratable: z.boolean({ error: rule('must be true or false') }).default(false),
     scaleOut: strictObj({ maxTasks: intIn(1, MAX_TASKS) }).optional(),
+    namespace: z.string({ error: rule(NAMESPACE_RULE) }).refine((n) => namespaceProblem(n) === undefined, { error: NAMESPACE_RULE }).optional(),
   })
     .refine((s) => hasDurationOrCommand(s), {
       path: ['durationMs'],

@@ -117,6 +117,8 @@ export interface JobSpec {
    * the declared one (kept here), and how many observations the estimate rested on.
    */
   learned?: { observations: number; declared: number[] };
+  /** The namespace the job belongs to (tenancy/namespace.ts); absent means `default`. */
+  namespace?: string;
   submittedAt: number;
 }
 

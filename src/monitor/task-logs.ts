@@ -22,11 +22,16 @@ export const FOLLOW_POLL_MS = 250;
 /** Largest chunk sent at once. */
 const CHUNK_BYTES = 64 * 1024;
 
-const SAFE_ID = /^[A-Za-z0-9._-]{1,200}$/;
+/** A job id, in a namespace (`<namespace>/<id>`) or not. */
+const SAFE_ID = /^([a-z0-9][-a-z0-9]{0,62}\/)?[A-Za-z0-9._-]{1,200}$/;
 
-/** A job id that may name a directory under the log dir (no separator, not `.` or `..`). */
+/**
+ * A job id that may name a directory under the log dir: a namespace's job is a directory in the
+ * namespace's; no other separator, no `.` or `..`.
+ */
 export function checkLogJobId(job: string): string {
-  if (!SAFE_ID.test(job) || job === '.' || job === '..') throw invalid('job', 'must be a job id (letters, digits, . _ -)');
+  const last = job.slice(job.indexOf('/') + 1);
+  if (!SAFE_ID.test(job) || last === '.' || last === '..') throw invalid('job', 'must be a job id (letters, digits, . _ -, after an optional namespace/)');
   return job;
 }
 

@@ -18,6 +18,15 @@ import type { RuRef } from '../model/types.ts';
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
  *   <p>cordons/<server>        a node cordoned or draining (`tarcil node`): no lease, so it
  *                              outlives the monitor's registrations; deleted by uncordon
+ *   <p>namespaces/<ns>         a namespace: weight and quota (`default` needs no record)
+ *   <p>usage/<ns>              RUs a namespace with an RU quota holds: compared and updated by
+ *                              every placement transaction of its jobs
+ *   <p>acl/tokens/<accessor>   an access token: its policy and the hash of its secret
+ *   <p>acl/bootstrapped        written once by `tarcil acl bootstrap`
+ *   <p>audit/<time>-<id>       one call that changed something: who, what, when, the result
+ *
+ * A job of a namespace other than `default` has the id `<ns>/<name>` (tenancy/namespace.ts), so
+ * its jobs/, tasks/, queue/, owners/ and decisions/ keys are under the namespace.
  */
 /** The key prefix when none is given (`--prefix`): one tarcil cluster per prefix in one etcd. */
 export const DEFAULT_PREFIX = '/tarcil/default/';
@@ -97,6 +106,37 @@ export class Keys {
   }
   decision(job: string): string {
     return `${this.prefix}decisions/${job}`;
+  }
+  namespaces(): string {
+    return `${this.prefix}namespaces/`;
+  }
+  namespace(ns: string): string {
+    return `${this.prefix}namespaces/${ns}`;
+  }
+  /** The jobs of one namespace other than default (default's are the bare ids under jobs/). */
+  namespaceJobs(ns: string): string {
+    return `${this.prefix}jobs/${ns}/`;
+  }
+  usages(): string {
+    return `${this.prefix}usage/`;
+  }
+  usage(ns: string): string {
+    return `${this.prefix}usage/${ns}`;
+  }
+  tokens(): string {
+    return `${this.prefix}acl/tokens/`;
+  }
+  token(accessor: string): string {
+    return `${this.prefix}acl/tokens/${accessor}`;
+  }
+  aclBootstrapped(): string {
+    return `${this.prefix}acl/bootstrapped`;
+  }
+  audits(): string {
+    return `${this.prefix}audit/`;
+  }
+  audit(at: number, id: string): string {
+    return `${this.prefix}audit/${pad(at, 16)}-${id}`;
   }
 
   /** Parses `rus/<server>/<idx>`; undefined for any other key. */

@@ -14,6 +14,8 @@ export type ErrorCode =
   | 'CANCELLED'
   | 'ABORTED' // an operation met a concurrent change it must not override (a task placed meanwhile)
   | 'TOO_MANY_OPS' // a transaction exceeds the store's operation limit
+  | 'UNAUTHENTICATED' // no valid access token (ACLs on)
+  | 'PERMISSION_DENIED' // a valid token whose policy does not allow the call
   | 'LEASE_NOT_FOUND'
   | 'CLOSED'
   | 'INTERNAL';

@@ -3,6 +3,7 @@
  * request id) in one transaction, so an acknowledged job always has an owner; a request id sent
  * again returns the job the first request created.
  */
+import { DEFAULT_NAMESPACE, qualifiedJobId } from '../../tenancy/namespace.ts';
 import { createHash } from 'node:crypto';
 import type { JobSpec } from '../../model/types.ts';
 import { isFinalJob, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../../state/live-records.ts';
@@ -38,6 +39,16 @@ function specDigest(spec: JobSpec): string {
     .digest('hex');
 }
 
+export interface SubmitOptions {
+  requestId?: string;
+  /**
+   * More compares for the submission transaction (the namespace's revision, so a job cannot land
+   * in a namespace deleted meanwhile). When one fails nothing is written and the submission is
+   * refused with ABORTED.
+   */
+  compare?: Compare[];
+}
+
 /**
  * Persists a validated job with its owner key in one transaction, then schedules it. Resolves
  * once the job is durable: that is the acknowledgement.
@@ -47,13 +58,15 @@ function specDigest(spec: JobSpec): string {
  * `duplicate` is then true and nothing new is written. A request id reused for a different
  * spec is refused (ALREADY_EXISTS), since answering with the other job would hide the mistake.
  */
-export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestId?: string }): Promise<SubmitResult> {
+export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOptions): Promise<SubmitResult> {
   if (!m.serving || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
   const lease = m.lease;
   if (!lease || !lease.confirmed) throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
   const k = m.o.keys;
   const now = m.o.clock.now();
-  const requestKey = opts.requestId !== undefined ? m.live.request(checkRequestId(opts.requestId)) : undefined;
+  // Request ids are the client's: each namespace has its own, so one namespace's id never answers
+  // with another's job.
+  const requestKey = opts.requestId !== undefined ? m.live.request(qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId))) : undefined;
   const digest = specDigest(spec);
   // Back-pressure from the store: when this process already has many requests waiting for etcd
   // (its in-flight limit shrank because etcd answers slowly), a new job would only wait behind
@@ -99,7 +112,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
     taskStates: { queued: spec.tasks },
   };
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now };
-  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }];
+  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }, ...(opts.compare ?? [])];
   const success: Op[] = [
     { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
     { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
@@ -129,6 +142,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: { requestI
   if (!res.succeeded) {
     const seen = res.responses[0]?.[0];
     if (requestKey && seen) return existing(m, seen, digest);
+    if (opts.compare?.length) throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, { field: 'namespace' });
     throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
   }
   m.stats.submitted++;

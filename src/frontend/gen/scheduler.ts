@@ -9,6 +9,7 @@ import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Clust
 import type { Command as _tarcil_v1_Command, Command__Output as _tarcil_v1_Command__Output } from './tarcil/v1/Command.ts';
 import type { Constraints as _tarcil_v1_Constraints, Constraints__Output as _tarcil_v1_Constraints__Output } from './tarcil/v1/Constraints.ts';
 import type { Decision as _tarcil_v1_Decision, Decision__Output as _tarcil_v1_Decision__Output } from './tarcil/v1/Decision.ts';
+import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from './tarcil/v1/DeleteNamespaceRequest.ts';
 import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from './tarcil/v1/ExplainJobRequest.ts';
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from './tarcil/v1/Explanation.ts';
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from './tarcil/v1/GetClusterRequest.ts';
@@ -25,12 +26,16 @@ import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskReque
 import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from './tarcil/v1/LaunchTaskResponse.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from './tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from './tarcil/v1/ListJobsResponse.ts';
+import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from './tarcil/v1/ListNamespacesRequest.ts';
+import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from './tarcil/v1/ListNamespacesResponse.ts';
 import type { LoadReport as _tarcil_v1_LoadReport, LoadReport__Output as _tarcil_v1_LoadReport__Output } from './tarcil/v1/LoadReport.ts';
 import type { Locality as _tarcil_v1_Locality, Locality__Output as _tarcil_v1_Locality__Output } from './tarcil/v1/Locality.ts';
+import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from './tarcil/v1/Namespace.ts';
 import type { NodeMonitorClient as _tarcil_v1_NodeMonitorClient, NodeMonitorDefinition as _tarcil_v1_NodeMonitorDefinition } from './tarcil/v1/NodeMonitor.ts';
 import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from './tarcil/v1/NodeStats.ts';
 import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1_Placement__Output } from './tarcil/v1/Placement.ts';
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './tarcil/v1/ProfileEstimate.ts';
+import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from './tarcil/v1/PutNamespaceRequest.ts';
 import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './tarcil/v1/ReadTaskLogRequest.ts';
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
@@ -64,6 +69,7 @@ export interface ProtoGrpcType {
       Command: MessageTypeDefinition<_tarcil_v1_Command, _tarcil_v1_Command__Output>
       Constraints: MessageTypeDefinition<_tarcil_v1_Constraints, _tarcil_v1_Constraints__Output>
       Decision: MessageTypeDefinition<_tarcil_v1_Decision, _tarcil_v1_Decision__Output>
+      DeleteNamespaceRequest: MessageTypeDefinition<_tarcil_v1_DeleteNamespaceRequest, _tarcil_v1_DeleteNamespaceRequest__Output>
       ExplainJobRequest: MessageTypeDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_ExplainJobRequest__Output>
       Explanation: MessageTypeDefinition<_tarcil_v1_Explanation, _tarcil_v1_Explanation__Output>
       GetClusterRequest: MessageTypeDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_GetClusterRequest__Output>
@@ -80,12 +86,16 @@ export interface ProtoGrpcType {
       LaunchTaskResponse: MessageTypeDefinition<_tarcil_v1_LaunchTaskResponse, _tarcil_v1_LaunchTaskResponse__Output>
       ListJobsRequest: MessageTypeDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsRequest__Output>
       ListJobsResponse: MessageTypeDefinition<_tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsResponse__Output>
+      ListNamespacesRequest: MessageTypeDefinition<_tarcil_v1_ListNamespacesRequest, _tarcil_v1_ListNamespacesRequest__Output>
+      ListNamespacesResponse: MessageTypeDefinition<_tarcil_v1_ListNamespacesResponse, _tarcil_v1_ListNamespacesResponse__Output>
       LoadReport: MessageTypeDefinition<_tarcil_v1_LoadReport, _tarcil_v1_LoadReport__Output>
       Locality: MessageTypeDefinition<_tarcil_v1_Locality, _tarcil_v1_Locality__Output>
+      Namespace: MessageTypeDefinition<_tarcil_v1_Namespace, _tarcil_v1_Namespace__Output>
       NodeMonitor: SubtypeConstructor<typeof grpc.Client, _tarcil_v1_NodeMonitorClient> & { service: _tarcil_v1_NodeMonitorDefinition }
       NodeStats: MessageTypeDefinition<_tarcil_v1_NodeStats, _tarcil_v1_NodeStats__Output>
       Placement: MessageTypeDefinition<_tarcil_v1_Placement, _tarcil_v1_Placement__Output>
       ProfileEstimate: MessageTypeDefinition<_tarcil_v1_ProfileEstimate, _tarcil_v1_ProfileEstimate__Output>
+      PutNamespaceRequest: MessageTypeDefinition<_tarcil_v1_PutNamespaceRequest, _tarcil_v1_PutNamespaceRequest__Output>
       ReadTaskLogRequest: MessageTypeDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_ReadTaskLogRequest__Output>
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>

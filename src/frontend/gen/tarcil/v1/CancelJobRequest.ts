@@ -4,8 +4,10 @@
 
 export interface CancelJobRequest {
   'jobId'?: (string);
+  'namespace'?: (string);
 }
 
 export interface CancelJobRequest__Output {
   'jobId': (string);
+  'namespace': (string);
 }

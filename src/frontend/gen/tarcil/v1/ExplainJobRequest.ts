@@ -4,8 +4,10 @@
 
 export interface ExplainJobRequest {
   'jobId'?: (string);
+  'namespace'?: (string);
 }
 
 export interface ExplainJobRequest__Output {
   'jobId': (string);
+  'namespace': (string);
 }

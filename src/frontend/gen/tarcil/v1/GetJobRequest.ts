@@ -10,6 +10,10 @@ export interface GetJobRequest {
    */
   'taskFrom'?: (number);
   'taskLimit'?: (number);
+  /**
+   * The job's namespace when job_id is not qualified (`<namespace>/<id>`); default when empty.
+   */
+  'namespace'?: (string);
 }
 
 export interface GetJobRequest__Output {
@@ -20,4 +24,8 @@ export interface GetJobRequest__Output {
    */
   'taskFrom': (number);
   'taskLimit': (number);
+  /**
+   * The job's namespace when job_id is not qualified (`<namespace>/<id>`); default when empty.
+   */
+  'namespace': (string);
 }

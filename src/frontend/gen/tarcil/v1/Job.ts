@@ -39,6 +39,7 @@ export interface Job {
    * Tasks the run-time loop added to a scale-out job (JobSpec.scale_out).
    */
   'scaledOut'?: (number);
+  'namespace'?: (string);
 }
 
 export interface Job__Output {
@@ -76,4 +77,5 @@ export interface Job__Output {
    * Tasks the run-time loop added to a scale-out job (JobSpec.scale_out).
    */
   'scaledOut': (number);
+  'namespace': (string);
 }

@@ -38,6 +38,11 @@ export interface JobSpec {
    * adds a task, up to max_tasks in all.
    */
   'scaleOut'?: (_tarcil_v1_ScaleOut | null);
+  /**
+   * The namespace the job belongs to (default when absent); SubmitJobRequest.namespace may give it
+   * instead.
+   */
+  'namespace'?: (string);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
@@ -46,6 +51,7 @@ export interface JobSpec {
   '_maxQueueMs'?: "maxQueueMs";
   '_durationMs'?: "durationMs";
   '_migratable'?: "migratable";
+  '_namespace'?: "namespace";
 }
 
 export interface JobSpec__Output {
@@ -79,6 +85,11 @@ export interface JobSpec__Output {
    * adds a task, up to max_tasks in all.
    */
   'scaleOut': (_tarcil_v1_ScaleOut__Output | null);
+  /**
+   * The namespace the job belongs to (default when absent); SubmitJobRequest.namespace may give it
+   * instead.
+   */
+  'namespace'?: (string);
   '_name'?: "name";
   'profile'?: "profileName"|"inlineProfile";
   '_tasks'?: "tasks";
@@ -87,4 +98,5 @@ export interface JobSpec__Output {
   '_maxQueueMs'?: "maxQueueMs";
   '_durationMs'?: "durationMs";
   '_migratable'?: "migratable";
+  '_namespace'?: "namespace";
 }

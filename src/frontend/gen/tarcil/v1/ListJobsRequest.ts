@@ -8,6 +8,11 @@ export interface ListJobsRequest {
    */
   'states'?: (string)[];
   'limit'?: (number);
+  /**
+   * The jobs of this namespace (default when empty), or of every namespace.
+   */
+  'namespace'?: (string);
+  'allNamespaces'?: (boolean);
 }
 
 export interface ListJobsRequest__Output {
@@ -16,4 +21,9 @@ export interface ListJobsRequest__Output {
    */
   'states': (string)[];
   'limit': (number);
+  /**
+   * The jobs of this namespace (default when empty), or of every namespace.
+   */
+  'namespace': (string);
+  'allNamespaces': (boolean);
 }

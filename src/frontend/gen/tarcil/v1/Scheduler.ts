@@ -5,6 +5,7 @@ import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
 import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest__Output as _tarcil_v1_CancelJobRequest__Output } from '../../tarcil/v1/CancelJobRequest.ts';
 import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from '../../tarcil/v1/Cluster.ts';
+import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from '../../tarcil/v1/DeleteNamespaceRequest.ts';
 import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from '../../tarcil/v1/ExplainJobRequest.ts';
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from '../../tarcil/v1/Explanation.ts';
 import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from '../../tarcil/v1/GetClusterRequest.ts';
@@ -14,7 +15,11 @@ import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } fro
 import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from '../../tarcil/v1/JobEvent.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from '../../tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from '../../tarcil/v1/ListJobsResponse.ts';
+import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from '../../tarcil/v1/ListNamespacesRequest.ts';
+import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from '../../tarcil/v1/ListNamespacesResponse.ts';
+import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from '../../tarcil/v1/Namespace.ts';
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from '../../tarcil/v1/ProfileEstimate.ts';
+import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from '../../tarcil/v1/PutNamespaceRequest.ts';
 import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from '../../tarcil/v1/Server.ts';
 import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from '../../tarcil/v1/SetNodeSchedulingRequest.ts';
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from '../../tarcil/v1/SubmitJobRequest.ts';
@@ -32,6 +37,21 @@ export interface SchedulerClient extends grpc.Client {
   cancelJob(argument: _tarcil_v1_CancelJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   cancelJob(argument: _tarcil_v1_CancelJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   cancelJob(argument: _tarcil_v1_CancelJobRequest, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Deletes a namespace that holds no job; FAILED_PRECONDITION otherwise.
+   */
+  DeleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  DeleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  DeleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  DeleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  /**
+   * Deletes a namespace that holds no job; FAILED_PRECONDITION otherwise.
+   */
+  deleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  deleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  deleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  deleteNamespace(argument: _tarcil_v1_DeleteNamespaceRequest, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
   
   /**
    * Why a job waits, or where it went and why.
@@ -91,6 +111,38 @@ export interface SchedulerClient extends grpc.Client {
   listJobs(argument: _tarcil_v1_ListJobsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   listJobs(argument: _tarcil_v1_ListJobsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   listJobs(argument: _tarcil_v1_ListJobsRequest, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Namespaces (`tarcil namespaces`): each with its weight, quota and what it uses now. `default`
+   * always exists; another must be created (PutNamespace) before a job is submitted to it.
+   */
+  ListNamespaces(argument: _tarcil_v1_ListNamespacesRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  ListNamespaces(argument: _tarcil_v1_ListNamespacesRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  ListNamespaces(argument: _tarcil_v1_ListNamespacesRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  ListNamespaces(argument: _tarcil_v1_ListNamespacesRequest, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Namespaces (`tarcil namespaces`): each with its weight, quota and what it uses now. `default`
+   * always exists; another must be created (PutNamespace) before a job is submitted to it.
+   */
+  listNamespaces(argument: _tarcil_v1_ListNamespacesRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  listNamespaces(argument: _tarcil_v1_ListNamespacesRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  listNamespaces(argument: _tarcil_v1_ListNamespacesRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  listNamespaces(argument: _tarcil_v1_ListNamespacesRequest, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Creates a namespace or changes its weight and quota.
+   */
+  PutNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  PutNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  PutNamespace(argument: _tarcil_v1_PutNamespaceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  PutNamespace(argument: _tarcil_v1_PutNamespaceRequest, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  /**
+   * Creates a namespace or changes its weight and quota.
+   */
+  putNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  putNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  putNamespace(argument: _tarcil_v1_PutNamespaceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  putNamespace(argument: _tarcil_v1_PutNamespaceRequest, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
   
   /**
    * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
@@ -170,6 +222,11 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   CancelJob: grpc.handleUnaryCall<_tarcil_v1_CancelJobRequest__Output, _tarcil_v1_Job>;
   
   /**
+   * Deletes a namespace that holds no job; FAILED_PRECONDITION otherwise.
+   */
+  DeleteNamespace: grpc.handleUnaryCall<_tarcil_v1_DeleteNamespaceRequest__Output, _tarcil_v1_Namespace>;
+  
+  /**
    * Why a job waits, or where it went and why.
    */
   ExplainJob: grpc.handleUnaryCall<_tarcil_v1_ExplainJobRequest__Output, _tarcil_v1_Explanation>;
@@ -185,6 +242,17 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   GetProfile: grpc.handleUnaryCall<_tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate>;
   
   ListJobs: grpc.handleUnaryCall<_tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse>;
+  
+  /**
+   * Namespaces (`tarcil namespaces`): each with its weight, quota and what it uses now. `default`
+   * always exists; another must be created (PutNamespace) before a job is submitted to it.
+   */
+  ListNamespaces: grpc.handleUnaryCall<_tarcil_v1_ListNamespacesRequest__Output, _tarcil_v1_ListNamespacesResponse>;
+  
+  /**
+   * Creates a namespace or changes its weight and quota.
+   */
+  PutNamespace: grpc.handleUnaryCall<_tarcil_v1_PutNamespaceRequest__Output, _tarcil_v1_Namespace>;
   
   /**
    * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
@@ -220,11 +288,14 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
 
 export interface SchedulerDefinition extends grpc.ServiceDefinition {
   CancelJob: MethodDefinition<_tarcil_v1_CancelJobRequest, _tarcil_v1_Job, _tarcil_v1_CancelJobRequest__Output, _tarcil_v1_Job__Output>
+  DeleteNamespace: MethodDefinition<_tarcil_v1_DeleteNamespaceRequest, _tarcil_v1_Namespace, _tarcil_v1_DeleteNamespaceRequest__Output, _tarcil_v1_Namespace__Output>
   ExplainJob: MethodDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_Explanation, _tarcil_v1_ExplainJobRequest__Output, _tarcil_v1_Explanation__Output>
   GetCluster: MethodDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_Cluster, _tarcil_v1_GetClusterRequest__Output, _tarcil_v1_Cluster__Output>
   GetJob: MethodDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_Job, _tarcil_v1_GetJobRequest__Output, _tarcil_v1_Job__Output>
   GetProfile: MethodDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_ProfileEstimate, _tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate__Output>
   ListJobs: MethodDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse__Output>
+  ListNamespaces: MethodDefinition<_tarcil_v1_ListNamespacesRequest, _tarcil_v1_ListNamespacesResponse, _tarcil_v1_ListNamespacesRequest__Output, _tarcil_v1_ListNamespacesResponse__Output>
+  PutNamespace: MethodDefinition<_tarcil_v1_PutNamespaceRequest, _tarcil_v1_Namespace, _tarcil_v1_PutNamespaceRequest__Output, _tarcil_v1_Namespace__Output>
   SetNodeScheduling: MethodDefinition<_tarcil_v1_SetNodeSchedulingRequest, _tarcil_v1_Server, _tarcil_v1_SetNodeSchedulingRequest__Output, _tarcil_v1_Server__Output>
   SubmitJob: MethodDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse__Output>
   TaskLogs: MethodDefinition<_tarcil_v1_TaskLogsRequest, _tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogsRequest__Output, _tarcil_v1_TaskLogChunk__Output>

@@ -16,6 +16,11 @@ export interface SubmitJobRequest {
    * with ALREADY_EXISTS.
    */
   'requestId'?: (string);
+  /**
+   * The namespace the job goes to (default when empty and the spec names none). A job of
+   * namespace `ns` other than default has the id `ns/<id>`.
+   */
+  'namespace'?: (string);
 }
 
 export interface SubmitJobRequest__Output {
@@ -31,4 +36,9 @@ export interface SubmitJobRequest__Output {
    * with ALREADY_EXISTS.
    */
   'requestId': (string);
+  /**
+   * The namespace the job goes to (default when empty and the spec names none). A job of
+   * namespace `ns` other than default has the id `ns/<id>`.
+   */
+  'namespace': (string);
 }

@@ -6,10 +6,18 @@ export interface TaskLogsRequest {
   'jobId'?: (string);
   'task'?: (number);
   'follow'?: (boolean);
+  /**
+   * The job's namespace when job_id is not qualified (`<namespace>/<id>`); default when empty.
+   */
+  'namespace'?: (string);
 }
 
 export interface TaskLogsRequest__Output {
   'jobId': (string);
   'task': (number);
   'follow': (boolean);
+  /**
+   * The job's namespace when job_id is not qualified (`<namespace>/<id>`); default when empty.
+   */
+  'namespace': (string);
 }

@@ -4,8 +4,10 @@
 
 export interface WatchJobRequest {
   'jobId'?: (string);
+  'namespace'?: (string);
 }
 
 export interface WatchJobRequest__Output {
   'jobId': (string);
+  'namespace': (string);
 }
