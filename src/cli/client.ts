@@ -13,6 +13,8 @@ import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.
 import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
 import type { JobEvent__Output } from '../frontend/gen/tarcil/v1/JobEvent.ts';
 import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
+import type { ListNamespacesResponse__Output } from '../frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
+import type { Namespace__Output } from '../frontend/gen/tarcil/v1/Namespace.ts';
 import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
@@ -30,6 +32,13 @@ export interface ClientFlags {
   server: string;
   tlsCa?: string;
   timeout: number;
+  /** `-n/--namespace` ($TARCIL_NAMESPACE): the namespace of the jobs named; default when absent. */
+  namespace?: string;
+}
+
+/** The namespace field of a request: '' (the server reads it as default) unless -n gave one. */
+function ns(o: ClientFlags): string {
+  return o.namespace ?? '';
 }
 
 function client(o: ClientFlags): SchedulerClient {
@@ -75,7 +84,7 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
   const requestId = o.requestId ?? (await import('node:crypto')).randomUUID();
   const c = client(o);
   try {
-    const res = await submitWithRetry(c, { specJson: text, requestId }, o);
+    const res = await submitWithRetry(c, { specJson: text, requestId, namespace: ns(o) }, o);
     out(`submitted ${res.jobId}`);
     if (!o.wait) return EXIT.OK;
     return await new Promise<ExitCode>((resolve, reject) => {
@@ -110,7 +119,7 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
  */
 export async function submitWithRetry(
   c: SchedulerClient,
-  req: { specJson: string; requestId: string },
+  req: { specJson: string; requestId: string; namespace?: string },
   o: { timeout: number; retries?: number; retryBaseMs?: number; server?: string },
 ): Promise<SubmitJobResponse__Output> {
   const retries = o.retries ?? CLIENT_DEFAULTS.submitRetries;
@@ -191,7 +200,7 @@ export async function statusCommand(id: string, o: ClientFlags & OutputFlags & {
   const c = client(o);
   try {
     if (o.watch) return await watchJob(c, id, o, fmt, out);
-    const j = await unary<Job__Output>(o, (opts, cb) => c.GetJob({ jobId: id, taskFrom: o.tasksFrom ?? 0 }, opts, cb));
+    const j = await unary<Job__Output>(o, (opts, cb) => c.GetJob({ jobId: id, namespace: ns(o), taskFrom: o.tasksFrom ?? 0 }, opts, cb));
     if (isDocument(fmt)) return out(await doc(fmt, 'Job', j, false));
     for (const l of statusLines(id, j, fmt === 'wide')) out(l);
   } finally {
@@ -206,7 +215,7 @@ export async function statusCommand(id: string, o: ClientFlags & OutputFlags & {
  */
 function watchJob(c: SchedulerClient, id: string, o: ClientFlags, fmt: OutputFormat, out: (s: string) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const stream = c.WatchJob({ jobId: id });
+    const stream = c.WatchJob({ jobId: id, namespace: ns(o) });
     const stop = interrupted();
     void stop.promise.then(() => {
       stream.cancel();
@@ -248,11 +257,11 @@ const JOB_WIDE_HEAD = ['priority', 'mode', 'owner', 'finished', 'rescheduled', '
 /** What tells one state of a listed job from another (under --watch). */
 const jobKey = (j: Job__Output): string => JSON.stringify([j.state, j.taskStates, j.message, j.rescheduled, j.owner, j.finishedAtMs]);
 
-export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number }, out: (s: string) => void): Promise<void> {
+export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number; allNamespaces?: boolean }, out: (s: string) => void): Promise<void> {
   const fmt = formatOf(o);
   const wide = fmt === 'wide';
   const c = client(o);
-  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit }, opts, cb));
+  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit, namespace: ns(o), allNamespaces: o.allNamespaces === true }, opts, cb));
   try {
     if (!o.watch) {
       const res = await list();
@@ -326,7 +335,7 @@ export async function clusterCommand(o: ClusterFlags, out: (s: string) => void):
 export async function explainCommand(id: string, o: ClientFlags & OutputFlags, out: (s: string) => void): Promise<void> {
   const fmt = formatOf(o);
   const c = client(o);
-  const get = (): Promise<Explanation__Output> => unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id }, opts, cb));
+  const get = (): Promise<Explanation__Output> => unary<Explanation__Output>(o, (opts, cb) => c.ExplainJob({ jobId: id, namespace: ns(o) }, opts, cb));
   // -o wide: the account, then the decision record in full (explain-view.ts).
   const text = (e: Explanation__Output): string => (fmt === 'wide' ? [e.text, ...explainWideLines(e)].join('\n') : e.text);
   try {
@@ -353,7 +362,7 @@ export async function explainCommand(id: string, o: ClientFlags & OutputFlags, o
 export async function cancelCommand(id: string, o: ClientFlags, out: (s: string) => void): Promise<void> {
   const c = client(o);
   try {
-    const j = await unary<Job__Output>(o, (opts, cb) => c.CancelJob({ jobId: id }, opts, cb));
+    const j = await unary<Job__Output>(o, (opts, cb) => c.CancelJob({ jobId: id, namespace: ns(o) }, opts, cb));
     out(FINAL.has(j.state) ? `${j.id} is already ${j.state}` : `cancelling ${j.id} (${j.state}); \`tarcil status ${j.id}\` shows when it has stopped`);
   } finally {
     c.close();
@@ -381,6 +390,70 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
     });
     lines.push(t.toString());
     out(lines.join('\n'));
+  } finally {
+    c.close();
+  }
+}
+
+/** `tarcil namespaces`: each namespace with its weight, quota and what it uses now. */
+export async function namespacesCommand(o: ClientFlags & OutputFlags, out: (s: string) => void): Promise<void> {
+  const c = client(o);
+  try {
+    const res = await unary<ListNamespacesResponse__Output>(o, (opts, cb) => c.ListNamespaces({}, opts, cb));
+    const fmt = formatOf(o);
+    if (isDocument(fmt)) return out(await doc(fmt, 'ListNamespacesResponse', res, false));
+    const t = new Table({ head: ['namespace', 'weight', 'RUs in use', 'max RUs', 'max waiting jobs', 'jobs'], style: tableStyle() });
+    for (const n of res.namespaces) {
+      const jobs = Object.entries(n.jobs)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([k, v]) => `${v} ${k}`)
+        .join(', ');
+      t.push([n.name, String(n.weight), String(n.rusInUse), n.maxRus > 0 ? String(n.maxRus) : '-', n.maxWaitingJobs > 0 ? String(n.maxWaitingJobs) : '-', jobs || '-']);
+    }
+    out(t.toString());
+  } finally {
+    c.close();
+  }
+}
+
+export interface NamespaceFlags extends ClientFlags {
+  weight?: number;
+  maxRus?: number;
+  maxWaitingJobs?: number;
+  json?: boolean;
+}
+
+/**
+ * `tarcil namespace create|set <name>`: PutNamespace with the flags given (the others keep their
+ * value). `create` refuses a namespace that exists already.
+ */
+export async function namespacePutCommand(verb: 'create' | 'set', name: string, o: NamespaceFlags, out: (s: string) => void): Promise<void> {
+  const c = client(o);
+  try {
+    if (verb === 'create') {
+      const list = await unary<ListNamespacesResponse__Output>(o, (opts, cb) => c.ListNamespaces({}, opts, cb));
+      if (list.namespaces.some((n) => n.name === name)) throw new TarcilError('ALREADY_EXISTS', `namespace ${name} exists already (change it: tarcil namespace set ${name} ...)`);
+    }
+    const req = {
+      name,
+      ...(o.weight !== undefined ? { weight: o.weight } : {}),
+      ...(o.maxRus !== undefined ? { maxRus: o.maxRus } : {}),
+      ...(o.maxWaitingJobs !== undefined ? { maxWaitingJobs: o.maxWaitingJobs } : {}),
+    };
+    const n = await unary<Namespace__Output>(o, (opts, cb) => c.PutNamespace(req, opts, cb));
+    if (o.json) return out(await renderMessage('json', 'Namespace', n));
+    out(`namespace ${n.name}: weight ${n.weight}, max RUs ${n.maxRus > 0 ? n.maxRus : 'no limit'}, max waiting jobs ${n.maxWaitingJobs > 0 ? n.maxWaitingJobs : 'no limit'}`);
+  } finally {
+    c.close();
+  }
+}
+
+/** `tarcil namespace delete <name>`: only a namespace that holds no job. */
+export async function namespaceDeleteCommand(name: string, o: ClientFlags, out: (s: string) => void): Promise<void> {
+  const c = client(o);
+  try {
+    await unary<Namespace__Output>(o, (opts, cb) => c.DeleteNamespace({ name }, opts, cb));
+    out(`namespace ${name} deleted`);
   } finally {
     c.close();
   }

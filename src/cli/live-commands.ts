@@ -2,7 +2,8 @@
  * The commands of the live cluster (up, server, monitor, hollow) and the client commands, with their
  * flags.
  */
-import { type Command, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { namespaceProblem } from '../tenancy/namespace.ts';
 import { AGENT_OPTION_NAMES } from '../agent/defaults.ts';
 import { CLIENT_DEFAULTS, DEFAULT_DRAIN_DEADLINE_MS, DEFAULT_PORT, FRONTEND_LIMITS, MAX_DRAIN_DEADLINE_MS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
@@ -17,9 +18,9 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
-import type { ClientFlags, ClusterFlags, OutputFlags } from './client.ts';
+import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags } from './client.ts';
 import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
@@ -99,6 +100,7 @@ function clientOptions(c: Command): Command {
         .default(CLIENT_DEFAULTS.server),
     )
     .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
+    .addOption(new Option('-n, --namespace <name>', 'the namespace of the jobs named or listed (default: default)').env('TARCIL_NAMESPACE').argParser(namespaceFlag))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
 }
 
@@ -235,7 +237,8 @@ export function registerLiveCommands(program: Command): void {
   intervalOption(outputOptions(clientOptions(program.command('jobs').description('list jobs, newest first')), 'the list, then a row for each job that appears or changes'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)
     .option('--limit <n>', 'at most this many', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
-    .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number }) => (await import('./client.ts')).jobsCommand(o, out));
+    .option('-A, --all-namespaces', 'the jobs of every namespace', false)
+    .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number; allNamespaces: boolean }) => (await import('./client.ts')).jobsCommand(o, out));
   intervalOption(
     outputOptions(
       clientOptions(program.command('cluster').description('the cell summarised by platform and rack (RUs free, busy, reserved, down; admission buckets); --servers lists the servers')),
@@ -255,6 +258,33 @@ export function registerLiveCommands(program: Command): void {
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
     .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
+  registerNamespaceCommands(program, clientOptions);
+}
+
+/** `namespaces` and `namespace create|set|delete`. */
+function registerNamespaceCommands(program: Command, clientOptions: (c: Command) => Command): void {
+  outputOptions(clientOptions(program.command('namespaces').description('the namespaces: weight, quota, RUs in use and jobs by state')), 'the list, then again whenever it changes')
+    .action(async (o: ClientFlags & OutputFlags) => (await import('./client.ts')).namespacesCommand(o, out));
+  const ns = program.command('namespace').description('create, change or delete a namespace');
+  const quota = (c: Command): Command =>
+    clientOptions(c)
+      .option('--weight <w>', 'its share of freed capacity against other namespaces with waiting jobs (default 1)', num('--weight', (x) => x > 0 && x <= 1_000_000, 'must be a number in (0, 1000000]'))
+      .option('--max-rus <n>', 'quota: RUs its tasks may hold at once (0: no limit)', intIn('--max-rus', { min: 0, max: 100_000_000 }))
+      .option('--max-waiting-jobs <n>', 'quota: jobs it may have that are not final (0: no limit)', intIn('--max-waiting-jobs', { min: 0, max: 100_000_000 }))
+      .option('--json', 'the namespace as the API returns it', false);
+  quota(ns.command('create <name>').description('a new namespace (1-63 lower-case letters, digits or -)'))
+    .action(async (name: string, o: NamespaceFlags) => (await import('./client.ts')).namespacePutCommand('create', name, o, out));
+  quota(ns.command('set <name>').description("change a namespace's weight or quota (the flags not given keep their value)"))
+    .action(async (name: string, o: NamespaceFlags) => (await import('./client.ts')).namespacePutCommand('set', name, o, out));
+  clientOptions(ns.command('delete <name>').description('delete a namespace that holds no job'))
+    .action(async (name: string, o: ClientFlags) => (await import('./client.ts')).namespaceDeleteCommand(name, o, out));
+}
+
+/** -n: a namespace name, checked here so a typo is named before any call. */
+function namespaceFlag(v: string): string {
+  const problem = namespaceProblem(v);
+  if (problem) throw new InvalidArgumentError(`--namespace ${problem} (got '${v.slice(0, 70)}')`);
+  return v;
 }
 
 /** Registers `node` and `logs`; `clientOptions` adds the client flags every client command has. */

@@ -3,6 +3,7 @@
  * and `tarcil logs <job> [task]` (as `kubectl logs`, `nomad alloc logs`): client commands of the
  * front-end's SetNodeScheduling and TaskLogs, or of a node's NodeMonitor directly (`--node`).
  */
+import { resolveJobId } from '../tenancy/namespace.ts';
 import type * as grpc from '@grpc/grpc-js';
 import { nodeMonitorClient, schedulerClient } from '../frontend/client.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
@@ -18,6 +19,7 @@ interface ClientFlags {
   server: string;
   tlsCa?: string;
   timeout: number;
+  namespace?: string;
 }
 
 type Out = (line: string) => void;
@@ -121,7 +123,9 @@ export async function logsCommand(job: string, task: number, o: LogsFlags, write
   const direct = o.node !== undefined ? nodeMonitorClient(o.node, tls) : undefined;
   const front = direct ? undefined : schedulerClient(o.server, tls);
   try {
-    const stream = direct ? direct.ReadTaskLog({ server: '', job, task, follow: o.follow }) : front!.TaskLogs({ jobId: job, task, follow: o.follow });
+    const namespace = o.namespace ?? '';
+    const qualified = resolveJobId(job, namespace) ?? job;
+    const stream = direct ? direct.ReadTaskLog({ server: '', job: qualified, task, follow: o.follow }) : front!.TaskLogs({ jobId: job, namespace, task, follow: o.follow });
     await new Promise<void>((resolve, reject) => {
       stream.on('data', (c: TaskLogChunk__Output) => (c.stream === 'stderr' ? write.stderr : write.stdout)(c.data));
       stream.on('end', () => resolve());

@@ -23,7 +23,7 @@ export function formatOf(o: { output?: OutputFormat; json?: boolean }): OutputFo
 }
 
 /** A message of the Scheduler API, by its name in package tarcil.v1. */
-export type MessageName = 'Job' | 'JobEvent' | 'ListJobsResponse' | 'Cluster' | 'Explanation' | 'Server' | 'ProfileEstimate';
+export type MessageName = 'Job' | 'JobEvent' | 'ListJobsResponse' | 'Cluster' | 'Explanation' | 'Server' | 'ProfileEstimate' | 'ListNamespacesResponse' | 'Namespace';
 
 interface PbType {
   fromObject(o: Record<string, unknown>): unknown;
