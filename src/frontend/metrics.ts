@@ -199,7 +199,7 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_task_moves_total',
-      help: 'Slow tasks of migratable and scale-out jobs looked at by the run-time loop, by outcome: moved (new copy placed, old one told to stop), completed (the new copy released once the old one stopped), scaled-out (a task added to a scale-out job), or the reason nothing was done (no-gain, no-budget, max-moves, no-better-ru, conflict, changed), since the process started',
+      help: 'Slow tasks of migratable and scale-out jobs looked at by the run-time loop, by outcome: moved (new copy placed, old one told to stop), completed (the new copy released once the old one stopped), scaled-out (a task added to a scale-out job), or the reason nothing was done (no-gain, no-budget, no-room: the cell had tasks waiting or too few free RUs for a scale-out job to grow, max-moves, no-better-ru, conflict, changed), since the process started',
       labelNames: ['outcome'],
       registers: [this.registry],
       collect() {

@@ -34,6 +34,12 @@ export interface RuntimeLoopConfig {
    * otherwise take its server out of the cell for good); a task that turns slow later blocks again.
    */
   maxBlockMs: number;
+  /**
+   * Autoscale's room: a scale-out job grows only while more than this share of the cell's RUs is
+   * free and no task waits to be placed, so a new task never takes an RU a waiting job needs
+   * (0: only the waiting tasks are looked at).
+   */
+  growHeadroom: number;
 }
 
 /** The hysteresis band a node monitor uses: a blocked server recovers 0.1 above the slow share. */
@@ -50,6 +56,7 @@ export const DEFAULT_RUNTIME_LOOP: RuntimeLoopConfig = {
   movePauseMs: 2_000,
   minGain: 0.2,
   maxBlockMs: 60_000,
+  growHeadroom: 0.1,
 };
 
 /** Defaults overlaid with `over`, checked: throws INVALID_ARGUMENT naming the field. */
@@ -66,7 +73,16 @@ export function runtimeLoopConfig(over: Partial<RuntimeLoopConfig> = {}): Runtim
     if (!(Number.isFinite(c[k]) && c[k] >= 0)) throw invalid(`runtime.${k}`, 'must be a number ≥ 0', { value: c[k] });
   }
   if (!(Number.isFinite(c.minGain) && c.minGain >= 0 && c.minGain < 1)) throw invalid('runtime.minGain', 'must be a number in [0, 1)', { value: c.minGain });
+  if (!(Number.isFinite(c.growHeadroom) && c.growHeadroom >= 0 && c.growHeadroom < 1)) throw invalid('runtime.growHeadroom', 'must be a number in [0, 1)', { value: c.growHeadroom });
   return c;
+}
+
+/**
+ * Whether the cell has room for a scale-out job to grow: no task waits to be placed, and more than
+ * `growHeadroom` of its RUs are free. The live owner and the simulator ask the same question.
+ */
+export function roomToGrow(cell: { freeRus: number; totalRus: number; waitingTasks: number }, c: Pick<RuntimeLoopConfig, 'growHeadroom'>): boolean {
+  return cell.waitingTasks === 0 && cell.freeRus > c.growHeadroom * cell.totalRus;
 }
 
 /**

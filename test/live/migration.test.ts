@@ -56,7 +56,7 @@ interface Cell {
   close(): Promise<void>;
 }
 
-async function startCell(prefix: string): Promise<Cell> {
+async function startCell(prefix: string, runtime: Record<string, number> = {}): Promise<Cell> {
   const store = await openStore(etcd.endpoint.replace('http://', 'etcd://'));
   const keys = new Keys(prefix);
   const ruEvents: Cell['ruEvents'] = [];
@@ -86,7 +86,7 @@ async function startCell(prefix: string): Promise<Cell> {
     port: 0,
     leaseTtlSeconds: 3,
     housekeeping: false,
-    runtime: { moveAfterMs: 2500, movesPerSecond: 5 },
+    runtime: { moveAfterMs: 2500, movesPerSecond: 5, ...runtime },
   });
   const c = schedulerClient(`127.0.0.1:${sched.port}`);
   return {
@@ -216,6 +216,21 @@ describe('moving a slow task (run-time loop, live)', () => {
       expect((await getJob(cell.c, job)).scaledOut).toBe(2);
       // Not migratable: nothing moved.
       expect(cell.sched.manager.moveStats.moved).toBe(0);
+      await new Promise<void>((resolve, reject) => cell.c.CancelJob({ jobId: job }, (err) => (err ? reject(err) : resolve())));
+    } finally {
+      await cell.close();
+    }
+  });
+
+  it('does not grow a scale-out job when the cell has no room (too few RUs free), and counts why', { timeout: 60_000 }, async () => {
+    // The job's own task is busy, so the free share is below 99% however large the cell.
+    const cell = await startCell('/mig5/', { growHeadroom: 0.99 });
+    try {
+      const job = await slowedOnA0(cell, false, { durationMs: 30_000, scaleOut: { maxTasks: 3 } });
+      await until('a scale-out declined for want of room', 20_000, async () => cell.sched.manager.moveStats.declined['no-room'] > 0);
+      await sleep(3000);
+      expect(parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job)))?.spec.tasks).toBe(1);
+      expect(cell.sched.manager.moveStats.scaledOut).toBe(0);
       await new Promise<void>((resolve, reject) => cell.c.CancelJob({ jobId: job }, (err) => (err ? reject(err) : resolve())));
     } finally {
       await cell.close();

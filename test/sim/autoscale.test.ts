@@ -77,6 +77,23 @@ describe('autoscale in the simulator', () => {
     expect(on.summary.perfMean).toBeGreaterThan(off.summary.perfMean);
   });
 
+  it('grows only while the cell has room: more than growHeadroom of its RUs free and no task waiting', () => {
+    // 16 RUs: 8 resident, the job's 2 tasks; 6 free (37.5%).
+    const cell = { servers: 8, tasks: 2, work: 100_000, maxTasks: 6 };
+    const run = (growHeadroom: number) => runSim({ workload: slowCell(cell), policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: { ...RT, growHeadroom } } }, seed: 3, keepWorld: true });
+    // Above 30% free (4.8 RUs) it grows: 6 → 5 → 4 free, then stops short of its limit of 6.
+    const some = run(0.3);
+    expect(only(some.world as World).tasks).toHaveLength(4);
+    expect(some.counters.scaleOuts).toBe(2);
+    expect(some.counters.scaleOutNoRoom).toBeGreaterThan(0);
+    // 37.5% free is not above 50%: it never grows.
+    const none = run(0.5);
+    expect(only(none.world as World).tasks).toHaveLength(2);
+    expect(none.counters.scaleOuts).toBe(0);
+    expect(none.counters.scaleOutNoRoom).toBeGreaterThan(0);
+    expect(() => run(1)).toThrow(/runtime.growHeadroom: must be a number in \[0, 1\)/);
+  });
+
   it('never scales a job that is not scale-out, nor anything with autoscale off', () => {
     const plain = runSim({ workload: slowCell({ servers: 8, tasks: 2, work: 100_000 }), policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: RT } }, seed: 3, keepWorld: true });
     expect(only(plain.world as World).tasks).toHaveLength(2);

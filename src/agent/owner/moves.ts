@@ -12,7 +12,7 @@
  * no longer be written over it (it is fenced like any other). An owner that takes the job over
  * finds the move from the task record (`movedFrom`) and finishes it the same way.
  */
-import { moveWorthIt, type MoveBudget, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import { moveWorthIt, roomToGrow, type MoveBudget, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../../state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../state/records.ts';
 import type { KeyValue } from '../../store/types.ts';
@@ -37,11 +37,11 @@ export interface MoveStats {
   /** Tasks added to scale-out jobs. */
   scaledOut: number;
   /** Slow tasks looked at and left where they are, by reason. */
-  declined: Record<'no-gain' | 'no-budget' | 'max-moves' | 'no-better-ru' | 'conflict' | 'changed', number>;
+  declined: Record<'no-gain' | 'no-budget' | 'no-room' | 'max-moves' | 'no-better-ru' | 'conflict' | 'changed', number>;
 }
 
 export function newMoveStats(): MoveStats {
-  return { moved: 0, completed: 0, scaledOut: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
+  return { moved: 0, completed: 0, scaledOut: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'no-room': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
 }
 
 /** A load report appeared or went: note the task slow (or not) and, for a migratable job, look again after the wait. */
@@ -155,6 +155,12 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
  */
 async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }, rearm: () => void): Promise<void> {
   const now = m.o.clock.now();
+  // The cell as this process's agents see it (their shared view) and the tasks it holds unplaced.
+  const view = m.pickAgent().admission;
+  if (!roomToGrow({ freeRus: view.totalFree(), totalRus: view.size(), waitingTasks: m.pendingTasks() }, m.runtime)) {
+    m.moveStats.declined['no-room']++;
+    return rearm();
+  }
   if (!m.moveBudget.take(now)) {
     m.moveStats.declined['no-budget']++;
     return rearm();

@@ -20,7 +20,7 @@
  * "Expected rate" is the task's rate on its platform without interference: the share is the
  * inverse of its interference slowdown, which the truth knows and a live monitor measures.
  */
-import { BlockState, MoveBudget, moveWorthIt, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
+import { BlockState, MoveBudget, moveWorthIt, roomToGrow, runtimeLoopConfig, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { ProfileLearner } from '../../model/learn.ts';
 import { N_RESOURCES } from '../../model/types.ts';
 import { TARCIL } from '../constants.ts';
@@ -65,6 +65,8 @@ export interface RuntimeCounters {
   /** Checks not asked: the job grew less than a wait ago or its last new task is still being placed; or the budget was spent. */
   scaleOutHeld: number;
   scaleOutNoBudget: number;
+  /** Checks not asked: the cell had no room (tasks waiting, or too few RUs free: roomToGrow). */
+  scaleOutNoRoom: number;
   /** Checks of jobs at their limit (then moved, if moves are on). */
   scaleOutMaxed: number;
   /** Tasks added (started), and asks whose job had no running task left when the new one could start. */
@@ -92,6 +94,7 @@ export class SimLoadMonitor {
     scaleOutAsks: 0,
     scaleOutHeld: 0,
     scaleOutNoBudget: 0,
+    scaleOutNoRoom: 0,
     scaleOutMaxed: 0,
     scaleOuts: 0,
     scaleOutObsolete: 0,
@@ -118,6 +121,8 @@ export class SimLoadMonitor {
     private readonly learner?: ProfileLearner,
     /** Asks the policy to place one more task of a scale-out job (it answers scaledOut or notScaledOut). */
     private readonly requestScaleOut?: (job: SimJob) => void,
+    /** Tasks the policy holds that wait to be placed (autoscale grows only when none does). */
+    private readonly waitingTasks: () => number = () => 0,
   ) {
     this.cfg = runtimeLoopConfig(opts.config);
     this.budget = new MoveBudget(this.cfg, world.engine.now());
@@ -273,6 +278,11 @@ export class SimLoadMonitor {
       return;
     }
     if (!this.requestScaleOut) return;
+    if (!roomToGrow({ freeRus: this.world.free.size, totalRus: this.world.nRu, waitingTasks: this.waitingTasks() }, this.cfg)) {
+      this.c.scaleOutNoRoom++;
+      this.rearm(t, now);
+      return;
+    }
     if (!this.budget.take(now)) {
       this.c.scaleOutNoBudget++;
       this.rearm(t, now);

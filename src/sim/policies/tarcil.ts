@@ -135,8 +135,17 @@ export class TarcilPolicy implements Policy {
             (t) => this.enqueue({ ...this.request(t.job, this.target(t.job.scheduledAs ?? t.job.declared), [], t.data), move: t }),
             this.learner,
             (job) => this.enqueue({ ...this.request(job, this.target(job.scheduledAs ?? job.declared), [addedTask(job)]), scaleOut: true }),
+            () => this.waitingTasks(),
           )
         : undefined;
+  }
+
+  /** Tasks queued at the agents or waiting for RUs, not yet placed. */
+  private waitingTasks(): number {
+    let n = 0;
+    for (const a of this.agents) for (const r of a.queue) n += r.pending.length;
+    for (const r of this.waiters) n += r.pending.length;
+    return n;
   }
 
   timing(): Record<string, number> {
