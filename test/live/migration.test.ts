@@ -227,7 +227,7 @@ describe('moving a slow task (run-time loop, live)', () => {
     const cell = await startCell('/mig5/', { growHeadroom: 0.99 });
     try {
       const job = await slowedOnA0(cell, false, { durationMs: 30_000, scaleOut: { maxTasks: 3 } });
-      await until('a scale-out declined for want of room', 20_000, async () => cell.sched.manager.moveStats.declined['no-room'] > 0);
+      await until('a scale-out declined for want of room', 20_000, () => Promise.resolve(cell.sched.manager.moveStats.declined['no-room'] > 0));
       await sleep(3000);
       expect(parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job)))?.spec.tasks).toBe(1);
       expect(cell.sched.manager.moveStats.scaledOut).toBe(0);
