@@ -125,7 +125,7 @@ describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
     }
     expect(b?.rusInUse).toBe(2);
     // One job, not final (its record may still say placed while its tasks start).
-    expect(Object.entries(b?.jobs ?? {})).toEqual([[expect.stringMatching(/^(placed|running)$/), 1]]);
+    expect(Object.entries(b?.jobs ?? {})).toEqual([[expect.stringMatching(/^(admitted|placed|running)$/), 1]]);
     const list = await unary<object, { namespaces: Namespace__Output[] }>(c, 'ListNamespaces', {});
     expect(list.namespaces.map((n) => n.name)).toEqual(['default', 'team-a', 'team-b']);
 
