@@ -24,6 +24,7 @@ import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
 import type { LogsFlags, NodeFlags } from './node-commands.ts';
+import { registerAclCommands } from './acl-commands.ts';
 
 
 const L = FRONTEND_LIMITS;
@@ -99,6 +100,7 @@ function clientOptions(c: Command): Command {
         .default(CLIENT_DEFAULTS.server),
     )
     .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
+    .addOption(new Option('--token <token>', 'access token, `<accessor>.<secret>` as `tarcil acl` printed it (needed when the front-end has ACLs on)').env('TARCIL_TOKEN'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
 }
 
@@ -155,6 +157,7 @@ export function registerLiveCommands(program: Command): void {
         .default(SERVER_DEFAULTS.unplaceableTimeoutMs, fmtMs(SERVER_DEFAULTS.unplaceableTimeoutMs)),
     )
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
+    .option('--acl', 'access control: every call needs a token whose policy allows it (`tarcil acl bootstrap` makes the first, an admin token); off: every client may do anything', false)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
     .action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
@@ -255,6 +258,7 @@ export function registerLiveCommands(program: Command): void {
   clientOptions(program.command('cancel <job-id>').description('cancel a job: queued tasks are dropped, running ones killed'))
     .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
+  registerAclCommands(program, clientOptions);
 }
 
 /** Registers `node` and `logs`; `clientOptions` adds the client flags every client command has. */
