@@ -71,7 +71,7 @@ function housekeepingOptions(c: Command): Command {
     .addOption(
       new Option(
         '--retain <duration>',
-        `finished jobs, their tasks and decision records are deleted this long after they end (e.g. 20s, 30m, 1h); request ids live as long as their job and at least max(--retain, ${REQUEST_RETAIN_FLOOR_MS / 60_000}m) after the request`,
+        `finished jobs, their tasks and decision records are deleted this long after they end (e.g. 20s, 30m, 1h); request ids live as long as their job and at least max(--retain, ${REQUEST_RETAIN_FLOOR_MS / 60_000}m) after the request; audit records this long after the call`,
       )
         .argParser(duration('--retain', L.retainMs))
         .default(SERVER_DEFAULTS.retainMs, fmtMs(SERVER_DEFAULTS.retainMs)),

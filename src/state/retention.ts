@@ -2,7 +2,8 @@
  * Retention: deletes finished jobs once their retention period has passed, with everything they
  * left in the store (task records, decision record, load reports, the request ids that created
  * them), in bounded batches of guarded transactions, so that a job that is not final is never
- * deleted. One process runs it at a time (the elected housekeeper, housekeeping.ts).
+ * deleted; and audit records (`audit/<time>-<id>`, tenancy/audit.ts) older than the same period.
+ * One process runs it at a time (the elected housekeeper, housekeeping.ts).
  */
 import type { ClusterStore, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
