@@ -133,6 +133,8 @@ describe('ACLs on (etcd)', () => {
     tokens.other = await make('other', { namespaces: { 'team-b': ['submit', 'read', 'cancel'] } });
     tokens.expired = await make('expired', { cluster: ['admin'] }, 1000);
     tokens.revoked = await make('revoked', { cluster: ['admin'] });
+    tokens.forged = `${tokens.admin!.split('.')[0]}.${'A'.repeat(43)}`;
+    tokens.unknown = `0123456789abcdef.${'B'.repeat(43)}`;
     await ok(admin, 'RevokeToken', { accessor: tokens.revoked.split('.')[0] });
     jobA = (await ok<{ jobId: string }>(as(tokens.submitter), 'SubmitJob', { specJson: spec('a', 'team-a') })).jobId;
     await ok(as(tokens.other), 'SubmitJob', { specJson: spec('b', 'team-b') });
@@ -149,14 +151,16 @@ describe('ACLs on (etcd)', () => {
   const AUTHN = S.UNAUTHENTICATED;
   const DENY = S.PERMISSION_DENIED;
   const PRE = S.FAILED_PRECONDITION;
-  type Who = 'none' | 'expired' | 'revoked' | 'other' | 'reader' | 'submitter' | 'admin';
-  const WHO: Who[] = ['none', 'expired', 'revoked', 'other', 'reader', 'submitter', 'admin'];
+  // forged: the admin token's accessor with another secret; unknown: a well-formed token never made.
+  type Who = 'none' | 'forged' | 'unknown' | 'expired' | 'revoked' | 'other' | 'reader' | 'submitter' | 'admin';
+  const WHO: Who[] = ['none', 'forged', 'unknown', 'expired', 'revoked', 'other', 'reader', 'submitter', 'admin'];
+  const UNAUTH: Who[] = ['none', 'forged', 'unknown', 'expired', 'revoked'];
   interface Row {
     rpc: string;
     stream?: boolean;
     mutates?: boolean;
     req: () => object;
-    /** Status for other, reader, submitter, admin (the three without a valid token get UNAUTHENTICATED, AclBootstrap aside). */
+    /** Status for other, reader, submitter, admin (callers without a valid token get UNAUTHENTICATED, AclBootstrap aside). */
     want: [number, number, number, number];
   }
   const OK = S.OK;
@@ -182,7 +186,7 @@ describe('ACLs on (etcd)', () => {
     { rpc: 'ListAudit', req: () => ({}), want: [DENY, DENY, DENY, OK] },
   ];
   const expected = (row: Row, who: Who): number => {
-    if (who === 'none' || who === 'expired' || who === 'revoked') return row.rpc === 'AclBootstrap' ? PRE : AUTHN;
+    if (UNAUTH.includes(who)) return row.rpc === 'AclBootstrap' ? PRE : AUTHN;
     return row.want[['other', 'reader', 'submitter', 'admin'].indexOf(who)]!;
   };
 
