@@ -31,6 +31,8 @@ import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileE
 export interface ClientFlags {
   server: string;
   tlsCa?: string;
+  /** The access token (`--token`, $TARCIL_TOKEN): sent with every call. */
+  token?: string;
   timeout: number;
   /** `-n/--namespace` ($TARCIL_NAMESPACE): the namespace of the jobs named; default when absent. */
   namespace?: string;
@@ -41,11 +43,11 @@ function ns(o: ClientFlags): string {
   return o.namespace ?? '';
 }
 
-function client(o: ClientFlags): SchedulerClient {
-  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined);
+export function client(o: Pick<ClientFlags, 'server' | 'tlsCa' | 'token'>): SchedulerClient {
+  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined, o.token || undefined);
 }
 
-function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
+export function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
   return new Promise((resolve, reject) => {
     invoke({ deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
       if (err) reject(fromGrpc(err, o.server));
@@ -56,7 +58,7 @@ function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.re
 }
 
 /** A gRPC status as the project's error; one that says the front-end was not reached names the address dialled. */
-function fromGrpc(err: grpc.ServiceError, server?: string): TarcilError {
+export function fromGrpc(err: grpc.ServiceError, server?: string): TarcilError {
   const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 16: 'UNAUTHENTICATED', 7: 'PERMISSION_DENIED', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
   const n = Number(err.code);
   const code = names[n] ?? 'INTERNAL';

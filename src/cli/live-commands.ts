@@ -25,6 +25,7 @@ import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
 import type { LogsFlags, NodeFlags } from './node-commands.ts';
+import { registerAclCommands } from './acl-commands.ts';
 
 
 const L = FRONTEND_LIMITS;
@@ -71,7 +72,7 @@ function housekeepingOptions(c: Command): Command {
     .addOption(
       new Option(
         '--retain <duration>',
-        `finished jobs, their tasks and decision records are deleted this long after they end (e.g. 20s, 30m, 1h); request ids live as long as their job and at least max(--retain, ${REQUEST_RETAIN_FLOOR_MS / 60_000}m) after the request`,
+        `finished jobs, their tasks and decision records are deleted this long after they end (e.g. 20s, 30m, 1h); request ids live as long as their job and at least max(--retain, ${REQUEST_RETAIN_FLOOR_MS / 60_000}m) after the request; audit records this long after the call`,
       )
         .argParser(duration('--retain', L.retainMs))
         .default(SERVER_DEFAULTS.retainMs, fmtMs(SERVER_DEFAULTS.retainMs)),
@@ -101,6 +102,7 @@ function clientOptions(c: Command): Command {
     )
     .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
     .addOption(new Option('-n, --namespace <name>', 'the namespace of the jobs named or listed (default: default)').env('TARCIL_NAMESPACE').argParser(namespaceFlag))
+    .addOption(new Option('--token <token>', 'access token, `<accessor>.<secret>` as `tarcil acl` printed it (needed when the front-end has ACLs on)').env('TARCIL_TOKEN'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);
 }
 
@@ -157,6 +159,7 @@ export function registerLiveCommands(program: Command): void {
         .default(SERVER_DEFAULTS.unplaceableTimeoutMs, fmtMs(SERVER_DEFAULTS.unplaceableTimeoutMs)),
     )
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
+    .option('--acl', 'access control: every call needs a token whose policy allows it (`tarcil acl bootstrap` makes the first, an admin token); off: every client may do anything', false)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
     .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
     .action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
@@ -259,6 +262,7 @@ export function registerLiveCommands(program: Command): void {
     .action(async (id: string, o: ClientFlags) => (await import('./client.ts')).cancelCommand(id, o, out));
   registerNodeCommands(program, clientOptions);
   registerNamespaceCommands(program, clientOptions);
+  registerAclCommands(program, clientOptions);
 }
 
 /** `namespaces` and `namespace create|set|delete`. */

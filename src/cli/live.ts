@@ -171,6 +171,8 @@ export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   departedMemory: number;
   unplaceableTimeout: number;
   maxPendingTasks: number;
+  /** ACLs on: every call needs an access token (`tarcil acl`). */
+  acl?: boolean;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -215,6 +217,7 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     unplaceableTimeoutMs: o.unplaceableTimeout,
     maxPendingTasks: o.maxPendingTasks,
     listenBeforeReady: true,
+    acl: o.acl === true,
   });
   // Submissions are taken from now on; placing starts once the cell is loaded.
   const listeningAt = Date.now();
@@ -242,9 +245,16 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     // One line on stdout that scripts (and the end-to-end test) wait for.
     () =>
       process.stdout.write(
-        `tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}${sched.httpPort !== undefined ? `, dashboard on ${dashboardUrl(o.host, sched)}` : ''}\n${sched.httpRefused ? `tarcil server: ${sched.httpRefused}\n` : ''}`,
+        `tarcil server listening on ${o.host}:${sched.port}${sched.metricsPort !== undefined ? `, metrics on :${sched.metricsPort}/metrics` : ''}${sched.httpPort !== undefined ? `, dashboard on ${dashboardUrl(o.host, sched)}` : ''}\n${sched.httpRefused ? `tarcil server: ${sched.httpRefused}\n` : ''}${aclLine(o)}`,
       ),
   );
+}
+
+/** What the server's banner says of access control. */
+function aclLine(o: ServerFlags): string {
+  if (o.acl) return 'tarcil server: ACLs on: every call needs a token (`tarcil acl bootstrap` makes the first one)\n';
+  const loopback = o.host === 'localhost' || o.host.startsWith('127.') || o.host === '::1';
+  return loopback ? '' : `tarcil server: ACLs off: any client that reaches ${o.host}:${o.port} may do anything (--acl turns them on)\n`;
 }
 
 /** Where a browser finds the dashboard of a front-end listening on `host`. */
@@ -399,6 +409,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
   const banner = (): void => {
     out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
     out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
+    out('  access           ACLs off (loopback, zero configuration; `tarcil server --acl` turns them on)');
     if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);
     if (sched.httpPort !== undefined) out(`  dashboard        ${dashboardUrl(o.host, sched)}${o.httpToken ? '   (open it with ?token=<the token>)' : ''}`);
     if (sched.httpRefused) out(`  dashboard        off: ${sched.httpRefused}`);

@@ -115,8 +115,9 @@ program
   .option('--learned', 'ask a running front-end for the profile learned from what the monitors measured, next to the declared one', false)
   .option('--server <host:port>', 'the tarcil front-end (with --learned)', process.env.TARCIL_SERVER ?? CLIENT_DEFAULTS.server)
   .option('--tls-ca <file>', 'connect over TLS, trusting this CA (with --learned)')
+  .addOption(new Option('--token <token>', 'access token (with --learned; needed when the front-end has ACLs on)').env('TARCIL_TOKEN'))
   .option('--timeout <ms>', 'deadline of the call (with --learned)', intIn('--timeout', FRONTEND_LIMITS.timeoutMs), CLIENT_DEFAULTS.timeoutMs)
-  .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean; learned: boolean; server: string; tlsCa?: string; timeout: number }) => {
+  .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean; learned: boolean; server: string; tlsCa?: string; token?: string; timeout: number }) => {
     if (o.learned) {
       const { learnedProfileCommand } = await import('./client.ts');
       return learnedProfileCommand(name, o, (s) => process.stdout.write(`${s}\n`));

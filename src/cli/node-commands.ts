@@ -18,6 +18,7 @@ import { fmtMs } from './flags.ts';
 interface ClientFlags {
   server: string;
   tlsCa?: string;
+  token?: string;
   timeout: number;
   namespace?: string;
 }
@@ -29,7 +30,7 @@ const out: Out = (l) => {
 };
 
 function client(o: ClientFlags): SchedulerClient {
-  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined);
+  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined, o.token || undefined);
 }
 
 function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
@@ -121,7 +122,7 @@ export function taskArg(v: string | undefined): number {
 export async function logsCommand(job: string, task: number, o: LogsFlags, write: { stdout: (b: Buffer) => void; stderr: (b: Buffer) => void } = { stdout: (b) => process.stdout.write(b), stderr: (b) => process.stderr.write(b) }): Promise<void> {
   const tls = o.tlsCa ? { caFile: o.tlsCa } : undefined;
   const direct = o.node !== undefined ? nodeMonitorClient(o.node, tls) : undefined;
-  const front = direct ? undefined : schedulerClient(o.server, tls);
+  const front = direct ? undefined : schedulerClient(o.server, tls, o.token || undefined);
   try {
     const namespace = o.namespace ?? '';
     const qualified = resolveJobId(job, namespace) ?? job;

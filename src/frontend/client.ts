@@ -2,15 +2,32 @@
  * The gRPC clients of the Scheduler and NodeMonitor services, as the CLI and the job owners use
  * them.
  */
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from './grpc.ts';
 import { CLIENT_DEFAULTS } from './options.ts';
 import { clientConstructor } from './proto-root.ts';
 
-export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): SchedulerClient {
-  return new (clientConstructor('tarcil.v1.Scheduler'))(address, clientCredentials(tls)) as unknown as SchedulerClient;
+/**
+ * A Scheduler client. With a token (`--token`, $TARCIL_TOKEN), every call carries it as
+ * `authorization: Bearer <token>` metadata (a front-end with ACLs on needs it; one with ACLs off
+ * ignores it).
+ */
+export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }, token?: string): SchedulerClient {
+  const opts: grpc.ClientOptions = token ? { interceptors: [bearer(token)] } : {};
+  return new (clientConstructor('tarcil.v1.Scheduler'))(address, clientCredentials(tls), opts) as unknown as SchedulerClient;
+}
+
+/** An interceptor adding `authorization: Bearer <token>` to every call's metadata. */
+export function bearer(token: string): grpc.Interceptor {
+  return (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start: (metadata, listener, next) => {
+        metadata.set('authorization', `Bearer ${token}`);
+        next(metadata, listener);
+      },
+    });
 }
 
 /** A node's NodeMonitor service, reached directly (`tarcil logs --node`). */

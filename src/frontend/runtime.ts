@@ -18,6 +18,7 @@ import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
+import { AuthLayer } from './auth.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
 import { Dashboard, dashboardRefusal } from './dashboard/server.ts';
@@ -69,6 +70,13 @@ export interface SchedulerProcessOptions {
    * once `ready` resolves. Without it startScheduler resolves only once it schedules.
    */
   listenBeforeReady?: boolean;
+  /**
+   * ACLs on (`tarcil server --acl`): every Scheduler call needs a token whose policy allows it
+   * (auth.ts). Off by default: every call is allowed, as `anonymous`.
+   */
+  acl?: boolean;
+  /** How long a token lookup is trusted before it is read again (default DEFAULT_TOKEN_CACHE_MS). */
+  tokenCacheMs?: number;
 }
 
 export interface SchedulerProcess {
@@ -143,6 +151,15 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
         });
   housekeeper?.start();
+  const auth = new AuthLayer({
+    acl: o.acl ?? false,
+    store: o.store,
+    keys: o.keys,
+    clock: o.clock,
+    log: o.log.child({ component: 'audit' }),
+    certAuth: o.tls?.caFile !== undefined,
+    ...(o.tokenCacheMs !== undefined ? { cacheTtlMs: o.tokenCacheMs } : {}),
+  });
   const service = new SchedulerService({
     manager,
     store: o.store,
@@ -154,13 +171,14 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     retainMs,
     process: o.name,
     readLog: (endpoint, req) => nodes.readLog(endpoint, req),
+    onTokenChanged: (accessor) => auth.forget(accessor),
   });
   const grpcServer = await startGrpcServer({
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),
     register: (server) => {
-      server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, service.handlers());
+      server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, auth.wrap(service.handlers()));
       return ['tarcil.v1.Scheduler'];
     },
   });
@@ -198,7 +216,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     throw err;
   }
   if (httpRefused) o.log.warn({ host: o.host }, httpRefused);
-  o.log.info({ port: grpcServer.port, agents: o.agents, lease: manager.leaseId, metricsPort, httpPort }, 'scheduler listening');
+  o.log.info({ port: grpcServer.port, acl: auth.enabled, agents: o.agents, lease: manager.leaseId, metricsPort, httpPort }, 'scheduler listening');
   return {
     port: grpcServer.port,
     metricsPort,

@@ -1,6 +1,7 @@
 /**
  * The Scheduler gRPC service: SubmitJob, GetJob, ListJobs, WatchJob, CancelJob, ExplainJob,
- * GetCluster and GetProfile over the job manager and the store.
+ * GetCluster and GetProfile over the job manager and the store; the namespace and token RPCs from
+ * namespace-service.ts and acl-service.ts. Who may call what is the auth layer's (auth.ts).
  */
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
@@ -32,6 +33,7 @@ import { laterTurn, onLaterTurn } from '../util/turns.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/namespace.ts';
 import { namespaceForSubmit, requireNamespaceName } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
+import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
 
@@ -53,6 +55,8 @@ export interface SchedulerServiceDeps {
   process?: string;
   /** Reaches a node's NodeMonitor for TaskLogs. */
   readLog?: NodeServiceDeps['readLog'];
+  /** Told of a token created or revoked (the auth layer's cache drops what it knew). */
+  onTokenChanged?: (accessor: string) => void;
 }
 
 /**
@@ -131,6 +135,7 @@ export class SchedulerService {
 
   handlers(): SchedulerHandlers {
     return {
+      ...aclHandlers({ store: this.d.store, keys: this.d.keys, clock: this.d.clock, ...(this.d.onTokenChanged ? { onChanged: this.d.onTokenChanged } : {}) }),
       SubmitJob: (call, cb) => {
         void this.submit(call.request, call).then(
           (r) => cb(null, r),

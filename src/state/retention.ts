@@ -2,7 +2,8 @@
  * Retention: deletes finished jobs once their retention period has passed, with everything they
  * left in the store (task records, decision record, load reports, the request ids that created
  * them), in bounded batches of guarded transactions, so that a job that is not final is never
- * deleted. One process runs it at a time (the elected housekeeper, housekeeping.ts).
+ * deleted; and audit records (`audit/<time>-<id>`, tenancy/audit.ts) older than the same period.
+ * One process runs it at a time (the elected housekeeper, housekeeping.ts).
  */
 import type { ClusterStore, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -57,6 +58,8 @@ export interface SweepResult {
   requests: number;
   /** Deletes whose compares failed: the job changed meanwhile (it is looked at again next time). */
   raced: number;
+  /** Audit records (`audit/<time>-<id>`) older than the retention period. */
+  audits: number;
 }
 
 interface FinalJob {
@@ -99,7 +102,7 @@ export class RetentionSweeper {
   private readonly requests = new Map<string, Request>();
   private readonly byJob = new Map<string, Set<string>>();
   private stopped = false;
-  readonly totals = { jobs: 0, requests: 0, raced: 0, sweeps: 0 };
+  readonly totals = { jobs: 0, requests: 0, raced: 0, audits: 0, sweeps: 0 };
 
   constructor(private readonly o: RetentionOptions) {
     this.live = new LiveKeys(o.keys);
@@ -186,7 +189,7 @@ export class RetentionSweeper {
   async sweep(): Promise<SweepResult> {
     const now = this.o.clock.now();
     const k = this.o.keys;
-    const out: SweepResult = { jobs: 0, requests: 0, raced: 0 };
+    const out: SweepResult = { jobs: 0, requests: 0, raced: 0, audits: 0 };
     const due: Array<{ id: string; rev: number }> = [];
     let seen = 0;
     for (const [id, f] of this.finals) {
@@ -254,12 +257,43 @@ export class RetentionSweeper {
         this.forgetRequest(r.id);
       },
     );
+    out.audits = await this.sweepAudits(now);
     this.totals.jobs += out.jobs;
     this.totals.requests += out.requests;
+    this.totals.audits += out.audits;
     this.totals.raced += out.raced;
     this.totals.sweeps++;
-    if (out.jobs + out.requests + out.raced > 0) this.o.log.info({ ...out }, 'retention sweep');
+    if (out.jobs + out.requests + out.raced + out.audits > 0) this.o.log.info({ ...out }, 'retention sweep');
     return out;
+  }
+
+  /**
+   * Audit records older than the retention period. Their keys sort by time (`audit/<16-digit
+   * ms>-<id>`), so the oldest are read first, a page at a time, and deleted by key; a record has
+   * no other state to guard, so the deletes need no compare.
+   */
+  private async sweepAudits(now: number): Promise<number> {
+    const base = this.o.keys.audits();
+    const per = Math.max(1, Math.min(100, this.o.store.maxTxnOps));
+    let deleted = 0;
+    for (let page = 0; page < 100 && !this.stopped; page++) {
+      const kvs = (await this.o.store.range(base, { limit: per })).kvs;
+      const due = kvs.filter((kv) => {
+        const m = /^(\d{16})-/.exec(kv.key.slice(base.length));
+        return m !== null && Number(m[1]) + this.o.retainMs <= now;
+      });
+      if (due.length === 0) break;
+      try {
+        await this.o.store.txn({ compare: [], success: due.map((kv): Op => ({ type: 'delete', key: kv.key })) });
+      } catch (err) {
+        this.o.log.warn({ err: errorMessage(err), batch: due.length }, 'retention: a batch of audit deletes failed');
+        break;
+      }
+      deleted += due.length;
+      if (due.length < kvs.length) break;
+      await laterTurn();
+    }
+    return deleted;
   }
 
   /** Sends the transactions in batches, one batch at a time; stops early when stopped. */

@@ -2,12 +2,16 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { AclBootstrapRequest as _tarcil_v1_AclBootstrapRequest, AclBootstrapRequest__Output as _tarcil_v1_AclBootstrapRequest__Output } from './tarcil/v1/AclBootstrapRequest.ts';
 import type { AdmissionVerdict as _tarcil_v1_AdmissionVerdict, AdmissionVerdict__Output as _tarcil_v1_AdmissionVerdict__Output } from './tarcil/v1/AdmissionVerdict.ts';
+import type { AuditRecord as _tarcil_v1_AuditRecord, AuditRecord__Output as _tarcil_v1_AuditRecord__Output } from './tarcil/v1/AuditRecord.ts';
 import type { Bucket as _tarcil_v1_Bucket, Bucket__Output as _tarcil_v1_Bucket__Output } from './tarcil/v1/Bucket.ts';
 import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest__Output as _tarcil_v1_CancelJobRequest__Output } from './tarcil/v1/CancelJobRequest.ts';
 import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from './tarcil/v1/Cluster.ts';
 import type { Command as _tarcil_v1_Command, Command__Output as _tarcil_v1_Command__Output } from './tarcil/v1/Command.ts';
 import type { Constraints as _tarcil_v1_Constraints, Constraints__Output as _tarcil_v1_Constraints__Output } from './tarcil/v1/Constraints.ts';
+import type { CreateTokenRequest as _tarcil_v1_CreateTokenRequest, CreateTokenRequest__Output as _tarcil_v1_CreateTokenRequest__Output } from './tarcil/v1/CreateTokenRequest.ts';
+import type { CreatedToken as _tarcil_v1_CreatedToken, CreatedToken__Output as _tarcil_v1_CreatedToken__Output } from './tarcil/v1/CreatedToken.ts';
 import type { Decision as _tarcil_v1_Decision, Decision__Output as _tarcil_v1_Decision__Output } from './tarcil/v1/Decision.ts';
 import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from './tarcil/v1/DeleteNamespaceRequest.ts';
 import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from './tarcil/v1/ExplainJobRequest.ts';
@@ -24,10 +28,14 @@ import type { KillTaskRequest as _tarcil_v1_KillTaskRequest, KillTaskRequest__Ou
 import type { KillTaskResponse as _tarcil_v1_KillTaskResponse, KillTaskResponse__Output as _tarcil_v1_KillTaskResponse__Output } from './tarcil/v1/KillTaskResponse.ts';
 import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskRequest__Output as _tarcil_v1_LaunchTaskRequest__Output } from './tarcil/v1/LaunchTaskRequest.ts';
 import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from './tarcil/v1/LaunchTaskResponse.ts';
+import type { ListAuditRequest as _tarcil_v1_ListAuditRequest, ListAuditRequest__Output as _tarcil_v1_ListAuditRequest__Output } from './tarcil/v1/ListAuditRequest.ts';
+import type { ListAuditResponse as _tarcil_v1_ListAuditResponse, ListAuditResponse__Output as _tarcil_v1_ListAuditResponse__Output } from './tarcil/v1/ListAuditResponse.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from './tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from './tarcil/v1/ListJobsResponse.ts';
 import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from './tarcil/v1/ListNamespacesRequest.ts';
 import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from './tarcil/v1/ListNamespacesResponse.ts';
+import type { ListTokensRequest as _tarcil_v1_ListTokensRequest, ListTokensRequest__Output as _tarcil_v1_ListTokensRequest__Output } from './tarcil/v1/ListTokensRequest.ts';
+import type { ListTokensResponse as _tarcil_v1_ListTokensResponse, ListTokensResponse__Output as _tarcil_v1_ListTokensResponse__Output } from './tarcil/v1/ListTokensResponse.ts';
 import type { LoadReport as _tarcil_v1_LoadReport, LoadReport__Output as _tarcil_v1_LoadReport__Output } from './tarcil/v1/LoadReport.ts';
 import type { Locality as _tarcil_v1_Locality, Locality__Output as _tarcil_v1_Locality__Output } from './tarcil/v1/Locality.ts';
 import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from './tarcil/v1/Namespace.ts';
@@ -37,6 +45,7 @@ import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './tarcil/v1/ProfileEstimate.ts';
 import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from './tarcil/v1/PutNamespaceRequest.ts';
 import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './tarcil/v1/ReadTaskLogRequest.ts';
+import type { RevokeTokenRequest as _tarcil_v1_RevokeTokenRequest, RevokeTokenRequest__Output as _tarcil_v1_RevokeTokenRequest__Output } from './tarcil/v1/RevokeTokenRequest.ts';
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
 import type { RunningTask as _tarcil_v1_RunningTask, RunningTask__Output as _tarcil_v1_RunningTask__Output } from './tarcil/v1/RunningTask.ts';
@@ -53,6 +62,7 @@ import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output }
 import type { TaskAttempt as _tarcil_v1_TaskAttempt, TaskAttempt__Output as _tarcil_v1_TaskAttempt__Output } from './tarcil/v1/TaskAttempt.ts';
 import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from './tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from './tarcil/v1/TaskLogsRequest.ts';
+import type { Token as _tarcil_v1_Token, Token__Output as _tarcil_v1_Token__Output } from './tarcil/v1/Token.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from './tarcil/v1/WatchJobRequest.ts';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -62,12 +72,16 @@ type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> 
 export interface ProtoGrpcType {
   tarcil: {
     v1: {
+      AclBootstrapRequest: MessageTypeDefinition<_tarcil_v1_AclBootstrapRequest, _tarcil_v1_AclBootstrapRequest__Output>
       AdmissionVerdict: MessageTypeDefinition<_tarcil_v1_AdmissionVerdict, _tarcil_v1_AdmissionVerdict__Output>
+      AuditRecord: MessageTypeDefinition<_tarcil_v1_AuditRecord, _tarcil_v1_AuditRecord__Output>
       Bucket: MessageTypeDefinition<_tarcil_v1_Bucket, _tarcil_v1_Bucket__Output>
       CancelJobRequest: MessageTypeDefinition<_tarcil_v1_CancelJobRequest, _tarcil_v1_CancelJobRequest__Output>
       Cluster: MessageTypeDefinition<_tarcil_v1_Cluster, _tarcil_v1_Cluster__Output>
       Command: MessageTypeDefinition<_tarcil_v1_Command, _tarcil_v1_Command__Output>
       Constraints: MessageTypeDefinition<_tarcil_v1_Constraints, _tarcil_v1_Constraints__Output>
+      CreateTokenRequest: MessageTypeDefinition<_tarcil_v1_CreateTokenRequest, _tarcil_v1_CreateTokenRequest__Output>
+      CreatedToken: MessageTypeDefinition<_tarcil_v1_CreatedToken, _tarcil_v1_CreatedToken__Output>
       Decision: MessageTypeDefinition<_tarcil_v1_Decision, _tarcil_v1_Decision__Output>
       DeleteNamespaceRequest: MessageTypeDefinition<_tarcil_v1_DeleteNamespaceRequest, _tarcil_v1_DeleteNamespaceRequest__Output>
       ExplainJobRequest: MessageTypeDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_ExplainJobRequest__Output>
@@ -84,10 +98,14 @@ export interface ProtoGrpcType {
       KillTaskResponse: MessageTypeDefinition<_tarcil_v1_KillTaskResponse, _tarcil_v1_KillTaskResponse__Output>
       LaunchTaskRequest: MessageTypeDefinition<_tarcil_v1_LaunchTaskRequest, _tarcil_v1_LaunchTaskRequest__Output>
       LaunchTaskResponse: MessageTypeDefinition<_tarcil_v1_LaunchTaskResponse, _tarcil_v1_LaunchTaskResponse__Output>
+      ListAuditRequest: MessageTypeDefinition<_tarcil_v1_ListAuditRequest, _tarcil_v1_ListAuditRequest__Output>
+      ListAuditResponse: MessageTypeDefinition<_tarcil_v1_ListAuditResponse, _tarcil_v1_ListAuditResponse__Output>
       ListJobsRequest: MessageTypeDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsRequest__Output>
       ListJobsResponse: MessageTypeDefinition<_tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsResponse__Output>
       ListNamespacesRequest: MessageTypeDefinition<_tarcil_v1_ListNamespacesRequest, _tarcil_v1_ListNamespacesRequest__Output>
       ListNamespacesResponse: MessageTypeDefinition<_tarcil_v1_ListNamespacesResponse, _tarcil_v1_ListNamespacesResponse__Output>
+      ListTokensRequest: MessageTypeDefinition<_tarcil_v1_ListTokensRequest, _tarcil_v1_ListTokensRequest__Output>
+      ListTokensResponse: MessageTypeDefinition<_tarcil_v1_ListTokensResponse, _tarcil_v1_ListTokensResponse__Output>
       LoadReport: MessageTypeDefinition<_tarcil_v1_LoadReport, _tarcil_v1_LoadReport__Output>
       Locality: MessageTypeDefinition<_tarcil_v1_Locality, _tarcil_v1_Locality__Output>
       Namespace: MessageTypeDefinition<_tarcil_v1_Namespace, _tarcil_v1_Namespace__Output>
@@ -97,6 +115,7 @@ export interface ProtoGrpcType {
       ProfileEstimate: MessageTypeDefinition<_tarcil_v1_ProfileEstimate, _tarcil_v1_ProfileEstimate__Output>
       PutNamespaceRequest: MessageTypeDefinition<_tarcil_v1_PutNamespaceRequest, _tarcil_v1_PutNamespaceRequest__Output>
       ReadTaskLogRequest: MessageTypeDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_ReadTaskLogRequest__Output>
+      RevokeTokenRequest: MessageTypeDefinition<_tarcil_v1_RevokeTokenRequest, _tarcil_v1_RevokeTokenRequest__Output>
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>
       RunningTask: MessageTypeDefinition<_tarcil_v1_RunningTask, _tarcil_v1_RunningTask__Output>
@@ -113,6 +132,7 @@ export interface ProtoGrpcType {
       TaskAttempt: MessageTypeDefinition<_tarcil_v1_TaskAttempt, _tarcil_v1_TaskAttempt__Output>
       TaskLogChunk: MessageTypeDefinition<_tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogChunk__Output>
       TaskLogsRequest: MessageTypeDefinition<_tarcil_v1_TaskLogsRequest, _tarcil_v1_TaskLogsRequest__Output>
+      Token: MessageTypeDefinition<_tarcil_v1_Token, _tarcil_v1_Token__Output>
       WatchJobRequest: MessageTypeDefinition<_tarcil_v1_WatchJobRequest, _tarcil_v1_WatchJobRequest__Output>
     }
   }

@@ -9,7 +9,8 @@ export interface ListJobsRequest {
   'states'?: (string)[];
   'limit'?: (number);
   /**
-   * The jobs of this namespace (default when empty), or of every namespace.
+   * The jobs of this namespace (default when empty), or of every namespace: with ACLs on, of
+   * every namespace the token may read (the others are left out, not refused).
    */
   'namespace'?: (string);
   'allNamespaces'?: (boolean);
@@ -22,7 +23,8 @@ export interface ListJobsRequest__Output {
   'states': (string)[];
   'limit': (number);
   /**
-   * The jobs of this namespace (default when empty), or of every namespace.
+   * The jobs of this namespace (default when empty), or of every namespace: with ACLs on, of
+   * every namespace the token may read (the others are left out, not refused).
    */
   'namespace': (string);
   'allNamespaces': (boolean);

@@ -3,8 +3,11 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
+import type { AclBootstrapRequest as _tarcil_v1_AclBootstrapRequest, AclBootstrapRequest__Output as _tarcil_v1_AclBootstrapRequest__Output } from '../../tarcil/v1/AclBootstrapRequest.ts';
 import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest__Output as _tarcil_v1_CancelJobRequest__Output } from '../../tarcil/v1/CancelJobRequest.ts';
 import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from '../../tarcil/v1/Cluster.ts';
+import type { CreateTokenRequest as _tarcil_v1_CreateTokenRequest, CreateTokenRequest__Output as _tarcil_v1_CreateTokenRequest__Output } from '../../tarcil/v1/CreateTokenRequest.ts';
+import type { CreatedToken as _tarcil_v1_CreatedToken, CreatedToken__Output as _tarcil_v1_CreatedToken__Output } from '../../tarcil/v1/CreatedToken.ts';
 import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from '../../tarcil/v1/DeleteNamespaceRequest.ts';
 import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from '../../tarcil/v1/ExplainJobRequest.ts';
 import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from '../../tarcil/v1/Explanation.ts';
@@ -13,22 +16,59 @@ import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output a
 import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from '../../tarcil/v1/GetProfileRequest.ts';
 import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from '../../tarcil/v1/Job.ts';
 import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from '../../tarcil/v1/JobEvent.ts';
+import type { ListAuditRequest as _tarcil_v1_ListAuditRequest, ListAuditRequest__Output as _tarcil_v1_ListAuditRequest__Output } from '../../tarcil/v1/ListAuditRequest.ts';
+import type { ListAuditResponse as _tarcil_v1_ListAuditResponse, ListAuditResponse__Output as _tarcil_v1_ListAuditResponse__Output } from '../../tarcil/v1/ListAuditResponse.ts';
 import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from '../../tarcil/v1/ListJobsRequest.ts';
 import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from '../../tarcil/v1/ListJobsResponse.ts';
 import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from '../../tarcil/v1/ListNamespacesRequest.ts';
 import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from '../../tarcil/v1/ListNamespacesResponse.ts';
+import type { ListTokensRequest as _tarcil_v1_ListTokensRequest, ListTokensRequest__Output as _tarcil_v1_ListTokensRequest__Output } from '../../tarcil/v1/ListTokensRequest.ts';
+import type { ListTokensResponse as _tarcil_v1_ListTokensResponse, ListTokensResponse__Output as _tarcil_v1_ListTokensResponse__Output } from '../../tarcil/v1/ListTokensResponse.ts';
 import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from '../../tarcil/v1/Namespace.ts';
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from '../../tarcil/v1/ProfileEstimate.ts';
 import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from '../../tarcil/v1/PutNamespaceRequest.ts';
+import type { RevokeTokenRequest as _tarcil_v1_RevokeTokenRequest, RevokeTokenRequest__Output as _tarcil_v1_RevokeTokenRequest__Output } from '../../tarcil/v1/RevokeTokenRequest.ts';
 import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from '../../tarcil/v1/Server.ts';
 import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from '../../tarcil/v1/SetNodeSchedulingRequest.ts';
 import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from '../../tarcil/v1/SubmitJobRequest.ts';
 import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from '../../tarcil/v1/SubmitJobResponse.ts';
 import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from '../../tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from '../../tarcil/v1/TaskLogsRequest.ts';
+import type { Token as _tarcil_v1_Token, Token__Output as _tarcil_v1_Token__Output } from '../../tarcil/v1/Token.ts';
 import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from '../../tarcil/v1/WatchJobRequest.ts';
 
 export interface SchedulerClient extends grpc.Client {
+  /**
+   * Access control (README, "Access control"). With ACLs on (`tarcil server --acl`) every call
+   * carries `authorization: Bearer <accessor>.<secret>` in its metadata, or comes with a client
+   * certificate a token names; a call without a valid token gets UNAUTHENTICATED, one outside its
+   * token's policy PERMISSION_DENIED. With ACLs off (the default, and `tarcil up`) every call is
+   * allowed and these RPCs work without a token.
+   * 
+   * The first admin token. Works once per cell: the marker and the token are written in one
+   * transaction, so of two racing bootstraps one gets the token, the other FAILED_PRECONDITION.
+   * Needs no token. The secret is in the answer only.
+   */
+  AclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  AclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  AclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  AclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  /**
+   * Access control (README, "Access control"). With ACLs on (`tarcil server --acl`) every call
+   * carries `authorization: Bearer <accessor>.<secret>` in its metadata, or comes with a client
+   * certificate a token names; a call without a valid token gets UNAUTHENTICATED, one outside its
+   * token's policy PERMISSION_DENIED. With ACLs off (the default, and `tarcil up`) every call is
+   * allowed and these RPCs work without a token.
+   * 
+   * The first admin token. Works once per cell: the marker and the token are written in one
+   * transaction, so of two racing bootstraps one gets the token, the other FAILED_PRECONDITION.
+   * Needs no token. The secret is in the answer only.
+   */
+  aclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  aclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  aclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  aclBootstrap(argument: _tarcil_v1_AclBootstrapRequest, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  
   CancelJob(argument: _tarcil_v1_CancelJobRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   CancelJob(argument: _tarcil_v1_CancelJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   CancelJob(argument: _tarcil_v1_CancelJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
@@ -37,6 +77,21 @@ export interface SchedulerClient extends grpc.Client {
   cancelJob(argument: _tarcil_v1_CancelJobRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   cancelJob(argument: _tarcil_v1_CancelJobRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
   cancelJob(argument: _tarcil_v1_CancelJobRequest, callback: grpc.requestCallback<_tarcil_v1_Job__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A new token with a policy (admin). The secret is in the answer only: the store keeps its hash.
+   */
+  CreateToken(argument: _tarcil_v1_CreateTokenRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  CreateToken(argument: _tarcil_v1_CreateTokenRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  CreateToken(argument: _tarcil_v1_CreateTokenRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  CreateToken(argument: _tarcil_v1_CreateTokenRequest, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  /**
+   * A new token with a policy (admin). The secret is in the answer only: the store keeps its hash.
+   */
+  createToken(argument: _tarcil_v1_CreateTokenRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  createToken(argument: _tarcil_v1_CreateTokenRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  createToken(argument: _tarcil_v1_CreateTokenRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
+  createToken(argument: _tarcil_v1_CreateTokenRequest, callback: grpc.requestCallback<_tarcil_v1_CreatedToken__Output>): grpc.ClientUnaryCall;
   
   /**
    * Deletes a namespace that holds no job; FAILED_PRECONDITION otherwise.
@@ -103,6 +158,23 @@ export interface SchedulerClient extends grpc.Client {
   getProfile(argument: _tarcil_v1_GetProfileRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
   getProfile(argument: _tarcil_v1_GetProfileRequest, callback: grpc.requestCallback<_tarcil_v1_ProfileEstimate__Output>): grpc.ClientUnaryCall;
   
+  /**
+   * The audit trail (admin): every call that changes something, accepted or refused, oldest
+   * first, kept for the front-end's --retain.
+   */
+  ListAudit(argument: _tarcil_v1_ListAuditRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  ListAudit(argument: _tarcil_v1_ListAuditRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  ListAudit(argument: _tarcil_v1_ListAuditRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  ListAudit(argument: _tarcil_v1_ListAuditRequest, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * The audit trail (admin): every call that changes something, accepted or refused, oldest
+   * first, kept for the front-end's --retain.
+   */
+  listAudit(argument: _tarcil_v1_ListAuditRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  listAudit(argument: _tarcil_v1_ListAuditRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  listAudit(argument: _tarcil_v1_ListAuditRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  listAudit(argument: _tarcil_v1_ListAuditRequest, callback: grpc.requestCallback<_tarcil_v1_ListAuditResponse__Output>): grpc.ClientUnaryCall;
+  
   ListJobs(argument: _tarcil_v1_ListJobsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   ListJobs(argument: _tarcil_v1_ListJobsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
   ListJobs(argument: _tarcil_v1_ListJobsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListJobsResponse__Output>): grpc.ClientUnaryCall;
@@ -130,6 +202,21 @@ export interface SchedulerClient extends grpc.Client {
   listNamespaces(argument: _tarcil_v1_ListNamespacesRequest, callback: grpc.requestCallback<_tarcil_v1_ListNamespacesResponse__Output>): grpc.ClientUnaryCall;
   
   /**
+   * Every token, without secrets (admin).
+   */
+  ListTokens(argument: _tarcil_v1_ListTokensRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  ListTokens(argument: _tarcil_v1_ListTokensRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  ListTokens(argument: _tarcil_v1_ListTokensRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  ListTokens(argument: _tarcil_v1_ListTokensRequest, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Every token, without secrets (admin).
+   */
+  listTokens(argument: _tarcil_v1_ListTokensRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  listTokens(argument: _tarcil_v1_ListTokensRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  listTokens(argument: _tarcil_v1_ListTokensRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  listTokens(argument: _tarcil_v1_ListTokensRequest, callback: grpc.requestCallback<_tarcil_v1_ListTokensResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
    * Creates a namespace or changes its weight and quota.
    */
   PutNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
@@ -143,6 +230,21 @@ export interface SchedulerClient extends grpc.Client {
   putNamespace(argument: _tarcil_v1_PutNamespaceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
   putNamespace(argument: _tarcil_v1_PutNamespaceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
   putNamespace(argument: _tarcil_v1_PutNamespaceRequest, callback: grpc.requestCallback<_tarcil_v1_Namespace__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Revokes a token by its accessor (admin): refused from then on (UNAUTHENTICATED).
+   */
+  RevokeToken(argument: _tarcil_v1_RevokeTokenRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  RevokeToken(argument: _tarcil_v1_RevokeTokenRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  RevokeToken(argument: _tarcil_v1_RevokeTokenRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  RevokeToken(argument: _tarcil_v1_RevokeTokenRequest, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  /**
+   * Revokes a token by its accessor (admin): refused from then on (UNAUTHENTICATED).
+   */
+  revokeToken(argument: _tarcil_v1_RevokeTokenRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  revokeToken(argument: _tarcil_v1_RevokeTokenRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  revokeToken(argument: _tarcil_v1_RevokeTokenRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
+  revokeToken(argument: _tarcil_v1_RevokeTokenRequest, callback: grpc.requestCallback<_tarcil_v1_Token__Output>): grpc.ClientUnaryCall;
   
   /**
    * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
@@ -219,7 +321,25 @@ export interface SchedulerClient extends grpc.Client {
 }
 
 export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
+  /**
+   * Access control (README, "Access control"). With ACLs on (`tarcil server --acl`) every call
+   * carries `authorization: Bearer <accessor>.<secret>` in its metadata, or comes with a client
+   * certificate a token names; a call without a valid token gets UNAUTHENTICATED, one outside its
+   * token's policy PERMISSION_DENIED. With ACLs off (the default, and `tarcil up`) every call is
+   * allowed and these RPCs work without a token.
+   * 
+   * The first admin token. Works once per cell: the marker and the token are written in one
+   * transaction, so of two racing bootstraps one gets the token, the other FAILED_PRECONDITION.
+   * Needs no token. The secret is in the answer only.
+   */
+  AclBootstrap: grpc.handleUnaryCall<_tarcil_v1_AclBootstrapRequest__Output, _tarcil_v1_CreatedToken>;
+  
   CancelJob: grpc.handleUnaryCall<_tarcil_v1_CancelJobRequest__Output, _tarcil_v1_Job>;
+  
+  /**
+   * A new token with a policy (admin). The secret is in the answer only: the store keeps its hash.
+   */
+  CreateToken: grpc.handleUnaryCall<_tarcil_v1_CreateTokenRequest__Output, _tarcil_v1_CreatedToken>;
   
   /**
    * Deletes a namespace that holds no job; FAILED_PRECONDITION otherwise.
@@ -241,6 +361,12 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
    */
   GetProfile: grpc.handleUnaryCall<_tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate>;
   
+  /**
+   * The audit trail (admin): every call that changes something, accepted or refused, oldest
+   * first, kept for the front-end's --retain.
+   */
+  ListAudit: grpc.handleUnaryCall<_tarcil_v1_ListAuditRequest__Output, _tarcil_v1_ListAuditResponse>;
+  
   ListJobs: grpc.handleUnaryCall<_tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse>;
   
   /**
@@ -250,9 +376,19 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   ListNamespaces: grpc.handleUnaryCall<_tarcil_v1_ListNamespacesRequest__Output, _tarcil_v1_ListNamespacesResponse>;
   
   /**
+   * Every token, without secrets (admin).
+   */
+  ListTokens: grpc.handleUnaryCall<_tarcil_v1_ListTokensRequest__Output, _tarcil_v1_ListTokensResponse>;
+  
+  /**
    * Creates a namespace or changes its weight and quota.
    */
   PutNamespace: grpc.handleUnaryCall<_tarcil_v1_PutNamespaceRequest__Output, _tarcil_v1_Namespace>;
+  
+  /**
+   * Revokes a token by its accessor (admin): refused from then on (UNAUTHENTICATED).
+   */
+  RevokeToken: grpc.handleUnaryCall<_tarcil_v1_RevokeTokenRequest__Output, _tarcil_v1_Token>;
   
   /**
    * Cordon, drain or uncordon a node (`tarcil node`). Cordoned, it takes no new placements; its
@@ -287,15 +423,20 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
 }
 
 export interface SchedulerDefinition extends grpc.ServiceDefinition {
+  AclBootstrap: MethodDefinition<_tarcil_v1_AclBootstrapRequest, _tarcil_v1_CreatedToken, _tarcil_v1_AclBootstrapRequest__Output, _tarcil_v1_CreatedToken__Output>
   CancelJob: MethodDefinition<_tarcil_v1_CancelJobRequest, _tarcil_v1_Job, _tarcil_v1_CancelJobRequest__Output, _tarcil_v1_Job__Output>
+  CreateToken: MethodDefinition<_tarcil_v1_CreateTokenRequest, _tarcil_v1_CreatedToken, _tarcil_v1_CreateTokenRequest__Output, _tarcil_v1_CreatedToken__Output>
   DeleteNamespace: MethodDefinition<_tarcil_v1_DeleteNamespaceRequest, _tarcil_v1_Namespace, _tarcil_v1_DeleteNamespaceRequest__Output, _tarcil_v1_Namespace__Output>
   ExplainJob: MethodDefinition<_tarcil_v1_ExplainJobRequest, _tarcil_v1_Explanation, _tarcil_v1_ExplainJobRequest__Output, _tarcil_v1_Explanation__Output>
   GetCluster: MethodDefinition<_tarcil_v1_GetClusterRequest, _tarcil_v1_Cluster, _tarcil_v1_GetClusterRequest__Output, _tarcil_v1_Cluster__Output>
   GetJob: MethodDefinition<_tarcil_v1_GetJobRequest, _tarcil_v1_Job, _tarcil_v1_GetJobRequest__Output, _tarcil_v1_Job__Output>
   GetProfile: MethodDefinition<_tarcil_v1_GetProfileRequest, _tarcil_v1_ProfileEstimate, _tarcil_v1_GetProfileRequest__Output, _tarcil_v1_ProfileEstimate__Output>
+  ListAudit: MethodDefinition<_tarcil_v1_ListAuditRequest, _tarcil_v1_ListAuditResponse, _tarcil_v1_ListAuditRequest__Output, _tarcil_v1_ListAuditResponse__Output>
   ListJobs: MethodDefinition<_tarcil_v1_ListJobsRequest, _tarcil_v1_ListJobsResponse, _tarcil_v1_ListJobsRequest__Output, _tarcil_v1_ListJobsResponse__Output>
   ListNamespaces: MethodDefinition<_tarcil_v1_ListNamespacesRequest, _tarcil_v1_ListNamespacesResponse, _tarcil_v1_ListNamespacesRequest__Output, _tarcil_v1_ListNamespacesResponse__Output>
+  ListTokens: MethodDefinition<_tarcil_v1_ListTokensRequest, _tarcil_v1_ListTokensResponse, _tarcil_v1_ListTokensRequest__Output, _tarcil_v1_ListTokensResponse__Output>
   PutNamespace: MethodDefinition<_tarcil_v1_PutNamespaceRequest, _tarcil_v1_Namespace, _tarcil_v1_PutNamespaceRequest__Output, _tarcil_v1_Namespace__Output>
+  RevokeToken: MethodDefinition<_tarcil_v1_RevokeTokenRequest, _tarcil_v1_Token, _tarcil_v1_RevokeTokenRequest__Output, _tarcil_v1_Token__Output>
   SetNodeScheduling: MethodDefinition<_tarcil_v1_SetNodeSchedulingRequest, _tarcil_v1_Server, _tarcil_v1_SetNodeSchedulingRequest__Output, _tarcil_v1_Server__Output>
   SubmitJob: MethodDefinition<_tarcil_v1_SubmitJobRequest, _tarcil_v1_SubmitJobResponse, _tarcil_v1_SubmitJobRequest__Output, _tarcil_v1_SubmitJobResponse__Output>
   TaskLogs: MethodDefinition<_tarcil_v1_TaskLogsRequest, _tarcil_v1_TaskLogChunk, _tarcil_v1_TaskLogsRequest__Output, _tarcil_v1_TaskLogChunk__Output>
