@@ -148,7 +148,6 @@ export function registerAclCommands(program: Command, clientOptions: (c: Command
 
   outputOption(clientOptions(program.command('audit').description('the audit trail: every call that changed something, accepted or refused (admin)')))
     .addOption(new Option('--since <duration>', 'only records of the last duration (e.g. 10m)').argParser(duration('--since', { min: 1000, max: 366 * 86_400_000 })))
-    .option('--namespace <ns>', 'only records of this namespace')
     .option('--limit <n>', 'at most this many, the newest (0: 1,000)', intIn('--limit', { min: 0, max: 100_000 }), 0)
     .action(async (o: AclFlags & { since?: number; namespace?: string; limit?: number }) => auditCommand(o));
 }
