@@ -343,7 +343,12 @@ export class TarcilPolicy implements Policy {
         this.c.queued++;
         release(TARCIL.DECISION_BASE_MS);
         head.decisionMs += TARCIL.DECISION_BASE_MS;
-        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => this.requeue(a, r));
+        // Held by admission, the request waits for RUs as a live one does in the waiters (fair share counts it).
+        this.need(r.ns, r.pending.length);
+        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => {
+          this.need(r.ns, -r.pending.length);
+          this.requeue(a, r);
+        });
         return;
       }
       if (verdict?.action === 'best-effort') this.c.bestEffort++;
@@ -505,13 +510,17 @@ export class TarcilPolicy implements Policy {
     return q;
   }
 
+  /** With fair share: `n` more (or fewer) RUs wanted by the waiting requests of `ns`. */
+  private need(ns: string, n: number): void {
+    if (!this.fair) return;
+    const left = (this.needs.get(ns) ?? 0) + n;
+    if (left > 0) this.needs.set(ns, left);
+    else this.needs.delete(ns);
+  }
+
   private unwait(q: Request[], k: number): Request {
     const r = q.splice(k, 1)[0] as Request;
-    if (this.fair) {
-      const left = (this.needs.get(r.ns) ?? 0) - r.pending.length;
-      if (left > 0) this.needs.set(r.ns, left);
-      else this.needs.delete(r.ns);
-    }
+    this.need(r.ns, -r.pending.length);
     return r;
   }
 
@@ -519,7 +528,7 @@ export class TarcilPolicy implements Policy {
   private waitForRu(a: Agent, r: Request, ms: number): void {
     r.agent = a;
     this.push(this.waitList(r), r);
-    if (this.fair) this.needs.set(r.ns, (this.needs.get(r.ns) ?? 0) + r.pending.length);
+    this.need(r.ns, r.pending.length);
     this.world.engine.after(ms, () => this.wake(r));
   }
 
