@@ -131,7 +131,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
   /** Decisions in progress, by job: what `explain` shows for a job still waiting. */
   readonly inflight = new Map<string, DecisionRecord>();
   /** Counters for metrics and benchmarks. */
-  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0 };
+  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0, fairYields: 0 };
 
   constructor(opts: AgentOptions) {
     this.id = opts.id;
@@ -336,8 +336,9 @@ export class SchedulingAgent implements GangHost, CommitHost {
       this.assertOpen(job.id);
       const left = pending.length - next;
       if (!woken && this.mustYield(job, Math.min(left, this.picksPerTxn))) {
+        this.stats.fairYields++;
         await waiting.ensure(left);
-        woken = await this.waitForCapacity(rec, job, this.config.recheckMs, left);
+        woken = await this.waitForCapacity(rec, job, this.config.recheckMs, left, 'waiting behind jobs of namespaces further below their fair share (fairShare)');
         continue;
       }
       woken = false;
@@ -396,11 +397,11 @@ export class SchedulingAgent implements GangHost, CommitHost {
   }
 
   /** Waits for a freed RU (see waitFreed); true when a freed RU woke the call. */
-  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1): Promise<boolean> {
+  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string): Promise<boolean> {
     const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
-    rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
     const woken = await this.waitFreed(ms, job, this.capacityClass(job), need);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
