@@ -144,18 +144,15 @@ describe('fair share among namespaces', () => {
     expect(forC('b/j-1')).toBe(false);
   });
 
-  it('the selection preempts no task of a namespace below its share for one above it', () => {
-    // Full cell: b's low-priority tasks hold 4 of 16 RUs (below its share of 8), a's 12 (above).
+  it('the selection preempts no task of a namespace below its share for one above it, and may the reverse', () => {
+    // Full cell of low-priority tasks: b holds 4 of 16 RUs (below its share of 8), a 12 (above).
     const state = new ClusterState();
     for (let i = 0; i < 4; i++) state.upsertServer({ id: `s${i}`, platform: 'p', rack: 'r0', rus: 4, speed: 1, attributes: {} });
     let rev = 1;
-    for (let ru = 0; ru < 16; ru++) {
-      const job = ru < 4 ? 'b/j-low' : 'a/j-big';
-      state.setRu({ server: `s${Math.floor(ru / 4)}`, index: ru % 4 }, occ(job, ru, job === 'b/j-low' ? 1 : 500), rev++);
-    }
+    for (let ru = 0; ru < 16; ru++) state.setRu({ server: `s${Math.floor(ru / 4)}`, index: ru % 4 }, occ(ru < 4 ? 'b/j-low' : 'a/j-low', ru, 1), rev++);
     const fair = fairOver(state);
     const target = jobTarget(CAUSED);
-    const req = (jobId: string, mayDisplace?: (v: string) => boolean) => ({
+    const req = (jobId: string, m: number, mayDisplace?: (v: string) => boolean) => ({
       jobId,
       target,
       caused: CAUSED,
@@ -163,17 +160,23 @@ describe('fair share among namespaces', () => {
       platformPerf: {},
       locality: { mode: 'any' as const, scope: 'server' as const },
       constraints: {},
-      m: 2,
+      m,
       R: 16,
       preempt: true,
       ...(mayDisplace ? { mayDisplace } : {}),
     });
-    // Without the rule, a's high-priority job displaces b's low-priority tasks.
-    const free = selectPlacements(state, req('a/j-hi'), new SeededRng(1));
-    expect(free.picks.length).toBe(2);
-    expect(free.picks.every((p) => p.victim?.job === 'b/j-low')).toBe(true);
-    // With it, a (above its share) may not take b's RUs (below its share): nothing to take.
-    const ruled = selectPlacements(state, req('a/j-hi', fair.mayDisplace('a', ['b'])), new SeededRng(1));
-    expect(ruled.picks.length).toBe(0);
+    const victims = (picks: { victim?: Occupant }[]) => picks.map((p) => p.victim?.job.split('/')[0]);
+    // 14 RUs wanted, 12 of a's own: without the rule a's high-priority job also takes b's.
+    const free = selectPlacements(state, req('a/j-hi', 14), new SeededRng(1));
+    expect(free.picks.length).toBe(14);
+    expect(victims(free.picks).filter((ns) => ns === 'b').length).toBeGreaterThanOrEqual(2);
+    // With it, a (above its share) takes only its own namespace's tasks, none of b's.
+    const ruled = selectPlacements(state, req('a/j-hi', 14, fair.mayDisplace('a', ['b'])), new SeededRng(1));
+    expect(ruled.picks.length).toBe(12);
+    expect(victims(ruled.picks).every((ns) => ns === 'a')).toBe(true);
+    // b (below its share) may take a's (above its own), and its own.
+    const forB = selectPlacements(state, req('b/j-hi', 14, fair.mayDisplace('b', ['a'])), new SeededRng(1));
+    expect(forB.picks.length).toBe(14);
+    expect(victims(forB.picks).filter((ns) => ns === 'a').length).toBeGreaterThanOrEqual(10);
   });
 });
