@@ -5,6 +5,13 @@ import { ClusterState, type Occupant, type ServerState } from '../../src/samplin
 import { jobTarget } from '../../src/quality/index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { selectPlacements } from '../../src/sampling/batch.ts';
+import { agentConfig } from '../../src/agent/config.ts';
+import { SharedView } from '../../src/agent/shared-view.ts';
+import { Keys } from '../../src/state/keys.ts';
+import { MemoryStore } from '../../src/store/index.ts';
+import { putNamespace } from '../../src/tenancy/namespaces.ts';
+import { SystemClock } from '../../src/util/clock.ts';
+import { createLogger } from '../../src/util/log.ts';
 
 const CAUSED = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
 
@@ -178,5 +185,26 @@ describe('fair share among namespaces', () => {
     const forB = selectPlacements(state, req('b/j-hi', 14, fair.mayDisplace('b', ['a'])), new SeededRng(1));
     expect(forB.picks.length).toBe(14);
     expect(victims(forB.picks).filter((ns) => ns === 'a').length).toBeGreaterThanOrEqual(10);
+  });
+});
+
+describe('fair share in the shared view', () => {
+  it('reads the namespaces’ weights from the store; off when fairShare is false', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/fair-weights/');
+    await putNamespace(store, keys, 'big', { weight: 3 }, 0);
+    const view = new SharedView({ store, keys, clock: new SystemClock(), log: createLogger('test'), config: agentConfig() });
+    const fair = view.fair as FairShare;
+    expect(fair).toBeDefined();
+    expect(fair.weight('big')).toBe(1);
+    view.refreshWeights();
+    for (let i = 0; i < 100 && fair.weight('big') !== 3; i++) await new Promise((r) => setImmediate(r));
+    expect(fair.weight('big')).toBe(3);
+    expect(fair.weight('default')).toBe(1);
+    expect(view.waiters.fair).toBe(fair);
+    const off = new SharedView({ store, keys, clock: new SystemClock(), log: createLogger('test'), config: agentConfig({ fairShare: false }) });
+    expect(off.fair).toBeUndefined();
+    expect(off.waiters.fair).toBeUndefined();
+    await store.close();
   });
 });
