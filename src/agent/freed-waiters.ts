@@ -129,13 +129,15 @@ export class FreedWaiters {
     if (this.count === 0) return;
     let best: ClassQueue | undefined;
     const fair = this.fair;
-    // Usage is read once per namespace per freed RU (it does not change during the choice).
-    const usage = fair ? new Map<string, number>() : undefined;
+    // Usage is read once per namespace per freed RU (it does not change during the choice), and
+    // only when heads of two namespaces are compared: a cell with one namespace never reads it.
+    let usage: Map<string, number> | undefined;
     const usageOf = (ns: string): number => {
-      let u = usage?.get(ns);
+      usage ??= new Map();
+      let u = usage.get(ns);
       if (u === undefined) {
         u = fair?.usage(ns) ?? 0;
-        usage?.set(ns, u);
+        usage.set(ns, u);
       }
       return u;
     };

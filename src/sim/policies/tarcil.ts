@@ -15,6 +15,12 @@
  *   (agent/attempt.ts) with the live agent's defaults (DEFAULT_AGENT_CONFIG), driven here by
  *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn).
  *
+ * - fair share among namespaces (agent/fair-share.ts, `core.fairShare`): the same FairShare over
+ *   this view, the RUs sent and not yet seen counted as held; requests waiting for a freed RU are
+ *   kept per namespace and a freed RU wakes one of the namespace with the lowest usage; a request
+ *   yields when namespaces further below wait (held by admission or for a freed RU) for more than
+ *   is free, as the live agent does.
+ *
  * Agents are serial: one decision at a time, each costing modelled CPU time; commits are
  * pipelined. Agent count therefore bounds the decision rate (Fig. 10) while stale caches and
  * commit latency create the conflicts that grow with R and with the number of agents.
