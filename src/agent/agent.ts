@@ -27,6 +27,7 @@ import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
+import { namespaceOfJob } from '../tenancy/namespace.ts';
 import type { JobRecord, PlacedRuRecord } from '../state/records.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import type { DecisionRecord, Placement } from '../state/decisions.ts';
@@ -130,7 +131,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
   /** Decisions in progress, by job: what `explain` shows for a job still waiting. */
   readonly inflight = new Map<string, DecisionRecord>();
   /** Counters for metrics and benchmarks. */
-  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0 };
+  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0, fairYields: 0 };
 
   constructor(opts: AgentOptions) {
     this.id = opts.id;
@@ -329,9 +330,18 @@ export class SchedulingAgent implements GangHost, CommitHost {
     // `next` is the first task not yet placed: chunks place a prefix of what is left, so a
     // cursor replaces removing placed tasks from the array (quadratic for 100,000-task jobs).
     let next = 0;
+    // Woken by a freed RU in the waiters' (fair) order: the next decision does not yield.
+    let woken = false;
     while (next < pending.length) {
       this.assertOpen(job.id);
       const left = pending.length - next;
+      if (!woken && this.mustYield(job, Math.min(left, this.picksPerTxn))) {
+        this.stats.fairYields++;
+        await waiting.ensure(left);
+        woken = await this.waitForCapacity(rec, job, this.config.recheckMs, left, 'waiting behind jobs of namespaces further below their fair share (fairShare)');
+        continue;
+      }
+      woken = false;
       if (!at.admitted) await this.admit(job, target, left, rec, at, waiting);
       const chunk = pending.slice(next, next + this.picksPerTxn);
       const { placed, then } = await this.commitChunk(job, target, chunk, rec, at, allAtOnce, left === chunk.length, stamp);
@@ -343,7 +353,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         await waiting.ensure(pending.length - next);
       }
       if (then.kind === 'capacity-wait') {
-        await this.waitForCapacity(rec, job, then.ms);
+        woken = await this.waitForCapacity(rec, job, then.ms, pending.length - next);
       } else {
         const q0 = this.clock.now();
         await this.clock.sleep(then.ms);
@@ -378,7 +388,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       await waiting.ensure(needed);
       rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
       const q0 = this.clock.now();
-      await this.waitFreed(then.ms, job, this.admissionClass(job, target, want));
+      await this.waitFreed(then.ms, job, this.admissionClass(job, target, want), needed);
       delete rec.waiting;
       this.assertOpen(job.id);
       rec.queuedMs += this.clock.now() - q0;
@@ -386,16 +396,31 @@ export class SchedulingAgent implements GangHost, CommitHost {
     }
   }
 
-  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs): Promise<void> {
+  /** Waits for a freed RU (see waitFreed); true when a freed RU woke the call. */
+  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string): Promise<boolean> {
     const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
-    rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
-    await this.waitFreed(ms, job, this.capacityClass(job));
+    rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    const woken = await this.waitFreed(ms, job, this.capacityClass(job), need);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
     this.assertOpen(jobId);
+    return woken;
+  }
+
+  /**
+   * Fair share (fair-share.ts): should this job, about to take `m` RUs, wait in the waiters' order
+   * instead, because namespaces further below their share wait for more than is free?
+   */
+  private mustYield(job: JobSpec, m: number): boolean {
+    const fair = this.view.fair;
+    if (!fair) return false;
+    const needs = this.view.waiters.waitingNeeds;
+    if (needs.size === 0) return false;
+    this.view.refreshWeights();
+    return fair.mustYield(namespaceOfJob(job.id), m, this.state.available.size, needs);
   }
 
   /**
@@ -403,21 +428,23 @@ export class SchedulingAgent implements GangHost, CommitHost {
    * is woken, one per RU, in priority then arrival order), `ms` passes, or the job is aborted
    * (cancel must not wait for RUs).
    */
-  private waitFreed(ms: number, job: JobSpec, cls: WaitClass): Promise<void> {
+  private waitFreed(ms: number, job: JobSpec, cls: WaitClass, need = 1): Promise<boolean> {
     const jobId = job.id;
-    if (this.aborted.has(jobId)) return Promise.resolve();
+    if (this.aborted.has(jobId)) return Promise.resolve(false);
     let seq = this.waitSeq.get(jobId);
     if (seq === undefined) this.waitSeq.set(jobId, (seq = this.view.waiters.nextSeq()));
+    if (this.view.fair) this.view.refreshWeights();
     return new Promise((resolve) => {
-      const done = (): void => {
+      const finish = (woken: boolean): void => {
         timer.cancel();
         off();
         this.wakers.get(jobId)?.delete(done);
         if (this.wakers.get(jobId)?.size === 0) this.wakers.delete(jobId);
-        resolve();
+        resolve(woken);
       };
-      const timer = this.clock.setTimer(ms, done);
-      const off = this.view.waiters.add(cls, { priority: job.priority, seq, wake: done });
+      const done = (): void => finish(true);
+      const timer = this.clock.setTimer(ms, () => finish(false));
+      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, wake: done });
       let set = this.wakers.get(jobId);
       if (!set) this.wakers.set(jobId, (set = new Set()));
       set.add(done);
@@ -503,6 +530,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         const d = decide(this.core, job, target, need, this.config, {
           skipAdmission: true,
           exclude: new Set(keep.map((p) => p.id)),
+          ...this.fairDisplace(job),
         });
         rec.stageMs.size += d.stageUs.size / 1000;
         rec.stageMs.select += d.stageUs.select / 1000;
@@ -530,6 +558,13 @@ export class SchedulingAgent implements GangHost, CommitHost {
     } finally {
       if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index }, rec)));
     }
+  }
+
+  /** Fair share's limit on preemption across namespaces for this job (none when it may not preempt). */
+  private fairDisplace(job: JobSpec): { mayDisplace?: (victimJob: string) => boolean } {
+    const fair = this.view.fair;
+    if (!fair || !this.config.preemption || job.priority <= this.config.bypassAbove) return {};
+    return { mayDisplace: fair.mayDisplace(namespaceOfJob(job.id), this.view.waiters.waitingNeeds.keys()) };
   }
 
   /** One optimistic placement transaction: see commit.ts. */

@@ -29,6 +29,7 @@ const SCHEMA = z
     preemption: bool,
     arbiterSample: int(0, 4096),
     twoSided: bool,
+    fairShare: bool,
     admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),

@@ -84,7 +84,7 @@ export function decide(
   target: JobTarget,
   m: number,
   cfg: CoreConfig,
-  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number> } = {},
+  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number>; mayDisplace?: (victimJob: string) => boolean } = {},
 ): Decision {
   const t0 = ctx.clock.monotonic();
   const verdict = cfg.admission && !opts.skipAdmission ? admissionVerdict(ctx, job, target, m, cfg) : undefined;
@@ -108,6 +108,7 @@ export function decide(
       platformWeight: cfg.platformWeight,
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(opts.exclude ? { exclude: opts.exclude } : {}),
+      ...(opts.mayDisplace ? { mayDisplace: opts.mayDisplace } : {}),
     },
     ctx.rng,
   );

@@ -47,6 +47,12 @@ export interface CoreConfig {
    * paper's one-sided Q, the reference.
    */
   twoSided: boolean;
+  /**
+   * Fair share among namespaces (agent/fair-share.ts): waiting jobs are served namespace with the
+   * lowest RUs held / weight first, and preemption across namespaces only goes from one below its
+   * share to one above. A cell with one namespace is served as without it.
+   */
+  fairShare: boolean;
 }
 
 export type AdmissionRule = 'own-bound' | 'paper';
@@ -63,6 +69,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   arbiterSample: 64,
   admissionRule: 'own-bound',
   twoSided: false,
+  fairShare: true,
 };
 
 export type ConflictScope = 'ru' | 'server';

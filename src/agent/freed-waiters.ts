@@ -5,8 +5,14 @@
  * class a queue in priority then arrival order. A freed RU wakes one waiter: the first, across the
  * classes that can use that RU and are ready for it. The work per freed RU follows the number of
  * classes, not the number of waiting jobs, and a job that cannot use the RU is not woken at all.
+ *
+ * With fair share (fair-share.ts), each class queue holds the waiters of one namespace, and the
+ * first waiter across classes is the one of the namespace with the lowest usage (RUs held / weight)
+ * now, then priority, then arrival: the order within a namespace is unchanged, and a cell with one
+ * namespace is served exactly as without fair share.
  */
 import type { ServerState } from '../sampling/cluster-state.ts';
+import { priorityBefore, type FairShare } from './fair-share.ts';
 
 /** Waiters a freed RU serves alike: same key, same answers. */
 export interface WaitClass {
@@ -24,6 +30,10 @@ export interface WaitClass {
 }
 
 export interface Waiter {
+  /** The job's namespace (fair share); absent: default. */
+  namespace?: string;
+  /** RUs the waiting call wants (fair share counts them per namespace); absent: 1. */
+  need?: number;
   priority: number;
   /** Arrival order: a call that waits again keeps its first number, so it keeps its place. */
   seq: number;
@@ -32,20 +42,31 @@ export interface Waiter {
 
 interface ClassQueue {
   cls: WaitClass;
+  /** The key of this queue: the class's, prefixed by the namespace with fair share. */
+  key: string;
+  namespace: string;
   /** Sorted: higher priority first, then lower seq. */
   queue: Waiter[];
   usable: Map<string, boolean>;
 }
 
-/** Does `a` come before `b` (higher priority, then earlier arrival)? */
-function before(a: Waiter, b: Waiter): boolean {
-  return a.priority !== b.priority ? a.priority > b.priority : a.seq < b.seq;
-}
+/** Does `a` come before `b` in one queue (higher priority, then earlier arrival)? */
+const before = priorityBefore;
 
 export class FreedWaiters {
   private readonly classes = new Map<string, ClassQueue>();
   private seq = 0;
   private count = 0;
+  /** With fair share: RUs wanted by the waiters of each namespace. */
+  private readonly needs = new Map<string, number>();
+
+  /** `fair`: serve namespaces by fair share (undefined: priority, then arrival, across all). */
+  constructor(readonly fair?: FairShare) {}
+
+  /** RUs wanted by the waiting calls, per namespace (kept with fair share only). */
+  get waitingNeeds(): ReadonlyMap<string, number> {
+    return this.needs;
+  }
   /** Freed RUs seen, waiters woken, and class checks made (tests and benchmarks count these). */
   readonly stats = { freed: 0, woken: 0, classChecks: 0 };
 
@@ -66,8 +87,11 @@ export class FreedWaiters {
 
   /** Adds a waiter; the returned function removes it (it was woken, timed out or aborted). */
   add(cls: WaitClass, w: Waiter): () => void {
-    let c = this.classes.get(cls.key);
-    if (!c) this.classes.set(cls.key, (c = { cls, queue: [], usable: new Map() }));
+    const ns = w.namespace ?? 'default';
+    const key = this.fair ? `${ns}|${cls.key}` : cls.key;
+    let c = this.classes.get(key);
+    if (!c) this.classes.set(key, (c = { cls, key, namespace: ns, queue: [], usable: new Map() }));
+    if (this.fair) this.needs.set(ns, (this.needs.get(ns) ?? 0) + (w.need ?? 1));
     const q = c.queue;
     // Binary search for the first waiter that w comes before.
     let lo = 0;
@@ -88,7 +112,15 @@ export class FreedWaiters {
     if (k < 0) return;
     c.queue.splice(k, 1);
     this.count--;
-    if (c.queue.length === 0 && this.classes.get(c.cls.key) === c) this.classes.delete(c.cls.key);
+    this.unneed(c.namespace, w);
+    if (c.queue.length === 0 && this.classes.get(c.key) === c) this.classes.delete(c.key);
+  }
+
+  private unneed(ns: string, w: Waiter): void {
+    if (!this.fair) return;
+    const n = (this.needs.get(ns) ?? 0) - (w.need ?? 1);
+    if (n > 0) this.needs.set(ns, n);
+    else this.needs.delete(ns);
   }
 
   /** RU `index` of `server` became available: wake the first waiter that can use it, if any. */
@@ -96,11 +128,32 @@ export class FreedWaiters {
     this.stats.freed++;
     if (this.count === 0) return;
     let best: ClassQueue | undefined;
+    const fair = this.fair;
+    // Usage is read once per namespace per freed RU (it does not change during the choice), and
+    // only when heads of two namespaces are compared: a cell with one namespace never reads it.
+    let usage: Map<string, number> | undefined;
+    const usageOf = (ns: string): number => {
+      usage ??= new Map();
+      let u = usage.get(ns);
+      if (u === undefined) {
+        u = fair?.usage(ns) ?? 0;
+        usage.set(ns, u);
+      }
+      return u;
+    };
+    const first = (a: ClassQueue, b: ClassQueue): boolean => {
+      if (fair && a.namespace !== b.namespace) {
+        const ua = usageOf(a.namespace);
+        const ub = usageOf(b.namespace);
+        if (ua !== ub) return ua < ub;
+      }
+      return before(a.queue[0] as Waiter, b.queue[0] as Waiter);
+    };
     for (const c of this.classes.values()) {
       const head = c.queue[0];
       if (!head) continue;
       // A class whose first waiter comes after the best so far cannot win: not even asked.
-      if (best && !before(head, best.queue[0] as Waiter)) continue;
+      if (best && !first(c, best)) continue;
       this.stats.classChecks++;
       if (!this.usable(c, server, index)) continue;
       if (c.cls.ready && !c.cls.ready(server, index)) continue;
@@ -118,6 +171,7 @@ export class FreedWaiters {
     const all = [...this.classes.values()].flatMap((c) => c.queue);
     for (const c of this.classes.values()) c.queue.length = 0;
     this.classes.clear();
+    this.needs.clear();
     this.count = 0;
     for (const w of all) w.wake();
   }

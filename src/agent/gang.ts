@@ -42,7 +42,7 @@ export interface GangHost {
   lostFence(jobId: string, lease: string): never;
   assertOpen(jobId?: string): void;
   admit(job: JobSpec, target: JobTarget, needed: number, rec: DecisionRecord, at: Attempt, waiting: WaitingEntry): Promise<void>;
-  waitForCapacity(rec: DecisionRecord, job: JobSpec, ms?: number): Promise<void>;
+  waitForCapacity(rec: DecisionRecord, job: JobSpec, ms?: number): Promise<unknown>;
   tryCommit(
     job: JobSpec,
     tasks: number[],

@@ -14,7 +14,12 @@ import type { Logger } from '../util/log.ts';
 import { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
 import { wireAdmission } from './core.ts';
+import { FairShare } from './fair-share.ts';
 import { FreedWaiters } from './freed-waiters.ts';
+import { listNamespaceRecords } from '../tenancy/namespaces.ts';
+
+/** How often the namespaces' weights are read again (at most; only while namespaces wait). */
+const WEIGHTS_EVERY_MS = 5000;
 
 export interface SharedViewOptions {
   store: ClusterStore;
@@ -22,18 +27,28 @@ export interface SharedViewOptions {
   clock: Clock;
   log: Logger;
   /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
-  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'>;
+  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare'>>;
 }
 
 export class SharedView {
   readonly state = new ClusterState();
   readonly admission: AdmissionState;
   readonly cache: AgentCache;
-  readonly waiters = new FreedWaiters();
+  readonly waiters: FreedWaiters;
+  /** Fair share among namespaces over this view's RUs (undefined when the option is off). */
+  readonly fair: FairShare | undefined;
   private started: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
+  private weightsAt = Number.NEGATIVE_INFINITY;
+  private weightsReading = false;
 
-  constructor(o: SharedViewOptions) {
+  constructor(private readonly o: SharedViewOptions) {
+    const state = this.state;
+    this.fair =
+      o.config.fairShare === false
+        ? undefined
+        : new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
+    this.waiters = new FreedWaiters(this.fair);
     this.admission = new AdmissionState({
       buckets: o.config.buckets,
       clock: o.clock,
@@ -58,6 +73,23 @@ export class SharedView {
   start(): Promise<void> {
     this.started ??= this.cache.start();
     return this.started;
+  }
+
+  /**
+   * Reads the namespaces' weights again when the last read is older than WEIGHTS_EVERY_MS (in the
+   * background: until then the weights known, 1 for a namespace not yet read).
+   */
+  refreshWeights(): void {
+    const fair = this.fair;
+    if (!fair || this.weightsReading || this.o.clock.now() - this.weightsAt < WEIGHTS_EVERY_MS) return;
+    this.weightsReading = true;
+    this.weightsAt = this.o.clock.now();
+    listNamespaceRecords(this.o.store, this.o.keys)
+      .then((recs) => fair.setWeights(recs))
+      .catch((err: unknown) => this.o.log.debug({ err }, 'reading namespace weights failed'))
+      .finally(() => {
+        this.weightsReading = false;
+      });
   }
 
   close(): Promise<void> {

@@ -3,6 +3,7 @@
  * RUs and claims for in-flight commits.
  */
 import { N_RESOURCES, type RuRef, type ServerSpec, type TopologyScope } from '../model/types.ts';
+import { namespaceOfJob } from '../tenancy/namespace.ts';
 import { IndexedSet } from './indexed-set.ts';
 
 /** What occupies an RU, as far as scheduling is concerned. */
@@ -111,6 +112,8 @@ export class ClusterState {
    * by every occupancy change; a job leaves the map when its last occupant goes.
    */
   private readonly jobs = new Map<string, JobPlacement>();
+  /** Namespace → RUs its jobs occupy (busy, reserved or claimed): what fair share counts as held. */
+  private readonly nsRus = new Map<string, number>();
 
   /** Called (once per flush) for every server whose occupancy or availability changed. */
   onServerChanged(cb: ServerChangeListener): void {
@@ -310,6 +313,16 @@ export class ClusterState {
     return this.jobs.get(jobId)?.rus ?? 0;
   }
 
+  /** RUs the jobs of namespace `ns` occupy now (busy, reserved or claimed: held or being placed). */
+  namespaceRus(ns: string): number {
+    return this.nsRus.get(ns) ?? 0;
+  }
+
+  /** The namespaces that occupy at least one RU, with how many. A live view: do not hold it across changes. */
+  namespacesHolding(): ReadonlyMap<string, number> {
+    return this.nsRus;
+  }
+
   /** Jobs with at least one occupant (the size of the per-job index). */
   get jobCount(): number {
     return this.jobs.size;
@@ -324,6 +337,7 @@ export class ClusterState {
       this.jobs.set(occ.job, j);
     }
     j.rus += delta;
+    bump(this.nsRus, namespaceOfJob(occ.job), delta);
     bump(j.servers, s.id, delta);
     bump(j.racks, s.rack, delta);
     if (j.rus <= 0) this.jobs.delete(occ.job);

@@ -41,7 +41,7 @@ export function preemptWhereNeeded(ctx: SelectionContext, req: PlacementRequest,
     if (!s || !ctx.eligibleServer(s) || s.down || s.blocked || s.cordoned) return false;
     if (spread && closed.has(groupOf(s))) return false;
     const occ = s.occupants[id - s.base];
-    return occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority;
+    return occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority && (req.mayDisplace === undefined || req.mayDisplace(occ.job));
   });
   const all: Candidate[] = [];
   for (const id of ids) {

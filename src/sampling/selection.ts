@@ -40,6 +40,8 @@ export interface PlacementRequest {
   platformWeight?: number;
   /** May displace busy RUs of strictly lower priority when no acceptable free RU is found. */
   preempt?: boolean;
+  /** With preempt: which occupants' jobs it may displace besides the priority rule (fair share among namespaces). */
+  mayDisplace?: (victimJob: string) => boolean;
   /** RU ids that must not be chosen (already picked in this job's current attempt). */
   exclude?: ReadonlySet<number>;
   /**

@@ -52,6 +52,8 @@ export interface SimTask {
 
 export interface SimJob {
   id: number;
+  /** Its namespace (fair share); absent: default, and the job's id is the bare number. */
+  namespace?: string;
   profile: WorkloadProfile;
   /** What the scheduler is told. */
   declared: readonly number[];
@@ -256,7 +258,7 @@ export class World {
 
   occupantOf(task: SimTask): Occupant {
     if (!task.occupant) {
-      task.occupant = { job: String(task.job.id), task: task.index, caused: task.job.scheduledAs ?? task.job.declared, priority: task.job.priority, state: 'busy' };
+      task.occupant = { job: simJobId(task.job), task: task.index, caused: task.job.scheduledAs ?? task.job.declared, priority: task.job.priority, state: 'busy' };
     }
     return task.occupant;
   }
@@ -489,6 +491,7 @@ export function makeJob(opts: {
   id: number;
   label?: string;
   scaleOut?: { maxTasks: number };
+  namespace?: string;
 }): SimJob {
   const id = opts.id;
   const job = {
@@ -519,6 +522,7 @@ export function makeJob(opts: {
     label: opts.label ?? opts.profile.name,
   } as Omit<SimJob, 'head'> as SimJob;
   if (opts.scaleOut) job.scaleOut = opts.scaleOut;
+  if (opts.namespace !== undefined) job.namespace = opts.namespace;
   job.head = opts.prev ? opts.prev.head : job;
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
@@ -532,6 +536,11 @@ export function makeJob(opts: {
   job.ideal = longest / opts.maxPerf;
   job.chainIdeal = job.ideal + (opts.prev ? opts.prev.chainIdeal : 0);
   return job;
+}
+
+/** The job id the schedulers see: `<namespace>/<id>` in a namespace, the bare number otherwise (as live). */
+export function simJobId(job: SimJob): string {
+  return job.namespace === undefined ? String(job.id) : `${job.namespace}/${job.id}`;
 }
 
 /** A task to add to a running scale-out job: it takes its work when it starts and joins the job (World.startTask). */

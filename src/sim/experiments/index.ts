@@ -12,6 +12,7 @@ import { pigeonExp, sparrowExp } from './rivals.ts';
 import { calibrateExp, speed } from './model.ts';
 import { mechanisms, mechanismsError } from './mechanisms.ts';
 import { simSpeed } from './sim-speed.ts';
+import { fairshareExp } from './fairshare.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
@@ -37,6 +38,7 @@ const REGISTRY = {
   calibrate: calibrateExp,
   speed,
   'sim-speed': simSpeed,
+  fairshare: fairshareExp,
 } satisfies Record<ExperimentName, Runner>;
 
 export const EXPERIMENTS: Record<string, Runner> = REGISTRY;

@@ -22,6 +22,7 @@ export const EXPERIMENT_NAMES = [
   'calibrate',
   'speed',
   'sim-speed',
+  'fairshare',
 ] as const;
 
 export type ExperimentName = (typeof EXPERIMENT_NAMES)[number];

@@ -40,6 +40,8 @@ export interface PolicySpec {
   core?: Partial<CoreConfig>;
   /** The run-time loop (tarcil and fixed-R only): block slow servers, move slow tasks. */
   runtime?: SimRuntimeOptions;
+  /** Namespaces' weights for fair share (tarcil and fixed-R only). */
+  weights?: Record<string, number>;
 }
 
 /** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
@@ -47,7 +49,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
   const n = spec.name;
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
-  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}) };
+  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}), ...(spec.weights ? { weights: spec.weights } : {}) };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':

@@ -15,6 +15,12 @@
  *   (agent/attempt.ts) with the live agent's defaults (DEFAULT_AGENT_CONFIG), driven here by
  *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn).
  *
+ * - fair share among namespaces (agent/fair-share.ts, `core.fairShare`): the same FairShare over
+ *   this view, the RUs sent and not yet seen counted as held; requests waiting for a freed RU are
+ *   kept per namespace and a freed RU wakes one of the namespace with the lowest usage; a request
+ *   yields when namespaces further below wait (held by admission or for a freed RU) for more than
+ *   is free, as the live agent does.
+ *
  * Agents are serial: one decision at a time, each costing modelled CPU time; commits are
  * pipelined. Agent count therefore bounds the decision rate (Fig. 10) while stale caches and
  * commit latency create the conflicts that grow with R and with the number of agents.
@@ -22,13 +28,15 @@
 import { DEFAULT_AGENT_CONFIG } from '../../agent/agent.ts';
 import { Attempt, picksPerTxn, type AttemptPolicy } from '../../agent/attempt.ts';
 import { admissionVerdict, decide, type CoreConfig, type CoreContext } from '../../agent/core.ts';
+import { FairShare } from '../../agent/fair-share.ts';
+import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import { DEFAULT_MAX_TXN_OPS } from '../../store/common.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import type { Rng } from '../../util/rng.ts';
 import { COPYSET_ATTR, TARCIL } from '../constants.ts';
-import { addedTask, type SimJob, type SimTask, type View, type World } from '../world.ts';
+import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
 import type { Policy } from './types.ts';
@@ -45,6 +53,8 @@ export interface TarcilOptions {
   attempt?: Partial<AttemptPolicy>;
   /** The run-time loop: block slow servers, move slow tasks, autoscale, learn (off when not given). */
   runtime?: SimRuntimeOptions;
+  /** Namespaces' weights for fair share (`core.fairShare`, on by default); absent: 1 each. */
+  weights?: Record<string, number>;
 }
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
@@ -64,6 +74,10 @@ interface Request {
   move?: SimTask;
   /** Autoscale (run-time loop): the one pending task is a new task of a running scale-out job. */
   scaleOut?: boolean;
+  /** Its job's namespace. */
+  ns: string;
+  /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
+  woken?: boolean;
 }
 
 interface Agent {
@@ -85,9 +99,16 @@ export class TarcilPolicy implements Policy {
   private readonly policy: AttemptPolicy;
   private readonly opts: TarcilOptions;
   private rr = 0;
-  private readonly waiters: Request[] = [];
+  /** Requests waiting for a freed RU: one list per namespace with fair share, one list ('') without. */
+  private readonly waiters = new Map<string, Request[]>();
+  /** Fair share among namespaces (agent/fair-share.ts), over the agents' view; undefined when off. */
+  private readonly fair: FairShare | undefined;
+  /** With fair share: RUs wanted by the waiting requests, per namespace. */
+  private readonly needs = new Map<string, number>();
+  /** RUs being placed (sent, not yet in the view), per namespace: fair share counts them as held. */
+  private readonly placing = new Map<string, number>();
   private readonly targets = new Map<readonly number[], JobTarget>();
-  private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0 };
+  private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0, fairYields: 0 };
   private readonly monitor: SimLoadMonitor | undefined;
   private readonly learner: ProfileLearner | undefined;
   private readonly owned = new WeakSet<SimJob>();
@@ -107,6 +128,16 @@ export class TarcilPolicy implements Policy {
       ...opts.core,
     };
     this.view = world.addView(TARCIL.WATCH_DELAY_MS, true);
+    const state = this.view.state;
+    if (this.cfg.fairShare) {
+      const placing = this.placing;
+      this.fair = new FairShare({
+        held: (ns) => state.namespaceRus(ns) + (placing.get(ns) ?? 0),
+        holding: () => new Set([...state.namespacesHolding().keys(), ...placing.keys()]),
+        totalRus: () => state.totalRus,
+      });
+      this.fair.setWeights(Object.entries(opts.weights ?? {}).map(([name, weight]) => ({ name, weight })));
+    }
     const admission = this.view.admission;
     if (!admission) throw new Error('tarcil needs admission counters');
     for (let i = 0; i < opts.agents; i++) {
@@ -173,7 +204,7 @@ export class TarcilPolicy implements Policy {
 
   private specOf(job: SimJob, m: number, data?: number[]): JobSpec {
     return {
-      id: String(job.id),
+      id: simJobId(job),
       name: job.profile.name,
       profile: job.scheduledAs && job.scheduledAs !== job.profile.caused ? { ...job.profile, caused: job.scheduledAs as number[] } : job.profile,
       tasks: m,
@@ -221,7 +252,7 @@ export class TarcilPolicy implements Policy {
   private request(job: SimJob, target: JobTarget, tasks: SimTask[], data?: number[]): Request {
     const spec = this.specOf(job, Math.max(1, tasks.length), data);
     const capacity = spec.constraints.attributes ? eligibleCapacity(this.view.state, spec.constraints) : this.view.state.totalRus;
-    return { job, spec, target, pending: tasks, capacity };
+    return { job, spec, target, pending: tasks, capacity, ns: namespaceOfJob(spec.id) };
   }
 
   private enqueue(r: Request): void {
@@ -288,6 +319,18 @@ export class TarcilPolicy implements Policy {
       this.pump(a);
       return;
     }
+    // Fair share: a request that would take RUs that namespaces further below their share wait
+    // for holds back and waits in the waiters' order (unless that order just woke it).
+    if (this.fair && !r.woken && this.needs.size > 0 && this.fair.mustYield(r.ns, Math.min(r.pending.length, PICKS_PER_TXN), this.view.state.available.size, this.needs)) {
+      this.c.fairYields++;
+      eng.after(0, () => {
+        a.busy = false;
+        this.pump(a);
+      });
+      this.waitForRu(a, r, this.policy.recheckMs);
+      return;
+    }
+    r.woken = false;
     const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
     const chunk = r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
@@ -315,7 +358,12 @@ export class TarcilPolicy implements Policy {
         this.c.queued++;
         release(TARCIL.DECISION_BASE_MS);
         head.decisionMs += TARCIL.DECISION_BASE_MS;
-        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => this.requeue(a, r));
+        // Held by admission, the request waits for RUs as a live one does in the waiters (fair share counts it).
+        this.need(r.ns, r.pending.length);
+        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => {
+          this.need(r.ns, -r.pending.length);
+          this.requeue(a, r);
+        });
         return;
       }
       if (verdict?.action === 'best-effort') this.c.bestEffort++;
@@ -323,7 +371,7 @@ export class TarcilPolicy implements Policy {
     }
 
     const w1 = performance.now();
-    const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet });
+    const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet, ...this.fairDisplace(r) });
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
     this.wall.candidates += d.selection.candidatesSeen;
@@ -346,6 +394,7 @@ export class TarcilPolicy implements Policy {
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
     const storeAt = now + sendAt + TARCIL.COMMIT_RTT_MS / 2;
     for (const p of picks) this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS);
+    if (this.fair) this.countPlacing(r.ns, picks.length, storeAt + TARCIL.WATCH_DELAY_MS);
     release(sendAt);
     // Remove the chunk's tasks from pending while the commit is in flight.
     const inFlight = chunk.slice(0, picks.length);
@@ -452,32 +501,89 @@ export class TarcilPolicy implements Policy {
     });
   }
 
+  /** Fair share's limit on preemption across namespaces (none when the request may not preempt). */
+  private fairDisplace(r: Request): { mayDisplace?: (victimJob: string) => boolean } {
+    if (!this.fair || !this.cfg.preemption || r.job.priority <= this.cfg.bypassAbove) return {};
+    return { mayDisplace: this.fair.mayDisplace(r.ns, this.needs.keys()) };
+  }
+
+  /** `n` RUs of namespace `ns` are being placed until `until` (when the view shows them, or not). */
+  private countPlacing(ns: string, n: number, until: number): void {
+    if (n <= 0) return;
+    this.placing.set(ns, (this.placing.get(ns) ?? 0) + n);
+    this.world.engine.at(until, () => {
+      const left = (this.placing.get(ns) ?? 0) - n;
+      if (left > 0) this.placing.set(ns, left);
+      else this.placing.delete(ns);
+    });
+  }
+
+  private waitList(r: Request): Request[] {
+    const key = this.fair ? r.ns : '';
+    let q = this.waiters.get(key);
+    if (!q) this.waiters.set(key, (q = []));
+    return q;
+  }
+
+  /** With fair share: `n` more (or fewer) RUs wanted by the waiting requests of `ns`. */
+  private need(ns: string, n: number): void {
+    if (!this.fair) return;
+    const left = (this.needs.get(ns) ?? 0) + n;
+    if (left > 0) this.needs.set(ns, left);
+    else this.needs.delete(ns);
+  }
+
+  private unwait(q: Request[], k: number): Request {
+    const r = q.splice(k, 1)[0] as Request;
+    this.need(r.ns, -r.pending.length);
+    return r;
+  }
+
   /** Parks a request until an RU it may use frees, or `ms` passes. */
   private waitForRu(a: Agent, r: Request, ms: number): void {
     r.agent = a;
-    this.push(this.waiters, r);
+    this.push(this.waitList(r), r);
+    this.need(r.ns, r.pending.length);
     this.world.engine.after(ms, () => this.wake(r));
   }
 
   private wake(r: Request): void {
-    const k = this.waiters.indexOf(r);
+    const q = this.waitList(r);
+    const k = q.indexOf(r);
     if (k < 0) return;
-    this.waiters.splice(k, 1);
+    this.unwait(q, k);
     const a = r.agent ?? this.firstAgent;
     this.requeue(a, r);
   }
 
-  /** A freed RU wakes the first waiting request that may use it (hard constraints checked). */
+  /**
+   * A freed RU wakes the first waiting request that may use it (hard constraints checked); with
+   * fair share, of the namespace with the lowest usage among those with a request that may use it.
+   */
   private wakeFor(ru: number): void {
     const attrs = this.world.server(ru).spec.attributes;
-    const k = this.waiters.findIndex((w) => {
+    const fits = (w: Request): boolean => {
       const want = w.spec.constraints.attributes;
       if (!want) return true;
       for (const [key, v] of Object.entries(want)) if (attrs[key] !== v) return false;
       return true;
-    });
-    if (k < 0) return;
-    const r = this.waiters.splice(k, 1)[0] as Request;
+    };
+    let bestQ: Request[] | undefined;
+    let bestK = -1;
+    let bestU = Infinity;
+    for (const [ns, q] of this.waiters) {
+      if (q.length === 0) continue;
+      const u = this.fair ? this.fair.usage(ns) : 0;
+      if (bestQ && u >= bestU) continue;
+      const k = q.findIndex(fits);
+      if (k < 0) continue;
+      bestQ = q;
+      bestK = k;
+      bestU = u;
+    }
+    if (!bestQ) return;
+    const r = this.unwait(bestQ, bestK);
+    r.woken = true;
     // The freed RU reaches the agents' cache after the watch delay.
     const a = r.agent ?? this.firstAgent;
     this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.requeue(a, r));
