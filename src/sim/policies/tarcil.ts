@@ -175,7 +175,7 @@ export class TarcilPolicy implements Policy {
   private waitingTasks(): number {
     let n = 0;
     for (const a of this.agents) for (const r of a.queue) n += r.pending.length;
-    for (const r of this.waiters) n += r.pending.length;
+    for (const q of this.waiters.values()) for (const r of q) n += r.pending.length;
     return n;
   }
 
