@@ -23,7 +23,7 @@ import { agentConfig, type AgentConfig } from './config.ts';
 import { admissionVerdict, decide, type CoreContext } from './core.ts';
 import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
-import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
+import { commitPicks, type CommitHost, type CommitResult, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
@@ -343,7 +343,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         await waiting.ensure(pending.length - next);
       }
       if (then.kind === 'capacity-wait') {
-        await this.waitForCapacity(rec, job, then.ms);
+        await this.waitForCapacity(rec, job, then.ms, then.why);
       } else {
         const q0 = this.clock.now();
         await this.clock.sleep(then.ms);
@@ -386,11 +386,12 @@ export class SchedulingAgent implements GangHost, CommitHost {
     }
   }
 
-  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs): Promise<void> {
+  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, why?: string): Promise<void> {
     const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
-    rec.waiting = `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    if (why !== undefined) rec.quota = why;
     await this.waitFreed(ms, job, this.capacityClass(job));
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
@@ -515,6 +516,17 @@ export class SchedulingAgent implements GangHost, CommitHost {
         const c0 = this.clock.monotonic();
         const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', stamp);
         rec.stageMs.commit += this.clock.monotonic() - c0;
+        if (!res.ok && res.quota) {
+          keep = [];
+          // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
+          // rest once RUs are given back. A gang waits until all of its chunk fits.
+          if (res.quota.room > 0 && !allOrNothing) {
+            chunk = chunk.slice(0, res.quota.room);
+            lastChunk = false;
+            continue;
+          }
+          return { placed: [], then: at.afterQuota(res.quota.message) };
+        }
         if (res.ok) {
           keep = [];
           return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: chunk.length }) };
@@ -541,7 +553,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
     stamp: TaskStamp,
-  ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
+  ): Promise<CommitResult> {
     return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, ...stamp });
   }
 

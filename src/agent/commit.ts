@@ -19,6 +19,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
+import { quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
 
 /** What a commit uses of its agent. */
 export interface CommitHost {
@@ -62,14 +63,30 @@ export interface CommitRequest extends TaskStamp {
   ruState: 'busy' | 'reserved';
 }
 
+/** A commit refused in advance: the job's namespace has `room` RUs left of its quota. */
+export interface QuotaRefusal {
+  room: number;
+  message: string;
+}
+
+export type CommitResult = { ok: true } | { ok: false; survivors: Pick[]; quota?: QuotaRefusal };
+
 /**
  * One optimistic transaction (state/placement.ts): compare the revisions the choice was based on
  * (RU keys, or server epochs under the `server` scope), write RU, task and epoch records. On
  * failure the else branch reads what we compared so the cache refreshes exactly that, then we
- * resample.
+ * resample. A job of a namespace other than default also compares its namespace record and, when
+ * the namespace has an RU quota, its usage record, which the transaction updates
+ * (tenancy/quota.ts); picks that would exceed the quota are refused before anything is written.
  */
-export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
+export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
   const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous, move } = c;
+  const quota = await readQuota(a.store, a.keys, job.id);
+  if (quota && quotaRoom(quota) < picks.length) {
+    // Survivors of an earlier attempt are still claimed by this call: give them up.
+    a.state.batch(() => picks.forEach((p) => a.state.unclaim({ server: p.server.id, index: p.index }, rec)));
+    return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
+  }
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
   for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
@@ -120,6 +137,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
     ruState,
     ...(fence ? { fence } : {}),
     recordJob: finalForJob && a.config.recordJob,
+    ...(quota ? { extra: quotaTxnOps(quota, job.id, tasks.map((t) => quotaToken(t, commitId))) } : {}),
   });
   let res;
   try {

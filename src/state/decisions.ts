@@ -34,6 +34,8 @@ export interface DecisionRecord {
   placements: Placement[];
   /** Why the job waits right now (admission queue, no free RU it may use); unset when it does not. */
   waiting?: string;
+  /** The last time the job waited for its namespace's RU quota: why (tenancy/quota.ts). */
+  quota?: string;
   /** Placements left out of `placements` when the record was stored (see decisions.ts). */
   omittedPlacements?: number;
   conflicts: number;

@@ -18,6 +18,8 @@ import { laterTurn } from '../../util/turns.ts';
 import type { SharedBackoff } from '../../util/backoff.ts';
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { ProfileBookOptions } from '../../state/profiles.ts';
+import { DEFAULT_NAMESPACE, namespaceOfJob } from '../../tenancy/namespace.ts';
+import { endedToken } from '../../tenancy/quota.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -126,6 +128,17 @@ export interface Owned {
   moving: Set<number>;
   /** Moved tasks whose held copy waits for the old copy to stop (moves.ts). */
   finishing: Set<number>;
+  /**
+   * A job of a namespace other than default: the namespace may have an RU quota, so the owner
+   * gives back the allotment tokens of placements it sees end (tenancy/quota.ts).
+   */
+  quota: boolean;
+  /** Tokens of ended placements not yet given back. */
+  quotaReturns: Set<string>;
+  /** Adopted: recompute the job's tokens from its live tasks before anything else. */
+  quotaReconcile: boolean;
+  /** Every task is final and every token of the job was given back: the final write may go. */
+  quotaSettled: boolean;
 }
 
 export interface OwnerStats {
@@ -233,6 +246,10 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     slow: new Map(),
     moving: new Set(),
     finishing: new Set(),
+    quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE,
+    quotaReturns: new Set(),
+    quotaReconcile: false,
+    quotaSettled: false,
   };
 }
 
@@ -252,6 +269,10 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
+  if (o.quota) {
+    const token = endedToken(index, cur?.rec, full);
+    if (token) o.quotaReturns.add(token);
+  }
   const rec = full && kept(o, full);
   if (rec) {
     o.tasks.set(index, { rec, rev });
@@ -279,6 +300,10 @@ export function forgetTask(o: Owned, index: number): void {
   const cur = o.tasks.get(index);
   if (!cur) return;
   untrack(o, index, cur.rec);
+  if (o.quota) {
+    const token = endedToken(index, cur.rec, undefined);
+    if (token) o.quotaReturns.add(token);
+  }
   o.tasks.delete(index);
   o.dirty.add(index);
 }
