@@ -19,7 +19,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
-import { quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
+import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
 
 /** What a commit uses of its agent. */
 export interface CommitHost {
@@ -81,12 +81,6 @@ export type CommitResult = { ok: true } | { ok: false; survivors: Pick[]; quota?
  */
 export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
   const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous, move } = c;
-  const quota = await readQuota(a.store, a.keys, job.id);
-  if (quota && quotaRoom(quota) < picks.length) {
-    // Survivors of an earlier attempt are still claimed by this call: give them up.
-    a.state.batch(() => picks.forEach((p) => a.state.unclaim({ server: p.server.id, index: p.index }, rec)));
-    return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
-  }
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
   for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
@@ -104,6 +98,13 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
       a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) }, rec);
     }
   });
+  // Read after the claims (an await lets this process's other decisions run), and only for a job
+  // of a namespace other than default: default has no quota and its commits read nothing more.
+  const quota = hasQuotaNamespace(job.id) ? await readQuota(a.store, a.keys, job.id) : undefined;
+  if (quota && quotaRoom(quota) < picks.length) {
+    unclaimAll();
+    return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
+  }
   const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
   if (chained === false) {
     unclaimAll();

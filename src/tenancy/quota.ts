@@ -53,6 +53,11 @@ export function quotaMessage(q: Pick<QuotaRead, 'ns' | 'maxRus' | 'usage'>): str
   return `namespace ${q.ns} is at its quota: ${q.usage.total} of ${q.maxRus} RUs in use`;
 }
 
+/** Whether a job's namespace may have a quota (any but default). */
+export function hasQuotaNamespace(jobId: string): boolean {
+  return namespaceOfJob(jobId) !== DEFAULT_NAMESPACE;
+}
+
 /**
  * The namespace and usage records a placement of `jobId` is checked against (one read at one
  * revision); undefined for a job of default, which has no quota and reads nothing.
