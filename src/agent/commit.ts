@@ -174,6 +174,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
         acceptable: p.quality.acceptable,
         score: p.score,
         commitRevision: revision,
+        commitId,
       };
       const n = attempts[i] as number;
       if (n > 0) pl.attempt = n;

@@ -15,6 +15,8 @@ export interface Placement {
   acceptable: boolean;
   score: number;
   commitRevision: number;
+  /** The commit that placed it (the task's record names it too). */
+  commitId?: string;
   /** The task's attempt: 0 for its first placement, one more for each placement after that. */
   attempt?: number;
   preempted?: { job: string; task: number; priority: number };
