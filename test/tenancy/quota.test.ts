@@ -142,6 +142,24 @@ describe('namespace quotas (etcd)', () => {
     expect((await waitFinal(c, b.jobId)).state).toBe('succeeded');
   });
 
+  it('a quota set on a namespace that already runs tasks counts them', async () => {
+    await unary(c, 'PutNamespace', { name: 'qlate' });
+    const a = await submit(c, { specJson: spec('early', 2, 2500), namespace: 'qlate' });
+    await until('two running', async () => ((await held('qlate')) === 2 ? true : undefined));
+    expect(await store.get(keys.usage('qlate'))).toBeUndefined();
+    await unary(c, 'PutNamespace', { name: 'qlate', maxRus: 2 });
+    expect((await usage('qlate')).total).toBe(2);
+    const b = await submit(c, { specJson: spec('late', 1, 50), namespace: 'qlate' });
+    const j = await until('the new job to wait', async () => {
+      const r = await getJob(c, b.jobId);
+      return r.message.includes('quota') ? r : undefined;
+    });
+    expect(j.message).toBe('namespace qlate is at its quota: 2 of 2 RUs in use');
+    expect((await waitFinal(c, a.jobId)).state).toBe('succeeded');
+    expect((await waitFinal(c, b.jobId)).state).toBe('succeeded');
+    expect(await usage('qlate')).toEqual({ total: 0, jobs: {} });
+  });
+
   it('max_waiting_jobs refuses the next submission, also when submissions race', async () => {
     await unary(c, 'PutNamespace', { name: 'qw', maxWaitingJobs: 2 });
     const first = await Promise.all([submit(c, { specJson: spec('w1', 1, 1500), namespace: 'qw' }), submit(c, { specJson: spec('w2', 1, 1500), namespace: 'qw' })]);
