@@ -63,21 +63,8 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
     const start = await nodeStore.range(keys.rus());
     expect(start.kvs.length).toBe(32);
 
-    const rng = new SeededRng(99);
-    const submissions = clients.flatMap((c, f) =>
-      Array.from({ length: JOBS_PER_FRONTEND }, (_, i) => {
-        const tasks = 1 + Math.floor(rng.next() * 3);
-        const durationMs = 100 + Math.floor(rng.next() * 150);
-        return submit(c, { specJson: JSON.stringify({ name: `f${f}-${i}`, profile: 'spark-lr', tasks, durationMs }), namespace: NS }).then((r) => ({ c, id: r.jobId, tasks }));
-      }),
-    );
-    const jobs = await Promise.all(submissions);
-    for (const j of jobs) expect((await waitFinal(j.c, j.id, 45_000)).state).toBe('succeeded');
-    const totalTasks = jobs.reduce((a, j) => a + j.tasks, 0);
-
-    // Replay the RU keys' history from the revision the cell was read at.
-    const end = await nodeStore.range(keys.rus());
-    const lastChange = Math.max(...end.kvs.map((kv) => kv.modRevision));
+    // Follow the RU keys revision by revision from the revision the cell was read at (etcd's
+    // event history, in order), folding every batch into the RUs held at that revision.
     const state = new Map(start.kvs.map((kv) => [kv.key, kv.value]));
     const heldNow = (): number => {
       let n = 0;
@@ -91,11 +78,12 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
     let most = 0;
     let worst = 0;
     let placements = 0;
-    await new Promise<void>((resolve, reject) => {
-      let handle: { close(): Promise<void> } | undefined;
-      let done = false;
-      const onEvents = (b: WatchBatch): void => {
-        if (done) return;
+    let seen = start.revision;
+    let failed: Error | undefined;
+    const watch = await nodeStore.watch({
+      prefix: keys.rus(),
+      fromRevision: start.revision + 1,
+      onEvents: (b: WatchBatch) => {
         for (const e of b.events) {
           if (e.type === 'delete') state.delete(e.kv.key);
           else {
@@ -109,19 +97,29 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
           most = h;
           worst = b.revision;
         }
-        if (b.revision >= lastChange) {
-          done = true;
-          void handle?.close();
-          resolve();
-        }
-      };
-      nodeStore
-        .watch({ prefix: keys.rus(), fromRevision: start.revision + 1, onEvents, onError: (err) => reject(err) })
-        .then((h) => {
-          handle = h;
-          if (done) void h.close();
-        }, reject);
+        seen = b.revision;
+      },
+      onError: (err) => (failed = err),
     });
+
+    const rng = new SeededRng(99);
+    const submissions = clients.flatMap((c, f) =>
+      Array.from({ length: JOBS_PER_FRONTEND }, (_, i) => {
+        const tasks = 1 + Math.floor(rng.next() * 3);
+        const durationMs = 100 + Math.floor(rng.next() * 150);
+        return submit(c, { specJson: JSON.stringify({ name: `f${f}-${i}`, profile: 'spark-lr', tasks, durationMs }), namespace: NS }).then((r) => ({ c, id: r.jobId, tasks }));
+      }),
+    );
+    const jobs = await Promise.all(submissions);
+    for (const j of jobs) expect((await waitFinal(j.c, j.id, 45_000)).state).toBe('succeeded');
+    const totalTasks = jobs.reduce((a, j) => a + j.tasks, 0);
+    // Every change of an RU up to now delivered.
+    const end = await nodeStore.range(keys.rus());
+    const lastChange = Math.max(...end.kvs.map((kv) => kv.modRevision));
+    for (const t0 = Date.now(); seen < lastChange && !failed; await new Promise((r) => setTimeout(r, 20))) if (Date.now() - t0 > 10_000) throw new Error(`the watch stopped at revision ${seen}, before ${lastChange}`);
+    await watch.close();
+    expect(failed).toBeUndefined();
+
     expect(most, `${most} RUs held at revision ${worst}`).toBeLessThanOrEqual(QUOTA);
     // The flood did fill the quota (else the check above proves nothing) and placed every task.
     expect(most).toBeGreaterThanOrEqual(QUOTA - 1);
