@@ -23,7 +23,7 @@ import { agentConfig, type AgentConfig } from './config.ts';
 import { admissionVerdict, decide, type CoreContext } from './core.ts';
 import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
-import { commitPicks, type CommitHost, type TaskStamp } from './commit.ts';
+import { commitPicks, type CommitHost, type CommitResult, type TaskStamp } from './commit.ts';
 import { scheduleGangReserved, type GangHost } from './gang.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
@@ -353,7 +353,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         await waiting.ensure(pending.length - next);
       }
       if (then.kind === 'capacity-wait') {
-        woken = await this.waitForCapacity(rec, job, then.ms, pending.length - next);
+        woken = await this.waitForCapacity(rec, job, then.ms, pending.length - next, then.why, then.why !== undefined);
       } else {
         const q0 = this.clock.now();
         await this.clock.sleep(then.ms);
@@ -396,12 +396,17 @@ export class SchedulingAgent implements GangHost, CommitHost {
     }
   }
 
-  /** Waits for a freed RU (see waitFreed); true when a freed RU woke the call. */
-  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string): Promise<boolean> {
+  /**
+   * Waits for a freed RU (see waitFreed); true when a freed RU woke the call. `why` is what the
+   * job waits for when it is not just a free RU; `quota` says that is its namespace's quota
+   * (kept in the decision record for explain).
+   */
+  async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string, quota = false): Promise<boolean> {
     const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
     rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    if (quota && why !== undefined) rec.quota = why;
     const woken = await this.waitFreed(ms, job, this.capacityClass(job), need);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
@@ -543,6 +548,17 @@ export class SchedulingAgent implements GangHost, CommitHost {
         const c0 = this.clock.monotonic();
         const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', stamp);
         rec.stageMs.commit += this.clock.monotonic() - c0;
+        if (!res.ok && res.quota) {
+          keep = [];
+          // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
+          // rest once RUs are given back. A gang waits until all of its chunk fits.
+          if (res.quota.room > 0 && !allOrNothing) {
+            chunk = chunk.slice(0, res.quota.room);
+            lastChunk = false;
+            continue;
+          }
+          return { placed: [], then: at.afterQuota(res.quota.message) };
+        }
         if (res.ok) {
           keep = [];
           return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: chunk.length }) };
@@ -576,7 +592,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
     stamp: TaskStamp,
-  ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
+  ): Promise<CommitResult> {
     return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, ...stamp });
   }
 

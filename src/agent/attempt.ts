@@ -35,8 +35,11 @@ export type Next =
   | { kind: 'go' }
   /** Admission queued the request: wait this long, or until an RU frees, then ask again. */
   | { kind: 'admission-wait'; ms: number }
-  /** Nothing eligible was free: wait this long, or until an RU frees, then decide again. */
-  | { kind: 'capacity-wait'; ms: number }
+  /**
+   * Nothing eligible was free (or, `why` set, the job's namespace is at its quota): wait this
+   * long, or until an RU frees, then decide again.
+   */
+  | { kind: 'capacity-wait'; ms: number; why?: string }
   /** The commit lost a race: wait this long, then decide again with a fresh draw. */
   | { kind: 'backoff'; ms: number };
 
@@ -151,6 +154,16 @@ export class Attempt {
     this.retries++;
     this.totals.retries++;
     return { kind: 'backoff', ms: this.backoffMs(this.retries) };
+  }
+
+  /**
+   * A commit refused in advance because the job's namespace is at its RU quota (the live agent's
+   * commit, tenancy/quota.ts): back to admission, wait for an RU to be freed, decide again.
+   */
+  afterQuota(why: string): Next {
+    this.readmit();
+    this.totals.capacityWaits++;
+    return { kind: 'capacity-wait', ms: this.policy.recheckMs, why };
   }
 
   /** Back to admission: asked again before the next decision, within what is left of the bound. */

@@ -19,6 +19,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
+import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
 
 /** What a commit uses of its agent. */
 export interface CommitHost {
@@ -62,13 +63,23 @@ export interface CommitRequest extends TaskStamp {
   ruState: 'busy' | 'reserved';
 }
 
+/** A commit refused in advance: the job's namespace has `room` RUs left of its quota. */
+export interface QuotaRefusal {
+  room: number;
+  message: string;
+}
+
+export type CommitResult = { ok: true } | { ok: false; survivors: Pick[]; quota?: QuotaRefusal };
+
 /**
  * One optimistic transaction (state/placement.ts): compare the revisions the choice was based on
  * (RU keys, or server epochs under the `server` scope), write RU, task and epoch records. On
  * failure the else branch reads what we compared so the cache refreshes exactly that, then we
- * resample.
+ * resample. A job of a namespace other than default also compares its namespace record and, when
+ * the namespace has an RU quota, its usage record, which the transaction updates
+ * (tenancy/quota.ts); picks that would exceed the quota are refused before anything is written.
  */
-export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok: true } | { ok: false; survivors: Pick[] }> {
+export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
   const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous, move } = c;
   const commitId = a.nextCommitId();
   const servers = new Map<string, number>();
@@ -87,6 +98,13 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
       a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) }, rec);
     }
   });
+  // Read after the claims (an await lets this process's other decisions run), and only for a job
+  // of a namespace other than default: default has no quota and its commits read nothing more.
+  const quota = hasQuotaNamespace(job.id) ? await readQuota(a.store, a.keys, job.id) : undefined;
+  if (quota && quotaRoom(quota) < picks.length) {
+    unclaimAll();
+    return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
+  }
   const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
   if (chained === false) {
     unclaimAll();
@@ -120,6 +138,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
     ruState,
     ...(fence ? { fence } : {}),
     recordJob: finalForJob && a.config.recordJob,
+    ...(quota ? { extra: quotaTxnOps(quota, job.id, tasks.map((t) => quotaToken(t, commitId))) } : {}),
   });
   let res;
   try {
@@ -155,6 +174,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<{ ok
         acceptable: p.quality.acceptable,
         score: p.score,
         commitRevision: revision,
+        commitId,
       };
       const n = attempts[i] as number;
       if (n > 0) pl.attempt = n;

@@ -19,7 +19,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { Attempt, type Next } from './attempt.ts';
-import type { TaskStamp } from './commit.ts';
+import type { CommitResult, TaskStamp } from './commit.ts';
 import type { AgentConfig } from './config.ts';
 import { decide, type CoreContext } from './core.ts';
 import { WaitingEntry } from './waiting.ts';
@@ -42,7 +42,7 @@ export interface GangHost {
   lostFence(jobId: string, lease: string): never;
   assertOpen(jobId?: string): void;
   admit(job: JobSpec, target: JobTarget, needed: number, rec: DecisionRecord, at: Attempt, waiting: WaitingEntry): Promise<void>;
-  waitForCapacity(rec: DecisionRecord, job: JobSpec, ms?: number): Promise<unknown>;
+  waitForCapacity(rec: DecisionRecord, job: JobSpec, ms?: number, need?: number, why?: string, quota?: boolean): Promise<unknown>;
   tryCommit(
     job: JobSpec,
     tasks: number[],
@@ -51,7 +51,7 @@ export interface GangHost {
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
     stamp: TaskStamp,
-  ): Promise<{ ok: true } | { ok: false; survivors: Pick[] }>;
+  ): Promise<CommitResult>;
 }
 
 export async function scheduleGangReserved(
@@ -118,7 +118,8 @@ async function reserveAndConfirm(
       await h.clock.sleep(then.ms);
       rec.stageMs.queue += h.clock.now() - q0;
     } else {
-      await h.waitForCapacity(rec, job, then.ms);
+      const why = then.kind === 'capacity-wait' ? then.why : undefined;
+      await h.waitForCapacity(rec, job, then.ms, 1, why, why !== undefined);
     }
   }
 }
@@ -140,6 +141,7 @@ async function reserveChunk(
     if (sel.kind !== 'go') return sel;
     const res = await h.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved', stamp);
     if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
+    if (res.quota) return at.afterQuota(res.quota.message);
     h.state.batch(() => res.survivors.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index }, rec)));
     const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, d.selection.picks.length - res.survivors.length), asked: chunk.length });
     if (!at.admitted) return then;

@@ -519,7 +519,7 @@ export class JobManager implements OwnerContext, MoveHost {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
-        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now() };
+        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now(), ...(p.commitId ? { commitId: p.commitId } : {}) };
         // A move's record must say so at once: the watch brings the full record at this same
         // revision, which is then not applied again, and the move is finished from this one.
         if (p.movedFrom) rec.movedFrom = { server: p.movedFrom.server, index: p.movedFrom.index, commitId: p.movedFrom.commitId };

@@ -241,6 +241,7 @@ export function explanationToProto(
       stages: stagesOf(r.stageMs),
       placed: r.placements.length + (r.omittedPlacements ?? 0),
       placementsOmitted: r.omittedPlacements ?? 0,
+      quota: r.quota ?? '',
     })),
     stages: {
       admissionMs: sum((r) => r.stageMs.admission),
@@ -267,6 +268,8 @@ export function explainText(e: Explanation): string {
   const lines: string[] = [];
   lines.push(`job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`);
   if (e.waitingFor) lines.push(`waiting for: ${e.waitingFor}`);
+  const quota = [...(e.decisions ?? [])].reverse().find((d) => d.quota)?.quota;
+  if (quota && quota !== e.waitingFor) lines.push(`quota: waited because ${quota}`);
   const adm = e.admission ?? [];
   if (adm.length === 0) lines.push('admission: no verdict recorded yet');
   else {

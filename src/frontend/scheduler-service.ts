@@ -31,7 +31,7 @@ import type { Metrics } from './metrics.ts';
 import { cordonLines, cordonsOf, departedServers, setNodeScheduling, taskLogs, type NodeServiceDeps } from './node-service.ts';
 import { laterTurn, onLaterTurn } from '../util/turns.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/namespace.ts';
-import { namespaceForSubmit, requireNamespaceName } from '../tenancy/namespaces.ts';
+import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
 import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
@@ -248,8 +248,19 @@ export class SchedulerService {
     const job = this.parseRequest(req, now);
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
-    const { compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE);
-    const r = await this.d.manager.submit(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare });
+    let r;
+    for (let tries = 1; ; tries++) {
+      const { rec, compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE);
+      checkQuotaFit(rec, job);
+      const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
+      try {
+        r = await this.d.manager.submit(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}) });
+        break;
+      } catch (err) {
+        // Another submission to the namespace (or a change of it) won the race: count again.
+        if (!(isTarcilError(err) && err.code === 'ABORTED' && tries < 20) || call.cancelled || remainingMs(call) <= 0) throw err;
+      }
+    }
     if (!r.duplicate) this.d.metrics?.submitted.inc();
     return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? '') };
   }

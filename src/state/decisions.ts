@@ -15,6 +15,8 @@ export interface Placement {
   acceptable: boolean;
   score: number;
   commitRevision: number;
+  /** The commit that placed it (the task's record names it too). */
+  commitId?: string;
   /** The task's attempt: 0 for its first placement, one more for each placement after that. */
   attempt?: number;
   preempted?: { job: string; task: number; priority: number };
@@ -34,6 +36,8 @@ export interface DecisionRecord {
   placements: Placement[];
   /** Why the job waits right now (admission queue, no free RU it may use); unset when it does not. */
   waiting?: string;
+  /** The last time the job waited for its namespace's RU quota: why (tenancy/quota.ts). */
+  quota?: string;
   /** Placements left out of `placements` when the record was stored (see decisions.ts). */
   omittedPlacements?: number;
   conflicts: number;

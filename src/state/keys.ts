@@ -20,7 +20,9 @@ import type { RuRef } from '../model/types.ts';
  *                              outlives the monitor's registrations; deleted by uncordon
  *   <p>namespaces/<ns>         a namespace: weight and quota (`default` needs no record)
  *   <p>usage/<ns>              RUs a namespace with an RU quota holds: compared and updated by
- *                              every placement transaction of its jobs
+ *                              every placement transaction of its jobs (tenancy/quota.ts)
+ *   <p>submits/<ns>            submissions to a namespace with a limit on its jobs: bumped by
+ *                              each, so that racing submissions cannot pass the limit together
  *   <p>acl/tokens/<accessor>   an access token: its policy and the hash of its secret
  *   <p>acl/bootstrapped        written once by `tarcil acl bootstrap`
  *   <p>audit/<time>-<id>       one call that changed something: who, what, when, the result
@@ -122,6 +124,9 @@ export class Keys {
   }
   usage(ns: string): string {
     return `${this.prefix}usage/${ns}`;
+  }
+  submits(ns: string): string {
+    return `${this.prefix}submits/${ns}`;
   }
   tokens(): string {
     return `${this.prefix}acl/tokens/`;

@@ -69,6 +69,8 @@ export interface PlacementTxnInput {
   fence?: { key: string; lease: string };
   /** Also write the job record as placed (a standalone agent's last chunk of the job). */
   recordJob?: boolean;
+  /** More compares and writes (the namespace quota's: tenancy/quota.ts). */
+  extra?: { compare: Compare[]; success: Op[] };
 }
 
 export interface PlacementTxn {
@@ -189,6 +191,10 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
   if (p.recordJob) {
     const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: p.now };
     success.push({ type: 'put', key: k.job(job.id), value: JSON.stringify(jobRec) });
+  }
+  if (p.extra) {
+    compare.push(...p.extra.compare);
+    success.push(...p.extra.success);
   }
   return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses };
 }

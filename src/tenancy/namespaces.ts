@@ -5,10 +5,12 @@
  * starting a namespace of its own.
  */
 import type { Keys } from '../state/keys.ts';
+import { isFinalJob, type LiveJobRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
-import type { ClusterStore, Compare } from '../store/types.ts';
+import type { ClusterStore, Compare, Op } from '../store/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from './namespace.ts';
+import { addLiveTokens } from './quota.ts';
 
 export interface NamespaceRecord {
   name: string;
@@ -84,6 +86,11 @@ export function validateNamespaceChange(c: NamespaceChange): void {
 export async function putNamespace(store: ClusterStore, keys: Keys, name: string, change: NamespaceChange, now: number): Promise<NamespaceRecord> {
   requireNamespaceName(name, 'name');
   validateNamespaceChange(change);
+  if (name === DEFAULT_NAMESPACE) {
+    // Placements and submissions of default read no namespace record: it cannot have a quota.
+    if ((change.maxRus ?? 0) > 0) throw invalid('max_rus', 'namespace default cannot have an RU quota (0 only): create a namespace for the jobs to limit');
+    if ((change.maxWaitingJobs ?? 0) > 0) throw invalid('max_waiting_jobs', 'namespace default cannot limit its jobs (0 only): create a namespace for the jobs to limit');
+  }
   for (;;) {
     const kv = await store.get(keys.namespace(name));
     const cur = parseJson<NamespaceRecord>(kv) ?? { ...defaultNamespaceRecord(), name, createdAt: now };
@@ -99,7 +106,11 @@ export async function putNamespace(store: ClusterStore, keys: Keys, name: string
       compare: [{ key: keys.namespace(name), target: 'mod', op: '==', value: kv?.modRevision ?? 0 }],
       success: [{ type: 'put', key: keys.namespace(name), value: JSON.stringify(next) }],
     });
-    if (res.succeeded) return next;
+    if (!res.succeeded) continue;
+    // A quota set on a namespace that already runs tasks: count them. Placements decided before
+    // compared the record's old revision and fail; those that landed before are read here.
+    if (next.maxRus > 0 && cur.maxRus === 0) await addLiveTokens(store, keys, name);
+    return next;
   }
 }
 
@@ -135,6 +146,36 @@ export async function deleteNamespace(store: ClusterStore, keys: Keys, name: str
     await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'put', key: kv.key, value: JSON.stringify(rec) }] });
     throw new TarcilError('FAILED_PRECONDITION', `namespace ${name} holds ${held} job(s): they must be final and aged out (--retain) first`, { field: 'name' });
   }
-  await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'delete', key: kv.key }, { type: 'delete', key: keys.usage(name) }] });
+  await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'delete', key: kv.key }, { type: 'delete', key: keys.usage(name) }, { type: 'delete', key: keys.submits(name) }] });
   return rec;
+}
+
+/**
+ * The limits a submission to namespace `rec` is checked against: a gang larger than its RU quota
+ * can never run (FAILED_PRECONDITION, field tasks; an incremental job runs maxRus tasks at a
+ * time); with maxWaitingJobs, the jobs not yet final are counted (RESOURCE_EXHAUSTED at the limit)
+ * and the submission carries a compare-and-bump of `submits/<ns>` read at the same revision.
+ */
+export function checkQuotaFit(rec: NamespaceRecord, job: { mode: string; tasks: number }): void {
+  if (rec.maxRus > 0 && job.mode === 'gang' && job.tasks > rec.maxRus) {
+    throw new TarcilError('FAILED_PRECONDITION', `tasks: a gang of ${job.tasks} tasks can never run in namespace ${rec.name}, whose quota is ${rec.maxRus} RUs (max_rus)`, { field: 'tasks' });
+  }
+}
+
+export async function waitingJobsGate(store: ClusterStore, keys: Keys, rec: NamespaceRecord): Promise<{ compare: Compare[]; success: Op[] }> {
+  const key = keys.submits(rec.name);
+  const res = await store.txn({ compare: [], success: [{ type: 'get', key }, { type: 'get', key: keys.namespaceJobs(rec.name), prefix: true }] });
+  const kv = res.responses[0]?.[0];
+  let open = 0;
+  for (const j of res.responses[1] ?? []) {
+    const state = parseJson<LiveJobRecord>(j)?.state;
+    if (state !== undefined && !isFinalJob(state)) open++;
+  }
+  if (open >= rec.maxWaitingJobs) {
+    throw new TarcilError('RESOURCE_EXHAUSTED', `namespace ${rec.name} has ${open} jobs not yet final, its limit (max_waiting_jobs ${rec.maxWaitingJobs}): retry once some have finished`, { field: 'namespace' });
+  }
+  return {
+    compare: [{ key, target: 'mod', op: '==', value: kv?.modRevision ?? 0 }],
+    success: [{ type: 'put', key, value: String(Number(kv?.value ?? 0) + 1) }],
+  };
 }

@@ -48,6 +48,16 @@ describe('the attempt loop', () => {
     expect(at.totals).toMatchObject({ capacityWaits: 2, readmissions: 2 });
   });
 
+  it('a commit refused by the namespace quota waits as for capacity, saying why, and goes back to admission', () => {
+    const at = new Attempt(POLICY, new SeededRng(1), 1000);
+    at.afterVerdict(undefined, 0);
+    at.retries = 2;
+    expect(at.afterQuota('namespace a is at its quota: 4 of 4 RUs in use')).toEqual({ kind: 'capacity-wait', ms: 1000, why: 'namespace a is at its quota: 4 of 4 RUs in use' });
+    expect(at.admitted).toBe(false);
+    expect(at.retries).toBe(0);
+    expect(at.totals).toMatchObject({ capacityWaits: 1, readmissions: 1, conflicts: 0 });
+  });
+
   it('goes on after a clean commit, and waits for a freed RU when it placed fewer than asked', () => {
     const at = new Attempt(POLICY, new SeededRng(1), 1000);
     at.afterVerdict(undefined, 0);

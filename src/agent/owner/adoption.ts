@@ -70,6 +70,7 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   const o = newOwned(rec.spec, agent, rec, kv.modRevision);
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
+  o.quotaReconcile = o.quota;
   for (const t of res.responses[ours ? 0 : 1] ?? []) {
     const r = m.live.parseTask(t.key);
     if (r) mergeTask(o, r.index, parseJson<LiveTaskRecord>(t), t.modRevision);

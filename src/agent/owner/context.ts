@@ -18,6 +18,8 @@ import { laterTurn } from '../../util/turns.ts';
 import type { SharedBackoff } from '../../util/backoff.ts';
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { ProfileBookOptions } from '../../state/profiles.ts';
+import { DEFAULT_NAMESPACE, namespaceOfJob } from '../../tenancy/namespace.ts';
+import { endedToken, isLiveTask } from '../../tenancy/quota.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
 export interface NodeLink {
@@ -126,6 +128,19 @@ export interface Owned {
   moving: Set<number>;
   /** Moved tasks whose held copy waits for the old copy to stop (moves.ts). */
   finishing: Set<number>;
+  /**
+   * A job of a namespace other than default: the namespace may have an RU quota, so the owner
+   * gives back the allotment tokens of placements it sees end (tenancy/quota.ts).
+   */
+  quota: boolean;
+  /** Tokens of ended placements not yet given back. */
+  quotaReturns: Set<string>;
+  /** Tokens of moved tasks' old copies, given back once the new copy no longer waits for the old one to stop. */
+  quotaMoving: Map<number, string>;
+  /** Adopted: recompute the job's tokens from its live tasks before anything else. */
+  quotaReconcile: boolean;
+  /** Every task is final and every token of the job was given back: the final write may go. */
+  quotaSettled: boolean;
 }
 
 export interface OwnerStats {
@@ -233,6 +248,11 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     slow: new Map(),
     moving: new Set(),
     finishing: new Set(),
+    quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE,
+    quotaReturns: new Set(),
+    quotaMoving: new Map(),
+    quotaReconcile: false,
+    quotaSettled: false,
   };
 }
 
@@ -252,6 +272,7 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
+  if (o.quota) quotaTransition(o, index, cur?.rec, full);
   const rec = full && kept(o, full);
   if (rec) {
     o.tasks.set(index, { rec, rev });
@@ -263,6 +284,26 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
     }
   } else o.tasks.delete(index);
   o.dirty.add(index);
+}
+
+/**
+ * The quota tokens a task's record change gives back (tenancy/quota.ts): the old placement's once
+ * it ended; for a move, the old copy's once the new copy's record no longer names it (the old
+ * copy has stopped and freed its RU).
+ */
+function quotaTransition(o: Owned, index: number, old: LiveTaskRecord | undefined, next: LiveTaskRecord | undefined): void {
+  const moving = next !== undefined && next.movedFrom !== undefined && isLiveTask(next);
+  const token = endedToken(index, old, next);
+  if (token) {
+    const earlier = o.quotaMoving.get(index);
+    if (moving && earlier === undefined) o.quotaMoving.set(index, token);
+    else o.quotaReturns.add(token);
+  }
+  const deferred = o.quotaMoving.get(index);
+  if (deferred !== undefined && !moving) {
+    o.quotaReturns.add(deferred);
+    o.quotaMoving.delete(index);
+  }
 }
 
 function untrack(o: Owned, index: number, rec: LiveTaskRecord): void {
@@ -279,6 +320,7 @@ export function forgetTask(o: Owned, index: number): void {
   const cur = o.tasks.get(index);
   if (!cur) return;
   untrack(o, index, cur.rec);
+  if (o.quota) quotaTransition(o, index, cur.rec, undefined);
   o.tasks.delete(index);
   o.dirty.add(index);
 }

@@ -9,7 +9,7 @@ import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
 import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
-import { claimPreempted, markLost, reconcileGang, setTaskStates, stopTask } from './transitions.ts';
+import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
 
 /** A failed evaluation is tried again after at least this long; while the store keeps timing out the shared pause doubles up to EVAL_RETRY_MAX_MS. */
 export const EVAL_RETRY_MIN_MS = 500;
@@ -69,6 +69,10 @@ function takeDirty(o: Owned): Iterable<number> {
 }
 
 async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
+  if (o.quota) {
+    await settleQuota(m, o);
+    if (o.dropped) return;
+  }
   if (o.reconcile && o.scheduling.size === 0) {
     await reconcileGang(m, o);
     if (o.dropped) return;

@@ -248,7 +248,7 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
     }
     const newKv = await m.o.store.get(k.ru(to));
     const held = parseJson<PlacedRuRecord>(newKv);
-    // The placement is known by its attempt (the owner's own record of a commit has no commit id).
+    // The placement is known by its attempt.
     if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.attempt === cur.rec.attempt) {
       if (!held.hold) return;
       const { hold: _released, ...rest } = held;

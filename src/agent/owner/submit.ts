@@ -47,6 +47,13 @@ export interface SubmitOptions {
    * refused with ABORTED.
    */
   compare?: Compare[];
+  /**
+   * A check of the namespace's limits, run after the duplicate check (a retry of an accepted job
+   * still gets its answer): it throws to refuse the job, or gives more compares and writes for the
+   * submission transaction (a counter every submission of the namespace bumps, so that racing
+   * submissions cannot pass the limit together: all but one fail with ABORTED).
+   */
+  admit?: () => Promise<{ compare: Compare[]; success: Op[] }>;
 }
 
 /**
@@ -95,6 +102,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
       throw new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`);
     }
   }
+  const gate = opts.admit ? await opts.admit() : undefined;
   // After the duplicate check (the request's digest is of the spec as submitted): the job is
   // scheduled, and stored, with its class's learned vector when there is one.
   spec = m.scheduleAs(spec);
@@ -112,10 +120,11 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     taskStates: { queued: spec.tasks },
   };
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now };
-  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }, ...(opts.compare ?? [])];
+  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }, ...(opts.compare ?? []), ...(gate?.compare ?? [])];
   const success: Op[] = [
     { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
     { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
+    ...(gate?.success ?? []),
   ];
   const failure: Op[] = [];
   if (requestKey) {
@@ -142,7 +151,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   if (!res.succeeded) {
     const seen = res.responses[0]?.[0];
     if (requestKey && seen) return existing(m, seen, digest);
-    if (opts.compare?.length) throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, { field: 'namespace' });
+    if (opts.compare?.length || gate?.compare.length) throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, { field: 'namespace' });
     throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
   }
   m.stats.submitted++;

@@ -77,6 +77,12 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
     JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
   if (same && !final) return;
   if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return;
+  // The job's quota allotment is given back before its final write (evaluate.ts settles it at
+  // the start of the next evaluation): the owner stops following the job after that write.
+  if (final && o.quota && !o.quotaSettled) {
+    m.evaluate(o);
+    return;
+  }
   const k = m.o.keys;
   const now = m.o.clock.now();
   if (!final && s.state === o.rec.state && message === (o.rec.message ?? '')) {

@@ -7,10 +7,12 @@
 import type { RuRef, TaskState } from '../../model/types.ts';
 import { freeReservation } from '../../state/release.ts';
 import { parseQueueEntry } from '../../state/queue.ts';
-import type { LiveTaskRecord } from '../../state/live-records.ts';
+import { isFinalJob, type LiveTaskRecord } from '../../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../state/records.ts';
 import type { Compare, KeyValue, Op } from '../../store/types.ts';
 import { errorMessage, TarcilError } from '../../util/errors.ts';
+import { summarize } from './summary.ts';
+import { changeJobTokens, isLiveTask, quotaToken, updateJobTokens } from '../../tenancy/quota.ts';
 import { checkOwnership, fencedTxn, forgetTask, mergeTask, type OwnerContext, type Owned, type TaskView } from './context.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
@@ -178,5 +180,40 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
       }
       forgetTask(o, h.t);
     }
+  }
+}
+
+/**
+ * The job's namespace RU quota (tenancy/quota.ts): after adoption, the job's allotment tokens are
+ * recomputed from its live tasks (no placement of it can land between the adoption and this first
+ * evaluation: the old owner is fenced out and this one has not scheduled yet); otherwise the
+ * tokens of placements seen to end are given back, and once every task is final, all of them.
+ * Owner-fenced; a namespace without a usage record is not written.
+ */
+export async function settleQuota(m: OwnerContext, o: Owned): Promise<void> {
+  const lease = m.lease;
+  if (!lease) return;
+  let change: Parameters<typeof changeJobTokens>[2] | undefined;
+  if (isFinalJob(summarize(o).state)) change = { all: true };
+  else if (o.quotaReconcile && o.scheduling.size === 0) {
+    const live: string[] = [];
+    for (const [t, v] of o.tasks) if (isLiveTask(v.rec)) live.push(quotaToken(t, v.rec.commitId as string));
+    change = { keep: new Set(live), add: live };
+  } else if (o.quotaReturns.size > 0) change = { drop: new Set(o.quotaReturns) };
+  if (!change) return;
+  if (change.all && o.quotaSettled) return;
+  const done = await updateJobTokens(m.o.store, m.o.keys, o.id, change, async (compare, success) => {
+    const res = await fencedTxn(m, o, lease, { compare, success });
+    return { succeeded: res.succeeded, owned: !o.dropped };
+  });
+  if (!done) {
+    if (!o.dropped) throw new TarcilError('UNAVAILABLE', `could not update the quota usage of job ${o.id}; retrying`);
+    return;
+  }
+  if (change.drop) for (const t of change.drop) o.quotaReturns.delete(t);
+  else {
+    o.quotaReturns.clear();
+    o.quotaReconcile = false;
+    if (change.all) o.quotaSettled = true;
   }
 }

@@ -24,6 +24,11 @@ export interface Decision {
    */
   'placed'?: (number);
   'placementsOmitted'?: (number);
+  /**
+   * The last time it waited for its namespace's RU quota: why ("namespace X is at its quota:
+   * N of M RUs in use"); empty when it never did.
+   */
+  'quota'?: (string);
 }
 
 /**
@@ -47,4 +52,9 @@ export interface Decision__Output {
    */
   'placed': (number);
   'placementsOmitted': (number);
+  /**
+   * The last time it waited for its namespace's RU quota: why ("namespace X is at its quota:
+   * N of M RUs in use"); empty when it never did.
+   */
+  'quota': (string);
 }
