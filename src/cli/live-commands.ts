@@ -134,6 +134,7 @@ export function registerLiveCommands(program: Command): void {
     .addOption(new Option('--http-token <token>', 'bearer token the dashboard asks for (needed off loopback without TLS)').env('TARCIL_HTTP_TOKEN'))
     .addOption(new Option('--executor <kind>', 'how tasks run').choices(EXECUTORS).default(UP_DEFAULTS.executor))
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', UP_DEFAULTS.logDir)
+    .option('--agent <key=value>', `an agent option, repeatable, as for tarcil server (e.g. fairShare=false)`, collect, [])
     .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');

@@ -352,6 +352,8 @@ export interface UpFlags extends StoreFlags, TlsFlags, LogFlags {
   logDir: string;
   retain: number;
   compactMargin: number;
+  /** Agent options as key=value (see agent/config.ts), as `tarcil server --agent`. */
+  agent?: string[];
 }
 
 /** Everything in one process: monitors of a demo cluster, N agents, the front-end. */
@@ -392,6 +394,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
       host: o.host,
       port: o.port,
       leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds,
+      ...(o.agent?.length ? { agentConfig: parseAgentOptions(o.agent) } : {}),
       metricsPort: o.metricsPort,
       httpPort: o.httpPort,
       ...(o.httpToken ? { httpToken: o.httpToken } : {}),
