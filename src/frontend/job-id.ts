@@ -7,11 +7,13 @@ import { invalid } from '../util/errors.ts';
  * The job a request names: its job_id, qualified with its namespace unless the id already is
  * (`<namespace>/<id>`). INVALID_ARGUMENT when they disagree or either is malformed.
  */
-export function jobIdOf(req: { jobId: string; namespace: string }): string {
+export function jobIdOf(req: { jobId: string; namespace?: string }): string {
   requireId(req.jobId);
-  if (req.namespace !== '') requireNamespaceName(req.namespace);
-  const id = resolveJobId(req.jobId, req.namespace);
-  if (id === undefined) throw invalid('namespace', `job ${req.jobId.slice(0, 100)} is of namespace ${namespaceOfJob(req.jobId)}, not ${req.namespace}`);
+  // A request without the field (an older client, a handler called directly) means default.
+  const ns = req.namespace ?? '';
+  if (ns !== '') requireNamespaceName(ns);
+  const id = resolveJobId(req.jobId, ns);
+  if (id === undefined) throw invalid('namespace', `job ${req.jobId.slice(0, 100)} is of namespace ${namespaceOfJob(req.jobId)}, not ${ns}`);
   return id;
 }
 

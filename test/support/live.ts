@@ -1,3 +1,4 @@
+import type * as grpc from '@grpc/grpc-js';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import type { AgentConfig } from '../../src/agent/config.ts';
@@ -102,3 +103,19 @@ export async function startSimulatedMonitors(
     );
   }
 }
+
+/** A Scheduler RPC by name, with a 10 s deadline: its answer, or the ServiceError it failed with. */
+export function unary<Req, Res>(c: SchedulerClient, method: string, req: Req): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    (c as unknown as Record<string, (r: Req, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!(req, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r)));
+  });
+}
+
+/** The ServiceError a call that must fail failed with; throws if it succeeded. */
+export const failure = (p: Promise<unknown>): Promise<grpc.ServiceError> =>
+  p.then(
+    () => {
+      throw new Error('expected the call to fail');
+    },
+    (e: grpc.ServiceError) => e,
+  );

@@ -4,7 +4,6 @@
  * the namespace or the qualified id; ListJobs is scoped; request ids are per namespace;
  * ListNamespaces counts each one's jobs and RUs; a namespace with jobs cannot be deleted.
  */
-import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { Namespace__Output } from '../../src/frontend/gen/tarcil/v1/Namespace.ts';
@@ -18,23 +17,12 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('ns', 'silent');
 const spec = (name: string, durationMs = 50, extra: Record<string, unknown> = {}): string => JSON.stringify({ name, profile: 'spark-lr', tasks: 2, durationMs, ...extra });
 
-function unary<Req, Res>(c: SchedulerClient, method: string, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    (c as unknown as Record<string, (r: Req, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!(req, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r)));
-  });
-}
-const failure = (p: Promise<unknown>): Promise<grpc.ServiceError> =>
-  p.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (e: grpc.ServiceError) => e,
-  );
 
 describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
   let store: ClusterStore;

@@ -19,24 +19,13 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('quota', 'silent');
 const spec = (name: string, tasks: number, durationMs: number, extra: Record<string, unknown> = {}): string => JSON.stringify({ name, profile: 'spark-lr', tasks, durationMs, ...extra });
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function unary<Req, Res>(c: SchedulerClient, method: string, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    (c as unknown as Record<string, (r: Req, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!(req, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r)));
-  });
-}
-const failure = (p: Promise<unknown>): Promise<grpc.ServiceError> =>
-  p.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (e: grpc.ServiceError) => e,
-  );
 
 async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
   const t0 = Date.now();
