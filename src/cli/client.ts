@@ -19,6 +19,7 @@ import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/Submit
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
 import { TarcilError } from '../util/errors.ts';
+import { clientTls } from './client-tls.ts';
 import { readSpec } from './spec-file.ts';
 import { EXIT, type ExitCode } from './exit-codes.ts';
 import { tableStyle } from './color.ts';
@@ -31,6 +32,9 @@ import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileE
 export interface ClientFlags {
   server: string;
   tlsCa?: string;
+  /** A client certificate and its key (mutual TLS; a token may name the certificate). */
+  tlsCert?: string;
+  tlsKey?: string;
   /** The access token (`--token`, $TARCIL_TOKEN): sent with every call. */
   token?: string;
   timeout: number;
@@ -43,9 +47,10 @@ function ns(o: ClientFlags): string {
   return o.namespace ?? '';
 }
 
-export function client(o: Pick<ClientFlags, 'server' | 'tlsCa' | 'token'>): SchedulerClient {
-  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined, o.token || undefined);
+export function client(o: Pick<ClientFlags, 'server' | 'tlsCa' | 'tlsCert' | 'tlsKey' | 'token'>): SchedulerClient {
+  return schedulerClient(o.server, clientTls(o), o.token || undefined);
 }
+
 
 export function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
   return new Promise((resolve, reject) => {

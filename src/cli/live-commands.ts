@@ -101,6 +101,8 @@ function clientOptions(c: Command): Command {
         .default(CLIENT_DEFAULTS.server),
     )
     .addOption(new Option('--tls-ca <file>', 'connect over TLS, trusting this CA').env('TARCIL_TLS_CA'))
+    .addOption(new Option('--tls-cert <file>', 'present this client certificate (mutual TLS; with --tls-key)').env('TARCIL_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', 'the client certificate\'s key').env('TARCIL_TLS_KEY'))
     .addOption(new Option('-n, --namespace <name>', 'the namespace of the jobs named or listed (default: default)').env('TARCIL_NAMESPACE').argParser(namespaceFlag))
     .addOption(new Option('--token <token>', 'access token, `<accessor>.<secret>` as `tarcil acl` printed it (needed when the front-end has ACLs on)').env('TARCIL_TOKEN'))
     .option('--timeout <ms>', 'deadline of each call', intIn('--timeout', L.timeoutMs), CLIENT_DEFAULTS.timeoutMs);

@@ -14,10 +14,13 @@ import { errorFromStatus } from '../frontend/grpc.ts';
 import { DEFAULT_DRAIN_DEADLINE_MS } from '../frontend/options.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { fmtMs } from './flags.ts';
+import { clientTls } from './client-tls.ts';
 
 interface ClientFlags {
   server: string;
   tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
   token?: string;
   timeout: number;
   namespace?: string;
@@ -30,7 +33,7 @@ const out: Out = (l) => {
 };
 
 function client(o: ClientFlags): SchedulerClient {
-  return schedulerClient(o.server, o.tlsCa ? { caFile: o.tlsCa } : undefined, o.token || undefined);
+  return schedulerClient(o.server, clientTls(o), o.token || undefined);
 }
 
 function unary<Res>(timeoutMs: number, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
@@ -120,7 +123,7 @@ export function taskArg(v: string | undefined): number {
  * the node its latest attempt ran on) or from `--node` directly.
  */
 export async function logsCommand(job: string, task: number, o: LogsFlags, write: { stdout: (b: Buffer) => void; stderr: (b: Buffer) => void } = { stdout: (b) => process.stdout.write(b), stderr: (b) => process.stderr.write(b) }): Promise<void> {
-  const tls = o.tlsCa ? { caFile: o.tlsCa } : undefined;
+  const tls = clientTls(o);
   const direct = o.node !== undefined ? nodeMonitorClient(o.node, tls) : undefined;
   const front = direct ? undefined : schedulerClient(o.server, tls, o.token || undefined);
   try {

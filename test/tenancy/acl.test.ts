@@ -361,6 +361,15 @@ describe('ACLs off, client certificates, audit retention (embedded store)', () =
       expect((await unary(mk(), 'SubmitJob', { specJson: spec('x', 'default') })).code).toBe(S.PERMISSION_DENIED);
       const { records } = await ok<{ records: Array<Record<string, string>> }>(mk(admin), 'ListAudit', {});
       expect(records.at(-1)).toMatchObject({ rpc: 'SubmitJob', who: 'cert:client', result: 'PERMISSION_DENIED' });
+      // The command line presents the certificate with --tls-cert/--tls-key, and needs no token.
+      const lines: string[] = [];
+      await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca, tlsCert: pki.clientCert, tlsKey: pki.clientKey }, (l) => lines.push(l));
+      expect(lines.join('\n')).toContain('no jobs');
+      const bare = await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca }, () => undefined).catch((e: unknown) => e);
+      expect(bare).toBeInstanceOf(TarcilError);
+      expect((bare as TarcilError).code).toMatch(/UNAUTHENTICATED|UNAVAILABLE/);
+      const half = await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca, tlsCert: pki.clientCert }, () => undefined).catch((e: unknown) => e);
+      expect((half as TarcilError).message).toBe('--tls-key: is needed with --tls-cert (a client certificate goes with its key)');
     } finally {
       for (const c of cs) c.close();
       await sched.close();
