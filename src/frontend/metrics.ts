@@ -242,6 +242,16 @@ export class Metrics extends MetricsEndpoint {
       },
     });
     new Gauge({
+      name: 'tarcil_namespace_rus',
+      help: 'RUs the jobs of each namespace occupy (busy, reserved, or claimed by a placement in flight) as this front-end sees the cell: what fair share counts as held',
+      labelNames: ['namespace'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [namespace, n] of manager.view.state.namespacesHolding()) this.set({ namespace }, n);
+      },
+    });
+    new Gauge({
       name: 'tarcil_servers',
       help: 'Servers of the cell as this front-end sees them, by platform and state (up, down, blocked by the load monitor, cordoned: cordoned or draining)',
       labelNames: ['platform', 'state'],

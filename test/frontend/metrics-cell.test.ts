@@ -97,6 +97,8 @@ describe('front-end /metrics', () => {
     expect(sum(pick(samples, 'tarcil_rus'))).toBe(totalRus);
     expect(sum(pick(samples, 'tarcil_rus', { state: 'busy' }))).toBe(3);
     expect(sum(pick(samples, 'tarcil_rus', { state: 'free' }))).toBe(totalRus - 3);
+    // The job is of namespace default: its 3 RUs, and no other namespace holds any.
+    expect(pick(samples, 'tarcil_namespace_rus').map((x) => [x.labels.namespace, x.value])).toEqual([['default', 3]]);
     for (const p of platforms) {
       const rus = servers.filter((s) => s.platform === p).reduce((a, s) => a + s.rus, 0);
       expect(sum(pick(samples, 'tarcil_rus', { platform: p }))).toBe(rus);
