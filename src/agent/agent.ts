@@ -335,7 +335,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
     while (next < pending.length) {
       this.assertOpen(job.id);
       const left = pending.length - next;
-      if (!woken && this.mustYield(job, Math.min(left, this.picksPerTxn))) {
+      if (!woken && this.view.mustYield(job.id, Math.min(left, this.picksPerTxn))) {
         this.stats.fairYields++;
         await waiting.ensure(left);
         woken = await this.waitForCapacity(rec, job, this.config.recheckMs, left, 'waiting behind jobs of namespaces further below their fair share (fairShare)');
@@ -396,13 +396,9 @@ export class SchedulingAgent implements GangHost, CommitHost {
     }
   }
 
-  /**
-   * Waits for a freed RU (see waitFreed); true when a freed RU woke the call. `why` is what the
-   * job waits for when it is not just a free RU; `quota` says that is its namespace's quota
-   * (kept in the decision record for explain).
-   */
+  /** Waits for a freed RU (waitFreed); true when one woke the call. `why`: what the job waits for
+   *  if not just a free RU (with `quota`, its namespace's quota, kept in the record for explain). */
   async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string, quota = false): Promise<boolean> {
-    const jobId = job.id;
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
     rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
@@ -411,21 +407,8 @@ export class SchedulingAgent implements GangHost, CommitHost {
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
-    this.assertOpen(jobId);
+    this.assertOpen(job.id);
     return woken;
-  }
-
-  /**
-   * Fair share (fair-share.ts): should this job, about to take `m` RUs, wait in the waiters' order
-   * instead, because namespaces further below their share wait for more than is free?
-   */
-  private mustYield(job: JobSpec, m: number): boolean {
-    const fair = this.view.fair;
-    if (!fair) return false;
-    const needs = this.view.waiters.waitingNeeds;
-    if (needs.size === 0) return false;
-    this.view.refreshWeights();
-    return fair.mustYield(namespaceOfJob(job.id), m, this.state.available.size, needs);
   }
 
   /**
@@ -535,7 +518,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
         const d = decide(this.core, job, target, need, this.config, {
           skipAdmission: true,
           exclude: new Set(keep.map((p) => p.id)),
-          ...this.fairDisplace(job),
+          ...(this.config.preemption && job.priority > this.config.bypassAbove ? this.view.fairDisplace(job.id) : {}),
         });
         rec.stageMs.size += d.stageUs.size / 1000;
         rec.stageMs.select += d.stageUs.select / 1000;
@@ -574,13 +557,6 @@ export class SchedulingAgent implements GangHost, CommitHost {
     } finally {
       if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index }, rec)));
     }
-  }
-
-  /** Fair share's limit on preemption across namespaces for this job (none when it may not preempt). */
-  private fairDisplace(job: JobSpec): { mayDisplace?: (victimJob: string) => boolean } {
-    const fair = this.view.fair;
-    if (!fair || !this.config.preemption || job.priority <= this.config.bypassAbove) return {};
-    return { mayDisplace: fair.mayDisplace(namespaceOfJob(job.id), this.view.waiters.waitingNeeds.keys()) };
   }
 
   /** One optimistic placement transaction: see commit.ts. */

@@ -17,6 +17,7 @@ import { wireAdmission } from './core.ts';
 import { FairShare } from './fair-share.ts';
 import { FreedWaiters } from './freed-waiters.ts';
 import { listNamespaceRecords } from '../tenancy/namespaces.ts';
+import { namespaceOfJob } from '../tenancy/namespace.ts';
 
 /** How often the namespaces' weights are read again (at most; only while namespaces wait). */
 const WEIGHTS_EVERY_MS = 5000;
@@ -90,6 +91,24 @@ export class SharedView {
       .finally(() => {
         this.weightsReading = false;
       });
+  }
+
+  /**
+   * Fair share (fair-share.ts): should a job of `jobId`, about to take `m` RUs, wait in the
+   * waiters' order instead, because namespaces further below their share wait for more than is free?
+   */
+  mustYield(jobId: string, m: number): boolean {
+    const fair = this.fair;
+    if (!fair) return false;
+    const needs = this.waiters.waitingNeeds;
+    if (needs.size === 0) return false;
+    this.refreshWeights();
+    return fair.mustYield(namespaceOfJob(jobId), m, this.state.available.size, needs);
+  }
+
+  /** Fair share's limit on preemption across namespaces for a job of `jobId` that may preempt. */
+  fairDisplace(jobId: string): { mayDisplace?: (victimJob: string) => boolean } {
+    return this.fair ? { mayDisplace: this.fair.mayDisplace(namespaceOfJob(jobId), this.waiters.waitingNeeds.keys()) } : {};
   }
 
   close(): Promise<void> {

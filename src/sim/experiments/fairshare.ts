@@ -6,7 +6,7 @@
  */
 import { dist } from '../metrics.ts';
 import { runSim, type RunResult } from '../run.ts';
-import { tenants, type TenantStream } from '../workloads.ts';
+import { tenants, type TenantStream } from '../tenants.ts';
 import type { World } from '../world.ts';
 import { base, f1, pc, type Runner, type Table } from './common.ts';
 
