@@ -1,16 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
+import { type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { putNamespace } from '../../src/tenancy/namespaces.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { startSimNode, startTestScheduler } from '../support/live.ts';
 
 /**
  * Fair share live, on the embedded store: namespace a fills the one 4-RU server and keeps a
@@ -32,18 +31,8 @@ describe('fair share between namespaces (live, embedded store)', () => {
     store = await openStore('memory://');
     await putNamespace(store, keys, 'a', {}, clock.now());
     await putNamespace(store, keys, 'b', {}, clock.now());
-    monitor = await startMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
-      executor: 'simulated',
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 3,
-    });
-    sched = await startScheduler({ name: 'fair', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(5), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    monitor = await startSimNode({ store, keys, clock, log });
+    sched = await startTestScheduler({ name: 'fair', store, keys, clock, log, agents: 2, seed: 5 });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {

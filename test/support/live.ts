@@ -3,7 +3,7 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import type { AgentConfig } from '../../src/agent/config.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
-import { startMonitor, startScheduler, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
@@ -119,3 +119,34 @@ export const failure = (p: Promise<unknown>): Promise<grpc.ServiceError> =>
     },
     (e: grpc.ServiceError) => e,
   );
+
+/** What the test helpers below start a process on. */
+interface TestProcessBase {
+  store: ClusterStore;
+  keys: Keys;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A node monitor with the simulated executor: `id` (default s0), 4 RUs of r3-2xlarge, loopback on a free port. */
+export function startSimNode(o: TestProcessBase & { id?: string; rack?: string; leaseTtlSeconds?: number }): Promise<MonitorProcess> {
+  return startMonitor({
+    store: o.store,
+    keys: o.keys,
+    clock: o.clock,
+    log: o.log,
+    server: { id: o.id ?? 's0', platform: 'r3-2xlarge', rack: o.rack ?? 'r0', rus: 4, speed: 1, attributes: {} },
+    executor: 'simulated',
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: o.leaseTtlSeconds ?? 3,
+  });
+}
+
+/** A front-end on loopback (free port) with the catalog, a seeded Rng and a 3 s lease unless `extra` says otherwise. */
+export function startTestScheduler(
+  o: TestProcessBase & { name: string; agents: number; seed: number },
+  extra: Partial<Parameters<typeof startScheduler>[0]> = {},
+): Promise<SchedulerProcess> {
+  return startScheduler({ name: o.name, store: o.store, keys: o.keys, catalog: loadCatalog(), clock: o.clock, rng: new SeededRng(o.seed), log: o.log, agents: o.agents, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, ...extra });
+}

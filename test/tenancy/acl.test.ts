@@ -11,9 +11,8 @@ import { aclBootstrapCommand, auditCommand, readPolicy, tokenCreateCommand, toke
 import { jobsCommand } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { loadProtos } from '../../src/frontend/proto.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { RetentionSweeper } from '../../src/state/retention.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -23,8 +22,8 @@ import { parsePolicy } from '../../src/tenancy/acl.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { makePki, type TestPki } from '../support/tls.ts';
+import { startSimNode, startTestScheduler } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('acl', 'silent');
@@ -85,18 +84,8 @@ describe('ACLs on (etcd)', () => {
 
   beforeAll(async () => {
     store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-    monitor = await startMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
-      executor: 'simulated',
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 3,
-    });
-    sched = await startScheduler({ name: 'acl', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(5), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, acl: true });
+    monitor = await startSimNode({ store, keys, clock, log });
+    sched = await startTestScheduler({ name: 'acl', store, keys, clock, log, agents: 1, seed: 5 }, { acl: true });
     addr = `127.0.0.1:${sched.port}`;
   });
   afterAll(async () => {
@@ -322,7 +311,7 @@ describe('ACLs off, client certificates, audit retention (embedded store)', () =
   afterAll(() => pki?.remove());
 
   const start = async (store: ClusterStore, keys: Keys, extra: Partial<Parameters<typeof startScheduler>[0]>): Promise<SchedulerProcess> =>
-    startScheduler({ name: 'acl-mem', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(7), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, housekeeping: false, ...extra });
+    startTestScheduler({ name: 'acl-mem', store, keys, clock, log, agents: 1, seed: 7 }, { housekeeping: false, ...extra });
 
   it('with ACLs off every call is allowed without a token and audited as anonymous', async () => {
     const store = new MemoryStore();

@@ -8,15 +8,14 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { Namespace__Output } from '../../src/frontend/gen/tarcil/v1/Namespace.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
+import { type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { startSimNode, startTestScheduler } from '../support/live.ts';
 import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
@@ -33,8 +32,8 @@ describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
 
   beforeAll(async () => {
     store = await openStore(kind === 'memory' ? 'memory://' : inject('etcdEndpoint').replace('http://', 'etcd://'));
-    monitor = await startMonitor({ store, keys, clock, log, server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-    sched = await startScheduler({ name: 'ns', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(5), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    monitor = await startSimNode({ store, keys, clock, log });
+    sched = await startTestScheduler({ name: 'ns', store, keys, clock, log, agents: 2, seed: 5 });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {

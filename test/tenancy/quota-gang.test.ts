@@ -7,16 +7,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
+import { type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { putNamespace } from '../../src/tenancy/namespaces.ts';
 import { parseUsage } from '../../src/tenancy/quota.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { startSimNode, startTestScheduler } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('quota-gang', 'silent');
@@ -31,9 +30,9 @@ describe('a gang reserved in chunks under a namespace quota', () => {
 
   beforeAll(async () => {
     monitors = await Promise.all(
-      [0, 1, 2, 3].map((i) => startMonitor({ store, keys, clock, log, server: { id: `s${i}`, platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })),
+      [0, 1, 2, 3].map((i) => startSimNode({ store, keys, clock, log, id: `s${i}` })),
     );
-    sched = await startScheduler({ name: 'qg', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, agentConfig: { recheckMs: 200 } });
+    sched = await startTestScheduler({ name: 'qg', store, keys, clock, log, agents: 1, seed: 3 }, { agentConfig: { recheckMs: 200 } });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {

@@ -9,16 +9,15 @@ import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
+import { type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { parseUsage } from '../../src/tenancy/quota.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { startSimNode, startTestScheduler } from '../support/live.ts';
 import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
@@ -56,10 +55,10 @@ describe('namespace quotas (etcd)', () => {
     store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
     monitors = await Promise.all(
       [0, 1].map((i) =>
-        startMonitor({ store, keys, clock, log, server: { id: `s${i}`, platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 }),
+        startSimNode({ store, keys, clock, log, id: `s${i}` }),
       ),
     );
-    sched = await startScheduler({ name: 'quota', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(7), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, agentConfig: { recheckMs: 200 } });
+    sched = await startTestScheduler({ name: 'quota', store, keys, clock, log, agents: 2, seed: 7 }, { agentConfig: { recheckMs: 200 } });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {
