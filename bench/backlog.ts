@@ -21,7 +21,7 @@
  * and after in one file).
  */
 import * as grpc from '@grpc/grpc-js';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -32,8 +32,8 @@ import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import type { JobEvent__Output } from '../src/frontend/gen/tarcil/v1/JobEvent.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobResponse__Output } from '../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
-import { freePort } from '../test/support/etcd.ts';
 import { fmt, machine, mdTable, pct, RESULTS_DIR, writeResults } from './lib/report.ts';
+import { startUp } from './lib/up.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
@@ -159,22 +159,11 @@ async function main(): Promise<void> {
   const jobsPer = Number(arg('--jobs') ?? 10);
   const tasksPer = Number(arg('--tasks') ?? 10);
   const viewers = Number(arg('--viewers') ?? 0);
-  const port = await freePort();
-  const metricsPort = await freePort();
-  const httpPort = await freePort();
-  const nodeArgs = [...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', String(port), '--metrics-port', String(metricsPort), '--http-port', String(httpPort)];
-  const up = spawn(process.execPath, nodeArgs, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' } });
-  const pid = up.pid as number;
+  const up = await startUp([], profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []);
+  const { port, httpPort } = up;
+  const pid = up.proc.pid as number;
   let peak = 0;
   try {
-    await new Promise<void>((resolve, reject) => {
-      let out = '';
-      up.stdout.on('data', (b: Buffer) => {
-        out += b.toString();
-        if (out.includes('Scheduler gRPC')) resolve();
-      });
-      up.on('exit', (code) => reject(new Error(`tarcil up exited ${code}`)));
-    });
     const client = schedulerClient(`127.0.0.1:${port}`);
     // One warm-up job, so module loading and first-call costs are not counted.
     const warm = await submit(client, { name: 'warm', profile: 'spark-lr', tasks: 1, durationMs: TASK_MS });
@@ -265,8 +254,7 @@ async function main(): Promise<void> {
     const runs = [...prior.filter((x) => x.label !== label), r];
     writeResults('backlog', { runs }, markdown(runs));
   } finally {
-    up.kill('SIGTERM');
-    await new Promise((r) => up.once('exit', r));
+    await up.stop();
   }
 }
 

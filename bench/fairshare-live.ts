@@ -13,7 +13,7 @@
  * Run: npx tsx bench/fairshare-live.ts [--seconds 40] [--b-start 10]
  * Results: bench/results/fairshare-live.{json,md}.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,9 +21,8 @@ import type * as grpc from '@grpc/grpc-js';
 import { schedulerClient } from '../src/frontend/client.ts';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import type { ListNamespacesResponse__Output } from '../src/frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { freePort } from '../test/support/etcd.ts';
 import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { startUp } from './lib/up.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
@@ -58,35 +57,15 @@ function call<Res>(f: (opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null,
   return new Promise((resolve, reject) => f({ deadline: Date.now() + 10_000 }, (e, r) => (e || !r ? reject(e ?? new Error('empty')) : resolve(r))));
 }
 
-async function startUp(extra: string[]): Promise<{ client: SchedulerClient; stop: () => Promise<void> }> {
-  const [port, metricsPort, httpPort] = [await freePort(), await freePort(), await freePort()];
-  const up = spawn(process.execPath, [join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', String(port), '--metrics-port', String(metricsPort), '--http-port', String(httpPort), ...extra], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, TARCIL_LOG: 'warn' },
-  });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    up.stdout.on('data', (b: Buffer) => {
-      out += b.toString();
-      if (out.includes('Scheduler gRPC')) resolve();
-    });
-    up.on('exit', (code) => reject(new Error(`tarcil up exited ${code}`)));
-  });
-  const client = schedulerClient(`127.0.0.1:${port}`);
-  return {
-    client,
-    stop: async () => {
-      client.close();
-      up.kill('SIGTERM');
-      await new Promise((r) => up.once('exit', r));
-    },
-  };
-}
 
 /** One run: a at 120% from 0 (unless alone), b at 12% from bStart, both until `seconds`. */
 async function run(label: string, o: { fairShare: boolean; withA: boolean; seconds: number; bStart: number }): Promise<Run> {
-  const { client, stop } = await startUp(o.fairShare ? [] : ['--agent', 'fairShare=false']);
+  const up = await startUp(o.fairShare ? [] : ['--agent', 'fairShare=false']);
+  const client = schedulerClient(`127.0.0.1:${up.port}`);
+  const stop = async (): Promise<void> => {
+    client.close();
+    await up.stop();
+  };
   try {
     for (const name of ['a', 'b']) await call((opts, cb) => client.PutNamespace({ name }, opts, cb));
     const ids: Record<'a' | 'b', string[]> = { a: [], b: [] };
