@@ -41,10 +41,23 @@ const trees: { label: string; root: string }[] = [
   { label: values.label, root: HERE },
 ];
 
+/**
+ * The environments each command runs in: this shell's, and, when it sets NODE_EXTRA_CA_CERTS, the
+ * same without it. Node reads and parses that file of CA certificates at every start, before any
+ * of the program runs (on this machine's Debian bundle of about 140 certificates: some 75 ms),
+ * so it is a cost of Node's start on this machine, not of tarcil's; both are reported.
+ */
+const EXTRA_CA = 'NODE_EXTRA_CA_CERTS';
+const envs: { label: string; env: NodeJS.ProcessEnv }[] = [{ label: process.env[EXTRA_CA] ? `this shell (${EXTRA_CA} set)` : 'this shell', env: { ...process.env, TARCIL_LOG: 'silent' } }];
+if (process.env[EXTRA_CA]) {
+  const { [EXTRA_CA]: _ca, ...rest } = process.env;
+  envs.push({ label: `without ${EXTRA_CA}`, env: { ...rest, TARCIL_LOG: 'silent' } });
+}
+
 /** Wall milliseconds of one `node <root>/src/cli/bin.js args` to its exit; throws unless it exits 0. */
-function once(root: string, args: string[]): Promise<number> {
+function once(root: string, args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const t0 = process.hrtime.bigint();
-  const child = spawn(process.execPath, [join(root, 'src', 'cli', 'bin.js'), ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, TARCIL_LOG: 'silent' } });
+  const child = spawn(process.execPath, [join(root, 'src', 'cli', 'bin.js'), ...args], { stdio: ['ignore', 'ignore', 'pipe'], env });
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   return new Promise((resolve, reject) => {
@@ -56,6 +69,7 @@ function once(root: string, args: string[]): Promise<number> {
   });
 }
 
+const NODE_ALONE = 'node -e 0 (Node alone)';
 const port = await freePort();
 const up = daemon(['up', '--port', String(port), '--metrics-port', '0', '--http-port', '0']);
 try {
@@ -66,20 +80,21 @@ try {
     { name: 'tarcil sample-size', args: ['sample-size', '--quantile', '0.8'] },
     { name: 'tarcil --version', args: ['--version'] },
   ];
-  const baseline = { name: 'node -e 0 (Node alone)', ms: [] as number[] };
   const times = new Map<string, number[]>();
-  const key = (c: string, t: string): string => `${c}\u0000${t}`;
-  for (const c of commands) for (const t of trees) await once(t.root, c.args); // warm-up: page cache
-  for (let i = 0; i < RUNS; i++) {
-    for (const c of commands) {
-      for (const t of trees) {
-        const k = key(c.name, t.label);
-        times.set(k, [...(times.get(k) ?? []), await once(t.root, c.args)]);
-      }
-    }
+  const key = (...parts: string[]): string => parts.join('\u0000');
+  const node = (env: NodeJS.ProcessEnv): Promise<number> => {
     const t0 = process.hrtime.bigint();
-    await new Promise<void>((resolve) => spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' }).on('close', () => resolve()));
-    baseline.ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    return new Promise((resolve) => spawn(process.execPath, ['-e', '0'], { stdio: 'ignore', env }).on('close', () => resolve(Number(process.hrtime.bigint() - t0) / 1e6)));
+  };
+  const add = (k: string, ms: number): void => {
+    times.set(k, [...(times.get(k) ?? []), ms]);
+  };
+  for (const c of commands) for (const t of trees) await once(t.root, c.args, envs[0]!.env); // warm-up: page cache
+  for (let i = 0; i < RUNS; i++) {
+    for (const e of envs) {
+      for (const c of commands) for (const t of trees) add(key(c.name, t.label, e.label), await once(t.root, c.args, e.env));
+      add(key(NODE_ALONE, '', e.label), await node(e.env));
+    }
     process.stderr.write(`\r${i + 1}/${RUNS}`);
   }
   process.stderr.write('\n');
@@ -89,26 +104,31 @@ try {
   };
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
-  for (const c of commands) {
-    for (const t of trees) {
-      const s = stats(times.get(key(c.name, t.label)) ?? []);
-      rows.push([c.name, t.label, fmt(s.median, 0), fmt(s.p90, 0), fmt(s.min, 0)]);
-      data.push({ command: c.name, args: c.args, tree: t.label, runs: RUNS, ...s, ms: times.get(key(c.name, t.label)) });
+  for (const e of envs) {
+    const alone = stats(times.get(key(NODE_ALONE, '', e.label)) ?? []);
+    for (const c of commands) {
+      for (const t of trees) {
+        const ms = times.get(key(c.name, t.label, e.label)) ?? [];
+        const s = stats(ms);
+        rows.push([c.name, t.label, e.label, fmt(s.median, 0), fmt(s.p90, 0), fmt(s.min, 0), fmt(s.median - alone.median, 0)]);
+        data.push({ command: c.name, args: c.args, tree: t.label, environment: e.label, runs: RUNS, ...s, overNodeMedian: s.median - alone.median, ms });
+      }
     }
+    rows.push([NODE_ALONE, '', e.label, fmt(alone.median, 0), fmt(alone.p90, 0), fmt(alone.min, 0), '']);
+    data.push({ command: NODE_ALONE, environment: e.label, runs: RUNS, ...alone, ms: times.get(key(NODE_ALONE, '', e.label)) });
   }
-  const b = stats(baseline.ms);
-  rows.push([baseline.name, '', fmt(b.median, 0), fmt(b.p90, 0), fmt(b.min, 0)]);
   const md = [
     '# Start-up of the tarcil command',
     '',
     `\`npx tsx bench/cli-start.ts --runs ${RUNS}${values.tree.map((t) => ` --tree ${t.split('=')[0]}=…`).join('')}\` on ${machine()}; load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}.`,
     '',
-    `Wall time from spawn to exit of \`node src/cli/bin.js …\` (the \`tarcil\` command, compiled tree), ${RUNS} runs each after one warm-up run, the trees' runs interleaved. \`tarcil jobs\` asks a \`tarcil up\` (embedded store) on loopback. Milliseconds.`,
+    `Wall time from spawn to exit of \`node src/cli/bin.js …\` (the \`tarcil\` command, compiled tree), ${RUNS} runs each after one warm-up run, the trees' and environments' runs interleaved. \`tarcil jobs\` asks a \`tarcil up\` (embedded store) on loopback. "Over Node" is the median less Node's own start (\`node -e 0\`) in the same environment. Milliseconds.`,
+    ...(envs.length > 1 ? ['', `This shell sets ${EXTRA_CA}: Node then reads and parses that file of CA certificates at every start, before the program runs, so every Node program here starts later by the difference between the two \`node -e 0\` rows. The rows without it are how the command starts on a machine that does not set it.`] : []),
     '',
-    mdTable(['command', 'tree', 'median', 'p90', 'min'], rows),
+    mdTable(['command', 'tree', 'environment', 'median', 'p90', 'min', 'over Node'], rows),
     '',
   ].join('\n');
-  for (const f of writeResults('cli-start', { machine: machine(), runs: RUNS, trees, results: data, node: b }, md, values.out)) process.stderr.write(`wrote ${f}\n`);
+  for (const f of writeResults('cli-start', { machine: machine(), runs: RUNS, trees, environments: envs.map((e) => e.label), results: data }, md, values.out)) process.stderr.write(`wrote ${f}\n`);
   process.stdout.write(md);
 } finally {
   await up.kill();
