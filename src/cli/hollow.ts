@@ -25,6 +25,7 @@ export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
   killAfter?: number;
   seed: number;
   metricsPort?: number;
+  maxWrites?: number;
 }
 
 export async function hollowCommand(o: HollowFlags): Promise<void> {
@@ -67,6 +68,7 @@ async function runHollow(o: HollowFlags, log: Logger, servers: ServerSpec[]): Pr
     disconnectGraceMs: o.disconnectGrace,
     rng: new SeededRng(o.seed),
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
+    ...(o.maxWrites !== undefined ? { maxWrites: o.maxWrites } : {}),
   });
   const rus = servers.reduce((n, s) => n + s.rus, 0);
   const platforms = new Set(servers.map((s) => s.platform)).size;

@@ -221,6 +221,7 @@ export function registerLiveCommands(program: Command): void {
     .option('--kill-after <ms or s>', 'drop --kill-fraction of the nodes once, this long after they registered', duration('--kill-after', { max: 86_400_000 }))
     .option('--seed <n>', 'seed of the choice of nodes to drop', intIn('--seed', SEED_RANGE), HOLLOW_DEFAULTS.seed)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
+    .option('--max-writes <n>', "task-start writes of all nodes in flight at once (default: twice what the process's write requests carry when full)", intIn('--max-writes', MONITOR_LIMITS.hollowMaxWrites))
     .action(async (o: HollowFlags) => (await import('./hollow.ts')).hollowCommand(o));
 
   program.commandsGroup('Use a cell (the client):');

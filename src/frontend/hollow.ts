@@ -30,6 +30,8 @@ export interface HollowProcessOptions {
   disconnectGraceMs?: number;
   loadThreshold?: number;
   rng?: HollowOptions['rng'];
+  /** Task-start writes of all nodes in flight at once (HollowOptions.maxWrites). */
+  maxWrites?: number;
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
 }
@@ -54,6 +56,7 @@ export async function startHollow(o: HollowProcessOptions): Promise<HollowProces
     ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
     ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
     ...(o.rng ? { rng: o.rng } : {}),
+    ...(o.maxWrites !== undefined ? { maxWrites: o.maxWrites } : {}),
   });
   const grpcServer = await startGrpcServer({
     host: o.host,

@@ -442,6 +442,8 @@ export class HollowMetrics extends MetricsEndpoint {
     };
     counter('tarcil_hollow_start_writes_total', 'Task-start writes answered by the store', (s) => s.startWrites.done);
     counter('tarcil_hollow_start_write_seconds_total', "Seconds the answered task-start writes took in all, from their node's asking (waiting for a slot included) to the store's answer", (s) => s.startWrites.totalMs / 1000);
+    counter('tarcil_hollow_write_requests_total', "Requests that carried the nodes' transactions (task starts, outcomes) to the store", (s) => s.writes.requests);
+    counter('tarcil_hollow_write_transactions_total', "The nodes' transactions those requests carried (per request on average: transactions / requests)", (s) => s.writes.transactions);
     gauge('tarcil_hollow_registration_seconds', 'How long the last registration of every node took', (s) => (s.registrationMs ?? 0) / 1000);
     new Counter({
       name: 'tarcil_hollow_task_events_total',

@@ -23,7 +23,7 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
+import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, hollowMaxWrites, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import { GroupCommit, groupCommitted, type GroupCommitStats } from '../store/group-commit.ts';
@@ -44,7 +44,7 @@ export interface HollowOptions {
   rng?: Pick<Rng, 'int'>;
   /** Nodes with something to reconcile registered one by one, this many at a time (default {@link HOLLOW_DEFAULTS}). */
   registerConcurrency?: number;
-  /** Task-start writes of all nodes in flight at once (default {@link HOLLOW_DEFAULTS}). */
+  /** Task-start writes of all nodes in flight at once (default {@link hollowMaxWrites}: what the write requests carry, twice). */
   maxWrites?: number;
   /** Requests carrying the nodes' transactions in flight at once (default {@link HOLLOW_DEFAULTS}). */
   maxWriteRequests?: number;
@@ -94,6 +94,8 @@ export class HollowNodes {
   /** Nodes whose server record changed since it was last put. */
   private readonly dirty = new Set<MonitoredNode>();
   private closed = false;
+  /** Task-start writes let in flight at once (HollowOptions.maxWrites). */
+  readonly maxWrites: number;
   private writesInFlight = 0;
   /** Task-start writes waiting for a slot, in order, each with the time it asked. */
   private readonly waiting: { at: number; go: () => void }[] = [];
@@ -106,7 +108,9 @@ export class HollowNodes {
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     // The nodes' own transactions (task started, outcome recorded) leave together: a request to
     // the store per task start and per outcome made the process's gRPC calls most of its work.
-    this.commits = new GroupCommit(opts.store, { maxInFlight: opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests });
+    const maxWriteRequests = opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests;
+    this.commits = new GroupCommit(opts.store, { maxInFlight: maxWriteRequests });
+    this.maxWrites = Math.max(1, Math.floor(opts.maxWrites ?? hollowMaxWrites(maxWriteRequests, opts.store.maxTxnOps)));
     const host: NodeHost = {
       store: groupCommitted(opts.store, this.commits),
       keys: opts.keys,
@@ -480,17 +484,29 @@ export class HollowNodes {
     return spec ?? undefined;
   }
 
-  /** At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. */
-  private gate<T>(write: () => Promise<T>, askedAt = this.o.clock.now()): Promise<T> {
-    if (this.writesInFlight >= (this.o.maxWrites ?? HOLLOW_DEFAULTS.maxWrites)) {
-      return new Promise<void>((go) => this.waiting.push({ at: askedAt, go })).then(() => this.gate(write, askedAt));
+  /**
+   * At most `maxWrites` task-start writes in flight; the rest wait their turn, in order. The
+   * group commit is the real bound (its requests in flight, each as full as the store takes): this
+   * one only keeps the transactions queued there few enough to fill its next requests.
+   */
+  private gate<T>(write: () => Promise<T>): Promise<T> {
+    const askedAt = this.o.clock.now();
+    // Behind the ones already waiting even when a slot is free: a freed slot passes to the oldest.
+    if (this.writesInFlight >= this.maxWrites || this.waiting.length > 0) {
+      return new Promise<void>((go) => this.waiting.push({ at: askedAt, go })).then(() => this.admitted(write, askedAt));
     }
     this.writesInFlight++;
+    return this.admitted(write, askedAt);
+  }
+
+  /** A start write holding a slot: once answered, the slot passes to the oldest waiting one. */
+  private admitted<T>(write: () => Promise<T>, askedAt: number): Promise<T> {
     return write().finally(() => {
-      this.writesInFlight--;
       this.startsDone++;
       this.startsTotalMs += Math.max(0, this.o.clock.now() - askedAt);
-      this.waiting.shift()?.go();
+      const next = this.waiting.shift();
+      if (next) next.go();
+      else this.writesInFlight--;
     });
   }
 

@@ -57,11 +57,24 @@ export const HOLLOW_DEFAULTS = {
   seed: 1,
   /** Nodes with something to reconcile registered one by one, this many at a time. */
   registerConcurrency: 32,
-  /** Task-start writes of all nodes in flight at once. */
-  maxWrites: 128,
   /** Requests carrying the nodes' transactions (task starts, outcomes) in flight at once; what is written meanwhile leaves together. */
   maxWriteRequests: 4,
+  // Task-start writes of all nodes in flight at once: by default what the requests can carry, see
+  // hollowMaxWrites().
 } as const;
+
+/**
+ * Task-start writes of all nodes let in flight at once (`--max-writes` overrides it): twice what
+ * `maxWriteRequests` requests can carry when full. A start is one transaction with one compare and
+ * one put, and a group of them shares the store's op budget (group-commit.ts), so a request holds
+ * up to maxTxnOps − 1 of them: with etcd's default 128 and 4 requests, 508 in the requests and as
+ * many queued to fill each request as soon as its slot frees up (1,016 in all). The bound keeps
+ * the queue of built transactions short (what waits beyond it is a closure, in order); a fixed
+ * 128 left each request a quarter full and capped starts at 128 per round trip of the store.
+ */
+export function hollowMaxWrites(maxWriteRequests: number, maxTxnOps: number): number {
+  return 2 * Math.max(1, maxWriteRequests) * Math.max(1, maxTxnOps - 1);
+}
 
 /** What an operator may set, inclusive (the command line's flags check the same ranges). */
 export const MONITOR_LIMITS = {
@@ -71,6 +84,7 @@ export const MONITOR_LIMITS = {
   /** A share of the expected rate: (0, 1]. */
   loadThreshold: { min: 0, max: 1 },
   hollowServers: { min: 1, max: 1_000_000 },
+  hollowMaxWrites: { min: 1, max: 1_000_000 },
 } as const;
 
 /**

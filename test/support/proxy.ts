@@ -9,7 +9,8 @@ import { connect, createServer, type Socket } from 'node:net';
  */
 export interface TcpProxy {
   port: number;
-  partition(): void;
+  /** Holds back bytes both ways, or only those to the server (its answers still reach the client). */
+  partition(only?: 'to-server'): void;
   heal(): void;
   /** Delays every chunk, both ways, by ms from now on (0: no delay); order is kept. */
   delay(ms: number): void;
@@ -18,6 +19,7 @@ export interface TcpProxy {
 
 export async function tcpProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpProxy> {
   let cut = false;
+  let cutToServer = false;
   let delayMs = 0;
   const held: (() => void)[] = [];
   const sockets = new Set<Socket>();
@@ -46,10 +48,10 @@ export async function tcpProxy(targetPort: number, targetHost = '127.0.0.1'): Pr
       }
     };
   };
-  const forward = (from: Socket, to: Socket): void => {
+  const forward = (from: Socket, to: Socket, toServer: boolean): void => {
     const send = sender();
     const pass = (fn: () => void): void => {
-      if (cut) held.push(() => send(fn));
+      if (cut || (toServer && cutToServer)) held.push(() => send(fn));
       else send(fn);
     };
     from.on('data', (chunk: Buffer) => pass(() => to.write(chunk)));
@@ -61,8 +63,8 @@ export async function tcpProxy(targetPort: number, targetHost = '127.0.0.1'): Pr
     const upstream = connect(targetPort, targetHost);
     sockets.add(client);
     sockets.add(upstream);
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, true);
+    forward(upstream, client, false);
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.once('error', reject);
@@ -73,11 +75,13 @@ export async function tcpProxy(targetPort: number, targetHost = '127.0.0.1'): Pr
   });
   return {
     port,
-    partition: () => {
-      cut = true;
+    partition: (only) => {
+      if (only === 'to-server') cutToServer = true;
+      else cut = true;
     },
     heal: () => {
       cut = false;
+      cutToServer = false;
       for (const f of held.splice(0)) f();
     },
     delay: (ms: number) => {
