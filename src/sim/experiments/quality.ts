@@ -93,13 +93,13 @@ interface RobustCell {
 }
 
 /**
- * The rows of the sweep and the sds each is run at. Learning runs at sd 0 (what it does to right
- * profiles) and sd 10 only: with the error drawn for each job no class estimate can correct it,
- * and these runs are the longest of the sweep (the cell overloads as the error grows).
+ * The rows of the sweep and the sds each is run at: every row at every sd. With the error drawn
+ * for each job no class estimate can correct it; learning at sd 0 shows what it does to right
+ * profiles. The runs at large errors are the longest of the sweep (the cell overloads).
  */
 const ROBUST_ROWS: { policy: RobustCell['policy']; learn: boolean; label: string; sds: number[] }[] = [
   { policy: 'tarcil', learn: false, label: 'tarcil', sds: [0, 5, 10, 20] },
-  { policy: 'tarcil', learn: true, label: 'tarcil, profiles that learn', sds: [0, 10] },
+  { policy: 'tarcil', learn: true, label: 'tarcil, profiles that learn', sds: [0, 5, 10, 20] },
   { policy: 'centralized', learn: false, label: 'centralized', sds: [0, 5, 10, 20] },
 ];
 
