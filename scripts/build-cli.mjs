@@ -1,23 +1,28 @@
-// Bundles the command line's quick paths into dist/cli: main.js (the program, its flags and help)
-// and chunks for the client commands (jobs, status, submit, cluster, explain, cancel, cordon,
-// drain, logs, profile --learned) and sample-size, with the libraries they use (commander,
-// cli-table3; @grpc/grpc-js and protobufjs in vendor.cjs, loaded with V8's code cache, with
-// protobufjs's functions for the messages of proto/ generated now, scripts/proto-codegen.mjs):
-// Node then reads and compiles a few files at start instead of several hundred, which is most of
-// a short command's time. Run by `npm run build`, after tsc; src/cli/entry.js runs dist/cli/main.js when
+// Bundles the command line's quick paths into dist/cli/main.cjs: the program, its flags and help,
+// the client commands (jobs, status, submit, cluster, explain, cancel, cordon, drain, logs,
+// profile --learned) and sample-size, with the libraries they use (commander, cli-table3), as one
+// CommonJS file that src/cli/bundle.js loads with V8's code cache of it; @grpc/grpc-js and
+// protobufjs are bundled apart in vendor.cjs, loaded the same way when a client command first
+// needs them, with protobufjs's functions for the messages of proto/ generated now
+// (scripts/proto-codegen.mjs). Node then reads two files and compiles almost nothing at start,
+// instead of resolving, reading and compiling several hundred modules, which was most of a short
+// command's time. Run by `npm run build`, after tsc; src/cli/entry.js picks dist/cli/main.cjs when
 // it exists.
 //
 // Every other command (up, server, monitor, hollow, demo, bench, validate, profile) is imported
 // from the compiled tree (dist/src) as it is without the bundle, so the daemons run one copy of
-// each module and library; util/errors is also taken from there, so that an error a daemon throws
-// is a TarcilError to the program's handler. dist/cli.meta.json lists what each file holds
-// (paths from the package root; a chunk holding vendor-loader:loader loads vendor.cjs).
+// each module and library; util/errors is also taken from there (src/cli/bundle.js hands it to the
+// bundle), so that an error a daemon throws is a TarcilError to the program's handler. The
+// bundle's dynamic imports go through the loader's import() (a script compiled with a code cache
+// has none of its own). dist/cli.meta.json lists what each file holds (paths from the package root;
+// a file holding vendor-loader:loader loads vendor.cjs).
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import process from 'node:process';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { SHARED_FROM_TREE } from '../src/cli/bundle.js';
 import { protoCodegenSource } from './proto-codegen.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -50,7 +55,7 @@ const wrapped = '(function (exports, require, module, __filename, __dirname) { '
 const script = new Script(wrapped, { filename: file, cachedData });
 const mod = { exports: {} };
 script.runInThisContext()(mod.exports, createRequire(file), mod, file, dirname(file));
-if (process.env.TARCIL_WRITE_CODE_CACHE === cacheFile) process.on('exit', () => writeFileSync(cacheFile, script.createCachedData()));
+if (process.env.TARCIL_WRITE_CODE_CACHE === dirname(file)) process.on('exit', () => writeFileSync(cacheFile, script.createCachedData()));
 export const vendor = mod.exports;
 `;
 
@@ -109,21 +114,48 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
   rmSync(codegen);
   const result = await build({
     ...common,
-    entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
-    splitting: true,
-    format: 'esm',
-    outdir: outDir,
-    chunkNames: '[name]-[hash]',
-    // The packages' CommonJS modules require Node's built-ins (and protobufjs looks `long` up): an
-    // ES module has no `require` of its own.
-    banner: { js: "import { createRequire as __tarcilRequire } from 'node:module'; const require = __tarcilRequire(import.meta.url);" },
+    stdin: { contents: "export { runCli } from './src/cli/program.ts';", resolveDir: root, sourcefile: 'main.cjs', loader: 'ts' },
+    format: 'cjs',
+    outfile: join(outDir, 'main.cjs'),
+    // The bundle's location as a URL (package-root.ts finds the package from it): set by the
+    // banner below, from the loader or from __filename.
+    define: { 'import.meta.url': '__tarcil_url' },
     plugins: [toCompiledTree, vendor],
   });
+  // A script compiled with a code cache (src/cli/bundle.js) has no import() of its own: the
+  // bundle's dynamic imports, all of modules outside it, go through the loader's.
+  // Its static imports of the compiled tree are handed to it by the loader, which must know them.
+  const fromTree = Object.values(result.metafile.outputs)
+    .flatMap((o) => o.imports)
+    .filter((i) => i.external && i.kind !== 'dynamic-import' && i.path.startsWith('.'))
+    .map((i) => i.path);
+  const unknown = fromTree.filter((p) => !SHARED_FROM_TREE.includes(p));
+  if (unknown.length > 0) throw new Error(`build-cli: main.cjs imports ${unknown.join(', ')} from the compiled tree; add them to SHARED_FROM_TREE (src/cli/bundle.js)`);
+  const mainFile = join(outDir, 'main.cjs');
+  const DYNAMIC = /\bimport\((?=["'`])/g;
+  const code = readFileSync(mainFile, 'utf8');
+  const external = Object.values(result.metafile.outputs)
+    .flatMap((o) => o.imports)
+    .filter((i) => i.kind === 'dynamic-import' && i.external).length;
+  const rewritten = code.replace(DYNAMIC, '__tarcil_import(');
+  if ((code.match(DYNAMIC) ?? []).length !== external || /\bimport\(/.test(rewritten)) {
+    throw new Error(`build-cli: main.cjs has ${(code.match(DYNAMIC) ?? []).length} import() of a literal path and ${external} external dynamic imports; every import() must be one of them`);
+  }
+  const banner = [
+    'var __tarcil_url = typeof __tarcilUrl === "string" ? __tarcilUrl : require("node:url").pathToFileURL(__filename).href;',
+    'var __tarcil_import = typeof __tarcilImport === "function" ? __tarcilImport : (s) => import(s.startsWith(".") ? new URL(s, __tarcil_url).href : s);',
+  ].join('\n');
+  writeFileSync(mainFile, `${banner}\n${rewritten}`);
   const meta = { inputs: { ...vendorBuild.metafile.inputs, ...result.metafile.inputs }, outputs: { ...vendorBuild.metafile.outputs, ...result.metafile.outputs } };
   writeFileSync(`${outDir}.meta.json`, JSON.stringify(meta));
-  // The code cache of vendor.cjs, from a client command run once (against a port nothing listens on).
-  const cacheFile = join(outDir, 'vendor.cjs.cache');
-  spawnSync(process.execPath, [join(outDir, 'main.js'), 'jobs', '--server', '127.0.0.1:1', '--timeout', '300'], { stdio: 'ignore', env: { ...process.env, TARCIL_WRITE_CODE_CACHE: cacheFile, TARCIL_LOG: 'silent' } });
+  // The code caches of main.cjs and vendor.cjs, from a client command run once (against a port
+  // nothing listens on), through the loader the tarcil command uses.
+  const loader = pathToFileURL(join(root, 'src', 'cli', 'bundle.js')).href;
+  const argv = [process.execPath, 'tarcil', 'jobs', '--server', '127.0.0.1:1', '--timeout', '300'];
+  spawnSync(process.execPath, ['--input-type=module', '-e', `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(outDir)}, ${JSON.stringify(argv)});`], {
+    stdio: 'ignore',
+    env: { ...process.env, TARCIL_WRITE_CODE_CACHE: outDir, TARCIL_LOG: 'silent' },
+  });
   return outDir;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Entry point of the `tarcil` command: the compiled tree when it is up to date, else the
-// TypeScript sources through tsx (see entry.js). An installed package ships only the compiled tree.
+// Entry point of the `tarcil` command: the compiled tree when it is up to date (its bundle of the
+// quick paths through bundle.js, with V8's code cache), else the TypeScript sources through tsx
+// (see entry.js). An installed package ships only the compiled tree.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -8,7 +9,10 @@ import { compiledEntry } from './entry.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const compiled = compiledEntry(join(here, '..', '..'));
-if (compiled) {
+if (compiled?.endsWith('.cjs')) {
+  const { runBundle } = await import('./bundle.js');
+  await runBundle(dirname(compiled));
+} else if (compiled) {
   await import(pathToFileURL(compiled).href);
 } else if (!existsSync(join(here, 'main.ts'))) {
   process.stderr.write(

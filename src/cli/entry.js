@@ -27,9 +27,9 @@ export function newestSource(dir) {
 
 /**
  * The compiled entry when dist/.built is at least as new as every .ts file under src/ and
- * TARCIL_FROM_SOURCE is not set: the bundle of the command line's quick paths (dist/cli/main.js,
- * scripts/build-cli.mjs), else the compiled tree's dist/src/cli/main.js; undefined when the sources
- * must run.
+ * TARCIL_FROM_SOURCE is not set: the bundle of the command line's quick paths (dist/cli/main.cjs,
+ * scripts/build-cli.mjs; bin.js runs it through bundle.js), else the compiled tree's
+ * dist/src/cli/main.js; undefined when the sources must run.
  */
 export function compiledEntry(root, env = process.env) {
   if (env.TARCIL_FROM_SOURCE !== undefined && env.TARCIL_FROM_SOURCE !== '') return undefined;
@@ -37,6 +37,6 @@ export function compiledEntry(root, env = process.env) {
   const tree = join(root, 'dist', 'src', 'cli', 'main.js');
   if (!existsSync(stamp) || !existsSync(tree)) return undefined;
   if (statSync(stamp).mtimeMs < newestSource(join(root, 'src'))) return undefined;
-  const bundle = join(root, 'dist', 'cli', 'main.js');
+  const bundle = join(root, 'dist', 'cli', 'main.cjs');
   return existsSync(bundle) ? bundle : tree;
 }

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error -- a plain ES module of the build (scripts/), without types
 import { buildCli } from '../../scripts/build-cli.mjs';
@@ -31,8 +31,8 @@ describe('which tree the tarcil command runs', () => {
     expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'src', 'cli', 'main.js'));
     expect(compiledEntry(dir, { TARCIL_FROM_SOURCE: '1' })).toBeUndefined();
     // The bundle of the quick paths, when the build made one.
-    at(join(dir, 'dist', 'cli', 'main.js'), 2000);
-    expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'cli', 'main.js'));
+    at(join(dir, 'dist', 'cli', 'main.cjs'), 2000);
+    expect(compiledEntry(dir, {})).toBe(join(dir, 'dist', 'cli', 'main.cjs'));
     expect(compiledEntry(dir, { TARCIL_FROM_SOURCE: '1' })).toBeUndefined();
     // A source file edited (or checked out) after the build, however deep: the sources run.
     at(join(dir, 'src', 'store', 'deep', 'x.ts'), 3000);
@@ -47,8 +47,17 @@ describe('which tree the tarcil command runs', () => {
       const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out], { encoding: 'utf8' });
       expect(tsc.stdout + tsc.stderr).toBe('');
       await (buildCli as (outDir: string, tree: string) => Promise<string>)(join(out, 'cli'), out);
-      for (const main of [join(out, 'src', 'cli', 'main.js'), join(out, 'cli', 'main.js')]) {
-        const run = (...args: string[]) => spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+      const env = { ...process.env, TARCIL_LOG: 'silent' };
+      // The bundle runs as bin.js runs it: through bundle.js, with its code cache.
+      const loader = pathToFileURL(join(ROOT, 'src', 'cli', 'bundle.js')).href;
+      const viaLoader = (args: string[]) =>
+        spawnSync(process.execPath, ['--input-type=module', '-e', `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(join(out, 'cli'))}, [process.execPath, 'tarcil', ...${JSON.stringify(args)}]);`], { encoding: 'utf8', env });
+      const runners: [string, (args: string[]) => ReturnType<typeof viaLoader>][] = [
+        [join(out, 'src', 'cli', 'main.js'), (args) => spawnSync(process.execPath, [join(out, 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8', env })],
+        [join(out, 'cli', 'main.cjs'), viaLoader],
+      ];
+      for (const [main, runner] of runners) {
+        const run = (...args: string[]) => runner(args);
         const help = run('--help');
         expect(help.status, main).toBe(0);
         expect(help.stdout).toContain('Usage: tarcil');
@@ -66,11 +75,13 @@ describe('which tree the tarcil command runs', () => {
         expect(jobs.stderr).toMatch(/unavailable|connect/i);
         expect(jobs.status, main).toBe(4);
       }
-      // The gRPC client's libraries come with V8's code cache; a cache V8 refuses is only slower.
-      const cache = join(out, 'cli', 'vendor.cjs.cache');
-      expect(existsSync(cache)).toBe(true);
-      writeFileSync(cache, 'not a code cache');
-      const refused = spawnSync(process.execPath, [join(out, 'cli', 'main.js'), 'jobs', '--server', '127.0.0.1:1', '--timeout', '1000'], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } });
+      // The bundle and the gRPC client's libraries come with V8's code cache; a cache V8 refuses is only slower.
+      for (const f of ['main.cjs.cache', 'vendor.cjs.cache']) {
+        const cache = join(out, 'cli', f);
+        expect(existsSync(cache), f).toBe(true);
+        writeFileSync(cache, 'not a code cache');
+      }
+      const refused = viaLoader(['jobs', '--server', '127.0.0.1:1', '--timeout', '1000']);
       expect(refused.stderr).toMatch(/unavailable|connect/i);
       expect(refused.status).toBe(4);
     } finally {
