@@ -21,7 +21,6 @@
  * results under bench/results/quick). Results: bench/results/hollow-writes-latency.{md,json}.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadCatalog, parseJobSpec } from '../src/model/catalog.ts';
@@ -35,6 +34,7 @@ import type { KeyValue } from '../src/store/types.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { tcpProxy } from '../test/support/proxy.ts';
+import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
@@ -53,23 +53,6 @@ const say = (m: string): void => {
   process.stdout.write(`[hollow-writes] ${m}\n`);
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-async function scrape(port: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line.trim() === '') continue;
-    const sp = line.lastIndexOf(' ');
-    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
-  }
-  return out;
-}
 
 interface Sample {
   t: number;
@@ -168,7 +151,7 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
     const t0 = Date.now();
     const samples: Sample[] = [];
     const sample = async (): Promise<void> => {
-      const m = await scrape(metricsPort);
+      const m = await scrapeMetrics(metricsPort);
       samples.push({
         t: (Date.now() - t0) / 1000,
         running: runningAt.size,

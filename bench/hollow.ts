@@ -30,6 +30,7 @@ import { FREE_RU_VALUE } from '../src/state/records.ts';
 import { openStore } from '../src/store/index.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
+import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, resultsDir, writeResults } from './lib/report.ts';
 
 const quick = process.argv.includes('--quick');
@@ -68,24 +69,6 @@ function procStatus(pid: number): { rssMB: number; hwmMB: number } {
   const s = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (name: string): number => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(s)?.[1] ?? NaN);
   return { rssMB: kb('VmRSS') / 1024, hwmMB: kb('VmHWM') / 1024 };
-}
-
-/** CPU seconds (user + system) the process has used. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-async function scrape(port: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line.trim() === '') continue;
-    const sp = line.lastIndexOf(' ');
-    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
-  }
-  return out;
 }
 
 const etcdBin = ensureEtcd(say);
@@ -133,7 +116,7 @@ try {
   const metricsPort = Number(/metrics on :(\d+)/.exec(ready)?.[1]);
   say(ready);
   const sample = async (): Promise<void> => {
-    const m = await scrape(metricsPort);
+    const m = await scrapeMetrics(metricsPort);
     samples.push({
       t: (Date.now() - t0) / 1000,
       phase,
@@ -146,7 +129,7 @@ try {
       live: m.get('tarcil_hollow_nodes') ?? NaN,
     });
   };
-  const metrics0 = await scrape(metricsPort);
+  const metrics0 = await scrapeMetrics(metricsPort);
   const registrationS = metrics0.get('tarcil_hollow_registration_seconds') ?? NaN;
   const servers0 = (await store.range(keys.servers())).kvs.length;
   const rus0 = (await store.range(keys.rus())).kvs;
@@ -206,7 +189,7 @@ try {
   let stalled = 0;
   for (let waited = 0; waited < 600 && stalled < 30; waited++) {
     await sleep(1000);
-    const running = (await scrape(metricsPort).catch(() => new Map<string, number>())).get('tarcil_hollow_running_tasks') ?? 0;
+    const running = (await scrapeMetrics(metricsPort).catch(() => new Map<string, number>())).get('tarcil_hollow_running_tasks') ?? 0;
     if (running >= placed) {
       runningAt = (Date.now() - tFill) / 1000;
       break;

@@ -33,3 +33,22 @@ export function cpuShare(a: ProcSample | undefined, b: ProcSample | undefined, m
   if (!a || !b || ms <= 0) return NaN;
   return (b.cpuS - a.cpuS) / (ms / 1000);
 }
+
+/** CPU seconds (user + system) the process has used (/proc/<pid>/stat). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / HZ;
+}
+
+/** A process's Prometheus /metrics on loopback, as series (name with labels) → value. */
+export async function scrapeMetrics(port: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const sp = line.lastIndexOf(' ');
+    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
+  }
+  return out;
+}
