@@ -13,6 +13,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type RestartableEtcdProcess } from '../support/etcd.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 let etcd: RestartableEtcdProcess;
 let store: ClusterStore;
@@ -40,13 +41,7 @@ async function get(port: number | undefined, path: string): Promise<{ status: nu
   return { status: res.status, body: await res.text() };
 }
 
-async function until(what: string, f: () => Promise<boolean>): Promise<void> {
-  const end = Date.now() + 30_000;
-  while (!(await f())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> => pollUntil(what, cond, ms, 100);
 
 describe("the front-end's requests to etcd", () => {
   it('are exported with the adaptive limit on them: in flight, queued and the limit', async () => {

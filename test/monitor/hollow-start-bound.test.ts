@@ -12,6 +12,7 @@ import type { KeyValue, TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 /**
  * How many task starts the hollow nodes keep in flight. Starts leave through the process's group
@@ -24,13 +25,7 @@ const catalog = loadCatalog();
 const clock = new SystemClock();
 const log = createLogger('test', 'warn');
 
-async function until(what: string, fn: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 10);
 
 const startedTask = (req: TxnRequest): string | undefined => {
   const op = req.success.find((o) => o.type === 'put' && o.value?.includes('"state":"running"') === true);

@@ -12,6 +12,7 @@ import type { TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 /**
  * The hollow nodes' task-start writes (a node records its task running, then starts it) pass a
@@ -23,13 +24,7 @@ const catalog = loadCatalog();
 const clock = new SystemClock();
 const log = createLogger('test', 'warn');
 
-async function until(what: string, fn: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> => pollUntil(what, cond, ms, 20);
 
 const isStart = (req: TxnRequest): boolean => req.success.some((op) => op.type === 'put' && op.value?.includes('"state":"running"') === true);
 

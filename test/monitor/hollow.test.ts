@@ -20,6 +20,7 @@ import { SeededRng } from '../../src/util/rng.ts';
 import { submit, waitFinal } from '../support/live.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { TarcilError } from '../../src/util/errors.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 /**
  * Hollow nodes on the suite's real etcd, used by a real front-end over gRPC: 120 nodes of the
@@ -52,13 +53,7 @@ afterAll(async () => {
   await store?.close();
 });
 
-async function until(what: string, fn: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 50);
 
 const tasksOf = async (job: string): Promise<LiveTaskRecord[]> => (await store.range(keys.tasks(job))).kvs.flatMap((kv) => parseJson<LiveTaskRecord>(kv) ?? []);
 

@@ -16,6 +16,7 @@ import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -23,13 +24,7 @@ const catalog = loadCatalog();
 let seq = 0;
 const job = (input: Record<string, unknown>) => parseJobSpec(input, catalog, { id: `job-${++seq}`, now: Date.now() });
 
-async function until(what: string, fn: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> => pollUntil(what, cond, ms, 25);
 
 describe('process executor', () => {
   const store = new MemoryStore();

@@ -15,6 +15,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { history } from '../support/audit.ts';
 import { tcpProxy, type TcpProxy } from '../support/proxy.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 /**
  * Issue 15, the node monitor's side: outcomes are journalled and written once the store answers,
@@ -36,13 +37,7 @@ const etcdUrl = (): string => inject('etcdEndpoint').replace('http://', 'etcd://
 const etcdPort = (): number => Number(new URL(inject('etcdEndpoint')).port);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, fn: () => Promise<boolean> | boolean, ms = 15_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
-    await sleep(25);
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> => pollUntil(what, cond, ms, 25);
 
 const cleanup: (() => Promise<unknown> | void)[] = [];
 afterEach(async () => {

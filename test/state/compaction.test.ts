@@ -18,6 +18,7 @@ import type { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 const log = createLogger('test', 'silent');
 
@@ -26,13 +27,7 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 20);
 
 /**
  * A store whose watch streams can be cut and later resumed from the next revision not yet

@@ -10,16 +10,11 @@ import { ManualClock } from '../../src/util/clock.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 const log = createLogger('test', 'silent');
 
-async function until(what: string, cond: () => boolean, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
+const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 5000): Promise<void> => pollUntil(what, cond, ms, 2);
 
 /** A ManualClock that remembers every pause asked of it. */
 class RecordingClock extends ManualClock {
