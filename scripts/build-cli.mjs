@@ -29,8 +29,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The modules a command imports when it runs that go into the bundle (src/ paths). */
 const BUNDLED = ['src/cli/client.ts', 'src/cli/node-commands.ts', 'src/cli/sample-size.ts', 'src/frontend/proto-root.ts'];
-/** Modules always taken from the compiled tree: one copy shared with the modules loaded from there. */
-const SHARED = ['src/util/errors.ts'];
+/**
+ * Modules always taken from the compiled tree: one copy shared with the modules loaded from there.
+ * The loader hands them to the bundle (SHARED_FROM_TREE, as paths from dist/cli); here, their sources.
+ */
+const SHARED = SHARED_FROM_TREE.map((p) => p.replace(/^\.\.\//, '').replace(/\.js$/, '.ts'));
 /** The libraries of the gRPC client, bundled apart into vendor.cjs and loaded with V8's code cache (see VENDOR_LOADER). */
 const VENDOR = { '@grpc/grpc-js': 'grpc', protobufjs: 'protobuf' };
 
