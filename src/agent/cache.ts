@@ -109,13 +109,14 @@ export class AgentCache {
         attributes: rec.attributes ?? {},
       };
       const old = this.state.server(spec.id);
-      const wasUp = old !== undefined && !old.down;
+      // Which RUs took placements before this record: a server that (re)joins, or whose load
+      // monitor lifts its block, frees every RU that takes placements now and did not before.
+      const before = old && this.freedListeners.size > 0 ? Array.from({ length: old.ruCount }, (_, i) => old.available(i)) : undefined;
       const s = this.state.upsertServer(spec);
       this.state.setServerDown(s.id, rec.state === 'down');
       // A node whose tasks run well below their expected rate takes no new task (paper §5.2).
       this.state.setBlocked(s.id, rec.blocked === true);
-      // A server that (re)joined frees all its available RUs at once.
-      if (!wasUp && !s.down && this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (s.available(i)) this.emitFreed(s, i);
+      if (this.freedListeners.size > 0) for (let i = 0; i < s.ruCount; i++) if (!before?.[i] && s.available(i)) this.emitFreed(s, i);
     }
   }
 

@@ -178,6 +178,41 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
     expect(asked).toEqual(['s/0', 's/1']);
   });
 
+  it('a server whose load monitor lifts its block frees its free RUs to the waiters; one still blocked frees nothing', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/unblock/');
+    await seedCluster(store, keys, [server('sa', 'c3-large', 3), server('sb', 'c3-large', 2)]);
+    await store.put(keys.ru({ server: 'sa', index: 1 }), JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused }));
+    const view = new SharedView({ store, keys, clock, log, config: agentConfig() });
+    await view.start();
+    closers.push(async () => {
+      await view.close();
+      await store.close();
+    });
+    const freed: string[] = [];
+    view.cache.onFreed((s, i) => freed.push(`${s.id}/${i}`));
+    const record = (id: string, rus: number, blocked: boolean) =>
+      JSON.stringify({ id, platform: 'c3-large', rack: 'r', rus, speed: 1, attributes: {}, state: 'up', ...(blocked ? { blocked } : {}) });
+    const settled = async (): Promise<void> => {
+      const rev = (await store.get(keys.server('sa')))!.modRevision;
+      while (view.cache.revision < rev) await new Promise((r) => setTimeout(r, 2));
+    };
+    await store.put(keys.server('sa'), record('sa', 3, true));
+    await store.put(keys.server('sb'), record('sb', 2, true));
+    await settled();
+    expect(view.state.server('sa')!.blocked).toBe(true);
+    expect(view.state.available.size).toBe(0);
+    expect(freed).toEqual([]);
+    await store.put(keys.server('sb'), record('sb', 2, true)); // rewritten, still blocked
+    await store.put(keys.server('sa'), record('sa', 3, false));
+    await settled();
+    // The free RUs of sa take placements again: each wakes a waiter; the busy one does not.
+    expect(freed).toEqual(['sa/0', 'sa/2']);
+    await store.put(keys.server('sa'), record('sa', 3, false)); // rewritten, unchanged
+    await settled();
+    expect(freed).toEqual(['sa/0', 'sa/2']);
+  });
+
   it('live agents: a freed RU of one platform wakes the one job waiting for that platform, not the others', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/f/');
