@@ -98,6 +98,13 @@ interface Row {
   watchPending: number;
   dbMb: number;
   keys: number;
+  /**
+   * The cell's RUs at the row's end as one live front-end sees them (`tarcil_rus`): busy
+   * (or reserved), free, free on a server taking no placements (its load monitor saw a task well
+   * below its rate, or cordoned), and down. Busy over all live RUs is the cell's real occupancy,
+   * which interference slowdown and blocked servers raise above the nominal load.
+   */
+  rus?: { busy: number; free: number; unschedulable: number; down: number };
   rss: Record<string, number>;
   cpu: Record<string, number>;
   inFlight: number;
@@ -113,6 +120,28 @@ function pickSize(r: number): number {
     x -= w;
   }
   return 1;
+}
+
+/** "RUs busy 81.2% (busy/live), 3,100 free, 900 unschedulable, 0 down", or "RUs -". */
+function occupancy(r: Row['rus']): string {
+  if (!r) return 'RUs -';
+  const live = r.busy + r.free + r.unschedulable;
+  return `RUs busy ${fmt((100 * r.busy) / live, 1)}% (${r.busy}/${live}), ${r.free} free, ${r.unschedulable} unschedulable, ${r.down} down`;
+}
+
+/** `tarcil_rus` of one front-end, summed over platforms by state (undefined when it does not answer). */
+async function ruStates(port: number): Promise<Row['rus']> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const out = { busy: 0, free: 0, unschedulable: 0, down: 0 };
+    for (const line of text.split('\n')) {
+      const m = /^tarcil_rus\{[^}]*state="(\w+)"[^}]*\} (\S+)$/.exec(line);
+      if (m && m[1] && m[1] in out) out[m[1] as keyof typeof out] += Number(m[2]);
+    }
+    return out;
+  } catch {
+    return undefined;
+  }
 }
 
 async function metricSum(port: number, name: string): Promise<number> {
@@ -298,6 +327,8 @@ async function main(): Promise<void> {
       fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
       adopted += (await metricSum(f.metricsPort, 'tarcil_jobs_adopted')) || 0;
     }
+    let rus: Row['rus'];
+    for (const f of fes) if (!rus) rus = await ruStates(f.metricsPort);
     const startsNow = { n: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_total'), s: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_write_seconds_total') };
     const hollowStarts = {
       waiting: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_waiting'),
@@ -332,6 +363,7 @@ async function main(): Promise<void> {
       watchPending,
       dbMb: status ? Number(status.dbSize) / 2 ** 20 : NaN,
       keys: keyCount,
+      ...(rus ? { rus } : {}),
       rss,
       cpu,
       inFlight,
@@ -343,7 +375,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -470,7 +502,7 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -481,6 +513,7 @@ function report(s: Summary): void {
       r.conflicts,
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
+      r.rus ? `${fmt((100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable), 1)} / ${r.rus.free} / ${r.rus.unschedulable} / ${r.rus.down}` : '-',
       `${fmt(r.slowApplies ?? NaN, 0)} / ${fmt(r.watchPending ?? NaN, 0)}`,
       fmt(r.dbMb, 0),
       r.keys,
@@ -514,6 +547,7 @@ async function charts(rows: Row[]): Promise<void> {
     [`${NAME}-throughput.svg`, 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
     [`${NAME}-latency.svg`, 'Submit → running', 'ms', [...series('p50', (r) => r.runningP50), ...series('p99', (r) => r.runningP99)]],
     [`${NAME}-etcd.svg`, 'etcd DB size', 'MB', series('DB MB', (r) => r.dbMb)],
+    [`${NAME}-occupancy.svg`, 'RUs busy, of the live RUs (one front-end\'s view)', '%', series('busy %', (r) => (r.rus ? (100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable) : NaN))],
     [`${NAME}-keys.svg`, 'Keys in the cell', 'keys', series('keys', (r) => r.keys)],
     [`${NAME}-rss.svg`, 'Resident memory', 'MB', Object.keys(rows[0]?.rss ?? {}).flatMap((p) => series(p, (r) => r.rss[p] ?? NaN))],
   ];
