@@ -41,6 +41,7 @@ const SCHEMA = z
     consumeQueue: bool,
     recordJob: bool,
     groupCommit: int(0, 64),
+    handoffMs: int(0, 60_000),
   })
   .strict()
   .refine((c) => c.minR <= c.capR, { message: 'must not exceed capR', path: ['minR'] })

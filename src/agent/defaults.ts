@@ -99,6 +99,13 @@ export interface AgentConfig extends CoreConfig {
    * once, however many are in flight.
    */
   groupCommit: number;
+  /**
+   * Freed RUs among front-ends (handoff.ts): for this long after an RU is freed, only the
+   * front-end that is its server's home samples it and wakes a waiting job for it; the others
+   * take it once this has passed if it is still free. 0: every front-end takes every freed RU at
+   * once. Only front-ends that own jobs count (`tarcil up`, a single front-end, never waits).
+   */
+  handoffMs: number;
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -113,6 +120,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   consumeQueue: true,
   recordJob: true,
   groupCommit: 2,
+  handoffMs: 250,
 };
 
 /**

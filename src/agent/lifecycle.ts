@@ -10,6 +10,7 @@ import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts';
 import { agentConfig } from './config.ts';
 import { SharedView } from './shared-view.ts';
+import { OwnerKeys } from './handoff.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
 import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
@@ -60,8 +61,8 @@ export class JobManager implements OwnerContext, MoveHost {
   private held: HeldLease | undefined;
   readonly owned = new Map<string, Owned>();
   readonly jobFinal = new Map<string, boolean>();
-  /** Job id → lease of its `owners/<job>` key, as the watch last showed it. */
-  readonly ownerKeys = new Map<string, string>();
+  /** Job id → lease of its `owners/<job>` key, as the watch last showed it (the handoff counts the owners). */
+  readonly ownerKeys: OwnerKeys;
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
   readonly submitting = new Set<string>();
   readonly servers = new Map<string, LiveServerRecord>();
@@ -109,6 +110,7 @@ export class JobManager implements OwnerContext, MoveHost {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
+    this.ownerKeys = new OwnerKeys(this.view.handoff);
     const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
@@ -360,6 +362,7 @@ export class JobManager implements OwnerContext, MoveHost {
       onFenced: () => this.onFenced(),
       rideOut: { onUnconfirmed: () => this.onPaused(), onConfirmed: () => this.onResumed() },
     });
+    this.view.handoff.setSelf(this.held.id);
   }
 
   /**

@@ -16,6 +16,7 @@ import type { AgentConfig } from './config.ts';
 import { wireAdmission } from './core.ts';
 import { FairShare } from './fair-share.ts';
 import { FreedWaiters } from './freed-waiters.ts';
+import { FreedHandoff } from './handoff.ts';
 import { listNamespaceRecords } from '../tenancy/namespaces.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
 
@@ -28,7 +29,7 @@ export interface SharedViewOptions {
   clock: Clock;
   log: Logger;
   /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
-  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare'>>;
+  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs'>>;
 }
 
 export class SharedView {
@@ -36,6 +37,8 @@ export class SharedView {
   readonly admission: AdmissionState;
   readonly cache: AgentCache;
   readonly waiters: FreedWaiters;
+  /** Freed RUs among the front-ends of the cell (handoff.ts): its owner sets who this process is. */
+  readonly handoff: FreedHandoff;
   /** Fair share among namespaces over this view's RUs (undefined when the option is off). */
   readonly fair: FairShare | undefined;
   private started: Promise<void> | undefined;
@@ -67,7 +70,8 @@ export class SharedView {
       log: o.log,
       watchEpochs: o.config.conflictScope === 'server',
     });
-    this.cache.onFreed((server, index) => this.waiters.freed(server, index));
+    this.handoff = new FreedHandoff({ state, clock: o.clock, windowMs: o.config.handoffMs ?? 0, wake: (server, index) => this.waiters.freed(server, index) });
+    this.cache.onFreed((server, index) => this.handoff.freed(server, index));
   }
 
   /** Lists and starts watching (once, however many agents call it). */
@@ -112,6 +116,7 @@ export class SharedView {
   }
 
   close(): Promise<void> {
+    this.handoff.close();
     this.closed ??= this.cache.close();
     return this.closed;
   }

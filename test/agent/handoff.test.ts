@@ -1,0 +1,127 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { FreedHandoff, OwnerKeys } from '../../src/agent/handoff.ts';
+import type { JobManager } from '../../src/agent/lifecycle.ts';
+import { ClusterState, type ServerState } from '../../src/sampling/cluster-state.ts';
+import { ManualClock } from '../../src/util/clock.ts';
+import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { OwnerCell } from '../support/owner-harness.ts';
+
+const server = (id: string) => ({ id, platform: 'c3-large', rack: 'r', rus: 1, speed: 1, attributes: {} });
+const busy = { job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 0, state: 'busy' as const };
+
+function twoFrontEnds(servers: number, windowMs = 250) {
+  const clock = new ManualClock(0);
+  const state = new ClusterState();
+  const all: ServerState[] = Array.from({ length: servers }, (_, i) => state.upsertServer(server(`s${i}`)));
+  const woken = { A: [] as string[], B: [] as string[] };
+  const make = (self: 'A' | 'B') => {
+    const h = new FreedHandoff({ state, clock, windowMs, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
+    h.setSelf(self);
+    const owners = new OwnerKeys(h);
+    owners.set('job-a', 'A');
+    owners.set('job-b', 'B');
+    return h;
+  };
+  return { clock, state, all, woken, A: make('A'), B: make('B') };
+}
+
+describe('freed RUs among front-ends (handoff)', () => {
+  it('every server has exactly one home among the front-ends that own jobs, the same seen from each', () => {
+    const { all, A, B } = twoFrontEnds(60);
+    const homes = all.map((s) => [A.isHome(s), B.isHome(s)]);
+    expect(homes.every(([a, b]) => a !== b)).toBe(true);
+    const atA = homes.filter(([a]) => a).length;
+    expect(atA).toBeGreaterThan(15);
+    expect(atA).toBeLessThan(45);
+  });
+
+  it('a freed RU of a server homed elsewhere is neither woken for nor sampled until its window ends, then only if still free', () => {
+    const { clock, state, all, woken, A } = twoFrontEnds(40);
+    const [away1, away2] = all.filter((s) => !A.isHome(s));
+    const home = all.find((s) => A.isHome(s))!;
+    A.freed(home, 0);
+    expect(woken.A).toEqual([`${home.id}/0`]);
+    A.freed(away1!, 0);
+    A.freed(away2!, 0);
+    expect(woken.A).toHaveLength(1);
+    expect([...(A.excluded() ?? [])]).toEqual([away1!.base, away2!.base]);
+    // Its home takes away2 within the window: nothing to wake for when it ends.
+    state.setRu({ server: away2!.id, index: 0 }, busy, 5);
+    clock.advance(249);
+    expect(woken.A).toHaveLength(1);
+    clock.advance(1);
+    expect(woken.A).toEqual([`${home.id}/0`, `${away1!.id}/0`]);
+    expect(A.excluded()).toBeUndefined();
+    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1 });
+  });
+
+  it('a front-end alone in the cell, or with the window 0, takes every freed RU at once', () => {
+    const alone = twoFrontEnds(20);
+    const owners = new OwnerKeys(alone.A);
+    owners.set('job-a', 'A');
+    owners.set('job-b', 'B');
+    owners.set('job-b2', 'B');
+    expect(alone.A.memberCount()).toBe(2);
+    owners.delete('job-b');
+    expect(alone.A.memberCount()).toBe(2);
+    owners.delete('job-b2');
+    // The owner keys seen by twoFrontEnds' own map still name B: clear them all.
+    owners.clear();
+    expect(alone.A.memberCount()).toBe(1);
+    for (const s of alone.all) alone.A.freed(s, 0);
+    expect(alone.woken.A).toHaveLength(20);
+
+    const off = twoFrontEnds(20, 0);
+    for (const s of off.all) off.A.freed(s, 0);
+    expect(off.woken.A).toHaveLength(20);
+    expect(off.A.excluded()).toBeUndefined();
+  });
+});
+
+describe('freed RUs among live front-ends (embedded store, manual clock)', () => {
+  let cell: OwnerCell | undefined;
+  afterEach(async () => {
+    await cell?.close();
+    cell = undefined;
+  });
+
+  /** A full one-RU cell, a job waiting on each of two front-ends, then the RU is freed. */
+  async function race(handoffMs: number): Promise<{ a: JobManager; b: JobManager; placed: string[]; conflicts: number }> {
+    cell = new OwnerCell();
+    await cell.seed(1, 1);
+    const c = cell;
+    const a = await c.owner('A', c.store, { agentConfig: { handoffMs } });
+    const b = await c.owner('B', c.store, { agentConfig: { handoffMs } });
+    const p = TEST_PROFILES[0]!;
+    const filler = makeJob('filler', p, 1, { maxQueueMs: 0 });
+    await a.submit(filler);
+    await c.until(async () => (await c.busy(filler.id)).length === 1, 5000);
+    const wa = makeJob('wa', p, 1, { maxQueueMs: 0 });
+    const wb = makeJob('wb', p, 1, { maxQueueMs: 0 });
+    await a.submit(wa);
+    await b.submit(wb);
+    // Both wait for a freed RU, and each front-end knows the other owns jobs.
+    await c.until(() => a.view.waiters.size === 1 && b.view.waiters.size === 1, 5000);
+    await c.until(() => a.view.handoff.memberCount() === 2 && b.view.handoff.memberCount() === 2, 5000);
+    const before = a.agents[0]!.stats.conflicts + b.agents[0]!.stats.conflicts;
+    expect(await c.finishTasks(filler.id)).toBe(1);
+    await c.until(async () => (await c.busy(wa.id)).length + (await c.busy(wb.id)).length === 1, 200, 10);
+    const placed = [];
+    if ((await c.busy(wa.id)).length) placed.push('A');
+    if ((await c.busy(wb.id)).length) placed.push('B');
+    return { a, b, placed, conflicts: a.agents[0]!.stats.conflicts + b.agents[0]!.stats.conflicts - before };
+  }
+
+  it('the freed RU goes to the job waiting at its home front-end, with no commit conflict', async () => {
+    const { a, placed, conflicts } = await race(250);
+    const s = a.view.state.server('s0') ?? [...a.view.state.servers.values()][0]!;
+    expect(placed).toEqual([a.view.handoff.isHome(s) ? 'A' : 'B']);
+    expect(conflicts).toBe(0);
+  });
+
+  it('without the handoff both front-ends wake for it and one commit conflicts', async () => {
+    const { placed, conflicts } = await race(0);
+    expect(placed).toHaveLength(1);
+    expect(conflicts).toBeGreaterThanOrEqual(1);
+  });
+});
