@@ -103,7 +103,7 @@ export interface AgentConfig extends CoreConfig {
    * Freed RUs among front-ends (handoff.ts): for this long after an RU is freed, only the
    * front-end that is its server's home samples it and wakes a waiting job for it; the others
    * take it once this has passed if it is still free. 0: every front-end takes every freed RU at
-   * once. Only front-ends that own jobs count (`tarcil up`, a single front-end, never waits).
+   * once. Only front-ends with tasks to place count (`tarcil up`, a single front-end, never waits).
    */
   handoffMs: number;
 }

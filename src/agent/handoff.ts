@@ -1,16 +1,19 @@
 /**
  * Freed RUs among front-ends. Every front-end follows the same cell, so an RU that a task gives
  * back reaches all of them at once; on a full cell each wakes a waiting job for it, and all but one
- * of their commits conflict. Each server therefore has a home: one of the front-ends that own jobs
- * now (the distinct leases of the `owners/` keys, which every front-end follows), chosen by a hash
- * of the server's id. For `windowMs` after an RU is freed, only the home front-end wakes a waiting
- * job for it and only its agents sample it; the others leave it alone and, if it is still free
- * when the window ends, wake one of their own waiters for it then. A front-end alone in the cell
- * (or the window 0) takes every freed RU at once, as before.
+ * of their commits conflict. Each server therefore has a home: one of the front-ends that have jobs
+ * to place now, chosen by a hash of the server's id. Which front-ends those are, every front-end
+ * knows already from what it follows: the owner of each job (the lease of `owners/<job>`) and
+ * whether the job's record shows tasks not yet placed. For `windowMs` after an RU is freed, only
+ * the home front-end wakes a waiting job for it and only its agents sample it; the others leave it
+ * alone and, if it is still free when the window ends, wake one of their own waiters for it then.
+ * A front-end that is the only one with jobs to place (or with the window 0) takes every freed RU
+ * at once, as before.
  *
- * Front-ends may see the set of owners change at different moments (a watch lags): for a while a
- * server may then have two homes (a conflict, as without the handoff) or none (the RU waits out the
- * window). Neither places anything twice: the commit's compare decides, as always.
+ * Front-ends may see the set change at different moments (a watch lags, a job record is rewritten
+ * at most every PROGRESS_WRITE_MS): for a while a server may then have two homes (a conflict, as
+ * without the handoff) or none (the RU waits out the window). Neither places anything twice: the
+ * commit's compare decides, as always.
  */
 import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
 import type { Clock, Timer } from '../util/clock.ts';
@@ -34,13 +37,19 @@ function hashId(id: string): number {
   return h >>> 0;
 }
 
+/** The front-ends with jobs to place: the leases that own at least one job with tasks not yet placed. */
+export interface Demand {
+  /** Changes whenever the set of leases does. */
+  readonly version: number;
+  leases(): Iterable<string>;
+}
+
 export class FreedHandoff {
-  /** Lease → owner keys bound to it: the front-ends that own jobs now. */
-  private readonly owners = new Map<string, number>();
   private self: string | undefined;
-  /** Sorted leases of the front-ends sharing the cell (this one included), rebuilt when they change. */
+  private demand: Demand | undefined;
+  /** Sorted leases of the front-ends with jobs to place (this one included), rebuilt when they change. */
   private members: string[] = [];
-  private membersStale = true;
+  private membersFor: { version: number; self: string | undefined } | undefined;
   /** RU id → end of its window, in freeing order (the window is the same for all: oldest first). */
   private readonly held = new Map<number, number>();
   private timer: Timer | undefined;
@@ -50,48 +59,26 @@ export class FreedHandoff {
 
   /** This process's owner lease (undefined: it owns nothing, and hands nothing off). */
   setSelf(lease: string | undefined): void {
-    if (lease === this.self) return;
     this.self = lease;
-    this.membersStale = true;
   }
 
-  /** An owner key now names `lease` (`previous`: the lease it named before, if any). */
-  ownerSet(lease: string, previous: string | undefined): void {
-    if (previous === lease) return;
-    if (previous !== undefined) this.ownerGone(previous);
-    const n = this.owners.get(lease) ?? 0;
-    this.owners.set(lease, n + 1);
-    if (n === 0) this.membersStale = true;
+  /** Where the front-ends with jobs to place are counted (the job owner's OwnerKeys). */
+  setDemand(demand: Demand): void {
+    this.demand = demand;
   }
 
-  /** An owner key naming `lease` was deleted. */
-  ownerGone(lease: string): void {
-    const n = this.owners.get(lease);
-    if (n === undefined) return;
-    if (n > 1) this.owners.set(lease, n - 1);
-    else {
-      this.owners.delete(lease);
-      this.membersStale = true;
-    }
-  }
-
-  /** Every owner key is listed again. */
-  ownersCleared(): void {
-    this.owners.clear();
-    this.membersStale = true;
-  }
-
-  /** Front-ends sharing the cell now, as this one sees them. */
+  /** Front-ends with jobs to place now, this one included, as this one sees them. */
   memberCount(): number {
     return this.currentMembers().length;
   }
 
   private currentMembers(): string[] {
-    if (this.membersStale) {
-      const set = new Set(this.owners.keys());
+    const version = this.demand?.version ?? 0;
+    if (this.membersFor?.version !== version || this.membersFor.self !== this.self) {
+      const set = new Set(this.demand?.leases() ?? []);
       if (this.self !== undefined) set.add(this.self);
       this.members = [...set].sort();
-      this.membersStale = false;
+      this.membersFor = { version, self: this.self };
     }
     return this.members;
   }
@@ -154,29 +141,55 @@ export class FreedHandoff {
   }
 }
 
-/** Job id → lease of its `owners/<job>` key, keeping the handoff's set of owners in step. */
-export class OwnerKeys extends Map<string, string> {
-  private handoff: FreedHandoff | undefined;
-
-  constructor(handoff: FreedHandoff) {
-    super();
-    this.handoff = handoff;
-  }
+/**
+ * Job id → lease of its `owners/<job>` key, and which jobs have tasks not yet placed: together,
+ * the leases of the front-ends with jobs to place (Demand), kept up to date as either changes.
+ */
+export class OwnerKeys extends Map<string, string> implements Demand {
+  private readonly pending = new Set<string>();
+  /** Lease → its jobs with tasks not yet placed (only leases with at least one). */
+  private readonly counts = new Map<string, number>();
+  version = 0;
 
   override set(job: string, lease: string): this {
     const previous = super.get(job);
-    if (previous !== lease) this.handoff?.ownerSet(lease, previous);
+    if (previous !== lease && this.pending.has(job)) {
+      if (previous !== undefined) this.count(previous, -1);
+      this.count(lease, 1);
+    }
     return super.set(job, lease);
   }
 
   override delete(job: string): boolean {
     const previous = super.get(job);
-    if (previous !== undefined) this.handoff?.ownerGone(previous);
+    if (previous !== undefined && this.pending.has(job)) this.count(previous, -1);
     return super.delete(job);
   }
 
   override clear(): void {
-    this.handoff?.ownersCleared();
+    if (this.counts.size > 0) this.version++;
+    this.counts.clear();
     super.clear();
+  }
+
+  /** Whether job `job` has tasks not yet placed (from its record: not final, placed < tasks). */
+  setPending(job: string, pending: boolean): void {
+    if (pending === this.pending.has(job)) return;
+    if (pending) this.pending.add(job);
+    else this.pending.delete(job);
+    const lease = super.get(job);
+    if (lease !== undefined) this.count(lease, pending ? 1 : -1);
+  }
+
+  leases(): Iterable<string> {
+    return this.counts.keys();
+  }
+
+  private count(lease: string, d: number): void {
+    const n = (this.counts.get(lease) ?? 0) + d;
+    if (n > 0) {
+      if (!this.counts.has(lease)) this.version++;
+      this.counts.set(lease, n);
+    } else if (this.counts.delete(lease)) this.version++;
   }
 }

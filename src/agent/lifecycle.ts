@@ -61,7 +61,7 @@ export class JobManager implements OwnerContext, MoveHost {
   private held: HeldLease | undefined;
   readonly owned = new Map<string, Owned>();
   readonly jobFinal = new Map<string, boolean>();
-  /** Job id → lease of its `owners/<job>` key, as the watch last showed it (the handoff counts the owners). */
+  /** Job id → lease of its `owners/<job>` key, as the watch last showed it, and the jobs with tasks to place (handoff.ts). */
   readonly ownerKeys: OwnerKeys;
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
   readonly submitting = new Set<string>();
@@ -110,7 +110,8 @@ export class JobManager implements OwnerContext, MoveHost {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
-    this.ownerKeys = new OwnerKeys(this.view.handoff);
+    this.ownerKeys = new OwnerKeys();
+    this.view.handoff.setDemand(this.ownerKeys);
     const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
@@ -466,12 +467,15 @@ export class JobManager implements OwnerContext, MoveHost {
     const o = this.owned.get(id);
     if (deleted) {
       this.jobFinal.delete(id);
+      this.ownerKeys.setPending(id, false);
       if (o) this.drop(o, 'job record deleted');
       return;
     }
     const rec = parseJson<LiveJobRecord>(kv);
     if (!rec) return;
-    this.jobFinal.set(id, isFinalJob(rec.state));
+    const final = isFinalJob(rec.state);
+    this.jobFinal.set(id, final);
+    this.ownerKeys.setPending(id, !final && rec.placed < rec.spec.tasks);
     if (o && kv.modRevision > o.jobRev) takeRecord(this, o, rec, kv.modRevision);
   }
 
@@ -494,6 +498,7 @@ export class JobManager implements OwnerContext, MoveHost {
       const o = this.owned.get(id);
       if (o && o.jobRev > revision) continue;
       this.jobFinal.delete(id);
+      this.ownerKeys.setPending(id, false);
       if (o) this.drop(o, 'job record deleted');
     }
   }

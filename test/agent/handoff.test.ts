@@ -17,9 +17,12 @@ function twoFrontEnds(servers: number, windowMs = 250) {
   const make = (self: 'A' | 'B') => {
     const h = new FreedHandoff({ state, clock, windowMs, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
     h.setSelf(self);
-    const owners = new OwnerKeys(h);
+    const owners = new OwnerKeys();
     owners.set('job-a', 'A');
     owners.set('job-b', 'B');
+    owners.setPending('job-a', true);
+    owners.setPending('job-b', true);
+    h.setDemand(owners);
     return h;
   };
   return { clock, state, all, woken, A: make('A'), B: make('B') };
@@ -55,17 +58,30 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1 });
   });
 
-  it('a front-end alone in the cell, or with the window 0, takes every freed RU at once', () => {
+  it('only front-ends with tasks to place count: one alone, or the window 0, takes every freed RU at once', () => {
     const alone = twoFrontEnds(20);
-    const owners = new OwnerKeys(alone.A);
+    const owners = new OwnerKeys();
+    alone.A.setDemand(owners);
     owners.set('job-a', 'A');
     owners.set('job-b', 'B');
     owners.set('job-b2', 'B');
+    // B owns jobs, but all their tasks are placed: it is not a member.
+    expect(alone.A.memberCount()).toBe(1);
+    owners.setPending('job-b', true);
+    owners.setPending('job-b2', true);
     expect(alone.A.memberCount()).toBe(2);
-    owners.delete('job-b');
+    owners.setPending('job-b', false);
     expect(alone.A.memberCount()).toBe(2);
     owners.delete('job-b2');
-    // The owner keys seen by twoFrontEnds' own map still name B: clear them all.
+    expect(alone.A.memberCount()).toBe(1);
+    // A job taken over by another owner moves its demand with it.
+    owners.set('job-b', 'C');
+    owners.setPending('job-b', true);
+    expect(alone.A.memberCount()).toBe(2);
+    owners.set('job-b', 'A');
+    expect(alone.A.memberCount()).toBe(1);
+    owners.set('job-c', 'C');
+    owners.setPending('job-c', true);
     owners.clear();
     expect(alone.A.memberCount()).toBe(1);
     for (const s of alone.all) alone.A.freed(s, 0);
