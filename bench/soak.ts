@@ -15,7 +15,8 @@
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
  *      [--etcd-profile-at MIN[,MIN…]]
- *      [--max-pending-tasks N]
+ *      [--max-pending-tasks N] [--agent key=value …] (agent options of every front-end, as
+ *      `tarcil server --agent`; repeatable)
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
@@ -55,6 +56,8 @@ const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
+/** `--agent key=value`, repeatable: passed to every front-end as is. */
+const AGENT_OPTIONS = process.argv.flatMap((a, i) => (a === '--agent' && process.argv[i + 1] !== undefined ? ['--agent', process.argv[i + 1] as string] : []));
 /**
  * Minutes after the start of the load at which etcd's CPU is profiled for 30 s (etcd runs with
  * --enable-pprof): each profile is kept as `etcd-cpu-<min>.pb.gz` with its summary by function
@@ -169,7 +172,7 @@ let onChild: (p: TarcilProc) => void = () => undefined;
 let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : [])]);
+  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...AGENT_OPTIONS]);
   onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);

@@ -198,6 +198,20 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
+      name: 'tarcil_freed_handoffs_total',
+      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
+      labelNames: ['outcome'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const h = manager.view.handoff.stats;
+        this.inc({ outcome: 'handed-off' }, h.handedOff);
+        this.inc({ outcome: 'woken-after-window' }, h.wokenAfterWindow);
+        this.inc({ outcome: 'taken-meanwhile' }, h.takenMeanwhile);
+      },
+    });
+    read('tarcil_handoff_front_ends', 'Front-ends with tasks to place, this one included, as this one sees them (each server has its home among them)', () => manager.view.handoff.memberCount());
+    new Counter({
       name: 'tarcil_task_moves_total',
       help: 'Slow tasks of migratable and scale-out jobs looked at by the run-time loop, by outcome: moved (new copy placed, old one told to stop), completed (the new copy released once the old one stopped), scaled-out (a task added to a scale-out job), or the reason nothing was done (no-gain, no-budget, no-room: the cell had tasks waiting or too few free RUs for a scale-out job to grow, max-moves, no-better-ru, conflict, changed), since the process started',
       labelNames: ['outcome'],

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FreedHandoff, OwnerKeys } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
+import { Metrics } from '../../src/frontend/metrics.ts';
 import { ClusterState, type ServerState } from '../../src/sampling/cluster-state.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
@@ -29,7 +30,7 @@ function twoFrontEnds(servers: number, windowMs = 250) {
 }
 
 describe('freed RUs among front-ends (handoff)', () => {
-  it('every server has exactly one home among the front-ends that own jobs, the same seen from each', () => {
+  it('every server has exactly one home among the front-ends with tasks to place, the same seen from each', () => {
     const { all, A, B } = twoFrontEnds(60);
     const homes = all.map((s) => [A.isHome(s), B.isHome(s)]);
     expect(homes.every(([a, b]) => a !== b)).toBe(true);
@@ -102,7 +103,7 @@ describe('freed RUs among live front-ends (embedded store, manual clock)', () =>
   });
 
   /** A full one-RU cell, a job waiting on each of two front-ends, then the RU is freed. */
-  async function race(handoffMs: number): Promise<{ a: JobManager; b: JobManager; placed: string[]; conflicts: number }> {
+  async function race(handoffMs: number): Promise<{ a: JobManager; b: JobManager; placed: string[]; conflicts: number; homes: boolean[] }> {
     cell = new OwnerCell();
     await cell.seed(1, 1);
     const c = cell;
@@ -120,19 +121,31 @@ describe('freed RUs among live front-ends (embedded store, manual clock)', () =>
     await c.until(() => a.view.waiters.size === 1 && b.view.waiters.size === 1, 5000);
     await c.until(() => a.view.handoff.memberCount() === 2 && b.view.handoff.memberCount() === 2, 5000);
     const before = a.agents[0]!.stats.conflicts + b.agents[0]!.stats.conflicts;
+    const s = [...a.view.state.servers.values()][0]!;
+    const homes = [a.view.handoff.isHome(s), b.view.handoff.isHome(b.view.state.server(s.id)!)];
     expect(await c.finishTasks(filler.id)).toBe(1);
     await c.until(async () => (await c.busy(wa.id)).length + (await c.busy(wb.id)).length === 1, 200, 10);
     const placed = [];
     if ((await c.busy(wa.id)).length) placed.push('A');
     if ((await c.busy(wb.id)).length) placed.push('B');
-    return { a, b, placed, conflicts: a.agents[0]!.stats.conflicts + b.agents[0]!.stats.conflicts - before };
+    return { a, b, placed, homes, conflicts: a.agents[0]!.stats.conflicts + b.agents[0]!.stats.conflicts - before };
   }
 
-  it('the freed RU goes to the job waiting at its home front-end, with no commit conflict', async () => {
-    const { a, placed, conflicts } = await race(250);
-    const s = a.view.state.server('s0') ?? [...a.view.state.servers.values()][0]!;
-    expect(placed).toEqual([a.view.handoff.isHome(s) ? 'A' : 'B']);
+  it('the freed RU goes to the job waiting at its home front-end, with no commit conflict; /metrics counts the handoff', async () => {
+    const { a, b, placed, conflicts, homes } = await race(250);
+    // One home, the same seen from both.
+    expect(homes[0]).toBe(!homes[1]);
+    const home = homes[0] ? 'A' : 'B';
+    expect(placed).toEqual([home]);
     expect(conflicts).toBe(0);
+    // The other front-end held the RU back, and its window ended with the RU taken.
+    await cell!.advance(300);
+    const other = home === 'A' ? b : a;
+    expect(other.view.handoff.stats).toEqual({ handedOff: 1, wokenAfterWindow: 0, takenMeanwhile: 1 });
+    const text = await new Metrics({ manager: other }).registry.metrics();
+    expect(text).toContain('tarcil_freed_handoffs_total{outcome="handed-off"} 1');
+    expect(text).toContain('tarcil_freed_handoffs_total{outcome="taken-meanwhile"} 1');
+    expect(text).toMatch(/tarcil_handoff_front_ends \d/);
   });
 
   it('without the handoff both front-ends wake for it and one commit conflicts', async () => {
