@@ -84,11 +84,19 @@ export class MemoryWatch {
   push(batch: WatchBatch): void {
     if (this.done || this.failure) return;
     const p = this.opts.prefix;
-    let events = batch.events;
-    if (p !== '' && !events.every((e) => e.kv.key.startsWith(p))) {
-      events = events.filter((e) => e.kv.key.startsWith(p));
-      if (events.length === 0) return;
-      batch = Object.freeze({ revision: batch.revision, events: Object.freeze(events) as WatchEvent[] });
+    if (p !== '') {
+      // Every write reaches every watch: the common cases (all of the batch under the prefix, or
+      // none of it, as for a one-key write) are told apart in one pass, without a closure or a
+      // copy; only a batch that is partly under the prefix is filtered into a batch of its own.
+      const all = batch.events;
+      let inside = 0;
+      for (const e of all) if (e.kv.key.startsWith(p)) inside++;
+      if (inside === 0) return;
+      if (inside < all.length) {
+        const events: WatchEvent[] = [];
+        for (const e of all) if (e.kv.key.startsWith(p)) events.push(e);
+        batch = Object.freeze({ revision: batch.revision, events: Object.freeze(events) as WatchEvent[] });
+      }
     }
     this.queue.push(batch);
     this.schedule();

@@ -126,6 +126,35 @@ describe('MemoryStore specifics', () => {
     await store.close();
   });
 
+  it('hands a watch the batch itself when all of it is under the prefix, only its part when some is, nothing when none is', async () => {
+    const store = new MemoryStore({ clock: new ManualClock() });
+    const rec = new Recorder();
+    const all = new Recorder();
+    await store.watch({ prefix: '/w/', fromRevision: 1, onEvents: (b) => rec.batches.push(b), onError: () => {} });
+    await store.watch({ prefix: '', fromRevision: 1, onEvents: (b) => all.batches.push(b), onError: () => {} });
+    await store.put('/elsewhere', 'x');
+    const put = (key: string): { type: 'put'; key: string; value: string } => ({ type: 'put', key, value: key });
+    await store.txn({ compare: [], success: [put('/w/a'), put('/w/b')] });
+    await store.txn({ compare: [], success: [put('/v/a'), put('/w/c'), put('/x/a'), put('/w/d')] });
+    await store.txn({ compare: [], success: [put('/v/b'), put('/x/b')] });
+    await all.waitFor((b) => b.length === 4);
+    await rec.waitFor((b) => b.length === 2);
+    await store.put('/w/e', 'e');
+    await rec.waitFor((b) => b.length === 3);
+    expect(rec.batches.map((b) => [b.revision, b.events.map((e) => e.kv.key)])).toEqual([
+      [3, ['/w/a', '/w/b']],
+      [4, ['/w/c', '/w/d']],
+      [6, ['/w/e']],
+    ]);
+    // Wholly under the prefix: the very batch every watcher and the history share.
+    expect(rec.batches[0]).toBe(all.batches[1]);
+    // Partly: a batch of its own, as immutable, the whole one left as it was.
+    expect(rec.batches[1]).not.toBe(all.batches[2]);
+    expect(Object.isFrozen(rec.batches[1]) && Object.isFrozen(rec.batches[1]?.events)).toBe(true);
+    expect(all.batches[2]?.events).toHaveLength(4);
+    await store.close();
+  });
+
   it('ranges a prefix among 200k keys inserted in random order', async () => {
     const store = new MemoryStore({ clock: new ManualClock(), historyLimit: 1000 });
     const servers = 2000;

@@ -74,7 +74,9 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   // Request ids are the client's: each namespace has its own, so one namespace's id never answers
   // with another's job.
   const requestKey = opts.requestId !== undefined ? m.live.request(qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId))) : undefined;
-  const digest = specDigest(spec);
+  // Only a request id's record needs the digest (a SHA-256 of the whole spec, serialized again):
+  // a submission without one, the common case, does not pay for it.
+  const digest = requestKey ? specDigest(spec) : '';
   // Back-pressure from the store: when this process already has many requests waiting for etcd
   // (its in-flight limit shrank because etcd answers slowly), a new job would only wait behind
   // them, and the client's deadline would expire first. Refused at once, writing nothing.
