@@ -515,13 +515,10 @@ export class SchedulingAgent implements GangHost, CommitHost {
         // would only conflict again: resample it too.
         keep = keep.filter((p) => this.state.isClaimed({ server: p.server.id, index: p.index }, rec));
         const need = chunk.length - keep.length;
-        // RUs freed moments ago whose home is another front-end are left to it (handoff.ts).
-        const exclude = new Set(keep.map((p) => p.id));
-        const handedOff = this.view.handoff.excluded();
-        if (handedOff) for (const id of handedOff) exclude.add(id);
         const d = decide(this.core, job, target, need, this.config, {
           skipAdmission: true,
-          exclude,
+          // The survivors, and RUs freed moments ago that are left to another front-end (handoff.ts).
+          exclude: this.view.handoff.excludedWith(keep.map((p) => p.id)),
           ...(this.config.preemption && job.priority > this.config.bypassAbove ? this.view.fairDisplace(job.id) : {}),
         });
         rec.stageMs.size += d.stageUs.size / 1000;

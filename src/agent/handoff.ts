@@ -111,6 +111,16 @@ export class FreedHandoff {
     return this.held.size === 0 ? undefined : new Set(this.held.keys());
   }
 
+  /** `ids` and the RUs held for another front-end (excluded()), as one set for decide(). */
+  excludedWith(ids: readonly number[]): Set<number> {
+    const out = new Set(ids);
+    if (this.held.size > 0) {
+      this.expire();
+      for (const id of this.held.keys()) out.add(id);
+    }
+    return out;
+  }
+
   /** Windows that ended: a held RU still free wakes one of this process's waiters. */
   private expire(): void {
     if (this.timer) {

@@ -49,6 +49,8 @@ describe('freed RUs among front-ends (handoff)', () => {
     A.freed(away2!, 0);
     expect(woken.A).toHaveLength(1);
     expect([...(A.excluded() ?? [])]).toEqual([away1!.base, away2!.base]);
+    // What a decision excludes: its own survivors and the held RUs.
+    expect([...A.excludedWith([home.base])]).toEqual([home.base, away1!.base, away2!.base]);
     // Its home takes away2 within the window: nothing to wake for when it ends.
     state.setRu({ server: away2!.id, index: 0 }, busy, 5);
     clock.advance(249);
@@ -56,6 +58,7 @@ describe('freed RUs among front-ends (handoff)', () => {
     clock.advance(1);
     expect(woken.A).toEqual([`${home.id}/0`, `${away1!.id}/0`]);
     expect(A.excluded()).toBeUndefined();
+    expect([...A.excludedWith([])]).toEqual([]);
     expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1 });
   });
 
