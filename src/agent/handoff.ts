@@ -106,9 +106,8 @@ export class FreedHandoff {
 
   /** RUs freed within the window whose home is another front-end: not to be sampled here yet. */
   excluded(): ReadonlySet<number> | undefined {
-    if (this.held.size === 0) return undefined;
-    this.expire();
-    return this.held.size === 0 ? undefined : new Set(this.held.keys());
+    const out = this.excludedWith([]);
+    return out.size === 0 ? undefined : out;
   }
 
   /** `ids` and the RUs held for another front-end (excluded()), as one set for decide(). */
