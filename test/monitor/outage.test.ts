@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
@@ -132,6 +132,12 @@ async function statesOf(direct: ClusterStore, keys: Keys, job: string, from: num
 }
 /** A shell task that records its runs in `file`: a start line, then (if not killed) an end line. */
 const recorded = (file: string, sleepS: number): string[] => ['sh', '-c', `echo start >> ${file}; sleep ${sleepS}; echo end >> ${file}`];
+/**
+ * A shell task that records its start in `file`, runs until the test creates `gate`, then records
+ * its end: it ends when the test says so, however late a loaded machine lets the test look.
+ */
+const gated = (file: string, gate: string): string[] => ['sh', '-c', `echo start >> ${file}; while [ ! -e ${gate} ]; do sleep 0.05; done; echo end >> ${file}`];
+const open = (gate: string): void => writeFileSync(gate, '');
 const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l !== '') : []);
 const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z');
 const ruState = async (direct: ClusterStore, keys: Keys, srv: string, ru: number): Promise<string | undefined> =>
@@ -144,10 +150,12 @@ describe('a node monitor through an etcd outage', () => {
     const runs = join(c.dir, 'runs');
     const node = await monitor(c.keys, server('e0'), new ProcessExecutor({ clock, logDir: join(c.dir, 'logs') }), { graceMs: 10_000 });
     const lease0 = await leaseOf(c.direct, c.keys, 'e0');
-    const { job } = await place(c.direct, c.keys, 'e0', 0, { argv: recorded(runs, 1.5) });
+    const gate = join(c.dir, 'gate');
+    const { job } = await place(c.direct, c.keys, 'e0', 0, { argv: gated(runs, gate) });
     await until('running', async () => (await taskOf(c.direct, c.keys, job))?.state === 'running');
 
     node.proxy.partition();
+    open(gate);
     await until('the task exited', () => lines(runs).includes('end'));
     await until('its outcome is journalled', () => node.mon.snapshot().journalled === 1);
     // The outage outlives the lease: etcd expires it (the server record goes).
@@ -172,7 +180,8 @@ describe('a node monitor through an etcd outage', () => {
     const runs = join(c.dir, 'runs');
     const node = await monitor(c.keys, server('a0'), new ProcessExecutor({ clock, logDir: join(c.dir, 'logs') }), { graceMs: 10_000 });
     const lease0 = await leaseOf(c.direct, c.keys, 'a0');
-    const { job, commitId } = await place(c.direct, c.keys, 'a0', 1, { argv: recorded(runs, 7) });
+    const gate = join(c.dir, 'gate');
+    const { job, commitId } = await place(c.direct, c.keys, 'a0', 1, { argv: gated(runs, gate) });
     await until('running', () => node.mon.snapshot().running.some((r) => r.job === job && r.pid !== undefined));
     const pid = node.mon.snapshot().running[0]!.pid!;
 
@@ -198,6 +207,7 @@ describe('a node monitor through an etcd outage', () => {
     const srv = parseJson<LiveServerRecord>(await c.direct.get(c.keys.server('a0')));
     expect(srv?.disconnectGraceMs).toBe(10_000);
 
+    open(gate);
     await until('succeeded', async () => (await taskOf(c.direct, c.keys, job))?.state === 'succeeded', 15_000);
     await sleep(300);
     const states = await statesOf(c.direct, c.keys, job, c.startRev);
@@ -253,13 +263,12 @@ describe('a node monitor through an etcd outage', () => {
     const c = await cell('restart');
     const journalDir = join(c.dir, 'journal');
     const spec = server('r0');
-    const a = await monitor(c.keys, spec, new SimulatedExecutor(clock), { graceMs: 10_000, journalDir });
-    // Long enough that the partition surely comes before the task ends, however late a loaded
-    // machine lets this test see it running (an outcome written before the partition would
-    // never be journalled).
-    const { job, commitId } = await place(c.direct, c.keys, 'r0', 0, { durationMs: 3000 });
+    const a = await monitor(c.keys, spec, new ProcessExecutor({ clock, logDir: join(c.dir, 'logs') }), { graceMs: 10_000, journalDir });
+    const gate = join(c.dir, 'gate');
+    const { job, commitId } = await place(c.direct, c.keys, 'r0', 0, { argv: gated(join(c.dir, 'runs'), gate) });
     await until('running', async () => (await taskOf(c.direct, c.keys, job))?.state === 'running');
     a.proxy.partition();
+    open(gate);
     await until('its outcome is journalled', () => a.mon.snapshot().journalled === 1);
     // The monitor goes away before etcd hears of it: its connection closes, it stops.
     await a.store.close();
