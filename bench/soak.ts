@@ -83,7 +83,7 @@ interface Row {
   runningP50: number;
   runningP99: number;
   /** p50 / p99 of the three stages of submit → running (see MinuteCounts.stages). */
-  stages?: { placed: [number, number]; started: [number, number]; seen: [number, number] };
+  stages?: { placed: [number, number]; started: [number, number]; seen: [number, number]; accepted?: [number, number] };
   submitted: number;
   finals: number;
   conflicts: number;
@@ -355,6 +355,7 @@ async function main(): Promise<void> {
         placed: [pct(m.stages.placed, 0.5), pct(m.stages.placed, 0.99)],
         started: [pct(m.stages.started, 0.5), pct(m.stages.started, 0.99)],
         seen: [pct(m.stages.seen, 0.5), pct(m.stages.seen, 0.99)],
+        accepted: [pct(m.stages.accepted, 0.5), pct(m.stages.accepted, 0.99)],
       },
       submitted,
       finals: m.finals,
@@ -378,7 +379,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -505,13 +506,15 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
       fmt(r.placementsPerS, 0),
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
-      r.stages ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b]) => `${fmt(a, 0)} / ${fmt(b, 0)}`).join(' · ') : '-',
+      r.stages
+        ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b], i) => `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`).join(' · ')
+        : '-',
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
       r.conflicts,
       r.finals,

@@ -32,13 +32,15 @@ export interface MinuteCounts {
    * The same tasks' time split in three, from their records: submit sent → placement committed
    * (the agent's clock), → taken up by its node (the task record's `startedAt`: the node's clock
    * when it saw the placement and asked to record the task running), → seen running here (the
-   * node starts the task once that record is written). One machine, one clock.
+   * node starts the task once that record is written). One machine, one clock. `accepted` is the
+   * first part of `placed`: submit sent → the front-end's handler took the job (the job record's
+   * `submittedAt`).
    */
-  stages: { placed: number[]; started: number[]; seen: number[] };
+  stages: { placed: number[]; started: number[]; seen: number[]; accepted: number[] };
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], stages: { placed: [], started: [], seen: [] }, finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
 
 export class SoakAuditor {
   private readonly live: LiveKeys;
@@ -51,6 +53,8 @@ export class SoakAuditor {
   private readonly taskRus = new Map<string, Set<string>>();
   /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
   private readonly submittedAt = new Map<string, number>();
+  /** Job id → when its front-end's handler took it (the job record's submittedAt). */
+  private readonly acceptedAt = new Map<string, number>();
   /** Running events of jobs whose SubmitJob answer has not come back yet. */
   private readonly early = new Map<string, number[]>();
   private readonly seenRunning = new Set<string>();
@@ -147,6 +151,8 @@ export class SoakAuditor {
               this.minute.stages.placed.push(rec.placedAt - at);
               this.minute.stages.started.push(rec.startedAt - rec.placedAt);
               this.minute.stages.seen.push(now - rec.startedAt);
+              const acc = this.acceptedAt.get(ref.job);
+              if (acc !== undefined) this.minute.stages.accepted.push(acc - at);
             }
           }
         }
@@ -167,8 +173,10 @@ export class SoakAuditor {
       j.deleted = true;
       // Its ids are not needed any more: keep the auditor's memory bounded by what is live.
       this.submittedAt.delete(id);
+      this.acceptedAt.delete(id);
       return;
     }
+    if (!this.acceptedAt.has(id) && !j.final) this.acceptedAt.set(id, rec.submittedAt);
     const final = FINAL.has(rec.state);
     if (final && !j.final) {
       j.finals++;
@@ -177,6 +185,7 @@ export class SoakAuditor {
     }
     if (!final && j.final) this.flag('final-undone', `job ${id} went from final back to ${rec.state}`);
     j.final = final;
+    if (final) this.acceptedAt.delete(id);
   }
 
   private onRu(key: string, value: string | undefined): void {

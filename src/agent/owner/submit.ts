@@ -48,8 +48,8 @@ export interface SubmitOptions {
    */
   compare?: Compare[];
   /**
-   * A check of the namespace's limits, run after the duplicate check (a retry of an accepted job
-   * still gets its answer): it throws to refuse the job, or gives more compares and writes for the
+   * A check of the namespace's limits (a refusal is answered with the job instead when the request
+   * id shows a retry of an accepted one): it throws to refuse the job, or gives more compares and writes for the
    * submission transaction (a counter every submission of the namespace bumps, so that racing
    * submissions cannot pass the limit together: all but one fail with ABORTED).
    */
@@ -87,26 +87,35 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
       `the store is answering slowly: ${store.queued} requests of this scheduler are waiting for it (${store.limit} in flight): retry later or on another front-end`,
     );
   }
-  if (requestKey) {
-    // The common retry: answered from a read, without touching an agent or the lease.
-    const seen = await m.o.store.get(requestKey);
+  // A retry of an accepted job is found by the submission transaction itself (it creates the
+  // request record only if there is none, and reads it otherwise), so a first submission pays no
+  // read before it. Only a submission about to be refused looks first, so that a retry of an
+  // accepted job gets its answer rather than the refusal.
+  const refuse = async (err: TarcilError): Promise<SubmitResult> => {
+    const seen = requestKey ? await m.o.store.get(requestKey) : undefined;
     if (seen) return existing(m, seen, digest);
-  }
+    throw err;
+  };
   const f = m.feasibility(spec);
-  if (f.kind === 'never') throw new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field });
-  // Back-pressure, after the duplicate check (a retry of an accepted job still gets its answer):
-  // a front-end that cannot keep up refuses new work rather than taking on a backlog that grows
-  // without bound. A job alone is always taken, however large.
+  if (f.kind === 'never') return refuse(new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field }));
+  // Back-pressure: a front-end that cannot keep up refuses new work rather than taking on a
+  // backlog that grows without bound. A job alone is always taken, however large.
   const limit = m.maxPendingTasks;
   if (limit > 0) {
     const pending = m.pendingTasks();
     if (pending > 0 && pending + spec.tasks > limit) {
-      throw new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`);
+      return refuse(new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`));
     }
   }
-  const gate = opts.admit ? await opts.admit() : undefined;
-  // After the duplicate check (the request's digest is of the spec as submitted): the job is
-  // scheduled, and stored, with its class's learned vector when there is one.
+  let gate: { compare: Compare[]; success: Op[] } | undefined;
+  try {
+    gate = opts.admit ? await opts.admit() : undefined;
+  } catch (err) {
+    if (!requestKey || !(err instanceof TarcilError)) throw err;
+    return refuse(err);
+  }
+  // The job is scheduled, and stored, with its class's learned vector when there is one (the
+  // request's digest above is of the spec as submitted).
   spec = m.scheduleAs(spec);
   const agent = m.pickAgent();
   const note = f.kind === 'not-now' ? blockedNote(m, f.reason, now) : undefined;
