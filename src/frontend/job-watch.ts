@@ -188,8 +188,14 @@ export class JobStream {
   private readonly live: LiveKeys;
   private closed = false;
   private off: (() => void) | undefined;
-  /** Events with a revision at or below this are already in what was sent. */
-  private sentRev = 0;
+  /**
+   * The revision the job record of the last snapshot was read at: a change of the job record at or
+   * below it is already in what was sent. Job and task changes come through two store watches,
+   * each in order but not in order with each other (etcd answers each watcher on its own), so
+   * what was sent is tracked per kind of record, never by the newest revision sent: a job change
+   * that comes after a later task change is still new.
+   */
+  private snapRev = 0;
   private snapshotDone = false;
   private early: WatchBatch[] = [];
   private job: LiveJobRecord | undefined;
@@ -200,8 +206,11 @@ export class JobStream {
   private flushing = false;
   private flushQueued = false;
   private jobProto: { rec: LiveJobRecord; proto: Job } | undefined;
-  /** While a snapshot is sent: the revision each block of tasks was read at. */
-  private blockRevs: number[] | undefined;
+  /**
+   * The revision each block of tasks of the last snapshot was read at: a task change at or below
+   * its block's is already in what was sent (blocks not read yet: none is).
+   */
+  private blockRevs: number[] = [];
   private waitingDrain = false;
   private slowTimer: NodeJS.Timeout | undefined;
 
@@ -255,7 +264,8 @@ export class JobStream {
     this.pending.clear();
     this.resync = false;
     this.jobChanged = false;
-    this.sentRev = res.revision;
+    this.snapRev = res.revision;
+    this.pendingRev = Math.max(this.pendingRev, res.revision);
     const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
     const revs = (this.blockRevs = [res.revision]);
     const job = jobToProto(this.jobId, rec, rec.owner ?? '');
@@ -284,11 +294,9 @@ export class JobStream {
     let applied = 0;
     for (let i = 0; i < this.early.length && !this.closed; i++) {
       const b = this.early[i] as WatchBatch;
-      if (b.revision > this.sentRev) {
-        for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
-        this.pendingRev = Math.max(this.pendingRev, b.revision);
-        applied += b.events.length;
-      }
+      for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
+      this.pendingRev = Math.max(this.pendingRev, b.revision);
+      applied += b.events.length;
       if (applied >= EARLY_SLICE && i + 1 < this.early.length) {
         applied = 0;
         await laterTurn();
@@ -297,8 +305,6 @@ export class JobStream {
     if (this.closed) return;
     this.early = [];
     this.snapshotDone = true;
-    // Every change from now on is later than every block's read.
-    this.blockRevs = undefined;
     if (isFinalJob(rec.state)) this.finish();
     else this.flush();
   }
@@ -309,7 +315,6 @@ export class JobStream {
       this.early.push(b);
       return;
     }
-    if (b.revision <= this.sentRev) return;
     for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
     this.pendingRev = Math.max(this.pendingRev, b.revision);
     this.flushSoon();
@@ -331,6 +336,8 @@ export class JobStream {
 
   private apply(kv: KeyValue, deleted: boolean, revision: number): void {
     if (kv.key === this.d.keys.job(this.jobId)) {
+      // Already in the snapshot: the job record was read at or after this change.
+      if (revision <= this.snapRev) return;
       const rec = deleted ? undefined : this.d.hub.record<LiveJobRecord>(kv);
       if (deleted) {
         // A job is deleted only once final, and a stream ends at the final state: this one fell
@@ -347,7 +354,7 @@ export class JobStream {
     const ref = this.live.parseTask(kv.key);
     if (!ref || this.resync) return;
     // Already in the snapshot: its block was read at or after this change.
-    if (this.blockRevs && revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0)) return;
+    if (revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0)) return;
     this.pending.set(ref.index, deleted ? null : (this.d.hub.record<LiveTaskRecord>(kv) ?? null));
     if (this.pending.size > this.d.limits.maxPendingTasks) {
       // Too far behind to keep every change: drop them, send the whole job again when it reads.
@@ -371,7 +378,6 @@ export class JobStream {
       const changed = [...this.pending];
       this.pending.clear();
       this.jobChanged = false;
-      this.sentRev = rev;
       // The job as sent, made again only when its record changed (most events change tasks only).
       if (this.jobProto?.rec !== job) this.jobProto = { rec: job, proto: jobToProto(this.jobId, job, job.owner ?? '') };
       await this.sendParts(this.jobProto.proto, rev, changed.length, true, (from, to) =>

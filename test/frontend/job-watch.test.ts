@@ -129,6 +129,48 @@ describe('WatchJob streams (JobStream)', () => {
     stream.finish();
   });
 
+  it('a job change delivered after a later task change (two watches, as etcd sends them) still reaches the stream, and the final state ends it', async () => {
+    store = new MemoryStore();
+    const keys = new Keys('/w/');
+    await store.put(keys.job('j1'), job('running'));
+    await store.put(keys.task('j1', 0), task(0, 'running'));
+    // The store as the hub sees it: the watch of job records delivers only when the test says,
+    // as etcd's answer to one watcher can come after its answer to another with later changes.
+    const mem = store;
+    const held: (() => void)[] = [];
+    let hold = false;
+    const reordering = new Proxy(mem, {
+      get(target, prop) {
+        if (prop === 'watch') {
+          return (o: Parameters<MemoryStore['watch']>[0]) =>
+            target.watch(o.prefix === keys.jobs() ? { ...o, onEvents: (b) => (hold ? held.push(() => o.onEvents(b)) : o.onEvents(b)) } : o);
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const hub = new JobWatchHub(reordering, keys);
+    const call = new FakeCall();
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: reordering, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    await stream.start();
+    expect(call.events).toHaveLength(1);
+    hold = true;
+    // The job becomes final, then a task record changes (a later revision): the task's change
+    // arrives and is sent first.
+    const finalRev = await store.put(keys.job('j1'), job('succeeded'));
+    const taskRev = await store.put(keys.task('j1', 0), task(0, 'succeeded'));
+    expect(taskRev).toBeGreaterThan(finalRev);
+    await turns(3);
+    expect(call.events.at(-1)?.tasks?.map((t) => [t.index, t.state])).toEqual([[0, 'succeeded']]);
+    expect(call.ended).toBe(false);
+    // Then the job's change: it is new to this stream, and it ends the stream.
+    hold = false;
+    for (const deliver of held.splice(0)) deliver();
+    await turns(3);
+    expect(call.events.at(-1)?.job?.state).toBe('succeeded');
+    expect(call.ended).toBe(true);
+  });
+
   it('parses a change once for all the streams of its job, and keeps nothing after handing it out', async () => {
     store = new MemoryStore();
     const keys = new Keys('/w/');
