@@ -18,7 +18,7 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, frontEndAddress, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
 import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags } from './client.ts';
 import { outputFormat } from './output.ts';
@@ -44,6 +44,10 @@ function storeOptions(c: Command, dflt: string): Command {
     .option('--etcd-ca <file>', 'etcds://: CA bundle of the etcd servers')
     .option('--etcd-cert <file>', 'etcds://: client certificate')
     .option('--etcd-key <file>', 'etcds://: client key')
+    .addOption(
+      new Option('--etcd-max-txn-ops <n>', "etcd's --max-txn-ops, if it runs with more than its default 128: transactions are sized to it (an agent puts (n - 2) / 3 placements in one)")
+        .argParser(int('--etcd-max-txn-ops', 16, 100_000)),
+    )
     .addOption(
       new Option(
         '--wait-for-store [duration]',

@@ -27,6 +27,8 @@ export interface StoreFlags {
   etcdCa?: string;
   etcdCert?: string;
   etcdKey?: string;
+  /** --etcd-max-txn-ops: the etcd server's --max-txn-ops, when it is not the default. */
+  etcdMaxTxnOps?: number;
   /**
    * --wait-for-store: how long a daemon tries again when the store does not answer at start (ms;
    * Infinity: until it answers). Undefined: it does not wait, it stops with the reason.
@@ -48,7 +50,11 @@ export interface TlsFlags {
 /** Opens the store; an etcd store once etcd answers, within dialTimeoutMs (default the store's, 5 s). */
 async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
   const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
-  return openStore(o.store, { ...(tls ? { tls } : {}), ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}) });
+  return openStore(o.store, {
+    ...(tls ? { tls } : {}),
+    ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}),
+    ...(o.etcdMaxTxnOps !== undefined ? { maxTxnOps: o.etcdMaxTxnOps } : {}),
+  });
 }
 
 /** How long one try waits for etcd to answer (the store's own dial timeout). */

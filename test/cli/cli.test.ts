@@ -95,6 +95,12 @@ describe('tarcil server', () => {
     expect(r.err).toContain('--group-commit must be an integer in [0, 64]');
   });
 
+  it('rejects a bad --etcd-max-txn-ops naming the flag and the rule, with exit code 2', () => {
+    const r = tarcil('server', '--etcd-max-txn-ops', '8');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('--etcd-max-txn-ops must be an integer in [16, 100000]');
+  });
+
   it('rejects a bad --agent option naming the option and the rule, with exit code 2', () => {
     const bad = tarcil('server', '--agent', 'capR=0');
     expect(bad.code).toBe(2);

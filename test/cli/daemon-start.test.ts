@@ -10,6 +10,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.ts';
+import { openDaemonStore } from '../../src/cli/live.ts';
+import { DEFAULT_MAX_TXN_OPS } from '../../src/store/index.ts';
 import { freePort } from '../support/etcd.ts';
 
 const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
@@ -143,6 +145,25 @@ describe('a daemon whose port is taken', () => {
       }
     } finally {
       await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+});
+
+describe("a daemon told etcd's transaction limit (--etcd-max-txn-ops)", () => {
+  it('sizes its transactions to it: the store takes a transaction past the default and still refuses one past the limit', async () => {
+    const url = inject('etcdEndpoint').replace('http://', 'etcd://');
+    const plain = await openDaemonStore('server', { store: url, prefix: '/txn-ops/' });
+    const wide = await openDaemonStore('server', { store: url, prefix: '/txn-ops/', etcdMaxTxnOps: 512 });
+    try {
+      expect(plain.maxTxnOps).toBe(DEFAULT_MAX_TXN_OPS);
+      expect(wide.maxTxnOps).toBe(512);
+      const puts = (n: number) => ({ compare: [], success: Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: `/txn-ops/k${i}`, value: 'x' })) });
+      // Checked against the limit it was told before anything is sent (this etcd runs with the default).
+      await expect(plain.txn(puts(200))).rejects.toThrow(/200 operations|128/);
+      await expect(wide.txn(puts(600))).rejects.toThrow(/600 operations|512/);
+    } finally {
+      await plain.close();
+      await wide.close();
     }
   });
 });
