@@ -15,8 +15,8 @@
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
  *      [--etcd-profile-at MIN[,MIN…]]
- *      [--max-pending-tasks N] [--agent key=value …] (agent options of every front-end, as
- *      `tarcil server --agent`; repeatable)
+ *      [--max-pending-tasks N] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
+ *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
@@ -36,6 +36,7 @@ import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor } from './lib/soak-audit.ts';
+import { picksPerTxn } from '../src/agent/attempt.ts';
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -56,6 +57,9 @@ const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
+/** etcd's --max-txn-ops, and every tarcil process told it (`--etcd-max-txn-ops`); 128 is etcd's default. */
+const MAX_TXN_OPS = Number(flag('max-txn-ops', '128'));
+const TXN_FLAGS = MAX_TXN_OPS !== 128 ? ['--etcd-max-txn-ops', String(MAX_TXN_OPS)] : [];
 /** `--agent key=value`, repeatable: passed to every front-end as is. */
 const AGENT_OPTIONS = process.argv.flatMap((a, i) => (a === '--agent' && process.argv[i + 1] !== undefined ? ['--agent', process.argv[i + 1] as string] : []));
 /**
@@ -82,6 +86,8 @@ interface Row {
   placementsPerS: number;
   runningP50: number;
   runningP99: number;
+  /** p50 / p99 of submit → running for tasks of jobs placed in one commit transaction. */
+  runningOneTxn?: [number, number];
   /** p50 / p99 of the three stages of submit → running (see MinuteCounts.stages). */
   stages?: { placed: [number, number]; started: [number, number]; seen: [number, number]; accepted?: [number, number] };
   submitted: number;
@@ -172,7 +178,7 @@ let onChild: (p: TarcilProc) => void = () => undefined;
 let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...AGENT_OPTIONS]);
+  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...AGENT_OPTIONS]);
   onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);
@@ -183,7 +189,7 @@ async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
   // etcd as the README tells an operator to run it: an 8 GiB quota (the default 2 GiB was reached
   // in soak-10k-80-lease, and etcd then refuses every write).
-  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [])] });
+  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [])] });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
@@ -206,7 +212,7 @@ async function main(): Promise<void> {
       void teardown?.().finally(() => process.exit(130));
     });
   }
-  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE, '--metrics-port', '0']);
+  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE, '--metrics-port', '0', ...TXN_FLAGS]);
   children.push(hollow);
   const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 600_000);
   const totalRus = Number(ready[2]);
@@ -216,7 +222,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
   say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
 
-  const auditor = new SoakAuditor(store, keys);
+  const auditor = new SoakAuditor(store, keys, picksPerTxn(MAX_TXN_OPS));
   await auditor.start((await store.revision()) + 1);
 
   const capacityJobsPerS = totalRus / (MEAN_TASKS * TASK_S);
@@ -351,6 +357,7 @@ async function main(): Promise<void> {
       placementsPerS: (m.placements * 1000) / (now - prevAt),
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
+      runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
       stages: {
         placed: [pct(m.stages.placed, 0.5), pct(m.stages.placed, 0.99)],
         started: [pct(m.stages.started, 0.5), pct(m.stages.started, 0.99)],
@@ -379,7 +386,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -506,12 +513,12 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
       fmt(r.placementsPerS, 0),
-      `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}`,
+      `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}${r.runningOneTxn ? ` (${fmt(r.runningOneTxn[0], 0)} / ${fmt(r.runningOneTxn[1], 0)})` : ''}`,
       r.stages
         ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b], i) => `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`).join(' · ')
         : '-',

@@ -28,6 +28,8 @@ export interface Violation {
 export interface MinuteCounts {
   placements: number;
   running: number[];
+  /** The same, for tasks of jobs small enough to be placed in one commit transaction. */
+  runningOneTxn: number[];
   /**
    * The same tasks' time split in three, from their records: submit sent → placement committed
    * (the agent's clock), → taken up by its node (the task record's `startedAt`: the node's clock
@@ -40,7 +42,7 @@ export interface MinuteCounts {
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
 
 export class SoakAuditor {
   private readonly live: LiveKeys;
@@ -53,8 +55,8 @@ export class SoakAuditor {
   private readonly taskRus = new Map<string, Set<string>>();
   /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
   private readonly submittedAt = new Map<string, number>();
-  /** Job id → when its front-end's handler took it (the job record's submittedAt). */
-  private readonly acceptedAt = new Map<string, number>();
+  /** Job id → when its front-end's handler took it (the job record's submittedAt), and its tasks. */
+  private readonly acceptedAt = new Map<string, { at: number; tasks: number }>();
   /** Running events of jobs whose SubmitJob answer has not come back yet. */
   private readonly early = new Map<string, number[]>();
   private readonly seenRunning = new Set<string>();
@@ -64,9 +66,11 @@ export class SoakAuditor {
   events = 0;
   watchErrors: string[] = [];
 
+  /** `oneTxn`: the placements an agent puts in one commit transaction (42 with etcd's default limit). */
   constructor(
     private readonly store: ClusterStore,
     private readonly keys: Keys,
+    private readonly oneTxn = 42,
   ) {
     this.live = new LiveKeys(keys);
   }
@@ -103,7 +107,11 @@ export class SoakAuditor {
   /** The bench got the job id back from SubmitJob, which it sent at `at`. */
   acked(job: string, at: number): void {
     this.submittedAt.set(job, at);
-    for (const t of this.early.get(job) ?? []) this.minute.running.push(Math.max(0, t - at));
+    const small = (this.acceptedAt.get(job)?.tasks ?? Infinity) <= this.oneTxn;
+    for (const t of this.early.get(job) ?? []) {
+      this.minute.running.push(Math.max(0, t - at));
+      if (small) this.minute.runningOneTxn.push(Math.max(0, t - at));
+    }
     this.early.delete(job);
   }
 
@@ -147,12 +155,13 @@ export class SoakAuditor {
             this.early.set(ref.job, list);
           } else if (rec?.attempt === 0) {
             this.minute.running.push(now - at);
+            const acc = this.acceptedAt.get(ref.job);
+            if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(now - at);
             if (rec.placedAt !== undefined && rec.startedAt !== undefined) {
               this.minute.stages.placed.push(rec.placedAt - at);
               this.minute.stages.started.push(rec.startedAt - rec.placedAt);
               this.minute.stages.seen.push(now - rec.startedAt);
-              const acc = this.acceptedAt.get(ref.job);
-              if (acc !== undefined) this.minute.stages.accepted.push(acc - at);
+              if (acc !== undefined) this.minute.stages.accepted.push(acc.at - at);
             }
           }
         }
@@ -176,7 +185,7 @@ export class SoakAuditor {
       this.acceptedAt.delete(id);
       return;
     }
-    if (!this.acceptedAt.has(id) && !j.final) this.acceptedAt.set(id, rec.submittedAt);
+    if (!this.acceptedAt.has(id) && !j.final) this.acceptedAt.set(id, { at: rec.submittedAt, tasks: rec.spec.tasks });
     const final = FINAL.has(rec.state);
     if (final && !j.final) {
       j.finals++;
