@@ -88,6 +88,9 @@ interface Row {
   runningP99: number;
   /** p50 / p99 of submit → running for tasks of jobs placed in one commit transaction. */
   runningOneTxn?: [number, number];
+  /** p50 / p99 of submit → running for tasks of jobs the scheduler did not hold, and how many tasks it held. */
+  runningUnheld?: [number, number];
+  held?: number;
   /** p50 / p99 of the three stages of submit → running (see MinuteCounts.stages). */
   stages?: { placed: [number, number]; started: [number, number]; seen: [number, number]; accepted?: [number, number] };
   submitted: number;
@@ -358,6 +361,8 @@ async function main(): Promise<void> {
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
       runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
+      runningUnheld: [pct(m.runningUnheld, 0.5), pct(m.runningUnheld, 0.99)],
+      held: m.held,
       stages: {
         placed: [pct(m.stages.placed, 0.5), pct(m.stages.placed, 0.99)],
         started: [pct(m.stages.started, 0.5), pct(m.stages.started, 0.99)],
@@ -386,7 +391,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -513,12 +518,14 @@ function commit(): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
       fmt(r.placementsPerS, 0),
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}${r.runningOneTxn ? ` (${fmt(r.runningOneTxn[0], 0)} / ${fmt(r.runningOneTxn[1], 0)})` : ''}`,
+      r.runningUnheld ? `${fmt(r.runningUnheld[0], 0)} / ${fmt(r.runningUnheld[1], 0)} (${r.held ?? 0})` : '-',
       r.stages
         ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b], i) => `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`).join(' · ')
         : '-',

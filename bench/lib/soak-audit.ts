@@ -31,6 +31,13 @@ export interface MinuteCounts {
   /** The same, for tasks of jobs small enough to be placed in one commit transaction. */
   runningOneTxn: number[];
   /**
+   * The same, for tasks of jobs the scheduler did not hold (their decision record shows no time
+   * queued by admission control or waiting for a free RU they may use), counted when that record
+   * is seen; `held` counts the tasks of the jobs it held.
+   */
+  runningUnheld: number[];
+  held: number;
+  /**
    * The same tasks' time split in three, from their records: submit sent → placement committed
    * (the agent's clock), → taken up by its node (the task record's `startedAt`: the node's clock
    * when it saw the placement and asked to record the task running), → seen running here (the
@@ -42,7 +49,7 @@ export interface MinuteCounts {
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
 
 export class SoakAuditor {
   private readonly live: LiveKeys;
@@ -60,6 +67,10 @@ export class SoakAuditor {
   /** Running events of jobs whose SubmitJob answer has not come back yet. */
   private readonly early = new Map<string, number[]>();
   private readonly seenRunning = new Set<string>();
+  /** Job id → whether its latest finished decision record shows time queued (held by the scheduler). */
+  private readonly heldJobs = new Map<string, boolean>();
+  /** Job id → submit → running of its tasks, until its decision record says whether it was held. */
+  private readonly unclassified = new Map<string, number[]>();
   readonly violations: Violation[] = [];
   private minute: MinuteCounts = emptyMinute();
   revision = 0;
@@ -73,6 +84,31 @@ export class SoakAuditor {
     private readonly oneTxn = 42,
   ) {
     this.live = new LiveKeys(keys);
+    this.decisions = keys.decision('');
+  }
+
+  private readonly decisions: string;
+
+  /** A task's submit → running, into the held or not-held figures once its job's record says which. */
+  private classify(job: string, ms: number): void {
+    const held = this.heldJobs.get(job);
+    if (held === undefined) {
+      const list = this.unclassified.get(job) ?? [];
+      list.push(ms);
+      this.unclassified.set(job, list);
+    } else if (held) this.minute.held++;
+    else this.minute.runningUnheld.push(ms);
+  }
+
+  /** A job's decision record: once a scheduling call is over, whether it queued (raw text, not parsed). */
+  private onDecisions(job: string, value: string): void {
+    if (!value.includes('"inProgress":false')) return;
+    const held = /"queuedMs":[1-9]/.test(value);
+    this.heldJobs.set(job, held);
+    const list = this.unclassified.get(job);
+    if (!list) return;
+    this.unclassified.delete(job);
+    for (const ms of list) this.classify(job, ms);
   }
 
   async start(fromRevision: number): Promise<void> {
@@ -111,6 +147,7 @@ export class SoakAuditor {
     for (const t of this.early.get(job) ?? []) {
       this.minute.running.push(Math.max(0, t - at));
       if (small) this.minute.runningOneTxn.push(Math.max(0, t - at));
+      this.classify(job, Math.max(0, t - at));
     }
     this.early.delete(job);
   }
@@ -157,6 +194,7 @@ export class SoakAuditor {
             this.minute.running.push(now - at);
             const acc = this.acceptedAt.get(ref.job);
             if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(now - at);
+            this.classify(ref.job, now - at);
             if (rec.placedAt !== undefined && rec.startedAt !== undefined) {
               this.minute.stages.placed.push(rec.placedAt - at);
               this.minute.stages.started.push(rec.startedAt - rec.placedAt);
@@ -165,6 +203,8 @@ export class SoakAuditor {
             }
           }
         }
+      } else if (key.startsWith(this.decisions)) {
+        if (ev.type !== 'delete') this.onDecisions(key.slice(this.decisions.length), ev.kv.value);
       } else if (key.startsWith(k.jobs())) this.onJob(k.tail(k.jobs(), key), ev.type === 'delete' ? undefined : parseJson<LiveJobRecord>(ev.kv));
     }
     if (b.revision > this.revision) this.revision = b.revision;
@@ -183,6 +223,8 @@ export class SoakAuditor {
       // Its ids are not needed any more: keep the auditor's memory bounded by what is live.
       this.submittedAt.delete(id);
       this.acceptedAt.delete(id);
+      this.heldJobs.delete(id);
+      this.unclassified.delete(id);
       return;
     }
     if (!this.acceptedAt.has(id) && !j.final) this.acceptedAt.set(id, { at: rec.submittedAt, tasks: rec.spec.tasks });
