@@ -14,7 +14,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
+import type { ClusterStore, KeyValue, TxnResult, WatchBatch, WatchHandle } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import { jobToProto, taskToProto } from './convert.ts';
 import type { Job } from './gen/tarcil/v1/Job.ts';
@@ -48,6 +48,9 @@ export function blockPrefix(keys: Keys, job: string, b: number): string {
   return a.slice(0, i);
 }
 
+
+/** The pause before a stream sends its job again after a late change, and between its reads. */
+const LATE_REREAD_MS = 50;
 
 /** Changes applied per turn when a snapshot's queued changes are caught up. */
 const EARLY_SLICE = 1000;
@@ -196,6 +199,13 @@ export class JobStream {
    * that comes after a later task change is still new.
    */
   private snapRev = 0;
+  /**
+   * The revision of the last event sent whole (more=false). A change at or below it that comes
+   * after it (one watch behind the other) cannot go out under its own revision, which would not
+   * increase along the stream: the stream sends the job again, read at a later revision (resync).
+   */
+  private lastSentRev = 0;
+  private lateResync = false;
   private snapshotDone = false;
   private early: WatchBatch[] = [];
   private job: LiveJobRecord | undefined;
@@ -250,13 +260,14 @@ export class JobStream {
     // event loop for 150 ms on the embedded store).
     await laterTurn();
     if (this.closed) return;
-    const res = await this.d.store.txn({
-      compare: [],
-      success: [
-        { type: 'get', key: k.job(this.jobId) },
-        { type: 'get', key: blockPrefix(k, this.jobId, 0), prefix: true },
-      ],
-    });
+    let res = await this.read();
+    // Sent again after a late change: read at a revision past the last one sent, so that revisions
+    // increase along the stream (the store moves on; until it does, the stream waits).
+    while (!this.closed && res.revision <= this.lastSentRev) {
+      await new Promise((r) => setTimeout(r, LATE_REREAD_MS));
+      if (this.closed) return;
+      res = await this.read();
+    }
     if (this.closed) return;
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!rec) throw this.d.notFound?.() ?? new TarcilError('NOT_FOUND', `job ${this.jobId} does not exist`, { field: 'job_id' });
@@ -309,10 +320,27 @@ export class JobStream {
     else this.flush();
   }
 
+  /** The job record and the first block of its tasks, at one revision. */
+  private read(): Promise<TxnResult> {
+    const k = this.d.keys;
+    return this.d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.job(this.jobId) },
+        { type: 'get', key: blockPrefix(k, this.jobId, 0), prefix: true },
+      ],
+    });
+  }
+
   private onBatch(b: WatchBatch): void {
     if (this.closed) return;
     if (!this.snapshotDone) {
       this.early.push(b);
+      return;
+    }
+    if (b.revision <= this.lastSentRev) {
+      // Behind what was sent: the other watch's changes of this revision or later went out first.
+      this.sendAgainLater();
       return;
     }
     for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
@@ -325,6 +353,19 @@ export class JobStream {
    * ending together, a commit of many placements) leave as one event, and their sending does not
    * lengthen the turn that made them.
    */
+  /** Sends the job again, whole, once a moment has passed (the changes behind are in that read). */
+  private sendAgainLater(): void {
+    if (this.lateResync || this.resync) return;
+    this.lateResync = true;
+    setTimeout(() => {
+      this.lateResync = false;
+      if (this.closed) return;
+      this.pending.clear();
+      this.resync = true;
+      this.flush();
+    }, LATE_REREAD_MS).unref();
+  }
+
   private flushSoon(): void {
     if (this.flushQueued) return;
     this.flushQueued = true;
@@ -405,6 +446,7 @@ export class JobStream {
       if (i > 0) await laterTurn();
       if (this.closed) return;
       const ev: JobEvent = { job, revision, tasks: part(i * per, Math.min(count, (i + 1) * per)), more: !last || i < parts - 1 };
+      if (!ev.more) this.lastSentRev = Math.max(this.lastSentRev, revision);
       if (!this.call.write(ev)) await this.drain();
     }
   }

@@ -129,7 +129,7 @@ describe('WatchJob streams (JobStream)', () => {
     stream.finish();
   });
 
-  it('a job change delivered after a later task change (two watches, as etcd sends them) still reaches the stream, and the final state ends it', async () => {
+  it('a job change delivered after a later task change (two watches, as etcd sends them) still reaches the stream at a later revision, and the final state ends it', async () => {
     store = new MemoryStore();
     const keys = new Keys('/w/');
     await store.put(keys.job('j1'), job('running'));
@@ -163,12 +163,23 @@ describe('WatchJob streams (JobStream)', () => {
     await turns(3);
     expect(call.events.at(-1)?.tasks?.map((t) => [t.index, t.state])).toEqual([[0, 'succeeded']]);
     expect(call.ended).toBe(false);
-    // Then the job's change: it is new to this stream, and it ends the stream.
+    // Then the job's change, behind what was sent: it cannot go out under its own revision (they
+    // increase along a stream), so the stream sends the job again, read once the store has moved
+    // past the last revision sent, and that ends it.
     hold = false;
     for (const deliver of held.splice(0)) deliver();
-    await turns(3);
-    expect(call.events.at(-1)?.job?.state).toBe('succeeded');
+    await new Promise((r) => setTimeout(r, 120));
+    expect(call.ended).toBe(false);
+    const later = await store.put('/w/elsewhere', 'x');
+    for (let i = 0; i < 40 && !call.ended; i++) await new Promise((r) => setTimeout(r, 25));
     expect(call.ended).toBe(true);
+    const last = call.events.at(-1);
+    expect(last?.job?.state).toBe('succeeded');
+    expect(Number(last?.revision)).toBe(later);
+    // Revisions along the stream increase from one whole event to the next.
+    const whole = call.events.filter((e) => !e.more).map((e) => Number(e.revision));
+    expect(whole).toEqual([...whole].sort((x, y) => x - y));
+    expect(new Set(whole).size).toBe(whole.length);
   });
 
   it('parses a change once for all the streams of its job, and keeps nothing after handing it out', async () => {
