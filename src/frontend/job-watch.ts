@@ -340,7 +340,8 @@ export class JobStream {
     }
     if (b.revision <= this.lastSentRev) {
       // Behind what was sent: the other watch's changes of this revision or later went out first.
-      this.sendAgainLater();
+      // (Changes the last snapshot already holds, from a watch that lags its read, are no news.)
+      if (b.events.some((ev) => !this.inSnapshot(ev.kv, b.revision))) this.sendAgainLater();
       return;
     }
     for (const ev of b.events) this.apply(ev.kv, ev.type === 'delete', b.revision);
@@ -348,11 +349,6 @@ export class JobStream {
     this.flushSoon();
   }
 
-  /**
-   * Sends what is pending on the next turn of the event loop: the changes of one burst (tasks
-   * ending together, a commit of many placements) leave as one event, and their sending does not
-   * lengthen the turn that made them.
-   */
   /** Sends the job again, whole, once a moment has passed (the changes behind are in that read). */
   private sendAgainLater(): void {
     if (this.lateResync || this.resync) return;
@@ -366,6 +362,11 @@ export class JobStream {
     }, LATE_REREAD_MS).unref();
   }
 
+  /**
+   * Sends what is pending on the next turn of the event loop: the changes of one burst (tasks
+   * ending together, a commit of many placements) leave as one event, and their sending does not
+   * lengthen the turn that made them.
+   */
   private flushSoon(): void {
     if (this.flushQueued) return;
     this.flushQueued = true;
@@ -373,6 +374,13 @@ export class JobStream {
       this.flushQueued = false;
       this.flush();
     });
+  }
+
+  /** Whether the last snapshot read this change's record at or after it (the job's, or its task's block). */
+  private inSnapshot(kv: KeyValue, revision: number): boolean {
+    if (kv.key === this.d.keys.job(this.jobId)) return revision <= this.snapRev;
+    const ref = this.live.parseTask(kv.key);
+    return !ref || revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0);
   }
 
   private apply(kv: KeyValue, deleted: boolean, revision: number): void {

@@ -182,6 +182,50 @@ describe('WatchJob streams (JobStream)', () => {
     expect(new Set(whole).size).toBe(whole.length);
   });
 
+  it('a change the snapshot already holds, delivered late by a lagging watch, is no news: nothing is sent again', async () => {
+    store = new MemoryStore();
+    const keys = new Keys('/w/');
+    await store.put(keys.job('j1'), job('running'));
+    await store.put(keys.task('j1', 0), task(0, 'placed'));
+    const mem = store;
+    const held: (() => void)[] = [];
+    let hold = false;
+    const lagging = new Proxy(mem, {
+      get(target, prop) {
+        if (prop === 'watch') {
+          return (o: Parameters<MemoryStore['watch']>[0]) =>
+            target.watch(o.prefix === keys.allTasks() ? { ...o, onEvents: (b) => (hold ? held.push(() => o.onEvents(b)) : o.onEvents(b)) } : o);
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const hub = new JobWatchHub(lagging, keys);
+    const open = (): { call: FakeCall; stream: JobStream } => {
+      const call = new FakeCall();
+      return { call, stream: new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: lagging, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS }) };
+    };
+    const a = open();
+    await a.stream.start();
+    hold = true;
+    await store.put(keys.task('j1', 0), task(0, 'running'));
+    // A second stream opens now: its snapshot reads the task running, before the watch delivers it.
+    const b = open();
+    await b.stream.start();
+    expect(b.call.events).toHaveLength(1);
+    expect(b.call.events[0]?.tasks?.map((t) => t.state)).toEqual(['running']);
+    hold = false;
+    for (const deliver of held.splice(0)) deliver();
+    // The store moves on (a resend would read past the last revision sent, and go out).
+    await store.put('/w/elsewhere', 'x');
+    await new Promise((r) => setTimeout(r, 150));
+    // The first stream had not seen it: news. The second had: nothing more, not the job again.
+    expect(a.call.events.at(-1)?.tasks?.map((t) => [t.index, t.state])).toEqual([[0, 'running']]);
+    expect(b.call.events).toHaveLength(1);
+    a.stream.finish();
+    b.stream.finish();
+  });
+
   it('parses a change once for all the streams of its job, and keeps nothing after handing it out', async () => {
     store = new MemoryStore();
     const keys = new Keys('/w/');
