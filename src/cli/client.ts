@@ -98,10 +98,15 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
       const stream = c.WatchJob({ jobId: res.jobId });
       const tty = process.stdout.isTTY;
       let last: Job__Output | undefined;
+      // An event may change only what the line does not show (a task's progress, a revision):
+      // a line the same as the one before is not printed again.
+      let shown = '';
       stream.on('data', (ev: { job: Job__Output | null }) => {
         if (!ev.job) return;
         last = ev.job;
         const l = line(ev.job);
+        if (l === shown) return;
+        shown = l;
         if (tty) process.stdout.write(`\r\x1b[K${l}`);
         else out(l);
       });

@@ -79,6 +79,16 @@ describe('the client against tarcil up', () => {
     expect(r.out).toMatch(/from-stdin {2}succeeded {2}\[2 succeeded\]/);
   });
 
+  it('submit --wait prints a line only when it differs from the one before', async () => {
+    // Four tasks that start, report and end at their own times: several events leave the line as it was.
+    const r = await run(['submit', '-', '--wait', '--server', host], { stdin: spec('lines', 'sleep 0.3; exit 0', 4) });
+    expect(r.code).toBe(EXIT.OK);
+    const lines = r.out.trim().split('\n').slice(1);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.at(-1)).toMatch(/lines {2}succeeded {2}\[4 succeeded\]/);
+    for (let i = 1; i < lines.length; i++) expect(lines[i], r.out).not.toBe(lines[i - 1]);
+  });
+
   it('submit --wait exits 5 when the job fails', async () => {
     const r = await run(['submit', '-', '--wait', '--server', host], { stdin: spec('fails', 'exit 3') });
     expect(r.code).toBe(EXIT.JOB_FAILED);
