@@ -1,8 +1,9 @@
 /**
  * A scheduling agent (paper §5.1): the scheduling core over a cached copy of the shared state (one
  * per process, shared-view.ts), and an optimistic commit per decision, driven by the attempt loop
- * (attempt.ts). Gangs larger than one transaction go through gang.ts; a standalone agent also
- * consumes the preempted-task queue (preempted-queue.ts). Its options and defaults are in config.ts.
+ * (attempt.ts) chunk by chunk (chunks.ts). Gangs larger than one transaction go through gang.ts;
+ * a standalone agent also consumes the preempted-task queue (preempted-queue.ts). Its options and
+ * defaults are in config.ts.
  */
 import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
@@ -17,14 +18,15 @@ import type { Clock } from '../util/clock.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
-import { Attempt, picksPerTxn, type Next } from './attempt.ts';
+import { Attempt, picksPerTxn } from './attempt.ts';
 import type { AgentCache } from './cache.ts';
 import { agentConfig, type AgentConfig } from './config.ts';
 import { admissionVerdict, decide, type CoreContext } from './core.ts';
 import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
 import { commitPicks, type CommitHost, type CommitResult, type TaskStamp } from './commit.ts';
-import { scheduleGangReserved, type GangHost } from './gang.ts';
+import { scheduleGangReserved } from './gang.ts';
+import { placeIncremental, type ChunkHost } from './chunks.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import { WaitingEntry } from './waiting.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
@@ -99,7 +101,7 @@ export interface JobFence {
  * an optimistic commit per decision. Any number of agents may share one store, and the agents of
  * one process share one view of it.
  */
-export class SchedulingAgent implements GangHost, CommitHost {
+export class SchedulingAgent implements ChunkHost, CommitHost {
   readonly id: string;
   readonly view: SharedView;
   readonly state: ClusterState;
@@ -150,6 +152,10 @@ export class SchedulingAgent implements GangHost, CommitHost {
     this.onCommitted = opts.onCommitted;
     this.groupCommit = this.config.groupCommit > 0 ? new GroupCommit(this.store, { maxInFlight: this.config.groupCommit }) : undefined;
     this.committer = this.groupCommit ?? this.store;
+  }
+
+  commitTurn(): Promise<void> {
+    return this.groupCommit ? this.groupCommit.turn() : Promise.resolve();
   }
 
   /** Requests sent, transactions answered and the largest group, by group commit (undefined when off). */
@@ -247,7 +253,7 @@ export class SchedulingAgent implements GangHost, CommitHost {
       } else {
         const waiting = new WaitingEntry(this.store, this.keys, job, this.id, this.clock);
         try {
-          await this.placeIncremental(job, target, pending, rec, job.mode === 'gang', waiting, stamp);
+          await placeIncremental(this, job, target, pending, rec, job.mode === 'gang', waiting, stamp);
         } finally {
           await waiting.remove();
         }
@@ -314,52 +320,6 @@ export class SchedulingAgent implements GangHost, CommitHost {
       return finish(false, 'conflict');
     }
     return finish(true);
-  }
-
-  /** The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. */
-  private async placeIncremental(
-    job: JobSpec,
-    target: JobTarget,
-    pending: number[],
-    rec: DecisionRecord,
-    allAtOnce: boolean,
-    waiting: WaitingEntry,
-    stamp: TaskStamp,
-  ): Promise<void> {
-    const at = new Attempt(this.config, this.rng, job.maxQueueMs);
-    // `next` is the first task not yet placed: chunks place a prefix of what is left, so a
-    // cursor replaces removing placed tasks from the array (quadratic for 100,000-task jobs).
-    let next = 0;
-    // Woken by a freed RU in the waiters' (fair) order: the next decision does not yield.
-    let woken = false;
-    while (next < pending.length) {
-      this.assertOpen(job.id);
-      const left = pending.length - next;
-      if (!woken && this.view.mustYield(job.id, Math.min(left, this.picksPerTxn))) {
-        this.stats.fairYields++;
-        await waiting.ensure(left);
-        woken = await this.waitForCapacity(rec, job, this.config.recheckMs, left, 'waiting behind jobs of namespaces further below their fair share (fairShare)');
-        continue;
-      }
-      woken = false;
-      if (!at.admitted) await this.admit(job, target, left, rec, at, waiting);
-      const chunk = pending.slice(next, next + this.picksPerTxn);
-      const { placed, then } = await this.commitChunk(job, target, chunk, rec, at, allAtOnce, left === chunk.length, stamp);
-      next += placed.length;
-      if (then.kind === 'go' || next >= pending.length) continue;
-      if (!at.admitted) {
-        rec.readmissions++;
-        this.stats.readmissions++;
-        await waiting.ensure(pending.length - next);
-      }
-      if (then.kind === 'capacity-wait') {
-        woken = await this.waitForCapacity(rec, job, then.ms, pending.length - next, then.why, then.why !== undefined);
-      } else {
-        const q0 = this.clock.now();
-        await this.clock.sleep(then.ms);
-        rec.stageMs.queue += this.clock.now() - q0;
-      }
-    }
   }
 
   /**
@@ -484,80 +444,6 @@ export class SchedulingAgent implements GangHost, CommitHost {
       };
     }
     return { key, canUse: (s) => serverMatches(s.spec, c), ...ready };
-  }
-
-  /**
-   * Selects and commits one chunk of tasks; conflicting picks are resampled with a fresh draw after
-   * the attempt loop's backoff. Returns the task indices placed and what the attempt loop says
-   * comes next (go on, wait for a freed RU, or back off after a return to admission).
-   */
-  private async commitChunk(
-    job: JobSpec,
-    target: JobTarget,
-    chunk: number[],
-    rec: DecisionRecord,
-    at: Attempt,
-    allOrNothing: boolean,
-    lastChunk: boolean,
-    stamp: TaskStamp,
-  ): Promise<{ placed: number[]; then: Next }> {
-    let keep: Pick[] = [];
-    try {
-      for (;;) {
-        this.assertOpen(job.id);
-        // With group commit, decide only when the decision can leave at once: a decision that
-        // waited in the queue would reach the store staler, and conflict more.
-        const t0 = this.clock.monotonic();
-        await this.groupCommit?.turn();
-        this.assertOpen(job.id);
-        rec.stageMs.commit += this.clock.monotonic() - t0;
-        // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
-        // would only conflict again: resample it too.
-        keep = keep.filter((p) => this.state.isClaimed({ server: p.server.id, index: p.index }, rec));
-        const need = chunk.length - keep.length;
-        const d = decide(this.core, job, target, need, this.config, {
-          skipAdmission: true,
-          // The survivors, and RUs freed moments ago that are left to another front-end (handoff.ts).
-          exclude: this.view.handoff.excludedWith(keep.map((p) => p.id)),
-          ...(this.config.preemption && job.priority > this.config.bypassAbove ? this.view.fairDisplace(job.id) : {}),
-        });
-        rec.stageMs.size += d.stageUs.size / 1000;
-        rec.stageMs.select += d.stageUs.select / 1000;
-        rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
-        if (rec.samples.length > 50) rec.samples.splice(1, 1);
-        const picks = keep.concat(d.selection.picks);
-        const sel = at.afterSelection(picks.length, chunk.length, allOrNothing);
-        if (sel.kind !== 'go') return { placed: [], then: sel };
-        const tasks = chunk.slice(0, picks.length);
-        const c0 = this.clock.monotonic();
-        const res = await this.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', stamp);
-        rec.stageMs.commit += this.clock.monotonic() - c0;
-        if (!res.ok && res.quota) {
-          keep = [];
-          // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
-          // rest once RUs are given back. A gang waits until all of its chunk fits.
-          if (res.quota.room > 0 && !allOrNothing) {
-            chunk = chunk.slice(0, res.quota.room);
-            lastChunk = false;
-            continue;
-          }
-          return { placed: [], then: at.afterQuota(res.quota.message) };
-        }
-        if (res.ok) {
-          keep = [];
-          return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: chunk.length }) };
-        }
-        // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
-        // conflicting ones are resampled.
-        keep = res.survivors;
-        const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - keep.length), asked: chunk.length });
-        if (!at.admitted) return { placed: [], then };
-        rec.retries++;
-        await this.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
-      }
-    } finally {
-      if (keep.length > 0) this.state.batch(() => keep.forEach((p) => this.state.unclaim({ server: p.server.id, index: p.index }, rec)));
-    }
   }
 
   /** One optimistic placement transaction: see commit.ts. */

@@ -41,6 +41,7 @@ const SCHEMA = z
     consumeQueue: bool,
     recordJob: bool,
     groupCommit: int(0, 64),
+    commitAhead: int(1, 64),
     handoffMs: int(0, 60_000),
   })
   .strict()

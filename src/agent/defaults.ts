@@ -100,6 +100,15 @@ export interface AgentConfig extends CoreConfig {
    */
   groupCommit: number;
   /**
+   * Commit-ahead: of a job larger than one transaction, the most chunks whose commits are in
+   * flight at once. The next chunk is decided and sent while the earlier ones are committing;
+   * their RUs are claimed in the view meanwhile, so it chooses what it would have chosen after
+   * them. Off for a standalone agent that writes the job record with its last chunk, and for a
+   * job of a namespace other than default (with an RU quota, its chunks would conflict on the
+   * namespace's usage record). 1 commits chunk after chunk.
+   */
+  commitAhead: number;
+  /**
    * Freed RUs among front-ends (handoff.ts): for this long after an RU is freed, only the
    * front-end that is its server's home samples it and wakes a waiting job for it; the others
    * take it once this has passed if it is still free. 0: every front-end takes every freed RU at
@@ -120,6 +129,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   consumeQueue: true,
   recordJob: true,
   groupCommit: 2,
+  commitAhead: 4,
   handoffMs: 250,
 };
 
