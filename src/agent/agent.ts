@@ -455,8 +455,9 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
     stamp: TaskStamp,
+    direct = false,
   ): Promise<CommitResult> {
-    return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, ...stamp });
+    return commitPicks(this, { job, tasks, picks, rec, finalForJob, ruState, ...stamp, direct });
   }
 
   nextCommitId(): string {

@@ -103,8 +103,9 @@ export async function placeIncremental(
 
 /**
  * Commit-ahead (AgentConfig.commitAhead): chunks of one job decided and sent while its earlier
- * chunks are still committing, at most `commitAhead` at once (and, with group commit, as its
- * free slots allow). A chunk in flight holds claims on its RUs, so the next decision sees them
+ * chunks are still committing, at most `commitAhead` at once. A full chunk goes straight to the
+ * store: its transaction (nearly) fills the op budget, so group commit would send it alone, and
+ * its in-flight bound would hold the chunks back to two. A chunk in flight holds claims on its RUs, so the next decision sees them
  * taken and chooses what it would have chosen once they were committed: the decisions are the
  * attempt loop's, made chunk by chunk; only the waits for the store overlap. The run stops at
  * the first chunk the view cannot fill, the first conflict or error, or a fair-share yield; the
@@ -131,9 +132,6 @@ async function commitAheadRun(h: ChunkHost, job: JobSpec, target: JobTarget, tas
         continue;
       }
       h.assertOpen(job.id);
-      // A decision leaves as soon as it is made (group commit's turn, as in commitChunk).
-      await waitFor(h.commitTurn());
-      h.assertOpen(job.id);
       if (stop || tasks.left() === 0) break;
       const need = Math.min(h.picksPerTxn, tasks.left());
       // The loop let the first chunk through (fair share); each later one asks again, as there.
@@ -151,7 +149,7 @@ async function commitAheadRun(h: ChunkHost, job: JobSpec, target: JobTarget, tas
       if (d.selection.picks.length < need) break;
       const chunk = tasks.take(need);
       asked += chunk.length;
-      const p: Promise<void> = h.tryCommit(job, chunk, d.selection.picks, rec, false, 'busy', stamp)
+      const p: Promise<void> = h.tryCommit(job, chunk, d.selection.picks, rec, false, 'busy', stamp, chunk.length === h.picksPerTxn)
         .then(
           (res) => {
             if (res.ok) {

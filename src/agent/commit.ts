@@ -61,6 +61,11 @@ export interface CommitRequest extends TaskStamp {
   /** The last chunk of the job (a standalone agent then writes the job record as placed). */
   finalForJob: boolean;
   ruState: 'busy' | 'reserved';
+  /**
+   * Straight to the store, not through group commit: a full chunk of a large job (commit-ahead),
+   * whose transaction (nearly) fills the store's op budget, so it would seldom share a request.
+   */
+  direct?: boolean;
 }
 
 /** A commit refused in advance: the job's namespace has `room` RUs left of its quota. */
@@ -142,7 +147,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   });
   let res;
   try {
-    res = await a.committer.txn(txn.req);
+    res = await (c.direct ? a.store : a.committer).txn(txn.req);
   } catch (err) {
     // The outcome is unknown (the store may have applied it before the error). Find out from
     // the store before trying anything else: a blind retry could place the tasks twice.

@@ -101,7 +101,8 @@ export interface AgentConfig extends CoreConfig {
   groupCommit: number;
   /**
    * Commit-ahead: of a job larger than one transaction, the most chunks whose commits are in
-   * flight at once. The next chunk is decided and sent while the earlier ones are committing;
+   * flight at once (full chunks bypass group commit, whose requests they would not share). The
+   * next chunk is decided and sent while the earlier ones are committing;
    * their RUs are claimed in the view meanwhile, so it chooses what it would have chosen after
    * them. Off for a standalone agent that writes the job record with its last chunk, and for a
    * job of a namespace other than default (with an RU quota, its chunks would conflict on the

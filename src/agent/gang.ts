@@ -51,6 +51,8 @@ export interface GangHost {
     finalForJob: boolean,
     ruState: 'busy' | 'reserved',
     stamp: TaskStamp,
+    /** Straight to the store, not through group commit (CommitRequest.direct). */
+    direct?: boolean,
   ): Promise<CommitResult>;
 }
 

@@ -95,10 +95,10 @@ describe('commit-ahead', () => {
     }
   });
 
-  it('with group commit, at most its in-flight requests are sent, and more than one', async () => {
-    const { store, keys, agent } = await setup({ groupCommit: 2 });
+  it("full chunks go straight to the store, not held back by group commit's two requests", async () => {
+    const { store, keys, agent } = await setup({ groupCommit: 2, commitAhead: 4 });
     await agent.schedule(makeJob('grouped', TEST_PROFILES[4]!, 200));
-    expect(store.maxInFlight).toBe(2);
+    expect(store.maxInFlight).toBe(4);
     await expectPlacedOnce(store, keys, 'grouped', 200);
   });
 
