@@ -123,7 +123,8 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
     await page.getByTestId('page-throughput').waitFor();
     // 6 + 3 × 4 tasks placed, counted from the same counters as /metrics.
     await expect.poll(() => page.getByTestId('placements-total').innerText().then(Number), { timeout: 10_000 }).toBe(18);
-    expect(await page.locator('[data-testid="chart-rate"] canvas').count()).toBe(1);
+    // The chart draws after its data arrive: on a loaded machine, a moment after the counter.
+    await expect.poll(() => page.locator('[data-testid="chart-rate"] canvas').count(), { timeout: 10_000 }).toBe(1);
     if (shots) await page.screenshot({ path: join(shots, 'dashboard-throughput.png') });
     await page.close();
   });
