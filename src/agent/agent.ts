@@ -45,11 +45,8 @@ export interface AgentOptions {
   rng: Rng;
   log: Logger;
   config?: Partial<AgentConfig>;
-  /**
-   * Called after each successful commit with the tasks it placed and, for each, the JSON of the RU
-   * record it wrote (the launch fast path).
-   */
-  onCommitted?: (job: JobSpec, placements: readonly Placement[], ruRecords: readonly string[]) => void;
+  /** Called after each successful commit with the tasks it placed (the launch fast path). */
+  onCommitted?: (job: JobSpec, placements: readonly Placement[]) => void;
   /**
    * The view shared with the other agents of this process (its cache, admission counters, claims
    * and waiting calls). Without one the agent makes, starts and closes its own.
@@ -467,8 +464,8 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
     return `${this.id}:${++this.commitSeq}`;
   }
 
-  notifyCommitted(job: JobSpec, placements: readonly Placement[], ruRecords: readonly string[]): void {
-    this.onCommitted?.(job, placements, ruRecords);
+  notifyCommitted(job: JobSpec, placements: readonly Placement[]): void {
+    this.onCommitted?.(job, placements);
   }
 
   /** The job is no longer owned through `lease`: stop scheduling it. */

@@ -38,8 +38,7 @@ export interface CommitHost {
   nextCommitId(): string;
   fenceOf(jobId: string): { key: string; lease: string } | undefined;
   lostFence(jobId: string, lease: string): never;
-  /** `ruRecords[i]`: the JSON of the RU record the commit wrote for `placements[i]`. */
-  notifyCommitted(job: JobSpec, placements: readonly Placement[], ruRecords: readonly string[]): void;
+  notifyCommitted(job: JobSpec, placements: readonly Placement[]): void;
   assertOpen(jobId?: string): void;
 }
 
@@ -167,7 +166,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     // Apply our own writes now: the watch will confirm them, but the next decision must not
     // see these RUs as free in the meantime.
     a.state.batch(() => {
-      for (const r of txn.ruRecords) a.cache.applyKv(kvAt(r.key, r.value, revision));
+      for (const r of txn.ruRecords) a.cache.applyKv(kvAt(r.key, JSON.stringify(r.rec), revision));
       for (const key of txn.epochKeys) a.cache.applyKv(kvAt(key, commitId, revision));
     });
     const placed: Placement[] = [];
@@ -202,12 +201,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     for (const pl of placed.slice(0, room)) rec.placements.push(pl);
     if (placed.length > room) rec.omittedPlacements = (rec.omittedPlacements ?? 0) + placed.length - room;
     a.stats.tasksPlaced += picks.length;
-    const written = new Map(txn.ruRecords.map((r) => [r.key, r.value]));
-    a.notifyCommitted(
-      job,
-      placed,
-      refs.map((r) => written.get(a.keys.ru(r)) ?? ''),
-    );
+    a.notifyCommitted(job, placed);
     return { ok: true };
   }
   if (fence && txn.fenceResponse !== undefined) {

@@ -125,7 +125,7 @@ export class JobManager implements OwnerContext, MoveHost {
           log: opts.log,
           config,
           view: this.view,
-          onCommitted: (job, placements, ruRecords) => this.committed(job, placements, agentId(i), ruRecords),
+          onCommitted: (job, placements) => this.committed(job, placements, agentId(i)),
         }),
     );
   }
@@ -523,7 +523,7 @@ export class JobManager implements OwnerContext, MoveHost {
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */
-  private committed(job: JobSpec, placements: readonly Placement[], agent: string, ruRecords: readonly string[]): void {
+  private committed(job: JobSpec, placements: readonly Placement[], agent: string): void {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
@@ -537,18 +537,17 @@ export class JobManager implements OwnerContext, MoveHost {
     this.o.onCommitted?.(job, placements, agent);
     const nodes = this.o.nodes;
     if (!nodes) return;
-    placements.forEach((p, i) => {
+    for (const p of placements) {
       const endpoint = this.servers.get(p.ru.server)?.endpoint;
-      if (!endpoint) return;
-      // Fast path only: the monitor follows its RUs in the store and starts the task anyway. The
-      // RU record written lets it start without reading the RU first.
-      const req = { server: p.ru.server, job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision, ruRecord: ruRecords[i] ?? '' };
+      if (!endpoint) continue;
+      // Fast path only: the monitor follows its RUs in the store and starts the task anyway.
+      const req = { server: p.ru.server, job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
       this.track(
         nodes.launch(endpoint, req).catch((err: unknown) => {
           this.o.log.debug({ job: job.id, task: p.task, endpoint, err: errorMessage(err) }, 'launch RPC failed; the monitor will see the commit');
         }),
       );
-    });
+    }
   }
 
   private every(ms: number, fn: () => void): void {

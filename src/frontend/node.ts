@@ -8,7 +8,6 @@ import type { NodeLink } from '../agent/lifecycle.ts';
 import type { HollowNodes } from '../monitor/hollow.ts';
 import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
 import type { LogChunk } from '../monitor/task-logs.ts';
-import type { PlacedRu } from '../monitor/run.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
@@ -19,7 +18,7 @@ import { loadProtos } from './proto.ts';
 /** One node as the service sees it. */
 export interface ServedNode {
   readonly server: ServerSpec;
-  launch(ruIndex: number, placed?: PlacedRu): Promise<'started' | 'already-running' | 'not-assigned'>;
+  launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'>;
   kill(job: string, task: number, reason: string): Promise<boolean>;
   snapshot(): MonitorSnapshot;
   readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void>;
@@ -49,14 +48,14 @@ export function hollowNodes(h: HollowNodes): NodeRouter {
   };
 }
 
-type LaunchRequest = { server: string; job: string; task: number; ruIndex: number; revision: number; ruRecord?: string };
+type LaunchRequest = { server: string; job: string; task: number; ruIndex: number; revision: number };
 type KillRequest = { server: string; job: string; task: number; reason: string };
 
 /** LaunchTask on the node a request names, whether it came over gRPC or from this process. */
 function launchOn(route: NodeRouter, r: LaunchRequest): Promise<'started' | 'already-running' | 'not-assigned'> {
   const node = route(r.server);
   if (r.ruIndex >= node.server.rus) throw invalid('ru_index', `must be below ${node.server.rus}`);
-  return node.launch(r.ruIndex, r.ruRecord && r.revision > 0 ? { job: r.job, task: r.task, value: r.ruRecord, revision: r.revision } : undefined);
+  return node.launch(r.ruIndex);
 }
 
 function killOn(route: NodeRouter, r: KillRequest): Promise<boolean> {

@@ -12,7 +12,6 @@ import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import type { PlacedRu } from './run.ts';
 import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import {
@@ -187,8 +186,8 @@ export class LocalMonitor {
   }
 
   /** Fast path from the agent: look at the RU now instead of waiting for the watch. */
-  launch(ruIndex: number, placed?: PlacedRu): Promise<'started' | 'already-running' | 'not-assigned'> {
-    return this.node.launch(ruIndex, placed);
+  launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'> {
+    return this.node.launch(ruIndex);
   }
 
   /**

@@ -23,7 +23,7 @@ import { freeStopped, watchHold, type MoveCopyNode } from './move-copies.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
-import { attemptOf, launchOf, newRun, placedRecord, previousRunOutcome, startTxn, type PlacedRu, type Run } from './run.ts';
+import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
 import { checkLogJobId, newestAttemptBase, streamTaskLog, type LogChunk } from './task-logs.ts';
 import type { SharedBackoff } from '../util/backoff.ts';
@@ -184,16 +184,10 @@ export class MonitoredNode {
   }
 
   /** Fast path from an owner: look at the RU now instead of waiting for the watch. */
-  async launch(ruIndex: number, placed?: PlacedRu): Promise<'started' | 'already-running' | 'not-assigned'> {
+  async launch(ruIndex: number): Promise<'started' | 'already-running' | 'not-assigned'> {
     if (this.running.has(ruIndex)) return 'already-running';
     if (!this.canLaunch()) return 'not-assigned';
-    const key = this.h.keys.ru({ server: this.server.id, index: ruIndex });
-    // The record the commit wrote, as the launch carries it: the start is fenced on its revision,
-    // so no read is needed first. One that does not name the task it launches is not trusted.
-    const kv =
-      placed && placedRecord(placed)
-        ? { key, value: placed.value, createRevision: placed.revision, modRevision: placed.revision, version: 1, lease: '0' }
-        : await this.h.store.get(key);
+    const kv = await this.h.store.get(this.h.keys.ru({ server: this.server.id, index: ruIndex }));
     if (!kv) return 'not-assigned';
     this.onRu(kv, false);
     this.recomputeLoad();

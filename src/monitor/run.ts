@@ -27,24 +27,6 @@ export interface Run extends HeldAttempt {
   obs: RunObservation | undefined;
 }
 
-/** What a launch says its commit wrote on the RU: the record's JSON, at the commit's revision. */
-export interface PlacedRu {
-  job: string;
-  task: number;
-  value: string;
-  revision: number;
-}
-
-/** The RU record a launch carries, if it is a placement of the task the launch names. */
-export function placedRecord(p: PlacedRu): PlacedRuRecord | undefined {
-  try {
-    const rec = JSON.parse(p.value) as PlacedRuRecord;
-    return rec.state === 'busy' && rec.job === p.job && rec.task === p.task ? rec : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** The attempt RU `index`'s record names, placed at revision `rev`. */
 export function attemptOf(index: number, rec: PlacedRuRecord, rev: number): HeldAttempt {
   return { job: rec.job, task: rec.task, commitId: rec.commitId, ruIndex: index, rec, placedRevision: rev };

@@ -76,8 +76,7 @@ export interface PlacementTxnInput {
 export interface PlacementTxn {
   req: TxnRequest;
   /** The RU records the transaction writes, for the agent to apply to its cache at once. */
-  /** The RU records the transaction puts, with the JSON it puts (value). */
-  ruRecords: { key: string; rec: PlacedRuRecord; value: string }[];
+  ruRecords: { key: string; rec: PlacedRuRecord }[];
   /** The epoch keys it writes (value: the commit id). */
   epochKeys: string[];
   /** Index in a failed result's responses of the owner-key read (when fenced). */
@@ -129,7 +128,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     failure.push({ type: 'get', key });
   }
   const job = p.job;
-  const ruRecords: { key: string; rec: PlacedRuRecord; value: string }[] = [];
+  const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
   for (const it of p.items) {
     const basedOn = servers.get(it.ref.server) ?? it.basedOn;
     const ruRec: PlacedRuRecord = {
@@ -152,9 +151,8 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ruRec.hold = hold;
       ruRec.moves = it.move.moves + 1;
     }
-    const ruValue = JSON.stringify(ruRec);
-    ruRecords.push({ key: k.ru(it.ref), rec: ruRec, value: ruValue });
-    success.push({ type: 'put', key: k.ru(it.ref), value: ruValue });
+    ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
+    success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
     const taskRec: PlacedTaskRecord = {
       job: job.id,
       index: it.task,
@@ -174,9 +172,8 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       // has stopped it and freed the RU.
       const old: PlacedRuRecord = { ...it.move.rec, stop: it.move.reason };
       const oldKey = k.ru(it.move.from);
-      const oldValue = JSON.stringify(old);
-      ruRecords.push({ key: oldKey, rec: old, value: oldValue });
-      success.push({ type: 'put', key: oldKey, value: oldValue });
+      ruRecords.push({ key: oldKey, rec: old });
+      success.push({ type: 'put', key: oldKey, value: JSON.stringify(old) });
     }
     if (it.victim) {
       // The displaced task goes back to the durable queue: nothing is lost.

@@ -16,12 +16,6 @@ export interface LaunchTaskRequest {
    * (FAILED_PRECONDITION); empty is accepted there (older callers). A hollow process requires it.
    */
   'server'?: (string);
-  /**
-   * The RU record that commit wrote (its JSON, as stored at `revision`). A monitor given it starts
-   * the task from it instead of reading the RU first (a round trip to the store less); the start
-   * is fenced on `revision` either way. Empty (older callers): the monitor reads the RU.
-   */
-  'ruRecord'?: (string);
 }
 
 export interface LaunchTaskRequest__Output {
@@ -37,10 +31,4 @@ export interface LaunchTaskRequest__Output {
    * (FAILED_PRECONDITION); empty is accepted there (older callers). A hollow process requires it.
    */
   'server': (string);
-  /**
-   * The RU record that commit wrote (its JSON, as stored at `revision`). A monitor given it starts
-   * the task from it instead of reading the RU first (a round trip to the store less); the start
-   * is fenced on `revision` either way. Empty (older callers): the monitor reads the RU.
-   */
-  'ruRecord': (string);
 }
