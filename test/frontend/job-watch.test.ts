@@ -24,6 +24,33 @@ class FakeCall extends EventEmitter {
   }
 }
 
+/**
+ * The store as a hub sees it, with the watch of one prefix held back while `hold` is on (etcd's
+ * answer to one watcher can come after its answer to another with later changes); `release()`
+ * turns holding off and delivers what was held, in order.
+ */
+function holdingWatch(mem: MemoryStore, prefix: string): { store: MemoryStore; hold: boolean; release(): void } {
+  const held: (() => void)[] = [];
+  const ctl = {
+    hold: false,
+    store: new Proxy(mem, {
+      get(target, prop) {
+        if (prop === 'watch') {
+          return (o: Parameters<MemoryStore['watch']>[0]) =>
+            target.watch(o.prefix === prefix ? { ...o, onEvents: (b) => (ctl.hold ? held.push(() => o.onEvents(b)) : o.onEvents(b)) } : o);
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    }),
+    release(): void {
+      ctl.hold = false;
+      for (const deliver of held.splice(0)) deliver();
+    },
+  };
+  return ctl;
+}
+
 const turns = async (n: number): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 };
@@ -134,27 +161,15 @@ describe('WatchJob streams (JobStream)', () => {
     const keys = new Keys('/w/');
     await store.put(keys.job('j1'), job('running'));
     await store.put(keys.task('j1', 0), task(0, 'running'));
-    // The store as the hub sees it: the watch of job records delivers only when the test says,
-    // as etcd's answer to one watcher can come after its answer to another with later changes.
-    const mem = store;
-    const held: (() => void)[] = [];
-    let hold = false;
-    const reordering = new Proxy(mem, {
-      get(target, prop) {
-        if (prop === 'watch') {
-          return (o: Parameters<MemoryStore['watch']>[0]) =>
-            target.watch(o.prefix === keys.jobs() ? { ...o, onEvents: (b) => (hold ? held.push(() => o.onEvents(b)) : o.onEvents(b)) } : o);
-        }
-        const v = Reflect.get(target, prop) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    // The watch of job records delivers only when the test says.
+    const w = holdingWatch(store, keys.jobs());
+    const reordering = w.store;
     const hub = new JobWatchHub(reordering, keys);
     const call = new FakeCall();
     const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: reordering, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
     await stream.start();
     expect(call.events).toHaveLength(1);
-    hold = true;
+    w.hold = true;
     // The job becomes final, then a task record changes (a later revision): the task's change
     // arrives and is sent first.
     const finalRev = await store.put(keys.job('j1'), job('succeeded'));
@@ -166,8 +181,7 @@ describe('WatchJob streams (JobStream)', () => {
     // Then the job's change, behind what was sent: it cannot go out under its own revision (they
     // increase along a stream), so the stream sends the job again, read once the store has moved
     // past the last revision sent, and that ends it.
-    hold = false;
-    for (const deliver of held.splice(0)) deliver();
+    w.release();
     await new Promise((r) => setTimeout(r, 120));
     expect(call.ended).toBe(false);
     const later = await store.put('/w/elsewhere', 'x');
@@ -187,19 +201,8 @@ describe('WatchJob streams (JobStream)', () => {
     const keys = new Keys('/w/');
     await store.put(keys.job('j1'), job('running'));
     await store.put(keys.task('j1', 0), task(0, 'placed'));
-    const mem = store;
-    const held: (() => void)[] = [];
-    let hold = false;
-    const lagging = new Proxy(mem, {
-      get(target, prop) {
-        if (prop === 'watch') {
-          return (o: Parameters<MemoryStore['watch']>[0]) =>
-            target.watch(o.prefix === keys.allTasks() ? { ...o, onEvents: (b) => (hold ? held.push(() => o.onEvents(b)) : o.onEvents(b)) } : o);
-        }
-        const v = Reflect.get(target, prop) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    const w = holdingWatch(store, keys.allTasks());
+    const lagging = w.store;
     const hub = new JobWatchHub(lagging, keys);
     const open = (): { call: FakeCall; stream: JobStream } => {
       const call = new FakeCall();
@@ -207,15 +210,14 @@ describe('WatchJob streams (JobStream)', () => {
     };
     const a = open();
     await a.stream.start();
-    hold = true;
+    w.hold = true;
     await store.put(keys.task('j1', 0), task(0, 'running'));
     // A second stream opens now: its snapshot reads the task running, before the watch delivers it.
     const b = open();
     await b.stream.start();
     expect(b.call.events).toHaveLength(1);
     expect(b.call.events[0]?.tasks?.map((t) => t.state)).toEqual(['running']);
-    hold = false;
-    for (const deliver of held.splice(0)) deliver();
+    w.release();
     // The store moves on (a resend would read past the last revision sent, and go out).
     await store.put('/w/elsewhere', 'x');
     await new Promise((r) => setTimeout(r, 150));
