@@ -108,10 +108,13 @@ export interface PreparedContention {
   bucket: number;
 }
 
-interface RuEntry {
-  bucket: number;
-  free: boolean;
-  q: Int32Array;
+/** RU states in {@link AdmissionState}'s per-RU array. */
+const UNKNOWN = 0;
+const BUSY = 1;
+const FREE = 2;
+
+function checkRu(ru: number): void {
+  if (!Number.isInteger(ru) || ru < 0) throw invalid('ru', 'must be an RU id (an integer ≥ 0)', { value: ru });
 }
 
 function fmtMs(ms: number): string {
@@ -129,7 +132,15 @@ export class AdmissionState {
   readonly margin: number;
   private readonly clock: Clock;
   private readonly n: number;
-  private readonly rus = new Map<string, RuEntry>();
+  /**
+   * Per RU, indexed by its dense id (ClusterState's: RU i of a server is base + i): its state
+   * (UNKNOWN, BUSY, FREE), its bucket and its fixed-point contention (n entries from id · n). Flat
+   * typed arrays, not an object per RU: a 160,000-RU cell costs about 7 MB here, not 40.
+   */
+  private ruState = new Uint8Array(0);
+  private ruBucket = new Int32Array(0);
+  private ruQ = new Int32Array(0);
+  private known = 0;
   private readonly bucketList: Bucket[];
   private freeTotal = 0;
   /** Reused by the per-bucket acceptability checks. */
@@ -163,19 +174,21 @@ export class AdmissionState {
   }
 
   /**
-   * Records the current contention and state of an RU (null C: removed or down). O(N). A busy → free
-   * transition is a free event for the bucket the RU now falls in — that is where it can be found.
+   * Records the current contention and state of RU `ru` (its dense id; null C: removed or down).
+   * O(N). A busy → free transition is a free event for the bucket the RU now falls in — that is
+   * where it can be found.
    */
-  updateRu(key: string, C: readonly number[] | null, free: boolean): void {
+  updateRu(ru: number, C: readonly number[] | null, free: boolean): void {
     if (C === null) {
-      const prev = this.rus.get(key);
-      if (prev) {
-        this.detach(prev);
-        this.rus.delete(key);
+      checkRu(ru);
+      if (ru < this.ruState.length && this.ruState[ru] !== UNKNOWN) {
+        this.detach(ru);
+        this.ruState[ru] = UNKNOWN;
+        this.known--;
       }
       return;
     }
-    this.updateRuPrepared(key, this.prepare(C, this.preparedScratch), free);
+    this.updateRuPrepared(ru, this.prepare(C, this.preparedScratch), free);
   }
 
   /**
@@ -195,46 +208,63 @@ export class AdmissionState {
     return p;
   }
 
-  /** {@link updateRu} with a prepared contention vector (not kept: copied into the RU's entry). */
-  updateRuPrepared(key: string, p: PreparedContention, free: boolean): void {
-    const n = this.n;
-    const prev = this.rus.get(key);
-    if (prev) this.detach(prev);
-    const entry: RuEntry = prev ?? { bucket: 0, free, q: new Int32Array(n) };
-    entry.q.set(p.q);
-    const wasBusy = prev !== undefined && !prev.free;
-    entry.bucket = p.bucket;
-    entry.free = free;
-    if (!prev) this.rus.set(key, entry);
-    this.attach(entry);
-    if (wasBusy && free) {
-      const b = this.bucketList[entry.bucket] as Bucket;
+  /** {@link updateRu} with a prepared contention vector (not kept: copied into the RU's slot). */
+  updateRuPrepared(ru: number, p: PreparedContention, free: boolean): void {
+    checkRu(ru);
+    if (ru >= this.ruState.length) this.grow(ru + 1);
+    const prev = this.ruState[ru] as number;
+    if (prev !== UNKNOWN) this.detach(ru);
+    else this.known++;
+    this.ruQ.set(p.q, ru * this.n);
+    this.ruBucket[ru] = p.bucket;
+    this.ruState[ru] = free ? FREE : BUSY;
+    this.attach(ru);
+    if (prev === BUSY && free) {
+      const b = this.bucketList[p.bucket] as Bucket;
       const now = this.clock.now();
       b.history.prune(now - this.historyWindowMs);
       b.history.push(now);
     }
   }
 
-  private detach(e: RuEntry): void {
-    const b = this.bucketList[e.bucket] as Bucket;
+  /** Room for RU ids below `min`, by half as much again (ids are dense: they grow with the cell). */
+  private grow(min: number): void {
+    const cap = Math.max(min, Math.ceil(this.ruState.length * 1.5), 1024);
+    const state = new Uint8Array(cap);
+    state.set(this.ruState);
+    const bucket = new Int32Array(cap);
+    bucket.set(this.ruBucket);
+    const q = new Int32Array(cap * this.n);
+    q.set(this.ruQ);
+    this.ruState = state;
+    this.ruBucket = bucket;
+    this.ruQ = q;
+  }
+
+  private detach(ru: number): void {
+    const b = this.bucketList[this.ruBucket[ru] as number] as Bucket;
+    const q = this.ruQ;
+    const o = ru * this.n;
     if (b.total === 1) this.remember(b);
     b.total--;
-    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) - (e.q[i] as number);
-    if (e.free) {
+    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) - (q[o + i] as number);
+    if (this.ruState[ru] === FREE) {
       b.free--;
       this.freeTotal--;
-      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) - (e.q[i] as number);
+      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) - (q[o + i] as number);
     }
   }
 
-  private attach(e: RuEntry): void {
-    const b = this.bucketList[e.bucket] as Bucket;
+  private attach(ru: number): void {
+    const b = this.bucketList[this.ruBucket[ru] as number] as Bucket;
+    const q = this.ruQ;
+    const o = ru * this.n;
     b.total++;
-    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) + (e.q[i] as number);
-    if (e.free) {
+    for (let i = 0; i < this.n; i++) b.sumAll[i] = (b.sumAll[i] as number) + (q[o + i] as number);
+    if (this.ruState[ru] === FREE) {
       b.free++;
       this.freeTotal++;
-      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) + (e.q[i] as number);
+      for (let i = 0; i < this.n; i++) b.sumFree[i] = (b.sumFree[i] as number) + (q[o + i] as number);
     }
     b.seen = true;
   }
@@ -260,13 +290,13 @@ export class AdmissionState {
     return this.bucketList[bucket]?.free ?? 0;
   }
 
-  bucketOfRu(key: string): number | undefined {
-    return this.rus.get(key)?.bucket;
+  bucketOfRu(ru: number): number | undefined {
+    return ru >= 0 && ru < this.ruState.length && this.ruState[ru] !== UNKNOWN ? this.ruBucket[ru] : undefined;
   }
 
   /** RUs known (free or busy). */
   size(): number {
-    return this.rus.size;
+    return this.known;
   }
 
   private freeMeanInto(b: Bucket, out: number[]): number[] {
@@ -439,7 +469,7 @@ export class AdmissionState {
     }
     if (F.acceptableFree >= needed) {
       // Busy RUs are the most that frees could add; unacceptable free ones are not counted.
-      const busy = this.rus.size - this.freeTotal;
+      const busy = this.known - this.freeTotal;
       const ever = F.acceptableFree + busy;
       const cap = opts.capacity;
       const capped = cap !== undefined && cap < ever;

@@ -139,22 +139,16 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
   // array is the same vector). The prepared entries are reused from change to change.
   const seenCaused: (readonly number[])[] = [];
   const seenP: PreparedContention[] = [];
-  // The RU keys of each server, built once: this runs for every RU of every server that changes.
-  const keysOf = new Map<string, string[]>();
   state.onServerChanged((s) => {
-    const gone = !state.servers.has(s.id);
-    let keys = keysOf.get(s.id);
-    if (!keys || keys.length !== s.ruCount) {
-      keys = Array.from({ length: s.ruCount }, (_, i) => `${s.id}/${i}`);
-      keysOf.set(s.id, keys);
-    }
-    if (gone) keysOf.delete(s.id);
+    // A server replaced (re-registered with another spec) is a new ServerState with new RU ids:
+    // the old one is gone even though its id is known again.
+    const gone = state.servers.get(s.id) !== s;
     let freePrepared = false;
     let distinct = 0;
     for (let i = 0; i < s.ruCount; i++) {
-      const key = keys[i] as string;
+      const ru = s.base + i;
       if (gone || s.down || s.ruDown[i]) {
-        admission.updateRu(key, null, false);
+        admission.updateRu(ru, null, false);
         continue;
       }
       const occ = s.occupants[i];
@@ -166,14 +160,14 @@ export function wireAdmission(state: ClusterState, admission: AdmissionState): v
           seenP[j] = admission.prepare(contention(s.sum, s.ruCount, occ.caused, C), seenP[j]);
           distinct++;
         }
-        admission.updateRuPrepared(key, seenP[j] as PreparedContention, s.available(i));
+        admission.updateRuPrepared(ru, seenP[j] as PreparedContention, s.available(i));
         continue;
       }
       if (!freePrepared || !freeP) {
         freeP = admission.prepare(contention(s.sum, s.ruCount, null, freeC), freeP);
         freePrepared = true;
       }
-      admission.updateRuPrepared(key, freeP, s.available(i));
+      admission.updateRuPrepared(ru, freeP, s.available(i));
     }
     // Let go of the occupants' vectors (the prepared entries stay, to be reused).
     for (let j = 0; j < distinct; j++) seenCaused[j] = EMPTY;

@@ -22,7 +22,7 @@ function randomContention(rng: Rng, integer: boolean): number[] {
 }
 
 /** Frees RU `key` (busy → free) after `dt`, then takes it again, so the free count is unchanged. */
-function freeEvent(st: AdmissionState, clock: ManualClock, key: string, C: number[], dt: number): void {
+function freeEvent(st: AdmissionState, clock: ManualClock, key: number, C: number[], dt: number): void {
   clock.advance(dt);
   st.updateRu(key, C, true);
   st.updateRu(key, C, false);
@@ -38,10 +38,10 @@ describe('AdmissionState counters', () => {
       const clock = new ManualClock(1_000_000);
       const st = newState(clock);
       const rng = new SeededRng(integer ? 21 : 22);
-      const ref = new Map<string, { C: number[]; free: boolean }>();
+      const ref = new Map<number, { C: number[]; free: boolean }>();
       const events = new Array<number>(st.lsh.buckets).fill(0);
       for (let op = 0; op < 6000; op++) {
-        const key = `ru${rng.int(300)}`;
+        const key = rng.int(300);
         const prev = ref.get(key);
         if (rng.next() < 0.08) {
           st.updateRu(key, null, false);
@@ -81,7 +81,7 @@ describe('AdmissionState counters', () => {
         if (free[b] === 0) expect(snap[b]!.mean).toBeNull();
         else snap[b]!.mean!.forEach((v, i) => expect(v).toBeCloseTo(sums[b]![i]! / free[b]!, 5));
       }
-      expect(st.bucketOfRu('never-seen')).toBeUndefined();
+      expect(st.bucketOfRu(12345)).toBeUndefined();
 
       // Acceptable buckets and f agree with the recount (exactly, for integer vectors).
       for (const job of [DEMANDING, TOLERANT, jobTarget(full(20)), jobTarget([99, 0, 0, 0, 0, 0, 0, 0, 0, 0])]) {
@@ -100,16 +100,16 @@ describe('AdmissionState counters', () => {
 
   it('drops an RU that goes away (null C) and ignores unknown removals', () => {
     const st = newState(new ManualClock());
-    st.updateRu('a', zeros(), true);
-    st.updateRu('b', zeros(), false);
+    st.updateRu(0, zeros(), true);
+    st.updateRu(1, zeros(), false);
     expect(st.totalFree()).toBe(1);
-    st.updateRu('a', null, false);
-    st.updateRu('zzz', null, false);
+    st.updateRu(0, null, false);
+    st.updateRu(999, null, false);
     expect(st.totalFree()).toBe(0);
     expect(st.size()).toBe(1);
-    expect(st.bucketOfRu('a')).toBeUndefined();
+    expect(st.bucketOfRu(0)).toBeUndefined();
     try {
-      st.updateRu('b', [1, 2, 3], true);
+      st.updateRu(1, [1, 2, 3], true);
       throw new Error('expected a throw');
     } catch (e) {
       expect(isTarcilError(e, 'INVALID_ARGUMENT')).toBe(true);
@@ -127,7 +127,7 @@ describe('AdmissionState counters', () => {
     const shared = b.prepare(zeros());
     for (let step = 0; step < 300; step++) {
       const C = randomContention(rng, false);
-      const keys = Array.from({ length: 1 + rng.int(8) }, () => `ru${rng.int(40)}`);
+      const keys = Array.from({ length: 1 + rng.int(8) }, () => rng.int(40));
       const free = keys.map(() => rng.next() < 0.5);
       const dt = rng.int(50);
       clockA.advance(dt);
@@ -147,7 +147,7 @@ describe('AdmissionState counters', () => {
 describe('acceptable buckets and f', () => {
   it('idle cluster: everything acceptable, f = 1', () => {
     const st = newState(new ManualClock());
-    for (let i = 0; i < 100; i++) st.updateRu(`r${i}`, zeros(), true);
+    for (let i = 0; i < 100; i++) st.updateRu(i, zeros(), true);
     const F = st.estimateF(DEMANDING);
     expect(F).toMatchObject({ f: 1, acceptableFree: 100, totalFree: 100 });
     expect(F.buckets).toHaveLength(1);
@@ -155,7 +155,7 @@ describe('acceptable buckets and f', () => {
 
   it('saturated cluster: nothing acceptable, f = 0', () => {
     const st = newState(new ManualClock());
-    for (let i = 0; i < 100; i++) st.updateRu(`r${i}`, full(99), true);
+    for (let i = 0; i < 100; i++) st.updateRu(i, full(99), true);
     expect(st.estimateF(DEMANDING)).toEqual({ f: 0, acceptableFree: 0, totalFree: 100, buckets: [] });
     expect(st.estimateF(TOLERANT).f).toBe(0);
     expect(st.estimateF(jobTarget(zeros())).f).toBe(1); // a job that causes nothing tolerates everything
@@ -163,15 +163,15 @@ describe('acceptable buckets and f', () => {
 
   it('all busy: f = 0 with nothing free', () => {
     const st = newState(new ManualClock());
-    for (let i = 0; i < 10; i++) st.updateRu(`r${i}`, zeros(), false);
+    for (let i = 0; i < 10; i++) st.updateRu(i, zeros(), false);
     expect(st.estimateF(TOLERANT)).toEqual({ f: 0, acceptableFree: 0, totalFree: 0, buckets: [] });
   });
 
   it('half idle, half saturated: f = 1/2; moderate contention splits jobs by sensitivity', () => {
     const st = newState(new ManualClock());
-    for (let i = 0; i < 50; i++) st.updateRu(`idle${i}`, zeros(), true);
-    for (let i = 0; i < 50; i++) st.updateRu(`sat${i}`, full(95), true);
-    for (let i = 0; i < 100; i++) st.updateRu(`mid${i}`, full(30), true);
+    for (let i = 0; i < 50; i++) st.updateRu(i, zeros(), true);
+    for (let i = 0; i < 50; i++) st.updateRu(100 + i, full(95), true);
+    for (let i = 0; i < 100; i++) st.updateRu(200 + i, full(30), true);
     expect(st.estimateF(DEMANDING).f).toBeCloseTo(50 / 200, 12);
     expect(st.estimateF(TOLERANT).f).toBeCloseTo(150 / 200, 12);
   });
@@ -182,10 +182,10 @@ describe('wait estimate', () => {
   function withHistory(intervals: number[], extra = {}): { st: AdmissionState; clock: ManualClock } {
     const clock = new ManualClock(0);
     const st = newState(clock, extra);
-    for (let i = 0; i < 20; i++) st.updateRu(`idle${i}`, zeros(), false);
-    for (let i = 0; i < 20; i++) st.updateRu(`sat${i}`, full(99), true); // free but useless
-    freeEvent(st, clock, 'idle0', zeros(), 50);
-    intervals.forEach((dt, i) => freeEvent(st, clock, `idle${(i + 1) % 20}`, zeros(), dt));
+    for (let i = 0; i < 20; i++) st.updateRu(i, zeros(), false);
+    for (let i = 0; i < 20; i++) st.updateRu(100 + i, full(99), true); // free but useless
+    freeEvent(st, clock, 0, zeros(), 50);
+    intervals.forEach((dt, i) => freeEvent(st, clock, (i + 1) % 20, zeros(), dt));
     return { st, clock };
   }
 
@@ -211,7 +211,7 @@ describe('wait estimate', () => {
       expect(w.boundMs).toBeCloseTo(k * mu + 2 * Math.sqrt(k) * sigma, 9);
     }
     // Free acceptable RUs reduce k (a new RU: joining free is not a free event).
-    st.updateRu('fresh', zeros(), true);
+    st.updateRu(77, zeros(), true);
     expect(st.waitEstimate(DEMANDING, 3).estimateMs).toBeCloseTo(mu * erlangQuantile(2, 0.9), 6);
     expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(0);
   });
@@ -223,12 +223,12 @@ describe('wait estimate', () => {
     const a = zeros();
     const b = [...Array(N).keys()].map((i) => zeros().map((_, j) => (j === i ? 8 : 0))).find((v) => st.lsh.bucketOf(v) !== st.lsh.bucketOf(a));
     expect(b).toBeDefined();
-    st.updateRu('a', a, false);
-    st.updateRu('b', b!, false);
-    st.updateRu('s', full(99), false);
+    st.updateRu(0, a, false);
+    st.updateRu(1, b!, false);
+    st.updateRu(2, full(99), false);
     for (let i = 0; i < 6; i++) {
-      freeEvent(st, clock, i % 2 === 0 ? 'a' : 'b', i % 2 === 0 ? a : b!, 100);
-      freeEvent(st, clock, 's', full(99), 7); // a saturated RU freed often: not acceptable, not counted
+      freeEvent(st, clock, i % 2 === 0 ? 0 : 1, i % 2 === 0 ? a : b!, 100);
+      freeEvent(st, clock, 2, full(99), 7); // a saturated RU freed often: not acceptable, not counted
     }
     const w = st.waitEstimate(TOLERANT, 1);
     expect(w.samples).toBe(5);
@@ -238,9 +238,9 @@ describe('wait estimate', () => {
   it('no history: Infinity', () => {
     const clock = new ManualClock(0);
     const st = newState(clock);
-    st.updateRu('a', zeros(), false);
+    st.updateRu(0, zeros(), false);
     expect(st.waitEstimate(DEMANDING, 1)).toEqual({ estimateMs: Infinity, boundMs: Infinity, medianMs: Infinity, samples: 0 });
-    freeEvent(st, clock, 'a', zeros(), 10); // one event is no interval yet
+    freeEvent(st, clock, 0, zeros(), 10); // one event is no interval yet
     expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(Infinity);
   });
 
@@ -248,14 +248,14 @@ describe('wait estimate', () => {
     const clock = new ManualClock(0);
     const st = newState(clock);
     const b = st.lsh.bucketOf(zeros());
-    st.updateRu('a', zeros(), true); // new and free: not a free event
-    st.updateRu('a', zeros(), true); // free → free
+    st.updateRu(0, zeros(), true); // new and free: not a free event
+    st.updateRu(0, zeros(), true); // free → free
     expect(st.snapshot()[b]!.history).toBe(0);
-    st.updateRu('a', zeros(), false);
-    st.updateRu('a', zeros(), true);
+    st.updateRu(0, zeros(), false);
+    st.updateRu(0, zeros(), true);
     expect(st.snapshot()[b]!.history).toBe(1);
-    st.updateRu('a', null, false);
-    st.updateRu('a', zeros(), true); // back from down: not a free event
+    st.updateRu(0, null, false);
+    st.updateRu(0, zeros(), true); // back from down: not a free event
     expect(st.snapshot()[b]!.history).toBe(1);
   });
 
@@ -268,9 +268,9 @@ describe('wait estimate', () => {
     const opts = { historyWindowMs: 5000, historyMax: 16 };
     const asked = newState(clockA, opts);
     const targets = [DEMANDING, TOLERANT, jobTarget(full(20))];
-    const ops: { key: string; C: number[]; free: boolean; dt: number }[] = [];
+    const ops: { key: number; C: number[]; free: boolean; dt: number }[] = [];
     for (let i = 0; i < 1500; i++) {
-      ops.push({ key: `ru${rng.int(40)}`, C: randomContention(rng, true), free: rng.next() < 0.5, dt: rng.int(60) });
+      ops.push({ key: rng.int(40), C: randomContention(rng, true), free: rng.next() < 0.5, dt: rng.int(60) });
     }
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
@@ -340,11 +340,11 @@ describe('verdict', () => {
   function cluster(freeIdle: number, intervals: number[] | null): AdmissionState {
     const clock = new ManualClock(0);
     const st = newState(clock);
-    for (let i = 0; i < 40; i++) st.updateRu(`idle${i}`, zeros(), i < freeIdle);
-    for (let i = 0; i < 40; i++) st.updateRu(`sat${i}`, full(99), true);
+    for (let i = 0; i < 40; i++) st.updateRu(i, zeros(), i < freeIdle);
+    for (let i = 0; i < 40; i++) st.updateRu(100 + i, full(99), true);
     if (intervals) {
-      freeEvent(st, clock, 'idle39', zeros(), 50);
-      for (const dt of intervals) freeEvent(st, clock, 'idle39', zeros(), dt);
+      freeEvent(st, clock, 39, zeros(), 50);
+      for (const dt of intervals) freeEvent(st, clock, 39, zeros(), dt);
     }
     return st;
   }
@@ -423,9 +423,9 @@ describe('verdict', () => {
     function small(size: number, busy: number, intervals: number[] | null = null): AdmissionState {
       const clock = new ManualClock(0);
       const st = newState(clock);
-      for (let i = 0; i < size; i++) st.updateRu(`ru${i}`, zeros(), i >= busy);
+      for (let i = 0; i < size; i++) st.updateRu(i, zeros(), i >= busy);
       if (intervals) {
-        const key = `ru${size - 1}`;
+        const key = size - 1;
         st.updateRu(key, zeros(), false);
         freeEvent(st, clock, key, zeros(), 50);
         for (const dt of intervals) freeEvent(st, clock, key, zeros(), dt);

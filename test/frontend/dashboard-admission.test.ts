@@ -21,15 +21,15 @@ function cell(intervals: number[]): { st: AdmissionState; clock: ManualClock; ma
   const clock = new ManualClock(1_000_000);
   // margin 1: a verdict for one RU asks the estimate for exactly one.
   const st = new AdmissionState({ clock, seed: 5, margin: 1 });
-  for (let i = 0; i < 20; i++) st.updateRu(`idle${i}`, zeros(), false);
-  for (let i = 0; i < 20; i++) st.updateRu(`sat${i}`, full(99), true);
-  const free = (key: string, dt: number): void => {
+  for (let i = 0; i < 20; i++) st.updateRu(i, zeros(), false);
+  for (let i = 0; i < 20; i++) st.updateRu(100 + i, full(99), true);
+  const free = (key: number, dt: number): void => {
     clock.advance(dt);
     st.updateRu(key, zeros(), true);
     st.updateRu(key, zeros(), false);
   };
-  free('idle0', 50);
-  intervals.forEach((dt, i) => free(`idle${(i + 1) % 20}`, dt));
+  free(0, 50);
+  intervals.forEach((dt, i) => free((i + 1) % 20, dt));
   const manager = { agents: [{ admission: st, inflight: new Map() }] } as unknown as JobManager;
   return { st, clock, manager };
 }
@@ -66,7 +66,7 @@ describe('the admission page', () => {
     for (const k of [1, 2, 5]) expect(st.bucketWait(idle, k).estimateMs).toBeCloseTo(st.waitEstimate(DEMANDING, k).estimateMs, 9);
     expect(st.bucketWait(idle, 3).estimateMs).toBeCloseTo((intervals.reduce((a, x) => a + x, 0) / intervals.length) * erlangQuantile(3, 0.9), 6);
     // One idle RU free: "now", as the agents' estimate for one RU.
-    st.updateRu('idle3', zeros(), true);
+    st.updateRu(3, zeros(), true);
     let page = admissionBuckets(manager, 0, clock.now());
     expect(page.buckets.find((x) => x.bucket === idle)).toMatchObject({ free: 1, waitMs: 0 });
     expect(st.waitEstimate(DEMANDING, 1).estimateMs).toBe(0);
@@ -77,7 +77,7 @@ describe('the admission page', () => {
     expect(empty).toMatchObject({ waitMs: null, boundMs: null, samples: 0 });
     // Past the history window, the frees no longer count: no history.
     clock.advance(st.historyWindowMs + 1);
-    st.updateRu('idle3', zeros(), false);
+    st.updateRu(3, zeros(), false);
     expect(admissionBuckets(manager, 0, clock.now()).buckets.find((x) => x.bucket === idle)).toMatchObject({ waitMs: null, samples: 0 });
   });
 });
