@@ -66,6 +66,13 @@ export interface VerdictOptions {
    * anyway, so it is placed now instead of being held for nothing.
    */
   leftMs?: number;
+  /**
+   * How long the job has already been held by admission, when the caller counts it: a job that has
+   * waited out the bound of the current estimate has seen the prediction fail (the frees it foretold
+   * did not make acceptable RUs free), so it is placed now at best effort rather than held on the
+   * same prediction until its own bound runs out.
+   */
+  queuedMs?: number;
 }
 
 export interface FreeFraction {
@@ -444,7 +451,10 @@ export class AdmissionState {
    * 3. the wait until the headroom is back is predictable and short (estimate < bound): queue;
    * 4. otherwise place now on what there is, rather than queue without a useful end in sight;
    *    also when the median wait is longer than what is left of the job's own queue bound
-   *    (`leftMs`): it would more likely than not end at the bound and place at best effort then.
+   *    (`leftMs`): it would more likely than not end at the bound and place at best effort then;
+   *    and when the job has already waited the estimate's bound (`queuedMs`): the frees the history
+   *    foretold came and went without making acceptable RUs free, and waiting on the same
+   *    prediction would hold the job, re-asked every few ms, until its own bound.
    * The wait is estimated for the frees that restore the admit condition (⌈needed × margin⌉ −
    * acceptableFree of them), so a queued job is one that would be admitted when the wait is over.
    *
@@ -495,6 +505,14 @@ export class AdmissionState {
       return {
         action: 'best-effort',
         reason: `${short}; ${k} more expected free within ${fmtMs(w.estimateMs)} (median ${fmtMs(w.medianMs)}), but the job may wait only ${fmtMs(opts.leftMs)} more: placing now at best effort rather than at its bound`,
+        ...base,
+        ...timing,
+      };
+    }
+    if (opts.queuedMs !== undefined && w.estimateMs < w.boundMs && opts.queuedMs >= w.boundMs) {
+      return {
+        action: 'best-effort',
+        reason: `${short}; ${k} more expected free within ${fmtMs(w.estimateMs)}, but the job has already waited ${fmtMs(opts.queuedMs)}, past the bound ${fmtMs(w.boundMs)}: the prediction failed, placing now at best effort`,
         ...base,
         ...timing,
       };

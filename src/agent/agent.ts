@@ -338,7 +338,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
       // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
       const capacity = this.eligibleCapacity(job);
       const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
-      const verdict = admissionVerdict(this.core, job, target, want, this.config, capacity, at.leftMs(this.clock.now()));
+      const verdict = admissionVerdict(this.core, job, target, want, this.config, capacity, at.leftMs(this.clock.now()), at.queuedMs(this.clock.now()));
       rec.stageMs.admission += this.clock.monotonic() - t0;
       rec.admission.push(verdict);
       // Keep the first verdict and the latest ones: enough to explain a long wait.

@@ -86,6 +86,11 @@ export class Attempt {
     return Number.isNaN(this.queuedSince) ? this.maxQueueMs : Math.max(0, this.maxQueueMs - (now - this.queuedSince));
   }
 
+  /** How long admission has held the request: 0 until it first does (over every return to admission, as maxQueueMs counts). */
+  queuedMs(now: number): number {
+    return Number.isNaN(this.queuedSince) ? 0 : Math.max(0, now - this.queuedSince);
+  }
+
   overdue(now: number): boolean {
     return !Number.isNaN(this.queuedSince) && now - this.queuedSince >= this.maxQueueMs;
   }

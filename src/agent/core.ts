@@ -41,12 +41,15 @@ export function admissionVerdict(
   capacity?: number,
   /** What is left of the job's queue bound (see VerdictOptions.leftMs). */
   leftMs?: number,
+  /** How long admission has held the job so far (see VerdictOptions.queuedMs). */
+  queuedMs?: number,
 ): AdmissionVerdict {
   const v = ctx.admission.verdict(target, needed, {
     priority: job.priority,
     bypassAbove: cfg.bypassAbove,
     ...(capacity !== undefined ? { capacity } : {}),
     ...(leftMs !== undefined && cfg.admissionRule !== 'paper' ? { leftMs } : {}),
+    ...(queuedMs !== undefined && cfg.admissionRule !== 'paper' ? { queuedMs } : {}),
   });
   // Attribute constraints are checked RU by RU, so the free RUs they allow are not counted
   // anywhere: the sample's fraction could not be scaled to them, and the buckets decide alone.

@@ -36,7 +36,9 @@ export interface CoreConfig {
   /**
    * What ends an admission wait early. 'own-bound': a job whose median wait for acceptable RUs is
    * longer than what is left of its own queue bound (`maxQueueMs`) is placed at once at best effort,
-   * since it would most likely reach the bound and be placed at best effort then anyway. 'paper':
+   * since it would most likely reach the bound and be placed at best effort then anyway; and so is
+   * a job that has already waited longer than the bound of its current estimate (the frees the
+   * history foretold came without making acceptable RUs free). 'paper':
    * the paper's rule alone (§4): queue while the estimate is under the statistical bound kμ + 2√k·σ,
    * until the job's bound runs out.
    */

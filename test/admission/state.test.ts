@@ -391,6 +391,44 @@ describe('verdict', () => {
     expect(now.estimateMs).toBe(held.estimateMs);
   });
 
+  it('places at best effort once the job has waited out the bound of the current estimate', () => {
+    const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]);
+    const held = check(st, DEMANDING, 9);
+    expect(held.action).toBe('queue');
+    const bound = held.boundMs!;
+    // Held for less than the bound: the prediction may still come true.
+    expect(check(st, DEMANDING, 9, { ...opts, queuedMs: bound - 1 }).action).toBe('queue');
+    // Held for the whole bound and the acceptable RUs are still not free: the prediction failed.
+    const now = check(st, DEMANDING, 9, { ...opts, queuedMs: bound });
+    expect(now.action).toBe('best-effort');
+    expect(now.reason).toContain('the prediction failed');
+    expect(now.estimateMs).toBe(held.estimateMs);
+  });
+
+  it('a burst of simultaneous frees predicts a wait of about nothing, and a job held on it goes at best effort within a few ms', () => {
+    // Tasks of one job ending together (or claims let go together) free many RUs at one instant:
+    // intervals of 0 make μ and σ about 0, so the estimate and its bound are about 0 ms.
+    const clock = new ManualClock(0);
+    const st = newState(clock);
+    for (let i = 0; i < 40; i++) st.updateRu(100 + i, full(99), true);
+    for (let i = 0; i < 30; i++) st.updateRu(i, zeros(), false);
+    // Three bursts of ten, 1 ms apart (freed and taken again at once: none stays free).
+    for (let burst = 0; burst < 3; burst++) {
+      clock.advance(1);
+      for (let i = burst * 10; i < burst * 10 + 10; i++) {
+        st.updateRu(i, zeros(), true);
+        st.updateRu(i, zeros(), false);
+      }
+    }
+    const held = check(st, DEMANDING, 4);
+    expect(held.action).toBe('queue');
+    expect(held.boundMs!).toBeLessThan(3);
+    // The paper's rule alone (no queuedMs) holds it on the same prediction again and again.
+    expect(check(st, DEMANDING, 4).action).toBe('queue');
+    expect(check(st, DEMANDING, 4, { ...opts, queuedMs: held.boundMs! / 2 }).action).toBe('queue');
+    expect(check(st, DEMANDING, 4, { ...opts, queuedMs: 3 }).action).toBe('best-effort');
+  });
+
   it('places at best effort without history or when the wait is not under the bound', () => {
     const none = check(cluster(0, null), DEMANDING, 1);
     expect(none.action).toBe('best-effort');

@@ -13,7 +13,9 @@ function verdict(action: AdmissionVerdict['action'], estimateMs?: number): Admis
 describe('the attempt loop', () => {
   it('queues on an admission verdict for the estimate, bounded by recheck and by what is left of maxQueueMs', () => {
     const at = new Attempt(POLICY, new SeededRng(1), 2500);
+    expect(at.queuedMs(0)).toBe(0);
     expect(at.afterVerdict(verdict('queue', 300), 0)).toEqual({ kind: 'admission-wait', ms: 300 });
+    expect(at.queuedMs(120)).toBe(120);
     expect(at.afterVerdict(verdict('queue', 5000), 300)).toEqual({ kind: 'admission-wait', ms: 1000 });
     // 2,000 ms of the 2,500 ms bound used: at most 500 ms more.
     expect(at.afterVerdict(verdict('queue', 5000), 2000)).toEqual({ kind: 'admission-wait', ms: 500 });
@@ -24,6 +26,8 @@ describe('the attempt loop', () => {
     expect(at.admitted).toBe(true);
     expect(at.firstEstimateMs).toBe(300);
     expect(at.totals.admissionWaits).toBe(3);
+    // What the verdicts are told the job has waited: from its first hold, whatever came after.
+    expect(at.queuedMs(2500)).toBe(2500);
     // Back to admission later: placed at once (overdue), and the wait is not reported twice.
     at.readmit();
     expect(at.afterVerdict(verdict('queue', 100), 4000)).toEqual({ kind: 'go' });

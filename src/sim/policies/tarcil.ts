@@ -347,7 +347,7 @@ export class TarcilPolicy implements Policy {
       // Wall time of the core's calls (the virtual clock models their cost): what a decision
       // really costs the simulator, which must not grow with the cell (bench sim-speed).
       const w0 = performance.now();
-      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now));
+      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now));
       if (!skip) {
         this.wall.verdicts++;
         this.wall.verdictMs += performance.now() - w0;
