@@ -15,7 +15,7 @@ import { clientConstructor } from './proto-root.ts';
  * ignores it).
  */
 export function schedulerClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }, token?: string): SchedulerClient {
-  const opts: grpc.ClientOptions = token ? { interceptors: [bearer(token)] } : {};
+  const opts: grpc.ClientOptions = { 'grpc.max_receive_message_length': CLIENT_DEFAULTS.maxResponseBytes, ...(token ? { interceptors: [bearer(token)] } : {}) };
   return new (clientConstructor('tarcil.v1.Scheduler'))(address, clientCredentials(tls), opts) as unknown as SchedulerClient;
 }
 
@@ -32,7 +32,7 @@ export function bearer(token: string): grpc.Interceptor {
 
 /** A node's NodeMonitor service, reached directly (`tarcil logs --node`). */
 export function nodeMonitorClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): NodeMonitorClient {
-  return new (clientConstructor('tarcil.v1.NodeMonitor'))(address, clientCredentials(tls)) as unknown as NodeMonitorClient;
+  return new (clientConstructor('tarcil.v1.NodeMonitor'))(address, clientCredentials(tls), { 'grpc.max_receive_message_length': CLIENT_DEFAULTS.maxResponseBytes }) as unknown as NodeMonitorClient;
 }
 
 type Unary<Req, Res> = (req: Req, opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;

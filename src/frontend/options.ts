@@ -62,6 +62,11 @@ export const CLIENT_DEFAULTS = {
   server: DEFAULT_SERVER,
   /** Deadline of each call. */
   timeoutMs: 10_000,
+  /**
+   * The largest answer a client takes (gRPC's default is 4 MiB): GetCluster lists every server,
+   * about 470 bytes each, so a 10,000-server cell's answer is about 4.7 MB.
+   */
+  maxResponseBytes: 256 * 2 ** 20,
   /** SubmitJob is tried again this many times on UNAVAILABLE or DEADLINE_EXCEEDED. */
   submitRetries: 5,
   /** The pause before the first retry, doubled each time up to retryMaxMs (jittered). */
