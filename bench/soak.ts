@@ -96,6 +96,8 @@ interface Row {
   submitted: number;
   finals: number;
   conflicts: number;
+  /** The front-ends that said they were the housekeeper (tarcil_housekeeper_leading) at the row's end. */
+  housekeeper?: string;
   /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
   fenced: number;
   adopted: number;
@@ -333,7 +335,9 @@ async function main(): Promise<void> {
     let conflicts = 0;
     let fenced = 0;
     let adopted = 0;
-    for (const f of fes) {
+    const leaders: string[] = [];
+    for (const [i, f] of fes.entries()) {
+      if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) leaders.push(`fe${i}`);
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
       conflicts += (await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total')) || 0;
       fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
@@ -373,6 +377,7 @@ async function main(): Promise<void> {
       finals: m.finals,
       hollowStarts,
       conflicts: conflicts - conflictsPrev,
+      housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
       slowApplies: slowApplies - slowPrev,
@@ -519,7 +524,7 @@ function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -533,6 +538,7 @@ function report(s: Summary): void {
       r.conflicts,
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
+      r.housekeeper ?? '-',
       r.rus ? `${fmt((100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable), 1)} / ${r.rus.free} / ${r.rus.unschedulable} / ${r.rus.down}` : '-',
       `${fmt(r.slowApplies ?? NaN, 0)} / ${fmt(r.watchPending ?? NaN, 0)}`,
       fmt(r.dbMb, 0),

@@ -83,6 +83,15 @@ export interface MetricsOptions {
   store?: ClusterStore;
   /** Monitors running in this process (`tarcil up`): their node metrics are exported here too. */
   monitors?: () => Iterable<LocalMonitor>;
+  /** This process's housekeeper (retention and compaction), when it runs one. */
+  housekeeper?: () => HousekeeperView | undefined;
+}
+
+/** What /metrics shows of a housekeeper (state/housekeeping.ts). */
+export interface HousekeeperView {
+  leading: boolean;
+  stats: { elected: number; compactions: number; compactedTo: number };
+  retention: { totals: { jobs: number; sweeps: number } };
 }
 
 /** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor, cordoned or draining). */
@@ -134,6 +143,25 @@ export class Metrics extends MetricsEndpoint {
     this.manager = o?.manager;
     this.store = o?.store;
     if (o?.monitors) registerMonitorMetrics(this.registry, o.monitors);
+    const hk = o?.housekeeper;
+    if (hk) {
+      const gauge = (name: string, help: string, read: (h: HousekeeperView) => number): void => {
+        new Gauge({
+          name,
+          help,
+          registers: [this.registry],
+          collect() {
+            const h = hk();
+            this.set(h ? read(h) : 0);
+          },
+        });
+      };
+      gauge('tarcil_housekeeper_leading', '1 while this front-end is the elected housekeeper (it runs retention and compaction), else 0', (h) => (h.leading ? 1 : 0));
+      gauge('tarcil_housekeeper_elections', 'Times this front-end was elected housekeeper', (h) => h.stats.elected);
+      gauge('tarcil_housekeeper_compacted_revision', "The store revision this front-end last compacted etcd's history to (0: none)", (h) => h.stats.compactedTo);
+      gauge('tarcil_retention_sweeps', 'Retention sweeps this front-end ran as housekeeper', (h) => h.retention.totals.sweeps);
+      gauge('tarcil_retention_jobs_deleted', 'Finished jobs this front-end deleted as housekeeper, past their retention', (h) => h.retention.totals.jobs);
+    }
     const limit = o?.store?.inFlightLimit;
     if (limit) {
       new Gauge({

@@ -130,7 +130,9 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     onJobFinished: (_job, state) => hooks.metrics?.observeFinished(state),
   });
   // The monitors of this process (`tarcil up`) export their node metrics here too.
-  const metrics = new Metrics({ manager, store: o.store, monitors: () => localMonitors });
+  // The housekeeper starts once the manager has; /metrics reads it through this holder.
+  const held: { housekeeper?: Housekeeper } = {};
+  const metrics = new Metrics({ manager, store: o.store, monitors: () => localMonitors, housekeeper: () => held.housekeeper });
   hooks.metrics = metrics;
   let serving: () => void = () => undefined;
   const canServe = new Promise<void>((resolve) => (serving = resolve));
@@ -150,6 +152,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           retainMs,
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
         });
+  if (housekeeper) held.housekeeper = housekeeper;
   housekeeper?.start();
   const auth = new AuthLayer({
     acl: o.acl ?? false,

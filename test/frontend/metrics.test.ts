@@ -93,3 +93,19 @@ describe('front-end /metrics: the job owner', () => {
     sched.manager.stats.adopted -= 3;
   });
 });
+
+describe('front-end /metrics: the housekeeper', () => {
+  it('says whether this front-end is the elected housekeeper, and what it has done', async () => {
+    // The only front-end of the cell wins the election soon after it starts.
+    let m = await scrape();
+    for (let i = 0; i < 50 && m.get('tarcil_housekeeper_leading') !== 1; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      m = await scrape();
+    }
+    expect(m.get('tarcil_housekeeper_leading')).toBe(1);
+    expect(m.get('tarcil_housekeeper_elections')).toBe(1);
+    for (const name of ['tarcil_housekeeper_compacted_revision', 'tarcil_retention_sweeps', 'tarcil_retention_jobs_deleted']) {
+      expect(m.get(name), `${name} is exported`).toBeGreaterThanOrEqual(0);
+    }
+  });
+});
