@@ -97,6 +97,18 @@ export interface HousekeeperView {
 /** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor, cordoned or draining). */
 export const RU_STATES = ['free', 'busy', 'down', 'unschedulable'] as const;
 
+/** A gauge whose value is read from `read` at each scrape. */
+function readGauge(registry: Registry, name: string, help: string, read: () => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.set(read());
+    },
+  });
+}
+
 export class Metrics extends MetricsEndpoint {
   readonly submitted = new Counter({ name: 'tarcil_jobs_submitted_total', help: 'Jobs acknowledged by this front-end', registers: [this.registry] });
   readonly rejected = new Counter({ name: 'tarcil_jobs_rejected_total', help: 'Job specs rejected as invalid', registers: [this.registry] });
@@ -145,17 +157,11 @@ export class Metrics extends MetricsEndpoint {
     if (o?.monitors) registerMonitorMetrics(this.registry, o.monitors);
     const hk = o?.housekeeper;
     if (hk) {
-      const gauge = (name: string, help: string, read: (h: HousekeeperView) => number): void => {
-        new Gauge({
-          name,
-          help,
-          registers: [this.registry],
-          collect() {
-            const h = hk();
-            this.set(h ? read(h) : 0);
-          },
+      const gauge = (name: string, help: string, read: (h: HousekeeperView) => number): void =>
+        readGauge(this.registry, name, help, () => {
+          const h = hk();
+          return h ? read(h) : 0;
         });
-      };
       gauge('tarcil_housekeeper_leading', '1 while this front-end is the elected housekeeper (it runs retention and compaction), else 0', (h) => (h.leading ? 1 : 0));
       gauge('tarcil_housekeeper_elections', 'Times this front-end was elected housekeeper', (h) => h.stats.elected);
       gauge('tarcil_housekeeper_compacted_revision', "The store revision this front-end last compacted etcd's history to (0: none)", (h) => h.stats.compactedTo);
@@ -451,16 +457,7 @@ export class HollowMetrics extends MetricsEndpoint {
       if (!cached || now - cached.at > 250) cached = { at: now, snap: hollow.snapshot() };
       return cached.snap;
     };
-    const gauge = (name: string, help: string, read: (s: HollowSnapshot) => number): void => {
-      new Gauge({
-        name,
-        help,
-        registers: [this.registry],
-        collect() {
-          this.set(read(snapshot()));
-        },
-      });
-    };
+    const gauge = (name: string, help: string, read: (s: HollowSnapshot) => number): void => readGauge(this.registry, name, help, () => read(snapshot()));
     gauge('tarcil_hollow_nodes', 'Hollow nodes alive in this process', (s) => s.live);
     gauge('tarcil_hollow_nodes_dropped', 'Hollow nodes dropped (simulated deaths)', (s) => s.dead);
     gauge('tarcil_hollow_rus', 'Resource units of the live nodes', (s) => s.rus);
