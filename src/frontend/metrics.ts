@@ -11,6 +11,7 @@ import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
 import type { JobState } from '../model/types.ts';
 import type { Placement } from '../state/decisions.ts';
+import type { Housekeeper } from '../state/housekeeping.ts';
 import type { HollowNodes, HollowSnapshot } from '../monitor/hollow.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import type { ClusterStore } from '../store/types.ts';
@@ -87,12 +88,8 @@ export interface MetricsOptions {
   housekeeper?: () => HousekeeperView | undefined;
 }
 
-/** What /metrics shows of a housekeeper (state/housekeeping.ts). */
-export interface HousekeeperView {
-  leading: boolean;
-  stats: { elected: number; compactions: number; compactedTo: number };
-  retention: { totals: { jobs: number; sweeps: number } };
-}
+/** What /metrics reads of a housekeeper. */
+type HousekeeperView = Pick<Housekeeper, 'leading' | 'stats' | 'retention'>;
 
 /** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor, cordoned or draining). */
 export const RU_STATES = ['free', 'busy', 'down', 'unschedulable'] as const;
