@@ -1,10 +1,12 @@
 /**
- * An election over the ClusterStore's own primitives, for stores without a native election client
- * (the MemoryStore, and the test wrappers that inject faults into one process's store). It is
- * etcd's concurrency election: each candidate creates `election/<name>/<lease id>` bound to its
- * own lease; the candidate whose key is oldest (lowest create revision) leads; the others each
- * wait for the deletion of the key created just before their own. The keys are laid out as the
- * etcd3 client's election lays them out, so both kinds of candidate can stand in one election.
+ * An election over the ClusterStore's own primitives (leases, transactions, watches), used by every
+ * store: the MemoryStore, the EtcdStore, and the test wrappers that inject faults into one
+ * process's store. It is etcd's concurrency election: each candidate creates
+ * `election/<name>/<lease id>` bound to its own lease; the candidate whose key is oldest (lowest
+ * create revision) leads; the others each wait for the deletion of the key created just before
+ * their own, and look again whenever that watch ends (etcd restarted, history compacted). The keys
+ * are laid out as etcd's election clients lay them out, so such a client can stand in, or read, the
+ * same election.
  */
 import { TarcilError } from '../util/errors.ts';
 import type { Campaign, ClusterStore, KeyValue, Lease, WatchHandle } from './types.ts';

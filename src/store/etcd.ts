@@ -47,8 +47,8 @@ import {
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { EtcdWatch } from './etcd-watch.ts';
+import { StoreCampaign } from './election.ts';
 import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from './etcd-watch-guard.ts';
-import { EtcdCampaign } from './etcd-election.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
 
@@ -193,10 +193,8 @@ export class EtcdStore implements ClusterStore {
   private readonly unsentAttempts: number;
   private readonly watches = new Set<EtcdWatch>();
   private readonly leases = new Set<EtcdLeaseHandle>();
-  private readonly campaigns = new Set<EtcdCampaign>();
   /** Keeps the watch stream from stopping silently; see {@link WatchStreamGuard}. */
   readonly watchGuard: WatchStreamGuard;
-  private readonly guardOptions: { probeMs: number; stallMs: number };
   private closed = false;
   /** How many requests this process keeps in flight (undefined: no limit). */
   readonly inFlightLimit: AdaptiveLimit | undefined;
@@ -255,8 +253,7 @@ export class EtcdStore implements ClusterStore {
     const stallMs = opts.watchStallMs ?? DEFAULT_WATCH_STALL_MS;
     if (!Number.isFinite(probeMs) || probeMs < 0) throw invalid('store.watchProbeMs', 'must be 0 (off) or a positive number of milliseconds');
     if (!Number.isFinite(stallMs) || stallMs <= 0) throw invalid('store.watchStallMs', 'must be a positive number of milliseconds');
-    this.guardOptions = { probeMs, stallMs };
-    this.watchGuard = new WatchStreamGuard(this.watchClient, { ...this.guardOptions, name: 'watches' });
+    this.watchGuard = new WatchStreamGuard(this.watchClient, { probeMs, stallMs, name: 'watches' });
   }
 
   /** Creates a store and waits (up to dialTimeoutMs) until etcd answers. */
@@ -479,19 +476,18 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  /** etcd3's election (the Go client's concurrency election); see {@link EtcdCampaign}. */
+  /**
+   * The concurrency election over this store's own leases, transactions and watches
+   * ({@link StoreCampaign}), not etcd3's Campaign: a candidate of etcd3's that is waiting when its
+   * watch resumes into compacted history (etcd restarted after the housekeeper compacted) hangs
+   * for good in the watcher's cancel, neither elected nor failed, and its key, kept alive, holds up
+   * every later candidate. A StoreCampaign's watch reports that as COMPACTED and the candidate
+   * looks again. The keys are laid out as etcd's election clients lay them out.
+   */
   campaign(name: string, value: string, ttlSeconds: number): Campaign {
     this.checkOpen();
     if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
-    const election = this.client.election(name, Math.ceil(ttlSeconds));
-    // A campaign waits for the candidate before it on a watch stream of its own (its namespace's).
-    const guard = new WatchStreamGuard((election as unknown as { namespace: Etcd3 }).namespace, { ...this.guardOptions, name: `election ${name}` });
-    const c = new EtcdCampaign(election.campaign(value), () => {
-      guard.close();
-      this.campaigns.delete(c);
-    });
-    this.campaigns.add(c);
-    return c;
+    return new StoreCampaign(this, name, value, Math.ceil(ttlSeconds));
   }
 
   async leader(name: string): Promise<string | undefined> {
@@ -502,9 +498,6 @@ export class EtcdStore implements ClusterStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // A campaign's lease is left to expire, as the other leases are (a process that stops
-    // without resigning hands over after the TTL).
-    for (const c of [...this.campaigns]) c.release();
     // Watchers must be detached before the client closes, or etcd3 keeps trying to reconnect them.
     await Promise.all([...this.watches].map((w) => w.close()));
     for (const l of [...this.leases]) l.release();

@@ -192,6 +192,45 @@ describe('EtcdStore specifics', () => {
     }
   }, 90_000);
 
+  it('an election goes on after an etcd restart into compacted history: the waiting candidate leads when the leader resigns', async () => {
+    const etcd = await RestartableEtcd.start();
+    const a = await EtcdStore.connect({ endpoints: [etcd.endpoint], requestTimeoutMs: 2000 });
+    const b = await EtcdStore.connect({ endpoints: [etcd.endpoint], requestTimeoutMs: 2000 });
+    try {
+      const p = uniquePrefix();
+      const name = `${p}housekeeper`;
+      const first = a.campaign(name, 'a', 10);
+      await first.elected();
+      const second = b.campaign(name, 'b', 10);
+      let bLeads = false;
+      let bLost: Error | undefined;
+      void second.elected().then(() => (bLeads = true), () => undefined);
+      second.onLost((err) => (bLost = err));
+      for (let i = 0; i < 100 && (await a.range(`election/${name}/`)).kvs.length < 2; i++) await sleep(50);
+      await sleep(300);
+      // History moves on past the revision b waits from, and is compacted, as the housekeeper does.
+      for (let i = 0; i < 5; i++) await a.put(`${p}k`, String(i));
+      await a.compact(await a.revision());
+      // b's watch reconnects after the restart, from a revision etcd no longer has.
+      await etcd.stop();
+      await etcd.restart();
+      for (let i = 0; i < 200 && (await a.revision().catch(() => 0)) === 0; i++) await sleep(100);
+      await sleep(1000);
+      expect(bLeads).toBe(false);
+      expect(await a.leader(name)).toBe('a');
+
+      await first.resign();
+      await waitUntil(() => bLeads || bLost !== undefined, 15_000);
+      expect(bLost).toBeUndefined();
+      expect(await a.leader(name)).toBe('b');
+      await second.resign();
+    } finally {
+      await a.close();
+      await b.close();
+      await etcd.destroy();
+    }
+  }, 90_000);
+
   it('openStore connects etcd:// URLs and reports an unreachable etcd as UNAVAILABLE', async () => {
     const store = await openStore(endpoint.replace('http://', 'etcd://'));
     expect(store.kind).toBe('etcd');
