@@ -6,14 +6,17 @@
  * each and retention on, and a load generator that submits catalog jobs over gRPC (Poisson
  * arrivals, retried with the same request id on another front-end when one does not answer) at
  * 80% of the cell's capacity, then at 120% for an overload phase, then drains. During the 80%
- * phase it SIGKILLs one front-end (restarted 10 s later), kills 5% of the hollow nodes and restarts
- * etcd once. Every row (a minute; 15 s with --quick) records placements/s, submit → running
+ * phase it SIGKILLs one front-end (restarted 10 s later), kills 5% of the hollow nodes, restarts
+ * etcd once, and then pauses the front-end that is the housekeeper (SIGSTOP, SIGCONT --pause-s
+ * later, 15 by default: longer than its leases live), so that the election must hand over after
+ * the restart. Every row (a minute; 15 s with --quick) records placements/s, submit → running
  * p50/p99, commit conflicts, etcd's DB size and key count, and each process's RSS and CPU; the
  * auditor (lib/soak-audit.ts) checks every write as it happens and the store at the end.
  *
  * Run: npx tsx bench/soak.ts [--quick] [--minutes 30] [--overload-minutes 5] [--servers 10000]
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
- *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--name soak]
+ *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--pause-s 15]
+ *      [--name soak]
  *      [--etcd-profile-at MIN[,MIN…]]
  *      [--max-pending-tasks N] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
  *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
@@ -55,6 +58,10 @@ const TASK_S = Number(flag('task-s', quick ? '5' : '20'));
 const RETAIN = flag('retain', quick ? '30s' : '5m');
 const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
+/** How long the pause fault stops the housekeeper's front-end. */
+const PAUSE_S = Number(flag('pause-s', '15'));
+/** A front-end's /metrics answer is waited for this long (a paused one answers nothing). */
+const METRICS_TIMEOUT_MS = 5000;
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
 /** etcd's --max-txn-ops, and every tarcil process told it (`--etcd-max-txn-ops`); 128 is etcd's default. */
@@ -146,7 +153,8 @@ function occupancy(r: Row['rus']): string {
 /** `tarcil_rus` of one front-end, summed over platforms by state (undefined when it does not answer). */
 async function ruStates(port: number): Promise<Row['rus']> {
   try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // Bounded: a paused front-end (the pause fault) accepts the connection and answers nothing.
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
     const out = { busy: 0, free: 0, unschedulable: 0, down: 0 };
     for (const line of text.split('\n')) {
       const m = /^tarcil_rus\{[^}]*state="(\w+)"[^}]*\} (\S+)$/.exec(line);
@@ -160,7 +168,8 @@ async function ruStates(port: number): Promise<Row['rus']> {
 
 async function metricSum(port: number, name: string): Promise<number> {
   try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // Bounded: a paused front-end (the pause fault) accepts the connection and answers nothing.
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
     let sum = 0;
     for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#')) sum += Number(line.split(' ').pop());
     return sum;
@@ -424,6 +433,19 @@ async function main(): Promise<void> {
       await etcd.restart({ downMs: 2000 });
       fault('etcd back');
     } },
+    { at: 0.7 * steady, run: async () => {
+      // A process that stops answering for longer than its leases live (a long GC pause, a host
+      // stall): the housekeeper's, after the etcd restart, so that the election must hand over.
+      const leading: number[] = [];
+      for (const [i, f] of fes.entries()) if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) leading.push(i);
+      const i = leading[0] ?? 0;
+      const f = fes[i] as FrontEnd;
+      fault(`SIGSTOP front-end fe${i} for ${PAUSE_S} s (${leading.length === 1 ? 'the housekeeper' : `housekeepers: ${leading.map((j) => `fe${j}`).join('+') || 'none'}`})`);
+      f.proc.child.kill('SIGSTOP');
+      await sleep(PAUSE_S * 1000);
+      f.proc.child.kill('SIGCONT');
+      fault(`front-end fe${i} resumed`);
+    } },
   ];
   const logs = join(resultsDir(quick), `${NAME}-logs`);
   mkdirSync(logs, { recursive: true });
@@ -495,6 +517,15 @@ function pidOf(dataDir: string): number | undefined {
   }
 }
 
+/** Who was the housekeeper over the rows, and in how many rows none was (retention and compaction stood still). */
+function housekeeperLine(rows: Row[]): string {
+  const seen = rows.filter((r) => r.housekeeper !== undefined);
+  if (seen.length === 0) return 'not recorded';
+  const none = seen.filter((r) => r.housekeeper === 'none');
+  const who = [...new Set(seen.map((r) => r.housekeeper).filter((h) => h !== 'none'))];
+  return `${who.join(', ') || 'nobody'} led; rows with no housekeeper: ${none.length} of ${seen.length}${none.length > 0 ? ` (minutes ${none.map((r) => fmt(r.minute, 1)).join(', ')})` : ''}`;
+}
+
 interface Summary {
   rows: Row[];
   faults: { at: string; what: string }[];
@@ -560,6 +591,7 @@ function report(s: Summary): void {
     '',
     `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}; submissions refused by a front-end's back-pressure (RESOURCE_EXHAUSTED) and tried again: ${s.refused}.`,
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
+    `Housekeeper: ${housekeeperLine(s.rows)}.`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
   const files = writeResults(NAME, s, md, resultsDir(quick));
