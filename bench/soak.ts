@@ -503,7 +503,7 @@ async function main(): Promise<void> {
   await store.close();
   await etcd.stop();
 
-  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS });
+  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS, frees: auditor.frees });
   await charts(rows);
 }
 
@@ -515,6 +515,15 @@ function pidOf(dataDir: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** How bursty the frees were: the share of them that came in a revision freeing several RUs. */
+function freesLine(f: Summary['frees']): string {
+  if (!f || f.total === 0) return 'none recorded';
+  const single = f.byRevision[1] ?? 0;
+  const over = (n: number): number => f.byRevision.slice(n + 1).reduce((a, b) => a + b, 0);
+  const pct = (x: number): string => `${fmt((100 * x) / f.total, 1)}%`;
+  return `${f.total} in ${f.revisions} revisions; alone in their revision ${pct(single)}, in revisions freeing more than 1 RU ${pct(f.total - single)}, more than 4 ${pct(over(4))}, more than 15 ${pct(over(15))}; largest ${f.largest}`;
 }
 
 /** Who was the housekeeper over the rows, and in how many rows none was (retention and compaction stood still). */
@@ -533,6 +542,8 @@ interface Summary {
   failedSubmissions: number;
   refused: number;
   counts: { jobs: number; final: number; deleted: number };
+  /** RU frees by the number of RUs their revision freed (SoakAuditor.frees). */
+  frees?: { total: number; revisions: number; largest: number; byRevision: number[] };
   violations: { kind: string; detail: string }[];
   watchErrors: string[];
   dropped: number;
@@ -592,6 +603,7 @@ function report(s: Summary): void {
     `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}; submissions refused by a front-end's back-pressure (RESOURCE_EXHAUSTED) and tried again: ${s.refused}.`,
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
     `Housekeeper: ${housekeeperLine(s.rows)}.`,
+    `RU frees: ${freesLine(s.frees)}.`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
   const files = writeResults(NAME, s, md, resultsDir(quick));

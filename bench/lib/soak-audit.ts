@@ -20,6 +20,9 @@ import { isTransient } from '../../src/util/errors.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
+/** Slots of the frees-per-revision histogram (the last counts that many and more). */
+const FREE_SLOTS = 16;
+
 export interface Violation {
   kind: string;
   detail: string;
@@ -76,6 +79,13 @@ export class SoakAuditor {
   revision = 0;
   events = 0;
   watchErrors: string[] = [];
+  /**
+   * RUs freed (a holder, then none), by how many RUs their revision freed: one etcd revision is one
+   * transaction, and a front-end applies the frees of one revision at one instant, so frees that
+   * share a revision are one burst in admission's free history. `byRevision[n]`: frees in
+   * revisions that freed n RUs (n ≥ 1; the last slot counts n and more).
+   */
+  readonly frees = { total: 0, revisions: 0, largest: 0, byRevision: new Array<number>(FREE_SLOTS + 1).fill(0) };
 
   /** `oneTxn`: the placements an agent puts in one commit transaction (42 with etcd's default limit). */
   constructor(
@@ -166,10 +176,13 @@ export class SoakAuditor {
   private apply(b: WatchBatch): void {
     const now = Date.now();
     const k = this.keys;
+    let freed = 0;
     for (const ev of b.events) {
       this.events++;
       const key = ev.kv.key;
-      if (key.startsWith(k.rus())) this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value);
+      if (key.startsWith(k.rus())) {
+        if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value)) freed++;
+      }
       else if (key.startsWith(k.allTasks())) {
         if (ev.type === 'delete') continue;
         const v = ev.kv.value;
@@ -207,6 +220,13 @@ export class SoakAuditor {
         if (ev.type !== 'delete') this.onDecisions(key.slice(this.decisions.length), ev.kv.value);
       } else if (key.startsWith(k.jobs())) this.onJob(k.tail(k.jobs(), key), ev.type === 'delete' ? undefined : parseJson<LiveJobRecord>(ev.kv));
     }
+    if (freed > 0) {
+      this.frees.total += freed;
+      this.frees.revisions++;
+      this.frees.largest = Math.max(this.frees.largest, freed);
+      const slot = Math.min(freed, FREE_SLOTS);
+      this.frees.byRevision[slot] = (this.frees.byRevision[slot] ?? 0) + freed;
+    }
     if (b.revision > this.revision) this.revision = b.revision;
   }
 
@@ -239,11 +259,12 @@ export class SoakAuditor {
     if (final) this.acceptedAt.delete(id);
   }
 
-  private onRu(key: string, value: string | undefined): void {
+  /** Follows an RU's holder; true when the RU was freed (it had a holder and has none now). */
+  private onRu(key: string, value: string | undefined): boolean {
     const before = this.ruHolder.get(key);
     const rec = value === undefined ? undefined : (JSON.parse(value) as Partial<PlacedRuRecord>);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined ? `${rec.job}#${rec.task}` : undefined;
-    if (holder === before) return;
+    if (holder === before) return false;
     if (before !== undefined) {
       if (holder !== undefined) this.flag('ru-double-booked', `${key} passed from ${before} to ${holder} without being freed`);
       const set = this.taskRus.get(before);
@@ -258,6 +279,7 @@ export class SoakAuditor {
       set.add(key);
       this.taskRus.set(holder, set);
     }
+    return before !== undefined && holder === undefined;
   }
 
   /** Jobs seen so far, and how many are final. */
