@@ -161,6 +161,7 @@ export class Metrics extends MetricsEndpoint {
         });
       gauge('tarcil_housekeeper_leading', '1 while this front-end is the elected housekeeper (it runs retention and compaction), else 0', (h) => (h.leading ? 1 : 0));
       gauge('tarcil_housekeeper_elections', 'Times this front-end was elected housekeeper', (h) => h.stats.elected);
+      gauge('tarcil_housekeeper_stuck_waits', 'Times this front-end found its wait in the housekeeper election stuck (not elected though nobody else led) and stood again', (h) => h.stats.stuck);
       gauge('tarcil_housekeeper_compacted_revision', "The store revision this front-end last compacted etcd's history to (0: none)", (h) => h.stats.compactedTo);
       gauge('tarcil_retention_sweeps', 'Retention sweeps this front-end ran as housekeeper', (h) => h.retention.totals.sweeps);
       gauge('tarcil_retention_jobs_deleted', 'Finished jobs this front-end deleted as housekeeper, past their retention', (h) => h.retention.totals.jobs);

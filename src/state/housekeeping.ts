@@ -3,7 +3,8 @@
  * retention lets go (retention.ts) and compacts the store's history to a revision a safe margin
  * behind the current one, so that neither the key count nor etcd's history grows without bound.
  */
-import type { Campaign, ClusterStore } from '../store/types.ts';
+import { electionPrefix } from '../store/election.ts';
+import type { Campaign, ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -39,6 +40,10 @@ export interface HousekeeperOptions {
   batch?: number;
 }
 
+/** Checks in a row that find a waiting candidate stuck (see Housekeeper.stuck) before it stands again. */
+export const STUCK_CHECKS = 3;
+const STUCK = 'stuck: not elected though nobody else led';
+
 const clamp = (x: number, lo: number, hi: number): number => Math.max(lo, Math.min(hi, x));
 
 /**
@@ -73,7 +78,8 @@ export class Housekeeper {
     this.onClose = resolve;
   });
   leading = false;
-  readonly stats = { elected: 0, compactions: 0, compactedTo: 0 };
+  /** Elections won, compactions, the revision last compacted to, and waits found stuck (see stuck()). */
+  readonly stats = { elected: 0, compactions: 0, compactedTo: 0, stuck: 0 };
 
   constructor(private readonly o: HousekeeperOptions) {
     this.name = `${o.keys.prefix}housekeeper`;
@@ -127,11 +133,16 @@ export class Housekeeper {
       const closing = new Promise<string>((resolve) => {
         this.stopLeading = () => resolve('closing');
       });
-      const won = await Promise.race([c.elected().then(() => 'elected'), lost, closing]).catch((err: unknown) => errorMessage(err));
+      const waiting = { over: false };
+      const won = await Promise.race([c.elected().then(() => 'elected'), lost, closing, this.stuck(c, ttl, waiting)]).catch((err: unknown) => errorMessage(err));
+      waiting.over = true;
       if (won === 'elected' && !this.closed) {
         pause = 500;
         const why = await this.lead(Promise.race([lost, closing]));
         this.o.log.info({ why }, 'housekeeper: no longer leading');
+      } else if (won === STUCK && !this.closed) {
+        this.stats.stuck++;
+        this.o.log.warn({ checks: STUCK_CHECKS, everyS: ttl }, 'housekeeper: this candidate was not elected though nobody else led; standing again');
       } else if (!this.closed) {
         this.o.log.warn({ why: won }, 'housekeeper: campaign failed; standing again');
         pause = Math.min(pause * 2, 5000);
@@ -139,6 +150,35 @@ export class Housekeeper {
       await c.resign().catch(() => undefined);
       if (!this.closed) await this.pause(pause);
     }
+  }
+
+  /**
+   * Settles with STUCK when, while this candidate waits, the election is seen led by nobody or by
+   * this candidate's own key at STUCK_CHECKS checks in a row, one lease TTL apart; never settles
+   * otherwise. A waiting candidate waits for the key before its own to go; were that wait to hang
+   * (a watch that stopped without a word), the candidate would hold its place, and with it every
+   * later candidate, and the cell would have no retention or compaction for good. A hand-over
+   * takes milliseconds and a dead leader's lease one TTL: neither spans the checks.
+   */
+  private async stuck(c: Campaign, ttlSeconds: number, waiting: { over: boolean }): Promise<string> {
+    let seen = 0;
+    const prefix = electionPrefix(this.name);
+    while (!this.closed && !waiting.over) {
+      await this.pause(ttlSeconds * 1000);
+      if (this.closed || waiting.over) break;
+      const oldest = await this.o.store.range(prefix).then(
+        (res) => {
+          let first: KeyValue | undefined;
+          for (const kv of res.kvs) if (!first || kv.createRevision < first.createRevision) first = kv;
+          return first?.key ?? null;
+        },
+        () => 'unknown',
+      );
+      const mine = c.key();
+      seen = oldest === null || (mine !== undefined && oldest === mine) ? seen + 1 : 0;
+      if (seen >= STUCK_CHECKS) return STUCK;
+    }
+    return new Promise<string>(() => undefined);
   }
 
   /** Waits `ms`, or less if the housekeeper is closed meanwhile. */

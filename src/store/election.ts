@@ -28,6 +28,7 @@ const never = new Promise<void>(() => undefined);
 
 export class StoreCampaign implements Campaign {
   private lease: Lease | undefined;
+  private ownKey: string | undefined;
   private resigned = false;
   private failure: Error | undefined;
   private callbacks: Array<(err: Error) => void> = [];
@@ -47,6 +48,10 @@ export class StoreCampaign implements Campaign {
 
   elected(): Promise<void> {
     return this.done;
+  }
+
+  key(): string | undefined {
+    return this.ownKey;
   }
 
   onLost(cb: (err: Error) => void): void {
@@ -74,6 +79,7 @@ export class StoreCampaign implements Campaign {
     lease.onLost((err) => this.fail(err));
     const prefix = electionPrefix(this.name);
     const key = `${prefix}${lease.id}`;
+    this.ownKey = key;
     const res = await this.store.txn({
       compare: [{ key, target: 'create', op: '==', value: 0 }],
       success: [{ type: 'put', key, value: this.value, lease: lease.id }],

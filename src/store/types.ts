@@ -121,6 +121,8 @@ export interface Campaign {
   onLost(cb: (err: Error) => void): void;
   /** Gives up: the key and its lease are deleted, the next candidate leads. Idempotent. */
   resign(): Promise<void>;
+  /** This candidate's key (`election/<name>/<lease id>`), once its lease is granted. */
+  key(): string | undefined;
 }
 
 export interface LeaseOptions {

@@ -104,6 +104,7 @@ describe('front-end /metrics: the housekeeper', () => {
     }
     expect(m.get('tarcil_housekeeper_leading')).toBe(1);
     expect(m.get('tarcil_housekeeper_elections')).toBe(1);
+    expect(m.get('tarcil_housekeeper_stuck_waits')).toBe(0);
     for (const name of ['tarcil_housekeeper_compacted_revision', 'tarcil_retention_sweeps', 'tarcil_retention_jobs_deleted']) {
       expect(m.get(name), `${name} is exported`).toBeGreaterThanOrEqual(0);
     }

@@ -251,3 +251,77 @@ describe('the housekeeper election on etcd', () => {
     await admin!.close();
   }, 60_000);
 });
+
+describe('a housekeeper whose wait in the election hangs', () => {
+  /**
+   * The first campaign of `inner` puts its key, as a candidate does, keeps its lease alive and
+   * then never says anything (neither elected nor lost): the hang of a wait whose watch stopped
+   * without a word. Later campaigns are the store's own.
+   */
+  function firstCampaignHangs(inner: ClusterStore): { store: ClusterStore; hung: () => boolean } {
+    let first = true;
+    let hungKey: string | undefined;
+    const store: ClusterStore = {
+      ...wrapStore(inner, {}),
+      campaign: (name, value, ttl) => {
+        if (!first) return inner.campaign(name, value, ttl);
+        first = false;
+        const lease = inner.grantLease(ttl);
+        const put = lease.then(async (l) => {
+          hungKey = `election/${name}/${l.id}`;
+          await inner.put(hungKey, value, { lease: l.id });
+        });
+        return {
+          elected: () => new Promise<void>(() => undefined),
+          onLost: () => undefined,
+          resign: async () => {
+            await put;
+            await (await lease).revoke();
+          },
+          key: () => hungKey,
+        };
+      },
+      leader: (name) => inner.leader(name),
+    };
+    return { store, hung: () => hungKey !== undefined };
+  }
+
+  it('stands again once it finds the election led by nobody else, and leads', async () => {
+    const inner = new MemoryStore();
+    const keys = new Keys(`/hk-stuck/${randomUUID()}/`);
+    const { store, hung } = firstCampaignHangs(inner);
+    const hk = new Housekeeper({ store, keys, clock: new SystemClock(), log, process: 'A', retainMs: 1000, sweepEveryMs: 200, compactMarginMs: 0, electionTtlSeconds: 1 });
+    hk.start();
+    await until('the first campaign hung', hung);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(hk.leading).toBe(false);
+    // Three checks a TTL (1 s) apart find its own key oldest: it resigns and stands again.
+    await until('A leads', () => hk.leading, 15_000);
+    expect(hk.stats.stuck).toBe(1);
+    expect(await inner.leader(`${keys.prefix}housekeeper`)).toBe('A');
+    await hk.close();
+    await inner.close();
+  }, 30_000);
+
+  it('a candidate waiting behind a live leader is not taken for stuck', async () => {
+    const inner = new MemoryStore();
+    const keys = new Keys(`/hk-stuck/${randomUUID()}/`);
+    const mk = (name: string): Housekeeper =>
+      new Housekeeper({ store: inner, keys, clock: new SystemClock(), log, process: name, retainMs: 1000, sweepEveryMs: 200, compactMarginMs: 0, electionTtlSeconds: 1 });
+    const a = mk('A');
+    a.start();
+    await until('A leads', () => a.leading);
+    const b = mk('B');
+    b.start();
+    // Five checks' worth of waiting behind A.
+    await new Promise((r) => setTimeout(r, 5500));
+    expect([a.leading, b.leading]).toEqual([true, false]);
+    expect(b.stats.stuck).toBe(0);
+    expect(a.stats.elected).toBe(1);
+    await a.close();
+    await until('B leads once A resigns', () => b.leading, 5000);
+    expect(b.stats.stuck).toBe(0);
+    await b.close();
+    await inner.close();
+  }, 30_000);
+});
