@@ -3,8 +3,8 @@
  * retention lets go (retention.ts) and compacts the store's history to a revision a safe margin
  * behind the current one, so that neither the key count nor etcd's history grows without bound.
  */
-import { electionPrefix } from '../store/election.ts';
-import type { Campaign, ClusterStore, KeyValue } from '../store/types.ts';
+import { oldestCandidate } from '../store/election.ts';
+import type { Campaign, ClusterStore } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -162,16 +162,11 @@ export class Housekeeper {
    */
   private async stuck(c: Campaign, ttlSeconds: number, waiting: { over: boolean }): Promise<string> {
     let seen = 0;
-    const prefix = electionPrefix(this.name);
     while (!this.closed && !waiting.over) {
       await this.pause(ttlSeconds * 1000);
       if (this.closed || waiting.over) break;
-      const oldest = await this.o.store.range(prefix).then(
-        (res) => {
-          let first: KeyValue | undefined;
-          for (const kv of res.kvs) if (!first || kv.createRevision < first.createRevision) first = kv;
-          return first?.key ?? null;
-        },
+      const oldest = await oldestCandidate(this.o.store, this.name).then(
+        (kv) => kv?.key ?? null,
         () => 'unknown',
       );
       const mine = c.key();

@@ -16,12 +16,17 @@ export function electionPrefix(name: string): string {
   return `election/${name}/`;
 }
 
-/** The oldest candidate's value: the leader's. */
-export async function storeLeader(store: ClusterStore, name: string): Promise<string | undefined> {
+/** The oldest candidate's key and value: the leader's (undefined when nobody stands). */
+export async function oldestCandidate(store: ClusterStore, name: string): Promise<KeyValue | undefined> {
   const res = await store.range(electionPrefix(name));
   let first: KeyValue | undefined;
   for (const kv of res.kvs) if (!first || kv.createRevision < first.createRevision) first = kv;
-  return first?.value;
+  return first;
+}
+
+/** The oldest candidate's value: the leader's. */
+export async function storeLeader(store: ClusterStore, name: string): Promise<string | undefined> {
+  return (await oldestCandidate(store, name))?.value;
 }
 
 const never = new Promise<void>(() => undefined);
