@@ -233,6 +233,12 @@ async function main(): Promise<void> {
   const hollowMetricsPort = Number(ready[3]);
   say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const fes: FrontEnd[] = [];
+  /** The indexes of the front-ends that say they are the housekeeper (tarcil_housekeeper_leading 1). */
+  const leadingFrontEnds = async (): Promise<number[]> => {
+    const out: number[] = [];
+    for (const [i, f] of fes.entries()) if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) out.push(i);
+    return out;
+  };
   for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
   say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
 
@@ -344,9 +350,8 @@ async function main(): Promise<void> {
     let conflicts = 0;
     let fenced = 0;
     let adopted = 0;
-    const leaders: string[] = [];
-    for (const [i, f] of fes.entries()) {
-      if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) leaders.push(`fe${i}`);
+    const leaders = (await leadingFrontEnds()).map((i) => `fe${i}`);
+    for (const f of fes) {
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
       conflicts += (await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total')) || 0;
       fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
@@ -436,8 +441,7 @@ async function main(): Promise<void> {
     { at: 0.7 * steady, run: async () => {
       // A process that stops answering for longer than its leases live (a long GC pause, a host
       // stall): the housekeeper's, after the etcd restart, so that the election must hand over.
-      const leading: number[] = [];
-      for (const [i, f] of fes.entries()) if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) leading.push(i);
+      const leading = await leadingFrontEnds();
       const i = leading[0] ?? 0;
       const f = fes[i] as FrontEnd;
       fault(`SIGSTOP front-end fe${i} for ${PAUSE_S} s (${leading.length === 1 ? 'the housekeeper' : `housekeepers: ${leading.map((j) => `fe${j}`).join('+') || 'none'}`})`);

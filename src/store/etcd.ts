@@ -47,7 +47,7 @@ import {
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { EtcdWatch } from './etcd-watch.ts';
-import { StoreCampaign } from './election.ts';
+import { StoreCampaign, storeLeader } from './election.ts';
 import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from './etcd-watch-guard.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
@@ -490,9 +490,10 @@ export class EtcdStore implements ClusterStore {
     return new StoreCampaign(this, name, value, Math.ceil(ttlSeconds));
   }
 
+  /** The oldest candidate's value, read as the election itself reads it ({@link storeLeader}). */
   async leader(name: string): Promise<string | undefined> {
     this.checkOpen();
-    return this.read('leader', () => this.client.election(name).leader());
+    return storeLeader(this, name);
   }
 
   async close(): Promise<void> {
