@@ -535,7 +535,7 @@ export class MonitoredNode {
     const executor = this.h.executor;
     const spec = executor.kind === 'process' || run.rec.durationMs === undefined ? await this.h.jobSpec(run.job) : undefined;
     // Record "running" only if the RU still holds this attempt: the revision is the fence.
-    const write = () => this.h.store.txn(startTxn(this.h.keys, this.server.id, run));
+    const write = () => this.h.store.txn(startTxn(this.h.keys, this.server.id, run, this.h.disconnectGraceMs));
     const res = await (this.h.gate ? this.h.gate(write) : write());
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);

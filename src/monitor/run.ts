@@ -52,10 +52,10 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
 }
 
 /**
- * Records the task `running` on `server`, only if the RU still holds this attempt: the RU
- * record's revision is the fence.
+ * Records the task `running` on `server`, with the node's disconnect grace, only if the RU still
+ * holds this attempt: the RU record's revision is the fence.
  */
-export function startTxn(keys: Keys, server: string, run: Run): TxnRequest {
+export function startTxn(keys: Keys, server: string, run: Run, graceMs: number): TxnRequest {
   const running: LiveTaskRecord = {
     job: run.job,
     index: run.task,
@@ -68,6 +68,7 @@ export function startTxn(keys: Keys, server: string, run: Run): TxnRequest {
     placedRevision: run.placedRevision,
     startedAt: run.startedAt,
     server,
+    nodeGraceMs: graceMs,
     ...(run.rec.previous ? { previous: run.rec.previous } : {}),
     ...(run.rec.moves ? { moves: run.rec.moves } : {}),
   };

@@ -3,6 +3,7 @@ import type { JobManager } from '../../src/agent/lifecycle.ts';
 import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
+import { newRun, startTxn } from '../../src/monitor/run.ts';
 import { PROGRESS_WRITE_MS } from '../../src/agent/owner/summary.ts';
 import { PROGRESS_RECORD_MS } from '../../src/agent/owner/decisions.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
@@ -331,6 +332,42 @@ describe('job owner (embedded store, manual clock)', () => {
       expect((await tasksOf(c, job))[0]?.state).toBe('placed');
       expect((await c.busy(job)).map((b) => b.key)).toEqual([ru.key]);
     });
+  });
+
+  it.each([
+    { recorded: true, wait: [10_000, 14_000] },
+    { recorded: false, wait: [60_000, 64_000] },
+  ])('an owner that adopts a job after its node left waits the grace the running record gives (recorded: $recorded), else the default', async ({ recorded, wait }) => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 2);
+    const dying = new DyingStore(c.store, () => false);
+    const a = await c.owner('A', dying);
+    const job = makeJob('grace-adopted', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
+    const b0 = (await c.busy(job.id))[0]!;
+    const ref = c.keys.parseRu(b0.key)!;
+    // The node starts the task as its monitor does, with a 10 s grace in the running record.
+    const start = startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000);
+    if (!recorded) {
+      const put = start.success[0] as { type: 'put'; key: string; value: string };
+      const { nodeGraceMs: _, ...rest } = JSON.parse(put.value) as LiveTaskRecord;
+      put.value = JSON.stringify(rest);
+    }
+    expect((await c.store.txn(start)).succeeded).toBe(true);
+    // Then the node dies and its owner with it; the survivor starts only after the node left, so
+    // it never saw the node registered, nor when it left.
+    await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(ref.server) }, { type: 'delete', key: c.keys.serverRus(ref.server), prefix: true }] });
+    dying.dead = true;
+    const b = await c.owner('B');
+    await c.until(() => b.stats.adopted === 1, 10_000);
+    const adoptedAt = c.clock.now();
+    await c.until(async () => (await c.busy(job.id)).length === 1, 70_000, 100);
+    const waited = c.clock.now() - adoptedAt;
+    expect(waited).toBeGreaterThanOrEqual(wait[0]!);
+    expect(waited).toBeLessThan(wait[1]!);
+    const [task] = await tasksOf(c, job.id);
+    expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === ref.server]).toEqual([1, 'lost', false]);
   });
 
   it.each([

@@ -236,6 +236,8 @@ describe('hollow nodes', () => {
       return first?.state === 'running';
     });
     const node = first!.ru!.server;
+    // The node writes its disconnect grace with the running record, for owners that never saw it.
+    expect(first!.nodeGraceMs).toBe(GRACE_MS);
     await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: node, action: 'drain', deadlineMs: 0, reason: 'test' }, (err) => (err ? reject(err) : resolve())));
     let again: LiveTaskRecord | undefined;
     await until('the task running again elsewhere', async () => {

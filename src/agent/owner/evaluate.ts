@@ -109,7 +109,7 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
       if (!alive) {
         // The node may still be running the task, cut off from the store: it keeps its tasks for
         // its disconnect grace, so they are placed elsewhere only once that has run out.
-        const due = replaceAt(m, server);
+        const due = replaceAt(m, server, cur.rec.nodeGraceMs);
         if (m.o.clock.now() < due) {
           awaitNode(m, o, server, due);
           continue;
@@ -137,14 +137,16 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
 
 /** Margin added to a node's disconnect grace before its tasks are placed elsewhere (clock rates, kill latency). */
 export const GRACE_MARGIN_MS = 2000;
-/** The grace assumed for a node never seen registered (the monitor's default). */
+/** The grace assumed for a node never seen registered whose grace no record gives (the monitor's default). */
 export const ASSUMED_GRACE_MS = 60_000;
 
 /**
  * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
  * and it kills its tasks no later than its disconnect grace after that (see the monitor).
+ * A node this process never saw registered left before it was first found gone; its grace is
+ * the one its monitor wrote in a `running` record (`recordedGraceMs`), else the default.
  */
-export function replaceAt(m: OwnerContext, server: string): number {
+export function replaceAt(m: OwnerContext, server: string, recordedGraceMs?: number): number {
   const c = m.cell.get(server);
   if (c?.leftAt !== undefined) {
     const grace = (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0;
@@ -152,7 +154,7 @@ export function replaceAt(m: OwnerContext, server: string): number {
   }
   let since = m.unseenSince.get(server);
   if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
-  return since + ASSUMED_GRACE_MS + GRACE_MARGIN_MS;
+  return since + (recordedGraceMs ?? ASSUMED_GRACE_MS) + GRACE_MARGIN_MS;
 }
 
 /** Looks at the job's tasks on `server` again when its grace runs out (once per job and node). */
