@@ -507,7 +507,7 @@ async function main(): Promise<void> {
   await store.close();
   await etcd.stop();
 
-  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS, frees: auditor.frees });
+  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS, frees: auditor.frees, placedAgain: placedAgainWaits(faults, auditor.placedAgain) });
   await charts(rows);
 }
 
@@ -530,6 +530,36 @@ function freesLine(f: Summary['frees']): string {
   return `${f.total} in ${f.revisions} revisions; alone in their revision ${pct(single)}, in revisions freeing more than 1 RU ${pct(f.total - single)}, more than 4 ${pct(over(4))}, more than 15 ${pct(over(15))}; largest ${f.largest}`;
 }
 
+/** Seconds from the node kill to each placement again of a killed node's task, by quantile. */
+interface PlacedAgain {
+  tasks: number;
+  killAt?: string;
+  first?: number;
+  p50?: number;
+  p99?: number;
+  last?: number;
+}
+
+/**
+ * How long the tasks of the killed hollow nodes waited before their owners placed them again
+ * (they wait out the nodes' disconnect grace and a margin), from the auditor's times.
+ */
+function placedAgainWaits(faults: { at: string; what: string }[], times: number[]): PlacedAgain {
+  const kill = faults.find((f) => f.what.startsWith('kill ') && f.what.includes('hollow nodes'));
+  if (!kill || times.length === 0) return { tasks: times.length, ...(kill ? { killAt: kill.at } : {}) };
+  const at = Date.parse(kill.at);
+  const waits = times.map((t) => Math.round((t - at) / 100) / 10).sort((a, b) => a - b);
+  const q = (p: number): number => waits[Math.min(waits.length - 1, Math.floor(p * waits.length))] ?? NaN;
+  return { tasks: waits.length, killAt: kill.at, first: waits[0], p50: q(0.5), p99: q(0.99), last: waits[waits.length - 1] };
+}
+
+function placedAgainLine(p: PlacedAgain | undefined): string {
+  if (!p) return 'not recorded';
+  if (p.killAt === undefined) return p.tasks > 0 ? `${p.tasks} placed again, no node kill recorded` : 'no node kill';
+  if (p.tasks === 0) return 'none placed again';
+  return `${p.tasks} placed again ${fmt(p.first ?? NaN, 1)} / ${fmt(p.p50 ?? NaN, 1)} / ${fmt(p.p99 ?? NaN, 1)} / ${fmt(p.last ?? NaN, 1)} s after the kill (first / p50 / p99 / last; the nodes' grace is ${GRACE}, plus a 2 s margin)`;
+}
+
 /** Who was the housekeeper over the rows, and in how many rows none was (retention and compaction stood still). */
 function housekeeperLine(rows: Row[]): string {
   const seen = rows.filter((r) => r.housekeeper !== undefined);
@@ -548,6 +578,8 @@ interface Summary {
   counts: { jobs: number; final: number; deleted: number };
   /** RU frees by the number of RUs their revision freed (SoakAuditor.frees). */
   frees?: { total: number; revisions: number; largest: number; byRevision: number[] };
+  /** How long after the node kill the tasks of the killed nodes were placed again (placedAgainWaits). */
+  placedAgain?: PlacedAgain;
   violations: { kind: string; detail: string }[];
   watchErrors: string[];
   dropped: number;
@@ -608,6 +640,7 @@ function report(s: Summary): void {
     `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
     `Housekeeper: ${housekeeperLine(s.rows)}.`,
     `RU frees: ${freesLine(s.frees)}.`,
+    `Tasks of the killed nodes: ${placedAgainLine(s.placedAgain)}.`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
   const files = writeResults(NAME, s, md, resultsDir(quick));

@@ -86,6 +86,12 @@ export class SoakAuditor {
    * revisions that freed n RUs (n ≥ 1; the last slot counts n and more).
    */
   readonly frees = { total: 0, revisions: 0, largest: 0, byRevision: new Array<number>(FREE_SLOTS + 1).fill(0) };
+  /**
+   * When (ms since the epoch, seen here) each task whose node left was placed again: its new
+   * attempt's `placed` record names a lost attempt on a server that left the cluster.
+   */
+  readonly placedAgain: number[] = [];
+  private readonly placedAgainSeen = new Set<string>();
 
   /** `oneTxn`: the placements an agent puts in one commit transaction (42 with etcd's default limit). */
   constructor(
@@ -193,6 +199,7 @@ export class SoakAuditor {
         const ref = this.live.parseTask(key);
         if (!ref) continue;
         if (placed) this.minute.placements++;
+        if (placed && v.includes('left the cluster')) this.onPlacedAgain(key, v, now);
         if (running) {
           const rec = parseJson<LiveTaskRecord>(ev.kv);
           const id = `${ref.job}#${ref.index}#${rec?.attempt ?? 0}`;
@@ -228,6 +235,22 @@ export class SoakAuditor {
       this.frees.byRevision[slot] = (this.frees.byRevision[slot] ?? 0) + freed;
     }
     if (b.revision > this.revision) this.revision = b.revision;
+  }
+
+  /** A placement whose task's last attempt was lost with its node (counted once per attempt). */
+  private onPlacedAgain(key: string, value: string, now: number): void {
+    let rec: LiveTaskRecord;
+    try {
+      rec = JSON.parse(value) as LiveTaskRecord;
+    } catch {
+      return;
+    }
+    const last = rec.previous?.[rec.previous.length - 1];
+    if (last?.state !== 'lost' || !/^server \S+ left the cluster/.test(last.message ?? '')) return;
+    const id = `${key}#${rec.attempt}`;
+    if (this.placedAgainSeen.has(id)) return;
+    this.placedAgainSeen.add(id);
+    this.placedAgain.push(now);
   }
 
   private onJob(id: string | undefined, rec: LiveJobRecord | undefined): void {
