@@ -538,26 +538,40 @@ interface PlacedAgain {
   p50?: number;
   p99?: number;
   last?: number;
+  /** The same by the process whose agent placed them again: how many, and the last wait. */
+  by?: Record<string, { tasks: number; last: number }>;
 }
 
 /**
  * How long the tasks of the killed hollow nodes waited before their owners placed them again
  * (they wait out the nodes' disconnect grace and a margin), from the auditor's times.
  */
-function placedAgainWaits(faults: { at: string; what: string }[], times: number[]): PlacedAgain {
+function placedAgainWaits(faults: { at: string; what: string }[], placed: { at: number; agent: string }[]): PlacedAgain {
   const kill = faults.find((f) => f.what.startsWith('kill ') && f.what.includes('hollow nodes'));
-  if (!kill || times.length === 0) return { tasks: times.length, ...(kill ? { killAt: kill.at } : {}) };
+  if (!kill || placed.length === 0) return { tasks: placed.length, ...(kill ? { killAt: kill.at } : {}) };
   const at = Date.parse(kill.at);
-  const waits = times.map((t) => Math.round((t - at) / 100) / 10).sort((a, b) => a - b);
+  const wait = (t: number): number => Math.round((t - at) / 100) / 10;
+  const waits = placed.map((p) => wait(p.at)).sort((a, b) => a - b);
   const q = (p: number): number => waits[Math.min(waits.length - 1, Math.floor(p * waits.length))] ?? NaN;
-  return { tasks: waits.length, killAt: kill.at, first: waits[0], p50: q(0.5), p99: q(0.99), last: waits[waits.length - 1] };
+  const by: Record<string, { tasks: number; last: number }> = {};
+  for (const p of placed) {
+    // Agents are named "<process>/<agent>"; the soak's processes are fe0, fe1, …
+    const proc = p.agent.split('/')[0] ?? '?';
+    const b = (by[proc] ??= { tasks: 0, last: -Infinity });
+    b.tasks++;
+    b.last = Math.max(b.last, wait(p.at));
+  }
+  return { tasks: waits.length, killAt: kill.at, first: waits[0], p50: q(0.5), p99: q(0.99), last: waits[waits.length - 1], by };
 }
 
 function placedAgainLine(p: PlacedAgain | undefined): string {
   if (!p) return 'not recorded';
   if (p.killAt === undefined) return p.tasks > 0 ? `${p.tasks} placed again, no node kill recorded` : 'no node kill';
   if (p.tasks === 0) return 'none placed again';
-  return `${p.tasks} placed again ${fmt(p.first ?? NaN, 1)} / ${fmt(p.p50 ?? NaN, 1)} / ${fmt(p.p99 ?? NaN, 1)} / ${fmt(p.last ?? NaN, 1)} s after the kill (first / p50 / p99 / last; the nodes' grace is ${GRACE}, plus a 2 s margin)`;
+  return `${p.tasks} placed again ${fmt(p.first ?? NaN, 1)} / ${fmt(p.p50 ?? NaN, 1)} / ${fmt(p.p99 ?? NaN, 1)} / ${fmt(p.last ?? NaN, 1)} s after the kill (first / p50 / p99 / last; the nodes' grace is ${GRACE}, plus a 2 s margin); by the process that placed them again: ${Object.entries(p.by ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([proc, b]) => `${proc} ${b.tasks} (last ${fmt(b.last, 1)} s)`)
+    .join(', ')}`;
 }
 
 /** Who was the housekeeper over the rows, and in how many rows none was (retention and compaction stood still). */

@@ -87,10 +87,10 @@ export class SoakAuditor {
    */
   readonly frees = { total: 0, revisions: 0, largest: 0, byRevision: new Array<number>(FREE_SLOTS + 1).fill(0) };
   /**
-   * When (ms since the epoch, seen here) each task whose node left was placed again: its new
-   * attempt's `placed` record names a lost attempt on a server that left the cluster.
+   * When (ms since the epoch, seen here) each task whose node left was placed again, and by
+   * which agent: its new attempt's `placed` record names a lost attempt on a server that left.
    */
-  readonly placedAgain: number[] = [];
+  readonly placedAgain: { at: number; agent: string }[] = [];
   private readonly placedAgainSeen = new Set<string>();
 
   /** `oneTxn`: the placements an agent puts in one commit transaction (42 with etcd's default limit). */
@@ -250,7 +250,7 @@ export class SoakAuditor {
     const id = `${key}#${rec.attempt}`;
     if (this.placedAgainSeen.has(id)) return;
     this.placedAgainSeen.add(id);
-    this.placedAgain.push(now);
+    this.placedAgain.push({ at: now, agent: rec.agent ?? '?' });
   }
 
   private onJob(id: string | undefined, rec: LiveJobRecord | undefined): void {
