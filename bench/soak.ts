@@ -60,6 +60,8 @@ const COMPACT_MARGIN = flag('compact-margin', quick ? '30s' : '2m');
 const GRACE = flag('disconnect-grace', '10s');
 /** How long the pause fault stops the housekeeper's front-end. */
 const PAUSE_S = Number(flag('pause-s', '15'));
+/** prom-client's event-loop sampling interval (its default `eventLoopMonitoringPrecision`). */
+const LOOP_SAMPLE_MS = 10;
 /** A front-end's /metrics answer is waited for this long (a paused one answers nothing). */
 const METRICS_TIMEOUT_MS = 5000;
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
@@ -128,6 +130,12 @@ interface Row {
   rus?: { busy: number; free: number; unschedulable: number; down: number };
   rss: Record<string, number>;
   cpu: Record<string, number>;
+  /**
+   * Each tarcil process's event loop over the row (prom-client's figures, reset at each scrape):
+   * the p99 and the longest delay of its 10-ms sampling timer past its due time (ms), and the time
+   * spent in GC (s; NaN in a process's first row).
+   */
+  loop?: Record<string, { p99: number; max: number; gcS: number }>;
   inFlight: number;
   dropped: number;
 }
@@ -150,32 +158,36 @@ function occupancy(r: Row['rus']): string {
   return `RUs busy ${fmt((100 * r.busy) / live, 1)}% (${r.busy}/${live}), ${r.free} free, ${r.unschedulable} unschedulable, ${r.down} down`;
 }
 
-/** `tarcil_rus` of one front-end, summed over platforms by state (undefined when it does not answer). */
-async function ruStates(port: number): Promise<Row['rus']> {
+/** `tarcil_rus` of one front-end's scrape, summed over platforms by state (undefined when it did not answer). */
+function ruStates(text: string | undefined): Row['rus'] {
+  if (text === undefined) return undefined;
+  const out = { busy: 0, free: 0, unschedulable: 0, down: 0 };
+  for (const line of text.split('\n')) {
+    const m = /^tarcil_rus\{[^}]*state="(\w+)"[^}]*\} (\S+)$/.exec(line);
+    if (m && m[1] && m[1] in out) out[m[1] as keyof typeof out] += Number(m[2]);
+  }
+  return out;
+}
+
+/**
+ * One process's /metrics, or undefined when it does not answer. Bounded: a paused front-end (the
+ * pause fault) accepts the connection and answers nothing. A scrape also resets the process's
+ * event-loop delay histogram (prom-client), so each row scrapes each process once.
+ */
+async function scrape(port: number): Promise<string | undefined> {
   try {
-    // Bounded: a paused front-end (the pause fault) accepts the connection and answers nothing.
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
-    const out = { busy: 0, free: 0, unschedulable: 0, down: 0 };
-    for (const line of text.split('\n')) {
-      const m = /^tarcil_rus\{[^}]*state="(\w+)"[^}]*\} (\S+)$/.exec(line);
-      if (m && m[1] && m[1] in out) out[m[1] as keyof typeof out] += Number(m[2]);
-    }
-    return out;
+    return await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
   } catch {
     return undefined;
   }
 }
 
-async function metricSum(port: number, name: string): Promise<number> {
-  try {
-    // Bounded: a paused front-end (the pause fault) accepts the connection and answers nothing.
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
-    let sum = 0;
-    for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#')) sum += Number(line.split(' ').pop());
-    return sum;
-  } catch {
-    return NaN;
-  }
+/** The sum of a metric's samples (every label set) in a scrape; NaN when the process did not answer. */
+function metricSum(text: string | undefined, name: string): number {
+  if (text === undefined) return NaN;
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#') && (line[name.length] === ' ' || line[name.length] === '{')) sum += Number(line.split(' ').pop());
+  return sum;
 }
 
 interface FrontEnd {
@@ -234,9 +246,10 @@ async function main(): Promise<void> {
   say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const fes: FrontEnd[] = [];
   /** The indexes of the front-ends that say they are the housekeeper (tarcil_housekeeper_leading 1). */
-  const leadingFrontEnds = async (): Promise<number[]> => {
+  // The front-ends that say they lead housekeeping, from scrapes already taken (one per front-end) or new ones.
+  const leadingFrontEnds = async (texts?: (string | undefined)[]): Promise<number[]> => {
     const out: number[] = [];
-    for (const [i, f] of fes.entries()) if ((await metricSum(f.metricsPort, 'tarcil_housekeeper_leading')) === 1) out.push(i);
+    for (const [i, f] of fes.entries()) if (metricSum(texts ? texts[i] : await scrape(f.metricsPort), 'tarcil_housekeeper_leading') === 1) out.push(i);
     return out;
   };
   for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
@@ -334,6 +347,7 @@ async function main(): Promise<void> {
   let adoptedPrev = 0;
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
+  const gcPrev = new Map<string, number>();
   const sampleRow = async (phase: string): Promise<void> => {
     const now = Date.now();
     const m = auditor.takeMinute();
@@ -350,19 +364,30 @@ async function main(): Promise<void> {
     let conflicts = 0;
     let fenced = 0;
     let adopted = 0;
-    const leaders = (await leadingFrontEnds()).map((i) => `fe${i}`);
-    for (const f of fes) {
+    const feTexts = await Promise.all(fes.map((f) => scrape(f.metricsPort)));
+    const hollowText = await scrape(hollowMetricsPort);
+    const leaders = (await leadingFrontEnds(feTexts)).map((i) => `fe${i}`);
+    for (const text of feTexts) {
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
-      conflicts += (await metricSum(f.metricsPort, 'tarcil_commit_conflicts_total')) || 0;
-      fenced += (await metricSum(f.metricsPort, 'tarcil_owner_leases_fenced')) || 0;
-      adopted += (await metricSum(f.metricsPort, 'tarcil_jobs_adopted')) || 0;
+      conflicts += metricSum(text, 'tarcil_commit_conflicts_total') || 0;
+      fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
+      adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
     }
     let rus: Row['rus'];
-    for (const f of fes) if (!rus) rus = await ruStates(f.metricsPort);
-    const startsNow = { n: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_total'), s: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_write_seconds_total') };
+    for (const text of feTexts) rus ??= ruStates(text);
+    // Each process's event loop over the row: its longest delay and p99 (ms), and its GC time (s).
+    const loop: Record<string, { p99: number; max: number; gcS: number }> = {};
+    for (const [name, text] of [...feTexts.map((t, i) => [`fe${i}`, t] as const), ['hollow', hollowText] as const]) {
+      const gc = metricSum(text, 'nodejs_gc_duration_seconds_sum');
+      // prom-client samples the loop with a 10-ms timer and reports the intervals: the delay is what lies beyond 10 ms.
+      const delay = (metric: string): number => Math.max(0, metricSum(text, metric) * 1000 - LOOP_SAMPLE_MS);
+      loop[name] = { p99: delay('nodejs_eventloop_lag_p99_seconds'), max: delay('nodejs_eventloop_lag_max_seconds'), gcS: gc - (gcPrev.get(name) ?? NaN) };
+      if (Number.isFinite(gc)) gcPrev.set(name, gc);
+    }
+    const startsNow = { n: metricSum(hollowText, 'tarcil_hollow_start_writes_total'), s: metricSum(hollowText, 'tarcil_hollow_start_write_seconds_total') };
     const hollowStarts = {
-      waiting: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_writes_waiting'),
-      oldestS: await metricSum(hollowMetricsPort, 'tarcil_hollow_start_write_oldest_wait_seconds'),
+      waiting: metricSum(hollowText, 'tarcil_hollow_start_writes_waiting'),
+      oldestS: metricSum(hollowText, 'tarcil_hollow_start_write_oldest_wait_seconds'),
       meanMs: startsNow.n > startsPrev.n ? ((startsNow.s - startsPrev.s) * 1000) / (startsNow.n - startsPrev.n) : NaN,
     };
     if (Number.isFinite(startsNow.n)) startsPrev = startsNow;
@@ -401,6 +426,7 @@ async function main(): Promise<void> {
       ...(rus ? { rus } : {}),
       rss,
       cpu,
+      loop,
       inFlight,
       dropped,
     };
@@ -410,7 +436,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -612,11 +638,24 @@ function commit(): string {
   }
 }
 
+/** The processes whose event loop the rows record. */
+function loopNames(rows: Row[]): string[] {
+  return Object.keys(rows.find((r) => r.loop)?.loop ?? {});
+}
+
+/** "p99/max gc" per process, e.g. "3/41 0.52 · …". */
+function loopCell(r: Row, names: string[]): string {
+  return names.map((n) => {
+    const l = r.loop?.[n];
+    return l ? `${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}` : '-';
+  }).join(' · ');
+}
+
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`)],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -636,6 +675,7 @@ function report(s: Summary): void {
       fmt(r.dbMb, 0),
       r.keys,
       ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),
+      loopCell(r, loopNames(s.rows)),
     ]),
   );
   const byKind = new Map<string, number>();
