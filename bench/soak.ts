@@ -349,7 +349,7 @@ async function main(): Promise<void> {
   let adoptedPrev = 0;
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
-  const gcPrev = new Map<string, number>();
+  const gcPrev = new Map<string, { total: number; start: number }>();
   // The bench's own loop: its watch sees the tasks running, so its delays are in the latencies it reports.
   const benchLoop = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
   benchLoop.enable();
@@ -383,11 +383,11 @@ async function main(): Promise<void> {
     // Each process's event loop over the row: its longest delay and p99 (ms), and its GC time (s).
     const loop: Record<string, { p99: number; max: number; gcS: number }> = {};
     for (const [name, text] of [...feTexts.map((t, i) => [`fe${i}`, t] as const), ['hollow', hollowText] as const]) {
-      const gc = metricSum(text, 'nodejs_gc_duration_seconds_sum');
+      const gc = { total: metricSum(text, 'nodejs_gc_duration_seconds_sum'), start: metricSum(text, 'process_start_time_seconds') };
       // prom-client samples the loop with a 10-ms timer and reports the intervals: the delay is what lies beyond 10 ms.
       const delay = (metric: string): number => Math.max(0, metricSum(text, metric) * 1000 - LOOP_SAMPLE_MS);
-      loop[name] = { p99: delay('nodejs_eventloop_lag_p99_seconds'), max: delay('nodejs_eventloop_lag_max_seconds'), gcS: gc - (gcPrev.get(name) ?? NaN) };
-      if (Number.isFinite(gc)) gcPrev.set(name, gc);
+      loop[name] = { p99: delay('nodejs_eventloop_lag_p99_seconds'), max: delay('nodejs_eventloop_lag_max_seconds'), gcS: gcSince(gc, gcPrev.get(name)) };
+      if (Number.isFinite(gc.total)) gcPrev.set(name, gc);
     }
     loop.bench = { p99: Math.max(0, benchLoop.percentile(99) / 1e6 - LOOP_SAMPLE_MS), max: Math.max(0, benchLoop.max / 1e6 - LOOP_SAMPLE_MS), gcS: NaN };
     benchLoop.reset();
@@ -643,6 +643,12 @@ function commit(): string {
   } catch {
     return 'unknown';
   }
+}
+
+/** GC seconds since the last row, from a process's running total (a restarted process counts from 0 again). */
+function gcSince(now: { total: number; start: number }, prev: { total: number; start: number } | undefined): number {
+  if (prev === undefined) return NaN;
+  return now.start === prev.start ? now.total - prev.total : now.total;
 }
 
 /** The processes whose event loop the rows record. */
