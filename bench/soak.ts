@@ -17,7 +17,7 @@
  *      [--cluster hollow-10k] [--front-ends 3] [--agents 4] [--load 0.8] [--task-s 20] [--retain 5m]
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--pause-s 15]
  *      [--name soak]
- *      [--etcd-profile-at MIN[,MIN…]]
+ *      [--etcd-profile-at MIN[,MIN…]] [--etcd-handling] (etcd with --metrics extensive: its handling time of transactions per row)
  *      [--max-pending-tasks N] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
  *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
@@ -78,6 +78,11 @@ const AGENT_OPTIONS = process.argv.flatMap((a, i) => (a === '--agent' && process
  * and package in `etcd-cpu-<min>.txt`, in the run's log directory.
  */
 const ETCD_PROFILE_AT = flag('etcd-profile-at', '').split(',').filter((x) => x !== '').map(Number);
+/**
+ * `--etcd-handling`: etcd runs with `--metrics extensive`, and each row gives how long etcd took
+ * to handle the cell's transactions (its gRPC server's own histogram, from request to answer).
+ */
+const ETCD_HANDLING = process.argv.includes('--etcd-handling');
 const ROW_MS = quick ? 15_000 : 60_000;
 /** Read at the start: the code the processes run is the tree as it was then. */
 const COMMIT = commit();
@@ -119,6 +124,8 @@ interface Row {
   hollowStarts?: { waiting: number; oldestS: number; meanMs: number };
   /** etcd: requests slower than 100 ms during the row, and watch events waiting for slow watchers at its end. */
   slowApplies: number;
+  /** With --etcd-handling: etcd's own handling time of the row's transactions, p50 / p99 ms, and how many. */
+  etcdTxn?: { p50: number; p99: number; n: number };
   watchPending: number;
   dbMb: number;
   keys: number;
@@ -217,7 +224,7 @@ async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
   // etcd as the README tells an operator to run it: an 8 GiB quota (the default 2 GiB was reached
   // in soak-10k-80-lease, and etcd then refuses every write).
-  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : [])] });
+  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : []), ...(ETCD_HANDLING ? ['--metrics', 'extensive'] : [])] });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
@@ -350,6 +357,7 @@ async function main(): Promise<void> {
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
   const gcPrev = new Map<string, { total: number; start: number }>();
+  let txnPrev: [number, number][] | undefined;
   // The bench's own loop: its watch sees the tasks running, so its delays are in the latencies it reports.
   const benchLoop = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
   benchLoop.enable();
@@ -401,6 +409,9 @@ async function main(): Promise<void> {
     const etcdText = await fetch(`${etcd.endpoint}/metrics`).then((r) => r.text()).catch(() => '');
     const etcdMetric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(etcdText)?.[1] ?? NaN);
     const slowApplies = etcdMetric('etcd_server_slow_apply_total');
+    const txnBuckets = handlingBuckets(etcdText, 'Txn');
+    const etcdTxn = txnBuckets ? bucketQuantiles(txnBuckets, txnPrev) : undefined;
+    if (txnBuckets) txnPrev = txnBuckets;
     const watchPending = etcdMetric('etcd_debugging_mvcc_pending_events_total');
     const status = await client.maintenance.status().catch(() => undefined);
     const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
@@ -427,6 +438,7 @@ async function main(): Promise<void> {
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
       slowApplies: slowApplies - slowPrev,
+      ...(etcdTxn ? { etcdTxn } : {}),
       watchPending,
       dbMb: status ? Number(status.dbSize) / 2 ** 20 : NaN,
       keys: keyCount,
@@ -443,7 +455,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -645,6 +657,33 @@ function commit(): string {
   }
 }
 
+/** etcd's gRPC handling histogram of one method (`--metrics extensive`): [upper bound s, cumulative count], or undefined. */
+function handlingBuckets(text: string, method: string): [number, number][] | undefined {
+  const out: [number, number][] = [];
+  const re = new RegExp(`^grpc_server_handling_seconds_bucket\\{[^}]*grpc_method="${method}"[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`, 'gm');
+  for (const m of text.matchAll(re)) out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  return out.length > 0 ? out.sort((a, b) => a[0] - b[0]) : undefined;
+}
+
+/** p50 / p99 (ms, interpolated within a bucket) of what a cumulative histogram counted since `prev`. */
+function bucketQuantiles(now: [number, number][], prev: [number, number][] | undefined): { p50: number; p99: number; n: number } {
+  const counts = now.map(([le, c], i) => [le, c - (prev?.[i]?.[1] ?? 0)] as [number, number]);
+  const n = counts[counts.length - 1]?.[1] ?? 0;
+  const q = (p: number): number => {
+    if (n <= 0) return NaN;
+    const want = p * n;
+    let lo = 0;
+    let below = 0;
+    for (const [le, c] of counts) {
+      if (c >= want) return Number.isFinite(le) ? (lo + ((want - below) / Math.max(1, c - below)) * (le - lo)) * 1000 : lo * 1000;
+      lo = le;
+      below = c;
+    }
+    return NaN;
+  };
+  return { p50: q(0.5), p99: q(0.99), n };
+}
+
 /** GC seconds since the last row, from a process's running total (a restarted process counts from 0 again). */
 function gcSince(now: { total: number; start: number }, prev: { total: number; start: number } | undefined): number {
   if (prev === undefined) return NaN;
@@ -666,9 +705,10 @@ function loopCell(r: Row, names: string[]): string {
 
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
+  const handled = s.rows.some((r) => r.etcdTxn);
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -689,6 +729,7 @@ function report(s: Summary): void {
       r.keys,
       ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),
       loopCell(r, loopNames(s.rows)),
+      ...(handled ? [r.etcdTxn ? `${fmt(r.etcdTxn.p50, 1)} / ${fmt(r.etcdTxn.p99, 1)} (${r.etcdTxn.n})` : '-'] : []),
     ]),
   );
   const byKind = new Map<string, number>();
