@@ -198,6 +198,8 @@ export class EtcdStore implements ClusterStore {
   private closed = false;
   /** How many requests this process keeps in flight (undefined: no limit). */
   readonly inFlightLimit: AdaptiveLimit | undefined;
+  /** Who is told the time of each request (see ClusterStore.onRequestTime). */
+  private readonly timeListeners: ((kind: 'read' | 'write', seconds: number) => void)[] = [];
 
   constructor(opts: EtcdStoreOptions) {
     if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) {
@@ -529,9 +531,25 @@ export class EtcdStore implements ClusterStore {
    * A write: sent again only when etcd never received it (to the next endpoint); after any other
    * failure the outcome is unknown and the caller decides (see the class comment).
    */
+  onRequestTime(fn: (kind: 'read' | 'write', seconds: number) => void): void {
+    this.timeListeners.push(fn);
+  }
+
+  /** fn, timed for the listeners from its start (once it holds a slot) to its answer, failed or not. */
+  private timed<T>(kind: 'read' | 'write', fn: () => Promise<T>): () => Promise<T> {
+    if (this.timeListeners.length === 0) return fn;
+    return () => {
+      const t0 = performance.now();
+      return fn().finally(() => {
+        const s = (performance.now() - t0) / 1000;
+        for (const l of this.timeListeners) l(kind, s);
+      });
+    };
+  }
+
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
-      return await unlessSent(this.unsentAttempts, () => this.limited(fn), () => this.closed);
+      return await unlessSent(this.unsentAttempts, () => this.limited(this.timed('write', fn)), () => this.closed);
     } catch (err) {
       throw toTarcil(err, what);
     }
@@ -549,7 +567,7 @@ export class EtcdStore implements ClusterStore {
     let first: TarcilError | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.limited(fn);
+        return await this.limited(this.timed('read', fn));
       } catch (err) {
         // A retry refused by a circuit the first failure opened says less than that failure.
         const e = first && isBrokenCircuitError(err) ? first : toTarcil(err, what);

@@ -143,6 +143,14 @@ export interface ClusterStore {
   readonly maxRequestBytes: number;
   /** The limit on this process's requests in flight, when the store has one (EtcdStore). */
   readonly inFlightLimit?: { stats(): { limit: number; inFlight: number; queued: number; decreases: number; shed: number } } | undefined;
+  /**
+   * Calls `fn` with the time of each request this process sent the store and had answered, from
+   * sending to the answer (a wait for a slot under the in-flight limit is not counted): `write`
+   * for transactions, puts, deletes and compactions, `read` for gets, ranges and read-only
+   * transactions. The etcd store has it; the
+   * embedded one has no requests to time.
+   */
+  onRequestTime?(fn: (kind: 'read' | 'write', seconds: number) => void): void;
 
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */

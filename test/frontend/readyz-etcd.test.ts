@@ -52,6 +52,24 @@ describe("the front-end's requests to etcd", () => {
     expect(value('queued')).toBe(0);
     expect(body).toMatch(/^tarcil_store_limit_decreases_total \d+$/m);
   });
+
+  it("are timed, by kind, in the front-end's and the monitor's metrics", async () => {
+    // The front-end and the monitor share this test's store handle: its reads (the front-end's
+    // lists) and writes (the monitor's registration, and this put) are timed for both.
+    await store.put('/readyz/probe', 'x');
+    for (const [port, kinds] of [[sched.metricsPort, ['read', 'write']], [mon.metricsPort, ['write']]] as const) {
+      const body = (await get(port, '/metrics')).body;
+      for (const kind of kinds) {
+        const count = Number(new RegExp(`^tarcil_store_request_seconds_count\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(body)?.[1]);
+        expect(count, `${kind} requests timed on :${port}`).toBeGreaterThan(0);
+        // Cumulative buckets, the last (+Inf) holding every request.
+        const buckets = [...body.matchAll(new RegExp(`^tarcil_store_request_seconds_bucket\\{le="([^"]+)",kind="${kind}"\\} (\\S+)$`, 'gm'))].map((m) => Number(m[2]));
+        expect(buckets.length).toBe(15);
+        expect(buckets.every((c, i) => i === 0 || c >= (buckets[i - 1] as number))).toBe(true);
+        expect(buckets[buckets.length - 1]).toBe(count);
+      }
+    }
+  });
 });
 
 describe('/readyz with the store down', () => {
