@@ -145,6 +145,8 @@ interface Row {
    * times the tasks running, so its delays are in the latencies it reports), without GC.
    */
   loop?: Record<string, { p99: number; max: number; gcS: number }>;
+  /** Each tarcil process's writes to etcd during the row as it timed them (`tarcil_store_request_seconds`): p50 / p99 ms, and how many. */
+  storeWrites?: Record<string, { p50: number; p99: number; n: number }>;
   inFlight: number;
   dropped: number;
 }
@@ -358,6 +360,7 @@ async function main(): Promise<void> {
   let startsPrev = { n: 0, s: 0 };
   const gcPrev = new Map<string, { total: number; start: number }>();
   let txnPrev: [number, number][] | undefined;
+  const writesPrev = new Map<string, { buckets: [number, number][]; start: number }>();
   // The bench's own loop: its watch sees the tasks running, so its delays are in the latencies it reports.
   const benchLoop = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
   benchLoop.enable();
@@ -390,12 +393,20 @@ async function main(): Promise<void> {
     for (const text of feTexts) rus ??= ruStates(text);
     // Each process's event loop over the row: its longest delay and p99 (ms), and its GC time (s).
     const loop: Record<string, { p99: number; max: number; gcS: number }> = {};
+    const storeWrites: Record<string, { p50: number; p99: number; n: number }> = {};
     for (const [name, text] of [...feTexts.map((t, i) => [`fe${i}`, t] as const), ['hollow', hollowText] as const]) {
       const gc = { total: metricSum(text, 'nodejs_gc_duration_seconds_sum'), start: metricSum(text, 'process_start_time_seconds') };
       // prom-client samples the loop with a 10-ms timer and reports the intervals: the delay is what lies beyond 10 ms.
       const delay = (metric: string): number => Math.max(0, metricSum(text, metric) * 1000 - LOOP_SAMPLE_MS);
       loop[name] = { p99: delay('nodejs_eventloop_lag_p99_seconds'), max: delay('nodejs_eventloop_lag_max_seconds'), gcS: gcSince(gc, gcPrev.get(name)) };
       if (Number.isFinite(gc.total)) gcPrev.set(name, gc);
+      // Its writes to etcd as it timed them, from sending to the answer (a restarted process counts from 0).
+      const w = histBuckets(text, 'tarcil_store_request_seconds', 'kind="write"');
+      const prevW = writesPrev.get(name);
+      if (w) {
+        storeWrites[name] = bucketQuantiles(w, prevW && prevW.start === gc.start ? prevW.buckets : undefined);
+        writesPrev.set(name, { buckets: w, start: gc.start });
+      }
     }
     loop.bench = { p99: Math.max(0, benchLoop.percentile(99) / 1e6 - LOOP_SAMPLE_MS), max: Math.max(0, benchLoop.max / 1e6 - LOOP_SAMPLE_MS), gcS: NaN };
     benchLoop.reset();
@@ -446,6 +457,7 @@ async function main(): Promise<void> {
       rss,
       cpu,
       loop,
+      storeWrites,
       inFlight,
       dropped,
     };
@@ -455,7 +467,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -657,12 +669,21 @@ function commit(): string {
   }
 }
 
-/** etcd's gRPC handling histogram of one method (`--metrics extensive`): [upper bound s, cumulative count], or undefined. */
-function handlingBuckets(text: string, method: string): [number, number][] | undefined {
+/** One histogram's buckets in a scrape, for the samples with the label `label`: [upper bound s, cumulative count], or undefined. */
+function histBuckets(text: string | undefined, metric: string, label: string): [number, number][] | undefined {
+  if (text === undefined) return undefined;
   const out: [number, number][] = [];
-  const re = new RegExp(`^grpc_server_handling_seconds_bucket\\{[^}]*grpc_method="${method}"[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`, 'gm');
-  for (const m of text.matchAll(re)) out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${metric}_bucket{`) || !line.includes(label)) continue;
+    const m = /le="([^"]+)"[^}]*\} (\S+)$/.exec(line);
+    if (m) out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  }
   return out.length > 0 ? out.sort((a, b) => a[0] - b[0]) : undefined;
+}
+
+/** etcd's gRPC handling histogram of one method (`--metrics extensive`). */
+function handlingBuckets(text: string, method: string): [number, number][] | undefined {
+  return histBuckets(text, 'grpc_server_handling_seconds', `grpc_method="${method}"`);
 }
 
 /** p50 / p99 (ms, interpolated within a bucket) of what a cumulative histogram counted since `prev`. */
@@ -706,9 +727,10 @@ function loopCell(r: Row, names: string[]): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const handled = s.rows.some((r) => r.etcdTxn);
+  const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : [])],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -730,6 +752,7 @@ function report(s: Summary): void {
       ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),
       loopCell(r, loopNames(s.rows)),
       ...(handled ? [r.etcdTxn ? `${fmt(r.etcdTxn.p50, 1)} / ${fmt(r.etcdTxn.p99, 1)} (${r.etcdTxn.n})` : '-'] : []),
+      ...(writesNames.length > 0 ? [writesNames.map((n) => { const w = r.storeWrites?.[n]; return w ? `${fmt(w.p50, 1)}/${fmt(w.p99, 1)}` : '-'; }).join(' · ')] : []),
     ]),
   );
   const byKind = new Map<string, number>();
