@@ -152,7 +152,10 @@ describe('a node monitor through an etcd outage', () => {
     const lease0 = await leaseOf(c.direct, c.keys, 'e0');
     const gate = join(c.dir, 'gate');
     const { job } = await place(c.direct, c.keys, 'e0', 0, { argv: gated(runs, gate) });
-    await until('running', async () => (await taskOf(c.direct, c.keys, job))?.state === 'running');
+    // Started by the monitor, not only recorded running: the record is in the store a moment
+    // before the monitor reads its answer and starts the process, and a partition in between
+    // would cut that answer off.
+    await until('running', () => node.mon.snapshot().running.some((r) => r.job === job && r.pid !== undefined));
 
     node.proxy.partition();
     open(gate);
@@ -266,7 +269,8 @@ describe('a node monitor through an etcd outage', () => {
     const a = await monitor(c.keys, spec, new ProcessExecutor({ clock, logDir: join(c.dir, 'logs') }), { graceMs: 10_000, journalDir });
     const gate = join(c.dir, 'gate');
     const { job, commitId } = await place(c.direct, c.keys, 'r0', 0, { argv: gated(join(c.dir, 'runs'), gate) });
-    await until('running', async () => (await taskOf(c.direct, c.keys, job))?.state === 'running');
+    // Started by the monitor, not only recorded running (see the first test).
+    await until('running', () => a.mon.snapshot().running.some((r) => r.job === job && r.pid !== undefined));
     a.proxy.partition();
     open(gate);
     await until('its outcome is journalled', () => a.mon.snapshot().journalled === 1);
