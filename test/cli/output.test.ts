@@ -10,7 +10,6 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { EXIT } from '../../src/cli/exit-codes.ts';
-import { freePort } from '../support/etcd.ts';
 import { tarcil as daemon, type TarcilProc } from '../support/procs.ts';
 
 const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
@@ -43,10 +42,11 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
   let jobId = '';
 
   beforeAll(async () => {
-    const port = await freePort();
-    up = daemon(['up', '--port', String(port), '--metrics-port', '0', '--http-port', '0']);
-    await up.waitFor(/Scheduler gRPC/, 60_000);
-    server = `127.0.0.1:${port}`;
+    // Port 0: the server binds a free port itself and prints it (a port picked here could be
+    // taken by another test's process before tarcil up binds it).
+    up = daemon(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0']);
+    const m = await up.waitFor(/Scheduler gRPC\s+(\S+:\d+)/, 60_000);
+    server = m[1] ?? '';
     const r = await run(['submit', '-', '--wait', '--server', server], { stdin: spec('listed', 50) });
     expect(r.code, r.err).toBe(EXIT.OK);
     jobId = /submitted (\S+)/.exec(r.out)?.[1] ?? '';
