@@ -527,10 +527,7 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  /**
-   * A write: sent again only when etcd never received it (to the next endpoint); after any other
-   * failure the outcome is unknown and the caller decides (see the class comment).
-   */
+  /** See ClusterStore.onRequestTime. */
   onRequestTime(fn: (kind: 'read' | 'write', seconds: number) => void): void {
     this.timeListeners.push(fn);
   }
@@ -547,6 +544,10 @@ export class EtcdStore implements ClusterStore {
     };
   }
 
+  /**
+   * A write: sent again only when etcd never received it (to the next endpoint); after any other
+   * failure the outcome is unknown and the caller decides (see the class comment).
+   */
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
       return await unlessSent(this.unsentAttempts, () => this.limited(this.timed('write', fn)), () => this.closed);
@@ -555,14 +556,15 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  /**
-   * An idempotent read: tried again (another endpoint, or a leader elected meanwhile) after
-   * UNAVAILABLE or DEADLINE_EXCEEDED, max(2, endpoints) attempts in all.
-   */
+  /** fn under the limit on requests in flight, when there is one. */
   private limited<T>(fn: () => Promise<T>): Promise<T> {
     return this.inFlightLimit ? this.inFlightLimit.run(fn) : fn();
   }
 
+  /**
+   * An idempotent read: tried again (another endpoint, or a leader elected meanwhile) after
+   * UNAVAILABLE or DEADLINE_EXCEEDED, max(2, endpoints) attempts in all.
+   */
   private async read<T>(what: string, fn: () => Promise<T>): Promise<T> {
     let first: TarcilError | undefined;
     for (let attempt = 1; ; attempt++) {
