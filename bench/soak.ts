@@ -126,6 +126,8 @@ interface Row {
   slowApplies: number;
   /** With --etcd-handling: etcd's own handling time of the row's transactions, p50 / p99 ms, and how many. */
   etcdTxn?: { p50: number; p99: number; n: number };
+  /** etcd's disk during the row: its WAL fsyncs and its backend (bbolt) commits, p50 / p99 ms and how many. */
+  etcdDisk?: { fsync: { p50: number; p99: number; n: number }; commit: { p50: number; p99: number; n: number } };
   watchPending: number;
   dbMb: number;
   keys: number;
@@ -360,6 +362,8 @@ async function main(): Promise<void> {
   let startsPrev = { n: 0, s: 0 };
   const gcPrev = new Map<string, { total: number; start: number }>();
   let txnPrev: [number, number][] | undefined;
+  let fsyncPrev: [number, number][] | undefined;
+  let commitPrev: [number, number][] | undefined;
   const writesPrev = new Map<string, { buckets: [number, number][]; start: number }>();
   // The bench's own loop: its watch sees the tasks running, so its delays are in the latencies it reports.
   const benchLoop = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
@@ -423,6 +427,13 @@ async function main(): Promise<void> {
     const txnBuckets = handlingBuckets(etcdText, 'Txn');
     const etcdTxn = txnBuckets ? bucketQuantiles(txnBuckets, txnPrev) : undefined;
     if (txnBuckets) txnPrev = txnBuckets;
+    // A restarted etcd counts from 0 again: its first row after the restart is taken whole.
+    const since = (now: [number, number][], prev: [number, number][] | undefined) => (prev && (prev.at(-1)?.[1] ?? 0) <= (now.at(-1)?.[1] ?? 0) ? prev : undefined);
+    const fsyncB = histBuckets(etcdText, 'etcd_disk_wal_fsync_duration_seconds', '');
+    const commitB = histBuckets(etcdText, 'etcd_disk_backend_commit_duration_seconds', '');
+    const etcdDisk = fsyncB && commitB ? { fsync: bucketQuantiles(fsyncB, since(fsyncB, fsyncPrev)), commit: bucketQuantiles(commitB, since(commitB, commitPrev)) } : undefined;
+    if (fsyncB) fsyncPrev = fsyncB;
+    if (commitB) commitPrev = commitB;
     const watchPending = etcdMetric('etcd_debugging_mvcc_pending_events_total');
     const status = await client.maintenance.status().catch(() => undefined);
     const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
@@ -450,6 +461,7 @@ async function main(): Promise<void> {
       adopted: Math.max(0, adopted - adoptedPrev),
       slowApplies: slowApplies - slowPrev,
       ...(etcdTxn ? { etcdTxn } : {}),
+      ...(etcdDisk ? { etcdDisk } : {}),
       watchPending,
       dbMb: status ? Number(status.dbSize) / 2 ** 20 : NaN,
       keys: keyCount,
@@ -467,7 +479,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -727,10 +739,11 @@ function loopCell(r: Row, names: string[]): string {
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const handled = s.rows.some((r) => r.etcdTxn);
+  const disk = s.rows.some((r) => r.etcdDisk);
   const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -752,6 +765,7 @@ function report(s: Summary): void {
       ...procs.map((p) => `${fmt(r.rss[p] ?? NaN, 0)} / ${fmt(r.cpu[p] ?? NaN, 2)}`),
       loopCell(r, loopNames(s.rows)),
       ...(handled ? [r.etcdTxn ? `${fmt(r.etcdTxn.p50, 1)} / ${fmt(r.etcdTxn.p99, 1)} (${r.etcdTxn.n})` : '-'] : []),
+      ...(disk ? [r.etcdDisk ? [r.etcdDisk.fsync, r.etcdDisk.commit].map((d) => `${fmt(d.p50, 1)} / ${fmt(d.p99, 1)} (${d.n})`).join(' · ') : '-'] : []),
       ...(writesNames.length > 0 ? [writesNames.map((n) => { const w = r.storeWrites?.[n]; return w ? `${fmt(w.p50, 1)}/${fmt(w.p99, 1)}` : '-'; }).join(' · ')] : []),
     ]),
   );
