@@ -109,7 +109,7 @@ export class HollowNodes {
     // The nodes' own transactions (task started, outcome recorded) leave together: a request to
     // the store per task start and per outcome made the process's gRPC calls most of its work.
     const maxWriteRequests = opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests;
-    this.commits = new GroupCommit(opts.store, { maxInFlight: maxWriteRequests });
+    this.commits = new GroupCommit(opts.store, { maxInFlight: maxWriteRequests, gather: true });
     this.maxWrites = Math.max(1, Math.floor(opts.maxWrites ?? hollowMaxWrites(maxWriteRequests, opts.store.maxTxnOps)));
     const host: NodeHost = {
       store: groupCommitted(opts.store, this.commits),

@@ -12,6 +12,15 @@ export interface GroupCommitOptions {
    * leave together, in one request, when a slot frees up. Default 1.
    */
   maxInFlight?: number;
+  /**
+   * Transactions asked for in the same tick (one pass of the event loop and its microtasks) leave
+   * together, even when a slot is free: each waits for the microtasks queued before it, then the
+   * group is sent. For a process whose transactions come in bursts from one event (hollow nodes:
+   * one watch response places tasks on many nodes, and each starts its task with a write), so
+   * the burst costs one request rather than one per free slot and a wait for the rest. Default
+   * false: a transaction that finds a free slot is sent at once.
+   */
+  gather?: boolean;
 }
 
 export interface GroupCommitStats {
@@ -53,6 +62,9 @@ interface Pending {
 export class GroupCommit {
   private readonly store: ClusterStore;
   private readonly maxInFlight: number;
+  private readonly gather: boolean;
+  /** A pump is due once the microtasks queued so far have run (gather). */
+  private flushDue = false;
   private readonly queue: Pending[] = [];
   private inFlight = 0;
   /** Callers waiting for their turn (see turn()). */
@@ -64,6 +76,7 @@ export class GroupCommit {
   constructor(store: ClusterStore, opts: GroupCommitOptions = {}) {
     this.store = store;
     this.maxInFlight = Math.max(1, Math.floor(opts.maxInFlight ?? 1));
+    this.gather = opts.gather === true;
   }
 
   /**
@@ -90,7 +103,13 @@ export class GroupCommit {
         bytes: requestBytes(req),
         width: Math.max(req.compare.length, req.success.length, req.failure?.length ?? 0),
       });
-      this.pump();
+      if (!this.gather) return this.pump();
+      if (this.flushDue) return;
+      this.flushDue = true;
+      queueMicrotask(() => {
+        this.flushDue = false;
+        this.pump();
+      });
     });
   }
 

@@ -50,6 +50,37 @@ describe.each([
     for (const [i, k] of keys.entries()) expect((await store.get(k))?.value).toBe(i % 3 === 0 ? 'free' : `taken-${i}`);
   });
 
+  it('with gather, sends the transactions asked for in one tick in one request, even with every slot free', async () => {
+    const store = await open();
+    stores.push(store);
+    const p = `/tarcil-test/gc/${randomUUID()}/`;
+    const keys = Array.from({ length: 11 }, (_, i) => `${p}ru/${i}`);
+    for (const k of keys) await store.put(k, 'free');
+    const revs = await Promise.all(keys.map(async (k) => (await store.get(k))?.modRevision ?? 0));
+    const gc = new GroupCommit(store, { maxInFlight: 4, gather: true });
+    // As a hollow process's nodes start their tasks: each after an await of its own, all in the
+    // microtasks of one watch response.
+    const burst = keys.map(async (k, i) => {
+      await Promise.resolve();
+      return gc.txn(claim(k, (revs[i] as number) - (i === 5 ? 1 : 0), `taken-${i}`));
+    });
+    const results = await Promise.all(burst);
+    expect(gc.stats).toEqual({ requests: 1, transactions: 11, largestGroup: 11 });
+    expect(results.map((r) => r.succeeded)).toEqual(keys.map((_, i) => i !== 5));
+    expect(new Set(results.map((r) => r.revision)).size).toBe(1);
+    // A transaction asked for later, alone in its tick, leaves alone at once.
+    const alone = await gc.txn(claim(keys[5] as string, revs[5] as number, 'taken-5'));
+    expect(alone.succeeded).toBe(true);
+    expect(gc.stats).toEqual({ requests: 2, transactions: 12, largestGroup: 11 });
+    // Without gather, the same burst takes a request for each free slot, and the rest wait.
+    const eager = new GroupCommit(store, { maxInFlight: 4 });
+    await Promise.all(keys.map(async (k) => {
+      await Promise.resolve();
+      return eager.txn({ compare: [], success: [{ type: 'put', key: k, value: 'again' }] });
+    }));
+    expect(eager.stats.requests).toBeGreaterThan(1);
+  });
+
   it('never puts two transactions that write one key in the same request, and keeps their order', async () => {
     const store = await open();
     stores.push(store);
