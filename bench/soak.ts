@@ -108,6 +108,11 @@ interface Row {
   held?: number;
   /** p50 / p99 of the three stages of submit → running (see MinuteCounts.stages). */
   stages?: { placed: [number, number]; started: [number, number]; seen: [number, number]; accepted?: [number, number] };
+  /**
+   * The row's slowest tasks (submit → running at or above its p99): how many, and the mean of each
+   * of the three stages over them (ms), to say which stage the tail comes from.
+   */
+  tail?: { n: number; placed: number; started: number; seen: number };
   submitted: number;
   finals: number;
   conflicts: number;
@@ -452,6 +457,7 @@ async function main(): Promise<void> {
         seen: [pct(m.stages.seen, 0.5), pct(m.stages.seen, 0.99)],
         accepted: [pct(m.stages.accepted, 0.5), pct(m.stages.accepted, 0.99)],
       },
+      tail: tailSplit(m.split),
       submitted,
       finals: m.finals,
       hollowStarts,
@@ -479,7 +485,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -681,6 +687,15 @@ function commit(): string {
   }
 }
 
+/** The slowest 1% of a row's tasks (at or above the p99 of the whole), with their stages' means. */
+function tailSplit(split: [number, number, number, number][]): Row['tail'] {
+  if (split.length === 0) return undefined;
+  const p99 = pct(split.map((x) => x[0]), 0.99);
+  const slow = split.filter((x) => x[0] >= p99);
+  const mean = (i: number): number => slow.reduce((a, x) => a + (x[i] ?? 0), 0) / slow.length;
+  return { n: slow.length, placed: mean(1), started: mean(2), seen: mean(3) };
+}
+
 /** One histogram's buckets in a scrape, for the samples with the label `label`: [upper bound s, cumulative count], or undefined. */
 function histBuckets(text: string | undefined, metric: string, label: string): [number, number][] | undefined {
   if (text === undefined) return undefined;
@@ -743,7 +758,7 @@ function report(s: Summary): void {
   const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -753,6 +768,7 @@ function report(s: Summary): void {
       r.stages
         ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b], i) => `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`).join(' · ')
         : '-',
+      r.tail ? `${r.tail.n}: ${fmt(r.tail.placed, 0)} · ${fmt(r.tail.started, 0)} · ${fmt(r.tail.seen, 0)}` : '-',
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
       r.conflicts,
       r.finals,

@@ -49,10 +49,12 @@ export interface MinuteCounts {
    * `submittedAt`).
    */
   stages: { placed: number[]; started: number[]; seen: number[]; accepted: number[] };
+  /** Each of those tasks whole: [submit → running, submit → placed, → taken up, → recorded running] (ms). */
+  split: [number, number, number, number][];
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
 
 export class SoakAuditor {
   private readonly live: LiveKeys;
@@ -219,6 +221,7 @@ export class SoakAuditor {
               this.minute.stages.placed.push(rec.placedAt - at);
               this.minute.stages.started.push(rec.startedAt - rec.placedAt);
               this.minute.stages.seen.push(now - rec.startedAt);
+              this.minute.split.push([now - at, rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt]);
               if (acc !== undefined) this.minute.stages.accepted.push(acc.at - at);
             }
           }
