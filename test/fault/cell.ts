@@ -120,7 +120,9 @@ export class TarcilChild implements NemesisProc {
   }
 
   async start(timeoutMs = 60_000): Promise<void> {
-    const c = spawn(process.execPath, [BIN, ...this.args], { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } });
+    // TARCIL_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) goes to node first, to profile the processes of a run.
+    const nodeArgs = (process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const c = spawn(process.execPath, [...nodeArgs, BIN, ...this.args], { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } });
     this.child = c;
     this.tail = '';
     this.note(`--- ${new Date().toISOString()} start\n`);
