@@ -119,8 +119,9 @@ describe('hollow nodes: the bound on task starts in flight', () => {
       }
       await until('every start written', () => hollow.snapshot().startWrites.done === total);
       const sizes = slow.requests.map((r) => r.length);
-      // The first starts found free slots and left alone; every later request but the last was full.
-      expect(sizes.slice(0, requests)).toEqual(Array(requests).fill(1));
+      // The first starts found free slots: the starts of one commit (40 tasks, one watch response)
+      // left together, not one per free slot; every later request but the last was full.
+      expect(sizes.slice(0, requests).every((n) => n >= 40 && n % 40 === 0)).toBe(true);
       const later = sizes.slice(requests);
       expect(later.slice(0, -1).every((n) => n === perRequest)).toBe(true);
       expect(Math.max(...later)).toBe(perRequest);
