@@ -23,17 +23,23 @@ afterEach(async () => {
   for (const s of stores.splice(0)) await s.close();
 });
 
+/** A store from `open` (closed after the test) holding `n` fresh keys set to 'free', and their revisions. */
+async function freeKeys(open: () => Promise<ClusterStore>, n: number): Promise<{ store: ClusterStore; keys: string[]; revs: number[] }> {
+  const store = await open();
+  stores.push(store);
+  const p = `/tarcil-test/gc/${randomUUID()}/`;
+  const keys = Array.from({ length: n }, (_, i) => `${p}ru/${i}`);
+  for (const k of keys) await store.put(k, 'free');
+  const revs = await Promise.all(keys.map(async (k) => (await store.get(k))?.modRevision ?? 0));
+  return { store, keys, revs };
+}
+
 describe.each([
   ['MemoryStore', (): Promise<ClusterStore> => Promise.resolve(new MemoryStore())],
   ['EtcdStore', async (): Promise<ClusterStore> => EtcdStore.connect({ endpoints: [endpoint] })],
 ])('group commit on %s', (_name, open) => {
   it('merges transactions that wait into one request, each with the outcome it would have had alone', async () => {
-    const store = await open();
-    stores.push(store);
-    const p = `/tarcil-test/gc/${randomUUID()}/`;
-    const keys = Array.from({ length: 20 }, (_, i) => `${p}ru/${i}`);
-    for (const k of keys) await store.put(k, 'free');
-    const revs = await Promise.all(keys.map(async (k) => (await store.get(k))?.modRevision ?? 0));
+    const { store, keys, revs } = await freeKeys(open, 20);
     // Every third transaction compares a stale revision: it must fail, and only it.
     const reqs = keys.map((k, i) => claim(k, (revs[i] as number) - (i % 3 === 0 ? 1 : 0), `taken-${i}`));
     const alone = new GroupCommit(store, { maxInFlight: 1 });
@@ -51,12 +57,7 @@ describe.each([
   });
 
   it('with gather, sends the transactions asked for in one tick in one request, even with every slot free', async () => {
-    const store = await open();
-    stores.push(store);
-    const p = `/tarcil-test/gc/${randomUUID()}/`;
-    const keys = Array.from({ length: 11 }, (_, i) => `${p}ru/${i}`);
-    for (const k of keys) await store.put(k, 'free');
-    const revs = await Promise.all(keys.map(async (k) => (await store.get(k))?.modRevision ?? 0));
+    const { store, keys, revs } = await freeKeys(open, 11);
     const gc = new GroupCommit(store, { maxInFlight: 4, gather: true });
     // As a hollow process's nodes start their tasks: each after an await of its own, all in the
     // microtasks of one watch response.
