@@ -12,6 +12,7 @@
  * and at the end, from the store: every acknowledged job was seen final; no RU is held by a task
  * whose job is final or gone (a leak); no task is running on a server that is not registered.
  */
+import { trace, traceAt, tracingOn } from '../../src/util/trace.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
@@ -161,6 +162,7 @@ export class SoakAuditor {
   /** The bench got the job id back from SubmitJob, which it sent at `at`. */
   acked(job: string, at: number): void {
     this.submittedAt.set(job, at);
+    traceAt('bench.submitted', job, at);
     const small = (this.acceptedAt.get(job)?.tasks ?? Infinity) <= this.oneTxn;
     for (const t of this.early.get(job) ?? []) {
       this.minute.running.push(Math.max(0, t - at));
@@ -213,6 +215,7 @@ export class SoakAuditor {
             list.push(now);
             this.early.set(ref.job, list);
           } else if (rec?.attempt === 0) {
+            if (tracingOn()) trace('bench.running', `${ref.job}#${ref.index}`);
             this.minute.running.push(now - at);
             const acc = this.acceptedAt.get(ref.job);
             if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(now - at);

@@ -5,6 +5,7 @@
  * a standalone agent also consumes the preempted-task queue (preempted-queue.ts). Its options and
  * defaults are in config.ts.
  */
+import { trace } from '../util/trace.ts';
 import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
@@ -234,6 +235,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
    * job this agent's view of the cell can never take resolves at once with `unplaceable` set.
    */
   async schedule(job: JobSpec, taskIndices?: number[], opts: ScheduleOptions = {}): Promise<DecisionRecord> {
+    trace('schedule', job.id);
     const target = jobTarget(job.profile.caused);
     const rec = this.newRecord(job, target);
     const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);

@@ -7,6 +7,7 @@
  * node's death is simulated by dropping it: its tasks stop, and its server record and free RUs
  * leave as a lease expiry would take them.
  */
+import { trace, tracingOn } from '../util/trace.ts';
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
 import type { CordonRecord, LiveJobRecord } from '../state/live-records.ts';
@@ -227,6 +228,7 @@ export class HollowNodes {
         const ref = this.o.keys.parseRu(kv.key);
         const node = ref ? this.nodes.get(ref.server) : undefined;
         if (!node) return;
+        if (tracingOn() && !deleted) traceTaken(kv.value);
         node.onRu(kv, deleted);
         node.recomputeLoad();
       },
@@ -541,4 +543,11 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (x: T) => 
     while (next < items.length) await fn(items[next++] as T);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/** A placement reaching its hollow node, for the trace (util/trace.ts). */
+function traceTaken(value: string): void {
+  if (!value.includes('"state":"busy"')) return;
+  const rec = JSON.parse(value) as Partial<PlacedRuRecord>;
+  if (rec.job !== undefined) trace('node.seen', `${rec.job}#${rec.task ?? 0}`);
 }

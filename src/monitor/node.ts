@@ -5,6 +5,7 @@
  * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
  * thousands under one lease and one watch.
  */
+import { trace, traceIds, tracingOn } from '../util/trace.ts';
 import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
@@ -535,8 +536,16 @@ export class MonitoredNode {
     const executor = this.h.executor;
     const spec = executor.kind === 'process' || run.rec.durationMs === undefined ? await this.h.jobSpec(run.job) : undefined;
     // Record "running" only if the RU still holds this attempt: the revision is the fence.
-    const write = () => this.h.store.txn(startTxn(this.h.keys, this.server.id, run, this.h.disconnectGraceMs));
+    const write = () => {
+      const req = startTxn(this.h.keys, this.server.id, run, this.h.disconnectGraceMs);
+      if (tracingOn()) {
+        trace('node.asked', `${run.job}#${run.task}`);
+        traceIds.set(req, `${run.job}#${run.task}`);
+      }
+      return this.h.store.txn(req);
+    };
     const res = await (this.h.gate ? this.h.gate(write) : write());
+    if (tracingOn()) trace('node.answered', `${run.job}#${run.task}`);
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
     const launch = launchOf(run, this.server.id, spec);

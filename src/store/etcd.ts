@@ -4,6 +4,7 @@
  * and leases. Conversions live in etcd-convert.ts, watches in etcd-watch.ts, leases in
  * etcd-lease.ts.
  */
+import { traceRequests } from '../util/trace.ts';
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
 import { AdaptiveLimit, isOverload, type AdaptiveLimitOptions } from './adaptive-limit.ts';
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
@@ -391,7 +392,11 @@ export class EtcdStore implements ClusterStore {
     const readOnly = [...req.success, ...failure].every((op) => op.type === 'get');
     const res = readOnly
       ? await this.read('txn', () => this.client.kv.txn(body))
-      : await this.call('txn', () => this.client.kv.txn(body));
+      : await this.call('txn', () => {
+          traceRequests('store.sent', [req]);
+          return this.client.kv.txn(body);
+        });
+    traceRequests('store.answered', [req]);
     const responses = branchResponses(res.succeeded ? req.success : failure, res.responses);
     return { succeeded: res.succeeded, revision: Number(res.header.revision), responses };
   }
@@ -409,7 +414,11 @@ export class EtcdStore implements ClusterStore {
     const readOnly = reqs.every((r) => [...r.success, ...(r.failure ?? [])].every((op) => op.type === 'get'));
     const res = readOnly
       ? await this.read('txns', () => this.client.kv.txn(body))
-      : await this.call('txns', () => this.client.kv.txn(body));
+      : await this.call('txns', () => {
+          traceRequests('store.sent', reqs);
+          return this.client.kv.txn(body);
+        });
+    traceRequests('store.answered', reqs);
     const revision = Number(res.header.revision);
     return reqs.map((r, i) => {
       const sub = res.responses[i]?.response_txn;

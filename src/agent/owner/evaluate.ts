@@ -4,6 +4,7 @@
  * lost, waits (or fails) when the cell cannot take the job, starts the agent's scheduling call for
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
+import { trace } from '../../util/trace.ts';
 import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
 import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
@@ -69,6 +70,7 @@ function takeDirty(o: Owned): Iterable<number> {
 }
 
 async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
+  trace('evaluate', o.id);
   if (o.quota) {
     await settleQuota(m, o);
     if (o.dropped) return;

@@ -3,6 +3,7 @@
  * request id) in one transaction, so an acknowledged job always has an owner; a request id sent
  * again returns the job the first request created.
  */
+import { trace } from '../../util/trace.ts';
 import { DEFAULT_NAMESPACE, qualifiedJobId } from '../../tenancy/namespace.ts';
 import { createHash } from 'node:crypto';
 import type { JobSpec } from '../../model/types.ts';
@@ -66,6 +67,7 @@ export interface SubmitOptions {
  * spec is refused (ALREADY_EXISTS), since answering with the other job would hide the mistake.
  */
 export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOptions): Promise<SubmitResult> {
+  trace('submit.received', spec.id);
   if (!m.serving || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
   const lease = m.lease;
   if (!lease || !lease.confirmed) throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
@@ -147,7 +149,9 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   m.submitting.add(spec.id);
   let res: TxnResult;
   try {
+    trace('submit.sent', spec.id);
     res = await m.o.store.txn({ compare, success, failure });
+    trace('submit.answered', spec.id);
   } catch (err) {
     // The outcome is unknown: the job may be stored, owned through our lease. Ask the store;
     // if it cannot answer now, the sweep finds the job later (it is ours) and schedules it.
