@@ -26,6 +26,7 @@ import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './n
 import { checkSchedulerOptions, SERVER_DEFAULTS } from './options.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
+import { NamespaceView } from '../tenancy/namespace-view.ts';
 
 export interface SchedulerProcessOptions {
   name: string;
@@ -163,8 +164,12 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     certAuth: o.tls?.caFile !== undefined,
     ...(o.tokenCacheMs !== undefined ? { cacheTtlMs: o.tokenCacheMs } : {}),
   });
+  // Submissions read their namespace from this copy rather than from the store first.
+  const namespaces = new NamespaceView({ store: o.store, keys: o.keys, clock: o.clock, log: o.log.child({ component: 'namespaces' }) });
+  await namespaces.start();
   const service = new SchedulerService({
     manager,
+    namespaces,
     store: o.store,
     keys: o.keys,
     catalog: o.catalog,
@@ -184,9 +189,13 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
       server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, auth.wrap(service.handlers()));
       return ['tarcil.v1.Scheduler'];
     },
+  }).catch(async (err: unknown) => {
+    await namespaces.close();
+    throw err;
   });
   const close = async (): Promise<void> => {
     await grpcServer.close(1000);
+    await namespaces.close();
     await housekeeper?.close();
     await manager.close();
     nodes.close();

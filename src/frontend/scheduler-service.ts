@@ -31,7 +31,7 @@ import type { Metrics } from './metrics.ts';
 import { cordonLines, cordonsOf, departedServers, setNodeScheduling, taskLogs, type NodeServiceDeps } from './node-service.ts';
 import { laterTurn, onLaterTurn } from '../util/turns.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/namespace.ts';
-import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate } from '../tenancy/namespaces.ts';
+import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate, type NamespaceCopy } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
 import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
@@ -57,6 +57,8 @@ export interface SchedulerServiceDeps {
   readLog?: NodeServiceDeps['readLog'];
   /** Told of a token created or revoked (the auth layer's cache drops what it knew). */
   onTokenChanged?: (accessor: string) => void;
+  /** The namespace records as this front-end follows them (without it, every submission reads its namespace from the store). */
+  namespaces?: NamespaceCopy;
 }
 
 /**
@@ -250,7 +252,9 @@ export class SchedulerService {
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
     let r;
     for (let tries = 1; ; tries++) {
-      const { rec, compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE);
+      // The first try reads the namespace from this front-end's copy; a retry (the record changed
+      // meanwhile) reads the store.
+      const { rec, compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE, tries === 1 ? this.d.namespaces : undefined);
       checkQuotaFit(rec, job);
       const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
       try {

@@ -7,10 +7,15 @@
 import type { Keys } from '../state/keys.ts';
 import { isFinalJob, type LiveJobRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
-import type { ClusterStore, Compare, Op } from '../store/types.ts';
+import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from './namespace.ts';
 import { addLiveTokens } from './quota.ts';
+
+/** Namespace records as a front-end last saw them (see NamespaceView): undefined when it cannot say, null when there is none. */
+export interface NamespaceCopy {
+  get(key: string): KeyValue | null | undefined;
+}
 
 export interface NamespaceRecord {
   name: string;
@@ -117,10 +122,20 @@ export async function putNamespace(store: ClusterStore, keys: Keys, name: string
 /**
  * A namespace a job may be submitted to, and the compare its submission transaction carries: the
  * record's revision, so a job cannot land in a namespace deleted meanwhile (see deleteNamespace).
+ * With a copy of the records (a front-end's NamespaceView), the record comes from it when it can
+ * vouch for it, saving a round trip to the store; the compare still guards the revision it read.
  */
-export async function namespaceForSubmit(store: ClusterStore, keys: Keys, ns: string): Promise<{ rec: NamespaceRecord; compare: Compare[] }> {
-  const kv = await store.get(keys.namespace(ns));
-  const rec = parseJson<NamespaceRecord>(kv) ?? (ns === DEFAULT_NAMESPACE ? defaultNamespaceRecord() : undefined);
+export async function namespaceForSubmit(store: ClusterStore, keys: Keys, ns: string, copy?: NamespaceCopy): Promise<{ rec: NamespaceRecord; compare: Compare[] }> {
+  const key = keys.namespace(ns);
+  let kv = copy?.get(key);
+  let rec = parseJson<NamespaceRecord>(kv ?? undefined);
+  // What the copy cannot vouch for comes from the store: a namespace it has not listed yet, does
+  // not hold (created a moment ago) or holds as being deleted (the mark may have been taken back).
+  if (kv === undefined || (kv === null && ns !== DEFAULT_NAMESPACE) || rec?.deleting) {
+    kv = await store.get(key);
+    rec = parseJson<NamespaceRecord>(kv);
+  }
+  rec ??= ns === DEFAULT_NAMESPACE ? defaultNamespaceRecord() : undefined;
   if (!rec || rec.deleting) throw new TarcilError('NOT_FOUND', `namespace ${ns} does not exist (create it: tarcil namespace create ${ns})`, { field: 'namespace' });
   return { rec, compare: ns === DEFAULT_NAMESPACE ? [] : [{ key: keys.namespace(ns), target: 'mod', op: '==', value: kv?.modRevision ?? 0 }] };
 }
