@@ -84,10 +84,7 @@ export async function startEtcd(
   const bin = opts.bin ?? findEtcd();
   if (!bin) throw new Error('etcd binary not found (set ETCD_BIN or install etcd-server)');
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tarcil-etcd-'));
-  const clientPort = await freePort();
-  const peerPort = await freePort();
   const scheme = opts.tls ? 'https' : 'http';
-  const endpoint = `${scheme}://127.0.0.1:${clientPort}`;
   const tlsArgs = opts.tls
     ? [
         '--cert-file', opts.tls.certFile,
@@ -95,11 +92,11 @@ export async function startEtcd(
         ...(opts.tls.caFile ? ['--trusted-ca-file', opts.tls.caFile, '--client-cert-auth'] : []),
       ]
     : [];
-  const args = [
+  const argsFor = (clientUrl: string, peerPort: number): string[] => [
     '--name', 'tarcil-test',
     '--data-dir', dataDir,
-    '--listen-client-urls', endpoint,
-    '--advertise-client-urls', endpoint,
+    '--listen-client-urls', clientUrl,
+    '--advertise-client-urls', clientUrl,
     '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
     '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
     '--initial-cluster', `tarcil-test=http://127.0.0.1:${peerPort}`,
@@ -110,7 +107,11 @@ export async function startEtcd(
   ];
   let child: ChildProcess | undefined;
   let stderr = '';
+  let endpoint = '';
+  let clientPort = 0;
+  let args: string[] = [];
   const launch = async (): Promise<void> => {
+    stderr = '';
     const c = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     child = c;
     c.stderr?.on('data', (d: Buffer) => {
@@ -129,7 +130,20 @@ export async function startEtcd(
       setTimeout(() => c.kill('SIGKILL'), 3000).unref();
     });
   };
-  await launch();
+  // A free port is only free until someone binds it: another process (or an outgoing connection's
+  // local port) may take it before etcd does. etcd then exits at once; it starts again on new ports.
+  for (let attempt = 1; ; attempt++) {
+    clientPort = await freePort();
+    const peerPort = await freePort();
+    endpoint = `${scheme}://127.0.0.1:${clientPort}`;
+    args = argsFor(endpoint, peerPort);
+    try {
+      await launch();
+      break;
+    } catch (err) {
+      if (attempt >= 5 || !/address already in use/i.test(String(err))) throw err;
+    }
+  }
   let stopped = false;
   return {
     endpoint,
