@@ -5,7 +5,7 @@
  * picks that did not change stay chosen. A commit whose answer was lost is resolved from the store
  * before anything else is tried, since a blind retry could place the tasks twice.
  */
-import { trace, traceIds, tracingOn } from '../util/trace.ts';
+import { trace, traceRequest } from '../util/trace.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
 import type { Pick } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
@@ -148,10 +148,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   });
   let res;
   try {
-    if (tracingOn()) {
-      trace('commit.asked', job.id);
-      traceIds.set(txn.req, job.id);
-    }
+    traceRequest('commit.asked', job.id, txn.req);
     res = await (c.direct ? a.store : a.committer).txn(txn.req);
     trace('commit.answered', job.id);
   } catch (err) {

@@ -5,7 +5,7 @@
  * (monitor.ts) runs one of these under its own lease and watch; a hollow process (hollow.ts) runs
  * thousands under one lease and one watch.
  */
-import { trace, traceIds, tracingOn } from '../util/trace.ts';
+import { trace, traceRequest, tracingOn } from '../util/trace.ts';
 import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
@@ -538,10 +538,7 @@ export class MonitoredNode {
     // Record "running" only if the RU still holds this attempt: the revision is the fence.
     const write = () => {
       const req = startTxn(this.h.keys, this.server.id, run, this.h.disconnectGraceMs);
-      if (tracingOn()) {
-        trace('node.asked', `${run.job}#${run.task}`);
-        traceIds.set(req, `${run.job}#${run.task}`);
-      }
+      if (tracingOn()) traceRequest('node.asked', `${run.job}#${run.task}`, req);
       return this.h.store.txn(req);
     };
     const res = await (this.h.gate ? this.h.gate(write) : write());

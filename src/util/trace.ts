@@ -39,6 +39,13 @@ export function trace(point: string, id: string): void {
   if (lines.length >= FLUSH_AT) flushTrace();
 }
 
+/** Records a point for a request to the store and marks the request with the id (see {@link traceRequests}). */
+export function traceRequest(point: string, id: string, req: object): void {
+  if (!tracing) return;
+  traceIds.set(req, id);
+  trace(point, id);
+}
+
 /** Records a point at a time already taken (epoch ms). */
 export function traceAt(point: string, id: string, atMs: number): void {
   if (!tracing) return;

@@ -7,7 +7,7 @@ import { EtcdStore } from '../../src/store/etcd.ts';
 import { GroupCommit } from '../../src/store/group-commit.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
-import { closeTrace, flushTrace, openTrace, trace, traceAt, traceIds, traceRequests, tracingOn } from '../../src/util/trace.ts';
+import { closeTrace, flushTrace, openTrace, trace, traceAt, traceIds, traceRequest, traceRequests, tracingOn } from '../../src/util/trace.ts';
 
 const endpoint = inject('etcdEndpoint');
 const dirs: string[] = [];
@@ -52,15 +52,18 @@ describe('trace points', () => {
     const b = {};
     traceIds.set(a, 'j2#3');
     traceRequests('group.sent', [a, b]);
+    traceRequest('commit.asked', 'j4', b);
+    traceRequests('store.sent', [a, b]);
     const lines = written(file);
-    expect(lines.map(([, p, id]) => `${p} ${id}`)).toEqual(['submit.received j1', 'bench.submitted j1', 'group.sent j2#3']);
+    expect(lines.map(([, p, id]) => `${p} ${id}`)).toEqual(['submit.received j1', 'bench.submitted j1', 'group.sent j2#3', 'commit.asked j4', 'store.sent j2#3', 'store.sent j4']);
     expect(lines[0]?.[0]).toBeGreaterThanOrEqual(t0 - 1);
     expect(lines[0]?.[0]).toBeLessThan(t0 + 1000);
     expect(lines[1]?.[0]).toBe(1234.5);
     closeTrace();
     expect(tracingOn()).toBe(false);
     trace('after', 'j1');
-    expect(written(file)).toHaveLength(3);
+    traceRequest('after', 'j5', {});
+    expect(written(file)).toHaveLength(6);
   });
 
   it("a group commit marks when each traced transaction leaves, on the embedded store", async () => {
