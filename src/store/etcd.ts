@@ -4,7 +4,7 @@
  * and leases. Conversions live in etcd-convert.ts, watches in etcd-watch.ts, leases in
  * etcd-lease.ts.
  */
-import { traceRequests } from '../util/trace.ts';
+import { traceRequests, tracingOn } from '../util/trace.ts';
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
 import { AdaptiveLimit, isOverload, type AdaptiveLimitOptions } from './adaptive-limit.ts';
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
@@ -393,10 +393,10 @@ export class EtcdStore implements ClusterStore {
     const res = readOnly
       ? await this.read('txn', () => this.client.kv.txn(body))
       : await this.call('txn', () => {
-          traceRequests('store.sent', [req]);
+          if (tracingOn()) traceRequests('store.sent', [req]);
           return this.client.kv.txn(body);
         });
-    traceRequests('store.answered', [req]);
+    if (tracingOn()) traceRequests('store.answered', [req]);
     const responses = branchResponses(res.succeeded ? req.success : failure, res.responses);
     return { succeeded: res.succeeded, revision: Number(res.header.revision), responses };
   }

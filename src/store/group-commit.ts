@@ -2,7 +2,7 @@
  * Group commit: an agent's concurrent placement transactions sent together in one request, with a
  * bound on requests in flight.
  */
-import { traceRequests } from '../util/trace.ts';
+import { traceRequests, tracingOn } from '../util/trace.ts';
 import { requestBytes } from './common.ts';
 import type { ClusterStore, TxnRequest, TxnResult } from './types.ts';
 
@@ -175,7 +175,7 @@ export class GroupCommit {
   }
 
   private async send(group: Pending[]): Promise<void> {
-    traceRequests('group.sent', group.map((p) => p.req));
+    if (tracingOn()) traceRequests('group.sent', group.map((p) => p.req));
     try {
       if (group.length === 1) {
         const p = group[0] as Pending;
