@@ -12,7 +12,7 @@
  * and at the end, from the store: every acknowledged job was seen final; no RU is held by a task
  * whose job is final or gone (a leak); no task is running on a server that is not registered.
  */
-import { trace, traceAt, tracingOn } from '../../src/util/trace.ts';
+import { traceAt, tracingOn } from '../../src/util/trace.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
@@ -57,6 +57,13 @@ export interface MinuteCounts {
 
 const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
 
+/** A task seen running before the bench had its job's SubmitJob answer. */
+interface EarlyRunning {
+  index: number;
+  rec: LiveTaskRecord;
+  now: number;
+}
+
 export class SoakAuditor {
   private readonly live: LiveKeys;
   private handle: WatchHandle | undefined;
@@ -71,7 +78,7 @@ export class SoakAuditor {
   /** Job id → when its front-end's handler took it (the job record's submittedAt), and its tasks. */
   private readonly acceptedAt = new Map<string, { at: number; tasks: number }>();
   /** Running events of jobs whose SubmitJob answer has not come back yet. */
-  private readonly early = new Map<string, number[]>();
+  private readonly early = new Map<string, EarlyRunning[]>();
   private readonly seenRunning = new Set<string>();
   /** Job id → whether its latest finished decision record shows time queued (held by the scheduler). */
   private readonly heldJobs = new Map<string, boolean>();
@@ -163,13 +170,25 @@ export class SoakAuditor {
   acked(job: string, at: number): void {
     this.submittedAt.set(job, at);
     traceAt('bench.submitted', job, at);
-    const small = (this.acceptedAt.get(job)?.tasks ?? Infinity) <= this.oneTxn;
-    for (const t of this.early.get(job) ?? []) {
-      this.minute.running.push(Math.max(0, t - at));
-      if (small) this.minute.runningOneTxn.push(Math.max(0, t - at));
-      this.classify(job, Math.max(0, t - at));
-    }
+    for (const e of this.early.get(job) ?? []) this.countRunning(job, e.index, e.rec, e.now, at);
     this.early.delete(job);
+  }
+
+  /** A task of a job submitted at `at` seen running at `now` (its first attempt): the minute's latencies and stages. */
+  private countRunning(job: string, index: number, rec: LiveTaskRecord | undefined, now: number, at: number): void {
+    if (tracingOn()) traceAt('bench.running', `${job}#${index}`, now);
+    const ms = Math.max(0, now - at);
+    this.minute.running.push(ms);
+    const acc = this.acceptedAt.get(job);
+    if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(ms);
+    this.classify(job, ms);
+    if (rec?.placedAt !== undefined && rec.startedAt !== undefined) {
+      this.minute.stages.placed.push(rec.placedAt - at);
+      this.minute.stages.started.push(rec.startedAt - rec.placedAt);
+      this.minute.stages.seen.push(now - rec.startedAt);
+      this.minute.split.push([ms, rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt]);
+      if (acc !== undefined) this.minute.stages.accepted.push(acc.at - at);
+    }
   }
 
   /** This minute's counts, and a fresh minute. */
@@ -210,24 +229,14 @@ export class SoakAuditor {
           if (this.seenRunning.has(id)) continue;
           this.seenRunning.add(id);
           const at = this.submittedAt.get(ref.job);
+          if (rec?.attempt !== 0) continue;
+          // Running before SubmitJob's answer reached the bench (the first placement leaves beside
+          // the submission): counted once the bench has the job's id and send time.
           if (at === undefined) {
             const list = this.early.get(ref.job) ?? [];
-            list.push(now);
+            list.push({ index: ref.index, rec, now });
             this.early.set(ref.job, list);
-          } else if (rec?.attempt === 0) {
-            if (tracingOn()) trace('bench.running', `${ref.job}#${ref.index}`);
-            this.minute.running.push(now - at);
-            const acc = this.acceptedAt.get(ref.job);
-            if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(now - at);
-            this.classify(ref.job, now - at);
-            if (rec.placedAt !== undefined && rec.startedAt !== undefined) {
-              this.minute.stages.placed.push(rec.placedAt - at);
-              this.minute.stages.started.push(rec.startedAt - rec.placedAt);
-              this.minute.stages.seen.push(now - rec.startedAt);
-              this.minute.split.push([now - at, rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt]);
-              if (acc !== undefined) this.minute.stages.accepted.push(acc.at - at);
-            }
-          }
+          } else this.countRunning(ref.job, ref.index, rec, now, at);
         }
       } else if (key.startsWith(this.decisions)) {
         if (ev.type !== 'delete') this.onDecisions(key.slice(this.decisions.length), ev.kv.value);
