@@ -230,8 +230,8 @@ export class SoakAuditor {
           this.seenRunning.add(id);
           const at = this.submittedAt.get(ref.job);
           if (rec?.attempt !== 0) continue;
-          // Running before SubmitJob's answer reached the bench (the first placement leaves beside
-          // the submission): counted once the bench has the job's id and send time.
+          // Running before SubmitJob's answer reached the bench (an answer that a busy front-end or
+          // bench handled late): counted once the bench has the job's id and send time.
           if (at === undefined) {
             const list = this.early.get(ref.job) ?? [];
             list.push({ index: ref.index, rec, now });
