@@ -113,6 +113,7 @@ export class AgentCache {
       // monitor lifts its block, frees every RU that takes placements now and did not before.
       const before = old && this.freedListeners.size > 0 ? Array.from({ length: old.ruCount }, (_, i) => old.available(i)) : undefined;
       const s = this.state.upsertServer(spec);
+      s.disconnectGraceMs = typeof rec.disconnectGraceMs === 'number' ? rec.disconnectGraceMs : undefined;
       this.state.setServerDown(s.id, rec.state === 'down');
       // A node whose tasks run well below their expected rate takes no new task (paper §5.2).
       this.state.setBlocked(s.id, rec.blocked === true);

@@ -138,6 +138,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
       ruRev: p.ruRev,
       basedOn: servers.get(p.server.id) ?? p.epochRev,
       q: storedQ(p.quality.Q),
+      ...(p.server.disconnectGraceMs !== undefined ? { nodeGraceMs: p.server.disconnectGraceMs } : {}),
       ...(p.victim ? { victim: p.victim } : {}),
     })),
     scope: a.config.conflictScope,

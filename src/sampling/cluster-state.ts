@@ -36,6 +36,12 @@ export class ServerState {
   blocked = false;
   /** Cordoned or draining by an operator (`tarcil node`): no new placements, whatever its monitor says. */
   cordoned = false;
+  /**
+   * The node's disconnect grace as its server record gives it (live cells only). Written with
+   * each placement here, so that an owner that never saw the node knows how long it may keep a
+   * task it took up once it is gone.
+   */
+  disconnectGraceMs: number | undefined = undefined;
   /** Local change counter, bumped on every occupancy change (invalidates cached scores). */
   version = 0;
 

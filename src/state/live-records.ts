@@ -59,9 +59,10 @@ export interface LiveTaskRecord extends TaskRecord {
   /** This attempt is a move from there: its RU is held until the old copy stopped (agent/owner/moves.ts). */
   movedFrom?: MoveSource;
   /**
-   * The disconnect grace of the node running the attempt, as its monitor wrote it with the
-   * `running` record: an owner that never saw the node registered (it started, or adopted the
-   * job, after the node left) waits this long from when it found the node gone, not the default.
+   * The disconnect grace of the attempt's node, as the placing agent knew it from the node's
+   * server record and as its monitor wrote it again with the `running` record: an owner that never
+   * saw the node registered (it started, or adopted the job, after the node left) waits this long
+   * from when it found the node gone, not the default.
    */
   nodeGraceMs?: number;
 }

@@ -32,6 +32,8 @@ export interface PlacementItem {
   previous?: AttemptSummary[];
   /** The placement's quality Q, written in the RU record (RuRecord.q; storedQ's precision). */
   q?: number;
+  /** The node's disconnect grace, written in the task record (PlacedTaskRecord.nodeGraceMs). */
+  nodeGraceMs?: number;
   /** A lower-priority task this placement displaces (preemption). */
   victim?: { job: string; task: number; priority: number };
   /**
@@ -163,6 +165,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       basedOn,
       commitId: p.commitId,
       agent: p.agent,
+      ...(it.nodeGraceMs !== undefined ? { nodeGraceMs: it.nodeGraceMs } : {}),
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
       ...(it.move ? { moves: it.move.moves + 1, movedFrom: hold } : {}),
     };

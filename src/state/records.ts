@@ -80,6 +80,11 @@ export interface PlacedTaskRecord extends TaskRecord {
   moves?: number;
   /** This attempt is a move of the task from there: its RU is held until the old copy stopped. */
   movedFrom?: MoveSource;
+  /**
+   * The node's disconnect grace as the placing agent knew it (its monitor writes it again with
+   * the `running` record): an owner that never saw the node waits this long once it is gone.
+   */
+  nodeGraceMs?: number;
 }
 
 export function parseJson<T>(kv: KeyValue | undefined): T | undefined {

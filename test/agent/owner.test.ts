@@ -371,6 +371,42 @@ describe('job owner (embedded store, manual clock)', () => {
   });
 
   it.each([
+    { grace: 10_000, wait: [10_000, 14_000] },
+    { grace: undefined, wait: [60_000, 64_000] },
+  ])('a task placed but not yet started when its node left: an adopter that never saw the node waits the grace written with the placement ($grace), else the default', async ({ grace, wait }) => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 2);
+    if (grace !== undefined) {
+      // The nodes register with their disconnect grace, as their monitors do.
+      for (const kv of (await c.store.range(c.keys.servers())).kvs) {
+        const rec = JSON.parse(kv.value) as Record<string, unknown>;
+        await c.store.put(kv.key, JSON.stringify({ ...rec, disconnectGraceMs: grace }));
+      }
+    }
+    const dying = new DyingStore(c.store, () => false);
+    const a = await c.owner('A', dying);
+    const job = makeJob('grace-placed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
+    const ref = c.keys.parseRu((await c.busy(job.id))[0]!.key)!;
+    const [placed] = await tasksOf(c, job.id);
+    expect([placed?.state, placed?.nodeGraceMs]).toEqual(['placed', grace]);
+    // The node goes before it started the task, and the owner with it; the survivor starts
+    // afterwards and never saw the node.
+    await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(ref.server) }, { type: 'delete', key: c.keys.serverRus(ref.server), prefix: true }] });
+    dying.dead = true;
+    const b = await c.owner('B');
+    await c.until(() => b.stats.adopted === 1, 10_000);
+    const adoptedAt = c.clock.now();
+    await c.until(async () => (await c.busy(job.id)).length === 1, 70_000, 100);
+    const waited = c.clock.now() - adoptedAt;
+    expect(waited).toBeGreaterThanOrEqual(wait[0]!);
+    expect(waited).toBeLessThan(wait[1]!);
+    const [task] = await tasksOf(c, job.id);
+    expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === ref.server]).toEqual([1, 'lost', false]);
+  });
+
+  it.each([
     // Chunk 1 reserved, chunk 2 in flight: the adopter gives every reservation back and places the gang whole.
     { when: 'mid-reservation', dieAt: nth((r) => putsRu(r, 'reserved'), 2), confirmed: false },
     // Chunk 1 confirmed, the rest reserved: part of the gang may run, so the adopter confirms the rest.

@@ -146,7 +146,8 @@ export const ASSUMED_GRACE_MS = 60_000;
  * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
  * and it kills its tasks no later than its disconnect grace after that (see the monitor).
  * A node this process never saw registered left before it was first found gone; its grace is
- * the one its monitor wrote in a `running` record (`recordedGraceMs`), else the default.
+ * the one written in the task record (`recordedGraceMs`: by the placing agent, then by the node's
+ * monitor with `running`), else the default.
  */
 export function replaceAt(m: OwnerContext, server: string, recordedGraceMs?: number): number {
   const c = m.cell.get(server);
