@@ -24,6 +24,37 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * n distinct free ports: all n are bound at once, then released (freePort n times may give the
+ * same port twice). Free only until someone binds them: a caller that starts a process on them
+ * starts it again on new ones when it finds one taken (see addressInUse).
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = Array.from({ length: n }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (srv) =>
+          new Promise<number>((resolve, reject) => {
+            srv.unref();
+            srv.once('error', reject);
+            srv.listen(0, '127.0.0.1', () => {
+              const addr = srv.address();
+              resolve(typeof addr === 'object' && addr ? addr.port : 0);
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
+  }
+}
+
+/** Whether err (or its message) says a port was taken: EADDRINUSE, or etcd's "address already in use". */
+export function addressInUse(err: unknown): boolean {
+  return /EADDRINUSE|address already in use/i.test(err instanceof Error ? `${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}` : String(err));
+}
+
 export function findEtcd(): string | undefined {
   const candidates = [process.env.ETCD_BIN, 'etcd', '/usr/bin/etcd', '/usr/local/bin/etcd'].filter(
     (x): x is string => typeof x === 'string' && x.length > 0,
@@ -133,15 +164,15 @@ export async function startEtcd(
   // A free port is only free until someone binds it: another process (or an outgoing connection's
   // local port) may take it before etcd does. etcd then exits at once; it starts again on new ports.
   for (let attempt = 1; ; attempt++) {
-    clientPort = await freePort();
-    const peerPort = await freePort();
+    const [cp = 0, peerPort = 0] = await freePorts(2);
+    clientPort = cp;
     endpoint = `${scheme}://127.0.0.1:${clientPort}`;
     args = argsFor(endpoint, peerPort);
     try {
       await launch();
       break;
     } catch (err) {
-      if (attempt >= 5 || !/address already in use/i.test(String(err))) throw err;
+      if (attempt >= 5 || !addressInUse(err)) throw err;
     }
   }
   let stopped = false;
