@@ -1,14 +1,14 @@
 /**
- * A 3-member etcd cluster on loopback for fault-injection tests: free ports, temporary data dirs,
- * auto-compaction off (so a checker can read the whole history from revision 1). A member can be
- * SIGKILLed and restarted on its data dir; the leader is found through etcd's maintenance status
+ * A 3-member etcd cluster on loopback for fault-injection tests: free ports (new ones when one was
+ * taken before its member started), temporary data dirs, auto-compaction off (so a checker can
+ * read the whole history from revision 1). A member can be SIGKILLed and restarted on its data dir; the leader is found through etcd's maintenance status
  * (the v3 JSON gateway's /v3/maintenance/status on each member's client URL).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findEtcd, freePort } from './etcd.ts';
+import { addressInUse, findEtcd, freePorts } from './etcd.ts';
 
 export interface MemberStatus {
   /** This member's id and the leader's id as etcd reports them (0 = no leader known). */
@@ -79,14 +79,32 @@ export class EtcdCluster {
     this.members = ms;
   }
 
-  /** Starts every member and waits until the cluster has a leader that every member knows. */
+  /**
+   * Starts every member and waits until the cluster has a leader that every member knows. The
+   * members must know each other's peer URLs before any of them starts, so their ports are picked
+   * beforehand, and another process may take one of them first: that member then exits ("address
+   * already in use"), and the whole cluster starts again on new ports and data dirs (5 tries).
+   */
   static async start(opts: EtcdClusterOptions = {}): Promise<EtcdCluster> {
     const bin = opts.bin ?? findEtcd();
     if (!bin) throw new Error('etcd binary not found (set ETCD_BIN or install etcd-server)');
     const size = opts.size ?? 3;
+    for (let attempt = 1; ; attempt++) {
+      const cluster = EtcdCluster.create(bin, size, opts, await freePorts(2 * size));
+      try {
+        await cluster.boot();
+        return cluster;
+      } catch (err) {
+        await cluster.stop();
+        if (attempt >= 5 || !addressInUse(err)) throw err;
+      }
+    }
+  }
+
+  private static create(bin: string, size: number, opts: EtcdClusterOptions, ports: readonly number[]): EtcdCluster {
     const ms: Member[] = [];
     for (let i = 0; i < size; i++) {
-      ms.push(new Member(i, `m${i}`, await freePort(), await freePort(), mkdtempSync(join(tmpdir(), `tarcil-etcd-m${i}-`))));
+      ms.push(new Member(i, `m${i}`, ports[2 * i] ?? 0, ports[2 * i + 1] ?? 0, mkdtempSync(join(tmpdir(), `tarcil-etcd-m${i}-`))));
     }
     const initial = ms.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
     const token = `tarcil-faults-${process.pid}-${Date.now()}`;
@@ -108,16 +126,33 @@ export class EtcdCluster {
       '--log-level', 'error',
       '--logger', 'zap',
     ];
-    const cluster = new EtcdCluster(bin, ms, args);
+    return new EtcdCluster(bin, ms, args);
+  }
+
+  /**
+   * Launches every member and waits for a leader and every member serving; rejects as soon as a
+   * member exits meanwhile (with its stderr: a port taken shows there), rather than at the timeout.
+   */
+  private async boot(): Promise<void> {
+    for (const m of this.ms) this.launch(m);
+    let booting = true;
+    const exited = new Promise<never>((_resolve, reject) => {
+      for (const m of this.ms) {
+        // 'close': after the exit and the end of its stderr.
+        m.child?.once('close', (code, sig) => {
+          if (booting) reject(new Error(`etcd member ${m.name} exited (${code ?? sig}) while the cluster started: ${m.stderr}`));
+        });
+      }
+    });
+    const ready = (async (): Promise<void> => {
+      await this.waitLeader(30_000);
+      for (const m of this.ms) await this.waitServing(m, 20_000);
+    })();
     try {
-      for (const m of ms) cluster.launch(m);
-      await cluster.waitLeader(30_000);
-      for (const m of ms) await cluster.waitServing(m, 20_000);
-    } catch (err) {
-      await cluster.stop();
-      throw err;
+      await Promise.race([exited, ready]);
+    } finally {
+      booting = false;
     }
-    return cluster;
   }
 
   /** etcd://h:p,h:p,h:p for the store URL flag. */
