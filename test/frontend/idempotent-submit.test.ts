@@ -14,7 +14,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-import { freePort } from '../support/etcd.ts';
+import { addressInUse, freePort } from '../support/etcd.ts';
 import { submit, waitFinal } from '../support/live.ts';
 
 /**
@@ -131,47 +131,56 @@ describe.each(['memory', 'etcd'] as const)('idempotent SubmitJob (%s store)', (k
 
 describe('submitWithRetry', () => {
   it('retries while no server answers, then succeeds once one does; gives up on a non-transient error', async () => {
-    const port = await freePort();
-    const lc = schedulerClient(`127.0.0.1:${port}`);
-    let calls = 0;
-    let started: GrpcServerHandle | undefined;
-    try {
-      // Nothing listens yet: the first attempts fail with UNAVAILABLE.
-      const later = new Promise<void>((resolve) => {
-        setTimeout(() => {
-          void startGrpcServer({
-            host: '127.0.0.1',
-            port,
-            register: (server) => {
-              server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, {
-                SubmitJob: (call: grpc.ServerUnaryCall<{ requestId: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-                  calls++;
-                  if (call.request.requestId === 'bad') cb({ code: grpc.status.INVALID_ARGUMENT, details: 'tasks: must be an integer' });
-                  else cb(null, { jobId: `j-for-${call.request.requestId}` });
-                },
-              });
-              return ['tarcil.v1.Scheduler'];
-            },
-          }).then((h) => {
-            started = h;
-            resolve();
-          });
-        }, 400);
-      });
-      const res = await submitWithRetry(lc, { specJson: '{}', requestId: 'k-1' }, { timeout: 1000, retries: 8, retryBaseMs: 100 });
-      await later;
-      expect(res.jobId).toBe('j-for-k-1');
-      expect(calls).toBe(1);
-      const refused = await submitWithRetry(lc, { specJson: '{}', requestId: 'bad' }, { timeout: 1000, retries: 8, retryBaseMs: 10 }).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(refused).toBeInstanceOf(TarcilError);
-      expect((refused as TarcilError).code).toBe('INVALID_ARGUMENT');
-      expect(calls).toBe(2);
-    } finally {
-      lc.close();
-      await started?.close(200);
+    // The client dials the port before any server listens there, so the port is picked beforehand;
+    // another process may take it before the server binds it. Then the same again on a new port.
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      const lc = schedulerClient(`127.0.0.1:${port}`);
+      let calls = 0;
+      let started: GrpcServerHandle | undefined;
+      try {
+        // Nothing listens yet: the first attempts fail with UNAVAILABLE.
+        const later = new Promise<GrpcServerHandle>((resolve, reject) => {
+          setTimeout(() => {
+            startGrpcServer({
+              host: '127.0.0.1',
+              port,
+              register: (server) => {
+                server.addService(loadProtos().proto.tarcil.v1.Scheduler.service, {
+                  SubmitJob: (call: grpc.ServerUnaryCall<{ requestId: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+                    calls++;
+                    if (call.request.requestId === 'bad') cb({ code: grpc.status.INVALID_ARGUMENT, details: 'tasks: must be an integer' });
+                    else cb(null, { jobId: `j-for-${call.request.requestId}` });
+                  },
+                });
+                return ['tarcil.v1.Scheduler'];
+              },
+            }).then(resolve, reject);
+          }, 400);
+        });
+        const first = submitWithRetry(lc, { specJson: '{}', requestId: 'k-1' }, { timeout: 1000, retries: 8, retryBaseMs: 100 });
+        first.catch(() => undefined); // awaited below, unless the port was taken
+        try {
+          started = await later;
+        } catch (err) {
+          if (attempt < 5 && addressInUse(err)) continue; // (the finally closes this client, which ends its call)
+          throw err;
+        }
+        const res = await first;
+        expect(res.jobId).toBe('j-for-k-1');
+        expect(calls).toBe(1);
+        const refused = await submitWithRetry(lc, { specJson: '{}', requestId: 'bad' }, { timeout: 1000, retries: 8, retryBaseMs: 10 }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(refused).toBeInstanceOf(TarcilError);
+        expect((refused as TarcilError).code).toBe('INVALID_ARGUMENT');
+        expect(calls).toBe(2);
+        return;
+      } finally {
+        lc.close();
+        await started?.close(200);
+      }
     }
   });
 });
