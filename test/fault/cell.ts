@@ -14,7 +14,6 @@ import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { EtcdCluster } from '../support/etcd-cluster.ts';
-import { freePort } from '../support/etcd.ts';
 import type { NemesisProc, NemesisTarget } from '../support/nemesis.ts';
 import { tcpProxy, type TcpProxy } from '../support/proxy.ts';
 
@@ -87,15 +86,21 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** A tarcil process: started with fixed flags, reaching etcd through its own proxies. */
+/**
+ * A tarcil process: started with fixed flags, reaching etcd through its own proxies. With
+ * `--port 0` it binds a free port itself; start() reads that port from its "listening on" line,
+ * and a restart asks for the same port again (the workload's clients dial that address).
+ */
 export class TarcilChild implements NemesisProc {
   private child: ChildProcess | undefined;
   private tail = '';
+  /** The port of its gRPC service, from the "listening on" line of its last start. */
+  port: number | undefined;
 
   constructor(
     readonly name: string,
     readonly kind: 'fe' | 'monitor',
-    private readonly args: string[],
+    private args: string[],
     readonly cwd: string,
     readonly proxies: readonly TcpProxy[],
     private readonly logFile: string,
@@ -132,8 +137,12 @@ export class TarcilChild implements NemesisProc {
         const s = d.toString();
         this.tail = (this.tail + s).slice(-20_000);
         this.note(s);
-        if (/listening on/.test(this.tail)) {
+        const listening = /listening on \S+:(\d+)\D/.exec(this.tail);
+        if (listening) {
           clearTimeout(t);
+          this.port = Number(listening[1]);
+          const p = this.args.indexOf('--port');
+          if (p >= 0 && this.args[p + 1] === '0') this.args = this.args.with(p + 1, String(this.port));
           resolve();
         }
       };
@@ -303,15 +312,15 @@ export class FaultCell {
     }
     for (let i = 0; i < (o.frontEnds ?? 2); i++) {
       const name = `fe${i}`;
-      const port = await freePort();
       const { url, proxies } = await proxied();
-      const args = ['server', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--agents', String(o.agents ?? 2), '--port', String(port), '--name', name];
+      // Port 0: the front-end binds a free port itself (one picked here could be taken before it starts).
+      const args = ['server', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--agents', String(o.agents ?? 2), '--port', '0', '--name', name];
       this.frontEnds.push(new TarcilChild(name, 'fe', args, this.dir, proxies, join(this.dir, 'logs', `${name}.log`)));
-      this.feAddrs.push(`127.0.0.1:${port}`);
     }
     // Monitors first, so the front-ends' feasibility checks see the whole cell.
     await Promise.all(this.monitors.map((m) => m.start()));
     await Promise.all(this.frontEnds.map((f) => f.start()));
+    this.feAddrs.push(...this.frontEnds.map((f) => `127.0.0.1:${f.port}`));
     this.watcher.start();
   }
 
