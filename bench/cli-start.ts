@@ -2,7 +2,7 @@
  * Start-up of the `tarcil` command, hyperfine-style: each command run N times (after a warm-up
  * run), wall time from spawn to exit, median / p90 / min reported. `tarcil jobs` is measured
  * against a running front-end (a `tarcil up` on the embedded store, started by this script on a
- * free port), `tarcil sample-size` on its own.
+ * free port it binds itself and names in its banner), `tarcil sample-size` on its own.
  *
  * Several trees can be measured in the same run, their runs interleaved so that the machine's
  * load falls on all of them alike: `--tree before=/path/to/a/copy` (a copy of the repository with
@@ -17,7 +17,6 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { freePort } from '../test/support/etcd.ts';
 import { tarcil as daemon } from '../test/support/procs.ts';
 import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
 
@@ -70,11 +69,9 @@ function once(root: string, args: string[], env: NodeJS.ProcessEnv): Promise<num
 }
 
 const NODE_ALONE = 'node -e 0 (Node alone)';
-const port = await freePort();
-const up = daemon(['up', '--port', String(port), '--metrics-port', '0', '--http-port', '0']);
+const up = daemon(['up', '--port', '0', '--metrics-port', '0', '--http-port', '0']);
 try {
-  await up.waitFor(/Scheduler gRPC/, 120_000);
-  const server = `127.0.0.1:${port}`;
+  const server = (await up.waitFor(/Scheduler gRPC\s+(\S+:\d+)\s/, 120_000))[1] ?? '';
   const commands = [
     { name: 'tarcil jobs', args: ['jobs', '--server', server] },
     { name: 'tarcil sample-size', args: ['sample-size', '--quantile', '0.8'] },
