@@ -18,7 +18,7 @@
  *      [--compact-margin 2m] [--disconnect-grace 10s] [--drain-minutes 20] [--no-faults] [--pause-s 15]
  *      [--name soak]
  *      [--etcd-profile-at MIN[,MIN…]] [--etcd-handling] (etcd with --metrics extensive: its handling time of transactions per row)
- *      [--max-pending-tasks N] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
+ *      [--max-pending-tasks N] [--launch-after D] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
  *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
@@ -67,6 +67,8 @@ const LOOP_SAMPLE_MS = 10;
 const METRICS_TIMEOUT_MS = 5000;
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
+/** When a front-end sends a placed task to its node directly (`tarcil server --launch-after`); empty: the server's default. */
+const LAUNCH_AFTER = flag('launch-after', '');
 /** etcd's --max-txn-ops, and every tarcil process told it (`--etcd-max-txn-ops`); 128 is etcd's default. */
 const MAX_TXN_OPS = Number(flag('max-txn-ops', '128'));
 const TXN_FLAGS = MAX_TXN_OPS !== 128 ? ['--etcd-max-txn-ops', String(MAX_TXN_OPS)] : [];
@@ -222,7 +224,7 @@ let onChild: (p: TarcilProc) => void = () => undefined;
 let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...AGENT_OPTIONS]);
+  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []), ...AGENT_OPTIONS]);
   onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);

@@ -17,7 +17,7 @@ import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerR
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -55,6 +55,8 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly ttlSeconds: number;
   readonly departedMemoryMs: number;
   readonly unplaceableTimeoutMs: number;
+  /** See JobManagerOptions.launchAfterMs. */
+  readonly launchAfterMs: number;
   readonly maxPendingTasks: number;
   private pendingCount = 0;
   private pendingAt = -Infinity;
@@ -87,7 +89,7 @@ export class JobManager implements OwnerContext, MoveHost {
   serving = false;
   /** Jobs taken before the agents started, evaluated when they have. */
   private readonly deferred = new Set<Owned>();
-  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0 };
+  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0, launches: 0 };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;
   readonly moveBudget: MoveBudget;
@@ -101,6 +103,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
+    this.launchAfterMs = opts.launchAfterMs ?? DEFAULT_LAUNCH_AFTER_MS;
     this.maxPendingTasks = opts.maxPendingTasks ?? DEFAULT_MAX_PENDING_TASKS;
     this.runtime = runtimeLoopConfig(opts.runtime);
     this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
@@ -535,16 +538,38 @@ export class JobManager implements OwnerContext, MoveHost {
       }
     }
     this.o.onCommitted?.(job, placements, agent);
+    if (!this.o.nodes) return;
+    if (this.launchAfterMs === 0) {
+      this.launch(job.id, placements);
+      return;
+    }
+    // The monitor follows its RUs in the store and starts the task as the watch brings the commit,
+    // about when its answer reaches us: a call now would almost always arrive second, and costs
+    // both processes a gRPC call per task. It goes only to a node that has not recorded the task
+    // running by then (its watch behind, or broken).
+    this.later(this.launchAfterMs, () => {
+      const o = this.owned.get(job.id);
+      if (!o) return; // final, or owned elsewhere now: its owner sees to it
+      const unstarted = placements.filter((p) => {
+        const rec = o.tasks.get(p.task)?.rec;
+        return rec?.state === 'placed' && rec.attempt === (p.attempt ?? 0) && rec.ru?.server === p.ru.server && rec.ru.index === p.ru.index;
+      });
+      if (unstarted.length > 0) this.launch(job.id, unstarted);
+    });
+  }
+
+  /** LaunchTask to the monitors of these placements (the ones that advertise an endpoint). */
+  private launch(job: string, placements: readonly Placement[]): void {
     const nodes = this.o.nodes;
     if (!nodes) return;
     for (const p of placements) {
       const endpoint = this.servers.get(p.ru.server)?.endpoint;
       if (!endpoint) continue;
-      // Fast path only: the monitor follows its RUs in the store and starts the task anyway.
-      const req = { server: p.ru.server, job: job.id, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
+      const req = { server: p.ru.server, job, task: p.task, ruIndex: p.ru.index, revision: p.commitRevision };
+      this.stats.launches++;
       this.track(
         nodes.launch(endpoint, req).catch((err: unknown) => {
-          this.o.log.debug({ job: job.id, task: p.task, endpoint, err: errorMessage(err) }, 'launch RPC failed; the monitor will see the commit');
+          this.o.log.debug({ job, task: p.task, endpoint, err: errorMessage(err) }, 'launch RPC failed; the monitor will see the commit');
         }),
       );
     }

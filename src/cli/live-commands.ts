@@ -165,6 +165,11 @@ export function registerLiveCommands(program: Command): void {
         .argParser(duration('--unplaceable-timeout', L.unplaceableTimeoutMs))
         .default(SERVER_DEFAULTS.unplaceableTimeoutMs, fmtMs(SERVER_DEFAULTS.unplaceableTimeoutMs)),
     )
+    .addOption(
+      new Option('--launch-after <duration>', "a task its node's monitor has not recorded running this long after its commit is sent to the monitor directly (LaunchTask); monitors follow their RUs in the store and normally start it first (0: send every placement at once)")
+        .argParser(duration('--launch-after', L.launchAfterMs))
+        .default(SERVER_DEFAULTS.launchAfterMs, fmtMs(SERVER_DEFAULTS.launchAfterMs)),
+    )
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
     .option('--acl', 'access control: every call needs a token whose policy allows it (`tarcil acl bootstrap` makes the first, an admin token); off: every client may do anything', false)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')

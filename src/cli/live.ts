@@ -176,6 +176,7 @@ export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   compactMargin: number;
   departedMemory: number;
   unplaceableTimeout: number;
+  launchAfter: number;
   maxPendingTasks: number;
   /** ACLs on: every call needs an access token (`tarcil acl`). */
   acl?: boolean;
@@ -221,6 +222,7 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     compactMarginMs: o.compactMargin,
     departedMemoryMs: o.departedMemory,
     unplaceableTimeoutMs: o.unplaceableTimeout,
+    launchAfterMs: o.launchAfter,
     maxPendingTasks: o.maxPendingTasks,
     listenBeforeReady: true,
     acl: o.acl === true,

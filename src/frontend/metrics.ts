@@ -249,6 +249,11 @@ export class Metrics extends MetricsEndpoint {
       () => manager.stats.leasePauses,
     );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
+    read(
+      'tarcil_launch_calls',
+      "LaunchTask calls sent to nodes' monitors for tasks they had not recorded running --launch-after after the commit (every placement with 0), since it started",
+      () => manager.stats.launches,
+    );
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_freed_handoffs_total',

@@ -8,7 +8,7 @@
  * monitors' (monitor/options.ts) and the stores' (store/common.ts, store/etcd.ts).
  */
 import { DEFAULT_AGENT_CONFIG } from '../agent/defaults.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
 import { DEFAULT_EXECUTOR, DEFAULT_LOG_DIR } from '../monitor/options.ts';
 import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
 import { DEFAULT_PREFIX } from '../state/keys.ts';
@@ -36,6 +36,7 @@ export const SERVER_DEFAULTS = {
   departedMemoryMs: DEFAULT_DEPARTED_MEMORY_MS,
   unplaceableTimeoutMs: DEFAULT_UNPLACEABLE_TIMEOUT_MS,
   maxPendingTasks: DEFAULT_MAX_PENDING_TASKS,
+  launchAfterMs: DEFAULT_LAUNCH_AFTER_MS,
 } as const;
 
 /**
@@ -97,6 +98,8 @@ export const FRONTEND_LIMITS = {
   unplaceableTimeoutMs: { min: 1000, max: 7 * 86_400_000 },
   /** Tasks not yet placed above which submissions are refused: 0 (no limit) to 100 million. */
   maxPendingTasks: { min: 0, max: 100_000_000 },
+  /** When a task not yet running is sent to its node's monitor: 0 (with the commit) to a minute. */
+  launchAfterMs: { min: 0, max: 60_000 },
   timeoutMs: { min: 1, max: 3_600_000 },
   submitRetries: { min: 0, max: 100 },
   listLimit: { min: 0, max: 1_000_000 },
@@ -119,6 +122,7 @@ export function checkSchedulerOptions(o: {
   departedMemoryMs?: number | undefined;
   unplaceableTimeoutMs?: number | undefined;
   maxPendingTasks?: number | undefined;
+  launchAfterMs?: number | undefined;
 }): void {
   checkInt('agents', o.agents, FRONTEND_LIMITS.agents);
   checkInt('port', o.port, FRONTEND_LIMITS.port);
@@ -129,6 +133,7 @@ export function checkSchedulerOptions(o: {
   if (o.departedMemoryMs !== undefined) checkInt('departedMemoryMs', o.departedMemoryMs, FRONTEND_LIMITS.departedMemoryMs);
   if (o.unplaceableTimeoutMs !== undefined) checkInt('unplaceableTimeoutMs', o.unplaceableTimeoutMs, FRONTEND_LIMITS.unplaceableTimeoutMs);
   if (o.maxPendingTasks !== undefined) checkInt('maxPendingTasks', o.maxPendingTasks, FRONTEND_LIMITS.maxPendingTasks);
+  if (o.launchAfterMs !== undefined) checkInt('launchAfterMs', o.launchAfterMs, FRONTEND_LIMITS.launchAfterMs);
   if (o.compactMarginMs !== undefined && o.compactMarginMs !== 0) {
     const r = FRONTEND_LIMITS.compactMarginMs;
     if (!isIntIn(o.compactMarginMs, r)) throw invalid('compactMarginMs', `must be 0 (off) or an integer in [${r.min}, ${r.max}]`);

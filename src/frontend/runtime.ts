@@ -55,6 +55,8 @@ export interface SchedulerProcessOptions {
   unplaceableTimeoutMs?: number;
   /** Back-pressure: tasks not yet placed above which submissions are refused (SERVER_DEFAULTS; 0: no limit). */
   maxPendingTasks?: number;
+  /** A task still only placed this long after its commit is sent to its node's monitor (SERVER_DEFAULTS; 0: at once). */
+  launchAfterMs?: number;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts defaults). */
   runtime?: Partial<RuntimeLoopConfig>;
   /** Learned profiles: use them for new jobs ('learned', the default) or not, after how many observations, how often written. */
@@ -121,6 +123,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.departedMemoryMs !== undefined ? { departedMemoryMs: o.departedMemoryMs } : {}),
     ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
     ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
+    ...(o.launchAfterMs !== undefined ? { launchAfterMs: o.launchAfterMs } : {}),
     ...(o.runtime ? { runtime: o.runtime } : {}),
     ...(o.profiles ? { profiles: o.profiles } : {}),
     nodes,

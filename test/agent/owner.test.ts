@@ -440,6 +440,47 @@ describe('job owner (embedded store, manual clock)', () => {
   });
 });
 
+describe("the launch call to a node's monitor", () => {
+  it.each([
+    { launchAfterMs: undefined, label: 'default: only to a node that has not started its task by then' },
+    { launchAfterMs: 0, label: '0: every placement at once' },
+  ])('launchAfterMs $launchAfterMs ($label)', async ({ launchAfterMs }) => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 2);
+    // The nodes advertise a NodeMonitor endpoint, as their monitors do.
+    for (const kv of (await c.store.range(c.keys.servers())).kvs) {
+      const rec = JSON.parse(kv.value) as { id: string };
+      await c.store.put(kv.key, JSON.stringify({ ...rec, endpoint: `node-of-${rec.id}:1` }));
+    }
+    const a = await c.owner('A', c.store, launchAfterMs === undefined ? {} : { launchAfterMs });
+    const job = makeJob('launch-call', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 2, 10_000);
+    await c.flush();
+    const sent = (): number[] => c.nodes.launches.filter((l) => l.job === job.id).map((l) => l.task).sort();
+    if (launchAfterMs === 0) {
+      expect(sent()).toEqual([0, 1]);
+      expect(a.stats.launches).toBe(2);
+      return;
+    }
+    expect(sent()).toEqual([]);
+    // One node starts its task as its monitor does (its watch brought the commit); the other's is behind.
+    const b0 = (await c.busy(job.id)).find((b) => b.rec.task === 0)!;
+    const ref = c.keys.parseRu(b0.key)!;
+    expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
+    await c.until(async () => (await tasksOf(c, job.id)).find((t) => t.index === 0)?.state === 'running', 5000);
+    await c.flush();
+    await c.advance(400);
+    expect(sent()).toEqual([]);
+    await c.advance(200);
+    // Only the task not recorded running is sent, once.
+    expect(sent()).toEqual([1]);
+    await c.advance(2000);
+    expect(sent()).toEqual([1]);
+    expect(a.stats.launches).toBe(1);
+  });
+});
+
 describe('the job record its owner writes', () => {
   it('a change of state is written at once; progress alone at most once per interval, and then the latest', async () => {
     cell = new OwnerCell();

@@ -87,6 +87,7 @@ describe('front-end /metrics: the job owner', () => {
     expect(m.get('tarcil_owner_lease_pauses')).toBe(sched.manager.stats.leasePauses);
     expect(m.get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
     expect(m.get('tarcil_adoptions_queued')).toBe(sched.manager.adoptions.queued);
+    expect(m.get('tarcil_launch_calls')).toBe(sched.manager.stats.launches);
     // Read at each scrape, not copied once.
     sched.manager.stats.adopted += 3;
     expect((await scrape()).get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);

@@ -84,7 +84,8 @@ describe('TLS', () => {
       const monitor = tarcil(['monitor', ...etcdFlags, ...serverTls, '--node', 'tls0', '--platform', 'r3-2xlarge', '--rus', '4']);
       procs.push(monitor);
       await monitor.waitFor(/listening on/);
-      const server = tarcil(['server', ...etcdFlags, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--monitor-ca', pki.ca, '--port', '0'], { TARCIL_LOG: 'debug' });
+      // --launch-after 0: every placement is also sent to the monitor at once, so the call is made.
+      const server = tarcil(['server', ...etcdFlags, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--monitor-ca', pki.ca, '--port', '0', '--launch-after', '0'], { TARCIL_LOG: 'debug' });
       procs.push(server);
       const port = (await server.waitFor(/listening on [\d.]+:(\d+)/))[1] ?? '';
       const res = await run(['submit', spec, '--server', `127.0.0.1:${port}`, '--tls-ca', pki.ca, '--wait', '--timeout', '5000']);

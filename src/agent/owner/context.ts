@@ -34,6 +34,13 @@ export const DEFAULT_DEPARTED_MEMORY_MS = 10 * 60_000;
 /** How long a job waits for servers that are down before its unplaced tasks fail. */
 export const DEFAULT_UNPLACEABLE_TIMEOUT_MS = 5 * 60_000;
 /**
+ * How long after its commit a task its node has not yet recorded running is sent to the node's
+ * monitor directly (LaunchTask). The monitor follows its RUs in the store and starts a placement
+ * as the watch brings it, about when the commit's answer reaches the front-end; the call is for a
+ * monitor whose watch is behind (JobManagerOptions.launchAfterMs).
+ */
+export const DEFAULT_LAUNCH_AFTER_MS = 500;
+/**
  * Back-pressure: a front-end holding this many tasks not yet placed answers new submissions with
  * RESOURCE_EXHAUSTED (retry later, or on another front-end) instead of taking on work it cannot
  * keep up with. 0: no limit.
@@ -66,6 +73,11 @@ export interface JobManagerOptions {
   unplaceableTimeoutMs?: number;
   /** Tasks not yet placed above which submissions are refused (default {@link DEFAULT_MAX_PENDING_TASKS}; 0: no limit). */
   maxPendingTasks?: number;
+  /**
+   * A task still only placed this long after its commit is sent to its node's monitor (LaunchTask;
+   * default {@link DEFAULT_LAUNCH_AFTER_MS}). 0: every placement at once, with its commit.
+   */
+  launchAfterMs?: number;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts). */
   runtime?: Partial<RuntimeLoopConfig>;
   /** Learned profiles: whether new jobs are scheduled with them, after how many observations, how often they are written. */
@@ -154,6 +166,8 @@ export interface OwnerStats {
   fencedLeases: number;
   /** Times no keepalive was confirmed within the lease's budget: the owner paused, keeping its jobs, until the store answered. */
   leasePauses: number;
+  /** LaunchTask calls sent to monitors (tasks not recorded running launchAfterMs after their commit, or all with 0). */
+  launches: number;
 }
 
 /**
