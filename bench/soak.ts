@@ -20,6 +20,7 @@
  *      [--etcd-profile-at MIN[,MIN…]] [--etcd-handling] (etcd with --metrics extensive: its handling time of transactions per row)
  *      [--max-pending-tasks N] [--launch-after D] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
  *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
+ *      [--etcd-flag=--name=value …] (a flag given to the soak's etcd as is; repeatable)
  * Results: bench/results/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
@@ -72,6 +73,8 @@ const LAUNCH_AFTER = flag('launch-after', '');
 /** etcd's --max-txn-ops, and every tarcil process told it (`--etcd-max-txn-ops`); 128 is etcd's default. */
 const MAX_TXN_OPS = Number(flag('max-txn-ops', '128'));
 const TXN_FLAGS = MAX_TXN_OPS !== 128 ? ['--etcd-max-txn-ops', String(MAX_TXN_OPS)] : [];
+/** `--etcd-flag=--x=y`, repeatable: given to the soak's etcd as is (e.g. `--etcd-flag=--backend-batch-interval=10ms`). */
+const ETCD_FLAGS = process.argv.filter((a) => a.startsWith('--etcd-flag=')).map((a) => a.slice('--etcd-flag='.length));
 /** `--agent key=value`, repeatable: passed to every front-end as is. */
 const AGENT_OPTIONS = process.argv.flatMap((a, i) => (a === '--agent' && process.argv[i + 1] !== undefined ? ['--agent', process.argv[i + 1] as string] : []));
 /**
@@ -235,7 +238,7 @@ async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
   // etcd as the README tells an operator to run it: an 8 GiB quota (the default 2 GiB was reached
   // in soak-10k-80-lease, and etcd then refuses every write).
-  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : []), ...(ETCD_HANDLING ? ['--metrics', 'extensive'] : [])] });
+  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : []), ...(ETCD_HANDLING ? ['--metrics', 'extensive'] : []), ...ETCD_FLAGS] });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
