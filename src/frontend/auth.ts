@@ -24,9 +24,9 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore, Op } from '../store/types.ts';
+import type { ClusterStore } from '../store/types.ts';
 import { allows, allowsAny, listTokens, readToken, secretMatches, splitSecret, tokenUnusable, type NamespaceVerb, type Policy, type TokenRecord, type Verb } from '../tenancy/acl.ts';
-import { auditRecord, logAudit, writeAudit, type AuditRecord } from '../tenancy/audit.ts';
+import { writeAudit } from '../tenancy/audit.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import type { Clock } from '../util/clock.ts';
 import { TarcilError, isTarcilError } from '../util/errors.ts';
@@ -67,28 +67,6 @@ interface Rule {
   need(req: Req): Need;
   /** The namespace and the object of the call, for the audit record. */
   about?(req: Req, res: Req | undefined): { namespace?: string; target?: string };
-  /** An accepted call's record may ride in the call's own transaction (see auditInTxn). */
-  inTxn?: boolean;
-}
-
-/**
- * The audit record of an accepted call, for the handler to write in the call's own transaction
- * (SubmitJob: with the job), which saves the separate write the call would otherwise wait for.
- * `op` builds the record for the response the call will give; once the transaction carrying it
- * succeeded the handler sets `written`, and the auth layer then only logs it.
- */
-export interface AuditInTxn {
-  op(res: Req): Op;
-  written: boolean;
-  /** The record `op` built last. */
-  record?: AuditRecord;
-}
-
-const carried = new WeakMap<object, AuditInTxn>();
-
-/** The call's AuditInTxn, when its RPC writes its record in its own transaction. */
-export function auditInTxn(call: object): AuditInTxn | undefined {
-  return carried.get(call);
 }
 
 const str = (req: Req, field: string): string => (typeof req[field] === 'string' ? (req[field]) : '');
@@ -117,7 +95,6 @@ function submitNamespace(req: Req): string {
 const RULES: Record<keyof SchedulerHandlers & string, Rule> = {
   SubmitJob: {
     mutates: true,
-    inTxn: true,
     need: (req) => ({ verb: 'submit', ns: submitNamespace(req) }),
     about: (req, res) => ({ namespace: submitNamespace(req), ...(res && typeof res['jobId'] === 'string' ? { target: res['jobId'] } : {}) }),
   },
@@ -248,17 +225,13 @@ export class AuthLayer {
   }
 
   private async audit(rpc: string, rule: Rule, call: AnyCall, p: Principal | undefined, req: Req, res: Req | undefined, err: { code: string; message: string } | undefined): Promise<void> {
-    await writeAudit(this.o.store, this.o.keys, this.o.log, this.auditFields(rpc, rule, call, p, req, res, err));
-  }
-
-  private auditFields(rpc: string, rule: Rule, call: AnyCall, p: Principal | undefined, req: Req, res: Req | undefined, err: { code: string; message: string } | undefined): Omit<AuditRecord, 'id'> {
     let about: { namespace?: string; target?: string } = {};
     try {
       about = rule.about?.(req, res) ?? {};
     } catch {
       // A malformed request: recorded without its namespace or target.
     }
-    return {
+    await writeAudit(this.o.store, this.o.keys, this.o.log, {
       at: this.o.clock.now(),
       who: p?.who ?? 'unauthenticated',
       ...(p?.accessor ? { accessor: p.accessor } : {}),
@@ -268,7 +241,7 @@ export class AuthLayer {
       ...(about.target ? { target: about.target } : {}),
       result: err ? err.code : 'ok',
       ...(err ? { message: err.message.slice(0, 500) } : {}),
-    };
+    });
   }
 
   /** Who makes the call (AclBootstrap needs no token: a valid one sent says who bootstrapped). */
@@ -314,21 +287,9 @@ export class AuthLayer {
           return;
         }
         const admitted = p;
-        let inTxn: AuditInTxn | undefined;
-        if (rule.mutates && rule.inTxn) {
-          const carry: AuditInTxn = {
-            written: false,
-            op: (res) => {
-              const rec = (carry.record = auditRecord(this.auditFields(rpc, rule, call, admitted, call.request, res, undefined)));
-              return { type: 'put', key: this.o.keys.audit(rec.at, rec.id), value: JSON.stringify(rec) };
-            },
-          };
-          carried.set(call, (inTxn = carry));
-        }
         h(call, (err, res) => {
           void (async (): Promise<void> => {
-            if (inTxn?.written && inTxn.record && !err) logAudit(this.o.log, inTxn.record);
-            else if (rule.mutates) await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);
+            if (rule.mutates) await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);
             if (err || !res) cb(err, res);
             else cb(null, this.filter(rpc, admitted, call.request, res));
           })();

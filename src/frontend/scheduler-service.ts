@@ -34,7 +34,6 @@ import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/na
 import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate, type NamespaceCopy } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
 import { aclHandlers } from './acl-service.ts';
-import { auditInTxn } from './auth.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
 
@@ -248,8 +247,6 @@ export class SchedulerService {
 
   private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job }> {
     const now = this.d.clock.now();
-    // The call's audit record goes in the submission's transaction, when the auth layer offers it.
-    const audit = auditInTxn(call);
     const job = this.parseRequest(req, now);
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
@@ -261,15 +258,7 @@ export class SchedulerService {
       checkQuotaFit(rec, job);
       const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
       try {
-        r = await this.d.manager.submit(job, {
-          ...(req.requestId !== '' ? { requestId: req.requestId } : {}),
-          compare,
-          ...(admit ? { admit } : {}),
-          ...(audit ? { alsoWrite: (jobId: string) => [audit.op({ jobId })] } : {}),
-        });
-        // A new job: its transaction carried the record. A retry answered with the job an
-        // earlier request created wrote nothing; the auth layer writes this call's record.
-        if (audit && !r.duplicate) audit.written = true;
+        r = await this.d.manager.submit(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}) });
         break;
       } catch (err) {
         // Another submission to the namespace (or a change of it) won the race: count again.

@@ -27,21 +27,11 @@ export interface AuditRecord {
 
 export const DEFAULT_AUDIT_LIMIT = 1000;
 
-/** The record with its id (its key is `keys.audit(at, id)`). */
-export function auditRecord(rec: Omit<AuditRecord, 'id'>): AuditRecord {
-  return { ...rec, id: randomBytes(4).toString('hex') };
-}
-
-/** The record's line on the `audit` logger (refusals at `warn`). */
-export function logAudit(log: Logger, full: AuditRecord): void {
-  const level = full.result === 'ok' ? 'info' : 'warn';
-  log[level]({ audit: full }, `${full.rpc} by ${full.who}: ${full.result}`);
-}
-
 /** Writes the record and logs it; a failed write is logged, never thrown (the call's own answer stands). */
 export async function writeAudit(store: ClusterStore, keys: Keys, log: Logger, rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
-  const full = auditRecord(rec);
-  logAudit(log, full);
+  const full: AuditRecord = { ...rec, id: randomBytes(4).toString('hex') };
+  const level = full.result === 'ok' ? 'info' : 'warn';
+  log[level]({ audit: full }, `${full.rpc} by ${full.who}: ${full.result}`);
   try {
     await store.put(keys.audit(full.at, full.id), JSON.stringify(full));
   } catch (e) {

@@ -330,37 +330,6 @@ describe('ACLs off, client certificates, audit retention (embedded store)', () =
     }
   });
 
-  it("an accepted SubmitJob's audit record is written in the job's own transaction; a refused one and a retry's on their own", async () => {
-    const store = new MemoryStore();
-    const keys = new Keys('/audit-txn/');
-    const sched = await start(store, keys, {});
-    const c = schedulerClient(`127.0.0.1:${sched.port}`);
-    try {
-      const audits = async (): Promise<{ rec: Record<string, string>; rev: number }[]> =>
-        (await store.range(keys.audits())).kvs.map((kv) => ({ rec: JSON.parse(kv.value) as Record<string, string>, rev: kv.modRevision }));
-      const { jobId } = await ok<{ jobId: string }>(c, 'SubmitJob', { specJson: spec('t', 'default'), requestId: 'audit-txn-1' });
-      const job = await store.get(keys.job(jobId));
-      const accepted = (await audits()).filter((a) => a.rec['rpc'] === 'SubmitJob');
-      expect(accepted.map((a) => a.rec)).toEqual([expect.objectContaining({ who: 'anonymous', namespace: 'default', target: jobId, result: 'ok' })]);
-      // The same revision: one transaction wrote the job and its record.
-      expect(accepted[0]?.rev).toBe(job?.createRevision);
-      // A retry of the same request is answered with that job and writes a record of its own.
-      expect((await ok<{ jobId: string }>(c, 'SubmitJob', { specJson: spec('t', 'default'), requestId: 'audit-txn-1' })).jobId).toBe(jobId);
-      const retried = (await audits()).filter((a) => a.rec['rpc'] === 'SubmitJob');
-      expect(retried).toHaveLength(2);
-      expect(retried[1]?.rec).toEqual(expect.objectContaining({ target: jobId, result: 'ok' }));
-      expect(retried[1]?.rev).toBeGreaterThan(job!.createRevision);
-      // A refused submission writes its record alone.
-      expect((await unary(c, 'SubmitJob', { specJson: '{"tasks":0}' })).code).toBe(S.INVALID_ARGUMENT);
-      const refused = (await audits()).filter((a) => a.rec['rpc'] === 'SubmitJob' && a.rec['result'] === 'INVALID_ARGUMENT');
-      expect(refused).toHaveLength(1);
-    } finally {
-      c.close();
-      await sched.close();
-      await store.close();
-    }
-  });
-
   it('a verified client certificate a token names gets that token’s policy', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/cert/');

@@ -55,11 +55,6 @@ export interface SubmitOptions {
    * submissions cannot pass the limit together: all but one fail with ABORTED).
    */
   admit?: () => Promise<{ compare: Compare[]; success: Op[] }>;
-  /**
-   * More writes for the submission transaction, built for its job (the call's audit record): they
-   * land exactly when the job does. Not called for a submission refused before the transaction.
-   */
-  alsoWrite?: (jobId: string) => Op[];
 }
 
 /**
@@ -143,7 +138,6 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
     { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
     ...(gate?.success ?? []),
-    ...(opts.alsoWrite?.(spec.id) ?? []),
   ];
   const failure: Op[] = [];
   if (requestKey) {
