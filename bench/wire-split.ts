@@ -172,6 +172,16 @@ function analyse(): void {
       data.push({ pid, role, what, n: whole.length, send, etcd, recv, whole });
     }
   }
+  // Calls by process and method (the connection's owner from ss; watch and lease streams apart).
+  const methods = new Map<number, Map<string, number>>();
+  for (const c of calls.values()) {
+    const pid = pidOf.get(c.cport);
+    if (pid === undefined || !c.path) continue;
+    let m = methods.get(pid);
+    if (!m) methods.set(pid, (m = new Map<string, number>()));
+    m.set(c.path, (m.get(c.path) ?? 0) + 1);
+  }
+  const methodRows = [...methods].sort((a, b) => a[0] - b[0]).map(([pid, m]) => [String(pid), [...m].sort((a, b) => b[1] - a[1]).map(([p, n]) => `${p} ${n}`).join(', ')]);
   const md = [
     '# Where a call to etcd spends its time, on the wire',
     '',
@@ -179,9 +189,13 @@ function analyse(): void {
     '',
     mdTable(['process', 'call', 'matched', 'send delay p50 / p90 / p99 ms', 'etcd (request → answer on the wire)', 'receive delay', 'the whole call'], rows),
     '',
+    'Calls to etcd in the capture, by process (pid) and method:',
+    '',
+    mdTable(['pid', 'calls'], methodRows),
+    '',
     `etcd's stalls (a request outstanding, no answer on any connection, for 5 ms or more): ${stalls.length}, ${fmt(stalls.reduce((a, b) => a + b, 0), 0)} ms in all (${fmt((100 * stalls.reduce((a, b) => a + b, 0)) / 1000 / Math.max(span, 1e-9), 1)}% of the time); p50 / p90 / max ${fmt(pct(stalls, 0.5), 1)} / ${fmt(pct(stalls, 0.9), 1)} / ${fmt(Math.max(0, ...stalls), 1)} ms.`,
     '',
   ].join('\n');
   process.stdout.write(md);
-  writeResults(name, { port, spanS: span, calls: calls.size, stalls, processes: data }, md);
+  writeResults(name, { port, spanS: span, calls: calls.size, methods: Object.fromEntries([...methods].map(([pid, m]) => [pid, Object.fromEntries(m)])), stalls, processes: data }, md);
 }
