@@ -30,6 +30,24 @@ async function tasksOf(c: OwnerCell, job: string): Promise<LiveTaskRecord[]> {
   return (await c.store.range(c.keys.tasks(job))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv) as LiveTaskRecord);
 }
 
+/**
+ * `server` leaves the cell and the job's owner dies with it (`dying`); owner B, started only now,
+ * never saw the node. B adopts the job and places its task elsewhere after a wait within `wait`.
+ */
+async function adopterWaits(c: OwnerCell, dying: DyingStore, jobId: string, server: string, wait: number[]): Promise<void> {
+  await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(server) }, { type: 'delete', key: c.keys.serverRus(server), prefix: true }] });
+  dying.dead = true;
+  const b = await c.owner('B');
+  await c.until(() => b.stats.adopted === 1, 10_000);
+  const adoptedAt = c.clock.now();
+  await c.until(async () => (await c.busy(jobId)).length === 1, 70_000, 100);
+  const waited = c.clock.now() - adoptedAt;
+  expect(waited).toBeGreaterThanOrEqual(wait[0]!);
+  expect(waited).toBeLessThan(wait[1]!);
+  const [task] = await tasksOf(c, jobId);
+  expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === server]).toEqual([1, 'lost', false]);
+}
+
 describe('job owner (embedded store, manual clock)', () => {
   it('a job whose owner dies before placing it is adopted by another process and runs once', async () => {
     cell = new OwnerCell();
@@ -357,19 +375,8 @@ describe('job owner (embedded store, manual clock)', () => {
     expect((await c.store.txn(start)).succeeded).toBe(true);
     // Then the node dies and its owner with it; the survivor starts only after the node left, so
     // it never saw the node registered, nor when it left.
-    await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(ref.server) }, { type: 'delete', key: c.keys.serverRus(ref.server), prefix: true }] });
-    dying.dead = true;
-    const b = await c.owner('B');
-    await c.until(() => b.stats.adopted === 1, 10_000);
-    const adoptedAt = c.clock.now();
-    await c.until(async () => (await c.busy(job.id)).length === 1, 70_000, 100);
-    const waited = c.clock.now() - adoptedAt;
-    expect(waited).toBeGreaterThanOrEqual(wait[0]!);
-    expect(waited).toBeLessThan(wait[1]!);
-    const [task] = await tasksOf(c, job.id);
-    expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === ref.server]).toEqual([1, 'lost', false]);
+    await adopterWaits(c, dying, job.id, ref.server, wait);
   });
-
   it.each([
     { grace: 10_000, wait: [10_000, 14_000] },
     { grace: undefined, wait: [60_000, 64_000] },
@@ -393,17 +400,7 @@ describe('job owner (embedded store, manual clock)', () => {
     expect([placed?.state, placed?.nodeGraceMs]).toEqual(['placed', grace]);
     // The node goes before it started the task, and the owner with it; the survivor starts
     // afterwards and never saw the node.
-    await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(ref.server) }, { type: 'delete', key: c.keys.serverRus(ref.server), prefix: true }] });
-    dying.dead = true;
-    const b = await c.owner('B');
-    await c.until(() => b.stats.adopted === 1, 10_000);
-    const adoptedAt = c.clock.now();
-    await c.until(async () => (await c.busy(job.id)).length === 1, 70_000, 100);
-    const waited = c.clock.now() - adoptedAt;
-    expect(waited).toBeGreaterThanOrEqual(wait[0]!);
-    expect(waited).toBeLessThan(wait[1]!);
-    const [task] = await tasksOf(c, job.id);
-    expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === ref.server]).toEqual([1, 'lost', false]);
+    await adopterWaits(c, dying, job.id, ref.server, wait);
   });
 
   it.each([
