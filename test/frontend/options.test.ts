@@ -48,7 +48,8 @@ describe('front-end options', () => {
   it('accepts the defaults and the ends of every range', () => {
     expect(() => checkSchedulerOptions({ ...ok, leaseTtlSeconds: SERVER_DEFAULTS.leaseTtlSeconds, retainMs: SERVER_DEFAULTS.retainMs, compactMarginMs: SERVER_DEFAULTS.compactMarginMs })).not.toThrow();
     const L = FRONTEND_LIMITS;
-    expect(() => checkSchedulerOptions({ agents: L.agents.max, port: L.port.max, retainMs: L.retainMs.min, compactMarginMs: 0, unplaceableTimeoutMs: L.unplaceableTimeoutMs.min, departedMemoryMs: 0 })).not.toThrow();
+    expect(() => checkSchedulerOptions({ agents: L.agents.max, port: L.port.max, retainMs: L.retainMs.min, compactMarginMs: 0, unplaceableTimeoutMs: L.unplaceableTimeoutMs.min, departedMemoryMs: 0, launchAfterMs: L.launchAfterMs.min })).not.toThrow();
+    expect(() => checkSchedulerOptions({ ...ok, launchAfterMs: L.launchAfterMs.max })).not.toThrow();
   });
 
   it('refuses a value out of range naming the option and the rule', () => {
@@ -57,6 +58,7 @@ describe('front-end options', () => {
     expect(refusal(() => checkSchedulerOptions({ ...ok, compactMarginMs: 5000 })).message).toBe('compactMarginMs: must be 0 (off) or an integer in [10000, 86400000]');
     expect(refusal(() => checkSchedulerOptions({ ...ok, leaseTtlSeconds: 1.5 })).field).toBe('leaseTtlSeconds');
     expect(refusal(() => checkSchedulerOptions({ ...ok, unplaceableTimeoutMs: 10 })).field).toBe('unplaceableTimeoutMs');
+    expect(refusal(() => checkSchedulerOptions({ ...ok, launchAfterMs: 60_001 })).message).toBe('launchAfterMs: must be an integer in [0, 60000]');
   });
 
   it('startScheduler refuses bad options before it writes or listens (real etcd)', async () => {
@@ -98,6 +100,7 @@ describe('the command line reads its defaults from the options modules', () => {
     expect(server).toContain(`(default: "${SERVER_DEFAULTS.prefix}", env: TARCIL_PREFIX)`);
     expect(server).toMatch(/--departed-memory <duration> .* \(default: 10m\)/);
     expect(server).toMatch(/--unplaceable-timeout <duration> .* \(default: 5m\)/);
+    expect(server).toMatch(/--launch-after <duration> .* \(default: 500ms\)/);
     const up = help('up');
     expect(up).toContain(`scheduling agents (default: ${UP_DEFAULTS.agents})`);
     expect(up).toContain(`(default: ${UP_DEFAULTS.metricsPort})`);
