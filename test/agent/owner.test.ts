@@ -515,6 +515,40 @@ describe('the job record its owner writes', () => {
     await w.close();
   });
 
+  it('the steps to running (admitted, placed) wait out the interval: a job that runs within it goes from queued to running in one write', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const a = await c.owner('A');
+    const states = new Map<string, string[]>();
+    const w = await c.store.watch({
+      prefix: c.keys.jobs(),
+      fromRevision: (await c.store.revision()) + 1,
+      onEvents: (b) => b.events.forEach((e) => states.set(e.kv.key, [...(states.get(e.kv.key) ?? []), parseJson<LiveJobRecord>(e.kv)!.state])),
+      onError: () => undefined,
+    });
+    const of = (id: string): string[] => states.get(c.keys.job(id)) ?? [];
+    const soon = makeJob('steps-soon', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const late = makeJob('steps-late', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.submit(soon);
+    await a.submit(late);
+    // Both are placed (their RUs claimed) without the clock moving: neither step is stored yet.
+    await c.until(async () => (await c.busy(soon.id)).length === 2 && (await c.busy(late.id)).length === 2, 0);
+    await c.flush();
+    expect([of(soon.id), of(late.id)]).toEqual([['queued'], ['queued']]);
+    // A node starts one task of the first job, as a monitor does: running is written at once.
+    const b0 = (await c.busy(soon.id))[0]!;
+    const ref = c.keys.parseRu(b0.key)!;
+    expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
+    await c.flush();
+    expect(of(soon.id)).toEqual(['queued', 'running']);
+    // The second job's tasks never start: once the interval is over, placed is written.
+    await c.advance(PROGRESS_WRITE_MS + 50);
+    expect(of(soon.id)).toEqual(['queued', 'running']);
+    expect(of(late.id)).toEqual(['queued', 'placed']);
+    expect(await c.jobState(late.id)).toBe('placed');
+    await w.close();
+  });
+
   it('refuses new jobs with RESOURCE_EXHAUSTED past its limit of tasks not yet placed, writing nothing; takes them again once placed', async () => {
     cell = new OwnerCell();
     await cell.seed(1, 8); // 8 RUs

@@ -3,10 +3,15 @@
  * (why it waits, or why it failed), and the final write, which removes everything the job held
  * (owner key, load reports, queue entries) in the same transaction.
  *
- * A change of state or message is written at once; progress alone (task counts, placed) at most
- * every PROGRESS_WRITE_MS. The record carries the whole spec, so a job whose tasks end hundreds
- * of times a second would otherwise rewrite (and every follower of `jobs/` re-read) over a
- * kilobyte per ended task.
+ * A change of message, or of state to running or final, is written at once; progress alone
+ * (task counts, placed) at most every PROGRESS_WRITE_MS. The record carries the whole spec, so a
+ * job whose tasks end hundreds of times a second would otherwise rewrite (and every follower of
+ * `jobs/` re-read) over a kilobyte per ended task.
+ *
+ * The steps on the way to running (admitted, placed) wait like progress: a job usually passes
+ * through both within milliseconds of its submission, and writing each would store the record
+ * three times before its first task runs. A job that stays admitted or placed has it written once
+ * the interval is over.
  */
 import type { JobState, TaskState } from '../../model/types.ts';
 import { isFinalJob, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
@@ -18,6 +23,9 @@ import { decisionsJson } from './decisions.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
 export const PROGRESS_WRITE_MS = 250;
+
+/** States a job passes through on its way to running, written like progress (see above). */
+const STEPS: ReadonlySet<JobState> = new Set<JobState>(['admitted', 'placed']);
 
 /** The job's state from the task counts (O(states), kept up to date by mergeTask). */
 export function summarize(o: Owned): { state: JobState; counts: Partial<Record<TaskState, number>>; placed: number } {
@@ -85,10 +93,11 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   }
   const k = m.o.keys;
   const now = m.o.clock.now();
-  if (!final && s.state === o.rec.state && message === (o.rec.message ?? '')) {
+  if (!final && (s.state === o.rec.state || STEPS.has(s.state)) && message === (o.rec.message ?? '')) {
     const wait = o.summaryAt + PROGRESS_WRITE_MS - now;
     if (wait > 0) {
-      // Progress only, and written a moment ago: once the interval is over, evaluate again.
+      // Progress or a step towards running, and written a moment ago: once the interval is over,
+      // evaluate again (the job may be running by then, which is written instead).
       if (!o.summaryDue) {
         o.summaryDue = true;
         m.later(wait, () => {
