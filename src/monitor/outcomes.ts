@@ -72,7 +72,7 @@ function usableLease(n: NodeStore): string {
 
 /**
  * Writes a journalled outcome. While the RU still holds the attempt: the fenced release (RU
- * freed under the monitor's lease, epoch bumped, outcome recorded), also comparing the task
+ * freed under the monitor's lease, outcome recorded), also comparing the task
  * record. Otherwise, while the task record still names the attempt here: the outcome alone,
  * fenced on the task record. Otherwise the store already has it or has moved on ('settled').
  * Throws when the store does not answer, or when the RU must be freed and there is no lease.
@@ -173,7 +173,6 @@ export async function settleUnknown(
     compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
     success: [
       { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, lease: usableLease(n) },
-      { type: 'put', key: n.keys.epoch(n.server), value: `settle:${rec.job}#${rec.task}` },
     ],
   });
   return res.succeeded ? 'freed' : 'changed';

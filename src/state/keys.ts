@@ -9,8 +9,9 @@ import type { RuRef } from '../model/types.ts';
  *
  *   <p>servers/<id>            server record (lease-bound to its monitor when one runs)
  *   <p>rus/<server>/<idx>      RU record: free, or occupant with its caused vector and priority
- *   <p>epochs/<server>         rewritten by every change of occupancy on the server: the
- *                              `server` conflict scope compares its mod revision
+ *   <p>epochs/<server>         rewritten by every placement on the server under the `server`
+ *                              conflict scope (and by registrations, gang reservations, cancels
+ *                              and moves), which compares its mod revision
  *   <p>jobs/<id>               job spec and state
  *   <p>tasks/<job>/<idx>       task record
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival

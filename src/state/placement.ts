@@ -63,7 +63,7 @@ export interface PlacementTxnInput {
   now: number;
   job: JobSpec;
   items: readonly PlacementItem[];
-  /** `ru`: compare each chosen RU's revision; `server`: compare each server's epoch. */
+  /** `ru`: compare each chosen RU's revision; `server`: also each touched server's epoch. */
   scope: 'ru' | 'server';
   /** 'reserved' for the reservation phase of a gang larger than one transaction. */
   ruState: 'busy' | 'reserved';
@@ -100,6 +100,9 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       failure.push({ type: 'get', key: k.epoch(sid) });
       failure.push({ type: 'get', key: k.serverRus(sid), prefix: true });
     }
+    // The picks themselves too: only placements under this scope bump an epoch, so a pick taken
+    // by an agent under the `ru` scope is caught here, not by its server's epoch.
+    for (const it of p.items) compare.push({ key: k.ru(it.ref), target: 'mod', op: '==', value: it.ruRev });
   } else {
     // On a conflict, read only the picks. Reading their servers' other RUs too (a rival that
     // took one pick has often taken its neighbours) avoids a few conflicts but costs more CPU
@@ -189,7 +192,9 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       success.push(queuePut(k, p.now, { reason: 'preempted', job: v.job, tasks: [v.task], by: job.id }));
     }
   }
-  const epochKeys = [...servers.keys()].map((sid) => k.epoch(sid));
+  // Only the `server` scope reads epochs: under the `ru` scope (the default) a placement writes
+  // none, which is two writes fewer per task with the release's.
+  const epochKeys = p.scope === 'server' ? [...servers.keys()].map((sid) => k.epoch(sid)) : [];
   for (const key of epochKeys) success.push({ type: 'put', key, value: p.commitId });
   if (p.recordJob) {
     const jobRec: JobRecord = { spec: job, state: 'placed', placed: job.tasks, updatedAt: p.now };

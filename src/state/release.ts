@@ -1,6 +1,6 @@
 /**
  * Frees an RU when its task ends: one transaction fenced on the revision at which the task was
- * placed, which also bumps the server's epoch and records the task's outcome.
+ * placed, which also records the task's outcome.
  */
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from './keys.ts';
@@ -47,7 +47,8 @@ export function outcomeTaskRecord(
 /**
  * Frees an RU when its task ends, fenced on the RU's revision at placement: if the RU was
  * reassigned since (preemption, a reschedule after loss), nothing is written and false returned.
- * The same transaction bumps the server epoch (neighbourhood changed) and records the outcome.
+ * The same transaction records the outcome. It bumps no server epoch: only placements under the
+ * `server` conflict scope do, and a freed neighbour can only lower a placement's interference.
  * `compare` adds fences (a node monitor also compares the task record's revision).
  */
 export async function releaseRu(
@@ -64,7 +65,6 @@ export async function releaseRu(
     success: [
       // A monitor passes its lease: a free RU then leaves the store with the monitor.
       { type: 'put', key: keys.ru(ref), value: FREE_RU_VALUE, ...(opts.lease ? { lease: opts.lease } : {}) },
-      { type: 'put', key: keys.epoch(ref.server), value: `release:${placed.job}#${placed.task}` },
       { type: 'put', key: keys.task(placed.job, placed.task), value: JSON.stringify(outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields)) },
     ],
   });
