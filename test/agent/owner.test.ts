@@ -627,6 +627,46 @@ describe('the job record its owner writes', () => {
     await w.close();
   });
 
+  it("the final write leaves a decision record that has not changed since the last scheduling call alone, and writes one that is not stored", async () => {
+    cell = new OwnerCell();
+    await cell.seed(1, 4);
+    const c = cell;
+    // The second job's record fails to be written when its scheduling call ends (a store error).
+    let failed = 0;
+    const store = wrapStore(c.store, {
+      txn: (req: TxnRequest) => {
+        if (failed === 0 && req.success.some((op) => op.type === 'put' && op.key === c.keys.decision('unsaved')) && req.success.length === 1) {
+          failed++;
+          return Promise.reject(new TarcilError('UNAVAILABLE', 'injected'));
+        }
+        return c.store.txn(req);
+      },
+    });
+    const a = await c.owner('A', store);
+    const saved = makeJob('saved', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const unsaved = makeJob('unsaved', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.submit(saved);
+    await a.submit(unsaved);
+    await c.until(async () => (await c.busy(saved.id)).length === 2 && (await c.busy(unsaved.id)).length === 2, 5000);
+    await c.flush();
+    expect(failed).toBe(1);
+    const before = await c.store.get(c.keys.decision(saved.id));
+    expect(parseJson<StoredDecisions>(before)?.inProgress).toBe(false);
+    expect(await c.store.get(c.keys.decision(unsaved.id))).toBeUndefined();
+    await c.advance(2000);
+    expect(await c.finishTasks(saved.id)).toBe(2);
+    expect(await c.finishTasks(unsaved.id)).toBe(2);
+    await c.until(async () => (await c.jobState(saved.id)) === 'succeeded' && (await c.jobState(unsaved.id)) === 'succeeded', 5000);
+    // The first job's record is the one written when its placement was decided, untouched.
+    const after = await c.store.get(c.keys.decision(saved.id));
+    expect([after?.modRevision, after?.version]).toEqual([before?.modRevision, 1]);
+    // The second's, never stored, comes with the job's final write: both placements in it.
+    const last = parseJson<StoredDecisions>(await c.store.get(c.keys.decision(unsaved.id)))!;
+    expect(last.inProgress).toBe(false);
+    expect(last.records.reduce((n, r) => n + r.placements.length + (r.omittedPlacements ?? 0), 0)).toBe(2);
+    expect((await c.store.get(c.keys.decision(unsaved.id)))?.modRevision).toBe((await c.store.get(c.keys.job(unsaved.id)))?.modRevision);
+  });
+
   it('keeps only the state of a task that ended well; a failed task keeps its record, quoted by the job', async () => {
     cell = new OwnerCell();
     await cell.seed(1, 4);

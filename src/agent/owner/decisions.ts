@@ -32,6 +32,22 @@ export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): s
   return JSON.stringify(d);
 }
 
+/**
+ * The final write's decision record: none when the stored one already says the same (the record
+ * written when the job's last scheduling call ended, and no write of it in flight), which is the
+ * usual case: a job's placements are decided long before its last task ends.
+ */
+export function finalDecisionsJson(m: OwnerContext, o: Owned): string | undefined {
+  const json = decisionsJson(m, o, false);
+  if (!o.decisionsWriting && o.lastDecisions !== '' && o.lastDecisions === decisionsSignature(json)) return undefined;
+  return json;
+}
+
+/** A finished record's content, without the time it was written. */
+function decisionsSignature(json: string): string {
+  return json.replace(/"updatedAt":\d+/, '');
+}
+
 export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
   const lease = m.lease;
   if (!lease || !lease.confirmed || o.dropped) return;
@@ -46,7 +62,7 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   // behind the first with a record that the next tick writes fresher anyway.
   if (progress !== undefined && o.decisionsWriting) return;
   const json = decisionsJson(m, o, inProgress);
-  const sig = progress ?? json.replace(/"updatedAt":\d+/, '');
+  const sig = progress ?? decisionsSignature(json);
   if (sig === o.lastDecisions) return;
   o.lastDecisions = sig;
   if (inProgress) o.decisionsAt = now;

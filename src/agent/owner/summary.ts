@@ -19,7 +19,7 @@ import { parseJson } from '../../state/records.ts';
 import { queueDeletesOf } from '../../state/queue.ts';
 import type { Op } from '../../store/types.ts';
 import { admitted, fencedTxn, type OwnerContext, type Owned } from './context.ts';
-import { decisionsJson } from './decisions.ts';
+import { finalDecisionsJson } from './decisions.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
 export const PROGRESS_WRITE_MS = 250;
@@ -118,7 +118,8 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
     success.push({ type: 'delete', key: k.owner(o.id) });
     success.push({ type: 'delete', key: m.live.jobReports(o.id), prefix: true });
     success.push(queueDeletesOf(k, o.id));
-    success.push({ type: 'put', key: k.decision(o.id), value: decisionsJson(m, o, false) });
+    const decisions = finalDecisionsJson(m, o);
+    if (decisions !== undefined) success.push({ type: 'put', key: k.decision(o.id), value: decisions });
   }
   const res = await fencedTxn(m, o, lease, {
     compare: [{ key: k.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
