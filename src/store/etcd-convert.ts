@@ -196,6 +196,16 @@ export function unsentAttempts(endpoints: number): number {
 }
 
 /**
+ * Runs of a stream call etcd never received (a keepalive on request). Its refusal comes after the
+ * circuit breaker let the call through, so the breaker does not count it and never skips the dead
+ * endpoint: each run picks an endpoint at random. With two endpoints, one of them dead, these runs
+ * all miss the live one with a chance of 2^-30.
+ */
+export function unsentStreamAttempts(endpoints: number): number {
+  return endpoints > 1 ? 30 * (endpoints - 1) : 1;
+}
+
+/**
  * Runs `fn`, and again (up to `attempts` runs in all, see {@link unsentAttempts}) while it fails in
  * a way that proves etcd never received the request ({@link neverSent}). Such failures are
  * immediate, so there is no pause. Any other error is thrown as it came.

@@ -14,6 +14,8 @@ import { LEASE_CHECK_SLACK_MS, runCallback, toTarcil, unlessSent } from './etcd-
 export interface LeaseCalls {
   requestTimeoutMs: number;
   attempts: number;
+  /** The same for a stream call (unsentStreamAttempts). */
+  streamAttempts: number;
 }
 
 export class EtcdLeaseHandle implements Lease {
@@ -53,7 +55,7 @@ export class EtcdLeaseHandle implements Lease {
     try {
       // Without a deadline a keepalive that etcd never answers (a leader election, a paused
       // member) would hang, and its stream stay open, for as long as the connection lives.
-      await unlessSent(this.calls.attempts, () => this.inner.keepaliveOnce({ deadline: Date.now() + this.calls.requestTimeoutMs }));
+      await unlessSent(this.calls.streamAttempts, () => this.inner.keepaliveOnce({ deadline: Date.now() + this.calls.requestTimeoutMs }));
     } catch (err) {
       throw toTarcil(err, `keep lease ${this.id} alive`);
     }

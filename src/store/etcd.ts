@@ -43,6 +43,7 @@ import {
   toTarcil,
   unlessSent,
   unsentAttempts,
+  unsentStreamAttempts,
   BREAKER_FAILURES,
   type EtcdTlsOptions,
 } from './etcd-convert.ts';
@@ -449,7 +450,7 @@ export class EtcdStore implements ClusterStore {
     if (!Number.isFinite(ttlSeconds) || ttlSeconds < 1) throw invalid('ttlSeconds', 'a lease lives at least 1 second');
     const ttl = Math.ceil(ttlSeconds);
     const keepAlive = opts.keepAlive !== false;
-    const calls = { requestTimeoutMs: this.requestTimeoutMs, attempts: this.unsentAttempts };
+    const calls = { requestTimeoutMs: this.requestTimeoutMs, attempts: this.unsentAttempts, streamAttempts: unsentStreamAttempts(this.endpoints.length) };
     // A grant is not idempotent: it is sent again only if etcd never received it (see the class
     // comment); after a deadline the caller may grant again, and a lease granted twice expires.
     for (let attempt = 1; ; attempt++) {
