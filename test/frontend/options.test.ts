@@ -62,13 +62,26 @@ describe('front-end options', () => {
   });
 
   it('startScheduler refuses bad options before it writes or listens (real etcd)', async () => {
-    const before = (await store.range(keys.prefix)).revision;
+    // Every write under the prefix from now on (other test files write to the same etcd, so its
+    // revision says nothing): a marker written after the refusal closes the list.
+    const seen: string[] = [];
+    const w = await store.watch({
+      prefix: keys.prefix,
+      fromRevision: (await store.revision()) + 1,
+      onEvents: (b) => seen.push(...b.events.map((e) => e.kv.key)),
+      onError: () => undefined,
+    });
     await expect(
       startScheduler({ name: 'bad', store, keys, catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(1), log, agents: 65, host: '127.0.0.1', port: 0 }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: 'agents: must be an integer in [1, 64]' });
-    const after = await store.range(keys.prefix);
-    expect(after.kvs).toHaveLength(0);
-    expect(after.revision).toBe(before);
+    const marker = `${keys.prefix}zz-marker`;
+    await store.put(marker, '1');
+    const until = Date.now() + 10_000;
+    while (!seen.includes(marker) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await w.close();
+    expect(seen).toEqual([marker]);
+    await store.delete(marker);
+    expect((await store.range(keys.prefix)).kvs).toHaveLength(0);
   });
 });
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdStore } from '../../src/store/etcd.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { Op } from '../../src/store/types.ts';
@@ -11,8 +11,21 @@ import { TarcilError } from '../../src/util/errors.ts';
 import { findEtcd, freePort, startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { Recorder, expectCode, sleep, storeContract, waitUntil } from './contract.ts';
 
-const endpoint = inject('etcdEndpoint');
 const uniquePrefix = (): string => `/tarcil-test/store/${randomUUID()}/`;
+
+// The contract checks exact revisions (a read or a refused write bumps none), which only an etcd
+// that no other test file writes to at the same time can show: this file has its own.
+let own: EtcdProcess | undefined;
+beforeAll(async () => {
+  own = await startEtcd();
+}, 60_000);
+afterAll(async () => {
+  await own?.stop();
+});
+const ownEndpoint = (): string => {
+  if (!own) throw new Error('the private etcd is not started');
+  return own.endpoint;
+};
 
 // Compaction is server-wide: those tests get an etcd no other test file uses.
 let isolated: Promise<EtcdProcess> | undefined;
@@ -22,7 +35,7 @@ afterAll(async () => {
 
 storeContract(
   'EtcdStore',
-  async () => ({ store: await EtcdStore.connect({ endpoints: [endpoint] }), prefix: uniquePrefix() }),
+  async () => ({ store: await EtcdStore.connect({ endpoints: [ownEndpoint()] }), prefix: uniquePrefix() }),
   {
     makeIsolated: async () => {
       isolated ??= startEtcd();
@@ -35,7 +48,7 @@ storeContract(
 describe('EtcdStore specifics', () => {
   it("maps etcd's own too-many-operations refusal to TOO_MANY_OPS", async () => {
     // A client limit above the server's: the request reaches etcd, which refuses it.
-    const store = await EtcdStore.connect({ endpoints: [endpoint], maxTxnOps: 1000 });
+    const store = await EtcdStore.connect({ endpoints: [ownEndpoint()], maxTxnOps: 1000 });
     try {
       const p = uniquePrefix();
       const puts: Op[] = Array.from({ length: 129 }, (_, i) => ({ type: 'put', key: `${p}${i}`, value: 'v' }));
@@ -49,7 +62,7 @@ describe('EtcdStore specifics', () => {
   });
 
   it('reads a large prefix in pages at one revision', async () => {
-    const store = await EtcdStore.connect({ endpoints: [endpoint], rangePageSize: 3 });
+    const store = await EtcdStore.connect({ endpoints: [ownEndpoint()], rangePageSize: 3 });
     try {
       const p = uniquePrefix();
       const names = Array.from({ length: 10 }, (_, i) => `k${String(9 - i)}`);
@@ -66,7 +79,7 @@ describe('EtcdStore specifics', () => {
   });
 
   it('snapshots several prefixes in pages, all at one revision, while they change', async () => {
-    const store = await EtcdStore.connect({ endpoints: [endpoint], rangePageSize: 3 });
+    const store = await EtcdStore.connect({ endpoints: [ownEndpoint()], rangePageSize: 3 });
     try {
       const p = uniquePrefix();
       const pair = (v: number): Op[] =>
@@ -100,7 +113,7 @@ describe('EtcdStore specifics', () => {
   });
 
   it('catches a watch up over more than 1000 revisions (several etcd responses)', async () => {
-    const store = await EtcdStore.connect({ endpoints: [endpoint] });
+    const store = await EtcdStore.connect({ endpoints: [ownEndpoint()] });
     try {
       const p = uniquePrefix();
       const from = (await store.revision()) + 1;
@@ -232,7 +245,7 @@ describe('EtcdStore specifics', () => {
   }, 90_000);
 
   it('openStore connects etcd:// URLs and reports an unreachable etcd as UNAVAILABLE', async () => {
-    const store = await openStore(endpoint.replace('http://', 'etcd://'));
+    const store = await openStore(ownEndpoint().replace('http://', 'etcd://'));
     expect(store.kind).toBe('etcd');
     expect(await store.revision()).toBeGreaterThan(0);
     await store.close();
