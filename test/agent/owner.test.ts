@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobSpec } from '../../src/model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
@@ -46,6 +47,15 @@ async function adopterWaits(c: OwnerCell, dying: DyingStore, jobId: string, serv
   expect(waited).toBeLessThan(wait[1]!);
   const [task] = await tasksOf(c, jobId);
   expect([task?.attempt, task?.previous?.[0]?.state, task?.ru?.server === server]).toEqual([1, 'lost', false]);
+}
+
+/** Two jobs of two tasks each, submitted to `a` and waited for until both are placed. */
+async function placeTwo(c: OwnerCell, a: JobManager, ids: [string, string], withinMs: number): Promise<[JobSpec, JobSpec]> {
+  const jobs: [JobSpec, JobSpec] = [makeJob(ids[0], TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }), makeJob(ids[1], TEST_PROFILES[0]!, 2, { maxQueueMs: 0 })];
+  for (const j of jobs) await a.submit(j);
+  await c.until(async () => (await c.busy(jobs[0].id)).length === 2 && (await c.busy(jobs[1].id)).length === 2, withinMs);
+  await c.flush();
+  return jobs;
 }
 
 describe('job owner (embedded store, manual clock)', () => {
@@ -527,13 +537,8 @@ describe('the job record its owner writes', () => {
       onError: () => undefined,
     });
     const of = (id: string): string[] => states.get(c.keys.job(id)) ?? [];
-    const soon = makeJob('steps-soon', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    const late = makeJob('steps-late', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await a.submit(soon);
-    await a.submit(late);
     // Both are placed (their RUs claimed) without the clock moving: neither step is stored yet.
-    await c.until(async () => (await c.busy(soon.id)).length === 2 && (await c.busy(late.id)).length === 2, 0);
-    await c.flush();
+    const [soon, late] = await placeTwo(c, a, ['steps-soon', 'steps-late'], 0);
     expect([of(soon.id), of(late.id)]).toEqual([['queued'], ['queued']]);
     // A node starts one task of the first job, as a monitor does: running is written at once.
     const b0 = (await c.busy(soon.id))[0]!;
@@ -643,12 +648,7 @@ describe('the job record its owner writes', () => {
       },
     });
     const a = await c.owner('A', store);
-    const saved = makeJob('saved', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    const unsaved = makeJob('unsaved', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await a.submit(saved);
-    await a.submit(unsaved);
-    await c.until(async () => (await c.busy(saved.id)).length === 2 && (await c.busy(unsaved.id)).length === 2, 5000);
-    await c.flush();
+    const [saved, unsaved] = await placeTwo(c, a, ['saved', 'unsaved'], 5000);
     expect(failed).toBe(1);
     const before = await c.store.get(c.keys.decision(saved.id));
     expect(parseJson<StoredDecisions>(before)?.inProgress).toBe(false);
