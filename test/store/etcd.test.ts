@@ -27,7 +27,8 @@ const ownEndpoint = (): string => {
   return own.endpoint;
 };
 
-// Compaction is server-wide: those tests get an etcd no other test file uses.
+// Compaction is server-wide: those tests get a second etcd, so that no other test, in this file
+// or another, runs against a compacted history.
 let isolated: Promise<EtcdProcess> | undefined;
 afterAll(async () => {
   if (isolated) await (await isolated).stop();
