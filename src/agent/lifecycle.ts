@@ -17,7 +17,7 @@ import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerR
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -71,6 +71,7 @@ export class JobManager implements OwnerContext, MoveHost {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
+  readonly adoptWindow = new Map<string, AdoptWindow>();
   /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
   private cellVersion = 0;
   /** Feasibility by job shape, valid for cellVersion (a large cell makes each check O(servers)). */
@@ -510,7 +511,11 @@ export class JobManager implements OwnerContext, MoveHost {
     const ref = this.live.parseTask(kv.key);
     if (!ref) return;
     const o = this.owned.get(ref.job);
-    if (!o) return;
+    if (!o) {
+      // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
+      this.adoptWindow.get(ref.job)?.tasks.push({ index: ref.index, rec: deleted ? undefined : parseJson<LiveTaskRecord>(kv), rev: kv.modRevision });
+      return;
+    }
     const rec = deleted ? undefined : parseJson<LiveTaskRecord>(kv);
     // A task seen ending (not one seen ended already, after a re-list): what its node measured
     // goes to the profile learner once.

@@ -84,6 +84,43 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(tasks.map((t) => [t.state, t.agent, t.attempt])).toEqual(Array(4).fill(['succeeded', 'B/a1', 0]));
   });
 
+  it('an adopter applies a task end that its watch brings before the answer to its adoption transaction', async () => {
+    cell = new OwnerCell();
+    const c = cell;
+    await c.seed(2, 4);
+    const dying = new DyingStore(c.store, () => false);
+    const a = await c.owner('A', dying);
+    const job = makeJob('adopt-window', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    // B's adoption transaction lands; before its answer reaches B, a node ends one of the job's
+    // tasks and B's watch delivers that change (in etcd the watch and the answer travel over
+    // different connections, so this order happens).
+    let ended = 0;
+    const inner = c.store;
+    const store = wrapStore(inner, {
+      txn: async (req) => {
+        const res = await inner.txn(req);
+        const adoption = req.success.some((op) => op.type === 'get' && op.key === c.keys.tasks(job.id) && op.prefix === true);
+        if (adoption && res.succeeded && ended === 0) {
+          const b0 = (await c.busy(job.id))[0]!;
+          expect(await releaseRu(inner, c.keys, c.keys.parseRu(b0.key)!, b0.rev, b0.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
+          ended++;
+          await c.flush();
+        }
+        return res;
+      },
+    });
+    const b = await c.owner('B', store);
+    dying.dead = true; // A stops answering; its lease expires after 2 s
+    await c.until(() => b.stats.adopted === 1, 10_000);
+    expect(ended).toBe(1);
+    // The other three end as usual: the job is final, with all four tasks counted.
+    expect(await c.finishTasks(job.id)).toBe(3);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+    expect(parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job.id)))?.taskStates).toEqual({ succeeded: 4 });
+  });
+
   it('starts on a store that times out its first lease grants and lists (etcd loaded at start), then places', async () => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
