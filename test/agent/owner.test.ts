@@ -58,6 +58,20 @@ async function placeTwo(c: OwnerCell, a: JobManager, ids: [string, string], with
   return jobs;
 }
 
+/**
+ * Two servers of `rus` RUs, and a job of `tasks` tasks placed by owner A, whose store `dying` stops
+ * answering once the test sets `dying.dead` (its lease then expires and another owner adopts).
+ */
+async function placedByDyingOwner(c: OwnerCell, rus: number, id: string, tasks: number): Promise<{ dying: DyingStore; job: JobSpec }> {
+  await c.seed(2, rus);
+  const dying = new DyingStore(c.store, () => false);
+  const a = await c.owner('A', dying);
+  const job = makeJob(id, TEST_PROFILES[0]!, tasks, { maxQueueMs: 0 });
+  await a.submit(job);
+  await c.until(async () => (await c.busy(job.id)).length === tasks, 10_000);
+  return { dying, job };
+}
+
 describe('job owner (embedded store, manual clock)', () => {
   it('a job whose owner dies before placing it is adopted by another process and runs once', async () => {
     cell = new OwnerCell();
@@ -85,14 +99,8 @@ describe('job owner (embedded store, manual clock)', () => {
   });
 
   it('an adopter applies a task end that its watch brings before the answer to its adoption transaction', async () => {
-    cell = new OwnerCell();
-    const c = cell;
-    await c.seed(2, 4);
-    const dying = new DyingStore(c.store, () => false);
-    const a = await c.owner('A', dying);
-    const job = makeJob('adopt-window', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
-    await a.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
+    const c = (cell = new OwnerCell());
+    const { dying, job } = await placedByDyingOwner(c, 4, 'adopt-window', 4);
     // B's adoption transaction lands; before its answer reaches B, a node ends one of the job's
     // tasks and B's watch delivers that change (in etcd the watch and the answer travel over
     // different connections, so this order happens).
@@ -404,12 +412,7 @@ describe('job owner (embedded store, manual clock)', () => {
     { recorded: false, wait: [60_000, 64_000] },
   ])('an owner that adopts a job after its node left waits the grace the running record gives (recorded: $recorded), else the default', async ({ recorded, wait }) => {
     const c = (cell = new OwnerCell());
-    await c.seed(2, 2);
-    const dying = new DyingStore(c.store, () => false);
-    const a = await c.owner('A', dying);
-    const job = makeJob('grace-adopted', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    await a.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
+    const { dying, job } = await placedByDyingOwner(c, 2, 'grace-adopted', 1);
     const b0 = (await c.busy(job.id))[0]!;
     const ref = c.keys.parseRu(b0.key)!;
     // The node starts the task as its monitor does, with a 10 s grace in the running record.
