@@ -40,7 +40,7 @@ import { tarcil, type TarcilProc } from '../test/support/procs.ts';
 import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
-import { SoakAuditor } from './lib/soak-audit.ts';
+import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
 
 function flag(name: string, dflt: string): string {
@@ -72,6 +72,8 @@ const MAX_PENDING = flag('max-pending-tasks', '');
 const LAUNCH_AFTER = flag('launch-after', '');
 /** etcd's --max-txn-ops, and every tarcil process told it (`--etcd-max-txn-ops`); 128 is etcd's default. */
 const MAX_TXN_OPS = Number(flag('max-txn-ops', '128'));
+/** The placements an agent puts in one commit transaction under that limit. */
+const ONE_TXN = picksPerTxn(MAX_TXN_OPS);
 const TXN_FLAGS = MAX_TXN_OPS !== 128 ? ['--etcd-max-txn-ops', String(MAX_TXN_OPS)] : [];
 /** `--etcd-flag=--x=y`, repeatable: given to the soak's etcd as is (e.g. `--etcd-flag=--backend-batch-interval=10ms`). */
 const ETCD_FLAGS = process.argv.filter((a) => a.startsWith('--etcd-flag=')).map((a) => a.slice('--etcd-flag='.length));
@@ -108,6 +110,8 @@ interface Row {
   runningP99: number;
   /** p50 / p99 of submit → running for tasks of jobs placed in one commit transaction. */
   runningOneTxn?: [number, number];
+  /** submit → running by the size of the task's job (`sizeClasses`): tasks seen running, p50, p99. */
+  runningBySize?: { size: string; n: number; p50: number; p99: number }[];
   /** p50 / p99 of submit → running for tasks of jobs the scheduler did not hold, and how many tasks it held. */
   runningUnheld?: [number, number];
   held?: number;
@@ -278,7 +282,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < FRONT_ENDS; i++) fes.push(await startFrontEnd(url, i));
   say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
 
-  const auditor = new SoakAuditor(store, keys, picksPerTxn(MAX_TXN_OPS));
+  const auditor = new SoakAuditor(store, keys, ONE_TXN);
   await auditor.start((await store.revision()) + 1);
 
   const capacityJobsPerS = totalRus / (MEAN_TASKS * TASK_S);
@@ -454,6 +458,7 @@ async function main(): Promise<void> {
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
       runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
+      runningBySize: sizeClasses(ONE_TXN).map((size, i) => { const xs = m.runningBySize[i] ?? []; return { size, n: xs.length, p50: pct(xs, 0.5), p99: pct(xs, 0.99) }; }),
       runningUnheld: [pct(m.runningUnheld, 0.5), pct(m.runningUnheld, 0.99)],
       held: m.held,
       stages: {
@@ -756,6 +761,32 @@ function loopCell(r: Row, names: string[]): string {
   }).join(' · ');
 }
 
+/**
+ * submit → running by job size over the rows with arrivals but the first (it holds the warm-up):
+ * each size's share of the tasks seen running, and the median and range of the rows' p50 and p99.
+ */
+function bySizeTable(rows: Row[]): string {
+  const steady = rows.filter((r) => r.phase !== 'drain' && r.phase !== 'end' && r.runningBySize).slice(1);
+  if (steady.length === 0) return 'submit → running by job size: no row with arrivals after the first.';
+  const total = steady.reduce((a, r) => a + (r.runningBySize ?? []).reduce((b, c) => b + c.n, 0), 0);
+  const spread = (xs: number[]): string => {
+    const v = xs.filter(Number.isFinite);
+    return v.length === 0 ? '-' : `${fmt(pct(v, 0.5), 0)} (${fmt(Math.min(...v), 0)}–${fmt(Math.max(...v), 0)})`;
+  };
+  return [
+    'submit → running by the size of the task\'s job, the rows with arrivals but the first (median of the rows, and their range):',
+    '',
+    mdTable(
+      ['job size', 'tasks seen running', 'share of tasks', 'p50 ms', 'p99 ms'],
+      sizeClasses(ONE_TXN).map((size, i) => {
+        const cells = steady.map((r) => r.runningBySize?.[i]).filter((c): c is NonNullable<typeof c> => c !== undefined);
+        const n = cells.reduce((a, c) => a + c.n, 0);
+        return [size, n, `${fmt(total > 0 ? (100 * n) / total : NaN, 1)}%`, spread(cells.map((c) => c.p50)), spread(cells.map((c) => c.p99))];
+      }),
+    ),
+  ].join('\n');
+}
+
 function report(s: Summary): void {
   const procs = Object.keys(s.rows[0]?.rss ?? {});
   const handled = s.rows.some((r) => r.etcdTxn);
@@ -799,6 +830,8 @@ function report(s: Summary): void {
     `${SERVERS} hollow servers of \`${CLUSTER}\` (${s.totalRus} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents, retention ${RETAIN}, compaction ${COMPACT_MARGIN} behind, hollow nodes' disconnect grace ${GRACE}; jobs of ${fmt(MEAN_TASKS, 1)} tasks on average, tasks of ${TASK_S} s on average (0.5–1.5×); capacity ${fmt(s.capacityJobsPerS, 1)} jobs/s; ${LOAD * 100}% for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min, then drain.`,
     '',
     table,
+    '',
+    bySizeTable(s.rows),
     '',
     `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
     '',

@@ -35,6 +35,12 @@ export interface MinuteCounts {
   /** The same, for tasks of jobs small enough to be placed in one commit transaction. */
   runningOneTxn: number[];
   /**
+   * The same by the size of the task's job (`sizeClasses`: 1 task, 2–10, 11 to what one commit
+   * transaction holds, more): a job's tasks share its way through the cell, so a few large jobs
+   * make up the tasks' tail.
+   */
+  runningBySize: number[][];
+  /**
    * The same, for tasks of jobs the scheduler did not hold (their decision record shows no time
    * queued by admission control or waiting for a free RU they may use), counted when that record
    * is seen; `held` counts the tasks of the jobs it held.
@@ -55,7 +61,16 @@ export interface MinuteCounts {
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningBySize: [[], [], [], []], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
+
+/** The job sizes `runningBySize` is split by, named for a report; `oneTxn` as the auditor's. */
+export function sizeClasses(oneTxn: number): string[] {
+  return ['1 task', '2–10 tasks', `11–${oneTxn} tasks`, `over ${oneTxn} tasks`];
+}
+
+function sizeClass(tasks: number, oneTxn: number): number {
+  return tasks <= 1 ? 0 : tasks <= 10 ? 1 : tasks <= oneTxn ? 2 : 3;
+}
 
 /** A task seen running before the bench had its job's SubmitJob answer. */
 interface EarlyRunning {
@@ -181,6 +196,7 @@ export class SoakAuditor {
     this.minute.running.push(ms);
     const acc = this.acceptedAt.get(job);
     if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(ms);
+    if (acc !== undefined) this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push(ms);
     this.classify(job, ms);
     if (rec?.placedAt !== undefined && rec.startedAt !== undefined) {
       this.minute.stages.placed.push(rec.placedAt - at);
