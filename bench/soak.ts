@@ -110,8 +110,11 @@ interface Row {
   runningP99: number;
   /** p50 / p99 of submit → running for tasks of jobs placed in one commit transaction. */
   runningOneTxn?: [number, number];
-  /** submit → running by the size of the task's job (`sizeClasses`): tasks seen running, p50, p99. */
-  runningBySize?: { size: string; n: number; p50: number; p99: number }[];
+  /**
+   * submit → running by the size of the task's job (`sizeClasses`): tasks seen running, p50, p99,
+   * and the p50 / p99 of its three stages (as `stages`).
+   */
+  runningBySize?: { size: string; n: number; p50: number; p99: number; placed: [number, number]; started: [number, number]; seen: [number, number] }[];
   /** p50 / p99 of submit → running for tasks of jobs the scheduler did not hold, and how many tasks it held. */
   runningUnheld?: [number, number];
   held?: number;
@@ -458,7 +461,12 @@ async function main(): Promise<void> {
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
       runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
-      runningBySize: sizeClasses(ONE_TXN).map((size, i) => { const xs = m.runningBySize[i] ?? []; return { size, n: xs.length, p50: pct(xs, 0.5), p99: pct(xs, 0.99) }; }),
+      runningBySize: sizeClasses(ONE_TXN).map((size, i) => {
+        const xs = m.runningBySize[i] ?? [];
+        const col = (k: number): number[] => xs.map((x) => x[k] as number).filter(Number.isFinite);
+        const both = (k: number): [number, number] => [pct(col(k), 0.5), pct(col(k), 0.99)];
+        return { size, n: xs.length, p50: pct(col(0), 0.5), p99: pct(col(0), 0.99), placed: both(1), started: both(2), seen: both(3) };
+      }),
       runningUnheld: [pct(m.runningUnheld, 0.5), pct(m.runningUnheld, 0.99)],
       held: m.held,
       stages: {
@@ -777,11 +785,16 @@ function bySizeTable(rows: Row[]): string {
     'submit → running by the size of the task\'s job, the rows with arrivals but the first (median of the rows, and their range):',
     '',
     mdTable(
-      ['job size', 'tasks seen running', 'share of tasks', 'p50 ms', 'p99 ms'],
+      ['job size', 'tasks seen running', 'share of tasks', 'p50 ms', 'p99 ms', 'of which submit→placed · →taken up by the node · →recorded running: p50 / p99 ms'],
       sizeClasses(ONE_TXN).map((size, i) => {
         const cells = steady.map((r) => r.runningBySize?.[i]).filter((c): c is NonNullable<typeof c> => c !== undefined);
         const n = cells.reduce((a, c) => a + c.n, 0);
-        return [size, n, `${fmt(total > 0 ? (100 * n) / total : NaN, 1)}%`, spread(cells.map((c) => c.p50)), spread(cells.map((c) => c.p99))];
+        const stage = (pick: (c: (typeof cells)[number]) => [number, number] | undefined): string => {
+          const v = cells.map(pick).filter((x): x is [number, number] => x !== undefined);
+          const med = (k: 0 | 1): number => { const xs = v.map((x) => x[k]).filter(Number.isFinite); return xs.length === 0 ? NaN : pct(xs, 0.5); };
+          return `${fmt(med(0), 0)} / ${fmt(med(1), 0)}`;
+        };
+        return [size, n, `${fmt(total > 0 ? (100 * n) / total : NaN, 1)}%`, spread(cells.map((c) => c.p50)), spread(cells.map((c) => c.p99)), [stage((c) => c.placed), stage((c) => c.started), stage((c) => c.seen)].join(' · ')];
       }),
     ),
   ].join('\n');

@@ -37,9 +37,10 @@ export interface MinuteCounts {
   /**
    * The same by the size of the task's job (`sizeClasses`: 1 task, 2–10, 11 to what one commit
    * transaction holds, more): a job's tasks share its way through the cell, so a few large jobs
-   * make up the tasks' tail.
+   * make up the tasks' tail. Each task as [submit → running, → placed, → taken up, → recorded
+   * running] (ms; the stages NaN where its record lacks their times).
    */
-  runningBySize: number[][];
+  runningBySize: [number, number, number, number][][];
   /**
    * The same, for tasks of jobs the scheduler did not hold (their decision record shows no time
    * queued by admission control or waiting for a free RU they may use), counted when that record
@@ -196,7 +197,10 @@ export class SoakAuditor {
     this.minute.running.push(ms);
     const acc = this.acceptedAt.get(job);
     if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(ms);
-    if (acc !== undefined) this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push(ms);
+    if (acc !== undefined) {
+      const st = rec?.placedAt !== undefined && rec.startedAt !== undefined ? [rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt] : [NaN, NaN, NaN];
+      this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push([ms, st[0] as number, st[1] as number, st[2] as number]);
+    }
     this.classify(job, ms);
     if (rec?.placedAt !== undefined && rec.startedAt !== undefined) {
       this.minute.stages.placed.push(rec.placedAt - at);
