@@ -1,9 +1,10 @@
 /**
  * The soak's auditor counts a task's submit → running and its stages the same way whether the
- * bench saw the task running before or after SubmitJob's answer gave it the job's id.
+ * bench saw the task running before or after SubmitJob's answer gave it the job's id, and splits
+ * them by the size of the task's job.
  */
 import { describe, expect, it } from 'vitest';
-import { SoakAuditor } from '../../bench/lib/soak-audit.ts';
+import { SoakAuditor, sizeClasses } from '../../bench/lib/soak-audit.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 
@@ -43,6 +44,41 @@ describe('soak auditor', () => {
     expect(m.stages.placed).toEqual([10, 10]);
     expect(m.stages.started).toEqual([10, 10]);
     expect(m.split).toHaveLength(2);
+    await audit.close();
+    await store.close();
+  });
+
+  it('splits submit → running and its stages by the size of the task\'s job', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/soak-audit/');
+    const audit = new SoakAuditor(store, keys, 42);
+    await audit.start((await store.revision()) + 1);
+    const at = Date.now() - 100;
+    const job = (id: string, tasks: number) => JSON.stringify({ id, state: 'queued', submittedAt: at + 1, spec: { id, tasks } });
+    const running = (id: string, index: number, placed: number, started: number) =>
+      JSON.stringify({ job: id, index, state: 'running', attempt: 0, ru: { server: 's0', index }, placedAt: at + placed, startedAt: at + started });
+    await store.put(keys.job('one'), job('one', 1));
+    await store.put(keys.job('big'), job('big', 64));
+    audit.acked('one', at);
+    audit.acked('big', at);
+    await store.put(keys.task('one', 0), running('one', 0, 5, 9));
+    await store.put(keys.task('big', 0), running('big', 0, 7, 30));
+    await store.put(keys.task('big', 63), running('big', 63, 7, 40));
+    const by: [number, number, number, number][][] = [[], [], [], []];
+    await until(() => {
+      audit.takeMinute().runningBySize.forEach((xs, i) => by[i]?.push(...xs));
+      return by.flat().length >= 3;
+    });
+    expect(sizeClasses(42)).toEqual(['1 task', '2–10 tasks', '11–42 tasks', 'over 42 tasks']);
+    expect(by[0]?.map((x) => x.slice(1))).toEqual([[5, 4, expect.any(Number)]]);
+    expect(by[1]).toEqual([]);
+    expect(by[2]).toEqual([]);
+    expect(by[3]?.map((x) => x.slice(1, 3))).toEqual([
+      [7, 23],
+      [7, 33],
+    ]);
+    // Each task's whole submit → running is the sum of its three stages.
+    for (const x of by.flat()) expect(x[0]).toBeCloseTo(x[1] + x[2] + x[3], 5);
     await audit.close();
     await store.close();
   });
