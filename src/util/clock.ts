@@ -25,6 +25,9 @@ export class SystemClock implements Clock {
     return performance.now();
   }
   setTimer(ms: number, fn: () => void): Timer {
+    // Node fires a longer setTimeout after 1 ms (with a warning): a simulated task of days on a
+    // slow platform, or any far deadline, would end at once.
+    if (ms > MAX_TIMEOUT_MS) return new LongTimer(Date.now() + ms, fn);
     const t = setTimeout(fn, Math.max(0, ms));
     t.unref();
     return new NodeTimer(t);
@@ -36,10 +39,38 @@ export class SystemClock implements Clock {
   }
 }
 
+/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 /** A setTimeout as a Timer (a class: processes keep one per running simulated task). */
 class NodeTimer implements Timer {
   constructor(private readonly t: NodeJS.Timeout) {}
   cancel(): void {
+    clearTimeout(this.t);
+  }
+}
+
+/** A timer longer than setTimeout takes: armed again in steps of at most its limit until `at`. */
+class LongTimer implements Timer {
+  private t: NodeJS.Timeout | undefined;
+  private cancelled = false;
+
+  constructor(
+    private readonly at: number,
+    private readonly fn: () => void,
+  ) {
+    this.arm();
+  }
+
+  private arm(): void {
+    if (this.cancelled) return;
+    const left = this.at - Date.now();
+    this.t = left > MAX_TIMEOUT_MS ? setTimeout(() => this.arm(), MAX_TIMEOUT_MS) : setTimeout(this.fn, Math.max(0, left));
+    this.t.unref();
+  }
+
+  cancel(): void {
+    this.cancelled = true;
     clearTimeout(this.t);
   }
 }
