@@ -197,16 +197,16 @@ export class SoakAuditor {
     this.minute.running.push(ms);
     const acc = this.acceptedAt.get(job);
     if (acc !== undefined && acc.tasks <= this.oneTxn) this.minute.runningOneTxn.push(ms);
-    if (acc !== undefined) {
-      const st = rec?.placedAt !== undefined && rec.startedAt !== undefined ? [rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt] : [NaN, NaN, NaN];
-      this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push([ms, st[0] as number, st[1] as number, st[2] as number]);
-    }
     this.classify(job, ms);
-    if (rec?.placedAt !== undefined && rec.startedAt !== undefined) {
-      this.minute.stages.placed.push(rec.placedAt - at);
-      this.minute.stages.started.push(rec.startedAt - rec.placedAt);
-      this.minute.stages.seen.push(now - rec.startedAt);
-      this.minute.split.push([ms, rec.placedAt - at, rec.startedAt - rec.placedAt, now - rec.startedAt]);
+    // The task whole and its three stages, taken once for every figure that uses them.
+    const timed = rec?.placedAt !== undefined && rec.startedAt !== undefined;
+    const task: [number, number, number, number] = timed ? [ms, (rec.placedAt as number) - at, (rec.startedAt as number) - (rec.placedAt as number), now - (rec.startedAt as number)] : [ms, NaN, NaN, NaN];
+    if (acc !== undefined) this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push(task);
+    if (timed) {
+      this.minute.stages.placed.push(task[1]);
+      this.minute.stages.started.push(task[2]);
+      this.minute.stages.seen.push(task[3]);
+      this.minute.split.push(task);
       if (acc !== undefined) this.minute.stages.accepted.push(acc.at - at);
     }
   }
