@@ -10,6 +10,7 @@ import { startHollow, simulateDeaths } from '../frontend/hollow.ts';
 import { SystemClock } from '../util/clock.ts';
 import { invalid, isTarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
+import { installFaultPolicy } from '../util/faults.ts';
 import { SeededRng } from '../util/rng.ts';
 import { holdOpen, openDaemonStore, runUntilSignal, serverTls, startFailure, type LogFlags, type StoreFlags, type TlsFlags } from './live.ts';
 
@@ -52,6 +53,7 @@ export async function hollowCommand(o: HollowFlags): Promise<void> {
 
 async function runHollow(o: HollowFlags, log: Logger, servers: ServerSpec[]): Promise<void> {
   const store = await openDaemonStore('hollow', o);
+  installFaultPolicy(log, { who: 'hollow', embedded: o.store.startsWith('memory:') });
   const tls = serverTls(o);
   const t0 = Date.now();
   const h = await startHollow({

@@ -16,6 +16,7 @@ import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
+import { installFaultPolicy } from '../util/faults.ts';
 import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
 import { errorText } from './exit-codes.ts';
@@ -198,6 +199,7 @@ export async function serverCommand(o: ServerFlags): Promise<void> {
 
 async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<typeof parseAgentOptions>): Promise<void> {
   const store = await openDaemonStore('server', o);
+  installFaultPolicy(log, { who: 'server', embedded: o.store.startsWith('memory:') });
   const tls = serverTls(o);
   const sched = await startScheduler({
     name: o.name ?? `${hostname()}-${process.pid}`,
@@ -314,6 +316,7 @@ export async function monitorCommand(o: MonitorFlags): Promise<void> {
 
 async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promise<void> {
   const store = await openDaemonStore('monitor', o);
+  installFaultPolicy(log, { who: 'monitor', embedded: o.store.startsWith('memory:') });
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
   const settings = { journalDir: o.journalDir ?? journalDirFor(o.logDir), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
@@ -381,6 +384,7 @@ export async function upCommand(o: UpFlags): Promise<void> {
 
 async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerSpec[]): Promise<void> {
   const store = await openDaemonStore('up', o);
+  installFaultPolicy(log, { who: 'up', embedded: o.store.startsWith('memory:') });
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
@@ -419,6 +423,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
   const out = (l: string): boolean => process.stdout.write(`${l}\n`);
   const banner = (): void => {
     out(`tarcil up: cluster ${o.cluster} (${servers.length} servers, ${rus} RUs, ${o.executor} executor), ${o.agents} agents, store ${o.store}`);
+    if (o.store.startsWith('memory:')) out('  state            in this process only (memory://): its jobs end with it; --store etcd://host:2379 keeps them');
     out(`  Scheduler gRPC   ${addr}   (reflection and grpc.health.v1 enabled)`);
     out('  access           ACLs off (loopback, zero configuration; `tarcil server --acl` turns them on)');
     if (sched.metricsPort !== undefined) out(`  metrics          http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${sched.metricsPort}/metrics`);

@@ -139,8 +139,8 @@ const unauthenticated = (why: string): TarcilError =>
   new TarcilError('UNAUTHENTICATED', `${why}: with ACLs on, every call needs a token (--token or $TARCIL_TOKEN; metadata \`authorization: Bearer <token>\`)`);
 
 type AnyCall = grpc.ServerUnaryCall<Req, Req> | grpc.ServerWritableStream<Req, Req>;
-type UnaryHandler = (call: grpc.ServerUnaryCall<Req, Req>, cb: grpc.sendUnaryData<Req>) => void;
-type StreamHandler = (call: grpc.ServerWritableStream<Req, Req>) => void;
+type UnaryHandler = (call: grpc.ServerUnaryCall<Req, Req>, cb: grpc.sendUnaryData<Req>) => unknown;
+type StreamHandler = (call: grpc.ServerWritableStream<Req, Req>) => unknown;
 
 export class AuthLayer {
   private readonly cache = new Map<string, { rec: TokenRecord | undefined; at: number }>();
@@ -262,19 +262,21 @@ export class AuthLayer {
   }
 
   private wrapStream(rpc: string, rule: Rule, h: StreamHandler): StreamHandler {
-    return (call) => {
+    // The promise goes back to the guard (guard.ts): a handler that throws ends its stream with a
+    // status there, not as an unhandled rejection.
+    return (call) =>
       this.caller(rule, call)
         .then((p) => this.authorize(p, rpc, rule.need(call.request)))
         .then(
-        () => h(call),
-        (e: unknown) => endStreamWithError(call, e),
-      );
-    };
+          () => h(call),
+          (e: unknown) => endStreamWithError(call, e),
+        );
   }
 
   private wrapUnary(rpc: string, rule: Rule, h: UnaryHandler): UnaryHandler {
-    return (call, cb) => {
-      void (async (): Promise<void> => {
+    // The promise goes back to the guard (guard.ts): a handler that throws is answered there.
+    return (call, cb) =>
+      (async (): Promise<void> => {
         let p: Principal | undefined;
         try {
           p = await this.caller(rule, call);
@@ -295,7 +297,6 @@ export class AuthLayer {
           })();
         });
       })();
-    };
   }
 
   /** ListJobs (all namespaces) and ListNamespaces show only what the caller may read. */

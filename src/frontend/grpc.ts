@@ -1,11 +1,17 @@
 /**
  * The gRPC plumbing of the front-end: servers and credentials (TLS, mutual TLS), health and
- * reflection, and the one place where TarcilError codes become gRPC status.
+ * reflection. Every service added runs through guard.ts; TarcilError codes become gRPC status in
+ * status.ts.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
-import { errorMessage, isTarcilError, TarcilError, type ErrorCode } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import { guardServer } from './guard.ts';
+import { TarcilError } from '../util/errors.ts';
+import { toStatus } from './status.ts';
+
+export { endStreamWithError, errorFromStatus, toStatus } from './status.ts';
 
 export interface TlsFiles {
   certFile: string;
@@ -34,12 +40,14 @@ export async function startGrpcServer(opts: {
   port: number;
   tls?: TlsFiles;
   register: (server: grpc.Server) => string[];
+  /** Where a handler's fault is logged (guard.ts). */
+  log?: Logger;
 }): Promise<GrpcServerHandle> {
   // Loaded here, not with the module: a client (the command line) needs none of them (it makes its
   // client classes without proto-loader, proto-root.ts), and reflection alone takes a tenth of a
   // second or more to load.
   const [{ ReflectionService }, { HealthImplementation }, { loadProtos }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check'), import('./proto.ts')]);
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES });
+  const server = guardServer(new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES }), opts.log);
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });
   health.addToServer(server);
@@ -83,50 +91,6 @@ export function clientCredentials(tls?: { caFile?: string; certFile?: string; ke
     tls.keyFile ? readFileSync(tls.keyFile) : null,
     tls.certFile ? readFileSync(tls.certFile) : null,
   );
-}
-
-const CODES: Record<ErrorCode, grpc.status> = {
-  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
-  NOT_FOUND: grpc.status.NOT_FOUND,
-  ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
-  FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
-  UNAUTHENTICATED: grpc.status.UNAUTHENTICATED,
-  PERMISSION_DENIED: grpc.status.PERMISSION_DENIED,
-  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
-  UNAVAILABLE: grpc.status.UNAVAILABLE,
-  DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
-  COMPACTED: grpc.status.UNAVAILABLE,
-  CANCELLED: grpc.status.CANCELLED,
-  ABORTED: grpc.status.ABORTED,
-  TOO_MANY_OPS: grpc.status.RESOURCE_EXHAUSTED,
-  LEASE_NOT_FOUND: grpc.status.UNAVAILABLE,
-  CLOSED: grpc.status.UNAVAILABLE,
-  INTERNAL: grpc.status.INTERNAL,
-};
-
-/** A gRPC status a client received, as the TarcilError it stands for (the inverse of toStatus). */
-export function errorFromStatus(err: { code?: number; details?: string; message?: string }): TarcilError {
-  const entry = Object.entries(CODES).find(([, c]) => c === err.code);
-  return new TarcilError((entry?.[0] as ErrorCode | undefined) ?? 'INTERNAL', err.details || err.message || 'error');
-}
-
-/** The API edge: TarcilError codes become gRPC status here and nowhere else. */
-export function toStatus(err: unknown): Partial<grpc.StatusObject> {
-  const metadata = new grpc.Metadata();
-  if (isTarcilError(err)) {
-    if (err.field) metadata.set('tarcil-field', err.field);
-    return { code: CODES[err.code], details: err.message, metadata };
-  }
-  return { code: grpc.status.INTERNAL, details: errorMessage(err), metadata };
-}
-
-/**
- * Ends a server stream with an error status. Emitting 'error' is how grpc-js sends a status on a
- * server stream; destroy() would close it without one, and the client would wait forever.
- */
-export function endStreamWithError(call: { emit(event: 'error', err: Error): boolean }, err: unknown): void {
-  const st = toStatus(err);
-  call.emit('error', Object.assign(new Error(st.details ?? 'error'), st));
 }
 
 /** Milliseconds left before the call's deadline (Infinity without one). */

@@ -59,6 +59,7 @@ export async function startHollow(o: HollowProcessOptions): Promise<HollowProces
     ...(o.maxWrites !== undefined ? { maxWrites: o.maxWrites } : {}),
   });
   const grpcServer = await startGrpcServer({
+    log: o.log,
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),

@@ -185,6 +185,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     onTokenChanged: (accessor) => auth.forget(accessor),
   });
   const grpcServer = await startGrpcServer({
+    log: o.log,
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),
@@ -303,6 +304,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
   });
   const route = singleNode(monitor);
   const grpcServer = await startGrpcServer({
+    log: o.log,
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),

@@ -171,7 +171,9 @@ export class SchedulerService {
           );
       },
       ListJobs: (call, cb) => {
-        void this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE)).then(
+        void Promise.resolve()
+          .then(() => this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE)))
+          .then(
           (jobs) => cb(null, { jobs, retainMs: this.retainMs }),
           (e: unknown) => cb(unaryStatus(e)),
         );

@@ -42,6 +42,26 @@ export function invalid(field: string, rule: string, details?: Record<string, un
   return new TarcilError('INVALID_ARGUMENT', `${field}: ${rule}`, details ? { field, details } : { field });
 }
 
+/** How much of a user's value a message or a log line quotes. */
+export const QUOTE_CHARS = 200;
+
+/**
+ * A user's value as a message quotes it: whole up to `max` characters, otherwise its start and
+ * its length (a 20,000-character name would not fit a gRPC status header).
+ */
+export function quote(value: unknown, max: number = QUOTE_CHARS): string {
+  const s = typeof value === 'string' ? value : errorMessage(value);
+  return s.length <= max ? s : `${s.slice(0, max)}… (${s.length} characters)`;
+}
+
+/** Longest message a status carries (grpc-js refuses headers over 8 KiB; a status's message is one). */
+export const MAX_STATUS_CHARS = 1024;
+
+/** A message cut to MAX_STATUS_CHARS, saying how long it was. */
+export function boundedMessage(message: string, max: number = MAX_STATUS_CHARS): string {
+  return message.length <= max ? message : `${message.slice(0, max)}… (message cut: ${message.length} characters in all)`;
+}
+
 /** The message of anything thrown: an Error's message, or the value as text. */
 export function errorMessage(e: unknown): string {
   if (e instanceof Error) return e.message;

@@ -1,0 +1,103 @@
+/**
+ * The one wrapper every RPC of a tarcil gRPC server runs through (Scheduler, NodeMonitor, health,
+ * reflection): `guardServer` replaces the server's `addService`, so no service can be added
+ * without it. A handler that throws synchronously, returns a promise that rejects, or answers a
+ * unary call twice cannot take the process down:
+ *
+ * - a TarcilError (a refusal raised a step too early, say while reading the request) becomes its
+ *   own status (INVALID_ARGUMENT, NOT_FOUND, ...), exactly as if the handler had answered it;
+ * - anything else becomes INTERNAL with an incident id; the error and its stack are logged under
+ *   the same id, so a client's report can be matched to the log line;
+ * - a unary call is answered once: a later answer is dropped and logged.
+ *
+ * Streams (server, client and bidirectional) end with the status instead of hanging.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
+import { errorMessage, isTarcilError } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import { endStreamWithError, toStatus } from './status.ts';
+
+/** A fault that is not the client's: what the client is told, and the id it can quote. */
+export function internalFault(log: Logger | undefined, rpc: string, err: unknown): Partial<grpc.StatusObject> {
+  if (isTarcilError(err)) return toStatus(err);
+  const id = `e-${randomBytes(4).toString('hex')}`;
+  log?.error({ incident: id, rpc, err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'handler failed');
+  return { code: grpc.status.INTERNAL, details: `internal error in ${rpc} (incident ${id}; the server logged it and goes on serving)`, metadata: new grpc.Metadata() };
+}
+
+type AnyHandler = (...args: unknown[]) => unknown;
+interface Endable {
+  emit(event: 'error', err: Error): boolean;
+  destroyed?: boolean;
+  writableEnded?: boolean;
+}
+
+function settle(result: unknown, onError: (e: unknown) => void): void {
+  if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
+    (result as Promise<unknown>).then(undefined, onError);
+  }
+}
+
+/** `handler` for method `rpc` of shape `def`, wrapped as described in this file's header. */
+export function guardHandler(rpc: string, def: { requestStream: boolean; responseStream: boolean }, handler: AnyHandler, log: Logger | undefined): AnyHandler {
+  if (!def.responseStream) {
+    // Unary and client-streaming: (call, callback).
+    return (call: unknown, cb: unknown) => {
+      const callback = cb as grpc.sendUnaryData<unknown>;
+      let answered = false;
+      const once: grpc.sendUnaryData<unknown> = (err, value, trailer, flags) => {
+        if (answered) {
+          log?.warn({ rpc, err: err?.details }, 'a second answer to one call was dropped');
+          return;
+        }
+        answered = true;
+        callback(err, value, trailer, flags);
+      };
+      const fail = (e: unknown): void => {
+        if (answered) {
+          internalFault(log, rpc, e);
+          return;
+        }
+        once(internalFault(log, rpc, e));
+      };
+      try {
+        settle(handler(call, once), fail);
+      } catch (e) {
+        fail(e);
+      }
+    };
+  }
+  // Server-streaming and bidirectional: (call).
+  return (call: unknown) => {
+    const stream = call as Endable;
+    const fail = (e: unknown): void => {
+      const st = internalFault(log, rpc, e);
+      if (stream.destroyed || stream.writableEnded) return;
+      endStreamWithError(stream, isTarcilError(e) ? e : Object.assign(new Error(st.details), st));
+    };
+    try {
+      settle(handler(call), fail);
+    } catch (e) {
+      fail(e);
+    }
+  };
+}
+
+/** Every service added to `server` from now on runs through guardHandler. */
+export function guardServer(server: grpc.Server, log: Logger | undefined): grpc.Server {
+  const add = server.addService.bind(server);
+  server.addService = (service: grpc.ServiceDefinition, impl: grpc.UntypedServiceImplementation): void => {
+    const guarded: grpc.UntypedServiceImplementation = {};
+    for (const [name, def] of Object.entries(service)) {
+      // grpc-js looks a method up by its name in the definition, then by its original (camelCase) name.
+      for (const key of [name, def.originalName]) {
+        if (key === undefined) continue;
+        const h: unknown = impl[key];
+        if (typeof h === 'function') guarded[key] = guardHandler(def.path, def, (h as AnyHandler).bind(impl), log) as never;
+      }
+    }
+    add(service, guarded);
+  };
+  return server;
+}
