@@ -12,7 +12,7 @@ import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord } fr
 import { parseJson } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { invalid, TarcilError } from '../util/errors.ts';
+import { invalid, quote, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { serverToProto } from './convert.ts';
 import type { Server } from './gen/tarcil/v1/Server.ts';
@@ -55,7 +55,7 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
   if (id === '') throw invalid('server', 'is required');
   if (!SERVER_ID.test(id)) throw invalid('server', 'must be a server id (1 to 253 characters, no / and no blank)');
   const action = req.action as (typeof NODE_ACTIONS)[number];
-  if (!NODE_ACTIONS.includes(action)) throw invalid('action', `must be one of ${NODE_ACTIONS.join(', ')} (got "${req.action}")`);
+  if (!NODE_ACTIONS.includes(action)) throw invalid('action', `must be one of ${NODE_ACTIONS.join(', ')} (got "${quote(req.action)}")`);
   if (action !== 'drain' && req.deadlineMs !== undefined) throw invalid('deadline_ms', 'applies to drain only');
   if (req.reason.length > MAX_REASON) throw invalid('reason', `must be at most ${MAX_REASON} characters`);
   let deadlineMs: number | undefined;
@@ -76,7 +76,7 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
   const was = parseJson<CordonRecord>(res.responses[2]?.[0]);
   const known = d.manager.cell.get(id);
   if (!rec && !was && !known) {
-    throw new TarcilError('NOT_FOUND', `server: no server '${id}' in the cell (registered now, or left within the last ${Math.round(d.manager.departedMemoryMs / 60_000)} min)`, { field: 'server' });
+    throw new TarcilError('NOT_FOUND', `server: no server '${quote(id)}' in the cell (registered now, or left within the last ${Math.round(d.manager.departedMemoryMs / 60_000)} min)`, { field: 'server' });
   }
   const now = d.clock.now();
   let next: CordonRecord | undefined;

@@ -77,8 +77,34 @@ function lazyDestination(format: LogFormat): DestinationStream {
  */
 export function createLogger(name = 'tarcil', fallback: string = 'info'): Logger {
   const level = logLevel(fallback);
-  return pino({ name, level }, lazyDestination(logFormat()));
+  return pino({ name, level, ...boundedLogOptions }, lazyDestination(logFormat()));
 }
+
+/** Longest string a log line carries in one field (a stack fits; a 20,000-character name from a request does not). */
+export const LOG_VALUE_CHARS = 4000;
+
+const cut = (v: unknown): unknown => (typeof v === 'string' && v.length > LOG_VALUE_CHARS ? `${v.slice(0, LOG_VALUE_CHARS)}… (${v.length} characters)` : v);
+
+/**
+ * Every logger's strings bounded: the message and each top-level field of the line's object. A
+ * request's values reach log lines through error messages; cut here, no call site can forget.
+ */
+export const boundedLogOptions = {
+  formatters: {
+    log(obj: Record<string, unknown>): Record<string, unknown> {
+      for (const k of Object.keys(obj)) {
+        const v = obj[k];
+        if (typeof v === 'string' && v.length > LOG_VALUE_CHARS) obj[k] = cut(v);
+      }
+      return obj;
+    },
+  },
+  hooks: {
+    logMethod(this: Logger, args: unknown[], method: (...a: unknown[]) => void): void {
+      method.apply(this, args.map(cut));
+    },
+  },
+};
 
 /**
  * `log` carrying these bindings: `log` itself when it binds them already, a child binding the
@@ -94,7 +120,7 @@ export function withBindings(log: Logger, bindings: Record<string, string | numb
 }
 
 /** The process's logger for modules that are handed none (the stores); a bad TARCIL_LOG falls back to info here and is reported by the daemon's own logger. */
-export const rootLogger: Logger = pino({ name: 'tarcil', level: safeLevel() }, lazyDestination(safeFormat()));
+export const rootLogger: Logger = pino({ name: 'tarcil', level: safeLevel(), ...boundedLogOptions }, lazyDestination(safeFormat()));
 
 function safeLevel(): LogLevel {
   try {

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { logFormat, logLevel, withBindings } from '../../src/util/log.ts';
+import { boundedLogOptions, LOG_VALUE_CHARS, logFormat, logLevel, withBindings } from '../../src/util/log.ts';
 import { duplicateKeys } from '../support/json-keys.ts';
 
 /** A pino logger writing into an array of lines. */
@@ -75,5 +75,26 @@ describe('TARCIL_LOG and TARCIL_LOG_FORMAT', () => {
     expect(() => logFormat()).toThrow(/^TARCIL_LOG_FORMAT: "xml" is no log format \(one of json, pretty\)/);
     delete process.env.TARCIL_LOG_FORMAT;
     expect(logFormat()).toBe(process.stderr.isTTY ? 'pretty' : 'json');
+  });
+});
+
+describe('bounded log lines', () => {
+  it('cuts a huge message and a huge field, saying their length, and leaves short ones whole', () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        lines.push(...chunk.toString().split('\n').filter(Boolean));
+        cb();
+      },
+    });
+    const log = pino({ level: 'info', ...boundedLogOptions }, sink);
+    const huge = 'n'.repeat(20_000);
+    log.warn({ err: `unknown workload profile '${huge}'`, job: 'j-1' }, `refused ${huge}`);
+    const rec = JSON.parse(lines[0] ?? '{}') as { err: string; msg: string; job: string };
+    expect(rec.job).toBe('j-1');
+    expect(rec.err.length).toBeLessThan(LOG_VALUE_CHARS + 40);
+    expect(rec.err.endsWith(`… (${`unknown workload profile '${huge}'`.length} characters)`)).toBe(true);
+    expect(rec.msg.length).toBeLessThan(LOG_VALUE_CHARS + 40);
+    expect(rec.msg.endsWith(`… (${`refused ${huge}`.length} characters)`)).toBe(true);
   });
 });
