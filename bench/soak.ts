@@ -38,6 +38,7 @@ import { renderSvg, type Point } from '../src/sim/charts.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { tarcil, type TarcilProc } from '../test/support/procs.ts';
 import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
+import { MEAN_TASKS, pickSize } from './lib/jobs.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
@@ -95,9 +96,6 @@ const ROW_MS = quick ? 15_000 : 60_000;
 const COMMIT = commit();
 const MAX_IN_FLIGHT = 400;
 const PREFIX = '/tarcil/soak/';
-/** Tasks per job and their weights: mean ≈ 15, a few large jobs. */
-const SIZES: [number, number][] = [[1, 20], [2, 15], [4, 20], [8, 20], [16, 12], [32, 8], [64, 4], [128, 1]];
-const MEAN_TASKS = SIZES.reduce((s, [n, w]) => s + n * w, 0) / SIZES.reduce((s, [, w]) => s + w, 0);
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const say = (line: string): void => void process.stdout.write(`${new Date().toISOString().slice(11, 19)} [soak] ${line}\n`);
@@ -170,16 +168,6 @@ interface Row {
   dropped: number;
 }
 
-function pickSize(r: number): number {
-  let total = 0;
-  for (const [, w] of SIZES) total += w;
-  let x = r * total;
-  for (const [n, w] of SIZES) {
-    if (x < w) return n;
-    x -= w;
-  }
-  return 1;
-}
 
 /** "RUs busy 81.2% (busy/live), 3,100 free, 900 unschedulable, 0 down", or "RUs -". */
 function occupancy(r: Row['rus']): string {

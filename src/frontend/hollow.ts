@@ -65,7 +65,7 @@ export async function startHollow(o: HollowProcessOptions): Promise<HollowProces
     ...(o.tls ? { tls: o.tls } : {}),
     register: (server) => [addNodeMonitorService(server, hollowNodes(hollow))],
   });
-  const metrics = o.metricsPort !== undefined ? new HollowMetrics(hollow, o.store) : undefined;
+  const metrics = o.metricsPort !== undefined ? new HollowMetrics(hollow, o.store, o.keys) : undefined;
   try {
     await hollow.setEndpoint(o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`);
     await hollow.start();

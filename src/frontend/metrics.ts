@@ -14,6 +14,7 @@ import type { Placement } from '../state/decisions.ts';
 import type { Housekeeper } from '../state/housekeeping.ts';
 import type { HollowNodes, HollowSnapshot } from '../monitor/hollow.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
+import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 
@@ -47,6 +48,26 @@ function registerStoreTimes(registry: Registry, store: ClusterStore | undefined)
     registers: [registry],
   });
   store.onRequestTime((kind, seconds) => h.observe({ kind }, seconds));
+}
+
+/**
+ * `tarcil_store_watch_events_total`: events etcd delivered to this process's watches, by the kind
+ * of record watched (the key segment after the cell's prefix: rus, tasks, jobs, …). Counted from
+ * the process's start.
+ */
+function registerWatchEvents(registry: Registry, store: ClusterStore | undefined, keys: Keys | undefined): void {
+  if (!store?.countWatchEvents || !keys) return;
+  const read = store.countWatchEvents((prefix) => (keys.tail(keys.prefix, prefix) ?? '').split('/')[0] || 'other');
+  new Counter({
+    name: 'tarcil_store_watch_events_total',
+    help: "Events etcd delivered to this process's watches, by the kind of record watched (the key segment after the cell's prefix)",
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, n] of read()) this.inc({ kind }, n);
+    },
+  });
 }
 
 /** A Prometheus registry with the process's default metrics, and the HTTP endpoint that serves it with /healthz and /readyz. */
@@ -106,6 +127,8 @@ export interface MetricsOptions {
   monitors?: () => Iterable<LocalMonitor>;
   /** This process's housekeeper (retention and compaction), when it runs one. */
   housekeeper?: () => HousekeeperView | undefined;
+  /** The cell's keys: watch events are counted by the kind of record (tarcil_store_watch_events_total). */
+  keys?: Keys;
 }
 
 /** What /metrics reads of a housekeeper. */
@@ -172,6 +195,7 @@ export class Metrics extends MetricsEndpoint {
     this.manager = o?.manager;
     this.store = o?.store;
     registerStoreTimes(this.registry, o?.store);
+    registerWatchEvents(this.registry, o?.store, o?.keys);
     if (o?.monitors) registerMonitorMetrics(this.registry, o.monitors);
     const hk = o?.housekeeper;
     if (hk) {
@@ -446,12 +470,13 @@ export class MonitorMetrics extends MetricsEndpoint {
   private readonly monitor: LocalMonitor;
   private readonly store: ClusterStore | undefined;
 
-  constructor(monitor: LocalMonitor, store?: ClusterStore) {
+  constructor(monitor: LocalMonitor, store?: ClusterStore, keys?: Keys) {
     super();
     this.monitor = monitor;
     this.store = store;
     registerMonitorMetrics(this.registry, () => [monitor]);
     registerStoreTimes(this.registry, store);
+    registerWatchEvents(this.registry, store, keys);
   }
 
   protected async notReady(): Promise<string[]> {
@@ -470,11 +495,12 @@ export class HollowMetrics extends MetricsEndpoint {
   private readonly hollow: HollowNodes;
   private readonly store: ClusterStore | undefined;
 
-  constructor(hollow: HollowNodes, store?: ClusterStore) {
+  constructor(hollow: HollowNodes, store?: ClusterStore, keys?: Keys) {
     super();
     this.hollow = hollow;
     this.store = store;
     registerStoreTimes(this.registry, store);
+    registerWatchEvents(this.registry, store, keys);
     // A snapshot walks every node (10,000 of them, 160,000 RUs): one per scrape, shared by every
     // metric of it, rather than one per metric (a scrape a second took a third of the process's CPU).
     let cached: { at: number; snap: HollowSnapshot } | undefined;

@@ -136,7 +136,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
   // The monitors of this process (`tarcil up`) export their node metrics here too.
   // The housekeeper starts once the manager has; /metrics reads it through this holder.
   const held: { housekeeper?: Housekeeper } = {};
-  const metrics = new Metrics({ manager, store: o.store, monitors: () => localMonitors, housekeeper: () => held.housekeeper });
+  const metrics = new Metrics({ manager, store: o.store, keys: o.keys, monitors: () => localMonitors, housekeeper: () => held.housekeeper });
   hooks.metrics = metrics;
   let serving: () => void = () => undefined;
   const canServe = new Promise<void>((resolve) => (serving = resolve));
@@ -320,7 +320,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     throw err;
   }
   localMonitors.add(monitor);
-  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor, o.store) : undefined;
+  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor, o.store, o.keys) : undefined;
   const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
   return {
     port: grpcServer.port,

@@ -20,6 +20,8 @@ export class EtcdWatch {
     private readonly client: Etcd3,
     private readonly opts: WatchOptions,
     private readonly forget: () => void,
+    /** Told how many events each response from etcd brought (EtcdStore.countWatchEvents). */
+    private readonly delivered?: (n: number) => void,
   ) {
     this.next = opts.fromRevision > 0 ? Math.floor(opts.fromRevision) : 0;
   }
@@ -94,6 +96,7 @@ export class EtcdWatch {
 
   private onData(res: IWatchResponse): void {
     if (this.ended) return;
+    this.delivered?.(res.events.length);
     const batches: WatchBatch[] = [];
     for (const ev of res.events) {
       const rev = Number(ev.kv.mod_revision);

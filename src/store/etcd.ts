@@ -172,6 +172,10 @@ export interface EtcdStoreOptions {
  * so this store asks etcd for the lease's remaining TTL when it should have run out and reports
  * the loss itself.
  */
+/** Watch prefixes counted apart (a hollow process watches one per node); later ones are counted together. */
+const MAX_COUNTED_PREFIXES = 20_000;
+const OTHER_PREFIXES = '\0other';
+
 export class EtcdStore implements ClusterStore {
   readonly kind = 'etcd' as const;
   readonly maxTxnOps: number;
@@ -431,7 +435,14 @@ export class EtcdStore implements ClusterStore {
   async watch(opts: WatchOptions): Promise<WatchHandle> {
     this.checkOpen();
     if (typeof opts.prefix !== 'string') throw invalid('watch.prefix', 'must be a string');
-    const w = new EtcdWatch(this.watchClient, opts, () => this.watches.delete(w));
+    const counts = this.watchEvents;
+    const at = counts.has(opts.prefix) || counts.size < MAX_COUNTED_PREFIXES ? opts.prefix : OTHER_PREFIXES;
+    const w = new EtcdWatch(
+      this.watchClient,
+      opts,
+      () => this.watches.delete(w),
+      (n) => counts.set(at, (counts.get(at) ?? 0) + n),
+    );
     if (opts.fromRevision >= 2 && (await this.isCompacted(Math.floor(opts.fromRevision) - 1))) {
       w.failSoon(
         new TarcilError('COMPACTED', `watch from revision ${opts.fromRevision}: that history is compacted`, {
@@ -535,6 +546,21 @@ export class EtcdStore implements ClusterStore {
       if (err instanceof TarcilError && err.code === 'INVALID_ARGUMENT') return false;
       throw err;
     }
+  }
+
+  /** Events delivered to this process's watches, by the watch's prefix (countWatchEvents). */
+  private readonly watchEvents = new Map<string, number>();
+
+  /** See ClusterStore.countWatchEvents. */
+  countWatchEvents(label: (prefix: string) => string): () => ReadonlyMap<string, number> {
+    return () => {
+      const out = new Map<string, number>();
+      for (const [prefix, n] of this.watchEvents) {
+        const l = prefix === OTHER_PREFIXES ? 'other' : label(prefix);
+        out.set(l, (out.get(l) ?? 0) + n);
+      }
+      return out;
+    };
   }
 
   /** See ClusterStore.onRequestTime. */

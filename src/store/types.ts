@@ -151,6 +151,12 @@ export interface ClusterStore {
    * embedded one has no requests to time.
    */
   onRequestTime?(fn: (kind: 'read' | 'write', seconds: number) => void): void;
+  /**
+   * Reads the events etcd delivered to this process's watches since it opened the store, summed
+   * by `label(prefix)` of each watch's prefix (a record kind: what a process pays to follow each
+   * part of the store). The etcd store has it.
+   */
+  countWatchEvents?(label: (prefix: string) => string): () => ReadonlyMap<string, number>;
 
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
