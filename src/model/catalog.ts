@@ -10,6 +10,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { packageRoot } from '../util/package-root.ts';
 import type { z } from 'zod';
+import { dict, hasOwnKey, own } from '../util/dict.ts';
 import { errorMessage, invalid, TarcilError } from '../util/errors.ts';
 import {
   clusterSpecSchema,
@@ -115,7 +116,7 @@ function checkPerfCoverage(
 ): FileIssue[] {
   const issues: FileIssue[] = [];
   for (const name of platforms.keys()) {
-    if (!(name in perf)) issues.push({ file, field: `platformPerf.${name}`, rule: 'is missing (every platform in platforms.json needs a value)' });
+    if (!hasOwnKey(perf, name)) issues.push({ file, field: `platformPerf.${name}`, rule: 'is missing (every platform in platforms.json needs a value)' });
   }
   for (const name of Object.keys(perf)) {
     if (!platforms.has(name)) issues.push({ file, field: `platformPerf.${name}`, rule: 'is not a platform in platforms.json' });
@@ -136,9 +137,10 @@ function checkNameMatchesFile(name: string, file: string): FileIssue[] {
   return name === stem(file) ? [] : [{ file, field: 'name', rule: `must match the file name ('${stem(file)}')` }];
 }
 
+/** A profile jobs share: frozen, its platformPerf keyed by platform name without a prototype. */
 function freezeProfile(p: WorkloadProfile): WorkloadProfile {
   Object.freeze(p.caused);
-  Object.freeze(p.platformPerf);
+  p.platformPerf = Object.freeze(dict(p.platformPerf));
   return Object.freeze(p);
 }
 
@@ -304,7 +306,7 @@ export function expandCluster(spec: ClusterSpec, platforms: ReadonlyMap<string, 
         rack: `r${pad(Math.floor(i / spec.serversPerRack), rackWidth)}`,
         rus: p.cores,
         speed: p.speed,
-        attributes: { ...(g.attributes ?? {}) },
+        attributes: dict(g.attributes),
       });
     }
   }
@@ -340,8 +342,8 @@ export function jobSchemaFor(catalog: Catalog): ReturnType<typeof makeJobSpecSch
  * of a compute-bound job, the one a user who gave no numbers is most likely to expect.
  */
 function inlineProfile(p: InlineProfileInput, jobName: string, durationMs: number | undefined, catalog: Catalog): WorkloadProfile {
-  const platformPerf: Record<string, number> = {};
-  for (const [name, plat] of catalog.platforms) platformPerf[name] = p.platformPerf?.[name] ?? plat.speed;
+  const platformPerf = dict<number>();
+  for (const [name, plat] of catalog.platforms) platformPerf[name] = own(p.platformPerf, name) ?? plat.speed;
   return freezeProfile({
     name: p.name ?? jobName,
     description: p.description ?? `inline profile of job ${jobName}`,
@@ -380,7 +382,7 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
   }
   const constraints: JobSpec['constraints'] = {};
   if (s.constraints.platforms) constraints.platforms = [...s.constraints.platforms];
-  if (s.constraints.attributes) constraints.attributes = { ...s.constraints.attributes };
+  if (s.constraints.attributes) constraints.attributes = dict(s.constraints.attributes);
   if (s.constraints.dataServers) constraints.dataServers = [...s.constraints.dataServers];
   const job: JobSpec = {
     id: opts.id,
@@ -395,7 +397,7 @@ export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpe
     submittedAt: opts.now,
   };
   if (s.durationMs !== undefined) job.durationMs = s.durationMs;
-  if (s.command) job.command = s.command.env ? { argv: [...s.command.argv], env: { ...s.command.env } } : { argv: [...s.command.argv] };
+  if (s.command) job.command = s.command.env ? { argv: [...s.command.argv], env: dict(s.command.env) } : { argv: [...s.command.argv] };
   if (s.migratable) job.migratable = true;
   if (s.scaleOut) job.scaleOut = { maxTasks: s.scaleOut.maxTasks };
   if (s.namespace !== undefined && s.namespace !== 'default') job.namespace = s.namespace;

@@ -14,7 +14,7 @@ import { jobSpecInputSchema } from './schema.ts';
 export const JOBSPEC_SCHEMA_PATH = 'schema/jobspec.schema.json';
 
 export function jobSpecJsonSchema(): Record<string, unknown> {
-  const generated = z.toJSONSchema(jobSpecInputSchema, { io: 'input', target: 'draft-2020-12' }) as Record<string, unknown>;
+  const generated = z.toJSONSchema(jobSpecInputSchema, { io: 'input', target: 'draft-2020-12', override: keepDefault }) as Record<string, unknown>;
   const { $schema, ...rest } = generated;
   return {
     $schema,
@@ -24,6 +24,22 @@ export function jobSpecJsonSchema(): Record<string, unknown> {
     ...rest,
     anyOf: [{ required: ['durationMs'] }, { required: ['command'] }],
   };
+}
+
+/**
+ * A map keyed by the user's names is checked by a zod preprocess (its `__proto__` guard,
+ * schema.ts userRecord); zod counts a preprocess as a transform and so leaves out of an input
+ * schema the default of every object that holds such a map (`constraints`). Those defaults are
+ * what the spec as written gets, so they are put back.
+ */
+function keepDefault(ctx: { zodSchema: z.core.$ZodTypes; jsonSchema: z.core.JSONSchema.BaseSchema }): void {
+  const def = ctx.zodSchema._zod.def;
+  const json = ctx.jsonSchema;
+  if (def.type !== 'default' || json.default !== undefined) return;
+  // First, where zod writes a default it keeps.
+  const rest = { ...json };
+  for (const k of Object.keys(rest)) delete json[k];
+  Object.assign(json, { default: JSON.parse(JSON.stringify(def.defaultValue)) as unknown }, rest);
 }
 
 /** The file's text: the schema, two-space JSON, a final newline. */

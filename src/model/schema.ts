@@ -10,6 +10,7 @@
  * so that one parse reports every problem of a spec at once.
  */
 import { NAMESPACE_RULE, namespaceProblem } from '../tenancy/namespace.ts';
+import { hasReservedKey, RESERVED_KEY_RULE } from '../util/dict.ts';
 import { z } from 'zod';
 import { DEFAULT_PRIORITY, N_RESOURCES } from './types.ts';
 
@@ -88,11 +89,24 @@ function arrayOf<T extends z.ZodType>(item: T) {
   return z.array(item, { error: rule('must be an array') });
 }
 
+/**
+ * A map keyed by names the user chose. zod's record skips a key `__proto__` without checking it
+ * (it cannot copy it into the plain object it builds), so a map holding one would lose it without
+ * a word: such a map is refused here, naming the map and the rule (util/dict.ts).
+ */
+export function userRecord<K extends z.core.$ZodRecordKey, V extends z.core.SomeType>(key: K, value: V, error: string) {
+  const record = z.record(key, value, { error: rule(error) });
+  return z.preprocess<unknown, typeof record, z.input<typeof record>>((v, ctx) => {
+    if (hasReservedKey(v)) ctx.addIssue({ code: 'custom', message: RESERVED_KEY_RULE, input: v });
+    return v;
+  }, record);
+}
+
 /** Server attributes (zone, ssd, ...) and constraint attributes share one shape. */
-export const attributesSchema = z.record(
+export const attributesSchema = userRecord(
   z.string().regex(ATTR_KEY_RE, { error: 'attribute names must be 1-63 characters of A-Z, a-z, 0-9, ".", "_", "/" and "-"' }),
   text(256),
-  { error: rule('must be an object mapping attribute names to strings') },
+  'must be an object mapping attribute names to strings',
 );
 
 /** The caused-interference vector, in the order of resources.json (paper §3.2). */
@@ -102,9 +116,7 @@ export const causedSchema = arrayOf(intIn(0, 99)).length(N_RESOURCES, {
 
 /** Relative performance per platform; 100× the reference would be a data-entry error. */
 const perfValue = positiveUpTo(100);
-export const platformPerfSchema = z.record(catalogName, perfValue, {
-  error: rule('must be an object mapping platform names to relative performance'),
-});
+export const platformPerfSchema = userRecord(catalogName, perfValue, 'must be an object mapping platform names to relative performance');
 
 // ---------------------------------------------------------------------------------------------
 // Data files
@@ -220,9 +232,7 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     description: text(4000).optional(),
     family: catalogName.optional(),
     caused: causedSchema,
-    platformPerf: z.record(knownPlatform, perfValue, {
-      error: rule('must be an object mapping platform names to relative performance'),
-    }).optional(),
+    platformPerf: userRecord(knownPlatform, perfValue, 'must be an object mapping platform names to relative performance').optional(),
     typicalDurationMs: positiveUpTo(MAX_DURATION_MS).optional(),
     latencyCritical: bool.optional(),
   });
@@ -244,10 +254,10 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     argv: arrayOf(z.string({ error: argRule }).max(65_536, { error: 'must be at most 65536 characters' }).refine((s) => !s.includes('\0'), { error: argRule }))
       .min(1, { error: 'must have at least one element (the program)' })
       .refine((a) => a[0] !== '', { error: 'must not start with an empty program name' }),
-    env: z.record(
+    env: userRecord(
       z.string().regex(ENV_KEY_RE, { error: 'environment variable names must match [A-Za-z_][A-Za-z0-9_]*' }),
       z.string({ error: rule('must be a string') }),
-      { error: rule('must be an object mapping variable names to strings') },
+      'must be an object mapping variable names to strings',
     ).optional(),
   });
 

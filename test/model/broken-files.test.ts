@@ -128,6 +128,20 @@ describe('broken profile files are rejected naming file, field and rule', () => 
     expect(err.message).not.toContain('spec-mcf.json');
   });
 
+  it("refuses a key '__proto__' in a map (JSON.parse keeps it as an ordinary key; dropping it would change the data)", () => {
+    const proto = (v: unknown): Json => JSON.parse(`{"__proto__":${JSON.stringify(v)}}`) as Json;
+    const attrs = loadError(brokenCopy((d) => editJson(d, 'clusters/demo.json', (j) => void ((groups(j)[0] as Json).attributes = proto('nowhere')))));
+    expect(attrs.message).toContain("groups[0].attributes: key '__proto__' is not allowed");
+    const perfs = loadError(brokenCopy((d) => editJson(d, 'workloads/memcached.json', (j) => void (j.platformPerf = { ...perf(j), ...proto(1) }))));
+    expect(perfs.message).toContain("platformPerf: key '__proto__' is not allowed");
+  });
+
+  it("checks the coverage of a platform named like a member of Object.prototype ('constructor')", () => {
+    const dir = brokenCopy((d) => editJson(d, 'platforms.json', (j) => void platforms(j).push({ ...(platforms(j)[0] as Json), name: 'constructor' })));
+    const err = loadError(dir);
+    expect(err.message).toContain('platformPerf.constructor: is missing (every platform in platforms.json needs a value)');
+  });
+
   it('rejects a missing directory', () => {
     expect(() => loadCatalog('/nonexistent/profiles')).toThrow(/\/nonexistent\/profiles: profiles directory not found/);
   });

@@ -234,3 +234,46 @@ describe('example jobs in profiles/jobs', () => {
     expect(job.tasks).toBeLessThanOrEqual(servers.reduce((n, s) => n + s.rus, 0));
   });
 });
+
+describe('keys named like members of Object.prototype', () => {
+  /** A spec as JSON text carries `__proto__` as an ordinary own key (JSON.parse defines it). */
+  const fromJson = (extra: string): unknown => JSON.parse(`{"name":"j","profile":"spark-lr","tasks":2,"durationMs":100,${extra}}`);
+
+  it("a constraint attribute '__proto__' is refused, not dropped", () => {
+    const e = rejection(fromJson('"constraints":{"attributes":{"__proto__":"nowhere"}}'));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.message).toContain("constraints.attributes: key '__proto__' is not allowed");
+    // Alongside other attributes, and with another problem elsewhere: every problem is named.
+    const both = rejection(fromJson('"priority":-1,"constraints":{"attributes":{"zone":"demo-a","__proto__":"x"}}'));
+    expect(both.message).toContain("constraints.attributes: key '__proto__' is not allowed");
+    expect(both.message).toContain('priority: must be an integer in [0, 999]');
+  });
+
+  it("an environment variable or an inline profile's platform named '__proto__' is refused", () => {
+    expect(rejection(fromJson('"command":{"argv":["true"],"env":{"__proto__":"x","A":"1"}}')).message).toContain("command.env: key '__proto__' is not allowed");
+    expect(rejection(fromJson(`"profile":{"caused":${JSON.stringify(vector)},"platformPerf":{"__proto__":2}}`)).message).toContain(
+      "profile.platformPerf: key '__proto__' is not allowed",
+    );
+  });
+
+  it('constructor and toString are ordinary attribute and variable names', () => {
+    const job = parseJobSpec(fromJson('"constraints":{"attributes":{"constructor":"a","toString":"b"}},"command":{"argv":["true"],"env":{"constructor":"c"}}'), catalog, opts);
+    expect(Object.entries(job.constraints.attributes ?? {})).toEqual([
+      ['constructor', 'a'],
+      ['toString', 'b'],
+    ]);
+    expect(Object.entries(job.command?.env ?? {})).toEqual([['constructor', 'c']]);
+    // Absent keys stay absent: nothing is inherited from Object.prototype.
+    const plain = parseJobSpec(fromJson('"constraints":{"attributes":{"zone":"demo-a"}},"command":{"argv":["true"],"env":{"A":"1"}}'), catalog, opts);
+    for (const k of ['constructor', 'toString', '__proto__']) {
+      expect(plain.constraints.attributes?.[k]).toBeUndefined();
+      expect(plain.command?.env?.[k]).toBeUndefined();
+    }
+  });
+
+  it("an inline profile's omitted platforms take the platform speed, whatever the platform is named", () => {
+    const job = parseJobSpec(fromJson(`"profile":{"caused":${JSON.stringify(vector)}}`), catalog, opts);
+    for (const [name, p] of catalog.platforms) expect(job.profile.platformPerf[name]).toBe(p.speed);
+    expect(job.profile.platformPerf['constructor']).toBeUndefined();
+  });
+});
