@@ -8,6 +8,7 @@
  */
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import { serverMatches } from '../sampling/feasibility.ts';
+import { own } from '../util/dict.ts';
 
 export interface CellServer {
   spec: ServerSpec;
@@ -44,7 +45,7 @@ function offered(servers: readonly CellServer[], c: JobSpec['constraints']): str
   const parts: string[] = [];
   if (c.platforms) parts.push(`platforms in the cell: ${[...new Set(servers.map((s) => s.spec.platform))].sort().join(', ') || 'none'}`);
   for (const key of Object.keys(c.attributes ?? {})) {
-    const values = [...new Set(servers.map((s) => s.spec.attributes[key]).filter((v): v is string => v !== undefined))].sort();
+    const values = [...new Set(servers.map((s) => own(s.spec.attributes, key)).filter((v): v is string => v !== undefined))].sort();
     parts.push(`${key} values in the cell: ${values.length > 0 ? values.slice(0, 10).join(', ') : 'none'}`);
   }
   return parts.join('; ');

@@ -23,6 +23,7 @@ import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
 import { SharedBackoff } from '../util/backoff.ts';
+import { own } from '../util/dict.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
@@ -594,5 +595,5 @@ function sameShape(a: LiveServerRecord | CellServer['spec'], b: LiveServerRecord
   if (a.platform !== b.platform || a.rack !== b.rack || a.rus !== b.rus) return false;
   const ka = Object.keys(a.attributes);
   const kb = Object.keys(b.attributes);
-  return ka.length === kb.length && ka.every((k) => a.attributes[k] === b.attributes[k]);
+  return ka.length === kb.length && ka.every((k) => own(b.attributes, k) === a.attributes[k]);
 }

@@ -7,17 +7,22 @@
  * twice: `ok` for the whole cell, `upOk` for the servers that may take a task right now.
  */
 import type { Constraints, JobSpec, ServerSpec } from '../model/types.ts';
+import { own } from '../util/dict.ts';
 import type { ClusterState } from './cluster-state.ts';
 
-/** Whether a server passes the job's platform and attribute constraints (the one definition). */
+/**
+ * Whether a server passes the job's platform and attribute constraints (the one definition). An
+ * attribute is the server's own or absent: a name such as `constructor` or `__proto__` matches
+ * only a server that has it (both maps may come straight from JSON.parse, see util/dict.ts).
+ */
 export function serverMatches(spec: ServerSpec, constraints: Constraints): boolean {
   const platforms = constraints.platforms;
   if (platforms && !platforms.includes(spec.platform)) return false;
   const attrs = constraints.attributes;
   if (attrs) {
     for (const k in attrs) {
-      if (!Object.prototype.hasOwnProperty.call(attrs, k)) continue;
-      if (spec.attributes[k] !== attrs[k]) return false;
+      if (!Object.hasOwn(attrs, k)) continue;
+      if (own(spec.attributes, k) !== attrs[k]) return false;
     }
   }
   return true;
@@ -161,13 +166,13 @@ function noMatchReason(state: ClusterState, c: Constraints, cellServers: number)
   const wanted: string[] = [];
   if (c.platforms) wanted.push(c.platforms.length === 1 ? `platform ${c.platforms[0]}` : `platform in {${c.platforms.join(', ')}}`);
   const keys = Object.keys(c.attributes ?? {});
-  for (const k of keys) wanted.push(`${k}=${c.attributes?.[k] ?? ''}`);
+  for (const k of keys) wanted.push(`${k}=${own(c.attributes, k) ?? ''}`);
   const platforms = new Set<string>();
   const values = new Map<string, Set<string>>(keys.map((k) => [k, new Set<string>()]));
   for (const s of state.servers.values()) {
     platforms.add(s.spec.platform);
     for (const k of keys) {
-      const v = s.spec.attributes[k];
+      const v = own(s.spec.attributes, k);
       if (v !== undefined) values.get(k)?.add(v);
     }
   }

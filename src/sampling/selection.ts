@@ -15,6 +15,7 @@ import {
   type RuScore,
 } from '../quality/index.ts';
 import type { ClusterState, Occupant, ServerState } from './cluster-state.ts';
+import { own } from '../util/dict.ts';
 import { serverMatches } from './feasibility.ts';
 
 /** What the selection needs to know about a job (a subset of JobSpec, plus its target). */
@@ -137,7 +138,7 @@ export class SelectionContext {
     contention(sum, s.ruCount, victim ? victim.caused : null, this.C);
     let quality = scoreRu(this.C, this.req.target, this.req.form ?? 'monotone');
     if (this.req.twoSided) quality = this.withNeighbours(quality, s, i, sum, victim);
-    const perf = (this.req.platformPerf[s.spec.platform] ?? this.maxPerf) / this.maxPerf;
+    const perf = (own(this.req.platformPerf, s.spec.platform) ?? this.maxPerf) / this.maxPerf;
     const w = this.req.platformWeight ?? 1;
     const factor = w === 1 ? perf : Math.pow(perf, w);
     return { score: quality.Q * factor, quality };

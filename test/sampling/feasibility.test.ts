@@ -135,3 +135,28 @@ describe('feasibility', () => {
     expect(eligibleGroups(st, {}).up.rus).toBe(15);
   });
 });
+
+describe('attribute names that are members of Object.prototype', () => {
+  it('are absent unless a server has them as its own attribute', () => {
+    const s: ServerSpec = { id: 'x', platform: 'p1', rack: 'r', rus: 1, speed: 1, attributes: { zone: 'a' } };
+    for (const k of ['constructor', 'toString', 'hasOwnProperty', '__proto__']) {
+      // As a job record read back from the store holds them: own keys of a parsed JSON object.
+      const attrs = JSON.parse(`{${JSON.stringify(k)}:"x"}`) as Record<string, string>;
+      expect(serverMatches(s, { attributes: attrs })).toBe(false);
+    }
+    const odd: ServerSpec = { ...s, attributes: JSON.parse('{"constructor":"x","__proto__":"y"}') as Record<string, string> };
+    expect(serverMatches(odd, { attributes: { constructor: 'x' } })).toBe(true);
+    expect(serverMatches(odd, { attributes: JSON.parse('{"__proto__":"y"}') as Record<string, string> })).toBe(true);
+    expect(serverMatches(odd, { attributes: JSON.parse('{"__proto__":"z"}') as Record<string, string> })).toBe(false);
+  });
+
+  it('a job that asks for them is refused naming no value the cell does not have', () => {
+    const st = cell(3, 8, 3);
+    const v = feasibility(st, job({ constraints: { attributes: JSON.parse('{"constructor":"x","toString":"y","__proto__":"nowhere"}') as Record<string, string> } }));
+    expect(v).toMatchObject({
+      ok: false,
+      field: 'constraints',
+      reason: 'no server has constructor=x and toString=y and __proto__=nowhere (constructor values in the cell: none; toString values in the cell: none; __proto__ values in the cell: none)',
+    });
+  });
+});

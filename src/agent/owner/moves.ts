@@ -16,6 +16,7 @@ import { moveWorthIt, roomToGrow, type MoveBudget, type RuntimeLoopConfig } from
 import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../../state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../state/records.ts';
 import type { KeyValue } from '../../store/types.ts';
+import { own } from '../../util/dict.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
 import { fencedTxn, type OwnerContext, type Owned } from './context.ts';
@@ -196,7 +197,7 @@ async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }
  */
 function estimate(m: MoveHost, o: Owned, rec: LiveTaskRecord, slow: { since: number; rate: number }, now: number): { remaining: number; rateNow: number; work: number; rateAfter: number } {
   const platform = rec.ru ? m.servers.get(rec.ru.server)?.platform : undefined;
-  const perf = (platform && o.spec.profile.platformPerf[platform]) || 1;
+  const perf = (platform && own(o.spec.profile.platformPerf, platform)) || 1;
   const work = o.spec.durationMs !== undefined ? o.spec.durationMs / perf : Infinity;
   const started = rec.startedAt ?? slow.since;
   const done = Math.max(0, slow.since - started) + Math.max(0, now - slow.since) * slow.rate;

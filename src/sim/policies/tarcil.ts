@@ -34,6 +34,7 @@ import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import { DEFAULT_MAX_TXN_OPS } from '../../store/common.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
+import { own } from '../../util/dict.ts';
 import type { Rng } from '../../util/rng.ts';
 import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
@@ -565,7 +566,7 @@ export class TarcilPolicy implements Policy {
     const fits = (w: Request): boolean => {
       const want = w.spec.constraints.attributes;
       if (!want) return true;
-      for (const [key, v] of Object.entries(want)) if (attrs[key] !== v) return false;
+      for (const [key, v] of Object.entries(want)) if (own(attrs, key) !== v) return false;
       return true;
     };
     let bestQ: Request[] | undefined;
