@@ -12,8 +12,10 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { userRecord } from '../model/schema.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
+import { own } from '../util/dict.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { namespaceProblem } from './namespace.ts';
 
@@ -25,9 +27,12 @@ export type Verb = NamespaceVerb | ClusterVerb;
 
 const namespaceKey = z.string().refine((s) => s === '*' || namespaceProblem(s) === undefined, { message: "must be a namespace name or '*'" });
 
+/** Namespace → verbs; a key `__proto__` is refused (a policy must never mean less than its text says). */
+const namespaceGrants = userRecord(namespaceKey, z.array(z.enum(NAMESPACE_VERBS)), 'must be an object mapping namespace names to lists of verbs');
+
 export const PolicySchema = z
   .object({
-    namespaces: z.record(namespaceKey, z.array(z.enum(NAMESPACE_VERBS))).default({}),
+    namespaces: namespaceGrants.default({}),
     cluster: z.array(z.enum(CLUSTER_VERBS)).default([]),
   })
   .strict();
@@ -54,12 +59,21 @@ export function parsePolicy(input: unknown, field = 'policy'): Policy {
   throw invalid(`${field}${path}`, msg);
 }
 
-/** Whether `policy` allows `verb` on namespace `ns` (undefined for a cluster verb). */
+/**
+ * Whether `policy` allows `verb` on namespace `ns` (undefined for a cluster verb). `ns` is what a
+ * request says, unchecked: only the policy's own grants count, so a namespace called `constructor`
+ * or `__proto__` is granted only by a policy that names it.
+ */
 export function allows(policy: Policy, verb: Verb, ns?: string): boolean {
   if (policy.cluster.includes('admin')) return true;
   if (verb === 'nodes' || verb === 'admin') return policy.cluster.includes(verb);
   if (ns === undefined) return false;
-  return (policy.namespaces[ns] ?? []).includes(verb) || (policy.namespaces['*'] ?? []).includes(verb);
+  return grants(policy, ns, verb) || grants(policy, '*', verb);
+}
+
+function grants(policy: Policy, ns: string, verb: NamespaceVerb): boolean {
+  const verbs = own(policy.namespaces, ns);
+  return Array.isArray(verbs) && verbs.includes(verb);
 }
 
 /** Whether `policy` allows `verb` on some namespace. */

@@ -17,6 +17,7 @@ import type { Keys } from '../state/keys.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
+import { dict, own } from '../util/dict.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from './namespace.ts';
 
 export interface UsageRecord {
@@ -88,7 +89,9 @@ export function quotaTxnOps(q: QuotaRead, jobId: string, tokens: readonly string
   const compare: Compare[] = [{ key: q.nsKey, target: 'mod', op: '==', value: q.nsRev }];
   if (q.maxRus <= 0) return { compare, success: [] };
   compare.push({ key: q.usageKey, target: 'mod', op: '==', value: q.usageRev });
-  const next: UsageRecord = { total: q.usage.total + tokens.length, jobs: { ...q.usage.jobs, [jobId]: [...(q.usage.jobs[jobId] ?? []), ...tokens] } };
+  const jobs = dict(q.usage.jobs);
+  jobs[jobId] = [...(own(q.usage.jobs, jobId) ?? []), ...tokens];
+  const next: UsageRecord = { total: q.usage.total + tokens.length, jobs };
   return { compare, success: [{ type: 'put', key: q.usageKey, value: JSON.stringify(next) }] };
 }
 
@@ -112,14 +115,14 @@ export function endedToken(task: number, old: LiveTaskRecord | undefined, next: 
  * `keep` removed and `add` tokens added; undefined when nothing changes.
  */
 export function changeJobTokens(u: UsageRecord, jobId: string, change: { drop?: ReadonlySet<string>; keep?: ReadonlySet<string>; add?: readonly string[]; all?: boolean }): UsageRecord | undefined {
-  const cur = u.jobs[jobId] ?? [];
+  const cur = own(u.jobs, jobId) ?? [];
   let next = change.all ? [] : cur.filter((t) => !(change.drop?.has(t) ?? false) && (change.keep ? change.keep.has(t) : true));
   if (change.add) {
     const have = new Set(next);
     next = next.concat(change.add.filter((t) => !have.has(t)));
   }
   if (next.length === cur.length && next.every((t, i) => t === cur[i])) return undefined;
-  const jobs = { ...u.jobs };
+  const jobs = dict(u.jobs);
   if (next.length === 0) delete jobs[jobId];
   else jobs[jobId] = next;
   return { total: Math.max(0, u.total - cur.length + next.length), jobs };

@@ -18,7 +18,7 @@ import { RetentionSweeper } from '../../src/state/retention.ts';
 import { openStore } from '../../src/store/index.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
-import { parsePolicy } from '../../src/tenancy/acl.ts';
+import { allows, allowsAny, NAMESPACE_VERBS, parsePolicy } from '../../src/tenancy/acl.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
@@ -300,6 +300,44 @@ describe('policies', () => {
     expect(msg('{"namespace":{}}')).toMatch(/^policy: unknown field\(s\) namespace/);
     expect(msg('{nope')).toMatch(/^policy: must be valid JSON/);
     await expect(readPolicy('/nonexistent/policy.json')).rejects.toThrow(/--policy: must be inline JSON or a readable file/);
+  });
+});
+
+describe('policies and namespace names that are members of Object.prototype', () => {
+  const msg = (p: unknown): string => {
+    try {
+      parsePolicy(p);
+    } catch (e) {
+      return (e as TarcilError).message;
+    }
+    return 'accepted';
+  };
+
+  it("a policy naming namespace '__proto__' is refused, not read as no grant", () => {
+    expect(msg('{"namespaces":{"__proto__":["read"]}}')).toBe("policy.namespaces: key '__proto__' is not allowed");
+    expect(msg('{"namespaces":{"team-a":["read"],"__proto__":["submit"]}}')).toBe("policy.namespaces: key '__proto__' is not allowed");
+  });
+
+  it('a namespace a policy does not name grants nothing, whatever it is called', () => {
+    const p = parsePolicy('{"namespaces":{"team-a":["read","submit"]}}');
+    // As the auth layer reads policies back: tokens are JSON in the store.
+    const stored = (JSON.parse(JSON.stringify({ policy: p })) as { policy: typeof p }).policy;
+    for (const pol of [p, stored]) {
+      for (const ns of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+        for (const verb of NAMESPACE_VERBS) expect(allows(pol, verb, ns)).toBe(false);
+      }
+      expect(allows(pol, 'read', 'team-a')).toBe(true);
+      expect(allows(pol, 'cancel', 'team-a')).toBe(false);
+    }
+  });
+
+  it("a policy may grant namespace 'constructor' (a valid namespace name), and only it", () => {
+    const p = parsePolicy('{"namespaces":{"constructor":["read"]}}');
+    expect(allows(p, 'read', 'constructor')).toBe(true);
+    expect(allows(p, 'submit', 'constructor')).toBe(false);
+    expect(allows(p, 'read', 'toString')).toBe(false);
+    expect(allowsAny(p, 'read')).toBe(true);
+    expect(allowsAny(p, 'submit')).toBe(false);
   });
 });
 
