@@ -57,7 +57,7 @@ function md(res: ExperimentResult, files: string[]): string {
 }
 
 export async function benchCommand(name: string, o: BenchOptions): Promise<ExperimentResult> {
-  const exp = EXPERIMENTS[name];
+  const exp = Object.hasOwn(EXPERIMENTS, name) ? EXPERIMENTS[name] : undefined;
   if (!exp) {
     throw new TarcilError('INVALID_ARGUMENT', `experiment: unknown experiment '${name}' (known: ${EXPERIMENT_NAMES.join(', ')})`, { field: 'experiment' });
   }

@@ -5,6 +5,7 @@
  */
 import { hostname } from 'node:os';
 import { expandCluster, loadCatalog, resolveCluster, type Catalog } from '../model/catalog.ts';
+import { attributesSchema, toIssues } from '../model/schema.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { parseAgentOptions } from '../agent/config.ts';
 import { UP_DEFAULTS } from '../frontend/options.ts';
@@ -14,6 +15,7 @@ import { openStore } from '../store/index.ts';
 import { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { SystemClock } from '../util/clock.ts';
+import { dict } from '../util/dict.ts';
 import { errorMessage, invalid, isTarcilError, isTransient, TarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';
 import { installFaultPolicy } from '../util/faults.ts';
@@ -292,17 +294,28 @@ export interface MonitorFlags extends StoreFlags, TlsFlags, LogFlags {
   cpuRate: boolean;
 }
 
+/**
+ * Server attributes from `--attr key=value` flags, checked by the rules of a cluster file's
+ * attributes (model/schema.ts): a name such as `__proto__` is refused, not silently lost.
+ */
+export function attributesFromFlags(pairs: readonly string[]): Record<string, string> {
+  const attributes = dict<string>();
+  for (const a of pairs) {
+    const eq = a.indexOf('=');
+    if (eq <= 0) throw invalid('--attr', `"${a}" must be key=value`);
+    attributes[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  const r = attributesSchema.safeParse(attributes);
+  if (!r.success) throw invalid('--attr', toIssues(r.error.issues).map((i) => (i.field === '(root)' ? i.rule : `${i.field}: ${i.rule}`)).join('; '));
+  return attributes;
+}
+
 export async function monitorCommand(o: MonitorFlags): Promise<void> {
   const log = createLogger('tarcil-monitor', o.logLevel);
   const catalog = loadCatalog();
   const platform = catalog.platforms.get(o.platform);
   if (!platform) throw invalid('--platform', `unknown platform '${o.platform}' (known: ${[...catalog.platforms.keys()].join(', ')})`);
-  const attributes: Record<string, string> = {};
-  for (const a of o.attr) {
-    const eq = a.indexOf('=');
-    if (eq <= 0) throw invalid('--attr', `"${a}" must be key=value`);
-    attributes[a.slice(0, eq)] = a.slice(eq + 1);
-  }
+  const attributes = attributesFromFlags(o.attr);
   const spec: ServerSpec = { id: o.node, platform: o.platform, rack: o.rack, rus: o.rus ?? platform.cores, speed: platform.speed, attributes };
   const release = holdOpen();
   try {
