@@ -9,20 +9,23 @@
  *   2. --jobs 20-task jobs, one at a time;
  *   3. the soak's mix of job sizes (1–128 tasks, 11.2 on average), --mix-jobs jobs submitted
  *      --mix-rate a second, all waited for.
- * Tasks run --task-ms each. Counted:
+ * Tasks run --task-ms each; the mix's sizes are drawn from --seed. Counted:
  *   - writes: a watch of the whole cell's prefix kept by this process: each event is one key
  *     written (put or delete), each distinct revision one write transaction;
  *   - deliveries: every tarcil process's `tarcil_store_watch_events_total{kind}` (events etcd sent
  *     its watches), summed, and etcd's own `etcd_debugging_mvcc_events_total` (events sent to every
- *     watcher) less this process's watch, as the check of the sum.
+ *     watcher) less this process's watch, as the check of the sum;
+ *   - CPU: each process's CPU time (/proc) over the phase, per task: etcd, the front-ends, the
+ *     hollow nodes (this process's own is left out).
  *
  * Run: npx tsx bench/record-cost.ts [--servers 200] [--front-ends 3] [--agents 4] [--jobs 40]
- *      [--mix-jobs 150] [--mix-rate 5] [--task-ms 500] [--name record-cost]
+ *      [--mix-jobs 150] [--mix-rate 5] [--task-ms 500] [--seed 1] [--name record-cost]
  * Results: bench/results/<name>.{md,json}.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { schedulerClient } from '../src/frontend/client.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
@@ -31,7 +34,9 @@ import { openStore } from '../src/store/index.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { submit, waitFinal } from '../test/support/live.ts';
 import { tarcil, type TarcilProc } from '../test/support/procs.ts';
+import { SeededRng } from '../src/util/rng.ts';
 import { pickSize } from './lib/jobs.ts';
+import { cpuSeconds } from './lib/proc-stats.ts';
 import { mdTable } from './lib/report.ts';
 
 function flag(name: string, dflt: string): string {
@@ -47,6 +52,7 @@ const MIX_JOBS = Number(flag('mix-jobs', '150'));
 const MIX_RATE = Number(flag('mix-rate', '5'));
 const TASK_MS = Number(flag('task-ms', '500'));
 const NAME = flag('name', 'record-cost');
+const SEED = Number(flag('seed', '1'));
 const PREFIX = '/tarcil/cost/';
 const OUT = join(import.meta.dirname, 'results');
 
@@ -103,6 +109,8 @@ interface PhaseResult {
   keysPerTask: number;
   deliveriesPerTask: number;
   etcdDeliveriesPerTask: number;
+  /** CPU ms per task of each process (etcd, front-ends, hollow) and all of them together. */
+  cpuMsPerTask: Record<string, number>;
   keysByKind: Record<string, number>;
   deliveriesByKind: Record<string, number>;
 }
@@ -118,13 +126,18 @@ async function main(): Promise<void> {
     children.push(hollow);
     const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 300_000);
     const metricsPorts = [Number(ready[3])];
+    const pids: [string, number][] = [['hollow', hollow.child.pid ?? 0]];
     for (let i = 0; i < FRONT_ENDS; i++) {
       const fe = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--name', `fe${i}`]);
       children.push(fe);
+      pids.push([`fe${i}`, fe.child.pid ?? 0]);
       const m = await fe.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
       clients.push(schedulerClient(`127.0.0.1:${m[1]}`));
       metricsPorts.push(Number(m[2]));
     }
+    const etcdPid = Number(execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`]).toString().trim().split('\n')[0]);
+    pids.push(['etcd', etcdPid]);
+    const cpu = (): Map<string, number> => new Map(pids.map(([n, pid]) => [n, cpuSeconds(pid)]));
     say(`${SERVERS} hollow nodes (${ready[2]} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents`);
     await sleep(3000);
 
@@ -169,8 +182,10 @@ async function main(): Promise<void> {
     const phase = async (name: string, run: () => Promise<{ jobs: number; tasks: number }>): Promise<void> => {
       const before = await counts();
       const ownBefore = total(keys);
+      const cpuBefore = cpu();
       const { jobs, tasks } = await run();
       const after = await counts();
+      const cpuUsed = add(cpu(), cpuBefore, -1);
       const k = add(after.keys, before.keys, -1);
       const d = add(after.deliveries, before.deliveries, -1);
       // etcd's count includes this process's own watch: one event per key written.
@@ -187,6 +202,12 @@ async function main(): Promise<void> {
         etcdDeliveriesPerTask: etcdDeliveries / tasks,
         keysByKind: Object.fromEntries([...k].filter(([, v]) => v > 0).map(([kind, v]) => [kind, v / tasks])),
         deliveriesByKind: Object.fromEntries([...d].filter(([, v]) => v > 0).map(([kind, v]) => [kind, v / tasks])),
+        cpuMsPerTask: {
+          etcd: ((cpuUsed.get('etcd') ?? 0) * 1000) / tasks,
+          'front-ends': ([...cpuUsed].filter(([n]) => n.startsWith('fe')).reduce((a, [, v]) => a + v, 0) * 1000) / tasks,
+          hollow: ((cpuUsed.get('hollow') ?? 0) * 1000) / tasks,
+          all: (total(cpuUsed) * 1000) / tasks,
+        },
       };
       results.push(r);
       say(`${name}: ${jobs} jobs, ${tasks} tasks: ${r.txnsPerJob.toFixed(1)} txns, ${r.keysPerJob.toFixed(1)} keys, ${r.deliveriesPerJob.toFixed(1)} deliveries a job; ${r.keysPerTask.toFixed(2)} keys, ${r.deliveriesPerTask.toFixed(2)} deliveries a task (etcd: ${r.etcdDeliveriesPerTask.toFixed(2)})`);
@@ -201,7 +222,8 @@ async function main(): Promise<void> {
       return { jobs: JOBS, tasks: 20 * JOBS };
     });
     await phase(`the soak's mix, ${MIX_RATE} jobs/s`, async () => {
-      const sizes = Array.from({ length: MIX_JOBS }, () => pickSize(Math.random()));
+      const rng = new SeededRng(SEED);
+      const sizes = Array.from({ length: MIX_JOBS }, () => pickSize(rng.next()));
       const running: Promise<void>[] = [];
       for (const n of sizes) {
         running.push(runJob(n));
@@ -218,11 +240,18 @@ async function main(): Promise<void> {
       `# What a task costs the store (${NAME})`,
       '',
       `Commit ${commit()}, ${new Date().toISOString()}. ${SERVERS} hollow nodes of hollow-10k, ${FRONT_ENDS} front-ends × ${AGENTS} agents, tasks of ${TASK_MS} ms; etcd on loopback, no auditor.`,
-      `Command: \`npx tsx bench/record-cost.ts ${process.argv.slice(2).join(' ')}\``,
+      `Command: \`npx tsx bench/record-cost.ts ${process.argv.slice(2).join(' ')}\`. Load average when it ended: ${loadavg().map((l) => l.toFixed(2)).join(', ')} (2 cores).`,
       '',
       mdTable(
         ['phase', 'jobs', 'tasks', 'write txns / job', 'keys written / job', 'deliveries / job', 'keys written / task', 'deliveries / task', 'etcd: events sent / task'],
         results.map((r) => [r.phase, String(r.jobs), String(r.tasks), f(r.txnsPerJob, 1), f(r.keysPerJob, 1), f(r.deliveriesPerJob, 1), f(r.keysPerTask), f(r.deliveriesPerTask), f(r.etcdDeliveriesPerTask)]),
+      ),
+      '',
+      'CPU per task (ms, user + system, over each phase; the phases wait for each job, so this includes idle upkeep: leases, timers):',
+      '',
+      mdTable(
+        ['phase', 'etcd', 'front-ends', 'hollow nodes', 'all'],
+        results.map((r) => [r.phase, f(r.cpuMsPerTask['etcd']), f(r.cpuMsPerTask['front-ends']), f(r.cpuMsPerTask['hollow']), f(r.cpuMsPerTask['all'])]),
       ),
       '',
       'Per task, by record kind (keys written / deliveries):',
