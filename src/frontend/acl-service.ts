@@ -76,7 +76,8 @@ export function aclHandlers(d: AclServiceDeps): Pick<SchedulerHandlers, AclRpcs>
         name: req.name,
         policy,
         now: d.clock.now(),
-        ...(req.ttlMs ? { ttlMs: req.ttlMs } : {}),
+        // 0 (or unset) is "never expires"; anything else, NaN included, is checked by createToken.
+        ...(req.ttlMs !== 0 ? { ttlMs: req.ttlMs } : {}),
         ...(req.certCommonName ? { certCommonName: req.certCommonName } : {}),
       });
       d.onChanged?.(t.record.accessor);
@@ -90,7 +91,8 @@ export function aclHandlers(d: AclServiceDeps): Pick<SchedulerHandlers, AclRpcs>
     }),
     ListAudit: unary(async (req) => {
       if (req.namespace !== '') requireNamespaceName(req.namespace);
-      const records = await listAudit(d.store, d.keys, { ...(req.sinceMs ? { since: req.sinceMs } : {}), ...(req.namespace ? { namespace: req.namespace } : {}), limit: req.limit });
+      // 0 (or unset) is "every record kept"; anything else, NaN included, is checked by listAudit.
+      const records = await listAudit(d.store, d.keys, { ...(req.sinceMs !== 0 ? { since: req.sinceMs } : {}), ...(req.namespace ? { namespace: req.namespace } : {}), limit: req.limit });
       return { records: records.map(auditToProto) };
     }),
   };
