@@ -58,7 +58,11 @@ function launchOn(route: NodeRouter, r: LaunchRequest): Promise<'started' | 'alr
   return node.launch(r.ruIndex);
 }
 
+/** Why a task is killed (KillTaskRequest.reason; empty: cancelled). It becomes the task's message. */
+export const KILL_REASONS: readonly string[] = ['cancelled', 'preempted'];
+
 function killOn(route: NodeRouter, r: KillRequest): Promise<boolean> {
+  if (r.reason !== '' && !KILL_REASONS.includes(r.reason)) throw invalid('reason', `must be one of ${KILL_REASONS.join(', ')} (or empty: cancelled)`);
   return route(r.server).kill(r.job, r.task, r.reason || 'cancelled');
 }
 
