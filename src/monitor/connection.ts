@@ -9,6 +9,7 @@
  * server record, bound to the lease, in step with the node's state.
  */
 import { HeldLease } from '../state/lease.ts';
+import { nodeDeadline } from '../state/node-fence.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
@@ -127,6 +128,15 @@ export class NodeConnection {
     this.graceTimer?.cancel();
   }
 
+  /**
+   * The node's deadline on this connection's clock (state/node-fence.ts): the last confirmed
+   * keepalive of the lease it is registered under + TTL + grace. Undefined before registration.
+   */
+  deadline(): number | undefined {
+    const base = this.graceBase;
+    return base ? nodeDeadline(base.lastConfirmedAt, base.ttlSeconds, this.o.graceMs) : undefined;
+  }
+
   async revoke(): Promise<void> {
     await this.held?.revoke();
   }
@@ -196,7 +206,7 @@ export class NodeConnection {
   private armGrace(): void {
     const base = this.graceBase;
     if (this.graceTimer || !base) return;
-    const deadline = base.lastConfirmedAt + base.ttlSeconds * 1000 + this.o.graceMs;
+    const deadline = nodeDeadline(base.lastConfirmedAt, base.ttlSeconds, this.o.graceMs);
     this.graceTimer = this.o.clock.setTimer(Math.max(0, deadline - this.o.clock.now()), () => {
       this.graceTimer = undefined;
       if (this.closed || this.connected) return;

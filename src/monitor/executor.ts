@@ -3,9 +3,11 @@
  * and the process one (argv pinned to the RU's core, logs per task, CPU-time rate).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SUPERVISOR_CHECK_MS, SUPERVISOR_TERM_MS } from '../state/node-fence.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 
 /** What an executor needs to run one task attempt. */
@@ -24,7 +26,8 @@ export interface TaskLaunch {
 }
 
 export interface TaskExit {
-  state: 'succeeded' | 'failed';
+  /** lost: its supervisor stopped it at the node's deadline (the monitor had not been heard from). */
+  state: 'succeeded' | 'failed' | 'lost';
   exitCode?: number;
   message?: string;
 }
@@ -51,6 +54,11 @@ export interface Executor {
   previousRun?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): PreviousRun;
   /** Stops an attempt a previous life left running; its exit record if it ended by itself first. */
   stopOrphan?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, pid: number): Promise<TaskExit | undefined>;
+  /**
+   * The node's deadline (see state/node-fence.ts), as milliseconds from now: the tasks' supervisors
+   * stop them once it has passed unless it is moved on (process executor).
+   */
+  setDeadline?(server: string, inMs: number): void;
 }
 
 /**
@@ -142,13 +150,43 @@ export interface ProcessExecutorOptions {
 }
 
 /**
- * The shell that runs a task's argv and, when it exits by itself, writes its exit code to
+ * The shell that runs a task's argv (under its supervisor, supervisor.js) and, when it exits by itself, writes its exit code to
  * `<base>.exit` (through a rename, so the file is whole or absent). The record survives the
  * monitor: a monitor killed just as a task ended finds the outcome there when it starts again,
  * instead of calling the task lost and running it a second time. A kill of the process group
  * stops the shell too, and leaves no record (the task did not end by itself).
  */
-const EXIT_WRAPPER = '"$@"; c=$?; printf %s "$c" > "$0.exit.tmp" && mv -f "$0.exit.tmp" "$0.exit"; exit "$c"';
+const EXIT_WRAPPER = [
+  // stdin is a pipe from the supervisor: a watchdog reads it and kills the whole group at its end
+  // of file (the supervisor died), so a task never runs without its supervisor.
+  'exec 3<&0 </dev/null',
+  '"$@" 3<&- & c=$!',
+  '( read -r _ <&3; kill -9 -$$ ) 2>/dev/null & w=$!',
+  'exec 3<&-',
+  'wait "$c"; c=$?',
+  'kill "$w" 2>/dev/null',
+  'printf %s "$c" > "$0.exit.tmp" && mv -f "$0.exit.tmp" "$0.exit"; exit "$c"',
+].join('\n');
+
+/** A supervisor's exit code when it stopped its task at the node's deadline (EX_TEMPFAIL). */
+export const FENCED_EXIT = 75;
+
+/** The supervisor's script (plain JavaScript beside this module; in the package, also under src/). */
+export function supervisorScript(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const sibling = join(here, 'supervisor.js');
+  if (existsSync(sibling)) return sibling;
+  // dist/src/monitor/executor.js: the script ships as src/monitor/supervisor.js.
+  return join(here, '..', '..', '..', 'src', 'monitor', 'supervisor.js');
+}
+
+/** CLOCK_MONOTONIC in ms, the clock shared with the supervisors (one per machine). */
+function monotonicMs(): number {
+  return Number(process.hrtime.bigint() / 1_000_000n);
+}
+
+/** Used when a task starts before the monitor has written any deadline (never, once registered). */
+const NO_DEADLINE_YET_MS = 24 * 3600 * 1000;
 
 /** What a monitor's previous life left of one task attempt (ProcessExecutor.previousRun). */
 export type PreviousRun =
@@ -185,6 +223,28 @@ export class ProcessExecutor implements Executor {
     return this.o.logDir;
   }
 
+  /** server → the node's deadline, CLOCK_MONOTONIC ms, as last written. */
+  private readonly deadlines = new Map<string, number>();
+
+  /** Where the supervisors of `server`'s tasks read the node's deadline. */
+  deadlineFile(server: string | undefined): string {
+    return join(this.o.logDir, `.deadline-${(server ?? 'node').replace(/[^A-Za-z0-9._-]/g, '_')}`);
+  }
+
+  setDeadline(server: string, inMs: number): void {
+    const at = monotonicMs() + Math.max(0, Math.floor(inMs));
+    if (this.deadlines.get(server) === at) return;
+    this.deadlines.set(server, at);
+    const file = this.deadlineFile(server);
+    try {
+      mkdirSync(this.o.logDir, { recursive: true });
+      writeFileSync(`${file}.tmp`, String(at));
+      renameSync(`${file}.tmp`, file);
+    } catch {
+      // the log dir went away: the supervisors keep the deadline they last read
+    }
+  }
+
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle {
     const argv = t.command?.argv ?? [];
     const dir = join(this.o.logDir, t.job);
@@ -203,25 +263,35 @@ export class ProcessExecutor implements Executor {
       ...(t.attempt !== undefined ? { TARCIL_ATTEMPT: String(t.attempt) } : {}),
     };
     const inner = this.taskset ? ['taskset', '-c', String(t.ruIndex % this.ncpu), ...argv] : argv;
-    const [prog, ...args] = argv.length > 0 ? ['/bin/sh', '-c', EXIT_WRAPPER, base, ...inner] : inner;
+    const grace = this.o.killGraceMs ?? 2000;
+    const server = t.server ?? 'node';
+    const supervised = {
+      // No argv: the shell's "not found", as for a program that does not exist.
+      argv: argv.length > 0 ? ['/bin/sh', '-c', EXIT_WRAPPER, base, ...inner] : ['/bin/sh', '-c', 'exit 127'],
+      env,
+      base,
+      deadlineFile: this.deadlineFile(server),
+      deadline: this.deadlines.get(server) ?? monotonicMs() + NO_DEADLINE_YET_MS,
+      checkMs: SUPERVISOR_CHECK_MS,
+      termMs: SUPERVISOR_TERM_MS,
+      killGraceMs: grace,
+      fencedExit: FENCED_EXIT,
+    };
     let killed = false;
     let exited = false;
     let child: ChildProcess;
     const exitWaiters: Array<() => void> = [];
     try {
-      child = spawn(prog ?? '', args, { stdio: ['ignore', out, err], env, detached: true });
+      child = spawn(process.execPath, [supervisorScript(), JSON.stringify(supervised)], {
+        stdio: ['ignore', out, err],
+        env: pickEnv(['PATH', 'HOME', 'LANG']),
+        detached: true,
+      });
     } finally {
       closeSync(out);
       closeSync(err);
     }
     this.children.add(child);
-    if (child.pid !== undefined) {
-      try {
-        writeFileSync(`${base}.pid`, String(child.pid));
-      } catch {
-        // the log dir went away: only a restarted monitor's view of this attempt is lost
-      }
-    }
     const finish = (e: TaskExit): void => {
       if (exited) return;
       exited = true;
@@ -232,39 +302,48 @@ export class ProcessExecutor implements Executor {
     child.once('error', (e) => finish({ state: 'failed', message: `cannot start ${argv[0] ?? ''}: ${e.message}` }));
     child.once('exit', (code, signal) => {
       if (code === 0) finish({ state: 'succeeded', exitCode: 0 });
-      else if (code === 127 || code === 126) {
+      else if (code === FENCED_EXIT && existsSync(`${base}.exit`) === false) {
+        finish({ state: 'lost', message: "stopped by its supervisor: no word from the node's monitor for the lease TTL and the disconnect grace" });
+      } else if (code === 127 || code === 126) {
         // The shell's codes for a program it could not find or could not execute.
         finish({ state: 'failed', exitCode: code, message: `cannot start ${argv[0] ?? ''}: ${code === 127 ? 'not found' : 'not executable'} (exit code ${code})` });
       } else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
     });
-    const pid = child.pid;
-    const rate = this.o.cpuRate && pid !== undefined && this.cpu.available ? this.cpuRateOf(pid) : () => 1;
+    // The supervisor is its own group's leader; the task runs in a group of its own, whose id the
+    // supervisor writes to <base>.pid as soon as it has started it.
+    const supPid = child.pid;
+    let taskGroup: number | undefined;
+    const group = (): number | undefined => (taskGroup ??= readPid(base));
+    const rate = this.o.cpuRate && supPid !== undefined && this.cpu.available ? this.cpuRateOf(group) : () => 1;
+    const gone = (): boolean => exited && !this.cpu.groupAlive(group() ?? -1);
     return {
-      ...(pid !== undefined ? { pid } : {}),
+      ...(supPid !== undefined ? { pid: supPid } : {}),
       logPath: base,
       rate,
       setSlowdown: () => undefined,
       kill: () => {
         killed = true;
-        if (pid === undefined) return Promise.resolve();
-        // Stopped means every process of the task's group is gone, not only the wrapper: the
-        // task itself may outlive it by a moment, and a copy started elsewhere must not overlap it.
-        if (exited && !this.cpu.groupAlive(pid)) return Promise.resolve();
+        if (supPid === undefined) return Promise.resolve();
+        // Stopped means every process of the task's group is gone, not only the supervisor: a
+        // copy started elsewhere must not overlap it. The supervisor sends SIGTERM, then SIGKILL
+        // after the grace; SIGKILL to both if that takes too long.
+        if (gone()) return Promise.resolve();
         const clock = this.o.clock;
-        const grace = this.o.killGraceMs ?? 2000;
         return new Promise<void>((resolve) => {
           const start = clock.monotonic();
           let hard = false;
-          signalGroup(pid, 'SIGTERM');
+          signalPid(supPid, 'SIGTERM');
           const check = (): void => {
-            if (exited && !this.cpu.groupAlive(pid)) return resolve();
+            if (gone()) return resolve();
             const waited = clock.monotonic() - start;
-            if (!hard && waited >= grace) {
-              signalGroup(pid, 'SIGKILL');
+            if (!hard && waited >= grace + 500) {
+              const g = group();
+              if (g !== undefined) signalGroup(g, 'SIGKILL');
+              signalPid(supPid, 'SIGKILL');
               hard = true;
             }
             // SIGKILL cannot be refused; past a second grace only an unreaped zombie can remain.
-            if (hard && waited >= 2 * grace) return resolve();
+            if (hard && waited >= 2 * grace + 1000) return resolve();
             clock.setTimer(exited ? 10 : 50, check);
           };
           exitWaiters.push(check);
@@ -277,14 +356,18 @@ export class ProcessExecutor implements Executor {
   private readonly cpu = new GroupCpu();
 
   /** rate() of one task: 1 until a full window has been seen, then CPU ms per wall ms of the last window. */
-  private cpuRateOf(pgid: number): () => number {
+  private cpuRateOf(pgid: () => number | undefined): () => number {
     const window = this.o.cpuSampleMs ?? 1000;
-    let prev = { cpuMs: this.cpu.ms(pgid), at: this.o.clock.monotonic() };
+    const msOf = (): number => {
+      const g = pgid();
+      return g === undefined ? 0 : this.cpu.ms(g);
+    };
+    let prev = { cpuMs: msOf(), at: this.o.clock.monotonic() };
     let last = 1;
     return () => {
       const at = this.o.clock.monotonic();
       if (at - prev.at < window) return last;
-      const cpuMs = this.cpu.ms(pgid);
+      const cpuMs = msOf();
       last = Math.max(0, cpuMs - prev.cpuMs) / (at - prev.at);
       prev = { cpuMs, at };
       return last;
@@ -320,7 +403,7 @@ export class ProcessExecutor implements Executor {
     return readExitRecord(join(this.o.logDir, t.job, `${t.task}-${t.revision}`));
   }
 
-  /** Kills every child still running (shutdown). */
+  /** Kills every supervisor still running, and so its task (shutdown). */
   killAll(): void {
     for (const c of this.children) if (c.pid !== undefined) signalGroup(c.pid, 'SIGKILL');
   }
@@ -347,6 +430,23 @@ function isAttempt(pid: number, t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>
     return env.includes(`TARCIL_JOB=${t.job}`) && env.includes(`TARCIL_TASK=${t.task}`) && env.includes(`TARCIL_REVISION=${t.revision}`);
   } catch {
     return false;
+  }
+}
+
+function readPid(base: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(`${base}.pid`, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function signalPid(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
   }
 }
 

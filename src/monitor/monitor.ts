@@ -5,6 +5,7 @@
  */
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
+import { DEADLINE_WRITE_MS } from '../state/node-fence.ts';
 import { parseJson } from '../state/records.ts';
 import type { CordonRecord, LiveJobRecord } from '../state/live-records.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
@@ -123,6 +124,7 @@ export class LocalMonitor {
     const left = await this.node.journal.load();
     if (left.length > 0) this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
     await this.conn.registerOnce();
+    this.deadlineTick();
     // Its RUs, and its cordon record (`tarcil node drain` stops its tasks at the deadline). The
     // cordon prefix also matches longer ids (s1 → s10): only the exact key is ours.
     const cordonKey = this.o.keys.cordon(this.server.id);
@@ -145,6 +147,21 @@ export class LocalMonitor {
     });
     await this.follower.start();
     this.loadTick();
+  }
+
+  /**
+   * Writes the node's deadline for the tasks' supervisors (process executor) twice a second: it
+   * moves on with each confirmed keepalive. A monitor that is frozen or dead writes nothing, and
+   * the supervisors stop its tasks once the last deadline written has passed.
+   */
+  private deadlineTick(): void {
+    const ex = this.o.executor;
+    if (!ex.setDeadline) return;
+    const deadline = this.conn.deadline();
+    if (deadline !== undefined) ex.setDeadline(this.server.id, deadline - this.o.clock.now());
+    this.o.clock.setTimer(DEADLINE_WRITE_MS, () => {
+      if (!this.closed) this.deadlineTick();
+    });
   }
 
   private loadTick(): void {

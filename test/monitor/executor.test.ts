@@ -11,6 +11,13 @@ import { ProcessExecutor, type TaskExit, type TaskLaunch } from '../../src/monit
 import { SystemClock } from '../../src/util/clock.ts';
 
 const dirs: string[] = [];
+const until = async (ok: () => boolean, ms = 5000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
@@ -59,11 +66,18 @@ describe('process executor exit records', () => {
     const h = ex.start(t, () => undefined);
     const next = new ProcessExecutor({ clock: new SystemClock(), logDir: ex.logDir, pin: false });
     expect(running(h.pid as number)).toBe(true);
-    expect(next.previousRun(t)).toEqual({ kind: 'running', pid: h.pid });
+    // The task runs in a process group of its own under its supervisor (h.pid), which names it.
+    await until(() => next.previousRun(t).kind === 'running');
+    const prev = next.previousRun(t);
+    if (prev.kind !== 'running') throw new Error('not running');
+    expect(prev.pid).not.toBe(h.pid);
+    expect(running(prev.pid)).toBe(true);
     // Another attempt of the same task (another revision) is not this process.
     expect(next.previousRun({ ...t, revision: t.revision + 1 })).toEqual({ kind: 'unknown' });
-    expect(await next.stopOrphan(t, h.pid as number)).toBeUndefined();
-    expect(running(h.pid as number)).toBe(false);
+    expect(await next.stopOrphan(t, prev.pid)).toBeUndefined();
+    expect(running(prev.pid)).toBe(false);
+    // Its supervisor, seeing its task gone, ends too.
+    await until(() => !running(h.pid as number));
     expect(next.previousRun(t)).toEqual({ kind: 'unknown' });
   });
 

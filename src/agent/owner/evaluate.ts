@@ -6,6 +6,7 @@
  */
 import { trace } from '../../util/trace.ts';
 import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
+import { replaceAfter } from '../../state/node-fence.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
 import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
@@ -137,14 +138,13 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
   await startSchedule(m, o, toSchedule);
 }
 
-/** Margin added to a node's disconnect grace before its tasks are placed elsewhere (clock rates, kill latency). */
-export const GRACE_MARGIN_MS = 2000;
 /** The grace assumed for a node never seen registered whose grace no record gives (the monitor's default). */
 export const ASSUMED_GRACE_MS = 60_000;
 
 /**
  * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
- * and it kills its tasks no later than its disconnect grace after that (see the monitor).
+ * and its monitor and the tasks' supervisors kill them no later than its disconnect grace after
+ * that; the margin is state/node-fence.ts's (the same numbers the supervisors use).
  * A node this process never saw registered left before it was first found gone; its grace is
  * the one written in the task record (`recordedGraceMs`: by the placing agent, then by the node's
  * monitor with `running`), else the default.
@@ -153,11 +153,11 @@ export function replaceAt(m: OwnerContext, server: string, recordedGraceMs?: num
   const c = m.cell.get(server);
   if (c?.leftAt !== undefined) {
     const grace = (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0;
-    return c.leftAt + grace + (grace > 0 ? GRACE_MARGIN_MS : 0);
+    return replaceAfter(c.leftAt, grace);
   }
   let since = m.unseenSince.get(server);
   if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
-  return since + (recordedGraceMs ?? ASSUMED_GRACE_MS) + GRACE_MARGIN_MS;
+  return replaceAfter(since, recordedGraceMs ?? ASSUMED_GRACE_MS);
 }
 
 /** Looks at the job's tasks on `server` again when its grace runs out (once per job and node). */
