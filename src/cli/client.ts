@@ -6,7 +6,9 @@
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
 import { attemptLines } from '../frontend/convert.ts';
-import { schedulerClient } from '../frontend/client.ts';
+import { bearer, schedulerClient } from '../frontend/client.ts';
+import { clientCredentials } from '../frontend/grpc.ts';
+import { clientConstructor } from '../frontend/proto-root.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
@@ -21,6 +23,7 @@ import { fmtRetain } from '../state/retention.ts';
 import { TarcilError } from '../util/errors.ts';
 import { clientTls } from './client-tls.ts';
 import { readSpec } from './spec-file.ts';
+import { fmtMs, SUBMIT_DEADLINE_MS } from './flags.ts';
 import { EXIT, type ExitCode } from './exit-codes.ts';
 import { tableStyle } from './color.ts';
 import { clusterSummary, filterServers, serverList, type ServerFilter } from './cluster-view.ts';
@@ -81,17 +84,27 @@ function line(j: Job__Output): string {
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
+export interface SubmitFlags extends ClientFlags {
+  wait: boolean;
+  /** The idempotency key (default: a new UUID). */
+  requestId?: string;
+  /** `--deadline`: how long the submission is tried, ms (submitWithRetry). */
+  deadline?: number;
+  /** `--retries`: at most this many retries within the deadline (default: no limit). */
+  retries?: number;
+}
+
 /**
  * `tarcil submit`: the exit code is EXIT.OK once the job is accepted; with --wait, EXIT.OK if it
  * succeeded and EXIT.JOB_FAILED if it failed or was cancelled.
  */
-export async function submitCommand(file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }, out: (s: string) => void): Promise<ExitCode> {
+export async function submitCommand(file: string, o: SubmitFlags, out: (s: string) => void): Promise<ExitCode> {
   const text = readSpec(file);
   // node:crypto only here: the other commands do not load it.
   const requestId = o.requestId ?? (await import('node:crypto')).randomUUID();
-  const c = client(o);
+  const c = retryingClient(o);
   try {
-    const res = await submitWithRetry(c, { specJson: text, requestId, namespace: ns(o) }, o);
+    const res = await submitWithRetry(c, { specJson: text, requestId, namespace: ns(o) }, { ...o, ...(o.deadline !== undefined ? { deadlineMs: o.deadline } : {}) });
     out(`submitted ${res.jobId}`);
     if (!o.wait) return EXIT.OK;
     return await new Promise<ExitCode>((resolve, reject) => {
@@ -124,32 +137,77 @@ export async function submitCommand(file: string, o: ClientFlags & { wait: boole
 }
 
 /**
- * SubmitJob, tried again on UNAVAILABLE or DEADLINE_EXCEEDED with the same request id: the first
- * attempt may have been persisted with only its answer lost, and the id makes the retry return
- * that job instead of creating another. RESOURCE_EXHAUSTED (a front-end's back-pressure: it holds
- * too many tasks not yet placed) is tried again too, after the same growing pause.
+ * The reconnect back-off of a client that tries a call again: a channel whose connection failed
+ * does not dial again before its back-off ends, and a call made meanwhile fails at once with the
+ * last connection error (ECONNREFUSED). grpc-js's back-off starts at 1 s and grows 1.6 times per
+ * failed connection (±20%) up to 120 s: after half a minute of a front-end down its dials are
+ * some 17 s apart, and a front-end that is back waits for the next one. Capped at 1 s, a
+ * front-end that is back is dialled within about a second (1.2 s with the jitter).
+ */
+export const RETRY_CHANNEL_OPTIONS = {
+  'grpc.initial_reconnect_backoff_ms': 250,
+  'grpc.max_reconnect_backoff_ms': 1000,
+} as const;
+
+/** The longest pause between two tries when the front-end was not reached (UNAVAILABLE). */
+const UNREACHED_PAUSE_MAX_MS = 1000;
+
+/** A Scheduler client for calls tried again (submitWithRetry): client()'s, with RETRY_CHANNEL_OPTIONS. */
+export function retryingClient(o: Pick<ClientFlags, 'server' | 'tlsCa' | 'tlsCert' | 'tlsKey' | 'token'>): SchedulerClient {
+  const opts: grpc.ClientOptions = {
+    'grpc.max_receive_message_length': CLIENT_DEFAULTS.maxResponseBytes,
+    ...RETRY_CHANNEL_OPTIONS,
+    ...(o.token ? { interceptors: [bearer(o.token)] } : {}),
+  };
+  return new (clientConstructor('tarcil.v1.Scheduler'))(o.server, clientCredentials(clientTls(o)), opts) as unknown as SchedulerClient;
+}
+
+/**
+ * SubmitJob, tried again with the same request id on UNAVAILABLE (the front-end not reached, or
+ * its store unavailable), DEADLINE_EXCEEDED (the first attempt may have been persisted with only
+ * its answer lost: the id makes the retry return that job instead of creating another) and
+ * RESOURCE_EXHAUSTED (a front-end's back-pressure), until `deadlineMs` after the first try
+ * (default SUBMIT_DEADLINE_MS; 0: one try). Each try has `timeout`, cut to the time left. The
+ * pause between tries grows from `retryBaseMs`, jittered, up to 1 s after UNAVAILABLE and up to
+ * CLIENT_DEFAULTS.retryMaxMs otherwise. `retries`, if given, also stops it after that many retries.
+ *
+ * A front-end that is back within the deadline is reached only if the channel dials it again in
+ * time: give a client made by retryingClient (a reconnect back-off of at most about 1 s).
  */
 export async function submitWithRetry(
   c: SchedulerClient,
   req: { specJson: string; requestId: string; namespace?: string },
-  o: { timeout: number; retries?: number; retryBaseMs?: number; server?: string },
+  o: { timeout: number; deadlineMs?: number; retries?: number; retryBaseMs?: number; server?: string },
 ): Promise<SubmitJobResponse__Output> {
-  const retries = o.retries ?? CLIENT_DEFAULTS.submitRetries;
+  const deadlineMs = o.deadlineMs ?? SUBMIT_DEADLINE_MS;
+  const end = Date.now() + deadlineMs;
   let delay = o.retryBaseMs ?? CLIENT_DEFAULTS.retryBaseMs;
-  for (let attempt = 0; ; attempt++) {
+  for (let tries = 1; ; tries++) {
+    const callEnd = deadlineMs === 0 ? Date.now() + o.timeout : Math.min(Date.now() + o.timeout, end);
     try {
       return await new Promise<SubmitJobResponse__Output>((resolve, reject) => {
-        c.SubmitJob(req, { deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
+        c.SubmitJob(req, { deadline: new Date(callEnd) }, (err, res) => {
           if (err) reject(err);
           else if (!res) reject(new TarcilError('INTERNAL', 'empty response'));
           else resolve(res);
         });
       });
     } catch (err) {
-      const code = Number((err as Partial<grpc.ServiceError>).code);
-      const transient = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED || code === GRPC_RESOURCE_EXHAUSTED;
-      if (!transient || attempt >= retries) throw isServiceError(err) ? fromGrpc(err, o.server) : err;
-      await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
+      if (!isServiceError(err)) throw err;
+      const code = Number(err.code);
+      if (code !== GRPC_UNAVAILABLE && code !== GRPC_DEADLINE_EXCEEDED && code !== GRPC_RESOURCE_EXHAUSTED) throw fromGrpc(err, o.server);
+      const gaveUp = (why: string): TarcilError => {
+        const e = fromGrpc(err, o.server);
+        return new TarcilError(e.code, `the submission (request id ${req.requestId}) gave up after ${why}: ${e.message}`);
+      };
+      const tried = `${tries} ${tries === 1 ? 'try' : 'tries'}`;
+      if (o.retries !== undefined && tries > o.retries) throw gaveUp(`${tried} (--retries ${o.retries})`);
+      const pause = Math.min(delay, code === GRPC_UNAVAILABLE ? UNREACHED_PAUSE_MAX_MS : CLIENT_DEFAULTS.retryMaxMs);
+      const pastDeadline = (): TarcilError => gaveUp(deadlineMs === 0 ? `${tried} (--deadline 0)` : `${fmtMs(deadlineMs)} (--deadline) and ${tried}`);
+      const left = end - Date.now();
+      if (left <= 0) throw pastDeadline();
+      await new Promise((r) => setTimeout(r, Math.min(left, pause / 2 + Math.random() * (pause / 2))));
+      if (Date.now() >= end) throw pastDeadline();
       delay = Math.min(delay * 2, CLIENT_DEFAULTS.retryMaxMs);
     }
   }

@@ -82,3 +82,11 @@ export const LOG_LEVEL_NAMES = ['trace', 'debug', 'info', 'warn', 'error', 'fata
 
 /** The pause between two tries of a daemon's `--wait-for-store`. */
 export const STORE_RETRY_MS = 2000;
+
+/**
+ * `tarcil submit --deadline`: how long a submission is tried again (with its request id) while
+ * the front-end is not reached, unavailable, slow or busy. Its longest value is the time a
+ * front-end keeps a request id at least (REQUEST_RETAIN_FLOOR_MS), so that no retry comes after
+ * the id that makes it single is forgotten.
+ */
+export const SUBMIT_DEADLINE_MS = 60_000;

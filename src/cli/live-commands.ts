@@ -18,9 +18,9 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS } from './flags.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS, SUBMIT_DEADLINE_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
-import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags } from './client.ts';
+import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags, SubmitFlags } from './client.ts';
 import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
@@ -242,8 +242,16 @@ export function registerLiveCommands(program: Command): void {
   )
     .option('--wait', `follow the job until it ends: exit code ${EXIT.OK} if it succeeded, ${EXIT.JOB_FAILED} if it failed or was cancelled`, false)
     .option('--request-id <id>', 'idempotency key (default: a new UUID); a retry with the same key returns the same job')
-    .option('--retries <n>', 'tries again this many times when the server is unavailable or the deadline passes', intIn('--retries', L.submitRetries), CLIENT_DEFAULTS.submitRetries)
-    .action(async (file: string, o: ClientFlags & { wait: boolean; requestId?: string; retries?: number }) => {
+    .addOption(
+      new Option(
+        '--deadline <duration>',
+        `while the front-end is not reached, unavailable, slow (a call past --timeout) or busy, try the submission again (same request id, so it is stored once) until this long after the first try, then fail (e.g. 30s, 2m; at most ${fmtMs(REQUEST_RETAIN_FLOOR_MS)}; 0: one try)`,
+      )
+        .argParser(duration('--deadline', { max: REQUEST_RETAIN_FLOOR_MS }))
+        .default(SUBMIT_DEADLINE_MS, fmtMs(SUBMIT_DEADLINE_MS)),
+    )
+    .option('--retries <n>', 'also stop after this many retries (default: as many as --deadline allows)', intIn('--retries', L.submitRetries))
+    .action(async (file: string, o: SubmitFlags) => {
       process.exitCode = await (await import('./client.ts')).submitCommand(file, o, out);
     });
   outputOptions(clientOptions(program.command('status <job-id>').description('a job and its tasks (a page of at most 1,000)')), 'the job, then each change (its WatchJob stream) until it ends')
