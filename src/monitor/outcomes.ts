@@ -108,10 +108,53 @@ export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'wri
       });
       if (res.succeeded) return 'written';
     } else {
+      if (e.state === 'succeeded' && c.taskKv && c.tk) {
+        const late = await cancelLaterCopy(n, e, c.taskKv, c.tk);
+        if (late === 'written') return 'written';
+        if (late === 'changed') continue;
+      }
       return 'settled';
     }
   }
   throw new Error(`the records of ${e.job}#${e.task} kept changing while its outcome was written`);
+}
+
+/**
+ * A success reported after the task was placed again (its node was silent past its lease and
+ * grace: frozen, cut off): a success stays a success. If the new copy has not started (its task
+ * record says `placed`, not `running`), one transaction, fenced on the task record and on the
+ * new copy's RU record (the revision its monitor's start compares), records the success and gives
+ * the new copy's RU back, so that copy never runs. A copy already running, or a record that moved
+ * on otherwise, is left alone ('settled'); 'changed' when the fence failed.
+ */
+async function cancelLaterCopy(n: NodeStore, e: OutcomeEntry, taskKv: KeyValue, tk: LiveTaskRecord): Promise<'written' | 'settled' | 'changed'> {
+  const later = tk.commitId;
+  if (tk.state !== 'placed' || later === undefined || later === e.commitId || tk.attempt <= e.attempt || tk.ru === undefined || (tk as { movedFrom?: unknown }).movedFrom !== undefined) return 'settled';
+  const other = tk.ru;
+  const [ruKv, serverKv] = await Promise.all([n.store.get(n.keys.ru(other)), n.store.get(n.keys.server(other.server))]);
+  const ru = parseJson<PlacedRuRecord>(ruKv);
+  if (!ruKv || !ruHolds(ru, { job: e.job, task: e.task, commitId: later }) || ru?.hold) return 'settled';
+  const ref: RuRef = { server: n.server, index: e.ruIndex };
+  const outcome: TaskOutcome = { state: 'succeeded', endedAt: e.endedAt, ...(e.exitCode !== undefined ? { exitCode: e.exitCode } : {}) };
+  const previous = (tk.previous ?? []).filter((a) => a.attempt !== e.attempt);
+  const rec = outcomeTaskRecord(ref, e.placedRevision, e.rec, outcome, {
+    startedAt: e.startedAt,
+    server: n.server,
+    placedRevision: e.placedRevision,
+    ...(e.logPath ? { logPath: e.logPath } : {}),
+    message: `succeeded on ${n.server} before its monitor could report it; the later placement on ${other.server} was given back before it started`,
+  });
+  if (previous.length > 0) rec.previous = previous;
+  else delete rec.previous;
+  const res = await n.store.txn({
+    compare: [taskFence(n, e.job, e.task, taskKv), { key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
+    success: [
+      serverKv ? { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, ...(serverKv.lease !== '0' ? { lease: serverKv.lease } : {}) } : { type: 'delete', key: ruKv.key },
+      { type: 'put', key: n.keys.epoch(other.server), value: `${n.server}:late-success` },
+      { type: 'put', key: taskKv.key, value: JSON.stringify(rec) },
+    ],
+  });
+  return res.succeeded ? 'written' : 'changed';
 }
 
 /**
