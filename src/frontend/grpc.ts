@@ -7,6 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
 import type { Logger } from '../util/log.ts';
+import { grpcServerOptions, type ConnectionLimits } from './connection-limits.ts';
 import { guardServer } from './guard.ts';
 import { TarcilError } from '../util/errors.ts';
 import { toStatus } from './status.ts';
@@ -42,12 +43,14 @@ export async function startGrpcServer(opts: {
   register: (server: grpc.Server) => string[];
   /** Where a handler's fault is logged (guard.ts). */
   log?: Logger;
+  /** What a connection and a call may hold, and for how long (connection-limits.ts; defaults there). */
+  limits?: Partial<ConnectionLimits>;
 }): Promise<GrpcServerHandle> {
   // Loaded here, not with the module: a client (the command line) needs none of them (it makes its
   // client classes without proto-loader, proto-root.ts), and reflection alone takes a tenth of a
   // second or more to load.
   const [{ ReflectionService }, { HealthImplementation }, { loadProtos }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check'), import('./proto.ts')]);
-  const server = guardServer(new grpc.Server({ 'grpc.max_receive_message_length': MAX_REQUEST_BYTES }), opts.log);
+  const server = guardServer(new grpc.Server(grpcServerOptions(opts.limits, { 'grpc.max_receive_message_length': MAX_REQUEST_BYTES })), opts.log);
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });
   health.addToServer(server);
