@@ -5,6 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { passEncoded } from './pre-encoded.ts';
 import { builtDescriptor, LOADER_OPTIONS, PROTO_FILES } from './proto-root.ts';
 import type { ProtoGrpcType as MonitorProto } from './gen/monitor.ts';
 import type { ProtoGrpcType as SchedulerProto } from './gen/scheduler.ts';
@@ -28,6 +29,8 @@ export function loadProtos(): { def: protoLoader.PackageDefinition; proto: Sched
   if (!cached) {
     const def = loadDefinition();
     const proto = grpc.loadPackageDefinition(def) as unknown as SchedulerProto & MonitorProto;
+    // WatchJob's events are encoded once for all the watchers of a job (job-watch.ts).
+    passEncoded(proto.tarcil.v1.Scheduler.service);
     cached = { def, proto };
   }
   return cached;

@@ -14,9 +14,11 @@ class FakeCall extends EventEmitter {
   readonly events: JobEvent[] = [];
   ended = false;
   onWrite: ((n: number) => void) | undefined;
-  write(ev: JobEvent): boolean {
+  write(ev: JobEvent, taken?: () => void): boolean {
     this.events.push(ev);
     this.onWrite?.(this.events.length);
+    // The client takes it at once.
+    if (taken) queueMicrotask(taken);
     return true;
   }
   end(): void {
@@ -254,31 +256,31 @@ describe('WatchJob streams (JobStream)', () => {
     for (const off of offs) off();
   });
 
-  it('streams opened together read their first blocks on separate turns of the event loop', async () => {
+  it('streams opened together share one read of the job and one encoding of each event', async () => {
     store = new MemoryStore();
     const keys = new Keys('/w/');
     await store.put(keys.job('j1'), job('running'));
     const hub = new JobWatchHub(store, keys);
-    let turn = 0;
-    let spinning = true;
-    const spin = (): void => {
-      turn++;
-      if (spinning) setImmediate(spin);
-    };
-    setImmediate(spin);
-    const readAt: number[] = [];
+    let reads = 0;
     const txn = store.txn.bind(store);
     store.txn = (t) => {
-      readAt.push(turn);
+      reads++;
       return txn(t);
     };
     const calls = Array.from({ length: 5 }, () => new FakeCall());
     const streams = calls.map((call) => new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: store!, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS }));
     await Promise.all(streams.map((st) => st.start()));
-    spinning = false;
-    expect(readAt).toHaveLength(5);
-    expect(new Set(readAt).size).toBe(5);
+    expect(reads).toBe(1);
+    expect(hub.generations).toBe(1);
     for (const call of calls) expect(call.events).toHaveLength(1);
+    // The very same encoded event reached every stream.
+    expect(new Set(calls.map((c) => c.events[0])).size).toBe(1);
+    await store.put(keys.task('j1', 3), task(3, 'running'));
+    await turns(3);
+    for (const call of calls) expect(call.events.at(-1)?.tasks?.map((t) => [t.index, t.state])).toEqual([[3, 'running']]);
+    expect(new Set(calls.map((c) => c.events[1])).size).toBe(1);
     for (const st of streams) st.finish();
+    expect(hub.generations).toBe(0);
+    expect(hub.watches).toBe(0);
   });
 });
