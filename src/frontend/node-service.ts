@@ -21,6 +21,7 @@ import type { TaskLogChunk } from './gen/tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogsRequest__Output } from './gen/tarcil/v1/TaskLogsRequest.ts';
 import { endStreamWithError } from './grpc.ts';
+import { DEFAULT_SLOW_CONSUMER_MS, dropUnread } from './connection-limits.ts';
 
 import { DEFAULT_DRAIN_DEADLINE_MS, MAX_DRAIN_DEADLINE_MS } from './options.ts';
 
@@ -44,6 +45,8 @@ export interface NodeServiceDeps {
   readLog?: (endpoint: string, req: { server: string; job: string; task: number; follow: boolean }) => grpc.ClientReadableStream<TaskLogChunk__Output>;
   /** NOT_FOUND for a job id (with the retention hint). */
   notFound: (job: string) => TarcilError;
+  /** TaskLogs: a client that takes nothing for this long is dropped (default DEFAULT_SLOW_CONSUMER_MS). */
+  slowConsumerMs?: number;
 }
 
 /**
@@ -193,15 +196,40 @@ export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<Tas
     // The caller gave up while the records were read: open nothing on the node.
     if (call.cancelled) return;
     const up = d.readLog(node.endpoint, { server, job: id, task, follow: call.request.follow });
-    call.on('cancelled', () => up.cancel());
-    up.on('data', (c: TaskLogChunk__Output) => {
-      if (!call.write(c)) {
-        up.pause();
-        call.once('drain', () => up.resume());
-      }
+    // A client that takes nothing for slowConsumerMs loses the stream: the relay stops, and what
+    // was queued for it is freed (connection-limits.ts, dropUnread).
+    const slowMs = d.slowConsumerMs ?? DEFAULT_SLOW_CONSUMER_MS;
+    let slow: NodeJS.Timeout | undefined;
+    let dropped = false;
+    const stopTimer = (): void => {
+      clearTimeout(slow);
+      slow = undefined;
+    };
+    call.on('cancelled', () => {
+      stopTimer();
+      up.cancel();
     });
-    up.on('end', () => call.end());
+    up.on('data', (c: TaskLogChunk__Output) => {
+      if (call.write(c) || dropped) return;
+      up.pause();
+      slow ??= setTimeout(() => {
+        slow = undefined;
+        dropped = true;
+        up.cancel();
+        dropUnread(call, `the client took nothing of this log for ${slowMs} ms (slowConsumerMs); it was dropped`, true);
+      }, slowMs).unref();
+      call.once('drain', () => {
+        stopTimer();
+        if (!dropped) up.resume();
+      });
+    });
+    up.on('end', () => {
+      stopTimer();
+      if (!dropped) call.end();
+    });
     up.on('error', (e: grpc.ServiceError) => {
+      stopTimer();
+      if (dropped) return;
       // The node's own answer as it gave it; a node that cannot be reached is named with its address.
       const code = Number(e.code);
       const unreachable = code === GRPC_UNAVAILABLE || code === GRPC_DEADLINE_EXCEEDED;
