@@ -42,6 +42,8 @@ rec E
 
 export interface CellOptions {
   leaseTtlS: number;
+  /** The monitors' --disconnect-grace, ms (default: the monitor's own). */
+  graceMs?: number;
   frontEnds?: number;
   monitors?: number;
   rus?: number;
@@ -166,6 +168,25 @@ export class TarcilChild implements NemesisProc {
     }
     // A node crash takes its tasks with it: every process working in the node's directory.
     if (this.kind === 'monitor') killPids(processesUnder(this.cwd));
+  }
+
+  /** SIGKILL the monitor and its tasks' supervisors (processes of the node running supervisor.js), not the tasks. */
+  async crashSupervised(): Promise<void> {
+    const c = this.child;
+    const supervisors = processesUnder(this.cwd).filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('supervisor.js');
+      } catch {
+        return false;
+      }
+    });
+    if (c && this.pid !== undefined) {
+      await new Promise<void>((resolve) => {
+        c.once('exit', () => resolve());
+        c.kill('SIGKILL');
+        killPids(supervisors);
+      });
+    } else killPids(supervisors);
   }
 
   restart(): Promise<void> {
@@ -307,7 +328,7 @@ export class FaultCell {
       const cwd = join(this.dir, 'nodes', name);
       mkdirSync(cwd, { recursive: true });
       const { url, proxies } = await proxied();
-      const args = ['monitor', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--node', name, '--platform', 'r3-2xlarge', '--rus', String(o.rus ?? 4), '--rack', `r${i % 2}`, '--executor', 'process', '--log-dir', join(cwd, 'logs')];
+      const args = ['monitor', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--node', name, '--platform', 'r3-2xlarge', '--rus', String(o.rus ?? 4), '--rack', `r${i % 2}`, '--executor', 'process', '--log-dir', join(cwd, 'logs'), ...(o.graceMs !== undefined ? ['--disconnect-grace', `${o.graceMs}ms`] : [])];
       this.monitors.push(new TarcilChild(name, 'monitor', args, cwd, proxies, join(this.dir, 'logs', `${name}.log`)));
     }
     for (let i = 0; i < (o.frontEnds ?? 2); i++) {
@@ -332,7 +353,7 @@ export class FaultCell {
   }
 
   target(): NemesisTarget {
-    return { etcd: this.etcd, ttlMs: this.o.leaseTtlS * 1000, frontEnds: this.frontEnds, monitors: this.monitors };
+    return { etcd: this.etcd, ttlMs: this.o.leaseTtlS * 1000, ...(this.o.graceMs !== undefined ? { graceMs: this.o.graceMs } : {}), frontEnds: this.frontEnds, monitors: this.monitors };
   }
 
   /** Last lines of every process's output (for a failure message). */

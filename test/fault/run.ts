@@ -18,6 +18,11 @@ import { Workload } from './workload.ts';
 export interface ScenarioOptions {
   seed: number;
   leaseTtlS: number;
+  /** The monitors' disconnect grace, ms (default: the monitor's own, 60 s). */
+  graceMs?: number;
+  /** Task durations of the workload (see WorkloadOptions). */
+  taskSeconds?: [number, number];
+  longShare?: number;
   plan: PlanOptions;
   /** Workload after the last fault is repaired, ms. */
   tailMs?: number;
@@ -50,8 +55,8 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
   const say = o.say ?? ((): void => undefined);
   const t0 = Date.now();
   const rng = new SeededRng(o.seed);
-  const plan = planFaults(rng.fork(), o.leaseTtlS * 1000, o.plan);
-  const cell = await FaultCell.start({ leaseTtlS: o.leaseTtlS, say });
+  const plan = planFaults(rng.fork(), o.leaseTtlS * 1000, o.plan, o.graceMs);
+  const cell = await FaultCell.start({ leaseTtlS: o.leaseTtlS, ...(o.graceMs !== undefined ? { graceMs: o.graceMs } : {}), say });
   o.onCell?.(cell);
   let keep = o.keep ?? false;
   try {
@@ -60,7 +65,7 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
     const store = await cell.store();
     const keys = new Keys(cell.prefix);
     const live = new LiveKeys(keys);
-    const workload = new Workload({ rng: rng.fork(), addrs: cell.feAddrs, taskScript: cell.taskScript, recordsFile: cell.recordsFile, meanGapMs: o.meanGapMs ?? 600 });
+    const workload = new Workload({ rng: rng.fork(), addrs: cell.feAddrs, taskScript: cell.taskScript, recordsFile: cell.recordsFile, meanGapMs: o.meanGapMs ?? 600, ...(o.taskSeconds ? { taskSeconds: o.taskSeconds } : {}), ...(o.longShare !== undefined ? { longShare: o.longShare } : {}) });
     const windowStart = Date.now();
     workload.start();
     const nemesis = new Nemesis(cell.target(), say);

@@ -3,7 +3,9 @@
  * tests): on a random schedule it kills the etcd leader, a follower or two members at once (quorum
  * loss) and restarts them on their data dirs; SIGSTOPs a front-end or a monitor past its lease TTL
  * and SIGCONTs it; cuts or delays a process's etcd connections through its TCP fault proxies; and
- * SIGKILLs a front-end or a node and restarts it. Faults run one after another; each is logged
+ * SIGKILLs a front-end or a node and restarts it; freezes a monitor (SIGSTOP) for less than,
+ * about and much more than its lease TTL + disconnect grace; SIGKILLs a monitor and its tasks'
+ * supervisors but not the tasks (which must die with them). Faults run one after another; each is logged
  * with the time it began, the time it was repaired and, for etcd faults, how long etcd itself
  * took to have a leader again. The same seed gives the same plan.
  */
@@ -22,6 +24,10 @@ export const FAULT_KINDS = [
   'monitor-delay',
   'fe-kill',
   'monitor-kill',
+  'monitor-freeze-short',
+  'monitor-freeze-edge',
+  'monitor-freeze-long',
+  'monitor-supervisor-kill',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -30,6 +36,8 @@ export interface NemesisProc {
   readonly name: string;
   /** SIGKILL; for a monitor also every task process of its node (the node crashed). */
   crash(): Promise<void>;
+  /** A monitor: SIGKILL it and its tasks' supervisors, not the tasks (they must die with their supervisors). */
+  crashSupervised?(): Promise<void>;
   /** Starts it again as it was started (same flags, same node); resolves when it serves. */
   restart(): Promise<void>;
   pause(): void;
@@ -44,6 +52,8 @@ export interface NemesisTarget {
   etcd: EtcdCluster;
   /** Lease TTL of the tarcil processes, ms: SIGSTOPs last longer than this. */
   ttlMs: number;
+  /** The monitors' disconnect grace, ms: the monitor freezes are measured against TTL + grace. */
+  graceMs?: number;
   frontEnds: readonly NemesisProc[];
   monitors: readonly NemesisProc[];
 }
@@ -92,7 +102,9 @@ const between = (rng: Rng, [lo, hi]: [number, number]): number => Math.round(lo 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** The faults of one run, drawn from the seed: kinds, gaps, durations and targets. */
-export function planFaults(rng: Rng, ttlMs: number, o: PlanOptions = {}): PlannedFault[] {
+export function planFaults(rng: Rng, ttlMs: number, o: PlanOptions = {}, graceMs = 60_000): PlannedFault[] {
+  // A monitor's tasks are placed elsewhere once TTL + grace + a margin have passed since it was last heard.
+  const fence = ttlMs + graceMs;
   const gap = o.gapMs ?? [4000, 8000];
   const kinds = o.kinds ?? FAULT_KINDS;
   const out: PlannedFault[] = [];
@@ -126,7 +138,20 @@ export function planFaults(rng: Rng, ttlMs: number, o: PlanOptions = {}): Planne
         break;
       case 'fe-kill':
       case 'monitor-kill':
+      case 'monitor-supervisor-kill':
         durationMs = between(rng, [500, 3000]);
+        break;
+      case 'monitor-freeze-short':
+        // Less than TTL + grace: the node is back before its deadline.
+        durationMs = between(rng, [Math.round(fence * 0.5), Math.round(fence * 0.85)]);
+        break;
+      case 'monitor-freeze-edge':
+        // About TTL + grace: its supervisors stop its tasks about as it comes back.
+        durationMs = between(rng, [fence - 500, fence + 1000]);
+        break;
+      case 'monitor-freeze-long':
+        // Much longer: its tasks are placed elsewhere while it is frozen.
+        durationMs = 2 * fence + between(rng, [0, 2000]);
         break;
     }
     const f: PlannedFault = { kind, gapMs, durationMs, pick: rng.next(), pick2: rng.next() };
@@ -224,7 +249,10 @@ export class Nemesis {
           break;
         }
         case 'fe-stop':
-        case 'monitor-stop': {
+        case 'monitor-stop':
+        case 'monitor-freeze-short':
+        case 'monitor-freeze-edge':
+        case 'monitor-freeze-long': {
           const p = pickProc(f.kind === 'fe-stop' ? this.t.frontEnds : this.t.monitors);
           rec.start = Date.now();
           p.pause();
@@ -251,6 +279,16 @@ export class Nemesis {
           p.delay(f.delayMs ?? 0);
           await sleep(f.durationMs);
           p.delay(0);
+          rec.healed = Date.now();
+          break;
+        }
+        case 'monitor-supervisor-kill': {
+          const p = pickProc(this.t.monitors);
+          if (!p.crashSupervised) throw new Error(`${p.name} cannot be crashed without its tasks`);
+          rec.start = Date.now();
+          await p.crashSupervised();
+          await sleep(f.durationMs);
+          await p.restart();
           rec.healed = Date.now();
           break;
         }
