@@ -13,15 +13,20 @@
  * Streams (server, client and bidirectional) end with the status instead of hanging.
  */
 import * as grpc from '@grpc/grpc-js';
-import { randomBytes } from 'node:crypto';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { endStreamWithError, toStatus } from './status.ts';
 
+/** An incident id, `e-` and 8 hex digits (Web Crypto: a client that loads this file loads no node:crypto). */
+export function incidentId(): string {
+  const b = globalThis.crypto.getRandomValues(new Uint8Array(4));
+  return `e-${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
+
 /** A fault that is not the client's: what the client is told, and the id it can quote. */
 export function internalFault(log: Logger | undefined, rpc: string, err: unknown): Partial<grpc.StatusObject> {
   if (isTarcilError(err)) return toStatus(err);
-  const id = `e-${randomBytes(4).toString('hex')}`;
+  const id = incidentId();
   log?.error({ incident: id, rpc, err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'handler failed');
   return { code: grpc.status.INTERNAL, details: `internal error in ${rpc} (incident ${id}; the server logged it and goes on serving)`, metadata: new grpc.Metadata() };
 }
