@@ -127,7 +127,7 @@ describe('hollow nodes', () => {
     const id = servers[3]?.id ?? '';
     try {
       await expect(link.launch(endpoint, { server: id, job: 'nope', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
-      expect(await link.kill(endpoint, { server: id, job: 'nope', task: 0, reason: 'test' })).toBe(false);
+      expect(await link.kill(endpoint, { server: id, job: 'nope', task: 0, reason: 'cancelled' })).toBe(false);
       await expect(link.launch(endpoint, { server: 'no-such', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 5 });
       await expect(link.launch(endpoint, { server: '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 3, details: expect.stringContaining('server') as unknown });
       await expect(link.launch(endpoint, { server: id, job: 'x', task: 0, ruIndex: 999, revision: 1 })).rejects.toMatchObject({ code: 3 });
@@ -145,7 +145,7 @@ describe('hollow nodes', () => {
       const err = (await link.launch(endpoint, { server: 'other', job: 'j', task: 0, ruIndex: 0, revision: 1 }).catch((e: unknown) => e)) as grpc.ServiceError;
       expect(err.code).toBe(9); // FAILED_PRECONDITION
       expect(err.details).toContain("serves server 'solo', not 'other'");
-      await expect(link.kill(endpoint, { server: 'other', job: 'j', task: 0, reason: 'x' })).rejects.toMatchObject({ code: 9 });
+      await expect(link.kill(endpoint, { server: 'other', job: 'j', task: 0, reason: 'cancelled' })).rejects.toMatchObject({ code: 9 });
       await expect(link.launch(endpoint, { server: 'solo', job: 'j', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
       await expect(link.launch(endpoint, { server: '', job: 'j', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
     } finally {
