@@ -30,7 +30,7 @@ import { MemoryStore } from '../../src/store/memory.ts';
 import type { WatchHandle } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-import { buildCase, exhaustiveCases, MAX_REQUEST_BYTES, plan, randomCase, type Bases, type FuzzCase, type Kind, type Msg, type Plan, type Site } from './wire-fuzz.ts';
+import { buildCase, corrupts, exhaustiveCases, MAX_REQUEST_BYTES, plan, randomCase, type Bases, type FuzzCase, type Kind, type Msg, type Plan, type Site } from './wire-fuzz.ts';
 
 /** Status codes as plain numbers (a call's code is a number). */
 const S: Record<keyof typeof grpc.status, number> = grpc.status;
@@ -106,8 +106,6 @@ export function listedValues(): Map<string, string[]> {
 
 /** String mutations whose value is not empty (empty, and a field skipped for its wrong wire type, read as unset). */
 const NONEMPTY_STRING_KINDS: ReadonlySet<Kind> = new Set(['wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'huge', 'key-proto', 'key-constructor', 'key-tostring', 'unknown']);
-/** Mutations whose bytes do not parse as the message (or make what follows them parse as something else). */
-const CORRUPTING: ReadonlySet<Kind> = new Set(['wrong-wire', 'overlong-varint', 'invalid-wire-type', 'open-group', 'truncated', 'garbage']);
 /** Numbers the API refuses whatever the field (scheduler.proto: "a negative, fractional, NaN or huge value is reported"). */
 const NON_FINITE_KINDS: ReadonlySet<Kind> = new Set(['nan', 'inf', 'neg-inf']);
 
@@ -451,6 +449,7 @@ export interface RunOptions {
   only?: readonly number[];
   /** Health is checked after every `healthEvery` requests (default 100) and at the end. */
   healthEvery?: number;
+  /** A call not answered within this (plus 1 ms per 100 request bytes) is a finding (default 15 s). */
   deadlineMs?: number;
   streamCapMs?: number;
   /** Told of each outcome as it comes (progress, findings as they happen). */
@@ -546,7 +545,9 @@ export class WireFuzzer {
     if (!client) throw new Error(`no client for ${rpc.service}`);
     const store = this.cell.store;
     const before = await store.revision();
-    const a = await callRaw(client, rpc.method, rpc.responseStream, bytes, o.deadlineMs ?? 15_000, o.streamCapMs ?? 1500);
+    // A large request takes longer to send and to check: 1 ms more per 100 bytes.
+    const deadlineMs = (o.deadlineMs ?? 15_000) + Math.round(bytes.length / 100);
+    const a = await callRaw(client, rpc.method, rpc.responseStream, bytes, deadlineMs, o.streamCapMs ?? 5000);
     const after = await store.revision();
     await this.journal.upTo(after);
     const status = codeName(a.code);
@@ -559,7 +560,7 @@ export class WireFuzzer {
     const changes = this.journal.take(before, after);
     const stored = a.code === S.OK ? [] : this.unexplained(changes);
     if (a.code === S.INTERNAL || a.code === S.UNKNOWN) findings.push(`${status} is never a documented answer`);
-    else if (a.code === S.DEADLINE_EXCEEDED) findings.push(`no answer within ${o.deadlineMs ?? 15_000} ms`);
+    else if (a.code === S.DEADLINE_EXCEEDED) findings.push(`no answer within ${deadlineMs} ms`);
     else {
       const allowed = DOCUMENTED[rpc.name];
       if (!allowed) findings.push(`no documented statuses for ${rpc.name} (add them to DOCUMENTED)`);
@@ -567,7 +568,7 @@ export class WireFuzzer {
     }
     if (stored.length > 0) findings.push(`refused, yet the store changed: ${stored.slice(0, 5).join(', ')}${stored.length > 5 ? ` and ${stored.length - 5} more` : ''}`);
     if (a.code === S.OK) findings.push(...this.wronglyAccepted(c));
-    if (a.open && a.messages.length === 0) findings.push(`the stream sent nothing and did not end within ${o.streamCapMs ?? 1500} ms`);
+    if (a.open && a.messages.length === 0) findings.push(`the stream sent nothing and did not end within ${o.streamCapMs ?? 5000} ms`);
     for (const m of a.messages) {
       try {
         rpc.res.decode(m);
@@ -586,7 +587,7 @@ export class WireFuzzer {
     const out: string[] = [];
     // Bytes that do not parse as written may be read as other fields, or not at all: what the
     // server got is then not what a mutation says.
-    if (c.mutations.some((m) => CORRUPTING.has(m.kind) || (m.kind === 'random' && !this.plan.byKey.get(`${c.rpc} ${m.path}`)?.steps.length))) return out;
+    if (c.mutations.some((m) => corrupts(this.plan.byKey.get(`${c.rpc} ${m.path}`) as Site, m.kind))) return out;
     for (const m of c.mutations) {
       const site = this.plan.byKey.get(`${c.rpc} ${m.path}`) as Site;
       const step = site.steps[site.steps.length - 1];

@@ -531,6 +531,21 @@ function randomValue(leaf: Leaf, rng: Rng): unknown {
   }
 }
 
+const MALFORMED: ReadonlySet<Kind> = new Set(['wrong-wire', 'overlong-varint', 'invalid-wire-type', 'open-group', 'truncated', 'garbage']);
+const VARINT32 = new Set(['int32', 'uint32', 'sint32', 'bool']);
+
+/**
+ * Whether mutation `kind` at `site` may make the server read the request as something else than
+ * the other mutations say: bytes that do not parse, and varints of 6 to 9 bytes in a 32-bit field
+ * (2^53, random ones), which protobufjs reads as if they had 10, taking the next bytes with them.
+ */
+export function corrupts(site: Site, kind: Kind): boolean {
+  if (MALFORMED.has(kind)) return true;
+  if (kind === 'random' && (site.leaf.kind === 'message' || site.leaf.kind === 'root')) return true;
+  const narrow = site.leaf.kind === 'enum' || (site.leaf.kind === 'scalar' && VARINT32.has(site.leaf.type));
+  return narrow && (kind === 'two53' || kind === 'random');
+}
+
 /** A valid value of a scalar or enum leaf, for a map entry or a list element the base request lacks. */
 function validScalar(leaf: Leaf): unknown {
   if (leaf.kind === 'enum') return Object.values(leaf.en.values)[0] ?? 0;
