@@ -43,7 +43,7 @@ export interface ConnectionLimits {
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConcurrentStreams: 2000,
   keepaliveTimeMs: 30_000,
-  keepaliveTimeoutMs: 10_000,
+  keepaliveTimeoutMs: 20_000,
   maxConnectionIdleMs: 60_000,
   requestTimeoutMs: 10_000,
   unsentTimeoutMs: 30_000,

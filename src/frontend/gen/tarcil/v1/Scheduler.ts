@@ -292,28 +292,40 @@ export interface SchedulerClient extends grpc.Client {
   
   /**
    * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
-   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends. A client that takes
+   * nothing for 30 s is dropped with RESOURCE_EXHAUSTED, as a WatchJob reader.
    */
   TaskLogs(argument: _tarcil_v1_TaskLogsRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
   TaskLogs(argument: _tarcil_v1_TaskLogsRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
   /**
    * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
-   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends. A client that takes
+   * nothing for 30 s is dropped with RESOURCE_EXHAUSTED, as a WatchJob reader.
    */
   taskLogs(argument: _tarcil_v1_TaskLogsRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
   taskLogs(argument: _tarcil_v1_TaskLogsRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_TaskLogChunk__Output>;
   
   /**
    * The job now, then every change until it reaches a final state. Events carry the job's
-   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
-   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job.
+   * A slow reader is dropped rather than buffered: a stream holds at most 256 KiB its client has
+   * not taken (64 MiB for all the streams of a front-end); a client that takes nothing for 30 s
+   * is dropped with RESOURCE_EXHAUSTED (its stream reset, see above); one more than 8 MiB behind
+   * its job's newest event gets the job again, whole, once it reads. A front-end serves at most
+   * 10,000 watches of one job, 1,000 on one connection and 20,000 in all: one more is refused
+   * with RESOURCE_EXHAUSTED naming the limit.
    */
   WatchJob(argument: _tarcil_v1_WatchJobRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   WatchJob(argument: _tarcil_v1_WatchJobRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   /**
    * The job now, then every change until it reaches a final state. Events carry the job's
-   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
-   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job.
+   * A slow reader is dropped rather than buffered: a stream holds at most 256 KiB its client has
+   * not taken (64 MiB for all the streams of a front-end); a client that takes nothing for 30 s
+   * is dropped with RESOURCE_EXHAUSTED (its stream reset, see above); one more than 8 MiB behind
+   * its job's newest event gets the job again, whole, once it reads. A front-end serves at most
+   * 10,000 watches of one job, 1,000 on one connection and 20,000 in all: one more is refused
+   * with RESOURCE_EXHAUSTED naming the limit.
    */
   watchJob(argument: _tarcil_v1_WatchJobRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
   watchJob(argument: _tarcil_v1_WatchJobRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_tarcil_v1_JobEvent__Output>;
@@ -409,14 +421,20 @@ export interface SchedulerHandlers extends grpc.UntypedServiceImplementation {
   
   /**
    * A task's stdout and stderr, read from the node it ran on (latest attempt) through its
-   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends.
+   * monitor's NodeMonitor.ReadTaskLog; with `follow`, until the attempt ends. A client that takes
+   * nothing for 30 s is dropped with RESOURCE_EXHAUSTED, as a WatchJob reader.
    */
   TaskLogs: grpc.handleServerStreamingCall<_tarcil_v1_TaskLogsRequest__Output, _tarcil_v1_TaskLogChunk>;
   
   /**
    * The job now, then every change until it reaches a final state. Events carry the job's
-   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job;
-   * a client that reads too slowly is dropped with RESOURCE_EXHAUSTED rather than buffered.
+   * summary and only the tasks that changed (see JobEvent). NOT_FOUND at once for an unknown job.
+   * A slow reader is dropped rather than buffered: a stream holds at most 256 KiB its client has
+   * not taken (64 MiB for all the streams of a front-end); a client that takes nothing for 30 s
+   * is dropped with RESOURCE_EXHAUSTED (its stream reset, see above); one more than 8 MiB behind
+   * its job's newest event gets the job again, whole, once it reads. A front-end serves at most
+   * 10,000 watches of one job, 1,000 on one connection and 20,000 in all: one more is refused
+   * with RESOURCE_EXHAUSTED naming the limit.
    */
   WatchJob: grpc.handleServerStreamingCall<_tarcil_v1_WatchJobRequest__Output, _tarcil_v1_JobEvent>;
   
