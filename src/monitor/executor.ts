@@ -3,11 +3,12 @@
  * and the process one (argv pinned to the RU's core, logs per task, CPU-time rate).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SUPERVISOR_CHECK_MS, SUPERVISOR_TERM_MS } from '../state/node-fence.ts';
+import { SUPERVISOR_CHECK_MS, SUPERVISOR_REPORT_POLL_MS, SUPERVISOR_REPORT_WAIT_MS, SUPERVISOR_TERM_MS } from '../state/node-fence.ts';
+import type { DirectStoreAccess } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 
 /** What an executor needs to run one task attempt. */
@@ -23,6 +24,39 @@ export interface TaskLaunch {
   /** Ideal duration (simulated executor). */
   durationMs?: number;
   command?: { argv: string[]; env?: Record<string, string> };
+  /**
+   * How the task's supervisor writes a success itself when the monitor cannot (process executor,
+   * etcd store; see supervisor.js): the store, the RU record and the revision the attempt holds
+   * it at (the fence), the task record to write with the end time filled in, and the free RU.
+   */
+  report?: SuccessReport;
+  /**
+   * The attempt as the monitor knows it, kept beside the task's logs (`<base>.attempt`) until its
+   * outcome is in the store: a monitor started again after the task was placed elsewhere reports
+   * a success it finds there (leftSuccesses).
+   */
+  held?: HeldOnDisk;
+}
+
+/** What `<base>.attempt` holds (outcomes.ts HeldAttempt and the start time). */
+export interface HeldOnDisk {
+  job: string;
+  task: number;
+  commitId: string;
+  ruIndex: number;
+  rec: Record<string, unknown>;
+  placedRevision: number;
+  startedAt: number;
+}
+
+export interface SuccessReport {
+  store: DirectStoreAccess;
+  ruKey: string;
+  rev: number;
+  taskKey: string;
+  /** The task record of the success, `endedAt` filled in when written. */
+  record: Record<string, unknown>;
+  freeValue: string;
 }
 
 export interface TaskExit {
@@ -41,6 +75,8 @@ export interface TaskHandle {
   setSlowdown(s: number): void;
   /** Stops the task; resolves when it has stopped. onExit is not called after kill(). */
   kill(): Promise<void>;
+  /** The RU record holds the attempt at a new revision (adopted under a new lease): the supervisor's fence. */
+  setRevision?(rev: number): void;
 }
 
 export interface Executor {
@@ -58,7 +94,14 @@ export interface Executor {
    * The node's deadline (see state/node-fence.ts), as milliseconds from now: the tasks' supervisors
    * stop them once it has passed unless it is moved on (process executor).
    */
-  setDeadline?(server: string, inMs: number): void;
+  setDeadline?(server: string, inMs: number, lease?: string): void;
+  /**
+   * Attempts whose task exited 0 and whose outcome the store may not have (their `<base>.attempt`
+   * is still there), with the time the exit was recorded (process executor).
+   */
+  leftSuccesses?(): Array<{ held: HeldOnDisk; logPath: string; endedAt: number }>;
+  /** The store has the outcome of the attempt logging at `logPath`: forget it. */
+  attemptReported?(logPath: string): void;
 }
 
 /**
@@ -231,7 +274,23 @@ export class ProcessExecutor implements Executor {
     return join(this.o.logDir, `.deadline-${(server ?? 'node').replace(/[^A-Za-z0-9._-]/g, '_')}`);
   }
 
-  setDeadline(server: string, inMs: number): void {
+  /** Where the supervisors of `server`'s tasks read the lease the node's free RUs are bound to. */
+  leaseFile(server: string | undefined): string {
+    return join(this.o.logDir, `.lease-${(server ?? 'node').replace(/[^A-Za-z0-9._-]/g, '_')}`);
+  }
+
+  private readonly leases = new Map<string, string>();
+
+  setDeadline(server: string, inMs: number, lease?: string): void {
+    if (lease !== undefined && this.leases.get(server) !== lease) {
+      try {
+        mkdirSync(this.o.logDir, { recursive: true });
+        writeAtomically(this.leaseFile(server), lease);
+        this.leases.set(server, lease);
+      } catch {
+        // tried again at the next write
+      }
+    }
     const at = monotonicMs() + Math.max(0, Math.floor(inMs));
     if (this.deadlines.get(server) === at) return;
     this.deadlines.set(server, at);
@@ -250,6 +309,7 @@ export class ProcessExecutor implements Executor {
     const dir = join(this.o.logDir, t.job);
     mkdirSync(dir, { recursive: true });
     const base = join(dir, `${t.task}-${t.revision}`);
+    if (t.held) writeAtomically(`${base}.attempt`, JSON.stringify(t.held));
     const out = openSync(`${base}.stdout`, 'a');
     const err = openSync(`${base}.stderr`, 'a');
     const env = {
@@ -276,15 +336,41 @@ export class ProcessExecutor implements Executor {
       termMs: SUPERVISOR_TERM_MS,
       killGraceMs: grace,
       fencedExit: FENCED_EXIT,
+      ...(t.report
+        ? {
+            report: {
+              endpoints: t.report.store.endpoints,
+              ...(t.report.store.tls ? { tls: t.report.store.tls } : {}),
+              ...(t.report.store.auth ? { auth: true } : {}),
+              ruKey: t.report.ruKey,
+              rev: t.report.rev,
+              revFile: `${base}.rev`,
+              taskKey: t.report.taskKey,
+              record: { ...t.report.record, logPath: base },
+              freeValue: t.report.freeValue,
+              leaseFile: this.leaseFile(server),
+              waitMs: SUPERVISOR_REPORT_WAIT_MS,
+              pollMs: SUPERVISOR_REPORT_POLL_MS,
+            },
+          }
+        : {}),
     };
+    // The store's password reaches the supervisor in its environment, not on its command line.
+    const supEnv = pickEnv(['PATH', 'HOME', 'LANG']);
+    if (t.report?.store.auth) {
+      supEnv.TARCIL_SUPERVISOR_ETCD_USER = t.report.store.auth.user;
+      supEnv.TARCIL_SUPERVISOR_ETCD_PASSWORD = t.report.store.auth.password;
+    }
     let killed = false;
     let exited = false;
     let child: ChildProcess;
     const exitWaiters: Array<() => void> = [];
     try {
       child = spawn(process.execPath, [supervisorScript(), JSON.stringify(supervised)], {
-        stdio: ['ignore', out, err],
-        env: pickEnv(['PATH', 'HOME', 'LANG']),
+        // fd 3: the supervisor says there at once that the task succeeded (it may then stay a
+        // moment to see the success reach the store).
+        stdio: t.report ? ['ignore', out, err, 'pipe'] : ['ignore', out, err],
+        env: supEnv,
         detached: true,
       });
     } finally {
@@ -299,6 +385,15 @@ export class ProcessExecutor implements Executor {
       for (const w of exitWaiters) w();
       if (!killed) onExit(e);
     };
+    const said = child.stdio[3];
+    if (said) {
+      let text = '';
+      said.on('error', () => undefined);
+      said.on('data', (d: Buffer) => {
+        text += d.toString('utf8');
+        if (text.includes('succeeded\n')) finish({ state: 'succeeded', exitCode: 0 });
+      });
+    }
     child.once('error', (e) => finish({ state: 'failed', message: `cannot start ${argv[0] ?? ''}: ${e.message}` }));
     child.once('exit', (code, signal) => {
       if (code === 0) finish({ state: 'succeeded', exitCode: 0 });
@@ -321,6 +416,14 @@ export class ProcessExecutor implements Executor {
       logPath: base,
       rate,
       setSlowdown: () => undefined,
+      setRevision: (rev) => {
+        if (!t.report || exited) return;
+        try {
+          writeAtomically(`${base}.rev`, String(rev));
+        } catch {
+          // the log dir went away: the supervisor's write then fails its fence, the monitor reports
+        }
+      },
       kill: () => {
         killed = true;
         if (supPid === undefined) return Promise.resolve();
@@ -354,6 +457,40 @@ export class ProcessExecutor implements Executor {
   }
 
   private readonly cpu = new GroupCpu();
+
+  leftSuccesses(): Array<{ held: HeldOnDisk; logPath: string; endedAt: number }> {
+    const out: Array<{ held: HeldOnDisk; logPath: string; endedAt: number }> = [];
+    let jobs: string[];
+    try {
+      jobs = readdirSync(this.o.logDir);
+    } catch {
+      return out;
+    }
+    for (const job of jobs) {
+      if (job.startsWith('.') || job === 'journal') continue;
+      let files: string[];
+      try {
+        files = readdirSync(join(this.o.logDir, job)).filter((f) => f.endsWith('.attempt'));
+      } catch {
+        continue;
+      }
+      for (const f of files) {
+        const base = join(this.o.logDir, job, f.slice(0, -'.attempt'.length));
+        try {
+          if (readFileSync(`${base}.exit`, 'utf8').trim() !== '0') continue;
+          const held = JSON.parse(readFileSync(`${base}.attempt`, 'utf8')) as HeldOnDisk;
+          out.push({ held, logPath: base, endedAt: Math.round(statSync(`${base}.exit`).mtimeMs) });
+        } catch {
+          // no exit record (still running, or stopped), or unreadable: nothing to report
+        }
+      }
+    }
+    return out;
+  }
+
+  attemptReported(logPath: string): void {
+    rmSync(`${logPath}.attempt`, { force: true });
+  }
 
   /** rate() of one task: 1 until a full window has been seen, then CPU ms per wall ms of the last window. */
   private cpuRateOf(pgid: () => number | undefined): () => number {
@@ -440,6 +577,11 @@ function readPid(base: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+function writeAtomically(file: string, text: string): void {
+  writeFileSync(`${file}.tmp`, text);
+  renameSync(`${file}.tmp`, file);
 }
 
 function signalPid(pid: number, sig: NodeJS.Signals): void {

@@ -146,6 +146,7 @@ export class LocalMonitor {
       },
     });
     await this.follower.start();
+    this.node.reportLeftSuccesses();
     this.loadTick();
   }
 
@@ -158,7 +159,9 @@ export class LocalMonitor {
     const ex = this.o.executor;
     if (!ex.setDeadline) return;
     const deadline = this.conn.deadline();
-    if (deadline !== undefined) ex.setDeadline(this.server.id, deadline - this.o.clock.now());
+    // With it, the lease the node's free RUs are bound to (a supervisor's write frees one under it).
+    const lease = this.conn.registered ? this.conn.usableLeaseId() : undefined;
+    if (deadline !== undefined) ex.setDeadline(this.server.id, deadline - this.o.clock.now(), lease);
     this.o.clock.setTimer(DEADLINE_WRITE_MS, () => {
       if (!this.closed) this.deadlineTick();
     });

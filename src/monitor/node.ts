@@ -24,7 +24,7 @@ import { freeStopped, watchHold, type MoveCopyNode } from './move-copies.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
 import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
-import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, type Run } from './run.ts';
+import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, successReport, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
 import { checkLogJobId, newestAttemptBase, streamTaskLog, type LogChunk } from './task-logs.ts';
 import type { SharedBackoff } from '../util/backoff.ts';
@@ -120,8 +120,33 @@ export class MonitoredNode {
       },
       mayReport: () => host.registered() && !this.dead,
       onWritten: (e) => this.outcomeWritten(e),
+      onSettled: (e) => {
+        if (e.logPath) host.executor.attemptReported?.(e.logPath);
+      },
       track: (p) => host.track(p),
     });
+  }
+
+  /**
+   * After a restart: successes a previous life of the monitor never reported (it was frozen or
+   * dead when they ended) whose attempts its RUs no longer name (placed elsewhere meanwhile).
+   * Each is journalled and reported like any outcome: a success stays a success, and a new copy
+   * that has not started is given back (outcomes.ts). Those the registration settled, or that
+   * are already in the store, are merely settled.
+   */
+  reportLeftSuccesses(): number {
+    const left = this.h.executor.leftSuccesses?.() ?? [];
+    let n = 0;
+    for (const { held, logPath, endedAt } of left) {
+      const key = entryKey(held);
+      if (this.journal.has(key) || [...this.running.values()].some((r) => entryKey(r) === key)) continue;
+      const attempt = { ...held, rec: held.rec as unknown as PlacedRuRecord, handle: { logPath } };
+      const e = outcomeEntry(attempt, { state: 'succeeded', endedAt, exitCode: 0 });
+      this.h.track(this.reporter.record(e).then(() => this.reporter.kick()));
+      n++;
+    }
+    if (n > 0) this.log().info({ outcomes: n }, 'successes of a previous life of this monitor found beside their logs; reporting them');
+    return n;
   }
 
   /**
@@ -313,6 +338,7 @@ export class MonitoredNode {
       const run = this.running.get(i);
       if (!run || run.commitId !== a.commitId) continue;
       run.rev = Math.max(run.rev, a.rev);
+      run.handle?.setRevision?.(run.rev);
       this.stats.adopted++;
       this.log().info({ job: run.job, task: run.task, ru: i, lease: lease.id }, 'task kept running under the new lease');
     }
@@ -429,6 +455,7 @@ export class MonitoredNode {
         return this.h.track(freeStopped(this.moveCopy, index, rec, rev));
       }
       if (run && same) {
+        if (rev > run.rev) run.handle?.setRevision?.(rev);
         run.rev = Math.max(run.rev, rev);
         run.rec = rec;
         return;
@@ -546,6 +573,11 @@ export class MonitoredNode {
     // Not while the store is away, nor under a lease that is not the one the node holds now.
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
     const launch = launchOf(run, this.server.id, spec);
+    if (executor.kind === 'process') {
+      launch.held = { job: run.job, task: run.task, commitId: run.commitId, ruIndex: run.ruIndex, rec: { ...run.rec }, placedRevision: run.placedRevision, startedAt: run.startedAt };
+      const access = this.h.store.directAccess?.();
+      if (access) launch.report = successReport(this.h.keys, this.server.id, run, access);
+    }
     if (executor.kind === 'process' && !launch.command) {
       this.forget(run);
       const e = outcomeEntry(run, { state: 'failed', endedAt: this.h.clock.now(), message: 'the process executor needs a command; the job has none' });

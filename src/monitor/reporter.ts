@@ -21,6 +21,8 @@ export interface OutcomeReporterOptions {
   mayReport: () => boolean;
   /** An outcome this monitor wrote is in the store. */
   onWritten: (e: OutcomeEntry) => void;
+  /** The store has the outcome (written now, or settled before). */
+  onSettled?: (e: OutcomeEntry) => void;
   track: (p: Promise<unknown>) => void;
 }
 
@@ -48,6 +50,7 @@ export class OutcomeReporter {
   async reportNow(e: OutcomeEntry): Promise<void> {
     const how = await reportOutcome(this.o.n, e);
     await this.o.journal.remove(entryKey(e));
+    this.o.onSettled?.(e);
     if (how === 'written') this.o.onWritten(e);
   }
 

@@ -8,11 +8,11 @@ import type { RunObservation } from './load.ts';
 import type { JobSpec } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
-import type { PlacedRuRecord } from '../state/records.ts';
-import type { TaskOutcome } from '../state/release.ts';
-import type { TxnRequest } from '../store/types.ts';
+import { FREE_RU_VALUE, type PlacedRuRecord } from '../state/records.ts';
+import { outcomeTaskRecord, type TaskOutcome } from '../state/release.ts';
+import type { DirectStoreAccess, TxnRequest } from '../store/types.ts';
 import type { Logger } from '../util/log.ts';
-import type { Executor, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
+import type { Executor, SuccessReport, TaskExit, TaskHandle, TaskLaunch } from './executor.ts';
 import type { HeldAttempt } from './outcomes.ts';
 
 /** A task whose process this node started and that has not ended. */
@@ -85,6 +85,21 @@ export function launchOf(run: Run, server: string, spec: JobSpec | undefined): T
   if (duration !== undefined) launch.durationMs = duration;
   if (spec?.command) launch.command = spec.command;
   return launch;
+}
+
+/**
+ * What a task's supervisor writes if the task succeeds and the monitor cannot report it (see
+ * state/node-fence.ts): the records the monitor's release writes (outcomes.ts reportOutcome), fenced on the RU
+ * record's revision the attempt holds now (the handle's setRevision moves it on).
+ */
+export function successReport(keys: Keys, server: string, run: Run, store: DirectStoreAccess): SuccessReport {
+  const ref = { server, index: run.ruIndex };
+  const record = outcomeTaskRecord(ref, run.placedRevision, run.rec, { state: 'succeeded', endedAt: 0, exitCode: 0 }, {
+    startedAt: run.startedAt,
+    server,
+    placedRevision: run.placedRevision,
+  });
+  return { store, ruKey: keys.ru(ref), rev: run.rev, taskKey: keys.task(run.job, run.task), record, freeValue: FREE_RU_VALUE };
 }
 
 /**

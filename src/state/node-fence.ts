@@ -19,6 +19,28 @@ export const SUPERVISOR_CHECK_MS = 200;
 export const SUPERVISOR_TERM_MS = 500;
 
 /**
+ * A task that succeeds while its monitor cannot report it (frozen, dead) must not run again: its
+ * supervisor (process executor, etcd store) tells the monitor at once, then waits up to
+ * SUPERVISOR_REPORT_WAIT_MS for the RU record to change (reading it every
+ * SUPERVISOR_REPORT_POLL_MS), and past that, or once the node's deadline has come, writes the
+ * success itself, fenced on the RU record's revision (supervisor.js). Why that write comes before
+ * any placement elsewhere: a task that succeeds at S ran while its supervisor let it, so S is
+ * before the node's deadline D or at most one check interval (SUPERVISOR_CHECK_MS) after it; the
+ * write is sent at max(S, min(S + SUPERVISOR_REPORT_WAIT_MS, D)) + one read of the RU record, so
+ * no later than D + SUPERVISOR_CHECK_MS + that read; a front-end records the task lost (the write
+ * that lets it be placed again) no earlier than D + {@link fenceMarginMs}, at least
+ * FENCE_MARGIN_FIXED_MS = 2 s past D on the front-end's clock (the margin's rate part covers the
+ * clocks). The success is thus sent at least 1.8 s − one read before a front-end may act, and
+ * lands first unless etcd takes longer than that to answer; then the fence refuses whichever write
+ * comes second (the owner's "lost" compares
+ * the task record, which the success rewrites; the success compares the RU record, which "lost"
+ * deletes): a success that loses that race is still reported late (outcomes.ts), and stays a
+ * success if the new copy has not started.
+ */
+export const SUPERVISOR_REPORT_WAIT_MS = 500;
+export const SUPERVISOR_REPORT_POLL_MS = 100;
+
+/**
  * The fixed part of the front-ends' margin past a node's grace: the supervisor's check interval,
  * its SIGTERM-to-SIGKILL window, the exit of the processes, and etcd's and the node's clocks
  * measuring the lease TTL at slightly different rates.

@@ -20,6 +20,7 @@ import {
 import type {
   Campaign,
   ClusterStore,
+  DirectStoreAccess,
   KeyValue,
   Lease,
   LeaseOptions,
@@ -202,10 +203,15 @@ export class EtcdStore implements ClusterStore {
   /** Keeps the watch stream from stopping silently; see {@link WatchStreamGuard}. */
   readonly watchGuard: WatchStreamGuard;
   private closed = false;
+  private readonly access: DirectStoreAccess;
   /** How many requests this process keeps in flight (undefined: no limit). */
   readonly inFlightLimit: AdaptiveLimit | undefined;
   /** Who is told the time of each request (see ClusterStore.onRequestTime). */
   private readonly timeListeners: ((kind: 'read' | 'write', seconds: number) => void)[] = [];
+
+  directAccess(): DirectStoreAccess {
+    return this.access;
+  }
 
   constructor(opts: EtcdStoreOptions) {
     if (!Array.isArray(opts.endpoints) || opts.endpoints.length === 0) {
@@ -213,6 +219,7 @@ export class EtcdStore implements ClusterStore {
     }
     const secure = opts.tls !== undefined;
     this.endpoints = opts.endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `${secure ? 'https' : 'http'}://${e}`));
+    this.access = { endpoints: [...this.endpoints], ...(opts.tls ? { tls: { ...opts.tls } } : {}), ...(opts.auth ? { auth: { ...opts.auth } } : {}) };
     this.maxTxnOps = opts.maxTxnOps ?? DEFAULT_MAX_TXN_OPS;
     this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     this.dialTimeoutMs = opts.dialTimeoutMs ?? 5000;

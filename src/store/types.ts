@@ -135,6 +135,17 @@ export interface LeaseOptions {
  * before its deadline DEADLINE_EXCEEDED (EtcdStore; both are `isTransient`). A write that failed
  * either way may have been applied: see EtcdStore for what is safe to retry.
  */
+/**
+ * How a process other than this one reaches the same etcd (a task's supervisor writing a success
+ * its monitor could not): its client URLs, TLS files and user. The embedded store has none.
+ */
+export interface DirectStoreAccess {
+  /** `http://host:port` or `https://host:port`. */
+  endpoints: string[];
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  auth?: { user: string; password: string };
+}
+
 export interface ClusterStore {
   readonly kind: 'memory' | 'etcd';
   /** Most operations one transaction branch or compare list may hold (etcd --max-txn-ops). */
@@ -157,6 +168,9 @@ export interface ClusterStore {
    * part of the store). The etcd store has it.
    */
   countWatchEvents?(label: (prefix: string) => string): () => ReadonlyMap<string, number>;
+
+  /** How another process on a node reaches this store (EtcdStore), if it can. */
+  directAccess?(): DirectStoreAccess | undefined;
 
   get(key: string): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
