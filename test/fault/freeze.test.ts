@@ -8,7 +8,8 @@
  * checker reads the tasks' own execution records: no two runs of a task overlap, no succeeded
  * task runs again, with the rest of its invariants. The tasks run longer than the time from the
  * workload's start to the end of the freeze, so none ends while its monitor is frozen (a task
- * that ends then is reported when the monitor is back: test/monitor/late-success.test.ts).
+ * that ends then has its success written by its supervisor: test/monitor/frozen-success.test.ts,
+ * and the long run in bench/nemesis.ts).
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { summarize } from '../support/fault-checker.ts';
