@@ -10,6 +10,7 @@ import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
 import type { LogChunk } from '../monitor/task-logs.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
+import { clip } from '../util/text.ts';
 import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
 import { clientCredentials, endStreamWithError, unaryStatus } from './grpc.ts';
 import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
@@ -31,7 +32,7 @@ export type NodeRouter = (server: string) => ServedNode;
 export function singleNode(monitor: LocalMonitor): NodeRouter {
   return (server) => {
     if (server !== '' && server !== monitor.server.id) {
-      throw new TarcilError('FAILED_PRECONDITION', `server: this NodeMonitor serves server '${monitor.server.id}', not '${server}'`, { field: 'server' });
+      throw new TarcilError('FAILED_PRECONDITION', `server: this NodeMonitor serves server '${monitor.server.id}', not '${clip(server, 200)}'`, { field: 'server' });
     }
     return monitor;
   };
@@ -43,8 +44,8 @@ export function hollowNodes(h: HollowNodes): NodeRouter {
     if (server === '') throw invalid('server', 'is required: this NodeMonitor serves many hollow nodes');
     const node = h.node(server);
     if (node) return node;
-    if (h.killed(server)) throw new TarcilError('UNAVAILABLE', `server: hollow node '${server}' was dropped (a simulated death)`, { field: 'server' });
-    throw new TarcilError('NOT_FOUND', `server: no hollow node '${server}' in this process`, { field: 'server' });
+    if (h.killed(server)) throw new TarcilError('UNAVAILABLE', `server: hollow node '${clip(server, 200)}' was dropped (a simulated death)`, { field: 'server' });
+    throw new TarcilError('NOT_FOUND', `server: no hollow node '${clip(server, 200)}' in this process`, { field: 'server' });
   };
 }
 

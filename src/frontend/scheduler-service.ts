@@ -36,6 +36,7 @@ import { jobIdOf, requireId } from './job-id.ts';
 import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
+import { clip, wellFormed } from '../util/text.ts';
 
 export interface SchedulerServiceDeps {
   manager: JobManager;
@@ -119,7 +120,8 @@ export class SchedulerService {
       try {
         input = JSON.parse(req.specJson) as unknown;
       } catch (e) {
-        throw invalid('spec_json', `must be valid JSON (${errorMessage(e)})`);
+        // The parser's message may quote half an emoji (a lone surrogate): no status could carry it.
+        throw invalid('spec_json', `must be valid JSON (${wellFormed(errorMessage(e))})`);
       }
     } else if (req.spec) {
       input = specInputFromProto(req.spec);
@@ -127,7 +129,7 @@ export class SchedulerService {
       throw invalid('spec', 'is required (or spec_json)');
     }
     const specNs = isRecord(input) && typeof input['namespace'] === 'string' ? input['namespace'] : '';
-    if (req.namespace !== '' && specNs !== '' && req.namespace !== specNs) throw invalid('namespace', `the request says ${req.namespace.slice(0, 70)} and the spec ${specNs.slice(0, 70)}: give one, or the same`);
+    if (req.namespace !== '' && specNs !== '' && req.namespace !== specNs) throw invalid('namespace', `the request says ${clip(req.namespace, 70)} and the spec ${clip(specNs, 70)}: give one, or the same`);
     const ns = requireNamespaceName(req.namespace || specNs || DEFAULT_NAMESPACE);
     const job = parseJobSpec(input, this.d.catalog, { id: qualifiedJobId(ns, newJobId(now)), now });
     if (ns !== DEFAULT_NAMESPACE) job.namespace = ns;
@@ -336,7 +338,7 @@ export class SchedulerService {
   /** The jobs of namespace `ns`, or of all when undefined. */
   private async listJobs(states: string[], limit: number, ns: string | undefined): Promise<Job[]> {
     states.forEach((st, i) => {
-      if (!JOB_STATES.has(st)) throw invalid(`states[${i}]`, `must be one of ${[...JOB_STATES].join(', ')} (got '${st.slice(0, 40)}')`);
+      if (!JOB_STATES.has(st)) throw invalid(`states[${i}]`, `must be one of ${[...JOB_STATES].join(', ')} (got '${clip(st, 40)}')`);
     });
     const res = await this.d.store.range(ns === undefined || ns === DEFAULT_NAMESPACE ? this.d.keys.jobs() : this.d.keys.namespaceJobs(ns));
     const want = new Set(states);
