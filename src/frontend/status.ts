@@ -2,7 +2,8 @@
  * The one place where TarcilError codes become gRPC status, and back (a client's view of a status).
  */
 import * as grpc from '@grpc/grpc-js';
-import { boundedMessage, errorMessage, isTarcilError, quote, TarcilError, type ErrorCode } from '../util/errors.ts';
+import { boundedMessage, errorMessage, isTarcilError, QUOTE_CHARS, TarcilError, type ErrorCode } from '../util/errors.ts';
+import { clip, wellFormed } from '../util/text.ts';
 
 const CODES: Record<ErrorCode, grpc.status> = {
   INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
@@ -30,14 +31,25 @@ export function errorFromStatus(err: { code?: number; details?: string; message?
 }
 
 /**
+ * Text as a metadata value may hold it: grpc-js takes printable ASCII only (and throws on
+ * anything else, before the status is sent). A field names a user's map key, which may hold any
+ * character: each outside printable ASCII, and `%`, is percent-encoded as UTF-8, after the
+ * text is cut to QUOTE_CHARS whole characters.
+ */
+export function headerText(s: string): string {
+  const cut = s.length > QUOTE_CHARS ? `${clip(s, QUOTE_CHARS)}...` : wellFormed(s);
+  return cut.replace(/[^ -$&-~]/gu, (c) => encodeURIComponent(c));
+}
+
+/**
  * The API edge: TarcilError codes become gRPC status here and nowhere else. The message and the
- * field are bounded (boundedMessage, quote): they travel as headers, and a request's own values
+ * field are bounded (boundedMessage, headerText): they travel as headers, and a request's own values
  * may be in them.
  */
 export function toStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
   if (isTarcilError(err)) {
-    if (err.field) metadata.set('tarcil-field', quote(err.field));
+    if (err.field) metadata.set('tarcil-field', headerText(err.field));
     return { code: CODES[err.code], details: boundedMessage(err.message), metadata };
   }
   return { code: grpc.status.INTERNAL, details: boundedMessage(errorMessage(err)), metadata };

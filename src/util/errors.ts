@@ -2,6 +2,8 @@
  * The few named errors of the project. Each has a stable `code`; the API edge maps codes to gRPC
  * status (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...), nothing inside the core does.
  */
+import { clip, wellFormed } from './text.ts';
+
 export type ErrorCode =
   | 'INVALID_ARGUMENT' // bad job spec, profile, flag or file; `field` names what is wrong
   | 'NOT_FOUND'
@@ -51,7 +53,7 @@ export const QUOTE_CHARS = 200;
  */
 export function quote(value: unknown, max: number = QUOTE_CHARS): string {
   const s = typeof value === 'string' ? value : errorMessage(value);
-  return s.length <= max ? s : `${s.slice(0, max)}… (${s.length} characters)`;
+  return s.length <= max ? wellFormed(s) : `${clip(s, max)}… (${s.length} characters)`;
 }
 
 /** Longest message a status carries (grpc-js refuses headers over 8 KiB; a status's message is one). */
@@ -59,7 +61,7 @@ export const MAX_STATUS_CHARS = 1024;
 
 /** A message cut to MAX_STATUS_CHARS, saying how long it was. */
 export function boundedMessage(message: string, max: number = MAX_STATUS_CHARS): string {
-  return message.length <= max ? message : `${message.slice(0, max)}… (message cut: ${message.length} characters in all)`;
+  return message.length <= max ? wellFormed(message) : `${clip(message, max)}… (message cut: ${message.length} characters in all)`;
 }
 
 /** The message of anything thrown: an Error's message, or the value as text. */

@@ -33,6 +33,20 @@ describe('toStatus', () => {
     expect(st.metadata?.get('tarcil-field')).toEqual(['tasks']);
   });
 
+  it('sends a field naming any user key, and a message cut inside an emoji, as text a status can carry', () => {
+    const key = 'ключ\u0001🙂%';
+    const st = toStatus(invalid(`constraints.attributes.${key}`, `is not in the cell (got 'a${'🙂'.repeat(700)}')`));
+    const field = st.metadata?.get('tarcil-field')[0] as string;
+    expect(field).toMatch(/^[ -~]*$/);
+    expect(decodeURIComponent(field)).toBe(`constraints.attributes.${key}`);
+    // Cut at 1,024 code units: never half a surrogate pair (grpc-js could not send it).
+    expect(st.details).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/);
+    expect(st.details).toMatch(/… \(message cut: \d+ characters in all\)$/);
+    expect(() => encodeURI(st.details ?? '')).not.toThrow();
+    const long = toStatus(invalid('x'.repeat(500), 'is wrong')).metadata?.get('tarcil-field')[0] as string;
+    expect(long).toBe(`${'x'.repeat(200)}...`);
+  });
+
   it('reports anything else as INTERNAL with its message', () => {
     expect(toStatus(new Error('boom'))).toMatchObject({ code: grpc.status.INTERNAL, details: 'boom' });
     expect(toStatus('bare string')).toMatchObject({ code: grpc.status.INTERNAL, details: 'bare string' });
