@@ -37,15 +37,17 @@ if (cases?.some((n) => !Number.isInteger(n) || n < 0)) throw new Error('--cases:
 const say = (m: string): void => void process.stdout.write(`${m}\n`);
 
 const rejections: string[] = [];
+let fuzzer: WireFuzzer | undefined;
 process.on('unhandledRejection', (e) => {
   rejections.push(e instanceof Error ? (e.stack ?? e.message) : String(e));
+  fuzzer?.rejected(e);
 });
 
 async function main(): Promise<number> {
   const cell = await startFuzzCell({ seed });
   let code = 1;
   try {
-    const fuzzer = new WireFuzzer(cell);
+    fuzzer = new WireFuzzer(cell);
     const exhaustive = exhaustiveCases(fuzzer.plan).length;
     const random = Math.max(0, requests - exhaustive);
     const only = cases ?? (requests < exhaustive ? Array.from({ length: requests }, (_, i) => i) : undefined);

@@ -105,7 +105,7 @@ export function listedValues(): Map<string, string[]> {
 }
 
 /** String mutations whose value is not empty (empty, and a field skipped for its wrong wire type, read as unset). */
-const NONEMPTY_STRING_KINDS: ReadonlySet<Kind> = new Set(['wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'huge', 'key-proto', 'key-constructor', 'key-tostring', 'unknown']);
+const NONEMPTY_STRING_KINDS: ReadonlySet<Kind> = new Set(['wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'emoji-odd', 'emoji-even', 'huge', 'key-proto', 'key-constructor', 'key-tostring', 'unknown']);
 /** Numbers the API refuses whatever the field (scheduler.proto: "a negative, fractional, NaN or huge value is reported"). */
 const NON_FINITE_KINDS: ReadonlySet<Kind> = new Set(['nan', 'inf', 'neg-inf']);
 
@@ -323,40 +323,63 @@ function rawClient(addr: string, rpcs: Plan['rpcs'], service: string): Record<st
   return new Client(addr, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 4 * MAX_REQUEST_BYTES, 'grpc.max_receive_message_length': 64 << 20 }) as never;
 }
 
-function callRaw(client: Record<string, (...a: unknown[]) => unknown>, method: string, stream: boolean, bytes: Buffer, deadlineMs: number, streamCapMs: number): Promise<Answer> {
+/**
+ * One call with the request's bytes as they are. `abandon` is set to a function that gives up
+ * waiting (the call is cancelled and answered `abandoned`): the server failed in a way this
+ * process saw, and will not answer.
+ */
+function callRaw(
+  client: Record<string, (...a: unknown[]) => unknown>,
+  method: string,
+  stream: boolean,
+  bytes: Buffer,
+  deadlineMs: number,
+  streamCapMs: number,
+  abandon: { now?: () => void } = {},
+): Promise<Answer & { abandoned: boolean }> {
   const t0 = performance.now();
   const deadline = new Date(Date.now() + deadlineMs);
   return new Promise((resolve) => {
-    const done = (code: number, details: string, messages: Buffer[], open = false): void => resolve({ code, details, messages, open, ms: performance.now() - t0 });
+    let settled = false;
+    let call: { cancel(): void } | undefined;
+    const messages: Buffer[] = [];
+    const timer: { cap?: NodeJS.Timeout } = {};
+    const done = (code: number, details: string, open = false, abandoned = false): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer.cap);
+      abandon.now = undefined;
+      resolve({ code, details, messages, open, ms: performance.now() - t0, abandoned });
+    };
+    abandon.now = () => {
+      done(S.CANCELLED, 'abandoned: the server will not answer', false, true);
+      call?.cancel();
+    };
     const fn = client[method];
     if (!fn) {
-      done(S.UNIMPLEMENTED, `no client method ${method}`, []);
+      done(S.UNIMPLEMENTED, `no client method ${method}`);
       return;
     }
     if (!stream) {
-      fn.call(client, bytes, { deadline }, (err: grpc.ServiceError | null, res?: Buffer) => (err ? done(err.code, err.details, []) : done(S.OK, '', res ? [res] : [])));
+      call = fn.call(client, bytes, { deadline }, (err: grpc.ServiceError | null, res?: Buffer) => {
+        if (res) messages.push(res);
+        done(err ? err.code : S.OK, err ? err.details : '');
+      }) as grpc.ClientUnaryCall;
       return;
     }
     const s = fn.call(client, bytes, { deadline }) as grpc.ClientReadableStream<Buffer>;
-    const messages: Buffer[] = [];
-    let settled = false;
-    const finish = (code: number, details: string, open = false): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(cap);
-      done(code, details, messages, open);
-    };
+    call = s;
     const stop = (): void => {
-      finish(S.OK, '', true);
+      done(S.OK, '', true);
       s.cancel();
     };
-    const cap = setTimeout(stop, streamCapMs);
+    timer.cap = setTimeout(stop, streamCapMs);
     s.on('data', (b: Buffer) => {
       messages.push(b);
       if (messages.length >= 50) stop();
     });
-    s.on('status', (st: grpc.StatusObject) => finish(st.code, st.details));
-    s.on('error', (e: grpc.ServiceError) => finish(e.code, e.details));
+    s.on('status', (st: grpc.StatusObject) => done(st.code, st.details));
+    s.on('error', (e: grpc.ServiceError) => done(e.code, e.details));
   });
 }
 
@@ -428,6 +451,8 @@ export interface Outcome {
   stored: string[];
   /** How many keys the call changed (audit records and the election aside), whatever its answer. */
   changes: number;
+  /** The stack of an unhandled rejection during the call. */
+  serverLog?: string;
   findings: string[];
 }
 
@@ -493,6 +518,10 @@ export class WireFuzzer {
   /** Jobs the run submitted that were accepted, and the fixtures: their keys are theirs to change. */
   private readonly jobs = new Set<string>();
   private readonly listed = listedValues();
+  /** Gives up the call in flight (see callRaw). */
+  private readonly abandon: { now?: () => void } = {};
+  /** Unhandled rejections of this process since the call in flight began. */
+  private rejections: unknown[] = [];
 
   constructor(private readonly cell: FuzzCell) {
     this.plan = plan(protoRoot());
@@ -500,6 +529,16 @@ export class WireFuzzer {
     this.jobs.add(cell.fixtures.jobId);
     const addr = (service: string): string => (service === 'tarcil.v1.NodeMonitor' ? cell.monitorAddr : cell.schedulerAddr);
     this.clients = new Map([...new Set(this.plan.rpcs.map((r) => r.service))].map((s) => [s, rawClient(addr(s), this.plan.rpcs, s)]));
+  }
+
+  /**
+   * Told of an unhandled rejection of this process (the server runs in it): it is counted against
+   * the call in flight, and that call is given up shortly after (a server whose answer failed never
+   * sends it, and waiting for the deadline would find nothing more).
+   */
+  rejected(e: unknown): void {
+    this.rejections.push(e);
+    setTimeout(() => this.abandon.now?.(), 200).unref();
   }
 
   async run(o: RunOptions): Promise<RunResult> {
@@ -522,7 +561,8 @@ export class WireFuzzer {
         }
         for (const what of out.findings) {
           const inc = out.status === 'INTERNAL' || out.status === 'UNKNOWN' ? this.cell.log.incident(out.details) : undefined;
-          findings.push({ seed: o.seed, o: out, what, ...(inc ? { serverLog: `${inc.err ?? ''}\n${inc.stack ?? ''}` } : {}) });
+          const serverLog = inc ? `${inc.err ?? ''}\n${inc.stack ?? ''}` : out.serverLog;
+          findings.push({ seed: o.seed, o: out, what, ...(serverLog ? { serverLog } : {}) });
         }
         o.onOutcome?.(out);
         if ((i + 1) % (o.healthEvery ?? 100) === 0 || out.findings.length > 0) {
@@ -547,11 +587,17 @@ export class WireFuzzer {
     const before = await store.revision();
     // A large request takes longer to send and to check: 1 ms more per 100 bytes.
     const deadlineMs = (o.deadlineMs ?? 15_000) + Math.round(bytes.length / 100);
-    const a = await callRaw(client, rpc.method, rpc.responseStream, bytes, deadlineMs, o.streamCapMs ?? 5000);
+    this.rejections = [];
+    const a = await callRaw(client, rpc.method, rpc.responseStream, bytes, deadlineMs, o.streamCapMs ?? 5000, this.abandon);
     const after = await store.revision();
     await this.journal.upTo(after);
-    const status = codeName(a.code);
+    const status = a.abandoned ? 'UNANSWERED' : codeName(a.code);
     const findings: string[] = [];
+    let serverLog: string | undefined;
+    for (const e of this.rejections) {
+      findings.push(`an unhandled rejection in the process during the call${a.abandoned ? ', which was never answered' : ''}: ${(e instanceof Error ? e.message : String(e)).slice(0, 300)}`);
+      serverLog ??= e instanceof Error ? e.stack : String(e);
+    }
     // A job accepted: its keys are its own from now on.
     if (a.code === S.OK && rpc.name === 'Scheduler/SubmitJob' && a.messages[0]) {
       const id = (rpc.res.toObject(rpc.res.decode(a.messages[0])) as { jobId?: string }).jobId;
@@ -559,7 +605,9 @@ export class WireFuzzer {
     }
     const changes = this.journal.take(before, after);
     const stored = a.code === S.OK ? [] : this.unexplained(changes);
-    if (a.code === S.INTERNAL || a.code === S.UNKNOWN) findings.push(`${status} is never a documented answer`);
+    if (a.abandoned) {
+      // Said above.
+    } else if (a.code === S.INTERNAL || a.code === S.UNKNOWN) findings.push(`${status} is never a documented answer`);
     else if (a.code === S.DEADLINE_EXCEEDED) findings.push(`no answer within ${deadlineMs} ms`);
     else {
       const allowed = DOCUMENTED[rpc.name];
@@ -579,7 +627,7 @@ export class WireFuzzer {
     }
     // What an accepted call started (a job placed, run and finished; a drain) ends before the next call.
     if (changes.some((ch) => !this.ignored(ch.key))) await this.quiet();
-    return { c, bytes: bytes.length, status, details: a.details, ms: a.ms, stored, changes: changes.filter((ch) => !this.ignored(ch.key)).length, findings };
+    return { c, bytes: bytes.length, status, details: a.details, ms: a.ms, stored, changes: changes.filter((ch) => !this.ignored(ch.key)).length, findings, ...(serverLog ? { serverLog } : {}) };
   }
 
   /** What an accepted request should not have held: a value outside a field's listed ones, a number that is not finite. */

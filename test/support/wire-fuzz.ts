@@ -7,8 +7,8 @@
  * A field is reached by a path in the proto's own names: `spec.constraints.attributes{key}`,
  * `states[]`, `spec.inline_profile` (the message field itself), `(request)` (the whole request).
  * Each path gets the invalid values of its type (KINDS): for strings empty, wrong case, NUL,
- * control characters, invalid UTF-8, huge, `__proto__` / `constructor` / `toString`, unknown
- * words; for numbers negative, NaN, ±Infinity, 2^53, overflow; for every field a wrong wire type;
+ * control characters, invalid UTF-8, other planes (emoji), huge, `__proto__` / `constructor` /
+ * `toString`, unknown words; for numbers negative, NaN, ±Infinity, 2^53, overflow; for every field a wrong wire type;
  * for messages unknown fields, invalid wire types, lengths past the end.
  *
  * Requests are encoded here with protobufjs's Writer from the fields' numbers and types, not with
@@ -54,7 +54,7 @@ export interface Site {
 
 export const ROOT_PATH = '(request)';
 
-const STRING_KINDS = ['empty', 'wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'huge', 'oversize', 'key-proto', 'key-constructor', 'key-tostring', 'unknown', 'wrong-wire'] as const;
+const STRING_KINDS = ['empty', 'wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'emoji-odd', 'emoji-even', 'huge', 'oversize', 'key-proto', 'key-constructor', 'key-tostring', 'unknown', 'wrong-wire'] as const;
 const FLOAT_KINDS = ['negative', 'nan', 'inf', 'neg-inf', 'two53', 'huge-number', 'fraction', 'neg-zero', 'wrong-wire'] as const;
 const VARINT_KINDS = ['negative', 'max', 'two53', 'overflow', 'overlong-varint', 'wrong-wire'] as const;
 const FIXED_KINDS = ['negative', 'max', 'wrong-wire'] as const;
@@ -441,6 +441,11 @@ export function mutateValue(kind: Kind, leaf: Leaf, current: unknown, rng: Rng):
       return new Raw('invalid UTF-8', (w, id) => void w.uint32(tag(id, 2)).bytes(Buffer.concat([Buffer.from(cur), Buffer.from([0xff, 0xfe, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xe2, 0x82])])));
     case 'unicode':
       return `${cur}\u202e\ufeffé名🙂\u{10ffff}`;
+    case 'emoji-odd':
+    case 'emoji-even':
+      // 600 characters outside the BMP (two code units each) after one or two ASCII ones: a message
+      // that cuts the value at a fixed number of code units cuts one of them in half.
+      return `${cur}${kind === 'emoji-odd' ? 'x' : 'xx'}${'🙂'.repeat(600)}`;
     case 'huge':
       return type === 'bytes' ? new Uint8Array(HUGE_CHARS) : `${cur}${'x'.repeat(HUGE_CHARS)}`;
     case 'oversize':
