@@ -994,11 +994,17 @@ export class JobStream {
 
   finish(err?: unknown): void {
     if (this.closed) return;
+    const unsent = this.queued > 0;
     this.close();
-    if (err === undefined) {
-      this.call.end();
-      return;
+    if (err === undefined) this.call.end();
+    else endStreamWithError(this.call, err);
+    // The status goes out after what the client has not taken yet: a client that takes none of it
+    // for slowConsumerMs more loses the stream (and what it holds) all the same.
+    if (unsent && this.transport) {
+      const transport = this.transport;
+      const t = setTimeout(() => transport.reset(), this.limits.slowConsumerMs);
+      t.unref();
+      this.call.once('close', () => clearTimeout(t));
     }
-    endStreamWithError(this.call, err);
   }
 }

@@ -153,6 +153,19 @@ describe('slow readers of WatchJob', () => {
     expect(w.events.flatMap((e) => e.tasks.map((t) => t.index))).toEqual(Array.from({ length: TASKS }, (_, i) => i));
   });
 
+  it('a reader that never reads a job that ends is reset all the same (its status could not pass the unread data)', async () => {
+    const { port, store, keys } = await frontEnd({ slowConsumerMs: 1000 });
+    const r = rawCall(port, '/tarcil.v1.Scheduler/WatchJob', grpcFrame('tarcil.v1.WatchJobRequest', { jobId: 'small' }), { window0: true });
+    let answered = false;
+    r.req.on('response', () => (answered = true));
+    // The headers come with the first event (they are not flow-controlled; the event is).
+    await eventually(() => answered, 'the first event was written');
+    const spec = { ...makeJob('small', TEST_PROFILES[0]!, 1), id: 'small' };
+    await store.put(keys.job('small'), JSON.stringify({ spec, state: 'succeeded', placed: 1, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    await eventually(() => r.closed, 'the ended stream was reset');
+    expect(r.rstCode).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+  });
+
   it('a reader that takes the first events and then stops reading is reset too', async () => {
     const { port, store, keys } = await frontEnd({ slowConsumerMs: 300, streamQueueBytes: 16 * 1024 });
     const r = rawCall(port, '/tarcil.v1.Scheduler/WatchJob', grpcFrame('tarcil.v1.WatchJobRequest', { jobId: 'big' }));
