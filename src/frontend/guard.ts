@@ -10,10 +10,12 @@
  *   the same id, so a client's report can be matched to the log line;
  * - a unary call is answered once: a later answer is dropped and logged.
  *
- * Streams (server, client and bidirectional) end with the status instead of hanging.
+ * Streams (server, client and bidirectional) end with the status instead of hanging. A request
+ * whose bytes do not parse as its message is refused INVALID_ARGUMENT (grpc-js would answer
+ * INTERNAL before any handler runs).
  */
 import * as grpc from '@grpc/grpc-js';
-import { errorMessage, isTarcilError } from '../util/errors.ts';
+import { errorMessage, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { endStreamWithError, toStatus } from './status.ts';
 
@@ -44,6 +46,20 @@ function settle(result: unknown, onError: (e: unknown) => void): void {
   }
 }
 
+/** What a request that does not parse is delivered as (guardServer's deserializer), with why. */
+const MALFORMED = Symbol('malformed request');
+
+/** Why the call's request did not parse, or undefined for a request that did. */
+function malformed(call: unknown): string | undefined {
+  const req = (call as { request?: unknown } | null)?.request;
+  return req !== null && typeof req === 'object' && MALFORMED in req ? String((req)[MALFORMED]) : undefined;
+}
+
+/** The refusal of a request whose bytes do not parse as the method's request message. */
+function unparsable(rpc: string, why: string): TarcilError {
+  return new TarcilError('INVALID_ARGUMENT', `request: does not parse as the request message of ${rpc} (${why})`, { field: '(request)' });
+}
+
 /** `handler` for method `rpc` of shape `def`, wrapped as described in this file's header. */
 export function guardHandler(rpc: string, def: { requestStream: boolean; responseStream: boolean }, handler: AnyHandler, log: Logger | undefined): AnyHandler {
   if (!def.responseStream) {
@@ -66,6 +82,11 @@ export function guardHandler(rpc: string, def: { requestStream: boolean; respons
         }
         once(internalFault(log, rpc, e));
       };
+      const bad = malformed(call);
+      if (bad !== undefined) {
+        once(toStatus(unparsable(rpc, bad)));
+        return;
+      }
       try {
         settle(handler(call, once), fail);
       } catch (e) {
@@ -81,6 +102,11 @@ export function guardHandler(rpc: string, def: { requestStream: boolean; respons
       if (stream.destroyed || stream.writableEnded) return;
       endStreamWithError(stream, isTarcilError(e) ? e : Object.assign(new Error(st.details), st));
     };
+    const bad = malformed(call);
+    if (bad !== undefined) {
+      fail(unparsable(rpc, bad));
+      return;
+    }
     try {
       settle(handler(call), fail);
     } catch (e) {
@@ -93,6 +119,24 @@ export function guardHandler(rpc: string, def: { requestStream: boolean; respons
 export function guardServer(server: grpc.Server, log: Logger | undefined): grpc.Server {
   const add = server.addService.bind(server);
   server.addService = (service: grpc.ServiceDefinition, impl: grpc.UntypedServiceImplementation): void => {
+    // A request message that does not parse reaches the handler's guard as a marker, which refuses
+    // it (INVALID_ARGUMENT) instead of grpc-js's INTERNAL. A method that takes a stream of requests
+    // keeps grpc-js's own answer: its messages arrive one by one, after the handler started.
+    const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+    for (const [name, m] of Object.entries(service)) {
+      def[name] = m.requestStream
+        ? m
+        : {
+            ...m,
+            requestDeserialize: (bytes: Buffer): unknown => {
+              try {
+                return m.requestDeserialize(bytes);
+              } catch (e) {
+                return { [MALFORMED]: errorMessage(e) };
+              }
+            },
+          };
+    }
     const guarded: grpc.UntypedServiceImplementation = {};
     for (const [name, def] of Object.entries(service)) {
       // grpc-js looks a method up by its name in the definition, then by its original (camelCase) name.
@@ -102,7 +146,7 @@ export function guardServer(server: grpc.Server, log: Logger | undefined): grpc.
         if (typeof h === 'function') guarded[key] = guardHandler(def.path, def, (h as AnyHandler).bind(impl), log) as never;
       }
     }
-    add(service, guarded);
+    add(def, guarded);
   };
   return server;
 }

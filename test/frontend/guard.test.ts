@@ -126,6 +126,42 @@ describe('every RPC runs through one guard', () => {
     });
   }
 
+  it('a request whose bytes do not parse is refused INVALID_ARGUMENT, in every unary and server-streaming method', async () => {
+    const server = guardServer(new grpc.Server(), log);
+    const all = services();
+    for (const s of all) server.addService(s.def, faulty(s.def, 'sync'));
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    try {
+      let methods = 0;
+      for (const s of all) {
+        for (const [method, m] of Object.entries(s.def)) {
+          if (m.requestStream) continue;
+          // Field 7 with wire type 7: no message parses it.
+          const raw = { ...s.def, [method]: { ...m, requestSerialize: (b: Buffer) => b } } as grpc.ServiceDefinition;
+          const Client = grpc.makeGenericClientConstructor(raw, 'Raw');
+          const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (...a: unknown[]) => grpc.ClientReadableStream<unknown>>;
+          const st = await new Promise<Partial<grpc.StatusObject>>((resolve) => {
+            const deadline = new Date(Date.now() + 10_000);
+            const fn = client[method] as (...a: unknown[]) => grpc.ClientReadableStream<unknown>;
+            if (m.responseStream) {
+              const stream = fn.call(client, Buffer.from([0x3f, 0x01]), { deadline });
+              stream.on('data', () => undefined);
+              stream.on('error', () => undefined);
+              stream.on('status', (x: grpc.StatusObject) => resolve(x));
+            } else fn.call(client, Buffer.from([0x3f, 0x01]), { deadline }, (err: grpc.ServiceError | null) => resolve(err ?? { code: grpc.status.OK }));
+          });
+          (client as unknown as grpc.Client).close();
+          methods++;
+          expect({ method, code: st.code }).toEqual({ method, code: grpc.status.INVALID_ARGUMENT });
+          expect(st.details).toMatch(/^request: does not parse as the request message of \//);
+        }
+      }
+      expect(methods).toBeGreaterThan(20);
+    } finally {
+      server.forceShutdown();
+    }
+  });
+
   it('a unary call answered twice gets the first answer; the second is dropped', async () => {
     const server = guardServer(new grpc.Server(), log);
     const health = services().find((s) => s.name === 'grpc.health.v1.Health');
