@@ -151,6 +151,10 @@ export async function deleteNamespace(store: ClusterStore, keys: Keys, name: str
   const kv = await store.get(keys.namespace(name));
   const rec = parseJson<NamespaceRecord>(kv);
   if (!kv || !rec) throw new TarcilError('NOT_FOUND', `namespace ${name} does not exist`, { field: 'name' });
+  // A namespace that holds jobs is refused before anything is written (its record is not touched,
+  // so submissions to it go on); the count after the mark below catches a job stored meanwhile.
+  const holding = (await store.count(keys.namespaceJobs(name))).count;
+  if (holding > 0) throw heldJobs(name, holding);
   const marked = await store.txn({
     compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
     success: [{ type: 'put', key: kv.key, value: JSON.stringify({ ...rec, deleting: true }) }],
@@ -159,10 +163,14 @@ export async function deleteNamespace(store: ClusterStore, keys: Keys, name: str
   const held = (await store.count(keys.namespaceJobs(name))).count;
   if (held > 0) {
     await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'put', key: kv.key, value: JSON.stringify(rec) }] });
-    throw new TarcilError('FAILED_PRECONDITION', `namespace ${name} holds ${held} job(s): they must be final and aged out (--retain) first`, { field: 'name' });
+    throw heldJobs(name, held);
   }
   await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'delete', key: kv.key }, { type: 'delete', key: keys.usage(name) }, { type: 'delete', key: keys.submits(name) }] });
   return rec;
+}
+
+function heldJobs(name: string, held: number): TarcilError {
+  return new TarcilError('FAILED_PRECONDITION', `namespace ${name} holds ${held} job(s): they must be final and aged out (--retain) first`, { field: 'name' });
 }
 
 /**

@@ -117,11 +117,15 @@ describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
     const list = await unary<object, { namespaces: Namespace__Output[] }>(c, 'ListNamespaces', {});
     expect(list.namespaces.map((n) => n.name)).toEqual(['default', 'team-a', 'team-b']);
 
+    const before = await store.get(keys.namespace('team-b'));
     const del = await failure(unary(c, 'DeleteNamespace', { name: 'team-b' }));
     expect(del.code).toBe(9);
     expect(del.details).toMatch(/^namespace team-b holds 1 job\(s\)/);
-    // Still there and usable after the refusal.
-    expect((await store.get(keys.namespace('team-b')))?.value).not.toContain('deleting');
+    // Still there and usable after the refusal, and not written at all (a write would abort the
+    // submissions that read it meanwhile).
+    const after = await store.get(keys.namespace('team-b'));
+    expect(after?.value).not.toContain('deleting');
+    expect(after?.modRevision).toBe(before?.modRevision);
 
     const cancelled = await unary<object, { state: string; cancelRequested: boolean }>(c, 'CancelJob', { jobId: long.jobId.slice('team-b/'.length), namespace: 'team-b' });
     expect(cancelled.cancelRequested || cancelled.state === 'cancelled').toBe(true);
