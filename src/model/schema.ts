@@ -256,7 +256,7 @@ export function makeJobSpecSchema(names?: CatalogNames) {
       .refine((a) => a[0] !== '', { error: 'must not start with an empty program name' }),
     env: userRecord(
       z.string().regex(ENV_KEY_RE, { error: 'environment variable names must match [A-Za-z_][A-Za-z0-9_]*' }),
-      z.string({ error: rule('must be a string') }),
+      z.string({ error: argRule }).max(65_536, { error: 'must be at most 65536 characters' }).refine((s) => !s.includes('\0'), { error: argRule }),
       'must be an object mapping variable names to strings',
     ).optional(),
   });

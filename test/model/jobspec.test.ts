@@ -86,6 +86,7 @@ const bad: Bad[] = [
   { what: 'argv with NUL', input: { ...base, command: { argv: ['sh', 'a\0b'] } }, field: 'command.argv[1]', rule: 'must be a string without NUL characters' },
   { what: 'non-string env value', input: { ...base, command: { argv: ['true'], env: { N: 1 } } }, field: 'command.env.N', rule: 'must be a string' },
   { what: 'bad env name', input: { ...base, command: { argv: ['true'], env: { '1N': 'x' } } }, field: 'command.env.1N', rule: 'environment variable names must match' },
+  { what: 'NUL in an env value (a process could not be started with it)', input: { ...base, command: { argv: ['true'], env: { A: 'x\0y' } } }, field: 'command.env.A', rule: 'must be a string without NUL characters' },
   { what: 'null input', input: null, field: '(root)', rule: 'must be an object' },
   { what: 'string input', input: 'wordcount', field: '(root)', rule: 'must be an object' },
   { what: 'array input', input: [base], field: '(root)', rule: 'must be an object' },
