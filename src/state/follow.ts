@@ -24,12 +24,6 @@ export interface FollowOptions {
   onEvent?(kv: KeyValue, deleted: boolean, revision: number): void;
   /** Each batch of changes applied at one revision, whole (takes the place of onEvent). */
   onBatch?(batch: WatchBatch): void;
-  /**
-   * Nothing was under the prefixes before this revision (a job's tasks, followed from the
-   * transaction that stored the job): the first list is skipped and the watch starts here. A
-   * re-list after the watch ends lists as usual.
-   */
-  emptyBefore?: number;
   /** Bounds of the pause after a failed re-list: see {@link relistBackoffMs} (default 50 ms and 2 s). */
   backoffMs?: { first: number; max: number };
   /**
@@ -68,8 +62,6 @@ export class Follower {
   private again = false;
   private readonly rand: () => number;
   relists = 0;
-  /** The first list was taken (or skipped, with emptyBefore): any later one reads the store. */
-  private listedOnce = false;
 
   constructor(private readonly o: FollowOptions) {
     const rng = o.rng;
@@ -113,11 +105,7 @@ export class Follower {
     const prefixes = this.prefixes;
     let byPrefix: KeyValue[][];
     let revision: number;
-    const empty = this.o.emptyBefore;
-    if (empty !== undefined && !this.listedOnce) {
-      byPrefix = prefixes.map(() => []);
-      revision = empty - 1;
-    } else if (prefixes.length === 1) {
+    if (prefixes.length === 1) {
       const res = await this.o.store.range(prefixes[0] as string);
       byPrefix = [res.kvs];
       revision = res.revision;
@@ -125,7 +113,6 @@ export class Follower {
       ({ byPrefix, revision } = await this.o.store.snapshot(prefixes));
     }
     if (this.closed || gen !== this.gen) return;
-    this.listedOnce = true;
     this.o.onSnapshot(byPrefix.flat(), revision, byPrefix);
     const onEvents = (b: WatchBatch): void => {
       if (this.o.onBatch) this.o.onBatch(b);

@@ -121,34 +121,6 @@ describe('relistBackoffMs', () => {
 });
 
 describe('Follower', () => {
-  it('with emptyBefore, watches from that revision without a first list, and lists as usual once its watch ends', async () => {
-    const { store, inner, ranges, endAll } = faultyStore();
-    const clock = new RecordingClock();
-    const stored = await inner.put('/q/job', 'stored');
-    const seen = { snapshots: [] as string[][], events: [] as string[] };
-    const f = new Follower({
-      store,
-      clock,
-      log,
-      prefix: '/q/tasks/',
-      emptyBefore: stored + 1,
-      onSnapshot: (kvs: KeyValue[]) => seen.snapshots.push(kvs.map((kv) => kv.key)),
-      onEvent: (kv) => seen.events.push(kv.key),
-    });
-    await f.start();
-    expect(ranges.count).toBe(0);
-    expect(seen.snapshots).toEqual([[]]);
-    await inner.put('/q/tasks/0', 'placed');
-    await until('the write after the revision is delivered', () => seen.events.length === 1);
-    expect(seen.events).toEqual(['/q/tasks/0']);
-    // The watch ends: the re-list reads the store and finds the record.
-    endAll();
-    await until('re-listed', () => seen.snapshots.length === 2);
-    expect(ranges.count).toBe(1);
-    expect(seen.snapshots[1]).toEqual(['/q/tasks/0']);
-    await f.close();
-  });
-
   it('re-lists at once when its watch ends, backs off with jitter while listing fails, and misses nothing', async () => {
     const { store, inner, ranges, watches, endAll } = faultyStore();
     const clock = new RecordingClock();

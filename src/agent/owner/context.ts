@@ -182,7 +182,7 @@ export interface OwnerContext {
   readonly ttlSeconds: number;
   readonly unplaceableTimeoutMs: number;
   readonly departedMemoryMs: number;
-  readonly owned: OwnedMap;
+  readonly owned: Map<string, Owned>;
   readonly jobFinal: Map<string, boolean>;
   readonly ownerKeys: Map<string, string>;
   readonly submitting: Set<string>;
@@ -214,15 +214,6 @@ export interface OwnerContext {
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
   pendingTasks(): number;
   readonly maxPendingTasks: number;
-}
-
-/** The jobs a process owns (owner/task-feed.ts: owning one follows its task records). */
-export interface OwnedMap extends Map<string, Owned> {
-  /**
-   * Owns job `id`. `storedAt`: the revision of the transaction that stored the job, for a job
-   * just submitted here (it has no task record before it, so none is listed).
-   */
-  own(id: string, o: Owned, storedAt?: number): this;
 }
 
 /** A job's tasks not yet placed: never placed, or queued again (preempted, lost). */

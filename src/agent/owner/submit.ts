@@ -148,7 +148,6 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   }
   m.submitting.add(spec.id);
   let res: TxnResult;
-  let answerLost = false;
   try {
     trace('submit.sent', spec.id);
     res = await m.o.store.txn({ compare, success, failure });
@@ -161,7 +160,6 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     const jkv = await m.o.store.get(k.job(spec.id)).catch(() => undefined);
     if (!jkv) throw err;
     res = { succeeded: true, revision: jkv.modRevision, responses: [] };
-    answerLost = true;
   } finally {
     m.submitting.delete(spec.id);
   }
@@ -177,9 +175,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   const o = newOwned(spec, agent, record, res.revision);
   // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
   o.summaryAt = now;
-  // Its tasks are followed from the submission on (a submission whose answer was lost is listed:
-  // the revision read back is the record's, not the submission's).
-  m.owned.own(spec.id, o, answerLost ? undefined : res.revision);
+  m.owned.set(spec.id, o);
   if (note) {
     o.note = note;
     o.blockedSince = now;

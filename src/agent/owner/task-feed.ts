@@ -17,7 +17,7 @@ import type { Clock, Timer } from '../../util/clock.ts';
 import { errorMessage } from '../../util/errors.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Rng } from '../../util/rng.ts';
-import type { Owned, OwnedMap } from './context.ts';
+import type { Owned } from './context.ts';
 
 /** Pause before following a job's tasks again after a non-transient failure of its first list. */
 const REFOLLOW_MS = 1000;
@@ -44,8 +44,7 @@ export class TaskFeeds {
     return this.feeds.size;
   }
 
-  /** Follows the tasks of `job`; `emptyBefore`: none was written before that revision (see Follower). */
-  follow(job: string, emptyBefore?: number): void {
+  follow(job: string): void {
     if (this.closed || this.feeds.has(job)) return;
     const each = (kvs: KeyValue[]): void => {
       for (const kv of kvs) this.o.onTask(kv, false);
@@ -56,7 +55,6 @@ export class TaskFeeds {
       log: this.o.log,
       prefix: this.o.keys.tasks(job),
       ...(this.o.rng ? { rng: this.o.rng } : {}),
-      ...(emptyBefore !== undefined ? { emptyBefore } : {}),
       onSnapshot: each,
       onEvent: (kv, deleted) => this.o.onTask(kv, deleted),
     });
@@ -101,7 +99,7 @@ export class TaskFeeds {
 }
 
 /** The jobs a process owns, by id: owning one follows its tasks (TaskFeeds), giving it up stops. */
-export class OwnedJobs extends Map<string, Owned> implements OwnedMap {
+export class OwnedJobs extends Map<string, Owned> {
   private feeds: TaskFeeds | undefined;
 
   /** From now on, every job owned has its tasks followed by `feeds`. */
@@ -111,12 +109,8 @@ export class OwnedJobs extends Map<string, Owned> implements OwnedMap {
   }
 
   override set(id: string, o: Owned): this {
-    return this.own(id, o);
-  }
-
-  own(id: string, o: Owned, storedAt?: number): this {
     super.set(id, o);
-    this.feeds?.follow(id, storedAt === undefined ? undefined : storedAt + 1);
+    this.feeds?.follow(id);
     return this;
   }
 
