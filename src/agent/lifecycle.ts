@@ -17,14 +17,13 @@ import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerR
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import { own } from '../util/dict.ts';
-import { OwnedJobs, TaskFeeds } from './owner/task-feed.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
@@ -63,9 +62,7 @@ export class JobManager implements OwnerContext, MoveHost {
   private pendingCount = 0;
   private pendingAt = -Infinity;
   private held: HeldLease | undefined;
-  /** The jobs owned here; each has its task records followed while it is (owner/task-feed.ts). */
-  readonly owned = new OwnedJobs();
-  private readonly taskFeeds: TaskFeeds;
+  readonly owned = new Map<string, Owned>();
   readonly jobFinal = new Map<string, boolean>();
   /** Job id → lease of its `owners/<job>` key, as the watch last showed it, and the jobs with tasks to place (handoff.ts). */
   readonly ownerKeys: OwnerKeys;
@@ -75,6 +72,7 @@ export class JobManager implements OwnerContext, MoveHost {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
+  readonly adoptWindow = new Map<string, AdoptWindow>();
   /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
   private cellVersion = 0;
   /** Feasibility by job shape, valid for cellVersion (a large cell makes each check O(servers)). */
@@ -117,8 +115,6 @@ export class JobManager implements OwnerContext, MoveHost {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
-    this.taskFeeds = new TaskFeeds({ store: opts.store, clock: opts.clock, log: opts.log, keys: opts.keys, rng: opts.rng.fork(), onTask: (kv, deleted) => this.onTask(kv, deleted) });
-    this.owned.attach(this.taskFeeds);
     this.ownerKeys = new OwnerKeys();
     this.view.handoff.setDemand(this.ownerKeys);
     const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
@@ -215,6 +211,7 @@ export class JobManager implements OwnerContext, MoveHost {
         (kv, del) => this.onOwner(kv, del),
       ),
       mk(k.jobs(), (kvs, rev) => this.onJobsSnapshot(kvs, rev), (kv, del) => this.onJob(kv, del)),
+      mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
       mk(
         this.live.reports(),
         (kvs) => {
@@ -254,7 +251,7 @@ export class JobManager implements OwnerContext, MoveHost {
     for (const t of this.timers) t.cancel();
     this.timers.clear();
     for (const o of this.owned.values()) o.agent.abort(o.id);
-    await Promise.all([...this.followers.map((f) => f.close()), this.taskFeeds.close()]);
+    await Promise.all(this.followers.map((f) => f.close()));
     await Promise.all(this.agents.map((a) => a.close()));
     await this.view.close();
     await Promise.allSettled([...this.background]);
@@ -515,8 +512,11 @@ export class JobManager implements OwnerContext, MoveHost {
     const ref = this.live.parseTask(kv.key);
     if (!ref) return;
     const o = this.owned.get(ref.job);
-    // Only owned jobs' tasks are followed; a change that was already under way when the job was given up is not ours.
-    if (!o) return;
+    if (!o) {
+      // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
+      this.adoptWindow.get(ref.job)?.tasks.push({ index: ref.index, rec: deleted ? undefined : parseJson<LiveTaskRecord>(kv), rev: kv.modRevision });
+      return;
+    }
     const rec = deleted ? undefined : parseJson<LiveTaskRecord>(kv);
     // A task seen ending (not one seen ended already, after a re-list): what its node measured
     // goes to the profile learner once.

@@ -72,64 +72,6 @@ async function placedByDyingOwner(c: OwnerCell, rus: number, id: string, tasks: 
   return { dying, job };
 }
 
-describe('what a job owner follows', () => {
-  /** A store of one process that counts the task-record events its watches deliver, by job. */
-  function counting(c: OwnerCell): { store: ReturnType<typeof wrapStore>; seen: Map<string, number> } {
-    const seen = new Map<string, number>();
-    const store = wrapStore(c.store, {
-      watch: (opts) =>
-        c.store.watch({
-          ...opts,
-          onEvents: (b) => {
-            for (const ev of b.events) {
-              const ref = c.keys.tail(c.keys.allTasks(), ev.kv.key);
-              if (ref !== undefined) seen.set(ref.split('/')[0] ?? '', (seen.get(ref.split('/')[0] ?? '') ?? 0) + 1);
-            }
-            opts.onEvents(b);
-          },
-        }),
-    });
-    return { store, seen };
-  }
-
-  it("follows the task records of the jobs it owns only, from owning them until they end, and the adopter's from its adoption", async () => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 4);
-    const a = counting(c);
-    const b = counting(c);
-    const ownerA = await c.owner('A', a.store);
-    const ownerB = await c.owner('B', b.store);
-    const job = makeJob('scoped-1', TEST_PROFILES[0]!, 3, { maxQueueMs: 0 });
-    await ownerA.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 3, 5000);
-    expect(await c.finishTasks(job.id)).toBe(3);
-    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
-    // A saw its job's task records placed and ended; B, which does not own it, saw none of them.
-    expect(a.seen.get(job.id)).toBeGreaterThanOrEqual(3);
-    expect(b.seen.get(job.id)).toBeUndefined();
-    // The job is final: A follows it no more.
-    const before = a.seen.get(job.id);
-    await c.store.put(c.keys.task(job.id, 0), JSON.stringify({ job: job.id, index: 0, state: 'succeeded', attempt: 0 }));
-    await c.until(() => true, 200);
-    expect(a.seen.get(job.id)).toBe(before);
-
-    // A job placed by an owner that dies: the adopter follows it from its adoption on.
-    const dying = new DyingStore(c.store, () => false);
-    const ownerC = await c.owner('C', dying);
-    const job2 = makeJob('scoped-2', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await ownerC.submit(job2);
-    await c.until(async () => (await c.busy(job2.id)).length === 2, 5000);
-    dying.dead = true;
-    await c.until(() => ownerA.stats.adopted + ownerB.stats.adopted === 1, 10_000);
-    const adopter = ownerA.stats.adopted === 1 ? a : b;
-    const other = adopter === a ? b : a;
-    expect(await c.finishTasks(job2.id)).toBe(2);
-    await c.until(async () => (await c.jobState(job2.id)) === 'succeeded', 5000);
-    expect(adopter.seen.get(job2.id)).toBeGreaterThanOrEqual(2);
-    expect(other.seen.get(job2.id)).toBeUndefined();
-  });
-});
-
 describe('job owner (embedded store, manual clock)', () => {
   it('a job whose owner dies before placing it is adopted by another process and runs once', async () => {
     cell = new OwnerCell();

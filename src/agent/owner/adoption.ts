@@ -13,7 +13,8 @@
 import { isFinalJob, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
 import { errorMessage } from '../../util/errors.ts';
-import { mergeTask, newOwned, type OwnerContext } from './context.ts';
+import type { TxnResult } from '../../store/types.ts';
+import { mergeTask, newOwned, type AdoptWindow, type OwnerContext } from './context.ts';
 
 export function sweep(m: OwnerContext): void {
   const lease = m.lease;
@@ -55,22 +56,31 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   if (!kv || !rec || isFinalJob(rec.state)) return;
   const agent = m.pickAgent();
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now() };
-  const res = await m.o.store.txn({
-    compare: [
-      ours ? { key: k.owner(id), target: 'lease', op: '==', value: lease.id } : { key: k.owner(id), target: 'version', op: '==', value: 0 },
-      { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
-    ],
-    success: [
-      ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner), lease: lease.id }]),
-      { type: 'get', key: k.tasks(id), prefix: true },
-    ],
-  });
+  // From here until the job is owned, the task changes the watch brings for it are kept
+  // (lifecycle.ts): one made just after the transaction below can reach this process before its
+  // answer does, and would otherwise be lost (a task that ended then stayed running for us, and
+  // the job never final). One the watch brought before the transaction was sent was made before
+  // it, and the transaction's read of the task records has it.
+  const window: AdoptWindow = { tasks: [] };
+  m.adoptWindow.set(id, window);
+  let res: TxnResult;
+  try {
+    res = await m.o.store.txn({
+      compare: [
+        ours ? { key: k.owner(id), target: 'lease', op: '==', value: lease.id } : { key: k.owner(id), target: 'version', op: '==', value: 0 },
+        { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
+      ],
+      success: [
+        ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner), lease: lease.id }]),
+        { type: 'get', key: k.tasks(id), prefix: true },
+      ],
+    });
+  } finally {
+    if (m.adoptWindow.get(id) === window) m.adoptWindow.delete(id);
+  }
   if (!res.succeeded || m.closed || m.owned.has(id) || lease !== m.lease) return;
   m.stats.adopted++;
   const o = newOwned(rec.spec, agent, rec, kv.modRevision);
-  // Owning it starts following its task records (owner/task-feed.ts): listed at a revision at or
-  // after this transaction's and watched from there, so a change made after the read below (a
-  // task that ended meanwhile) reaches the job.
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
   o.quotaReconcile = o.quota;
@@ -78,8 +88,10 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
     const r = m.live.parseTask(t.key);
     if (r) mergeTask(o, r.index, parseJson<LiveTaskRecord>(t), t.modRevision);
   }
-  // (A change of the job record made meanwhile, a cancellation, reaches the owner anyway: its next
-  // write of the record compares the revision it read, fails, and takes the newer record.)
-  m.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size }, 'adopted job');
+  // What arrived while the transaction was out: newer records replace what it read. (A change
+  // of the job record made meanwhile, a cancellation, reaches the owner anyway: its next write
+  // of the record compares the revision it read, fails, and takes the newer record.)
+  for (const t of window.tasks) mergeTask(o, t.index, t.rec, t.rev);
+  m.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size, caughtUp: window.tasks.length }, 'adopted job');
   m.evaluate(o);
 }

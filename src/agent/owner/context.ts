@@ -187,6 +187,13 @@ export interface OwnerContext {
   readonly ownerKeys: Map<string, string>;
   readonly submitting: Set<string>;
   readonly adopting: Set<string>;
+  /**
+   * Jobs whose adoption transaction is in flight, with the changes of their task records that the
+   * watch brings meanwhile (adoption.ts): the watch and the transaction's answer come over
+   * different connections, so a change made just after the transaction may arrive before its
+   * answer, while the job is not owned yet; it is applied once the job is.
+   */
+  readonly adoptWindow: Map<string, AdoptWindow>;
   /** Concurrency and backoff of this process's adoptions (adoption.ts). */
   readonly adoptions: AdoptionGate;
   /** The pause before a failed evaluation is tried again, shared by every job of the process (evaluate.ts). */
@@ -230,6 +237,11 @@ export const yieldNow = laterTurn;
 
 export function fmtDuration(ms: number): string {
   return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
+}
+
+/** The task changes the watch brought for a job while its adoption transaction was in flight. */
+export interface AdoptWindow {
+  tasks: { index: number; rec: LiveTaskRecord | undefined; rev: number }[];
 }
 
 export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number): Owned {
