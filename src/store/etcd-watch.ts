@@ -146,3 +146,34 @@ export class EtcdWatch {
     }
   }
 }
+
+/** Watch prefixes counted apart (a hollow process watches one per node); later ones are counted together. */
+const MAX_COUNTED_PREFIXES = 20_000;
+
+/** Events etcd delivered to a process's watches, by each watch's prefix (ClusterStore.countWatchEvents). */
+export class WatchEventCounts {
+  private readonly byPrefix = new Map<string, number>();
+  private other = 0;
+
+  /** What a new watch of `prefix` calls with the number of events of each response. */
+  counter(prefix: string): (n: number) => void {
+    if (!this.byPrefix.has(prefix) && this.byPrefix.size >= MAX_COUNTED_PREFIXES) {
+      return (n) => {
+        this.other += n;
+      };
+    }
+    if (!this.byPrefix.has(prefix)) this.byPrefix.set(prefix, 0);
+    return (n) => this.byPrefix.set(prefix, (this.byPrefix.get(prefix) ?? 0) + n);
+  }
+
+  /** The counts summed by `label(prefix)`; those past MAX_COUNTED_PREFIXES as `other`. */
+  byLabel(label: (prefix: string) => string): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [prefix, n] of this.byPrefix) {
+      const l = label(prefix);
+      out.set(l, (out.get(l) ?? 0) + n);
+    }
+    if (this.other > 0) out.set('other', (out.get('other') ?? 0) + this.other);
+    return out;
+  }
+}

@@ -6,7 +6,7 @@
  */
 import { traceRequests, tracingOn } from '../util/trace.ts';
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isBrokenCircuitError, noop } from 'cockatiel';
-import { AdaptiveLimit, isOverload, type AdaptiveLimitOptions } from './adaptive-limit.ts';
+import { AdaptiveLimit, isOverload } from './adaptive-limit.ts';
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
 import { TarcilError, invalid, isTransient } from '../util/errors.ts';
 import {
@@ -46,69 +46,16 @@ import {
   unsentAttempts,
   unsentStreamAttempts,
   BREAKER_FAILURES,
-  type EtcdTlsOptions,
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
-import { EtcdWatch } from './etcd-watch.ts';
+import { DEFAULT_REQUEST_TIMEOUT_MS, WATCH_FLOW_WINDOW_BYTES, type EtcdStoreOptions } from './etcd-options.ts';
+import { EtcdWatch, WatchEventCounts } from './etcd-watch.ts';
 import { StoreCampaign, storeLeader } from './election.ts';
 import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from './etcd-watch-guard.ts';
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
+export { DEFAULT_REQUEST_TIMEOUT_MS, type EtcdStoreOptions } from './etcd-options.ts';
 
-/**
- * Default deadline of each call to etcd: 2 s. A request caught in a leader election (its proposal
- * went to the leader that died) is otherwise answered only by etcd's own timeout, 5 s + 2 election
- * timeouts (7 s with the defaults); a new leader exists about 1-2.5 s after the old one died, so
- * a request retried after 2 s lands soon after the election. 2 s is 5x less than the default lease
- * TTL (10 s; a holder fences itself after TTL - 1 s without a confirmed keepalive), which leaves
- * room for several attempts, and some 40x the slowest commit measured on etcd (bench/).
- */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 2000;
-
-/**
- * HTTP/2 flow-control window of the watch connection (its stream and the connection), bytes: what
- * etcd may send the watches before this process acknowledges it. The default 64 KiB capped the
- * events received at 64 KiB per round trip (about 150 RU records a second at 1 s).
- */
-const WATCH_FLOW_WINDOW_BYTES = 16 * 2 ** 20;
-
-export interface EtcdStoreOptions {
-  /** `http://host:port`, `https://host:port` or `host:port` (scheme from `tls`). */
-  endpoints: string[];
-  tls?: EtcdTlsOptions;
-  auth?: { user: string; password: string };
-  /** How long {@link EtcdStore.connect} and a new watch wait for etcd to answer. Default 5 s. */
-  dialTimeoutMs?: number;
-  /**
-   * Deadline of each call to etcd: reads, writes, transactions, compaction, lease grant, keepalive,
-   * revoke and time-to-live (not the long-lived watch and automatic keepalive streams). A call past
-   * it fails DEADLINE_EXCEEDED. Keep it well below the lease TTL. Default
-   * {@link DEFAULT_REQUEST_TIMEOUT_MS} (2 s).
-   */
-  requestTimeoutMs?: number;
-  /**
-   * The server's `--max-txn-ops` (default 128). etcd enforces its own setting; this copy lets
-   * callers size transactions and refuses oversized ones before they are sent.
-   */
-  maxTxnOps?: number;
-  /** The server's `--max-request-bytes` (default 1.5 MiB), mirrored like maxTxnOps. */
-  maxRequestBytes?: number;
-  /** Keys per range call; larger ranges are read in pages at one revision. Default 5000. */
-  rangePageSize?: number;
-  /**
-   * How often the watch stream is asked for a progress notification while watches are open
-   * (default 5 s; 0 turns the probe off), and how long it may stay silent after one before it is
-   * taken for stalled and re-opened, every watch resuming where it was (default 15 s). See
-   * {@link WatchStreamGuard}.
-   */
-  watchProbeMs?: number;
-  watchStallMs?: number;
-  /**
-   * Requests of this process in flight to etcd (reads, writes, transactions; not keepalives or
-   * watches), adapted to how etcd answers ({@link AdaptiveLimit}); `false` turns the limit off.
-   */
-  inFlight?: Omit<AdaptiveLimitOptions, 'overloaded' | 'now'> | false;
-}
 
 /**
  * ClusterStore on etcd v3 through the `etcd3` package.
@@ -173,9 +120,6 @@ export interface EtcdStoreOptions {
  * so this store asks etcd for the lease's remaining TTL when it should have run out and reports
  * the loss itself.
  */
-/** Watch prefixes counted apart (a hollow process watches one per node); later ones are counted together. */
-const MAX_COUNTED_PREFIXES = 20_000;
-const OTHER_PREFIXES = '\0other';
 
 export class EtcdStore implements ClusterStore {
   readonly kind = 'etcd' as const;
@@ -442,14 +386,7 @@ export class EtcdStore implements ClusterStore {
   async watch(opts: WatchOptions): Promise<WatchHandle> {
     this.checkOpen();
     if (typeof opts.prefix !== 'string') throw invalid('watch.prefix', 'must be a string');
-    const counts = this.watchEvents;
-    const at = counts.has(opts.prefix) || counts.size < MAX_COUNTED_PREFIXES ? opts.prefix : OTHER_PREFIXES;
-    const w = new EtcdWatch(
-      this.watchClient,
-      opts,
-      () => this.watches.delete(w),
-      (n) => counts.set(at, (counts.get(at) ?? 0) + n),
-    );
+    const w = new EtcdWatch(this.watchClient, opts, () => this.watches.delete(w), this.watchEvents.counter(opts.prefix));
     if (opts.fromRevision >= 2 && (await this.isCompacted(Math.floor(opts.fromRevision) - 1))) {
       w.failSoon(
         new TarcilError('COMPACTED', `watch from revision ${opts.fromRevision}: that history is compacted`, {
@@ -556,18 +493,11 @@ export class EtcdStore implements ClusterStore {
   }
 
   /** Events delivered to this process's watches, by the watch's prefix (countWatchEvents). */
-  private readonly watchEvents = new Map<string, number>();
+  private readonly watchEvents = new WatchEventCounts();
 
   /** See ClusterStore.countWatchEvents. */
   countWatchEvents(label: (prefix: string) => string): () => ReadonlyMap<string, number> {
-    return () => {
-      const out = new Map<string, number>();
-      for (const [prefix, n] of this.watchEvents) {
-        const l = prefix === OTHER_PREFIXES ? 'other' : label(prefix);
-        out.set(l, (out.get(l) ?? 0) + n);
-      }
-      return out;
-    };
+    return () => this.watchEvents.byLabel(label);
   }
 
   /** See ClusterStore.onRequestTime. */
