@@ -1,0 +1,127 @@
+/**
+ * The shared parts of WatchJob streams (job-watch.ts): their limits (JobWatchLimits) and pacing
+ * constants, the block layout of a snapshot's task reads, and a JobEvent encoded once
+ * (EncodedJobEvent) for every stream of a generation to write.
+ */
+import type protobuf from 'protobufjs';
+import type { Keys } from '../state/keys.ts';
+import type { WatchBatch } from '../store/types.ts';
+import type { TarcilError } from '../util/errors.ts';
+import { DEFAULT_SLOW_CONSUMER_MS } from './connection-limits.ts';
+import type { JobEvent, JobEvent__Output } from './gen/tarcil/v1/JobEvent.ts';
+import { ENCODED, type PreEncoded } from './pre-encoded.ts';
+import { LOADER_OPTIONS, protoRoot } from './proto-root.ts';
+
+export interface JobWatchLimits {
+  /** Tasks per message (default 1000: a message stays well under gRPC's 4 MiB default). */
+  tasksPerEvent: number;
+  /** Bytes one stream may have written and not yet sent to its client before it waits. */
+  streamQueueBytes: number;
+  /** The same, for all the streams of the process together. */
+  totalQueueBytes: number;
+  /** A stream whose client takes nothing of what it was sent for this long is dropped. */
+  slowConsumerMs: number;
+  /** A stream this many bytes behind its job's newest event starts over with a fresh snapshot. */
+  maxBehindBytes: number;
+  /** WatchJob streams the process serves at once. */
+  maxWatches: number;
+  /** WatchJob streams of one job the process serves at once. */
+  maxWatchesPerJob: number;
+  /** WatchJob streams one connection may have open at once. */
+  maxWatchesPerConnection: number;
+}
+
+/**
+ * Task indexes read per store read of a snapshot. Task keys end in the index padded with zeros,
+ * so a block's keys share a prefix (see blockPrefix).
+ */
+export const SNAPSHOT_BLOCK = 10_000;
+
+/** The key prefix of block `b` of a job's tasks: indexes b·SNAPSHOT_BLOCK to (b+1)·SNAPSHOT_BLOCK − 1. */
+export function blockPrefix(keys: Keys, job: string, b: number): string {
+  const a = keys.task(job, b * SNAPSHOT_BLOCK);
+  const z = keys.task(job, (b + 1) * SNAPSHOT_BLOCK - 1);
+  let i = 0;
+  while (i < a.length && a[i] === z[i]) i++;
+  return a.slice(0, i);
+}
+
+/** The pause before a job is sent again after a late change, and between its reads. */
+export const LATE_REREAD_MS = 50;
+
+/** Changes applied per turn when a snapshot's queued changes are caught up. */
+export const EARLY_SLICE = 1000;
+
+/** Streams are given their events for this long per turn of the event loop, then the loop turns. */
+export const PUMP_SLICE_MS = 8;
+
+/** A generation looks for streams it can forget events for (or that fell behind) after this many more bytes. */
+export const TRIM_EVERY_BYTES = 1 << 20;
+
+export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = {
+  tasksPerEvent: 1000,
+  streamQueueBytes: 256 * 1024,
+  totalQueueBytes: 64 * 2 ** 20,
+  slowConsumerMs: DEFAULT_SLOW_CONSUMER_MS,
+  maxBehindBytes: 8 * 2 ** 20,
+  maxWatches: 20_000,
+  maxWatchesPerJob: 10_000,
+  maxWatchesPerConnection: 1000,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Events encoded once.
+
+let eventType: protobuf.Type | undefined;
+const { includeDirs: _dirs, ...CONVERT } = LOADER_OPTIONS;
+
+function jobEventType(): protobuf.Type {
+  return (eventType ??= protoRoot().lookupType('tarcil.v1.JobEvent'));
+}
+
+/** A JobEvent as the bytes every stream of a generation writes; its fields decode them when read. */
+export class EncodedJobEvent implements PreEncoded {
+  readonly [ENCODED]: Buffer;
+  private decoded: JobEvent__Output | undefined;
+
+  constructor(bytes: Buffer) {
+    this[ENCODED] = bytes;
+  }
+
+  static encode(ev: JobEvent): EncodedJobEvent {
+    const t = jobEventType();
+    const b = t.encode(t.fromObject(ev)).finish();
+    return new EncodedJobEvent(Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  }
+
+  private get event(): JobEvent__Output {
+    const t = jobEventType();
+    return (this.decoded ??= t.toObject(t.decode(this[ENCODED]), CONVERT) as JobEvent__Output);
+  }
+
+  get job(): JobEvent__Output['job'] {
+    return this.event.job;
+  }
+  get revision(): number {
+    return this.event.revision;
+  }
+  get tasks(): JobEvent__Output['tasks'] {
+    return this.event.tasks;
+  }
+  get more(): boolean {
+    return this.event.more;
+  }
+}
+
+export interface Frame {
+  ev: EncodedJobEvent;
+  size: number;
+  revision: number;
+  more: boolean;
+  /** The job is final in this event: a stream ends after its last part. */
+  final: boolean;
+  /** Bytes of the generation's events before this one. */
+  offset: number;
+}
+
+export type Listener = { onBatch(b: WatchBatch): void; onError(err: TarcilError): void };
