@@ -13,12 +13,14 @@ import type { TaskOutcome } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
-import type { Clock, Timer } from '../util/clock.ts';
+import type { Clock } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
 import { withBindings, type Logger } from '../util/log.ts';
 import type { Executor, TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
+import { reportLeftSuccesses } from './left-successes.ts';
+import { NodeDrain } from './node-drain.ts';
 import { NodeLoad } from './node-load.ts';
 import { freeStopped, watchHold, type MoveCopyNode } from './move-copies.ts';
 import type { MonitorSnapshot, MonitorStats } from './options.ts';
@@ -94,10 +96,8 @@ export class MonitoredNode {
   private readonly moveCopy: MoveCopyNode;
   /** Dead (a hollow node dropped): follows nothing, starts nothing, writes nothing. */
   private dead = false;
-  /** The operator's cordon or drain of this node (`cordons/<id>`), as last read. */
-  private cordon: CordonRecord | undefined;
-  /** Stops the tasks still running when a drain's deadline comes. */
-  private drainTimer: Timer | undefined;
+  /** The operator's cordon or drain of this node, and its deadline (node-drain.ts). */
+  private readonly drain: NodeDrain;
 
   constructor(host: NodeHost, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
     this.h = host;
@@ -125,28 +125,22 @@ export class MonitoredNode {
       },
       track: (p) => host.track(p),
     });
+    this.drain = new NodeDrain({
+      clock: host.clock,
+      server: server.id,
+      log: () => this.log(),
+      running: () => this.running.size,
+      dead: () => this.dead,
+      stopRunning: (why) => {
+        const kills = [...this.running.values()].map((r) => this.killRun(r, why));
+        this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
+      },
+    });
   }
 
-  /**
-   * After a restart: successes a previous life of the monitor never reported (it was frozen or
-   * dead when they ended) whose attempts its RUs no longer name (placed elsewhere meanwhile).
-   * Each is journalled and reported like any outcome: a success stays a success, and a new copy
-   * that has not started is given back (outcomes.ts). Those the registration settled, or that
-   * are already in the store, are merely settled.
-   */
+  /** After a restart: report the successes a previous life of the monitor left unreported (left-successes.ts). */
   reportLeftSuccesses(): number {
-    const left = this.h.executor.leftSuccesses?.() ?? [];
-    let n = 0;
-    for (const { held, logPath, endedAt } of left) {
-      const key = entryKey(held);
-      if (this.journal.has(key) || [...this.running.values()].some((r) => entryKey(r) === key)) continue;
-      const attempt = { ...held, rec: held.rec as unknown as PlacedRuRecord, handle: { logPath } };
-      const e = outcomeEntry(attempt, { state: 'succeeded', endedAt, exitCode: 0 });
-      this.h.track(this.reporter.record(e).then(() => this.reporter.kick()));
-      n++;
-    }
-    if (n > 0) this.log().info({ outcomes: n }, 'successes of a previous life of this monitor found beside their logs; reporting them');
-    return n;
+    return reportLeftSuccesses({ executor: this.h.executor, journal: this.journal, reporter: this.reporter, running: this.running, track: (p) => this.h.track(p), log: () => this.log() });
   }
 
   /**
@@ -273,42 +267,12 @@ export class MonitoredNode {
 
   /** The cordon record of this node changed (undefined: uncordoned). Agents keep placements away themselves. */
   setCordon(rec: CordonRecord | undefined): void {
-    const was = this.cordon;
-    this.cordon = rec;
-    this.drainTimer?.cancel();
-    this.drainTimer = undefined;
-    if (rec?.mode !== was?.mode || rec?.deadlineAt !== was?.deadlineAt) {
-      if (rec) this.log().info({ mode: rec.mode, deadline: rec.deadlineAt !== undefined ? new Date(rec.deadlineAt).toISOString() : undefined, reason: rec.reason, running: this.running.size }, rec.mode === 'drain' ? 'draining: no new placements; running tasks finish or are stopped at the deadline' : 'cordoned: no new placements');
-      else if (was) this.log().info('uncordoned: placements welcome again');
-    }
-    if (rec?.mode !== 'drain' || rec.deadlineAt === undefined || this.dead) return;
-    const wait = rec.deadlineAt - this.h.clock.now();
-    if (wait <= 0) this.drainDue();
-    else this.drainTimer = this.h.clock.setTimer(wait, () => this.drainDue());
-  }
-
-  /** Draining, and past the deadline: a task still here (or starting now) is stopped. */
-  private drainPassed(): boolean {
-    return this.cordon?.mode === 'drain' && this.cordon.deadlineAt !== undefined && this.h.clock.now() >= this.cordon.deadlineAt;
-  }
-
-  /**
-   * The drain's deadline: every task still running is killed and recorded lost, the path a task
-   * of a node that left takes, so its owner places it again on another server (this one is
-   * cordoned). Its attempt's message says why.
-   */
-  private drainDue(): void {
-    this.drainTimer = undefined;
-    if (this.dead || this.running.size === 0) return;
-    const why = `node ${this.server.id} drained: the deadline passed before the task ended`;
-    this.log().warn({ tasks: this.running.size }, 'drain deadline passed: stopping the tasks still running; their owners place them elsewhere');
-    const kills = [...this.running.values()].map((r) => this.killRun(r, why));
-    this.h.track(Promise.all(kills).then(() => this.reporter.kick()));
+    this.drain.setCordon(rec);
   }
 
   /** What `tarcil node`'s cordon says of this node now (undefined: none). */
   get cordonState(): CordonRecord | undefined {
-    return this.cordon;
+    return this.drain.cordonState;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -375,7 +339,7 @@ export class MonitoredNode {
 
   /** Closing: the reporter writes nothing more on its own (flushJournal does, last). */
   stopReporting(): void {
-    this.drainTimer?.cancel();
+    this.drain.cancel();
     this.reporter.close();
   }
 
@@ -400,7 +364,7 @@ export class MonitoredNode {
    */
   die(): void {
     this.dead = true;
-    this.drainTimer?.cancel();
+    this.drain.cancel();
     this.reporter.close();
     for (const run of this.running.values()) {
       run.stopped = true;
@@ -588,7 +552,7 @@ export class MonitoredNode {
     run.handle = executor.start(launch, (exit) => this.h.track(this.finished(run, exit)));
     this.stats.started++;
     // Placed here by a commit decided before the drain was seen, after its deadline: it goes too.
-    if (this.drainPassed()) {
+    if (this.drain.drainPassed()) {
       const e = this.killRun(run, `node ${this.server.id} drained: the deadline had passed when the task started`);
       this.h.track(e.then(() => this.reporter.kick()));
       return;
