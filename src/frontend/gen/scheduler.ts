@@ -45,6 +45,8 @@ import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1
 import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './tarcil/v1/ProfileEstimate.ts';
 import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from './tarcil/v1/PutNamespaceRequest.ts';
 import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './tarcil/v1/ReadTaskLogRequest.ts';
+import type { Reason as _tarcil_v1_Reason, Reason__Output as _tarcil_v1_Reason__Output } from './tarcil/v1/Reason.ts';
+import type { ReasonHolder as _tarcil_v1_ReasonHolder, ReasonHolder__Output as _tarcil_v1_ReasonHolder__Output } from './tarcil/v1/ReasonHolder.ts';
 import type { RevokeTokenRequest as _tarcil_v1_RevokeTokenRequest, RevokeTokenRequest__Output as _tarcil_v1_RevokeTokenRequest__Output } from './tarcil/v1/RevokeTokenRequest.ts';
 import type { Ru as _tarcil_v1_Ru, Ru__Output as _tarcil_v1_Ru__Output } from './tarcil/v1/Ru.ts';
 import type { RuRef as _tarcil_v1_RuRef, RuRef__Output as _tarcil_v1_RuRef__Output } from './tarcil/v1/RuRef.ts';
@@ -115,6 +117,8 @@ export interface ProtoGrpcType {
       ProfileEstimate: MessageTypeDefinition<_tarcil_v1_ProfileEstimate, _tarcil_v1_ProfileEstimate__Output>
       PutNamespaceRequest: MessageTypeDefinition<_tarcil_v1_PutNamespaceRequest, _tarcil_v1_PutNamespaceRequest__Output>
       ReadTaskLogRequest: MessageTypeDefinition<_tarcil_v1_ReadTaskLogRequest, _tarcil_v1_ReadTaskLogRequest__Output>
+      Reason: MessageTypeDefinition<_tarcil_v1_Reason, _tarcil_v1_Reason__Output>
+      ReasonHolder: MessageTypeDefinition<_tarcil_v1_ReasonHolder, _tarcil_v1_ReasonHolder__Output>
       RevokeTokenRequest: MessageTypeDefinition<_tarcil_v1_RevokeTokenRequest, _tarcil_v1_RevokeTokenRequest__Output>
       Ru: MessageTypeDefinition<_tarcil_v1_Ru, _tarcil_v1_Ru__Output>
       RuRef: MessageTypeDefinition<_tarcil_v1_RuRef, _tarcil_v1_RuRef__Output>

@@ -7,6 +7,7 @@ import type { Placement as _tarcil_v1_Placement, Placement__Output as _tarcil_v1
 import type { StageTimes as _tarcil_v1_StageTimes, StageTimes__Output as _tarcil_v1_StageTimes__Output } from '../../tarcil/v1/StageTimes.ts';
 import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from '../../tarcil/v1/Task.ts';
 import type { Decision as _tarcil_v1_Decision, Decision__Output as _tarcil_v1_Decision__Output } from '../../tarcil/v1/Decision.ts';
+import type { Reason as _tarcil_v1_Reason, Reason__Output as _tarcil_v1_Reason__Output } from '../../tarcil/v1/Reason.ts';
 
 export interface Explanation {
   'jobId'?: (string);
@@ -47,6 +48,10 @@ export interface Explanation {
    * name theirs by index.
    */
   'decisions'?: (_tarcil_v1_Decision)[];
+  /**
+   * The job's one current reason, in plain words (what `explain` and `status` print first).
+   */
+  'reason'?: (_tarcil_v1_Reason | null);
 }
 
 export interface Explanation__Output {
@@ -88,4 +93,8 @@ export interface Explanation__Output {
    * name theirs by index.
    */
   'decisions': (_tarcil_v1_Decision__Output)[];
+  /**
+   * The job's one current reason, in plain words (what `explain` and `status` print first).
+   */
+  'reason': (_tarcil_v1_Reason__Output | null);
 }

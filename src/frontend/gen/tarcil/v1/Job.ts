@@ -3,6 +3,7 @@
 
 import type { Task as _tarcil_v1_Task, Task__Output as _tarcil_v1_Task__Output } from '../../tarcil/v1/Task.ts';
 import type { LoadReport as _tarcil_v1_LoadReport, LoadReport__Output as _tarcil_v1_LoadReport__Output } from '../../tarcil/v1/LoadReport.ts';
+import type { Reason as _tarcil_v1_Reason, Reason__Output as _tarcil_v1_Reason__Output } from '../../tarcil/v1/Reason.ts';
 
 export interface Job {
   'id'?: (string);
@@ -40,6 +41,10 @@ export interface Job {
    */
   'scaledOut'?: (number);
   'namespace'?: (string);
+  /**
+   * In a GetJob answer: the job's one current reason (see Reason).
+   */
+  'reason'?: (_tarcil_v1_Reason | null);
 }
 
 export interface Job__Output {
@@ -78,4 +83,8 @@ export interface Job__Output {
    */
   'scaledOut': (number);
   'namespace': (string);
+  /**
+   * In a GetJob answer: the job's one current reason (see Reason).
+   */
+  'reason': (_tarcil_v1_Reason__Output | null);
 }

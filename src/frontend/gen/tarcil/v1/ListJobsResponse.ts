@@ -10,6 +10,11 @@ export interface ListJobsResponse {
    * How long finished jobs are kept before they are deleted (the front-end's --retain).
    */
   'retainMs'?: (number | string | Long);
+  /**
+   * How many jobs match the request's states and namespace(s): `jobs` holds the newest `limit`
+   * of them, so total > len(jobs) says that some were left out.
+   */
+  'total'?: (number);
 }
 
 export interface ListJobsResponse__Output {
@@ -18,4 +23,9 @@ export interface ListJobsResponse__Output {
    * How long finished jobs are kept before they are deleted (the front-end's --retain).
    */
   'retainMs': (number);
+  /**
+   * How many jobs match the request's states and namespace(s): `jobs` holds the newest `limit`
+   * of them, so total > len(jobs) says that some were left out.
+   */
+  'total': (number);
 }
