@@ -24,20 +24,27 @@ const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
  * signalled. The node is the monitor's working directory; the revision is the RU record revision
  * in the task's log file name (<log-dir>/<job>/<task>-<revision>.stdout), which the monitor also
  * writes as `placedRevision` in the task's `running` record.
+ *
+ * A stop signals the task's whole process group, a `date` running at that moment included: its
+ * output is then empty. So the start time is read before the trap is set (a signal then ends the
+ * shell too, and the run leaves no record at all), and an end time that comes back empty is read
+ * again: every line written is a whole record (the checker refuses any other).
  */
-const TASK_SCRIPT = `#!/bin/sh
+export const TASK_SCRIPT = `#!/bin/sh
 # fault-suite task: $1 = seconds to run; FAULT_RECORDS = execution-record file
 f="$FAULT_RECORDS"
 node=$(basename "$PWD")
 log=$(readlink /proc/$$/fd/1)
 rev=\${log##*-}; rev=\${rev%.stdout}
-id="$node:$$:$(date +%s%N)"
-rec() { echo "$1 $TARCIL_JOB $TARCIL_TASK $node $TARCIL_RU $rev $$ $id $(date +%s%3N)" >> "$f"; }
-trap 'rec K; exit 143' TERM INT HUP
-rec S
+ns=$(date +%s%N)
+id="$node:$$:$ns"
+now() { t=$(date +%s%3N); [ -n "$t" ] || t=$(date +%s%3N); }
+rec() { echo "$1 $TARCIL_JOB $TARCIL_TASK $node $TARCIL_RU $rev $$ $id $2" >> "$f"; }
+trap 'now; rec K "$t"; exit 143' TERM INT HUP
+rec S "\${ns%??????}"
 sleep "$1" &
 wait $!
-rec E
+now; rec E "$t"
 `;
 
 export interface CellOptions {

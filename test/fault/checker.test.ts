@@ -4,7 +4,7 @@
  * break it, so that a green fault-injection run means something.
  */
 import { describe, expect, it } from 'vitest';
-import { check, readRuns, type CheckInput, type ExecRun, type FinalState, type ViolationKind } from '../support/fault-checker.ts';
+import { check, hms, parseRecords, readRuns, type CheckInput, type ExecRun, type FinalState, type ViolationKind } from '../support/fault-checker.ts';
 import type { KeyValue, WatchEvent } from '../../src/store/types.ts';
 
 const P = '/f/';
@@ -203,6 +203,72 @@ describe('fault checker', () => {
     h2.end('j1', 0, 'n0/000', 'a:1', 'succeeded');
     h2.job('j1', 'succeeded', 'fault-0');
     expect(check(input(h2, [run('j1', 0, 'n0', 0, r1, 1100, 2100, 'exit0')])).violations).toEqual([]);
+  });
+
+  it('keeps a record whose time a killed date left empty out of the runs, and reports it instead of a shared RU', () => {
+    // n0/0 ran j1#0 from 1100 to 2100; j2#0 was placed there after, started and at once stopped:
+    // its group's SIGTERM killed the `date` of its start line, which has no time.
+    const { h, runs: [j1] } = base();
+    h.job('j2', 'queued', 'fault-1');
+    const rev2 = h.place('j2', 0, 'n0/000', 'b:1', 2200);
+    h.running('j2', 0, 'b:1', rev2, 2200);
+    h.end('j2', 0, 'n0/000', 'b:1', 'lost');
+    const text = [
+      `S j1 0 n0 0 ${j1!.rev} 100 n0:100:1 1100`,
+      `E j1 0 n0 0 ${j1!.rev} 100 n0:100:1 2100`,
+      `S j2 0 n0 0 ${rev2} 200 n0:200:2 `,
+      `K j2 0 n0 0 ${rev2} 200 n0:200:2 2300`,
+      '',
+    ].join('\n');
+    const runs = readRuns(text, new Map());
+    expect(runs.map((r) => [r.job, r.start, r.end])).toEqual([['j1', 1100, 2100]]);
+    expect(kinds(input(h, runs))).not.toContain('ru-shared');
+    const parsed = parseRecords(`${text}S j3 x n0 0 1 1 n0:1:1 5\nS j3 0 n0 0 1 1 n0:1:1\n`, new Map());
+    expect(parsed.malformed).toEqual([
+      `line 3: time '' is not a whole number: "S j2 0 n0 0 ${rev2} 200 n0:200:2 "`,
+      `line 5: task 'x' is not a whole number: "S j3 x n0 0 1 1 n0:1:1 5"`,
+      `line 6: 8 fields, not 9: "S j3 0 n0 0 1 1 n0:1:1"`,
+    ]);
+    expect(check(input(h, parsed.runs, { malformed: parsed.malformed })).violations.filter((x) => x.kind === 'record-malformed')).toHaveLength(3);
+  });
+
+  it('walks the runs of each RU and of each task in start order, whatever order they are given in', () => {
+    const h = new History();
+    h.put('servers/n0', { id: 'n0' });
+    const at = (job: string, ru: string): number => {
+      h.job(job, 'queued', job);
+      const rev = h.place(job, 0, ru, `c:${job}`);
+      h.running(job, 0, `c:${job}`, rev);
+      return rev;
+    };
+    const [ra, rb, rc] = [at('ja', 'n0/000'), at('jb', 'n0/000'), at('jc', 'n0/001')];
+    const a = run('ja', 0, 'n0', 0, ra, 1000, 2000, 'exit0');
+    const b = run('jb', 0, 'n0', 0, rb, 3000, 4000, 'exit0');
+    const ru = (runs: ExecRun[]): string[] => check(input(h, runs, { submissions: [] })).violations.filter((x) => x.kind === 'ru-shared').map((x) => x.detail);
+    // One after the other on n0/0: nothing shared, in either order.
+    expect(ru([a, b])).toEqual([]);
+    expect(ru([b, a])).toEqual([]);
+    // Overlapping, in either order: the later start is the one reported.
+    const b2 = { ...b, start: 1500 };
+    expect(ru([b2, a])).toEqual([`n0/0: jb#0 started at ${hms(1500)} while ja#0 ran until ${hms(2000)}`]);
+    // A run with no end shares its RU with any run that starts after it, not with one that ended before it.
+    const open = { ...a, end: undefined, how: 'open' as const } as ExecRun;
+    delete open.end;
+    expect(ru([b, open])).toEqual([`n0/0: jb#0 started at ${hms(3000)} while ja#0 ran until the end`]);
+    const openLate = { ...b, how: 'open' as const } as ExecRun;
+    delete openLate.end;
+    expect(ru([openLate, a])).toEqual([]);
+    // Runs on other RUs do not count, and a long run is not forgotten behind a short one.
+    const c = run('jc', 0, 'n0', 1, rc, 1200, 1300, 'exit0');
+    const long = { ...a, end: 5000 };
+    const inside = { ...b, start: 2500, end: 2600 };
+    const after = { ...b, id: 'x', start: 4500, end: 4600 };
+    expect(ru([after, c, inside, long])).toHaveLength(2);
+    // Two runs of one task: their overlap is found in either order too.
+    const again = { ...a, id: 'again', node: 'n1', start: 1900, end: 2500 };
+    const overlaps = (runs: ExecRun[]): number => check(input(h, runs, { submissions: [] })).violations.filter((x) => x.kind === 'runs-overlap').length;
+    expect(overlaps([again, a])).toBe(1);
+    expect(overlaps([{ ...again, start: 2100 }, a])).toBe(0);
   });
 
   it('flags a run etcd never recorded, and a success with no completed run', () => {

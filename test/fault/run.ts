@@ -10,7 +10,7 @@ import { LiveKeys } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { history, pendingJobs } from '../support/audit.ts';
-import { check, readRuns, type CheckReport, type FinalState } from '../support/fault-checker.ts';
+import { check, parseRecords, type CheckReport, type FinalState } from '../support/fault-checker.ts';
 import { Nemesis, planFaults, type FaultRecord, type PlannedFault, type PlanOptions } from '../support/nemesis.ts';
 import { FaultCell } from './cell.ts';
 import { Workload } from './workload.ts';
@@ -100,12 +100,13 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
     };
     const events = await history(store, cell.prefix, 1);
     cell.watcher.poll();
-    const runs = readRuns(readFileSync(cell.recordsFile, 'utf8'), cell.watcher.gone);
+    const { runs, malformed } = parseRecords(readFileSync(cell.recordsFile, 'utf8'), cell.watcher.gone);
     const report = check({
       prefix: cell.prefix,
       events,
       final,
       runs,
+      malformed,
       submissions: workload.submissions,
       servers: cell.monitors.map((m) => m.name),
       faults,

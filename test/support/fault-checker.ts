@@ -8,6 +8,7 @@
  *   - no task that succeeded runs again (a start after a run that ended with exit 0);
  *   - every second run explained by a `lost` outcome recorded for the run before it;
  *   - every `succeeded` outcome backed by a run that completed; no run etcd never recorded;
+ *   - every line of the execution records a whole record (a run is never given a time of 0);
  *   - nothing leaked at the end: RUs busy or reserved, owner, queue, request, decision or report
  *     keys of finished or missing jobs, tasks still active, servers missing, processes running.
  * It also measures, per fault, the scheduling stall (from the fault, or from the end of a quorum
@@ -50,6 +51,7 @@ export const VIOLATIONS = [
   'rerun-unexplained',
   'run-unrecorded',
   'success-without-run',
+  'record-malformed',
   'ru-leaked',
   'ru-stray',
   'owner-leaked',
@@ -95,6 +97,8 @@ export interface CheckInput {
   events: readonly WatchEvent[];
   final: FinalState;
   runs: readonly ExecRun[];
+  /** Lines of the execution-record file that are not whole records (parseRecords). */
+  malformed?: readonly string[];
   submissions: readonly SubmissionOutcome[];
   /** Server ids that must be registered at the end. */
   servers: readonly string[];
@@ -141,22 +145,47 @@ export interface CheckReport {
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 const ACTIVE_TASK = new Set(['queued', 'placed', 'running', 'lost']);
 
-/** Parses the execution-record file; `gone` says when the watcher saw a run's process disappear. */
-export function readRuns(text: string, gone: ReadonlyMap<string, number>): ExecRun[] {
+/** The execution records of a run: the runs, and every line that is not a whole record (with why). */
+export interface ParsedRecords {
+  runs: ExecRun[];
+  malformed: string[];
+}
+
+const INT = /^\d+$/;
+
+/**
+ * Parses the execution-record file; `gone` says when the watcher saw a run's process disappear.
+ * A line with an empty or non-numeric field (a time a killed `date` left empty, a torn write) is
+ * not a record: it is kept out of the runs and listed in `malformed`, so that a run never gets a
+ * start or end of 0 (1970), which would make it span every other run on its RU.
+ */
+export function parseRecords(text: string, gone: ReadonlyMap<string, number>): ParsedRecords {
   const runs = new Map<string, ExecRun>();
-  for (const line of text.split('\n')) {
+  const malformed: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
     const f = line.split(' ');
-    if (f.length < 9) continue;
     const [kind, job, task, node, ru, rev, pid, id, ms] = f as [string, string, string, string, string, string, string, string, string];
+    const bad =
+      f.length !== 9
+        ? `${f.length} fields, not 9`
+        : !['S', 'E', 'K'].includes(kind)
+          ? `kind '${kind}' is not S, E or K`
+          : ([['task', task], ['ru', ru], ['rev', rev], ['pid', pid], ['time', ms]] as const).find(([, x]) => !INT.test(x));
+    if (bad !== undefined || !job || !node || !id) {
+      const why = bad === undefined ? 'an empty job, node or run id' : typeof bad === 'string' ? bad : `${bad[0]} '${bad[1]}' is not a whole number`;
+      malformed.push(`line ${i + 1}: ${why}: ${JSON.stringify(line.slice(0, 200))}`);
+      return;
+    }
     if (kind === 'S') {
       runs.set(id, { id, job, task: Number(task), node, ru: Number(ru), rev: Number(rev), pid: Number(pid), start: Number(ms), how: 'open' });
     } else {
       const r = runs.get(id);
-      if (!r) continue;
+      if (!r) return;
       r.end = Number(ms);
       r.how = kind === 'E' ? 'exit0' : 'signalled';
     }
-  }
+  });
   for (const r of runs.values()) {
     const at = gone.get(r.id);
     if (r.how === 'open' && at !== undefined) {
@@ -164,7 +193,12 @@ export function readRuns(text: string, gone: ReadonlyMap<string, number>): ExecR
       r.how = 'vanished';
     }
   }
-  return [...runs.values()].sort((a, b) => a.start - b.start);
+  return { runs: [...runs.values()].sort((a, b) => a.start - b.start), malformed };
+}
+
+/** The runs of the execution-record file (see parseRecords; malformed lines are left out). */
+export function readRuns(text: string, gone: ReadonlyMap<string, number>): ExecRun[] {
+  return parseRecords(text, gone).runs;
 }
 
 const tid = (job: string, task: number): string => `${job}#${task}`;
@@ -263,8 +297,9 @@ export function check(input: CheckInput): CheckReport {
     }
   }
 
-  // --- Execution records against etcd.
-  const runs = input.runs;
+  // --- Execution records against etcd. Each grouping below walks runs in start order.
+  for (const m of input.malformed ?? []) v('record-malformed', m);
+  const runs = [...input.runs].sort((a, b) => a.start - b.start);
   const placementOf = (r: ExecRun): { commit: string; placedAt: number; rev: number } | undefined => running.get(`${tid(r.job, r.task)}@${r.rev}`);
   const commitOf = new Map<string, string>();
   for (const r of runs) {
