@@ -6,9 +6,23 @@ import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } fro
 export interface SubmitJobResponse {
   'jobId'?: (string);
   'job'?: (_tarcil_v1_Job | null);
+  /**
+   * What the cell will do with the job that its spec may not expect, each as one sentence naming
+   * the field: a `command` on a cell whose nodes run the simulated executor is not run; a task
+   * without one fails on a node that runs the process executor. (A spec no node can run is
+   * refused INVALID_ARGUMENT instead.)
+   */
+  'warnings'?: (string)[];
 }
 
 export interface SubmitJobResponse__Output {
   'jobId': (string);
   'job': (_tarcil_v1_Job__Output | null);
+  /**
+   * What the cell will do with the job that its spec may not expect, each as one sentence naming
+   * the field: a `command` on a cell whose nodes run the simulated executor is not run; a task
+   * without one fails on a node that runs the process executor. (A spec no node can run is
+   * refused INVALID_ARGUMENT instead.)
+   */
+  'warnings': (string)[];
 }
