@@ -10,6 +10,8 @@ import type { RuRecord } from '../model/types.ts';
 import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
 import type { InlineProfile__Output } from './gen/tarcil/v1/InlineProfile.ts';
 import type { Job } from './gen/tarcil/v1/Job.ts';
+import type { Reason } from './gen/tarcil/v1/Reason.ts';
+import { foldRuns } from '../util/fold-runs.ts';
 import type { JobSpec__Output } from './gen/tarcil/v1/JobSpec.ts';
 import type { Server } from './gen/tarcil/v1/Server.ts';
 import type { Task } from './gen/tarcil/v1/Task.ts';
@@ -180,6 +182,8 @@ export function explanationToProto(
   replaced: readonly LiveTaskRecord[] = [],
   /** A server's platform and rack, when the caller knows the server. */
   serverOf: (id: string) => { platform: string; rack: string } | undefined = () => undefined,
+  /** The job's one current reason (frontend/job-reason.ts): printed first. */
+  reason?: Reason,
 ): Explanation {
   const where = (id: string): { platform?: string; rack?: string } => {
     const s = serverOf(id);
@@ -254,10 +258,22 @@ export function explanationToProto(
     placementsOmitted: sum((r) => r.omittedPlacements ?? 0),
     waitingFor,
     replaced: replaced.slice(0, 50).map((t) => taskToProto(t)),
+    ...(reason ? { reason } : {}),
     text: '',
   };
   e.text = explainText(e);
   return e;
+}
+
+/** Runs of sample attempts shown in the account (the latest ones). */
+const SAMPLE_RUNS_SHOWN = 6;
+
+/** The sample attempts, equal ones in a row folded: "R=32, f=0.000, 0 candidates ×60; …". */
+export function sampleRuns(samples: readonly { r?: number; f?: number | string; candidates?: number }[]): string {
+  const runs = foldRuns(samples, (x) => `${x.r ?? 0}|${Number(x.f ?? 0).toFixed(3)}|${x.candidates ?? 0}`);
+  const shown = runs.slice(-SAMPLE_RUNS_SHOWN).map(({ item: x, count }) => `R=${x.r ?? 0}, f=${Number(x.f ?? 0).toFixed(3)}, ${x.candidates ?? 0} candidates${count > 1 ? ` ×${count}` : ''}`);
+  const hidden = runs.length - shown.length;
+  return `${hidden > 0 ? `(${hidden} earlier run(s) of attempts not shown) ` : ''}${shown.join('; ')}`;
 }
 
 function fmtMs(ms: number): string {
@@ -266,6 +282,7 @@ function fmtMs(ms: number): string {
 
 export function explainText(e: Explanation): string {
   const lines: string[] = [];
+  if (e.reason?.text) lines.push(`now: ${e.reason.text}`);
   lines.push(`job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`);
   if (e.waitingFor) lines.push(`waiting for: ${e.waitingFor}`);
   const quota = [...(e.decisions ?? [])].reverse().find((d) => d.quota)?.quota;
@@ -286,10 +303,7 @@ export function explainText(e: Explanation): string {
   }
   if (Number(e.queuedMs ?? 0) > 0) lines.push(`queued for ${fmtMs(Number(e.queuedMs))}`);
   const s = e.samples ?? [];
-  if (s.length > 0) {
-    const rs = [...new Set(s.map((x) => x.r))].join('/');
-    lines.push(`sampling: ${s.length} attempt(s), R = ${rs}, f = ${Number(s[s.length - 1]?.f ?? 0).toFixed(2)}, ${s.reduce((a, x) => a + (x.candidates ?? 0), 0)} candidates seen`);
-  }
+  if (s.length > 0) lines.push(`sampling: ${s.length} attempt(s), ${s.reduce((a, x) => a + (x.candidates ?? 0), 0)} candidates seen: ${sampleRuns(s)}`);
   lines.push(`commits: ${e.conflicts ?? 0} conflict(s), ${e.retries ?? 0} retr${e.retries === 1 ? 'y' : 'ies'}, ${e.readmissions ?? 0} return(s) to admission`);
   const p = e.placements ?? [];
   for (const x of p.slice(0, 50)) {
