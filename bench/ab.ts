@@ -9,8 +9,8 @@
  * Run: npx tsx bench/ab.ts --a <ref> --b <ref> --bench decision-cost --runs 4
  *        [--key rus,R] [--metrics p50us,meanus] [--lower-is-better] [--name ab-decision-cost]
  *        [-- <arguments for the benchmark>]
- * Results: bench/results/<name>.{md,json} (default name ab-<bench>) and each run's JSON in
- * bench/results/<name>-runs/.
+ * Results: bench/results/<bench>/<name>.{md,json} (default name ab-<bench>) and each run's JSON in
+ * bench/results/<bench>/<name>-runs/.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -75,7 +75,8 @@ function numericKeys(row: Row): string[] {
 const shaA = sha(refA);
 const shaB = sha(refB);
 const dirs = { A: worktree(refA), B: worktree(refB) };
-const runsDir = join(RESULTS_DIR, `${name}-runs`);
+const outDir = join(RESULTS_DIR, bench);
+const runsDir = join(outDir, `${name}-runs`);
 mkdirSync(runsDir, { recursive: true });
 const all: Run[] = [];
 try {
@@ -87,7 +88,7 @@ try {
     process.stdout.write(`run ${i + 1}/${order.length}: ${side} (${side === 'A' ? shaA : shaB}) bench/${bench}.ts ${benchArgs.join(' ')}\n`);
     // A quick run writes under results/quick/: whichever of the two this run wrote is its result
     // (both are removed first, so a committed result file is never read as a run's).
-    const candidates = [join(dirs[side], 'bench', 'results', 'quick', `${bench}.json`), join(dirs[side], 'bench', 'results', `${bench}.json`)];
+    const candidates = [join(dirs[side], 'bench', 'results', 'quick', `${bench}.json`), join(dirs[side], 'bench', 'results', bench, `${bench}.json`), join(dirs[side], 'bench', 'results', `${bench}.json`)];
     for (const c of candidates) rmSync(c, { force: true });
     const res = spawnSync('npx', ['tsx', `bench/${bench}.ts`, ...benchArgs], { cwd: dirs[side], stdio: ['ignore', 'ignore', 'inherit'] });
     if (res.status !== 0) throw new Error(`bench/${bench}.ts failed on side ${side} (exit ${res.status})`);
@@ -167,5 +168,5 @@ const md = [
   '',
   mdTable(['metric', 'geometric mean B / A', 'rows with p < 0.05'], byMetric),
 ].join('\n');
-const files = writeResults(name, { machine: machine(), a: { ref: refA, sha: shaA }, b: { ref: refB, sha: shaB }, bench, benchArgs, runs: all.map(({ side: s, n, seconds }) => ({ side: s, n, seconds })), cells }, md);
+const files = writeResults(name, { machine: machine(), a: { ref: refA, sha: shaA }, b: { ref: refB, sha: shaB }, bench, benchArgs, runs: all.map(({ side: s, n, seconds }) => ({ side: s, n, seconds })), cells }, md, outDir);
 process.stdout.write(`${md}\n\nwrote ${files.join(', ')} and ${runsDir}\n`);

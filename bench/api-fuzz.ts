@@ -3,7 +3,7 @@
  * test/support/api-property.ts), run for longer: random job specs (valid, invalid, at every
  * documented limit) and calls against a front-end of the demo cell, on the embedded MemoryStore
  * and on a private etcd, one store after the other. Writes a short summary to
- * bench/results/api-fuzz.{md,json} (bench/results/quick/ with --quick).
+ * bench/results/api-fuzz/api-fuzz.{md,json} (bench/results/quick/ with --quick).
  *
  * Run: npx tsx bench/api-fuzz.ts [--minutes M] [--runs N] [--quick] [--seed S [--path P]]
  *        [--stores memory,etcd] [--only prop1,prop2] [--no-examples] [--scenario file.json]
@@ -149,7 +149,7 @@ ordered revisions, and the cell must be idle and healthy. Properties: \`test/sup
 (PROPERTIES). ${heap}.
 
 ${results.map(storeSection).join('\n')}`;
-  const paths = writeResults('api-fuzz', { machine: machine(), command: cmd, results: results.map((r) => ({ ...r, report: r.report.slice(0, 20_000) })) }, md, resultsDir(quick));
+  const paths = writeResults('api-fuzz', { machine: machine(), command: cmd, results: results.map((r) => ({ ...r, report: r.report.slice(0, 20_000) })) }, md, resultsDir(quick, 'api-fuzz'));
   say(`wrote ${paths.join(', ')}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }

@@ -17,7 +17,7 @@
  * but not looked at).
  *
  * Run: npx tsx bench/backlog.ts [--label after] [--cpu-prof DIR] [--submitters 50] [--jobs 10] [--tasks 10] [--viewers 0] (--render: the md from the json)
- * Results: bench/results/backlog.{json,md}; runs with other labels already there are kept (before
+ * Results: bench/results/backlog/backlog.{json,md}; runs with other labels already there are kept (before
  * and after in one file).
  */
 import * as grpc from '@grpc/grpc-js';
@@ -32,8 +32,10 @@ import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import type { JobEvent__Output } from '../src/frontend/gen/tarcil/v1/JobEvent.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobResponse__Output } from '../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
-import { fmt, machine, mdTable, pct, RESULTS_DIR, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, RESULTS_DIR as ALL_RESULTS, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
+
+const RESULTS_DIR = join(ALL_RESULTS, 'backlog');
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
@@ -252,7 +254,7 @@ async function main(): Promise<void> {
     const jsonPath = join(RESULTS_DIR, 'backlog.json');
     const prior: Result[] = existsSync(jsonPath) ? ((JSON.parse(readFileSync(jsonPath, 'utf8')) as { runs: Result[] }).runs ?? []) : [];
     const runs = [...prior.filter((x) => x.label !== label), r];
-    writeResults('backlog', { runs }, markdown(runs));
+    writeResults('backlog', { runs }, markdown(runs), RESULTS_DIR);
   } finally {
     await up.stop();
   }
@@ -296,5 +298,5 @@ function markdown(runs: Result[]): string {
 if (process.argv.includes('--render')) {
   // Rewrites the markdown from the json (after removing a run from it by hand).
   const { runs } = JSON.parse(readFileSync(join(RESULTS_DIR, 'backlog.json'), 'utf8')) as { runs: Result[] };
-  writeResults('backlog', { runs }, markdown(runs));
+  writeResults('backlog', { runs }, markdown(runs), RESULTS_DIR);
 } else await main();

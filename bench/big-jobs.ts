@@ -1007,7 +1007,7 @@ ${gangAnswers ? `\nGangs:\n\n${gangAnswers}\n` : ''}${lateAnswers ? `\nClients t
 Reproduce: \`npx tsx bench/big-jobs.ts${quick ? ' --quick' : ''}${storeName === 'etcd' ? ' --store etcd' : ''}\`${only ? ` --only ${only.join(',')}` : ''}.
 `;
   const data = { machine: machine(), quick, store: storeName, heapMb, agents: UP_AGENTS, leaseTtlSeconds: UP_LEASE_TTL_S, taskMs: TASK_MS, eldResolutionMs: ELD_RESOLUTION_MS, results };
-  const dir = resultsDir(quick);
+  const dir = resultsDir(quick, 'big-jobs');
   const paths = writeResults(name, data, md, dir);
   process.stdout.write(`\n${load}\n\n${api}\n${gangAnswers}\nwrote ${paths.join(', ')}\n`);
 

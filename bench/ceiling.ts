@@ -10,7 +10,7 @@
  *   npx tsx bench/ceiling.ts [--servers 10000] [--task-s 60] [--minutes 5]
  *       [--loads 0.025,0.05,0.1,0.15,0.2,0.3] [--name ceiling-10k-60s] [--report-only]
  *
- * Each run writes bench/results/<name>-<load without its dot>.{md,json} (and its SVGs) as the soak
+ * Each run writes bench/results/ceiling/<name>-<load without its dot>.{md,json} (and its SVGs) as the soak
  * does, and its output to <name>-<load>-bench.log; then this writes <name>.md, <name>.json and
  * <name>-*.svg. `--report-only` skips the runs and summarises the results already there.
  * Rows are the soak's minutes with arrivals, from the second on (the first holds the warm-up).
@@ -20,7 +20,9 @@ import { createWriteStream, existsSync, readFileSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { median } from 'simple-statistics';
 import { renderSvg, type Point } from '../src/sim/charts.ts';
-import { fmt, machine, mdTable, RESULTS_DIR, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, RESULTS_DIR as ALL_RESULTS, writeResults } from './lib/report.ts';
+
+const RESULTS_DIR = join(ALL_RESULTS, 'ceiling');
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -59,7 +61,7 @@ interface SoakResult {
 }
 
 function soakArgs(load: number): string[] {
-  return ['bench/soak.ts', '--name', runName(load), '--minutes', String(MINUTES), '--overload-minutes', '0', '--servers', String(SERVERS), '--load', String(load), '--task-s', String(TASK_S), '--drain-minutes', '5', '--no-faults'];
+  return ['bench/soak.ts', '--name', runName(load), '--dir', 'ceiling', '--minutes', String(MINUTES), '--overload-minutes', '0', '--servers', String(SERVERS), '--load', String(load), '--task-s', String(TASK_S), '--drain-minutes', '5', '--no-faults'];
 }
 
 async function run(load: number): Promise<void> {
@@ -152,7 +154,7 @@ async function main(): Promise<void> {
     '',
     table,
   ].join('\n');
-  const files = writeResults(NAME, { servers: SERVERS, taskS: TASK_S, minutes: MINUTES, steps }, md);
+  const files = writeResults(NAME, { servers: SERVERS, taskS: TASK_S, minutes: MINUTES, steps }, md, RESULTS_DIR);
   const pts = (series: string, f: (s: Step) => number): Point[] => steps.map((s) => ({ x: s.offered, y: f(s), series }));
   const charts: [string, string, string, Point[], boolean][] = [
     [`${NAME}-placed.svg`, 'Placed against offered', 'tasks/s', [...pts('placed (median)', (s) => s.placed[0]), ...pts('offered', (s) => s.offered)], false],

@@ -9,8 +9,8 @@
  * its own dist/ and src/cli/bin.js; node_modules may be a link). The tree this script lives in is
  * always measured, as `--label` (default `this tree`).
  *
- * Run: npx tsx bench/cli-start.ts [--runs 30] [--tree before=/tmp/before] [--label after] [--out bench/results]
- * Writes cli-start.{json,md} under bench/results (or --out).
+ * Run: npx tsx bench/cli-start.ts [--runs 30] [--tree before=/tmp/before] [--label after] [--out bench/results/cli-start]
+ * Writes cli-start.{json,md} under bench/results/cli-start (or --out).
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { tarcil as daemon } from '../test/support/procs.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const HERE = join(fileURLToPath(new URL('.', import.meta.url)), '..');
 
@@ -125,7 +125,7 @@ try {
     mdTable(['command', 'tree', 'environment', 'median', 'p90', 'min', 'over Node'], rows),
     '',
   ].join('\n');
-  for (const f of writeResults('cli-start', { machine: machine(), runs: RUNS, trees, environments: envs.map((e) => e.label), results: data }, md, values.out)) process.stderr.write(`wrote ${f}\n`);
+  for (const f of writeResults('cli-start', { machine: machine(), runs: RUNS, trees, environments: envs.map((e) => e.label), results: data }, md, values.out ?? resultsDir(false, 'cli-start'))) process.stderr.write(`wrote ${f}\n`);
   process.stdout.write(md);
 } finally {
   await up.kill();

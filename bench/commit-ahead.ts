@@ -9,7 +9,7 @@
  * schedule() to its return, every task placed.
  *
  * Run: npx tsx bench/commit-ahead.ts [--quick] [--reps 25]
- * Results: bench/results/commit-ahead.{md,json} (--quick: bench/results/quick/).
+ * Results: bench/results/commit-ahead/commit-ahead.{md,json} (--quick: bench/results/quick/).
  */
 import { SchedulingAgent } from '../src/agent/agent.ts';
 import { seedCluster, uniformServers } from '../src/state/seed.ts';
@@ -128,5 +128,5 @@ ${mdTable(
 four chunks in flight, full chunks sent straight to etcd rather than through group commit's two
 requests). A job of 42 tasks is one chunk either way: its two columns differ only by chance.
 `;
-const paths = writeResults('commit-ahead', { machine: machine(), servers: SERVERS, rus: RUS, reps: REPS, rows, samples }, md, resultsDir(quick));
+const paths = writeResults('commit-ahead', { machine: machine(), servers: SERVERS, rus: RUS, reps: REPS, rows, samples }, md, resultsDir(quick, 'commit-ahead'));
 process.stdout.write(`${md}\nwrote ${paths.join(', ')}\n`);

@@ -358,6 +358,6 @@ ${mdTable(
 Target: the scheduler reaches at least 80% of the raw loop.
 `;
 if (only === undefined && side === undefined) {
-  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, resultsDir(quick));
+  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, resultsDir(quick, 'commit-etcd'));
   process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 }

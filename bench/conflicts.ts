@@ -129,6 +129,6 @@ ${mdTable(
   rows.map((r) => [r.scope, r.agents, r.commits, r.conflicts, `${fmt(r.conflictRate * 100, 2)}%`, fmt(r.retriesPerTask, 3), r.readmissions, fmt(r.tasksPerSec, 0), fmt(r.meanQ, 3), `${fmt(r.acceptable * 100, 1)}%`, fmt(r.p50ms, 1), fmt(r.p99ms, 1)]),
 )}
 `;
-const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md, resultsDir(quick));
+const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md, resultsDir(quick, 'conflicts'));
 process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

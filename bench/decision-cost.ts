@@ -104,5 +104,5 @@ ${mdTable(
 
 p50 at R = 8 grows ×${fmt(growth, 2)} from ${sizes[0]} to ${sizes[sizes.length - 1]} RUs (×${sizes[sizes.length - 1]! / sizes[0]!} RUs). Target: p50 < 50 µs at R = 8, flat in cluster size.
 `;
-const paths = writeResults('decision-cost', { machine: machine(), load: LOAD, rows }, md, resultsDir(quick));
+const paths = writeResults('decision-cost', { machine: machine(), load: LOAD, rows }, md, resultsDir(quick, 'decision-cost'));
 process.stdout.write(`\nwrote ${paths.join(', ')}\n`);

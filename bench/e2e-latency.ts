@@ -209,6 +209,6 @@ waiting for capacity, seconds at p99.
 ${lateSection}
 Reproduce: \`npx tsx bench/e2e-latency.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
-const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md, resultsDir(quick));
+const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md, resultsDir(quick, 'e2e-latency'));
 process.stdout.write(`${table}\n${whyTable}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

@@ -11,7 +11,7 @@
  * every 500 ms).
  *
  * Run: npx tsx bench/fairshare-live.ts [--seconds 40] [--b-start 10]
- * Results: bench/results/fairshare-live.{json,md}.
+ * Results: bench/results/fairshare-live/fairshare-live.{json,md}.
  */
 import { spawnSync } from 'node:child_process';
 import os from 'node:os';
@@ -21,7 +21,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { schedulerClient } from '../src/frontend/client.ts';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import type { ListNamespacesResponse__Output } from '../src/frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
     ),
     '',
   ].join('\n');
-  writeResults('fairshare-live', { commit, loadAvg, seconds, bStart, runs }, md);
+  writeResults('fairshare-live', { commit, loadAvg, seconds, bStart, runs }, md, resultsDir(false, 'fairshare-live'));
   process.stdout.write(`${md}\n`);
 }
 

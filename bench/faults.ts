@@ -4,7 +4,7 @@
  * write their own execution records) under a seeded nemesis that draws every fault kind at random
  * (etcd leader, follower and quorum kills; front-end and monitor SIGSTOPs past the lease TTL, cut
  * and delayed connections, SIGKILLs and restarts), one seed after another within a time budget.
- * Every seed is checked by test/support/fault-checker.ts. Writes bench/results/<name>.md:
+ * Every seed is checked by test/support/fault-checker.ts. Writes bench/results/faults/<name>.md:
  * violations per seed, and per fault kind the scheduling stall (next to etcd's own election time)
  * and the tasks run again. Everything runs on loopback, each seed is bounded in time, and every
  * child process is killed when a seed ends or this process exits.
@@ -148,7 +148,7 @@ function report(done: boolean): string {
   return `${lines.join('\n')}\n`;
 }
 
-const outDir = resultsDir(quick);
+const outDir = resultsDir(quick, 'faults');
 mkdirSync(outDir, { recursive: true });
 const out = join(outDir, `${name}.md`);
 for (let i = 0; i < seeds; i++) {

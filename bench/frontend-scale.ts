@@ -12,7 +12,7 @@
  * Run: npx tsx bench/frontend-scale.ts [--quick] [--label after] [--agents 1,2,4,8] [--cpu-prof DIR] [--command] (--render: the md from the json)
  * --command: then each agent count again as a `tarcil server` process started by src/cli/bin.js,
  * timed from spawn to its "listening" line (the compiled tree when `npm run build` is up to date).
- * --label names the run in bench/results/frontend-scale.{json,md}; runs with other labels already
+ * --label names the run in bench/results/frontend-scale/frontend-scale.{json,md}; runs with other labels already
  * in the json are kept, so the file holds a "before" and an "after" side by side. --quick: a
  * 1,000-server cell, results under bench/results/quick/.
  */
@@ -252,7 +252,7 @@ async function main(): Promise<void> {
     const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: join(SELF, '..'), encoding: 'utf8' });
     const commit = git.status === 0 ? git.stdout.trim() : '';
     const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), loadAvg, servers, rusPerServer: rusPer, results, ...(commands.length ? { commands } : {}) };
-    const out = resultsDir(quick);
+    const out = resultsDir(quick, 'frontend-scale');
     const jsonPath = join(out, 'frontend-scale.json');
     const prior: Run[] = existsSync(jsonPath) ? ((JSON.parse(readFileSync(jsonPath, 'utf8')) as { runs: Run[] }).runs ?? []) : [];
     const runs = [...prior.filter((r) => r.label !== label), run];
@@ -313,7 +313,7 @@ const childArg = process.argv.indexOf('--child');
 if (childArg >= 0) await childMain(JSON.parse(process.argv[childArg + 1] as string) as ChildConfig);
 else if (process.argv.includes('--render')) {
   // Rewrites the markdown from the json (after removing a run from it by hand).
-  const out = resultsDir(process.argv.includes('--quick'));
+  const out = resultsDir(process.argv.includes('--quick'), 'frontend-scale');
   const { runs } = JSON.parse(readFileSync(join(out, 'frontend-scale.json'), 'utf8')) as { runs: Run[] };
   writeResults('frontend-scale', { runs }, markdown(runs), out);
 } else await main();

@@ -5,7 +5,7 @@
  * the embedded store (test/support/wire-fuzz-run.ts). Prints the requests and statuses per RPC,
  * the findings grouped with one example each (seed, case, RPC, field path, mutation, status, and
  * the server's stack for an INTERNAL answer), the process's unhandled rejections and the health
- * checks; writes bench/results/fuzz.{md,json} (bench/results/quick/ with --quick). Exits 1 on a
+ * checks; writes bench/results/fuzz/fuzz.{md,json} (bench/results/quick/ with --quick). Exits 1 on a
  * finding.
  *
  * Run: npx tsx bench/fuzz.ts [--requests N] [--seed S] [--cases n1,n2] [--deadline-ms D] [--quick]
@@ -107,7 +107,7 @@ ${groups.length === 0 ? 'None.' : groups.map((g) => `- ${g.count}×: \`${describ
         byRpc: summary.slice(1),
       },
       md,
-      resultsDir(quick),
+      resultsDir(quick, 'fuzz'),
     );
     say(`wrote ${paths.join(', ')}`);
     code = r.findings.length === 0 && r.health.length === 0 && rejections.length === 0 ? 0 : 1;

@@ -18,7 +18,7 @@
  * requests and transactions of its group commit, CPU from /proc).
  *
  * Run: npx tsx bench/hollow-writes.ts [--quick]   (--quick: L = 0 and 1000 ms, 15 s of placing;
- * results under bench/results/quick). Results: bench/results/hollow-writes-latency.{md,json}.
+ * results under bench/results/quick). Results: bench/results/hollow-writes/hollow-writes-latency.{md,json}.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -287,7 +287,7 @@ try {
     'Transactions per request: `tarcil_hollow_write_transactions_total` / `tarcil_hollow_write_requests_total` while placing.',
     'Both bounds run with the watch connection\'s 16 MiB HTTP/2 window (src/store/etcd.ts); with the default 64 KiB the RU events reached the process at about 150 a second at L = 1000 ms, whatever the bound.',
   ].join('\n');
-  for (const f of writeResults('hollow-writes-latency', { machine: machine(), node: process.version, nodes: NODES, rate: RATE, placeS: PLACE_S, drainS: DRAIN_S, results }, md, resultsDir(quick))) say(`wrote ${f}`);
+  for (const f of writeResults('hollow-writes-latency', { machine: machine(), node: process.version, nodes: NODES, rate: RATE, placeS: PLACE_S, drainS: DRAIN_S, results }, md, resultsDir(quick, 'hollow-writes'))) say(`wrote ${f}`);
   process.stdout.write(`${md}\n`);
 } finally {
   await store.close();

@@ -12,7 +12,7 @@
  *   3. SIGUSR2: 5% of the nodes dropped, time until their server records are gone from etcd.
  *
  * The process is then SIGKILLed (a graceful stop would record 76,000 tasks lost one by one) and
- * etcd removed. Results: bench/results/hollow.{md,json}.
+ * etcd removed. Results: bench/results/hollow/hollow.{md,json}.
  *
  * Run: npx tsx bench/hollow.ts [--quick]   (--quick: 1,000 nodes, results under bench/results/quick)
  */
@@ -267,7 +267,7 @@ try {
     `Peak RSS of the process over the whole run (VmHWM): **${fmt(last.hwmMB, 0)} MB** (target ≤ 1024 MB).`,
     'RSS is read from /proc, heap from the process\'s /metrics once a second; heap "used" includes garbage not yet collected.',
   ].join('\n');
-  for (const f of writeResults('hollow', result, md, resultsDir(quick))) say(`wrote ${f}`);
+  for (const f of writeResults('hollow', result, md, resultsDir(quick, 'hollow'))) say(`wrote ${f}`);
   process.stdout.write(`${md}\n`);
 } finally {
   if (sampler) clearInterval(sampler);

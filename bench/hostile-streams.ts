@@ -33,7 +33,7 @@
  * Run: npx tsx bench/hostile-streams.ts [--phase slow|base|fanout|bare|all] [--seconds 60]
  *        [--watchers 10000] [--connections 10] [--batch N --batch-gap-ms M] [--label after] [--quick]
  *        [--node-args '--cpu-prof']
- * Writes bench/results/hostile-streams-<label>.{json,md} (bench/results/quick/ with --quick).
+ * Writes bench/results/hostile-streams/hostile-streams-<label>.{json,md} (bench/results/quick/ with --quick).
  */
 import * as grpc from '@grpc/grpc-js';
 import http2 from 'node:http2';
@@ -556,6 +556,6 @@ if (bare) {
 }
 const text = md.join('\n');
 say(text);
-const paths = writeResults(`hostile-streams-${label}`, { label, started, load: { before: loadBefore, after: loadAfter }, slow, base, fanout, bare }, text, resultsDir(quick));
+const paths = writeResults(`hostile-streams-${label}`, { label, started, load: { before: loadBefore, after: loadAfter }, slow, base, fanout, bare }, text, resultsDir(quick, 'hostile-streams'));
 say(`wrote ${paths.join(', ')}`);
 process.exit(0);

@@ -8,14 +8,14 @@
  *
  * Real etcd on loopback. For each lease size, rounds of `puts` sequential puts each way,
  * interleaved; the median wall time per put and the etcd CPU per put (from /proc) are reported.
- * Results: bench/results/lease-put.{md,json}.
+ * Results: bench/results/lease-put/lease-put.{md,json}.
  */
 import { Etcd3 } from 'etcd3';
 import { median } from 'simple-statistics';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { openStore } from '../src/store/index.ts';
 import { procSample } from './lib/proc-stats.ts';
-import { fmt, machine, mdTable, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, resultsDir, writeResults } from './lib/report.ts';
 import { execFileSync } from 'node:child_process';
 
 function flag(name: string, dflt: string): string {
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     ),
     '',
   ].join('\n');
-  writeResults('lease-put', { rows }, md);
+  writeResults('lease-put', { rows }, md, resultsDir(false, 'lease-put'));
 }
 
 main().catch((e: unknown) => {

@@ -20,7 +20,7 @@
  *
  * Run: npx tsx bench/record-cost.ts [--servers 200] [--front-ends 3] [--agents 4] [--jobs 40]
  *      [--mix-jobs 150] [--mix-rate 5] [--task-ms 500] [--seed 1] [--name record-cost]
- * Results: bench/results/<name>.{md,json}.
+ * Results: bench/results/record-cost/<name>.{md,json}.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -54,7 +54,7 @@ const TASK_MS = Number(flag('task-ms', '500'));
 const NAME = flag('name', 'record-cost');
 const SEED = Number(flag('seed', '1'));
 const PREFIX = '/tarcil/cost/';
-const OUT = join(import.meta.dirname, 'results');
+const OUT = join(import.meta.dirname, 'results', 'record-cost');
 
 const say = (m: string): void => void process.stderr.write(`[record-cost] ${m}\n`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

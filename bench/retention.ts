@@ -200,6 +200,6 @@ benchmark runs for longer.
 
 Reproduce: \`npx tsx bench/retention.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
-const paths = writeResults('retention', { machine: machine(), quick, servers: SERVERS, rus: RUS, load: LOAD, retainMs: RETAIN_MS, marginMs: MARGIN_MS, runs }, md, resultsDir(quick));
+const paths = writeResults('retention', { machine: machine(), quick, servers: SERVERS, rus: RUS, load: LOAD, retainMs: RETAIN_MS, marginMs: MARGIN_MS, runs }, md, resultsDir(quick, 'retention'));
 process.stdout.write(`${summary}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

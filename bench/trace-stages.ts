@@ -9,11 +9,11 @@
  *
  * A job's steps are taken once (its first submission, evaluation and commit); a task's once (its
  * first placement reaching its node). Tasks whose steps are not all there (a job placed in several
- * commits, a task placed again) are left out and counted. Results: bench/results/<name>.{md,json}.
+ * commits, a task placed again) are left out and counted. Results: bench/results/trace-stages/<name>.{md,json}.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -126,7 +126,7 @@ function main(): void {
     '',
     'A negative time means the step came before the one above it: a watch delivered the write to another process before the writer had its answer.',
   ].join('\n');
-  for (const p of writeResults(name, { command, machine: machine(), fromS, tasks, incomplete, total: { p50: pct(total, 0.5), p99: pct(total, 0.99) }, rows }, md)) console.error(`[trace-stages] wrote ${p}`);
+  for (const p of writeResults(name, { command, machine: machine(), fromS, tasks, incomplete, total: { p50: pct(total, 0.5), p99: pct(total, 0.99) }, rows }, md, resultsDir(false, 'trace-stages'))) console.error(`[trace-stages] wrote ${p}`);
   console.log(md);
 }
 

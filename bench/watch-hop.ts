@@ -16,13 +16,13 @@
  * prefix, as a front-end's or a node's is. The writer puts `writes` keys one after the other,
  * `gap-ms` apart, each value the wall-clock time the put was sent; a watcher notes, for each
  * event, how long after that time it was delivered to its callback (one machine, one clock).
- * Results: bench/results/watch-hop.{md,json}.
+ * Results: bench/results/watch-hop/watch-hop.{md,json}.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { EtcdStore } from '../src/store/etcd.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 const PREFIX = '/watch-hop/';
 
@@ -135,7 +135,7 @@ async function main(): Promise<void> {
       rounds.map((r) => [r.watchers, `${fmt(r.put.p50, 2)} / ${fmt(r.put.p99, 2)} / ${fmt(r.put.max, 1)}`, r.delivered.map((d) => `${fmt(d.p50, 2)} / ${fmt(d.p99, 2)} / ${fmt(d.max, 1)} (${d.n})`).join(' · ')]),
     ),
   ].join('\n');
-  for (const p of writeResults(name, { command, machine: machine(), writes, gapMs, ops, rounds }, md)) console.error(`[watch-hop] wrote ${p}`);
+  for (const p of writeResults(name, { command, machine: machine(), writes, gapMs, ops, rounds }, md, resultsDir(false, 'watch-hop'))) console.error(`[watch-hop] wrote ${p}`);
 }
 
 if (process.argv[2] === '--watcher') await watcher(process.argv[3] as string, Number(process.argv[4]));

@@ -15,12 +15,12 @@
  * Needs Debian's `tshark` package (dumpcap captures, tshark decodes HTTP/2) and root or the
  * capture capability. A call is matched to its request by the job id that the request carries
  * (a placement commit, a submission, a node's start write): the first request of the same process
- * that names the job and falls between the call and its answer. Results: bench/results/<name>.{md,json}.
+ * that names the job and falls between the call and its answer. Results: bench/results/wire-split/<name>.{md,json}.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fmt, machine, mdTable, pct, writeResults } from './lib/report.ts';
+import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -197,5 +197,5 @@ function analyse(): void {
     '',
   ].join('\n');
   process.stdout.write(md);
-  writeResults(name, { port, spanS: span, calls: calls.size, methods: Object.fromEntries([...methods].map(([pid, m]) => [pid, Object.fromEntries(m)])), stalls, processes: data }, md);
+  writeResults(name, { port, spanS: span, calls: calls.size, methods: Object.fromEntries([...methods].map(([pid, m]) => [pid, Object.fromEntries(m)])), stalls, processes: data }, md, resultsDir(false, 'wire-split'));
 }

@@ -15,13 +15,16 @@ export function machine(): string {
   return `${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
 }
 
-/** Where a run writes: bench/results, or bench/results/quick for a --quick run (never committed). */
-export function resultsDir(quick: boolean): string {
-  return quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
+/**
+ * Where a run writes: its experiment's folder, bench/results/<experiment>, or bench/results/quick
+ * for a --quick run (never committed).
+ */
+export function resultsDir(quick: boolean, experiment?: string): string {
+  return quick ? join(RESULTS_DIR, 'quick') : experiment === undefined ? RESULTS_DIR : join(RESULTS_DIR, experiment);
 }
 
-/** Writes <name>.json and <name>.md under bench/results (or outDir) and returns the paths. */
-export function writeResults(name: string, data: unknown, markdown: string, outDir = RESULTS_DIR): string[] {
+/** Writes <name>.json and <name>.md under outDir and returns the paths. */
+export function writeResults(name: string, data: unknown, markdown: string, outDir: string): string[] {
   mkdirSync(outDir, { recursive: true });
   const json = join(outDir, `${name}.json`);
   const md = join(outDir, `${name}.md`);

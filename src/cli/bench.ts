@@ -1,6 +1,6 @@
 /**
  * `tarcil bench <experiment>`: runs one simulator experiment and writes its results — a table in
- * the terminal, JSON, CSV, SVG charts and a markdown report — under bench/results (or --out).
+ * the terminal, JSON, CSV, SVG charts and a markdown report — under bench/results/<experiment> (or --out).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -86,8 +86,9 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
     for (const r of t.rows) table.push(r.map(String));
     write(`${t.title}\n${table.toString()}\n`);
   }
-  // Quick runs go to their own folder so they never overwrite the committed full results.
-  const out = resolve(o.out ?? join(process.cwd(), 'bench', 'results', ...(o.quick ? ['quick'] : [])));
+  // Each experiment has its folder; quick runs go to their own so they never overwrite the
+  // committed full results.
+  const out = resolve(o.out ?? join(process.cwd(), 'bench', 'results', o.quick ? 'quick' : res.name));
   mkdirSync(out, { recursive: true });
   const files: string[] = [];
   for (const c of res.charts) {

@@ -134,7 +134,7 @@ export async function runCli(argv: string[]): Promise<void> {
     .description(`simulator experiments: ${EXPERIMENT_NAMES.join(', ')}`)
     .option('--quick', 'small sizes (seconds to a minute or two)', false)
     .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
-    .option('--out <dir>', 'results directory (default bench/results)')
+    .option('--out <dir>', 'results directory (default bench/results/<experiment>, bench/results/quick with --quick)')
     .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
     .option('--warmup-ms <ms>', "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)", intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }))
     .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number }) => {
