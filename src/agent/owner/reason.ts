@@ -224,8 +224,9 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
   if (gang && needed > cell.usable) {
     r.kind = 'constraint';
     r.constraint = constraint ? `${constraint}; a gang of ${n}` : `a gang of ${n}`;
-    const off = cell.cordoned.length > 0 ? `${plural(cell.cordoned.length, 'server')} cordoned, ` : '';
-    r.text = `a gang of ${n} needs ${needed} RUs at once and only ${cell.usable} it may use are up (${off}${plural(cell.matching - cell.matchingUp, 'server')} down)`;
+    const down = cell.matching - cell.matchingUp;
+    const off = [cell.cordoned.length > 0 ? `${plural(cell.cordoned.length, 'server')} cordoned` : '', down > 0 ? `${plural(down, 'server')} down` : ''].filter(Boolean).join(', ');
+    r.text = `a gang of ${n} needs ${needed} RUs at once and only ${cell.usable} it may use ${cell.usable === 1 ? 'is' : 'are'} up${off ? ` (${off})` : ''}`;
     return r;
   }
   if (quota && quota.limit > 0 && quota.used + needed > quota.limit) {
