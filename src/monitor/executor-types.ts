@@ -81,6 +81,12 @@ export interface Executor {
   start(t: TaskLaunch, onExit: (e: TaskExit) => void): TaskHandle;
   /** What a previous life of this node's monitor left of an attempt (process executor). */
   previousRun?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): PreviousRun;
+  /**
+   * Attempts of `server` that a previous life of this node's monitor started and that still run
+   * (their process group alive, its environment naming the attempt), whatever the store says of
+   * them now (process executor).
+   */
+  leftRunning?(server: string): LeftRunning[];
   /** Stops an attempt a previous life left running; its exit record if it ended by itself first. */
   stopOrphan?(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, pid: number): Promise<TaskExit | undefined>;
   /**
@@ -95,6 +101,15 @@ export interface Executor {
   leftSuccesses?(): Array<{ held: HeldOnDisk; logPath: string; endedAt: number }>;
   /** The store has the outcome of the attempt logging at `logPath`: forget it. */
   attemptReported?(logPath: string): void;
+}
+
+/** An attempt a previous life of the monitor left running (ProcessExecutor.leftRunning). */
+export interface LeftRunning {
+  job: string;
+  task: number;
+  revision: number;
+  /** Its process group's id. */
+  pid: number;
 }
 
 /** What a monitor's previous life left of one task attempt (ProcessExecutor.previousRun). */

@@ -12,6 +12,7 @@ import type { JobSpec, ServerSpec } from '../model/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
+import { stopLeftRunning } from './left-successes.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
 import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
@@ -123,6 +124,8 @@ export class LocalMonitor {
   async start(): Promise<void> {
     const left = await this.node.journal.load();
     if (left.length > 0) this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
+    // Nothing of this life runs yet: what runs of the node's tasks is a previous life's (left-successes.ts).
+    await stopLeftRunning({ executor: this.o.executor, journal: this.node.journal, server: this.server.id, log: this.o.log });
     await this.conn.registerOnce();
     this.deadlineTick();
     // Its RUs, and its cordon record (`tarcil node drain` stops its tasks at the deadline). The

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SUPERVISOR_CHECK_MS, SUPERVISOR_REPORT_POLL_MS, SUPERVISOR_REPORT_WAIT_MS, SUPERVISOR_TERM_MS } from '../state/node-fence.ts';
 import type { Clock } from '../util/clock.ts';
-import type { Executor, HeldOnDisk, PreviousRun, TaskExit, TaskHandle, TaskLaunch } from './executor-types.ts';
+import type { Executor, HeldOnDisk, LeftRunning, PreviousRun, TaskExit, TaskHandle, TaskLaunch } from './executor-types.ts';
 import { GroupCpu, hasTaskset, isAttempt, monotonicMs, pickEnv, readExitRecord, readPid, signalGroup, signalPid, writeAtomically } from './process-util.ts';
 
 export interface ProcessExecutorOptions {
@@ -358,6 +358,40 @@ export class ProcessExecutor implements Executor {
     }
     if (!Number.isInteger(pid) || pid <= 0 || !isAttempt(pid, t)) return { kind: 'unknown' };
     return { kind: 'running', pid };
+  }
+
+  /**
+   * Every attempt of `server` whose process group still runs, from the `<base>.pid` files beside
+   * the logs: a monitor that has just started runs nothing yet, so each of them is a previous
+   * life's, supervised by a supervisor that the new life's deadline would keep going. A group whose
+   * environment does not name the attempt and the server (its id reused, another node's task in a
+   * shared log dir) is not one.
+   */
+  leftRunning(server: string): LeftRunning[] {
+    const out: LeftRunning[] = [];
+    let jobs: string[];
+    try {
+      jobs = readdirSync(this.o.logDir);
+    } catch {
+      return out;
+    }
+    for (const job of jobs) {
+      if (job.startsWith('.') || job === 'journal') continue;
+      let files: string[];
+      try {
+        files = readdirSync(join(this.o.logDir, job)).filter((f) => f.endsWith('.pid'));
+      } catch {
+        continue;
+      }
+      for (const f of files) {
+        const m = /^(\d+)-(\d+)\.pid$/.exec(f);
+        if (!m) continue;
+        const a = { job, task: Number(m[1]), revision: Number(m[2]) };
+        const pid = readPid(join(this.o.logDir, job, f.slice(0, -'.pid'.length)));
+        if (pid !== undefined && isAttempt(pid, a, server)) out.push({ ...a, pid });
+      }
+    }
+    return out;
   }
 
   /**

@@ -23,12 +23,16 @@ export function readExitRecord(base: string): TaskExit | undefined {
   return code === 0 ? { state: 'succeeded', exitCode: 0 } : { state: 'failed', exitCode: code, message: `exit code ${code}` };
 }
 
-/** Is pid a live (not zombie) process of this attempt (its environment names the job, task and revision)? */
-export function isAttempt(pid: number, t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>): boolean {
+/**
+ * Is pid a live (not zombie) process of this attempt (its environment names the job, task and
+ * revision, and the server when one is given)?
+ */
+export function isAttempt(pid: number, t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, server?: string): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false;
     const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    if (server !== undefined && !env.includes(`TARCIL_SERVER=${server}`)) return false;
     return env.includes(`TARCIL_JOB=${t.job}`) && env.includes(`TARCIL_TASK=${t.task}`) && env.includes(`TARCIL_REVISION=${t.revision}`);
   } catch {
     return false;
