@@ -5,8 +5,18 @@ import type { AuditRecord as _tarcil_v1_AuditRecord, AuditRecord__Output as _tar
 
 export interface ListAuditResponse {
   'records'?: (_tarcil_v1_AuditRecord)[];
+  /**
+   * How many records match the request's since_ms and namespace: `records` holds the newest
+   * `limit` of them, so total > len(records) says that older ones were left out.
+   */
+  'total'?: (number);
 }
 
 export interface ListAuditResponse__Output {
   'records': (_tarcil_v1_AuditRecord__Output)[];
+  /**
+   * How many records match the request's since_ms and namespace: `records` holds the newest
+   * `limit` of them, so total > len(records) says that older ones were left out.
+   */
+  'total': (number);
 }
