@@ -222,6 +222,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
         log: o.log.child({ component: 'dashboard' }),
         job: (id) => service.getJob(id, true),
         explain: (id) => service.explain(id),
+        taskLogs: service.handlers().TaskLogs,
       });
       hooks.dashboard = dashboard;
       httpPort = await dashboard.listen(dashOptions);

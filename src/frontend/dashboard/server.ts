@@ -7,7 +7,9 @@
  * records the store's watch delivered, the admission buckets, the last throughput point) and
  * writes it once, serialized once, to every stream. With no browser nothing runs but the 1 Hz
  * throughput sample (five in-memory counters) and one map write per committed placement (its Q,
- * for the heat map's colours).
+ * for the heat map's colours). Read on demand: a rack's RUs (`/api/rack`), a job with its
+ * explanation (`/api/job`), the nodes with their tasks (`/api/nodes`, nodes.ts) and a task's logs
+ * (`/api/logs`, the TaskLogs handler relayed, task-logs.ts).
  *
  * Protection: on a loopback address anyone on the machine may read it, as /metrics. Elsewhere it
  * is served over HTTPS with the front-end's TLS certificate when it has one, and asks for the
@@ -28,6 +30,8 @@ import type { Logger } from '../../util/log.ts';
 import type { Metrics } from '../metrics.ts';
 import { CellView, type RackSummary } from './cell-view.ts';
 import { admissionBuckets, JobsFeed, ThroughputSampler } from './feeds.ts';
+import { nodesView } from './nodes.ts';
+import { logsRequest, serveTaskLogs, type TaskLogsHandler } from './task-logs.ts';
 
 /** How often the fan-out sends what changed: at most this many updates a second per browser is 1000 / TICK_MS. */
 export const TICK_MS = 400;
@@ -47,6 +51,8 @@ export interface DashboardSource {
   /** A job with its tasks (as GetJob answers) and its decision record (as ExplainJob answers). */
   job(id: string): Promise<unknown>;
   explain(id: string): Promise<unknown>;
+  /** The Scheduler's TaskLogs handler (the logs view relays it); without it the view says so. */
+  taskLogs?: TaskLogsHandler;
 }
 
 export interface DashboardOptions {
@@ -178,6 +184,22 @@ export class Dashboard {
       const id = url.searchParams.get('id') ?? '';
       const [job, explanation] = await Promise.all([this.src.job(id), this.src.explain(id).catch((err: unknown) => ({ error: errorMessage(err) }))]);
       return json(res, { job, explanation });
+    }
+    if (path === '/api/nodes') return json(res, await nodesView(this.src.store, this.src.keys, this.src.manager));
+    if (path === '/api/logs') {
+      let request;
+      try {
+        request = logsRequest(url.searchParams);
+      } catch (err) {
+        res.writeHead(400, { 'content-type': 'text/plain' }).end(`${errorMessage(err)}\n`);
+        return;
+      }
+      if (!this.src.taskLogs) {
+        res.writeHead(501, { 'content-type': 'text/plain' }).end('this front-end does not relay task logs\n');
+        return;
+      }
+      serveTaskLogs(this.src.taskLogs, res, request);
+      return;
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: the dashboard is at /\n');
   }
