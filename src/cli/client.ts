@@ -106,6 +106,8 @@ export async function submitCommand(file: string, o: SubmitFlags, out: (s: strin
   try {
     const res = await submitWithRetry(c, { specJson: text, requestId, namespace: ns(o) }, { ...o, ...(o.deadline !== undefined ? { deadlineMs: o.deadline } : {}) });
     out(`submitted ${res.jobId}`);
+    // What the cell will do with the job that its spec may not expect (a command not run, …).
+    for (const w of res.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
     if (!o.wait) return EXIT.OK;
     return await new Promise<ExitCode>((resolve, reject) => {
       const stream = c.WatchJob({ jobId: res.jobId });

@@ -33,6 +33,7 @@ import { laterTurn, onLaterTurn } from '../util/turns.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/namespace.ts';
 import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate, type NamespaceCopy } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
+import { CellExecutors } from './executor-fit.ts';
 import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
@@ -96,9 +97,12 @@ export class SchedulerService {
   private readonly hub: JobWatchHub;
   private readonly watchLimits: JobWatchLimits;
   private readonly retainMs: number;
+  /** What the cell's nodes run, for the submission's check of a spec's command (executor-fit.ts). */
+  private readonly executors: CellExecutors;
 
   constructor(deps: SchedulerServiceDeps) {
     this.d = deps;
+    this.executors = new CellExecutors(deps.manager.servers, deps.clock);
     this.live = new LiveKeys(deps.keys);
     this.hub = new JobWatchHub(deps.store, deps.keys);
     this.watchLimits = { ...DEFAULT_JOB_WATCH_LIMITS, ...deps.watchLimits };
@@ -249,9 +253,11 @@ export class SchedulerService {
     return out;
   }
 
-  private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job }> {
+  private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job; warnings: string[] }> {
     const now = this.d.clock.now();
     const job = this.parseRequest(req, now);
+    // A spec the cell's executors cannot run as it asks: refused, or accepted with a warning.
+    const warnings = this.executors.check(job);
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
     let r;
@@ -270,7 +276,7 @@ export class SchedulerService {
       }
     }
     if (!r.duplicate) this.d.metrics?.submitted.inc();
-    return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? '') };
+    return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? ''), warnings };
   }
 
   async getJob(id: string, withTasks: boolean, page: { from: number; limit: number } = { from: 0, limit: MAX_TASKS_LISTED }): Promise<Job> {
@@ -453,6 +459,9 @@ export class SchedulerService {
       const lines = cordonLines(cordonsOf(k, res.responses[2] ?? []), placements);
       if (lines.length > 0) e.text = `${e.text}\n${lines.join('\n')}`;
     }
+    // What the cell's executors do with the spec's command (executor-fit.ts).
+    const notes = this.executors.notes(rec.spec);
+    if (notes.length > 0) e.text = `${e.text}\n${notes.map((n) => `warning: ${n}`).join('\n')}`;
     return e;
   }
 
