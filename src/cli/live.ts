@@ -4,6 +4,8 @@
  * are in client.ts.
  */
 import { hostname } from 'node:os';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expandCluster, loadCatalog, resolveCluster, type Catalog } from '../model/catalog.ts';
 import { attributesSchema, toIssues } from '../model/schema.ts';
 import type { ServerSpec } from '../model/types.ts';
@@ -22,7 +24,8 @@ import { installFaultPolicy } from '../util/faults.ts';
 import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
 import { errorText } from './exit-codes.ts';
-import { fmtMs, STORE_RETRY_MS } from './flags.ts';
+import { nextSteps, packageRoot } from './banner-hints.ts';
+import { fmtMs, STORE_RETRY_MS, streamLimitsOf } from './flags.ts';
 
 export interface StoreFlags {
   store: string;
@@ -228,6 +231,7 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     unplaceableTimeoutMs: o.unplaceableTimeout,
     launchAfterMs: o.launchAfter,
     maxPendingTasks: o.maxPendingTasks,
+    streamLimits: streamLimitsOf(o),
     listenBeforeReady: true,
     acl: o.acl === true,
   });
@@ -425,6 +429,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
       ...(o.httpToken ? { httpToken: o.httpToken } : {}),
       retainMs: o.retain,
       compactMarginMs: o.compactMargin,
+      streamLimits: streamLimitsOf(o),
       ...(tls ? { tls } : {}),
     });
   } catch (err) {
@@ -443,11 +448,8 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
     if (sched.httpPort !== undefined) out(`  dashboard        ${dashboardUrl(o.host, sched)}${o.httpToken ? '   (open it with ?token=<the token>)' : ''}`);
     if (sched.httpRefused) out(`  dashboard        off: ${sched.httpRefused}`);
     out('');
-    out('In another terminal:');
-    out('  npx tarcil submit profiles/jobs/spark-lr.json --wait');
-    out('  npx tarcil jobs');
-    out('  npx tarcil cluster');
-    out('  npx tarcil explain <job-id>');
+    out(`In another terminal${process.cwd() === '/' ? '' : ` (from ${process.cwd()})`}:`);
+    for (const l of nextSteps(packageRoot(dirname(fileURLToPath(import.meta.url))), process.cwd())) out(`  ${l}`);
     out(`(add --server ${addr} if you changed the port; Ctrl-C stops everything)`);
   };
   await runUntilSignal(
