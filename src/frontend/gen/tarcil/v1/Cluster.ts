@@ -13,6 +13,12 @@ export interface Cluster {
   'buckets'?: (_tarcil_v1_Bucket)[];
   'queuedJobs'?: (number);
   'activeJobs'?: (number);
+  /**
+   * Free RUs on servers that take no new placements (blocked, cordoned, draining, drained, or
+   * down while their RU records still read free). `free` counts the free RUs of servers that are
+   * up; free + busy (busy and reserved) + unschedulable + down = rus.
+   */
+  'unschedulable'?: (number);
 }
 
 export interface Cluster__Output {
@@ -24,4 +30,10 @@ export interface Cluster__Output {
   'buckets': (_tarcil_v1_Bucket__Output)[];
   'queuedJobs': (number);
   'activeJobs': (number);
+  /**
+   * Free RUs on servers that take no new placements (blocked, cordoned, draining, drained, or
+   * down while their RU records still read free). `free` counts the free RUs of servers that are
+   * up; free + busy (busy and reserved) + unschedulable + down = rus.
+   */
+  'unschedulable': (number);
 }
