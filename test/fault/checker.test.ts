@@ -271,6 +271,26 @@ describe('fault checker', () => {
     expect(overlaps([{ ...again, start: 2100 }, a])).toBe(0);
   });
 
+  it('flags a submission its client kept trying that the cell did not take once the faults before it were repaired', () => {
+    const { h, runs } = base();
+    const lost = (faults: CheckInput['faults'], gaveUpAt: number): string[] =>
+      check(input(h, runs, { faults, submissions: [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt }] }))
+        .violations.filter((x) => x.kind === 'submission-lost')
+        .map((x) => x.detail);
+    // A front-end killed in a quorum loss, listening again at 8000.
+    const feKill = [{ kind: 'quorum-loss-fe-kill' as const, target: 'm0+m1, fe0', start: 1000, healed: 8000, electionMs: 500 }];
+    expect(lost(feKill, 12_000)).toEqual([]);
+    expect(lost(feKill, 14_000)).toEqual([`fault-1: not acknowledged (UNAVAILABLE); its client tried until ${hms(14_000)}, 6000 ms after the cell was repaired`]);
+    // A quorum loss is repaired when etcd has a leader again, after the members' restart.
+    expect(lost([{ kind: 'quorum-loss', target: 'm0+m1', start: 1000, healed: 8000, electionMs: 2000 }], 14_000)).toEqual([]);
+    // With no fault, trying for the settle time is enough; a fault after the client gave up does not count.
+    expect(lost([], 6000)).toEqual([]);
+    expect(lost([{ ...feKill[0]!, start: 20_000, healed: 30_000 }], 8000)).toHaveLength(1);
+    // A client that stops before its deadline (a count of tries) did not keep trying: the submission is lost too.
+    const early = check(input(h, runs, { faults: feKill, submissions: [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt: 5000, deadlineAt: 32_000 }] }));
+    expect(early.violations.map((x) => x.detail)).toEqual([`fault-1: not acknowledged (UNAVAILABLE); its client gave up at ${hms(5000)}, before its deadline ${hms(32_000)}`]);
+  });
+
   it('flags a run etcd never recorded, and a success with no completed run', () => {
     const { h, runs } = base();
     expect(kinds(input(h, [...runs, run('j9', 0, 'n0', 1, 77, 5000, 6000, 'exit0')]))).toContain('run-unrecorded');

@@ -29,6 +29,8 @@ export interface ScenarioOptions {
   /** How long to wait for every job to reach a final state once submissions stop. */
   drainMs?: number;
   meanGapMs?: number;
+  /** Each submission tries one front-end until its deadline (WorkloadOptions.sticky). */
+  sticky?: boolean;
   say?: (line: string) => void;
   /** Keep the run directory (process logs, task logs, execution records). */
   keep?: boolean;
@@ -65,7 +67,7 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
     const store = await cell.store();
     const keys = new Keys(cell.prefix);
     const live = new LiveKeys(keys);
-    const workload = new Workload({ rng: rng.fork(), addrs: cell.feAddrs, taskScript: cell.taskScript, recordsFile: cell.recordsFile, meanGapMs: o.meanGapMs ?? 600, ...(o.taskSeconds ? { taskSeconds: o.taskSeconds } : {}), ...(o.longShare !== undefined ? { longShare: o.longShare } : {}) });
+    const workload = new Workload({ rng: rng.fork(), addrs: cell.feAddrs, taskScript: cell.taskScript, recordsFile: cell.recordsFile, meanGapMs: o.meanGapMs ?? 600, ...(o.taskSeconds ? { taskSeconds: o.taskSeconds } : {}), ...(o.longShare !== undefined ? { longShare: o.longShare } : {}), ...(o.sticky ? { sticky: true } : {}) });
     const windowStart = Date.now();
     workload.start();
     const nemesis = new Nemesis(cell.target(), say);

@@ -1,12 +1,12 @@
 /**
  * The client side of a fault-injection run: a steady, seeded stream of jobs whose tasks run the
  * cell's task script, submitted with the project's retrying client (submitWithRetry, one
- * idempotency key per job, kept across retries and across front-ends), and cancelled now and then.
- * Records what each submission and cancellation was told, for the checker.
+ * idempotency key per job, kept across retries and across front-ends; the clients' channels dial a
+ * front-end that is back within about a second, retryingClient), and cancelled now and then.
+ * Records what each submission and cancellation was told, and when a client gave up, for the checker.
  */
-import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { submitWithRetry } from '../../src/cli/client.ts';
+import { retryingClient, submitWithRetry } from '../../src/cli/client.ts';
 import type { Rng } from '../../src/util/rng.ts';
 
 const PROFILES = ['spark-lr', 'hadoop-map', 'memcached', 'tpch-scan', 'spec-mcf', 'parsec-canneal'];
@@ -22,6 +22,9 @@ export interface Submission {
   ackAt?: number;
   /** Why it was not acknowledged: the last error code (permanent, or transient until the deadline). */
   refused?: string;
+  /** When its client gave up (not acknowledged), and when its deadline was. */
+  gaveUpAt?: number;
+  deadlineAt?: number;
   cancelAskedAt?: number;
   cancelAckAt?: number;
 }
@@ -41,6 +44,12 @@ export interface WorkloadOptions {
   cancelProbability?: number;
   /** A submission is given up (not acknowledged) after this long. */
   submitDeadlineMs?: number;
+  /**
+   * Each submission tries one front-end only (its number modulo the front-ends) until its
+   * deadline, as `tarcil submit --deadline` does (submitWithRetry by deadline); otherwise a failed
+   * try moves on to the next front-end.
+   */
+  sticky?: boolean;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -59,7 +68,7 @@ export class Workload {
   private loop: Promise<void> | undefined;
 
   constructor(private readonly o: WorkloadOptions) {
-    this.clients = o.addrs.map((a) => schedulerClient(a));
+    this.clients = o.addrs.map((a) => retryingClient({ server: a }));
   }
 
   start(): void {
@@ -110,8 +119,20 @@ export class Workload {
     this.submissions.push(sub);
     const cancel = rng.next() < (this.o.cancelProbability ?? 0.08) ? 200 + rng.int(3000) : undefined;
     const deadline = sub.submittedAt + (this.o.submitDeadlineMs ?? 30_000);
+    sub.deadlineAt = deadline;
     const specJson = JSON.stringify(spec);
-    for (let k = i; Date.now() < deadline; k++) {
+    if (this.o.sticky) {
+      try {
+        const c = this.clients[i % this.clients.length] as SchedulerClient;
+        const res = await submitWithRetry(c, { specJson, requestId: sub.requestId }, { timeout: 4000, deadlineMs: Math.max(1, deadline - Date.now()), retryBaseMs: 200 });
+        sub.jobId = res.jobId;
+        sub.ackAt = Date.now();
+      } catch (err) {
+        sub.refused = codeOf(err);
+        sub.gaveUpAt = Date.now();
+      }
+    }
+    for (let k = i; !this.o.sticky && Date.now() < deadline; k++) {
       const c = this.clients[k % this.clients.length] as SchedulerClient;
       try {
         const res = await submitWithRetry(c, { specJson, requestId: sub.requestId }, { timeout: 4000, retries: 2, retryBaseMs: 200 });
@@ -125,6 +146,7 @@ export class Workload {
         await sleep(200);
       }
     }
+    if (sub.jobId === undefined) sub.gaveUpAt ??= Date.now();
     if (sub.jobId !== undefined && cancel !== undefined) {
       await sleep(cancel);
       await this.cancel(sub, sub.jobId);

@@ -3,6 +3,7 @@
  * revision 1), the store at the end, the execution records the tasks wrote themselves (which do
  * not depend on etcd) and what the clients were told, and reports every violation of:
  *   - every acknowledged job final exactly once (and succeeded, unless it was cancelled);
+ *   - every submission a client kept trying taken once the faults before it were repaired;
  *   - no RU held by two tasks, nor a task by two RUs, at any revision; no two processes on one RU;
  *   - no two overlapping runs of a task (in the records, and in etcd's `running` records);
  *   - no task that succeeded runs again (a start after a run that ended with exit 0);
@@ -42,6 +43,7 @@ export const VIOLATIONS = [
   'job-state',
   'job-duplicated',
   'submit-refused',
+  'submission-lost',
   'ru-double-booked',
   'task-held-twice',
   'ru-shared',
@@ -76,7 +78,15 @@ export interface SubmissionOutcome {
   jobId?: string;
   refused?: string;
   cancelAskedAt?: number;
+  submittedAt?: number;
+  /** When its client gave up, not acknowledged, and the deadline it was given. */
+  gaveUpAt?: number;
+  deadlineAt?: number;
 }
+
+/** How long after the last repair a cell must take a submission that a client keeps trying. */
+export const SUBMIT_SETTLE_MS = 5000;
+const TRANSIENT = ['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED', 'INTERNAL', 'UNKNOWN'];
 
 /** The store at the end of the run, one collection per field. */
 export interface FinalState {
@@ -234,7 +244,18 @@ export function check(input: CheckInput): CheckReport {
   for (const [name, ids] of byName) if (ids.length > 1) v('job-duplicated', `${name} stored as ${ids.join(', ')}`);
   for (const s of input.submissions) {
     if (s.jobId === undefined) {
-      if (s.refused && !['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED', 'INTERNAL', 'UNKNOWN'].includes(s.refused)) v('submit-refused', `${s.name}: ${s.refused}`);
+      if (s.refused && !TRANSIENT.includes(s.refused)) v('submit-refused', `${s.name}: ${s.refused}`);
+      else if (s.gaveUpAt !== undefined) {
+        // Its client kept trying: past the faults before it (a quorum loss: until etcd had a leader
+        // again; a front-end started again: until it listened), the cell must have taken it.
+        const repaired = Math.max(
+          s.submittedAt ?? 0,
+          ...input.faults.filter((f) => f.start < (s.gaveUpAt as number)).map((f) => f.healed + (f.kind === 'quorum-loss' ? (f.electionMs ?? 0) : 0)),
+        );
+        if (s.gaveUpAt - repaired >= SUBMIT_SETTLE_MS) v('submission-lost', `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client tried until ${hms(s.gaveUpAt)}, ${s.gaveUpAt - repaired} ms after the cell was repaired`);
+        // The retrying client tries until the deadline it is given, not for a count of tries.
+        else if (s.deadlineAt !== undefined && s.gaveUpAt < s.deadlineAt - 1000) v('submission-lost', `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client gave up at ${hms(s.gaveUpAt)}, before its deadline ${hms(s.deadlineAt)}`);
+      }
       continue;
     }
     const j = jobs.get(s.jobId);
@@ -390,7 +411,7 @@ export function check(input: CheckInput): CheckReport {
   const measures: FaultMeasure[] = faults.map((f, i) => {
     const next = faults[i + 1]?.start ?? Infinity;
     const mine = reruns.filter((r) => r.after >= f.start && r.after < next).map((r) => r.run);
-    const stall = stallFrom(f.kind === 'quorum-loss' ? f.healed : f.start);
+    const stall = stallFrom(f.kind === 'quorum-loss' || f.kind === 'quorum-loss-fe-kill' ? f.healed : f.start);
     const m: FaultMeasure = { kind: f.kind, target: f.target, start: f.start, healed: f.healed, reruns: mine.length, rerunsAfterSuccess: mine.filter((r) => rerunAfterSuccess.has(r.id)).length };
     if (stall !== undefined) m.stallMs = stall;
     if (f.electionMs !== undefined) m.electionMs = f.electionMs;

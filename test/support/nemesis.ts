@@ -5,7 +5,9 @@
  * and SIGCONTs it; cuts or delays a process's etcd connections through its TCP fault proxies; and
  * SIGKILLs a front-end or a node and restarts it; freezes a monitor (SIGSTOP) for less than,
  * about and much more than its lease TTL + disconnect grace; SIGKILLs a monitor and its tasks'
- * supervisors but not the tasks (which must die with them). Faults run one after another; each is logged
+ * supervisors but not the tasks (which must die with them); SIGKILLs a front-end in the middle of a
+ * quorum loss and starts it again once etcd has a majority again (clients that keep trying it
+ * must get their submissions in). Faults run one after another; each is logged
  * with the time it began, the time it was repaired and, for etcd faults, how long etcd itself
  * took to have a leader again. The same seed gives the same plan.
  */
@@ -28,6 +30,7 @@ export const FAULT_KINDS = [
   'monitor-freeze-edge',
   'monitor-freeze-long',
   'monitor-supervisor-kill',
+  'quorum-loss-fe-kill',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -121,6 +124,7 @@ export function planFaults(rng: Rng, ttlMs: number, o: PlanOptions = {}, graceMs
         durationMs = between(rng, o.memberDownMs ?? [2000, 5000]);
         break;
       case 'quorum-loss':
+      case 'quorum-loss-fe-kill':
         durationMs = between(rng, o.quorumDownMs ?? [4000, 10_000]);
         break;
       case 'fe-stop':
@@ -232,20 +236,35 @@ export class Nemesis {
           rec.healed = Date.now();
           break;
         }
-        case 'quorum-loss': {
+        case 'quorum-loss':
+        case 'quorum-loss-fe-kill': {
           const a = Math.floor(f.pick * etcd.members.length);
           const others = etcd.members.filter((m) => m.index !== a);
           const b = others[Math.floor(f.pick2 * others.length)]?.index ?? (a + 1) % etcd.members.length;
           const leader = await etcd.leader();
-          rec.target = `${etcd.members[a]?.name}+${etcd.members[b]?.name}`;
+          // The front-end killed a third of the way into the quorum loss (the same draw picks it).
+          const fe = f.kind === 'quorum-loss-fe-kill' ? this.t.frontEnds[Math.floor(f.pick2 * this.t.frontEnds.length)] : undefined;
+          if (f.kind === 'quorum-loss-fe-kill' && !fe) throw new Error('no front-end to kill');
+          rec.target = `${etcd.members[a]?.name}+${etcd.members[b]?.name}${fe ? `, ${fe.name}` : ''}`;
           rec.detail = leader === a || leader === b ? 'leader among them' : 'leader survived alone';
           rec.start = Date.now();
           await Promise.all([etcd.kill(a), etcd.kill(b)]);
-          await sleep(f.durationMs);
+          if (fe) {
+            await sleep(f.durationMs / 3);
+            await fe.crash();
+            await sleep(rec.start + f.durationMs - Date.now());
+          } else await sleep(f.durationMs);
           await Promise.all([etcd.restart(a, { wait: false }), etcd.restart(b, { wait: false })]);
           rec.healed = Date.now();
           const elected = await etcd.waitLeader(60_000);
           rec.electionMs = elected.at - rec.healed;
+          if (fe) {
+            // Started again once etcd has a leader; repaired when it says it listens.
+            const restarted = rec.healed;
+            await fe.restart();
+            rec.healed = Date.now();
+            rec.detail += `; ${fe.name} listening again ${rec.healed - restarted} ms after the members' restart`;
+          }
           break;
         }
         case 'fe-stop':
