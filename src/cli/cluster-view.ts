@@ -29,6 +29,12 @@ export function filterServers(servers: readonly Server__Output[], f: ServerFilte
 /** The filter's flags, as the command line wrote them (for a note). */
 export const filtered = (f: ServerFilter): boolean => [f.platform, f.rack, f.state].some((l) => l !== undefined && l.length > 0);
 
+/**
+ * A group's counts. Every server is up or down (blocked, cordoned, draining and drained servers
+ * are up: they run their tasks, but take no new placements); every RU is free (on a server that
+ * takes placements), busy, reserved, unschedulable (free, on a server that takes none) or down. So
+ * up + down = servers and free + busy + reserved + unschedulable + rusDown = rus, in every view.
+ */
 interface Group {
   servers: number;
   up: number;
@@ -39,6 +45,7 @@ interface Group {
   free: number;
   busy: number;
   reserved: number;
+  unschedulable: number;
   rusDown: number;
   platforms: Set<string>;
   racks: Set<string>;
@@ -49,17 +56,20 @@ function group(servers: readonly Server__Output[], key: (s: Server__Output) => s
   for (const s of servers) {
     const k = key(s);
     let g = groups.get(k);
-    if (!g) groups.set(k, (g = { servers: 0, up: 0, blocked: 0, cordoned: 0, down: 0, rus: 0, free: 0, busy: 0, reserved: 0, rusDown: 0, platforms: new Set(), racks: new Set() }));
+    if (!g) groups.set(k, (g = { servers: 0, up: 0, blocked: 0, cordoned: 0, down: 0, rus: 0, free: 0, busy: 0, reserved: 0, unschedulable: 0, rusDown: 0, platforms: new Set(), racks: new Set() }));
     g.servers++;
-    if (s.state === 'up') g.up++;
-    else if (s.state === 'down') g.down++;
-    else if (s.state === 'blocked') g.blocked++;
-    else g.cordoned++; // cordoned, draining, drained
+    if (s.state === 'down') g.down++;
+    else g.up++;
+    if (s.state === 'blocked') g.blocked++;
+    else if (s.state !== 'up' && s.state !== 'down') g.cordoned++; // cordoned, draining, drained
     g.platforms.add(s.platform);
     g.racks.add(s.rack);
     for (const r of s.rus) {
       g.rus++;
-      if (r.state === 'free') g.free++;
+      if (r.state === 'free') {
+        if (s.state === 'up') g.free++;
+        else g.unschedulable++;
+      }
       else if (r.state === 'busy') g.busy++;
       else if (r.state === 'reserved') g.reserved++;
       else g.rusDown++;
@@ -79,9 +89,9 @@ const pct = (part: number, whole: number): string => (whole === 0 ? '-' : `${Mat
 export function clusterSummary(cl: Cluster__Output, wide: boolean): string[] {
   const lines: string[] = [];
   const byPlatform = group(cl.servers, (s) => s.platform);
-  const head = ['servers', 'up', 'not up', 'RUs', 'free', 'busy', 'reserved', 'down'];
+  const head = ['servers', 'up', 'down', 'RUs', 'free', 'busy', 'reserved', 'unschedulable', 'RUs down'];
   const wideHead = ['blocked', 'cordoned', 'free %'];
-  const row = (g: Group): (string | number)[] => [g.servers, g.up, g.servers - g.up, g.rus, g.free, g.busy, g.reserved, g.rusDown];
+  const row = (g: Group): (string | number)[] => [g.servers, g.up, g.down, g.rus, g.free, g.busy, g.reserved, g.unschedulable, g.rusDown];
   const wideRow = (g: Group): (string | number)[] => [g.blocked, g.cordoned, pct(g.free, g.rus)];
   const p = new Table({ style: tableStyle(), head: ['platform', ...head, 'racks', ...(wide ? wideHead : [])] });
   for (const [k, g] of byPlatform) p.push([k, ...row(g), g.racks.size, ...(wide ? wideRow(g) : [])]);
@@ -94,10 +104,10 @@ export function clusterSummary(cl: Cluster__Output, wide: boolean): string[] {
     lines.push(r.toString());
   } else {
     const free = [...byRack.values()].map((g) => g.free).sort((a, b) => a - b);
-    const notUp = [...byRack].filter(([, g]) => g.up < g.servers);
+    const notUp = [...byRack].filter(([, g]) => g.down > 0);
     lines.push(
       `${byRack.size} racks: free RUs per rack min ${free[0]}, median ${free[Math.floor(free.length / 2)]}, max ${free[free.length - 1]}; ` +
-        `${notUp.length} with a server not up${notUp.length > 0 ? ` (${notUp.slice(0, 8).map(([k, g]) => `${k}: ${g.servers - g.up}`).join(', ')}${notUp.length > 8 ? ', …' : ''})` : ''} ` +
+        `${notUp.length} with a server down${notUp.length > 0 ? ` (${notUp.slice(0, 8).map(([k, g]) => `${k}: ${g.down}`).join(', ')}${notUp.length > 8 ? ', …' : ''})` : ''} ` +
         '(-o wide lists every rack, --servers --rack R its servers)',
     );
   }
@@ -110,7 +120,8 @@ export function clusterSummary(cl: Cluster__Output, wide: boolean): string[] {
 }
 
 function totals(cl: Cluster__Output): string {
-  return `${cl.servers.length} servers, ${cl.rus} RUs: ${cl.free} free, ${cl.busy} busy, ${cl.down} down; ${cl.activeJobs} active jobs, ${cl.queuedJobs} waiting`;
+  const unsched = cl.unschedulable > 0 ? `, ${cl.unschedulable} unschedulable (free, on servers that take no new placements)` : '';
+  return `${cl.servers.length} servers, ${cl.rus} RUs: ${cl.free} free, ${cl.busy} busy${unsched}, ${cl.down} down; ${cl.activeJobs} active jobs, ${cl.queuedJobs} waiting`;
 }
 
 function buckets(cl: Cluster__Output): string[] {

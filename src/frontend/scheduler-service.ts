@@ -419,6 +419,9 @@ export class SchedulerService {
       free: servers.filter((s) => s.state === 'up').reduce((a, s) => a + (s.free ?? 0), 0),
       busy: all.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
       down: all.filter((r) => r.state === 'down').length,
+      // The free RUs no placement may take (blocked, cordoned, draining, drained, down): with
+      // these, the four counts add up to the RUs.
+      unschedulable: servers.filter((s) => s.state !== 'up').reduce((a, s) => a + (s.free ?? 0), 0),
       buckets,
       queuedJobs: queued,
       activeJobs: active,

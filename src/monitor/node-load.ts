@@ -64,7 +64,8 @@ export class NodeLoad {
       const rep: LoadReportRecord = { job: run.job, task: run.task, server: this.server.id, rate, at: h.clock.now() };
       const lease = h.usableLeaseId();
       if (lease) h.track(h.store.put(this.live.report(run.job, run.task), JSON.stringify(rep), { lease }).catch(() => 0));
-      this.log().warn({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
+      // The run-time loop acts on it (the block below, a move, a scale-out): nothing for an operator to do.
+      this.log().info({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
     const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const));
     if (next === this.blocked) return false;
