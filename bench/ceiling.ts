@@ -10,13 +10,13 @@
  *   npx tsx bench/ceiling.ts [--servers 10000] [--task-s 60] [--minutes 5]
  *       [--loads 0.025,0.05,0.1,0.15,0.2,0.3] [--name ceiling-10k-60s] [--report-only]
  *
- * Each run writes bench/results/ceiling/<name>-<load without its dot>.{md,json} (and its SVGs) as the soak
- * does, and its output to <name>-<load>-bench.log; then this writes <name>.md, <name>.json and
- * <name>-*.svg. `--report-only` skips the runs and summarises the results already there.
+ * Each run writes bench/results/ceiling/<run>/<run>.{md,json} (and its SVGs) as the soak does, <run>
+ * being <name>-<load without its dot>, and its output to <run>-bench.log there; then this writes
+ * <name>.md, <name>.json and <name>-*.svg in bench/results/ceiling/. `--report-only` skips the runs and summarises the results already there.
  * Rows are the soak's minutes with arrivals, from the second on (the first holds the warm-up).
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { median } from 'simple-statistics';
 import { renderSvg, type Point } from '../src/sim/charts.ts';
@@ -65,7 +65,9 @@ function soakArgs(load: number): string[] {
 }
 
 async function run(load: number): Promise<void> {
-  const log = createWriteStream(join(RESULTS_DIR, `${runName(load)}-bench.log`));
+  const dir = join(RESULTS_DIR, runName(load));
+  mkdirSync(dir, { recursive: true });
+  const log = createWriteStream(join(dir, `${runName(load)}-bench.log`));
   process.stdout.write(`[ceiling] npx tsx ${soakArgs(load).join(' ')}\n`);
   const child = spawn('npx', ['tsx', ...soakArgs(load)], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout.pipe(log, { end: false });
@@ -97,7 +99,7 @@ function spread(xs: (number | null)[]): [number, number, number] {
 }
 
 function summarise(load: number): Step {
-  const file = join(RESULTS_DIR, `${runName(load)}.json`);
+  const file = join(RESULTS_DIR, runName(load), `${runName(load)}.json`);
   if (!existsSync(file)) throw new Error(`${file} is missing: run without --report-only first`);
   const r = JSON.parse(readFileSync(file, 'utf8')) as SoakResult;
   const rows = r.rows.filter((x) => x.minute >= 2 && x.phase !== 'drain' && x.phase !== 'end');

@@ -21,7 +21,8 @@
  *      [--max-pending-tasks N] [--launch-after D] [--max-txn-ops 128] (etcd's, and every tarcil process told it)
  *      [--agent key=value …] (agent options of every front-end, as `tarcil server --agent`; repeatable)
  *      [--etcd-flag=--name=value …] (a flag given to the soak's etcd as is; repeatable)
- * Results: bench/results/soak/<name>.{md,json} and <name>-*.svg (--quick: bench/results/quick/).
+ * Results: bench/results/soak/<name>/<name>.{md,json} and <name>-*.svg (--dir <experiment>: under
+ * bench/results/<experiment>/ instead; --quick: bench/results/quick/).
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -52,6 +53,8 @@ const quick = process.argv.includes('--quick');
 const NAME = flag('name', 'soak');
 /** The experiment folder under bench/results: soak, or the experiment that runs this soak (ceiling). */
 const DIR = flag('dir', 'soak');
+/** The run's folder: bench/results/<DIR>/<NAME>/ (a --quick run: bench/results/quick/). */
+const OUT = quick ? resultsDir(true) : join(resultsDir(false, DIR), NAME);
 const MINUTES = Number(flag('minutes', quick ? '2' : '30'));
 const OVERLOAD_MIN = Number(flag('overload-minutes', quick ? '0.5' : '5'));
 const SERVERS = Number(flag('servers', quick ? '1000' : '10000'));
@@ -534,7 +537,7 @@ async function main(): Promise<void> {
       fault(`front-end fe${i} resumed`);
     } },
   ];
-  const logs = join(resultsDir(quick, DIR), `${NAME}-logs`);
+  const logs = join(OUT, `${NAME}-logs`);
   mkdirSync(logs, { recursive: true });
   const profileRuns = ETCD_PROFILE_AT.map((min) =>
     sleep(min * 60_000)
@@ -845,12 +848,12 @@ function report(s: Summary): void {
     `Tasks of the killed nodes: ${placedAgainLine(s.placedAgain)}.`,
     `Auditor watch interruptions: ${s.watchErrors.length === 0 ? 'none' : s.watchErrors.join('; ')}.`,
   ].join('\n');
-  const files = writeResults(NAME, s, md, resultsDir(quick, DIR));
+  const files = writeResults(NAME, s, md, OUT);
   say(`wrote ${files.join(', ')}`);
 }
 
 async function charts(rows: Row[]): Promise<void> {
-  const dir = resultsDir(quick, DIR);
+  const dir = OUT;
   const series = (name: string, f: (r: Row) => number): Point[] => rows.map((r) => ({ x: r.minute, y: f(r), series: name }));
   const out: [string, string, string, Point[]][] = [
     [`${NAME}-throughput.svg`, 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
