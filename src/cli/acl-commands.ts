@@ -123,6 +123,7 @@ export async function auditCommand(o: AclFlags & { since?: number; namespace?: s
     for (const r of res.records) {
       out(`${iso(r.atMs)}  ${r.rpc}  ${r.who}  ${r.peer}  ${r.namespace || '-'}  ${r.target || '-'}  ${r.result}${r.message ? `: ${r.message}` : ''}`);
     }
+    if (res.total > res.records.length) out(`${res.records.length} of ${res.total} audit records (the newest); --limit N (at most 100,000) or --since to see others`);
   } finally {
     c.close();
   }

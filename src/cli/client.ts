@@ -247,7 +247,12 @@ async function doc(fmt: 'json' | 'yaml', name: MessageName, m: object, watching:
 const hms = (ms: number): string => (ms > 0 ? new Date(ms).toISOString().slice(11, 19) : '');
 
 function statusLines(id: string, j: Job__Output, wide: boolean): string[] {
-  const lines = [line(j), `  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`];
+  const lines = [...(j.reason?.text ? [`now: ${j.reason.text}`] : []), line(j), `  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`];
+  // No task has a record yet (a queued job): what it waits to place instead of an empty table.
+  if (j.taskList.length === 0 && j.tasksOmitted === 0) {
+    lines.push(FINAL.has(j.state) ? `  ${j.tasks} task(s): none has a record` : `  ${j.mode === 'gang' ? `a gang of ${j.tasks} tasks, placed all at once` : `${j.tasks} task(s)`}: none placed yet`);
+    return lines;
+  }
   const t = new Table({ style: tableStyle(), head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message', ...(wide ? ['placed', 'started', 'ended', 'log'] : [])] });
   for (const x of j.taskList) {
     const ran = x.startedAtMs && x.endedAtMs ? String(Math.round(x.endedAtMs - x.startedAtMs)) : '';
@@ -329,11 +334,11 @@ const JOB_WIDE_HEAD = ['priority', 'mode', 'owner', 'finished', 'rescheduled', '
 /** What tells one state of a listed job from another (under --watch). */
 const jobKey = (j: Job__Output): string => JSON.stringify([j.state, j.taskStates, j.message, j.rescheduled, j.owner, j.finishedAtMs]);
 
-export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number; allNamespaces?: boolean }, out: (s: string) => void): Promise<void> {
+export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number; all?: boolean; allNamespaces?: boolean }, out: (s: string) => void): Promise<void> {
   const fmt = formatOf(o);
   const wide = fmt === 'wide';
   const c = client(o);
-  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.limit, namespace: ns(o), allNamespaces: o.allNamespaces === true }, opts, cb));
+  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.all === true ? 0 : o.limit, namespace: ns(o), allNamespaces: o.allNamespaces === true }, opts, cb));
   try {
     if (!o.watch) {
       const res = await list();
@@ -341,6 +346,8 @@ export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: strin
       const t = new Table({ style: tableStyle(), head: [...JOB_HEAD, ...(wide ? JOB_WIDE_HEAD : [])] });
       for (const j of res.jobs) t.push(jobRow(j, wide));
       out(res.jobs.length === 0 ? 'no jobs' : t.toString());
+      const left = listedOf(res.jobs.length, res.total, 'jobs', '--limit N or --all to see more');
+      if (left) out(left);
       if (res.retainMs > 0) out(`(finished jobs are deleted ${fmtRetain(res.retainMs)} after they end)`);
       return;
     }
@@ -359,12 +366,19 @@ export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: strin
         for (const j of first ? res.jobs : changed) t.push(jobRow(j, wide));
         if (first && res.jobs.length === 0) out('no jobs (watching)');
         else if (t.length > 0) out(t.toString());
+        const left = first ? listedOf(res.jobs.length, res.total, 'jobs', '--limit N or --all to see more') : '';
+        if (left) out(left);
       },
       { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (res) => JSON.stringify(res.jobs.map((j) => [j.id, jobKey(j)])) },
     );
   } finally {
     c.close();
   }
+}
+
+/** "50 of 159 jobs; --limit N or --all to see more" when a list left some out ('' otherwise). */
+export function listedOf(listed: number, total: number, what: string, how: string): string {
+  return total > listed ? `${listed} of ${total} ${what}; ${how}` : '';
 }
 
 /** cli-table3 without borders: the rows printed under a table already shown (jobs --watch). */

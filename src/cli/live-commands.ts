@@ -260,9 +260,10 @@ export function registerLiveCommands(program: Command): void {
     .action(async (id: string, o: ClientFlags & OutputFlags & { tasksFrom?: number }) => (await import('./client.ts')).statusCommand(id, o, out));
   intervalOption(outputOptions(clientOptions(program.command('jobs').description('list jobs, newest first')), 'the list, then a row for each job that appears or changes'))
     .option('--state <state>', 'only jobs in this state (repeatable)', collect)
-    .option('--limit <n>', 'at most this many', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
+    .option('--limit <n>', 'at most this many, the newest (0: all); a list cut short says how many matched', intIn('--limit', L.listLimit), CLIENT_DEFAULTS.listLimit)
+    .option('--all', 'every job that matches (the same as --limit 0)', false)
     .option('-A, --all-namespaces', 'the jobs of every namespace', false)
-    .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number; allNamespaces: boolean }) => (await import('./client.ts')).jobsCommand(o, out));
+    .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number; all: boolean; allNamespaces: boolean }) => (await import('./client.ts')).jobsCommand(o, out));
   intervalOption(
     outputOptions(
       clientOptions(program.command('cluster').description('the cell summarised by platform and rack (RUs free, busy, reserved, down; admission buckets); --servers lists the servers')),

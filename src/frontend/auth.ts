@@ -34,6 +34,7 @@ import type { Logger } from '../util/log.ts';
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
 import { endStreamWithError, unaryStatus } from './grpc.ts';
 import { jobIdOf } from './job-id.ts';
+import { setReadableNamespaces } from './list-filter.ts';
 
 export const DEFAULT_TOKEN_CACHE_MS = 2000;
 
@@ -289,6 +290,8 @@ export class AuthLayer {
           return;
         }
         const admitted = p;
+        const pol = admitted.policy;
+        if (rpc === 'ListJobs' && call.request['allNamespaces'] === true && pol && !pol.cluster.includes('admin')) setReadableNamespaces(call, (ns) => allows(pol, 'read', ns));
         h(call, (err, res) => {
           void (async (): Promise<void> => {
             if (rule.mutates) await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);

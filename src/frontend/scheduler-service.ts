@@ -17,6 +17,7 @@ import type { Clock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { explanationToProto, jobToProto, serverToProto, specInputFromProto } from './convert.ts';
+import { readJobReason, reasonToProto } from './job-reason.ts';
 import type { Cluster } from './gen/tarcil/v1/Cluster.ts';
 import type { ProfileEstimate } from './gen/tarcil/v1/ProfileEstimate.ts';
 import { readProfile } from '../state/profiles.ts';
@@ -34,6 +35,7 @@ import { DEFAULT_NAMESPACE, namespaceOfJob, qualifiedJobId } from '../tenancy/na
 import { checkQuotaFit, namespaceForSubmit, requireNamespaceName, waitingJobsGate, type NamespaceCopy } from '../tenancy/namespaces.ts';
 import { jobIdOf, requireId } from './job-id.ts';
 import { CellExecutors } from './executor-fit.ts';
+import { readableNamespaces } from './list-filter.ts';
 import { aclHandlers } from './acl-service.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
@@ -178,9 +180,9 @@ export class SchedulerService {
       },
       ListJobs: (call, cb) => {
         void Promise.resolve()
-          .then(() => this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE)))
+          .then(() => this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE), readableNamespaces(call)))
           .then(
-          (jobs) => cb(null, { jobs, retainMs: this.retainMs }),
+          ({ jobs, total }) => cb(null, { jobs, total, retainMs: this.retainMs }),
           (e: unknown) => cb(unaryStatus(e)),
         );
       },
@@ -294,6 +296,8 @@ export class SchedulerService {
         { type: 'get', key: this.live.jobReports(id), prefix: true },
         // Without its tasks (CancelJob's answer), a 100,000-task job is not read task by task.
         ...(withTasks ? [{ type: 'get' as const, key: blockPrefix(k, id, first), prefix: true }] : []),
+        // GetJob's answer carries the job's reason, which reads its decision records.
+        ...(withTasks ? [{ type: 'get' as const, key: k.decision(id) }] : []),
       ],
     });
     const rec = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
@@ -338,11 +342,12 @@ export class SchedulerService {
     const job = jobToProto(id, rec, owner?.agent ?? rec.owner ?? '', tasks, reports);
     if (tasks && records > tasks.length) job.tasksOmitted = records - tasks.length;
     if (next > 0) job.nextTaskFrom = next;
+    if (withTasks) job.reason = reasonToProto(await this.reason(id, rec, parseJson<StoredDecisions>(res.responses[4]?.[0])));
     return job;
   }
 
-  /** The jobs of namespace `ns`, or of all when undefined. */
-  private async listJobs(states: string[], limit: number, ns: string | undefined): Promise<Job[]> {
+  /** The newest `limit` jobs (0: all) of namespace `ns`, or of all when undefined, and how many matched. */
+  private async listJobs(states: string[], limit: number, ns: string | undefined, readable?: (ns: string) => boolean): Promise<{ jobs: Job[]; total: number }> {
     states.forEach((st, i) => {
       if (!JOB_STATES.has(st)) throw invalid(`states[${i}]`, `must be one of ${[...JOB_STATES].join(', ')} (got '${clip(st, 40)}')`);
     });
@@ -355,10 +360,12 @@ export class SchedulerService {
       if (!rec || id === undefined) continue;
       if (ns === DEFAULT_NAMESPACE && namespaceOfJob(id) !== DEFAULT_NAMESPACE) continue;
       if (want.size > 0 && !want.has(rec.state)) continue;
+      // Over every namespace, a token that may not read them all sees (and counts) only its own.
+      if (readable && !readable(namespaceOfJob(id))) continue;
       out.push(jobToProto(id, rec, rec.owner ?? ''));
     }
     out.sort((a, b) => Number(b.submittedAtMs ?? 0) - Number(a.submittedAtMs ?? 0));
-    return limit > 0 ? out.slice(0, limit) : out;
+    return { jobs: limit > 0 ? out.slice(0, limit) : out, total: out.length };
   }
 
   private nodeDeps(): NodeServiceDeps {
@@ -428,6 +435,11 @@ export class SchedulerService {
     };
   }
 
+  /** The job's one current reason (job-reason.ts). */
+  private reason(id: string, rec: LiveJobRecord, stored: StoredDecisions | undefined): ReturnType<typeof readJobReason> {
+    return readJobReason({ manager: this.d.manager, store: this.d.store, keys: this.d.keys, now: this.d.clock.now() }, id, rec, stored);
+  }
+
   async explain(id: string): Promise<ReturnType<typeof explanationToProto>> {
     const k = this.d.keys;
     const res = await this.d.store.txn({
@@ -455,7 +467,8 @@ export class SchedulerService {
       }
     }
     const cell = this.d.manager.cell;
-    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced, (sid) => cell.get(sid)?.spec);
+    const reason = reasonToProto(await this.reason(id, rec, stored));
+    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced, (sid) => cell.get(sid)?.spec, reason);
     // Cordoned and draining nodes (`tarcil node`), while they can matter to the job.
     if (!isFinalJob(rec.state)) {
       const placements = (e.placements ?? []).map((p) => ({ task: p.task ?? 0, server: p.ru?.server ?? '' }));

@@ -66,8 +66,10 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     // --json is the older spelling of -o json.
     expect(JSON.parse((await run(['status', jobId, '--json', '--server', server])).out)).toEqual(job);
 
-    const jobs = JSON.parse((await run(['jobs', '--output', 'json', '--server', server])).out) as { jobs: Record<string, unknown>[]; retainMs: string };
-    expect(Object.keys(jobs)).toEqual(['jobs', 'retainMs']);
+    const jobs = JSON.parse((await run(['jobs', '--output', 'json', '--server', server])).out) as { jobs: Record<string, unknown>[]; retainMs: string; total: number };
+    expect(Object.keys(jobs)).toEqual(['jobs', 'retainMs', 'total']);
+    // Every job that matched is listed: the count says so.
+    expect(jobs.total).toBe(jobs.jobs.length);
     // uint64 is a string in proto3 JSON.
     expect(jobs.retainMs).toBe('3600000');
     expect(jobs.jobs.map((j) => j.id)).toContain(jobId);
