@@ -1,6 +1,7 @@
 /**
  * The documentation shows only what exists: every file path, link and heading anchor, every
- * `tarcil <command>` and every `npm run <script>` that README.md, docs/*.md and bench/README.md
+ * `tarcil <command>` and every `npm run <script>` that README.md, docs/*.md, bench/README.md and
+ * bench/HISTORY.md
  * show. The commands come from the program itself (`tarcil --help`, and each command's own help
  * for its subcommands), the scripts from package.json.
  */
@@ -15,7 +16,7 @@ import { anchorsOf, check, commandsInHelp, refsOf, slug, type CliCommands } from
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = join(ROOT, 'src', 'cli', 'bin.js');
 
-const DOCS = ['README.md', 'bench/README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = ['README.md', 'bench/README.md', 'bench/HISTORY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
 function help(args: string[]): string {
   const r = spawnSync(process.execPath, [BIN, ...args, '--help'], { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1', TARCIL_LOG: 'silent' } });
