@@ -1,9 +1,8 @@
 /**
  * The documentation shows only what exists: every file path, link and heading anchor, every
  * `tarcil <command>` and every `npm run <script>` that README.md, docs/*.md, bench/README.md and
- * bench/HISTORY.md
- * show. The commands come from the program itself (`tarcil --help`, and each command's own help
- * for its subcommands), the scripts from package.json.
+ * bench/HISTORY.md show. The commands come from the program itself (`tarcil --help`, and each
+ * command's own help for its subcommands), the scripts from package.json.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
