@@ -62,5 +62,5 @@ describe('a monitor frozen past its lease and grace (short run)', () => {
     expect(r.report.totals.rerunsAfterSuccess, why).toBe(0);
     expect(r.report.counts, why).toEqual({});
     expect(r.report.violations, why).toEqual([]);
-  }, 110_000);
+  }, 160_000);
 });
