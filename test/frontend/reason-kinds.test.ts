@@ -112,6 +112,7 @@ describe('jobReason', () => {
     expect(r.attempts).toBe(60);
     expect(r.text).toBe('waiting: 3 of 24 RUs it may use are free, waiting for a free RU it may use (60 sample attempts so far)');
     expect(reason({ rec: rec({ message: 'no server it may use is up now' }) }).text).toBe('waiting: no server it may use is up now');
+    expect(reason({ cell: cell({ busy: 0 }) })).toMatchObject({ kind: 'waiting', text: 'waiting for its first scheduling call: 24 of 24 RUs it may use are free' });
   });
 
   it('placed, running and done', () => {

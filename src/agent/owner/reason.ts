@@ -251,6 +251,10 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
     r.text = `admission control holds it: ${acc}${wait}; it waits at most ${fmtWait(spec.maxQueueMs)}`;
     return r;
   }
+  if (decisions.length === 0) {
+    r.text = `waiting for its first scheduling call: ${free} of ${cell.usable} RUs it may use are free`;
+    return r;
+  }
   r.text = `waiting: ${free} of ${cell.usable} RUs it may use are free${says ? `, ${says}` : ''}${r.attempts > 0 ? ` (${plural(r.attempts, 'sample attempt')} so far)` : ''}`;
   return r;
 }
