@@ -112,6 +112,11 @@ export function clusterSummary(cl: Cluster__Output, wide: boolean): string[] {
     );
   }
   lines.push(totals(cl));
+  const blocked = cl.servers.filter((s) => s.state === 'blocked');
+  if (blocked.length > 0) {
+    const names = blocked.slice(0, 8).map((s) => s.id).join(', ') + (blocked.length > 8 ? ', …' : '');
+    lines.push(`${blocked.length} server${blocked.length === 1 ? '' : 's'} blocked (${names}): a task there runs well below its expected rate; no new task is placed there until it recovers or the block times out (the tasks running there go on)`);
+  }
   const notes = nodeNotes(cl.servers);
   lines.push(...notes.slice(0, wide ? notes.length : SUMMARY_NOTES));
   if (!wide && notes.length > SUMMARY_NOTES) lines.push(`… and ${notes.length - SUMMARY_NOTES} more node notes (-o wide lists them all)`);
