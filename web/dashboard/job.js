@@ -24,7 +24,7 @@ function Timeline({ e }) {
   const total = STAGES.reduce((a, [k]) => a + (st[k] ?? 0), 0);
   return html`<div data-testid="timeline">
     <div class="timeline">${STAGES.map(([k, label]) =>
-      (st[k] ?? 0) > 0 ? html`<div class=${`stage ${k}`} style=${`flex:${Math.max(st[k], total * 0.01)}`} title=${`${label}: ${ms(st[k])}`}></div>` : null,
+      (st[k] ?? 0) > 0 ? html`<div class=${`stage ${k}`} style=${`width:${Math.max(1, (100 * st[k]) / total)}%`} title=${`${label}: ${ms(st[k])}`}></div>` : null,
     )}</div>
     <ul class="stage-key">${STAGES.map(
       ([k, label]) => html`<li class="stage-label" data-testid="stage-label"><i class=${`stage ${k}`}></i><b>${label}</b> ${ms(st[k] ?? 0)}${total > 0 ? html` <small>${Math.round((100 * (st[k] ?? 0)) / total)}%</small>` : null}</li>`,
@@ -41,17 +41,15 @@ const sentence = (t) => {
 function ReasonBox({ reason }) {
   if (!reason) return null;
   const holders = reason.holders ?? [];
+  // What the sentence does not say already: how long and how many attempts; its holders, linked.
   const facts = [];
-  if (reason.needed) facts.push(`needs ${reason.needed} RU${reason.needed === 1 ? '' : 's'}`);
-  if (reason.rusUsable) facts.push(`${reason.rusBusy ?? 0} of ${reason.rusUsable} usable RUs busy`);
-  if (reason.estimateMs !== undefined && reason.estimateMs !== null) facts.push(`estimated wait ${ms(Number(reason.estimateMs))}${reason.boundMs !== undefined && reason.boundMs !== null ? ` (bound ${ms(Number(reason.boundMs))})` : ''}`);
-  if (reason.quotaLimit) facts.push(`namespace ${reason.namespace}: ${reason.quotaUsed} of ${reason.quotaLimit} RUs`);
+  if (reason.waitedMs) facts.push(`submitted ${ms(Number(reason.waitedMs))} ago`);
   if (reason.attempts) facts.push(`${reason.attempts} attempt${reason.attempts === 1 ? '' : 's'} so far`);
   return html`<div class=${`reason ${reason.kind ?? ''}`} data-testid="reason" data-kind=${reason.kind ?? ''}>
     <p class="reason-text" data-testid="reason-text">${sentence(reason.text)}</p>
     ${facts.length > 0 || holders.length > 0
       ? html`<p class="reason-facts">${facts.join(' · ')}${holders.length > 0
-          ? html`${facts.length > 0 ? ' · ' : ''}held by ${holders.map((x, i) => html`${i > 0 ? ', ' : ''}<a href=${href('job', x.job)}>${x.job}</a> (${x.rus})`)}`
+          ? html`${facts.length > 0 ? ' · ' : ''}held by ${holders.map((x, i) => html`${i > 0 ? ', ' : ''}<a href=${href('job', x.job)}>${x.job}</a> (${x.rus} RU${x.rus === 1 ? '' : 's'})`)}`
           : null}</p>`
       : null}
   </div>`;
@@ -88,14 +86,16 @@ function Decision({ e }) {
     </div>
     <h4>Time per stage</h4>
     <${Timeline} e=${e} />
-    <h4>Sample attempts <small>${(e.samples ?? []).length}${samples.length < (e.samples ?? []).length ? `, in ${samples.length} line${samples.length === 1 ? '' : 's'}` : ''}</small></h4>
-    <table class="grid"><thead><tr><th>attempts</th><th>R (sample size)</th><th>f</th><th>candidates</th><th>times</th></tr></thead>
+    <h4>Sample attempts <small data-testid="samples-summary" data-total=${(e.samples ?? []).length}>${(e.samples ?? []).length}${samples.length < (e.samples ?? []).length ? `, in ${samples.length} line${samples.length === 1 ? '' : 's'}` : ''}</small></h4>
+    ${samples.length === 0
+      ? html`<p data-testid="no-samples">None yet: no RU was sampled for it.</p>`
+      : html`<table class="grid"><thead><tr><th>attempts</th><th>R (sample size)</th><th>f</th><th>candidates</th><th>times</th></tr></thead>
       <tbody>${samples.map(
         (g) => html`<tr data-testid="sample" data-count=${g.count}><td>${span(g, 'attempt')}</td><td>${g.item.r}</td><td>${(g.item.f ?? 0).toFixed(3)}</td><td>${g.item.candidates}</td>
           <td>${g.count > 1 ? html`<b class="count" data-testid="fold-count">×${g.count}</b>` : ''}</td></tr>`,
-      )}</tbody></table>
+      )}</tbody></table>`}
     ${admission.length > 0
-      ? html`<h4>Admission <small>${(e.admission ?? []).length} verdict${(e.admission ?? []).length === 1 ? '' : 's'}${admission.length < (e.admission ?? []).length ? `, in ${admission.length} line${admission.length === 1 ? '' : 's'}` : ''}</small></h4>
+      ? html`<h4>Admission <small data-testid="admission-summary" data-total=${(e.admission ?? []).length}>${(e.admission ?? []).length} verdict${(e.admission ?? []).length === 1 ? '' : 's'}${admission.length < (e.admission ?? []).length ? `, in ${admission.length} line${admission.length === 1 ? '' : 's'}` : ''}</small></h4>
         <ul class="admission">${admission.map(
           ({ item: a, count }) => html`<li data-testid="admission-line" data-count=${count}>${count > 1 ? html`<b class="count" data-testid="fold-count">×${count}</b> ` : null}${a.action}: ${a.reason}${' '}<small>(latest: f ${(a.f ?? 0).toFixed(3)}, ${a.acceptableFree}/${a.totalFree} acceptable free, ${a.needed} needed)</small></li>`,
         )}</ul>`
