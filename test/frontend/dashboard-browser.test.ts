@@ -273,7 +273,7 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
     if (shots) await page.screenshot({ path: join(shots, 'dashboard-throughput.png') });
 
     // The heat map: a rack's RUs, each saying what it holds.
-    await cellPage.getByTestId('rack').first().click();
+    await cellPage.locator('[data-testid="rack"][data-rack="m3-large/r000"]').click();
     await cellPage.getByTestId('rack-detail').waitFor();
     await cellPage.getByTestId('ru-legend').waitFor();
     const busy = cellPage.locator('[data-testid="rack-detail"] [data-testid="ru"][data-state="b"]');

@@ -8,17 +8,23 @@ import { age, RU_STATES } from './format.js';
 
 const html = htm.bind(h);
 
-/** Reads again at most this often while the cell changes. */
+/**
+ * Reads again at most this often while the cell changes; a large cell's list (every RU record of
+ * the cell, read from the store) less often.
+ */
 const REFRESH_MS = 1500;
+const LARGE_CELL = 1000;
+const LARGE_REFRESH_MS = 15_000;
 /** Rows shown at once (a filter narrows a large cell). */
 const MAX_ROWS = 400;
 
 function useNodes(cellVersion) {
   const [nodes, set] = useState(null);
   const last = useRef(0);
+  const every = Array.isArray(nodes) && nodes.length > LARGE_CELL ? LARGE_REFRESH_MS : REFRESH_MS;
   useEffect(() => {
     let cancelled = false;
-    const wait = Math.max(0, last.current + REFRESH_MS - Date.now());
+    const wait = Math.max(0, last.current + every - Date.now());
     const t = globalThis.setTimeout(() => {
       last.current = Date.now();
       fetch('api/nodes')
