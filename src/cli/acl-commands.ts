@@ -1,6 +1,6 @@
 /**
  * `tarcil acl bootstrap`, `tarcil acl token create|list|revoke` and `tarcil audit`: access tokens
- * and the audit trail of a front-end (README, "Access control" and "Audit trail"). The gRPC client
+ * and the audit trail of a front-end (docs/tenancy.md, "Access control" and "Audit trail"). The gRPC client
  * and the policy validator are loaded only when a command runs.
  */
 import { type Command, Option } from 'commander';

@@ -1,6 +1,6 @@
 /**
  * The `tarcil` command's exit codes, one for each kind of outcome a script may want to tell apart
- * (README, "Exit codes"). Commander's own refusals (unknown command or option, a missing or bad
+ * (docs/cli.md, "Exit codes"). Commander's own refusals (unknown command or option, a missing or bad
  * value) are usage errors; an error raised once a command runs maps by its code.
  */
 import { isTarcilError } from '../util/errors.ts';

@@ -5,7 +5,7 @@
  *
  * Each answer is judged:
  * - its status is one the API documents for the RPC (proto/tarcil/v1/*.proto comments and the
- *   README's "Limits"); INTERNAL and UNKNOWN are always findings, and so is a call that gets no
+ *   docs/operations.md, "Limits"); INTERNAL and UNKNOWN are always findings, and so is a call that gets no
  *   answer before its deadline;
  * - a refused call stored nothing: the store's changes between the revision before the call and
  *   the one after it, but for audit records (`audit/`), the housekeeper's election (`election/`,
