@@ -496,7 +496,7 @@ async function runOne(url: string, etcdPid: number, layout: Layout, rate: number
       next += (-Math.log(1 - arrivals.next()) / jobRate) * 1000;
       const wait = next - performance.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      if (cell.pending() > 100) continue; // the generator's in-flight bound, as the soak's
+      if (cell.pending() > 100) continue; // the generator's bound on jobs in flight: past it, arrivals are dropped (counted nowhere: the rate placed says it)
       void cell.submit().catch(fail);
     }
   })();
