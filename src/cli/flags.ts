@@ -3,7 +3,8 @@
  * repeatable flags), one of each for every command. A bad value is refused with the flag and the
  * rule (exit code 2). Ranges and defaults come from the components' options modules.
  */
-import { InvalidArgumentError } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { STREAM_LIMIT_DEFAULTS, STREAM_LIMIT_RANGES, type StreamLimits } from '../frontend/options.ts';
 
 /** A number that passes `rule`, refused with `ruleText` otherwise. */
 export function num(name: string, rule: (x: number) => boolean, ruleText: string): (value: string) => number {
@@ -90,3 +91,67 @@ export const STORE_RETRY_MS = 2000;
  * the id that makes it single is forgotten.
  */
 export const SUBMIT_DEADLINE_MS = 60_000;
+
+const UNIT_BYTES: Record<string, number> = { '': 1, b: 1, k: 1024, kib: 1024, m: 2 ** 20, mib: 2 ** 20, g: 2 ** 30, gib: 2 ** 30 };
+
+/** A size as the flags write it: `256KiB`, `64MiB`, `1GiB`, or bytes. */
+export const fmtBytes = (n: number): string =>
+  n % 2 ** 30 === 0 && n > 0 ? `${n / 2 ** 30}GiB` : n % 2 ** 20 === 0 && n > 0 ? `${n / 2 ** 20}MiB` : n % 1024 === 0 && n > 0 ? `${n / 1024}KiB` : `${n}`;
+
+/** A size in bytes from `262144`, `256KiB` (or `256K`), `64MiB` (`64M`), `1GiB` (`1G`), within [min, max]. */
+export const bytes =
+  (name: string, r: { readonly min: number; readonly max: number }) =>
+  (v: string): number => {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(v);
+    const unit = UNIT_BYTES[(m?.[2] ?? '').toLowerCase()];
+    const n = m && unit !== undefined ? Math.round(Number(m[1]) * unit) : NaN;
+    if (!Number.isFinite(n) || n < r.min || n > r.max) {
+      throw new InvalidArgumentError(`${name} must be a size such as 256KiB, 64MiB or 1GiB (a bare number is bytes), from ${fmtBytes(r.min)} to ${fmtBytes(r.max)} (got '${v}')`);
+    }
+    return n;
+  };
+
+/** The flags of the stream limits (STREAM_LIMIT_DEFAULTS), with how each is written and what it bounds. */
+const STREAM_FLAGS: readonly (readonly [flag: string, key: keyof StreamLimits, kind: 'int' | 'duration' | 'bytes', help: string])[] = [
+  ['--max-streams-per-connection <n>', 'maxConcurrentStreams', 'int', 'calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client queues the others'],
+  ['--calls-per-turn <n>', 'callsPerTurn', 'int', 'new calls set up per turn of the event loop, the others wait their turn, each connection in turn (0: every call in the turn it arrives)'],
+  ['--keepalive-time <duration>', 'keepaliveTimeMs', 'duration', 'every connection is pinged this often'],
+  ['--keepalive-timeout <duration>', 'keepaliveTimeoutMs', 'duration', 'a connection whose ping is not answered within this is closed'],
+  ['--max-connection-idle <duration>', 'maxConnectionIdleMs', 'duration', 'a connection with no call for this long is closed (GOAWAY)'],
+  ['--request-timeout <duration>', 'requestTimeoutMs', 'duration', 'a request not arrived whole this long after its headers is answered DEADLINE_EXCEEDED (off: never)'],
+  ['--unsent-timeout <duration>', 'unsentTimeoutMs', 'duration', 'a call whose complete answer its client has not taken this long after is reset (off: never)'],
+  ['--max-watches <n>', 'maxWatches', 'int', 'WatchJob streams served at once; more get RESOURCE_EXHAUSTED'],
+  ['--max-watches-per-job <n>', 'maxWatchesPerJob', 'int', 'WatchJob streams of one job served at once'],
+  ['--max-watches-per-connection <n>', 'maxWatchesPerConnection', 'int', 'WatchJob streams one connection may have open at once'],
+  ['--watch-buffer <size>', 'streamQueueBytes', 'bytes', 'bytes one WatchJob stream may hold unsent before it waits for its client'],
+  ['--watch-total-buffer <size>', 'totalQueueBytes', 'bytes', 'bytes all WatchJob streams together may hold unsent'],
+  ['--slow-reader-timeout <duration>', 'slowConsumerMs', 'duration', 'a WatchJob stream whose client takes nothing this long is dropped (RESOURCE_EXHAUSTED)'],
+  ['--watch-max-behind <size>', 'maxBehindBytes', 'bytes', 'a WatchJob stream this many bytes behind its job starts over with a fresh snapshot'],
+];
+
+const attribute = (flag: string): string => flag.slice(2).split(' ')[0]!.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+
+/** Adds the stream-limit flags to `tarcil server` or `up`, under their own heading of the help. */
+export function streamLimitOptions(c: Command): Command {
+  for (const [flag, key, kind, help] of STREAM_FLAGS) {
+    const name = flag.split(' ')[0]!;
+    const r = STREAM_LIMIT_RANGES[key];
+    const d = STREAM_LIMIT_DEFAULTS[key];
+    const o = new Option(flag, help).helpGroup('Connection and stream limits:');
+    if (kind === 'int') o.argParser(intIn(name, r)).default(d);
+    else if (kind === 'bytes') o.argParser(bytes(name, r)).default(d, fmtBytes(d));
+    else o.argParser(duration(name, r, { off: r.off === true })).default(d, fmtMs(d));
+    c.addOption(o);
+  }
+  return c;
+}
+
+/** The stream limits from the parsed flags of streamLimitOptions (those not given are the defaults). */
+export function streamLimitsOf(o: object): StreamLimits {
+  const out: Partial<StreamLimits> = {};
+  for (const [flag, key] of STREAM_FLAGS) {
+    const v = (o as Record<string, unknown>)[attribute(flag)];
+    out[key] = typeof v === 'number' ? v : STREAM_LIMIT_DEFAULTS[key];
+  }
+  return out as StreamLimits;
+}

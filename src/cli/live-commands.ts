@@ -18,7 +18,7 @@ import {
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
-import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS, SUBMIT_DEADLINE_MS } from './flags.ts';
+import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS, streamLimitOptions, SUBMIT_DEADLINE_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
 import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags, SubmitFlags } from './client.ts';
 import { outputFormat } from './output.ts';
@@ -130,7 +130,7 @@ export function registerLiveCommands(program: Command): void {
   const up = program
     .command('up')
     .description('a whole cluster in one process: the demo cluster\'s monitors, N agents and the gRPC front-end (what `npm start` runs)');
-  logOptions(housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store)), 'warn')
+  streamLimitOptions(logOptions(housekeepingOptions(storeOptions(tlsOptions(up), UP_DEFAULTS.store)), 'warn'))
     .option('--cluster <name|file>', 'cluster spec from profiles/clusters or a file', UP_DEFAULTS.cluster)
     .option('--agents <n>', 'scheduling agents', intIn('--agents', L.agents), UP_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', UP_DEFAULTS.host)
@@ -144,7 +144,7 @@ export function registerLiveCommands(program: Command): void {
     .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
-  logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info')
+  streamLimitOptions(logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info'))
     .option('--agents <n>', 'scheduling agents in this process', intIn('--agents', L.agents), SERVER_DEFAULTS.agents)
     .option('--host <host>', 'interface to listen on', SERVER_DEFAULTS.host)
     .option('--port <n>', 'Scheduler gRPC port (0: any free port)', intIn('--port', L.port), SERVER_DEFAULTS.port)

@@ -25,7 +25,7 @@ import { watchStalls } from '../util/stalls.ts';
 import { SeededRng } from '../util/rng.ts';
 import { errorText } from './exit-codes.ts';
 import { nextSteps, packageRoot } from './banner-hints.ts';
-import { fmtMs, STORE_RETRY_MS } from './flags.ts';
+import { fmtMs, STORE_RETRY_MS, streamLimitsOf } from './flags.ts';
 
 export interface StoreFlags {
   store: string;
@@ -231,6 +231,7 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     unplaceableTimeoutMs: o.unplaceableTimeout,
     launchAfterMs: o.launchAfter,
     maxPendingTasks: o.maxPendingTasks,
+    streamLimits: streamLimitsOf(o),
     listenBeforeReady: true,
     acl: o.acl === true,
   });
@@ -428,6 +429,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
       ...(o.httpToken ? { httpToken: o.httpToken } : {}),
       retainMs: o.retain,
       compactMarginMs: o.compactMargin,
+      streamLimits: streamLimitsOf(o),
       ...(tls ? { tls } : {}),
     });
   } catch (err) {

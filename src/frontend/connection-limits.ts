@@ -18,6 +18,13 @@
  *   (the client took none of it, say a reader that never opens its HTTP/2 flow-control window)
  *   has its stream reset, which frees what it held.
  *
+ * - At most `callsPerTurn` new calls are handed to grpc-js per turn of the event loop; the others
+ *   wait, in their order of arrival, for the next turns (`paceCalls`). grpc-js sets a call up
+ *   (its objects, the interceptors, the handler, the answer's headers) in the turn its HEADERS
+ *   frame is read, and Node reads up to 2 MiB of a connection per turn: 10,000 calls opened at
+ *   once (about 1 MB of frames) were all set up in one turn, which held the loop for a second
+ *   and more. A call not yet handed over costs its HTTP/2 stream and the frames read for it.
+ *
  * A reset that stops a call because its client does not read uses HTTP/2's ENHANCE_YOUR_CALM,
  * which gRPC clients report as RESOURCE_EXHAUSTED (with the client library's own text, e.g.
  * grpc-js's "Bandwidth exhausted or memory limit exceeded"): a status in trailers cannot pass the
@@ -27,8 +34,10 @@
  * `callTransport` to read what is still unsent and to reset it.
  */
 import * as grpc from '@grpc/grpc-js';
-import { constants as h2, type ServerHttp2Stream } from 'node:http2';
+import { constants as h2, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import type { EventEmitter } from 'node:events';
 import { TarcilError } from '../util/errors.ts';
+import { STREAM_LIMIT_DEFAULTS } from './options.ts';
 import { endStreamWithError } from './status.ts';
 
 export interface ConnectionLimits {
@@ -38,15 +47,21 @@ export interface ConnectionLimits {
   maxConnectionIdleMs: number;
   requestTimeoutMs: number;
   unsentTimeoutMs: number;
+  /** New calls handed to grpc-js per turn of the event loop (0: every call in the turn it arrives). */
+  callsPerTurn: number;
 }
 
+const D = STREAM_LIMIT_DEFAULTS;
+
+/** The defaults (frontend/options.ts, where `tarcil server` and `up` read them for their flags). */
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  maxConcurrentStreams: 2000,
-  keepaliveTimeMs: 30_000,
-  keepaliveTimeoutMs: 20_000,
-  maxConnectionIdleMs: 60_000,
-  requestTimeoutMs: 10_000,
-  unsentTimeoutMs: 30_000,
+  maxConcurrentStreams: D.maxConcurrentStreams,
+  keepaliveTimeMs: D.keepaliveTimeMs,
+  keepaliveTimeoutMs: D.keepaliveTimeoutMs,
+  maxConnectionIdleMs: D.maxConnectionIdleMs,
+  requestTimeoutMs: D.requestTimeoutMs,
+  unsentTimeoutMs: D.unsentTimeoutMs,
+  callsPerTurn: D.callsPerTurn,
 };
 
 /** The HTTP/2 side of one call, for the streams that bound what they queue. */
@@ -63,7 +78,7 @@ export interface CallTransport {
 }
 
 /** A server stream whose client takes nothing for this long is dropped (WatchJob, TaskLogs). */
-export const DEFAULT_SLOW_CONSUMER_MS = 30_000;
+export const DEFAULT_SLOW_CONSUMER_MS: number = D.slowConsumerMs;
 
 /** The transport of each call, by its request metadata (the object a handler gets as `call.metadata`). */
 const transports = new WeakMap<grpc.Metadata, CallTransport>();
@@ -205,4 +220,182 @@ export function grpcServerOptions(limits: Partial<ConnectionLimits> = {}, base: 
     'grpc.enable_channelz': 0,
     interceptors: [callLimits(l), ...(base.interceptors ?? [])],
   };
+}
+
+type StreamArgs = [stream: ServerHttp2Stream, headers: IncomingHttpHeaders, ...rest: unknown[]];
+type StreamListener = (...args: StreamArgs) => void;
+const ignore = (): void => {};
+
+/** The reading of a connection's socket, stopped and started (libuv's read_stop and read_start). */
+interface Reading {
+  readStop(): number;
+  readStart(): number;
+}
+
+/** An HTTP/2 session as the pacer sees it. */
+interface Session {
+  readonly destroyed: boolean;
+  readonly socket?: unknown;
+}
+
+/**
+ * The socket handle under an HTTP/2 session: Node's http2 reads the session's frames from it, so
+ * while its reading is stopped no new frame of the connection is read (what the client sends
+ * waits in the kernel's buffers and its own, under TCP's flow control). Undefined where there is
+ * none to stop.
+ */
+function readingOf(session: Session): Reading | undefined {
+  try {
+    const socket = session.socket as { _handle?: unknown } | undefined;
+    const handle = socket?._handle as Partial<Reading> | null | undefined;
+    return handle && typeof handle.readStop === 'function' && typeof handle.readStart === 'function' ? (handle as Reading) : undefined;
+  } catch {
+    // A session whose socket is gone (Node throws ERR_HTTP2_SOCKET_UNBOUND) has nothing to read.
+    return undefined;
+  }
+}
+
+/** The streams of one connection not yet handed over, in their order of arrival. */
+class Waiting {
+  queue: (StreamArgs | undefined)[] = [];
+  head = 0;
+
+  get size(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** The next stream still open (the ones reset meanwhile are dropped: nobody had seen them). */
+  take(): StreamArgs | undefined {
+    while (this.head < this.queue.length) {
+      const args = this.queue[this.head]!;
+      this.queue[this.head++] = undefined;
+      if (this.head === this.queue.length) {
+        this.queue = [];
+        this.head = 0;
+      } else if (this.head >= 1024 && this.head * 2 >= this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.head = 0;
+      }
+      if (!args[0].destroyed && !args[0].closed) return args;
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Hands an HTTP/2 server's new streams to its 'stream' listeners (grpc-js's) at most `perTurn` per
+ * turn of the event loop. The others wait, each connection's in their order of arrival, and the
+ * connections take turns (a health check on a connection of its own is not held behind another's
+ * thousands of calls). While `perTurn` or more wait, the connections that have streams waiting are
+ * not read (libuv skips a stopped socket even within the turn in which it was readable), so a
+ * burst costs each turn the calls handed over and at most one read of each connection that
+ * brought some; a connection with nothing waiting is still read. A stream reset while it waited
+ * is dropped: nobody had seen it.
+ */
+export class CallPacer {
+  private readonly waiting = new Map<Session, Waiting>();
+  /** The connections whose reading this stopped. */
+  private readonly stopped = new Map<Session, Reading>();
+  private total = 0;
+  /** Streams handed over since the last turn began. */
+  private used = 0;
+  private armed = false;
+
+  constructor(
+    private readonly perTurn: number,
+    private readonly deliver: StreamListener,
+  ) {}
+
+  /** Streams waiting for a later turn. */
+  get queued(): number {
+    return this.total;
+  }
+
+  /** Connections whose reading is stopped. */
+  get stoppedConnections(): number {
+    return this.stopped.size;
+  }
+
+  readonly onStream = (...args: StreamArgs): void => {
+    // grpc-js listens for a stream's errors once it has it; until then one must not end the process.
+    args[0].on('error', ignore);
+    this.arm();
+    if (this.used < this.perTurn && this.total === 0) {
+      this.used++;
+      this.deliver(...args);
+      return;
+    }
+    const session = (args[0].session ?? args[0]) as unknown as Session;
+    let w = this.waiting.get(session);
+    if (!w) this.waiting.set(session, (w = new Waiting()));
+    w.queue.push(args);
+    this.total++;
+    if (this.total < this.perTurn) return;
+    if (this.total === this.perTurn) for (const s of this.waiting.keys()) this.stop(s);
+    else this.stop(session);
+  };
+
+  private stop(session: Session): void {
+    if (this.stopped.has(session) || session.destroyed) return;
+    const r = readingOf(session);
+    if (r && r.readStop() === 0) this.stopped.set(session, r);
+  }
+
+  private arm(): void {
+    if (this.armed) return;
+    this.armed = true;
+    setImmediate(this.turn);
+  }
+
+  /** A new turn: each connection's head in turn, up to the turn's budget. */
+  private readonly turn = (): void => {
+    this.armed = false;
+    this.used = 0;
+    while (this.used < this.perTurn && this.total > 0) {
+      for (const [session, w] of this.waiting) {
+        if (this.used >= this.perTurn) break;
+        const before = w.size;
+        const args = w.take();
+        this.total -= before - w.size;
+        // The connection goes to the back of the line.
+        this.waiting.delete(session);
+        if (w.size > 0) this.waiting.set(session, w);
+        if (args) {
+          this.used++;
+          this.deliver(...args);
+        }
+      }
+    }
+    if (this.total < this.perTurn) {
+      // A connection closed meanwhile has nothing left to read.
+      for (const [session, r] of this.stopped) if (!session.destroyed) r.readStart();
+      this.stopped.clear();
+    }
+    // Armed again while streams wait, or to reset this turn's count at the next.
+    if (this.used > 0 || this.total > 0) this.arm();
+  };
+}
+
+/**
+ * Puts a CallPacer (callsPerTurn) in front of the 'stream' listeners of every HTTP/2 server of a
+ * bound grpc-js server, before any connection came. grpc-js does not expose its HTTP/2 servers:
+ * the field read has this name in every 1.10+ release, and a test (job-watch-burst.test.ts) fails if
+ * that changes. Returns the pacers (none with callsPerTurn 0).
+ */
+export function paceCalls(server: grpc.Server, limits: Partial<ConnectionLimits> = {}): CallPacer[] {
+  const perTurn = limits.callsPerTurn ?? DEFAULT_CONNECTION_LIMITS.callsPerTurn;
+  if (perTurn <= 0) return [];
+  const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
+  if (!(servers instanceof Map)) throw new Error('grpc-js: the server has no http2Servers map; calls cannot be paced');
+  const pacers: CallPacer[] = [];
+  for (const h of servers.keys()) {
+    const listeners = h.listeners('stream') as StreamListener[];
+    h.removeAllListeners('stream');
+    const pacer = new CallPacer(perTurn, (...args) => {
+      for (const l of listeners) l.apply(h, args);
+    });
+    h.on('stream', pacer.onStream);
+    pacers.push(pacer);
+  }
+  return pacers;
 }

@@ -7,7 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { HealthImplementation } from 'grpc-health-check';
 import { readFileSync } from 'node:fs';
 import type { Logger } from '../util/log.ts';
-import { grpcServerOptions, type ConnectionLimits } from './connection-limits.ts';
+import { grpcServerOptions, paceCalls, type ConnectionLimits } from './connection-limits.ts';
 import { guardServer } from './guard.ts';
 import { TarcilError } from '../util/errors.ts';
 import { toStatus } from './status.ts';
@@ -66,6 +66,8 @@ export async function startGrpcServer(opts: {
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${opts.host}:${opts.port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
   });
+  // Bound: grpc-js has made its HTTP/2 servers, and no call has come yet.
+  paceCalls(server, opts.limits);
   return {
     server,
     port,

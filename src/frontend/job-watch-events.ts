@@ -7,9 +7,9 @@ import type protobuf from 'protobufjs';
 import type { Keys } from '../state/keys.ts';
 import type { WatchBatch } from '../store/types.ts';
 import type { TarcilError } from '../util/errors.ts';
-import { DEFAULT_SLOW_CONSUMER_MS } from './connection-limits.ts';
 import type { JobEvent, JobEvent__Output } from './gen/tarcil/v1/JobEvent.ts';
 import { ENCODED, type PreEncoded } from './pre-encoded.ts';
+import { STREAM_LIMIT_DEFAULTS } from './options.ts';
 import { LOADER_OPTIONS, protoRoot } from './proto-root.ts';
 
 export interface JobWatchLimits {
@@ -58,15 +58,18 @@ export const PUMP_SLICE_MS = 8;
 /** A generation looks for streams it can forget events for (or that fell behind) after this many more bytes. */
 export const TRIM_EVERY_BYTES = 1 << 20;
 
+const D = STREAM_LIMIT_DEFAULTS;
+
+/** The defaults (all but tasksPerEvent from frontend/options.ts, where the flags read them). */
 export const DEFAULT_JOB_WATCH_LIMITS: JobWatchLimits = {
   tasksPerEvent: 1000,
-  streamQueueBytes: 256 * 1024,
-  totalQueueBytes: 64 * 2 ** 20,
-  slowConsumerMs: DEFAULT_SLOW_CONSUMER_MS,
-  maxBehindBytes: 8 * 2 ** 20,
-  maxWatches: 20_000,
-  maxWatchesPerJob: 10_000,
-  maxWatchesPerConnection: 1000,
+  streamQueueBytes: D.streamQueueBytes,
+  totalQueueBytes: D.totalQueueBytes,
+  slowConsumerMs: D.slowConsumerMs,
+  maxBehindBytes: D.maxBehindBytes,
+  maxWatches: D.maxWatches,
+  maxWatchesPerJob: D.maxWatchesPerJob,
+  maxWatchesPerConnection: D.maxWatchesPerConnection,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -77,6 +77,67 @@ export const CLIENT_DEFAULTS = {
   listLimit: 50,
 } as const;
 
+/**
+ * What a connection, a call and the WatchJob streams may hold of a front-end, and for how long
+ * (`tarcil server` and `up`): the defaults of frontend/connection-limits.ts (every tarcil gRPC
+ * server) and frontend/job-watch-events.ts, which take them from here.
+ */
+export const STREAM_LIMIT_DEFAULTS = {
+  /** Calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: 2000,
+  keepaliveTimeMs: 30_000,
+  keepaliveTimeoutMs: 20_000,
+  maxConnectionIdleMs: 60_000,
+  requestTimeoutMs: 10_000,
+  unsentTimeoutMs: 30_000,
+  /** New calls handed to grpc-js per turn of the event loop (0: all in the turn they arrive). */
+  callsPerTurn: 100,
+  maxWatches: 20_000,
+  maxWatchesPerJob: 10_000,
+  maxWatchesPerConnection: 1000,
+  /** Bytes one WatchJob stream may hold unsent, and all of them together. */
+  streamQueueBytes: 256 * 1024,
+  totalQueueBytes: 64 * 2 ** 20,
+  /** A stream (WatchJob, TaskLogs) whose client takes nothing this long is dropped. */
+  slowConsumerMs: 30_000,
+  /** A WatchJob stream this many bytes behind its job starts over with a fresh snapshot. */
+  maxBehindBytes: 8 * 2 ** 20,
+} as const;
+
+export type StreamLimits = { -readonly [K in keyof typeof STREAM_LIMIT_DEFAULTS]: number };
+
+/** What an operator may set of the stream limits, inclusive; the durations may also be 0 (off) where `off`. */
+export const STREAM_LIMIT_RANGES: { readonly [K in keyof StreamLimits]: { readonly min: number; readonly max: number; readonly off?: boolean } } = {
+  maxConcurrentStreams: { min: 1, max: 1_000_000 },
+  keepaliveTimeMs: { min: 1000, max: 3_600_000 },
+  keepaliveTimeoutMs: { min: 1000, max: 600_000 },
+  maxConnectionIdleMs: { min: 1000, max: 7 * 86_400_000 },
+  requestTimeoutMs: { min: 100, max: 600_000, off: true },
+  unsentTimeoutMs: { min: 1000, max: 3_600_000, off: true },
+  callsPerTurn: { min: 0, max: 1_000_000 },
+  maxWatches: { min: 1, max: 1_000_000 },
+  maxWatchesPerJob: { min: 1, max: 1_000_000 },
+  maxWatchesPerConnection: { min: 1, max: 1_000_000 },
+  streamQueueBytes: { min: 16 * 1024, max: 2 ** 30 },
+  totalQueueBytes: { min: 2 ** 20, max: 16 * 2 ** 30 },
+  slowConsumerMs: { min: 1000, max: 3_600_000 },
+  maxBehindBytes: { min: 64 * 1024, max: 16 * 2 ** 30 },
+};
+
+/**
+ * Checks stream limits an operator set (startScheduler checks them before anything starts): a
+ * value out of range is refused with INVALID_ARGUMENT, naming the option and the rule.
+ */
+export function checkStreamLimits(o: Partial<StreamLimits>): void {
+  for (const [name, r] of Object.entries(STREAM_LIMIT_RANGES) as [keyof StreamLimits, (typeof STREAM_LIMIT_RANGES)[keyof StreamLimits]][]) {
+    const x = o[name];
+    if (x === undefined || (r.off && x === 0)) continue;
+    if (!isIntIn(x, r)) throw invalid(name, `must be ${r.off ? '0 (off) or ' : ''}an integer in [${r.min}, ${r.max}]`);
+  }
+  const q = { ...STREAM_LIMIT_DEFAULTS, ...o };
+  if (q.totalQueueBytes < q.streamQueueBytes) throw invalid('totalQueueBytes', `must be at least streamQueueBytes (${q.streamQueueBytes})`);
+}
+
 /** A drain's deadline when none is given (as `nomad node drain`'s). */
 export const DEFAULT_DRAIN_DEADLINE_MS = 60 * 60_000;
 /** The longest drain deadline accepted. */
@@ -123,6 +184,7 @@ export function checkSchedulerOptions(o: {
   unplaceableTimeoutMs?: number | undefined;
   maxPendingTasks?: number | undefined;
   launchAfterMs?: number | undefined;
+  streamLimits?: Partial<StreamLimits> | undefined;
 }): void {
   checkInt('agents', o.agents, FRONTEND_LIMITS.agents);
   checkInt('port', o.port, FRONTEND_LIMITS.port);
@@ -134,6 +196,7 @@ export function checkSchedulerOptions(o: {
   if (o.unplaceableTimeoutMs !== undefined) checkInt('unplaceableTimeoutMs', o.unplaceableTimeoutMs, FRONTEND_LIMITS.unplaceableTimeoutMs);
   if (o.maxPendingTasks !== undefined) checkInt('maxPendingTasks', o.maxPendingTasks, FRONTEND_LIMITS.maxPendingTasks);
   if (o.launchAfterMs !== undefined) checkInt('launchAfterMs', o.launchAfterMs, FRONTEND_LIMITS.launchAfterMs);
+  if (o.streamLimits) checkStreamLimits(o.streamLimits);
   if (o.compactMarginMs !== undefined && o.compactMarginMs !== 0) {
     const r = FRONTEND_LIMITS.compactMarginMs;
     if (!isIntIn(o.compactMarginMs, r)) throw invalid('compactMarginMs', `must be 0 (off) or an integer in [${r.min}, ${r.max}]`);

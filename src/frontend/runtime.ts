@@ -23,7 +23,7 @@ import { startGrpcServer, type TlsFiles } from './grpc.ts';
 import { Metrics, MonitorMetrics } from './metrics.ts';
 import { Dashboard, dashboardRefusal } from './dashboard/server.ts';
 import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './node.ts';
-import { checkSchedulerOptions, SERVER_DEFAULTS } from './options.ts';
+import { checkSchedulerOptions, SERVER_DEFAULTS, type StreamLimits } from './options.ts';
 import { loadProtos } from './proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
 import { NamespaceView } from '../tenancy/namespace-view.ts';
@@ -57,6 +57,8 @@ export interface SchedulerProcessOptions {
   maxPendingTasks?: number;
   /** A task still only placed this long after its commit is sent to its node's monitor (SERVER_DEFAULTS; 0: at once). */
   launchAfterMs?: number;
+  /** What connections, calls and WatchJob streams may hold (STREAM_LIMIT_DEFAULTS). */
+  streamLimits?: Partial<StreamLimits>;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts defaults). */
   runtime?: Partial<RuntimeLoopConfig>;
   /** Learned profiles: use them for new jobs ('learned', the default) or not, after how many observations, how often written. */
@@ -183,9 +185,11 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     process: o.name,
     readLog: (endpoint, req) => nodes.readLog(endpoint, req),
     onTokenChanged: (accessor) => auth.forget(accessor),
+    ...(o.streamLimits ? { watchLimits: o.streamLimits } : {}),
   });
   const grpcServer = await startGrpcServer({
     log: o.log,
+    ...(o.streamLimits ? { limits: o.streamLimits } : {}),
     host: o.host,
     port: o.port,
     ...(o.tls ? { tls: o.tls } : {}),
