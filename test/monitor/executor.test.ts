@@ -1,7 +1,7 @@
 /**
  * The process executor's exit records: what a monitor that restarts learns about the attempts its
- * previous life started (exited by itself with a code, still running, or nothing known), and
- * stopping one left running.
+ * previous life started (exited by itself with a code, still running, or nothing known), which
+ * of its server's attempts still run, and stopping one left running.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,6 +79,27 @@ describe('process executor exit records', () => {
     // Its supervisor, seeing its task gone, ends too.
     await until(() => !running(h.pid as number));
     expect(next.previousRun(t)).toEqual({ kind: 'unknown' });
+  });
+
+  it("lists the attempts of its own server a previous life left running, not another server's in a shared log dir", async () => {
+    const ex = executor();
+    const mine = { ...launch(6, ['sleep', '30']), server: 'A' };
+    const ended = { ...launch(7, ['sh', '-c', 'exit 0']), server: 'A' };
+    const theirs = { ...launch(8, ['sleep', '30']), server: 'B' };
+    const hMine = ex.start(mine, () => undefined);
+    const hTheirs = ex.start(theirs, () => undefined);
+    await run(ex, ended);
+    const next = new ProcessExecutor({ clock: new SystemClock(), logDir: ex.logDir, pin: false });
+    await until(() => next.leftRunning('A').length === 1 && next.leftRunning('B').length === 1);
+    const [a] = next.leftRunning('A');
+    expect(a).toMatchObject({ job: 'j1', task: 6, revision: 46 });
+    expect(next.leftRunning('B')).toMatchObject([{ job: 'j1', task: 8, revision: 48 }]);
+    expect(next.leftRunning('C')).toEqual([]);
+    await next.stopOrphan(mine, a!.pid);
+    expect(next.leftRunning('A')).toEqual([]);
+    expect(next.leftRunning('B')).toHaveLength(1);
+    await Promise.all([hMine.kill(), hTheirs.kill()]);
+    expect(next.leftRunning('B')).toEqual([]);
   });
 
   it('leaves no exit record for a task it kills, and names a program it cannot start', async () => {
