@@ -255,6 +255,12 @@ function readingOf(session: Session): Reading | undefined {
   }
 }
 
+/**
+ * A connection with at most this many calls waiting is read on while others are stopped: one that
+ * sends a call at a time (a health check, a client's unary calls) is not held up by another's burst.
+ */
+const LIGHT_CONNECTION = 4;
+
 /** The streams of one connection not yet handed over, in their order of arrival. */
 class Waiting {
   queue: (StreamArgs | undefined)[] = [];
@@ -286,11 +292,11 @@ class Waiting {
  * Hands an HTTP/2 server's new streams to its 'stream' listeners (grpc-js's) at most `perTurn` per
  * turn of the event loop. The others wait, each connection's in their order of arrival, and the
  * connections take turns (a health check on a connection of its own is not held behind another's
- * thousands of calls). While `perTurn` or more wait, the connections that have streams waiting are
- * not read (libuv skips a stopped socket even within the turn in which it was readable), so a
- * burst costs each turn the calls handed over and at most one read of each connection that
- * brought some; a connection with nothing waiting is still read. A stream reset while it waited
- * is dropped: nobody had seen it.
+ * thousands of calls). While `perTurn` or more wait, the connections that have more than a few
+ * streams waiting are not read (libuv skips a stopped socket even within the turn in which it was
+ * readable), so a burst costs each turn the calls handed over and at most one read of each
+ * connection that brought it; a connection with few or none waiting is still read. A stream reset
+ * while it waited is dropped: nobody had seen it.
  */
 export class CallPacer {
   private readonly waiting = new Map<Session, Waiting>();
@@ -331,8 +337,9 @@ export class CallPacer {
     w.queue.push(args);
     this.total++;
     if (this.total < this.perTurn) return;
-    if (this.total === this.perTurn) for (const s of this.waiting.keys()) this.stop(s);
-    else this.stop(session);
+    if (this.total === this.perTurn) {
+      for (const [s, sw] of this.waiting) if (sw.size > LIGHT_CONNECTION) this.stop(s);
+    } else if (w.size > LIGHT_CONNECTION) this.stop(session);
   };
 
   private stop(session: Session): void {
