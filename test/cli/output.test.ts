@@ -75,7 +75,7 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     expect(jobs.jobs.map((j) => j.id)).toContain(jobId);
 
     const cluster = JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as Record<string, unknown>;
-    expect(Object.keys(cluster)).toEqual(['servers', 'rus', 'free', 'busy', 'down', 'buckets', 'queuedJobs', 'activeJobs']);
+    expect(Object.keys(cluster)).toEqual(['servers', 'rus', 'free', 'busy', 'down', 'buckets', 'queuedJobs', 'activeJobs', 'unschedulable']);
     expect(cluster.servers).toHaveLength(10);
     expect(Object.keys((cluster.servers as Record<string, unknown>[])[0] ?? {})).toEqual(expect.arrayContaining(['id', 'platform', 'rack', 'state', 'endpoint', 'rus', 'free', 'busy', 'cordoned', 'draining', 'drainDeadlineMs', 'cordonReason', 'leftAtMs']));
 
