@@ -122,6 +122,8 @@ interface Result {
   /** The longest stall, and the most the event loop's thread ran on a core within one stall. */
   maxStallMs: number;
   maxStallRunMs: number;
+  /** The GC pauses within that stall (wall time, ended in it). */
+  maxStallGcMs: number;
   /** The longest garbage collection (V8's pause, on the event loop's thread). */
   maxGcMs: number;
   /** The collections of 50 ms or more: ms, and V8's kind. */
@@ -196,13 +198,17 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
     let maxStallMs = 0;
     let maxStallRunMs = 0;
     let maxGcMs = 0;
+    let maxStallGcMs = 0;
     const longGcs: [number, string][] = [];
     if (existsSync(probeFile)) {
       const probe = JSON.parse(readFileSync(probeFile, 'utf8')) as { stalls: [number, number, number, number][]; gc: [number, number, number][] };
       for (const [at, late, run] of probe.stalls) {
         if (at < from || at > to) continue;
         maxStallMs = Math.max(maxStallMs, late);
-        maxStallRunMs = Math.max(maxStallRunMs, Math.min(late, run));
+        if (Math.min(late, run) <= maxStallRunMs) continue;
+        maxStallRunMs = Math.min(late, run);
+        // The GC pauses that ended within that stall (it began late + one tick before its tick).
+        maxStallGcMs = probe.gc.filter(([end]) => end > at - late - 5 && end <= at).reduce((a, [, ms]) => a + ms, 0);
       }
       for (const [at, ms, kind] of probe.gc) {
         if (at < from || at > to) continue;
@@ -220,6 +226,7 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
       maxLoopDelayMs,
       maxStallMs,
       maxStallRunMs,
+      maxStallGcMs,
       maxGcMs,
       longGcs,
       maxHealthMs,
@@ -260,6 +267,7 @@ const rows = connectionCounts.flatMap((connections) =>
       callsPerTurn === 0 ? '0 (all at once)' : callsPerTurn,
       pm((r) => r.maxLoopDelayMs),
       pm((r) => r.maxStallRunMs),
+      pm((r) => r.maxStallGcMs),
       pm((r) => r.maxStallMs),
       pm((r) => r.maxGcMs),
       pm((r) => r.maxHealthMs),
@@ -278,14 +286,14 @@ const md = [
   `${watchers} WatchJob streams of one ${TASKS}-task job opened at once; p50 / max over ${runs} round(s), each case a fresh \`tarcil up\`, the cases in turn within a round.`,
   '',
   mdTable(
-    ['connections', 'calls per turn', 'max event-loop delay ms', 'most run in one stall ms', 'longest stall ms', 'longest GC ms', 'max health round trip ms', 'first event p50 ms', 'server CPU s', 'streams with an event (least)'],
+    ['connections', 'calls per turn', 'max event-loop delay ms', 'most run in one stall ms', 'GC in that stall ms', 'longest stall ms', 'longest GC ms', 'max health round trip ms', 'first event p50 ms', 'server CPU s', 'streams with an event (least)'],
     rows,
   ),
   '',
   '## Each run',
   '',
   mdTable(
-    ['round', 'connections', 'calls per turn', 'load (1, 5, 15 min)', 'max delay ms', 'run in a stall ms', 'stall ms', 'GC ms', 'health ms', 'first event p50 / p99 / max ms', 'CPU s', 'ended with an error'],
+    ['round', 'connections', 'calls per turn', 'load (1, 5, 15 min)', 'max delay ms', 'run in a stall ms', 'GC in it ms', 'stall ms', 'GC ms', 'health ms', 'first event p50 / p99 / max ms', 'CPU s', 'ended with an error'],
     results.map((r) => [
       r.round,
       r.connections,
@@ -293,6 +301,7 @@ const md = [
       r.load,
       fmt(r.maxLoopDelayMs, 0),
       r.maxStallRunMs,
+      r.maxStallGcMs,
       r.maxStallMs,
       r.maxGcMs,
       fmt(r.maxHealthMs, 0),

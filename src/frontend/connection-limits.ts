@@ -294,9 +294,11 @@ class Waiting {
  * connections take turns (a health check on a connection of its own is not held behind another's
  * thousands of calls). While `perTurn` or more wait, the connections that have more than a few
  * streams waiting are not read (libuv skips a stopped socket even within the turn in which it was
- * readable), so a burst costs each turn the calls handed over and at most one read of each
- * connection that brought it; a connection with few or none waiting is still read. A stream reset
- * while it waited is dropped: nobody had seen it.
+ * readable); once fewer than `perTurn` wait they are read again one per turn. Once a burst's
+ * connections are stopped, a turn costs the calls handed over and about one read of one of them
+ * (up to 64 KiB of frames, hundreds of calls), besides what connections with few calls bring: a
+ * connection with few or none waiting is still read. A stream reset while it waited is dropped:
+ * nobody had seen it.
  */
 export class CallPacer {
   private readonly waiting = new Map<Session, Waiting>();
@@ -373,13 +375,19 @@ export class CallPacer {
         }
       }
     }
+    // One connection read again per turn, the longest stopped first: read all at once, each would
+    // bring up to a read's worth of calls (64 KiB, hundreds) in the same turn.
     if (this.total < this.perTurn) {
-      // A connection closed meanwhile has nothing left to read.
-      for (const [session, r] of this.stopped) if (!session.destroyed) r.readStart();
-      this.stopped.clear();
+      for (const [session, r] of this.stopped) {
+        this.stopped.delete(session);
+        // A connection closed meanwhile has nothing left to read.
+        if (session.destroyed) continue;
+        r.readStart();
+        break;
+      }
     }
-    // Armed again while streams wait, or to reset this turn's count at the next.
-    if (this.used > 0 || this.total > 0) this.arm();
+    // Armed again while streams wait or connections are stopped, or to reset this turn's count at the next.
+    if (this.used > 0 || this.total > 0 || this.stopped.size > 0) this.arm();
   };
 }
 
