@@ -7,7 +7,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import type { JobManager } from '../agent/lifecycle.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../state/live-records.ts';
-import { parseJson } from '../state/records.ts';
+import { parseJson, ruRecordsByServer } from '../state/records.ts';
 import { agedOutMessage, DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
@@ -393,15 +393,7 @@ export class SchedulerService {
       ],
     });
     const cordons = cordonsOf(k, res.responses[3] ?? []);
-    const rus = new Map<string, Map<number, RuRecord>>();
-    for (const kv of res.responses[1] ?? []) {
-      const ref = k.parseRu(kv.key);
-      const rec = parseJson<RuRecord>(kv);
-      if (!ref || !rec) continue;
-      let m = rus.get(ref.server);
-      if (!m) rus.set(ref.server, (m = new Map<number, RuRecord>()));
-      m.set(ref.index, rec);
-    }
+    const rus = ruRecordsByServer(k, res.responses[1] ?? []);
     const registered = (res.responses[0] ?? []).map((kv) => parseJson<LiveServerRecord>(kv)).filter((s): s is LiveServerRecord => !!s);
     // Servers that left lately are shown down (with when they left) rather than vanishing.
     const departed = departedServers(this.d.manager, new Set(registered.map((s) => s.id)), this.d.clock.now());

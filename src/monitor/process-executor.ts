@@ -290,32 +290,42 @@ export class ProcessExecutor implements Executor {
 
   leftSuccesses(): Array<{ held: HeldOnDisk; logPath: string; endedAt: number }> {
     const out: Array<{ held: HeldOnDisk; logPath: string; endedAt: number }> = [];
+    for (const { base } of this.filesOfAttempts('.attempt')) {
+      try {
+        if (readFileSync(`${base}.exit`, 'utf8').trim() !== '0') continue;
+        const held = JSON.parse(readFileSync(`${base}.attempt`, 'utf8')) as HeldOnDisk;
+        out.push({ held, logPath: base, endedAt: Math.round(statSync(`${base}.exit`).mtimeMs) });
+      } catch {
+        // no exit record (still running, or stopped), or unreadable: nothing to report
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The files of every attempt under the log dir that end in `suffix`: each attempt's job and
+   * the path of its files without the suffix (`<logDir>/<job>/<task>-<revision>`).
+   */
+  private *filesOfAttempts(suffix: string): Generator<{ job: string; name: string; base: string }> {
     let jobs: string[];
     try {
       jobs = readdirSync(this.o.logDir);
     } catch {
-      return out;
+      return;
     }
     for (const job of jobs) {
       if (job.startsWith('.') || job === 'journal') continue;
       let files: string[];
       try {
-        files = readdirSync(join(this.o.logDir, job)).filter((f) => f.endsWith('.attempt'));
+        files = readdirSync(join(this.o.logDir, job)).filter((f) => f.endsWith(suffix));
       } catch {
         continue;
       }
       for (const f of files) {
-        const base = join(this.o.logDir, job, f.slice(0, -'.attempt'.length));
-        try {
-          if (readFileSync(`${base}.exit`, 'utf8').trim() !== '0') continue;
-          const held = JSON.parse(readFileSync(`${base}.attempt`, 'utf8')) as HeldOnDisk;
-          out.push({ held, logPath: base, endedAt: Math.round(statSync(`${base}.exit`).mtimeMs) });
-        } catch {
-          // no exit record (still running, or stopped), or unreadable: nothing to report
-        }
+        const name = f.slice(0, -suffix.length);
+        yield { job, name, base: join(this.o.logDir, job, name) };
       }
     }
-    return out;
   }
 
   attemptReported(logPath: string): void {
@@ -369,27 +379,12 @@ export class ProcessExecutor implements Executor {
    */
   leftRunning(server: string): LeftRunning[] {
     const out: LeftRunning[] = [];
-    let jobs: string[];
-    try {
-      jobs = readdirSync(this.o.logDir);
-    } catch {
-      return out;
-    }
-    for (const job of jobs) {
-      if (job.startsWith('.') || job === 'journal') continue;
-      let files: string[];
-      try {
-        files = readdirSync(join(this.o.logDir, job)).filter((f) => f.endsWith('.pid'));
-      } catch {
-        continue;
-      }
-      for (const f of files) {
-        const m = /^(\d+)-(\d+)\.pid$/.exec(f);
-        if (!m) continue;
-        const a = { job, task: Number(m[1]), revision: Number(m[2]) };
-        const pid = readPid(join(this.o.logDir, job, f.slice(0, -'.pid'.length)));
-        if (pid !== undefined && isAttempt(pid, a, server)) out.push({ ...a, pid });
-      }
+    for (const { job, name, base } of this.filesOfAttempts('.pid')) {
+      const m = /^(\d+)-(\d+)$/.exec(name);
+      if (!m) continue;
+      const a = { job, task: Number(m[1]), revision: Number(m[2]) };
+      const pid = readPid(base);
+      if (pid !== undefined && isAttempt(pid, a, server)) out.push({ ...a, pid });
     }
     return out;
   }

@@ -5,6 +5,7 @@
 import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord, TaskState } from '../model/types.ts';
 import type { Occupant } from '../sampling/cluster-state.ts';
 import type { KeyValue } from '../store/types.ts';
+import type { Keys } from './keys.ts';
 
 /** JSON codecs for the records kept in the store. Parsing is defensive: the store is shared. */
 
@@ -94,6 +95,20 @@ export function parseJson<T>(kv: KeyValue | undefined): T | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** RU records read from the store (`rus/`), by server then index; keys or values that do not parse are left out. */
+export function ruRecordsByServer(k: Keys, kvs: readonly KeyValue[]): Map<string, Map<number, RuRecord>> {
+  const rus = new Map<string, Map<number, RuRecord>>();
+  for (const kv of kvs) {
+    const ref = k.parseRu(kv.key);
+    const rec = parseJson<RuRecord>(kv);
+    if (!ref || !rec) continue;
+    let m = rus.get(ref.server);
+    if (!m) rus.set(ref.server, (m = new Map<number, RuRecord>()));
+    m.set(ref.index, rec);
+  }
+  return rus;
 }
 
 export function occupantOf(rec: RuRecord | undefined): Occupant | null {

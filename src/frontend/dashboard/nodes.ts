@@ -10,7 +10,7 @@ import type { JobManager } from '../../agent/lifecycle.ts';
 import type { RuRecord } from '../../model/types.ts';
 import type { Keys } from '../../state/keys.ts';
 import { LiveKeys, type LiveServerRecord, type LoadReportRecord } from '../../state/live-records.ts';
-import { parseJson } from '../../state/records.ts';
+import { parseJson, ruRecordsByServer } from '../../state/records.ts';
 import type { ClusterStore } from '../../store/types.ts';
 import { cordonsOf, departedServers } from '../node-service.ts';
 
@@ -71,15 +71,7 @@ export async function nodesView(store: ClusterStore, keys: Keys, manager: JobMan
       { type: 'get', key: live.reports(), prefix: true },
     ],
   });
-  const rus = new Map<string, Map<number, RuRecord>>();
-  for (const kv of res.responses[1] ?? []) {
-    const ref = keys.parseRu(kv.key);
-    const rec = parseJson<RuRecord>(kv);
-    if (!ref || !rec) continue;
-    let m = rus.get(ref.server);
-    if (!m) rus.set(ref.server, (m = new Map<number, RuRecord>()));
-    m.set(ref.index, rec);
-  }
+  const rus = ruRecordsByServer(keys, res.responses[1] ?? []);
   const cordons = cordonsOf(keys, res.responses[2] ?? []);
   const reports = new Map<string, LoadReportRecord[]>();
   for (const kv of res.responses[3] ?? []) {
