@@ -17,13 +17,13 @@
  * - A call whose answer is complete but still held by the server `unsentTimeoutMs` after it ended
  *   (the client took none of it, say a reader that never opens its HTTP/2 flow-control window)
  *   has its stream reset, which frees what it held.
- *
  * - At most `callsPerTurn` new calls are handed to grpc-js per turn of the event loop; the others
- *   wait, in their order of arrival, for the next turns (`paceCalls`). grpc-js sets a call up
+ *   wait, each connection's in order and the connections in turn, and while that many wait the
+ *   connections that brought them are not read (CallPacer, `paceCalls`). grpc-js sets a call up
  *   (its objects, the interceptors, the handler, the answer's headers) in the turn its HEADERS
  *   frame is read, and Node reads up to 2 MiB of a connection per turn: 10,000 calls opened at
- *   once (about 1 MB of frames) were all set up in one turn, which held the loop for a second
- *   and more. A call not yet handed over costs its HTTP/2 stream and the frames read for it.
+ *   once (about 1 MB of frames) were set up in one or a few turns, which held the loop for half a
+ *   second and more. A call not yet handed over costs its HTTP/2 stream and the frames read for it.
  *
  * A reset that stops a call because its client does not read uses HTTP/2's ENHANCE_YOUR_CALM,
  * which gRPC clients report as RESOURCE_EXHAUSTED (with the client library's own text, e.g.
