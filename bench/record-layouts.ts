@@ -393,7 +393,7 @@ class Cell {
   private async end(j: JobRun, task: number, ru: number, startedAt: number): Promise<void> {
     if (this.stopped) return;
     const outcome: Ended = { job: j.id, task, state: 'succeeded', startedAt, endedAt: Date.now(), exitCode: 0 };
-    if (this.layout === 'per-task') {
+    if (perTask(this.layout)) {
       await this.chains.run([this.ruKey(ru)], async () => {
         const rev = await this.txn([{ key: this.ruKey(ru), target: 'mod', op: '==', value: this.ruRev.get(ru)! }], [
           { type: 'put', key: this.ruKey(ru), value: '{"state":"free"}' },
