@@ -266,7 +266,7 @@ export function registerLiveCommands(program: Command): void {
     .action(async (o: ClientFlags & OutputFlags & { state?: string[]; limit: number; all: boolean; allNamespaces: boolean }) => (await import('./client.ts')).jobsCommand(o, out));
   intervalOption(
     outputOptions(
-      clientOptions(program.command('cluster').description('the cell summarised by platform and rack (RUs free, busy, reserved, down; admission buckets); --servers lists the servers')),
+      clientOptions(program.command('cluster').description('the cell summarised by platform and rack (RUs free, busy, reserved, unschedulable, down; admission buckets); --servers lists the servers')),
       'the summary (or list), then again whenever it changes',
     ),
   )
