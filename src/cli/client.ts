@@ -438,8 +438,8 @@ export async function explainCommand(id: string, o: ClientFlags & OutputFlags, o
         out(`— ${hms(Date.now())}`);
         out(text(e));
       },
-      // The reason's time waited grows with every call: it alone is no change.
-      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (e) => JSON.stringify({ ...e, reason: e.reason ? { ...e.reason, waitedMs: 0 } : null }), done: (e) => FINAL.has(e.state) && !e.inProgress },
+      // The reason's time waited (and the text that says it) grows with every call: it alone is no change.
+      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (e) => JSON.stringify({ ...e, reason: e.reason ? { ...e.reason, waitedMs: 0, text: e.reason.text.replace(/; waited [^,]+, past/, '; past') } : null }), done: (e) => FINAL.has(e.state) && !e.inProgress },
     );
   } finally {
     c.close();

@@ -49,11 +49,18 @@ const reason = (o: Partial<ReasonInput>): ReturnType<typeof jobReason> => jobRea
 describe('jobReason', () => {
   it('a full cell: N of M busy, the holders, what the job needs, the estimated wait and its bound', () => {
     const verdict = { action: 'queue' as const, reason: '', buckets: [], acceptableFree: 0, totalFree: 0, needed: 30, f: 0, estimateMs: 12_000, boundMs: 30_000 };
-    const r = reason({ rec: rec({ tasks: 30, mode: 'gang' }), cell: cell({ usable: 40, busy: 40 }), decisions: [decision({ admission: [verdict] })] });
+    const r = reason({ rec: rec({ tasks: 30, mode: 'gang' }), cell: cell({ usable: 40, busy: 40 }), decisions: [decision({ admission: [verdict] })], now: T0 + 5_000 });
     expect(r.kind).toBe('cell-full');
     expect(r.text).toBe('the cell is full: 40 of 40 RUs it may use are busy, held by jobs a (14), b (10); it needs 30 at once; estimated wait 12.0 s (bound 30.0 s)');
-    expect([r.rusBusy, r.rusUsable, r.needed, r.estimateMs, r.boundMs, r.waitedMs]).toEqual([40, 40, 30, 12_000, 30_000, 625_000]);
+    expect([r.rusBusy, r.rusUsable, r.needed, r.estimateMs, r.boundMs, r.waitedMs]).toEqual([40, 40, 30, 12_000, 30_000, 5_000]);
     expect(r.holders).toEqual([{ job: 'a', rus: 14 }, { job: 'b', rus: 10 }]);
+  });
+
+  it('an estimate the job has waited past is said as passed, not as the wait ahead', () => {
+    const verdict = { action: 'queue' as const, reason: '', buckets: [], acceptableFree: 0, totalFree: 0, needed: 30, f: 0, estimateMs: 12_000, boundMs: 30_000 };
+    const r = reason({ rec: rec({ tasks: 30, mode: 'gang' }), cell: cell({ usable: 40, busy: 40 }), decisions: [decision({ admission: [verdict] })] });
+    expect(r.text).toBe("the cell is full: 40 of 40 RUs it may use are busy, held by jobs a (14), b (10); it needs 30 at once; waited 10.4 min, past admission's estimate of 12.0 s (bound 30.0 s)");
+    expect([r.estimateMs, r.boundMs, r.waitedMs]).toEqual([12_000, 30_000, 625_000]);
   });
 
   it('a gang with some RUs free but fewer than it needs, and holders past the first five', () => {
@@ -99,7 +106,7 @@ describe('jobReason', () => {
   it("admission's hold while RUs are free: which buckets, how many would run it well", () => {
     const verdict = { action: 'queue' as const, reason: 'too few acceptable', buckets: [2, 5], acceptableFree: 1, totalFree: 8, needed: 4, f: 0.125, estimateMs: 1500, boundMs: 4000 };
     const live = decision({ admission: [verdict], waiting: 'queued by admission control until enough free RUs would run it well (at most 60000 ms; see explain)' });
-    const r = reason({ rec: rec({ tasks: 4, mode: 'gang' }), cell: cell({ busy: 16 }), decisions: [live] });
+    const r = reason({ rec: rec({ tasks: 4, mode: 'gang' }), cell: cell({ busy: 16 }), decisions: [live], now: T0 + 1_000 });
     expect(r.kind).toBe('admission');
     expect(r.buckets).toEqual([2, 5]);
     expect(r.text).toBe('admission control holds it: 1 of 8 free RUs would run it well (buckets 2, 5), it needs 4; estimated wait 1.5 s (bound 4.0 s); it waits at most 1.0 min');

@@ -193,7 +193,15 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
   if (verdict?.boundMs !== undefined && Number.isFinite(verdict.boundMs)) r.boundMs = verdict.boundMs;
   const placedPart = unplaced < n ? `${n - unplaced} of its ${n} tasks placed, ` : '';
   const need = gang ? `it needs ${unplaced} at once` : `${placedPart}${plural(unplaced, 'task')} ${unplaced === 1 ? 'waits' : 'wait'} for one`;
-  const wait = r.estimateMs !== undefined ? `; estimated wait ${fmtWait(r.estimateMs)}${r.boundMs !== undefined ? ` (bound ${fmtWait(r.boundMs)})` : ''}` : '';
+  const bound = r.boundMs !== undefined ? ` (bound ${fmtWait(r.boundMs)})` : '';
+  // An estimate the job has already waited past is no estimate of what is left: said as passed.
+  const passed = r.estimateMs !== undefined && r.waitedMs > Math.max(r.estimateMs, r.boundMs ?? 0);
+  const wait =
+    r.estimateMs === undefined
+      ? ''
+      : passed
+        ? `; waited ${fmtWait(r.waitedMs)}, past admission's estimate of ${fmtWait(r.estimateMs)}${bound}`
+        : `; estimated wait ${fmtWait(r.estimateMs)}${bound}`;
   const says = live?.waiting ?? rec.message ?? '';
   if (!cell) {
     r.text = `waiting${says ? `: ${says}` : ' to be placed'}`;
