@@ -142,6 +142,20 @@ export async function runCli(argv: string[]): Promise<void> {
       await benchCommand(name, o);
     });
 
+  const trace = program.command('trace').description('production traces as tarcil workloads (docs/traces.md)');
+  trace
+    .command('inspect')
+    .description('load a trace (nodes and pods), map it to servers and jobs, and print what it became; a bad row: its file, line, column and rule (exit code 2)')
+    .requiredOption('--nodes <file>', 'the node list (CSV)')
+    .requiredOption('--pods <file>', 'the pod list, or the job list of the generic format (CSV)')
+    .addOption(new Option('--format <format>', 'the files\' format').choices(['alibaba', 'generic']).default('alibaba'))
+    .option('--compress <n>', 'divides arrival times and durations', num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'), 1)
+    .option('--seed <n>', 'seed of the rule that assigns interference profiles', intIn('--seed', SEED_RANGE), 1)
+    .action(async (o: { nodes: string; pods: string; format: 'alibaba' | 'generic'; compress: number; seed: number }) => {
+      const { traceInspectCommand } = await import('./trace.ts');
+      traceInspectCommand(o, (l) => process.stdout.write(`${l}\n`));
+    });
+
   // A bare `tarcil` prints the help (the demo is `tarcil demo`).
   if (argv.length <= 2) program.help();
 
