@@ -1,6 +1,8 @@
+import { parse } from 'csv-parse/sync';
+
 /**
- * A small strict CSV reader for trace files (RFC 4180: comma-separated, a header row, fields
- * optionally in double quotes with "" for a quote inside). Every problem found is a
+ * A strict CSV reader for trace files (RFC 4180 by csv-parse: comma-separated, a header row,
+ * fields optionally in double quotes with "" for a quote inside). Every problem found is a
  * `RowProblem` naming the file, the line and the column; the caller decides what to do with them.
  */
 
@@ -23,57 +25,23 @@ export interface CsvTable {
   rows: CsvRow[];
 }
 
-/** Splits text into records of fields, with the line each record starts on. */
-function records(text: string, file: string, problems: RowProblem[]): { line: number; fields: string[] }[] {
-  const out: { line: number; fields: string[] }[] = [];
-  let line = 1;
-  let start = 1;
-  let fields: string[] = [];
-  let field = '';
-  let quoted = false;
-  let wasQuoted = false;
-  const endField = (): void => {
-    fields.push(field);
-    field = '';
-    wasQuoted = false;
-  };
-  const endRecord = (): void => {
-    endField();
-    if (!(fields.length === 1 && fields[0] === '')) out.push({ line: start, fields });
-    fields = [];
-  };
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"') {
-        if (text[i + 1] === '"') {
-          field += '"';
-          i++;
-        } else quoted = false;
-      } else {
-        if (c === '\n') line++;
-        field += c;
-      }
-      continue;
-    }
-    if (c === '"') {
-      if (field !== '' || wasQuoted) problems.push({ file, line, column: `field ${fields.length + 1}`, rule: 'a quote may only open a field' });
-      quoted = true;
-      wasQuoted = true;
-    } else if (c === ',') endField();
-    else if (c === '\n' || c === '\r') {
-      if (c === '\r' && text[i + 1] === '\n') i++;
-      endRecord();
-      line++;
-      start = line;
-    } else {
-      if (wasQuoted) problems.push({ file, line, column: `field ${fields.length + 1}`, rule: 'nothing may follow a closing quote but a comma or the end of the line' });
-      field += c;
-    }
+/**
+ * Splits text into records of fields, with the line each record starts on (csv-parse; a quoted
+ * field may hold line breaks). A file that does not parse as CSV is one problem, at the line
+ * where the parser stopped.
+ */
+function records(text: string, file: string, problems: RowProblem[]): { line: number; fields: string[] }[] | undefined {
+  try {
+    const parsed = parse(text, { bom: true, info: true, raw: true, relax_column_count: true, skip_empty_lines: true }) as unknown as { record: string[]; raw: string; info: { lines: number } }[];
+    // info.lines is the line a record ends on; the record starts as many lines before as its
+    // own text (without the empty lines before it and its line break) holds.
+    return parsed.map((r) => ({ line: r.info.lines - (r.raw.replace(/^[\r\n]+/, '').replace(/\r?\n$/, '').match(/\n/g)?.length ?? 0), fields: r.record }));
+  } catch (e) {
+    const err = e as { message?: string; lines?: number; code?: string };
+    const rule = (err.message ?? String(e)).replace(/^[A-Za-z ]+: /, '');
+    problems.push({ file, line: err.lines ?? 1, column: '(row)', rule: `does not parse as CSV: ${rule}` });
+    return undefined;
   }
-  if (quoted) problems.push({ file, line: start, column: `field ${fields.length + 1}`, rule: 'a quoted field is not closed' });
-  else if (field !== '' || fields.length > 0) endRecord();
-  return out;
 }
 
 /**
@@ -82,7 +50,8 @@ function records(text: string, file: string, problems: RowProblem[]): { line: nu
  * fields as the header.
  */
 export function readCsv(text: string, file: string, required: readonly string[], optional: readonly string[], problems: RowProblem[]): CsvTable {
-  const recs = records(text.startsWith('\uFEFF') ? text.slice(1) : text, file, problems);
+  const recs = records(text, file, problems);
+  if (!recs) return { header: [], rows: [] };
   if (recs.length === 0) {
     problems.push({ file, line: 1, column: 'header', rule: `must be a header row naming ${required.join(', ')}` });
     return { header: [], rows: [] };

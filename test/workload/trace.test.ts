@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { fnv1a, parseTrace, profileFor, QOS_PRIORITY, type TraceOptions } from '../../src/workload/trace.ts';
 import { isTarcilError, TarcilError } from '../../src/util/errors.ts';
+import { readCsv, type RowProblem } from '../../src/workload/csv.ts';
 
 const NODE_HEADER = 'sn,cpu_milli,memory_mib,gpu,model';
 const POD_HEADER = 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
@@ -148,7 +149,7 @@ describe('invalid rows: file, line, column and rule; nothing loaded', () => {
 
   it('headers: a missing or unknown column; quoting', () => {
     expect(problemsOf(() => load('sn,cpu_milli,gpu,model,extra\nn,1000,0,,1', pods))).toMatch(/nodes\.csv:1: column extra: is not a column[^]*nodes\.csv:1: column memory_mib: is a required column missing/);
-    expect(problemsOf(() => load(nodes, `${POD_HEADER}\n"a,1000`))).toContain('pods.csv:2: column field 1: a quoted field is not closed');
+    expect(problemsOf(() => load(nodes, `${POD_HEADER}\n"a,1000`))).toContain('pods.csv:2: column (row): does not parse as CSV: the parsing is finished with an opening quote at line 2');
     const quoted = load(nodes, `${POD_HEADER}\r\n"q1",1000,1,0,0,"",LS,Running,1,2,1\r\n`);
     expect(quoted.jobs.map((j) => j.id)).toEqual(['q1']);
   });
@@ -185,5 +186,17 @@ describe('the generic format', () => {
 
   it('refuses a compression below 1', () => {
     expect(() => load(gnodes, jobs, { ...GEN, compress: 0.5 })).toThrow(/compress: must be a number ≥ 1/);
+  });
+});
+
+describe('readCsv', () => {
+  it('numbers each row by the line it starts on, past empty lines and line breaks inside quotes', () => {
+    const problems: RowProblem[] = [];
+    const t = readCsv('a,b\n1,"x\ny"\n\n3,4\n5,6,7\n', 'f.csv', ['a', 'b'], [], problems);
+    expect(t.rows.map((r) => [r.line, r.cells['a'], r.cells['b']])).toEqual([
+      [2, '1', 'x\ny'],
+      [5, '3', '4'],
+    ]);
+    expect(problems).toEqual([{ file: 'f.csv', line: 6, column: '(row)', rule: 'must have 2 fields like the header, has 3' }]);
   });
 });
