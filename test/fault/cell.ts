@@ -360,7 +360,20 @@ export class FaultCell {
   }
 
   target(): NemesisTarget {
-    return { etcd: this.etcd, ttlMs: this.o.leaseTtlS * 1000, ...(this.o.graceMs !== undefined ? { graceMs: this.o.graceMs } : {}), frontEnds: this.frontEnds, monitors: this.monitors };
+    return {
+      etcd: this.etcd,
+      ttlMs: this.o.leaseTtlS * 1000,
+      ...(this.o.graceMs !== undefined ? { graceMs: this.o.graceMs } : {}),
+      frontEnds: this.frontEnds,
+      monitors: this.monitors,
+      // A run's id starts with its node's name (the task script's `$node:$$:$ns`).
+      runningOn: (name) => {
+        this.watcher.poll();
+        let n = 0;
+        for (const id of this.watcher.open.keys()) if (id.startsWith(`${name}:`)) n++;
+        return n;
+      },
+    };
   }
 
   /** Last lines of every process's output (for a failure message). */

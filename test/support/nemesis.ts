@@ -59,6 +59,11 @@ export interface NemesisTarget {
   graceMs?: number;
   frontEnds: readonly NemesisProc[];
   monitors: readonly NemesisProc[];
+  /**
+   * How many tasks run on a monitor's node now, from the tasks' own records. When given, a
+   * freeze picks among the monitors running the most, so that it has tasks to place elsewhere.
+   */
+  runningOn?: (monitor: string) => number;
 }
 
 export interface PlannedFault {
@@ -199,7 +204,15 @@ export class Nemesis {
   private async inject(f: PlannedFault): Promise<FaultRecord> {
     const etcd = this.t.etcd;
     const rec: FaultRecord = { kind: f.kind, target: '', start: Date.now(), healed: 0 };
-    const pickProc = (list: readonly NemesisProc[]): NemesisProc => {
+    const pickProc = (all: readonly NemesisProc[]): NemesisProc => {
+      let list = all;
+      const running = this.t.runningOn;
+      if (running && f.kind.startsWith('monitor-freeze')) {
+        const load = new Map(all.map((p) => [p, running(p.name)]));
+        const most = Math.max(...load.values());
+        if (most > 0) list = all.filter((p) => load.get(p) === most);
+        rec.detail = `${most} task(s) running there`;
+      }
       const p = list[Math.floor(f.pick * list.length)];
       if (!p) throw new Error(`no process to act on for ${f.kind}`);
       rec.target = p.name;
