@@ -43,6 +43,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { clientConstructor, protoRoot } from '../src/frontend/proto-root.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import { openTimedWatch, type WatchCall } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { startUp, type UpProcess } from './lib/up.ts';
@@ -442,21 +443,8 @@ async function fanoutPhase(bare: boolean): Promise<FanoutResult> {
     const first: number[] = [];
     const ends: string[] = [];
     const t0 = performance.now();
-    const calls: ReturnType<SchedulerClient['WatchJob']>[] = [];
-    const open = (i: number): ReturnType<SchedulerClient['WatchJob']> => {
-      const call = chans[i % chans.length]!.WatchJob({ jobId });
-      const openedAt = performance.now();
-      let seen = false;
-      call.on('data', () => {
-        if (seen) return;
-        seen = true;
-        first.push(performance.now() - openedAt);
-      });
-      call.on('error', (e: grpc.ServiceError) => {
-        if (e.code !== grpc.status.CANCELLED) ends.push(`${codeName(e.code)}: ${e.details.slice(0, 120)}`);
-      });
-      return call;
-    };
+    const calls: WatchCall[] = [];
+    const open = (i: number): WatchCall => openTimedWatch(chans[i % chans.length]!, jobId, first, ends);
     for (let i = 0; i < watchers; i++) {
       if (i > 0 && i % batch === 0) await sleep(batchGapMs);
       calls.push(open(i));

@@ -32,6 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { clientConstructor } from '../src/frontend/proto-root.ts';
+import { openTimedWatch } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
@@ -173,17 +174,7 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
     const first: number[] = [];
     const ends: string[] = [];
     for (let i = 0; i < watchers; i++) {
-      const call = chans[i % connections]!.WatchJob({ jobId });
-      const openedAt = performance.now();
-      let seen = false;
-      call.on('data', () => {
-        if (seen) return;
-        seen = true;
-        first.push(performance.now() - openedAt);
-      });
-      call.on('error', (e: grpc.ServiceError) => {
-        if (e.code !== grpc.status.CANCELLED) ends.push(`${grpc.status[e.code]}: ${e.details.slice(0, 100)}`);
-      });
+      const call = openTimedWatch(chans[i % connections]!, jobId, first, ends);
       calls.push(call);
     }
     const deadline = performance.now() + 120_000;
