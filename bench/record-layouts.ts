@@ -45,6 +45,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { openStore } from '../src/store/index.ts';
 import type { ClusterStore, Op, Compare } from '../src/store/types.ts';
+import type { PlacedRuRecord } from '../src/state/records.ts';
 import { TarcilError } from '../src/util/errors.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
@@ -171,19 +172,8 @@ function caused(rng: SeededRng): number[] {
   return Array.from({ length: 10 }, () => Math.round(rng.next() * 100) / 100);
 }
 
-interface Slot {
-  state: 'busy';
-  job: string;
-  task: number;
-  caused: number[];
-  priority: number;
-  agent: string;
-  since: number;
-  q: number;
-  commitId: string;
-  attempt: number;
-  startedAt?: number;
-}
+/** An RU's slot: the record a placement writes (as the cell writes it), and its start once the node wrote one. */
+type Slot = PlacedRuRecord & { startedAt?: number };
 
 interface Ended {
   job: string;
@@ -320,7 +310,7 @@ class Cell {
   }
 
   private slot(j: JobRun, task: number): Slot {
-    return { state: 'busy', job: j.id, task, caused: caused(this.rng), priority: 0, agent: `fe${j.owner}/a${task % 4}`, since: Date.now(), q: 0.8123, commitId: `c${this.seq}.${task}`, attempt: 1 };
+    return { state: 'busy', job: j.id, task, caused: caused(this.rng), priority: 0, agent: `fe${j.owner}/a${task % 4}`, since: Date.now(), q: 0.8123, basedOn: 0, commitId: `c${this.seq}.${task}`, attempt: 1 };
   }
 
   private async placeChunk(j: JobRun, from: number, to: number): Promise<void> {
