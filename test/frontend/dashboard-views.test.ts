@@ -5,24 +5,16 @@
  * request named by its field) on a front-end and monitors in this process; the job page's
  * folding of repeated rows, its fallback reason, and the charts' gaps.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
 import { loadVerdict, type NodeView } from '../../src/frontend/dashboard/nodes.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
-import { Keys } from '../../src/state/keys.ts';
+import type { Keys } from '../../src/state/keys.ts';
 import { LiveKeys } from '../../src/state/live-records.ts';
-import { MemoryStore } from '../../src/store/memory.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
+import type { MemoryStore } from '../../src/store/memory.ts';
 import { currentReason, foldAdmission, foldEvents, foldRuns, foldSamples, span } from '../../web/dashboard/fold.js';
 import { columns } from '../../web/dashboard/series.js';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { startMixedCell, type MixedCell } from '../support/mixed-cell.ts';
 
 describe("the job page's folding, reason and charts (web/dashboard)", () => {
   it('folds runs of the same sample attempt into one line with its count and span, and keeps different ones apart', () => {
@@ -82,32 +74,19 @@ describe('the load verdict', () => {
 });
 
 describe('the nodes and logs views', () => {
-  const store = new MemoryStore();
-  const keys = new Keys('/dash-views/');
-  const clock = new SystemClock();
-  const log = createLogger('test');
-  let logDir: string;
-  let proc: MonitorProcess;
-  let sim: MonitorProcess;
-  let sched: SchedulerProcess;
+  let cell: MixedCell;
+  let store: MemoryStore;
+  let keys: Keys;
   let c: SchedulerClient;
   let base: string;
 
   beforeAll(async () => {
-    logDir = mkdtempSync(join(tmpdir(), 'tarcil-dash-views-'));
-    proc = await startMonitor({ store, keys, clock, log, server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: { exec: 'process' } }, executor: 'process', logDir, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-    sim = await startMonitor({ store, keys, clock, log, server: { id: 's0', platform: 'r3-2xlarge', rack: 'r1', rus: 3, speed: 1, attributes: { exec: 'simulated' } }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-    sched = await startScheduler({ name: 'dv', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, httpPort: 0 });
-    c = schedulerClient(`127.0.0.1:${sched.port}`);
-    base = `http://127.0.0.1:${sched.httpPort}`;
+    cell = await startMixedCell({ name: 'dv', prefix: '/dash-views/', seed: 3, simRack: 'r1', simRus: 3, httpPort: 0 });
+    ({ store, keys, client: c } = cell);
+    base = `http://127.0.0.1:${cell.sched.httpPort}`;
   });
   afterAll(async () => {
-    c?.close();
-    await sched?.close();
-    await proc?.close();
-    await sim?.close();
-    await store.close();
-    rmSync(logDir, { recursive: true, force: true });
+    await cell?.close();
   });
 
   const nodes = async (): Promise<NodeView[]> => (await (await fetch(`${base}/api/nodes`)).json()) as NodeView[];

@@ -5,22 +5,16 @@
  * log. On the embedded store: a front-end and monitors in this process, as `tarcil up` runs them.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeMonitorClient, schedulerClient } from '../../src/frontend/client.ts';
+import { nodeMonitorClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { TaskLogChunk__Output } from '../../src/frontend/gen/tarcil/v1/TaskLogChunk.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
-import { Keys } from '../../src/state/keys.ts';
-import { MemoryStore } from '../../src/store/memory.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
+import type { MonitorProcess, SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { startMixedCell, type MixedCell } from '../support/mixed-cell.ts';
 
 const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
 
@@ -32,30 +26,18 @@ function tarcil(args: string[]): Promise<{ status: number; stdout: string; stder
     });
   });
 }
-const store = new MemoryStore();
-const keys = new Keys('/task-logs/');
-const clock = new SystemClock();
-const log = createLogger('test');
-let logDir: string;
+let cell: MixedCell;
 let proc: MonitorProcess;
-let sim: MonitorProcess;
+let logDir: string;
 let sched: SchedulerProcess;
 let c: SchedulerClient;
 
 beforeAll(async () => {
-  logDir = mkdtempSync(join(tmpdir(), 'tarcil-task-logs-'));
-  proc = await startMonitor({ store, keys, clock, log, server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: { exec: 'process' } }, executor: 'process', logDir, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-  sim = await startMonitor({ store, keys, clock, log, server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: { exec: 'simulated' } }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-  sched = await startScheduler({ name: 'tl', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(2), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
-  c = schedulerClient(`127.0.0.1:${sched.port}`);
+  cell = await startMixedCell({ name: 'tl', prefix: '/task-logs/', seed: 2, simRack: 'r0', simRus: 2 });
+  ({ proc, sched, logDir, client: c } = cell);
 });
 afterAll(async () => {
-  c?.close();
-  await sched?.close();
-  await proc?.close();
-  await sim?.close();
-  await store.close();
-  rmSync(logDir, { recursive: true, force: true });
+  await cell?.close();
 });
 
 interface Read {
