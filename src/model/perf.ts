@@ -15,6 +15,7 @@
  * arrives or leaves (src/sim/world.ts), so a new task slows the old ones too.
  */
 import { N_RESOURCES } from './types.ts';
+import { invalid } from '../util/errors.ts';
 import type { Rng } from '../util/rng.ts';
 
 /** Constants of the ground-truth interference model. */
@@ -43,6 +44,53 @@ export interface PerfParams {
 }
 
 export const DEFAULT_PERF: PerfParams = { gain: PERF.GAIN, power: PERF.POWER, maxSlowdown: PERF.MAX_SLOWDOWN };
+
+/**
+ * The ground truth a simulation is judged by: the interference model's constants and how far each
+ * job's real vector strays from the one it declares. A run takes one (src/sim/run.ts `truth`); the
+ * committed one is the default, so that a different truth is a parameter of a run and never an edit
+ * of the constants above.
+ */
+export interface Truth {
+  /** What tables call it ('committed', 'gain 2.5', ...). */
+  name: string;
+  perf: PerfParams;
+  /**
+   * Standard deviation (c_i points) of each job's real vector around its declared one, drawn for
+   * each job by the workload (realVector) where the workload does not set its own.
+   */
+  profileErrorSd: number;
+}
+
+export const COMMITTED_TRUTH: Truth = { name: 'committed', perf: DEFAULT_PERF, profileErrorSd: PERF.PROFILE_ERROR_SD };
+
+/** What a truth may change of the committed one. */
+export interface TruthChange {
+  gain?: number;
+  power?: number;
+  maxSlowdown?: number;
+  profileErrorSd?: number;
+}
+
+/** The committed truth with `change` applied; every field checked (a finite number in its range). */
+export function makeTruth(name: string, change: TruthChange): Truth {
+  const num = (field: keyof TruthChange, v: number | undefined, dflt: number, ok: (x: number) => boolean, rule: string): number => {
+    if (v === undefined) return dflt;
+    if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw invalid(`truth.${field}`, `must be ${rule} (got ${String(v)})`);
+    return v;
+  };
+  if (typeof name !== 'string' || name.trim() === '') throw invalid('truth.name', 'must be a non-empty string');
+  const c = COMMITTED_TRUTH;
+  return {
+    name,
+    perf: {
+      gain: num('gain', change.gain, c.perf.gain, (x) => x >= 0, 'a finite number ≥ 0'),
+      power: num('power', change.power, c.perf.power, (x) => x > 0, 'a finite number > 0'),
+      maxSlowdown: num('maxSlowdown', change.maxSlowdown, c.perf.maxSlowdown, (x) => x >= 1, 'a finite number ≥ 1'),
+    },
+    profileErrorSd: num('profileErrorSd', change.profileErrorSd, c.profileErrorSd, (x) => x >= 0, 'a finite number ≥ 0 (c_i points)'),
+  };
+}
 
 /** Slowdown of a task with real vector `own` on a server of `ruCount` RUs whose occupants' real vectors sum to `sum` (own included). */
 export function slowdown(own: ArrayLike<number>, sum: ArrayLike<number>, ruCount: number, p: PerfParams = DEFAULT_PERF): number {

@@ -1,7 +1,7 @@
 /** One simulation run: a workload, a policy and a seed in; measured jobs and counters out. */
 import { SeededRng } from '../util/rng.ts';
 import { Engine } from './engine.ts';
-import type { PerfParams } from '../model/perf.ts';
+import type { Truth } from '../model/perf.ts';
 import { makePolicy, type PolicySpec } from './policies/index.ts';
 import { record, summarize, type JobRecord, type Summary } from './metrics.ts';
 import { StreamingSummary } from './streaming.ts';
@@ -12,7 +12,12 @@ export interface RunConfig {
   workload: Workload;
   policy: PolicySpec;
   seed: number;
-  perf?: PerfParams;
+  /**
+   * The ground truth the run is judged by (default: the committed one, src/model/perf.ts): its
+   * interference model rates the tasks, and its profile error is what the workload draws each
+   * job's real vector with, unless the workload sets its own (w1/w3 `profileError`).
+   */
+  truth?: Truth;
   /** Stop (and report what finished) at this virtual time. */
   maxTimeMs?: number;
   /** Called now and then with the virtual time. */
@@ -62,7 +67,7 @@ export function runSim(cfg: RunConfig): RunResult {
   const policyRng = root.fork();
   const engine = new Engine();
   const wl = cfg.workload;
-  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.perf ? { perf: cfg.perf } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}), ...(cfg.keepWorld ? { keepCompleted: true } : {}) });
+  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.truth ? { truth: cfg.truth } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}), ...(cfg.keepWorld ? { keepCompleted: true } : {}) });
   wl.setup?.(world, worldRng.fork());
   const policy = makePolicy(cfg.policy, world, policyRng, wl.env);
   let submitted = 0;

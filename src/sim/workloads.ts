@@ -5,7 +5,7 @@
 import { expandCluster, loadCatalog, type Catalog } from '../model/catalog.ts';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ClusterSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
 import { SeededRng, type Rng } from '../util/rng.ts';
-import { COPYSET_ATTR, PERF, PIGEON } from './constants.ts';
+import { COPYSET_ATTR, PIGEON } from './constants.ts';
 import { realVector } from '../model/perf.ts';
 import { makeJob, type SimJob, type World } from './world.ts';
 import type { PolicyEnv } from './policies/types.ts';
@@ -101,7 +101,7 @@ export function w1(o: W1Options): Workload {
       const maxPerf = world.maxPerf(p);
       for (let i = 0; i < o.jobs; i++) {
         t += exp(rng, gapMs);
-        const real = realVector(p.caused, o.profileError ?? PERF.PROFILE_ERROR_SD, rng);
+        const real = realVector(p.caused, o.profileError ?? world.truth.profileErrorSd, rng);
         if (o.highShare === undefined) {
           yield makeJob({ id: i + 1, profile: p, real, arrival: t, work: [dur], maxPerf });
           continue;
@@ -334,7 +334,7 @@ export function w3(o: W3Options): Workload {
         const p = profile(fam.profiles[rng.int(fam.profiles.length)] as string);
         const n = uniformInt(rng, fam.tasks[0], fam.tasks[1]);
         const w = uniform(rng, fam.work[0], fam.work[1]);
-        const sd = o.profileError ?? PERF.PROFILE_ERROR_SD;
+        const sd = o.profileError ?? world.truth.profileErrorSd;
         let real: readonly number[];
         if (o.profileErrorScope === 'class') {
           let r = classReal.get(p.name);

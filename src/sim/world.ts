@@ -13,7 +13,7 @@ import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index
 import type { Rng } from '../util/rng.ts';
 import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
 import type { Engine } from './engine.ts';
-import { DEFAULT_PERF, slowdown, type PerfParams } from '../model/perf.ts';
+import { COMMITTED_TRUTH, slowdown, type PerfParams, type Truth } from '../model/perf.ts';
 
 export interface SimTask {
   job: SimJob;
@@ -127,7 +127,8 @@ export interface View {
 
 export interface WorldOptions {
   interference: boolean;
-  perf?: PerfParams;
+  /** The ground truth tasks run by (default: the committed one). */
+  truth?: Truth;
   /** Record utilisation every this many ms (0: off). */
   utilEvery?: number;
   /** Score every placement's Q against the truth at start (Fig. 15c/17, for every policy). */
@@ -152,7 +153,9 @@ export class World {
   private readonly sums: Float64Array;
   readonly free = new IndexedSet();
   readonly interference: boolean;
-  private readonly perf: PerfParams;
+  /** The ground truth this world runs tasks by; `perf` is its interference model. */
+  readonly truth: Truth;
+  readonly perf: PerfParams;
   private revCounter = 0;
   private readonly views: View[] = [];
   /** Policies hear about every freed RU (after the task's end) here. */
@@ -185,7 +188,8 @@ export class World {
     this.engine = engine;
     this.rng = rng;
     this.interference = opts.interference;
-    this.perf = opts.perf ?? DEFAULT_PERF;
+    this.truth = opts.truth ?? COMMITTED_TRUTH;
+    this.perf = this.truth.perf;
     this.scoreQ = opts.scoreQ ?? false;
     this.keepCompleted = opts.keepCompleted ?? false;
     let base = 0;
