@@ -8,6 +8,7 @@ import { CentralizedPolicy } from './centralized.ts';
 import { DelayPolicy } from './delay.ts';
 import { PigeonPolicy } from './pigeon.ts';
 import { OmniscientPolicy, SparrowPolicy } from './sparrow.ts';
+import { OraclePolicy } from './oracle.ts';
 import type { SimRuntimeOptions } from './runtime.ts';
 import { TarcilPolicy } from './tarcil.ts';
 import type { Policy, PolicyEnv } from './types.ts';
@@ -31,6 +32,7 @@ export const POLICY_NAMES = [
   'pigeon',
   'delay-fixed',
   'delay-dynamic',
+  'oracle',
 ] as const;
 
 export interface PolicySpec {
@@ -68,6 +70,8 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
       return new OmniscientPolicy(world, rng);
     case 'centralized':
       return new CentralizedPolicy(world, rng);
+    case 'oracle':
+      return new OraclePolicy(world, rng);
     case 'pigeon':
       return new PigeonPolicy(world, rng, {
         shortCutoffMs: env.shortCutoffMs ?? 10_000,
