@@ -98,6 +98,7 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   writeFileSync(join(out, `${res.name}.json`), `${JSON.stringify({ ...res, machine: machine() }, null, 1)}\n`);
   writeFileSync(join(out, `${res.name}.csv`), csv(res.rows));
   writeFileSync(join(out, `${res.name}.md`), md(res, files));
+  for (const f of res.files ?? []) writeFileSync(join(out, f.name), f.text);
   write(`wrote ${res.name}.{json,csv,md}${files.length ? ` and ${files.length} SVG chart(s)` : ''} to ${out} (${(res.wallMs / 1000).toFixed(1)} s)\n`);
   return res;
 }

@@ -27,6 +27,8 @@ export interface ExperimentResult {
   /** The fixed warm-up of every run, when one was set (else each workload's own). */
   warmupMs?: number;
   extra?: Record<string, unknown>;
+  /** Further files of the results folder, written as given (e.g. a summary another tool reads). */
+  files?: { name: string; text: string }[];
 }
 
 export interface ExperimentContext {

@@ -13,6 +13,7 @@ import { calibrateExp, speed } from './model.ts';
 import { mechanisms, mechanismsError } from './mechanisms.ts';
 import { simSpeed } from './sim-speed.ts';
 import { fairshareExp } from './fairshare.ts';
+import { truthsExp } from './truths.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
@@ -39,6 +40,7 @@ const REGISTRY = {
   speed,
   'sim-speed': simSpeed,
   fairshare: fairshareExp,
+  truths: truthsExp,
 } satisfies Record<ExperimentName, Runner>;
 
 export const EXPERIMENTS: Record<string, Runner> = REGISTRY;

@@ -23,6 +23,7 @@ export const EXPERIMENT_NAMES = [
   'speed',
   'sim-speed',
   'fairshare',
+  'truths',
 ] as const;
 
 export type ExperimentName = (typeof EXPERIMENT_NAMES)[number];
