@@ -15,7 +15,7 @@ import type { JobRecord } from '../metrics.ts';
 import type { PolicySpec } from '../policies/index.ts';
 import { runSim, type RunResult } from '../run.ts';
 import { w3 } from '../workloads.ts';
-import { base, f1, sweep, type Runner, type Table } from './common.ts';
+import { base, f1, sweep, type ExperimentContext, type ExperimentResult, type Runner, type Table } from './common.ts';
 
 /** The truths of the table, the committed one first. */
 export const TRUTHS: readonly Truth[] = [
@@ -95,13 +95,29 @@ function cost(c: Cell): number {
   return c.policy.spec.name === 'centralized' ? 3 : 1;
 }
 
-export const truthsExp: Runner = (ctx) => {
+/** What one `bench truths` run covers: the full and quick sizes, or a smaller one (tests). */
+export interface TruthsSize {
+  jobs: number;
+  seeds: number[];
+  truths: readonly Truth[];
+  /** The oracle among them: every other policy is read against it. */
+  policies: readonly TruthPolicy[];
+}
+
+export function truthsSize(ctx: ExperimentContext): TruthsSize {
+  return ctx.quick
+    ? { jobs: 1000, seeds: [ctx.seed], truths: TRUTHS, policies: TRUTH_POLICIES.filter((p) => p.quick) }
+    : { jobs: 7200, seeds: [ctx.seed, ctx.seed + 1, ctx.seed + 2], truths: TRUTHS, policies: TRUTH_POLICIES };
+}
+
+export const truthsExp: Runner = (ctx) => runTruths(ctx, truthsSize(ctx));
+
+export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentResult {
   const t0 = performance.now();
-  const jobs = ctx.quick ? 1000 : 7200;
-  const seeds = ctx.quick ? [ctx.seed] : [ctx.seed, ctx.seed + 1, ctx.seed + 2];
-  const policies = ctx.quick ? TRUTH_POLICIES.filter((p) => p.quick) : TRUTH_POLICIES;
+  const { jobs, seeds, policies, truths } = size;
+  if (!policies.some((p) => p.name === ORACLE)) throw new Error(`bench truths: the policies must include '${ORACLE}'`);
   const cells: Cell[] = [];
-  for (const seed of seeds) for (const truth of TRUTHS) for (const policy of policies) cells.push({ truth, policy, seed });
+  for (const seed of seeds) for (const truth of truths) for (const policy of policies) cells.push({ truth, policy, seed });
   const res = sweep(ctx, cells, (c) => `${c.truth.name} seed ${c.seed} ${c.policy.name}`, (c) => {
     const r = runSim({ workload: w3({ jobs }), policy: c.policy.spec, seed: c.seed, truth: c.truth });
     // Only the job records cross back from a worker: the utilisation series is not used here.
@@ -144,7 +160,7 @@ export const truthsExp: Runner = (ctx) => {
   const grid = (title: string, fmt: (truth: string, policy: string) => string): Table => ({
     title,
     head: ['truth', ...policies.map((p) => p.name)],
-    rows: TRUTHS.map((t) => [t.name, ...policies.map((p) => fmt(t.name, p.name))]),
+    rows: truths.map((t) => [t.name, ...policies.map((p) => fmt(t.name, p.name))]),
   });
   const tables: Table[] = [
     grid(`W3 (${jobs} jobs, hetero-400): mean performance, % of ideal [% of the oracle], ${seedNote}`, (t, p) => `${f1(avg(t, p, 'pctIdeal'))} [${f1(avg(t, p, 'pctOracle'))}]`),
@@ -161,11 +177,11 @@ export const truthsExp: Runner = (ctx) => {
         title: `W3: mean performance as % of the oracle by truth (${seedNote})`,
         xTitle: 'truth',
         yTitle: '% of the oracle',
-        points: TRUTHS.flatMap((t) => policies.filter((p) => p.name !== ORACLE).map((p) => ({ x: t.name, y: avg(t.name, p.name, 'pctOracle'), series: p.name }))),
+        points: truths.flatMap((t) => policies.filter((p) => p.name !== ORACLE).map((p) => ({ x: t.name, y: avg(t.name, p.name, 'pctOracle'), series: p.name }))),
         pointsOnly: true,
       },
     ],
     files: [{ name: 'truths-summary.json', text: `${JSON.stringify(summary, null, 1)}\n` }],
     paper: 'Tarcil §6.3 (Fig. 15a): Tarcil at 97% of optimal on W3 on average, the worst job 8% below; centralized 82%. The paper\'s optimal is measured, the simulator\'s ideal has no interference term; the oracle here is the attainable bound (clairvoyant greedy placement on the truth itself).',
   };
-};
+}

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { makeTruth, type Truth, COMMITTED_TRUTH } from '../../src/model/perf.ts';
+import { runSim } from '../../src/sim/run.ts';
+import { w3 } from '../../src/sim/workloads.ts';
+import type { World } from '../../src/sim/world.ts';
+import { TRUTH_POLICIES } from '../../src/sim/experiments/truths.ts';
+
+const PRACTICAL = TRUTH_POLICIES.filter((p) => p.name !== 'oracle');
+
+describe('the oracle', () => {
+  for (const truth of [COMMITTED_TRUTH, makeTruth('gain 2.5', { gain: 2.5 })] as Truth[]) {
+    it(`is at or above every practical policy's mean on a small W3 run (${truth.name})`, () => {
+      const wl = (): ReturnType<typeof w3> => w3({ jobs: 250, interArrivalMs: 250 });
+      const oracle = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 1, truth });
+      expect(oracle.stats.unfinished).toBe(0);
+      expect(oracle.summary.jobs).toBe(250);
+      for (const p of PRACTICAL) {
+        const r = runSim({ workload: wl(), policy: p.spec, seed: 1, truth });
+        expect(r.summary.jobs, p.name).toBe(250);
+        expect(oracle.summary.perfMean, p.name).toBeGreaterThanOrEqual(r.summary.perfMean);
+      }
+    });
+  }
+
+  it('waits only for capacity: every task starts the moment an RU is free for it', () => {
+    // 400 W3 jobs all at once, more tasks than the cell's RUs: the first fill it at 0, the rest start as RUs free.
+    const r = runSim({ workload: w3({ jobs: 400, interArrivalMs: 0 }), policy: { name: 'oracle' }, seed: 5, keepWorld: true });
+    const w = r.world as World;
+    const starts = w.completed.flatMap((j) => j.tasks.map((t) => ({ start: t.start, end: t.end, ru: t.ru })));
+    // Each start is at time 0 or the end of an earlier task (a freed RU), never in between.
+    const ends = new Set(starts.map((s) => s.end));
+    for (const s of starts) expect(s.start === 0 || ends.has(s.start)).toBe(true);
+    expect(starts.filter((s) => s.start > 0).length).toBeGreaterThan(0);
+    expect(r.counters.capacityWaits).toBeGreaterThan(0);
+  });
+
+  it('places on the truth it is given: the same jobs finish sooner with a milder gain', () => {
+    const wl = (): ReturnType<typeof w3> => w3({ jobs: 200, interArrivalMs: 250 });
+    const mild = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2, truth: makeTruth('gain 1.0', { gain: 1 }) });
+    const harsh = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2, truth: makeTruth('gain 2.5', { gain: 2.5 }) });
+    expect(mild.summary.perfMean).toBeGreaterThan(harsh.summary.perfMean);
+  });
+});
