@@ -76,21 +76,45 @@ function perfByJob(records: readonly JobRecord[]): Map<number, number> {
   return m;
 }
 
-/** Each job's performance over the oracle's for the same job, sorted; jobs one of the two did not finish are left out. */
-export function ratiosToOracle(records: readonly JobRecord[], oracle: ReadonlyMap<number, number>): number[] {
-  const out: number[] = [];
-  for (const [arrival, p] of perfByJob(records)) {
-    const o = oracle.get(arrival);
-    if (o !== undefined && o > 0) out.push(p / o);
+/** Each job's performance over the oracle's for the same job, with its record, worst first; jobs one of the two did not finish are left out. */
+export function ratiosToOracle(records: readonly JobRecord[], oracle: ReadonlyMap<number, number>): { ratio: number; rec: JobRecord }[] {
+  const out: { ratio: number; rec: JobRecord }[] = [];
+  for (const rec of records) {
+    const o = oracle.get(rec.arrival);
+    if (o !== undefined && o > 0) out.push({ ratio: Math.min(1, rec.ideal / rec.response) / o, rec });
   }
-  return out.sort((a, b) => a - b);
+  return out.sort((a, b) => a.ratio - b.ratio);
+}
+
+/** Where the response time of these jobs went beyond their ideal, % of their summed response (metrics.lossSplit). */
+function lostShares(recs: readonly JobRecord[]): { wait: number; platform: number; interference: number } {
+  let resp = 0;
+  const l = { wait: 0, platform: 0, interference: 0 };
+  for (const x of recs) {
+    resp += x.response;
+    l.wait += x.loss.wait;
+    l.platform += x.loss.platform;
+    l.interference += x.loss.interference;
+  }
+  const pct = (v: number): number => (resp > 0 ? (100 * v) / resp : NaN);
+  return { wait: pct(l.wait), platform: pct(l.platform), interference: pct(l.interference) };
+}
+
+/** The most frequent label (workload family) among these jobs, with its share. */
+function topLabel(recs: readonly JobRecord[]): string {
+  const n = new Map<string, number>();
+  for (const x of recs) n.set(x.label, (n.get(x.label) ?? 0) + 1);
+  let best = '';
+  let k = 0;
+  for (const [l, c] of n) if (c > k) [best, k] = [l, c];
+  return recs.length ? `${best} ${Math.round((100 * k) / recs.length)}%` : '-';
 }
 
 const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
 /** The cost of a cell for the worker threads: the tarcil variants under profile error or gain 2.5 run longest. */
 function cost(c: Cell): number {
-  const heavy = c.truth.profileErrorSd * 4 + (c.truth.perf.gain > 2 ? 20 : 0);
+  const heavy = c.truth.profileErrorSd * 4 + (c.truth.perf.gain > 2 ? 60 : 0);
   if (c.policy.spec.name === 'tarcil') return (1 + heavy) * (c.policy.spec.runtime ? 1.5 : 1);
   return c.policy.spec.name === 'centralized' ? 3 : 1;
 }
@@ -131,8 +155,13 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
   const rows = res.map(({ cell, r }) => {
     const o = oracleOf.get(`${cell.truth.name}|${cell.seed}`);
     if (!o) throw new Error(`no oracle run for ${cell.truth.name}, seed ${cell.seed}`);
-    const ratios = ratiosToOracle(r.records, o.byJob);
+    const pairs = ratiosToOracle(r.records, o.byJob);
+    const ratios = pairs.map((x) => x.ratio);
     const q = (p: number): number => (ratios.length ? quantileSorted(ratios, p) : NaN);
+    // Where the time went: every job, and the worst 5% against the oracle.
+    const all = lostShares(r.records);
+    const worst = pairs.slice(0, Math.max(1, Math.ceil(pairs.length * 0.05))).map((x) => x.rec);
+    const w = lostShares(worst);
     return {
       truth: cell.truth.name,
       policy: cell.policy.name,
@@ -144,6 +173,13 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
       p5PctOracle: 100 * q(0.05),
       below50PctOracle: ratios.length ? (100 * ratios.filter((x) => x < 0.5).length) / ratios.length : NaN,
       worstPctIdeal: 100 * r.summary.perfWorst,
+      lostWaitPct: all.wait,
+      lostPlatformPct: all.platform,
+      lostInterferencePct: all.interference,
+      worst5LostWaitPct: w.wait,
+      worst5LostPlatformPct: w.platform,
+      worst5LostInterferencePct: w.interference,
+      worst5TopFamily: topLabel(worst),
       queued: r.counters.queued ?? 0,
       bestEffort: r.counters.bestEffort ?? 0,
       conflicts: r.counters.conflicts ?? 0,
@@ -154,7 +190,8 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
     };
   });
   const summary: TruthSummaryRow[] = rows.map((x) => ({ truth: x.truth, policy: x.policy, seed: x.seed, pctIdeal: x.pctIdeal, pctOracle: x.pctOracle, p5PctOracle: x.p5PctOracle }));
-  const avg = (truth: string, policy: string, k: 'pctIdeal' | 'pctOracle' | 'p1PctOracle' | 'p5PctOracle' | 'below50PctOracle'): number =>
+  type Num = { [K in keyof (typeof rows)[number]]: (typeof rows)[number][K] extends number ? K : never }[keyof (typeof rows)[number]];
+  const avg = (truth: string, policy: string, k: Num): number =>
     mean(rows.filter((x) => x.truth === truth && x.policy === policy).map((x) => x[k]));
   const seedNote = seeds.length > 1 ? `mean of seeds ${seeds.join(', ')}` : `seed ${seeds[0]}`;
   const grid = (title: string, fmt: (truth: string, policy: string) => string): Table => ({
@@ -166,6 +203,17 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
     grid(`W3 (${jobs} jobs, hetero-400): mean performance, % of ideal [% of the oracle], ${seedNote}`, (t, p) => `${f1(avg(t, p, 'pctIdeal'))} [${f1(avg(t, p, 'pctOracle'))}]`),
     grid(`The worst jobs against the oracle's figure for the same job: 1st / 5th percentile of job performance as % of the oracle's, and the share of jobs below 50% of it (${seedNote})`, (t, p) =>
       p === ORACLE ? '-' : `${f1(avg(t, p, 'p1PctOracle'))} / ${f1(avg(t, p, 'p5PctOracle'))} / ${f1(avg(t, p, 'below50PctOracle'))}%`),
+    {
+      title: `Where the time went beyond ideal, % of response time: all jobs wait / platform / interference; the worst 5% against the oracle the same, and their most frequent family (${seedNote === `seed ${seeds[0]}` ? seedNote : `seed ${seeds[0]}`} for the family)`,
+      head: ['truth', 'policy', 'all jobs', 'worst 5%', 'worst 5%: family', 'jobs held / best effort', 'conflicts', 'moves / blocks'],
+      rows: truths.flatMap((t) =>
+        policies.filter((p) => p.name.startsWith('tarcil') || p.name === 'centralized' || p.name === ORACLE).map((p) => {
+          const a = (k: Num): string => f1(avg(t.name, p.name, k));
+          const first = rows.find((x) => x.truth === t.name && x.policy === p.name && x.seed === seeds[0]);
+          return [t.name, p.name, `${a('lostWaitPct')} / ${a('lostPlatformPct')} / ${a('lostInterferencePct')}`, `${a('worst5LostWaitPct')} / ${a('worst5LostPlatformPct')} / ${a('worst5LostInterferencePct')}`, first?.worst5TopFamily ?? '-', `${a('queued')} / ${a('bestEffort')}`, a('conflicts'), `${a('moves')} / ${a('blocks')}`];
+        }),
+      ),
+    },
   ];
   return {
     ...base('truths', 'Every policy under every ground truth: W3 as % of ideal and % of the oracle, and the worst jobs against the oracle', ctx, t0),
