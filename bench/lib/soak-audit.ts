@@ -52,7 +52,10 @@ export interface MinuteCounts {
    * The same tasks' time split in three, from their records: submit sent → placement committed
    * (the agent's clock), → taken up by its node (the task record's `startedAt`: the node's clock
    * when it saw the placement and asked to record the task running), → seen running here (the
-   * node starts the task once that record is written). One machine, one clock. `accepted` is the
+   * node starts the task once that record is written). A task's first placement records it running
+   * itself (its `startedAt` is the placement's time, and its node starts it once the store has
+   * confirmed its RU, which no record shows): for those tasks the second stage is 0 and "running"
+   * is the placement. One machine, one clock. `accepted` is the
    * first part of `placed`: submit sent → the front-end's handler took the job (the job record's
    * `submittedAt`).
    */

@@ -536,7 +536,7 @@ export class JobManager implements OwnerContext, MoveHost {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
-        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now(), ...(p.commitId ? { commitId: p.commitId } : {}) };
+        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: p.startRecorded ? 'running' : 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now(), ...(p.startRecorded ? { startedAt: this.o.clock.now() } : {}), ...(p.commitId ? { commitId: p.commitId } : {}) };
         // A move's record must say so at once: the watch brings the full record at this same
         // revision, which is then not applied again, and the move is finished from this one.
         if (p.movedFrom) rec.movedFrom = { server: p.movedFrom.server, index: p.movedFrom.index, commitId: p.movedFrom.commitId };
@@ -545,18 +545,17 @@ export class JobManager implements OwnerContext, MoveHost {
     }
     this.o.onCommitted?.(job, placements, agent);
     if (!this.o.nodes) return;
-    if (this.launchAfterMs === 0) {
-      this.launch(job.id, placements);
-      return;
-    }
+    if (this.launchAfterMs === 0) return this.launch(job.id, placements);
     // The monitor follows its RUs in the store and starts the task as the watch brings the commit,
     // about when its answer reaches us: a call now would almost always arrive second, and costs
     // both processes a gRPC call per task. It goes only to a node that has not recorded the task
-    // running by then (its watch behind, or broken).
+    // running by then (its watch behind, or broken); not for a task its placement recorded
+    // running (Placement.startRecorded), which gives no such sign.
     this.later(this.launchAfterMs, () => {
       const o = this.owned.get(job.id);
       if (!o) return; // final, or owned elsewhere now: its owner sees to it
       const unstarted = placements.filter((p) => {
+        if (p.startRecorded) return false;
         const rec = o.tasks.get(p.task)?.rec;
         return rec?.state === 'placed' && rec.attempt === (p.attempt ?? 0) && rec.ru?.server === p.ru.server && rec.ru.index === p.ru.index;
       });

@@ -10,7 +10,7 @@
  */
 import type { ServerSpec } from '../model/types.ts';
 import type { HeldLease } from '../state/lease.ts';
-import type { LiveTaskRecord } from '../state/live-records.ts';
+import { placedRevisionOf, type LiveTaskRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
@@ -100,7 +100,9 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
       // record's placedRevision (the RU record itself changes when an attempt is adopted).
       let ended: TaskOutcome | undefined;
       if (r.previousRun) {
-        const placed = parseJson<LiveTaskRecord>(await n.store.get(k.task(rec.job, rec.task)))?.placedRevision;
+        const taskKv = await n.store.get(k.task(rec.job, rec.task));
+        const taskRec = parseJson<LiveTaskRecord>(taskKv);
+        const placed = taskRec && taskKv ? placedRevisionOf(taskRec, taskKv.modRevision) : undefined;
         for (const revision of new Set([placed ?? kv.modRevision, kv.modRevision])) {
           ended ??= await r.previousRun({ job: rec.job, task: rec.task, revision });
         }

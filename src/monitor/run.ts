@@ -1,7 +1,7 @@
 /**
  * One task attempt on a node, apart from the node's bookkeeping: the attempt an RU record names,
  * the `running` task record written when it starts (in a transaction fenced on the RU record's
- * revision), what the executor is given, and how an attempt that a previous life of the monitor
+ * revision; only the fence when its placement wrote the record), what the executor is given, and how an attempt that a previous life of the monitor
  * started ended.
  */
 import type { RunObservation } from './load.ts';
@@ -53,9 +53,13 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
 
 /**
  * Records the task `running` on `server`, with the node's disconnect grace, only if the RU still
- * holds this attempt: the RU record's revision is the fence.
+ * holds this attempt: the RU record's revision is the fence. An attempt whose placement recorded
+ * it running (PlacedRuRecord.startRecorded) is only fenced: the compare alone, which etcd answers
+ * as a read (no write, no watch event).
  */
 export function startTxn(keys: Keys, server: string, run: Run, graceMs: number): TxnRequest {
+  const fence = [{ key: keys.ru({ server, index: run.ruIndex }), target: 'mod' as const, op: '==' as const, value: run.rev }];
+  if (run.rec.startRecorded) return { compare: fence, success: [] };
   const running: LiveTaskRecord = {
     job: run.job,
     index: run.task,
@@ -72,10 +76,7 @@ export function startTxn(keys: Keys, server: string, run: Run, graceMs: number):
     ...(run.rec.previous ? { previous: run.rec.previous } : {}),
     ...(run.rec.moves ? { moves: run.rec.moves } : {}),
   };
-  return {
-    compare: [{ key: keys.ru({ server, index: run.ruIndex }), target: 'mod', op: '==', value: run.rev }],
-    success: [{ type: 'put', key: keys.task(run.job, run.task), value: JSON.stringify(running) }],
-  };
+  return { compare: fence, success: [{ type: 'put', key: keys.task(run.job, run.task), value: JSON.stringify(running) }] };
 }
 
 /** What the executor is given: the duration from the RU record or the job, the job's command. */

@@ -24,6 +24,8 @@ export interface Placement {
   sides?: { selfQ: number; neighboursQ: number; neighbours: number };
   /** A move of the run-time loop: where the task ran (which placement), and its share of the expected rate there. */
   movedFrom?: { server: string; index: number; rate: number; commitId: string };
+  /** The placement wrote the task's record `running` (state/placement.ts placementRecordsStart). */
+  startRecorded?: true;
 }
 
 /** Everything the agent decided about one job and why: what `tarcil explain` shows. */

@@ -12,7 +12,8 @@ import type { AttemptSummary, JobRecord, MoveSource, ServerRecord } from './reco
  * records in the same key layout.
  *
  * Task states: queued → placed (agent commit) → running (monitor) → succeeded | failed |
- * cancelled | lost. A lost task is placed again by its job's owner (`rescheduled` counts it). Job
+ * cancelled | lost; a task's first placement writes it running itself, and its monitor starts it
+ * without a write (state/placement.ts placementRecordsStart). A lost task is placed again by its job's owner (`rescheduled` counts it). Job
  * states: queued → admitted → placed → running → succeeded | failed | cancelled, a summary the
  * owner keeps of its tasks.
  */
@@ -40,6 +41,15 @@ export function attemptHistory(rec: LiveTaskRecord | undefined): AttemptSummary[
   if (rec.endedAt !== undefined) last.endedAt = rec.endedAt;
   if (rec.message !== undefined) last.message = rec.message;
   return [...(rec.previous ?? []), last].slice(-KEPT_ATTEMPTS);
+}
+
+/**
+ * The revision of the RU record that placed the attempt a task record names: the record's
+ * `placedRevision` (its monitor's `running` record and every outcome carry it), or, for a record
+ * its placement wrote running, the record's own revision (written with the RU record).
+ */
+export function placedRevisionOf(rec: LiveTaskRecord, modRevision: number): number | undefined {
+  return rec.placedRevision ?? (rec.state === 'running' ? modRevision : undefined);
 }
 
 export interface LiveTaskRecord extends TaskRecord {

@@ -87,6 +87,19 @@ export interface PlacementTxn {
   taskResponses: number;
 }
 
+/**
+ * Whether a placement writes the task's record `running` at once, so that its monitor starts it
+ * without a write of its own (a compare of the RU record's revision, which etcd answers without a
+ * write, is the monitor's fence): a task's first placement on a busy RU, which is nearly every
+ * task. The monitor starts such a task as its watch brings the placement, or reports it failed.
+ * A gang's reservation, a move's held copy and a task placed again (whose earlier copy may still
+ * report a success, monitor/outcomes.ts) are recorded `placed`, and written `running` by their
+ * monitor when it starts them, as every placement was before.
+ */
+export function placementRecordsStart(ruState: PlacementTxnInput['ruState'], it: Pick<PlacementItem, 'attempt' | 'previous' | 'move'>): boolean {
+  return ruState === 'busy' && it.attempt === 0 && !it.move && !(it.previous && it.previous.length > 0);
+}
+
 export function placementTxn(p: PlacementTxnInput): PlacementTxn {
   const k = p.keys;
   const compare: Compare[] = [];
@@ -151,6 +164,8 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
+    const started = placementRecordsStart(p.ruState, it);
+    if (started) ruRec.startRecorded = true;
     const hold: MoveSource | undefined = it.move ? { ...it.move.from, commitId: it.move.rec.commitId } : undefined;
     if (hold && it.move) {
       ruRec.hold = hold;
@@ -161,10 +176,11 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     const taskRec: PlacedTaskRecord = {
       job: job.id,
       index: it.task,
-      state: 'placed',
+      state: started ? 'running' : 'placed',
       ru: it.ref,
       attempt: it.attempt,
       placedAt: p.now,
+      ...(started ? { startedAt: p.now } : {}),
       basedOn,
       commitId: p.commitId,
       agent: p.agent,

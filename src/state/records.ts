@@ -63,6 +63,13 @@ export interface PlacedRuRecord extends RuRecord {
   stop?: string;
   /** Moves of the task so far, this placement included (copied to the task record when it starts). */
   moves?: number;
+  /**
+   * The placement wrote the task's record `running` itself (placementRecordsStart): the monitor
+   * confirms that the RU still holds the attempt with a compare that writes nothing, and starts it.
+   * Without it (a gang's confirmed reservation, a move's copy, a task placed again) the monitor
+   * writes the `running` record as it starts the task.
+   */
+  startRecorded?: true;
 }
 
 /** Where a moved task ran before: the RU and the placement (commit) of its old copy. */
@@ -81,6 +88,8 @@ export interface PlacedTaskRecord extends TaskRecord {
   moves?: number;
   /** This attempt is a move of the task from there: its RU is held until the old copy stopped. */
   movedFrom?: MoveSource;
+  /** Written `running` by its placement (placementRecordsStart): the placement's time. */
+  startedAt?: number;
   /**
    * The node's disconnect grace as the placing agent knew it (its monitor writes it again with
    * the `running` record): an owner that never saw the node waits this long once it is gone.

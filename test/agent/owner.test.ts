@@ -361,10 +361,10 @@ describe('job owner (embedded store, manual clock)', () => {
       return { c, m, job: job.id, server, ru };
     }
 
-    it('keeps its tasks placed for the grace, then places them elsewhere as a new attempt', async () => {
+    it('keeps its tasks where they are for the grace, then places them elsewhere as a new attempt', async () => {
       const { c, m, job, server } = await placedOnLeavingNode();
       await c.advance(8000);
-      expect((await tasksOf(c, job))[0]?.state).toBe('placed');
+      expect((await tasksOf(c, job))[0]?.state).toBe('running');
       expect(m.stats.lost).toBe(0);
       const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job)));
       expect(rec?.message).toContain(`server ${server} cannot be reached`);
@@ -402,7 +402,7 @@ describe('job owner (embedded store, manual clock)', () => {
       });
       await c.advance(20_000);
       expect(m.stats.lost).toBe(0);
-      expect((await tasksOf(c, job))[0]?.state).toBe('placed');
+      expect((await tasksOf(c, job))[0]?.state).toBe('running');
       expect((await c.busy(job)).map((b) => b.key)).toEqual([ru.key]);
     });
   });
@@ -415,11 +415,13 @@ describe('job owner (embedded store, manual clock)', () => {
     const { dying, job } = await placedByDyingOwner(c, 2, 'grace-adopted', 1);
     const b0 = (await c.busy(job.id))[0]!;
     const ref = c.keys.parseRu(b0.key)!;
-    // The node starts the task as its monitor does, with a 10 s grace in the running record.
-    const start = startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000);
+    // The node starts the task as its monitor does when the placement did not record it running
+    // (a task placed again, a gang's, a move's), with a 10 s grace in the running record.
+    const { startRecorded: _, ...placedOnly } = b0.rec;
+    const start = startTxn(c.keys, ref.server, newRun(ref.index, placedOnly, b0.rev, c.clock.now()), 10_000);
     if (!recorded) {
       const put = start.success[0] as { type: 'put'; key: string; value: string };
-      const { nodeGraceMs: _, ...rest } = JSON.parse(put.value) as LiveTaskRecord;
+      const { nodeGraceMs: _g, ...rest } = JSON.parse(put.value) as LiveTaskRecord;
       put.value = JSON.stringify(rest);
     }
     expect((await c.store.txn(start)).succeeded).toBe(true);
@@ -430,7 +432,7 @@ describe('job owner (embedded store, manual clock)', () => {
   it.each([
     { grace: 10_000, wait: [10_000, 14_000] },
     { grace: undefined, wait: [60_000, 64_000] },
-  ])('a task placed but not yet started when its node left: an adopter that never saw the node waits the grace written with the placement ($grace), else the default', async ({ grace, wait }) => {
+  ])('a task whose node left before it started it: an adopter that never saw the node waits the grace written with the placement ($grace), else the default', async ({ grace, wait }) => {
     const c = (cell = new OwnerCell());
     await c.seed(2, 2);
     if (grace !== undefined) {
@@ -447,7 +449,8 @@ describe('job owner (embedded store, manual clock)', () => {
     await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
     const ref = c.keys.parseRu((await c.busy(job.id))[0]!.key)!;
     const [placed] = await tasksOf(c, job.id);
-    expect([placed?.state, placed?.nodeGraceMs]).toEqual(['placed', grace]);
+    // The placement recorded it running, with the grace the placing agent knew.
+    expect([placed?.state, placed?.nodeGraceMs]).toEqual(['running', grace]);
     // The node goes before it started the task, and the owner with it; the survivor starts
     // afterwards and never saw the node.
     await adopterWaits(c, dying, job.id, ref.server, wait);
@@ -488,43 +491,73 @@ describe('job owner (embedded store, manual clock)', () => {
 });
 
 describe("the launch call to a node's monitor", () => {
-  it.each([
-    { launchAfterMs: undefined, label: 'default: only to a node that has not started its task by then' },
-    { launchAfterMs: 0, label: '0: every placement at once' },
-  ])('launchAfterMs $launchAfterMs ($label)', async ({ launchAfterMs }) => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 2);
+  // A gang larger than one transaction is reserved, then confirmed: its tasks are recorded
+  // `placed`, and their monitors record them running as they start them.
+  const advertise = async (c: OwnerCell): Promise<void> => {
     // The nodes advertise a NodeMonitor endpoint, as their monitors do.
     for (const kv of (await c.store.range(c.keys.servers())).kvs) {
       const rec = JSON.parse(kv.value) as { id: string };
       await c.store.put(kv.key, JSON.stringify({ ...rec, endpoint: `node-of-${rec.id}:1` }));
     }
+  };
+  it.each([
+    { launchAfterMs: undefined, label: 'default: only to a node that has not started its task by then' },
+    { launchAfterMs: 0, label: '0: every placement at once' },
+  ])('launchAfterMs $launchAfterMs ($label)', async ({ launchAfterMs }) => {
+    // 14 ops per transaction: 4 placements each, so a gang of 6 is reserved, then confirmed.
+    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
+    await c.seed(2, 4);
+    await advertise(c);
     const a = await c.owner('A', c.store, launchAfterMs === undefined ? {} : { launchAfterMs });
-    const job = makeJob('launch-call', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const job = makeJob('launch-call', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
     await a.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 2, 10_000);
+    await c.until(async () => (await c.busy(job.id)).filter((b) => b.rec.state === 'busy').length === 6, 10_000);
     await c.flush();
     const sent = (): number[] => c.nodes.launches.filter((l) => l.job === job.id).map((l) => l.task).sort();
     if (launchAfterMs === 0) {
-      expect(sent()).toEqual([0, 1]);
-      expect(a.stats.launches).toBe(2);
+      expect(sent()).toEqual([0, 1, 2, 3, 4, 5]);
       return;
     }
     expect(sent()).toEqual([]);
-    // One node starts its task as its monitor does (its watch brought the commit); the other's is behind.
-    const b0 = (await c.busy(job.id)).find((b) => b.rec.task === 0)!;
-    const ref = c.keys.parseRu(b0.key)!;
-    expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
-    await c.until(async () => (await tasksOf(c, job.id)).find((t) => t.index === 0)?.state === 'running', 5000);
+    // Every node but one starts its task as its monitor does (its watch brought the commit); the other's is behind.
+    for (const b of (await c.busy(job.id)).filter((x) => x.rec.task !== 5)) {
+      expect(b.rec.startRecorded).toBeUndefined();
+      const ref = c.keys.parseRu(b.key)!;
+      expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b.rec, b.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
+    }
+    await c.until(async () => (await tasksOf(c, job.id)).filter((t) => t.state === 'running').length === 5, 5000);
     await c.flush();
-    await c.advance(400);
-    expect(sent()).toEqual([]);
-    await c.advance(200);
-    // Only the task not recorded running is sent, once.
-    expect(sent()).toEqual([1]);
+    await c.advance(600);
     await c.advance(2000);
-    expect(sent()).toEqual([1]);
-    expect(a.stats.launches).toBe(1);
+    // Only the task not recorded running is sent, once.
+    expect(sent()).toEqual([5]);
+  });
+
+  it('a task its placement recorded running is started by its node alone: no launch call, and its monitor writes nothing', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 2);
+    await advertise(c);
+    const a = await c.owner('A');
+    const job = makeJob('launch-none', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 2, 10_000);
+    await c.flush();
+    expect((await tasksOf(c, job.id)).map((t) => t.state)).toEqual(['running', 'running']);
+    const b0 = (await c.busy(job.id)).find((b) => b.rec.task === 0)!;
+    expect(b0.rec.startRecorded).toBe(true);
+    const ref = c.keys.parseRu(b0.key)!;
+    const before = await c.store.revision();
+    // The monitor's start is the fence alone: it succeeds while the RU holds the attempt, and writes nothing.
+    const req = startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000);
+    expect(req.success).toEqual([]);
+    expect((await c.store.txn(req)).succeeded).toBe(true);
+    expect(await c.store.revision()).toBe(before);
+    // A stale attempt (an older revision of the RU) is refused.
+    expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev - 1, c.clock.now()), 10_000))).succeeded).toBe(false);
+    await c.advance(600);
+    await c.advance(2000);
+    expect(c.nodes.launches.filter((l) => l.job === job.id)).toEqual([]);
+    expect(a.stats.launches).toBe(0);
   });
 });
 
@@ -537,7 +570,8 @@ describe('the job record its owner writes', () => {
     const job = makeJob('progress-1', TEST_PROFILES[0]!, 16, { maxQueueMs: 0 });
     await a.submit(job);
     await c.until(async () => (await c.busy(job.id)).length === 16, 5000);
-    await c.until(async () => (await c.jobState(job.id)) === 'placed', 5000);
+    // Its placements recorded its tasks running: the job is running at once.
+    await c.until(async () => (await c.jobState(job.id)) === 'running', 5000);
     const writes: LiveJobRecord[] = [];
     const w = await c.store.watch({
       prefix: c.keys.job(job.id),
@@ -551,13 +585,10 @@ describe('the job record its owner writes', () => {
       expect(await releaseRu(c.store, c.keys, ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
       await c.flush();
     }
-    // The first one moved the job to running: written. The next seven only changed its counts.
-    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([['running', 1]]);
+    // They only changed its counts: nothing written yet, then the latest counts once.
+    expect(writes).toEqual([]);
     await c.advance(PROGRESS_WRITE_MS + 50);
-    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([
-      ['running', 1],
-      ['running', 8],
-    ]);
+    expect(writes.map((r) => [r.state, r.taskStates?.succeeded])).toEqual([['running', 8]]);
     // The rest end: the final state is written at once, with every count.
     expect(await c.finishTasks(job.id)).toBe(8);
     await c.flush();
@@ -565,8 +596,10 @@ describe('the job record its owner writes', () => {
     await w.close();
   });
 
-  it('the steps to running (admitted, placed) wait out the interval: a job that runs within it goes from queued to running in one write', async () => {
-    const c = (cell = new OwnerCell());
+  it('the steps to running (admitted, placed) wait out the interval; a job its placement recorded running goes from queued to running in one write', async () => {
+    // 14 ops per transaction: 4 placements each, so a gang of 6 is reserved, then confirmed, and
+    // its tasks are recorded placed until their monitors start them.
+    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
     await c.seed(2, 4);
     const a = await c.owner('A');
     const states = new Map<string, string[]>();
@@ -577,20 +610,24 @@ describe('the job record its owner writes', () => {
       onError: () => undefined,
     });
     const of = (id: string): string[] => states.get(c.keys.job(id)) ?? [];
-    // Both are placed (their RUs claimed) without the clock moving: neither step is stored yet.
-    const [soon, late] = await placeTwo(c, a, ['steps-soon', 'steps-late'], 0);
-    expect([of(soon.id), of(late.id)]).toEqual([['queued'], ['queued']]);
-    // A node starts one task of the first job, as a monitor does: running is written at once.
-    const b0 = (await c.busy(soon.id))[0]!;
+    const now = makeJob('steps-now', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const gang = makeJob('steps-gang', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
+    await a.submit(now);
+    await a.submit(gang);
+    await c.until(async () => (await c.busy(now.id)).length === 2 && (await c.busy(gang.id)).length === 6, 5000);
+    await c.flush();
+    // Without the clock moving: the first job is running (written at once), the gang's placed step is not stored yet.
+    expect([of(now.id), of(gang.id)]).toEqual([['queued', 'running'], ['queued']]);
+    // The gang's tasks do not start: once the interval is over, placed is written.
+    await c.advance(PROGRESS_WRITE_MS + 50);
+    expect(of(gang.id)).toEqual(['queued', 'placed']);
+    // A node starts one of them, as a monitor does: running is written at once.
+    const b0 = (await c.busy(gang.id))[0]!;
     const ref = c.keys.parseRu(b0.key)!;
     expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
     await c.flush();
-    expect(of(soon.id)).toEqual(['queued', 'running']);
-    // The second job's tasks never start: once the interval is over, placed is written.
-    await c.advance(PROGRESS_WRITE_MS + 50);
-    expect(of(soon.id)).toEqual(['queued', 'running']);
-    expect(of(late.id)).toEqual(['queued', 'placed']);
-    expect(await c.jobState(late.id)).toBe('placed');
+    expect(of(gang.id)).toEqual(['queued', 'placed', 'running']);
+    expect(of(now.id)).toEqual(['queued', 'running']);
     await w.close();
   });
 

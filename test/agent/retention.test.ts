@@ -91,7 +91,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
 
     // The running job: hours later, it and its request id are all there.
     await cell.advance(2 * 60 * MIN, 10_000);
-    expect(await cell.jobState(running.id)).toBe('placed');
+    expect(await cell.jobState(running.id)).toBe('running');
     expect((await cell.store.range(cell.keys.tasks(running.id))).kvs).toHaveLength(2);
     expect(await cell.store.get(live.request('req-running'))).toBeDefined();
     expect(h.retention.totals.raced).toBe(0);

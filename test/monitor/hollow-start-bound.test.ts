@@ -27,10 +27,8 @@ const log = createLogger('test', 'warn');
 
 const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 10);
 
-const startedTask = (req: TxnRequest): string | undefined => {
-  const op = req.success.find((o) => o.type === 'put' && o.value?.includes('"state":"running"') === true);
-  return op?.type === 'put' ? op.key : undefined;
-};
+/** The RU whose task a request starts: a start compares the RU's revision and writes nothing (its placement recorded the task running). */
+const startedTask = (req: TxnRequest): string | undefined => (req.success.length === 0 && req.compare.length === 1 ? req.compare[0]?.key : undefined);
 
 /**
  * A MemoryStore whose requests carrying task starts are held until released, in the order they
@@ -64,7 +62,7 @@ function slowStarts(mem: MemoryStore) {
   };
 }
 
-/** Places `count` tasks on free RUs in placement transactions of `per` picks, in order; returns their task keys in that order. */
+/** Places `count` tasks on free RUs in placement transactions of `per` picks, in order; returns their RU keys in that order. */
 async function place(mem: MemoryStore, keys: Keys, free: KeyValue[], count: number, per: number, tag: string): Promise<string[]> {
   const order: string[] = [];
   for (let n = 0; order.length < count; n++) {
@@ -73,7 +71,7 @@ async function place(mem: MemoryStore, keys: Keys, free: KeyValue[], count: numb
     const items = chunk.map((kv, task) => ({ ref: keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 }));
     const { req } = placementTxn({ keys, agent: 't', commitId: `${tag}${n}`, now: Date.now(), job, items, scope: 'ru', ruState: 'busy' });
     expect((await mem.txn(req)).succeeded).toBe(true);
-    order.push(...chunk.map((_, task) => keys.task(job.id, task)));
+    order.push(...chunk.map((kv) => kv.key));
   }
   return order;
 }

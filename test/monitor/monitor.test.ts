@@ -199,12 +199,14 @@ describe('a monitor whose store does not answer when a task should start', () =>
   it('looks at the RU again and starts the task once the store is back', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/launch-retry/');
-    // The first two "running" transactions (the monitor starting a task) fail as if etcd were
-    // restarting; no watch event will come to say the RU is still busy.
+    // The first two starts of a task (the monitor's transaction that writes it running, or only
+    // compares its RU when the placement wrote that) fail as if etcd were restarting; no watch
+    // event will come to say the RU is still busy.
     let failed = 0;
     const flaky = wrapStore(store, {
       txn: async (req) => {
-        const starting = req.success.some((op) => op.type === 'put' && op.key.includes('/tasks/') && op.value.includes('"state":"running"'));
+        const fenceOnly = req.success.length === 0 && req.compare.some((c) => c.key.includes('/rus/'));
+        const starting = fenceOnly || req.success.some((op) => op.type === 'put' && op.key.includes('/tasks/') && op.value.includes('"state":"running"'));
         if (starting && failed < 2) {
           failed++;
           throw new TarcilError('UNAVAILABLE', 'etcd restarting (simulated)');

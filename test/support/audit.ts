@@ -1,4 +1,4 @@
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, WatchEvent } from '../../src/store/types.ts';
@@ -116,8 +116,9 @@ export async function audit(store: ClusterStore, keys: Keys, startRev: number): 
     const id = `${t.job}#${t.index}`;
     if (t.state === 'running') {
       const cur = runningAttempt.get(id);
-      if (cur !== undefined && cur !== t.placedRevision) overlappingRuns++;
-      runningAttempt.set(id, t.placedRevision ?? -1);
+      const placedRev = placedRevisionOf(t, ev.kv.modRevision);
+      if (cur !== undefined && cur !== placedRev) overlappingRuns++;
+      runningAttempt.set(id, placedRev ?? -1);
     } else if (t.state !== 'placed') {
       runningAttempt.delete(id);
     }

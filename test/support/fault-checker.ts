@@ -15,7 +15,7 @@
  * It also measures, per fault, the scheduling stall (from the fault, or from the end of a quorum
  * loss, to the first task started by a decision made after it) and the tasks run again.
  */
-import type { LiveJobRecord, LiveTaskRecord, RequestRecord } from '../../src/state/live-records.ts';
+import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord, type RequestRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import type { KeyValue, WatchEvent } from '../../src/store/types.ts';
 import type { FaultKind, FaultRecord } from './nemesis.ts';
@@ -305,12 +305,13 @@ export function check(input: CheckInput): CheckReport {
     const t = ev.type === 'put' ? parseJson<LiveTaskRecord>(ev.kv) : undefined;
     if (!t) continue;
     const id = tid(t.job, t.index);
-    if (t.state === 'running' && t.placedRevision !== undefined) {
+    const placedRev = placedRevisionOf(t, ev.kv.modRevision);
+    if (t.state === 'running' && placedRev !== undefined) {
       const cur = current.get(id);
-      const commit = t.commitId ?? `@${t.placedRevision}`;
+      const commit = t.commitId ?? `@${placedRev}`;
       if (cur !== undefined && cur !== commit) v('recorded-runs-overlap', `${id} recorded running for commit ${commit} at revision ${ev.kv.modRevision} while commit ${cur} had not ended`);
       current.set(id, commit);
-      running.set(`${id}@${t.placedRevision}`, { commit: `${id}@${t.commitId ?? ''}`, placedAt: t.placedAt ?? 0, rev: ev.kv.modRevision });
+      running.set(`${id}@${placedRev}`, { commit: `${id}@${t.commitId ?? ''}`, placedAt: t.placedAt ?? 0, rev: ev.kv.modRevision });
     } else if (t.state !== 'placed') {
       current.delete(id);
       const commit = `${id}@${t.commitId ?? ''}`;
