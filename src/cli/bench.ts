@@ -10,6 +10,7 @@ import { tableStyle } from './color.ts';
 import { renderSvg } from '../sim/charts.ts';
 import { EXPERIMENT_NAMES, EXPERIMENTS, type ExperimentResult } from '../sim/experiments/index.ts';
 import { setWarmup } from '../sim/run.ts';
+import type { TraceContext, TraceInput } from '../sim/experiments/trace.ts';
 import { TarcilError } from '../util/errors.ts';
 
 export interface BenchOptions {
@@ -20,6 +21,8 @@ export interface BenchOptions {
   workers?: number;
   /** A fixed warm-up for every run, ms (default: each workload's own). */
   warmupMs?: number;
+  /** `bench trace` only: the trace's files, their format and compression (docs/traces.md). */
+  trace?: Partial<TraceInput>;
   /** Where progress and tables go (stderr/stdout by default). */
   write?: (s: string) => void;
   progress?: (s: string) => void;
@@ -42,7 +45,8 @@ function csv(rows: Record<string, string | number>[]): string {
 }
 
 function md(res: ExperimentResult, files: string[]): string {
-  const lines = [`# ${res.title}`, '', `\`tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}${res.warmupMs === undefined ? '' : ` --warmup-ms ${res.warmupMs}`}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
+  const command = typeof res.extra?.command === 'string' ? res.extra.command : `tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}`;
+  const lines = [`# ${res.title}`, '', `\`${command}${res.warmupMs === undefined ? '' : ` --warmup-ms ${res.warmupMs}`}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
   for (const t of res.tables) {
     lines.push(`## ${t.title}`, '', `| ${t.head.join(' | ')} |`, `| ${t.head.map(() => '---').join(' | ')} |`);
     for (const r of t.rows) lines.push(`| ${r.join(' | ')} |`);
@@ -66,7 +70,9 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   const tty = process.stderr.isTTY;
   const started = performance.now();
   setWarmup(o.warmupMs);
-  const res = exp({
+  const given = o.trace?.nodes !== undefined ? '--nodes' : o.trace?.pods !== undefined ? '--pods' : undefined;
+  if (name !== 'trace' && given) throw new TarcilError('INVALID_ARGUMENT', `${given}: only bench trace reads a trace, not bench ${name}`, { field: given });
+  const ctx: TraceContext = {
     quick: o.quick,
     seed: o.seed,
     experiment: name,
@@ -79,7 +85,9 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
       const line = `[${'#'.repeat(k)}${'.'.repeat(width - k)}] ${done}/${total} ${label} (${secs} s)`;
       progress(tty ? `\r${line.padEnd(90)}` : `${line}\n`);
     },
-  });
+    ...(name === 'trace' ? { trace: { nodes: '', pods: '', format: 'alibaba', compress: 1, ...o.trace } } : {}),
+  };
+  const res = exp(ctx);
   if (tty) progress('\n');
   for (const t of res.tables) {
     const table = new Table({ style: tableStyle(), head: t.head });

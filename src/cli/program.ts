@@ -137,9 +137,14 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('--out <dir>', 'results directory (default bench/results/<experiment>, bench/results/quick with --quick)')
     .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
     .option('--warmup-ms <ms>', "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)", intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }))
-    .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number }) => {
+    .option('--nodes <file>', 'bench trace: the node list (CSV, docs/traces.md)')
+    .option('--pods <file>', 'bench trace: the pod list, or the job list of the generic format (CSV)')
+    .addOption(new Option('--format <format>', "bench trace: the files' format").choices(['alibaba', 'generic']).default('alibaba'))
+    .option('--compress <n>', 'bench trace: divides arrival times and durations', num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'), 1)
+    .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number; nodes?: string; pods?: string; format: 'alibaba' | 'generic'; compress: number }) => {
       const { benchCommand } = await import('./bench.ts');
-      await benchCommand(name, o);
+      const { nodes, pods, format, compress, ...rest } = o;
+      await benchCommand(name, { ...rest, trace: { ...(nodes !== undefined ? { nodes } : {}), ...(pods !== undefined ? { pods } : {}), format, compress } });
     });
 
   const trace = program.command('trace').description('production traces as tarcil workloads (docs/traces.md)');

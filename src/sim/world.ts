@@ -105,6 +105,13 @@ export interface SimJob {
   scaleOut?: { maxTasks: number };
   /** Tasks added to it by autoscale (started). */
   scaledOut?: number;
+  /**
+   * All its tasks on one server, started together (a trace's pod of several cores): a policy that
+   * cannot find one server with room for every pending task places none of them.
+   */
+  oneServer?: boolean;
+  /** The platforms it may run on (a hard constraint); absent: any. */
+  platforms?: readonly string[];
 }
 
 export interface Server {

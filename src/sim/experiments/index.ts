@@ -14,6 +14,7 @@ import { mechanisms, mechanismsError } from './mechanisms.ts';
 import { simSpeed } from './sim-speed.ts';
 import { fairshareExp } from './fairshare.ts';
 import { truthsExp } from './truths.ts';
+import { traceExp } from './trace.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
@@ -41,6 +42,7 @@ const REGISTRY = {
   'sim-speed': simSpeed,
   fairshare: fairshareExp,
   truths: truthsExp,
+  trace: traceExp,
 } satisfies Record<ExperimentName, Runner>;
 
 export const EXPERIMENTS: Record<string, Runner> = REGISTRY;

@@ -24,6 +24,7 @@ export const EXPERIMENT_NAMES = [
   'sim-speed',
   'fairshare',
   'truths',
+  'trace',
 ] as const;
 
 export type ExperimentName = (typeof EXPERIMENT_NAMES)[number];

@@ -23,6 +23,7 @@ import { selectPlacements, type PlacementRequest, type SelectionResult } from '.
 import type { Rng } from '../../util/rng.ts';
 import { CENTRAL, COPYSET_ATTR } from '../constants.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
+import { bestServerFor, startAllOn } from './one-server.ts';
 import type { Policy } from './types.ts';
 
 interface Req {
@@ -120,24 +121,38 @@ export class CentralizedPolicy implements Policy {
 
   /** The core's batch selection over the scanned state, with this request's job and profile. */
   private select(r: Req, how: Pick<PlacementRequest, 'locality' | 'constraints' | 'm' | 'R'>): SelectionResult {
+    return selectPlacements(this.view.state, this.request(r, how), this.rng);
+  }
+
+  private request(r: Req, how: Pick<PlacementRequest, 'locality' | 'constraints' | 'm' | 'R'>): PlacementRequest {
     const job = r.job;
-    return selectPlacements(
-      this.view.state,
-      {
-        jobId: String(job.id),
-        target: this.target(job.declared),
-        caused: job.declared,
-        priority: job.priority,
-        platformPerf: job.profile.platformPerf,
-        form: DEFAULT_CORE_CONFIG.qualityForm,
-        platformWeight: DEFAULT_CORE_CONFIG.platformWeight,
-        ...how,
-      },
-      this.rng,
-    );
+    const constraints = job.platforms ? { ...how.constraints, platforms: [...job.platforms] } : how.constraints;
+    return {
+      jobId: String(job.id),
+      target: this.target(job.declared),
+      caused: job.declared,
+      priority: job.priority,
+      platformPerf: job.profile.platformPerf,
+      form: DEFAULT_CORE_CONFIG.qualityForm,
+      platformWeight: DEFAULT_CORE_CONFIG.platformWeight,
+      ...how,
+      constraints,
+    };
+  }
+
+  /** A one-server job (one-server.ts): the best scanned server with room for all its pending tasks, or none this round. */
+  private placeOneServer(r: Req): void {
+    const pending = r.tasks.filter((t) => t.state === 'pending');
+    const req = this.request(r, { locality: { mode: 'pack', scope: 'server' }, constraints: {}, m: pending.length, R: 1 });
+    const best = bestServerFor(this.world, this.view.state, req, r.job, pending.length, this.scanShare, this.rng);
+    if (best) startAllOn(this.world, pending, best.server, best.quality);
   }
 
   private place(r: Req): void {
+    if (r.job.oneServer) {
+      this.placeOneServer(r);
+      return;
+    }
     // Tasks whose replicas form a named set are hard-constrained to it (Tarcil §6.2.1), one at a
     // time over the scanned state; the rest of the stage is decided jointly.
     for (const t of r.tasks) {

@@ -40,6 +40,7 @@ import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
+import { selectOneServer, serverFits } from './one-server.ts';
 import type { Policy } from './types.ts';
 
 export interface TarcilOptions {
@@ -204,6 +205,9 @@ export class TarcilPolicy implements Policy {
   }
 
   private specOf(job: SimJob, m: number, data?: number[]): JobSpec {
+    const where = this.dataPlacement(data);
+    if (job.platforms) where.constraints = { ...where.constraints, platforms: [...job.platforms] };
+    if (job.oneServer) where.locality = { mode: 'pack', scope: 'server' };
     return {
       id: simJobId(job),
       name: job.profile.name,
@@ -211,7 +215,7 @@ export class TarcilPolicy implements Policy {
       tasks: m,
       priority: job.priority,
       mode: 'incremental',
-      ...this.dataPlacement(data),
+      ...where,
       // Users of short tasks bound their queueing by their run time (JobSpec.maxQueueMs): here
       // twice the job's ideal time, within [10 ms, 10 s].
       maxQueueMs: this.opts.maxQueueMs ?? Math.min(10_000, Math.max(10, 2 * job.ideal)),
@@ -252,7 +256,7 @@ export class TarcilPolicy implements Policy {
 
   private request(job: SimJob, target: JobTarget, tasks: SimTask[], data?: number[]): Request {
     const spec = this.specOf(job, Math.max(1, tasks.length), data);
-    const capacity = spec.constraints.attributes ? eligibleCapacity(this.view.state, spec.constraints) : this.view.state.totalRus;
+    const capacity = spec.constraints.attributes || spec.constraints.platforms ? eligibleCapacity(this.view.state, spec.constraints) : this.view.state.totalRus;
     return { job, spec, target, pending: tasks, capacity, ns: namespaceOfJob(spec.id) };
   }
 
@@ -333,7 +337,7 @@ export class TarcilPolicy implements Policy {
     }
     r.woken = false;
     const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
-    const chunk = r.pending.slice(0, PICKS_PER_TXN);
+    const chunk = r.job.oneServer ? r.pending : r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
     const release = (after: number): void => {
       eng.after(after, () => {
@@ -372,7 +376,8 @@ export class TarcilPolicy implements Policy {
     }
 
     const w1 = performance.now();
-    const d = decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet, ...this.fairDisplace(r) });
+    const one = r.job.oneServer ? selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.excludeSet) : undefined;
+    const d = one ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } } : decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet, ...this.fairDisplace(r) });
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
     this.wall.candidates += d.selection.candidatesSeen;
@@ -407,9 +412,11 @@ export class TarcilPolicy implements Policy {
       head.commitMs += TARCIL.COMMIT_RTT_MS;
       let conflicts = 0;
       const failed: SimTask[] = [];
+      // A one-server job's picks commit together or not at all (one transaction's compares).
+      const together = !r.job.oneServer || picks.every((p) => this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev);
       picks.forEach((p, k) => {
         const task = inFlight[k] as SimTask;
-        if (this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev) {
+        if (together && this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev) {
           if (r.scaleOut && !this.world.canJoin(r.job)) {
             (this.monitor as SimLoadMonitor).notScaledOut(r.job);
             return;
@@ -562,11 +569,12 @@ export class TarcilPolicy implements Policy {
    * fair share, of the namespace with the lowest usage among those with a request that may use it.
    */
   private wakeFor(ru: number): void {
-    const attrs = this.world.server(ru).spec.attributes;
+    const srv = this.world.server(ru);
     const fits = (w: Request): boolean => {
+      if (!serverFits(w.job, srv, w.pending.length)) return false;
       const want = w.spec.constraints.attributes;
       if (!want) return true;
-      for (const [key, v] of Object.entries(want)) if (own(attrs, key) !== v) return false;
+      for (const [key, v] of Object.entries(want)) if (own(srv.spec.attributes, key) !== v) return false;
       return true;
     };
     let bestQ: Request[] | undefined;
