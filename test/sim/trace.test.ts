@@ -157,7 +157,7 @@ describe('tarcil bench trace', () => {
     for (const r of res.rows) expect(r.p50WaitS === undefined || (r.p50WaitS as number) >= 0 || Number.isNaN(r.p50WaitS)).toBe(true);
     const unmapped = res.tables.find((t) => t.title.startsWith('Pods not mapped'));
     expect(unmapped?.rows).toEqual([['pod-a100', 82, 'no node is of the platforms it allows (A100)']]);
-    expect(readFileSync(join(out, 'trace-alibaba-2023.md'), 'utf8')).toContain(`tarcil bench trace --nodes ${nodes} --pods ${pods} --quick --seed 2`);
+    expect(readFileSync(join(out, 'trace-alibaba-2023.md'), 'utf8')).toContain('tarcil bench trace --nodes nodes.csv --pods pods.csv --quick --seed 2');
   });
 
   async function refusal(name: string, trace: Record<string, unknown>): Promise<TarcilError> {

@@ -6,6 +6,7 @@
  * offer half the cores over the arrival window ("sped up": a load the recorded pod list, a sample
  * of the cluster's pods, never offers).
  */
+import { basename } from 'node:path';
 import { loadCatalog } from '../../model/catalog.ts';
 import { TarcilError } from '../../util/errors.ts';
 import { loadTrace, type Trace, type TraceFormat } from '../../workload/trace.ts';
@@ -39,6 +40,8 @@ export interface TraceContext extends ExperimentContext {
 
 /** The offered load (share of cores over the arrival window) of the sped-up replay. */
 export const SPED_UP_LOAD = 0.5;
+/** Samples of each replay's allocation and fragmentation (the charts' points). */
+const SAMPLES = 200;
 /** Unmappable pods listed in the tables (all are in the JSON). */
 const LISTED_UNMAPPABLE = 20;
 const QOS_ORDER = ['LS', 'Guaranteed', 'Burstable', 'BE', 'generic'];
@@ -92,7 +95,7 @@ export const traceExp: Runner = (c) => {
   for (const s of scenarios) {
     for (const p of policies) {
       ctx.progress(done, total, `${s.name}: ${p}`);
-      s.runs.push(replayTrace(trace, p, { seed: ctx.seed, speedup: s.speedup }));
+      s.runs.push(replayTrace(trace, p, { seed: ctx.seed, speedup: s.speedup, samples: SAMPLES }));
       done++;
     }
   }
@@ -199,9 +202,10 @@ export const traceExp: Runner = (c) => {
     charts.push({ file: `trace-wait-${slug}.svg`, title: `p99 wait by QoS class (${s.name}), s`, xTitle: 'QoS class', yTitle: 'p99 wait (s, log)', points: waits, pointsOnly: true, logY: true });
   }
 
-  const prod = waitStats(prodOuts.filter(inProduction), 'production');
+  const prod = waitStats(prodOuts, 'production');
   const name = input.format === 'alibaba' ? 'trace-alibaba-2023' : 'trace-generic';
-  const flags = `--nodes ${input.nodes} --pods ${input.pods}${input.format === 'alibaba' ? '' : ' --format generic'}${input.compress === 1 ? '' : ` --compress ${input.compress}`}`;
+  // The files by name only: where a trace lives is the user's (the Alibaba one may not be copied).
+  const flags = `--nodes ${basename(input.nodes)} --pods ${basename(input.pods)}${input.format === 'alibaba' ? '' : ' --format generic'}${input.compress === 1 ? '' : ` --compress ${input.compress}`}`;
   return {
     ...base(name, `A production trace replayed in the simulator, per policy, beside the production scheduler's wait (${policies.join(', ')})`, ctx, t0),
     rows,
