@@ -12,10 +12,13 @@
  *
  * Each run writes bench/results/ceiling/<run>/<run>.{md,json} (and its SVGs) as the soak does, <run>
  * being <name>-<load without its dot>, and its output to <run>-bench.log there; then this writes
- * <name>.md, <name>.json and <name>-*.svg in bench/results/ceiling/. `--report-only` skips the runs and summarises the results already there.
+ * <name>.md, <name>.json and <name>-*.svg in bench/results/ceiling/, and the machine-readable summary
+ * (the top sustained rate's placedPerSec, cpuMsPerTask, keysPerTask, eventsPerTask and the commit)
+ * as ceiling-summary.json (<name>-summary.json for another --name). `--report-only` skips the runs
+ * and summarises the results already there.
  * Rows are the soak's minutes with arrivals, from the second on (the first holds the warm-up).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { median } from 'simple-statistics';
@@ -51,6 +54,8 @@ interface SoakRow {
   runningP99: number | null;
   runningOneTxn?: [number | null, number | null];
   cpu: Record<string, number | null>;
+  perTask?: { keys: number; events: number };
+  hollowStarts?: { meanMs: number };
 }
 interface SoakResult {
   rows: SoakRow[];
@@ -90,6 +95,11 @@ interface Step {
   acked: number;
   final: number;
   violations: number;
+  /** Keys written and watch events delivered per task placed (the auditor's watch not counted); NaN from runs that did not count them. */
+  keysPerTask: number;
+  eventsPerTask: number;
+  /** A hollow node's start, from its asking the store to the answer (mean, ms): the part of a task's way to running after its placement. */
+  nodeStartMs: number;
 }
 
 /** [median, min, max] of the finite values. */
@@ -127,7 +137,30 @@ function summarise(load: number): Step {
     acked: r.acked,
     final: r.counts.final,
     violations: r.violations.length,
+    keysPerTask: spread(rows.map((x) => x.perTask?.keys ?? null))[0],
+    eventsPerTask: spread(rows.map((x) => x.perTask?.events ?? null))[0],
+    nodeStartMs: spread(rows.map((x) => x.hollowStarts?.meanMs ?? null))[0],
   };
+}
+
+/** The commit the runs measured (with `+changes` when the tree differed from it). */
+function commitOf(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'src'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * The top sustained rate: the highest load whose runs placed at least 95% of what was offered
+ * (median), with every acknowledged job final and no audit violation.
+ */
+function topSustained(steps: Step[]): Step | undefined {
+  const ok = steps.filter((s) => s.placed[0] >= 0.95 * s.offered && s.final === s.acked && s.violations === 0);
+  return ok.sort((a, b) => b.offered - a.offered)[0];
 }
 
 async function main(): Promise<void> {
@@ -135,7 +168,7 @@ async function main(): Promise<void> {
   const steps = LOADS.map(summarise);
   const range = (s: [number, number, number], d = 0): string => `${fmt(s[0], d)} (${fmt(s[1], d)}–${fmt(s[2], d)})`;
   const table = mdTable(
-    ['load', 'offered tasks/s', 'placed/s, median (range)', 'submit → running p50 ms', 'submit → running p99 ms', 'p99 ms, tasks of jobs placed in one transaction', 'cores busy: all (front-ends · hollow · etcd · bench)', 'CPU ms per task: all (front-ends · hollow · etcd · bench)', 'jobs acknowledged / final / audit violations'],
+    ['load', 'offered tasks/s', 'placed/s, median (range)', 'submit → running p50 ms', 'submit → running p99 ms', 'p99 ms, tasks of jobs placed in one transaction', 'cores busy: all (front-ends · hollow · etcd · bench)', 'CPU ms per task: all (front-ends · hollow · etcd · bench)', 'keys / events per task', 'node start, mean ms', 'jobs acknowledged / final / audit violations'],
     steps.map((s) => [
       `${fmt(100 * s.load, 1)}%`,
       fmt(s.offered, 0),
@@ -145,6 +178,8 @@ async function main(): Promise<void> {
       range(s.p99OneTxn),
       `${fmt(s.cores.all, 2)} (${fmt(s.cores.frontEnds, 2)} · ${fmt(s.cores.hollow, 2)} · ${fmt(s.cores.etcd, 2)} · ${fmt(s.cores.bench, 2)})`,
       `${fmt(s.msPerTask.all, 2)} (${fmt(s.msPerTask.frontEnds, 2)} · ${fmt(s.msPerTask.hollow, 2)} · ${fmt(s.msPerTask.etcd, 2)} · ${fmt(s.msPerTask.bench, 2)})`,
+      `${fmt(s.keysPerTask, 2)} / ${fmt(s.eventsPerTask, 1)}`,
+      fmt(s.nodeStartMs, 0),
       `${s.acked} / ${s.final} / ${s.violations}`,
     ]),
   );
@@ -157,6 +192,20 @@ async function main(): Promise<void> {
     table,
   ].join('\n');
   const files = writeResults(NAME, { servers: SERVERS, taskS: TASK_S, minutes: MINUTES, steps }, md, RESULTS_DIR);
+  // The machine-readable summary: the top sustained rate's figures and the commit measured.
+  const top = topSustained(steps);
+  const summary = {
+    commit: REPORT_ONLY ? 'see each run' : commitOf(),
+    machine: machine(),
+    name: NAME,
+    servers: SERVERS,
+    taskS: TASK_S,
+    top: top ? { load: top.load, offeredPerSec: top.offered, placedPerSec: top.placed[0], cpuMsPerTask: top.msPerTask.all, keysPerTask: top.keysPerTask, eventsPerTask: top.eventsPerTask, p99Ms: top.p99[0] } : null,
+    steps: steps.map((s) => ({ load: s.load, offeredPerSec: s.offered, placedPerSec: s.placed[0], cpuMsPerTask: s.msPerTask.all, keysPerTask: s.keysPerTask, eventsPerTask: s.eventsPerTask, p99Ms: s.p99[0], violations: s.violations })),
+  };
+  const summaryFile = join(RESULTS_DIR, NAME === 'ceiling-10k-60s' ? 'ceiling-summary.json' : `${NAME}-summary.json`);
+  writeFileSync(summaryFile, `${JSON.stringify(summary, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1)}\n`);
+  files.push(summaryFile);
   const pts = (series: string, f: (s: Step) => number): Point[] => steps.map((s) => ({ x: s.offered, y: f(s), series }));
   const charts: [string, string, string, Point[], boolean][] = [
     [`${NAME}-placed.svg`, 'Placed against offered', 'tasks/s', [...pts('placed (median)', (s) => s.placed[0]), ...pts('offered', (s) => s.offered)], false],

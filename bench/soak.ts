@@ -142,6 +142,12 @@ interface Row {
    * answered during the row, from the node's asking to the store's answer (ms).
    */
   hollowStarts?: { waiting: number; oldestS: number; meanMs: number };
+  /**
+   * What the row's tasks cost the store, per task placed in it: keys written (etcd's own count of
+   * puts and deletes) and watch events delivered to the cell's processes (every front-end's and the
+   * hollow process's `tarcil_store_watch_events_total`; the auditor's watch is not counted).
+   */
+  perTask?: { keys: number; events: number };
   /** etcd: requests slower than 100 ms during the row, and watch events waiting for slow watchers at its end. */
   slowApplies: number;
   /** With --etcd-handling: etcd's own handling time of the row's transactions, p50 / p99 ms, and how many. */
@@ -370,6 +376,7 @@ async function main(): Promise<void> {
   let adoptedPrev = 0;
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
+  let storePrev: { keys: number; events: number } | undefined;
   const gcPrev = new Map<string, { total: number; start: number }>();
   let txnPrev: [number, number][] | undefined;
   let fsyncPrev: [number, number][] | undefined;
@@ -445,6 +452,16 @@ async function main(): Promise<void> {
     if (fsyncB) fsyncPrev = fsyncB;
     if (commitB) commitPrev = commitB;
     const watchPending = etcdMetric('etcd_debugging_mvcc_pending_events_total');
+    // Keys written and events delivered since the last row (a restarted process or etcd counts from 0: that row has none).
+    const storeNow = {
+      keys: etcdMetric('etcd_mvcc_put_total') + etcdMetric('etcd_mvcc_delete_total'),
+      events: [...feTexts, hollowText].reduce((a, t) => a + (metricSum(t, 'tarcil_store_watch_events_total') || 0), 0),
+    };
+    const perTask =
+      storePrev && m.placements > 0 && storeNow.keys >= storePrev.keys && storeNow.events >= storePrev.events
+        ? { keys: (storeNow.keys - storePrev.keys) / m.placements, events: (storeNow.events - storePrev.events) / m.placements }
+        : undefined;
+    storePrev = storeNow;
     const status = await client.maintenance.status().catch(() => undefined);
     const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
     const row: Row = {
@@ -472,6 +489,7 @@ async function main(): Promise<void> {
       submitted,
       finals: m.finals,
       hollowStarts,
+      ...(perTask ? { perTask } : {}),
       conflicts: conflicts - conflictsPrev,
       housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
