@@ -244,7 +244,9 @@ export class SoakAuditor {
         if (!placed && !running) continue;
         const ref = this.live.parseTask(key);
         if (!ref) continue;
-        if (placed) this.minute.placements++;
+        // A placement: the record its commit writes, `placed`, or `running` for a task's first
+        // placement (placementRecordsStart); a monitor's `running` record names the RU revision.
+        if (placed || (running && !v.includes('"placedRevision":'))) this.minute.placements++;
         if (placed && v.includes('left the cluster')) this.onPlacedAgain(key, v, now);
         if (running) {
           const rec = parseJson<LiveTaskRecord>(ev.kv);
