@@ -17,6 +17,28 @@ async function until(ok: () => boolean, ms = 2000): Promise<void> {
 }
 
 describe('soak auditor', () => {
+  it('counts a placement once: a `placed` record, or a first placement its commit recorded running, not its monitor\'s running record', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/soak-audit/');
+    const audit = new SoakAuditor(store, keys);
+    await audit.start((await store.revision()) + 1);
+    const rec = (index: number, state: string, extra: Record<string, unknown> = {}) => JSON.stringify({ job: 'p', index, state, attempt: index === 2 ? 1 : 0, ru: { server: 's0', index }, placedAt: Date.now(), ...extra });
+    await store.put(keys.task('p', 0), rec(0, 'running', { basedOn: 3, commitId: 'c1', startedAt: Date.now() }));
+    await store.put(keys.task('p', 1), rec(1, 'running', { basedOn: 3, commitId: 'c1', startedAt: Date.now() }));
+    await store.put(keys.task('p', 2), rec(2, 'placed', { basedOn: 3, commitId: 'c2' }));
+    // The monitor records task 2 running as it starts it: not a placement.
+    await store.put(keys.task('p', 2), rec(2, 'running', { commitId: 'c2', placedRevision: 7, startedAt: Date.now(), server: 's0' }));
+    let placements = 0;
+    await until(() => {
+      placements += audit.takeMinute().placements;
+      return audit.events >= 4;
+    });
+    placements += audit.takeMinute().placements;
+    expect(placements).toBe(3);
+    await audit.close();
+    await store.close();
+  });
+
   it('counts a task seen running before its job was acknowledged in the latencies and the stages, once acknowledged', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/soak-audit/');
