@@ -5,7 +5,7 @@
 import type { AdmissionState, AdmissionVerdict, PreparedContention } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import { contention, type JobTarget } from '../quality/index.ts';
-import { selectPlacements, type SelectionResult } from '../sampling/batch.ts';
+import { selectPlacements, type PlacementRequest, type SelectionResult } from '../sampling/batch.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
 import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
@@ -97,18 +97,7 @@ export function decide(
   const selection = selectPlacements(
     ctx.state,
     {
-      jobId: job.id,
-      target,
-      caused: job.profile.caused,
-      priority: job.priority,
-      platformPerf: job.profile.platformPerf,
-      locality: job.locality,
-      constraints: job.constraints,
-      m,
-      R,
-      form: cfg.qualityForm,
-      twoSided: cfg.twoSided,
-      platformWeight: cfg.platformWeight,
+      ...placementRequestOf(job, target, m, R, cfg),
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(opts.exclude ? { exclude: opts.exclude } : {}),
       ...(opts.mayDisplace ? { mayDisplace: opts.mayDisplace } : {}),
@@ -122,6 +111,24 @@ export function decide(
     f,
     selection,
     stageUs: { admission: (t1 - t0) * 1000, size: (t2 - t1) * 1000, select: (t3 - t2) * 1000 },
+  };
+}
+
+/** What a selection of m picks among R sampled RUs asks for a job, from the job and the policy. */
+export function placementRequestOf(job: JobSpec, target: JobTarget, m: number, R: number, cfg: CoreConfig): PlacementRequest {
+  return {
+    jobId: job.id,
+    target,
+    caused: job.profile.caused,
+    priority: job.priority,
+    platformPerf: job.profile.platformPerf,
+    locality: job.locality,
+    constraints: job.constraints,
+    m,
+    R,
+    form: cfg.qualityForm,
+    twoSided: cfg.twoSided,
+    platformWeight: cfg.platformWeight,
   };
 }
 

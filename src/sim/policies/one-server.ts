@@ -11,7 +11,7 @@
  *   another job): a worker runs the entry at the head of its FIFO queue once it has that many free
  *   RUs, so a large pod at the head holds back the smaller ones behind it.
  */
-import { chooseSampleSize, type CoreConfig, type CoreContext } from '../../agent/core.ts';
+import { chooseSampleSize, placementRequestOf, type CoreConfig, type CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
 import type { PlacementRequest } from '../../sampling/batch.ts';
 import { sampleAvailable, shuffleInPlace } from '../../sampling/candidates.ts';
@@ -43,21 +43,7 @@ export function serverFits(job: SimJob, s: Server, need: number): boolean {
  */
 export function selectOneServer(ctx: CoreContext, job: JobSpec, target: JobTarget, m: number, cfg: CoreConfig, exclude: ReadonlySet<number>): { R: number; picks: Pick[]; candidatesSeen: number } {
   const { R } = chooseSampleSize(ctx, target, cfg);
-  const req: PlacementRequest = {
-    jobId: job.id,
-    target,
-    caused: job.profile.caused,
-    priority: job.priority,
-    platformPerf: job.profile.platformPerf,
-    locality: job.locality,
-    constraints: job.constraints,
-    m,
-    R,
-    form: cfg.qualityForm,
-    twoSided: cfg.twoSided,
-    platformWeight: cfg.platformWeight,
-    exclude,
-  };
+  const req: PlacementRequest = { ...placementRequestOf(job, target, m, R, cfg), exclude };
   const sel = new SelectionContext(ctx.state, req);
   const anchors = sampleAvailable(sel, R, ctx.rng);
   let best: { free: number[]; score: number; quality: RuScore; server: NonNullable<ReturnType<ClusterState['serverOfRu']>> } | undefined;
