@@ -147,8 +147,22 @@ function freezeProfile(p: WorkloadProfile): WorkloadProfile {
 // ---------------------------------------------------------------------------------------------
 // Catalog
 
-/** The package's profiles/ directory (see packageRoot: the same from src/ and from dist/). */
+/** The environment variable that names another profiles directory for every tarcil process. */
+export const PROFILES_ENV = 'TARCIL_PROFILES';
+
+/**
+ * The catalog's directory: $TARCIL_PROFILES when set (a cell whose platforms the package's
+ * catalog does not name, e.g. one built from a production trace, gives all its processes the
+ * same directory), else the package's profiles/ directory (see packageRoot: the same from src/
+ * and from dist/).
+ */
 export function defaultProfilesDir(): string {
+  const env = process.env[PROFILES_ENV];
+  if (env !== undefined && env !== '') {
+    const dir = resolve(env);
+    if (!existsSync(join(dir, 'platforms.json'))) throw new TarcilError('INVALID_ARGUMENT', `${PROFILES_ENV}: must name a profiles directory holding platforms.json, is '${env}'`, { field: PROFILES_ENV });
+    return dir;
+  }
   const dir = join(packageRoot(), 'profiles');
   if (!existsSync(join(dir, 'platforms.json'))) throw new TarcilError('NOT_FOUND', `no profiles/platforms.json in ${dirname(dir)}`);
   return dir;
