@@ -30,19 +30,20 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Etcd3 } from 'etcd3';
-import { schedulerClient } from '../src/frontend/client.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { loadCatalog } from '../src/model/catalog.ts';
 import { Keys } from '../src/state/keys.ts';
 import { openStore } from '../src/store/index.ts';
 import { renderSvg, type Point } from '../src/sim/charts.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
-import { tarcil, type TarcilProc } from '../test/support/procs.ts';
+import type { TarcilProc } from '../test/support/procs.ts';
+import { startFrontEnd as startLiveFrontEnd, startHollowCell } from './lib/live-cell.ts';
 import { cpuShare, procSample, type ProcSample } from './lib/proc-stats.ts';
 import { MEAN_TASKS, pickSize } from './lib/jobs.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
+import { metricSum, ruStates, scrape } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
 
 function flag(name: string, dflt: string): string {
@@ -70,8 +71,6 @@ const GRACE = flag('disconnect-grace', '10s');
 const PAUSE_S = Number(flag('pause-s', '15'));
 /** prom-client's event-loop sampling interval (its default `eventLoopMonitoringPrecision`). */
 const LOOP_SAMPLE_MS = 10;
-/** A front-end's /metrics answer is waited for this long (a paused one answers nothing). */
-const METRICS_TIMEOUT_MS = 5000;
 /** Each front-end's back-pressure limit (`tarcil server --max-pending-tasks`); empty: the server's default. */
 const MAX_PENDING = flag('max-pending-tasks', '');
 /** When a front-end sends a placed task to its node directly (`tarcil server --launch-after`); empty: the server's default. */
@@ -187,38 +186,6 @@ function occupancy(r: Row['rus']): string {
   return `RUs busy ${fmt((100 * r.busy) / live, 1)}% (${r.busy}/${live}), ${r.free} free, ${r.unschedulable} unschedulable, ${r.down} down`;
 }
 
-/** `tarcil_rus` of one front-end's scrape, summed over platforms by state (undefined when it did not answer). */
-function ruStates(text: string | undefined): Row['rus'] {
-  if (text === undefined) return undefined;
-  const out = { busy: 0, free: 0, unschedulable: 0, down: 0 };
-  for (const line of text.split('\n')) {
-    const m = /^tarcil_rus\{[^}]*state="(\w+)"[^}]*\} (\S+)$/.exec(line);
-    if (m && m[1] && m[1] in out) out[m[1] as keyof typeof out] += Number(m[2]);
-  }
-  return out;
-}
-
-/**
- * One process's /metrics, or undefined when it does not answer. Bounded: a paused front-end (the
- * pause fault) accepts the connection and answers nothing. A scrape also resets the process's
- * event-loop delay histogram (prom-client), so each row scrapes each process once.
- */
-async function scrape(port: number): Promise<string | undefined> {
-  try {
-    return await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
-  } catch {
-    return undefined;
-  }
-}
-
-/** The sum of a metric's samples (every label set) in a scrape; NaN when the process did not answer. */
-function metricSum(text: string | undefined, name: string): number {
-  if (text === undefined) return NaN;
-  let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#') && (line[name.length] === ' ' || line[name.length] === '{')) sum += Number(line.split(' ').pop());
-  return sum;
-}
-
 interface FrontEnd {
   proc: TarcilProc;
   port: number;
@@ -233,11 +200,8 @@ let onChild: (p: TarcilProc) => void = () => undefined;
 let teardown: (() => Promise<void>) | undefined;
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const proc = tarcil(['server', '--store', url, '--prefix', PREFIX, '--agents', String(AGENTS), '--port', '0', '--metrics-port', '0', '--retain', RETAIN, '--compact-margin', COMPACT_MARGIN, '--name', `fe${i}`, ...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []), ...AGENT_OPTIONS]);
-  onChild(proc);
-  const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
-  const port = Number(m[1]);
-  return { proc, port, metricsPort: Number(m[2]), client: schedulerClient(`127.0.0.1:${port}`), conflictsBase: 0 };
+  const fe = await startLiveFrontEnd({ url, prefix: PREFIX, agents: AGENTS, name: `fe${i}`, retain: RETAIN, compactMargin: COMPACT_MARGIN, extra: [...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []), ...AGENT_OPTIONS] }, onChild);
+  return { ...fe, conflictsBase: 0 };
 }
 
 async function main(): Promise<void> {
@@ -267,12 +231,11 @@ async function main(): Promise<void> {
       void teardown?.().finally(() => process.exit(130));
     });
   }
-  const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', CLUSTER, '--lease-ttl', '10', '--disconnect-grace', GRACE, '--metrics-port', '0', ...TXN_FLAGS]);
-  children.push(hollow);
-  const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 600_000);
-  const totalRus = Number(ready[2]);
-  const hollowMetricsPort = Number(ready[3]);
-  say(`hollow cell of ${ready[1]} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const cell = await startHollowCell({ url, prefix: PREFIX, servers: SERVERS, cluster: CLUSTER, disconnectGrace: GRACE, extra: TXN_FLAGS }, (p) => children.push(p));
+  const hollow = cell.proc;
+  const totalRus = cell.totalRus;
+  const hollowMetricsPort = cell.metricsPort;
+  say(`hollow cell of ${cell.nodes} nodes, ${totalRus} RUs registered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const fes: FrontEnd[] = [];
   /** The indexes of the front-ends that say they are the housekeeper (tarcil_housekeeper_leading 1). */
   // The front-ends that say they lead housekeeping, from scrapes already taken (one per front-end) or new ones.
