@@ -1,7 +1,7 @@
 /**
  * One task attempt on a node, apart from the node's bookkeeping: the attempt an RU record names,
  * the `running` task record written when it starts (in a transaction fenced on the RU record's
- * revision; only the fence when its placement wrote the record), what the executor is given, and how an attempt that a previous life of the monitor
+ * revision; only the fence, a linearizable read, when its placement wrote the record), what the executor is given, and how an attempt that a previous life of the monitor
  * started ended.
  */
 import type { RunObservation } from './load.ts';
@@ -58,8 +58,12 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
  * as a read (no write, no watch event).
  */
 export function startTxn(keys: Keys, server: string, run: Run, graceMs: number): TxnRequest {
-  const fence = [{ key: keys.ru({ server, index: run.ruIndex }), target: 'mod' as const, op: '==' as const, value: run.rev }];
-  if (run.rec.startRecorded) return { compare: fence, success: [] };
+  const ruKey = keys.ru({ server, index: run.ruIndex });
+  const fence = [{ key: ruKey, target: 'mod' as const, op: '==' as const, value: run.rev }];
+  // The read of the RU is what makes the fence linearizable: etcd serves a transaction with no
+  // operation at all as a serializable read, from whichever member the node talks to, and a member
+  // behind the leader would refuse a placement it has not seen yet (the task would never start).
+  if (run.rec.startRecorded) return { compare: fence, success: [{ type: 'get', key: ruKey }] };
   const running: LiveTaskRecord = {
     job: run.job,
     index: run.task,

@@ -547,9 +547,10 @@ describe("the launch call to a node's monitor", () => {
     expect(b0.rec.startRecorded).toBe(true);
     const ref = c.keys.parseRu(b0.key)!;
     const before = await c.store.revision();
-    // The monitor's start is the fence alone: it succeeds while the RU holds the attempt, and writes nothing.
+    // The monitor's start is the fence and a read of the RU (which makes it linearizable on etcd):
+    // it succeeds while the RU holds the attempt, and writes nothing.
     const req = startTxn(c.keys, ref.server, newRun(ref.index, b0.rec, b0.rev, c.clock.now()), 10_000);
-    expect(req.success).toEqual([]);
+    expect(req.success).toEqual([{ type: 'get', key: b0.key }]);
     expect((await c.store.txn(req)).succeeded).toBe(true);
     expect(await c.store.revision()).toBe(before);
     // A stale attempt (an older revision of the RU) is refused.

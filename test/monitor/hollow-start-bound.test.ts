@@ -27,8 +27,8 @@ const log = createLogger('test', 'warn');
 
 const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 10);
 
-/** The RU whose task a request starts: a start compares the RU's revision and writes nothing (its placement recorded the task running). */
-const startedTask = (req: TxnRequest): string | undefined => (req.success.length === 0 && req.compare.length === 1 ? req.compare[0]?.key : undefined);
+/** The RU whose task a request starts: a start compares the RU's revision and reads it, writing nothing (its placement recorded the task running). */
+const startedTask = (req: TxnRequest): string | undefined => (req.success.length === 1 && req.success[0]?.type === 'get' && req.compare.length === 1 ? req.compare[0]?.key : undefined);
 
 /**
  * A MemoryStore whose requests carrying task starts are held until released, in the order they
