@@ -74,7 +74,7 @@ export interface AllocationPoint {
 
 export interface TraceLiveResult {
   window: { startS: number; endS: number; pods: number; cores: number; compress: number };
-  cell: { servers: number; rus: number; platforms: number; registeredRus: number };
+  cell: { servers: number; rus: number; platforms: number; registeredRus: number; maxTxnOps: number };
   jobs: LiveJob[];
   allocation: { live: AllocationPoint[]; sim: AllocationPoint[]; production: AllocationPoint[] };
   sim: { splitJobs: number; platformViolations: number; quality: TraceRun['quality'] };
@@ -109,6 +109,9 @@ export function busiestWindow(jobs: readonly TraceJob[], windowMs: number): { st
   const win = js.slice(bestLo, bestHi + 1);
   return { startMs: win[0]?.arrivalMs ?? 0, jobs: win, cores: Math.max(0, best) };
 }
+
+/** Operations of a node's registration beyond its RUs' records (its server record and the like), with room to spare. */
+const TXN_MARGIN = 8;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -190,11 +193,16 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
   const children: TarcilProc[] = [];
   let etcd: EtcdProcess | undefined;
   const prefix = `/tarcil/trace-live-${randomUUID().slice(0, 8)}/`;
+  // A node registers its server and all its RUs in one transaction: nodes of more cores than
+  // etcd's default limit of operations (128) allows need a higher one, told to every process.
+  const largest = trace.servers.reduce((m, s) => Math.max(m, s.rus), 0);
+  const maxTxnOps = largest + TXN_MARGIN > 128 ? Math.max(256, largest + TXN_MARGIN) : 128;
+  const txnFlags = maxTxnOps !== 128 ? ['--etcd-max-txn-ops', String(maxTxnOps)] : [];
   let endpoint = o.etcdEndpoint;
   if (endpoint === undefined) {
-    etcd = await startEtcd({ bin: ensureEtcd(o.say), extraArgs: ['--quota-backend-bytes', '8589934592'] });
+    etcd = await startEtcd({ bin: ensureEtcd(o.say), extraArgs: ['--quota-backend-bytes', '8589934592', ...(maxTxnOps !== 128 ? ['--max-txn-ops', String(maxTxnOps)] : [])] });
     endpoint = etcd.endpoint;
-  }
+  } else if (maxTxnOps !== 128) throw new Error(`--nodes: a node of ${largest} cores needs etcd's --max-txn-ops of ${maxTxnOps}; the etcd given has the default (128)`);
   const url = endpoint.replace(/^http:\/\//, 'etcd://');
   const stopAll = async (): Promise<void> => {
     for (const c of children) c.child.kill('SIGKILL');
@@ -206,15 +214,15 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
   process.once('SIGTERM', onSignal);
   const store = await openStore(url);
   try {
-    const hollow = await startHollowCell({ url, prefix, cluster: cell.clusterFile, disconnectGrace: '10s', env }, (p) => children.push(p));
+    const hollow = await startHollowCell({ url, prefix, cluster: cell.clusterFile, disconnectGrace: '10s', extra: txnFlags, env }, (p) => children.push(p));
     o.say(`hollow cell: ${hollow.nodes} nodes, ${hollow.totalRus} RUs (${cell.platforms.size} trace platforms as ${[...cell.platforms.values()].flat().length} live ones)`);
     const fes: LiveFrontEnd[] = [];
     for (let i = 0; i < o.frontEnds; i++) {
-      fes.push(await startFrontEnd({ url, prefix, agents: o.agents, name: `fe${i}`, retain: '5m', compactMargin: '2m', extra: ['--agent', 'preemption=false'], env }, (p) => children.push(p)));
+      fes.push(await startFrontEnd({ url, prefix, agents: o.agents, name: `fe${i}`, retain: '5m', compactMargin: '2m', extra: ['--agent', 'preemption=false', ...txnFlags], env }, (p) => children.push(p)));
     }
     o.say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
     const keys = new Keys(prefix);
-    const auditor = new SoakAuditor(store, keys, picksPerTxn(128));
+    const auditor = new SoakAuditor(store, keys, picksPerTxn(maxTxnOps));
     const tracker = new RunningTracker(new LiveKeys(keys));
     const from = (await store.revision()) + 1;
     await auditor.start(from);
@@ -310,7 +318,7 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
     const simAlloc = sim.series.map((p) => ({ hour: p.hour, allocated: p.allocated }));
     return {
       window: { startS: win.startMs * sec, endS: (win.startMs * compress + o.windowS * 1000) / 1000, pods: win.jobs.length, cores: win.cores, compress },
-      cell: { servers: cell.servers, rus, platforms: [...cell.platforms.values()].flat().length, registeredRus: hollow.totalRus },
+      cell: { servers: cell.servers, rus, platforms: [...cell.platforms.values()].flat().length, registeredRus: hollow.totalRus, maxTxnOps },
       jobs,
       allocation: { live, sim: simAlloc, production: productionAllocation(win.jobs, win.startMs, rus, compress, simAlloc.map((p) => p.hour)) },
       sim: { splitJobs: sim.splitJobs, platformViolations: sim.platformViolations, quality: sim.quality },
