@@ -135,6 +135,8 @@ class RunningTracker {
   private handle: WatchHandle | undefined;
   /** Job id → task index → [first seen running (ms since the epoch), server]. */
   readonly seen = new Map<string, Map<number, [number, string]>>();
+  /** The watch's interruptions (tasks seen running after one may be missing: reported with the audit's). */
+  readonly errors: string[] = [];
   constructor(private readonly live: LiveKeys) {}
   async start(store: Awaited<ReturnType<typeof openStore>>, keys: Keys, fromRevision: number): Promise<void> {
     this.handle = await store.watch({
@@ -153,7 +155,7 @@ class RunningTracker {
           tasks.set(ref.index, [now, rec.ru?.server ?? rec.server ?? '?']);
         }
       },
-      onError: () => undefined,
+      onError: (e) => void this.errors.push(`running tracker, ${new Date().toISOString()}: ${e.message}`),
     });
   }
   async close(): Promise<void> {
@@ -322,7 +324,7 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
       jobs,
       allocation: { live, sim: simAlloc, production: productionAllocation(win.jobs, win.startMs, rus, compress, simAlloc.map((p) => p.hour)) },
       sim: { splitJobs: sim.splitJobs, platformViolations: sim.platformViolations, quality: sim.quality },
-      audit: { acked: acked.length, failedSubmissions, final: counts.final, notFinal, violations: auditor.violations, watchErrors: auditor.watchErrors },
+      audit: { acked: acked.length, failedSubmissions, final: counts.final, notFinal, violations: auditor.violations, watchErrors: [...auditor.watchErrors, ...tracker.errors] },
       wallS: (Date.now() - t0Run) / 1000,
     };
   } finally {
