@@ -67,12 +67,12 @@ const secs = (x: number): string => (!Number.isFinite(x) ? '-' : x < 1 ? x.toFix
 const pc = (x: number): string => (Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : '-');
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, x) => a + x, 0) / xs.length : NaN);
 
-type Which = 'live' | 'liveMs' | 'sim' | 'production';
+type Which = 'live' | 'liveMs' | 'sim' | 'simMs' | 'production';
 function values(jobs: LiveJob[], which: Which): { xs: number[]; never: number } {
   const xs: number[] = [];
   let never = 0;
   for (const j of jobs) {
-    const v = which === 'live' ? j.liveWaitS : which === 'liveMs' ? j.liveWaitMs : which === 'sim' ? j.simWaitS : j.productionWaitS;
+    const v = which === 'live' ? j.liveWaitS : which === 'liveMs' ? j.liveWaitMs : which === 'sim' ? j.simWaitS : which === 'simMs' ? (j.simWaitS === undefined ? undefined : (j.simWaitS * 1000) / COMPRESS) : j.productionWaitS;
     if (v === undefined) never++;
     else xs.push(v);
   }
@@ -81,7 +81,7 @@ function values(jobs: LiveJob[], which: Which): { xs: number[]; never: number } 
 function cell(jobs: LiveJob[], which: Which): string {
   const { xs } = values(jobs, which);
   if (xs.length === 0) return '-';
-  return which === 'liveMs' ? `${fmt(pct(xs, 0.5), 0)} / ${fmt(pct(xs, 0.99), 0)}` : `${secs(pct(xs, 0.5))} / ${secs(pct(xs, 0.99))}`;
+  return which === 'liveMs' || which === 'simMs' ? `${fmt(pct(xs, 0.5), 0)} / ${fmt(pct(xs, 0.99), 0)}` : `${secs(pct(xs, 0.5))} / ${secs(pct(xs, 0.99))}`;
 }
 
 function waitTable(r: TraceLiveResult, by: 'qos' | 'size'): string {
@@ -93,7 +93,7 @@ function waitTable(r: TraceLiveResult, by: 'qos' | 'size'): string {
   const line = (label: string, which: Which): (string | number)[] => [label, cell(scheduled, which), ...groups.map((g) => cell(of(g), which))];
   return mdTable(
     ['scheduler', `all (${scheduled.length})`, ...groups.map((g) => `${g} (${of(g).length})`)],
-    [line('production (trace s)', 'production'), line('simulator, tarcil (trace s)', 'sim'), line('live, tarcil (trace s)', 'live'), line('live, tarcil (wall ms)', 'liveMs')],
+    [line('production (trace s)', 'production'), line('simulator, tarcil (trace s)', 'sim'), line('live, tarcil (trace s)', 'live'), line('simulator, tarcil (wall ms)', 'simMs'), line('live, tarcil (wall ms)', 'liveMs')],
   );
 }
 
