@@ -97,6 +97,42 @@ function waitTable(r: TraceLiveResult, by: 'qos' | 'size'): string {
   );
 }
 
+/** The waits' p50 / p99 (and counts) per scheduler, over all pods production scheduled, by QoS class and by size. */
+function waitFigures(jobs: LiveJob[]): Record<string, Record<string, { n: number; never: number; p50: number; p99: number }>> {
+  const scheduled = jobs.filter((j) => !j.neverScheduled);
+  const groups: [string, (j: LiveJob) => boolean][] = [
+    ['all', () => true],
+    ...[...new Set(scheduled.map((j) => j.qos))].map((q): [string, (j: LiveJob) => boolean] => [`qos ${q}`, (j) => j.qos === q]),
+    ...SIZE_BUCKETS.map((b): [string, (j: LiveJob) => boolean] => [`cores ${b.label}`, (j) => sizeBucket(j.tasks) === b.label]),
+  ];
+  const out: Record<string, Record<string, { n: number; never: number; p50: number; p99: number }>> = {};
+  for (const which of ['production', 'sim', 'live', 'liveMs'] as const) {
+    const by: Record<string, { n: number; never: number; p50: number; p99: number }> = {};
+    for (const [name, keep] of groups) {
+      const { xs, never } = values(scheduled.filter(keep), which);
+      if (xs.length + never > 0) by[name] = { n: xs.length, never, p50: pct(xs, 0.5), p99: pct(xs, 0.99) };
+    }
+    out[which === 'sim' ? 'simulatorS' : which === 'live' ? 'liveS' : which === 'liveMs' ? 'liveWallMs' : 'productionS'] = by;
+  }
+  return out;
+}
+
+/** Jobs never placed, pods split over servers, and how late the bench sent the submissions. */
+function outcome(jobs: LiveJob[]): Record<string, number> {
+  const lags = jobs.map((j) => j.sendLagMs).filter((x): x is number => x !== undefined);
+  return {
+    pods: jobs.length,
+    productionNeverScheduled: jobs.filter((j) => j.neverScheduled).length,
+    simulatorNeverPlaced: jobs.filter((j) => j.simWaitS === undefined).length,
+    liveNeverPlaced: jobs.filter((j) => j.liveWaitMs === undefined).length,
+    livePlacedOfSeveralCores: jobs.filter((j) => j.tasks > 1 && j.liveWaitMs !== undefined).length,
+    liveOnSeveralServers: jobs.filter((j) => j.servers > 1).length,
+    sendLagP50Ms: pct(lags, 0.5),
+    sendLagP99Ms: pct(lags, 0.99),
+    sendLagMaxMs: lags.length ? Math.max(...lags) : NaN,
+  };
+}
+
 function allocStats(points: { allocated: number }[]): string {
   return points.length === 0 ? '-' : `${pc(mean(points.map((p) => p.allocated)))} / ${pc(Math.max(...points.map((p) => p.allocated)))}`;
 }
@@ -185,7 +221,9 @@ async function main(): Promise<void> {
   const r = await runTraceLive({ trace, windowS: WINDOW_S, seed: SEED, frontEnds: FRONT_ENDS, agents: AGENTS, sampleMs: SAMPLE_S * 1000, drainMarginMs: DRAIN_S * 1000, say, keepLog: (name, text) => writeFileSync(join(logs, `${name}.log`), text) });
   // The files by name only: where a trace lives is the user's (the Alibaba one may not be copied).
   const command = `npx tsx bench/trace-live.ts --nodes ${basename(NODES)} --pods ${basename(PODS)}${FORMAT === 'alibaba' ? '' : ' --format generic'} --compress ${COMPRESS}${flag('window-s') !== undefined ? ` --window-s ${WINDOW_S}` : ''} --name ${NAME}${SEED !== 1 ? ` --seed ${SEED}` : ''}${quick ? ' --quick' : ''}`;
-  const files = writeResults(FILE, { command, ...r }, report(r, command), OUT);
+  // No per-pod rows: the trace's own rows are not copied into the results, only figures over them.
+  const { jobs, ...rest } = r;
+  const files = writeResults(FILE, { command, ...rest, waits: waitFigures(jobs), outcome: outcome(jobs) }, report(r, command), OUT);
   files.push(...(await charts(r)));
   say(`audit: ${r.audit.acked} acknowledged, ${r.audit.final} final, ${r.audit.notFinal.length} not final, ${r.audit.violations.length} violations`);
   say(`wrote ${files.join(', ')}`);
