@@ -12,7 +12,7 @@ import type { ClusterState } from '../sampling/cluster-state.ts';
 import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
-import { placementRecordsStart, placementTxn, type TaskMove } from '../state/placement.ts';
+import { placementTxn, type TaskMove } from '../state/placement.ts';
 import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -190,8 +190,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
       // Set before the commit is announced: the owner records a move as one at once.
       const mv = move?.(task);
       if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
-      const prev = previous?.(task);
-      if (placementRecordsStart(ruState, { attempt: n, ...(prev ? { previous: prev } : {}), ...(mv ? { move: mv } : {}) })) pl.startRecorded = true;
+      if (txn.startRecorded[i]) pl.startRecorded = true;
       const sides = p.quality.sides;
       if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
       if (p.victim) {

@@ -54,8 +54,8 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
 /**
  * Records the task `running` on `server`, with the node's disconnect grace, only if the RU still
  * holds this attempt: the RU record's revision is the fence. An attempt whose placement recorded
- * it running (PlacedRuRecord.startRecorded) is only fenced: the compare alone, which etcd answers
- * as a read (no write, no watch event).
+ * it running (PlacedRuRecord.startRecorded) is only fenced: the compare and a read of the RU,
+ * which etcd answers as a linearizable read (no write, no watch event).
  */
 export function startTxn(keys: Keys, server: string, run: Run, graceMs: number): TxnRequest {
   const ruKey = keys.ru({ server, index: run.ruIndex });

@@ -13,8 +13,8 @@ import type { AttemptSummary, JobRecord, MoveSource, ServerRecord } from './reco
  *
  * Task states: queued → placed (agent commit) → running (monitor) → succeeded | failed |
  * cancelled | lost; a task's first placement writes it running itself, and its monitor starts it
- * without a write (state/placement.ts placementRecordsStart). A lost task is placed again by its job's owner (`rescheduled` counts it). Job
- * states: queued → admitted → placed → running → succeeded | failed | cancelled, a summary the
+ * without a write (state/placement.ts placementRecordsStart). A lost task is placed again by its
+ * job's owner (`rescheduled` counts it). Job states: queued → admitted → placed → running → succeeded | failed | cancelled, a summary the
  * owner keeps of its tasks.
  */
 export interface LiveJobRecord extends JobRecord {

@@ -85,6 +85,8 @@ export interface PlacementTxn {
   fenceResponse: number | undefined;
   /** Index in a failed result's responses of the first task-record read (one per guarded task). */
   taskResponses: number;
+  /** Per item, in order: whether the placement wrote its task record `running` (placementRecordsStart). */
+  startRecorded: boolean[];
 }
 
 /**
@@ -147,6 +149,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
   }
   const job = p.job;
   const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
+  const startRecorded: boolean[] = [];
   for (const it of p.items) {
     const basedOn = servers.get(it.ref.server) ?? it.basedOn;
     const ruRec: PlacedRuRecord = {
@@ -165,6 +168,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
     const started = placementRecordsStart(p.ruState, it);
+    startRecorded.push(started);
     if (started) ruRec.startRecorded = true;
     const hold: MoveSource | undefined = it.move ? { ...it.move.from, commitId: it.move.rec.commitId } : undefined;
     if (hold && it.move) {
@@ -220,5 +224,5 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     compare.push(...p.extra.compare);
     success.push(...p.extra.success);
   }
-  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses };
+  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses, startRecorded };
 }
