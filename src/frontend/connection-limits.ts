@@ -17,13 +17,18 @@
  * - A call whose answer is complete but still held by the server `unsentTimeoutMs` after it ended
  *   (the client took none of it, say a reader that never opens its HTTP/2 flow-control window)
  *   has its stream reset, which frees what it held.
- * - At most `callsPerTurn` new calls are handed to grpc-js per turn of the event loop; the others
- *   wait, each connection's in order and the connections in turn, and while that many wait the
- *   connections that brought them are not read (CallPacer, `paceCalls`). grpc-js sets a call up
- *   (its objects, the interceptors, the handler, the answer's headers) in the turn its HEADERS
- *   frame is read, and Node reads up to 2 MiB of a connection per turn: 10,000 calls opened at
- *   once (about 1 MB of frames) were set up in one or a few turns, which held the loop for half a
- *   second and more. A call not yet handed over costs its HTTP/2 stream and the frames read for it.
+ * - At most `callsPerTurn` new calls are handed to grpc-js per turn of the event loop, fewer
+ *   while turns run longer than PACER_TARGET_TURN_MS; the others wait, each connection's in
+ *   order and the connections in turn, and while that many wait no connection but the light ones
+ *   (a few calls at a time) is read (CallPacer, `paceCalls`). A connection may send at most twice
+ *   `callsPerTurn` calls beyond those handed over and still open (its SETTINGS_MAX_CONCURRENT_STREAMS,
+ *   raised as its calls are handed over, up to `maxConcurrentStreams`); its client holds the
+ *   others. grpc-js sets a call up (its objects, the interceptors, the handler, the answer's
+ *   headers) in the turn its HEADERS frame is read, and Node reads 64 KiB of a connection at a
+ *   time (some 1,600 calls' frames), up to 2 MiB per turn: 10,000 calls opened at once (about
+ *   1 MB of frames) were set up in one or a few turns, which held the loop for half a second and
+ *   more, and a single read of a connection held back cost 50 ms or more of parsing alone. A call
+ *   not yet handed over costs its HTTP/2 stream and the frames read for it.
  *
  * A reset that stops a call because its client does not read uses HTTP/2's ENHANCE_YOUR_CALM,
  * which gRPC clients report as RESOURCE_EXHAUSTED (with the client library's own text, e.g.
@@ -236,6 +241,8 @@ interface Reading {
 interface Session {
   readonly destroyed: boolean;
   readonly socket?: unknown;
+  settings?(settings: { maxConcurrentStreams: number }, cb?: (err: Error | null) => void): void;
+  once?(event: 'close', l: () => void): unknown;
 }
 
 /**
@@ -256,18 +263,52 @@ function readingOf(session: Session): Reading | undefined {
 }
 
 /**
- * A connection with at most this many calls waiting is read on while others are stopped: one that
- * sends a call at a time (a health check, a client's unary calls) is not held up by another's burst.
+ * A connection that has brought at most this many calls in one turn and never had more waiting
+ * is light: it is read on while the pacer holds a burst (a health check, a client's unary calls).
  */
 const LIGHT_CONNECTION = 4;
 
-/** The streams of one connection not yet handed over, in their order of arrival. */
-class Waiting {
+/**
+ * A turn of the event loop (from one pacer turn to the next) longer than this halves the calls
+ * handed over per turn; one shorter than half of it gives back an eighth of `callsPerTurn`.
+ */
+export const PACER_TARGET_TURN_MS = 20;
+
+/** The calls of one turn are handed over for at most this long (the rest wait for the next turn). */
+const HANDOVER_MS = PACER_TARGET_TURN_MS / 2;
+
+/** One connection as the pacer sees it: its calls not yet handed over, and what it may send. */
+class Connection {
   queue: (StreamArgs | undefined)[] = [];
   head = 0;
+  /** Has brought a call: a connection never seen is not light. */
+  known = false;
+  /** Brought more than LIGHT_CONNECTION calls in one turn, or had more waiting. */
+  heavy = false;
+  /** The pacer's turn in which it last brought a call, and how many it brought in that turn. */
+  turn = -1;
+  inTurn = 0;
+  /** Its calls handed over and not closed. */
+  open = 0;
+  /** The SETTINGS_MAX_CONCURRENT_STREAMS last sent to it; a new value waits for the ACK of the last. */
+  limit: number;
+  settingsInFlight = false;
+  /** Its reading, while the pacer has it stopped. */
+  stoppedReading: Reading | undefined;
+
+  constructor(
+    readonly session: Session,
+    limit: number,
+  ) {
+    this.limit = limit;
+  }
 
   get size(): number {
     return this.queue.length - this.head;
+  }
+
+  get light(): boolean {
+    return this.known && !this.heavy;
   }
 
   /** The next stream still open (the ones reset meanwhile are dropped: nobody had seen them). */
@@ -289,30 +330,61 @@ class Waiting {
 }
 
 /**
- * Hands an HTTP/2 server's new streams to its 'stream' listeners (grpc-js's) at most `perTurn` per
- * turn of the event loop. The others wait, each connection's in their order of arrival, and the
- * connections take turns (a health check on a connection of its own is not held behind another's
- * thousands of calls). While `perTurn` or more wait, the connections that have more than a few
- * streams waiting are not read (libuv skips a stopped socket even within the turn in which it was
- * readable); once fewer than `perTurn` wait they are read again one per turn. Once a burst's
- * connections are stopped, a turn costs the calls handed over and about one read of one of them
- * (up to 64 KiB of frames, hundreds of calls), besides what connections with few calls bring: a
- * connection with few or none waiting is still read. A stream reset while it waited is dropped:
- * nobody had seen it.
+ * Hands an HTTP/2 server's new streams to its 'stream' listeners (grpc-js's) a bounded number per
+ * turn of the event loop, and bounds what a connection may send ahead of them.
+ *
+ * - At most `perTurn` calls are handed over per turn, those handed over at once when they arrive
+ *   counted with the ones handed over by the pacer's own turn (a setImmediate); fewer when turns
+ *   run long: a turn longer than PACER_TARGET_TURN_MS halves the number, a short one gives back
+ *   an eighth of `perTurn` (what a call costs after it is handed over, its request's end, the
+ *   handler and its first answer, runs in later callbacks and is known only from the turns'
+ *   lengths). A turn hands over for HANDOVER_MS at most.
+ * - The others wait, each connection's in their order of arrival, and the connections take
+ *   turns (a health check on a connection of its own is not held behind another's thousands).
+ * - A connection may have at most `credit` calls beyond those handed over and still open
+ *   (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, raised as its calls are handed over, never above
+ *   `maxStreams`): its client holds the others (a gRPC client queues them), so that one read of
+ *   a connection (Node reads 64 KiB at a time, some 1,600 calls' frames) brings at most `credit`
+ *   new calls to parse.
+ * - While `perTurn` or more calls wait, or more than that arrived in this turn, every connection
+ *   but the light ones is not read (libuv skips a stopped socket even within the turn in which
+ *   it was readable; a connection never seen is not light); once fewer wait they are read again
+ *   one per turn, the longest stopped first.
+ * A stream reset while it waited is dropped: nobody had seen it.
  */
 export class CallPacer {
-  private readonly waiting = new Map<Session, Waiting>();
-  /** The connections whose reading this stopped. */
-  private readonly stopped = new Map<Session, Reading>();
+  private readonly connections = new Map<Session, Connection>();
+  /** The connections with calls waiting, in the order they are served. */
+  private readonly waiting = new Map<Session, Connection>();
+  /** The connections whose reading this stopped, the longest stopped first. */
+  private readonly stopped = new Map<Session, Connection>();
   private total = 0;
-  /** Streams handed over since the last turn began. */
+  /** Calls handed over, and calls arrived, since the pacer's last turn. */
   private used = 0;
+  private arrived = 0;
+  private turnNo = 0;
+  /** Calls handed over per turn now (at most perTurn). */
+  private batch: number;
   private armed = false;
+  /** Every connection but the light ones was stopped, and enough calls still wait. */
+  private holding = false;
+  /** When the last turn ran, if it armed the next one. */
+  private lastTurnAt: number | undefined;
+  private readonly minBatch: number;
+  private readonly step: number;
 
   constructor(
     private readonly perTurn: number,
     private readonly deliver: StreamListener,
-  ) {}
+    /** New calls a connection may send beyond those handed over (0: no limit is set). */
+    private readonly credit = 0,
+    /** The most streams a connection may have at once (maxConcurrentStreams). */
+    private readonly maxStreams = Infinity,
+  ) {
+    this.batch = perTurn;
+    this.minBatch = Math.max(1, Math.ceil(perTurn / 16));
+    this.step = Math.max(1, Math.ceil(perTurn / 8));
+  }
 
   /** Streams waiting for a later turn. */
   get queued(): number {
@@ -324,30 +396,95 @@ export class CallPacer {
     return this.stopped.size;
   }
 
+  /** Calls handed over per turn now. */
+  get callsPerTurn(): number {
+    return this.batch;
+  }
+
+  /** A new connection (the HTTP/2 server's 'session'): it starts at `credit` streams at once. */
+  readonly onSession = (session: Session): void => {
+    this.connection(session);
+  };
+
+  private connection(session: Session): Connection {
+    let c = this.connections.get(session);
+    if (c) return c;
+    c = new Connection(session, this.credit > 0 ? Math.min(this.credit, this.maxStreams) : this.maxStreams);
+    this.connections.set(session, c);
+    const conn = c;
+    session.once?.('close', () => this.closed(conn));
+    return c;
+  }
+
+  private closed(c: Connection): void {
+    this.connections.delete(c.session);
+    this.stopped.delete(c.session);
+    if (this.waiting.delete(c.session)) this.total -= c.size;
+    c.queue = [];
+    c.head = 0;
+  }
+
   readonly onStream = (...args: StreamArgs): void => {
     // grpc-js listens for a stream's errors once it has it; until then one must not end the process.
     args[0].on('error', ignore);
     this.arm();
-    if (this.used < this.perTurn && this.total === 0) {
-      this.used++;
-      this.deliver(...args);
+    const c = this.connection(args[0].session ?? args[0]);
+    c.known = true;
+    if (c.turn !== this.turnNo) {
+      c.turn = this.turnNo;
+      c.inTurn = 0;
+    }
+    if (++c.inTurn > LIGHT_CONNECTION) c.heavy = true;
+    this.arrived++;
+    if (this.used < this.batch && this.total === 0) {
+      this.handOver(c, args);
       return;
     }
-    const session = (args[0].session ?? args[0]) as unknown as Session;
-    let w = this.waiting.get(session);
-    if (!w) this.waiting.set(session, (w = new Waiting()));
-    w.queue.push(args);
+    c.queue.push(args);
+    if (c.size === 1) this.waiting.set(c.session, c);
     this.total++;
-    if (this.total < this.perTurn) return;
-    if (this.total === this.perTurn) {
-      for (const [s, sw] of this.waiting) if (sw.size > LIGHT_CONNECTION) this.stop(s);
-    } else if (w.size > LIGHT_CONNECTION) this.stop(session);
+    if (c.size > LIGHT_CONNECTION) c.heavy = true;
+    if (this.total < this.batch && this.arrived <= this.batch) return;
+    if (!this.holding) {
+      this.holding = true;
+      for (const o of this.connections.values()) if (!o.light) this.stop(o);
+    } else if (!c.light) this.stop(c);
   };
 
-  private stop(session: Session): void {
-    if (this.stopped.has(session) || session.destroyed) return;
-    const r = readingOf(session);
-    if (r && r.readStop() === 0) this.stopped.set(session, r);
+  private handOver(c: Connection, args: StreamArgs): void {
+    this.used++;
+    if (this.credit > 0) {
+      c.open++;
+      args[0].once('close', () => c.open--);
+      this.raise(c);
+    }
+    this.deliver(...args);
+  }
+
+  /** Lets `c` send more calls once half its credit has been handed over. */
+  private raise(c: Connection): void {
+    const want = Math.min(this.maxStreams, c.open + this.credit);
+    if (c.settingsInFlight || want - c.limit < this.credit / 2 || c.session.destroyed || !c.session.settings) return;
+    c.settingsInFlight = true;
+    c.limit = want;
+    try {
+      c.session.settings({ maxConcurrentStreams: want }, () => {
+        c.settingsInFlight = false;
+        this.raise(c);
+      });
+    } catch {
+      // A session closing meanwhile takes no settings.
+      c.settingsInFlight = false;
+    }
+  }
+
+  private stop(c: Connection): void {
+    if (c.stoppedReading || c.session.destroyed) return;
+    const r = readingOf(c.session);
+    if (r && r.readStop() === 0) {
+      c.stoppedReading = r;
+      this.stopped.set(c.session, c);
+    }
   }
 
   private arm(): void {
@@ -359,56 +496,80 @@ export class CallPacer {
   /** A new turn: each connection's head in turn, up to the turn's budget. */
   private readonly turn = (): void => {
     this.armed = false;
-    this.used = 0;
-    while (this.used < this.perTurn && this.total > 0) {
-      for (const [session, w] of this.waiting) {
-        if (this.used >= this.perTurn) break;
-        const before = w.size;
-        const args = w.take();
-        this.total -= before - w.size;
+    const now = performance.now();
+    if (this.lastTurnAt !== undefined) {
+      const took = now - this.lastTurnAt;
+      if (took > PACER_TARGET_TURN_MS) this.batch = Math.max(this.minBatch, Math.floor(this.batch / 2));
+      else if (took < PACER_TARGET_TURN_MS / 2) this.batch = Math.min(this.perTurn, this.batch + this.step);
+    }
+    const until = now + HANDOVER_MS;
+    while (this.used < this.batch && this.total > 0) {
+      for (const c of this.waiting.values()) {
+        if (this.used >= this.batch) break;
+        const before = c.size;
+        const args = c.take();
+        this.total -= before - c.size;
         // The connection goes to the back of the line.
-        this.waiting.delete(session);
-        if (w.size > 0) this.waiting.set(session, w);
-        if (args) {
-          this.used++;
-          this.deliver(...args);
-        }
+        this.waiting.delete(c.session);
+        if (c.size > 0) this.waiting.set(c.session, c);
+        if (args) this.handOver(c, args);
       }
+      if (performance.now() >= until) break;
     }
     // One connection read again per turn, the longest stopped first: read all at once, each would
-    // bring up to a read's worth of calls (64 KiB, hundreds) in the same turn.
-    if (this.total < this.perTurn) {
-      for (const [session, r] of this.stopped) {
-        this.stopped.delete(session);
+    // bring up to a read's worth of calls in the same turn.
+    if (this.total < this.batch) {
+      for (const c of this.stopped.values()) {
+        this.stopped.delete(c.session);
+        const r = c.stoppedReading;
+        c.stoppedReading = undefined;
         // A connection closed meanwhile has nothing left to read.
-        if (session.destroyed) continue;
+        if (c.session.destroyed || !r) continue;
         r.readStart();
         break;
       }
     }
-    // Armed again while streams wait or connections are stopped, or to reset this turn's count at the next.
-    if (this.used > 0 || this.total > 0 || this.stopped.size > 0) this.arm();
+    if (this.total < this.batch) this.holding = false;
+    const busy = this.used > 0 || this.total > 0 || this.stopped.size > 0;
+    this.used = 0;
+    this.arrived = 0;
+    this.turnNo++;
+    // Armed again while streams wait or connections are stopped, or to measure this turn's length at the next.
+    this.lastTurnAt = busy ? now : undefined;
+    if (busy) this.arm();
   };
 }
 
 /**
  * Puts a CallPacer (callsPerTurn) in front of the 'stream' listeners of every HTTP/2 server of a
- * bound grpc-js server, before any connection came. grpc-js does not expose its HTTP/2 servers:
- * the field read has this name in every 1.10+ release, and a test (job-watch-burst.test.ts) fails if
- * that changes. Returns the pacers (none with callsPerTurn 0).
+ * bound grpc-js server, before any connection came, and has its connections start at a credit
+ * of twice callsPerTurn streams at once. grpc-js does not expose its HTTP/2 servers: the field
+ * read has this name in every 1.10+ release, and a test (job-watch-burst.test.ts) fails if that
+ * changes. Returns the pacers (none with callsPerTurn 0).
  */
 export function paceCalls(server: grpc.Server, limits: Partial<ConnectionLimits> = {}): CallPacer[] {
-  const perTurn = limits.callsPerTurn ?? DEFAULT_CONNECTION_LIMITS.callsPerTurn;
+  const l = { ...DEFAULT_CONNECTION_LIMITS, ...limits };
+  const perTurn = l.callsPerTurn;
   if (perTurn <= 0) return [];
   const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
   if (!(servers instanceof Map)) throw new Error('grpc-js: the server has no http2Servers map; calls cannot be paced');
+  const credit = Math.max(2 * LIGHT_CONNECTION, 2 * perTurn);
   const pacers: CallPacer[] = [];
   for (const h of servers.keys()) {
     const listeners = h.listeners('stream') as StreamListener[];
     h.removeAllListeners('stream');
-    const pacer = new CallPacer(perTurn, (...args) => {
-      for (const l of listeners) l.apply(h, args);
-    });
+    const pacer = new CallPacer(
+      perTurn,
+      (...args) => {
+        for (const l of listeners) l.apply(h, args);
+      },
+      credit,
+      l.maxConcurrentStreams,
+    );
+    // New connections start with the credit as their limit of streams at once.
+    const h2 = h as EventEmitter & { updateSettings?(s: { maxConcurrentStreams: number }): void };
+    h2.updateSettings?.({ maxConcurrentStreams: Math.min(credit, l.maxConcurrentStreams) });
+    h.on('session', pacer.onSession);
     h.on('stream', pacer.onStream);
     pacers.push(pacer);
   }

@@ -1,7 +1,9 @@
 /**
  * A burst of calls (as 10,000 WatchJob streams opened at once) is handed to grpc-js a bounded
  * number per turn of the event loop (connection-limits.ts, CallPacer): the rest wait, each
- * connection's in order and the connections in turn, and while enough wait no connection is read.
+ * connection's in order and the connections in turn, while enough wait no connection but the
+ * light ones is read, a connection sends at most its credit of calls ahead of those handed over,
+ * and turns that run long make the number handed over per turn smaller.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -19,9 +21,20 @@ afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
 
-/** A server whose handler records each call (its request, the turn it came in, what waited) and answers one message. */
-async function pacedServer(callsPerTurn: number): Promise<{ port: number; pacer: CallPacer; seen: { req: string; turn: number; queued: number; reading: boolean }[] }> {
-  const seen: { req: string; turn: number; queued: number; reading: boolean }[] = [];
+interface Seen {
+  req: string;
+  turn: number;
+  queued: number;
+  reading: boolean;
+  perTurn: number;
+}
+
+/**
+ * A server whose handler records each call (its request, the turn it came in, what waited, the
+ * pacer's calls per turn then), spends `handlerMs` of CPU and answers one message.
+ */
+async function pacedServer(callsPerTurn: number, handlerMs = 0): Promise<{ port: number; pacer: CallPacer; seen: Seen[] }> {
+  const seen: Seen[] = [];
   let turn = 0;
   let ticking = true;
   const tick = (): void => {
@@ -34,7 +47,11 @@ async function pacedServer(callsPerTurn: number): Promise<{ port: number; pacer:
   const server = new grpc.Server(grpcServerOptions({ callsPerTurn }));
   server.addService(SERVICE, {
     Watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-      seen.push({ req: call.request.toString(), turn, queued: ref.pacer?.queued ?? -1, reading: (ref.pacer?.stoppedConnections ?? 0) === 0 });
+      seen.push({ req: call.request.toString(), turn, queued: ref.pacer?.queued ?? -1, reading: (ref.pacer?.stoppedConnections ?? 0) === 0, perTurn: ref.pacer?.callsPerTurn ?? -1 });
+      const until = performance.now() + handlerMs;
+      while (performance.now() < until) {
+        // The handler's own work: the turns it runs in grow long.
+      }
       call.write(Buffer.from('event'));
     },
   });
@@ -94,9 +111,9 @@ describe('a burst of calls', () => {
     await Promise.all([ready(a), ready(b)]);
     const n = 1000;
     const burst = Promise.all(Array.from({ length: n }, (_, i) => watch(a, `a${i}`)));
-    // Sent once the burst waits in the server.
+    // Sent once the burst waits in the server and its connection is not read.
     await new Promise<void>((resolve) => {
-      const check = (): void => (pacer.queued >= 200 ? resolve() : void setImmediate(check));
+      const check = (): void => (pacer.queued > 0 && pacer.stoppedConnections > 0 ? resolve() : void setImmediate(check));
       check();
     });
     await watch(b, 'b');
@@ -106,8 +123,43 @@ describe('a burst of calls', () => {
     // Handed over within a few turns of its arrival, long before the burst's end.
     expect(at).toBeGreaterThan(0);
     expect(at).toBeLessThan(n - 200);
+    expect(seen.some((s) => s.req !== 'b' && s.queued > 0 && !s.reading)).toBe(true);
     expect(pacer.queued).toBe(0);
     expect(pacer.stoppedConnections).toBe(0);
+  });
+
+  it('a connection sends at most its credit of calls ahead of those handed over; its client holds the rest', async () => {
+    const perTurn = 10;
+    const { port, seen } = await pacedServer(perTurn);
+    const a = connect(port);
+    await ready(a);
+    const n = 1000;
+    const answers = await Promise.all(Array.from({ length: n }, (_, i) => watch(a, `a${i}`)));
+    // Every call answered, none refused: the client queued the calls past the connection's limit.
+    expect(answers).toEqual(Array.from({ length: n }, () => 'event'));
+    expect(seen.map((s) => s.req)).toEqual(Array.from({ length: n }, (_, i) => `a${i}`));
+    // The credit is twice the calls per turn: never more waited in the server.
+    expect(Math.max(...seen.map((s) => s.queued))).toBeLessThanOrEqual(2 * perTurn);
+    expect(Math.max(...seen.map((s) => s.queued))).toBeGreaterThan(0);
+  });
+
+  it('turns that run long hand over fewer calls per turn', async () => {
+    const perTurn = 16;
+    // 16 calls of 3 ms each make a turn of 48 ms, past the pacer's 20-ms target.
+    const { port, pacer, seen } = await pacedServer(perTurn, 3);
+    const a = connect(port);
+    await ready(a);
+    const n = 200;
+    await Promise.all(Array.from({ length: n }, (_, i) => watch(a, `a${i}`)));
+    expect(seen).toHaveLength(n);
+    const perTurns = seen.map((s) => s.perTurn);
+    expect(Math.min(...perTurns)).toBeGreaterThan(0);
+    expect(Math.min(...perTurns)).toBeLessThanOrEqual(perTurn / 4);
+    const perTick = new Map<number, number>();
+    for (const s of seen.slice(n / 2)) perTick.set(s.turn, (perTick.get(s.turn) ?? 0) + 1);
+    // Late in the burst a turn hands over a few calls, not the 16 of callsPerTurn.
+    expect(Math.max(...perTick.values())).toBeLessThan(perTurn);
+    expect(pacer.queued).toBe(0);
   });
 
   it('with callsPerTurn 0 nothing is paced', async () => {
