@@ -37,7 +37,7 @@ import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
 import { endStreamWithError } from './grpc.ts';
 import { Generation } from './job-watch-generation.ts';
-import { DEFAULT_JOB_WATCH_LIMITS, PUMP_SLICE_MS, type Frame, type JobWatchLimits, type Listener } from './job-watch-events.ts';
+import { DEFAULT_JOB_WATCH_LIMITS, EncodedJobEvent, PUMP_SLICE_MS, type Frame, type JobWatchLimits, type Listener } from './job-watch-events.ts';
 
 export { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, EncodedJobEvent, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch-events.ts';
 
@@ -89,6 +89,7 @@ export class JobWatchHub {
     limits: Partial<JobWatchLimits> = {},
   ) {
     this.limits = { ...DEFAULT_JOB_WATCH_LIMITS, ...limits };
+    EncodedJobEvent.warm();
   }
 
   /** Store watches open now (0 or 2, whatever the number of streams). */
