@@ -19,12 +19,21 @@
  * connection of its own from a worker thread (so that the clients' own work does not delay it);
  * the child's CPU time; each stream's first event.
  *
+ * With `--profile DIR`, each case's child runs with `--cpu-prof` (a sample every 250 µs) into
+ * DIR/r<round>-c<connections>-t<calls per turn>/, beside the stalls its probe saw, and what the
+ * child ran in its longest stalls is printed (and written to stalls.txt there): the profile's
+ * samples between the probe's two ticks around each stall, by kind (GC; `idle`, which is also
+ * native work outside JavaScript, such as nghttp2's parsing of a read; the WatchJob pumps; the
+ * pacer's turn; Node's making of HTTP/2 streams; otherwise the callback the loop ran and the
+ * first frame of the project or a library under it).
+ *
  * Run: npx tsx bench/watch-burst.ts [--runs 3] [--watchers 10000] [--connections 1,10,100]
  *        [--calls-per-turn 0,100] [--node-args '--single-threaded-gc'] [--label NAME] [--quick]
+ *        [--profile DIR]
  * Writes bench/results/watch-burst/<label>.{json,md} (bench/results/quick/ with --quick).
  */
 import * as grpc from '@grpc/grpc-js';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,6 +45,7 @@ import { openTimedWatch } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
+import { stallProfile } from './lib/stall-profile.ts';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -50,6 +60,8 @@ const perTurns = list(arg('--calls-per-turn') ?? '0,100');
 const label = arg('--label') ?? 'run';
 /** Node flags for the child, e.g. "--single-threaded-gc". */
 const nodeArgs = (arg('--node-args') ?? '').split(' ').filter(Boolean);
+/** A folder for each case's CPU profile of the child and its stalls (see stallProfile). */
+const profileDir = arg('--profile');
 for (const [n, v] of [['--runs', runs], ['--watchers', watchers]] as const) if (!Number.isInteger(v)) throw new Error(`${n} must be an integer`);
 if ([...connectionCounts, ...perTurns].some((x) => !Number.isInteger(x) || x < 0)) throw new Error('--connections and --calls-per-turn are lists of integers ≥ 0');
 
@@ -140,12 +152,15 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
   const probeFile = join(tmpdir(), `watch-burst-${process.pid}-${Date.now()}.json`);
   process.env.TURN_PROBE_OUT = probeFile;
   const limits = ['--calls-per-turn', String(callsPerTurn), '--max-watches-per-connection', String(watchers), '--max-streams-per-connection', String(watchers + 100)];
-  const up = await startUp(limits, [...nodeArgs, '--import', PROBE]);
+  const caseDir = profileDir ? join(profileDir, `r${round}-c${connections}-t${callsPerTurn}`) : undefined;
+  const prof = caseDir ? ['--cpu-prof', `--cpu-prof-dir=${caseDir}`, '--cpu-prof-interval=250'] : [];
+  const up = await startUp(limits, [...nodeArgs, ...prof, '--import', PROBE]);
   const pid = up.proc.pid as number;
   const loadAt = load();
   const c = client(up.port);
   const chans = Array.from({ length: connections }, () => client(up.port));
   const calls: ReturnType<SchedulerClient['WatchJob']>[] = [];
+  let window: { from: number; to: number } | undefined;
   try {
     const spec = { name: 'watched', profile: 'spark-lr', tasks: TASKS, durationMs: 600_000, maxQueueMs: 0, mode: 'incremental' };
     const { jobId } = await unary<{ jobId: string }>((o, cb) => c.SubmitJob({ specJson: JSON.stringify(spec) }, o, cb));
@@ -183,6 +198,7 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
     running = false;
     const [maxHealthMs] = await Promise.all([health.stop(), scrape]);
     const to = Date.now();
+    if (caseDir) window = { from, to };
     const cpuS = cpuSeconds(pid) - cpu0;
     for (const call of calls) call.cancel();
     await up.stop();
@@ -230,6 +246,12 @@ async function burst(round: number, connections: number, callsPerTurn: number): 
     for (const ch of chans) ch.close();
     c.close();
     await up.stop();
+    if (caseDir && existsSync(probeFile) && window) {
+      copyFileSync(probeFile, join(caseDir, 'probe.json'));
+      const text = stallProfile(caseDir, window.from, window.to, 3);
+      writeFileSync(join(caseDir, 'stalls.txt'), text);
+      say(`${caseDir}:\n${text}`);
+    }
     rmSync(probeFile, { force: true });
   }
 }

@@ -4,7 +4,8 @@
 // core meanwhile and how long it waited for one (Linux's /proc/<pid>/task/<pid>/schedstat: run and
 // run-queue wait in ns, of that thread alone, so neither GC helper threads nor other processes count
 // as its work). On exit the stalls are written to $TURN_PROBE_OUT as JSON:
-// {"stalls": [[epoch ms at the tick, ms late, ms run, ms waited for a core], ...],
+// {"stalls": [[epoch ms at the tick, ms late, ms run, ms waited for a core, µs of the monotonic clock
+//   at the tick before and at this one (the clock of a --cpu-prof profile's timestamps)], ...],
 //  "gc": [[epoch ms at its end, ms, V8's kind: 1 minor, 2 major, 4 incremental, 8 weak callbacks], ...]}
 // (the garbage collections of 10 ms or more).
 import { Buffer } from 'node:buffer';
@@ -30,14 +31,18 @@ if (out) {
       if (e.duration >= 10) gc.push([Math.round(performance.timeOrigin + e.startTime + e.duration), Math.round(e.duration), e.detail?.kind ?? 0]);
     }
   }).observe({ entryTypes: ['gc'] });
+  const mono = () => Number(process.hrtime.bigint() / 1000n);
   let lastWall = performance.now();
+  let lastMono = mono();
   let [lastRun, lastWait] = sched();
   setInterval(() => {
     const now = performance.now();
+    const at = mono();
     const [run, wait] = sched();
     const late = now - lastWall - TICK_MS;
-    if (late > 20) stalls.push([Date.now(), Math.round(late), Math.round(run - lastRun), Math.round(wait - lastWait)]);
+    if (late > 20) stalls.push([Date.now(), Math.round(late), Math.round(run - lastRun), Math.round(wait - lastWait), lastMono, at]);
     lastWall = now;
+    lastMono = at;
     lastRun = run;
     lastWait = wait;
   }, TICK_MS).unref();
