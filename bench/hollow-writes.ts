@@ -28,7 +28,7 @@ import type { RuRef } from '../src/model/types.ts';
 import { hollowMaxWrites, HOLLOW_DEFAULTS } from '../src/monitor/options.ts';
 import { Keys } from '../src/state/keys.ts';
 import { placementTxn } from '../src/state/placement.ts';
-import { FREE_RU_VALUE } from '../src/state/records.ts';
+import { isFreeRuValue } from '../src/state/records.ts';
 import { openStore } from '../src/store/index.ts';
 import type { KeyValue } from '../src/store/types.ts';
 import { SeededRng } from '../src/util/rng.ts';
@@ -128,7 +128,7 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
 
     // Free RUs in a random order, and the running records as etcd delivers them.
     const rus = await store.range(keys.rus());
-    const free: KeyValue[] = rus.kvs.filter((kv) => kv.value === FREE_RU_VALUE);
+    const free: KeyValue[] = rus.kvs.filter((kv) => isFreeRuValue(kv.value));
     const rng = new SeededRng(latencyMs + 7);
     for (let i = free.length - 1; i > 0; i--) {
       const j = rng.int(i + 1);

@@ -26,7 +26,7 @@ import { loadCatalog, parseJobSpec } from '../src/model/catalog.ts';
 import type { RuRef } from '../src/model/types.ts';
 import { Keys } from '../src/state/keys.ts';
 import { placementTxn } from '../src/state/placement.ts';
-import { FREE_RU_VALUE } from '../src/state/records.ts';
+import { isFreeRuValue } from '../src/state/records.ts';
 import { openStore } from '../src/store/index.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
@@ -143,7 +143,7 @@ try {
   // 2. Fill half of the RUs with long tasks, as agents would commit them.
   phase = 'fill';
   const rng = new SeededRng(7);
-  const free = rus0.filter((kv) => kv.value === FREE_RU_VALUE);
+  const free = rus0.filter((kv) => isFreeRuValue(kv.value));
   for (let i = free.length - 1; i > 0; i--) {
     const j = rng.int(i + 1);
     [free[i], free[j]] = [free[j] as (typeof free)[number], free[i] as (typeof free)[number]];

@@ -3,17 +3,20 @@
  * epochs followed from the store (one list+watch) into a ClusterState.
  */
 import type { ServerSpec } from '../model/types.ts';
-import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
+import type { ClusterState, Occupant, ServerState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { LiveServerRecord } from '../state/live-records.ts';
-import { FREE_RU_VALUE, occupantOf, parseJson } from '../state/records.ts';
+import { isFreeRuValue, occupantOf, parseJson } from '../state/records.ts';
 import type { RuRecord } from '../model/types.ts';
 
 const FREE_RU: RuRecord = { state: 'free' };
+
+/** An RU record's change: its key-value (deleted or not), its record as parsed, and the occupant the view held before. */
+export type RuListener = (kv: KeyValue, deleted: boolean, rec: RuRecord | undefined, prev: Occupant | null) => void;
 
 /**
  * The agent's copy of the cluster state: servers, RUs and epochs followed through the store's
@@ -32,6 +35,7 @@ export class AgentCache {
     return this.follower?.relists ?? 0;
   }
   private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
+  private readonly ruListeners = new Set<RuListener>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
   private readonly watchEpochs: boolean;
@@ -47,6 +51,16 @@ export class AgentCache {
 
   get revision(): number {
     return this.rev;
+  }
+
+  /**
+   * Called for every change of an RU record applied (watched, listed again, or written by this
+   * process's commits), with the occupant the view held before it: the job owner learns its
+   * tasks' outcomes and changes from here (owner/ru-events.ts).
+   */
+  onRu(cb: RuListener): () => void {
+    this.ruListeners.add(cb);
+    return () => this.ruListeners.delete(cb);
   }
 
   /** Called for every RU that becomes available (waiting jobs that can use it wake). */
@@ -69,12 +83,16 @@ export class AgentCache {
     const ru = k.parseRu(kv.key);
     if (ru) {
       // Most RUs of a large cell are free: their one stored value needs no parsing.
-      const rec = deleted ? undefined : kv.value === FREE_RU_VALUE ? FREE_RU : parseJson<RuRecord>(kv);
+      // (A freed RU's record may also carry its last task's outcome: only the job owner reads it.)
+      const rec = deleted ? undefined : isFreeRuValue(kv.value) ? FREE_RU : parseJson<RuRecord>(kv);
       const s = this.state.server(ru.server);
-      if (!s) return;
-      const before = s.available(ru.index);
-      this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
-      if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
+      const prev = this.state.storedOccupant(ru);
+      if (s) {
+        const before = s.available(ru.index);
+        this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
+        if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
+      }
+      for (const cb of this.ruListeners) cb(kv, deleted, rec, prev);
       return;
     }
     const cordon = k.tail(k.cordons(), kv.key);

@@ -13,7 +13,7 @@ import { SharedView } from './shared-view.ts';
 import { OwnerKeys } from './handoff.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
-import { isFinalJob, isFinalTask, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
+import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
@@ -27,6 +27,7 @@ import { own } from '../util/dict.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
+import { onRuChange, TaskRefresher } from './owner/ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 
 export type { JobManagerOptions, NodeLink } from './owner/context.ts';
@@ -91,13 +92,14 @@ export class JobManager implements OwnerContext, MoveHost {
   serving = false;
   /** Jobs taken before the agents started, evaluated when they have. */
   private readonly deferred = new Set<Owned>();
-  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0, launches: 0 };
+  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0, launches: 0, taskReads: 0 };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;
   readonly moveBudget: MoveBudget;
   readonly moveStats: MoveStats = newMoveStats();
   /** Learned profiles: observations of this process's tasks, written to the store (state/profiles.ts). */
   readonly profiles: ProfileBook;
+  private readonly refresher: TaskRefresher;
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
@@ -117,6 +119,14 @@ export class JobManager implements OwnerContext, MoveHost {
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
     this.ownerKeys = new OwnerKeys();
     this.view.handoff.setDemand(this.ownerKeys);
+    // The owner follows no task record: what happens to its tasks shows in the RUs (ru-events.ts).
+    const state = this.view.state;
+    this.refresher = new TaskRefresher(this, (ru, job, task) => {
+      const occ = state.server(ru.server)?.occupants[ru.index];
+      return !!occ && occ.job === job && occ.task === task;
+    });
+    const observe = (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>): void => this.profiles.observe(o.spec, observed);
+    this.view.cache.onRu((kv, deleted, rec, prev) => onRuChange(this, this.refresher, kv, deleted, rec, prev, observe));
     const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
@@ -211,7 +221,6 @@ export class JobManager implements OwnerContext, MoveHost {
         (kv, del) => this.onOwner(kv, del),
       ),
       mk(k.jobs(), (kvs, rev) => this.onJobsSnapshot(kvs, rev), (kv, del) => this.onJob(kv, del)),
-      mk(k.allTasks(), each((kv, d) => this.onTask(kv, d)), (kv, del) => this.onTask(kv, del)),
       mk(
         this.live.reports(),
         (kvs) => {
@@ -508,22 +517,12 @@ export class JobManager implements OwnerContext, MoveHost {
     }
   }
 
-  private onTask(kv: KeyValue, deleted: boolean): void {
-    const ref = this.live.parseTask(kv.key);
-    if (!ref) return;
-    const o = this.owned.get(ref.job);
-    if (!o) {
-      // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
-      this.adoptWindow.get(ref.job)?.tasks.push({ index: ref.index, rec: deleted ? undefined : parseJson<LiveTaskRecord>(kv), rev: kv.modRevision });
-      return;
-    }
-    const rec = deleted ? undefined : parseJson<LiveTaskRecord>(kv);
-    // A task seen ending (not one seen ended already, after a re-list): what its node measured
-    // goes to the profile learner once.
-    const before = o.tasks.get(ref.index);
-    if (rec?.observed && before && before.rev < kv.modRevision && !isFinalTask(before.rec.state) && isFinalTask(rec.state)) this.profiles.observe(o.spec, rec.observed);
-    mergeTask(o, ref.index, rec, kv.modRevision);
-    this.evaluate(o);
+  refreshTasks(o: Owned, tasks: Iterable<number>): Promise<void> {
+    return this.refresher.refresh(o, tasks);
+  }
+
+  watchTask(o: Owned, t: number): void {
+    this.refresher.watch(o, t);
   }
 
   /** The spec a new job is scheduled with (its class's learned vector, state/profiles.ts). */
@@ -544,22 +543,18 @@ export class JobManager implements OwnerContext, MoveHost {
       }
     }
     this.o.onCommitted?.(job, placements, agent);
-    if (!this.o.nodes) return;
-    if (this.launchAfterMs === 0) return this.launch(job.id, placements);
+    if (this.launchAfterMs === 0) this.launch(job.id, placements);
     // The monitor follows its RUs in the store and starts the task as the watch brings the commit,
     // about when its answer reaches us: a call now would almost always arrive second, and costs
     // both processes a gRPC call per task. It goes only to a node that has not recorded the task
     // running by then (its watch behind, or broken); not for a task its placement recorded
     // running (Placement.startRecorded), which gives no such sign.
+    const later = placements.filter((p) => !p.startRecorded);
+    if (later.length === 0) return;
     this.later(this.launchAfterMs, () => {
       const o = this.owned.get(job.id);
-      if (!o) return; // final, or owned elsewhere now: its owner sees to it
-      const unstarted = placements.filter((p) => {
-        if (p.startRecorded) return false;
-        const rec = o.tasks.get(p.task)?.rec;
-        return rec?.state === 'placed' && rec.attempt === (p.attempt ?? 0) && rec.ru?.server === p.ru.server && rec.ru.index === p.ru.index;
-      });
-      if (unstarted.length > 0) this.launch(job.id, unstarted);
+      // Final, or owned elsewhere now: its owner sees to it.
+      if (o) this.track(this.refresher.unstarted(o, later).then((still) => this.launchAfterMs > 0 && this.launch(job.id, still)));
     });
   }
 

@@ -11,7 +11,7 @@ import { trace, tracingOn } from '../util/trace.ts';
 import { Follower } from '../state/follow.ts';
 import { DEFAULT_LEASE_TTL_S, type HeldLease } from '../state/lease.ts';
 import type { CordonRecord, LiveJobRecord } from '../state/live-records.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { isFreeRuValue, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
@@ -531,7 +531,7 @@ function groupByServer(k: Keys, kvs: readonly KeyValue[]): Map<string, KeyValue[
 }
 
 function holdsTask(kv: KeyValue): boolean {
-  if (kv.value === FREE_RU_VALUE) return false;
+  if (isFreeRuValue(kv.value)) return false;
   const rec = parseJson<PlacedRuRecord>(kv);
   return !!rec && (rec.state === 'busy' || rec.state === 'reserved');
 }

@@ -8,7 +8,7 @@
 import { trace, traceRequest, tracingOn } from '../util/trace.ts';
 import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import type { HeldLease } from '../state/lease.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { FREE_RU_VALUE, isFreeRuValue, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
 import type { JobSpec, ServerSpec } from '../model/types.ts';
@@ -401,7 +401,7 @@ export class MonitoredNode {
     if (!ref || ref.server !== this.server.id) return;
     const cur = this.rus.get(ref.index);
     if (cur && cur.rev > kv.modRevision && !deleted) return;
-    const rec = deleted ? undefined : kv.value === FREE_RU_VALUE ? FREE_REC : parseJson<PlacedRuRecord>(kv);
+    const rec = deleted ? undefined : isFreeRuValue(kv.value) ? FREE_REC : parseJson<PlacedRuRecord>(kv);
     this.applyRu(ref.index, rec, kv.modRevision);
   }
 

@@ -1,8 +1,8 @@
 /**
  * One task attempt on a node, apart from the node's bookkeeping: the attempt an RU record names,
  * the `running` task record written when it starts (in a transaction fenced on the RU record's
- * revision; only the fence, a linearizable read, when its placement wrote the record), what the executor is given, and how an attempt that a previous life of the monitor
- * started ended.
+ * revision; only the fence, a linearizable read, when its placement wrote the record), what the
+ * executor is given, and how an attempt that a previous life of the monitor started ended.
  */
 import type { RunObservation } from './load.ts';
 import type { JobSpec } from '../model/types.ts';
@@ -53,7 +53,10 @@ export function newRun(index: number, rec: PlacedRuRecord, rev: number, now: num
 
 /**
  * Records the task `running` on `server`, with the node's disconnect grace, only if the RU still
- * holds this attempt: the RU record's revision is the fence. An attempt whose placement recorded
+ * holds this attempt: the RU record's revision is the fence. The RU record is written again,
+ * unchanged, in the same transaction: its revision moves on, and the node takes the new one as
+ * the attempt's fence when its watch brings it, as for an adopted attempt (the attempt's files
+ * keep the placement's revision in their names). An attempt whose placement recorded
  * it running (PlacedRuRecord.startRecorded) is only fenced: the compare and a read of the RU,
  * which etcd answers as a linearizable read (no write, no watch event).
  */
@@ -80,12 +83,22 @@ export function startTxn(keys: Keys, server: string, run: Run, graceMs: number):
     ...(run.rec.previous ? { previous: run.rec.previous } : {}),
     ...(run.rec.moves ? { moves: run.rec.moves } : {}),
   };
-  return { compare: fence, success: [{ type: 'put', key: keys.task(run.job, run.task), value: JSON.stringify(running) }] };
+  // The RU record is put again as it is: the job's owner follows RUs, not task records, and
+  // reads the task record when the RU of one of its tasks changes (agent/owner/ru-events.ts).
+  return {
+    compare: fence,
+    success: [
+      { type: 'put', key: keys.task(run.job, run.task), value: JSON.stringify(running) },
+      { type: 'put', key: ruKey, value: JSON.stringify(run.rec) },
+    ],
+  };
 }
 
 /** What the executor is given: the duration from the RU record or the job, the job's command. */
 export function launchOf(run: Run, server: string, spec: JobSpec | undefined): TaskLaunch {
-  const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.rev, server, attempt: run.rec.attempt };
+  // The placement's revision names the attempt (its files, its runs): the RU record's may have moved on
+  // already (a start that put it again, seen before the launch).
+  const launch: TaskLaunch = { job: run.job, task: run.task, ruIndex: run.ruIndex, revision: run.placedRevision, server, attempt: run.rec.attempt };
   const duration = run.rec.durationMs ?? spec?.durationMs;
   if (duration !== undefined) launch.durationMs = duration;
   if (spec?.command) launch.command = spec.command;

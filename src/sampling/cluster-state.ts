@@ -264,6 +264,14 @@ export class ClusterState {
     this.place(s, ref.index, c.prev, s.ruDown[ref.index] as boolean);
   }
 
+  /** The RU's occupant as the store last showed it: the one before an in-flight claim, if any. */
+  storedOccupant(ref: RuRef): Occupant | null {
+    const s = this.servers.get(ref.server);
+    if (s === undefined || ref.index < 0 || ref.index >= s.ruCount) return null;
+    const c = this.claims.get(s.base + ref.index);
+    return c !== undefined ? c.prev : (s.occupants[ref.index] ?? null);
+  }
+
   /** Whether the RU is claimed (by `owner`, when given). */
   isClaimed(ref: RuRef, owner?: unknown): boolean {
     const s = this.servers.get(ref.server);

@@ -137,3 +137,29 @@ export const storedQ = (Q: number): number => Math.round(Q * 10_000) / 10_000;
 
 /** The stored value of a free RU. */
 export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord);
+
+/**
+ * The value of an RU freed as its task ended: free, carrying the task record its release writes
+ * (`last`, the same JSON as the `tasks/` key of that transaction). The task's owner follows the
+ * RUs anyway (its agents sample them) and learns the outcome from this, so no front-end follows
+ * `tasks/`. The next placement of the RU replaces it; the task record keeps the outcome.
+ */
+export function freedRuValue(taskRecordJson: string): string {
+  return `{"state":"free","last":${taskRecordJson}}`;
+}
+
+/** Whether an RU value is a free RU's (plain, or freed with its last task's outcome), without parsing it. */
+export function isFreeRuValue(value: string): boolean {
+  return value === FREE_RU_VALUE || value.startsWith('{"state":"free"');
+}
+
+/** The task record a freed RU carries (freedRuValue), if the value is one. */
+export function lastOfFreedRu(value: string): Record<string, unknown> | undefined {
+  if (value === FREE_RU_VALUE || !value.startsWith('{"state":"free","last":')) return undefined;
+  try {
+    const last = (JSON.parse(value) as { last?: unknown }).last;
+    return last !== null && typeof last === 'object' ? (last as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,11 +1,12 @@
 /**
  * Frees an RU when its task ends: one transaction fenced on the revision at which the task was
- * placed, which also records the task's outcome.
+ * placed, which also records the task's outcome (in the task record, and in the freed RU record
+ * for the job's owner to see).
  */
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { ClusterStore, Compare } from '../store/types.ts';
-import { FREE_RU_VALUE, type PlacedRuRecord } from './records.ts';
+import { FREE_RU_VALUE, freedRuValue, type PlacedRuRecord } from './records.ts';
 
 export interface TaskOutcome {
   state: 'succeeded' | 'failed' | 'lost' | 'cancelled';
@@ -60,12 +61,14 @@ export async function releaseRu(
   outcome: TaskOutcome,
   opts: { lease?: string; taskFields?: Record<string, unknown>; compare?: Compare[] } = {},
 ): Promise<boolean> {
+  const task = JSON.stringify(outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields));
   const res = await store.txn({
     compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }, ...(opts.compare ?? [])],
     success: [
-      // A monitor passes its lease: a free RU then leaves the store with the monitor.
-      { type: 'put', key: keys.ru(ref), value: FREE_RU_VALUE, ...(opts.lease ? { lease: opts.lease } : {}) },
-      { type: 'put', key: keys.task(placed.job, placed.task), value: JSON.stringify(outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields)) },
+      // A monitor passes its lease: a free RU then leaves the store with the monitor. The freed
+      // RU carries the outcome: that is how the job's owner learns it (it follows no task record).
+      { type: 'put', key: keys.ru(ref), value: freedRuValue(task), ...(opts.lease ? { lease: opts.lease } : {}) },
+      { type: 'put', key: keys.task(placed.job, placed.task), value: task },
     ],
   });
   return res.succeeded;

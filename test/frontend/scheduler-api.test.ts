@@ -5,6 +5,7 @@ import type { SubmitJobRequest } from '../../src/frontend/gen/tarcil/v1/SubmitJo
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MemoryStore } from '../../src/store/memory.ts';
 import type { Keys } from '../../src/state/keys.ts';
+import { isFreeRuValue, lastOfFreedRu } from '../../src/state/records.ts';
 import { statusCommand } from '../../src/cli/client.ts';
 import { getJob, startDemoCell, submit, waitFinal } from '../support/live.ts';
 
@@ -113,7 +114,9 @@ describe('Scheduler API over gRPC', () => {
     expect(j.state).toBe('cancelled');
     expect(j.taskList.every((t) => t.state === 'cancelled')).toBe(true);
     const rus = await store.range(keys.rus());
-    expect(rus.kvs.filter((kv) => kv.value.includes(jobId))).toEqual([]);
+    // No RU holds the job any more (a freed one may carry its last task's outcome).
+    expect(rus.kvs.filter((kv) => !isFreeRuValue(kv.value) && kv.value.includes(jobId))).toEqual([]);
+    expect(rus.kvs.filter((kv) => kv.value.includes(jobId)).map((kv) => lastOfFreedRu(kv.value)?.state)).toEqual(['cancelled', 'cancelled']);
   });
 
   it('explains a job, lists jobs and shows the cluster', async () => {

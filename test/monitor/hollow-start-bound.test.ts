@@ -5,7 +5,7 @@ import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { HOLLOW_DEFAULTS, hollowMaxWrites } from '../../src/monitor/options.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';
-import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
+import { isFreeRuValue, parseJson } from '../../src/state/records.ts';
 import type { LiveTaskRecord } from '../../src/state/live-records.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { KeyValue, TxnRequest } from '../../src/store/types.ts';
@@ -95,7 +95,7 @@ describe('hollow nodes: the bound on task starts in flight', () => {
     try {
       await hollow.setEndpoint('127.0.0.1:1');
       await hollow.start();
-      const free = (await mem.range(keys.rus())).kvs.filter((kv) => kv.value === FREE_RU_VALUE);
+      const free = (await mem.range(keys.rus())).kvs.filter((kv) => isFreeRuValue(kv.value));
       const total = 600;
       expect(free.length).toBeGreaterThanOrEqual(total);
       const order = await place(mem, keys, free, total, 40, 'b');
@@ -147,7 +147,7 @@ describe('hollow nodes: the bound on task starts in flight', () => {
     try {
       await hollow.setEndpoint('127.0.0.1:1');
       await hollow.start();
-      const free = (await mem.range(keys.rus())).kvs.filter((kv) => kv.value === FREE_RU_VALUE);
+      const free = (await mem.range(keys.rus())).kvs.filter((kv) => isFreeRuValue(kv.value));
       const first = await place(mem, keys, free, 30, 10, 'x');
       await until('8 in flight, 22 waiting', () => {
         const w = hollow.snapshot().startWrites;

@@ -5,7 +5,7 @@ import { HollowMetrics } from '../../src/frontend/metrics.ts';
 import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';
-import { FREE_RU_VALUE } from '../../src/state/records.ts';
+import { isFreeRuValue } from '../../src/state/records.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
@@ -50,7 +50,7 @@ describe('hollow nodes: the task-start queue', () => {
       await hollow.start();
       expect(hollow.snapshot().startWrites).toEqual({ inFlight: 0, waiting: 0, oldestWaitMs: 0, done: 0, totalMs: 0 });
       // Six tasks placed on free RUs with the agents' placement transaction.
-      const free = (await mem.range(keys.rus())).kvs.filter((kv) => kv.value === FREE_RU_VALUE).slice(0, 6);
+      const free = (await mem.range(keys.rus())).kvs.filter((kv) => isFreeRuValue(kv.value)).slice(0, 6);
       const job = parseJobSpec({ name: 'q', profile: 'spark-lr', tasks: free.length, durationMs: 60_000 }, catalog, { id: 'q-1', now: Date.now() });
       const items = free.map((kv, task) => ({ ref: keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 }));
       const { req } = placementTxn({ keys, agent: 't', commitId: 'c1', now: Date.now(), job, items, scope: 'ru', ruState: 'busy' });

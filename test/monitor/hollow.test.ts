@@ -8,7 +8,7 @@ import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import { simulateDeaths, startHollow, type HollowProcess } from '../../src/frontend/hollow.ts';
 import { GrpcNodeLink } from '../../src/frontend/node.ts';
 import { startMonitor, startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
+import { FREE_RU_VALUE, isFreeRuValue, parseJson } from '../../src/state/records.ts';
 import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -186,7 +186,7 @@ describe('hollow nodes', () => {
     // moment left together, in fewer requests.
     expect(snap.writes.transactions).toBeGreaterThanOrEqual(2 * 210);
     expect(snap.writes.requests).toBeLessThan(snap.writes.transactions);
-    await until('every RU free again', async () => (await store.range(keys.rus())).kvs.every((kv) => kv.value === FREE_RU_VALUE));
+    await until('every RU free again', async () => (await store.range(keys.rus())).kvs.every((kv) => isFreeRuValue(kv.value)));
   });
 
   it('dropped nodes leave the cell as a dead monitor does, and their tasks are placed again elsewhere and finish', async () => {
@@ -202,7 +202,7 @@ describe('hollow nodes', () => {
     // Gone at once from the cell: server records and free RUs, as a lease expiry takes them.
     const left = new Set((await store.range(keys.servers())).kvs.map((kv) => parseJson<LiveServerRecord>(kv)?.id));
     for (const v of victims) expect(left.has(v)).toBe(false);
-    expect((await store.range(keys.rus())).kvs.filter((kv) => dead.has(keys.parseRu(kv.key)?.server ?? '') && kv.value === FREE_RU_VALUE)).toEqual([]);
+    expect((await store.range(keys.rus())).kvs.filter((kv) => dead.has(keys.parseRu(kv.key)?.server ?? '') && isFreeRuValue(kv.value))).toEqual([]);
     expect(hollow.hollow.snapshot()).toMatchObject({ live: NODES - victims.length, dead: victims.length });
 
     const jobs = await Promise.all(ids.map((id) => waitFinal(c, id, 40_000)));

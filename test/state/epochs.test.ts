@@ -11,7 +11,7 @@ import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import type { RuRef } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { placementTxn, type PlacementTxnInput } from '../../src/state/placement.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { isFreeRuValue, lastOfFreedRu, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
 import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -29,7 +29,7 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
     stores.push(store);
     const keys = new Keys(`/epochs-${randomUUID()}/`);
     await seedCluster(store, keys, uniformServers(1, 4));
-    const free = (await store.range(keys.rus())).kvs.filter((kv) => kv.value === FREE_RU_VALUE);
+    const free = (await store.range(keys.rus())).kvs.filter((kv) => isFreeRuValue(kv.value));
     return { store, keys, free };
   }
   const place = (keys: Keys, scope: 'ru' | 'server', id: string, picks: { kv: KeyValue; basedOn: number }[]): PlacementTxnInput => ({
@@ -58,7 +58,10 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
     const placed = (await store.get(free[0]!.key))!;
     const rec = parseJson<PlacedRuRecord>(placed)!;
     expect(await releaseRu(store, keys, keys.parseRu(placed.key)!, placed.modRevision, rec, { state: 'succeeded', endedAt: Date.now(), exitCode: 0 })).toBe(true);
-    expect((await store.get(free[0]!.key))?.value).toBe(FREE_RU_VALUE);
+    // Free again, carrying the outcome the release wrote to the task record (its owner reads it there).
+    const freed = (await store.get(free[0]!.key))!.value;
+    expect(isFreeRuValue(freed)).toBe(true);
+    expect(lastOfFreedRu(freed)).toEqual(JSON.parse((await store.get(keys.task('j-ru', rec.task)))!.value));
     expect(await epochRev()).toBe(seeded);
 
     const sv = placementTxn(place(keys, 'server', 'j-server', [{ kv: free[1]!, basedOn: seeded! }]));

@@ -56,10 +56,10 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   if (!kv || !rec || isFinalJob(rec.state)) return;
   const agent = m.pickAgent();
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now() };
-  // From here until the job is owned, the task changes the watch brings for it are kept
-  // (lifecycle.ts): one made just after the transaction below can reach this process before its
+  // From here until the job is owned, the task changes the RUs show for it are kept
+  // (ru-events.ts): one made just after the transaction below can reach this process before its
   // answer does, and would otherwise be lost (a task that ended then stayed running for us, and
-  // the job never final). One the watch brought before the transaction was sent was made before
+  // the job never final). One the view brought before the transaction was sent was made before
   // it, and the transaction's read of the task records has it.
   const window: AdoptWindow = { tasks: [] };
   m.adoptWindow.set(id, window);
@@ -92,6 +92,7 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   // of the job record made meanwhile, a cancellation, reaches the owner anyway: its next write
   // of the record compares the revision it read, fails, and takes the newer record.)
   for (const t of window.tasks) mergeTask(o, t.index, t.rec, t.rev);
+  if (window.refresh) void m.refreshTasks(o, window.refresh);
   m.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size, caughtUp: window.tasks.length }, 'adopted job');
   m.evaluate(o);
 }

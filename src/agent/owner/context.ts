@@ -15,6 +15,7 @@ import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '..
 import type { CellServer, Feasibility } from '../cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../../util/turns.ts';
+import { parseJson } from '../../state/records.ts';
 import type { SharedBackoff } from '../../util/backoff.ts';
 import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
 import type { ProfileBookOptions } from '../../state/profiles.ts';
@@ -168,6 +169,8 @@ export interface OwnerStats {
   leasePauses: number;
   /** LaunchTask calls sent to monitors (tasks not recorded running launchAfterMs after their commit, or all with 0). */
   launches: number;
+  /** Task records read again: what the RUs did not show (the owner follows no task record; ru-events.ts). */
+  taskReads: number;
 }
 
 /**
@@ -218,6 +221,13 @@ export interface OwnerContext {
   scheduleAs(spec: JobSpec): JobSpec;
   /** A placed task that moved: release its held copy once the old copy stopped (moves.ts). */
   finishMove(o: Owned, t: number): void;
+  /**
+   * Reads these tasks' records again (soon, batched) and applies them: the owner follows no task
+   * record, and learns from the RUs what they show (ru-events.ts).
+   */
+  refreshTasks(o: Owned, tasks: Iterable<number>): Promise<void>;
+  /** Reads task `t`'s record again, now and then, until it is `running` or moves on (ru-events.ts). */
+  watchTask(o: Owned, t: number): void;
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
   pendingTasks(): number;
   readonly maxPendingTasks: number;
@@ -242,6 +252,8 @@ export function fmtDuration(ms: number): string {
 /** The task changes the watch brought for a job while its adoption transaction was in flight. */
 export interface AdoptWindow {
   tasks: { index: number; rec: LiveTaskRecord | undefined; rev: number }[];
+  /** Tasks whose RU changed meanwhile in a way that does not show their record: read them once owned. */
+  refresh?: Set<number>;
 }
 
 export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number): Owned {
@@ -376,12 +388,27 @@ export async function fencedTxn(
   lease: HeldLease,
   req: { compare?: Compare[]; success: Op[]; failure?: Op[] },
 ): Promise<TxnResult> {
+  // On failure, the job's task records it compared are read too: one of them changed without
+  // this owner seeing it (it follows no task record), and is applied here.
+  const prefix = m.o.keys.tasks(o.id);
+  const taskKeys = (req.compare ?? []).filter((c) => c.key.startsWith(prefix)).map((c) => c.key);
+  const failure = req.failure ?? [];
   const res = await m.o.store.txn({
     compare: [ownerFence(m.o.keys, o.id, lease), ...(req.compare ?? [])],
     success: req.success,
-    failure: [{ type: 'get', key: m.o.keys.owner(o.id) }, ...(req.failure ?? [])],
+    failure: [{ type: 'get', key: m.o.keys.owner(o.id) }, ...failure, ...taskKeys.map((key) => ({ type: 'get' as const, key }))],
   });
-  if (!res.succeeded) checkOwnership(m, o, res.responses[0]?.[0], lease);
+  if (!res.succeeded) {
+    checkOwnership(m, o, res.responses[0]?.[0], lease);
+    if (o.dropped) return res;
+    taskKeys.forEach((key, i) => {
+      const t = Number(key.slice(prefix.length));
+      const kv = res.responses[1 + failure.length + i]?.[0];
+      if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
+      else if (o.tasks.has(t)) mergeTask(o, t, undefined, res.revision);
+    });
+    if (taskKeys.length > 0) m.evaluate(o);
+  }
   return res;
 }
 

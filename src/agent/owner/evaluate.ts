@@ -262,6 +262,8 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
         if (isTarcilError(err, 'ABORTED')) {
           // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
           m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
+          // Their records changed without this owner seeing it (it follows no task record).
+          await m.refreshTasks(o, tasks);
           return;
         }
         m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');

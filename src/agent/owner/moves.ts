@@ -262,6 +262,8 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
       });
       if (!res.succeeded) continue;
       m.moveStats.completed++;
+      // Its monitor records it running without touching the RU: read until it does.
+      m.watchTask(o, t);
       const endpoint = m.servers.get(to.server)?.endpoint;
       if (endpoint && m.o.nodes) {
         // Fast path only: the node follows its RUs and starts the copy anyway.

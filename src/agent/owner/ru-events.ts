@@ -1,0 +1,211 @@
+/**
+ * What a job owner learns from the RU records, since it follows no task record: its agents' view
+ * follows every RU (they sample them), and a change of one names the task it concerns.
+ *
+ * - An RU freed as its task ended carries the task record its release wrote (records.ts
+ *   freedRuValue), at the same revision as the `tasks/` key: the owner applies it as is.
+ * - Any other change of an RU that holds, or held, a task of a job owned here (a preemption by
+ *   another job, a node adopting its task under a new lease, a copy given back, an RU freed
+ *   without an outcome) makes the owner read that task's record, batched per job.
+ * - What changes a task record without touching its RU is rare and watched for here by reading
+ *   again: a task whose node records it `running` itself (a gang's, a move's copy, a task placed
+ *   again) until it reads `running`; a task whose record names an RU that holds something else,
+ *   until the record moves on (the node's late report lands on the record alone).
+ *
+ * The owner's own writes are applied as they land (transitions.ts, the commits); a fenced write
+ * that fails reads the task records it compared (context.ts fencedTxn).
+ */
+import { isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
+import { lastOfFreedRu, parseJson } from '../../state/records.ts';
+import type { RuRecord, RuRef } from '../../model/types.ts';
+import type { Occupant } from '../../sampling/cluster-state.ts';
+import type { KeyValue } from '../../store/types.ts';
+import { errorMessage } from '../../util/errors.ts';
+import type { Placement } from '../agent.ts';
+import { mergeTask, type OwnerContext, type Owned } from './context.ts';
+
+/** Task records read in one transaction (etcd's default limit on operations is 128). */
+const READS_PER_TXN = 100;
+/** First and longest pause between two reads of a task watched for a change its RU does not show. */
+const RECHECK_FIRST_MS = 500;
+const RECHECK_MAX_MS = 30_000;
+
+/**
+ * An RU record changed (kv, or deleted; `rec` as the view parsed it; `prev` the occupant the
+ * view held before). `observe` hands a finished task's measured rates to the profile learner.
+ */
+export function onRuChange(
+  m: OwnerContext,
+  refresher: TaskRefresher,
+  kv: KeyValue,
+  deleted: boolean,
+  rec: RuRecord | undefined,
+  prev: Occupant | null,
+  observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void,
+): void {
+  let job: string | undefined;
+  let index: number | undefined;
+  if (!deleted && rec?.state === 'free') {
+    const last = lastOfFreedRu(kv.value) as LiveTaskRecord | undefined;
+    if (last && typeof last.job === 'string' && typeof last.index === 'number') {
+      job = last.job;
+      index = last.index;
+      applyOutcome(m, last, kv.modRevision, observe);
+    }
+  } else if (rec && (rec.state === 'busy' || rec.state === 'reserved') && typeof rec.job === 'string' && typeof rec.task === 'number') {
+    job = rec.job;
+    index = rec.task;
+    note(m, refresher, rec.job, rec.task, kv.modRevision);
+  }
+  if (prev && !(prev.job === job && prev.task === index)) note(m, refresher, prev.job, prev.task, kv.modRevision);
+}
+
+function applyOutcome(m: OwnerContext, last: LiveTaskRecord, rev: number, observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void): void {
+  const o = m.owned.get(last.job);
+  if (!o) {
+    // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
+    m.adoptWindow.get(last.job)?.tasks.push({ index: last.index, rec: last, rev });
+    return;
+  }
+  // A task seen ending (not one seen ended already, after a re-list): what its node measured
+  // goes to the profile learner once.
+  const before = o.tasks.get(last.index);
+  if (last.observed && before && before.rev < rev && !isFinalTask(before.rec.state) && isFinalTask(last.state)) observe(o, last.observed);
+  mergeTask(o, last.index, last, rev);
+  m.evaluate(o);
+}
+
+/** A change at `rev` of an RU that concerns task `index` of `job`: read its record unless known. */
+function note(m: OwnerContext, refresher: TaskRefresher, job: string, index: number, rev: number): void {
+  const o = m.owned.get(job);
+  if (!o) {
+    const w = m.adoptWindow.get(job);
+    if (w) (w.refresh ??= new Set()).add(index);
+    return;
+  }
+  // A commit of ours: its answer applies it.
+  if (o.scheduling.has(index)) return;
+  const cur = o.tasks.get(index);
+  if (cur && cur.rev >= rev) return;
+  void refresher.refresh(o, [index]);
+}
+
+/**
+ * Reads task records of owned jobs again, batched: every request made in one turn of the event
+ * loop goes out together, one transaction of gets per job (per 100 tasks).
+ */
+export class TaskRefresher {
+  private readonly pending = new Map<Owned, Set<number>>();
+  private flushing: Promise<void> | undefined;
+  /** Tasks read again until a change their RU does not show (see the file's comment): next pause. */
+  private readonly watched = new Map<Owned, Map<number, number>>();
+  constructor(
+    private readonly m: OwnerContext,
+    /** Whether the view's RU holds this task now. */
+    private readonly holds: (ru: RuRef, job: string, task: number) => boolean,
+  ) {}
+
+  /** Reads these tasks' records soon; resolves once they are applied. */
+  refresh(o: Owned, tasks: Iterable<number>): Promise<void> {
+    let set = this.pending.get(o);
+    if (!set) this.pending.set(o, (set = new Set()));
+    for (const t of tasks) set.add(t);
+    this.flushing ??= Promise.resolve().then(() => this.flush());
+    return this.flushing;
+  }
+
+  /**
+   * Of these placements (whose monitors record them running without touching the RU), the ones
+   * still `placed` once their records are read again; they are watched until they start.
+   */
+  async unstarted(o: Owned, placements: readonly Placement[]): Promise<Placement[]> {
+    const placed = (): Placement[] =>
+      placements.filter((p) => {
+        const rec = o.tasks.get(p.task)?.rec;
+        return rec?.state === 'placed' && rec.attempt === (p.attempt ?? 0) && rec.ru?.server === p.ru.server && rec.ru.index === p.ru.index;
+      });
+    if (placed().length === 0) return [];
+    await this.refresh(o, placed().map((p) => p.task));
+    const still = placed();
+    for (const p of still) this.watch(o, p.task);
+    return still;
+  }
+
+  /**
+   * Reads task `t` again after a pause, and on, with a growing pause, while its record says
+   * `placed` (`started`) or names an RU that holds something else.
+   */
+  watch(o: Owned, t: number): void {
+    let w = this.watched.get(o);
+    if (!w) this.watched.set(o, (w = new Map<number, number>()));
+    if (w.has(t)) return;
+    w.set(t, RECHECK_FIRST_MS);
+    this.m.later(RECHECK_FIRST_MS, () => this.recheck(o, t));
+  }
+
+  private recheck(o: Owned, t: number): void {
+    const w = this.watched.get(o);
+    const pause = w?.get(t);
+    if (!w || pause === undefined) return;
+    if (o.dropped || this.m.closed) {
+      this.forget(o, t);
+      return;
+    }
+    this.refresh(o, [t])
+      .then(() => {
+        if (!this.waiting(o, t)) return this.forget(o, t);
+        const next = Math.min(RECHECK_MAX_MS, pause * 2);
+        w.set(t, next);
+        this.m.later(next, () => this.recheck(o, t));
+      })
+      .catch(() => this.m.later(pause, () => this.recheck(o, t)));
+  }
+
+  private forget(o: Owned, t: number): void {
+    const w = this.watched.get(o);
+    w?.delete(t);
+    if (w?.size === 0) this.watched.delete(o);
+  }
+
+  /** Still waiting for a change its RU does not show: not started yet, or its RU holds another. */
+  private waiting(o: Owned, t: number): boolean {
+    if (o.dropped || this.m.owned.get(o.id) !== o) return false;
+    const rec = o.tasks.get(t)?.rec;
+    if (!rec || (rec.state !== 'placed' && rec.state !== 'running') || !rec.ru) return false;
+    return rec.state === 'placed' || !this.holds(rec.ru, o.id, t);
+  }
+
+  private async flush(): Promise<void> {
+    const batch = [...this.pending];
+    this.pending.clear();
+    this.flushing = undefined;
+    const k = this.m.o.keys;
+    await Promise.all(
+      batch.map(async ([o, set]) => {
+        const tasks = [...set];
+        for (let i = 0; i < tasks.length; i += READS_PER_TXN) {
+          const part = tasks.slice(i, i + READS_PER_TXN);
+          if (o.dropped || this.m.closed) return;
+          try {
+            const res = await this.m.o.store.txn({ compare: [], success: part.map((t) => ({ type: 'get' as const, key: k.task(o.id, t) })) });
+            this.m.stats.taskReads += part.length;
+            part.forEach((t, j) => {
+              const kv = res.responses[j]?.[0];
+              const cur = o.tasks.get(t);
+              if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
+              else if (cur) mergeTask(o, t, undefined, res.revision);
+              // A record that names an RU holding something else: the node's report may land on
+              // the record alone; read it again until it moves on.
+              const rec = o.tasks.get(t)?.rec;
+              if (rec?.state === 'running' && rec.ru && !this.holds(rec.ru, o.id, t)) this.watch(o, t);
+            });
+          } catch (err) {
+            this.m.o.log.warn({ job: o.id, tasks: part.length, err: errorMessage(err) }, 'reading task records failed; will read them again');
+            for (const t of part) this.watch(o, t);
+          }
+        }
+        if (!o.dropped) this.m.evaluate(o);
+      }),
+    );
+  }
+}

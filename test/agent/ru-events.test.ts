@@ -1,0 +1,102 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/agent/owner/context.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { parseJson } from '../../src/state/records.ts';
+import { outcomeTaskRecord } from '../../src/state/release.ts';
+import { newRun, startTxn } from '../../src/monitor/run.ts';
+import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { OwnerCell } from '../support/owner-harness.ts';
+import { wrapStore } from '../support/wrap-store.ts';
+
+/** The job owner learns what happens to its tasks from the RU records it follows anyway. */
+describe('a job owner that follows no task record', () => {
+  let cell: OwnerCell | undefined;
+  afterEach(async () => {
+    await cell?.close();
+    cell = undefined;
+  });
+
+  it('watches no task record, and learns each task end from its freed RU without reading the task', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const watched: string[] = [];
+    const store = wrapStore(c.store, {
+      watch: (opts) => {
+        watched.push(opts.prefix);
+        return c.store.watch(opts);
+      },
+    });
+    const m = await c.owner('A', store);
+    const job = makeJob('ends', TEST_PROFILES[0]!, 3, { maxQueueMs: 0 });
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 3, 5000);
+    expect(await c.finishTasks(job.id)).toBe(3);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+    expect(watched.some((p) => p.startsWith(c.keys.allTasks()))).toBe(false);
+    expect(watched).toContain(c.keys.rus());
+    expect(m.stats.taskReads).toBe(0);
+  });
+
+  it('a node that records its task running itself (a gang\'s) shows it running at once, through the RU it writes again', async () => {
+    // 14 operations per transaction: a gang of 6 is reserved, then confirmed, and its nodes record it running.
+    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const gang = makeJob('gang-start', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
+    await m.submit(gang);
+    await c.until(async () => (await c.busy(gang.id)).length === 6, 5000);
+    await c.flush();
+    for (const b of await c.busy(gang.id)) {
+      const ref = c.keys.parseRu(b.key)!;
+      expect((await c.store.txn(startTxn(c.keys, ref.server, newRun(ref.index, b.rec, b.rev, c.clock.now()), 10_000))).succeeded).toBe(true);
+    }
+    // No time passes: the RUs' changes are what tells the owner.
+    await c.flush();
+    expect(parseJson<LiveJobRecord>(await c.store.get(c.keys.job(gang.id)))?.state).toBe('running');
+    expect(m.stats.taskReads).toBeGreaterThanOrEqual(6);
+  });
+
+  it('a node of an older version that writes the running record alone: its owner reads it once the launch delay is over', async () => {
+    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const gang = makeJob('gang-old', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
+    await m.submit(gang);
+    await c.until(async () => (await c.busy(gang.id)).length === 6, 5000);
+    for (const b of await c.busy(gang.id)) {
+      const ref = c.keys.parseRu(b.key)!;
+      const req = startTxn(c.keys, ref.server, newRun(ref.index, b.rec, b.rev, c.clock.now()), 10_000);
+      // What a monitor wrote before the RU was put again with it: the task record only.
+      req.success = req.success.filter((op) => op.key.startsWith(c.keys.allTasks()));
+      expect((await c.store.txn(req)).succeeded).toBe(true);
+    }
+    await c.flush();
+    expect(parseJson<LiveJobRecord>(await c.store.get(c.keys.job(gang.id)))?.state).not.toBe('running');
+    await c.until(async () => parseJson<LiveJobRecord>(await c.store.get(c.keys.job(gang.id)))?.state === 'running', DEFAULT_LAUNCH_AFTER_MS + 1000);
+  });
+
+  it('a task whose node reports its end on the task record alone (its RU gone meanwhile) still ends for its owner', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const job = makeJob('alone', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    const b = (await c.busy(job.id))[0]!;
+    const ref = c.keys.parseRu(b.key)!;
+    // The RU record goes (an operator's cleanup, a node re-registering) while the server stays.
+    await c.store.delete(b.key);
+    await c.flush();
+    // The node reports the end as its journal does when the RU no longer holds the attempt:
+    // the task record alone, fenced on its revision.
+    const taskKv = (await c.store.get(c.keys.task(job.id, 0)))!;
+    expect(parseJson<LiveTaskRecord>(taskKv)?.state).toBe('running');
+    const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
+    const res = await c.store.txn({
+      compare: [{ key: taskKv.key, target: 'mod', op: '==', value: taskKv.modRevision }],
+      success: [{ type: 'put', key: taskKv.key, value: JSON.stringify(rec) }],
+    });
+    expect(res.succeeded).toBe(true);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 10_000);
+  });
+});
