@@ -139,13 +139,22 @@ export const storedQ = (Q: number): number => Math.round(Q * 10_000) / 10_000;
 export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord);
 
 /**
- * The value of an RU freed as its task ended: free, carrying the task record its release writes
- * (`last`, the same JSON as the `tasks/` key of that transaction). The task's owner follows the
- * RUs anyway (its agents sample them) and learns the outcome from this, so no front-end follows
- * `tasks/`. The next placement of the RU replaces it; the task record keeps the outcome.
+ * The value of an RU freed as its task ended: free, carrying the outcome its release writes to the
+ * task record (`last`: the job and task first, see release.ts outcomeSummary). The task's owner
+ * follows the RUs anyway (its agents sample them) and learns the outcome from this, so no
+ * front-end follows `tasks/`. The next placement of the RU replaces it; the task record keeps it.
  */
-export function freedRuValue(taskRecordJson: string): string {
-  return `{"state":"free","last":${taskRecordJson}}`;
+export function freedRuValue(lastJson: string): string {
+  return `{"state":"free","last":${lastJson}}`;
+}
+
+const FREED_JOB = '{"state":"free","last":{"job":"';
+
+/** The job whose task last held a freed RU, read from the value without parsing it (job ids hold no quote). */
+export function jobOfFreedRu(value: string): string | undefined {
+  if (!value.startsWith(FREED_JOB)) return undefined;
+  const end = value.indexOf('"', FREED_JOB.length);
+  return end < 0 ? undefined : value.slice(FREED_JOB.length, end);
 }
 
 /** Whether an RU value is a free RU's (plain, or freed with its last task's outcome), without parsing it. */

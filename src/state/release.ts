@@ -46,6 +46,18 @@ export function outcomeTaskRecord(
 }
 
 /**
+ * What a freed RU carries of its last task's outcome (records.ts freedRuValue), the job first:
+ * what the job's owner keeps of a task that succeeded or was cancelled (its state and attempt),
+ * the placement, and what the node measured (for the profile learner). Of any other end (failed,
+ * lost) the owner reads the whole task record. A few dozen bytes instead of the record's hundreds
+ * (every front-end and the node receive it, and a free RU keeps it until placed again).
+ */
+export function outcomeSummary(rec: Record<string, unknown>): Record<string, unknown> {
+  const { job, index, state, attempt, commitId, observed } = rec;
+  return { job, index, state, attempt, commitId, ...(observed !== undefined ? { observed } : {}) };
+}
+
+/**
  * Frees an RU when its task ends, fenced on the RU's revision at placement: if the RU was
  * reassigned since (preemption, a reschedule after loss), nothing is written and false returned.
  * The same transaction records the outcome. It bumps no server epoch: only placements under the
@@ -61,14 +73,14 @@ export async function releaseRu(
   outcome: TaskOutcome,
   opts: { lease?: string; taskFields?: Record<string, unknown>; compare?: Compare[] } = {},
 ): Promise<boolean> {
-  const task = JSON.stringify(outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields));
+  const record = outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields);
   const res = await store.txn({
     compare: [{ key: keys.ru(ref), target: 'mod', op: '==', value: placedRevision }, ...(opts.compare ?? [])],
     success: [
       // A monitor passes its lease: a free RU then leaves the store with the monitor. The freed
       // RU carries the outcome: that is how the job's owner learns it (it follows no task record).
-      { type: 'put', key: keys.ru(ref), value: freedRuValue(task), ...(opts.lease ? { lease: opts.lease } : {}) },
-      { type: 'put', key: keys.task(placed.job, placed.task), value: task },
+      { type: 'put', key: keys.ru(ref), value: freedRuValue(JSON.stringify(outcomeSummary(record))), ...(opts.lease ? { lease: opts.lease } : {}) },
+      { type: 'put', key: keys.task(placed.job, placed.task), value: JSON.stringify(record) },
     ],
   });
   return res.succeeded;

@@ -37,6 +37,19 @@ describe('a job owner that follows no task record', () => {
     expect(m.stats.taskReads).toBe(0);
   });
 
+  it('a task that failed: the owner reads its whole record, which the job\'s end quotes', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const job = makeJob('fails', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    expect(await c.finishTasks(job.id, 'failed')).toBe(1);
+    await c.until(async () => (await c.jobState(job.id)) === 'failed', 5000);
+    expect(m.stats.taskReads).toBe(1);
+    expect(parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job.id)))?.message).toContain('exit code 1');
+  });
+
   it('a node that records its task running itself (a gang\'s) shows it running at once, through the RU it writes again', async () => {
     // 14 operations per transaction: a gang of 6 is reserved, then confirmed, and its nodes record it running.
     const c = (cell = new OwnerCell({ maxTxnOps: 14 }));

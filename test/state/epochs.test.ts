@@ -61,7 +61,9 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
     // Free again, carrying the outcome the release wrote to the task record (its owner reads it there).
     const freed = (await store.get(free[0]!.key))!.value;
     expect(isFreeRuValue(freed)).toBe(true);
-    expect(lastOfFreedRu(freed)).toEqual(JSON.parse((await store.get(keys.task('j-ru', rec.task)))!.value));
+    const task = JSON.parse((await store.get(keys.task('j-ru', rec.task)))!.value) as Record<string, unknown>;
+    expect(task.state).toBe('succeeded');
+    expect(lastOfFreedRu(freed)).toEqual({ job: 'j-ru', index: rec.task, state: 'succeeded', attempt: task.attempt, commitId: task.commitId });
     expect(await epochRev()).toBe(seeded);
 
     const sv = placementTxn(place(keys, 'server', 'j-server', [{ kv: free[1]!, basedOn: seeded! }]));

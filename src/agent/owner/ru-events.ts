@@ -2,8 +2,9 @@
  * What a job owner learns from the RU records, since it follows no task record: its agents' view
  * follows every RU (they sample them), and a change of one names the task it concerns.
  *
- * - An RU freed as its task ended carries the task record its release wrote (records.ts
- *   freedRuValue), at the same revision as the `tasks/` key: the owner applies it as is.
+ * - An RU freed as its task ended carries its outcome (release.ts outcomeSummary), at the same
+ *   revision as the `tasks/` key: the owner applies a success or a cancellation as is, and reads
+ *   the task record of any other end.
  * - Any other change of an RU that holds, or held, a task of a job owned here (a preemption by
  *   another job, a node adopting its task under a new lease, a copy given back, an RU freed
  *   without an outcome) makes the owner read that task's record, batched per job.
@@ -16,7 +17,7 @@
  * that fails reads the task records it compared (context.ts fencedTxn).
  */
 import { isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
-import { lastOfFreedRu, parseJson } from '../../state/records.ts';
+import { jobOfFreedRu, lastOfFreedRu, parseJson } from '../../state/records.ts';
 import type { RuRecord, RuRef } from '../../model/types.ts';
 import type { Occupant } from '../../sampling/cluster-state.ts';
 import type { KeyValue } from '../../store/types.ts';
@@ -46,11 +47,13 @@ export function onRuChange(
   let job: string | undefined;
   let index: number | undefined;
   if (!deleted && rec?.state === 'free') {
-    const last = lastOfFreedRu(kv.value) as LiveTaskRecord | undefined;
+    // Most freed RUs are of other front-ends' jobs: those are not parsed.
+    const of = jobOfFreedRu(kv.value);
+    const last = of !== undefined && (m.owned.has(of) || m.adoptWindow.has(of)) ? (lastOfFreedRu(kv.value) as LiveTaskRecord | undefined) : undefined;
     if (last && typeof last.job === 'string' && typeof last.index === 'number') {
       job = last.job;
       index = last.index;
-      applyOutcome(m, last, kv.modRevision, observe);
+      applyOutcome(m, refresher, last, kv.modRevision, observe);
     }
   } else if (rec && (rec.state === 'busy' || rec.state === 'reserved') && typeof rec.job === 'string' && typeof rec.task === 'number') {
     job = rec.job;
@@ -60,17 +63,33 @@ export function onRuChange(
   if (prev && !(prev.job === job && prev.task === index)) note(m, refresher, prev.job, prev.task, kv.modRevision);
 }
 
-function applyOutcome(m: OwnerContext, last: LiveTaskRecord, rev: number, observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void): void {
+function applyOutcome(
+  m: OwnerContext,
+  refresher: TaskRefresher,
+  last: LiveTaskRecord,
+  rev: number,
+  observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void,
+): void {
+  // What the owner keeps of a success or a cancellation is all there (context.ts kept); of any
+  // other end it reads the whole record (the job's message quotes it, a new attempt carries it).
+  const whole = last.state === 'succeeded' || last.state === 'cancelled';
   const o = m.owned.get(last.job);
   if (!o) {
     // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
-    m.adoptWindow.get(last.job)?.tasks.push({ index: last.index, rec: last, rev });
+    const w = m.adoptWindow.get(last.job);
+    if (w && whole) w.tasks.push({ index: last.index, rec: last, rev });
+    else if (w) (w.refresh ??= new Set()).add(last.index);
     return;
   }
   // A task seen ending (not one seen ended already, after a re-list): what its node measured
   // goes to the profile learner once.
   const before = o.tasks.get(last.index);
-  if (last.observed && before && before.rev < rev && !isFinalTask(before.rec.state) && isFinalTask(last.state)) observe(o, last.observed);
+  if (before && before.rev >= rev) return;
+  if (last.observed && before && !isFinalTask(before.rec.state) && isFinalTask(last.state)) observe(o, last.observed);
+  if (!whole) {
+    void refresher.refresh(o, [last.index]);
+    return;
+  }
   mergeTask(o, last.index, last, rev);
   m.evaluate(o);
 }
