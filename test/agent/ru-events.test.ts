@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/agent/owner/context.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
-import { parseJson } from '../../src/state/records.ts';
+import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
 import { outcomeTaskRecord } from '../../src/state/release.ts';
 import { newRun, startTxn } from '../../src/monitor/run.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
@@ -35,6 +35,29 @@ describe('a job owner that follows no task record', () => {
     expect(watched.some((p) => p.startsWith(c.keys.allTasks()))).toBe(false);
     expect(watched).toContain(c.keys.rus());
     expect(m.stats.taskReads).toBe(0);
+  });
+
+  it('a node of an older version frees the RU without the outcome: its owner reads the task record', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const job = makeJob('old-release', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 2, 5000);
+    for (const b of await c.busy(job.id)) {
+      const ref = c.keys.parseRu(b.key)!;
+      const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
+      const res = await c.store.txn({
+        compare: [{ key: b.key, target: 'mod', op: '==', value: b.rev }],
+        success: [
+          { type: 'put', key: b.key, value: FREE_RU_VALUE },
+          { type: 'put', key: c.keys.task(job.id, b.rec.task), value: JSON.stringify(rec) },
+        ],
+      });
+      expect(res.succeeded).toBe(true);
+    }
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+    expect(m.stats.taskReads).toBe(2);
   });
 
   it('a task that failed: the owner reads its whole record, which the job\'s end quotes', async () => {
