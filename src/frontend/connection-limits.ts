@@ -270,12 +270,13 @@ const LIGHT_CONNECTION = 4;
 
 /**
  * A turn of the event loop (from one pacer turn to the next) longer than this halves the calls
- * handed over per turn; one shorter than half of it gives back an eighth of `callsPerTurn`.
+ * handed over per turn; while the recent ones are shorter than half of it, each gives back an
+ * eighth of `callsPerTurn`.
  */
-export const PACER_TARGET_TURN_MS = 20;
+export const PACER_TARGET_TURN_MS = 30;
 
 /** The calls of one turn are handed over for at most this long (the rest wait for the next turn). */
-const HANDOVER_MS = PACER_TARGET_TURN_MS / 2;
+const HANDOVER_MS = PACER_TARGET_TURN_MS / 3;
 
 /** One connection as the pacer sees it: its calls not yet handed over, and what it may send. */
 class Connection {
@@ -335,8 +336,9 @@ class Connection {
  *
  * - At most `perTurn` calls are handed over per turn, those handed over at once when they arrive
  *   counted with the ones handed over by the pacer's own turn (a setImmediate); fewer when turns
- *   run long: a turn longer than PACER_TARGET_TURN_MS halves the number, a short one gives back
- *   an eighth of `perTurn` (what a call costs after it is handed over, its request's end, the
+ *   run long: a turn longer than PACER_TARGET_TURN_MS halves the number; once the last turns
+ *   have all been short (under half of it, the longest fading by a quarter a turn) each turn gives
+ *   back an eighth of `perTurn` (what a call costs after it is handed over, its request's end, the
  *   handler and its first answer, runs in later callbacks and is known only from the turns'
  *   lengths). A turn hands over for HANDOVER_MS at most.
  * - The others wait, each connection's in their order of arrival, and the connections take
@@ -370,6 +372,7 @@ export class CallPacer {
   private holding = false;
   /** When the last turn ran, if it armed the next one. */
   private lastTurnAt: number | undefined;
+  private recentTurnMs = 0;
   private readonly minBatch: number;
   private readonly step: number;
 
@@ -499,8 +502,11 @@ export class CallPacer {
     const now = performance.now();
     if (this.lastTurnAt !== undefined) {
       const took = now - this.lastTurnAt;
+      // The longest of the last turns, fading: a call's work often comes a turn after it is handed
+      // over (its request's message in a later read), so one short turn says little.
+      this.recentTurnMs = Math.max(took, this.recentTurnMs * 0.75);
       if (took > PACER_TARGET_TURN_MS) this.batch = Math.max(this.minBatch, Math.floor(this.batch / 2));
-      else if (took < PACER_TARGET_TURN_MS / 2) this.batch = Math.min(this.perTurn, this.batch + this.step);
+      else if (this.recentTurnMs < PACER_TARGET_TURN_MS / 2) this.batch = Math.min(this.perTurn, this.batch + this.step);
     }
     const until = now + HANDOVER_MS;
     while (this.used < this.batch && this.total > 0) {

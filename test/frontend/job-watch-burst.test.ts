@@ -7,7 +7,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { grpcServerOptions, paceCalls, type CallPacer } from '../../src/frontend/connection-limits.ts';
+import { grpcServerOptions, PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/frontend/connection-limits.ts';
 
 const raw = { requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b };
 const SERVICE: grpc.ServiceDefinition = {
@@ -144,9 +144,10 @@ describe('a burst of calls', () => {
   });
 
   it('turns that run long hand over fewer calls per turn', async () => {
-    const perTurn = 16;
-    // 16 calls of 3 ms each make a turn of 48 ms, past the pacer's 20-ms target.
-    const { port, pacer, seen } = await pacedServer(perTurn, 3);
+    const perTurn = 32;
+    // 32 calls of 6 ms each make a turn of 192 ms, far past the pacer's target (PACER_TARGET_TURN_MS).
+    expect(32 * 6).toBeGreaterThan(4 * PACER_TARGET_TURN_MS);
+    const { port, pacer, seen } = await pacedServer(perTurn, 6);
     const a = connect(port);
     await ready(a);
     const n = 200;
@@ -155,10 +156,9 @@ describe('a burst of calls', () => {
     const perTurns = seen.map((s) => s.perTurn);
     expect(Math.min(...perTurns)).toBeGreaterThan(0);
     expect(Math.min(...perTurns)).toBeLessThanOrEqual(perTurn / 4);
-    const perTick = new Map<number, number>();
-    for (const s of seen.slice(n / 2)) perTick.set(s.turn, (perTick.get(s.turn) ?? 0) + 1);
-    // Late in the burst a turn hands over a few calls, not the 16 of callsPerTurn.
-    expect(Math.max(...perTick.values())).toBeLessThan(perTurn);
+    // It halves at each long turn (32, 16, 8, ...): the last calls are handed over a few at a time,
+    // and the number does not grow back while the turns stay long.
+    expect(Math.max(...perTurns.slice(-n / 5))).toBeLessThan(perTurn / 4);
     expect(pacer.queued).toBe(0);
   });
 
