@@ -1,0 +1,105 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  checkBlocks,
+  findBlocks,
+  firstDifference,
+  loadResults,
+  renderBlocks,
+  TABLES,
+  type ResultsSet,
+} from '../../bench/lib/readme-tables.ts';
+
+const README = join(import.meta.dirname, '../../bench/README.md');
+const RESULTS = join(import.meta.dirname, '../../bench/results');
+const readme = readFileSync(README, 'utf8');
+const results = loadResults(RESULTS);
+
+/** A deep copy of the results with one field of one row changed. */
+function changed(file: string, match: (row: Record<string, unknown>) => boolean, field: string, to: unknown): ResultsSet {
+  const copy: ResultsSet = new Map([...results].map(([k, v]) => [k, structuredClone(v)]));
+  const doc = copy.get(file);
+  const rows: Record<string, unknown>[] = Array.isArray(doc) ? (doc as Record<string, unknown>[]) : (doc as { rows: Record<string, unknown>[] }).rows;
+  const row = rows.find(match);
+  if (!row) throw new Error(`no such row in ${file}`);
+  row[field] = to;
+  return copy;
+}
+
+describe('bench/README tables against bench/results', () => {
+  it('every generated table in bench/README.md agrees with its committed results file', () => {
+    const diffs = checkBlocks(readme, results);
+    const message = diffs.map((d) => `${d.id}: ${d.problem} ${d.problem === 'differs' ? firstDifference(d.expected ?? '', d.actual ?? '') : ''}`);
+    expect(message).toEqual([]);
+  });
+
+  it('the README holds a block for every table the generator knows, each once', () => {
+    const ids = findBlocks(readme).map((b) => b.id);
+    expect([...ids].sort()).toEqual(TABLES.map((t) => t.id).sort());
+  });
+
+  it('a changed number in a results file makes the check name that block and the line', () => {
+    const set = changed('sample-size/sample-size.json', (r) => r.R === 8 && r.load === 0.8, 'respMeanMs', 126.8);
+    const diffs = checkBlocks(readme, set);
+    expect(diffs.map((d) => [d.id, d.problem])).toEqual([['sample-size', 'differs']]);
+    const where = firstDifference(diffs[0]!.expected!, diffs[0]!.actual!);
+    expect(where).toContain('| 8 | 101.2 | 102.2 | 104.3 | 111.3 | 186.0 |');
+    expect(where).toContain('| 8 | 101.2 | 102.2 | 104.3 | 126.8 | 186.0 |');
+  });
+
+  it('a changed row of a truths summary is reported against the truths table only', () => {
+    const set = changed('truths/truths-summary.json', (r) => r.truth === 'committed' && r.policy === 'tarcil', 'pctOracle', 97.04);
+    const diffs = checkBlocks(readme, set);
+    expect(diffs.map((d) => d.id)).toEqual(['truths']);
+    expect(diffs[0]!.expected).toMatch(/\| committed \| 97\.0 \/ /);
+  });
+
+  it('--write brings a README back to its results: rendering the changed results passes the check on them and fails on the committed ones', () => {
+    const set = changed('w2-load/w2-load.json', (r) => r.variant === 'hetero' && r.policy === 'tarcil' && r.load === 0.25, 'saturated', 'no');
+    const rewritten = renderBlocks(readme, set);
+    expect(rewritten).not.toBe(readme);
+    expect(rewritten).toContain('| heterogeneous, tarcil | 1.27 | 1.43 | 1.72 | 3.12 | 5.99 * |');
+    expect(checkBlocks(rewritten, set)).toEqual([]);
+    expect(checkBlocks(rewritten, results).map((d) => d.id)).toEqual(['w2-load']);
+    // Outside the blocks nothing moves.
+    const outside = (t: string): string => t.replace(/<!-- table:[a-z0-9-]+ -->[\s\S]*?<!-- \/table -->/g, '');
+    expect(outside(rewritten)).toBe(outside(readme));
+  });
+
+  it('an unknown table id and a marker left open are reported, not skipped', () => {
+    const text = `${readme}\n<!-- table:no-such-table -->\n| x |\n<!-- /table -->\n\n<!-- table:load -->\n| load |\n`;
+    const diffs = checkBlocks(text, results).map((d) => [d.id, d.problem]);
+    expect(diffs).toEqual([
+      ['no-such-table', 'unknown table'],
+      ['load', 'unclosed marker'],
+    ]);
+  });
+
+  it('a results file missing a field fails with an error naming the file and the field', () => {
+    const set = changed('load/load.json', (r) => r.load === 0.85, 'p95Ms', undefined);
+    expect(() => checkBlocks(readme, set)).toThrow(/load\/load\.json: field "p95Ms" must be a number/);
+  });
+
+  describe('the command', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'readme-tables-'));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../bench/readme-tables.ts'), ...args], { encoding: 'utf8' });
+
+    it('--check exits 1 naming the block a hand edit broke, and --write repairs it', () => {
+      const copy = join(dir, 'README.md');
+      writeFileSync(copy, readme.replace('| 2 | 101.2 | 101.4 | 103.0 | 109.4 | 173.8 |', '| 2 | 101.2 | 101.4 | 103.0 | 126.8 | 173.8 |'));
+      const bad = run('--check', '--readme', copy, '--results', RESULTS);
+      expect(bad.status).toBe(1);
+      expect(bad.stderr).toContain('block "sample-size" differs');
+      expect(bad.stderr).not.toContain('block "load"');
+      const fixed = run('--write', '--readme', copy, '--results', RESULTS);
+      expect(fixed.status).toBe(0);
+      expect(readFileSync(copy, 'utf8')).toBe(readme);
+      expect(run('--check', '--readme', copy, '--results', RESULTS).status).toBe(0);
+    });
+  });
+});
