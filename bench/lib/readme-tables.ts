@@ -199,6 +199,62 @@ export const TABLES: TableSpec[] = [
     },
   },
   {
+    id: 'pigeon',
+    files: one('pigeon'),
+    render: (s) => {
+      const f = F('pigeon');
+      const rows: string[][] = [];
+      for (const trace of distinct<string>(s, f, 'trace')) {
+        for (const load of distinct<number>(s, f, 'load')) {
+          const pg = row(s, f, { trace, load, policy: 'pigeon' });
+          const sp = row(s, f, { trace, load, policy: 'sparrow' });
+          const short = (r: Record<string, unknown>): string =>
+            `${f2(num(r, 'shortP50', f))} / ${f2(num(r, 'shortP90', f))} / **${f2(num(r, 'shortP99', f))}**`;
+          const long = (r: Record<string, unknown>): string => `${f2(num(r, 'longP50', f))} / ${f2(num(r, 'longP99', f))}`;
+          const name = `${trace.charAt(0).toUpperCase()}${trace.slice(1)}`;
+          rows.push([`${name} ${loadLabel(load)} (${thousands(num(pg, 'workers', f))})`, short(pg), short(sp), `${long(pg)} against ${long(sp)}`]);
+        }
+      }
+      return markdownTable(
+        ['trace, load (workers)', 'pigeon short p50 / p90 / p99', 'sparrow short p50 / p90 / p99', 'long p50 / p99, pigeon against sparrow'],
+        rows,
+      );
+    },
+  },
+  {
+    id: 'fairshare',
+    files: one('fairshare'),
+    render: (s) => {
+      const f = F('fairshare');
+      const names: Record<string, string> = { fair: 'fair share', 'no-fair': 'no fair share', 'b-alone': 'B alone' };
+      return markdownTable(
+        ['run', 'admission', 'B wait p50 / p99 ms', 'A wait p50 / p99 ms', 'A holds', 'B holds'],
+        doc(s, f).rows.map((r) => {
+          const a = r.aJobs === 0 ? '—' : `${f1(num(r, 'aWaitP50Ms', f))} / ${f1(num(r, 'aWaitP99Ms', f))}`;
+          return [
+            names[String(r.cell)] ?? String(r.cell),
+            String(r.admission),
+            `${f1(num(r, 'bWaitP50Ms', f))} / ${f1(num(r, 'bWaitP99Ms', f))}`,
+            a,
+            pct(num(r, 'aHeldShare', f)),
+            pct(num(r, 'bHeldShare', f)),
+          ];
+        }),
+      );
+    },
+  },
+  {
+    id: 'speed',
+    files: one('speed'),
+    render: (s) => {
+      const f = F('speed');
+      return markdownTable(
+        ['workload', 'policy', 'tasks', 'wall s', 'tasks a minute'],
+        doc(s, f).rows.map((r) => [String(r.workload), String(r.policy), thousands(num(r, 'tasks', f)), f1(num(r, 'wallS', f)), thousands(num(r, 'tasksPerMin', f))]),
+      );
+    },
+  },
+  {
     id: 'w2-load',
     files: one('w2-load'),
     render: (s) => {
