@@ -199,6 +199,25 @@ export const TABLES: TableSpec[] = [
     },
   },
   {
+    id: 'sparrow-claims',
+    files: one('sparrow'),
+    render: (s) => {
+      const f = F('sparrow');
+      const m = (policy: string, load = 0.8, field = 'meanMs'): number => value(s, f, { policy, load }, field);
+      const x = (a: number, b: number): string => `${f2(a / b)}×`;
+      const signed = (share: number): string => `${share < 0 ? '−' : ''}${f1(Math.abs(share) * 100)}%`;
+      const [off, on] = [m('sparrow-nocancel', 0.95, 'p50Ms'), m('sparrow', 0.95, 'p50Ms')];
+      return markdownTable(['claim (Sparrow §3, 80% load)', 'paper', 'ours'], [
+        ['per-task against random', '> 3× better', `${x(m('random'), m('sparrow-per-task'))} better`],
+        ['per-task against omniscient', '2.6×', x(m('sparrow-per-task'), m('omniscient'))],
+        ['batch against per-task', '0.73×', x(m('sparrow-batch'), m('sparrow-per-task'))],
+        ['batch against omniscient', '1.92×', x(m('sparrow-batch'), m('omniscient'))],
+        ['batch + late binding against omniscient', 'within 5%', signed(m('sparrow') / m('omniscient') - 1)],
+        ['proactive cancellation, median at 95%', '−6%', `${signed(on / off - 1)} (${f1(off)} → ${f1(on)} ms)`],
+      ]);
+    },
+  },
+  {
     id: 'pigeon',
     files: one('pigeon'),
     render: (s) => {
@@ -434,6 +453,21 @@ export const TABLES: TableSpec[] = [
         }
       }
       return markdownTable(['load', 'high-priority share', 'high: mean ms with / without', 'low: mean ms with / without'], rows);
+    },
+  },
+  {
+    id: 'calibrate',
+    files: one('calibrate'),
+    render: (s) => {
+      const f = F('calibrate');
+      const loads = distinct<number>(s, f, 'load');
+      return markdownTable(
+        ['profile', 'latency-critical', ...loads.map(loadLabel)],
+        distinct<string>(s, f, 'profile').map((profile) => {
+          const at = loads.map((load) => row(s, f, { profile, load }));
+          return [profile, String(at[0]!.latencyCritical), ...at.map((r) => `${f2(num(r, 'p50', f))} [${f2(num(r, 'p95', f))}]`)];
+        }),
+      );
     },
   },
   {
