@@ -11,12 +11,15 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { LiveServerRecord } from '../state/live-records.ts';
 import { isFreeRuValue, occupantOf, parseJson } from '../state/records.ts';
-import type { RuRecord } from '../model/types.ts';
+import type { RuRecord, RuRef } from '../model/types.ts';
 
 const FREE_RU: RuRecord = { state: 'free' };
 
-/** An RU record's change: its key-value (deleted or not), its record as parsed, and the occupant the view held before. */
-export type RuListener = (kv: KeyValue, deleted: boolean, rec: RuRecord | undefined, prev: Occupant | null) => void;
+/**
+ * An RU record's change: its key-value (deleted or not), its record as parsed, the occupant the
+ * view held before (null when it knew none, or no longer knows the server), and which RU.
+ */
+export type RuListener = (kv: KeyValue, deleted: boolean, rec: RuRecord | undefined, prev: Occupant | null, ref: RuRef) => void;
 
 /**
  * The agent's copy of the cluster state: servers, RUs and epochs followed through the store's
@@ -92,7 +95,7 @@ export class AgentCache {
         this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
         if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       }
-      for (const cb of this.ruListeners) cb(kv, deleted, rec, prev);
+      for (const cb of this.ruListeners) cb(kv, deleted, rec, prev, ru);
       return;
     }
     const cordon = k.tail(k.cordons(), kv.key);

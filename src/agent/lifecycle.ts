@@ -17,7 +17,7 @@ import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type L
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, leaveServers, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
 import { scheduleAdopt, sweep } from './owner/adoption.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -74,6 +74,7 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly cell = new Map<string, CellServer & { leftAt?: number }>();
   readonly adopting = new Set<string>();
   readonly adoptWindow = new Map<string, AdoptWindow>();
+  readonly ownedOn = new Map<string, Set<Owned>>();
   /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
   private cellVersion = 0;
   /** Feasibility by job shape, valid for cellVersion (a large cell makes each check O(servers)). */
@@ -126,7 +127,7 @@ export class JobManager implements OwnerContext, MoveHost {
       return !!occ && occ.job === job && occ.task === task;
     });
     const observe = (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>): void => this.profiles.observe(o.spec, observed);
-    this.view.cache.onRu((kv, deleted, rec, prev) => onRuChange(this, this.refresher, kv, deleted, rec, prev, observe));
+    this.view.cache.onRu((kv, deleted, rec, prev, ref) => onRuChange(this, this.refresher, { kv, deleted, rec, prev, ref }, observe));
     const agentId = (i: number): string => `${opts.process}/a${i + 1}`;
     this.agents = Array.from(
       { length: Math.max(1, opts.agents) },
@@ -266,6 +267,7 @@ export class JobManager implements OwnerContext, MoveHost {
     await Promise.allSettled([...this.background]);
     await this.held?.revoke();
     this.owned.clear();
+    this.ownedOn.clear();
   }
 
   /** See submitJob (owner/submit.ts): resolves once the job is durable. */
@@ -322,6 +324,7 @@ export class JobManager implements OwnerContext, MoveHost {
     o.dropped = true;
     o.agent.abort(o.id);
     this.owned.delete(o.id);
+    leaveServers(o);
     this.o.log.info({ job: o.id, why }, 'no longer owner of job');
   }
 

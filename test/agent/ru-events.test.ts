@@ -60,6 +60,35 @@ describe('a job owner that follows no task record', () => {
     expect(m.stats.taskReads).toBe(2);
   });
 
+  it('a task that ends while its server is gone from the view (its lease expired) and back: its owner still sees the end', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    const job = makeJob('away', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    const b = (await c.busy(job.id))[0]!;
+    const ref = c.keys.parseRu(b.key)!;
+    const serverKv = (await c.store.get(c.keys.server(ref.server)))!;
+    // The node's lease expires: its server record goes, and with it the server from every view.
+    await c.store.delete(serverKv.key);
+    await c.flush();
+    // Meanwhile the task's supervisor records its success: the RU freed without the outcome.
+    const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
+    const res = await c.store.txn({
+      compare: [{ key: b.key, target: 'mod', op: '==', value: b.rev }],
+      success: [
+        { type: 'put', key: b.key, value: FREE_RU_VALUE },
+        { type: 'put', key: c.keys.task(job.id, 0), value: JSON.stringify(rec) },
+      ],
+    });
+    expect(res.succeeded).toBe(true);
+    // The node registers again well within its grace.
+    await c.store.put(serverKv.key, serverKv.value);
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 1000);
+    expect(m.stats.lost).toBe(0);
+  });
+
   it('a task that failed: the owner reads its whole record, which the job\'s end quotes', async () => {
     const c = (cell = new OwnerCell());
     await c.seed(2, 4);

@@ -11,7 +11,7 @@ import { changeJobTokens } from '../../src/tenancy/quota.ts';
 
 const owned = (id: string) => {
   const spec = { id, tasks: 2 } as JobSpec;
-  return newOwned(spec, undefined as unknown as SchedulingAgent, { spec, state: 'queued', placed: 0, updatedAt: 0 } as LiveJobRecord, 1);
+  return newOwned(spec, undefined as unknown as SchedulingAgent, { spec, state: 'queued', placed: 0, updatedAt: 0 } as LiveJobRecord, 1, new Map());
 };
 const rec = (state: LiveTaskRecord['state'], commitId?: string, extra: Partial<LiveTaskRecord> = {}): LiveTaskRecord =>
   ({ job: 'ns/j-1', index: 0, state, attempt: 0, ru: { server: 's', index: 0 }, ...(commitId ? { commitId } : {}), ...extra });

@@ -80,7 +80,7 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   }
   if (!res.succeeded || m.closed || m.owned.has(id) || lease !== m.lease) return;
   m.stats.adopted++;
-  const o = newOwned(rec.spec, agent, rec, kv.modRevision);
+  const o = newOwned(rec.spec, agent, rec, kv.modRevision, m.ownedOn);
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
   o.quotaReconcile = o.quota;

@@ -106,6 +106,8 @@ export interface Owned {
   counts: Map<TaskState, number>;
   /** Live (placed or running) tasks by server: a server that leaves marks them for evaluation. */
   byServer: Map<string, Set<number>>;
+  /** The process's jobs by server they have live tasks on (OwnerContext.ownedOn), kept with byServer. */
+  ownedOn: Map<string, Set<Owned>>;
   /**
    * Tasks whose records changed since the last evaluation. Evaluation looks only at these (or at
    * every task when `full` is set), so its cost follows what changed, not the job's size.
@@ -197,6 +199,8 @@ export interface OwnerContext {
    * answer, while the job is not owned yet; it is applied once the job is.
    */
   readonly adoptWindow: Map<string, AdoptWindow>;
+  /** The jobs owned here by server they have live (placed or running) tasks on (kept by mergeTask). */
+  readonly ownedOn: Map<string, Set<Owned>>;
   /** Concurrency and backoff of this process's adoptions (adoption.ts). */
   readonly adoptions: AdoptionGate;
   /** The pause before a failed evaluation is tried again, shared by every job of the process (evaluate.ts). */
@@ -256,7 +260,7 @@ export interface AdoptWindow {
   refresh?: Set<number>;
 }
 
-export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number): Owned {
+export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobRecord, jobRev: number, ownedOn: Map<string, Set<Owned>>): Owned {
   return {
     id: spec.id,
     spec,
@@ -266,6 +270,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     tasks: new Map(),
     counts: new Map(),
     byServer: new Map(),
+    ownedOn,
     dirty: new Set(),
     full: true,
     scheduling: new Set(),
@@ -317,7 +322,12 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
     o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);
     if ((rec.state === 'placed' || rec.state === 'running') && rec.ru) {
       let on = o.byServer.get(rec.ru.server);
-      if (!on) o.byServer.set(rec.ru.server, (on = new Set()));
+      if (!on) {
+        o.byServer.set(rec.ru.server, (on = new Set()));
+        let jobs = o.ownedOn.get(rec.ru.server);
+        if (!jobs) o.ownedOn.set(rec.ru.server, (jobs = new Set()));
+        jobs.add(o);
+      }
       on.add(index);
     }
   } else o.tasks.delete(index);
@@ -349,11 +359,25 @@ function untrack(o: Owned, index: number, rec: LiveTaskRecord): void {
   if (rec.ru) {
     const on = o.byServer.get(rec.ru.server);
     on?.delete(index);
-    if (on?.size === 0) o.byServer.delete(rec.ru.server);
+    if (on?.size === 0) {
+      o.byServer.delete(rec.ru.server);
+      leaveServer(o, rec.ru.server);
+    }
   }
 }
 
 /** Forgets a task record (a gang reservation given back): the task is queued again. */
+function leaveServer(o: Owned, server: string): void {
+  const jobs = o.ownedOn.get(server);
+  jobs?.delete(o);
+  if (jobs?.size === 0) o.ownedOn.delete(server);
+}
+
+/** A job no longer owned here: it leaves the process's index of jobs by server. */
+export function leaveServers(o: Owned): void {
+  for (const server of o.byServer.keys()) leaveServer(o, server);
+}
+
 export function forgetTask(o: Owned, index: number): void {
   const cur = o.tasks.get(index);
   if (!cur) return;

@@ -38,12 +38,10 @@ const RECHECK_MAX_MS = 30_000;
 export function onRuChange(
   m: OwnerContext,
   refresher: TaskRefresher,
-  kv: KeyValue,
-  deleted: boolean,
-  rec: RuRecord | undefined,
-  prev: Occupant | null,
+  change: { kv: KeyValue; deleted: boolean; rec: RuRecord | undefined; prev: Occupant | null; ref: RuRef },
   observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void,
 ): void {
+  const { kv, deleted, rec, prev, ref } = change;
   let job: string | undefined;
   let index: number | undefined;
   if (!deleted && rec?.state === 'free') {
@@ -61,6 +59,16 @@ export function onRuChange(
     note(m, refresher, rec.job, rec.task, kv.modRevision);
   }
   if (prev && !(prev.job === job && prev.task === index)) note(m, refresher, prev.job, prev.task, kv.modRevision);
+  // The tasks this owner has on that RU, as its records say: the view may not know them (a server
+  // it forgot when its lease expired, and whose RU changed before it came back).
+  const jobs = m.ownedOn.get(ref.server);
+  if (!jobs) return;
+  for (const o of jobs) {
+    for (const t of o.byServer.get(ref.server) ?? []) {
+      if (o.tasks.get(t)?.rec.ru?.index !== ref.index || (o.id === job && t === index) || (o.id === prev?.job && t === prev.task)) continue;
+      note(m, refresher, o.id, t, kv.modRevision);
+    }
+  }
 }
 
 function applyOutcome(

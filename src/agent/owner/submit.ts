@@ -172,7 +172,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   m.stats.submitted++;
   m.jobFinal.set(spec.id, false);
   m.ownerKeys.set(spec.id, lease.id);
-  const o = newOwned(spec, agent, record, res.revision);
+  const o = newOwned(spec, agent, record, res.revision, m.ownedOn);
   // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
   o.summaryAt = now;
   m.owned.set(spec.id, o);

@@ -18,7 +18,7 @@ import { isFinalJob, type LiveJobRecord, type LiveTaskRecord } from '../../state
 import { parseJson } from '../../state/records.ts';
 import { queueDeletesOf } from '../../state/queue.ts';
 import type { Op } from '../../store/types.ts';
-import { admitted, fencedTxn, type OwnerContext, type Owned } from './context.ts';
+import { admitted, fencedTxn, leaveServers, type OwnerContext, type Owned } from './context.ts';
 import { finalDecisionsJson } from './decisions.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
@@ -139,6 +139,7 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
     m.stats.finished++;
     m.jobFinal.set(o.id, true);
     m.owned.delete(o.id);
+    leaveServers(o);
     o.dropped = true;
     o.agent.release(o.id);
     m.o.log.info({ job: o.id, state: s.state, rescheduled: next.rescheduled ?? 0 }, 'job finished');
