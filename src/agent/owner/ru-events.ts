@@ -29,7 +29,7 @@ import { mergeTask, type OwnerContext, type Owned } from './context.ts';
 const READS_PER_TXN = 100;
 /** First and longest pause between two reads of a task watched for a change its RU does not show. */
 const RECHECK_FIRST_MS = 500;
-const RECHECK_MAX_MS = 30_000;
+const RECHECK_MAX_MS = 5000;
 
 /**
  * An RU record changed (kv, or deleted; `rec` as the view parsed it; `prev` the occupant the
