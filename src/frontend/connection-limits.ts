@@ -41,6 +41,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { constants as h2, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { EventEmitter } from 'node:events';
+import { openSync, readSync } from 'node:fs';
 import { TarcilError } from '../util/errors.ts';
 import { STREAM_LIMIT_DEFAULTS } from './options.ts';
 import { endStreamWithError } from './status.ts';
@@ -269,11 +270,30 @@ function readingOf(session: Session): Reading | undefined {
 const LIGHT_CONNECTION = 4;
 
 /**
- * A turn of the event loop (from one pacer turn to the next) longer than this halves the calls
- * handed over per turn; while the recent ones are shorter than half of it, each gives back an
- * eighth of `callsPerTurn`.
+ * A turn of the event loop (from one pacer turn to the next, the time its thread ran) longer than
+ * this halves the calls handed over per turn; while the recent ones are shorter than half of it,
+ * each gives back an eighth of `callsPerTurn`.
  */
 export const PACER_TARGET_TURN_MS = 30;
+
+/**
+ * Milliseconds the event loop's own thread has run on a core (Linux's schedstat of the main
+ * thread: what it waited for a core does not count), or undefined where that cannot be read.
+ */
+function loopThreadRunMs(): number | undefined {
+  if (schedFd === null) return undefined;
+  try {
+    schedFd ??= openSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'r');
+    const n = readSync(schedFd, schedBuf, 0, schedBuf.length, 0);
+    const ns = Number(schedBuf.toString('latin1', 0, n).split(' ')[0]);
+    return Number.isFinite(ns) ? ns / 1e6 : undefined;
+  } catch {
+    schedFd = null;
+    return undefined;
+  }
+}
+let schedFd: number | null | undefined;
+const schedBuf = Buffer.alloc(128);
 
 /** The calls of one turn are handed over for at most this long (the rest wait for the next turn). */
 const HANDOVER_MS = PACER_TARGET_TURN_MS / 3;
@@ -282,27 +302,23 @@ const HANDOVER_MS = PACER_TARGET_TURN_MS / 3;
 class Connection {
   queue: (StreamArgs | undefined)[] = [];
   head = 0;
-  /** Has brought a call: a connection never seen is not light. */
+  /** Has brought a call (one never seen is not light); brought more than LIGHT_CONNECTION in one turn, or had more waiting. */
   known = false;
-  /** Brought more than LIGHT_CONNECTION calls in one turn, or had more waiting. */
   heavy = false;
   /** The pacer's turn in which it last brought a call, and how many it brought in that turn. */
   turn = -1;
   inTurn = 0;
   /** Its calls handed over and not closed. */
   open = 0;
-  /** The SETTINGS_MAX_CONCURRENT_STREAMS last sent to it; a new value waits for the ACK of the last. */
-  limit: number;
+  /** The SETTINGS_MAX_CONCURRENT_STREAMS last sent to it (`limit`); a new value waits for the ACK of the last. */
   settingsInFlight = false;
   /** Its reading, while the pacer has it stopped. */
   stoppedReading: Reading | undefined;
 
   constructor(
     readonly session: Session,
-    limit: number,
-  ) {
-    this.limit = limit;
-  }
+    public limit: number,
+  ) {}
 
   get size(): number {
     return this.queue.length - this.head;
@@ -370,7 +386,7 @@ export class CallPacer {
   private armed = false;
   /** Every connection but the light ones was stopped, and enough calls still wait. */
   private holding = false;
-  /** When the last turn ran, if it armed the next one. */
+  /** When the last turn ran (loopThreadRunMs, or the clock), if it armed the next one. */
   private lastTurnAt: number | undefined;
   private recentTurnMs = 0;
   private readonly minBatch: number;
@@ -405,9 +421,7 @@ export class CallPacer {
   }
 
   /** A new connection (the HTTP/2 server's 'session'): it starts at `credit` streams at once. */
-  readonly onSession = (session: Session): void => {
-    this.connection(session);
-  };
+  readonly onSession = (session: Session): void => void this.connection(session);
 
   private connection(session: Session): Connection {
     let c = this.connections.get(session);
@@ -476,8 +490,7 @@ export class CallPacer {
         this.raise(c);
       });
     } catch {
-      // A session closing meanwhile takes no settings.
-      c.settingsInFlight = false;
+      c.settingsInFlight = false; // a session closing meanwhile takes no settings
     }
   }
 
@@ -500,8 +513,11 @@ export class CallPacer {
   private readonly turn = (): void => {
     this.armed = false;
     const now = performance.now();
+    // A turn's length is what the loop's thread ran in it, where that can be read: on a machine
+    // short of cores, its waits for one would otherwise shrink the number for nothing.
+    const ran = loopThreadRunMs() ?? now;
     if (this.lastTurnAt !== undefined) {
-      const took = now - this.lastTurnAt;
+      const took = ran - this.lastTurnAt;
       // The longest of the last turns, fading: a call's work often comes a turn after it is handed
       // over (its request's message in a later read), so one short turn says little.
       this.recentTurnMs = Math.max(took, this.recentTurnMs * 0.75);
@@ -541,7 +557,7 @@ export class CallPacer {
     this.arrived = 0;
     this.turnNo++;
     // Armed again while streams wait or connections are stopped, or to measure this turn's length at the next.
-    this.lastTurnAt = busy ? now : undefined;
+    this.lastTurnAt = busy ? ran : undefined;
     if (busy) this.arm();
   };
 }
