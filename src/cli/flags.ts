@@ -113,8 +113,8 @@ export const bytes =
 
 /** The flags of the stream limits (STREAM_LIMIT_DEFAULTS), with how each is written and what it bounds. */
 const STREAM_FLAGS: readonly (readonly [flag: string, key: keyof StreamLimits, kind: 'int' | 'duration' | 'bytes', help: string])[] = [
-  ['--max-streams-per-connection <n>', 'maxConcurrentStreams', 'int', 'calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client queues the others'],
-  ['--calls-per-turn <n>', 'callsPerTurn', 'int', 'new calls set up per turn of the event loop, the others wait their turn, each connection in turn (0: every call in the turn it arrives)'],
+  ['--max-streams-per-connection <n>', 'maxConcurrentStreams', 'int', 'calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client queues the others; a connection starts at twice --calls-per-turn and is raised up to this as its calls are set up'],
+  ['--calls-per-turn <n>', 'callsPerTurn', 'int', 'new calls set up per turn of the event loop, fewer while turns take more than 30 ms; the others wait, each connection in turn; a connection may send at most twice this many beyond those set up (0: every call in the turn it arrives, and no such limit)'],
   ['--keepalive-time <duration>', 'keepaliveTimeMs', 'duration', 'every connection is pinged this often'],
   ['--keepalive-timeout <duration>', 'keepaliveTimeoutMs', 'duration', 'a connection whose ping is not answered within this is closed'],
   ['--max-connection-idle <duration>', 'maxConnectionIdleMs', 'duration', 'a connection with no call for this long is closed (GOAWAY)'],
