@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { JobManager } from '../../src/agent/lifecycle.ts';
 import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/agent/owner/context.ts';
+import type { JobSpec } from '../../src/model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
 import { outcomeTaskRecord } from '../../src/state/release.ts';
@@ -15,6 +17,16 @@ describe('a job owner that follows no task record', () => {
     await cell?.close();
     cell = undefined;
   });
+
+  /** A cell of 2 servers × 4 RUs, one owner, and `job` submitted and placed whole. */
+  async function placed(job: JobSpec, opts: { maxTxnOps?: number } = {}): Promise<{ c: OwnerCell; m: JobManager; job: JobSpec }> {
+    const c = (cell = new OwnerCell(opts));
+    await c.seed(2, 4);
+    const m = await c.owner('A');
+    await m.submit(job);
+    await c.until(async () => (await c.busy(job.id)).length === job.tasks, 5000);
+    return { c, m, job };
+  }
 
   it('watches no task record, and learns each task end from its freed RU without reading the task', async () => {
     const c = (cell = new OwnerCell());
@@ -38,12 +50,7 @@ describe('a job owner that follows no task record', () => {
   });
 
   it('a node of an older version frees the RU without the outcome: its owner reads the task record', async () => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const job = makeJob('old-release', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await m.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 2, 5000);
+    const { c, m, job } = await placed(makeJob('old-release', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
     for (const b of await c.busy(job.id)) {
       const ref = c.keys.parseRu(b.key)!;
       const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
@@ -61,12 +68,7 @@ describe('a job owner that follows no task record', () => {
   });
 
   it('a task that ends while its server is gone from the view (its lease expired) and back: its owner still sees the end', async () => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const job = makeJob('away', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    await m.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    const { c, m, job } = await placed(makeJob('away', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
     const b = (await c.busy(job.id))[0]!;
     const ref = c.keys.parseRu(b.key)!;
     const serverKv = (await c.store.get(c.keys.server(ref.server)))!;
@@ -90,12 +92,7 @@ describe('a job owner that follows no task record', () => {
   });
 
   it('a task that failed: the owner reads its whole record, which the job\'s end quotes', async () => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const job = makeJob('fails', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    await m.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    const { c, m, job } = await placed(makeJob('fails', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
     expect(await c.finishTasks(job.id, 'failed')).toBe(1);
     await c.until(async () => (await c.jobState(job.id)) === 'failed', 5000);
     expect(m.stats.taskReads).toBe(1);
@@ -104,12 +101,7 @@ describe('a job owner that follows no task record', () => {
 
   it('a node that records its task running itself (a gang\'s) shows it running at once, through the RU it writes again', async () => {
     // 14 operations per transaction: a gang of 6 is reserved, then confirmed, and its nodes record it running.
-    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const gang = makeJob('gang-start', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
-    await m.submit(gang);
-    await c.until(async () => (await c.busy(gang.id)).length === 6, 5000);
+    const { c, m, job: gang } = await placed(makeJob('gang-start', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 }), { maxTxnOps: 14 });
     await c.flush();
     for (const b of await c.busy(gang.id)) {
       const ref = c.keys.parseRu(b.key)!;
@@ -122,12 +114,7 @@ describe('a job owner that follows no task record', () => {
   });
 
   it('a node of an older version that writes the running record alone: its owner reads it once the launch delay is over', async () => {
-    const c = (cell = new OwnerCell({ maxTxnOps: 14 }));
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const gang = makeJob('gang-old', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
-    await m.submit(gang);
-    await c.until(async () => (await c.busy(gang.id)).length === 6, 5000);
+    const { c, job: gang } = await placed(makeJob('gang-old', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 }), { maxTxnOps: 14 });
     for (const b of await c.busy(gang.id)) {
       const ref = c.keys.parseRu(b.key)!;
       const req = startTxn(c.keys, ref.server, newRun(ref.index, b.rec, b.rev, c.clock.now()), 10_000);
@@ -141,12 +128,7 @@ describe('a job owner that follows no task record', () => {
   });
 
   it('a task whose node reports its end on the task record alone (its RU gone meanwhile) still ends for its owner', async () => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 4);
-    const m = await c.owner('A');
-    const job = makeJob('alone', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    await m.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    const { c, job } = await placed(makeJob('alone', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
     const b = (await c.busy(job.id))[0]!;
     const ref = c.keys.parseRu(b.key)!;
     // The RU record goes (an operator's cleanup, a node re-registering) while the server stays.
