@@ -40,8 +40,13 @@ export type Next =
    * long, or until an RU frees, then decide again.
    */
   | { kind: 'capacity-wait'; ms: number; why?: string }
-  /** The commit lost a race: wait this long, then decide again with a fresh draw. */
-  | { kind: 'backoff'; ms: number };
+  /**
+   * The commit lost a race: wait this long, then decide again with a fresh draw. `untilFreed`: a
+   * request whose priority bypasses others waits instead for a freed RU (woken first among the
+   * waiters, in priority order), at most this long: backing off, it would leave every RU freed
+   * meanwhile to whichever lower-priority request happens to retry first.
+   */
+  | { kind: 'backoff'; ms: number; untilFreed?: boolean };
 
 /** What happened to one commit of a chunk. */
 export interface CommitOutcome {
@@ -74,6 +79,8 @@ export class Attempt {
     private readonly policy: AttemptPolicy,
     private readonly rng: Rng,
     private readonly maxQueueMs: number,
+    /** The request's priority bypasses others' (above the policy's bypassAbove): see `untilFreed`. */
+    private readonly bypasses = false,
   ) {}
 
   /** Admission is skipped once admitted, and once the job has waited its whole bound. */
@@ -152,13 +159,14 @@ export class Attempt {
       }
       return { kind: 'go' };
     }
+    const untilFreed = this.bypasses ? { untilFreed: true } : {};
     if (this.retries >= this.policy.maxRetries) {
       this.readmit();
-      return { kind: 'backoff', ms: this.backoffMs(this.policy.maxRetries + 1) };
+      return { kind: 'backoff', ms: this.backoffMs(this.policy.maxRetries + 1), ...untilFreed };
     }
     this.retries++;
     this.totals.retries++;
-    return { kind: 'backoff', ms: this.backoffMs(this.retries) };
+    return { kind: 'backoff', ms: this.backoffMs(this.retries), ...untilFreed };
   }
 
   /**

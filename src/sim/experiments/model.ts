@@ -55,9 +55,3 @@ export const speed: Runner = (ctx) => {
     paper: 'Target: ≥ 1 million simulated tasks a minute; a W3 run in under 30 s.',
   };
 };
-
-/**
- * Tarcil Fig. 12: W1 at 80% load with a share of jobs at high priority, each compared one to one
- * with the same jobs in a run without priorities. High priority bypasses the agents' queues and
- * admission control; preemption is off (the simulator does not kill and restart victims).
- */

@@ -13,7 +13,9 @@
  * - what happens between decisions — admission waits, waits for a freed RU, backoff after a
  *   conflict, the return to admission after the retries — is the live agent's attempt loop
  *   (agent/attempt.ts) with the live agent's defaults (DEFAULT_AGENT_CONFIG), driven here by
- *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn).
+ *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn). A request
+ *   whose priority bypasses others (§5.3) queues ahead of lower ones at its agent and, having lost
+ *   a commit race, waits for a freed RU (the waiters serve priority first), not a blind backoff.
  *
  * - fair share among namespaces (agent/fair-share.ts, `core.fairShare`): the same FairShare over
  *   this view, the RUs sent and not yet seen counted as held; requests waiting for a freed RU are
@@ -57,6 +59,8 @@ export interface TarcilOptions {
   runtime?: SimRuntimeOptions;
   /** Namespaces' weights for fair share (`core.fairShare`, on by default); absent: 1 each. */
   weights?: Record<string, number>;
+  /** A request above the bypass priority that loses a commit race waits for a freed RU (Attempt's `untilFreed`; default); false: it backs off as any other (ablation). */
+  priorityWaits?: boolean;
 }
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
@@ -181,9 +185,7 @@ export class TarcilPolicy implements Policy {
     return n;
   }
 
-  timing(): Record<string, number> {
-    return { ...this.wall };
-  }
+  timing(): Record<string, number> { return { ...this.wall }; }
 
   counters(): Record<string, number> {
     return {
@@ -293,10 +295,7 @@ export class TarcilPolicy implements Policy {
     this.process(a, r);
   }
 
-  private excludeFor(a: Agent, ru: number, until: number): void {
-    a.exclude.set(ru, until);
-    a.excludeSet.add(ru);
-  }
+  private excludeFor(a: Agent, ru: number, until: number): void { a.exclude.set(ru, until); a.excludeSet.add(ru); }
 
   private pruneExclude(a: Agent): void {
     const now = this.world.engine.now();
@@ -336,7 +335,7 @@ export class TarcilPolicy implements Policy {
       return;
     }
     r.woken = false;
-    const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs));
+    const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs, this.opts.priorityWaits !== false && r.job.priority > this.cfg.bypassAbove));
     const chunk = r.job.oneServer ? r.pending : r.pending.slice(0, PICKS_PER_TXN);
     const head = r.job.head;
     const release = (after: number): void => {
@@ -443,6 +442,7 @@ export class TarcilPolicy implements Policy {
       // The commit's answer reaches the agent half a round trip after the store applied it.
       const back = TARCIL.COMMIT_RTT_MS / 2;
       if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
+      else if (then.kind === 'backoff' && then.untilFreed) eng.after(back, () => this.waitForRu(a, r, then.ms));
       else eng.after(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
     });
   }
