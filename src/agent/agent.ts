@@ -10,8 +10,9 @@ import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
-import { eligibleCapacity, hardSpread, serverMatches } from '../sampling/feasibility.ts';
+import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
+import { eligibleCapacity, eligibleGroups, hardPack, hardSpread, serverMatches } from '../sampling/feasibility.ts';
+import { bestRoom, groupOf, groupRoom, packGroupsHeld } from '../sampling/one-group.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
@@ -247,6 +248,15 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
         rec.finishedAt = this.clock.now();
         return rec;
       }
+      if (hardPack(job.locality) && this.state.jobGroups(job.id, job.locality.scope).size === 0) {
+        const up = eligibleGroups(this.state, job.constraints).up;
+        const room = job.locality.scope === 'rack' ? up.rackRus : up.serverRus;
+        if (pending.length > room) {
+          rec.unplaceable = { field: 'locality', reason: `locality: a required pack puts all ${pending.length} tasks on one ${job.locality.scope}; the largest it may use has ${room} RUs` };
+          rec.finishedAt = this.clock.now();
+          return rec;
+        }
+      }
     }
     this.inflight.set(job.id, rec);
     try {
@@ -363,9 +373,9 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string, quota = false): Promise<boolean> {
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
-    rec.waiting = why ?? `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`;
+    rec.waiting = why ?? (hardPack(job.locality) ? this.packWaiting(job, need) : `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`);
     if (quota && why !== undefined) rec.quota = why;
-    const woken = await this.waitFreed(ms, job, this.capacityClass(job), need);
+    const woken = await this.waitFreed(ms, job, this.capacityClass(job, need), need);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
@@ -431,11 +441,27 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
    * Jobs with no eligible RU free: woken by a freed RU on a server their constraints allow (and,
    * for a required spread, where the job has no task yet); a gang only once its chunk could fit.
    */
-  private capacityClass(job: JobSpec): WaitClass {
+  private capacityClass(job: JobSpec, need = 1): WaitClass {
     const c = job.constraints;
     const key = `c|${job.mode === 'gang' ? Math.min(job.tasks, this.picksPerTxn) : 1}|${c.platforms?.join(',') ?? ''}|${c.attributes ? JSON.stringify(c.attributes) : ''}`;
     const gangNeed = job.mode === 'gang' ? Math.min(job.tasks, this.picksPerTxn) : 0;
     const ready = gangNeed > 1 ? { ready: () => this.state.available.size >= gangNeed } : {};
+    if (hardPack(job.locality)) {
+      // Woken only by an RU of a group with room for all it needs (its own group, once it holds one).
+      const scope = job.locality.scope;
+      const ok = (s: ServerState): boolean => serverMatches(s.spec, c);
+      return {
+        key: `${key}|pack|${job.id}|${need}`,
+        perRu: true,
+        canUse: (s) => {
+          if (!ok(s)) return false;
+          const held = packGroupsHeld(this.state, job.id, scope)[0];
+          const g = groupOf(scope, s);
+          if (held !== undefined && held !== g) return false;
+          return groupRoom(this.state, scope === 'rack' ? (this.state.racks.get(g) ?? [s]) : [s], ok) >= need;
+        },
+      };
+    }
     if (hardSpread(job.locality)) {
       const scope = job.locality.scope;
       return {
@@ -474,6 +500,16 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   lostFence(jobId: string, lease: string): never {
     this.aborted.add(jobId);
     throw new TarcilError('CANCELLED', `job ${jobId} is no longer owned through lease ${lease}`);
+  }
+
+  /** What a required pack waits for: room for `need` tasks in one group (its own, once it holds one). */
+  private packWaiting(job: JobSpec, need: number): string {
+    const scope = job.locality.scope;
+    const ok = (s: ServerState): boolean => serverMatches(s.spec, job.constraints);
+    const { held, room } = bestRoom(this.state, job.id, scope, ok);
+    return held !== undefined
+      ? `waiting for room for ${need} more of its tasks on ${scope} ${held}, where its other tasks are (pack is required): ${room} free there`
+      : `waiting for a ${scope} with room for all ${need} of its tasks (pack is required): the ${scope} it may use with the most free RUs has ${room}`;
   }
 
   /** RUs that could ever hold this job (constraints applied, down servers excluded). */

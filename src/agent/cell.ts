@@ -7,7 +7,7 @@
  * `departedMemoryMs`), so a node that is restarting does not turn a good job into a refused one.
  */
 import type { JobSpec, ServerSpec } from '../model/types.ts';
-import { serverMatches } from '../sampling/feasibility.ts';
+import { hardPack, serverMatches } from '../sampling/feasibility.ts';
 import { own } from '../util/dict.ts';
 
 export interface CellServer {
@@ -29,6 +29,9 @@ interface Tally {
   servers: number;
   rus: number;
   racks: Set<string>;
+  /** The most RUs one server, and one rack, has (a required pack needs all its tasks in one). */
+  serverRus: number;
+  rackRus: Map<string, number>;
 }
 
 function describeConstraints(c: JobSpec['constraints']): string {
@@ -67,20 +70,33 @@ function shortfall(job: JobShape, t: Tally): { field: string; what: string } | u
       };
     }
   }
+  if (hardPack(job.locality)) {
+    const rack = job.locality.scope === 'rack';
+    const room = rack ? Math.max(0, ...t.rackRus.values()) : t.serverRus;
+    if (job.tasks > room) {
+      const what = rack ? 'rack' : 'server';
+      return {
+        field: 'locality',
+        what: `a required pack puts all ${job.tasks} tasks on one ${what}; the largest ${what} it may use has ${room} RUs (set locality.required to false to make pack a preference)`,
+      };
+    }
+  }
   return undefined;
 }
 
 export function cellFeasibility(cell: Iterable<CellServer>, job: JobShape): Feasibility {
   const servers = [...cell];
   if (servers.length === 0) return { kind: 'not-now', field: 'constraints', reason: 'no node has registered with the cell yet' };
-  const all: Tally = { servers: 0, rus: 0, racks: new Set() };
-  const up: Tally = { servers: 0, rus: 0, racks: new Set() };
+  const all: Tally = { servers: 0, rus: 0, racks: new Set(), serverRus: 0, rackRus: new Map() };
+  const up: Tally = { servers: 0, rus: 0, racks: new Set(), serverRus: 0, rackRus: new Map() };
   for (const s of servers) {
     if (!serverMatches(s.spec, job.constraints)) continue;
     for (const t of s.up ? [all, up] : [all]) {
       t.servers++;
       t.rus += s.spec.rus;
       t.racks.add(s.spec.rack);
+      t.serverRus = Math.max(t.serverRus, s.spec.rus);
+      t.rackRus.set(s.spec.rack, (t.rackRus.get(s.spec.rack) ?? 0) + s.spec.rus);
     }
   }
   const never = shortfall(job, all);

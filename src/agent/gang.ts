@@ -22,6 +22,7 @@ import { Attempt, type Next } from './attempt.ts';
 import type { CommitResult, TaskStamp } from './commit.ts';
 import type { AgentConfig } from './config.ts';
 import { decide, type CoreContext } from './core.ts';
+import { hardPack } from '../sampling/feasibility.ts';
 import { WaitingEntry } from './waiting.ts';
 
 /** What the reservation protocol uses of its agent. */
@@ -92,7 +93,8 @@ async function reserveAndConfirm(
         h.assertOpen(job.id);
         const chunk = pending.slice(off, off + h.picksPerTxn);
         const before = rec.placements.length;
-        then = await reserveChunk(h, job, target, chunk, rec, at, stamp);
+        // A required pack chooses its group for every task left, then reserves this chunk of it.
+        then = await reserveChunk(h, job, target, chunk, rec, at, stamp, hardPack(job.locality) ? pending.length - off : chunk.length);
         if (then.kind !== 'go') break;
         reserved.push(...rec.placements.splice(before));
       }
@@ -121,7 +123,7 @@ async function reserveAndConfirm(
       rec.stageMs.queue += h.clock.now() - q0;
     } else {
       const why = then.kind === 'capacity-wait' ? then.why : undefined;
-      await h.waitForCapacity(rec, job, then.ms, 1, why, why !== undefined);
+      await h.waitForCapacity(rec, job, then.ms, hardPack(job.locality) ? pending.length : 1, why, why !== undefined);
     }
   }
 }
@@ -135,17 +137,20 @@ async function reserveChunk(
   rec: DecisionRecord,
   at: Attempt,
   stamp: TaskStamp,
+  /** Tasks the selection must find room for (more than the chunk: a required pack's rest). */
+  room: number,
 ): Promise<Next> {
   for (;;) {
     h.assertOpen(job.id);
-    const d = decide(h.core, job, target, chunk.length, { ...h.config, preemption: false }, { skipAdmission: true });
-    const sel = at.afterSelection(d.selection.picks.length, chunk.length, true);
+    const d = decide(h.core, job, target, room, { ...h.config, preemption: false }, { skipAdmission: true });
+    const picks = d.selection.picks.length >= room ? d.selection.picks.slice(0, chunk.length) : [];
+    const sel = at.afterSelection(picks.length, chunk.length, true);
     if (sel.kind !== 'go') return sel;
-    const res = await h.tryCommit(job, chunk, d.selection.picks, rec, false, 'reserved', stamp);
+    const res = await h.tryCommit(job, chunk, picks, rec, false, 'reserved', stamp);
     if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
     if (res.quota) return at.afterQuota(res.quota.message);
     h.state.batch(() => res.survivors.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index }, rec)));
-    const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, d.selection.picks.length - res.survivors.length), asked: chunk.length });
+    const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - res.survivors.length), asked: chunk.length });
     if (!at.admitted) return then;
     rec.retries++;
     await h.clock.sleep(then.kind === 'backoff' ? then.ms : 0);

@@ -290,6 +290,10 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     .refine((s) => !s.scaleOut || s.mode !== 'gang', {
       path: ['scaleOut'],
       error: "is not allowed with mode 'gang' (a gang's tasks are placed all at once)",
+    })
+    .refine((s) => !(s.locality.mode === 'pack' && s.locality.required === true) || s.mode === 'gang', {
+      path: ['locality', 'required'],
+      error: "true with mode 'pack' puts every task on one server (or rack), all or nothing: it needs mode 'gang' (or set locality.required to false to make pack a preference)",
     });
 }
 

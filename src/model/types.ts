@@ -92,6 +92,8 @@ export interface JobSpec {
   /**
    * With mode 'spread', `required` (the default) means no two live tasks of the job share a
    * server (or rack): a task waits rather than break it. `required: false` makes it a preference.
+   * With mode 'pack', `required: true` (with mode 'gang') puts every task on one server (or rack),
+   * all or nothing (sampling/one-group.ts); otherwise pack is a preference.
    */
   locality: { mode: LocalityMode; scope: TopologyScope; required?: boolean };
   constraints: Constraints;

@@ -1,12 +1,14 @@
 /**
  * Batch sampling and selection (paper §3.4): draw R candidates per task, score them with Q, and
  * pick placements under the job's constraints and locality. The parts: selection.ts (request,
- * result, scoring context, greedy pick), candidates.ts (uniform draws), spread.ts, pack.ts and
- * preempt.ts.
+ * result, scoring context, greedy pick), candidates.ts (uniform draws), spread.ts, pack.ts,
+ * one-group.ts (a required pack) and preempt.ts.
  */
 import type { Rng } from '../util/rng.ts';
 import type { ClusterState } from './cluster-state.ts';
 import { initialCandidates } from './candidates.ts';
+import { hardPack } from './feasibility.ts';
+import { selectOneGroup } from './one-group.ts';
 import { selectPacked } from './pack.ts';
 import { preemptWhereNeeded } from './preempt.ts';
 import { SelectionContext, pickBest, toPick, type PlacementRequest, type SelectionResult } from './selection.ts';
@@ -26,6 +28,11 @@ export function selectPlacements(state: ClusterState, req: PlacementRequest, rng
   const out: SelectionResult = { picks: [], candidatesSeen: 0, preemptionCandidates: 0 };
   if (req.m <= 0) return out;
 
+  if (hardPack(req.locality)) {
+    // All m in one group or none; no preemption (a victim elsewhere would split the job).
+    selectOneGroup(ctx, req, rng, out);
+    return out;
+  }
   if (req.locality.mode === 'pack') selectPacked(ctx, req, rng, out);
   else selectIndependent(ctx, req, rng, out);
 

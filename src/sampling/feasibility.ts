@@ -33,6 +33,9 @@ export interface EligibleCount {
   servers: number;
   racks: number;
   rus: number;
+  /** The most eligible RUs one server, and one rack, has (a required pack needs them all in one). */
+  serverRus: number;
+  rackRus: number;
 }
 
 export interface EligibleGroups {
@@ -49,25 +52,29 @@ export interface EligibleGroups {
 
 /** Counts the eligible servers, racks and RUs for the constraints: one pass over the servers. */
 export function eligibleGroups(state: ClusterState, constraints: Constraints): EligibleGroups {
-  const cellRacks = new Set<string>();
-  const upRacks = new Set<string>();
-  const cell: EligibleCount = { servers: 0, racks: 0, rus: 0 };
-  const up: EligibleCount = { servers: 0, racks: 0, rus: 0 };
+  const cellRacks = new Map<string, number>();
+  const upRacks = new Map<string, number>();
+  const cell: EligibleCount = { servers: 0, racks: 0, rus: 0, serverRus: 0, rackRus: 0 };
+  const up: EligibleCount = { servers: 0, racks: 0, rus: 0, serverRus: 0, rackRus: 0 };
   for (const s of state.servers.values()) {
     if (!serverMatches(s.spec, constraints)) continue;
     cell.servers++;
     cell.rus += s.ruCount;
-    cellRacks.add(s.rack);
+    cell.serverRus = Math.max(cell.serverRus, s.ruCount);
+    cellRacks.set(s.rack, (cellRacks.get(s.rack) ?? 0) + s.ruCount);
     if (s.down || s.cordoned) continue;
     let rus = 0;
     for (let i = 0; i < s.ruCount; i++) if (!s.ruDown[i]) rus++;
     if (rus === 0) continue;
     up.servers++;
     up.rus += rus;
-    upRacks.add(s.rack);
+    up.serverRus = Math.max(up.serverRus, rus);
+    upRacks.set(s.rack, (upRacks.get(s.rack) ?? 0) + rus);
   }
   cell.racks = cellRacks.size;
   up.racks = upRacks.size;
+  for (const n of cellRacks.values()) cell.rackRus = Math.max(cell.rackRus, n);
+  for (const n of upRacks.values()) up.rackRus = Math.max(up.rackRus, n);
   return { cellServers: state.servers.size, cell, up };
 }
 
@@ -104,11 +111,16 @@ export function hardSpread(locality: { mode: string; required?: boolean }): bool
   return locality.mode === 'spread' && locality.required !== false;
 }
 
+/** Whether a pack job is a hard constraint (all its tasks on one server or rack): pack, and `required` true. */
+export function hardPack(locality: { mode: string; required?: boolean }): boolean {
+  return locality.mode === 'pack' && locality.required === true;
+}
+
 /**
  * Whether the job can ever run in the cell (`ok`) and whether it can run on what is up now
  * (`upOk`). Checked in order: some server passes the platform/attribute constraints; a gang fits
  * the eligible RUs at once; a required spread of n tasks has n distinct eligible servers (or
- * racks). O(servers).
+ * racks); a required pack of n tasks has a server (or rack) of n eligible RUs. O(servers).
  */
 export function feasibility(state: ClusterState, job: FeasibilityJob): Feasibility {
   const eligible = eligibleGroups(state, job.constraints);
@@ -153,6 +165,14 @@ function shortfall(job: FeasibilityJob, n: EligibleCount): Shortfall | undefined
     if (job.tasks > groups) {
       const what = rack ? 'racks' : 'servers';
       return { field: 'locality', need: `spread over ${what} needs ${job.tasks} distinct ${what}`, have: (t) => (rack ? t.racks : t.servers) };
+    }
+  }
+  if (hardPack(job.locality)) {
+    const rack = job.locality.scope === 'rack';
+    const room = rack ? n.rackRus : n.serverRus;
+    if (job.tasks > room) {
+      const what = rack ? 'rack' : 'server';
+      return { field: 'locality', need: `a required pack puts all ${job.tasks} tasks on one ${what}, which needs a ${what} of ${job.tasks} RUs`, have: (t) => (rack ? t.rackRus : t.serverRus) };
     }
   }
   return undefined;

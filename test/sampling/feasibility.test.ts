@@ -42,7 +42,7 @@ describe('feasibility', () => {
     const st = cell(3, 8, 2);
     const v = feasibility(st, job({ tasks: 3, mode: 'gang', locality: { mode: 'spread', scope: 'server' } }));
     expect(v).toMatchObject({ ok: true, upOk: true });
-    expect(v.eligible).toEqual({ cellServers: 3, cell: { servers: 3, racks: 2, rus: 24 }, up: { servers: 3, racks: 2, rus: 24 } });
+    expect(v.eligible).toEqual({ cellServers: 3, cell: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 }, up: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 } });
   });
 
   it('no server matches the constraints: names the constraint and the values the cell has', () => {
@@ -109,8 +109,8 @@ describe('feasibility', () => {
     st.setBlocked('s3', true);
     st.setRu({ server: 's2', index: 0 }, null, 1, true); // one RU down
     const e = eligibleGroups(st, {});
-    expect(e.cell).toEqual({ servers: 4, racks: 4, rus: 32 });
-    expect(e.up).toEqual({ servers: 2, racks: 2, rus: 15 });
+    expect(e.cell).toEqual({ servers: 4, racks: 4, rus: 32, serverRus: 8, rackRus: 8 });
+    expect(e.up).toEqual({ servers: 2, racks: 2, rus: 15, serverRus: 8, rackRus: 8 });
 
     const spread = feasibility(st, job({ tasks: 3, locality: { mode: 'spread', scope: 'rack' } }));
     expect(spread.ok).toBe(true);

@@ -4,8 +4,9 @@
  * the policies that replay a trace:
  *
  * - what the tarcil and centralized policies use: whether a server may take a job's pending tasks,
- *   tarcil's sampling of servers with room for every task (`selectOneServer`), and the centralized
- *   scheduler's choice of the best server with room (it sees every server);
+ *   tarcil's sampling of servers with room for every task (`selectOneServer`: the core's required
+ *   pack), and the centralized scheduler's choice of the best server with room (it sees every
+ *   server);
  * - `PodQueuePolicy`: Sparrow-style probing with the constraint, and random placement, on worker
  *   queues where an entry is a whole pod (every pending task of a one-server job, or one task of
  *   another job): a worker runs the entry at the head of its FIFO queue once it has that many free
@@ -13,8 +14,7 @@
  */
 import { chooseSampleSize, placementRequestOf, type CoreConfig, type CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
-import type { PlacementRequest } from '../../sampling/batch.ts';
-import { sampleAvailable, shuffleInPlace } from '../../sampling/candidates.ts';
+import { selectPlacements, type PlacementRequest } from '../../sampling/batch.ts';
 import type { ClusterState } from '../../sampling/cluster-state.ts';
 import { SelectionContext, type Pick } from '../../sampling/selection.ts';
 import type { JobTarget } from '../../quality/index.ts';
@@ -35,35 +35,16 @@ export function serverFits(job: SimJob, s: Server, need: number): boolean {
 }
 
 /**
- * Tarcil's sampling for a one-server job of m tasks (the core's pack locality prefers one server
- * but may split; this requires it): the core's sample size R for the job, R RUs drawn uniformly
- * from the free RUs of its platforms in the agent's view (not in `exclude`), each standing for its
- * server; servers without m such RUs are passed over, and the best of the rest by the job's score
- * (its free RUs score alike) gives all m picks, or there are none.
+ * Tarcil's sampling for a one-server job of m tasks: the core's rule for a required pack
+ * (sampling/one-group.ts, as the live agents place `locality: {mode: 'pack', required: true}`)
+ * with the core's sample size R for the job, over the free RUs of its platforms in the agent's
+ * view (not in `exclude`): all m picks on one server, or none.
  */
 export function selectOneServer(ctx: CoreContext, job: JobSpec, target: JobTarget, m: number, cfg: CoreConfig, exclude: ReadonlySet<number>): { R: number; picks: Pick[]; candidatesSeen: number } {
   const { R } = chooseSampleSize(ctx, target, cfg);
-  const req: PlacementRequest = { ...placementRequestOf(job, target, m, R, cfg), exclude };
-  const sel = new SelectionContext(ctx.state, req);
-  const anchors = sampleAvailable(sel, R, ctx.rng);
-  let best: { free: number[]; score: number; quality: RuScore; server: NonNullable<ReturnType<ClusterState['serverOfRu']>> } | undefined;
-  const seen = new Set<string>();
-  for (const id of anchors) {
-    const s = ctx.state.serverOfRu(id);
-    if (!s || seen.has(s.id)) continue;
-    seen.add(s.id);
-    const free: number[] = [];
-    for (let i = 0; i < s.ruCount; i++) if (s.available(i) && !sel.taken.has(s.base + i)) free.push(i);
-    if (free.length < m) continue;
-    const { score, quality } = sel.score(s, id - s.base);
-    if (!best || score > best.score) best = { free, score, quality, server: s };
-  }
-  if (!best) return { R, picks: [], candidatesSeen: anchors.length };
-  const b = best;
-  // Free RUs of one server in a random order, so that agents choosing the same server rarely take the same RU.
-  shuffleInPlace(b.free, ctx.rng);
-  const picks = b.free.slice(0, m).map((i) => ({ id: b.server.base + i, server: b.server, index: i, score: b.score, quality: b.quality, ruRev: b.server.ruRevs[i] as number, epochRev: b.server.epochRev }));
-  return { R, picks, candidatesSeen: anchors.length };
+  const req: PlacementRequest = { ...placementRequestOf(job, target, m, R, cfg), locality: { mode: 'pack', scope: 'server', required: true }, exclude };
+  const sel = selectPlacements(ctx.state, req, ctx.rng);
+  return { R, picks: sel.picks, candidatesSeen: sel.candidatesSeen };
 }
 
 /**

@@ -1,0 +1,153 @@
+/**
+ * Locality "pack" with `required`: every task of the job in one group (a server, or a rack with
+ * scope 'rack'), all or nothing. The live agents and the simulator's trace replay both place such
+ * jobs here, so the two run the same rule.
+ *
+ * Where the job already holds RUs on a group that is up (tasks running, a gang's first chunk
+ * reserved), its other tasks go to that group or nowhere: a task placed again after a loss goes
+ * back beside the job's other tasks. Otherwise each sampled RU stands for its group (paper Fig. 5b,
+ * as in pack.ts); groups without room for all m tasks are passed over, and the best of the rest,
+ * judged by the mean score of the m best RUs it can give, takes all m picks.
+ */
+import { compareScores, type RuScore } from '../quality/index.ts';
+import type { TopologyScope } from '../model/types.ts';
+import type { Rng } from '../util/rng.ts';
+import { sampleAvailable, shuffleInPlace } from './candidates.ts';
+import type { ClusterState, ServerState } from './cluster-state.ts';
+import { candidateFor, toPick, type Candidate, type SelectionContext, type PlacementRequest, type SelectionResult } from './selection.ts';
+
+/** Rounds of R sampled anchors before giving up (each tries only groups not tried before). */
+const ROUNDS = 3;
+
+/** The key of a server's group for the scope. */
+export function groupOf(scope: TopologyScope, s: ServerState): string {
+  return scope === 'rack' ? s.rack : s.id;
+}
+
+/** The servers of a group. */
+function serversOf(state: ClusterState, scope: TopologyScope, key: string): ServerState[] {
+  if (scope === 'rack') return state.racks.get(key) ?? [];
+  const s = state.server(key);
+  return s ? [s] : [];
+}
+
+/**
+ * The groups where the job holds RUs now on a server that is up: its other tasks must join them.
+ * A server that is down holds only tasks that are lost (their owner places them again).
+ */
+export function packGroupsHeld(state: ClusterState, jobId: string, scope: TopologyScope): string[] {
+  const out: string[] = [];
+  for (const key of state.jobGroups(jobId, scope).keys()) {
+    if (serversOf(state, scope, key).some((s) => !s.down)) out.push(key);
+  }
+  return out;
+}
+
+/** Whether RU i of s may take one of the job's tasks now (a blocked server's too: see candidates.ts). */
+function usable(ctx: SelectionContext, s: ServerState, i: number): boolean {
+  return !ctx.taken.has(s.base + i) && (s.available(i) || s.freeButBlocked(i));
+}
+
+/** Free RUs of the group the job may take now (for the capacity waiter and the reason). */
+export function groupRoom(state: ClusterState, servers: readonly ServerState[], ok: (s: ServerState) => boolean): number {
+  let n = 0;
+  for (const s of servers) {
+    if (!ok(s)) continue;
+    for (let i = 0; i < s.ruCount; i++) if (s.available(i) || s.freeButBlocked(i)) n++;
+  }
+  return n;
+}
+
+/** The room the job has now: free RUs it may use in its held group, or in the roomiest eligible group. */
+export function bestRoom(state: ClusterState, jobId: string, scope: TopologyScope, ok: (s: ServerState) => boolean): { held?: string; room: number } {
+  const held = packGroupsHeld(state, jobId, scope)[0];
+  if (held !== undefined) return { held, room: groupRoom(state, serversOf(state, scope, held), ok) };
+  let room = 0;
+  if (scope === 'rack') for (const servers of state.racks.values()) room = Math.max(room, groupRoom(state, servers, ok));
+  else for (const s of state.servers.values()) room = Math.max(room, groupRoom(state, [s], ok));
+  return { room };
+}
+
+interface Choice {
+  /** The RUs it would take, best server first: [server, RU index]. */
+  rus: [ServerState, number][];
+  agg: number;
+  quality: RuScore;
+  local: boolean;
+}
+
+/**
+ * All m picks in one group, or none. The free RUs of one server score alike (they see the same
+ * contention), so a server is scored once, by one of its free RUs; a group's servers give their
+ * free RUs best first, and the group is judged by the mean score over the m RUs it would give.
+ * O(R·ROUNDS + RUs of the groups looked at) per call.
+ */
+export function selectOneGroup(ctx: SelectionContext, req: PlacementRequest, rng: Rng, out: SelectionResult): void {
+  const scope = req.locality.scope;
+  const m = req.m;
+  const held = packGroupsHeld(ctx.state, req.jobId, scope);
+  const dataSet = new Set(req.constraints.dataServers ?? []);
+  const tried = new Set<string>();
+  let best: Choice | undefined;
+  const judge = (key: string): void => {
+    if (tried.has(key)) return;
+    tried.add(key);
+    const servers = serversOf(ctx.state, scope, key);
+    const scored: { s: ServerState; free: number[]; score: number; quality: RuScore }[] = [];
+    let room = 0;
+    for (const s of servers) {
+      if (!ctx.eligibleServer(s)) continue;
+      const free: number[] = [];
+      for (let i = 0; i < s.ruCount; i++) if (usable(ctx, s, i)) free.push(i);
+      if (free.length === 0) continue;
+      room += free.length;
+      const { score, quality } = ctx.score(s, free[0] as number);
+      scored.push({ s, free, score, quality });
+    }
+    if (room < m) return;
+    scored.sort((a, b) => b.score - a.score || compareScores(b.quality, a.quality));
+    const rus: [ServerState, number][] = [];
+    let sum = 0;
+    let quality: RuScore | undefined;
+    for (const g of scored) {
+      if (rus.length >= m) break;
+      // Free RUs of one server in a random order, so that agents choosing the same server rarely take the same RU.
+      shuffleInPlace(g.free, rng);
+      const take = Math.min(m - rus.length, g.free.length);
+      for (let k = 0; k < take; k++) rus.push([g.s, g.free[k] as number]);
+      sum += take * g.score;
+      quality = g.quality;
+    }
+    const agg = sum / m;
+    const local = dataSet.size > 0 && servers.some((x) => dataSet.has(x.id)) && scored.every((g) => g.quality.acceptable);
+    if (!best || (local && !best.local) || (local === best.local && (agg > best.agg || (agg === best.agg && compareScores(quality as RuScore, best.quality) > 0)))) {
+      best = { rus, agg, quality: quality as RuScore, local };
+    }
+  };
+  if (held.length > 0) {
+    for (const key of held) judge(key);
+    out.candidatesSeen += held.length;
+  } else {
+    for (const id of req.constraints.dataServers ?? []) {
+      const s = ctx.state.server(id);
+      if (s) judge(groupOf(scope, s));
+    }
+    for (let round = 0; round < ROUNDS && !best; round++) {
+      const anchors = sampleAvailable(ctx, req.R, rng, (s) => !tried.has(groupOf(scope, s)));
+      out.candidatesSeen += anchors.length;
+      if (anchors.length === 0) break;
+      for (const id of anchors) {
+        const s = ctx.state.serverOfRu(id);
+        if (s) judge(groupOf(scope, s));
+      }
+    }
+  }
+  if (!best) return;
+  for (const [s, i] of best.rus) {
+    // Scored with the job's earlier picks on the server (the record shows what each task sees).
+    const c = candidateFor(ctx, s.base + i) as Candidate;
+    ctx.taken.add(c.id);
+    ctx.commitLocal(s);
+    out.picks.push(toPick(c));
+  }
+}
