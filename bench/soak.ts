@@ -130,6 +130,8 @@ interface Row {
   submitted: number;
   finals: number;
   conflicts: number;
+  /** Placement transactions sent by the front-ends' agents during the row, conflicts included (tarcil_commits). */
+  commits?: number;
   /** The front-ends that said they were the housekeeper (tarcil_housekeeper_leading) at the row's end. */
   housekeeper?: string;
   /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
@@ -198,6 +200,11 @@ interface FrontEnd {
 let onChild: (p: TarcilProc) => void = () => undefined;
 /** Takes the cell down (every child, then etcd); set once they exist. */
 let teardown: (() => Promise<void>) | undefined;
+
+/** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
+function conflictShare(r: Pick<Row, 'conflicts' | 'commits'>): string {
+  return r.commits !== undefined && r.commits > 0 ? ` (${fmt((100 * r.conflicts) / r.commits, 1)}%)` : '';
+}
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
   const fe = await startLiveFrontEnd({ url, prefix: PREFIX, agents: AGENTS, name: `fe${i}`, retain: RETAIN, compactMargin: COMPACT_MARGIN, extra: [...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []), ...AGENT_OPTIONS] }, onChild);
@@ -335,6 +342,7 @@ async function main(): Promise<void> {
     ]);
   let prevAt = Date.now();
   let conflictsPrev = 0;
+  let commitsPrev = 0;
   let fencedPrev = 0;
   let adoptedPrev = 0;
   let slowPrev = 0;
@@ -362,6 +370,7 @@ async function main(): Promise<void> {
     }
     prev = next;
     let conflicts = 0;
+    let commits = 0;
     let fenced = 0;
     let adopted = 0;
     const feTexts = await Promise.all(fes.map((f) => scrape(f.metricsPort)));
@@ -370,6 +379,7 @@ async function main(): Promise<void> {
     for (const text of feTexts) {
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
       conflicts += metricSum(text, 'tarcil_commit_conflicts_total') || 0;
+      commits += metricSum(text, 'tarcil_commits') || 0;
       fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
       adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
     }
@@ -454,6 +464,7 @@ async function main(): Promise<void> {
       hollowStarts,
       ...(perTask ? { perTask } : {}),
       conflicts: conflicts - conflictsPrev,
+      commits: commits - commitsPrev,
       housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
@@ -472,12 +483,13 @@ async function main(): Promise<void> {
       dropped,
     };
     conflictsPrev = conflicts;
+    commitsPrev = commits;
     fencedPrev = fenced;
     adoptedPrev = adopted;
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -781,7 +793,7 @@ function report(s: Summary): void {
   const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts (% of commits)', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -793,7 +805,7 @@ function report(s: Summary): void {
         : '-',
       r.tail ? `${r.tail.n}: ${fmt(r.tail.placed, 0)} · ${fmt(r.tail.started, 0)} · ${fmt(r.tail.seen, 0)}` : '-',
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
-      r.conflicts,
+      `${r.conflicts}${conflictShare(r)}`,
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
       r.housekeeper ?? '-',

@@ -267,11 +267,8 @@ export class Metrics extends MetricsEndpoint {
       'Times the store said this process\'s owner lease was gone (expired or revoked), so that it gave up its jobs, since it started',
       () => manager.stats.fencedLeases,
     );
-    read(
-      'tarcil_owner_lease_pauses',
-      'Times this process paused its jobs because no keepalive of its owner lease was confirmed within the TTL (it resumes them if the store still holds the lease), since it started',
-      () => manager.stats.leasePauses,
-    );
+    read('tarcil_owner_lease_pauses', 'Times this process paused its jobs because no keepalive of its owner lease was confirmed within the TTL (it resumes them if the store still holds the lease), since it started', () => manager.stats.leasePauses);
+    read('tarcil_commits', "Placement transactions this process's agents sent, those that conflicted included (tarcil_commit_conflicts_total), since it started", () => manager.agents.reduce((n, a) => n + a.stats.commits, 0));
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',
@@ -281,7 +278,7 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_freed_handoffs_total',
-      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
+      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back until this front-end\'s turn (handed-off: one window after the home\'s for the next front-end in order, two for the one after), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
       labelNames: ['outcome'],
       registers: [this.registry],
       collect() {

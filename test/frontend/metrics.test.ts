@@ -88,6 +88,12 @@ describe('front-end /metrics: the job owner', () => {
     expect(m.get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
     expect(m.get('tarcil_adoptions_queued')).toBe(sched.manager.adoptions.queued);
     expect(m.get('tarcil_launch_calls')).toBe(sched.manager.stats.launches);
+    const commits = (): number => sched.manager.agents.reduce((n, a) => n + a.stats.commits, 0);
+    expect(m.get('tarcil_commits')).toBe(commits());
+    const agent = sched.manager.agents[sched.manager.agents.length - 1]!;
+    agent.stats.commits += 2;
+    expect((await scrape()).get('tarcil_commits')).toBe(commits());
+    agent.stats.commits -= 2;
     // Read at each scrape, not copied once.
     sched.manager.stats.adopted += 3;
     expect((await scrape()).get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
