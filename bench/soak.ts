@@ -130,6 +130,8 @@ interface Row {
   submitted: number;
   finals: number;
   conflicts: number;
+  /** RUs placed again during the row: ms from their freeing to that placement, p50 / p99 / max (count). */
+  reuse?: { p50: number; p99: number; max: number; n: number };
   /** Placement transactions sent by the front-ends' agents during the row, conflicts included (tarcil_commits). */
   commits?: number;
   /** The front-ends that said they were the housekeeper (tarcil_housekeeper_leading) at the row's end. */
@@ -200,6 +202,11 @@ interface FrontEnd {
 let onChild: (p: TarcilProc) => void = () => undefined;
 /** Takes the cell down (every child, then etcd); set once they exist. */
 let teardown: (() => Promise<void>) | undefined;
+
+/** How long the RUs placed again in a row had stayed free. */
+function reuseText(r: Pick<Row, 'reuse'>): string {
+  return r.reuse ? `RUs placed again ${fmt(r.reuse.p50, 0)}/${fmt(r.reuse.p99, 0)}/${fmt(r.reuse.max, 0)} ms after their freeing (p50/p99/max, ${r.reuse.n})` : 'no RU placed again';
+}
 
 /** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
 function conflictShare(r: Pick<Row, 'conflicts' | 'commits'>): string {
@@ -443,6 +450,7 @@ async function main(): Promise<void> {
       placementsPerS: (m.placements * 1000) / (now - prevAt),
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
+      ...(m.reuseMs.length > 0 ? { reuse: { p50: pct(m.reuseMs, 0.5), p99: pct(m.reuseMs, 0.99), max: m.reuseMs.reduce((a, b) => Math.max(a, b), 0), n: m.reuseMs.length } } : {}),
       runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
       runningBySize: sizeClasses(ONE_TXN).map((size, i) => {
         const xs = m.runningBySize[i] ?? [];
@@ -489,7 +497,7 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, ${reuseText(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -793,7 +801,7 @@ function report(s: Summary): void {
   const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
     ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts (% of commits)', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
+    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts (% of commits)', 'RU freed → placed again: p50 / p99 / max ms (RUs)', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -806,6 +814,7 @@ function report(s: Summary): void {
       r.tail ? `${r.tail.n}: ${fmt(r.tail.placed, 0)} · ${fmt(r.tail.started, 0)} · ${fmt(r.tail.seen, 0)}` : '-',
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
       `${r.conflicts}${conflictShare(r)}`,
+      r.reuse ? `${fmt(r.reuse.p50, 0)} / ${fmt(r.reuse.p99, 0)} / ${fmt(r.reuse.max, 0)} (${r.reuse.n})` : '-',
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
       r.housekeeper ?? '-',

@@ -31,6 +31,11 @@ export interface Violation {
 
 export interface MinuteCounts {
   placements: number;
+  /**
+   * For each RU placed again during the minute: ms from its freeing to its next placement, as seen
+   * here. On a full cell with tasks waiting, how long freed capacity stays unused.
+   */
+  reuseMs: number[];
   running: number[];
   /** The same, for tasks of jobs small enough to be placed in one commit transaction. */
   runningOneTxn: number[];
@@ -65,7 +70,7 @@ export interface MinuteCounts {
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, running: [], runningOneTxn: [], runningBySize: [[], [], [], []], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
+const emptyMinute = (): MinuteCounts => ({ placements: 0, reuseMs: [], running: [], runningOneTxn: [], runningBySize: [[], [], [], []], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
 
 /** The job sizes `runningBySize` is split by, named for a report; `oneTxn` as the auditor's. */
 export function sizeClasses(oneTxn: number): string[] {
@@ -99,6 +104,8 @@ export class SoakAuditor {
   /** Running events of jobs whose SubmitJob answer has not come back yet. */
   private readonly early = new Map<string, EarlyRunning[]>();
   private readonly seenRunning = new Set<string>();
+  /** RU key → when (ms, seen here) it was last freed, until it is placed again. */
+  private readonly freedAt = new Map<string, number>();
   /** Job id → whether its latest finished decision record shows time queued (held by the scheduler). */
   private readonly heldJobs = new Map<string, boolean>();
   /** Job id → submit → running of its tasks, until its decision record says whether it was held. */
@@ -233,7 +240,7 @@ export class SoakAuditor {
       this.events++;
       const key = ev.kv.key;
       if (key.startsWith(k.rus())) {
-        if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value)) freed++;
+        if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value, now)) freed++;
       }
       else if (key.startsWith(k.allTasks())) {
         if (ev.type === 'delete') continue;
@@ -323,7 +330,7 @@ export class SoakAuditor {
   }
 
   /** Follows an RU's holder; true when the RU was freed (it had a holder and has none now). */
-  private onRu(key: string, value: string | undefined): boolean {
+  private onRu(key: string, value: string | undefined, now: number): boolean {
     const before = this.ruHolder.get(key);
     const rec = value === undefined ? undefined : (JSON.parse(value) as Partial<PlacedRuRecord>);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined ? `${rec.job}#${rec.task}` : undefined;
@@ -336,11 +343,20 @@ export class SoakAuditor {
       this.ruHolder.delete(key);
     }
     if (holder !== undefined) {
+      const freedAt = this.freedAt.get(key);
+      if (freedAt !== undefined && before === undefined) {
+        this.minute.reuseMs.push(now - freedAt);
+        this.freedAt.delete(key);
+      }
       this.ruHolder.set(key, holder);
       const set = this.taskRus.get(holder) ?? new Set<string>();
       if (set.size > 0) this.flag('task-held-twice', `${holder} holds ${[...set][0]} and ${key}`);
       set.add(key);
       this.taskRus.set(holder, set);
+    }
+    if (before !== undefined && holder === undefined) {
+      if (value === undefined) this.freedAt.delete(key);
+      else this.freedAt.set(key, now);
     }
     return before !== undefined && holder === undefined;
   }

@@ -39,6 +39,32 @@ describe('soak auditor', () => {
     await store.close();
   });
 
+  it('times an RU from its freeing to its next placement, and only an RU that was freed (not one first placed or deleted)', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/soak-audit/');
+    const audit = new SoakAuditor(store, keys);
+    await audit.start((await store.revision()) + 1);
+    const busy = (job: string) => JSON.stringify({ state: 'busy', job, task: 0, caused: [], priority: 0, agent: 'a', since: 0, attempt: 0, basedOn: 0, commitId: 'c' });
+    const ru0 = keys.ru({ server: 's0', index: 0 });
+    const ru1 = keys.ru({ server: 's0', index: 1 });
+    await store.put(ru0, busy('a'));
+    await store.put(ru1, busy('b'));
+    await store.put(ru0, '{"state":"free"}');
+    await store.delete(ru1);
+    await until(() => audit.events >= 4);
+    const reuse: number[] = [...audit.takeMinute().reuseMs];
+    await new Promise((r) => setTimeout(r, 60));
+    await store.put(ru0, busy('c'));
+    await store.put(ru1, busy('d'));
+    await until(() => audit.events >= 6);
+    reuse.push(...audit.takeMinute().reuseMs);
+    // ru0 freed, then placed again at least 60 ms later; ru1 deleted (its node left), not freed.
+    expect(reuse).toHaveLength(1);
+    expect(reuse[0]).toBeGreaterThanOrEqual(55);
+    await audit.close();
+    await store.close();
+  });
+
   it('counts a task seen running before its job was acknowledged in the latencies and the stages, once acknowledged', async () => {
     const store = new MemoryStore();
     const keys = new Keys('/soak-audit/');
