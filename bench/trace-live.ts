@@ -5,7 +5,9 @@
  * the window of --window-s trace seconds whose arrivals ask the most cores, submitted over gRPC at
  * their creation times, times and durations divided by --compress. Beside the live waits: the
  * simulator's tarcil policy on exactly the same jobs, and production's own wait for them
- * (bench/lib/trace-live-run.ts says what is measured).
+ * (bench/lib/trace-live-run.ts says what is measured). A pod of several cores is a gang with
+ * `locality: {mode: 'pack', required: true}`; the report checks from the stored records that
+ * none ran on more than one server nor off its platforms (the exit code is 1 otherwise).
  *
  * Run: npx tsx bench/trace-live.ts --nodes <file> --pods <file> [--format alibaba|generic]
  *      [--compress 200] [--window-s S (default: 10 minutes of wall time, 600 × compress)]
@@ -137,11 +139,14 @@ function allocStats(points: { allocated: number }[]): string {
   return points.length === 0 ? '-' : `${pc(mean(points.map((p) => p.allocated)))} / ${pc(Math.max(...points.map((p) => p.allocated)))}`;
 }
 
+/** Pods split over servers and tasks off their platforms or on unknown servers, from the stored records: must be 0. */
+function placementProblems(r: TraceLiveResult): number {
+  return r.placements.splitPods + r.placements.offPlatformTasks + r.placements.unknownServerTasks;
+}
+
 function report(r: TraceLiveResult, command: string): string {
   const live = values(r.jobs, 'live');
   const sim = values(r.jobs, 'sim');
-  const split = r.jobs.filter((j) => j.servers > 1);
-  const multi = r.jobs.filter((j) => j.tasks > 1 && j.liveWaitMs !== undefined);
   const lags = r.jobs.map((j) => j.sendLagMs).filter((x): x is number => x !== undefined);
   const byKind = new Map<string, number>();
   for (const v of r.audit.violations) byKind.set(v.kind, (byKind.get(v.kind) ?? 0) + 1);
@@ -172,13 +177,14 @@ function report(r: TraceLiveResult, command: string): string {
     '',
     mdTable(['', 'production', 'simulator, tarcil', 'live, tarcil'], [
       ['pods never placed', `${r.jobs.filter((j) => j.neverScheduled).length} never scheduled`, `${sim.never} of ${r.jobs.length}`, `${live.never} of ${r.jobs.length}`],
-      ['pods of several cores whose tasks ran on more than one server', '- (a pod is one node\'s)', `${r.sim.splitJobs} (the replay requires one server)`, `${split.length} of ${multi.length} placed (${pc(multi.length ? split.length / multi.length : NaN)}): the live spec packs by preference`],
+      ['pods of several cores whose tasks ran on more than one server', '- (a pod is one node\'s)', `${r.sim.splitJobs} (the replay requires one server)`, `${r.placements.splitPods} of ${r.placements.multiCorePlaced} placed (${pc(r.placements.multiCorePlaced ? r.placements.splitPods / r.placements.multiCorePlaced : NaN)}), from the task and RU records (the spec requires one server: locality pack, required)`],
       ['cores allocated over the window\'s span, mean / peak', `${allocStats(inWindow(r.allocation.production))} (these pods only, at their recorded times)`, allocStats(inWindow(r.allocation.sim)), `${allocStats(inWindow(r.allocation.live))} (one front-end's count of busy RUs, every ${SAMPLE_S} s)`],
-      ['tasks off their platforms', '-', String(r.sim.platformViolations), '- (the spec\'s constraint)'],
+      ['tasks off their platforms', '-', String(r.sim.platformViolations), `${r.placements.offPlatformTasks} of ${r.placements.tasksSeen} (each task's servers from its task and RU records, their platforms from the cell's server records)${r.placements.unknownServerTasks > 0 ? `; ${r.placements.unknownServerTasks} on a server without a record` : ''}`],
     ]),
     '',
     `Audit: ${r.audit.acked} jobs acknowledged (${r.audit.failedSubmissions} submissions not acknowledged after 20 tries), ${r.audit.final} seen final; not final: ${r.audit.notFinal.length === 0 ? 'none' : r.audit.notFinal.slice(0, 10).join(', ')}.`,
     `Violations: ${r.audit.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${r.audit.violations.length > 0 ? `\n\n${r.audit.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
+    `Placement audit (from the stored records): ${placementProblems(r) === 0 ? 'no pod on more than one server, no task off its platforms' : `${r.placements.splitPods} pods on more than one server, ${r.placements.offPlatformTasks} tasks off their platforms, ${r.placements.unknownServerTasks} on a server without a record`}.${r.placements.examples.length > 0 ? `\n\n${r.placements.examples.map((e) => `- ${e}`).join('\n')}` : ''}`,
     `Auditor watch interruptions: ${r.audit.watchErrors.length === 0 ? 'none' : r.audit.watchErrors.join('; ')}.`,
   ].join('\n');
 }
@@ -227,7 +233,8 @@ async function main(): Promise<void> {
   files.push(...(await charts(r)));
   say(`audit: ${r.audit.acked} acknowledged, ${r.audit.final} final, ${r.audit.notFinal.length} not final, ${r.audit.violations.length} violations`);
   say(`wrote ${files.join(', ')}`);
-  if (r.audit.violations.length > 0 || r.audit.notFinal.length > 0) process.exitCode = 1;
+  say(`placement audit: ${r.placements.splitPods} pods on more than one server, ${r.placements.offPlatformTasks} tasks off their platforms, ${r.placements.unknownServerTasks} on a server without a record (${r.placements.tasksSeen} tasks seen)`);
+  if (r.audit.violations.length > 0 || r.audit.notFinal.length > 0 || placementProblems(r) > 0) process.exitCode = 1;
 }
 
 main().then(

@@ -3,13 +3,17 @@
  * trace's node list as hollow nodes (trace-cell.ts) on etcd, `tarcil server` front-ends, the
  * soak's auditor, and each pod of the window submitted over gRPC at its (compressed) creation
  * time as a job of its cores' tasks, with its platforms, its QoS class's priority, `mode: gang` and
- * `locality: pack`. Beside it, the simulator's tarcil policy on exactly the same jobs
- * (src/sim/experiments/trace-run.ts) and production's own wait for them.
+ * `locality: {mode: 'pack', required: true}` (every task on one server). Beside it, the
+ * simulator's tarcil policy on exactly the same jobs (src/sim/experiments/trace-run.ts) and
+ * production's own wait for them.
  *
  * A job's wait is from the bench's sending of SubmitJob until the last of its tasks is seen
- * running by the bench's watch of the task records (the soak's "running"); the jobs whose tasks
- * ran on more than one server are counted from the same records (a live job spec packs by
- * preference only). Preemption is off in the front-ends' agents, as in the simulator's replay.
+ * running by the bench's watch of the task records (the soak's "running"). What the placements
+ * were is checked from the stored records, not from the specs the bench sent: each task's servers
+ * from its task records (running) and its RU records (busy), each server's platform from the
+ * cell's server records; a pod whose tasks ran on more than one server, and a task on a server of
+ * a platform its job did not allow, are counted (both must be 0). Preemption is off in the
+ * front-ends' agents, as in the simulator's replay.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -60,7 +64,7 @@ export interface LiveJob {
   liveWaitS?: number;
   simWaitS?: number;
   productionWaitS?: number;
-  /** Servers its tasks were seen running on. */
+  /** Servers its tasks were seen on (task records running, RU records busy). */
   servers: number;
   /** The bench sent SubmitJob this long after the pod's (compressed) creation time (ms). */
   sendLagMs?: number;
@@ -78,6 +82,8 @@ export interface TraceLiveResult {
   jobs: LiveJob[];
   allocation: { live: AllocationPoint[]; sim: AllocationPoint[]; production: AllocationPoint[] };
   sim: { splitJobs: number; platformViolations: number; quality: TraceRun['quality'] };
+  /** The placements as the store recorded them (see the header). */
+  placements: PlacementAudit;
   audit: {
     acked: number;
     failedSubmissions: number;
@@ -87,6 +93,21 @@ export interface TraceLiveResult {
     watchErrors: string[];
   };
   wallS: number;
+}
+
+export interface PlacementAudit {
+  /** Tasks whose server was read from a task or RU record. */
+  tasksSeen: number;
+  /** Pods of several cores that were placed (all their tasks seen). */
+  multiCorePlaced: number;
+  /** Pods whose tasks were seen on more than one server. */
+  splitPods: number;
+  /** Tasks seen on a server whose platform (its server record) the job's spec did not allow. */
+  offPlatformTasks: number;
+  /** Tasks seen on a server with no server record. */
+  unknownServerTasks: number;
+  /** Up to 10 of the above, as "job: what". */
+  examples: string[];
 }
 
 /** The busiest stretch: the window of `windowMs` (compressed ms) whose arrivals ask the most cores. */
@@ -115,26 +136,43 @@ const TXN_MARGIN = 8;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** The job spec a pod is submitted as. */
+/**
+ * The job spec a pod is submitted as: a pod packed on one server (a gang) requires it
+ * (`locality.required`), as the simulator's replay does.
+ */
 export function liveSpec(j: TraceJob, platforms: string[] | undefined): Record<string, unknown> {
   if (j.durationMs === undefined) throw new Error(`job ${j.id} (line ${j.line}) has a command, not a duration: hollow nodes run simulated tasks only`);
+  const oneServer = j.mode === 'gang' && j.locality.mode === 'pack';
   return {
     name: j.id,
     profile: j.profile,
     tasks: j.tasks,
     priority: j.priority,
     mode: j.mode,
-    locality: j.locality,
+    locality: oneServer ? { ...j.locality, required: true } : j.locality,
     ...(platforms ? { constraints: { platforms } } : {}),
     durationMs: j.durationMs,
   };
 }
 
-/** Follows the task records: when each task was first seen running, and on which server. */
+/**
+ * Follows the task records (when each task was first seen running, and on which servers it ran)
+ * and the RU records (which RUs each task held busy).
+ */
 class RunningTracker {
   private handle: WatchHandle | undefined;
+  private ruHandle: WatchHandle | undefined;
   /** Job id → task index → [first seen running (ms since the epoch), server]. */
   readonly seen = new Map<string, Map<number, [number, string]>>();
+  /** Job id → task index → every server a task or RU record put it on. */
+  readonly placedOn = new Map<string, Map<number, Set<string>>>();
+  private note(job: string, task: number, server: string): void {
+    let tasks = this.placedOn.get(job);
+    if (!tasks) this.placedOn.set(job, (tasks = new Map<number, Set<string>>()));
+    let set = tasks.get(task);
+    if (!set) tasks.set(task, (set = new Set<string>()));
+    set.add(server);
+  }
   /** The watch's interruptions (tasks seen running after one may be missing: reported with the audit's). */
   readonly errors: string[] = [];
   constructor(private readonly live: LiveKeys) {}
@@ -150,16 +188,33 @@ class RunningTracker {
           if (!ref) continue;
           let tasks = this.seen.get(ref.job);
           if (!tasks) this.seen.set(ref.job, (tasks = new Map<number, [number, string]>()));
-          if (tasks.has(ref.index)) continue;
           const rec = JSON.parse(ev.kv.value) as { ru?: { server?: string }; server?: string };
-          tasks.set(ref.index, [now, rec.ru?.server ?? rec.server ?? '?']);
+          const server = rec.ru?.server ?? rec.server ?? '?';
+          this.note(ref.job, ref.index, server);
+          if (tasks.has(ref.index)) continue;
+          tasks.set(ref.index, [now, server]);
         }
       },
       onError: (e) => void this.errors.push(`running tracker, ${new Date().toISOString()}: ${e.message}`),
     });
+    this.ruHandle = await store.watch({
+      prefix: keys.rus(),
+      fromRevision,
+      onEvents: (b) => {
+        for (const ev of b.events) {
+          if (ev.type === 'delete' || !ev.kv.value.includes('"state":"busy"')) continue;
+          const ref = keys.parseRu(ev.kv.key);
+          const rec = JSON.parse(ev.kv.value) as { state?: string; job?: string; task?: number };
+          if (!ref || rec.state !== 'busy' || rec.job === undefined || rec.task === undefined) continue;
+          this.note(rec.job, rec.task, ref.server);
+        }
+      },
+      onError: (e) => void this.errors.push(`RU tracker, ${new Date().toISOString()}: ${e.message}`),
+    });
   }
   async close(): Promise<void> {
     await this.handle?.close();
+    await this.ruHandle?.close();
   }
 }
 
@@ -224,6 +279,12 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
     }
     o.say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
     const keys = new Keys(prefix);
+    // Each server's platform, from the cell's server records (for the placement audit).
+    const platformOf = new Map<string, string>();
+    for (const kv of (await store.range(keys.servers())).kvs) {
+      const rec = JSON.parse(kv.value) as { id?: string; platform?: string };
+      if (rec.id !== undefined && rec.platform !== undefined) platformOf.set(rec.id, rec.platform);
+    }
     const auditor = new SoakAuditor(store, keys, picksPerTxn(maxTxnOps));
     const tracker = new RunningTracker(new LiveKeys(keys));
     const from = (await store.revision()) + 1;
@@ -309,14 +370,16 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
       const j = jobs[k] as LiveJob;
       const due = t0 + ((win.jobs[k] as TraceJob).arrivalMs - win.startMs);
       j.sendLagMs = (sentAt[k] as number) - due;
+      const placed = tracker.placedOn.get(id);
+      if (placed) j.servers = new Set([...placed.values()].flatMap((set) => [...set])).size;
       const tasks = tracker.seen.get(id);
       if (!tasks) continue;
-      j.servers = new Set([...tasks.values()].map((t) => t[1])).size;
       if (tasks.size < j.tasks) continue;
       const last = Math.max(...[...tasks.values()].map((t) => t[0]));
       j.liveWaitMs = Math.max(0, last - (sentAt[k] as number));
       j.liveWaitS = j.liveWaitMs * sec;
     }
+    const placements = auditPlacements(jobOf, tracker.placedOn, specs, platformOf, jobs);
     const simAlloc = sim.series.map((p) => ({ hour: p.hour, allocated: p.allocated }));
     return {
       window: { startS: win.startMs * sec, endS: (win.startMs * compress + o.windowS * 1000) / 1000, pods: win.jobs.length, cores: win.cores, compress },
@@ -324,6 +387,7 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
       jobs,
       allocation: { live, sim: simAlloc, production: productionAllocation(win.jobs, win.startMs, rus, compress, simAlloc.map((p) => p.hour)) },
       sim: { splitJobs: sim.splitJobs, platformViolations: sim.platformViolations, quality: sim.quality },
+      placements,
       audit: { acked: acked.length, failedSubmissions, final: counts.final, notFinal, violations: auditor.violations, watchErrors: [...auditor.watchErrors, ...tracker.errors] },
       wallS: (Date.now() - t0Run) / 1000,
     };
@@ -333,4 +397,43 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
     await store.close().catch(() => undefined);
     await stopAll();
   }
+}
+
+/** The placement audit over what the task and RU records showed (see the header). */
+export function auditPlacements(
+  jobOf: ReadonlyMap<string, number>,
+  placedOn: ReadonlyMap<string, Map<number, Set<string>>>,
+  specs: readonly Record<string, unknown>[],
+  platformOf: ReadonlyMap<string, string>,
+  jobs: readonly LiveJob[],
+): PlacementAudit {
+  const a: PlacementAudit = { tasksSeen: 0, multiCorePlaced: 0, splitPods: 0, offPlatformTasks: 0, unknownServerTasks: 0, examples: [] };
+  const example = (line: string): void => void (a.examples.length < 10 && a.examples.push(line));
+  for (const [id, k] of jobOf) {
+    const tasks = placedOn.get(id);
+    const job = jobs[k] as LiveJob;
+    if (job.tasks > 1 && job.liveWaitMs !== undefined) a.multiCorePlaced++;
+    if (!tasks) continue;
+    const allowed = (specs[k]?.constraints as { platforms?: string[] } | undefined)?.platforms;
+    const servers = new Set<string>();
+    for (const [task, set] of tasks) {
+      a.tasksSeen++;
+      for (const server of set) {
+        servers.add(server);
+        const platform = platformOf.get(server);
+        if (platform === undefined) {
+          a.unknownServerTasks++;
+          example(`${id}: task ${task} on ${server}, which has no server record`);
+        } else if (allowed && !allowed.includes(platform)) {
+          a.offPlatformTasks++;
+          example(`${id}: task ${task} on ${server} (${platform}), not one of ${allowed.join(', ')}`);
+        }
+      }
+    }
+    if (servers.size > 1) {
+      a.splitPods++;
+      example(`${id}: ${job.tasks} tasks on ${servers.size} servers (${[...servers].slice(0, 4).join(', ')})`);
+    }
+  }
+  return a;
 }

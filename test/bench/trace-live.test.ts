@@ -59,6 +59,11 @@ function consistent(r: TraceLiveResult, pods: number): void {
   for (const a of [...r.allocation.live, ...r.allocation.sim]) expect(a.allocated).toBeGreaterThanOrEqual(0);
   expect(Math.max(...r.allocation.live.map((a) => a.allocated))).toBeGreaterThan(0);
   expect(r.sim.platformViolations).toBe(0);
+  // From the task and RU records: every task seen, each pod on one server of its platforms.
+  expect(r.placements.tasksSeen).toBe(r.jobs.reduce((a, j) => a + j.tasks, 0));
+  expect(r.placements.splitPods).toBe(0);
+  expect(r.placements.offPlatformTasks).toBe(0);
+  expect(r.placements.unknownServerTasks).toBe(0);
 }
 
 describe('live trace replay', () => {
