@@ -8,6 +8,8 @@ import { runSim, type RunResult } from '../run.ts';
 import { w1 } from '../workloads.ts';
 import { type Table, type Runner, f1, f2, f3, pc, sweep, run, meanUtil, base } from './common.ts';
 
+const meanOf = (xs: number[]): number => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+
 export const sampleSize: Runner = (ctx) => {
   const t0 = performance.now();
   const loads = ctx.quick ? [0.1, 0.3, 0.5, 0.7, 0.8, 0.9] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
@@ -27,7 +29,14 @@ export const sampleSize: Runner = (ctx) => {
     overheadP95Ms: r.summary.sched.p95,
     conflictsPerCommit: r.summary.conflictsPerCommit,
     utilization: meanUtil(r),
+    // What R buys and costs: RUs the scheduler judged acceptable when it placed (and their mean
+    // Q), against the time the tasks then lost to interference over their run and to waiting.
+    placedAcceptable: r.counters.placedAcceptable ?? NaN,
+    placedQ: r.counters.placedQ ?? NaN,
+    interferenceMs: meanOf(r.records.map((x) => x.loss.interference)),
+    waitMs: meanOf(r.records.map((x) => x.loss.wait)),
   }));
+  const heavy = loads.filter((l) => [0.5, 0.8, 0.9].includes(l));
   const tables: Table[] = [
     {
       title: 'Mean response time, ms (100 ms tasks), by R (rows) and load (columns)',
@@ -47,6 +56,14 @@ export const sampleSize: Runner = (ctx) => {
       head: ['R', ...loads.map((l) => `${l * 100}%`)],
       rows: Rs.map((R) => [R, ...loads.map((l) => f3(rows.find((x) => x.R === R && x.load === l)?.conflictsPerCommit ?? NaN))]),
     },
+    ...heavy.map((l) => ({
+      title: `What R buys and costs at ${l * 100}% load: placements on RUs judged acceptable, their mean Q, then the mean ms lost to interference and to waiting`,
+      head: ['R', 'acceptable when placed', 'mean Q when placed', 'interference ms', 'wait ms', 'conflicts per commit'],
+      rows: Rs.map((R) => {
+        const x = rows.find((y) => y.R === R && y.load === l);
+        return x ? [R, pc(x.placedAcceptable), f3(x.placedQ), f2(x.interferenceMs), f2(x.waitMs), f3(x.conflictsPerCommit)] : [R, '-', '-', '-', '-', '-'];
+      }),
+    })),
   ];
   const pts = (k: 'respMeanMs' | 'overheadMeanMs' | 'respP95Ms'): Point[] => rows.map((x) => ({ x: x.load * 100, y: x[k], series: `R=${x.R}` }));
   return {

@@ -3,9 +3,10 @@
  * (admission → sample size → batch sampling and selection) run on a cache that lags the truth:
  *
  * - one shared ClusterState + AdmissionState follows the truth WATCH_DELAY_MS late (the watch);
- * - each agent overlays what it alone knows: RUs it has just committed or seen conflict on, passed
- *   to decide() as `exclude` until the shared cache has caught up (a live agent applies its own
- *   writes and the else-branch reads at once);
+ * - each agent overlays what it alone knows (tarcil-overlay.ts): RUs it has just committed or seen
+ *   conflict on, passed to decide() as `exclude` until the shared cache has caught up, and its own
+ *   in-flight picks claimed in the view during its decisions (a live agent claims its picks and
+ *   applies the else-branch reads at once);
  * - a commit reaches the store half a round trip after the agent sends it and succeeds for a pick
  *   only if the RU's revision still equals the one the agent read (etcd's compare on mod
  *   revision). A modelling choice: picks that did not conflict start at once, where the live
@@ -42,6 +43,7 @@ import { COPYSET_ATTR, TARCIL } from '../constants.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
+import { AgentOverlay } from './tarcil-overlay.ts';
 import { selectOneServer, serverFits } from './one-server.ts';
 import type { Policy } from './types.ts';
 
@@ -90,8 +92,7 @@ interface Agent {
   id: number;
   busy: boolean;
   queue: Request[];
-  exclude: Map<number, number>;
-  excludeSet: Set<number>;
+  ov: AgentOverlay;
   ctx: CoreContext;
 }
 
@@ -114,7 +115,7 @@ export class TarcilPolicy implements Policy {
   /** RUs being placed (sent, not yet in the view), per namespace: fair share counts them as held. */
   private readonly placing = new Map<string, number>();
   private readonly targets = new Map<readonly number[], JobTarget>();
-  private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0, fairYields: 0 };
+  private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0, fairYields: 0, acceptablePicks: 0, Qsum: 0 };
   private readonly monitor: SimLoadMonitor | undefined;
   private readonly learner: ProfileLearner | undefined;
   private readonly owned = new WeakSet<SimJob>();
@@ -151,8 +152,7 @@ export class TarcilPolicy implements Policy {
         id: i,
         busy: false,
         queue: [],
-        exclude: new Map(),
-        excludeSet: new Set(),
+        ov: new AgentOverlay(world, this.view.state),
         ctx: { state: this.view.state, admission, rng: rng.fork(), clock: world.engine },
       });
     }
@@ -194,6 +194,8 @@ export class TarcilPolicy implements Policy {
       ...(this.monitor && this.learner ? this.monitor.learningError(this.learner) : {}),
       conflictsPerCommit: this.c.commits > 0 ? this.c.conflicts / this.c.commits : 0,
       meanR: this.c.decisions > 0 ? this.c.Rsum / this.c.decisions : 0,
+      placedQ: this.c.picks > 0 ? this.c.Qsum / this.c.picks : 0,
+      placedAcceptable: this.c.picks > 0 ? this.c.acceptablePicks / this.c.picks : 0,
     };
   }
 
@@ -263,9 +265,7 @@ export class TarcilPolicy implements Policy {
   }
 
   private enqueue(r: Request): void {
-    const a = this.agents[this.rr++ % this.agents.length] as Agent;
-    this.push(a.queue, r);
-    this.pump(a);
+    this.requeue(this.agents[this.rr++ % this.agents.length] as Agent, r);
   }
 
   private requeue(a: Agent, r: Request): void {
@@ -295,23 +295,13 @@ export class TarcilPolicy implements Policy {
     this.process(a, r);
   }
 
-  private excludeFor(a: Agent, ru: number, until: number): void { a.exclude.set(ru, until); a.excludeSet.add(ru); }
-
-  private pruneExclude(a: Agent): void {
-    const now = this.world.engine.now();
-    for (const [ru, until] of a.exclude) {
-      if (until <= now) {
-        a.exclude.delete(ru);
-        a.excludeSet.delete(ru);
-      }
-    }
-  }
+  private excludeFor(a: Agent, ru: number, until: number, own?: SimTask): void { a.ov.add(ru, until, own && this.world.occupantOf(own)); }
 
   /** The simulator's driver of the attempt loop (agent/attempt.ts): engine timers, modelled commits. */
   private process(a: Agent, r: Request): void {
     const eng = this.world.engine;
     const now = eng.now();
-    this.pruneExclude(a);
+    a.ov.prune(now);
     if (r.move) {
       this.processMove(a, r.move, r);
       return;
@@ -351,7 +341,7 @@ export class TarcilPolicy implements Policy {
       // Wall time of the core's calls (the virtual clock models their cost): what a decision
       // really costs the simulator, which must not grow with the cell (bench sim-speed).
       const w0 = performance.now();
-      const verdict = skip ? undefined : admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now));
+      const verdict = skip ? undefined : a.ov.during(() => admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now)));
       if (!skip) {
         this.wall.verdicts++;
         this.wall.verdictMs += performance.now() - w0;
@@ -375,8 +365,9 @@ export class TarcilPolicy implements Policy {
     }
 
     const w1 = performance.now();
-    const one = r.job.oneServer ? selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.excludeSet) : undefined;
-    const d = one ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } } : decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.excludeSet, ...this.fairDisplace(r) });
+    const displace = this.fairDisplace(r);
+    const one = r.job.oneServer ? a.ov.during(() => selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.ov.exclude)) : undefined;
+    const d = one ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } } : a.ov.during(() => decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.ov.exclude, ...displace }));
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
     this.wall.candidates += d.selection.candidatesSeen;
@@ -398,7 +389,7 @@ export class TarcilPolicy implements Policy {
     }
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
     const storeAt = now + sendAt + TARCIL.COMMIT_RTT_MS / 2;
-    for (const p of picks) this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS);
+    picks.forEach((p, k) => this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS, chunk[k]));
     if (this.fair) this.countPlacing(r.ns, picks.length, storeAt + TARCIL.WATCH_DELAY_MS);
     release(sendAt);
     // Remove the chunk's tasks from pending while the commit is in flight.
@@ -424,6 +415,8 @@ export class TarcilPolicy implements Policy {
           task.acceptable = p.quality.acceptable;
           this.world.startTask(task, p.id);
           this.c.picks++;
+          this.c.Qsum += task.Q ?? 0;
+          if (task.acceptable) this.c.acceptablePicks++;
           if (r.scaleOut) (this.monitor as SimLoadMonitor).scaledOut(r.job);
         } else {
           conflicts++;
@@ -469,9 +462,9 @@ export class TarcilPolicy implements Policy {
     }
     const oldRu = t.ru;
     const s = this.world.server(oldRu);
-    const exclude = new Set(a.excludeSet);
+    const exclude = new Set(a.ov.exclude);
     for (let i = 0; i < s.rus; i++) exclude.add(s.base + i);
-    const d = decide(a.ctx, r.spec, r.target, 1, this.cfg, { skipAdmission: true, exclude });
+    const d = a.ov.during(() => decide(a.ctx, r.spec, r.target, 1, this.cfg, { skipAdmission: true, exclude }));
     const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
     this.c.decisions++;
     this.c.Rsum += d.R;
@@ -483,7 +476,7 @@ export class TarcilPolicy implements Policy {
     }
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
     const storeAt = eng.now() + sendAt + TARCIL.COMMIT_RTT_MS / 2;
-    this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS);
+    this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS, t);
     release(sendAt);
     eng.at(storeAt, () => {
       this.c.commits++;
@@ -560,8 +553,7 @@ export class TarcilPolicy implements Policy {
     const k = q.indexOf(r);
     if (k < 0) return;
     this.unwait(q, k);
-    const a = r.agent ?? this.firstAgent;
-    this.requeue(a, r);
+    this.requeue(r.agent ?? this.firstAgent, r);
   }
 
   /**
@@ -594,7 +586,6 @@ export class TarcilPolicy implements Policy {
     const r = this.unwait(bestQ, bestK);
     r.woken = true;
     // The freed RU reaches the agents' cache after the watch delay.
-    const a = r.agent ?? this.firstAgent;
-    this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.requeue(a, r));
+    this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.requeue(r.agent ?? this.firstAgent, r));
   }
 }
