@@ -3,7 +3,7 @@
  */
 import type { ChartSpec, Point } from '../charts.ts';
 import { dist, type Summary } from '../metrics.ts';
-import { type RunResult } from '../run.ts';
+import { runSim, type RunResult } from '../run.ts';
 import { w2, w3 } from '../workloads.ts';
 import { type Table, type Runner, f1, f2, f3, pc, sweep, run, meanUtil, base } from './common.ts';
 
@@ -35,10 +35,12 @@ function summaryRow(label: string, policy: string, s: Summary, r: RunResult): Re
  * scoring policies above the rest (relative wall times of a full run).
  */
 function compareCost(c: { wl: string; policy: string }): number {
-  const scoring = c.policy === 'tarcil' || c.policy === 'centralized';
+  const scoring = c.policy === 'tarcil' || c.policy === PREFER || c.policy === 'centralized';
   if (c.wl === 'W3') return c.policy === 'centralized' ? 16 : c.policy === 'tarcil' ? 9 : 3;
   return scoring ? 6 : 1;
 }
+
+const PREFER = 'tarcil, replicas preferred';
 
 export const compare: Runner = (ctx) => {
   const t0 = performance.now();
@@ -47,10 +49,12 @@ export const compare: Runner = (ctx) => {
   const variants = ['unloaded', 'resident', 'hetero'] as const;
   const cells: { wl: string; policy: string }[] = [];
   for (const v of variants) for (const p of COMPARE_POLICIES) cells.push({ wl: `W2-${v}`, policy: p });
+  // The ablation: tarcil with the replicas of scan tasks preferred rather than required.
+  for (const v of variants) cells.push({ wl: `W2-${v}`, policy: PREFER });
   for (const p of ['tarcil', 'sparrow', 'centralized', 'random']) cells.push({ wl: 'W3', policy: p });
   const res = sweep(ctx, cells, (c) => `${c.wl} ${c.policy}`, (c) => {
     const wl = c.wl === 'W3' ? w3({ jobs: w3jobs }) : w2({ variant: c.wl.slice(3) as (typeof variants)[number], queries });
-    return run(wl, c.policy, ctx.seed);
+    return c.policy === PREFER ? runSim({ workload: wl, policy: { name: 'tarcil', preferReplicas: true }, seed: ctx.seed }) : run(wl, c.policy, ctx.seed);
   }, { cost: compareCost });
   const rows = res.map(({ cell, r }) => summaryRow(cell.wl, cell.policy, r.summary, r));
   // Per query type (Fig. 13 left): mean response per type.

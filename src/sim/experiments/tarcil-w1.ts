@@ -15,8 +15,18 @@ export const sampleSize: Runner = (ctx) => {
   const loads = ctx.quick ? [0.1, 0.3, 0.5, 0.7, 0.8, 0.9] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
   const Rs = [2, 4, 8, 16, 32, 64];
   const jobs = ctx.quick ? 2500 : 12000;
-  const cells = Rs.flatMap((R) => loads.map((load) => ({ R, load })));
-  const res = sweep(ctx, cells, (c) => `R=${c.R} load=${c.load}`, (c) => run(w1({ load: c.load, jobs }), `fixed-R${c.R}`, ctx.seed));
+  // The ablation: one agent instead of ten at 50% load (R ≤ 16, which one agent decides in time),
+  // so that no decision misses another agent's picks still in flight.
+  const soloRs = Rs.filter((R) => R <= 16);
+  const cells = [...Rs.flatMap((R) => loads.map((load) => ({ R, load, agents: 10 }))), ...soloRs.map((R) => ({ R, load: 0.5, agents: 1 }))];
+  const all = sweep(ctx, cells, (c) => `R=${c.R} load=${c.load} agents=${c.agents}`, (c) => run(w1({ load: c.load, jobs }), `fixed-R${c.R}`, ctx.seed, c.agents));
+  const res = all.filter((x) => x.cell.agents === 10);
+  const solo = all.filter((x) => x.cell.agents === 1).map(({ cell, r }) => ({
+    R: cell.R,
+    respMeanMs: r.summary.response.mean,
+    interferenceMs: meanOf(r.records.map((x) => x.loss.interference)),
+    placedAcceptable: r.counters.placedAcceptable ?? NaN,
+  }));
   const rows = res.map(({ cell, r }) => ({
     R: cell.R,
     load: cell.load,
@@ -64,11 +74,20 @@ export const sampleSize: Runner = (ctx) => {
         return x ? [R, pc(x.placedAcceptable), f3(x.placedQ), f2(x.interferenceMs), f2(x.waitMs), f3(x.conflictsPerCommit)] : [R, '-', '-', '-', '-', '-'];
       }),
     })),
+    {
+      title: 'Ablation at 50% load: one agent against ten, mean ms lost to interference [mean response ms]',
+      head: ['R', 'acceptable when placed, 1 agent', '1 agent', '10 agents'],
+      rows: solo.map((x) => {
+        const ten = rows.find((y) => y.R === x.R && y.load === 0.5);
+        return [x.R, pc(x.placedAcceptable), `${f2(x.interferenceMs)} [${f1(x.respMeanMs)}]`, ten ? `${f2(ten.interferenceMs)} [${f1(ten.respMeanMs)}]` : '-'];
+      }),
+    },
   ];
   const pts = (k: 'respMeanMs' | 'overheadMeanMs' | 'respP95Ms'): Point[] => rows.map((x) => ({ x: x.load * 100, y: x[k], series: `R=${x.R}` }));
   return {
     ...base('sample-size', 'Fig. 9: sampling overhead and response time vs sample size R and load (W1)', ctx, t0),
     rows,
+    extra: { oneAgentAt50: solo },
     tables,
     charts: [
       { file: 'sample-size-response.svg', title: 'Mean response time vs load (W1, 10 agents)', xTitle: 'cluster load (%)', yTitle: 'mean response (ms)', points: pts('respMeanMs'), logY: true },

@@ -46,6 +46,8 @@ export interface PolicySpec {
   weights?: Record<string, number>;
   /** Tarcil and fixed-R: see TarcilOptions.priorityWaits (false only as an ablation). */
   priorityWaits?: boolean;
+  /** Tarcil and fixed-R: see TarcilOptions.preferReplicas (an ablation). */
+  preferReplicas?: boolean;
 }
 
 /** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
@@ -53,7 +55,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
   const n = spec.name;
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
-  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}), ...(spec.weights ? { weights: spec.weights } : {}), ...(spec.priorityWaits === false ? { priorityWaits: false } : {}) };
+  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}), ...(spec.weights ? { weights: spec.weights } : {}), ...(spec.priorityWaits === false ? { priorityWaits: false } : {}), ...(spec.preferReplicas ? { preferReplicas: true } : {}) };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':

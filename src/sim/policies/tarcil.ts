@@ -63,6 +63,8 @@ export interface TarcilOptions {
   weights?: Record<string, number>;
   /** A request above the bypass priority that loses a commit race waits for a freed RU (Attempt's `untilFreed`; default); false: it backs off as any other (ablation). */
   priorityWaits?: boolean;
+  /** Replicas forming a named set only preferred, never required (ablation of W2's rule that scan tasks run on their replicas). */
+  preferReplicas?: boolean;
 }
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
@@ -237,7 +239,7 @@ export class TarcilPolicy implements Policy {
     const specs = data.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec);
     const dataServers = specs.map((x) => x.id);
     const set = specs[0]?.attributes[COPYSET_ATTR];
-    if (set !== undefined && specs.every((x) => x.attributes[COPYSET_ATTR] === set)) {
+    if (set !== undefined && !this.opts.preferReplicas && specs.every((x) => x.attributes[COPYSET_ATTR] === set)) {
       return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: { [COPYSET_ATTR]: set }, dataServers } };
     }
     return { locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers } };
