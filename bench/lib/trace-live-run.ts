@@ -98,9 +98,9 @@ export interface TraceLiveResult {
 export interface PlacementAudit {
   /** Tasks whose server was read from a task or RU record. */
   tasksSeen: number;
-  /** Pods of several cores that were placed (all their tasks seen). */
+  /** Pods of several cores that must share one server (gangs packed by server) and were placed (all their tasks seen). */
   multiCorePlaced: number;
-  /** Pods whose tasks were seen on more than one server. */
+  /** Of those, pods whose tasks were seen on more than one server. */
   splitPods: number;
   /** Tasks seen on a server whose platform (its server record) the job's spec did not allow. */
   offPlatformTasks: number;
@@ -412,7 +412,9 @@ export function auditPlacements(
   for (const [id, k] of jobOf) {
     const tasks = placedOn.get(id);
     const job = jobs[k] as LiveJob;
-    if (job.tasks > 1 && job.liveWaitMs !== undefined) a.multiCorePlaced++;
+    // A pod whose cores must share a server (the spec's required pack); a generic job's tasks of one core each may spread.
+    const oneServer = (specs[k]?.locality as { required?: boolean } | undefined)?.required === true;
+    if (oneServer && job.tasks > 1 && job.liveWaitMs !== undefined) a.multiCorePlaced++;
     if (!tasks) continue;
     const allowed = (specs[k]?.constraints as { platforms?: string[] } | undefined)?.platforms;
     const servers = new Set<string>();
@@ -430,7 +432,7 @@ export function auditPlacements(
         }
       }
     }
-    if (servers.size > 1) {
+    if (oneServer && servers.size > 1) {
       a.splitPods++;
       example(`${id}: ${job.tasks} tasks on ${servers.size} servers (${[...servers].slice(0, 4).join(', ')})`);
     }

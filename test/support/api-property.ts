@@ -475,18 +475,25 @@ interface Eligible {
   servers: number;
   rus: number;
   racks: number;
+  /** The most eligible RUs on one server, and in one rack (a required pack needs its tasks in one). */
+  serverRus: number;
+  rackRus: number;
 }
 
 function eligible(spec: Record<string, unknown>): Eligible {
   const c = (spec.constraints ?? {}) as { platforms?: string[]; attributes?: Record<string, string> };
   const match = DEMO_SERVERS.filter((s) => (!c.platforms || c.platforms.includes(s.platform)) && Object.entries(c.attributes ?? {}).every(([k, v]) => s.attributes[k] === v));
-  return { servers: match.length, rus: match.reduce((n, s) => n + s.rus, 0), racks: new Set(match.map((s) => s.rack)).size };
+  const perRack = new Map<string, number>();
+  for (const s of match) perRack.set(s.rack, (perRack.get(s.rack) ?? 0) + s.rus);
+  return { servers: match.length, rus: match.reduce((n, s) => n + s.rus, 0), racks: perRack.size, serverRus: Math.max(0, ...match.map((s) => s.rus)), rackRus: Math.max(0, ...perRack.values()) };
 }
 
 interface Shape {
   tasks: number;
   gang: boolean;
   spread: boolean;
+  /** locality pack with required true: every task on one server (or rack), a gang only. */
+  pack: boolean;
   required: boolean;
   rack: boolean;
   durationMs: number;
@@ -499,6 +506,7 @@ function shapeOf(spec: Record<string, unknown>): Shape {
     tasks: spec.tasks as number,
     gang: spec.mode === 'gang',
     spread: loc.mode === 'spread',
+    pack: loc.mode === 'pack' && loc.required === true,
     required: loc.required !== false,
     rack: loc.scope === 'rack',
     // The simulated executor runs a task without a duration (a command) for 1 s.
@@ -514,6 +522,7 @@ function feasibility(spec: Record<string, unknown>): { ok: boolean; why: string 
   if (e.servers === 0) return { ok: false, why: 'no server matches the constraints' };
   if (s.gang && s.tasks > e.rus) return { ok: false, why: `gang of ${s.tasks} > ${e.rus} eligible RUs` };
   if (s.spread && s.required && s.tasks > (s.rack ? e.racks : e.servers)) return { ok: false, why: `required spread of ${s.tasks} over ${s.rack ? e.racks : e.servers} ${s.rack ? 'racks' : 'servers'}` };
+  if (s.pack && s.tasks > (s.rack ? e.rackRus : e.serverRus)) return { ok: false, why: `required pack of ${s.tasks} on one ${s.rack ? 'rack' : 'server'} of at most ${s.rack ? e.rackRus : e.serverRus} RUs` };
   return { ok: true, why: 'valid and feasible' };
 }
 
@@ -564,7 +573,10 @@ export function buildSpec(c: SpecCase): Built {
     text = specText(c.spec);
     const spec = JSON.parse(text) as Record<string, unknown>;
     const f = feasibility(spec);
-    exp = { codes: [f.ok ? grpc.status.OK : grpc.status.FAILED_PRECONDITION], fields: [], spec, feasible: f.ok, why: f.why };
+    exp =
+      shapeOf(spec).pack && spec.mode !== 'gang'
+        ? { codes: [INVALID], fields: ['locality.required'], why: 'a required pack needs mode gang' }
+        : { codes: [f.ok ? grpc.status.OK : grpc.status.FAILED_PRECONDITION], fields: [], spec, feasible: f.ok, why: f.why };
   }
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_SPEC_BYTES) {
