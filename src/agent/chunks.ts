@@ -45,7 +45,9 @@ export async function placeIncremental(
   waiting: WaitingEntry,
   stamp: TaskStamp,
 ): Promise<void> {
-  const at = new Attempt(h.config, h.rng, job.maxQueueMs);
+  // A request whose priority bypasses others' waits for a freed RU after a lost race (untilFreed),
+  // as in the simulator: woken first among the waiters rather than left to back off.
+  const at = new Attempt(h.config, h.rng, job.maxQueueMs, job.priority > h.config.bypassAbove);
   // `next` is the first task not yet taken: chunks take a prefix of what is left, so a cursor
   // replaces removing placed tasks from the array (quadratic for 100,000-task jobs). Tasks of a
   // chunk that were not placed go back to `back`, which is taken from first.
@@ -93,6 +95,8 @@ export async function placeIncremental(
     }
     if (then.kind === 'capacity-wait') {
       woken = await h.waitForCapacity(rec, job, then.ms, tasks.left(), then.why, then.why !== undefined);
+    } else if (then.kind === 'backoff' && then.untilFreed) {
+      woken = await h.waitForCapacity(rec, job, then.ms, tasks.left());
     } else {
       const q0 = h.clock.now();
       await h.clock.sleep(then.ms);
@@ -251,7 +255,8 @@ async function commitChunk(
       const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - keep.length), asked: chunk.length });
       if (!at.admitted) return { placed: [], then };
       rec.retries++;
-      await h.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
+      if (then.kind === 'backoff' && then.untilFreed) await h.waitForCapacity(rec, job, then.ms, chunk.length - keep.length);
+      else await h.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
     }
   } finally {
     if (keep.length > 0) h.state.batch(() => keep.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index }, rec)));

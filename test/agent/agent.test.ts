@@ -279,6 +279,35 @@ describe('conflicts', () => {
     expect(rec.conflicts).toBe(agent.config.maxRetries + 1);
     expect(rec.readmissions).toBe(1);
   });
+
+  it('a request above bypassAbove that loses a race waits for the next freed RU instead of backing off; one at the default priority backs off', async () => {
+    for (const priority of [500, 100]) {
+      const store = new JostlingStore();
+      // A backoff of 60 s would outlast the test; a freed RU comes at once.
+      const { agent, keys } = await setup({ servers: 2, rus: 1, store, config: { consumeQueue: false, backoffBaseMs: 60_000, backoffMaxMs: 60_000 } });
+      const filler = await agent.submit(makeJob(`filler-${priority}`, TEST_PROFILES[4]!, 1));
+      store.remaining = 1;
+      const placed = agent.submit(makeJob(`urgent-${priority}`, TEST_PROFILES[4]!, 1, { priority }));
+      let done = false;
+      void placed.then(() => (done = true), () => (done = true));
+      await until(() => store.remaining === 0);
+      if (priority > agent.config.bypassAbove) {
+        // It lost the race for the free RU and waits among the waiters, woken by the next one freed.
+        await until(() => agent.view.waiters.size === 1);
+        await store.put(keys.ru(filler.placements[0]!.ru), JSON.stringify({ state: 'free' }));
+        const rec = await placed;
+        expect(rec.conflicts).toBe(1);
+        expect(rec.placements).toHaveLength(1);
+      } else {
+        await store.put(keys.ru(filler.placements[0]!.ru), JSON.stringify({ state: 'free' }));
+        await new Promise((r) => setTimeout(r, 300));
+        // Backing off: no waiter, and the freed RU does not bring it back.
+        expect(agent.view.waiters.size).toBe(0);
+        expect(done).toBe(false);
+      }
+      for (const c of closers.splice(0).reverse()) await c();
+    }
+  });
 });
 
 describe('agent cache', () => {
