@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY, type ServerSpec } from '../../src/model/types.ts';
-import { contention, jobTarget, rankD, scoreRu, type RuScore } from '../../src/quality/index.ts';
+import { contention, rankD, scoreRu, type RuScore } from '../../src/quality/index.ts';
 import { drawCandidates, selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
 import { ClusterState } from '../../src/sampling/cluster-state.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
+import { placementRequest } from '../support/placement-request.ts';
 
 function servers(n: number, rus: number, opts: { platforms?: string[]; perRack?: number } = {}): ServerSpec[] {
   const platforms = opts.platforms ?? ['r3.2xlarge'];
@@ -35,21 +36,7 @@ function loadedCluster(rng: Rng, n: number, rus: number, load: number, specs?: S
   return st;
 }
 
-function request(over: Partial<PlacementRequest> = {}): PlacementRequest {
-  const p = TEST_PROFILES[5]!;
-  return {
-    jobId: 'job',
-    target: jobTarget(p.caused),
-    caused: p.caused,
-    priority: DEFAULT_PRIORITY,
-    platformPerf: { 'r3.2xlarge': 1, 'c3.large': 0.8 },
-    locality: { mode: 'any', scope: 'server' },
-    constraints: {},
-    m: 1,
-    R: 8,
-    ...over,
-  };
-}
+const request = placementRequest;
 
 /** Scores every available RU and returns D (rank in [0,1]) by RU id. */
 function ranks(st: ClusterState, req: PlacementRequest, rng: Rng): Map<number, number> {

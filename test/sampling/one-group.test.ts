@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { cellFeasibility } from '../../src/agent/cell.ts';
 import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import { DEFAULT_PRIORITY, type ServerSpec } from '../../src/model/types.ts';
-import { jobTarget } from '../../src/quality/index.ts';
 import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
 import { ClusterState } from '../../src/sampling/cluster-state.ts';
 import { feasibility, type FeasibilityJob } from '../../src/sampling/feasibility.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
+import { placementRequest } from '../support/placement-request.ts';
 
 /** Servers s0… of the given sizes, `perRack` to a rack. */
 function specs(sizes: number[], perRack = 1): ServerSpec[] {
@@ -27,20 +27,9 @@ function occupy(st: ClusterState, id: string, n: number, job = `other-${id}`): v
   for (let i = 0; i < n; i++) st.setRu({ server: id, index: i }, { job, task: i, caused: p.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
 }
 
+/** A required pack of m tasks (the r3.2xlarge platform only, R = 4). */
 function request(m: number, over: Partial<PlacementRequest> = {}): PlacementRequest {
-  const p = TEST_PROFILES[5]!;
-  return {
-    jobId: 'job',
-    target: jobTarget(p.caused),
-    caused: p.caused,
-    priority: DEFAULT_PRIORITY,
-    platformPerf: { 'r3.2xlarge': 1 },
-    locality: { mode: 'pack', scope: 'server', required: true },
-    constraints: {},
-    m,
-    R: 4,
-    ...over,
-  };
+  return placementRequest({ platformPerf: { 'r3.2xlarge': 1 }, locality: { mode: 'pack', scope: 'server', required: true }, m, R: 4, ...over });
 }
 
 const serversOf = (picks: { server: { id: string } }[]): Set<string> => new Set(picks.map((p) => p.server.id));
