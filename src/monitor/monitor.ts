@@ -173,7 +173,7 @@ export class LocalMonitor {
   private loadTick(): void {
     this.o.clock.setTimer(this.o.loadIntervalMs ?? DEFAULT_LOAD_INTERVAL_MS, () => {
       if (this.closed) return;
-      if (this.node.runningCount > 0) this.node.recomputeLoad();
+      if (this.node.runningCount > 0) this.node.recomputeLoad(true);
       this.loadTick();
     });
   }

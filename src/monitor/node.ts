@@ -589,8 +589,8 @@ export class MonitoredNode {
   // ---------------------------------------------------------------------------------------------
   // Load monitor (paper §5.2)
 
-  recomputeLoad(): void {
+  recomputeLoad(force = false): void {
     if (this.dead) return;
-    if (this.load.check(this.rus.values(), this.running)) this.h.serverChanged(this);
+    if (this.load.check(this.rus.values(), this.running, force)) this.h.serverChanged(this);
   }
 }
