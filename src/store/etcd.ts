@@ -48,6 +48,7 @@ import {
   BREAKER_FAILURES,
 } from './etcd-convert.ts';
 import { EtcdLeaseHandle } from './etcd-lease.ts';
+import { installFastLongToString } from './etcd-long.ts';
 import { DEFAULT_REQUEST_TIMEOUT_MS, WATCH_FLOW_WINDOW_BYTES, type EtcdStoreOptions } from './etcd-options.ts';
 import { EtcdWatch, WatchEventCounts } from './etcd-watch.ts';
 import { StoreCampaign, storeLeader } from './election.ts';
@@ -120,6 +121,8 @@ export { DEFAULT_REQUEST_TIMEOUT_MS, type EtcdStoreOptions } from './etcd-option
  * so this store asks etcd for the lease's remaining TTL when it should have run out and reports
  * the loss itself.
  */
+
+installFastLongToString();
 
 export class EtcdStore implements ClusterStore {
   readonly kind = 'etcd' as const;
