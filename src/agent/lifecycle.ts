@@ -11,6 +11,7 @@ import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts
 import { agentConfig } from './config.ts';
 import { SharedView } from './shared-view.ts';
 import { OwnerKeys } from './handoff.ts';
+import { KeyFeed } from '../state/feed.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
@@ -65,6 +66,8 @@ export class JobManager implements OwnerContext, MoveHost {
   private held: HeldLease | undefined;
   readonly owned = new Map<string, Owned>();
   readonly jobFinal = new Map<string, boolean>();
+  /** This owner's follow of `jobs/`, passed on to the housekeeper's retention in this process. */
+  readonly jobsFeed: KeyFeed;
   /** Job id → lease of its `owners/<job>` key, as the watch last showed it, and the jobs with tasks to place (handoff.ts). */
   readonly ownerKeys: OwnerKeys;
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
@@ -105,6 +108,7 @@ export class JobManager implements OwnerContext, MoveHost {
   constructor(opts: JobManagerOptions) {
     this.o = opts;
     this.live = new LiveKeys(opts.keys);
+    this.jobsFeed = new KeyFeed(opts.keys.jobs());
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
@@ -194,7 +198,7 @@ export class JobManager implements OwnerContext, MoveHost {
     await this.firstLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
-    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[], revision: number) => void, onEvent: (kv: KeyValue, deleted: boolean) => void): Follower =>
+    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[], revision: number) => void, onEvent: (kv: KeyValue, deleted: boolean, revision: number) => void): Follower =>
       new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
     const each = (on: (kv: KeyValue, deleted: boolean) => void) => (kvs: KeyValue[]) => {
       for (const kv of kvs) on(kv, false);
@@ -221,7 +225,7 @@ export class JobManager implements OwnerContext, MoveHost {
         },
         (kv, del) => this.onOwner(kv, del),
       ),
-      mk(k.jobs(), (kvs, rev) => this.onJobsSnapshot(kvs, rev), (kv, del) => this.onJob(kv, del)),
+      mk(k.jobs(), (kvs, rev) => (this.onJobsSnapshot(kvs, rev), this.jobsFeed.snapshot(kvs, rev)), (kv, del, rev) => (this.onJob(kv, del), this.jobsFeed.event(kv, del, rev))),
       mk(
         this.live.reports(),
         (kvs) => {

@@ -56,7 +56,10 @@ async function keysOf(c: OwnerCell, job: string): Promise<string[]> {
 }
 
 describe('retention of finished jobs (embedded store, manual clock)', () => {
-  it('deletes a finished job with its tasks, decision and (later) request id after its period; a running job never', async () => {
+  it.each([
+    ['a watch of its own', false],
+    ['the job owner\'s follow of jobs/ (no watch of jobs/ of its own)', true],
+  ])('deletes a finished job with its tasks, decision and (later) request id after its period; a running job never (reading %s)', async (_how, fed) => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const m = await cell.owner('A');
@@ -73,8 +76,17 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     expect(before).toContain(cell.keys.decision(done.id));
     expect(before.filter((k) => k.startsWith(cell!.keys.tasks(done.id)))).toHaveLength(3);
 
-    const h = keeper(cell, 'A', { retainMs: 10 * MIN });
+    const watched: string[] = [];
+    const counting = wrapStore(cell.store, {
+      watch: (opts) => {
+        watched.push(opts.prefix);
+        return cell!.store.watch(opts);
+      },
+    });
+    const h = keeper(cell, 'A', { retainMs: 10 * MIN, ...(fed ? { jobsFeed: m.jobsFeed } : {}) }, counting);
     await cell.until(() => h.leading, 5000);
+    await cell.until(() => watched.includes(live.request('')), 5000);
+    expect(watched.includes(cell.keys.jobs())).toBe(!fed);
     // Within the period: everything stays.
     await cell.advance(9 * MIN, 1000);
     expect(await keysOf(cell, done.id)).toEqual(before);
