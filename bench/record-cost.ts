@@ -97,6 +97,8 @@ interface Counts {
   txns: number;
   deliveries: Map<string, number>;
   etcdEvents: number;
+  /** Requests each process sent to etcd, by `<process> <kind>` (read, write). */
+  requests: Map<string, number>;
 }
 
 interface PhaseResult {
@@ -113,6 +115,8 @@ interface PhaseResult {
   cpuMsPerTask: Record<string, number>;
   keysByKind: Record<string, number>;
   deliveriesByKind: Record<string, number>;
+  /** Requests to etcd per task: hollow and front-ends, reads and writes. */
+  requestsPerTask: Record<string, number>;
 }
 
 async function main(): Promise<void> {
@@ -161,8 +165,15 @@ async function main(): Promise<void> {
       // Let every watch catch up with the last write.
       await sleep(1500);
       let deliveries = new Map<string, number>();
-      for (const p of metricsPorts) deliveries = add(deliveries, byLabel(await scrape(p), 'tarcil_store_watch_events_total'));
-      const out = { keys: new Map(keys), txns: revisions.size, deliveries, etcdEvents: await etcdMetrics() };
+      const requests = new Map<string, number>();
+      for (const [i, p] of metricsPorts.entries()) {
+        const text = await scrape(p);
+        deliveries = add(deliveries, byLabel(text, 'tarcil_store_watch_events_total'));
+        // The hollow process first, then the front-ends.
+        const who = i === 0 ? 'hollow' : 'front-ends';
+        for (const [kind, n] of byLabel(text, 'tarcil_store_request_seconds_count')) requests.set(`${who} ${kind}`, (requests.get(`${who} ${kind}`) ?? 0) + n);
+      }
+      const out = { keys: new Map(keys), txns: revisions.size, deliveries, etcdEvents: await etcdMetrics(), requests };
       return out;
     };
 
@@ -202,6 +213,7 @@ async function main(): Promise<void> {
         etcdDeliveriesPerTask: etcdDeliveries / tasks,
         keysByKind: Object.fromEntries([...k].filter(([, v]) => v > 0).map(([kind, v]) => [kind, v / tasks])),
         deliveriesByKind: Object.fromEntries([...d].filter(([, v]) => v > 0).map(([kind, v]) => [kind, v / tasks])),
+        requestsPerTask: Object.fromEntries([...add(after.requests, before.requests, -1)].map(([k2, v]) => [k2, v / tasks])),
         cpuMsPerTask: {
           etcd: ((cpuUsed.get('etcd') ?? 0) * 1000) / tasks,
           'front-ends': ([...cpuUsed].filter(([n]) => n.startsWith('fe')).reduce((a, [, v]) => a + v, 0) * 1000) / tasks,
@@ -252,6 +264,13 @@ async function main(): Promise<void> {
       mdTable(
         ['phase', 'etcd', 'front-ends', 'hollow nodes', 'all'],
         results.map((r) => [r.phase, f(r.cpuMsPerTask['etcd']), f(r.cpuMsPerTask['front-ends']), f(r.cpuMsPerTask['hollow']), f(r.cpuMsPerTask['all'])]),
+      ),
+      '',
+      "Requests to etcd per task, as each process counts them (`tarcil_store_request_seconds`; writes: transactions, puts, deletes; reads: gets, ranges, read-only transactions):",
+      '',
+      mdTable(
+        ['phase', 'front-ends: writes', 'front-ends: reads', 'hollow nodes: writes', 'hollow nodes: reads'],
+        results.map((r) => [r.phase, f(r.requestsPerTask['front-ends write']), f(r.requestsPerTask['front-ends read']), f(r.requestsPerTask['hollow write']), f(r.requestsPerTask['hollow read'])]),
       ),
       '',
       'Per task, by record kind (keys written / deliveries):',
