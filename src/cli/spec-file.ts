@@ -6,10 +6,15 @@ import { invalid } from '../util/errors.ts';
 export function readSpec(file: string): string {
   const stdin = file === '-';
   if (stdin && process.stdin.isTTY) process.stderr.write('reading the job spec from stdin (end it with Ctrl-D)\n');
+  let text: string;
   try {
-    return readFileSync(stdin ? 0 : file, 'utf8');
+    text = readFileSync(stdin ? 0 : file, 'utf8');
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     throw invalid('<spec.json>', `cannot read ${stdin ? 'stdin' : `'${file}'`} (${err.code ?? err.message})`);
   }
+  // An empty file would otherwise reach the front-end as no spec at all, and its answer names
+  // the request's fields, not the file.
+  if (text.trim() === '') throw invalid('<spec.json>', `${stdin ? 'stdin' : `'${file}'`} is empty: a job spec is a JSON object (see profiles/jobs/)`);
+  return text;
 }

@@ -58,6 +58,19 @@ describe('tarcil validate', () => {
     expect(missing.code).toBe(EXIT.USAGE);
     expect(missing.err).toContain("cannot read '/no/such/spec.json' (ENOENT)");
   });
+
+  it('an empty file or stdin is refused as empty, by validate and by submit before it connects', () => {
+    const empty = tarcil(['validate', '/dev/null']);
+    expect(empty.code).toBe(EXIT.USAGE);
+    expect(empty.err).toContain("'/dev/null' is empty: a job spec is a JSON object");
+    const stdin = tarcil(['validate', '-'], { stdin: ' \n' });
+    expect(stdin.code).toBe(EXIT.USAGE);
+    expect(stdin.err).toContain('stdin is empty');
+    // Port 1: nothing listens; the refusal comes first, naming the file rather than the request's fields.
+    const submit = tarcil(['submit', '/dev/null', '--server', '127.0.0.1:1']);
+    expect(submit.code).toBe(EXIT.USAGE);
+    expect(submit.err).toContain("'/dev/null' is empty");
+  });
 });
 
 describe('the JSON Schema of a job spec', () => {
