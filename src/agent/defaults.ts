@@ -45,8 +45,9 @@ export interface CoreConfig {
   admissionRule: AdmissionRule;
   /**
    * Two-sided quality: an RU is also judged by what the newcomer's caused pressure does to the
-   * tasks already on its server, each against its own tolerance (src/quality twoSided). Off: the
-   * paper's one-sided Q, the reference.
+   * tasks already on its server, each against its own tolerance (src/quality twoSided). On by
+   * default: above the paper's one-sided Q in mean and worst job under every ground truth of
+   * `tarcil bench truths` (bench/README, truths). Off: the paper's one-sided Q.
    */
   twoSided: boolean;
   /**
@@ -70,9 +71,31 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   preemption: true,
   arbiterSample: 64,
   admissionRule: 'own-bound',
-  twoSided: false,
+  twoSided: true,
   fairShare: true,
 };
+
+/**
+ * The run-time loop's parts on by default (paper §2 and §5.2), the same live and in the simulator
+ * (test/sim/defaults-parity.test.ts holds them together); chosen by `tarcil bench truths` for the
+ * best mean rank and worst case across its ground truths and profile errors (bench/README, truths).
+ *
+ * - `block`: a server one of whose tasks runs below its expected rate takes no new placements
+ *   until it recovers. Live: every node monitor (src/monitor/node-load.ts); the simulator's
+ *   `tarcil`: SimRuntimeOptions.block.
+ * - `learn`: new jobs are scheduled with their class's profile as learned from what the monitors
+ *   measured. Live: the job owner's ProfileBook (src/state/profiles.ts, `use: 'learned'`); the
+ *   simulator: SimRuntimeOptions.learn.
+ * - `move`: a slow task is placed again elsewhere. Live, only the tasks of a job that asks for it
+ *   (`migratable`, off unless the job says so); the simulator's default moves none.
+ */
+export interface RuntimeDefaults {
+  block: boolean;
+  learn: boolean;
+  move: boolean;
+}
+
+export const DEFAULT_RUNTIME: Readonly<RuntimeDefaults> = Object.freeze({ block: true, learn: true, move: false });
 
 export type ConflictScope = 'ru' | 'server';
 

@@ -4,6 +4,7 @@
  * (`reports/<job>/<task>`, deleted once they recover), what the profile learner is to be told,
  * and the block of the server with its hysteresis and time limit (runtime-loop.ts).
  */
+import { DEFAULT_RUNTIME } from '../agent/defaults.ts';
 import { LiveKeys, type LoadReportRecord } from '../state/live-records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { PlacedRuRecord } from '../state/records.ts';
@@ -79,7 +80,8 @@ export class NodeLoad {
       // The run-time loop acts on it (the block below, a move, a scale-out): nothing for an operator to do.
       this.log().info({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
-    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const));
+    // Blocking is one of the run-time loop's default parts (DEFAULT_RUNTIME, the simulator's too).
+    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const)) && DEFAULT_RUNTIME.block;
     if (next === this.blocked) return false;
     this.blocked = next;
     this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');

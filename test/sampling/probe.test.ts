@@ -49,6 +49,9 @@ function acceptableFree(state: ClusterState, target: JobTarget): number {
 
 const MEM = TEST_PROFILES.find((p) => p.name === 'mem-heavy')!;
 
+/** The paper's one-sided Q, as `acceptableFree` counts: the verdicts are checked against its count. */
+const CFG = { ...DEFAULT_CORE_CONFIG, twoSided: false };
+
 describe('a sample as the arbiter of admission', () => {
   it('admits a job the buckets would hold when the free RUs it would accept cover what they want', () => {
     // In this cell the buckets' means count 4 acceptable free RUs where 8 are.
@@ -56,9 +59,9 @@ describe('a sample as the arbiter of admission', () => {
     const job = makeJob('j', MEM, 4);
     const target = jobTarget(MEM.caused);
     expect(acceptableFree(state, target)).toBe(8);
-    const off = admissionVerdict(ctx, job, target, 4, { ...DEFAULT_CORE_CONFIG, arbiterSample: 0 });
+    const off = admissionVerdict(ctx, job, target, 4, { ...CFG, arbiterSample: 0 });
     expect(off).toMatchObject({ action: 'queue', acceptableFree: 4 });
-    const on = admissionVerdict(ctx, job, target, 4, DEFAULT_CORE_CONFIG);
+    const on = admissionVerdict(ctx, job, target, 4, CFG);
     expect(on.action).toBe('admit');
     // Fewer than 4·64 RUs are free: all were scored, so the count is exact.
     expect(on.sampled).toEqual({ drawn: state.available.size, acceptable: 8, acceptableLow: 8 });
@@ -71,13 +74,13 @@ describe('a sample as the arbiter of admission', () => {
     const { ctx, state } = loadedCell(9, 40);
     const target = jobTarget(MEM.caused);
     expect(acceptableFree(state, target)).toBe(3);
-    const v = admissionVerdict(ctx, makeJob('j', MEM, 4), target, 4, DEFAULT_CORE_CONFIG);
+    const v = admissionVerdict(ctx, makeJob('j', MEM, 4), target, 4, CFG);
     expect(v.action).toBe('queue');
     expect(v.sampled).toBeUndefined();
     // Seed 24 admits without attributes (above); with an attribute constraint the buckets decide.
     const other = loadedCell(24, 40);
     const constrained = makeJob('j', MEM, 4, { constraints: { attributes: {} } });
-    expect(admissionVerdict(other.ctx, constrained, target, 4, DEFAULT_CORE_CONFIG).action).toBe('queue');
+    expect(admissionVerdict(other.ctx, constrained, target, 4, CFG).action).toBe('queue');
   });
 
   it("ends a wait early against the job's own bound by default, and keeps the paper's rule as an option", () => {
@@ -85,14 +88,14 @@ describe('a sample as the arbiter of admission', () => {
     const target = jobTarget(MEM.caused);
     const job = makeJob('j', MEM, 4);
     // Plenty of the job's bound left: both rules queue it.
-    expect(admissionVerdict(ctx, job, target, 4, DEFAULT_CORE_CONFIG, undefined, 3_600_000).action).toBe('queue');
-    expect(admissionVerdict(ctx, job, target, 4, { ...DEFAULT_CORE_CONFIG, admissionRule: 'paper' }, undefined, 3_600_000).action).toBe('queue');
+    expect(admissionVerdict(ctx, job, target, 4, CFG, undefined, 3_600_000).action).toBe('queue');
+    expect(admissionVerdict(ctx, job, target, 4, { ...CFG, admissionRule: 'paper' }, undefined, 3_600_000).action).toBe('queue');
     // Nothing left: the default places at once at best effort; the paper's rule still holds it
     // (its wait then ends at the bound, in the attempt loop).
-    const own = admissionVerdict(ctx, job, target, 4, DEFAULT_CORE_CONFIG, undefined, 0);
+    const own = admissionVerdict(ctx, job, target, 4, CFG, undefined, 0);
     expect(own.action).toBe('best-effort');
     expect(own.reason).toContain('but the job may wait only');
-    expect(admissionVerdict(ctx, job, target, 4, { ...DEFAULT_CORE_CONFIG, admissionRule: 'paper' }, undefined, 0).action).toBe('queue');
+    expect(admissionVerdict(ctx, job, target, 4, { ...CFG, admissionRule: 'paper' }, undefined, 0).action).toBe('queue');
     expect(state.available.size).toBeGreaterThan(0);
   });
 

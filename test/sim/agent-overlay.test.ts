@@ -12,7 +12,8 @@ const interference = (r: RunResult): number => r.records.reduce((a, x) => a + x.
 describe("an agent's own in-flight picks", () => {
   it('count as neighbours in its next decisions: with one agent, R = 16 loses less to interference than R = 2', () => {
     // One agent at 50% load: no other agent's picks to miss, and the agent is not saturated.
-    const run = (R: number): RunResult => runSim({ workload: w1({ load: 0.5, jobs: 3000 }), policy: { name: `fixed-R${R}`, agents: 1 }, seed: 1 });
+    // With the profiles as declared (no learning, `runtime: {}`): what is tested is the decision's use of its own picks.
+    const run = (R: number): RunResult => runSim({ workload: w1({ load: 0.5, jobs: 3000 }), policy: { name: `fixed-R${R}`, agents: 1, runtime: {} }, seed: 1 });
     const r2 = run(2);
     const r16 = run(16);
     expect(r16.counters.placedAcceptable).toBeGreaterThanOrEqual(r2.counters.placedAcceptable as number);

@@ -12,7 +12,7 @@
 import { makeTruth, COMMITTED_TRUTH, type Truth } from '../../model/perf.ts';
 import { quantileSorted } from 'simple-statistics';
 import type { JobRecord } from '../metrics.ts';
-import type { PolicySpec } from '../policies/index.ts';
+import { defaultSimRuntime, type PolicySpec } from '../policies/index.ts';
 import { runSim, type RunResult } from '../run.ts';
 import { w3 } from '../workloads.ts';
 import { base, f1, sweep, type ExperimentContext, type ExperimentResult, type Runner, type Table } from './common.ts';
@@ -37,11 +37,16 @@ export interface TruthPolicy {
 
 export const ORACLE = 'oracle';
 
-/** Every policy of the table, the practical ones in the order of the table, the oracle last. */
+/**
+ * Every policy of the table, the practical ones in the order of the table, the oracle last.
+ * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away or add moves.
+ */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
-  { name: 'tarcil two-sided Q', spec: { name: 'tarcil', core: { twoSided: true } } },
-  { name: 'tarcil + run-time loop', spec: { name: 'tarcil', runtime: { block: true, move: true, learn: true } } },
+  { name: 'tarcil, no run-time loop', spec: { name: 'tarcil', runtime: {} } },
+  { name: 'tarcil, paper\'s Q, no loop', spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
+  { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },
@@ -115,7 +120,7 @@ const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) =>
 /** The cost of a cell for the worker threads: the tarcil variants under profile error or gain 2.5 run longest. */
 function cost(c: Cell): number {
   const heavy = c.truth.profileErrorSd * 4 + (c.truth.perf.gain > 2 ? 60 : 0);
-  if (c.policy.spec.name === 'tarcil') return (1 + heavy) * (c.policy.spec.runtime ? 1.5 : 1);
+  if (c.policy.spec.name === 'tarcil') return (1 + heavy) * (c.policy.spec.runtime?.move ? 1.5 : 1);
   return c.policy.spec.name === 'centralized' ? 3 : 1;
 }
 
@@ -136,7 +141,20 @@ export interface TruthsSize {
 export function truthsSize(ctx: ExperimentContext): TruthsSize {
   return ctx.quick
     ? { jobs: 1000, seeds: [ctx.seed], truths: TRUTHS, policies: TRUTH_POLICIES.filter((p) => p.quick) }
-    : { jobs: 7200, seeds: [ctx.seed], truths: TRUTHS, policies: TRUTH_POLICIES };
+    : { jobs: 7200, seeds: [ctx.seed], truths: TRUTHS, policies: onlyPolicies(TRUTH_POLICIES, process.env[TRUTHS_POLICIES_ENV]) };
+}
+
+/**
+ * A reduced run: `TARCIL_TRUTHS_POLICIES=tarcil,centralized` runs those rows only, the oracle
+ * always (every row is read against it); the report's command says so.
+ */
+export const TRUTHS_POLICIES_ENV = 'TARCIL_TRUTHS_POLICIES';
+
+export function onlyPolicies(all: readonly TruthPolicy[], names: string | undefined): readonly TruthPolicy[] {
+  if (!names) return all;
+  const want = new Set(names.split(',').map((x) => x.trim()).filter(Boolean));
+  for (const n of want) if (!all.some((p) => p.name === n)) throw new Error(`${TRUTHS_POLICIES_ENV}: no policy '${n}' (known: ${all.map((p) => p.name).join(', ')})`);
+  return all.filter((p) => want.has(p.name) || p.name === ORACLE);
 }
 
 export const truthsExp: Runner = (ctx) => runTruths(ctx, truthsSize(ctx));
@@ -222,6 +240,9 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
   ];
   return {
     ...base('truths', 'Every policy under every ground truth: W3 as % of ideal and % of the oracle, and the worst jobs against the oracle', ctx, t0),
+    ...(!ctx.quick && policies.length < TRUTH_POLICIES.length
+      ? { extra: { command: `${TRUTHS_POLICIES_ENV}='${policies.map((p) => p.name).join(',')}' tarcil bench truths --seed ${ctx.seed}` } }
+      : {}),
     rows,
     tables,
     charts: [

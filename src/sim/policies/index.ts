@@ -2,6 +2,7 @@
  * The registry of the simulator's scheduling policies (tarcil and its rivals), by name.
  */
 import type { CoreConfig } from '../../agent/core.ts';
+import { DEFAULT_RUNTIME } from '../../agent/defaults.ts';
 import type { Rng } from '../../util/rng.ts';
 import type { World } from '../world.ts';
 import { CentralizedPolicy } from './centralized.ts';
@@ -40,7 +41,10 @@ export interface PolicySpec {
   agents?: number;
   /** Overrides of the scheduling core's configuration (tarcil and fixed-R only: ablations). */
   core?: Partial<CoreConfig>;
-  /** The run-time loop (tarcil and fixed-R only): block slow servers, move slow tasks. */
+  /**
+   * The run-time loop (tarcil and fixed-R only): block slow servers, move slow tasks, learn
+   * profiles. Absent: the live default (defaultSimRuntime); `{}`: none.
+   */
   runtime?: SimRuntimeOptions;
   /** Namespaces' weights for fair share (tarcil and fixed-R only). */
   weights?: Record<string, number>;
@@ -50,12 +54,22 @@ export interface PolicySpec {
   preferReplicas?: boolean;
 }
 
+/**
+ * The run-time loop tarcil runs when a spec names none: the live agents' default parts
+ * (DEFAULT_RUNTIME in src/agent/defaults.ts). `runtime: {}` runs none.
+ */
+export function defaultSimRuntime(): SimRuntimeOptions {
+  const { block, learn, move } = DEFAULT_RUNTIME;
+  return { ...(block ? { block } : {}), ...(learn ? { learn } : {}), ...(move ? { move } : {}) };
+}
+
 /** Builds a policy by name: `tarcil`, `fixed-R<n>`, `sparrow[-batch|-per-task]`, `random`, ... */
 export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: PolicyEnv = {}): Policy {
   const n = spec.name;
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
-  const core = { ...(spec.core ? { core: spec.core } : {}), ...(spec.runtime ? { runtime: spec.runtime } : {}), ...(spec.weights ? { weights: spec.weights } : {}), ...(spec.priorityWaits === false ? { priorityWaits: false } : {}), ...(spec.preferReplicas ? { preferReplicas: true } : {}) };
+  const runtime = spec.runtime ?? defaultSimRuntime();
+  const core = { ...(spec.core ? { core: spec.core } : {}), runtime, ...(spec.weights ? { weights: spec.weights } : {}), ...(spec.priorityWaits === false ? { priorityWaits: false } : {}), ...(spec.preferReplicas ? { preferReplicas: true } : {}) };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':
