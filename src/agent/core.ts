@@ -87,7 +87,7 @@ export function decide(
   target: JobTarget,
   m: number,
   cfg: CoreConfig,
-  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number>; mayDisplace?: (victimJob: string) => boolean } = {},
+  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number>; only?: ReadonlySet<number>; mayDisplace?: (victimJob: string) => boolean } = {},
 ): Decision {
   const t0 = ctx.clock.monotonic();
   const verdict = cfg.admission && !opts.skipAdmission ? admissionVerdict(ctx, job, target, m, cfg) : undefined;
@@ -100,6 +100,7 @@ export function decide(
       ...placementRequestOf(job, target, m, R, cfg),
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(opts.exclude ? { exclude: opts.exclude } : {}),
+      ...(opts.only ? { only: opts.only } : {}),
       ...(opts.mayDisplace ? { mayDisplace: opts.mayDisplace } : {}),
     },
     ctx.rng,

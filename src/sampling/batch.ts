@@ -36,7 +36,8 @@ export function selectPlacements(state: ClusterState, req: PlacementRequest, rng
   if (req.locality.mode === 'pack') selectPacked(ctx, req, rng, out);
   else selectIndependent(ctx, req, rng, out);
 
-  if (req.preempt) preemptWhereNeeded(ctx, req, rng, out);
+  // A selection restricted to given RUs (`only`) takes what they offer and displaces nobody.
+  if (req.preempt && !req.only) preemptWhereNeeded(ctx, req, rng, out);
   return out;
 }
 

@@ -17,7 +17,7 @@ import { candidateFor, SelectionContext, type Candidate, type PlacementRequest }
 export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allowServer?: (s: ServerState) => boolean): number[] {
   const state = ctx.state;
   const c = ctx.req.constraints;
-  const pools: IndexedSet[] = [];
+  const pools: Pool[] = [];
   if (c.platforms) {
     for (const p of c.platforms) {
       const set = state.availableByPlatform.get(p);
@@ -26,6 +26,8 @@ export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allo
   } else {
     pools.push(state.available);
   }
+  const only = ctx.req.only;
+  if (only) restrictPools(pools, only);
   const drawn = drawDistinct(ctx, pools, k, rng, (id) => {
     const s = state.serverOfRu(id);
     return s !== undefined && ctx.eligibleServer(s) && s.available(id - s.base) && (allowServer === undefined || allowServer(s));
@@ -34,7 +36,9 @@ export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allo
   // A blocked server (a task there runs well below its rate) is avoided, not forbidden: when no
   // other server can take the job now (its constraints allow only blocked ones, or the rest is
   // full), its free RUs are drawn from, rather than leave the job waiting for the block to end.
-  return drawDistinct(ctx, [state.blockedFree], k, rng, (id) => {
+  const blocked: Pool[] = [state.blockedFree];
+  if (only) restrictPools(blocked, only);
+  return drawDistinct(ctx, blocked, k, rng, (id) => {
     const s = state.serverOfRu(id);
     return (
       s !== undefined &&
@@ -46,9 +50,39 @@ export function sampleAvailable(ctx: SelectionContext, k: number, rng: Rng, allo
   });
 }
 
+/** What a draw reads of a pool of RU ids. */
+export type Pool = Pick<IndexedSet, 'size' | 'has' | 'at' | 'values'>;
+
+/** A pool's members that are in `only`, in the pool's order (a selection restricted to given RUs). */
+class OnlyPool implements Pool {
+  private readonly items: number[] = [];
+  private readonly set: Set<number>;
+  constructor(pool: Pool, only: ReadonlySet<number>) {
+    for (const id of only) if (pool.has(id)) this.items.push(id);
+    this.set = new Set(this.items);
+  }
+  get size(): number {
+    return this.items.length;
+  }
+  has(id: number): boolean {
+    return this.set.has(id);
+  }
+  at(i: number): number {
+    return this.items[i] as number;
+  }
+  values(): readonly number[] {
+    return this.items;
+  }
+}
+
+/** Replaces each pool by its members that are in `only`. */
+function restrictPools(pools: Pool[], only: ReadonlySet<number>): void {
+  for (let k = 0; k < pools.length; k++) pools[k] = new OnlyPool(pools[k] as Pool, only);
+}
+
 export function drawDistinct(
   ctx: SelectionContext,
-  pools: readonly IndexedSet[],
+  pools: readonly Pool[],
   k: number,
   rng: Rng,
   ok: (id: number) => boolean,
@@ -82,7 +116,7 @@ export function drawDistinct(
   while (out.length < k && attempts < maxAttempts) {
     attempts++;
     let r = rng.int(total);
-    let pool = pools[0] as IndexedSet;
+    let pool = pools[0] as Pool;
     for (const p of pools) {
       if (r < p.size) {
         pool = p;
@@ -140,7 +174,7 @@ function dataLocalCandidates(ctx: SelectionContext, limit: number, rng: Rng): Ca
   for (const sid of servers) {
     const s = ctx.state.server(sid);
     if (!s || !ctx.eligibleServer(s)) continue;
-    for (let i = 0; i < s.ruCount; i++) if (s.available(i) && !ctx.taken.has(s.base + i)) ids.push(s.base + i);
+    for (let i = 0; i < s.ruCount; i++) if (s.available(i) && !ctx.taken.has(s.base + i) && (!ctx.req.only || ctx.req.only.has(s.base + i))) ids.push(s.base + i);
   }
   shuffleInPlace(ids, rng);
   const out: Candidate[] = [];

@@ -45,7 +45,7 @@ export function packGroupsHeld(state: ClusterState, jobId: string, scope: Topolo
 
 /** Whether RU i of s may take one of the job's tasks now (a blocked server's too: see candidates.ts). */
 function usable(ctx: SelectionContext, s: ServerState, i: number): boolean {
-  return !ctx.taken.has(s.base + i) && (s.available(i) || s.freeButBlocked(i));
+  return !ctx.taken.has(s.base + i) && (s.available(i) || s.freeButBlocked(i)) && (!ctx.req.only || ctx.req.only.has(s.base + i));
 }
 
 /** Free RUs of the group the job may take now (for the capacity waiter and the reason). */

@@ -46,7 +46,7 @@ export function selectPacked(ctx: SelectionContext, req: PlacementRequest, rng: 
       for (const s of servers) {
         if (!ctx.eligibleServer(s)) continue;
         for (let i = 0; i < s.ruCount; i++) {
-          if (s.available(i) && !ctx.taken.has(s.base + i)) {
+          if (s.available(i) && !ctx.taken.has(s.base + i) && (!req.only || req.only.has(s.base + i))) {
             const c = candidateFor(ctx, s.base + i);
             if (c) cands.push(c);
           }

@@ -46,6 +46,11 @@ export interface PlacementRequest {
   /** RU ids that must not be chosen (already picked in this job's current attempt). */
   exclude?: ReadonlySet<number>;
   /**
+   * When set, the only RU ids that may be chosen (a freed RU bound to this front-end, see
+   * agent/handoff.ts): candidates are drawn among them alone, and nothing is preempted.
+   */
+  only?: ReadonlySet<number>;
+  /**
    * Judge an RU also by what the newcomer does to the tasks already on its server (each resident's
    * quality once the newcomer's caused pressure joins its contention); off: the paper's one-sided Q.
    */
