@@ -75,27 +75,8 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   fairShare: true,
 };
 
-/**
- * The run-time loop's parts on by default (paper §2 and §5.2), the same live and in the simulator
- * (test/sim/defaults-parity.test.ts holds them together); chosen by `tarcil bench truths` for the
- * best mean rank and worst case across its ground truths and profile errors (bench/README, truths).
- *
- * - `block`: a server one of whose tasks runs below its expected rate takes no new placements
- *   until it recovers. Live: every node monitor (src/monitor/node-load.ts); the simulator's
- *   `tarcil`: SimRuntimeOptions.block.
- * - `learn`: new jobs are scheduled with their class's profile as learned from what the monitors
- *   measured. Live: the job owner's ProfileBook (src/state/profiles.ts, `use: 'learned'`); the
- *   simulator: SimRuntimeOptions.learn.
- * - `move`: a slow task is placed again elsewhere. Live, only the tasks of a job that asks for it
- *   (`migratable`, off unless the job says so); the simulator's default moves none.
- */
-export interface RuntimeDefaults {
-  block: boolean;
-  learn: boolean;
-  move: boolean;
-}
-
-export const DEFAULT_RUNTIME: Readonly<RuntimeDefaults> = Object.freeze({ block: true, learn: true, move: false });
+/** The run-time loop's default parts, kept with the loop (src/monitor/runtime-loop.ts): node monitors read them without the agents. */
+export { DEFAULT_RUNTIME, type RuntimeDefaults } from '../monitor/runtime-loop.ts';
 
 export type ConflictScope = 'ru' | 'server';
 

@@ -4,7 +4,6 @@
  * (`reports/<job>/<task>`, deleted once they recover), what the profile learner is to be told,
  * and the block of the server with its hysteresis and time limit (runtime-loop.ts).
  */
-import { DEFAULT_RUNTIME } from '../agent/defaults.ts';
 import { LiveKeys, type LoadReportRecord } from '../state/live-records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { PlacedRuRecord } from '../state/records.ts';
@@ -14,7 +13,7 @@ import type { Logger } from '../util/log.ts';
 import type { Executor } from './executor.ts';
 import { assessLoad, observeRuns, type SlowdownModel } from './load.ts';
 import type { Run } from './run.ts';
-import { BlockState, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
+import { BlockState, DEFAULT_RUNTIME, DEFAULT_RUNTIME_LOOP, recoverShare } from './runtime-loop.ts';
 
 export interface NodeLoadHost {
   store: ClusterStore;
