@@ -34,7 +34,7 @@ import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts
 import { loadCatalog } from '../src/model/catalog.ts';
 import { openStore } from '../src/store/index.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
-import { getJob, submit } from '../test/support/live.ts';
+import { submit, waitFinal } from '../test/support/live.ts';
 import { tarcil, type TarcilProc } from '../test/support/procs.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { pickSize } from './lib/jobs.ts';
@@ -69,17 +69,6 @@ function commit(): string {
     return dirty ? `${head}+changes` : head;
   } catch {
     return 'unknown';
-  }
-}
-
-/** The job once final, asked for every POLL_MS. */
-async function waitFinal(c: SchedulerClient, jobId: string): Promise<Awaited<ReturnType<typeof getJob>>> {
-  const t0 = Date.now();
-  for (;;) {
-    const j = await getJob(c, jobId);
-    if (j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled') return j;
-    if (Date.now() - t0 > 120_000) throw new Error(`job ${jobId} not final after 120 s`);
-    await sleep(POLL_MS);
   }
 }
 
@@ -199,7 +188,7 @@ async function main(): Promise<void> {
       const c = clients[rr++ % clients.length] as SchedulerClient;
       const spec = { name: `cost-${++seq}`, profile: profiles[seq % profiles.length], tasks, durationMs: TASK_MS };
       const { jobId } = await submit(c, { specJson: JSON.stringify(spec), requestId: randomUUID() });
-      const job = await waitFinal(c, jobId);
+      const job = await waitFinal(c, jobId, 120_000, POLL_MS);
       if (job.state !== 'succeeded') throw new Error(`job ${jobId} ended ${job.state}: ${job.message}`);
     };
 

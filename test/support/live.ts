@@ -25,13 +25,13 @@ export function getJob(c: SchedulerClient, jobId: string): Promise<Job__Output> 
   });
 }
 
-export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 30_000): Promise<Job__Output> {
+export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 30_000, everyMs = 50): Promise<Job__Output> {
   const t0 = Date.now();
   for (;;) {
     const j = await getJob(c, jobId);
     if (j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled') return j;
     if (Date.now() - t0 > timeoutMs) throw new Error(`job ${jobId} not final after ${timeoutMs} ms: ${JSON.stringify(j)}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
