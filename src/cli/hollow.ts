@@ -27,6 +27,8 @@ export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
   seed: number;
   metricsPort?: number;
   maxWrites?: number;
+  /** --block / --no-block: every node's blocks of its server (default DEFAULT_RUNTIME.block). */
+  block: boolean;
 }
 
 export async function hollowCommand(o: HollowFlags): Promise<void> {
@@ -68,6 +70,7 @@ async function runHollow(o: HollowFlags, log: Logger, servers: ServerSpec[]): Pr
     ...(tls ? { tls } : {}),
     leaseTtlSeconds: o.leaseTtl,
     disconnectGraceMs: o.disconnectGrace,
+    block: o.block,
     rng: new SeededRng(o.seed),
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
     ...(o.maxWrites !== undefined ? { maxWrites: o.maxWrites } : {}),

@@ -4,7 +4,7 @@
  */
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { namespaceProblem } from '../tenancy/namespace.ts';
-import { AGENT_OPTION_NAMES } from '../agent/defaults.ts';
+import { AGENT_OPTION_NAMES, DEFAULT_RUNTIME } from '../agent/defaults.ts';
 import { CLIENT_DEFAULTS, DEFAULT_DRAIN_DEADLINE_MS, DEFAULT_PORT, FRONTEND_LIMITS, MAX_DRAIN_DEADLINE_MS, SERVER_DEFAULTS, UP_DEFAULTS } from '../frontend/options.ts';
 import {
   DEFAULT_DISCONNECT_GRACE_MS,
@@ -17,6 +17,7 @@ import {
   MONITOR_LIMITS,
 } from '../monitor/options.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
+import type { ProfileUse } from '../state/profiles.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS, streamLimitOptions, SUBMIT_DEADLINE_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
@@ -91,6 +92,42 @@ function housekeepingOptions(c: Command): Command {
     );
 }
 
+/**
+ * `--block` / `--no-block` (monitor, hollow, up): the node monitors' blocks, one of the run-time
+ * loop's parts, on or off by DEFAULT_RUNTIME.block as in the simulator (bench/README, truths).
+ */
+function blockOptions(c: Command): Command {
+  const on = DEFAULT_RUNTIME.block;
+  return c
+    .addOption(
+      new Option('--block', 'while a task runs well below its expected rate, its server takes no new placements until the task recovers (or for at most a minute)').default(on, on ? 'on' : 'off'),
+    )
+    .addOption(new Option('--no-block', 'never block the server: slow tasks are only reported (moves of jobs that allow them act on the reports)'));
+}
+
+/** `--profiles declared|learned`, refused otherwise with the flag and the rule. */
+export function profilesFlag(v: string): ProfileUse {
+  const t = v.trim();
+  if (t === 'declared' || t === 'learned') return t;
+  throw new InvalidArgumentError(`--profiles must be declared (each job's own profile) or learned (its class's profile as the monitors measured it, once enough tasks were observed) (got '${v}')`);
+}
+
+/**
+ * `--profiles` (server, up): the job owner's profile book schedules new jobs with the declared or
+ * the learned profiles, by default as DEFAULT_RUNTIME.learn says (the simulator's default too).
+ */
+function profilesOption(c: Command): Command {
+  const dflt: ProfileUse = DEFAULT_RUNTIME.learn ? 'learned' : 'declared';
+  return c.addOption(
+    new Option(
+      '--profiles <declared|learned>',
+      "new jobs are scheduled with their own (declared) profile, or with their class's as learned from what the monitors measured (observations are kept either way)",
+    )
+      .argParser(profilesFlag)
+      .default(dflt),
+  );
+}
+
 /** `--log-level`, or $TARCIL_LOG: the daemons' structured log lines. */
 export function logOptions(c: Command, dflt: string): Command {
   return c.addOption(new Option('--log-level <level>', 'the lowest level of log line written').choices(LOG_LEVEL_NAMES).env('TARCIL_LOG').default(dflt));
@@ -140,8 +177,8 @@ export function registerLiveCommands(program: Command): void {
     .addOption(new Option('--http-token <token>', 'bearer token the dashboard asks for (needed off loopback without TLS)').env('TARCIL_HTTP_TOKEN'))
     .addOption(new Option('--executor <kind>', 'how tasks run').choices(EXECUTORS).default(UP_DEFAULTS.executor))
     .option('--log-dir <dir>', 'process executor: per-task stdout/stderr', UP_DEFAULTS.logDir)
-    .option('--agent <key=value>', `an agent option, repeatable, as for tarcil server (e.g. fairShare=false)`, collect, [])
-    .action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
+    .option('--agent <key=value>', `an agent option, repeatable, as for tarcil server (e.g. fairShare=false)`, collect, []);
+  profilesOption(blockOptions(up)).action(async (o: UpFlags) => (await import('./live.ts')).upCommand(o));
 
   const server = program.command('server').description('a front-end with N scheduling agents; several may share one etcd');
   streamLimitOptions(logOptions(housekeepingOptions(storeOptions(tlsOptions(server), SERVER_DEFAULTS.store)), 'info'))
@@ -173,8 +210,8 @@ export function registerLiveCommands(program: Command): void {
     .option('--max-pending-tasks <n>', 'back-pressure: with this many tasks not yet placed, new submissions get RESOURCE_EXHAUSTED (retry later or elsewhere; 0: no limit)', intIn('--max-pending-tasks', L.maxPendingTasks), SERVER_DEFAULTS.maxPendingTasks)
     .option('--acl', 'access control: every call needs a token whose policy allows it (`tarcil acl bootstrap` makes the first, an admin token); off: every client may do anything', false)
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
-    .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, [])
-    .action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
+    .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`, collect, []);
+  profilesOption(server).action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');
   monitor
@@ -208,8 +245,8 @@ export function registerLiveCommands(program: Command): void {
         .default(DEFAULT_DISCONNECT_GRACE_MS, `${DEFAULT_DISCONNECT_GRACE_MS / 1000}s`),
     )
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
-    .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false)
-    .action(async (o: MonitorFlags) => (await import('./live.ts')).monitorCommand(o));
+    .option('--cpu-rate', 'process executor: judge task rates by CPU time per wall time (for CPU-bound work)', false);
+  blockOptions(monitor).action(async (o: MonitorFlags) => (await import('./live.ts')).monitorCommand(o));
 
   const hollow = program
     .command('hollow')
@@ -230,8 +267,8 @@ export function registerLiveCommands(program: Command): void {
     .option('--kill-after <ms or s>', 'drop --kill-fraction of the nodes once, this long after they registered', duration('--kill-after', { max: 86_400_000 }))
     .option('--seed <n>', 'seed of the choice of nodes to drop', intIn('--seed', SEED_RANGE), HOLLOW_DEFAULTS.seed)
     .option('--metrics-port <n>', 'Prometheus /metrics port (off unless given)', intIn('--metrics-port', L.port))
-    .option('--max-writes <n>', "task-start writes of all nodes in flight at once (default: twice what the process's write requests carry when full)", intIn('--max-writes', MONITOR_LIMITS.hollowMaxWrites))
-    .action(async (o: HollowFlags) => (await import('./hollow.ts')).hollowCommand(o));
+    .option('--max-writes <n>', "task-start writes of all nodes in flight at once (default: twice what the process's write requests carry when full)", intIn('--max-writes', MONITOR_LIMITS.hollowMaxWrites));
+  blockOptions(hollow).action(async (o: HollowFlags) => (await import('./hollow.ts')).hollowCommand(o));
 
   program.commandsGroup('Use a cell (the client):');
   clientOptions(

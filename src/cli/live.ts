@@ -26,6 +26,7 @@ import { SeededRng } from '../util/rng.ts';
 import { errorText } from './exit-codes.ts';
 import { nextSteps, packageRoot } from './banner-hints.ts';
 import { fmtMs, STORE_RETRY_MS, streamLimitsOf } from './flags.ts';
+import type { ProfileUse } from '../state/profiles.ts';
 
 export interface StoreFlags {
   store: string;
@@ -186,6 +187,8 @@ export interface ServerFlags extends StoreFlags, TlsFlags, LogFlags {
   maxPendingTasks: number;
   /** ACLs on: every call needs an access token (`tarcil acl`). */
   acl?: boolean;
+  /** --profiles: new jobs scheduled with declared or learned profiles (default by DEFAULT_RUNTIME.learn). */
+  profiles: ProfileUse;
 }
 
 export async function serverCommand(o: ServerFlags): Promise<void> {
@@ -234,6 +237,7 @@ async function runServer(o: ServerFlags, log: Logger, agentOptions: ReturnType<t
     streamLimits: streamLimitsOf(o),
     listenBeforeReady: true,
     acl: o.acl === true,
+    profiles: { use: o.profiles },
   });
   // Submissions are taken from now on; placing starts once the cell is loaded.
   const listeningAt = Date.now();
@@ -296,6 +300,8 @@ export interface MonitorFlags extends StoreFlags, TlsFlags, LogFlags {
   disconnectGrace: number;
   metricsPort?: number;
   cpuRate: boolean;
+  /** --block / --no-block: the server is blocked while a task runs slow (default DEFAULT_RUNTIME.block). */
+  block: boolean;
 }
 
 /**
@@ -350,6 +356,7 @@ async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promi
     leaseTtlSeconds: o.leaseTtl,
     logDir: o.logDir,
     cpuRate: o.cpuRate,
+    block: o.block,
     ...(o.metricsPort !== undefined ? { metricsPort: o.metricsPort } : {}),
     ...(tls ? { tls } : {}),
     ...settings,
@@ -382,6 +389,9 @@ export interface UpFlags extends StoreFlags, TlsFlags, LogFlags {
   compactMargin: number;
   /** Agent options as key=value (see agent/config.ts), as `tarcil server --agent`. */
   agent?: string[];
+  /** The monitors' blocks (--block / --no-block) and the front-end's profiles (--profiles), as for `tarcil monitor` and `server`. */
+  block: boolean;
+  profiles: ProfileUse;
 }
 
 /** Everything in one process: monitors of a demo cluster, N agents, the front-end. */
@@ -406,7 +416,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
   for (const s of servers) {
-    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: o.executor, host: '127.0.0.1', port: 0, logDir: o.logDir, leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds }));
+    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: o.executor, host: '127.0.0.1', port: 0, logDir: o.logDir, leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds, block: o.block }));
   }
   const tls = serverTls(o);
   let sched: SchedulerProcess;
@@ -430,6 +440,7 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
       retainMs: o.retain,
       compactMarginMs: o.compactMargin,
       streamLimits: streamLimitsOf(o),
+      profiles: { use: o.profiles },
       ...(tls ? { tls } : {}),
     });
   } catch (err) {

@@ -29,6 +29,8 @@ export interface HollowProcessOptions {
   leaseTtlSeconds?: number;
   disconnectGraceMs?: number;
   loadThreshold?: number;
+  /** Blocks of slow servers, for every node (HollowOptions.block; default DEFAULT_RUNTIME.block). */
+  block?: boolean;
   rng?: HollowOptions['rng'];
   /** Task-start writes of all nodes in flight at once (HollowOptions.maxWrites). */
   maxWrites?: number;
@@ -55,6 +57,7 @@ export async function startHollow(o: HollowProcessOptions): Promise<HollowProces
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
     ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
+    ...(o.block !== undefined ? { block: o.block } : {}),
     ...(o.rng ? { rng: o.rng } : {}),
     ...(o.maxWrites !== undefined ? { maxWrites: o.maxWrites } : {}),
   });

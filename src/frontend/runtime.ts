@@ -61,7 +61,11 @@ export interface SchedulerProcessOptions {
   streamLimits?: Partial<StreamLimits>;
   /** The run-time loop's rules for moving slow tasks of migratable jobs (monitor/runtime-loop.ts defaults). */
   runtime?: Partial<RuntimeLoopConfig>;
-  /** Learned profiles: use them for new jobs ('learned', the default) or not, after how many observations, how often written. */
+  /**
+   * Learned profiles: use them for new jobs ('learned') or not ('declared'; default by
+   * DEFAULT_RUNTIME.learn, `tarcil server --profiles`), after how many observations, how often
+   * written. Observations are gathered and written either way, so a front-end that uses them finds them.
+   */
   profiles?: JobManagerOptions['profiles'];
   /** Finished jobs are deleted this long after they end (default SERVER_DEFAULTS.retainMs; see state/retention.ts). */
   retainMs?: number;
@@ -271,6 +275,8 @@ export interface MonitorProcessOptions {
   /** The simulated executor's slowdown model (default: the shared performance model, model/perf.ts). */
   slowdown?: SlowdownModel;
   loadThreshold?: number;
+  /** Blocks of this server while a task runs slow (MonitorOptions.block; default DEFAULT_RUNTIME.block, `--block`/`--no-block`). */
+  block?: boolean;
   /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
   metricsPort?: number;
   /** Process executor: measure each task's rate from its CPU time (see ProcessExecutor). */
@@ -304,6 +310,7 @@ export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorPro
     executor,
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
+    ...(o.block !== undefined ? { block: o.block } : {}),
     ...(o.slowdown ? { slowdown: o.slowdown } : {}),
     ...(o.journalDir !== undefined ? { journalDir: o.journalDir } : {}),
     ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),

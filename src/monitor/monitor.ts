@@ -14,6 +14,8 @@ import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { stopLeftRunning } from './left-successes.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
+import type { NodeLoadHost } from './node-load.ts';
+import { DEFAULT_RUNTIME } from './runtime-loop.ts';
 import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import {
@@ -61,13 +63,15 @@ export class LocalMonitor {
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? journalDirFor(opts.executor.logDir) : undefined);
     const journal = dir !== undefined ? new FileJournal(dir, opts.server.id, opts.keys.prefix) : new MemoryJournal();
-    const host: NodeHost = {
+    // `block` rides on the host: each node hands its host to its load check (NodeLoadHost.block).
+    const host: NodeHost & Pick<NodeLoadHost, 'block'> = {
       store: opts.store,
       keys: opts.keys,
       clock: opts.clock,
       log: opts.log,
       executor: opts.executor,
       loadThreshold: opts.loadThreshold ?? DEFAULT_LOAD_THRESHOLD,
+      block: opts.block ?? DEFAULT_RUNTIME.block,
       slowdown: opts.slowdown,
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,

@@ -24,6 +24,14 @@ export interface NodeLoadHost {
   slowdown: SlowdownModel | undefined;
   usableLeaseId(): string | undefined;
   track(p: Promise<unknown>): void;
+  /**
+   * Blocks on: a slow task keeps new placements off the server until it recovers. Default
+   * DEFAULT_RUNTIME.block (runtime-loop.ts), the simulator's too. Off, the check still reports slow
+   * tasks (moves of migratable jobs act on them) and measures what the learner is told; only the
+   * server is never blocked. A monitor or a hollow process sets it on the host it gives its nodes
+   * (MonitorOptions.block, HollowOptions.block), which each node hands to its load check.
+   */
+  block?: boolean;
 }
 
 export class NodeLoad {
@@ -79,8 +87,8 @@ export class NodeLoad {
       // The run-time loop acts on it (the block below, a move, a scale-out): nothing for an operator to do.
       this.log().info({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
-    // Blocking is one of the run-time loop's default parts (DEFAULT_RUNTIME, the simulator's too).
-    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const)) && DEFAULT_RUNTIME.block;
+    // Blocking is one of the run-time loop's parts (DEFAULT_RUNTIME, the simulator's too), switched by the host.
+    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const)) && (h.block ?? DEFAULT_RUNTIME.block);
     if (next === this.blocked) return false;
     this.blocked = next;
     this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');

@@ -120,6 +120,12 @@ export interface MonitorOptions {
   leaseTtlSeconds?: number;
   /** A task whose rate falls below this share of its expected rate is reported (paper §5.2). */
   loadThreshold?: number;
+  /**
+   * Blocks: while a task runs below `loadThreshold`, the server takes no new placements (until it
+   * recovers, or the block's time limit). Default DEFAULT_RUNTIME.block (runtime-loop.ts), as in
+   * the simulator; `tarcil monitor --block` / `--no-block`. Slow tasks are reported either way.
+   */
+  block?: boolean;
   slowdown?: SlowdownModel;
   /**
    * How often running tasks' rates are looked at besides on RU changes (default

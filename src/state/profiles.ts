@@ -10,11 +10,15 @@
  * front-end wrote first): the estimate is shared by the whole cell and survives restarts, and no
  * observation is applied twice or lost to a race.
  *
- * Jobs submitted later are scheduled with the learned vector of their class once it rests on
- * `minObservations` observations (front-end option `profiles: 'declared'` keeps the declared ones).
+ * With `use: 'learned'`, jobs submitted later are scheduled with the learned vector of their class
+ * once it rests on `minObservations` observations; with `use: 'declared'` they keep the declared
+ * ones. The default follows DEFAULT_RUNTIME.learn (src/monitor/runtime-loop.ts, the simulator's
+ * default too); `tarcil server --profiles` chooses. Observations are gathered and written to the
+ * store either way: a front-end that uses learned profiles finds what the others saw.
  */
 import type { JobSpec } from '../model/types.ts';
 import { ProfileLearner, type StoredEstimate } from '../model/learn.ts';
+import { DEFAULT_RUNTIME } from '../monitor/runtime-loop.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
@@ -43,13 +47,21 @@ export interface ProfileBookOptions {
   keys: Keys;
   clock: Clock;
   log: Logger;
-  /** 'learned' (default): schedule with the learned vector once it rests on enough observations. */
-  use?: 'learned' | 'declared';
+  /**
+   * 'learned': schedule with the learned vector once it rests on enough observations; 'declared':
+   * with the job's own. Default {@link DEFAULT_PROFILE_USE} (DEFAULT_RUNTIME.learn).
+   */
+  use?: ProfileUse;
   /** Observations a class needs before its learned vector is used (default 20). */
   minObservations?: number;
   /** How often gathered observations are written (default 5 s). */
   flushMs?: number;
 }
+
+/** Which profiles new jobs are scheduled with. */
+export type ProfileUse = 'learned' | 'declared';
+/** Learning is one of the run-time loop's parts: on exactly when DEFAULT_RUNTIME says so, live and simulated alike. */
+export const DEFAULT_PROFILE_USE: ProfileUse = DEFAULT_RUNTIME.learn ? 'learned' : 'declared';
 
 export const DEFAULT_MIN_OBSERVATIONS = 20;
 export const DEFAULT_PROFILE_FLUSH_MS = 5000;
@@ -59,14 +71,14 @@ const TRIES = 5;
 export class ProfileBook {
   private readonly learner = new ProfileLearner();
   private readonly pending = new Map<string, { declared: readonly number[]; obs: TaskObservation[] }>();
-  private readonly use: 'learned' | 'declared';
+  private readonly use: ProfileUse;
   readonly minObservations: number;
   readonly flushMs: number;
   /** Observations written to the store by this process, and flushes that hit a race (retried). */
   readonly stats = { observed: 0, written: 0, races: 0 };
 
   constructor(private readonly o: ProfileBookOptions) {
-    this.use = o.use ?? 'learned';
+    this.use = o.use ?? DEFAULT_PROFILE_USE;
     this.minObservations = o.minObservations ?? DEFAULT_MIN_OBSERVATIONS;
     this.flushMs = o.flushMs ?? DEFAULT_PROFILE_FLUSH_MS;
   }

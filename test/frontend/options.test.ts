@@ -10,6 +10,7 @@ import { checkSchedulerOptions, FRONTEND_LIMITS, SERVER_DEFAULTS, UP_DEFAULTS } 
 import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { checkMonitorOptions, HOLLOW_DEFAULTS } from '../../src/monitor/options.ts';
+import { DEFAULT_RUNTIME } from '../../src/monitor/runtime-loop.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
@@ -120,6 +121,26 @@ describe('the command line reads its defaults from the options modules', () => {
     const hollow = help('hollow');
     expect(hollow).toContain(`(default: "${HOLLOW_DEFAULTS.cluster}")`);
     expect(hollow).toContain(`(default: ${HOLLOW_DEFAULTS.killFraction})`);
+  });
+
+  it('tarcil monitor, hollow and up switch blocks, server and up choose the profiles, each by default as DEFAULT_RUNTIME says', () => {
+    for (const cmd of ['monitor', 'hollow', 'up']) {
+      const h = help(cmd);
+      expect(h, cmd).toMatch(/--block while a task runs well below its expected rate.*? \(default: (on|off)\)/);
+      expect(/--block while a task runs .*? \(default: (on|off)\)/.exec(h)?.[1], cmd).toBe(DEFAULT_RUNTIME.block ? 'on' : 'off');
+      expect(h, cmd).toContain('--no-block never block the server');
+    }
+    for (const cmd of ['server', 'up']) {
+      const h = help(cmd);
+      expect(/--profiles <declared\|learned> .*? \(default: "(\w+)"\)/.exec(h)?.[1], cmd).toBe(DEFAULT_RUNTIME.learn ? 'learned' : 'declared');
+    }
+  });
+
+  it('--profiles other than declared or learned is refused with the flag and the rule (exit code 2)', () => {
+    const r = spawnSync(process.execPath, [BIN, 'server', '--profiles', 'measured'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("--profiles must be declared (each job's own profile) or learned");
+    expect(r.stderr).toContain("(got 'measured')");
   });
 
   it('a flag out of the module’s range is refused with exit code 2', () => {

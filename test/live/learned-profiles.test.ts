@@ -52,6 +52,14 @@ afterAll(async () => {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** The executor's truth: the learner class's real vector has REAL0 on resource 0. */
+const truth = (own: readonly number[], sum: readonly number[], n: number): number => {
+  if (own[0] !== DECLARED[0] && own[0] !== (DECLARED[0] as number) + 1) return perfSlowdown(own, sum, n);
+  const real = [REAL0, ...own.slice(1)];
+  const s = sum.map((v, i) => v - (own[i] ?? 0) + (real[i] ?? 0));
+  return perfSlowdown(real, s, n);
+};
+
 describe('learned profiles in the store', () => {
   it('two front-ends writing the same class at once lose no observation', async () => {
     const keys = new Keys('/lp-race/');
@@ -77,13 +85,6 @@ describe('learned profiles in the store', () => {
   it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
     const keys = new Keys('/lp-live/');
     const servers: ServerSpec[] = [{ id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } }];
-    // The executor's truth: the learner class's real vector has REAL0 on resource 0.
-    const truth = (own: readonly number[], sum: readonly number[], n: number): number => {
-      if (own[0] !== DECLARED[0] && own[0] !== (DECLARED[0] as number) + 1) return perfSlowdown(own, sum, n);
-      const real = [REAL0, ...own.slice(1)];
-      const s = sum.map((v, i) => v - (own[i] ?? 0) + (real[i] ?? 0));
-      return perfSlowdown(real, s, n);
-    };
     const monitor = await startMonitor({ store, keys, clock, log, server: servers[0]!, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
     const sched = await startScheduler({
       name: 'lp',
@@ -98,7 +99,7 @@ describe('learned profiles in the store', () => {
       port: 0,
       leaseTtlSeconds: 3,
       housekeeping: false,
-      profiles: { minObservations: 5, flushMs: 300 },
+      profiles: { use: 'learned', minObservations: 5, flushMs: 300 },
     });
     const c = schedulerClient(`127.0.0.1:${sched.port}`);
     try {
@@ -141,6 +142,52 @@ describe('learned profiles in the store', () => {
       expect(cli.out).toMatch(/profile learner: \d+ observation\(s\)/);
       expect(cli.out).toContain('scheduled with the learned vector');
       expect(cli.out).toMatch(/declared.*learned/);
+    } finally {
+      c.close();
+      await sched.close();
+      await monitor.close();
+    }
+  });
+
+  it("a front-end with declared profiles schedules with the declared vector even after observations, which it still writes", { timeout: 90_000 }, async () => {
+    const keys = new Keys('/lp-declared/');
+    const server: ServerSpec = { id: 'd0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} };
+    const monitor = await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
+    const sched = await startScheduler({
+      name: 'lp-declared',
+      store,
+      keys,
+      catalog,
+      clock,
+      rng: new SeededRng(6),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+      housekeeping: false,
+      profiles: { use: 'declared', minObservations: 5, flushMs: 300 },
+    });
+    const c = schedulerClient(`127.0.0.1:${sched.port}`);
+    try {
+      expect(sched.manager.profiles.usesLearned).toBe(false);
+      await submit(c, { specJson: JSON.stringify({ name: 'neighbours', profile: heavy, tasks: 3, durationMs: 60_000, maxQueueMs: 0 }) });
+      for (let i = 0; i < 50 && (await store.range(keys.serverRus('d0'))).kvs.filter((kv) => kv.value.includes('"busy"')).length < 3; i++) await sleep(100);
+      const first = await submit(c, { specJson: JSON.stringify({ name: 'first', profile: learner, tasks: 8, durationMs: 300, maxQueueMs: 0 }) });
+      expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
+      // The monitors measured and the book wrote every observation: a front-end that learns would use them.
+      for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
+      const stored = await readProfile(store, keys, 'learner');
+      expect(stored?.observations).toBe(8);
+      expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+      // A later job of the class is scheduled, and stored, with its declared vector.
+      const later = await submit(c, { specJson: JSON.stringify({ name: 'later', profile: learner, tasks: 1, durationMs: 300, maxQueueMs: 0 }) });
+      const rec = parseJson<LiveJobRecord>(await store.get(keys.job(later.jobId)));
+      expect(rec?.spec.learned).toBeUndefined();
+      expect(rec?.spec.profile.caused).toEqual(DECLARED);
+      await waitFinal(c, later.jobId, 20_000);
+      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) => c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))));
+      expect(est.used).toBe(false);
     } finally {
       c.close();
       await sched.close();

@@ -73,9 +73,10 @@ describe('moving a slow task that runs as a process', () => {
       { id: 'p0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'a' } },
       { id: 'p1', platform, rack: 'r0', rus: 2, speed: 1, attributes: { zone: 'b' } },
     ];
+    // Blocks on (not left to DEFAULT_RUNTIME): the test follows the local action as well as the move.
     const monitors = await Promise.all(
       servers.map((s) =>
-        startMonitor({ store, keys, clock, log, server: s, executor: 'process', cpuRate: true, logDir: join(dir, s.id), host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, loadThreshold: 0.7 }),
+        startMonitor({ store, keys, clock, log, server: s, executor: 'process', cpuRate: true, logDir: join(dir, s.id), host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, loadThreshold: 0.7, block: true }),
       ),
     );
     const sched = await startScheduler({ name: 'mp', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, housekeeping: false, runtime: { moveAfterMs: 2500 } });

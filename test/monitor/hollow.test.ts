@@ -21,6 +21,9 @@ import { submit, waitFinal } from '../support/live.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { until as pollUntil } from '../support/until.ts';
+import { JobManager } from '../../src/agent/lifecycle.ts';
+import { HollowNodes } from '../../src/monitor/hollow.ts';
+import { parseJobSpec } from '../../src/model/catalog.ts';
 
 /**
  * Hollow nodes on the suite's real etcd, used by a real front-end over gRPC: 120 nodes of the
@@ -266,5 +269,33 @@ describe('hollow nodes', () => {
     const left = new Set((await store.range(keys.servers())).kvs.map((kv) => parseJson<LiveServerRecord>(kv)?.id));
     expect(left.size).toBe(live - Math.round(live * 0.1));
     for (const v of dropped[0] ?? []) expect(left.has(v)).toBe(false);
+  });
+});
+
+describe('hollow nodes and the blocks of slow servers', () => {
+  it('a node with blocks off reports a slow task but never blocks its server; with them on it does', async () => {
+    for (const block of [true, false]) {
+      const k = new Keys(`/hollow-block-${block}-${Date.now()}/`);
+      const one = [{ ...servers[0]!, rus: 2 }];
+      // Every task runs at a third of its rate: well below the threshold.
+      const h = new HollowNodes({ store, keys: k, clock, log, servers: one, leaseTtlSeconds: 5, slowdown: () => 3, block });
+      await h.start();
+      const mgr = new JobManager({ process: `hb-${block}`, store, keys: k, clock, rng: new SeededRng(7), log, agents: 1, leaseTtlSeconds: 5 });
+      await mgr.start();
+      try {
+        const spec = parseJobSpec({ name: 'slow', profile: 'memcached', tasks: 1, durationMs: 60_000 }, catalog, { id: `hb-${block}`, now: Date.now() });
+        await mgr.submit(spec);
+        // The look that writes the report has decided the block already (node-load.ts).
+        await until('reported', async () => (await store.range(`${k.prefix}reports/${spec.id}/`)).kvs.length === 1);
+        expect(h.snapshot().blocked).toBe(block ? 1 : 0);
+        if (block) await until('server record blocked', async () => parseJson<LiveServerRecord>(await store.get(k.server(one[0]!.id)))?.blocked === true);
+        expect(parseJson<LiveServerRecord>(await store.get(k.server(one[0]!.id)))?.blocked ?? false).toBe(block);
+        await mgr.cancel(spec.id);
+      } finally {
+        await mgr.close();
+        await h.close();
+        await store.delete(k.prefix, { prefix: true });
+      }
+    }
   });
 });

@@ -104,9 +104,10 @@ describe('process executor', () => {
 
 /**
  * One 2-RU server whose tasks all see the slowdown `sd()` gives, and one job manager: the load
- * monitor's cell. `blocked()` reads the server record as the store holds it.
+ * monitor's cell, with blocks on unless `block` is false (set here, not left to DEFAULT_RUNTIME).
+ * `blocked()` reads the server record as the store holds it.
  */
-async function slowCell(id: string, sd: () => number, loadIntervalMs?: number) {
+async function slowCell(id: string, sd: () => number, loadIntervalMs?: number, block = true) {
   const store = new MemoryStore();
   const keys = new Keys(`/${id}/`);
   const mon = new LocalMonitor({
@@ -119,6 +120,7 @@ async function slowCell(id: string, sd: () => number, loadIntervalMs?: number) {
     leaseTtlSeconds: 3,
     ...(loadIntervalMs !== undefined ? { loadIntervalMs } : {}),
     slowdown: sd,
+    block,
   });
   await mon.start();
   const mgr = new JobManager({ process: id, store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
@@ -127,6 +129,7 @@ async function slowCell(id: string, sd: () => number, loadIntervalMs?: number) {
     store,
     keys,
     mgr,
+    mon,
     blocked: async (): Promise<boolean> => parseJson<LiveServerRecord>(await store.get(keys.server(id)))?.blocked === true,
     close: async (): Promise<void> => {
       await mgr.close();
@@ -166,6 +169,32 @@ describe('load monitor and node failure', () => {
     await until('job done', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded');
     expect((await store.range(`${keys.prefix}reports/`)).kvs.length).toBe(0);
     await cell.close();
+  });
+
+  it('with blocks off, reports the same slow task but never blocks the server that blocks with them on', async () => {
+    for (const block of [true, false]) {
+      const cell = await slowCell(`sw-${block}`, () => 3, 50, block);
+      try {
+        const spec = job({ name: 'slow', profile: 'memcached', tasks: 1, durationMs: 60_000 });
+        await cell.mgr.submit(spec);
+        // The look that writes the report has decided the block already (node-load.ts).
+        await until('reported', async () => (await cell.store.range(`${cell.keys.prefix}reports/${spec.id}/`)).kvs.length === 1);
+        expect(cell.mon.snapshot().blocked).toBe(block);
+        // More looks at the same slow task change nothing; the server record and the agents' view agree.
+        await new Promise((r) => setTimeout(r, 300));
+        expect(cell.mon.snapshot().blocked).toBe(block);
+        const seen = (): boolean => cell.mgr.agents[0]!.state.server(`sw-${block}`)?.blocked ?? false;
+        if (block) {
+          await until('server blocked', cell.blocked);
+          await until('the agent sees it blocked', seen);
+        }
+        expect(await cell.blocked()).toBe(block);
+        expect(seen()).toBe(block);
+        await cell.mgr.cancel(spec.id);
+      } finally {
+        await cell.close();
+      }
+    }
   });
 
   it('a node that leaves: its tasks are recorded lost and placed again on another node', async () => {
@@ -255,6 +284,7 @@ describe('load monitor with the process executor (CPU rate) and the monitor /met
       executor: 'process',
       cpuRate: true,
       loadThreshold: 0.5,
+      block: true,
       host: '127.0.0.1',
       port: 0,
       logDir,

@@ -8,7 +8,7 @@ import { ManualClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 
 /** A node of 4 RUs; the slowdown model counts how often it is asked. */
-function setup(rate = 1): { load: NodeLoad; rus: Map<number, { rec: PlacedRuRecord | undefined; rev: number }>; running: Map<number, Run>; asked: () => number; slowdowns: number[] } {
+function setup(rate = 1, block?: boolean): { load: NodeLoad; rus: Map<number, { rec: PlacedRuRecord | undefined; rev: number }>; running: Map<number, Run>; asked: () => number; slowdowns: number[] } {
   let asked = 0;
   const slowdowns: number[] = [];
   const host: NodeLoadHost = {
@@ -23,6 +23,7 @@ function setup(rate = 1): { load: NodeLoad; rus: Map<number, { rec: PlacedRuReco
     },
     usableLeaseId: () => undefined,
     track: () => undefined,
+    ...(block !== undefined ? { block } : {}),
   };
   const log = createLogger('test', 'silent');
   const load = new NodeLoad(host, { id: 's1', rus: 4 }, () => log);
@@ -89,10 +90,22 @@ describe('a node\'s load check', () => {
     t.load.check(t.rus.values(), t.running);
     t.load.check(t.rus.values(), t.running, true);
     expect(t.asked()).toBe(4);
-    const slow = setup(0.2);
+    const slow = setup(0.2, true);
     expect(slow.load.check(slow.rus.values(), slow.running)).toBe(true);
     expect(slow.load.blocked).toBe(true);
     slow.load.check(slow.rus.values(), slow.running);
     expect(slow.asked()).toBe(4);
+  });
+
+  it('with blocks off, reports the slow tasks as with them on but never blocks the server', () => {
+    const on = setup(0.2, true);
+    const off = setup(0.2, false);
+    for (const t of [on, off]) {
+      for (let i = 0; i < 3; i++) t.load.check(t.rus.values(), t.running, true);
+      // Each task runs at 1/1.3 of its rate amid its neighbour here, and the executor says 0.2: slow.
+      expect([...t.running.values()].map((r) => r.reported)).toEqual([true, true]);
+    }
+    expect(on.load.blocked).toBe(true);
+    expect(off.load.blocked).toBe(false);
   });
 });
