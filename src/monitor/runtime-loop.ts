@@ -50,14 +50,18 @@ export function recoverShare(slowBelow: number): number {
 /**
  * The run-time loop's parts on by default (paper §2 and §5.2), the same live and in the simulator
  * (test/sim/defaults-parity.test.ts holds them together); chosen by `tarcil bench truths` for the
- * best mean rank and worst case across its ground truths and profile errors (bench/README, truths).
+ * best mean rank and worst case across its ground truths and profile errors (bench/README, truths):
+ * none of them. Each can be switched on where it pays (learning, where declared profiles are far
+ * off).
  *
  * - `block`: a server one of whose tasks runs below its expected rate takes no new placements
- *   until it recovers. Live: every node monitor (src/monitor/node-load.ts); the simulator's
- *   `tarcil`: SimRuntimeOptions.block.
+ *   until it recovers. Live: every node monitor (src/monitor/node-load.ts; MonitorOptions.block,
+ *   `tarcil monitor|hollow|up --block`); the simulator's `tarcil`: SimRuntimeOptions.block. Slow
+ *   tasks are reported either way.
  * - `learn`: new jobs are scheduled with their class's profile as learned from what the monitors
- *   measured. Live: the job owner's ProfileBook (src/state/profiles.ts, `use: 'learned'`); the
- *   simulator: SimRuntimeOptions.learn.
+ *   measured. Live: the job owner's ProfileBook (src/state/profiles.ts, `use`; `tarcil server|up
+ *   --profiles learned`); the simulator: SimRuntimeOptions.learn. The monitors measure and the
+ *   front-ends write the observations either way.
  * - `move`: a slow task is placed again elsewhere. Live, only the tasks of a job that asks for it
  *   (`migratable`, off unless the job says so); the simulator's default moves none.
  */
@@ -67,7 +71,7 @@ export interface RuntimeDefaults {
   move: boolean;
 }
 
-export const DEFAULT_RUNTIME: Readonly<RuntimeDefaults> = Object.freeze({ block: true, learn: true, move: false });
+export const DEFAULT_RUNTIME: Readonly<RuntimeDefaults> = Object.freeze({ block: false, learn: false, move: false });
 
 export const DEFAULT_RUNTIME_LOOP: RuntimeLoopConfig = {
   slowBelow: 0.5,

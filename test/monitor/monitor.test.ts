@@ -8,6 +8,7 @@ import { LiveKeys, type LiveServerRecord, type LiveTaskRecord } from '../../src/
 import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import { hasTaskset, SimulatedExecutor } from '../../src/monitor/executor.ts';
 import { LocalMonitor } from '../../src/monitor/monitor.ts';
+import { DEFAULT_RUNTIME } from '../../src/monitor/runtime-loop.ts';
 import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';
@@ -104,10 +105,10 @@ describe('process executor', () => {
 
 /**
  * One 2-RU server whose tasks all see the slowdown `sd()` gives, and one job manager: the load
- * monitor's cell, with blocks on unless `block` is false (set here, not left to DEFAULT_RUNTIME).
- * `blocked()` reads the server record as the store holds it.
+ * monitor's cell, with blocks on unless `block` is false (set here, not left to DEFAULT_RUNTIME;
+ * 'default' leaves it). `blocked()` reads the server record as the store holds it.
  */
-async function slowCell(id: string, sd: () => number, loadIntervalMs?: number, block = true) {
+async function slowCell(id: string, sd: () => number, loadIntervalMs?: number, block: boolean | 'default' = true) {
   const store = new MemoryStore();
   const keys = new Keys(`/${id}/`);
   const mon = new LocalMonitor({
@@ -120,7 +121,7 @@ async function slowCell(id: string, sd: () => number, loadIntervalMs?: number, b
     leaseTtlSeconds: 3,
     ...(loadIntervalMs !== undefined ? { loadIntervalMs } : {}),
     slowdown: sd,
-    block,
+    ...(block !== 'default' ? { block } : {}),
   });
   await mon.start();
   const mgr = new JobManager({ process: id, store, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 3 });
@@ -171,9 +172,10 @@ describe('load monitor and node failure', () => {
     await cell.close();
   });
 
-  it('with blocks off, reports the same slow task but never blocks the server that blocks with them on', async () => {
-    for (const block of [true, false]) {
-      const cell = await slowCell(`sw-${block}`, () => 3, 50, block);
+  it('with blocks off, reports the same slow task but never blocks the server that blocks with them on; left unset, as DEFAULT_RUNTIME says', async () => {
+    for (const flag of [true, false, 'default'] as const) {
+      const block = flag === 'default' ? DEFAULT_RUNTIME.block : flag;
+      const cell = await slowCell(`sw-${flag}`, () => 3, 50, flag);
       try {
         const spec = job({ name: 'slow', profile: 'memcached', tasks: 1, durationMs: 60_000 });
         await cell.mgr.submit(spec);
@@ -183,7 +185,7 @@ describe('load monitor and node failure', () => {
         // More looks at the same slow task change nothing; the server record and the agents' view agree.
         await new Promise((r) => setTimeout(r, 300));
         expect(cell.mon.snapshot().blocked).toBe(block);
-        const seen = (): boolean => cell.mgr.agents[0]!.state.server(`sw-${block}`)?.blocked ?? false;
+        const seen = (): boolean => cell.mgr.agents[0]!.state.server(`sw-${flag}`)?.blocked ?? false;
         if (block) {
           await until('server blocked', cell.blocked);
           await until('the agent sees it blocked', seen);

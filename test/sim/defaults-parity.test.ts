@@ -70,6 +70,12 @@ describe('live and simulator defaults', () => {
     expect(load.blocked).toBe(DEFAULT_RUNTIME.block);
   });
 
+  it('the run-time defaults are the ones bench truths chose across its truths: no blocks, no learning, no moves', () => {
+    // bench/README, truths, "The default, chosen across truths".
+    expect({ ...DEFAULT_RUNTIME }).toEqual({ block: false, learn: false, move: false });
+    expect(defaultSimRuntime()).toEqual({});
+  });
+
   it("bench truths' `tarcil` row is the default configuration, the others named for what they change", () => {
     const tarcil = TRUTH_POLICIES.find((p) => p.name === 'tarcil');
     expect(tarcil?.spec).toEqual({ name: 'tarcil' });
