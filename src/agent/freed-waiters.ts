@@ -67,6 +67,8 @@ export class FreedWaiters {
   get waitingNeeds(): ReadonlyMap<string, number> {
     return this.needs;
   }
+  /** Called whenever the number of waiters goes from none to some or back (the handoff's takers key). */
+  onBusy: ((waiting: boolean) => void) | undefined;
   /** Freed RUs seen, waiters woken, and class checks made (tests and benchmarks count these). */
   readonly stats = { freed: 0, woken: 0, classChecks: 0 };
 
@@ -102,7 +104,7 @@ export class FreedWaiters {
       else lo = mid + 1;
     }
     q.splice(lo, 0, w);
-    this.count++;
+    if (this.count++ === 0) this.onBusy?.(true);
     const entry = c;
     return () => this.remove(entry, w);
   }
@@ -111,7 +113,7 @@ export class FreedWaiters {
     const k = c.queue.indexOf(w);
     if (k < 0) return;
     c.queue.splice(k, 1);
-    this.count--;
+    if (--this.count === 0) this.onBusy?.(false);
     this.unneed(c.namespace, w);
     if (c.queue.length === 0 && this.classes.get(c.key) === c) this.classes.delete(c.key);
   }
@@ -172,7 +174,9 @@ export class FreedWaiters {
     for (const c of this.classes.values()) c.queue.length = 0;
     this.classes.clear();
     this.needs.clear();
+    const had = this.count > 0;
     this.count = 0;
+    if (had) this.onBusy?.(false);
     for (const w of all) w.wake();
   }
 
