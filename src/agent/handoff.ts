@@ -121,11 +121,6 @@ export class FreedHandoff {
     }
   }
 
-  /** The lease this front-end's takers key is under now (undefined: none). */
-  get takerKey(): string | undefined {
-    return this.published;
-  }
-
   /** Brings the takers key in line with `waiting` (one write at a time; a failed one is tried again). */
   private syncTaker(): void {
     const t = this.o.takers;
