@@ -25,6 +25,7 @@
  */
 import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
 import type { Keys } from '../state/keys.ts';
+import { chooseTaker } from '../state/takers.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
@@ -85,6 +86,10 @@ export class FreedHandoff {
   /** RU id → end of its window, in freeing order, per window: homed elsewhere by hash, named for another. */
   private readonly homedAway: HeldQueue;
   private readonly named = new HeldQueue(HANDED_MS);
+  /** Named RUs whose taker did not take them in time, held for the next choice among the others. */
+  private readonly second = new HeldQueue(HANDED_MS);
+  /** The taker each RU of `named` was named for. */
+  private readonly namedTo = new Map<number, string>();
   private timer: Timer | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   /** The takers key: whether this front-end's jobs wait, and what the store holds (as last written). */
@@ -93,7 +98,7 @@ export class FreedHandoff {
   private writing = false;
   private lingerTimer: Timer | undefined;
   private closed = false;
-  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, namedHere: 0, namedAway: 0, takerWrites: 0 };
+  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, namedHere: 0, namedAway: 0, secondAway: 0, takerWrites: 0 };
 
   constructor(private readonly o: HandoffOptions) {
     this.homedAway = new HeldQueue(o.windowMs);
@@ -196,9 +201,13 @@ export class FreedHandoff {
     const id = server.base + index;
     this.homedAway.delete(id);
     this.named.delete(id);
+    this.second.delete(id);
     const end = this.o.clock.now() + q.ms;
     q.set(id, end);
-    if (named) this.stats.namedAway++;
+    if (named) {
+      this.namedTo.set(id, to);
+      this.stats.namedAway++;
+    } else this.namedTo.delete(id);
     this.stats.handedOff++;
     if (end < this.timerAt) this.expireAt(end);
   }
@@ -218,15 +227,20 @@ export class FreedHandoff {
   /** `ids` and the RUs held for another front-end (excluded()), as one set for decide(). */
   excludedWith(ids: readonly number[]): Set<number> {
     const out = new Set(ids);
-    if (this.homedAway.size > 0 || this.named.size > 0) {
+    if (this.homedAway.size > 0 || this.named.size > 0 || this.second.size > 0) {
       this.expire();
-      for (const id of this.homedAway.keys()) out.add(id);
-      for (const id of this.named.keys()) out.add(id);
+      for (const q of [this.homedAway, this.named, this.second]) for (const id of q.keys()) out.add(id);
     }
     return out;
   }
 
-  /** Windows that ended: a held RU still free wakes one of this process's waiters. */
+  /**
+   * Windows that ended: a held RU still free wakes one of this process's waiters. One its taker
+   * did not take goes next to one of the other front-ends with jobs to place (the highest
+   * rendezvous weight of the RU among them, the same choice on each), and to any after a second
+   * window: otherwise every other front-end would wake a waiter for it at once, and all but one
+   * of their commits conflict.
+   */
   private expire(): void {
     if (this.timer) {
       this.timer.cancel();
@@ -235,19 +249,32 @@ export class FreedHandoff {
     }
     const now = this.o.clock.now();
     let next = Number.POSITIVE_INFINITY;
-    for (const q of [this.homedAway, this.named]) {
+    for (const q of [this.homedAway, this.named, this.second]) {
       for (const [id, end] of q) {
         if (end > now) {
           next = Math.min(next, end);
           break;
         }
         q.delete(id);
+        const to = q === this.named ? this.namedTo.get(id) : undefined;
+        this.namedTo.delete(id);
         const s = this.o.state.serverOfRu(id);
         const index = s ? id - s.base : -1;
-        if (s && s.available(index)) {
-          this.stats.wokenAfterWindow++;
-          this.o.wake(s, index);
-        } else this.stats.takenMeanwhile++;
+        if (!s || !s.available(index)) {
+          this.stats.takenMeanwhile++;
+          continue;
+        }
+        if (to !== undefined) {
+          const next2 = chooseTaker(`${s.id}/${index}`, this.currentMembers().filter((m) => m !== to));
+          if (next2 !== undefined && next2 !== this.self) {
+            this.second.set(id, now + HANDED_MS);
+            next = Math.min(next, now + HANDED_MS);
+            this.stats.secondAway++;
+            continue;
+          }
+        }
+        this.stats.wokenAfterWindow++;
+        this.o.wake(s, index);
       }
     }
     if (next < Number.POSITIVE_INFINITY) this.expireAt(next);
@@ -263,6 +290,8 @@ export class FreedHandoff {
     this.lingerTimer = undefined;
     this.homedAway.clear();
     this.named.clear();
+    this.second.clear();
+    this.namedTo.clear();
     const t = this.o.takers;
     const held = this.published;
     if (t && held !== undefined && !this.writing) {

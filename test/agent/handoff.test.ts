@@ -60,7 +60,7 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(woken.A).toEqual([`${home.id}/0`, `${away1!.id}/0`]);
     expect(A.excluded()).toBeUndefined();
     expect([...A.excludedWith([])]).toEqual([]);
-    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1, namedHere: 0, namedAway: 0, takerWrites: 0 });
+    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1, namedHere: 0, namedAway: 0, secondAway: 0, takerWrites: 0 });
   });
 
   it('an RU its node named for a front-end is that one\'s at once, and left to it by the others for HANDED_MS', () => {
@@ -91,6 +91,44 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect([...(B.excluded() ?? [])]).toEqual([s2!.base]);
     expect(B.stats).toMatchObject({ namedAway: 2, wokenAfterWindow: 2 });
     expect(A.stats).toMatchObject({ namedHere: 1 });
+  });
+
+  it('an RU its taker did not take goes next to one other front-end, the same seen from each, then to any', () => {
+    const clock = new ManualClock(0);
+    const state = new ClusterState();
+    const all = Array.from({ length: 30 }, (_, i) => state.upsertServer(server(`s${i}`)));
+    const woken: Record<string, string[]> = { A: [], B: [], C: [] };
+    const owners = new OwnerKeys();
+    for (const n of ['A', 'B', 'C']) {
+      owners.set(`job-${n}`, n);
+      owners.setPending(`job-${n}`, true);
+    }
+    const fe = (self: string) => {
+      const h = new FreedHandoff({ state, clock, windowMs: 250, wake: (sv, i) => woken[self]!.push(`${sv.id}/${i}`) });
+      h.setSelf(self);
+      h.setDemand(owners);
+      return h;
+    };
+    const [B, C] = [fe('B'), fe('C')];
+    for (const sv of all) {
+      B.freed(sv, 0, 'A');
+      C.freed(sv, 0, 'A');
+    }
+    clock.advance(HANDED_MS);
+    // Each RU A left went to exactly one of B and C, and both agree which.
+    expect(woken.B!.length + woken.C!.length).toBe(30);
+    expect(new Set([...woken.B!, ...woken.C!]).size).toBe(30);
+    expect(woken.B!.length).toBeGreaterThan(5);
+    expect(woken.C!.length).toBeGreaterThan(5);
+    expect(B.stats.secondAway).toBe(woken.C!.length);
+    // B took one of its RUs; after a second window every RU still free is anyone's.
+    const [b1, c1] = [woken.B!.length, woken.C!.length];
+    state.setRu({ server: woken.B![0]!.split('/')[0]!, index: 0 }, busy, 9);
+    clock.advance(HANDED_MS);
+    expect(woken.B!.length).toBe(b1 + c1);
+    expect(woken.C!.length).toBe(c1 + b1 - 1);
+    expect(B.excluded()).toBeUndefined();
+    expect(C.stats.takenMeanwhile).toBe(1);
   });
 
   it('only front-ends with tasks to place count: one alone, or the window 0, takes every freed RU at once', () => {
