@@ -375,7 +375,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
     rec.waiting = why ?? (hardPack(job.locality) ? this.packWaiting(job, need) : `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`);
     if (quota && why !== undefined) rec.quota = why;
-    const woken = await this.waitFreed(ms, job, this.capacityClass(job, need), need, quota);
+    const woken = await this.waitFreed(ms, job, this.capacityClass(job, need), need);
     delete rec.waiting;
     rec.stageMs.queue += this.clock.now() - q0;
     rec.queuedMs += this.clock.now() - q0;
@@ -388,7 +388,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
    * is woken, one per RU, in priority then arrival order), `ms` passes, or the job is aborted
    * (cancel must not wait for RUs).
    */
-  private waitFreed(ms: number, job: JobSpec, cls: WaitClass, need = 1, quota = false): Promise<boolean> {
+  private waitFreed(ms: number, job: JobSpec, cls: WaitClass, need = 1): Promise<boolean> {
     const jobId = job.id;
     if (this.aborted.has(jobId)) return Promise.resolve(false);
     let seq = this.waitSeq.get(jobId);
@@ -404,7 +404,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
       };
       const done = (): void => finish(true);
       const timer = this.clock.setTimer(ms, () => finish(false));
-      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, ...(quota ? { quota } : {}), wake: done });
+      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, wake: done });
       let set = this.wakers.get(jobId);
       if (!set) this.wakers.set(jobId, (set = new Set()));
       set.add(done);

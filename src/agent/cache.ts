@@ -10,7 +10,7 @@ import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { LiveServerRecord } from '../state/live-records.ts';
-import { handedTo, isFreeRuValue, occupantOf, parseJson } from '../state/records.ts';
+import { isFreeRuValue, occupantOf, parseJson } from '../state/records.ts';
 import type { RuRecord, RuRef } from '../model/types.ts';
 
 const FREE_RU: RuRecord = { state: 'free' };
@@ -37,7 +37,7 @@ export class AgentCache {
   get relists(): number {
     return this.follower?.relists ?? 0;
   }
-  private readonly freedListeners = new Set<(server: ServerState, index: number, to?: string) => void>();
+  private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
   private readonly ruListeners = new Set<RuListener>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
@@ -67,7 +67,7 @@ export class AgentCache {
   }
 
   /** Called for every RU that becomes available (waiting jobs that can use it wake). */
-  onFreed(cb: (server: ServerState, index: number, to?: string) => void): () => void {
+  onFreed(cb: (server: ServerState, index: number) => void): () => void {
     this.freedListeners.add(cb);
     return () => this.freedListeners.delete(cb);
   }
@@ -93,8 +93,7 @@ export class AgentCache {
       if (s) {
         const before = s.available(ru.index);
         this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
-        // A node names the front-end it hands the RU to in the freed record (state/takers.ts).
-        if (!before && s.available(ru.index)) this.emitFreed(s, ru.index, deleted ? undefined : handedTo(kv.value));
+        if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       }
       for (const cb of this.ruListeners) cb(kv, deleted, rec, prev, ru);
       return;
@@ -143,8 +142,8 @@ export class AgentCache {
     }
   }
 
-  private emitFreed(s: ServerState, index: number, to?: string): void {
-    for (const cb of this.freedListeners) cb(s, index, to);
+  private emitFreed(s: ServerState, index: number): void {
+    for (const cb of this.freedListeners) cb(s, index);
   }
 
   /** Servers, RUs and (for the `server` scope) epochs, listed at one revision and watched. */

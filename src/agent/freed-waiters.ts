@@ -37,8 +37,6 @@ export interface Waiter {
   priority: number;
   /** Arrival order: a call that waits again keeps its first number, so it keeps its place. */
   seq: number;
-  /** Waits for its namespace's quota, not for an RU: it does not make the front-end a taker (onBusy). */
-  quota?: boolean;
   wake(): void;
 }
 
@@ -59,8 +57,6 @@ export class FreedWaiters {
   private readonly classes = new Map<string, ClassQueue>();
   private seq = 0;
   private count = 0;
-  /** Waiters that wait for an RU (not for a quota): the front-end takes freed RUs while there are any. */
-  private takers = 0;
   /** With fair share: RUs wanted by the waiters of each namespace. */
   private readonly needs = new Map<string, number>();
 
@@ -71,8 +67,6 @@ export class FreedWaiters {
   get waitingNeeds(): ReadonlyMap<string, number> {
     return this.needs;
   }
-  /** Called whenever the waiters for an RU (not for a quota) go from none to some or back (the handoff's takers key). */
-  onBusy: ((waiting: boolean) => void) | undefined;
   /** Freed RUs seen, waiters woken, and class checks made (tests and benchmarks count these). */
   readonly stats = { freed: 0, woken: 0, classChecks: 0 };
 
@@ -109,7 +103,6 @@ export class FreedWaiters {
     }
     q.splice(lo, 0, w);
     this.count++;
-    if (!w.quota && this.takers++ === 0) this.onBusy?.(true);
     const entry = c;
     return () => this.remove(entry, w);
   }
@@ -119,7 +112,6 @@ export class FreedWaiters {
     if (k < 0) return;
     c.queue.splice(k, 1);
     this.count--;
-    if (!w.quota && --this.takers === 0) this.onBusy?.(false);
     this.unneed(c.namespace, w);
     if (c.queue.length === 0 && this.classes.get(c.key) === c) this.classes.delete(c.key);
   }
@@ -180,10 +172,7 @@ export class FreedWaiters {
     for (const c of this.classes.values()) c.queue.length = 0;
     this.classes.clear();
     this.needs.clear();
-    const had = this.takers > 0;
     this.count = 0;
-    this.takers = 0;
-    if (had) this.onBusy?.(false);
     for (const w of all) w.wake();
   }
 

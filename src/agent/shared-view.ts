@@ -70,15 +70,8 @@ export class SharedView {
       log: o.log,
       watchEpochs: o.config.conflictScope === 'server',
     });
-    this.handoff = new FreedHandoff({
-      state,
-      clock: o.clock,
-      windowMs: o.config.handoffMs ?? 0,
-      wake: (server, index) => this.waiters.freed(server, index),
-      takers: { store: o.store, keys: o.keys, log: o.log },
-    });
-    this.waiters.onBusy = (waiting) => this.handoff.setWaiting(waiting);
-    this.cache.onFreed((server, index, to) => this.handoff.freed(server, index, to));
+    this.handoff = new FreedHandoff({ state, clock: o.clock, windowMs: o.config.handoffMs ?? 0, wake: (server, index) => this.waiters.freed(server, index) });
+    this.cache.onFreed((server, index) => this.handoff.freed(server, index));
   }
 
   /** Lists and starts watching (once, however many agents call it). */

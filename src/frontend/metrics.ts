@@ -278,7 +278,7 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_freed_handoffs_total',
-      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs), or that their node named for another (named-away, of handed-off) or for this one (named-here), or left by their taker and next for another (second-away, of handed-off): held back for the window (handed-off), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
+      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
       labelNames: ['outcome'],
       registers: [this.registry],
       collect() {
@@ -287,7 +287,6 @@ export class Metrics extends MetricsEndpoint {
         this.inc({ outcome: 'handed-off' }, h.handedOff);
         this.inc({ outcome: 'woken-after-window' }, h.wokenAfterWindow);
         this.inc({ outcome: 'taken-meanwhile' }, h.takenMeanwhile);
-        for (const [outcome, n] of [['named-here', h.namedHere], ['named-away', h.namedAway], ['second-away', h.secondAway]] as const) this.inc({ outcome }, n);
       },
     });
     read('tarcil_handoff_front_ends', 'Front-ends with tasks to place, this one included, as this one sees them (each server has its home among them)', () => manager.view.handoff.memberCount());

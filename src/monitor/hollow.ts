@@ -30,7 +30,6 @@ import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, h
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import { GroupCommit, groupCommitted, type GroupCommitStats } from '../store/group-commit.ts';
-import { Takers } from '../state/takers.ts';
 
 export interface HollowOptions {
   store: ClusterStore;
@@ -91,7 +90,6 @@ export class HollowNodes {
   private readonly conn: NodeConnection;
   private readonly commits: GroupCommit;
   private follower: Follower | undefined;
-  private readonly takers: Takers;
   private readonly specs = new Map<string, JobSpec | null>();
   private readonly background = new Set<Promise<unknown>>();
   /** The nodes registered so far under a lease whose registration has not finished. */
@@ -112,7 +110,6 @@ export class HollowNodes {
 
   constructor(opts: HollowOptions) {
     this.o = opts;
-    this.takers = new Takers(opts.keys);
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     // The nodes' own transactions (task started, outcome recorded) leave together: a request to
     // the store per task start and per outcome made the process's gRPC calls most of its work.
@@ -132,7 +129,6 @@ export class HollowNodes {
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,
       usableLeaseId: () => this.conn.usableLeaseId(),
-      takerOf: (ref) => this.takers.to(ref),
       connected: () => !this.closed && this.conn.connected,
       registered: () => this.conn.registered,
       jobSpec: (job) => this.jobSpec(job),
@@ -221,11 +217,9 @@ export class HollowNodes {
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      // The RUs, the operators' cordons (a drain stops a node's tasks at its deadline), and the
-      // front-ends that wait for freed RUs (a freed RU names one: state/takers.ts).
-      prefix: [this.o.keys.rus(), this.o.keys.cordons(), this.takers.prefix],
-      onSnapshot: (_kvs, _rev, [rus = [], cordons = [], takers = []]) => {
-        this.takers.reset(takers);
+      // The RUs, and the operators' cordons (a drain stops a node's tasks at its deadline).
+      prefix: [this.o.keys.rus(), this.o.keys.cordons()],
+      onSnapshot: (_kvs, _rev, [rus = [], cordons = []]) => {
         this.applySnapshot(rus);
         const byServer = new Map(cordons.map((kv) => [this.o.keys.tail(this.o.keys.cordons(), kv.key), kv] as const));
         for (const n of this.nodes.values()) {
@@ -235,7 +229,6 @@ export class HollowNodes {
         }
       },
       onEvent: (kv, deleted) => {
-        if (this.takers.apply(kv, deleted)) return;
         const cordoned = this.o.keys.tail(this.o.keys.cordons(), kv.key);
         if (cordoned !== undefined) return this.nodes.get(cordoned)?.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
         const ref = this.o.keys.parseRu(kv.key);

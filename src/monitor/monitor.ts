@@ -4,7 +4,6 @@
  * (journalled first), and rides out a lost connection to the store for its disconnect grace.
  */
 import { Follower } from '../state/follow.ts';
-import { Takers } from '../state/takers.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { DEADLINE_WRITE_MS } from '../state/node-fence.ts';
 import { parseJson } from '../state/records.ts';
@@ -54,14 +53,12 @@ export class LocalMonitor {
   private readonly node: MonitoredNode;
   private readonly conn: NodeConnection;
   private follower: Follower | undefined;
-  private readonly takers: Takers;
   private readonly specs = new Map<string, JobSpec | null>();
   private readonly background = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(opts: MonitorOptions) {
     this.o = opts;
-    this.takers = new Takers(opts.keys);
     this.server = opts.server;
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? journalDirFor(opts.executor.logDir) : undefined);
@@ -79,7 +76,6 @@ export class LocalMonitor {
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,
       usableLeaseId: () => this.conn.usableLeaseId(),
-      takerOf: (ref) => this.takers.to(ref),
       connected: () => !this.closed && this.conn.connected,
       registered: () => this.conn.registered,
       jobSpec: (job) => this.jobSpec(job),
@@ -143,15 +139,12 @@ export class LocalMonitor {
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      // And the front-ends that wait for freed RUs: a freed RU names one (state/takers.ts).
-      prefix: [this.o.keys.serverRus(this.server.id), cordonKey, this.takers.prefix],
-      onSnapshot: (_kvs, _rev, [rus = [], cordons = [], takers = []]) => {
-        this.takers.reset(takers);
+      prefix: [this.o.keys.serverRus(this.server.id), cordonKey],
+      onSnapshot: (_kvs, _rev, [rus = [], cordons = []]) => {
         this.node.onSnapshot(rus);
         this.node.setCordon(parseJson<CordonRecord>(cordons.find((kv) => kv.key === cordonKey)));
       },
       onEvent: (kv, deleted) => {
-        if (this.takers.apply(kv, deleted)) return;
         if (kv.key === cordonKey) return this.node.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
         if (!kv.key.startsWith(cordonKey)) {
           this.node.onRu(kv, deleted);

@@ -11,7 +11,7 @@ import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, isFreeRuValue, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
 import type { Keys } from '../state/keys.ts';
-import type { JobSpec, RuRef, ServerSpec } from '../model/types.ts';
+import type { JobSpec, ServerSpec } from '../model/types.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
@@ -45,8 +45,6 @@ export interface NodeHost {
   lease(): HeldLease | undefined;
   /** The lease to write under, if the store may still hold it. */
   usableLeaseId(): string | undefined;
-  /** The front-end to hand a freed RU to (state/takers.ts), if the process follows the takers. */
-  takerOf?(ref: RuRef): string | undefined;
   /** Registered under a confirmed lease and not closing: tasks may start. */
   connected(): boolean;
   /** Registered (outcomes are written by the reporter only then; else by the registration). */
@@ -108,7 +106,7 @@ export class MonitoredNode {
     this.endpoint = endpoint;
     this.live = new LiveKeys(host.keys);
     const nodeLog = (): Logger => this.log();
-    this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId(), takerOf: (ref) => host.takerOf?.(ref) };
+    this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
     this.load = new NodeLoad(host, { id: server.id, rus: server.rus }, () => this.log());
     const { store, keys, clock, log } = host;
     this.moveCopy = { store, keys, clock, log, server: server.id, usableLeaseId: () => host.usableLeaseId(), track: (p) => host.track(p), ru: (i) => this.rus.get(i), dead: () => this.dead };

@@ -22,14 +22,6 @@ export interface NodeStore {
   server: string;
   /** The lease a freed RU is bound to; undefined while the monitor holds no usable lease. */
   leaseId(): string | undefined;
-  /** The front-end to hand an RU to as it is freed (state/takers.ts); none when no front-end waits. */
-  takerOf?(ref: RuRef): string | undefined;
-}
-
-/** The release's options for an RU this node frees as its task ended: the lease, and its taker. */
-function releaseOpts(n: NodeStore, ref: RuRef, lease: string): { lease: string; to?: string } {
-  const to = n.takerOf?.(ref);
-  return to === undefined ? { lease } : { lease, to };
 }
 
 /** One attempt that runs (or ran) here, as the monitor knows it. */
@@ -98,13 +90,13 @@ export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'wri
   // cancelling it, a preemption) changes or deletes the RU record too, so this fence suffices.
   if (e.ruRev !== undefined) {
     const lease = n.leaseId();
-    if (lease && (await releaseRu(n.store, n.keys, ref, e.ruRev, e.rec, outcome, { ...releaseOpts(n, ref, lease), taskFields: fields }))) return 'written';
+    if (lease && (await releaseRu(n.store, n.keys, ref, e.ruRev, e.rec, outcome, { lease, taskFields: fields }))) return 'written';
   }
   for (let i = 0; i < TRIES; i++) {
     const c = await read(n, e);
     if (c.ruKv && ruHolds(c.ru, e)) {
       const ok = await releaseRu(n.store, n.keys, ref, c.ruKv.modRevision, e.rec, outcome, {
-        ...releaseOpts(n, ref, usableLease(n)),
+        lease: usableLease(n),
         taskFields: fields,
         compare: [taskFence(n, e.job, e.task, c.taskKv)],
       });
@@ -213,7 +205,7 @@ export async function settleUnknown(
   const tk = parseJson<LiveTaskRecord>(taskKv);
   if (!opts.freeOnly && taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
     const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, outcome, {
-      ...releaseOpts(n, ref, usableLease(n)),
+      lease: usableLease(n),
       taskFields: { server: n.server, ...(tk?.startedAt !== undefined ? { startedAt: tk.startedAt } : {}) },
       compare: [taskFence(n, rec.job, rec.task, taskKv)],
     });

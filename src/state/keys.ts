@@ -17,8 +17,6 @@ import type { RuRef } from '../model/types.ts';
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
  *   <p>owners/<job>            lease-bound to the agent that owns the job
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
- *   <p>takers/<lease>          a front-end with jobs waiting for a freed RU, bound to its owner
- *                              lease: a node names one of them in each RU it frees (handoff.ts)
  *   <p>cordons/<server>        a node cordoned or draining (`tarcil node`): no lease, so it
  *                              outlives the monitor's registrations; deleted by uncordon
  *   <p>namespaces/<ns>         a namespace: weight and quota (`default` needs no record)
@@ -108,13 +106,6 @@ export class Keys {
   }
   profile(name: string): string {
     return `${this.prefix}profiles/${encodeURIComponent(name)}`;
-  }
-  /** `takers/<lease>`: the front-ends that wait for freed RUs now (state/takers.ts). */
-  takers(): string {
-    return `${this.prefix}takers/`;
-  }
-  taker(lease: string): string {
-    return `${this.prefix}takers/${lease}`;
   }
   decision(job: string): string {
     return `${this.prefix}decisions/${job}`;

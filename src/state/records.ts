@@ -143,25 +143,9 @@ export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord
  * task record (`last`: the job and task first, see release.ts outcomeSummary). The task's owner
  * follows the RUs anyway (its agents sample them) and learns the outcome from this, so no
  * front-end follows `tasks/`. The next placement of the RU replaces it; the task record keeps it.
- * `to`, when given, names the front-end the RU is handed to (handedTo).
  */
-export function freedRuValue(lastJson: string, to?: string): string {
-  return to === undefined ? `{"state":"free","last":${lastJson}}` : `{"state":"free","last":${lastJson},"for":"${to}"}`;
-}
-
-const FOR_FIELD = ',"for":"';
-
-/**
- * The front-end a freed RU is handed to (`for`: the owner lease its node chose among the takers,
- * state/takers.ts), read from the end of the value without parsing it. The outcome before it holds
- * no quote of its own (ids, states and numbers), so the field can only be this one.
- */
-export function handedTo(value: string): string | undefined {
-  if (!value.endsWith('"}')) return undefined;
-  const at = value.lastIndexOf(FOR_FIELD);
-  if (at < 0) return undefined;
-  const to = value.slice(at + FOR_FIELD.length, -2);
-  return to.includes('"') ? undefined : to;
+export function freedRuValue(lastJson: string): string {
+  return `{"state":"free","last":${lastJson}}`;
 }
 
 const FREED_JOB = '{"state":"free","last":{"job":"';

@@ -62,8 +62,7 @@ export function outcomeSummary(rec: Record<string, unknown>): Record<string, unk
  * reassigned since (preemption, a reschedule after loss), nothing is written and false returned.
  * The same transaction records the outcome. It bumps no server epoch: only placements under the
  * `server` conflict scope do, and a freed neighbour can only lower a placement's interference.
- * `compare` adds fences (a node monitor also compares the task record's revision); `to` names the
- * front-end the freed RU is handed to (state/takers.ts).
+ * `compare` adds fences (a node monitor also compares the task record's revision).
  */
 export async function releaseRu(
   store: ClusterStore,
@@ -72,7 +71,7 @@ export async function releaseRu(
   placedRevision: number,
   placed: PlacedRuRecord,
   outcome: TaskOutcome,
-  opts: { lease?: string; taskFields?: Record<string, unknown>; compare?: Compare[]; to?: string } = {},
+  opts: { lease?: string; taskFields?: Record<string, unknown>; compare?: Compare[] } = {},
 ): Promise<boolean> {
   const record = outcomeTaskRecord(ref, placedRevision, placed, outcome, opts.taskFields);
   const res = await store.txn({
@@ -80,7 +79,7 @@ export async function releaseRu(
     success: [
       // A monitor passes its lease: a free RU then leaves the store with the monitor. The freed
       // RU carries the outcome: that is how the job's owner learns it (it follows no task record).
-      { type: 'put', key: keys.ru(ref), value: freedRuValue(JSON.stringify(outcomeSummary(record)), opts.to), ...(opts.lease ? { lease: opts.lease } : {}) },
+      { type: 'put', key: keys.ru(ref), value: freedRuValue(JSON.stringify(outcomeSummary(record))), ...(opts.lease ? { lease: opts.lease } : {}) },
       { type: 'put', key: keys.task(placed.job, placed.task), value: JSON.stringify(record) },
     ],
   });

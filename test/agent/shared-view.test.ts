@@ -152,28 +152,6 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
     expect(waiters.size).toBe(50);
   });
 
-  it('tells when calls waiting for an RU (not for a quota) go from none to some and back: the front-end is a taker then', () => {
-    const state = new ClusterState();
-    const a = state.upsertServer(server('sa', 'pa'));
-    const waiters = new FreedWaiters();
-    const busy: boolean[] = [];
-    waiters.onBusy = (b) => busy.push(b);
-    const cls: WaitClass = { key: 'pa', canUse: () => true };
-    const offQuota = waiters.add(cls, { priority: 0, seq: waiters.nextSeq(), quota: true, wake: () => undefined });
-    expect(busy).toEqual([]);
-    const off1 = waiters.add(cls, { priority: 0, seq: waiters.nextSeq(), wake: () => off1() });
-    const off2 = waiters.add(cls, { priority: 0, seq: waiters.nextSeq(), wake: () => off2() });
-    expect(busy).toEqual([true]);
-    offQuota();
-    waiters.freed(a, 0);
-    expect(busy).toEqual([true]);
-    waiters.freed(a, 0);
-    expect(busy).toEqual([true, false]);
-    waiters.add(cls, { priority: 0, seq: waiters.nextSeq(), wake: () => undefined });
-    waiters.wakeAll();
-    expect(busy).toEqual([true, false, true, false]);
-  });
-
   it('a class that is not ready (admission would still queue it) is not woken; readiness may judge the freed RU itself', () => {
     const state = new ClusterState();
     const s = state.upsertServer(server('s', 'p'));

@@ -8,7 +8,7 @@ import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
 import { simulateDeaths, startHollow, type HollowProcess } from '../../src/frontend/hollow.ts';
 import { GrpcNodeLink } from '../../src/frontend/node.ts';
 import { startMonitor, startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { FREE_RU_VALUE, handedTo, isFreeRuValue, parseJson } from '../../src/state/records.ts';
+import { FREE_RU_VALUE, isFreeRuValue, parseJson } from '../../src/state/records.ts';
 import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -190,29 +190,6 @@ describe('hollow nodes', () => {
     expect(snap.writes.transactions).toBeGreaterThanOrEqual(2 * 210);
     expect(snap.writes.requests).toBeLessThan(snap.writes.transactions);
     await until('every RU free again', async () => (await store.range(keys.rus())).kvs.every((kv) => isFreeRuValue(kv.value)));
-  });
-
-  it('names the front-end waiting for freed RUs (its takers key) in each RU it frees, and none once no front-end waits', async () => {
-    const other = await store.grantLease(30);
-    await store.put(keys.taker(other.id), '{}', { lease: other.id });
-    try {
-      const [id] = await submitAll([{ name: 'named', profile: 'memcached', tasks: 6, durationMs: 200 }]);
-      expect((await waitFinal(c, id!, 30_000)).state).toBe('succeeded');
-      const ran = new Set((await tasksOf(id!)).map((t) => keys.ru(t.ru!)));
-      expect(ran.size).toBe(6);
-      const freed = (await store.range(keys.rus())).kvs.filter((kv) => ran.has(kv.key));
-      expect(freed.map((kv) => handedTo(kv.value))).toEqual(freed.map(() => other.id));
-    } finally {
-      await other.revoke();
-    }
-    await until('the takers key gone', async () => (await store.range(keys.takers())).kvs.length === 0);
-    // The hollow process's view follows the delete before a task placed now ends.
-    await new Promise((r) => setTimeout(r, 200));
-    const [id] = await submitAll([{ name: 'unnamed', profile: 'memcached', tasks: 3, durationMs: 200 }]);
-    expect((await waitFinal(c, id!, 30_000)).state).toBe('succeeded');
-    const ran = new Set((await tasksOf(id!)).map((t) => keys.ru(t.ru!)));
-    const freed = (await store.range(keys.rus())).kvs.filter((kv) => ran.has(kv.key));
-    expect(freed.map((kv) => handedTo(kv.value))).toEqual(freed.map(() => undefined));
   });
 
   it('dropped nodes leave the cell as a dead monitor does, and their tasks are placed again elsewhere and finish', async () => {
