@@ -60,6 +60,36 @@ const truth = (own: readonly number[], sum: readonly number[], n: number): numbe
   return perfSlowdown(real, s, n);
 };
 
+/**
+ * A one-server cell with a scheduler that uses `use` profiles: three heavy neighbours hold three
+ * RUs, then a job of the learner class (8 tasks) is submitted, its tasks taking the fourth RU one
+ * by one while their monitor measures them.
+ */
+async function learnerCell(name: string, server: ServerSpec, use: 'learned' | 'declared', seed: number) {
+  const keys = new Keys(`/${name}/`);
+  const monitor = await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
+  const sched = await startScheduler({
+    name,
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(seed),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    housekeeping: false,
+    profiles: { use, minObservations: 5, flushMs: 300 },
+  });
+  const c = schedulerClient(`127.0.0.1:${sched.port}`);
+  await submit(c, { specJson: JSON.stringify({ name: 'neighbours', profile: heavy, tasks: 3, durationMs: 60_000, maxQueueMs: 0 }) });
+  for (let i = 0; i < 50 && (await store.range(keys.serverRus(server.id))).kvs.filter((kv) => kv.value.includes('"busy"')).length < 3; i++) await sleep(100);
+  const first = await submit(c, { specJson: JSON.stringify({ name: 'first', profile: learner, tasks: 8, durationMs: 300, maxQueueMs: 0 }) });
+  return { keys, monitor, sched, c, first };
+}
+
 describe('learned profiles in the store', () => {
   it('two front-ends writing the same class at once lose no observation', async () => {
     const keys = new Keys('/lp-race/');
@@ -83,30 +113,8 @@ describe('learned profiles in the store', () => {
   });
 
   it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
-    const keys = new Keys('/lp-live/');
-    const servers: ServerSpec[] = [{ id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } }];
-    const monitor = await startMonitor({ store, keys, clock, log, server: servers[0]!, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
-    const sched = await startScheduler({
-      name: 'lp',
-      store,
-      keys,
-      catalog,
-      clock,
-      rng: new SeededRng(5),
-      log,
-      agents: 1,
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 3,
-      housekeeping: false,
-      profiles: { use: 'learned', minObservations: 5, flushMs: 300 },
-    });
-    const c = schedulerClient(`127.0.0.1:${sched.port}`);
+    const { keys, monitor, sched, c, first } = await learnerCell('lp', { id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } }, 'learned', 5);
     try {
-      // Three heavy neighbours hold three RUs; the learner's tasks take the fourth one by one.
-      await submit(c, { specJson: JSON.stringify({ name: 'neighbours', profile: heavy, tasks: 3, durationMs: 60_000, maxQueueMs: 0 }) });
-      for (let i = 0; i < 50 && (await store.range(keys.serverRus('x0'))).kvs.filter((kv) => kv.value.includes('"busy"')).length < 3; i++) await sleep(100);
-      const first = await submit(c, { specJson: JSON.stringify({ name: 'first', profile: learner, tasks: 8, durationMs: 300, maxQueueMs: 0 }) });
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
       // What the node measured went with each outcome: a share below 1 amid pressure 70 on resource 0.
       const t0 = parseJson<LiveTaskRecord>(await store.get(keys.task(first.jobId, 0)));
@@ -150,30 +158,9 @@ describe('learned profiles in the store', () => {
   });
 
   it("a front-end with declared profiles schedules with the declared vector even after observations, which it still writes", { timeout: 90_000 }, async () => {
-    const keys = new Keys('/lp-declared/');
-    const server: ServerSpec = { id: 'd0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} };
-    const monitor = await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
-    const sched = await startScheduler({
-      name: 'lp-declared',
-      store,
-      keys,
-      catalog,
-      clock,
-      rng: new SeededRng(6),
-      log,
-      agents: 1,
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 3,
-      housekeeping: false,
-      profiles: { use: 'declared', minObservations: 5, flushMs: 300 },
-    });
-    const c = schedulerClient(`127.0.0.1:${sched.port}`);
+    const { keys, monitor, sched, c, first } = await learnerCell('lp-declared', { id: 'd0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} }, 'declared', 6);
     try {
       expect(sched.manager.profiles.usesLearned).toBe(false);
-      await submit(c, { specJson: JSON.stringify({ name: 'neighbours', profile: heavy, tasks: 3, durationMs: 60_000, maxQueueMs: 0 }) });
-      for (let i = 0; i < 50 && (await store.range(keys.serverRus('d0'))).kvs.filter((kv) => kv.value.includes('"busy"')).length < 3; i++) await sleep(100);
-      const first = await submit(c, { specJson: JSON.stringify({ name: 'first', profile: learner, tasks: 8, durationMs: 300, maxQueueMs: 0 }) });
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
       // The monitors measured and the book wrote every observation: a front-end that learns would use them.
       for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
