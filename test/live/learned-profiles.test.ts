@@ -60,6 +60,20 @@ const truth = (own: readonly number[], sum: readonly number[], n: number): numbe
   return perfSlowdown(real, s, n);
 };
 
+/** The learner's 8 observations reach the store, slower than declared on resource 0. */
+async function expectEightObservations(keys: Keys): Promise<void> {
+  for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
+  const stored = await readProfile(store, keys, 'learner');
+  expect(stored?.observations).toBe(8);
+  expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+}
+
+/** A later one-task job of the learner class, and its job record as stored. */
+async function submitLater(c: ReturnType<typeof schedulerClient>, keys: Keys) {
+  const later = await submit(c, { specJson: JSON.stringify({ name: 'later', profile: learner, tasks: 1, durationMs: 300, maxQueueMs: 0 }) });
+  return { later, rec: parseJson<LiveJobRecord>(await store.get(keys.job(later.jobId))) };
+}
+
 /**
  * A one-server cell with a scheduler that uses `use` profiles: three heavy neighbours hold three
  * RUs, then a job of the learner class (8 tasks) is submitted, its tasks taking the fourth RU one
@@ -120,14 +134,10 @@ describe('learned profiles in the store', () => {
       const t0 = parseJson<LiveTaskRecord>(await store.get(keys.task(first.jobId, 0)));
       expect(t0?.observed?.share).toBeLessThan(0.95);
       expect(t0?.observed?.pressure[0]).toBeCloseTo(70, 0);
-      for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
-      const stored = await readProfile(store, keys, 'learner');
-      expect(stored?.observations).toBe(8);
-      expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+      await expectEightObservations(keys);
 
       // A later job of the class is scheduled, and stored, with the learned vector.
-      const later = await submit(c, { specJson: JSON.stringify({ name: 'later', profile: learner, tasks: 1, durationMs: 300, maxQueueMs: 0 }) });
-      const rec = parseJson<LiveJobRecord>(await store.get(keys.job(later.jobId)));
+      const { later, rec } = await submitLater(c, keys);
       expect(rec?.spec.learned?.observations).toBeGreaterThanOrEqual(5);
       expect(rec?.spec.learned?.declared).toEqual(DECLARED);
       expect(rec?.spec.profile.caused).toEqual((await readProfile(store, keys, 'learner'))?.learned.map((v) => Math.round(v)));
@@ -163,13 +173,9 @@ describe('learned profiles in the store', () => {
       expect(sched.manager.profiles.usesLearned).toBe(false);
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
       // The monitors measured and the book wrote every observation: a front-end that learns would use them.
-      for (let i = 0; i < 50 && (await readProfile(store, keys, 'learner'))?.observations !== 8; i++) await sleep(100);
-      const stored = await readProfile(store, keys, 'learner');
-      expect(stored?.observations).toBe(8);
-      expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
+      await expectEightObservations(keys);
       // A later job of the class is scheduled, and stored, with its declared vector.
-      const later = await submit(c, { specJson: JSON.stringify({ name: 'later', profile: learner, tasks: 1, durationMs: 300, maxQueueMs: 0 }) });
-      const rec = parseJson<LiveJobRecord>(await store.get(keys.job(later.jobId)));
+      const { later, rec } = await submitLater(c, keys);
       expect(rec?.spec.learned).toBeUndefined();
       expect(rec?.spec.profile.caused).toEqual(DECLARED);
       await waitFinal(c, later.jobId, 20_000);
