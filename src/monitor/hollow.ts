@@ -24,8 +24,6 @@ import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import type { NodeLoadHost } from './node-load.ts';
-import { DEFAULT_RUNTIME } from './runtime-loop.ts';
 import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, hollowMaxWrites, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
@@ -116,15 +114,14 @@ export class HollowNodes {
     const maxWriteRequests = opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests;
     this.commits = new GroupCommit(opts.store, { maxInFlight: maxWriteRequests, gather: true });
     this.maxWrites = Math.max(1, Math.floor(opts.maxWrites ?? hollowMaxWrites(maxWriteRequests, opts.store.maxTxnOps)));
-    // `block` rides on the host: each node hands its host to its load check (NodeLoadHost.block).
-    const host: NodeHost & Pick<NodeLoadHost, 'block'> = {
+    const host: NodeHost = {
       store: groupCommitted(opts.store, this.commits),
       keys: opts.keys,
       clock: opts.clock,
       log: opts.log,
       executor: new SimulatedExecutor(opts.clock),
       loadThreshold: opts.loadThreshold ?? DEFAULT_LOAD_THRESHOLD,
-      block: opts.block ?? DEFAULT_RUNTIME.block,
+      ...(opts.block !== undefined ? { block: opts.block } : {}),
       slowdown: opts.slowdown,
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,

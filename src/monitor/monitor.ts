@@ -14,8 +14,6 @@ import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { stopLeftRunning } from './left-successes.ts';
 import { MonitoredNode, type NodeHost } from './node.ts';
-import type { NodeLoadHost } from './node-load.ts';
-import { DEFAULT_RUNTIME } from './runtime-loop.ts';
 import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import {
@@ -63,15 +61,14 @@ export class LocalMonitor {
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? journalDirFor(opts.executor.logDir) : undefined);
     const journal = dir !== undefined ? new FileJournal(dir, opts.server.id, opts.keys.prefix) : new MemoryJournal();
-    // `block` rides on the host: each node hands its host to its load check (NodeLoadHost.block).
-    const host: NodeHost & Pick<NodeLoadHost, 'block'> = {
+    const host: NodeHost = {
       store: opts.store,
       keys: opts.keys,
       clock: opts.clock,
       log: opts.log,
       executor: opts.executor,
       loadThreshold: opts.loadThreshold ?? DEFAULT_LOAD_THRESHOLD,
-      block: opts.block ?? DEFAULT_RUNTIME.block,
+      ...(opts.block !== undefined ? { block: opts.block } : {}),
       slowdown: opts.slowdown,
       disconnectGraceMs: this.disconnectGraceMs,
       lease: () => this.conn.lease,

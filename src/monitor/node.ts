@@ -39,6 +39,8 @@ export interface NodeHost {
   log: Logger;
   executor: Executor;
   loadThreshold: number;
+  /** Blocks of slow servers (NodeLoadHost.block; unset: DEFAULT_RUNTIME.block). */
+  block?: boolean;
   slowdown: SlowdownModel | undefined;
   disconnectGraceMs: number;
   /** The lease writes go under now (a new one as soon as it is granted). */
