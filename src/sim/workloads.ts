@@ -5,7 +5,8 @@
 import { expandCluster, loadCatalog, type Catalog } from '../model/catalog.ts';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ClusterSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
 import { SeededRng, type Rng } from '../util/rng.ts';
-import { COPYSET_ATTR, PIGEON } from './constants.ts';
+import { PIGEON } from './constants.ts';
+import { placeReplicas, type Replication } from './replicas.ts';
 import { realVector } from '../model/perf.ts';
 import { makeJob, type SimJob, type World } from './world.ts';
 import type { PolicyEnv } from './policies/types.ts';
@@ -125,10 +126,11 @@ const QUERIES: Record<string, [number, number, number]> = {
   q12: [180, 250, 40],
 };
 const STAGE_TASKS = [33, 8, 1] as const;
-/** HDFS's 3-way replication (Tarcil §6.2.1). */
-const REPLICAS = 3;
-/** Seed of the (fixed) assignment of servers to replica triplets. */
-const COPYSET_SEED = 0x3c0;
+/**
+ * Blocks of the queries' input with 'random' replication: ten for each scan task of a query, so
+ * that every server holds some (about 10 on 100 servers).
+ */
+const INPUT_BLOCKS = 330;
 
 
 export interface W2Options {
@@ -142,6 +144,11 @@ export interface W2Options {
    * both delay schedulers are below saturation (realised utilisation 65–69% with residents).
    */
   load?: number;
+  /**
+   * Where the input blocks' replicas live (src/sim/replicas.ts): 'random', HDFS's default
+   * placement (the default); 'copysets', fixed triplets of servers (an ablation).
+   */
+  replication?: Replication;
 }
 
 function heteroHundred(): ServerSpec[] {
@@ -165,30 +172,11 @@ function heteroHundred(): ServerSpec[] {
 
 /** W2 (Tarcil §6.2.1, Sparrow §7): TPC-H queries as stages of 33 data-constrained, 8 and 1 tasks. */
 export function w2(o: W2Options): Workload {
-  // Replicas live on fixed triplets of servers (copysets), named by a server attribute, so that
-  // "constrain first-stage tasks to the machines holding their input" (Tarcil §6.2.1) is a hard
-  // constraint the core can express (attributes), as it is in the paper for every scheduler.
-  // Triplets are drawn by a fixed shuffle, not taken in server order: on the heterogeneous cluster
-  // that would put all replicas of a block on three servers of one (possibly small) type.
+  // Each scan task reads one block of the input and is held to the servers holding that block's
+  // replicas (a server attribute per block, or per copyset: src/sim/replicas.ts), as the paper's
+  // TPC-H runs constrain first-stage tasks, for every scheduler.
   const base = o.variant === 'hetero' ? heteroHundred() : clusterServers('ec2-100');
-  const order = base.map((_, i) => i);
-  const shuffle = new SeededRng(COPYSET_SEED);
-  for (let i = order.length - 1; i > 0; i--) {
-    const j = shuffle.int(i + 1);
-    [order[i], order[j]] = [order[j] as number, order[i] as number];
-  }
-  // A server left over after the last full triplet holds no input data.
-  const sets = Math.floor(base.length / REPLICAS);
-  const setOf = new Array<number>(base.length).fill(-1);
-  order.forEach((srv, k) => {
-    if (k < sets * REPLICAS) setOf[srv] = Math.floor(k / REPLICAS);
-  });
-  const servers = base.map((s, i) => ((setOf[i] as number) < 0 ? s : { ...s, attributes: { ...s.attributes, [COPYSET_ATTR]: String(setOf[i]) } }));
-  const members: number[][] = Array.from({ length: sets }, () => []);
-  setOf.forEach((g, srv) => {
-    if (g >= 0) (members[g] as number[]).push(srv);
-  });
-  const copysets = members.length;
+  const { servers, blocks } = placeReplicas(base, o.replication ?? 'random', INPUT_BLOCKS);
   const nRu = servers.reduce((n, s) => n + s.rus, 0);
   const names = Object.keys(QUERIES);
   let meanWork = 0;
@@ -235,7 +223,7 @@ export function w2(o: W2Options): Workload {
           const data =
             st === 0
               ? work.map(() => {
-                  return [...(members[rng.int(copysets)] as number[])];
+                  return [...(blocks[rng.int(blocks.length)] as number[])];
                 })
               : undefined;
           const job: SimJob = makeJob({

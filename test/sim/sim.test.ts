@@ -193,8 +193,8 @@ describe('workload load matches its nominal load', () => {
       expect(wl.offered).toBeCloseTo(realised, 9);
     });
   }
-  it('W2: every first-stage task has its 3 replicas on one named copyset', () => {
-    const wl = w2({ variant: 'resident', queries: 20 });
+  it('W2 with copysets: every first-stage task has its 3 replicas on one named copyset', () => {
+    const wl = w2({ variant: 'resident', queries: 20, replication: 'copysets' });
     const world = new World(new Engine(), new SeededRng(1), wl.servers, { interference: false, utilEvery: 0 });
     for (const q of wl.jobs(world, new SeededRng(3))) {
       for (const t of q.tasks) {

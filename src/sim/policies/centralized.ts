@@ -21,7 +21,8 @@ import { DEFAULT_CORE_CONFIG } from '../../agent/core.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import { selectPlacements, type PlacementRequest, type SelectionResult } from '../../sampling/batch.ts';
 import type { Rng } from '../../util/rng.ts';
-import { CENTRAL, COPYSET_ATTR } from '../constants.ts';
+import { CENTRAL } from '../constants.ts';
+import { replicaAttributes } from '../replicas.ts';
 import type { SimJob, SimTask, View, World } from '../world.ts';
 import { bestServerFor, startAllOn } from './one-server.ts';
 import type { Policy } from './types.ts';
@@ -148,22 +149,27 @@ export class CentralizedPolicy implements Policy {
     if (best) startAllOn(this.world, pending, best.server, best.quality);
   }
 
+  /** The attributes holding a data-constrained task to its replicas (W2's blocks or copysets). */
+  private heldTo(t: SimTask): Record<string, string> | undefined {
+    return t.data ? replicaAttributes(t.data.map((s) => (this.world.servers[s] as { spec: { attributes: Record<string, string> } }).spec)) : undefined;
+  }
+
   private place(r: Req): void {
     if (r.job.oneServer) {
       this.placeOneServer(r);
       return;
     }
-    // Tasks whose replicas form a named set are hard-constrained to it (Tarcil §6.2.1), one at a
+    // Tasks whose replicas are named (a block or copyset) are hard-constrained to it (Tarcil §6.2.1), one at a
     // time over the scanned state; the rest of the stage is decided jointly.
     for (const t of r.tasks) {
       if (t.state !== 'pending' || !t.data) continue;
-      const set = this.world.servers[t.data[0] as number]?.spec.attributes[COPYSET_ATTR];
-      if (set === undefined) continue;
+      const held = this.heldTo(t);
+      if (!held) continue;
       const avail = this.view.state.available.size;
       if (avail === 0) return;
       const sel = this.select(r, {
         locality: { mode: 'any', scope: 'server' },
-        constraints: { attributes: { [COPYSET_ATTR]: set } },
+        constraints: { attributes: held },
         m: 1,
         R: Math.max(1, Math.ceil(avail * this.scanShare)),
       });
@@ -173,7 +179,7 @@ export class CentralizedPolicy implements Policy {
       t.acceptable = p.quality.acceptable;
       this.world.startTask(t, p.id);
     }
-    const pending = r.tasks.filter((t) => t.state === 'pending' && !(t.data && this.world.servers[t.data[0] as number]?.spec.attributes[COPYSET_ATTR] !== undefined));
+    const pending = r.tasks.filter((t) => t.state === 'pending' && !this.heldTo(t));
     const avail = this.view.state.available.size;
     if (avail === 0 || pending.length === 0) return;
     const m = Math.min(pending.length, avail);

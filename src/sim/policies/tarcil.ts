@@ -39,7 +39,8 @@ import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts'
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import { own } from '../../util/dict.ts';
 import type { Rng } from '../../util/rng.ts';
-import { COPYSET_ATTR, TARCIL } from '../constants.ts';
+import { TARCIL } from '../constants.ts';
+import { replicaAttributes } from '../replicas.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
@@ -230,7 +231,7 @@ export class TarcilPolicy implements Policy {
   }
 
   /**
-   * Where a data-constrained task may go. When its replicas form a named set (W2's copysets) the
+   * Where a data-constrained task may go. When its replicas are named (W2's blocks or copysets) the
    * task is hard-constrained to them, as the paper's TPC-H runs constrain first-stage tasks;
    * otherwise the replicas are only preferred (locality pack).
    */
@@ -238,10 +239,8 @@ export class TarcilPolicy implements Policy {
     if (!data) return { locality: { mode: 'any', scope: 'server' }, constraints: {} };
     const specs = data.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec);
     const dataServers = specs.map((x) => x.id);
-    const set = specs[0]?.attributes[COPYSET_ATTR];
-    if (set !== undefined && !this.opts.preferReplicas && specs.every((x) => x.attributes[COPYSET_ATTR] === set)) {
-      return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: { [COPYSET_ATTR]: set }, dataServers } };
-    }
+    const held = this.opts.preferReplicas ? undefined : replicaAttributes(specs);
+    if (held) return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: held, dataServers } };
     return { locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers } };
   }
 
