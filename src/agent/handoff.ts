@@ -3,15 +3,15 @@
  * back reaches all of them at once; on a full cell each wakes a waiting job for it, and all but one
  * of their commits conflict. Each server therefore has a home: one of the front-ends that have jobs
  * to place now, chosen by a hash of the server's id. Which front-ends those are, every front-end
- * knows already from what it follows: the owner of each job (the lease of `owners/<job>`) and
- * whether the job's record shows tasks not yet placed. For `windowMs` after an RU is freed, only
+ * knows from the one small record each keeps while its lease lives, `members/<lease>`, whose
+ * `placing` says whether it owns jobs with tasks not yet placed. For `windowMs` after an RU is freed, only
  * the home front-end wakes a waiting job for it and only its agents sample it; the others leave it
  * alone and, if it is still free when the window ends, wake one of their own waiters for it then.
  * A front-end that is the only one with jobs to place (or with the window 0) takes every freed RU
  * at once, as before.
  *
- * Front-ends may see the set change at different moments (a watch lags, a job record is rewritten
- * at most every PROGRESS_WRITE_MS): for a while a server may then have two homes (a conflict, as
+ * Front-ends may see the set change at different moments (a watch lags, a front-end rewrites its
+ * record a moment after its demand changes): for a while a server may then have two homes (a conflict, as
  * without the handoff) or none (the RU waits out the window). Neither places anything twice: the
  * commit's compare decides, as always.
  */
@@ -62,7 +62,7 @@ export class FreedHandoff {
     this.self = lease;
   }
 
-  /** Where the front-ends with jobs to place are counted (the job owner's OwnerKeys). */
+  /** Where the front-ends with jobs to place are counted (the members' records, MemberDemand). */
   setDemand(demand: Demand): void {
     this.demand = demand;
   }
@@ -150,55 +150,24 @@ export class FreedHandoff {
   }
 }
 
-/**
- * Job id → lease of its `owners/<job>` key, and which jobs have tasks not yet placed: together,
- * the leases of the front-ends with jobs to place (Demand), kept up to date as either changes.
- */
-export class OwnerKeys extends Map<string, string> implements Demand {
-  private readonly pending = new Set<string>();
-  /** Lease → its jobs with tasks not yet placed (only leases with at least one). */
-  private readonly counts = new Map<string, number>();
+/** The leases whose `members/<lease>` record says they have tasks to place (owner/members.ts keeps it). */
+export class MemberDemand implements Demand {
+  private readonly placing = new Set<string>();
   version = 0;
 
-  override set(job: string, lease: string): this {
-    const previous = super.get(job);
-    if (previous !== lease && this.pending.has(job)) {
-      if (previous !== undefined) this.count(previous, -1);
-      this.count(lease, 1);
-    }
-    return super.set(job, lease);
+  set(lease: string, placing: boolean): void {
+    if (placing === this.placing.has(lease)) return;
+    if (placing) this.placing.add(lease);
+    else this.placing.delete(lease);
+    this.version++;
   }
 
-  override delete(job: string): boolean {
-    const previous = super.get(job);
-    if (previous !== undefined && this.pending.has(job)) this.count(previous, -1);
-    return super.delete(job);
-  }
-
-  override clear(): void {
-    if (this.counts.size > 0) this.version++;
-    this.counts.clear();
-    super.clear();
-  }
-
-  /** Whether job `job` has tasks not yet placed (from its record: not final, placed < tasks). */
-  setPending(job: string, pending: boolean): void {
-    if (pending === this.pending.has(job)) return;
-    if (pending) this.pending.add(job);
-    else this.pending.delete(job);
-    const lease = super.get(job);
-    if (lease !== undefined) this.count(lease, pending ? 1 : -1);
+  clear(): void {
+    if (this.placing.size > 0) this.version++;
+    this.placing.clear();
   }
 
   leases(): Iterable<string> {
-    return this.counts.keys();
-  }
-
-  private count(lease: string, d: number): void {
-    const n = (this.counts.get(lease) ?? 0) + d;
-    if (n > 0) {
-      if (!this.counts.has(lease)) this.version++;
-      this.counts.set(lease, n);
-    } else if (this.counts.delete(lease)) this.version++;
+    return this.placing;
   }
 }

@@ -1,7 +1,8 @@
 /**
- * The job owner of one process (JobManager): holds an owner lease, follows servers, owners, jobs
- * and tasks in the store, and drives each job it owns to a final state. Its parts live in
- * `owner/`: submission, adoption, evaluation, task transitions, the summary, decision records.
+ * The job owner of one process (JobManager): holds an owner lease, follows servers, the cell's
+ * members and the RUs (through the agents' view), and drives each job it owns to a final state.
+ * Its parts live in `owner/`: submission, membership, adoption, evaluation, task transitions, the
+ * summary, decision records.
  */
 import type { JobSpec, JobState } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
@@ -10,16 +11,16 @@ import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts';
 import { agentConfig } from './config.ts';
 import { SharedView } from './shared-view.ts';
-import { OwnerKeys } from './handoff.ts';
-import { KeyFeed } from '../state/feed.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
-import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
+import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
 import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, leaveServers, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
-import { scheduleAdopt, sweep } from './owner/adoption.ts';
+import { scan } from './owner/adoption.ts';
+import { readLayout, upgradeLayout } from './owner/layout.ts';
+import { Members } from './owner/members.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
@@ -32,20 +33,29 @@ import { onRuChange, TaskRefresher } from './owner/ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 
 export type { JobManagerOptions, NodeLink } from './owner/context.ts';
+
+/**
+ * How often the owner records are scanned for jobs to adopt, besides when a member goes (and
+ * after a failed adoption or a submission of unknown outcome): a backstop, since each scan reads
+ * the owner record of every job not yet final.
+ */
+const SCAN_EVERY_MS = 30_000;
 export type { SubmitResult } from './owner/submit.ts';
 
 /**
  * Job lifecycle and ownership for the agents of one process.
  *
- * Ownership: a job is owned through `owners/<job>`, a key bound to this process's lease and
- * created in the same transaction as the job record, so an acknowledged job always has an owner
- * or, once that owner's lease has expired, no owner key at all — which every other process
- * notices (watch on `owners/` plus a periodic sweep) and races to fill with a create-only
- * transaction. The winner adopts the job: it reads the job's tasks and carries on from them.
+ * Ownership: a job is owned through `owners/<job>`, a record naming this process's lease, created
+ * in the same transaction as the job record, so an acknowledged job always has an owner. The
+ * process is present through `members/<lease>`, bound to that lease (owner/members.ts); when the
+ * lease ends, the others see the member go, read the owner records and race to rewrite those that
+ * name it (owner/adoption.ts). The winner adopts the job: it reads the job's tasks and carries on
+ * from them. Nobody follows every job's records: an owner knows its own, and learns of a
+ * cancellation from its mark in `cancels/`.
  *
- * Fencing: every write for an owned job compares the owner key's lease (placement commits through
- * SchedulingAgent.setFence, job records, task state changes, cancellations), so an owner that was
- * paused past its TTL cannot write after its successor has taken over; the RU record's revision
+ * Fencing: every write for an owned job compares our member key's lease (placement commits through
+ * SchedulingAgent.setFence, job records, task state changes), so an owner that was paused past its
+ * TTL cannot write after its successor has taken over; the RU record's revision
  * fences the monitors' writes for a task attempt. No task is ever placed unless the RU write
  * succeeds against the revision that was read, so a task has at most one RU at any revision.
  */
@@ -65,11 +75,8 @@ export class JobManager implements OwnerContext, MoveHost {
   private pendingAt = -Infinity;
   private held: HeldLease | undefined;
   readonly owned = new Map<string, Owned>();
-  readonly jobFinal = new Map<string, boolean>();
-  /** This owner's follow of `jobs/`, passed on to the housekeeper's retention in this process. */
-  readonly jobsFeed: KeyFeed;
-  /** Job id → lease of its `owners/<job>` key, as the watch last showed it, and the jobs with tasks to place (handoff.ts). */
-  readonly ownerKeys: OwnerKeys;
+  /** The cell's front-ends (members/) and the cancellations' marks (cancels/), followed. */
+  readonly members: Members;
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
   readonly submitting = new Set<string>();
   readonly servers = new Map<string, LiveServerRecord>();
@@ -108,7 +115,6 @@ export class JobManager implements OwnerContext, MoveHost {
   constructor(opts: JobManagerOptions) {
     this.o = opts;
     this.live = new LiveKeys(opts.keys);
-    this.jobsFeed = new KeyFeed(opts.keys.jobs());
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
@@ -122,8 +128,16 @@ export class JobManager implements OwnerContext, MoveHost {
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
-    this.ownerKeys = new OwnerKeys();
-    this.view.handoff.setDemand(this.ownerKeys);
+    this.members = new Members({
+      store: opts.store,
+      keys: opts.keys,
+      clock: opts.clock,
+      log: opts.log,
+      process: opts.process,
+      onGone: () => scan(this),
+      onCancel: (job) => this.onCancel(job),
+    });
+    this.view.handoff.setDemand(this.members.demand);
     // The owner follows no task record: what happens to its tasks shows in the RUs (ru-events.ts).
     const state = this.view.state;
     this.refresher = new TaskRefresher(this, (ru, job, task) => {
@@ -191,10 +205,11 @@ export class JobManager implements OwnerContext, MoveHost {
   /**
    * Takes the lease, lists what the owner follows, then loads the cluster view and starts the
    * agents; resolves once it schedules. `onServing` is called as soon as submissions can be taken
-   * (the lease and the owner's followers: servers, owners, jobs, tasks), before the view of a
+   * (the lease and the owner's followers: servers, members, reports), before the view of a
    * large cell is loaded; jobs taken meanwhile are evaluated once the agents have started.
    */
   async start(opts: { onServing?: () => void } = {}): Promise<void> {
+    const layout = await readLayout(this.o.store, this.o.keys);
     await this.firstLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
@@ -218,15 +233,6 @@ export class JobManager implements OwnerContext, MoveHost {
         (kv, del) => this.onServer(kv, del),
       ),
       mk(
-        k.owners(),
-        (kvs) => {
-          this.ownerKeys.clear();
-          each((kv, d) => this.onOwner(kv, d))(kvs);
-        },
-        (kv, del) => this.onOwner(kv, del),
-      ),
-      mk(k.jobs(), (kvs, rev) => (this.onJobsSnapshot(kvs, rev), this.jobsFeed.snapshot(kvs, rev)), (kv, del, rev) => (this.onJob(kv, del), this.jobsFeed.event(kv, del, rev))),
-      mk(
         this.live.reports(),
         (kvs) => {
           for (const o of this.owned.values()) o.slow.clear();
@@ -237,7 +243,7 @@ export class JobManager implements OwnerContext, MoveHost {
     ];
     // The cluster view and the owner's followers list at once (a large cell takes a while).
     viewReady.catch(() => undefined);
-    await Promise.all(this.followers.map((f) => f.start()));
+    await Promise.all([...this.followers.map((f) => f.start()), this.members.start()]);
     this.serving = true;
     opts.onServing?.();
     await viewReady;
@@ -248,8 +254,11 @@ export class JobManager implements OwnerContext, MoveHost {
     const deferred = [...this.deferred];
     this.deferred.clear();
     for (const o of deferred) if (this.owned.get(o.id) === o) this.evaluate(o);
-    sweep(this);
-    this.every(Math.max(200, (this.ttlSeconds * 1000) / 2), () => sweep(this));
+    scan(this);
+    if (!layout.current) this.track(upgradeLayout(this, layout.rev).catch((err: unknown) => this.o.log.warn({ err: errorMessage(err) }, 'store layout upgrade failed; the next start retries')));
+    // The members' watch starts a scan when one goes; this one is for what it cannot show.
+    this.every(SCAN_EVERY_MS, () => scan(this));
+    this.every(200, () => this.members.update(this.pendingTasks() > 0));
     this.every(1000, () => persistProgress(this));
     this.track(this.profiles.refresh());
     this.every(this.profiles.flushMs, () => this.track(this.profiles.flush()));
@@ -265,7 +274,7 @@ export class JobManager implements OwnerContext, MoveHost {
     for (const t of this.timers) t.cancel();
     this.timers.clear();
     for (const o of this.owned.values()) o.agent.abort(o.id);
-    await Promise.all(this.followers.map((f) => f.close()));
+    await Promise.all([...this.followers.map((f) => f.close()), this.members.close()]);
     await Promise.all(this.agents.map((a) => a.close()));
     await this.view.close();
     await Promise.allSettled([...this.background]);
@@ -384,6 +393,12 @@ export class JobManager implements OwnerContext, MoveHost {
       onFenced: () => this.onFenced(),
       rideOut: { onUnconfirmed: () => this.onPaused(), onConfirmed: () => this.onResumed() },
     });
+    try {
+      await this.members.join(this.held.id, this.pendingTasks() > 0);
+    } catch (err) {
+      await this.held.revoke().catch(() => undefined);
+      throw err;
+    }
     this.view.handoff.setSelf(this.held.id);
   }
 
@@ -410,7 +425,7 @@ export class JobManager implements OwnerContext, MoveHost {
       o.full = true;
       this.evaluate(o);
     }
-    if (this.started) sweep(this);
+    if (this.started) scan(this);
   }
 
   /** The store says our lease is gone: stop everything done under it, then get a new one. */
@@ -424,7 +439,7 @@ export class JobManager implements OwnerContext, MoveHost {
         try {
           await this.grantLease();
           this.o.log.info({ lease: this.held?.id }, 'new owner lease; adopting unowned jobs');
-          sweep(this);
+          scan(this);
           return;
         } catch (err) {
           this.o.log.warn({ err: errorMessage(err) }, 'cannot grant an owner lease; retrying');
@@ -469,59 +484,19 @@ export class JobManager implements OwnerContext, MoveHost {
     if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.evaluate(o);
   }
 
-  private onOwner(kv: KeyValue, deleted: boolean): void {
-    const id = this.o.keys.tail(this.o.keys.owners(), kv.key);
-    if (id === undefined) return;
-    if (!deleted) {
-      this.ownerKeys.set(id, kv.lease);
-      return;
-    }
-    this.ownerKeys.delete(id);
-    const mine = this.owned.get(id);
-    if (mine) this.drop(mine, 'owner key deleted');
-    if (this.jobFinal.get(id) === false) scheduleAdopt(this, id);
-  }
-
-  private onJob(kv: KeyValue, deleted: boolean): void {
-    const id = this.o.keys.tail(this.o.keys.jobs(), kv.key);
-    if (id === undefined) return;
+  /** A cancellation's mark: if the job is ours, its record is read and taken (see cancelJob). */
+  private onCancel(id: string): void {
     const o = this.owned.get(id);
-    if (deleted) {
-      this.jobFinal.delete(id);
-      this.ownerKeys.setPending(id, false);
-      if (o) this.drop(o, 'job record deleted');
-      return;
-    }
-    const rec = parseJson<LiveJobRecord>(kv);
-    if (!rec) return;
-    const final = isFinalJob(rec.state);
-    this.jobFinal.set(id, final);
-    this.ownerKeys.setPending(id, !final && rec.placed < rec.spec.tasks);
-    if (o && kv.modRevision > o.jobRev) takeRecord(this, o, rec, kv.modRevision);
-  }
-
-  /**
-   * The jobs after a (re-)list: jobs deleted meanwhile (retention, while the watch was down or
-   * behind a compaction) are forgotten, so that what is kept per job stays bounded by what is
-   * stored. An owned job missing from the list is dropped only if the list is newer than our
-   * record of it (a submission may land after the list was read). Deleted task records need no
-   * such care: those of a job that is not owned here are ignored anyway.
-   */
-  private onJobsSnapshot(kvs: KeyValue[], revision: number): void {
-    const seen = new Set<string>();
-    for (const kv of kvs) {
-      const id = this.o.keys.tail(this.o.keys.jobs(), kv.key);
-      if (id !== undefined) seen.add(id);
-      this.onJob(kv, false);
-    }
-    for (const id of [...this.jobFinal.keys()]) {
-      if (seen.has(id) || this.submitting.has(id)) continue;
-      const o = this.owned.get(id);
-      if (o && o.jobRev > revision) continue;
-      this.jobFinal.delete(id);
-      this.ownerKeys.setPending(id, false);
-      if (o) this.drop(o, 'job record deleted');
-    }
+    if (!o || o.rec.cancelRequested) return;
+    this.track(
+      this.o.store
+        .get(this.o.keys.job(id))
+        .then((kv) => {
+          const rec = parseJson<LiveJobRecord>(kv);
+          if (kv && rec && this.owned.get(id) === o && kv.modRevision > o.jobRev) takeRecord(this, o, rec, kv.modRevision);
+        })
+        .catch((err: unknown) => this.o.log.warn({ job: id, err: errorMessage(err) }, 'reading a cancelled job failed; its next write finds the cancellation')),
+    );
   }
 
   refreshTasks(o: Owned, tasks: Iterable<number>): Promise<void> {

@@ -160,7 +160,6 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           log: o.log.child({ component: 'housekeeper' }),
           process: o.name,
           retainMs,
-          jobsFeed: manager.jobsFeed,
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
         });
   if (housekeeper) held.housekeeper = housekeeper;

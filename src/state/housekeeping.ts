@@ -8,7 +8,6 @@ import type { Campaign, ClusterStore } from '../store/types.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import type { KeyFeed } from './feed.ts';
 import type { Keys } from './keys.ts';
 import { RetentionSweeper } from './retention.ts';
 
@@ -39,8 +38,6 @@ export interface HousekeeperOptions {
   electionTtlSeconds?: number;
   /** Jobs per batch of deletes (see RetentionSweeper). */
   batch?: number;
-  /** The job owner's follow of `jobs/` in this process, which retention reads (see RetentionSweeper). */
-  jobsFeed?: KeyFeed;
 }
 
 /** Checks in a row that find a waiting candidate stuck (see Housekeeper.stuck) before it stands again. */
@@ -94,7 +91,6 @@ export class Housekeeper {
       retainMs: o.retainMs,
       ...(o.requestRetainMs !== undefined ? { requestRetainMs: o.requestRetainMs } : {}),
       ...(o.batch !== undefined ? { batch: o.batch } : {}),
-      ...(o.jobsFeed ? { jobsFeed: o.jobsFeed } : {}),
     });
     this.marginMs = o.compactMarginMs ?? DEFAULT_COMPACT_MARGIN_MS;
     this.sweepEveryMs = o.sweepEveryMs ?? clamp(Math.round(o.retainMs / 10), 1000, 60_000);

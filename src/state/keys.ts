@@ -15,7 +15,12 @@ import type { RuRef } from '../model/types.ts';
  *   <p>jobs/<id>               job spec and state
  *   <p>tasks/<job>/<idx>       task record
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
- *   <p>owners/<job>            lease-bound to the agent that owns the job
+ *   <p>owners/<job>            the job's owner: the lease of its front-end (in the value, not
+ *                              bound to it, so the record outlives the lease it names)
+ *   <p>members/<lease>         one per front-end, bound to its owner lease: alive while the lease
+ *                              is; every owner write compares it (the fence)
+ *   <p>cancels/<job>           a cancellation asked by any front-end, for the job's owner
+ *   <p>layout                  the version of this layout the cell was written with
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
  *   <p>cordons/<server>        a node cordoned or draining (`tarcil node`): no lease, so it
  *                              outlives the monitor's registrations; deleted by uncordon
@@ -99,6 +104,24 @@ export class Keys {
   }
   owner(job: string): string {
     return `${this.prefix}owners/${job}`;
+  }
+  /** `members/<lease>`: a front-end's presence, bound to its owner lease (agent/owner/members.ts). */
+  members(): string {
+    return `${this.prefix}members/`;
+  }
+  member(lease: string): string {
+    return `${this.prefix}members/${lease}`;
+  }
+  /** `cancels/<job>`: the mark a cancellation leaves for the job's owner, which follows `cancels/`. */
+  cancels(): string {
+    return `${this.prefix}cancels/`;
+  }
+  cancel(job: string): string {
+    return `${this.prefix}cancels/${job}`;
+  }
+  /** The layout's version (agent/owner/layout.ts). */
+  layout(): string {
+    return `${this.prefix}layout`;
   }
   /** `profiles/<name>` → the learned estimate of a workload class (state/profiles.ts). */
   profiles(): string {

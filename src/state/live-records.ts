@@ -5,7 +5,8 @@
 import type { JobState, TaskRecord, TaskState } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { DecisionRecord } from './decisions.ts';
-import type { AttemptSummary, JobRecord, MoveSource, ServerRecord } from './records.ts';
+import { parseJson, type AttemptSummary, type JobRecord, type MoveSource, type ServerRecord } from './records.ts';
+import type { KeyValue } from '../store/types.ts';
 
 /**
  * Records of the live cluster (job lifecycle, ownership, monitors), written next to the core's
@@ -77,11 +78,32 @@ export interface LiveTaskRecord extends TaskRecord {
   nodeGraceMs?: number;
 }
 
-/** Value of `owners/<job>`, bound to the owner's lease. */
+/**
+ * Value of `owners/<job>`: the owner's lease (not bound to it: the record says whose the job was
+ * after that lease is gone, which is how the survivors find the jobs to adopt).
+ */
 export interface OwnerRecord {
   agent: string;
   process: string;
   since: number;
+  /** Absent in a record written by the layout before members/ (bound to that lease instead). */
+  lease?: string;
+}
+
+/** The owner lease an `owners/<job>` record names: its value's, or the key's (the older layout's). */
+export function ownerLeaseOf(kv: KeyValue | undefined): string | undefined {
+  if (!kv) return undefined;
+  const lease = parseJson<OwnerRecord>(kv)?.lease;
+  if (typeof lease === 'string' && lease !== '') return lease;
+  return kv.lease && kv.lease !== '0' ? kv.lease : undefined;
+}
+
+/** Value of `members/<lease>`: a front-end while its owner lease lives. */
+export interface MemberRecord {
+  process: string;
+  since: number;
+  /** It owns jobs with tasks not yet placed (the freed-RU handoff shares servers among these). */
+  placing: boolean;
 }
 
 /** Value of `requests/<id>`: the job a client request created, and a digest of its spec. */

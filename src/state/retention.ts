@@ -9,7 +9,6 @@ import type { ClusterStore, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import type { KeyFeed } from './feed.ts';
 import { Follower } from './follow.ts';
 import type { Keys } from './keys.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type RequestRecord } from './live-records.ts';
@@ -52,8 +51,6 @@ export interface RetentionOptions {
   requestRetainMs?: number;
   /** Jobs deleted per request to the store, each in its own guarded transaction (default 25). */
   batch?: number;
-  /** The process's follow of `jobs/` (the job owner's), read instead of a watch of its own. */
-  jobsFeed?: KeyFeed;
 }
 
 export interface SweepResult {
@@ -100,7 +97,6 @@ export class RetentionSweeper {
   private readonly requestRetain: number;
   private readonly batch: number;
   private follower: Follower | undefined;
-  private fed: { ready: Promise<void>; stop(): void } | undefined;
   private readonly finals = new Map<string, FinalJob>();
   private readonly present = new Set<string>();
   private readonly requests = new Map<string, Request>();
@@ -122,25 +118,20 @@ export class RetentionSweeper {
   async start(): Promise<void> {
     this.stopped = false;
     const k = this.o.keys;
-    const feed = this.o.jobsFeed;
     this.follower = new Follower({
       store: this.o.store,
       clock: this.o.clock,
       log: this.o.log,
-      prefix: feed ? [this.live.request('')] : [k.jobs(), this.live.request('')],
+      prefix: [k.jobs(), this.live.request('')],
       onSnapshot: (_kvs, _rev, byPrefix) => {
-        const [jobs, requests = []] = feed ? [undefined, ...byPrefix] : byPrefix;
-        if (jobs) this.jobsSnapshot(jobs);
+        const [jobs = [], requests = []] = byPrefix;
+        this.jobsSnapshot(jobs);
         this.requests.clear();
         this.byJob.clear();
         for (const kv of requests) this.onKey(kv, false);
       },
       onEvent: (kv, deleted) => this.onKey(kv, deleted),
     });
-    if (feed) {
-      this.fed = feed.follow(this.o.store, { snapshot: (kvs) => this.jobsSnapshot(kvs), event: (kv, deleted) => this.onKey(kv, deleted) });
-      await this.fed.ready;
-    }
     await this.follower.start();
   }
 
@@ -152,8 +143,6 @@ export class RetentionSweeper {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.fed?.stop();
-    this.fed = undefined;
     await this.follower?.close();
     this.follower = undefined;
     this.finals.clear();
@@ -218,6 +207,8 @@ export class RetentionSweeper {
         { type: 'delete', key: k.tasks(id), prefix: true },
         { type: 'delete', key: k.decision(id) },
         { type: 'delete', key: this.live.jobReports(id), prefix: true },
+        // A cancellation's mark its owner did not clear (it asked for an already final job).
+        { type: 'delete', key: k.cancel(id) },
       ];
       for (const r of this.byJob.get(id) ?? []) {
         const req = this.requests.get(r);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FreedHandoff, OwnerKeys } from '../../src/agent/handoff.ts';
+import { FreedHandoff, MemberDemand } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { ClusterState, type ServerState } from '../../src/sampling/cluster-state.ts';
@@ -18,12 +18,10 @@ function twoFrontEnds(servers: number, windowMs = 250) {
   const make = (self: 'A' | 'B') => {
     const h = new FreedHandoff({ state, clock, windowMs, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
     h.setSelf(self);
-    const owners = new OwnerKeys();
-    owners.set('job-a', 'A');
-    owners.set('job-b', 'B');
-    owners.setPending('job-a', true);
-    owners.setPending('job-b', true);
-    h.setDemand(owners);
+    const members = new MemberDemand();
+    members.set('A', true);
+    members.set('B', true);
+    h.setDemand(members);
     return h;
   };
   return { clock, state, all, woken, A: make('A'), B: make('B') };
@@ -64,29 +62,21 @@ describe('freed RUs among front-ends (handoff)', () => {
 
   it('only front-ends with tasks to place count: one alone, or the window 0, takes every freed RU at once', () => {
     const alone = twoFrontEnds(20);
-    const owners = new OwnerKeys();
-    alone.A.setDemand(owners);
-    owners.set('job-a', 'A');
-    owners.set('job-b', 'B');
-    owners.set('job-b2', 'B');
-    // B owns jobs, but all their tasks are placed: it is not a member.
+    const members = new MemberDemand();
+    alone.A.setDemand(members);
+    // B is a member whose record says it has nothing to place: it does not count.
+    members.set('A', false);
+    members.set('B', false);
     expect(alone.A.memberCount()).toBe(1);
-    owners.setPending('job-b', true);
-    owners.setPending('job-b2', true);
+    members.set('B', true);
+    members.set('C', true);
+    expect(alone.A.memberCount()).toBe(3);
+    members.set('B', false);
     expect(alone.A.memberCount()).toBe(2);
-    owners.setPending('job-b', false);
+    // This front-end counts whatever its own record says.
+    members.set('A', true);
     expect(alone.A.memberCount()).toBe(2);
-    owners.delete('job-b2');
-    expect(alone.A.memberCount()).toBe(1);
-    // A job taken over by another owner moves its demand with it.
-    owners.set('job-b', 'C');
-    owners.setPending('job-b', true);
-    expect(alone.A.memberCount()).toBe(2);
-    owners.set('job-b', 'A');
-    expect(alone.A.memberCount()).toBe(1);
-    owners.set('job-c', 'C');
-    owners.setPending('job-c', true);
-    owners.clear();
+    members.clear();
     expect(alone.A.memberCount()).toBe(1);
     for (const s of alone.all) alone.A.freed(s, 0);
     expect(alone.woken.A).toHaveLength(20);

@@ -56,10 +56,7 @@ async function keysOf(c: OwnerCell, job: string): Promise<string[]> {
 }
 
 describe('retention of finished jobs (embedded store, manual clock)', () => {
-  it.each([
-    ['a watch of its own', false],
-    ['the job owner\'s follow of jobs/ (no watch of jobs/ of its own)', true],
-  ])('deletes a finished job with its tasks, decision and (later) request id after its period; a running job never (reading %s)', async (_how, fed) => {
+  it('deletes a finished job with its tasks, decision and (later) request id after its period; a running job never', async () => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const m = await cell.owner('A');
@@ -83,10 +80,11 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
         return cell!.store.watch(opts);
       },
     });
-    const h = keeper(cell, 'A', { retainMs: 10 * MIN, ...(fed ? { jobsFeed: m.jobsFeed } : {}) }, counting);
+    const h = keeper(cell, 'A', { retainMs: 10 * MIN }, counting);
     await cell.until(() => h.leading, 5000);
     await cell.until(() => watched.includes(live.request('')), 5000);
-    expect(watched.includes(cell.keys.jobs())).toBe(!fed);
+    // Retention follows the job records itself: the job owners follow none but their own.
+    expect(watched).toContain(cell.keys.jobs());
     // Within the period: everything stays.
     await cell.advance(9 * MIN, 1000);
     expect(await keysOf(cell, done.id)).toEqual(before);
@@ -94,8 +92,6 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.store.get(cell!.keys.job(done.id))) === undefined, 2 * MIN, 1000);
     expect(cell.clock.now() - finishedAt).toBeGreaterThanOrEqual(10 * MIN);
     expect(await keysOf(cell, done.id)).toEqual([]);
-    // The job owner forgot it too: what it keeps per job is bounded by what is stored.
-    expect(m.jobFinal.has(done.id)).toBe(false);
 
     // Its request id outlives it until the floor (10 min after the request, here reached already
     // with a 10 min retention: the same sweep or the next one takes it).

@@ -28,7 +28,7 @@ afterEach(async () => {
 /** Applies the first submit transaction, then reports it failed; optionally fails reads for a while too. */
 function lossy(inner: ClusterStore, readsDownMs: number): { store: ClusterStore; counter: { lost: number } } {
   let downUntil = 0;
-  const isSubmit = (req: TxnRequest): boolean => req.success.some((op) => op.type === 'put' && op.key.includes('/owners/') && op.lease !== undefined) && req.success.some((op) => op.key.includes('/jobs/'));
+  const isSubmit = (req: TxnRequest): boolean => req.success.some((op) => op.type === 'put' && op.key.includes('/owners/')) && req.success.some((op) => op.type === 'put' && op.key.includes('/jobs/'));
   const unavailable = (): TarcilError => new TarcilError('UNAVAILABLE', 'connection reset (simulated)');
   const counter = { lost: 0 };
   const s = wrapStore(inner, {
@@ -53,7 +53,7 @@ function lossy(inner: ClusterStore, readsDownMs: number): { store: ClusterStore;
 describe('a submission whose answer is lost', () => {
   it.each([
     { how: 'the store answers the read-back: acknowledged after all', readsDownMs: 0, acked: true },
-    { how: 'the store stays away: refused now, then found by the sweep and run', readsDownMs: 400, acked: false },
+    { how: 'the store stays away: refused now, then found by a scan and run', readsDownMs: 400, acked: false },
   ])('$how', async ({ readsDownMs, acked }) => {
     const store = new MemoryStore();
     const keys = new Keys('/lost/');

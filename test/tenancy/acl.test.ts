@@ -184,11 +184,15 @@ describe('ACLs on (etcd)', () => {
     expect(new Set(ROWS.map((r) => r.rpc))).toEqual(new Set(methods));
   });
 
-  /** Until no job runs (the jobs earlier rows submitted): the cell writes nothing on its own then. */
+  /**
+   * Until no job runs (the jobs earlier rows submitted) and the front-end's member record says it
+   * has nothing to place: the cell writes nothing on its own then.
+   */
   const quiet = async (): Promise<void> => {
     for (let i = 0; i < 200; i++) {
-      const [jobs, owners] = await Promise.all([store.range(keys.jobs()), store.range(keys.owners())]);
-      if (owners.kvs.length === 0 && jobs.kvs.every((kv) => /"state":"(succeeded|failed|cancelled)"/.test(kv.value))) return;
+      const [jobs, owners, members] = await Promise.all([store.range(keys.jobs()), store.range(keys.owners()), store.range(keys.members())]);
+      const settled = members.kvs.every((kv) => kv.value.includes('"placing":false'));
+      if (settled && owners.kvs.length === 0 && jobs.kvs.every((kv) => /"state":"(succeeded|failed|cancelled)"/.test(kv.value))) return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error('the cell did not settle');

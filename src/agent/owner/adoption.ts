@@ -1,8 +1,12 @@
 /**
- * Adoption: a job whose owner key is gone (its owner's lease expired) is taken up by whichever
- * process first creates the key again, bound to its own lease; the winner reads the job's task
- * records and carries on from them. The sweep also takes up jobs owned through our own lease that
- * this process does not hold (a submission whose answer was lost with the connection).
+ * Adoption: a job whose owner's lease is gone is taken up by whichever process first rewrites its
+ * owner record (`owners/<job>`, which names the owner's lease and outlives it) to name its own
+ * lease, comparing that the record is the one it read and that the old owner's member key is gone
+ * (members.ts); the winner reads the job's task records and carries on from them. Nobody follows
+ * the owner records: a scan reads them all when a member goes (and now and then, and after a
+ * re-list of the members), and takes up the jobs of leases that are not members any more. It
+ * also takes up jobs owned through our own lease that this process does not hold (a submission
+ * whose answer was lost with the connection).
  *
  * A dead front-end of a large cell leaves thousands of jobs at once. Adoptions go through a gate:
  * a few at a time (adoption-gate.ts), the rest queued, and while the store fails them
@@ -10,44 +14,94 @@
  * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
  * the survivors keep their own leases and work meanwhile.
  */
-import { isFinalJob, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../state/live-records.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
 import { errorMessage } from '../../util/errors.ts';
-import type { TxnResult } from '../../store/types.ts';
-import { mergeTask, newOwned, type AdoptWindow, type OwnerContext } from './context.ts';
+import type { Compare, TxnResult } from '../../store/types.ts';
+import { mergeTask, newOwned, ownerFence, type AdoptWindow, type OwnerContext } from './context.ts';
 
-export function sweep(m: OwnerContext): void {
+/** How a job is taken up: the owner record as read (its mod revision, 0 for none) and whose lease it named. */
+export interface AdoptFrom {
+  rev: number;
+  /** The lease the record named (undefined: no record, a job of the older layout). */
+  lease: string | undefined;
+}
+
+/** The pause before a scan after a failed adoption or a submission whose outcome is unknown. */
+export const RESCAN_MS = 2000;
+
+const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean }>();
+
+/**
+ * Reads every owner record and the members at one revision, and takes up the jobs whose owner's
+ * lease is not a member any more, and ours that this process does not hold. Coalesced: a scan
+ * asked for while one runs runs once more after it.
+ */
+export function scan(m: OwnerContext): void {
+  let st = scans.get(m);
+  if (!st) scans.set(m, (st = { running: false, again: false }));
+  if (st.running) {
+    st.again = true;
+    return;
+  }
   const lease = m.lease;
   if (m.closed || !lease || !lease.confirmed) return;
-  for (const [id, final] of m.jobFinal) {
-    if (final || m.owned.has(id)) continue;
-    const ownerLease = m.ownerKeys.get(id);
-    if (ownerLease === undefined) scheduleAdopt(m, id);
+  st.running = true;
+  const s = st;
+  const p = scanOnce(m, lease.id)
+    .catch((err: unknown) => m.o.log.warn({ err: errorMessage(err) }, 'adoption scan failed; the next one retries'))
+    .finally(() => {
+      s.running = false;
+      if (s.again && !m.closed) {
+        s.again = false;
+        scan(m);
+      }
+    });
+  m.track(p);
+}
+
+async function scanOnce(m: OwnerContext, self: string): Promise<void> {
+  const k = m.o.keys;
+  const { byPrefix } = await m.o.store.snapshot([k.owners(), k.members()]);
+  const [owners = [], members = []] = byPrefix;
+  const live = new Set(members.map((kv) => k.tail(k.members(), kv.key)));
+  for (const kv of owners) {
+    const id = k.tail(k.owners(), kv.key);
+    if (id === undefined || m.owned.has(id)) continue;
+    const lease = ownerLeaseOf(kv);
     // Ours by the store, unknown to us: a submission whose answer was lost with the connection
     // (the transaction landed, the reply did not). Nobody else may adopt it while our lease
     // lives, so we must take it up ourselves or it waits forever.
-    else if (ownerLease === lease.id && !m.submitting.has(id)) scheduleAdopt(m, id, true);
+    if (lease === self) {
+      if (!m.submitting.has(id)) void scheduleAdopt(m, id, { rev: kv.modRevision, lease }, true);
+    } else if (lease === undefined || !live.has(lease)) void scheduleAdopt(m, id, { rev: kv.modRevision, lease });
   }
 }
 
-export function scheduleAdopt(m: OwnerContext, id: string, ours = false): void {
-  if (m.closed || m.adopting.has(id) || m.owned.has(id)) return;
+/** Takes up job `id` in the background (see tryAdopt); resolves when that is done or failed. */
+export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours = false): Promise<void> {
+  if (m.closed || m.adopting.has(id) || m.owned.has(id)) return Promise.resolve();
   m.adopting.add(id);
   // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);
   const p = m.o.clock
     .sleep(jitter)
-    .then(() => m.adoptions.run(() => tryAdopt(m, id, ours), () => m.closed))
-    .catch((err: unknown) => m.o.log.warn({ job: id, err: errorMessage(err), queued: m.adoptions.queued }, 'adoption failed; the sweep will retry'))
+    .then(() => m.adoptions.run(() => tryAdopt(m, id, from, ours), () => m.closed))
+    .catch((err: unknown) => {
+      m.o.log.warn({ job: id, err: errorMessage(err), queued: m.adoptions.queued }, 'adoption failed; a scan retries');
+      m.later(RESCAN_MS, () => scan(m));
+    })
     .finally(() => m.adopting.delete(id));
   m.track(p);
+  return p;
 }
 
 /**
- * Takes up a job: one with no owner key (create it, bound to our lease), or, with `ours`, one
- * whose owner key is already bound to our lease but which this process does not hold.
+ * Takes up a job: one whose owner record (as read: `from`) names a lease that is not a member any
+ * more, or none (rewrite it to name ours), or, with `ours`, one whose owner record names our lease
+ * already but which this process does not hold.
  */
-async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<void> {
+async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: boolean): Promise<void> {
   const lease = m.lease;
   if (m.closed || !lease || !lease.confirmed || m.owned.has(id) || m.submitting.has(id)) return;
   const k = m.o.keys;
@@ -55,7 +109,7 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   const rec = parseJson<LiveJobRecord>(kv);
   if (!kv || !rec || isFinalJob(rec.state)) return;
   const agent = m.pickAgent();
-  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now() };
+  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now(), lease: lease.id };
   // From here until the job is owned, the task changes the RUs show for it are kept
   // (ru-events.ts): one made just after the transaction below can reach this process before its
   // answer does, and would otherwise be lost (a task that ended then stayed running for us, and
@@ -65,13 +119,17 @@ async function tryAdopt(m: OwnerContext, id: string, ours: boolean): Promise<voi
   m.adoptWindow.set(id, window);
   let res: TxnResult;
   try {
+    const compare: Compare[] = [
+      ownerFence(k, lease),
+      { key: k.owner(id), target: 'mod', op: '==', value: from.rev },
+      { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
+    ];
+    // The old owner's lease is gone, and with it every write it could still send (the fence).
+    if (!ours && from.lease !== undefined) compare.push({ key: k.member(from.lease), target: 'version', op: '==', value: 0 });
     res = await m.o.store.txn({
-      compare: [
-        ours ? { key: k.owner(id), target: 'lease', op: '==', value: lease.id } : { key: k.owner(id), target: 'version', op: '==', value: 0 },
-        { key: kv.key, target: 'mod', op: '==', value: kv.modRevision },
-      ],
+      compare,
       success: [
-        ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner), lease: lease.id }]),
+        ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner) }]),
         { type: 'get', key: k.tasks(id), prefix: true },
       ],
     });

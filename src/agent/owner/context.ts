@@ -188,8 +188,6 @@ export interface OwnerContext {
   readonly unplaceableTimeoutMs: number;
   readonly departedMemoryMs: number;
   readonly owned: Map<string, Owned>;
-  readonly jobFinal: Map<string, boolean>;
-  readonly ownerKeys: Map<string, string>;
   readonly submitting: Set<string>;
   readonly adopting: Set<string>;
   /**
@@ -396,15 +394,24 @@ export function admitted(o: Owned): boolean {
   return last === undefined ? rec.samples.length > 0 : last.action !== 'queue';
 }
 
-/** The compare that makes a write conditional on still owning the job through `lease`. */
-export function ownerFence(keys: Keys, jobId: string, lease: HeldLease): Compare {
-  return { key: keys.owner(jobId), target: 'lease', op: '==', value: lease.id };
+/**
+ * The compare that makes a write conditional on still owning jobs through `lease`: our member key
+ * is still bound to it (members.ts). A job changes owner only once its owner's member key is gone
+ * (adoption.ts), so while ours lives, the jobs our owner records name are ours.
+ */
+export function ownerFence(keys: Keys, lease: Pick<HeldLease, 'id'>): Compare {
+  return { key: keys.member(lease.id), target: 'lease', op: '==', value: lease.id };
+}
+
+/** The same, as a placement commit's fence (SchedulingAgent.setFence). */
+export function commitFence(keys: Keys, lease: Pick<HeldLease, 'id'>): { key: string; lease: string } {
+  return { key: keys.member(lease.id), lease: lease.id };
 }
 
 /**
- * The owner-fenced write: `compare` and `success` guarded by the owner key still being bound to
- * our lease. When it fails because the job is no longer ours, the job is dropped (another
- * process owns it now). `failure` reads come after the owner key in `res.responses` (from 1).
+ * The owner-fenced write: `compare` and `success` guarded by our member key still being bound to
+ * our lease. When it fails because the lease is gone, the job is dropped (another process owns it,
+ * or will). `failure` reads come after the member key in `res.responses` (from 1).
  */
 export async function fencedTxn(
   m: OwnerContext,
@@ -418,9 +425,9 @@ export async function fencedTxn(
   const taskKeys = (req.compare ?? []).filter((c) => c.key.startsWith(prefix)).map((c) => c.key);
   const failure = req.failure ?? [];
   const res = await m.o.store.txn({
-    compare: [ownerFence(m.o.keys, o.id, lease), ...(req.compare ?? [])],
+    compare: [ownerFence(m.o.keys, lease), ...(req.compare ?? [])],
     success: req.success,
-    failure: [{ type: 'get', key: m.o.keys.owner(o.id) }, ...failure, ...taskKeys.map((key) => ({ type: 'get' as const, key }))],
+    failure: [{ type: 'get', key: m.o.keys.member(lease.id) }, ...failure, ...taskKeys.map((key) => ({ type: 'get' as const, key }))],
   });
   if (!res.succeeded) {
     checkOwnership(m, o, res.responses[0]?.[0], lease);
@@ -436,7 +443,7 @@ export async function fencedTxn(
   return res;
 }
 
-/** After a failed fenced write: is the job still ours? If not, stop owning it. */
-export function checkOwnership(m: OwnerContext, o: Owned, ownerKv: KeyValue | undefined, lease: HeldLease): void {
-  if (!ownerKv || ownerKv.lease !== lease.id) m.drop(o, 'ownership lost (fenced write)');
+/** After a failed fenced write, given our member key as read: is the job still ours? If not, stop owning it. */
+export function checkOwnership(m: OwnerContext, o: Owned, memberKv: KeyValue | undefined, lease: HeldLease): void {
+  if (!memberKv || memberKv.lease !== lease.id) m.drop(o, 'ownership lost (fenced write)');
 }

@@ -68,7 +68,7 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   if (inProgress) o.decisionsAt = now;
   o.decisionsWriting = true;
   await m.o.store
-    .txn({ compare: [ownerFence(m.o.keys, o.id, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
+    .txn({ compare: [ownerFence(m.o.keys, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
     .catch((err: unknown) => {
       // Not written: the next tick writes it (a signature seen again would otherwise be skipped).
       if (o.lastDecisions === sig) o.lastDecisions = '';

@@ -8,7 +8,7 @@ import { trace } from '../../util/trace.ts';
 import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
 import { replaceAfter } from '../../state/node-fence.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
-import { fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
@@ -233,7 +233,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
     o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
   }
   for (const t of tasks) o.scheduling.add(t);
-  o.agent.setFence(o.id, { key: m.o.keys.owner(o.id), lease: lease.id });
+  o.agent.setFence(o.id, commitFence(m.o.keys, lease));
   const p = o.agent
     .schedule(o.spec, tasks, {
       attempt: (t) => nextAttempt(o.tasks.get(t)?.rec),

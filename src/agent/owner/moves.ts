@@ -19,7 +19,7 @@ import type { KeyValue } from '../../store/types.ts';
 import { own } from '../../util/dict.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
-import { fencedTxn, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, fencedTxn, type OwnerContext, type Owned } from './context.ts';
 import { replaceAt } from './evaluate.ts';
 import { markLost } from './transitions.ts';
 
@@ -111,7 +111,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
       return;
     }
     const reason = `ran at ${slow.rate.toFixed(2)} of its expected rate on ${from.server}`;
-    o.agent.setFence(o.id, { key: m.o.keys.owner(o.id), lease: lease.id });
+    o.agent.setFence(o.id, commitFence(m.o.keys, lease));
     const res = await o.agent.move(o.spec, {
       task: t,
       from,

@@ -7,12 +7,13 @@ import { trace } from '../../util/trace.ts';
 import { DEFAULT_NAMESPACE, qualifiedJobId } from '../../tenancy/namespace.ts';
 import { createHash } from 'node:crypto';
 import type { JobSpec } from '../../model/types.ts';
-import { isFinalJob, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../../state/live-records.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
 import type { Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
 import { invalid, TarcilError } from '../../util/errors.ts';
-import { newOwned, type OwnerContext } from './context.ts';
+import { newOwned, ownerFence, type OwnerContext } from './context.ts';
 import { blockedNote } from './evaluate.ts';
+import { RESCAN_MS, scan } from './adoption.ts';
 
 export interface SubmitResult {
   jobId: string;
@@ -132,14 +133,20 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     rescheduled: 0,
     taskStates: { queued: spec.tasks },
   };
-  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now };
-  const compare: Compare[] = [{ key: k.job(spec.id), target: 'version', op: '==', value: 0 }, ...(opts.compare ?? []), ...(gate?.compare ?? [])];
+  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now, lease: lease.id };
+  const compare: Compare[] = [
+    { key: k.job(spec.id), target: 'version', op: '==', value: 0 },
+    // Taken only while our lease lives: a job owned by a lease already gone would wait for a scan.
+    ownerFence(k, lease),
+    ...(opts.compare ?? []),
+    ...(gate?.compare ?? []),
+  ];
   const success: Op[] = [
     { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
-    { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner), lease: lease.id },
+    { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner) },
     ...(gate?.success ?? []),
   ];
-  const failure: Op[] = [];
+  const failure: Op[] = [{ type: 'get', key: k.member(lease.id) }];
   if (requestKey) {
     const req: RequestRecord = { job: spec.id, digest, at: now };
     compare.push({ key: requestKey, target: 'version', op: '==', value: 0 });
@@ -154,24 +161,27 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     trace('submit.answered', spec.id);
   } catch (err) {
     // The outcome is unknown: the job may be stored, owned through our lease. Ask the store;
-    // if it cannot answer now, the sweep finds the job later (it is ours) and schedules it.
-    const landed = await m.o.store.get(k.owner(spec.id)).catch(() => undefined);
-    if (!landed || landed.lease !== lease.id) throw err;
+    // if it cannot answer now, a scan finds the job later (it is ours) and schedules it.
+    const landed = await m.o.store.get(k.owner(spec.id)).catch(() => 'unknown' as const);
+    if (landed === 'unknown') m.later(RESCAN_MS, () => scan(m));
+    if (landed === 'unknown' || ownerLeaseOf(landed) !== lease.id) throw err;
     const jkv = await m.o.store.get(k.job(spec.id)).catch(() => undefined);
-    if (!jkv) throw err;
+    if (!jkv) {
+      m.later(RESCAN_MS, () => scan(m));
+      throw err;
+    }
     res = { succeeded: true, revision: jkv.modRevision, responses: [] };
   } finally {
     m.submitting.delete(spec.id);
   }
   if (!res.succeeded) {
-    const seen = res.responses[0]?.[0];
+    if (res.responses[0]?.[0]?.lease !== lease.id) throw new TarcilError('UNAVAILABLE', 'this front-end lost its owner lease while the job was submitted; submit again');
+    const seen = res.responses[1]?.[0];
     if (requestKey && seen) return existing(m, seen, digest);
     if (opts.compare?.length || gate?.compare.length) throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, { field: 'namespace' });
     throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
   }
   m.stats.submitted++;
-  m.jobFinal.set(spec.id, false);
-  m.ownerKeys.set(spec.id, lease.id);
   const o = newOwned(spec, agent, record, res.revision, m.ownedOn);
   // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
   o.summaryAt = now;
@@ -204,7 +214,11 @@ async function existing(m: OwnerContext, requestKv: KeyValue, digest: string): P
   return { jobId: req.job, record, revision: kv.modRevision, duplicate: true };
 }
 
-/** Requests cancellation (from any process); the job's owner stops its tasks. */
+/**
+ * Requests cancellation (from any process); the job's owner stops its tasks. The owner follows no
+ * job record: the same transaction leaves a mark in `cancels/`, which every front-end follows
+ * (members.ts), and the owner reads the record when the mark reaches it.
+ */
 export async function cancelJob(m: OwnerContext, jobId: string): Promise<LiveJobRecord> {
   const k = m.o.keys;
   for (let attempt = 0; attempt < 10; attempt++) {
@@ -215,7 +229,10 @@ export async function cancelJob(m: OwnerContext, jobId: string): Promise<LiveJob
     const next: LiveJobRecord = { ...rec, cancelRequested: true, updatedAt: m.o.clock.now() };
     const res = await m.o.store.txn({
       compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
-      success: [{ type: 'put', key: kv.key, value: JSON.stringify(next) }],
+      success: [
+        { type: 'put', key: kv.key, value: JSON.stringify(next) },
+        { type: 'put', key: k.cancel(jobId), value: String(kv.modRevision) },
+      ],
     });
     if (res.succeeded) return next;
   }

@@ -116,6 +116,7 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   if (final) {
     // Everything the job held goes in the same transaction as its final state: no orphans.
     success.push({ type: 'delete', key: k.owner(o.id) });
+    if (next.cancelRequested) success.push({ type: 'delete', key: k.cancel(o.id) });
     success.push({ type: 'delete', key: m.live.jobReports(o.id), prefix: true });
     success.push(queueDeletesOf(k, o.id));
     const decisions = finalDecisionsJson(m, o);
@@ -137,7 +138,6 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   o.summaryAt = now;
   if (final) {
     m.stats.finished++;
-    m.jobFinal.set(o.id, true);
     m.owned.delete(o.id);
     leaveServers(o);
     o.dropped = true;

@@ -13,7 +13,7 @@ import type { Compare, KeyValue, Op } from '../../store/types.ts';
 import { errorMessage, TarcilError } from '../../util/errors.ts';
 import { summarize } from './summary.ts';
 import { changeJobTokens, isLiveTask, quotaToken, updateJobTokens } from '../../tenancy/quota.ts';
-import { checkOwnership, fencedTxn, forgetTask, mergeTask, type OwnerContext, type Owned, type TaskView } from './context.ts';
+import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, type OwnerContext, type Owned, type TaskView } from './context.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
 export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
@@ -146,7 +146,7 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
   if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
-  const fence = { key: k.owner(o.id), lease: lease.id };
+  const fence = commitFence(k, lease);
   const held: { t: number; ref: RuRef; ruKv: KeyValue; ru: PlacedRuRecord }[] = [];
   let confirmed = false;
   for (const [t, v] of o.tasks) {
@@ -174,8 +174,8 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
     } else {
       const ok = await freeReservation(m.o.store, k, { ru: h.ref, ruRevision: h.ruKv.modRevision, job: o.id, task: h.t, by: o.agent.id }, fence);
       if (!ok) {
-        const owner = await m.o.store.get(k.owner(o.id));
-        checkOwnership(m, o, owner, lease);
+        const member = await m.o.store.get(k.member(lease.id));
+        checkOwnership(m, o, member, lease);
         throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while releasing it`);
       }
       forgetTask(o, h.t);
