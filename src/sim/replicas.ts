@@ -12,7 +12,7 @@
  *   server carrying the attribute `copyset` = its triplet. A triplet is then an island: all the
  *   scans of its blocks must run on its three servers, whatever their size (an ablation).
  */
-import type { ServerSpec } from '../model/types.ts';
+import type { JobSpec, ServerSpec } from '../model/types.ts';
 import { SeededRng } from '../util/rng.ts';
 import { COPYSET_ATTR } from './constants.ts';
 
@@ -92,4 +92,17 @@ export function replicaAttributes(specs: readonly { attributes: Readonly<Record<
     if (key.startsWith(BLOCK_ATTR_PREFIX) && specs.every((x) => x.attributes[key] !== undefined)) return { [key]: 'y' };
   }
   return undefined;
+}
+
+/**
+ * Where a data-constrained task may go in a job spec: held to its replica servers when they are
+ * named (a block or copyset), as the paper's TPC-H runs constrain first-stage tasks; otherwise,
+ * or with `preferOnly` (an ablation), the replicas are only preferred (locality pack).
+ */
+export function dataPlacement(specs: readonly ServerSpec[] | undefined, preferOnly?: boolean): Pick<JobSpec, 'locality' | 'constraints'> {
+  if (!specs) return { locality: { mode: 'any', scope: 'server' }, constraints: {} };
+  const dataServers = specs.map((x) => x.id);
+  const held = preferOnly ? undefined : replicaAttributes(specs);
+  if (held) return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: held, dataServers } };
+  return { locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers } };
 }

@@ -40,7 +40,7 @@ import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import { own } from '../../util/dict.ts';
 import type { Rng } from '../../util/rng.ts';
 import { TARCIL } from '../constants.ts';
-import { replicaAttributes } from '../replicas.ts';
+import { dataPlacement } from '../replicas.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
@@ -66,6 +66,8 @@ export interface TarcilOptions {
   priorityWaits?: boolean;
   /** Replicas forming a named set only preferred, never required (ablation of W2's rule that scan tasks run on their replicas). */
   preferReplicas?: boolean;
+  /** Commits applied and seen by every agent at once (no round trip, no watch delay): an ablation of the agents' stale views. */
+  freshViews?: boolean;
 }
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
@@ -124,6 +126,8 @@ export class TarcilPolicy implements Policy {
   private readonly owned = new WeakSet<SimJob>();
   /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
   private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
+  /** How late the agents' shared view follows the store (the watch), and a commit's round trip. */
+  private readonly lag: { watch: number; rtt: number };
 
   constructor(world: World, rng: Rng, opts: TarcilOptions) {
     this.world = world;
@@ -137,7 +141,8 @@ export class TarcilPolicy implements Policy {
       ...(opts.fixedR === undefined ? {} : { fixedR: opts.fixedR }),
       ...opts.core,
     };
-    this.view = world.addView(TARCIL.WATCH_DELAY_MS, true);
+    this.lag = opts.freshViews ? { watch: 0, rtt: 0 } : { watch: TARCIL.WATCH_DELAY_MS, rtt: TARCIL.COMMIT_RTT_MS };
+    this.view = world.addView(this.lag.watch, true);
     const state = this.view.state;
     if (this.cfg.fairShare) {
       const placing = this.placing;
@@ -212,7 +217,7 @@ export class TarcilPolicy implements Policy {
   }
 
   private specOf(job: SimJob, m: number, data?: number[]): JobSpec {
-    const where = this.dataPlacement(data);
+    const where = dataPlacement(data?.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec), this.opts.preferReplicas);
     if (job.platforms) where.constraints = { ...where.constraints, platforms: [...job.platforms] };
     if (job.oneServer) where.locality = { mode: 'pack', scope: 'server' };
     return {
@@ -228,20 +233,6 @@ export class TarcilPolicy implements Policy {
       maxQueueMs: this.opts.maxQueueMs ?? Math.min(10_000, Math.max(10, 2 * job.ideal)),
       submittedAt: job.arrival,
     };
-  }
-
-  /**
-   * Where a data-constrained task may go. When its replicas are named (W2's blocks or copysets) the
-   * task is hard-constrained to them, as the paper's TPC-H runs constrain first-stage tasks;
-   * otherwise the replicas are only preferred (locality pack).
-   */
-  private dataPlacement(data: number[] | undefined): Pick<JobSpec, 'locality' | 'constraints'> {
-    if (!data) return { locality: { mode: 'any', scope: 'server' }, constraints: {} };
-    const specs = data.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec);
-    const dataServers = specs.map((x) => x.id);
-    const held = this.opts.preferReplicas ? undefined : replicaAttributes(specs);
-    if (held) return { locality: { mode: 'any', scope: 'server' }, constraints: { attributes: held, dataServers } };
-    return { locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers } };
   }
 
   submit(job: SimJob): void {
@@ -389,9 +380,9 @@ export class TarcilPolicy implements Policy {
       return;
     }
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
-    const storeAt = now + sendAt + TARCIL.COMMIT_RTT_MS / 2;
-    picks.forEach((p, k) => this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS, chunk[k]));
-    if (this.fair) this.countPlacing(r.ns, picks.length, storeAt + TARCIL.WATCH_DELAY_MS);
+    const storeAt = now + sendAt + this.lag.rtt / 2;
+    picks.forEach((p, k) => this.excludeFor(a, p.id, storeAt + this.lag.watch + this.lag.rtt, chunk[k]));
+    if (this.fair) this.countPlacing(r.ns, picks.length, storeAt + this.lag.watch);
     release(sendAt);
     // Remove the chunk's tasks from pending while the commit is in flight.
     const inFlight = chunk.slice(0, picks.length);
@@ -400,7 +391,7 @@ export class TarcilPolicy implements Policy {
     eng.at(storeAt, () => {
       this.c.commits++;
       head.commits++;
-      head.commitMs += TARCIL.COMMIT_RTT_MS;
+      head.commitMs += this.lag.rtt;
       let conflicts = 0;
       const failed: SimTask[] = [];
       // A one-server job's picks commit together or not at all (one transaction's compares).
@@ -423,7 +414,7 @@ export class TarcilPolicy implements Policy {
           conflicts++;
           failed.push(task);
           // The else branch of the txn returns the RU's current value: the agent knows it now.
-          this.excludeFor(a, p.id, eng.now() + TARCIL.COMMIT_RTT_MS / 2 + TARCIL.WATCH_DELAY_MS);
+          this.excludeFor(a, p.id, eng.now() + this.lag.rtt / 2 + this.lag.watch);
         }
       });
       this.c.conflicts += conflicts;
@@ -434,7 +425,7 @@ export class TarcilPolicy implements Policy {
       if (r.pending.length === 0) return;
       if (conflicts > 0 && wasAdmitted && !at.admitted) this.c.readmissions++;
       // The commit's answer reaches the agent half a round trip after the store applied it.
-      const back = TARCIL.COMMIT_RTT_MS / 2;
+      const back = this.lag.rtt / 2;
       if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
       else if (then.kind === 'backoff' && then.untilFreed) eng.after(back, () => this.waitForRu(a, r, then.ms));
       else eng.after(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
@@ -476,8 +467,8 @@ export class TarcilPolicy implements Policy {
       return;
     }
     const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
-    const storeAt = eng.now() + sendAt + TARCIL.COMMIT_RTT_MS / 2;
-    this.excludeFor(a, p.id, storeAt + TARCIL.WATCH_DELAY_MS + TARCIL.COMMIT_RTT_MS, t);
+    const storeAt = eng.now() + sendAt + this.lag.rtt / 2;
+    this.excludeFor(a, p.id, storeAt + this.lag.watch + this.lag.rtt, t);
     release(sendAt);
     eng.at(storeAt, () => {
       this.c.commits++;
@@ -487,7 +478,7 @@ export class TarcilPolicy implements Policy {
       }
       if (this.world.occ[p.id] !== null || this.world.rev[p.id] !== p.ruRev) {
         this.c.conflicts++;
-        this.excludeFor(a, p.id, eng.now() + TARCIL.COMMIT_RTT_MS / 2 + TARCIL.WATCH_DELAY_MS);
+        this.excludeFor(a, p.id, eng.now() + this.lag.rtt / 2 + this.lag.watch);
         mon.notMoved(t, 'conflict');
         return;
       }
@@ -587,6 +578,6 @@ export class TarcilPolicy implements Policy {
     const r = this.unwait(bestQ, bestK);
     r.woken = true;
     // The freed RU reaches the agents' cache after the watch delay.
-    this.world.engine.after(TARCIL.WATCH_DELAY_MS, () => this.requeue(r.agent ?? this.firstAgent, r));
+    this.world.engine.after(this.lag.watch, () => this.requeue(r.agent ?? this.firstAgent, r));
   }
 }
