@@ -15,6 +15,7 @@ import { simSpeed } from './sim-speed.ts';
 import { fairshareExp } from './fairshare.ts';
 import { truthsExp } from './truths.ts';
 import { traceExp } from './trace.ts';
+import { worstJob } from './worst-job.ts';
 
 export type { ExperimentContext, ExperimentResult, Table } from './common.ts';
 
@@ -43,6 +44,7 @@ const REGISTRY = {
   fairshare: fairshareExp,
   truths: truthsExp,
   trace: traceExp,
+  'worst-job': worstJob,
 } satisfies Record<ExperimentName, Runner>;
 
 export const EXPERIMENTS: Record<string, Runner> = REGISTRY;

@@ -25,6 +25,7 @@ export const EXPERIMENT_NAMES = [
   'fairshare',
   'truths',
   'trace',
+  'worst-job',
 ] as const;
 
 export type ExperimentName = (typeof EXPERIMENT_NAMES)[number];
