@@ -7,6 +7,7 @@
  * `departedMemoryMs`), so a node that is restarting does not turn a good job into a refused one.
  */
 import type { JobSpec, ServerSpec } from '../model/types.ts';
+import type { LiveServerRecord } from '../state/live-records.ts';
 import { hardPack, serverMatches } from '../sampling/feasibility.ts';
 import { own } from '../util/dict.ts';
 
@@ -114,4 +115,51 @@ export function cellFeasibility(cell: Iterable<CellServer>, job: JobShape): Feas
     return { kind: 'not-now', field: now.field, reason: `${what} now (${down} server${down === 1 ? '' : 's'} it may use ${down === 1 ? 'is' : 'are'} down)` };
   }
   return { kind: 'ok' };
+}
+
+/**
+ * Every server a front-end knows of (see above), with feasibility cached by job shape: a large
+ * cell makes each check O(servers), and evaluations ask at every turn.
+ */
+export class KnownCell extends Map<string, CellServer & { leftAt?: number }> {
+  /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
+  version = 0;
+  private feasible = new Map<string, Feasibility>();
+  private feasibleVersion = -1;
+  private lastPrune = 0;
+
+  /** Can a job of this shape run in the cell, and now? Servers gone for longer than `memoryMs` are forgotten first. */
+  feasibility(spec: JobShape, now: number, memoryMs: number): Feasibility {
+    // Looked for once a second: the cell may hold tens of thousands of servers.
+    if (now - this.lastPrune >= 1000) {
+      this.lastPrune = now;
+      for (const [id, c] of this) {
+        if (c.leftAt !== undefined && c.leftAt < now - memoryMs) {
+          this.delete(id);
+          this.version++;
+        }
+      }
+    }
+    if (this.feasibleVersion !== this.version) {
+      this.feasible.clear();
+      this.feasibleVersion = this.version;
+    }
+    const shape = JSON.stringify([spec.tasks, spec.mode, spec.locality, spec.constraints]);
+    let f = this.feasible.get(shape);
+    if (!f) {
+      f = cellFeasibility(this.values(), spec);
+      // Bounded: job shapes are few in practice, but a client may send many distinct ones.
+      if (this.feasible.size >= 10_000) this.feasible.clear();
+      this.feasible.set(shape, f);
+    }
+    return f;
+  }
+}
+
+/** Whether two records of a server offer the same to feasibility (platform, rack, RUs, attributes). */
+export function sameShape(a: LiveServerRecord | CellServer['spec'], b: LiveServerRecord): boolean {
+  if (a.platform !== b.platform || a.rack !== b.rack || a.rus !== b.rus) return false;
+  const ka = Object.keys(a.attributes);
+  const kb = Object.keys(b.attributes);
+  return ka.length === kb.length && ka.every((k) => own(b.attributes, k) === a.attributes[k]);
 }

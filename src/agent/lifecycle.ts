@@ -14,7 +14,7 @@ import { SharedView } from './shared-view.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
-import { cellFeasibility, type CellServer, type Feasibility } from './cell.ts';
+import { KnownCell, sameShape, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
 import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, leaveServers, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
@@ -25,7 +25,6 @@ import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
 import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
 import { SharedBackoff } from '../util/backoff.ts';
-import { own } from '../util/dict.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
 import { takeRecord } from './owner/summary.ts';
 import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
@@ -81,16 +80,10 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly submitting = new Set<string>();
   readonly servers = new Map<string, LiveServerRecord>();
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
-  readonly cell = new Map<string, CellServer & { leftAt?: number }>();
+  readonly cell = new KnownCell();
   readonly adopting = new Set<string>();
   readonly adoptWindow = new Map<string, AdoptWindow>();
   readonly ownedOn = new Map<string, Set<Owned>>();
-  /** Bumped whenever the cell changes in a way feasibility can see (a server joins, leaves, goes up or down, changes shape). */
-  private cellVersion = 0;
-  /** Feasibility by job shape, valid for cellVersion (a large cell makes each check O(servers)). */
-  private feasible = new Map<string, Feasibility>();
-  private feasibleVersion = -1;
-  private lastPrune = 0;
   readonly adoptions: AdoptionGate;
   readonly evalRetries: SharedBackoff;
   readonly unseenSince = new Map<string, number>();
@@ -228,7 +221,7 @@ export class JobManager implements OwnerContext, MoveHost {
           for (const [id, c] of this.cell) {
             if (!this.servers.has(id) && c.leftAt === undefined) Object.assign(c, { up: false, leftAt: now });
           }
-          this.cellVersion++;
+          this.cell.version++;
         },
         (kv, del) => this.onServer(kv, del),
       ),
@@ -295,32 +288,7 @@ export class JobManager implements OwnerContext, MoveHost {
 
   /** Can the job run in the cell, and now? (see cell.ts) */
   feasibility(spec: JobSpec): Feasibility {
-    const now = this.o.clock.now();
-    // Servers gone for longer than departedMemoryMs are forgotten (looked for once a second: the
-    // cell may hold tens of thousands of servers, and this runs at every evaluation).
-    if (now - this.lastPrune >= 1000) {
-      this.lastPrune = now;
-      const horizon = now - this.departedMemoryMs;
-      for (const [id, c] of this.cell) {
-        if (c.leftAt !== undefined && c.leftAt < horizon) {
-          this.cell.delete(id);
-          this.cellVersion++;
-        }
-      }
-    }
-    if (this.feasibleVersion !== this.cellVersion) {
-      this.feasible.clear();
-      this.feasibleVersion = this.cellVersion;
-    }
-    const shape = JSON.stringify([spec.tasks, spec.mode, spec.locality, spec.constraints]);
-    let f = this.feasible.get(shape);
-    if (!f) {
-      f = cellFeasibility(this.cell.values(), spec);
-      // Bounded: job shapes are few in practice, but a client may send many distinct ones.
-      if (this.feasible.size >= 10_000) this.feasible.clear();
-      this.feasible.set(shape, f);
-    }
-    return f;
+    return this.cell.feasibility(spec, this.o.clock.now(), this.departedMemoryMs);
   }
 
   evaluate(o: Owned): void {
@@ -461,7 +429,7 @@ export class JobManager implements OwnerContext, MoveHost {
       this.servers.delete(id);
       const c = this.cell.get(id);
       if (c) Object.assign(c, { up: false, leftAt: this.o.clock.now() });
-      this.cellVersion++;
+      this.cell.version++;
       for (const o of this.owned.values()) {
         const on = o.byServer.get(id);
         if (!on || on.size === 0) continue;
@@ -477,7 +445,7 @@ export class JobManager implements OwnerContext, MoveHost {
     const prev = this.cell.get(id);
     const wasUp = prev?.up === true;
     const up = rec.state !== 'down';
-    if (!prev || prev.up !== up || prev.leftAt !== undefined || !sameShape(prev.spec, rec)) this.cellVersion++;
+    if (!prev || prev.up !== up || prev.leftAt !== undefined || !sameShape(prev.spec, rec)) this.cell.version++;
     this.cell.set(id, { spec: rec, up });
     this.view.state.setBlocked(id, rec.blocked === true);
     // A server (back) up may be what a waiting job needs.
@@ -564,12 +532,4 @@ export class JobManager implements OwnerContext, MoveHost {
     };
     this.later(ms, tick);
   }
-}
-
-/** Whether two records of a server offer the same to feasibility (platform, rack, RUs, attributes). */
-function sameShape(a: LiveServerRecord | CellServer['spec'], b: LiveServerRecord): boolean {
-  if (a.platform !== b.platform || a.rack !== b.rack || a.rus !== b.rus) return false;
-  const ka = Object.keys(a.attributes);
-  const kb = Object.keys(b.attributes);
-  return ka.length === kb.length && ka.every((k) => own(b.attributes, k) === a.attributes[k]);
 }

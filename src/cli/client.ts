@@ -15,8 +15,6 @@ import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.
 import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
 import type { JobEvent__Output } from '../frontend/gen/tarcil/v1/JobEvent.ts';
 import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
-import type { ListNamespacesResponse__Output } from '../frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
-import type { Namespace__Output } from '../frontend/gen/tarcil/v1/Namespace.ts';
 import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
@@ -239,7 +237,7 @@ export interface OutputFlags {
 const DEFAULT_INTERVAL_MS = 1000;
 
 /** A document for -o json|yaml; under --watch JSON on one line and YAML after a `---`. */
-async function doc(fmt: 'json' | 'yaml', name: MessageName, m: object, watching: boolean): Promise<string> {
+export async function doc(fmt: 'json' | 'yaml', name: MessageName, m: object, watching: boolean): Promise<string> {
   const text = await renderMessage(fmt, name, m, { line: watching });
   return watching && fmt === 'yaml' ? `---\n${text}` : text;
 }
@@ -477,70 +475,6 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
     });
     lines.push(t.toString());
     out(lines.join('\n'));
-  } finally {
-    c.close();
-  }
-}
-
-/** `tarcil namespaces`: each namespace with its weight, quota and what it uses now. */
-export async function namespacesCommand(o: ClientFlags & OutputFlags, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    const res = await unary<ListNamespacesResponse__Output>(o, (opts, cb) => c.ListNamespaces({}, opts, cb));
-    const fmt = formatOf(o);
-    if (isDocument(fmt)) return out(await doc(fmt, 'ListNamespacesResponse', res, false));
-    const t = new Table({ head: ['namespace', 'weight', 'RUs in use', 'max RUs', 'max waiting jobs', 'jobs'], style: tableStyle() });
-    for (const n of res.namespaces) {
-      const jobs = Object.entries(n.jobs)
-        .sort(([a], [b]) => a.localeCompare(b))
-        .map(([k, v]) => `${v} ${k}`)
-        .join(', ');
-      t.push([n.name, String(n.weight), String(n.rusInUse), n.maxRus > 0 ? String(n.maxRus) : '-', n.maxWaitingJobs > 0 ? String(n.maxWaitingJobs) : '-', jobs || '-']);
-    }
-    out(t.toString());
-  } finally {
-    c.close();
-  }
-}
-
-export interface NamespaceFlags extends ClientFlags {
-  weight?: number;
-  maxRus?: number;
-  maxWaitingJobs?: number;
-  json?: boolean;
-}
-
-/**
- * `tarcil namespace create|set <name>`: PutNamespace with the flags given (the others keep their
- * value). `create` refuses a namespace that exists already.
- */
-export async function namespacePutCommand(verb: 'create' | 'set', name: string, o: NamespaceFlags, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    if (verb === 'create') {
-      const list = await unary<ListNamespacesResponse__Output>(o, (opts, cb) => c.ListNamespaces({}, opts, cb));
-      if (list.namespaces.some((n) => n.name === name)) throw new TarcilError('ALREADY_EXISTS', `namespace ${name} exists already (change it: tarcil namespace set ${name} ...)`);
-    }
-    const req = {
-      name,
-      ...(o.weight !== undefined ? { weight: o.weight } : {}),
-      ...(o.maxRus !== undefined ? { maxRus: o.maxRus } : {}),
-      ...(o.maxWaitingJobs !== undefined ? { maxWaitingJobs: o.maxWaitingJobs } : {}),
-    };
-    const n = await unary<Namespace__Output>(o, (opts, cb) => c.PutNamespace(req, opts, cb));
-    if (o.json) return out(await renderMessage('json', 'Namespace', n));
-    out(`namespace ${n.name}: weight ${n.weight}, max RUs ${n.maxRus > 0 ? n.maxRus : 'no limit'}, max waiting jobs ${n.maxWaitingJobs > 0 ? n.maxWaitingJobs : 'no limit'}`);
-  } finally {
-    c.close();
-  }
-}
-
-/** `tarcil namespace delete <name>`: only a namespace that holds no job. */
-export async function namespaceDeleteCommand(name: string, o: ClientFlags, out: (s: string) => void): Promise<void> {
-  const c = client(o);
-  try {
-    await unary<Namespace__Output>(o, (opts, cb) => c.DeleteNamespace({ name }, opts, cb));
-    out(`namespace ${name} deleted`);
   } finally {
     c.close();
   }

@@ -21,7 +21,8 @@ import type { ProfileUse } from '../state/profiles.ts';
 import { REQUEST_RETAIN_FLOOR_MS } from '../state/retention.ts';
 import { collect, duration, fmtMs, fraction, frontEndAddress, int, intIn, LOG_LEVEL_NAMES, num, SEED_RANGE, STORE_RETRY_MS, streamLimitOptions, SUBMIT_DEADLINE_MS } from './flags.ts';
 import { EXIT } from './exit-codes.ts';
-import type { ClientFlags, ClusterFlags, NamespaceFlags, OutputFlags, SubmitFlags } from './client.ts';
+import type { ClientFlags, ClusterFlags, OutputFlags, SubmitFlags } from './client.ts';
+import type { NamespaceFlags } from './namespace-commands.ts';
 import { outputFormat } from './output.ts';
 import type { HollowFlags } from './hollow.ts';
 import type { MonitorFlags, ServerFlags, UpFlags } from './live.ts';
@@ -327,7 +328,7 @@ export function registerLiveCommands(program: Command): void {
 /** `namespaces` and `namespace create|set|delete`. */
 function registerNamespaceCommands(program: Command, clientOptions: (c: Command) => Command): void {
   outputOptions(clientOptions(program.command('namespaces').description('the namespaces: weight, quota, RUs in use and jobs by state')), 'the list, then again whenever it changes')
-    .action(async (o: ClientFlags & OutputFlags) => (await import('./client.ts')).namespacesCommand(o, out));
+    .action(async (o: ClientFlags & OutputFlags) => (await import('./namespace-commands.ts')).namespacesCommand(o, out));
   const ns = program.command('namespace').description('create, change or delete a namespace');
   const quota = (c: Command): Command =>
     clientOptions(c)
@@ -336,11 +337,11 @@ function registerNamespaceCommands(program: Command, clientOptions: (c: Command)
       .option('--max-waiting-jobs <n>', 'quota: jobs it may have that are not final (0: no limit)', intIn('--max-waiting-jobs', { min: 0, max: 100_000_000 }))
       .option('--json', 'the namespace as the API returns it', false);
   quota(ns.command('create <name>').description('a new namespace (1-63 lower-case letters, digits or -)'))
-    .action(async (name: string, o: NamespaceFlags) => (await import('./client.ts')).namespacePutCommand('create', name, o, out));
+    .action(async (name: string, o: NamespaceFlags) => (await import('./namespace-commands.ts')).namespacePutCommand('create', name, o, out));
   quota(ns.command('set <name>').description("change a namespace's weight or quota (the flags not given keep their value)"))
-    .action(async (name: string, o: NamespaceFlags) => (await import('./client.ts')).namespacePutCommand('set', name, o, out));
+    .action(async (name: string, o: NamespaceFlags) => (await import('./namespace-commands.ts')).namespacePutCommand('set', name, o, out));
   clientOptions(ns.command('delete <name>').description('delete a namespace that holds no job'))
-    .action(async (name: string, o: ClientFlags) => (await import('./client.ts')).namespaceDeleteCommand(name, o, out));
+    .action(async (name: string, o: ClientFlags) => (await import('./namespace-commands.ts')).namespaceDeleteCommand(name, o, out));
 }
 
 /** -n: a namespace name, checked here so a typo is named before any call. */

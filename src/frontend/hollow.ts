@@ -12,7 +12,7 @@ import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { startGrpcServer, type TlsFiles } from './grpc.ts';
-import { HollowMetrics } from './metrics.ts';
+import { HollowMetrics } from './node-metrics.ts';
 import { addNodeMonitorService, hollowNodes } from './node.ts';
 
 export interface HollowProcessOptions {

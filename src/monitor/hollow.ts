@@ -23,7 +23,8 @@ import { NodeConnection } from './connection.ts';
 import { SimulatedExecutor } from './executor.ts';
 import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
-import { MonitoredNode, type NodeHost } from './node.ts';
+import { MonitoredNode } from './node.ts';
+import type { NodeHost } from './node-host.ts';
 import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, hollowMaxWrites, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
@@ -114,7 +115,7 @@ export class HollowNodes {
     const maxWriteRequests = opts.maxWriteRequests ?? HOLLOW_DEFAULTS.maxWriteRequests;
     this.commits = new GroupCommit(opts.store, { maxInFlight: maxWriteRequests, gather: true });
     this.maxWrites = Math.max(1, Math.floor(opts.maxWrites ?? hollowMaxWrites(maxWriteRequests, opts.store.maxTxnOps)));
-    const host: NodeHost = {
+    const host: NodeHost<MonitoredNode> = {
       store: groupCommitted(opts.store, this.commits),
       keys: opts.keys,
       clock: opts.clock,

@@ -13,7 +13,8 @@ import { errorMessage } from '../util/errors.ts';
 import { NodeConnection } from './connection.ts';
 import { FileJournal, MemoryJournal } from './journal.ts';
 import { stopLeftRunning } from './left-successes.ts';
-import { MonitoredNode, type NodeHost } from './node.ts';
+import { MonitoredNode } from './node.ts';
+import type { NodeHost } from './node-host.ts';
 import type { LogChunk } from './task-logs.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import {
@@ -61,7 +62,7 @@ export class LocalMonitor {
     this.disconnectGraceMs = opts.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
     const dir = opts.journalDir ?? (opts.executor.logDir !== undefined ? journalDirFor(opts.executor.logDir) : undefined);
     const journal = dir !== undefined ? new FileJournal(dir, opts.server.id, opts.keys.prefix) : new MemoryJournal();
-    const host: NodeHost = {
+    const host: NodeHost<MonitoredNode> = {
       store: opts.store,
       keys: opts.keys,
       clock: opts.clock,

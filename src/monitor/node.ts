@@ -10,15 +10,12 @@ import { LiveKeys, type CordonRecord, type LiveServerRecord, type LiveTaskRecord
 import type { HeldLease } from '../state/lease.ts';
 import { FREE_RU_VALUE, isFreeRuValue, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { TaskOutcome } from '../state/release.ts';
-import type { Keys } from '../state/keys.ts';
-import type { JobSpec, ServerSpec } from '../model/types.ts';
-import type { ClusterStore, KeyValue } from '../store/types.ts';
-import type { Clock } from '../util/clock.ts';
-import { errorMessage, TarcilError } from '../util/errors.ts';
+import type { ServerSpec } from '../model/types.ts';
+import type { KeyValue } from '../store/types.ts';
+import { errorMessage } from '../util/errors.ts';
 import { withBindings, type Logger } from '../util/log.ts';
-import type { Executor, TaskExit } from './executor.ts';
+import type { TaskExit } from './executor.ts';
 import { entryKey, outcomeEntry, type OutcomeEntry, type OutcomeJournal } from './journal.ts';
-import type { SlowdownModel } from './load.ts';
 import { reportLeftSuccesses } from './left-successes.ts';
 import { NodeDrain } from './node-drain.ts';
 import { NodeLoad } from './node-load.ts';
@@ -28,42 +25,8 @@ import { reportOutcome, taskHere, type NodeStore } from './outcomes.ts';
 import { registerNode } from './register.ts';
 import { attemptOf, launchOf, newRun, previousRunOutcome, startTxn, successReport, type Run } from './run.ts';
 import { OutcomeReporter } from './reporter.ts';
-import { checkLogJobId, newestAttemptBase, streamTaskLog, type LogChunk } from './task-logs.ts';
-import type { SharedBackoff } from '../util/backoff.ts';
-
-/** What a node needs from the process that runs it: the store, the lease, shared caches. */
-export interface NodeHost {
-  store: ClusterStore;
-  keys: Keys;
-  clock: Clock;
-  log: Logger;
-  executor: Executor;
-  loadThreshold: number;
-  /** Blocks of slow servers (NodeLoadHost.block; unset: DEFAULT_RUNTIME.block). */
-  block?: boolean;
-  slowdown: SlowdownModel | undefined;
-  disconnectGraceMs: number;
-  /** The lease writes go under now (a new one as soon as it is granted). */
-  lease(): HeldLease | undefined;
-  /** The lease to write under, if the store may still hold it. */
-  usableLeaseId(): string | undefined;
-  /** Registered under a confirmed lease and not closing: tasks may start. */
-  connected(): boolean;
-  /** Registered (outcomes are written by the reporter only then; else by the registration). */
-  registered(): boolean;
-  /** The job's spec (cached), for tasks whose RU record carries no duration or command. */
-  jobSpec(job: string): Promise<JobSpec | undefined>;
-  /** The node's server record changed (blocked, draining): put it again. */
-  serverChanged(node: MonitoredNode): void;
-  track(p: Promise<unknown>): void;
-  /**
-   * Runs a task-start write (a hollow process bounds how many of its nodes' writes are in flight,
-   * so a burst of placements does not become tens of thousands of concurrent etcd requests).
-   */
-  gate?<T>(write: () => Promise<T>): Promise<T>;
-  /** The pause of task starts retried after the store failed them, shared by the host's nodes. */
-  launchBackoff: SharedBackoff;
-}
+import { readNodeTaskLog, type LogChunk } from './task-logs.ts';
+import type { NodeHost } from './node-host.ts';
 
 interface RuView {
   rec: PlacedRuRecord | undefined;
@@ -86,7 +49,7 @@ export class MonitoredNode {
   /** Leaving: the server record says down and nothing new starts. */
   draining = false;
   endpoint: string | undefined;
-  private readonly h: NodeHost;
+  private readonly h: NodeHost<MonitoredNode>;
   private readonly n: NodeStore;
   private readonly live: LiveKeys;
   private readonly reporter: OutcomeReporter;
@@ -101,7 +64,7 @@ export class MonitoredNode {
   /** The operator's cordon or drain of this node, and its deadline (node-drain.ts). */
   private readonly drain: NodeDrain;
 
-  constructor(host: NodeHost, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
+  constructor(host: NodeHost<MonitoredNode>, server: ServerSpec, journal: OutcomeJournal, endpoint?: string) {
     this.h = host;
     this.server = server;
     this.journal = journal;
@@ -252,16 +215,8 @@ export class MonitoredNode {
    * whose files are here; with `follow`, until that attempt ends. The simulated executor writes
    * none: FAILED_PRECONDITION says so.
    */
-  async readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
-    const ex = this.h.executor;
-    if (ex.kind !== 'process' || ex.logDir === undefined) {
-      throw new TarcilError('FAILED_PRECONDITION', `node ${this.server.id} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`);
-    }
-    checkLogJobId(job);
-    const run = [...this.running.values()].find((r) => r.job === job && r.task === task && r.handle?.logPath !== undefined);
-    const base = run?.handle?.logPath ?? (await newestAttemptBase(ex.logDir, job, task));
-    if (base === undefined) throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${this.server.id}: no attempt of it ran here, or its files were removed`);
-    await streamTaskLog({ base, follow, running: () => run !== undefined && !run.stopped && this.running.get(run.ruIndex) === run, clock: this.h.clock, signal, send });
+  readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
+    return readNodeTaskLog({ executor: this.h.executor, server: this.server.id, running: this.running, clock: this.h.clock }, { job, task, follow, signal, send });
   }
 
   // ---------------------------------------------------------------------------------------------

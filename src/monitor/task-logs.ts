@@ -7,6 +7,8 @@ import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../util/clock.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
+import type { Executor } from './executor.ts';
+import type { Run } from './run.ts';
 
 export type LogStream = 'stdout' | 'stderr';
 
@@ -115,4 +117,26 @@ export async function streamTaskLog(o: {
     });
     if (o.signal.aborted) return;
   }
+}
+
+/**
+ * A task's stdout and stderr on node `server` (`tarcil logs`): the attempt running there now, else
+ * the newest one whose files are there; with `follow`, until that attempt ends. The simulated
+ * executor writes none: FAILED_PRECONDITION says so.
+ */
+export async function readNodeTaskLog(
+  node: { executor: Executor; server: string; running: ReadonlyMap<number, Run>; clock: Clock },
+  req: { job: string; task: number; follow: boolean; signal: AbortSignal; send: (c: LogChunk) => Promise<void> },
+): Promise<void> {
+  const { job, task } = req;
+  const ex = node.executor;
+  if (ex.kind !== 'process' || ex.logDir === undefined) {
+    throw new TarcilError('FAILED_PRECONDITION', `node ${node.server} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`);
+  }
+  checkLogJobId(job);
+  const run = [...node.running.values()].find((r) => r.job === job && r.task === task && r.handle?.logPath !== undefined);
+  const base = run?.handle?.logPath ?? (await newestAttemptBase(ex.logDir, job, task));
+  if (base === undefined) throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${node.server}: no attempt of it ran here, or its files were removed`);
+  const running = (): boolean => run !== undefined && !run.stopped && node.running.get(run.ruIndex) === run;
+  await streamTaskLog({ base, follow: req.follow, running, clock: node.clock, signal: req.signal, send: req.send });
 }

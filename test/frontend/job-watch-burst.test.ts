@@ -7,7 +7,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { grpcServerOptions, PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/frontend/connection-limits.ts';
+import { grpcServerOptions } from '../../src/frontend/connection-limits.ts';
+import { PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/frontend/call-pacer.ts';
 
 const raw = { requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b };
 const SERVICE: grpc.ServiceDefinition = {
