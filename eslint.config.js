@@ -25,7 +25,14 @@ export default tseslint.config(
     // The dashboard's page runs in the browser (bundled by scripts/build-dashboard.mjs).
     files: ['web/**/*.js'],
     languageOptions: {
-      globals: { document: 'readonly', location: 'readonly', fetch: 'readonly', EventSource: 'readonly', addEventListener: 'readonly', removeEventListener: 'readonly' },
+      globals: {
+        document: 'readonly',
+        location: 'readonly',
+        fetch: 'readonly',
+        EventSource: 'readonly',
+        addEventListener: 'readonly',
+        removeEventListener: 'readonly',
+      },
     },
   },
 );

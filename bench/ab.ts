@@ -88,7 +88,11 @@ try {
     process.stdout.write(`run ${i + 1}/${order.length}: ${side} (${side === 'A' ? shaA : shaB}) bench/${bench}.ts ${benchArgs.join(' ')}\n`);
     // A quick run writes under results/quick/: whichever of the two this run wrote is its result
     // (both are removed first, so a committed result file is never read as a run's).
-    const candidates = [join(dirs[side], 'bench', 'results', 'quick', `${bench}.json`), join(dirs[side], 'bench', 'results', bench, `${bench}.json`), join(dirs[side], 'bench', 'results', `${bench}.json`)];
+    const candidates = [
+      join(dirs[side], 'bench', 'results', 'quick', `${bench}.json`),
+      join(dirs[side], 'bench', 'results', bench, `${bench}.json`),
+      join(dirs[side], 'bench', 'results', `${bench}.json`),
+    ];
     for (const c of candidates) rmSync(c, { force: true });
     const res = spawnSync('npx', ['tsx', `bench/${bench}.ts`, ...benchArgs], { cwd: dirs[side], stdio: ['ignore', 'ignore', 'inherit'] });
     if (res.status !== 0) throw new Error(`bench/${bench}.ts failed on side ${side} (exit ${res.status})`);
@@ -130,7 +134,10 @@ for (const id of ids) {
   const pick = (s: 'A' | 'B', m: string) =>
     side(s)
       .map((r) => {
-        const xs = r.rows.filter((x) => label(x) === id).map((x) => x[m]).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+        const xs = r.rows
+          .filter((x) => label(x) === id)
+          .map((x) => x[m])
+          .filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
         return xs.length > 0 ? median(xs) : NaN;
       })
       .filter((v) => Number.isFinite(v));
@@ -154,7 +161,10 @@ const md = [
   `# A/B: bench/${bench}.ts, ${shaA} (A) against ${shaB} (B)`,
   '',
   `\`npx tsx bench/ab.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}.`,
-  `${all.length} runs, alternating (${all.map((r) => r.side).join(' ')}), each a fresh process; ${fmt(all.reduce((s, r) => s + r.seconds, 0), 0)} s in all.`,
+  `${all.length} runs, alternating (${all.map((r) => r.side).join(' ')}), each a fresh process; ${fmt(
+    all.reduce((s, r) => s + r.seconds, 0),
+    0,
+  )} s in all.`,
   'Median over runs per side, the range over runs, B / A of the medians, and the two-sided p-value of a',
   'permutation test of the difference of means (2,000 permutations; with few runs per side the',
   'smallest p-values it can give are coarse).',
@@ -168,5 +178,18 @@ const md = [
   '',
   mdTable(['metric', 'geometric mean B / A', 'rows with p < 0.05'], byMetric),
 ].join('\n');
-const files = writeResults(name, { machine: machine(), a: { ref: refA, sha: shaA }, b: { ref: refB, sha: shaB }, bench, benchArgs, runs: all.map(({ side: s, n, seconds }) => ({ side: s, n, seconds })), cells }, md, outDir);
+const files = writeResults(
+  name,
+  {
+    machine: machine(),
+    a: { ref: refA, sha: shaA },
+    b: { ref: refB, sha: shaB },
+    bench,
+    benchArgs,
+    runs: all.map(({ side: s, n, seconds }) => ({ side: s, n, seconds })),
+    cells,
+  },
+  md,
+  outDir,
+);
 process.stdout.write(`${md}\n\nwrote ${files.join(', ')} and ${runsDir}\n`);

@@ -98,7 +98,9 @@ ${r.ok ? '**passed**' : '**FAILED**'}: ${r.numRuns} scenarios in ${(r.elapsedMs 
 
 Accepted ${s.accepted} jobs (${s.acceptedTasks} tasks, the largest ${s.maxTasksAccepted}); final states ${Object.entries(s.finalStates)
     .map(([k, v]) => `${k} ${v}`)
-    .join(', ')}; at the end of their scenario ${s.waitingAtEnd} were waiting and ${s.workingAtEnd} still working, ${s.cancelledAtEnd} were cancelled; ${s.watchEvents} WatchJob events checked.
+    .join(
+      ', ',
+    )}; at the end of their scenario ${s.waitingAtEnd} were waiting and ${s.workingAtEnd} still working, ${s.cancelledAtEnd} were cancelled; ${s.watchEvents} WatchJob events checked.
 
 ${mdTable(['property', 'violations', 'first seen'], props)}
 
@@ -149,7 +151,12 @@ ordered revisions, and the cell must be idle and healthy. Properties: \`test/sup
 (PROPERTIES). ${heap}.
 
 ${results.map(storeSection).join('\n')}`;
-  const paths = writeResults('api-fuzz', { machine: machine(), command: cmd, results: results.map((r) => ({ ...r, report: r.report.slice(0, 20_000) })) }, md, resultsDir(quick, 'api-fuzz'));
+  const paths = writeResults(
+    'api-fuzz',
+    { machine: machine(), command: cmd, results: results.map((r) => ({ ...r, report: r.report.slice(0, 20_000) })) },
+    md,
+    resultsDir(quick, 'api-fuzz'),
+  );
   say(`wrote ${paths.join(', ')}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }

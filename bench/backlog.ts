@@ -118,7 +118,9 @@ function procStat(pid: number): { cpuS: number; rssMb: number } {
 
 function submit(c: SchedulerClient, spec: object): Promise<SubmitJobResponse__Output> {
   return new Promise((resolve, reject) => {
-    c.SubmitJob({ specJson: JSON.stringify(spec) }, { deadline: new Date(Date.now() + 60_000) }, (err, res) => (err || !res ? reject(err ?? new Error('empty answer')) : resolve(res)));
+    c.SubmitJob({ specJson: JSON.stringify(spec) }, { deadline: new Date(Date.now() + 60_000) }, (err, res) =>
+      err || !res ? reject(err ?? new Error('empty answer')) : resolve(res),
+    );
   });
 }
 
@@ -270,7 +272,23 @@ function markdown(runs: Result[]): string {
     '(front-end and the 10 monitors). Reproduce: `npx tsx bench/backlog.ts --label <name>`.',
     '',
     mdTable(
-      ['run', 'commit', 'dashboard viewers', 'tasks/s', '% of 480', 'mean run ms', 'RU time running %', 'submit p50 ms', 'submit p99 ms', 'submit max ms', 'CPU ms/task', 'RSS start MB', 'peak RSS MB', 'RSS 5 s after MB', 'jobs not succeeded'],
+      [
+        'run',
+        'commit',
+        'dashboard viewers',
+        'tasks/s',
+        '% of 480',
+        'mean run ms',
+        'RU time running %',
+        'submit p50 ms',
+        'submit p99 ms',
+        'submit max ms',
+        'CPU ms/task',
+        'RSS start MB',
+        'peak RSS MB',
+        'RSS 5 s after MB',
+        'jobs not succeeded',
+      ],
       runs.map((r) => [
         r.label,
         r.commit,

@@ -127,7 +127,12 @@ async function childMain(cfg: ChildConfig): Promise<void> {
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
   eld.enable();
   const gc = { max: 0, over50: 0, byKind: {} as ChildSummary['gcByKind'], longest: undefined as ChildSummary['gcLongest'] };
-  const gcKinds: Record<number, string> = { [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor', [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major', [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental', [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb' };
+  const gcKinds: Record<number, string> = {
+    [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+    [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+    [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+  };
   let heapNowMb = 0;
   const gcPauses: { start: number; end: number }[] = [];
   new PerformanceObserver((list) => {
@@ -153,7 +158,9 @@ async function childMain(cfg: ChildConfig): Promise<void> {
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
   for (const s of servers) {
-    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: UP_LEASE_TTL_S }));
+    monitors.push(
+      await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: UP_LEASE_TTL_S }),
+    );
   }
   const sched = await startScheduler({
     name: `up-${process.pid}`,
@@ -207,7 +214,12 @@ async function childMain(cfg: ChildConfig): Promise<void> {
     const now = performance.now();
     const s = schedstat();
     if (now - probeAt - PROBE_MS > STALL_MS) {
-      rawStalls.push({ start: probeAt + PROBE_MS, end: now, cpuMs: s && probeSched ? s.run - probeSched.run : NaN, waitCpuMs: s && probeSched ? s.wait - probeSched.wait : NaN });
+      rawStalls.push({
+        start: probeAt + PROBE_MS,
+        end: now,
+        cpuMs: s && probeSched ? s.run - probeSched.run : NaN,
+        waitCpuMs: s && probeSched ? s.wait - probeSched.wait : NaN,
+      });
     }
     probeAt = now;
     probeSched = s;
@@ -445,7 +457,10 @@ const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const CLIENT_OPTS = { 'grpc.max_receive_message_length': -1, 'grpc.use_local_subchannel_pool': 1 };
 
-function unary<Res>(invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown, deadlineMs: number): Promise<{ ok: true; value: Res; ms: number } | { ok: false; code: string; details: string; ms: number }> {
+function unary<Res>(
+  invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown,
+  deadlineMs: number,
+): Promise<{ ok: true; value: Res; ms: number } | { ok: false; code: string; details: string; ms: number }> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     invoke({ deadline: new Date(Date.now() + deadlineMs) }, (err, res) => {
@@ -472,8 +487,19 @@ interface Child {
 }
 
 function startChild(cfg: ChildConfig, heapMb: number, profDir: string | undefined): Child {
-  const args = [`--max-old-space-size=${heapMb}`, ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-interval', String(PROF_INTERVAL_US)] : []), '--import', 'tsx', SELF, '--child', JSON.stringify(cfg)];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' } });
+  const args = [
+    `--max-old-space-size=${heapMb}`,
+    ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-interval', String(PROF_INTERVAL_US)] : []),
+    '--import',
+    'tsx',
+    SELF,
+    '--child',
+    JSON.stringify(cfg),
+  ];
+  const proc = spawn(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' },
+  });
   let out = '';
   const keep = (d: Buffer): void => {
     out = (out + d.toString()).slice(-64_000);
@@ -572,7 +598,20 @@ async function runCase(
   const watchers: grpc.Client[] = [];
   const streams: StreamStats[] = [];
   const calls: grpc.ClientReadableStream<unknown>[] = [];
-  const r: CaseResult = { name: def.name, kind: def.kind, tasks: def.tasks, watchers: def.watchers, runMs: def.runMs, store: o.storeName, submit: { ok: false, ms: 0 }, streams, survived: true, timeline: child.timeline, wallMs: 0, longestSilenceMs: 0 };
+  const r: CaseResult = {
+    name: def.name,
+    kind: def.kind,
+    tasks: def.tasks,
+    watchers: def.watchers,
+    runMs: def.runMs,
+    store: o.storeName,
+    submit: { ok: false, ms: 0 },
+    streams,
+    survived: true,
+    timeline: child.timeline,
+    wallMs: 0,
+    longestSilenceMs: 0,
+  };
   const proc = procWatcher(child);
   let hardHit = false;
   let silentMs = 0;
@@ -587,14 +626,25 @@ async function runCase(
   await sleep(200);
 
   // maxQueueMs 0: placed at once, never held by admission control, so the job runs from the start.
-  const spec = { name: `big-${def.kind}-${def.tasks}`, profile: PROFILE, tasks: def.tasks, durationMs: def.taskMs ?? TASK_MS, maxQueueMs: 0, mode: def.kind === 'gang' ? 'gang' : 'incremental' };
+  const spec = {
+    name: `big-${def.kind}-${def.tasks}`,
+    profile: PROFILE,
+    tasks: def.tasks,
+    durationMs: def.taskMs ?? TASK_MS,
+    maxQueueMs: 0,
+    mode: def.kind === 'gang' ? 'gang' : 'incremental',
+  };
   const sub = await unary<{ jobId: string }>((opts, cb) => c.SubmitJob({ specJson: JSON.stringify(spec) }, opts, cb), 120_000);
   r.submit = sub.ok ? { ok: true, ms: sub.ms } : { ok: false, ms: sub.ms, code: sub.code, details: sub.details.slice(0, 300) };
   const submittedAt = performance.now();
   const log = (s: string): void => {
     process.stdout.write(`  [${def.name} +${((performance.now() - submittedAt) / 1000).toFixed(1)} s] ${s}\n`);
   };
-  log(sub.ok ? `SubmitJob answered in ${fmt(sub.ms, 0)} ms: ${sub.value.jobId}` : `SubmitJob failed after ${fmt(sub.ms, 0)} ms: ${sub.code} ${sub.details.slice(0, 160)}`);
+  log(
+    sub.ok
+      ? `SubmitJob answered in ${fmt(sub.ms, 0)} ms: ${sub.value.jobId}`
+      : `SubmitJob failed after ${fmt(sub.ms, 0)} ms: ${sub.code} ${sub.details.slice(0, 160)}`,
+  );
 
   if (sub.ok) {
     const jobId = sub.value.jobId;
@@ -671,7 +721,9 @@ async function runCase(
           getJob: g.ok ? { ms: g.ms, listed: g.value.taskList.length, omitted: g.value.tasksOmitted } : { ms: g.ms, error: `${g.code} ${g.details}` },
           explainMs: e.ms,
         };
-        log(`GetJob ${fmt(g.ms, 0)} ms (${g.ok ? `${g.value.taskList.length} listed, ${g.value.tasksOmitted} omitted` : g.code}), ExplainJob ${fmt(e.ms, 0)} ms`);
+        log(
+          `GetJob ${fmt(g.ms, 0)} ms (${g.ok ? `${g.value.taskList.length} listed, ${g.value.tasksOmitted} omitted` : g.code}), ExplainJob ${fmt(e.ms, 0)} ms`,
+        );
       }
       const nextAt = def.lateMs !== undefined && !r.late ? Math.min(def.runMs, def.lateMs) : def.runMs;
       // Every 50 ms for the first two seconds (a small job ends within them), then every second.
@@ -706,7 +758,9 @@ async function runCase(
         }
         await sleep(200);
       }
-      log(`cancel: ${r.cancel.finalState ?? 'not final'} after ${fmt(r.cancel.cancelledAfterMs ?? NaN, 0)} ms, RUs free after ${fmt(r.cancel.rusFreeAfterMs ?? NaN, 0)} ms`);
+      log(
+        `cancel: ${r.cancel.finalState ?? 'not final'} after ${fmt(r.cancel.cancelledAfterMs ?? NaN, 0)} ms, RUs free after ${fmt(r.cancel.rusFreeAfterMs ?? NaN, 0)} ms`,
+      );
     }
     // The last events of a final job.
     const until = performance.now() + 2000;
@@ -831,7 +885,10 @@ function busyStretches(path: string, fromS: number, n: number): { atS: number; w
         by.set(f, (by.get(f) ?? 0) + dt);
       }
     }
-    const top = [...by].sort((x, y) => y[1] - x[1]).slice(0, 4).map(([f, us]) => `${f} ${fmt(us / 1000, 0)}`);
+    const top = [...by]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 4)
+      .map(([f, us]) => `${f} ${fmt(us / 1000, 0)}`);
     out.push({ atS: ((times[a] ?? 0) - p.startTime) / 1e6, wallMs: ((times[b] ?? 0) - (times[a] ?? 0)) / 1000, jsMs: js / 1000, gcMs: gc / 1000, top });
   };
   for (let i = 0; i < p.samples.length; i++) {
@@ -878,7 +935,8 @@ async function parentMain(): Promise<void> {
   if (cases.length === 0) throw new Error(`--only: no such case (known: ${all.map((c) => c.name).join(', ')})`);
   const cancelWaitMs = quick ? 10_000 : 25_000;
   // A front-end that stops answering is killed this long after it started (its case then ends).
-  const hardMs = flag('--hard-s') !== undefined ? Number(flag('--hard-s')) * 1000 : Math.max(...cases.map((c) => c.runMs)) + cancelWaitMs + (quick ? 10_000 : 30_000);
+  const hardMs =
+    flag('--hard-s') !== undefined ? Number(flag('--hard-s')) * 1000 : Math.max(...cases.map((c) => c.runMs)) + cancelWaitMs + (quick ? 10_000 : 30_000);
   const profDir = cpuProf ? mkdtempSync(join(tmpdir(), 'tarcil-big-prof-')) : undefined;
   const snapshotS = flag('--heap-snapshot');
   const heapSnapshot = snapshotS !== undefined ? { atMs: Number(snapshotS) * 1000, dir: mkdtempSync(join(tmpdir(), 'tarcil-big-heap-')) } : undefined;
@@ -896,7 +954,9 @@ async function parentMain(): Promise<void> {
   try {
     for (const def of cases) {
       process.stdout.write(`${def.name}: ${def.kind} job of ${def.tasks} tasks, ${def.watchers} watcher(s), store ${storeName}\n`);
-      results.push(await runCase(def, { url, storeName, heapMb, cancelWaitMs, hardMs, ...(profDir ? { profDir } : {}), ...(heapSnapshot ? { heapSnapshot } : {}) }));
+      results.push(
+        await runCase(def, { url, storeName, heapMb, cancelWaitMs, hardMs, ...(profDir ? { profDir } : {}), ...(heapSnapshot ? { heapSnapshot } : {}) }),
+      );
     }
   } finally {
     clearInterval(keepAlive);
@@ -905,12 +965,23 @@ async function parentMain(): Promise<void> {
 
   const ms = (x: number | undefined, d = 0): string => (x === undefined || !Number.isFinite(x) ? '-' : fmt(x, d));
   const s = (x: number | undefined): string => (x === undefined || !Number.isFinite(x) ? '-' : fmt(x / 1000, 1));
-  const perStream = (r: CaseResult, f: (st: StreamStats) => number): number => (r.streams.length ? r.streams.reduce((a, st) => a + f(st), 0) / r.streams.length : NaN);
+  const perStream = (r: CaseResult, f: (st: StreamStats) => number): number =>
+    r.streams.length ? r.streams.reduce((a, st) => a + f(st), 0) / r.streams.length : NaN;
   // A front-end that died or was killed never sent its summary: what it sent each second, and how
   // long it went silent (its event loop was blocked at least that long), are the lower bounds.
   const reported = (r: CaseResult): boolean => !!r.child && !r.child.partial;
   const load = mdTable(
-    ['case', 'SubmitJob', 'event-loop delay p50 / p99 / max ms', 'longest GC pause ms (pauses > 50 ms)', 'stalled s', 'peak RSS MB', 'peak heap MB', 'CPU s', 'survived'],
+    [
+      'case',
+      'SubmitJob',
+      'event-loop delay p50 / p99 / max ms',
+      'longest GC pause ms (pauses > 50 ms)',
+      'stalled s',
+      'peak RSS MB',
+      'peak heap MB',
+      'CPU s',
+      'survived',
+    ],
     results.map((r) => [
       r.name,
       r.submit.ok ? `${ms(r.submit.ms)} ms` : `${r.submit.code} after ${ms(r.submit.ms)} ms`,
@@ -929,7 +1000,15 @@ async function parentMain(): Promise<void> {
   };
   const stallText = (x: Stall): string => `${ms(x.ms)} (JS ${ms(x.jsMs)}, GC ${ms(x.gcMs)}, no CPU ${ms(x.waitCpuMs)})`;
   const gcTable = mdTable(
-    ['case', 'scavenges: n / mean / max ms', 'mark-compact: n / mean / max ms', 'longest pause: kind, heap MB then', `stalls > ${STALL_MS} ms`, 'longest stalls ms (main thread: JS on CPU, in GC, runnable without a CPU)', 'stall with the most JS ms'],
+    [
+      'case',
+      'scavenges: n / mean / max ms',
+      'mark-compact: n / mean / max ms',
+      'longest pause: kind, heap MB then',
+      `stalls > ${STALL_MS} ms`,
+      'longest stalls ms (main thread: JS on CPU, in GC, runnable without a CPU)',
+      'stall with the most JS ms',
+    ],
     results.map((r) => {
       const st = r.child?.stalls ?? [];
       return [
@@ -944,11 +1023,23 @@ async function parentMain(): Promise<void> {
     }),
   );
   const api = mdTable(
-    ['case', 'state at bound [tasks succeeded]', 'watch events / stream', 'bytes / event', 'largest event', 'stream end', 'cancel: RPC / cancelled / RUs free', 'leases lost: monitor re-registrations / front-end fenced'],
+    [
+      'case',
+      'state at bound [tasks succeeded]',
+      'watch events / stream',
+      'bytes / event',
+      'largest event',
+      'stream end',
+      'cancel: RPC / cancelled / RUs free',
+      'leases lost: monitor re-registrations / front-end fenced',
+    ],
     results.map((r) => [
       r.name,
       `${r.stateAtBound ?? '-'}${r.finalMs !== undefined ? ` after ${s(r.finalMs)} s` : ''} [${r.taskStatesAtBound?.succeeded ?? 0}]`,
-      ms(perStream(r, (st) => st.events), 1),
+      ms(
+        perStream(r, (st) => st.events),
+        1,
+      ),
       ms(perStream(r, (st) => st.bytes) / perStream(r, (st) => st.events)),
       r.streams.length ? `${fmt(Math.max(...r.streams.map((st) => st.maxEventBytes)) / 2 ** 20, 2)} MiB` : '-',
       [...new Set(r.streams.map((st) => st.end ?? 'open'))].join('; ') || '-',
@@ -958,14 +1049,19 @@ async function parentMain(): Promise<void> {
   );
   const gangAnswers = results
     .filter((r) => r.kind === 'gang')
-    .map((r) => `- ${r.name}: SubmitJob ${r.submit.ok ? `accepted in ${ms(r.submit.ms)} ms (job ${r.stateAtBound ?? '?'} after ${s(r.finalMs ?? r.runMs)} s${r.messageAtBound ? `: "${r.messageAtBound}"` : ''})` : `answered ${r.submit.code} in ${ms(r.submit.ms)} ms: "${r.submit.details ?? ''}"`}`)
+    .map(
+      (r) =>
+        `- ${r.name}: SubmitJob ${r.submit.ok ? `accepted in ${ms(r.submit.ms)} ms (job ${r.stateAtBound ?? '?'} after ${s(r.finalMs ?? r.runMs)} s${r.messageAtBound ? `: "${r.messageAtBound}"` : ''})` : `answered ${r.submit.code} in ${ms(r.submit.ms)} ms: "${r.submit.details ?? ''}"`}`,
+    )
     .join('\n');
   const lateAnswers = results
     .filter((r) => r.late)
     .map((r) => {
       const l = r.late!;
       const first = r.streams.map((st) => st.firstEventMs).filter((x): x is number => x !== undefined);
-      const g = l.getJob.error ? `GetJob failed after ${ms(l.getJob.ms)} ms (${l.getJob.error})` : `GetJob ${ms(l.getJob.ms)} ms (${l.getJob.listed} tasks listed, ${l.getJob.omitted} omitted)`;
+      const g = l.getJob.error
+        ? `GetJob failed after ${ms(l.getJob.ms)} ms (${l.getJob.error})`
+        : `GetJob ${ms(l.getJob.ms)} ms (${l.getJob.listed} tasks listed, ${l.getJob.omitted} omitted)`;
       return `- ${r.name}: at ${s(l.atMs)} s, ${r.watchers} WatchJob streams opened: first event after ${first.length ? ms(Math.max(...first)) : '-'} ms (the slowest), ${ms(perStream(r, (st) => st.taskRecords))} task records per stream in all; ${g}; ExplainJob ${ms(l.explainMs)} ms`;
     })
     .join('\n');
@@ -1006,7 +1102,17 @@ ${api}
 ${gangAnswers ? `\nGangs:\n\n${gangAnswers}\n` : ''}${lateAnswers ? `\nClients that come late to a running 100,000-task job:\n\n${lateAnswers}\n` : ''}${crashes.length ? `\nCrashes:\n\n${crashes.join('\n')}\n` : ''}
 Reproduce: \`npx tsx bench/big-jobs.ts${quick ? ' --quick' : ''}${storeName === 'etcd' ? ' --store etcd' : ''}\`${only ? ` --only ${only.join(',')}` : ''}.
 `;
-  const data = { machine: machine(), quick, store: storeName, heapMb, agents: UP_AGENTS, leaseTtlSeconds: UP_LEASE_TTL_S, taskMs: TASK_MS, eldResolutionMs: ELD_RESOLUTION_MS, results };
+  const data = {
+    machine: machine(),
+    quick,
+    store: storeName,
+    heapMb,
+    agents: UP_AGENTS,
+    leaseTtlSeconds: UP_LEASE_TTL_S,
+    taskMs: TASK_MS,
+    eldResolutionMs: ELD_RESOLUTION_MS,
+    results,
+  };
   const dir = resultsDir(quick, 'big-jobs');
   const paths = writeResults(name, data, md, dir);
   process.stdout.write(`\n${load}\n\n${api}\n${gangAnswers}\nwrote ${paths.join(', ')}\n`);
@@ -1016,7 +1122,12 @@ Reproduce: \`npx tsx bench/big-jobs.ts${quick ? ' --quick' : ''}${storeName === 
     const sections: string[] = [];
     for (const f of files) {
       const top = topSelfTime(join(profDir, f), 20);
-      sections.push(`### ${f}\n\n${mdTable(['function', 'self ms', 'share'], top.map((x) => [`\`${x.fn}\``, fmt(x.ms, 0), `${fmt(x.share * 100, 1)}%`]))}`);
+      sections.push(
+        `### ${f}\n\n${mdTable(
+          ['function', 'self ms', 'share'],
+          top.map((x) => [`\`${x.fn}\``, fmt(x.ms, 0), `${fmt(x.share * 100, 1)}%`]),
+        )}`,
+      );
       // Past the start-up (module loading, the demo cell's registration).
       const busy = busyStretches(join(profDir, f), 5, 8);
       if (busy.length) {

@@ -38,7 +38,11 @@ const MINUTES = Number(flag('minutes', '5'));
 const LOADS = flag('loads', '0.025,0.05,0.1,0.15,0.2,0.3').split(',').map(Number);
 const NAME = flag('name', 'ceiling-10k-60s');
 const REPORT_ONLY = process.argv.includes('--report-only');
-for (const [what, v] of [['--servers', SERVERS], ['--task-s', TASK_S], ['--minutes', MINUTES]] as const) {
+for (const [what, v] of [
+  ['--servers', SERVERS],
+  ['--task-s', TASK_S],
+  ['--minutes', MINUTES],
+] as const) {
   if (!(v > 0)) throw new Error(`${what} must be a positive number`);
 }
 if (LOADS.length === 0 || LOADS.some((l) => !(l > 0 && l <= 1.5))) throw new Error('--loads must be a comma-separated list of numbers in (0, 1.5]');
@@ -66,7 +70,26 @@ interface SoakResult {
 }
 
 function soakArgs(load: number): string[] {
-  return ['bench/soak.ts', '--name', runName(load), '--dir', 'ceiling', '--minutes', String(MINUTES), '--overload-minutes', '0', '--servers', String(SERVERS), '--load', String(load), '--task-s', String(TASK_S), '--drain-minutes', '5', '--no-faults'];
+  return [
+    'bench/soak.ts',
+    '--name',
+    runName(load),
+    '--dir',
+    'ceiling',
+    '--minutes',
+    String(MINUTES),
+    '--overload-minutes',
+    '0',
+    '--servers',
+    String(SERVERS),
+    '--load',
+    String(load),
+    '--task-s',
+    String(TASK_S),
+    '--drain-minutes',
+    '5',
+    '--no-faults',
+  ];
 }
 
 async function run(load: number): Promise<void> {
@@ -113,7 +136,8 @@ function summarise(load: number): Step {
   if (!existsSync(file)) throw new Error(`${file} is missing: run without --report-only first`);
   const r = JSON.parse(readFileSync(file, 'utf8')) as SoakResult;
   const rows = r.rows.filter((x) => x.minute >= 2 && x.phase !== 'drain' && x.phase !== 'end');
-  const sum = (x: SoakRow, pick: (k: string) => boolean): number => Object.entries(x.cpu).reduce((a, [k, v]) => a + (pick(k) && typeof v === 'number' ? v : 0), 0);
+  const sum = (x: SoakRow, pick: (k: string) => boolean): number =>
+    Object.entries(x.cpu).reduce((a, [k, v]) => a + (pick(k) && typeof v === 'number' ? v : 0), 0);
   const parts = {
     all: (x: SoakRow) => sum(x, () => true),
     frontEnds: (x: SoakRow) => sum(x, (k) => k.startsWith('fe')),
@@ -123,7 +147,9 @@ function summarise(load: number): Step {
   };
   const measured = rows.filter((x) => x.placementsPerS > 0 && parts.all(x) > 0);
   const cores = Object.fromEntries(Object.entries(parts).map(([k, f]) => [k, median(measured.map(f))])) as Step['cores'];
-  const msPerTask = Object.fromEntries(Object.entries(parts).map(([k, f]) => [k, median(measured.map((x) => (1000 * f(x)) / x.placementsPerS))])) as Step['msPerTask'];
+  const msPerTask = Object.fromEntries(
+    Object.entries(parts).map(([k, f]) => [k, median(measured.map((x) => (1000 * f(x)) / x.placementsPerS))]),
+  ) as Step['msPerTask'];
   return {
     load,
     offered: (load * r.totalRus) / TASK_S,
@@ -168,7 +194,19 @@ async function main(): Promise<void> {
   const steps = LOADS.map(summarise);
   const range = (s: [number, number, number], d = 0): string => `${fmt(s[0], d)} (${fmt(s[1], d)}–${fmt(s[2], d)})`;
   const table = mdTable(
-    ['load', 'offered tasks/s', 'placed/s, median (range)', 'submit → running p50 ms', 'submit → running p99 ms', 'p99 ms, tasks of jobs placed in one transaction', 'cores busy: all (front-ends · hollow · etcd · bench)', 'CPU ms per task: all (front-ends · hollow · etcd · bench)', 'keys / events per task', 'node start, mean ms', 'jobs acknowledged / final / audit violations'],
+    [
+      'load',
+      'offered tasks/s',
+      'placed/s, median (range)',
+      'submit → running p50 ms',
+      'submit → running p99 ms',
+      'p99 ms, tasks of jobs placed in one transaction',
+      'cores busy: all (front-ends · hollow · etcd · bench)',
+      'CPU ms per task: all (front-ends · hollow · etcd · bench)',
+      'keys / events per task',
+      'node start, mean ms',
+      'jobs acknowledged / final / audit violations',
+    ],
     steps.map((s) => [
       `${fmt(100 * s.load, 1)}%`,
       fmt(s.offered, 0),
@@ -184,9 +222,9 @@ async function main(): Promise<void> {
     ]),
   );
   const md = [
-    '# The cell\'s throughput ceiling (`bench/ceiling.ts`)',
+    "# The cell's throughput ceiling (`bench/ceiling.ts`)",
     '',
-    `\`npx tsx bench/ceiling.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC${REPORT_ONLY ? ' (a summary of the runs already written: each run\'s command, commit and time are in its own table)' : ''}.`,
+    `\`npx tsx bench/ceiling.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC${REPORT_ONLY ? " (a summary of the runs already written: each run's command, commit and time are in its own table)" : ''}.`,
     `One \`bench/soak.ts\` run per load (no faults; each run's own table is \`${NAME}-<load>.md\`): ${SERVERS} hollow servers, 3 front-ends × 4 agents, etcd, the auditor; tasks of ${TASK_S} s on average, so each row holds whole task lifecycles. Rows: the minutes with arrivals from the second on; medians over them.`,
     '',
     table,
@@ -200,8 +238,27 @@ async function main(): Promise<void> {
     name: NAME,
     servers: SERVERS,
     taskS: TASK_S,
-    top: top ? { load: top.load, offeredPerSec: top.offered, placedPerSec: top.placed[0], cpuMsPerTask: top.msPerTask.all, keysPerTask: top.keysPerTask, eventsPerTask: top.eventsPerTask, p99Ms: top.p99[0] } : null,
-    steps: steps.map((s) => ({ load: s.load, offeredPerSec: s.offered, placedPerSec: s.placed[0], cpuMsPerTask: s.msPerTask.all, keysPerTask: s.keysPerTask, eventsPerTask: s.eventsPerTask, p99Ms: s.p99[0], violations: s.violations })),
+    top: top
+      ? {
+          load: top.load,
+          offeredPerSec: top.offered,
+          placedPerSec: top.placed[0],
+          cpuMsPerTask: top.msPerTask.all,
+          keysPerTask: top.keysPerTask,
+          eventsPerTask: top.eventsPerTask,
+          p99Ms: top.p99[0],
+        }
+      : null,
+    steps: steps.map((s) => ({
+      load: s.load,
+      offeredPerSec: s.offered,
+      placedPerSec: s.placed[0],
+      cpuMsPerTask: s.msPerTask.all,
+      keysPerTask: s.keysPerTask,
+      eventsPerTask: s.eventsPerTask,
+      p99Ms: s.p99[0],
+      violations: s.violations,
+    })),
   };
   const summaryFile = join(RESULTS_DIR, NAME === 'ceiling-10k-60s' ? 'ceiling-summary.json' : `${NAME}-summary.json`);
   writeFileSync(summaryFile, `${JSON.stringify(summary, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1)}\n`);
@@ -210,7 +267,18 @@ async function main(): Promise<void> {
   const charts: [string, string, string, Point[], boolean][] = [
     [`${NAME}-placed.svg`, 'Placed against offered', 'tasks/s', [...pts('placed (median)', (s) => s.placed[0]), ...pts('offered', (s) => s.offered)], false],
     [`${NAME}-latency.svg`, 'Submit → running against the offered rate', 'ms (log)', [...pts('p50', (s) => s.p50[0]), ...pts('p99', (s) => s.p99[0])], true],
-    [`${NAME}-cpu.svg`, 'CPU per task, all processes', 'ms', [...pts('all', (s) => s.msPerTask.all), ...pts('front-ends', (s) => s.msPerTask.frontEnds), ...pts('hollow', (s) => s.msPerTask.hollow), ...pts('etcd', (s) => s.msPerTask.etcd)], false],
+    [
+      `${NAME}-cpu.svg`,
+      'CPU per task, all processes',
+      'ms',
+      [
+        ...pts('all', (s) => s.msPerTask.all),
+        ...pts('front-ends', (s) => s.msPerTask.frontEnds),
+        ...pts('hollow', (s) => s.msPerTask.hollow),
+        ...pts('etcd', (s) => s.msPerTask.etcd),
+      ],
+      false,
+    ],
   ];
   for (const [file, title, yTitle, points, logY] of charts) {
     writeFileSync(join(RESULTS_DIR, file), await renderSvg({ file, title, xTitle: 'offered tasks/s', yTitle, points, logY }));

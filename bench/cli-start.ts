@@ -47,7 +47,9 @@ const trees: { label: string; root: string }[] = [
  * so it is a cost of Node's start on this machine, not of tarcil's; both are reported.
  */
 const EXTRA_CA = 'NODE_EXTRA_CA_CERTS';
-const envs: { label: string; env: NodeJS.ProcessEnv }[] = [{ label: process.env[EXTRA_CA] ? `this shell (${EXTRA_CA} set)` : 'this shell', env: { ...process.env, TARCIL_LOG: 'silent' } }];
+const envs: { label: string; env: NodeJS.ProcessEnv }[] = [
+  { label: process.env[EXTRA_CA] ? `this shell (${EXTRA_CA} set)` : 'this shell', env: { ...process.env, TARCIL_LOG: 'silent' } },
+];
 if (process.env[EXTRA_CA]) {
   const { [EXTRA_CA]: _ca, ...rest } = process.env;
   envs.push({ label: `without ${EXTRA_CA}`, env: { ...rest, TARCIL_LOG: 'silent' } });
@@ -81,7 +83,9 @@ try {
   const key = (...parts: string[]): string => parts.join('\u0000');
   const node = (env: NodeJS.ProcessEnv): Promise<number> => {
     const t0 = process.hrtime.bigint();
-    return new Promise((resolve) => spawn(process.execPath, ['-e', '0'], { stdio: 'ignore', env }).on('close', () => resolve(Number(process.hrtime.bigint() - t0) / 1e6)));
+    return new Promise((resolve) =>
+      spawn(process.execPath, ['-e', '0'], { stdio: 'ignore', env }).on('close', () => resolve(Number(process.hrtime.bigint() - t0) / 1e6)),
+    );
   };
   const add = (k: string, ms: number): void => {
     times.set(k, [...(times.get(k) ?? []), ms]);
@@ -117,17 +121,30 @@ try {
   const md = [
     '# Start-up of the tarcil command',
     '',
-    `\`npx tsx bench/cli-start.ts --runs ${RUNS}${values.tree.map((t) => ` --tree ${t.split('=')[0]}=…`).join('')}\` on ${machine()}; load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}.`,
+    `\`npx tsx bench/cli-start.ts --runs ${RUNS}${values.tree.map((t) => ` --tree ${t.split('=')[0]}=…`).join('')}\` on ${machine()}; load average at the end ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}.`,
     '',
     `Wall time from spawn to exit of \`node src/cli/bin.js …\` (the \`tarcil\` command, compiled tree), ${RUNS} runs each after one warm-up run, the trees' and environments' runs interleaved. \`tarcil jobs\` asks a \`tarcil up\` (embedded store) on loopback. "Over Node" is the median less Node's own start (\`node -e 0\`) in the same environment. Milliseconds.`,
-    ...(envs.length > 1 ? ['', `This shell sets ${EXTRA_CA}: Node then reads and parses that file of CA certificates at every start, before the program runs, so every Node program here starts later by the difference between the two \`node -e 0\` rows. The rows without it are how the command starts on a machine that does not set it.`] : []),
+    ...(envs.length > 1
+      ? [
+          '',
+          `This shell sets ${EXTRA_CA}: Node then reads and parses that file of CA certificates at every start, before the program runs, so every Node program here starts later by the difference between the two \`node -e 0\` rows. The rows without it are how the command starts on a machine that does not set it.`,
+        ]
+      : []),
     '',
     mdTable(['command', 'tree', 'environment', 'median', 'p90', 'min', 'over Node'], rows),
     '',
   ].join('\n');
-  for (const f of writeResults('cli-start', { machine: machine(), runs: RUNS, trees, environments: envs.map((e) => e.label), results: data }, md, values.out ?? resultsDir(false, 'cli-start'))) process.stderr.write(`wrote ${f}\n`);
+  for (const f of writeResults(
+    'cli-start',
+    { machine: machine(), runs: RUNS, trees, environments: envs.map((e) => e.label), results: data },
+    md,
+    values.out ?? resultsDir(false, 'cli-start'),
+  ))
+    process.stderr.write(`wrote ${f}\n`);
   process.stdout.write(md);
 } finally {
   await up.kill();
 }
-

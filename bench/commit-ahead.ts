@@ -54,7 +54,15 @@ try {
   await seedCluster(admin, keys, uniformServers(SERVERS, RUS));
   const agents = VARIANTS.map(
     (commitAhead, i) =>
-      new SchedulingAgent({ id: `ahead${commitAhead}`, store: stores[i]!, keys, clock, rng: new SeededRng(7 + i), log, config: { recordJob: false, consumeQueue: false, commitAhead } }),
+      new SchedulingAgent({
+        id: `ahead${commitAhead}`,
+        store: stores[i]!,
+        keys,
+        clock,
+        rng: new SeededRng(7 + i),
+        log,
+        config: { recordJob: false, consumeQueue: false, commitAhead },
+      }),
   );
   await Promise.all(agents.map((a) => a.start()));
   let n = 0;
@@ -63,7 +71,7 @@ try {
   const settled = async (): Promise<void> => {
     const end = Date.now() + 30_000;
     while (agents.some((a) => a.state.available.size !== SERVERS * RUS - placed)) {
-      if (Date.now() > end) throw new Error('the agents\' views did not settle');
+      if (Date.now() > end) throw new Error("the agents' views did not settle");
       await new Promise((r) => setTimeout(r, 5));
     }
   };
@@ -93,14 +101,24 @@ try {
 const rows = SIZES.map((tasks) => {
   const of = (v: number): Sample[] => samples.filter((s) => s.tasks === tasks && s.commitAhead === v);
   const [seq, ahead] = VARIANTS.map((v) => of(v));
-  const med = (xs: Sample[]): number => pct(xs.map((x) => x.ms), 0.5);
+  const med = (xs: Sample[]): number =>
+    pct(
+      xs.map((x) => x.ms),
+      0.5,
+    );
   return {
     tasks,
     chunks: Math.ceil(tasks / agentsPicks()),
     sequentialP50: med(seq!),
-    sequentialP90: pct(seq!.map((x) => x.ms), 0.9),
+    sequentialP90: pct(
+      seq!.map((x) => x.ms),
+      0.9,
+    ),
     aheadP50: med(ahead!),
-    aheadP90: pct(ahead!.map((x) => x.ms), 0.9),
+    aheadP90: pct(
+      ahead!.map((x) => x.ms),
+      0.9,
+    ),
     ratio: med(ahead!) / med(seq!),
     conflicts: [seq!, ahead!].map((xs) => xs.reduce((a, x) => a + x.conflicts, 0)),
   };
@@ -121,12 +139,24 @@ return, every task placed. Measured with \`npx tsx bench/commit-ahead.ts${quick 
 
 ${mdTable(
   ['tasks', 'transactions', 'chunk after chunk p50 / p90 ms', 'commit-ahead p50 / p90 ms', 'p50 ratio', 'conflicts (1 / 4)'],
-  rows.map((r) => [r.tasks, r.chunks, `${fmt(r.sequentialP50)} / ${fmt(r.sequentialP90)}`, `${fmt(r.aheadP50)} / ${fmt(r.aheadP90)}`, fmt(r.ratio, 2), r.conflicts.join(' / ')]),
+  rows.map((r) => [
+    r.tasks,
+    r.chunks,
+    `${fmt(r.sequentialP50)} / ${fmt(r.sequentialP90)}`,
+    `${fmt(r.aheadP50)} / ${fmt(r.aheadP90)}`,
+    fmt(r.ratio, 2),
+    r.conflicts.join(' / '),
+  ]),
 )}
 
 "chunk after chunk" is \`--agent commitAhead=1\`; "commit-ahead" the default (\`commitAhead: 4\`: up to
 four chunks in flight, full chunks sent straight to etcd rather than through group commit's two
 requests). A job of 42 tasks is one chunk either way: its two columns differ only by chance.
 `;
-const paths = writeResults('commit-ahead', { machine: machine(), servers: SERVERS, rus: RUS, reps: REPS, rows, samples }, md, resultsDir(quick, 'commit-ahead'));
+const paths = writeResults(
+  'commit-ahead',
+  { machine: machine(), servers: SERVERS, rus: RUS, reps: REPS, rows, samples },
+  md,
+  resultsDir(quick, 'commit-ahead'),
+);
 process.stdout.write(`${md}\nwrote ${paths.join(', ')}\n`);

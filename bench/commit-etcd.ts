@@ -109,8 +109,27 @@ async function rawLoop(clients: number, tasksPerTxn: number): Promise<Row> {
         const batch = rus.slice(start, start + tasksPerTxn);
         const compare = batch.map((kv) => ({ key: kv.key, target: 'mod' as const, op: '==' as const, value: kv.modRevision }));
         const success = batch.flatMap((kv, i) => [
-          { type: 'put' as const, key: kv.key, value: JSON.stringify({ state: 'busy', job: `raw-${w}`, task: i, caused: TEST_PROFILES[0]!.caused, priority: 100, agent: 'raw', since: Date.now(), attempt: 0, basedOn: 0, commitId: 'raw' }) },
-          { type: 'put' as const, key: keys.task(`raw-${start}`, i), value: JSON.stringify({ job: `raw-${start}`, index: i, state: 'placed', ru: keys.parseRu(kv.key), attempt: 0 }) },
+          {
+            type: 'put' as const,
+            key: kv.key,
+            value: JSON.stringify({
+              state: 'busy',
+              job: `raw-${w}`,
+              task: i,
+              caused: TEST_PROFILES[0]!.caused,
+              priority: 100,
+              agent: 'raw',
+              since: Date.now(),
+              attempt: 0,
+              basedOn: 0,
+              commitId: 'raw',
+            }),
+          },
+          {
+            type: 'put' as const,
+            key: keys.task(`raw-${start}`, i),
+            value: JSON.stringify({ job: `raw-${start}`, index: i, state: 'placed', ru: keys.parseRu(kv.key), attempt: 0 }),
+          },
         ]);
         const servers = new Set(batch.map((kv) => keys.parseRu(kv.key)!.server));
         for (const s of servers) success.push({ type: 'put' as const, key: keys.epoch(s), value: 'raw' });
@@ -342,7 +361,16 @@ and one transaction for the raw loop. Measured with \`npx tsx bench/commit-etcd.
 etcd 3.4 on the same machine.
 
 ${mdTable(
-  ['agents', 'tasks/job', 'raw tasks/s', 'tarcil tasks/s (vs raw)', 'one txn per decision (vs raw)', 'p50 / p99 ms: raw, tarcil, one txn', 'etcd requests/task: raw, tarcil', 'conflicts (retries/task)'],
+  [
+    'agents',
+    'tasks/job',
+    'raw tasks/s',
+    'tarcil tasks/s (vs raw)',
+    'one txn per decision (vs raw)',
+    'p50 / p99 ms: raw, tarcil, one txn',
+    'etcd requests/task: raw, tarcil',
+    'conflicts (retries/task)',
+  ],
   cells.map(({ raw, tarcil, single }) => [
     tarcil.agents,
     tarcil.tasksPerTxn,
@@ -358,6 +386,11 @@ ${mdTable(
 Target: the scheduler reaches at least 80% of the raw loop.
 `;
 if (only === undefined && side === undefined) {
-  const paths = writeResults(processes ? 'commit-etcd-processes' : 'commit-etcd', { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows }, md, resultsDir(quick, 'commit-etcd'));
+  const paths = writeResults(
+    processes ? 'commit-etcd-processes' : 'commit-etcd',
+    { machine: machine(), tasks: TASKS, servers: SERVERS, reps: REPS, rows },
+    md,
+    resultsDir(quick, 'commit-etcd'),
+  );
   process.stdout.write(`\nwrote ${paths.join(', ')}\n`);
 }

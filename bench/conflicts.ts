@@ -54,7 +54,8 @@ async function cell(agentsN: number, scope: ConflictScope): Promise<Row> {
   await seedCluster(admin, keys, uniformServers(100, 8));
   const agents = Array.from(
     { length: agentsN },
-    (_, i) => new SchedulingAgent({ id: `a${i}`, store: stores[i]!, keys, clock, rng: new SeededRng(100 + i), log, config: { conflictScope: scope, recheckMs: 50 } }),
+    (_, i) =>
+      new SchedulingAgent({ id: `a${i}`, store: stores[i]!, keys, clock, rng: new SeededRng(100 + i), log, config: { conflictScope: scope, recheckMs: 50 } }),
   );
   await Promise.all(agents.map((a) => a.start()));
   const runner = new SimulatedRunner({ store: admin, keys, clock, log, durationOf: (r) => r.durationMs ?? MEAN_TASK_MS });
@@ -126,7 +127,20 @@ watch-fed cache. Latency is submit → all tasks committed, including admission 
 
 ${mdTable(
   ['scope', 'agents', 'commits', 'conflicts', 'conflict rate', 'retries / task', 'back to admission', 'tasks/s', 'mean Q', 'acceptable', 'p50 ms', 'p99 ms'],
-  rows.map((r) => [r.scope, r.agents, r.commits, r.conflicts, `${fmt(r.conflictRate * 100, 2)}%`, fmt(r.retriesPerTask, 3), r.readmissions, fmt(r.tasksPerSec, 0), fmt(r.meanQ, 3), `${fmt(r.acceptable * 100, 1)}%`, fmt(r.p50ms, 1), fmt(r.p99ms, 1)]),
+  rows.map((r) => [
+    r.scope,
+    r.agents,
+    r.commits,
+    r.conflicts,
+    `${fmt(r.conflictRate * 100, 2)}%`,
+    fmt(r.retriesPerTask, 3),
+    r.readmissions,
+    fmt(r.tasksPerSec, 0),
+    fmt(r.meanQ, 3),
+    `${fmt(r.acceptable * 100, 1)}%`,
+    fmt(r.p50ms, 1),
+    fmt(r.p99ms, 1),
+  ]),
 )}
 `;
 const paths = writeResults('conflicts', { machine: machine(), jobs: JOBS, tasksPerJob: TASKS_PER_JOB, load: LOAD, rows }, md, resultsDir(quick, 'conflicts'));

@@ -79,7 +79,18 @@ const catalog = loadCatalog();
 async function run(store: ClusterStore, storeName: string, load: number): Promise<Row> {
   const keys = new Keys(`/bench-e2e-${storeName}-${Math.round(load * 100)}-${Date.now()}/`);
   const monitors = uniformServers(SERVERS, RUS).map(
-    (s) => new LocalMonitor({ store, keys, clock, log, server: s, executor: startTimed(new SimulatedExecutor(clock)), leaseTtlSeconds: 10, loadThreshold: 0, slowdown: () => 1 }),
+    (s) =>
+      new LocalMonitor({
+        store,
+        keys,
+        clock,
+        log,
+        server: s,
+        executor: startTimed(new SimulatedExecutor(clock)),
+        leaseTtlSeconds: 10,
+        loadThreshold: 0,
+        slowdown: () => 1,
+      }),
   );
   for (const m of monitors) await m.start();
   const mgr = new JobManager({ process: 'bench', store, keys, clock, rng: new SeededRng(11), log, agents: AGENTS, leaseTtlSeconds: 10 });
@@ -95,11 +106,10 @@ async function run(store: ClusterStore, storeName: string, load: number): Promis
   const submits: Promise<unknown>[] = [];
   while (clock.now() - t0 < warmup + WINDOW_MS) {
     const now = clock.now();
-    const spec = parseJobSpec(
-      { name: `b${i}`, profile: PROFILES[i % PROFILES.length], tasks: TASKS_PER_JOB, durationMs: TASK_MS, maxQueueMs: 1000 },
-      catalog,
-      { id: `b${String(i).padStart(6, '0')}`, now },
-    );
+    const spec = parseJobSpec({ name: `b${i}`, profile: PROFILES[i % PROFILES.length], tasks: TASKS_PER_JOB, durationMs: TASK_MS, maxQueueMs: 1000 }, catalog, {
+      id: `b${String(i).padStart(6, '0')}`,
+      now,
+    });
     i++;
     if (now - t0 >= warmup) ids.push(spec.id);
     submits.push(mgr.submit(spec));
@@ -195,7 +205,16 @@ const whyTable = lateRows.length
       lateRows.map((r) => {
         const n = (w: LateJob['why']): number => r.late.filter((x) => x.why === w).length;
         const held = r.late.find((x) => x.why === 'held by admission');
-        return [`${Math.round(r.load * 100)}%`, r.store, r.late.length, n('held by admission'), n('waited for a free RU'), n('outside the decision'), n('no decision record'), held ? held.firstVerdict.slice(0, 160) : '-'];
+        return [
+          `${Math.round(r.load * 100)}%`,
+          r.store,
+          r.late.length,
+          n('held by admission'),
+          n('waited for a free RU'),
+          n('outside the decision'),
+          n('no decision record'),
+          held ? held.firstVerdict.slice(0, 160) : '-',
+        ];
       }),
     )
   : '';
@@ -224,6 +243,11 @@ waiting for capacity, seconds at p99.
 ${lateSection}
 Reproduce: \`npx tsx bench/e2e-latency.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
-const paths = writeResults('e2e-latency', { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows }, md, resultsDir(quick, 'e2e-latency'));
+const paths = writeResults(
+  'e2e-latency',
+  { machine: machine(), quick, servers: SERVERS, rus: RUS, agents: AGENTS, taskMs: TASK_MS, rows },
+  md,
+  resultsDir(quick, 'e2e-latency'),
+);
 process.stdout.write(`${table}\n${whyTable}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

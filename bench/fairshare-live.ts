@@ -57,7 +57,6 @@ function call<Res>(f: (opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null,
   return new Promise((resolve, reject) => f({ deadline: Date.now() + 10_000 }, (e, r) => (e || !r ? reject(e ?? new Error('empty')) : resolve(r))));
 }
 
-
 /** One run: a at 120% from 0 (unless alone), b at 12% from bStart, both until `seconds`. */
 async function run(label: string, o: { fairShare: boolean; withA: boolean; seconds: number; bStart: number }): Promise<Run> {
   const up = await startUp(o.fairShare ? [] : ['--agent', 'fairShare=false']);
@@ -84,7 +83,12 @@ async function run(label: string, o: { fairShare: boolean; withA: boolean; secon
     const sampler = (async () => {
       while (sampling) {
         const res = await call<ListNamespacesResponse__Output>((opts, cb) => client.ListNamespaces({}, opts, cb)).catch(() => undefined);
-        if (res) held.push({ t: Date.now() - t0, a: res.namespaces.find((n) => n.name === 'a')?.rusInUse ?? 0, b: res.namespaces.find((n) => n.name === 'b')?.rusInUse ?? 0 });
+        if (res)
+          held.push({
+            t: Date.now() - t0,
+            a: res.namespaces.find((n) => n.name === 'a')?.rusInUse ?? 0,
+            b: res.namespaces.find((n) => n.name === 'b')?.rusInUse ?? 0,
+          });
         await new Promise((r) => setTimeout(r, 500));
       }
     })();
@@ -119,7 +123,10 @@ async function run(label: string, o: { fairShare: boolean; withA: boolean; secon
     const waitOf = (j: Job__Output): number => Math.max(...j.taskList.map((t) => Number(t.startedAtMs))) - Number(j.submittedAtMs);
     const contention = held.filter((h) => h.t >= o.bStart * 1000 && h.t <= o.seconds * 1000);
     const ns = (name: 'a' | 'b'): NsResult => {
-      const waits = ids[name].map((id) => jobs.get(id) as Job__Output).filter((j) => j.state === 'succeeded').map(waitOf);
+      const waits = ids[name]
+        .map((id) => jobs.get(id) as Job__Output)
+        .filter((j) => j.state === 'succeeded')
+        .map(waitOf);
       const share = contention.length > 0 ? contention.reduce((s, h) => s + h[name], 0) / contention.length / RUS : 0;
       return { jobs: ids[name].length, waitP50ms: pct(waits, 0.5), waitP99ms: pct(waits, 0.99), waitMaxms: Math.max(...waits), heldShare: share };
     };
@@ -156,7 +163,19 @@ async function main(): Promise<void> {
     '',
     mdTable(
       ['run', 'b jobs', 'b wait p50', 'b wait p99', 'b wait max', 'a jobs', 'a wait p50', 'a wait p99', 'a holds', 'b holds', 'jobs not final'],
-      runs.map((r) => [r.label, r.b.jobs, ms(r.b.waitP50ms), ms(r.b.waitP99ms), ms(r.b.waitMaxms), r.a?.jobs ?? '-', ms(r.a?.waitP50ms), ms(r.a?.waitP99ms), r.a ? `${fmt(100 * r.a.heldShare)}%` : '-', `${fmt(100 * r.b.heldShare)}%`, r.unfinished]),
+      runs.map((r) => [
+        r.label,
+        r.b.jobs,
+        ms(r.b.waitP50ms),
+        ms(r.b.waitP99ms),
+        ms(r.b.waitMaxms),
+        r.a?.jobs ?? '-',
+        ms(r.a?.waitP50ms),
+        ms(r.a?.waitP99ms),
+        r.a ? `${fmt(100 * r.a.heldShare)}%` : '-',
+        `${fmt(100 * r.b.heldShare)}%`,
+        r.unfinished,
+      ]),
     ),
     '',
   ].join('\n');

@@ -72,13 +72,16 @@ function report(done: boolean): string {
   lines.push(
     `# Fault injection on a 3-member etcd`,
     '',
-    `\`npx tsx bench/faults.ts ${process.argv.slice(2).map((a) => (/\s/.test(a) ? '"…"' : a)).join(' ')}\` on commit ${measured}, ${machine()}, started ${started} UTC. ` +
+    `\`npx tsx bench/faults.ts ${process.argv
+      .slice(2)
+      .map((a) => (/\s/.test(a) ? '"…"' : a))
+      .join(' ')}\` on commit ${measured}, ${machine()}, started ${started} UTC. ` +
       `${results.length} of ${seeds} seeds${done ? '' : ' so far (incomplete)'}, ${fmt((Date.now() - t0) / 60_000, 1)} minutes; lease TTL ${ttlS} s for every front-end and monitor; ` +
       `about ${fmt(faultBudgetMs / 1000, 0)} s of faults per seed, drawn from: ${kinds.join(', ')}.`,
     '',
     'Each seed: a fresh 3-member etcd (auto-compaction off), 2 front-ends with 2 agents each, 4 process-executor monitors of 4 RUs, ' +
       'jobs of 1–3 tasks (15% gangs, 8% cancelled) every 600 ms on average, tasks of 0.5–2.5 s (20%: 6–12 s) that append start and end lines to a file outside etcd; ' +
-      'faults one after another with 4–8 s between them. The checker reads etcd\'s whole history and those records (test/support/fault-checker.ts).',
+      "faults one after another with 4–8 s between them. The checker reads etcd's whole history and those records (test/support/fault-checker.ts).",
     '',
     '## Violations per seed',
     '',
@@ -131,11 +134,26 @@ function report(done: boolean): string {
     ]);
   }
   lines.push(
-    mdTable(['fault', 'n', 'stall p50 / max s', 'etcd election p50 / max s', 'stall − election p50 / max s', 're-runs', 'of which after a success', 'no placement after it, or fault errors'], rows),
+    mdTable(
+      [
+        'fault',
+        'n',
+        'stall p50 / max s',
+        'etcd election p50 / max s',
+        'stall − election p50 / max s',
+        're-runs',
+        'of which after a success',
+        'no placement after it, or fault errors',
+      ],
+      rows,
+    ),
     '',
   );
   const base = results.flatMap((r) => (r.report.baseline.p50 !== undefined ? [r.report.baseline.p50] : []));
-  lines.push(`The same stall measured at fault-free instants (per-seed medians): p50 ${base.length ? fmt(pct(base, 0.5) / 1000, 2) : '-'} s — what "no stall" looks like here.`, '');
+  lines.push(
+    `The same stall measured at fault-free instants (per-seed medians): p50 ${base.length ? fmt(pct(base, 0.5) / 1000, 2) : '-'} s — what "no stall" looks like here.`,
+    '',
+  );
 
   lines.push('## Examples of each violation', '');
   for (const kind of VIOLATIONS) {
@@ -144,7 +162,10 @@ function report(done: boolean): string {
     lines.push(`- **${kind}** (${ex.length}):`, ...ex.slice(0, 3).map((e) => `  - ${e}`));
   }
   if (totals.size === 0) lines.push('None.');
-  lines.push('', `Reproduce one seed: \`npx tsx bench/faults.ts --seeds 1 --first-seed S --minutes ${fmt(perSeedMs / 60_000, 1)}\` (FAULT_KEEP=1 keeps its logs).`);
+  lines.push(
+    '',
+    `Reproduce one seed: \`npx tsx bench/faults.ts --seeds 1 --first-seed S --minutes ${fmt(perSeedMs / 60_000, 1)}\` (FAULT_KEEP=1 keeps its logs).`,
+  );
   return `${lines.join('\n')}\n`;
 }
 

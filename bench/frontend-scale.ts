@@ -90,7 +90,11 @@ async function childMain(cfg: ChildConfig): Promise<void> {
   });
   const sched = await started.catch((err: unknown) => {
     const blank = { listenMs: NaN, uptimeMs: NaN, rssAtListenMb: NaN, heapAtListenMb: NaN, rssMb: NaN, heapMb: NaN, peakRssMb: mb(peak), rus: 0 };
-    process.send?.({ agents: cfg.agents, ...blank, error: `${(err as Error).message.split('\n')[0]} (after ${Math.round(performance.now() - t0)} ms)` } satisfies ChildResult);
+    process.send?.({
+      agents: cfg.agents,
+      ...blank,
+      error: `${(err as Error).message.split('\n')[0]} (after ${Math.round(performance.now() - t0)} ms)`,
+    } satisfies ChildResult);
     process.exit(0);
   });
   const listenMs = performance.now() - t0;
@@ -129,7 +133,10 @@ async function childMain(cfg: ChildConfig): Promise<void> {
 
 function runChild(cfg: ChildConfig, profDir: string | undefined): Promise<ChildResult> {
   const args = ['--expose-gc', ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), '--import', 'tsx', SELF, '--child', JSON.stringify(cfg)];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' } });
+  const proc = spawn(process.execPath, args, {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' },
+  });
   return new Promise((resolve, reject) => {
     let got: ChildResult | undefined;
     proc.on('message', (m) => (got = m as ChildResult));
@@ -146,10 +153,14 @@ async function runCommand(store: string, agents: number): Promise<CommandResult>
   const bin = join(SELF, '..', '..', 'src', 'cli', 'bin.js');
   const compiled = compiledEntry(join(SELF, '..', '..')) !== undefined;
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [bin, 'server', '--store', store, '--prefix', PREFIX, '--agents', String(agents), '--port', '0', '--metrics-port', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TARCIL_LOG: 'warn' },
-  });
+  const proc = spawn(
+    process.execPath,
+    [bin, 'server', '--store', store, '--prefix', PREFIX, '--agents', String(agents), '--port', '0', '--metrics-port', '0'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TARCIL_LOG: 'warn' },
+    },
+  );
   let out = '';
   try {
     let listenMs = NaN;
@@ -251,7 +262,17 @@ async function main(): Promise<void> {
     }
     const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: join(SELF, '..'), encoding: 'utf8' });
     const commit = git.status === 0 ? git.stdout.trim() : '';
-    const run: Run = { label, commit: process.env.BENCH_COMMIT ?? commit, when: new Date().toISOString(), machine: machine(), loadAvg, servers, rusPerServer: rusPer, results, ...(commands.length ? { commands } : {}) };
+    const run: Run = {
+      label,
+      commit: process.env.BENCH_COMMIT ?? commit,
+      when: new Date().toISOString(),
+      machine: machine(),
+      loadAvg,
+      servers,
+      rusPerServer: rusPer,
+      results,
+      ...(commands.length ? { commands } : {}),
+    };
     const out = resultsDir(quick, 'frontend-scale');
     const jsonPath = join(out, 'frontend-scale.json');
     const prior: Run[] = existsSync(jsonPath) ? ((JSON.parse(readFileSync(jsonPath, 'utf8')) as { runs: Run[] }).runs ?? []) : [];
@@ -276,21 +297,30 @@ function markdown(runs: Run[]): string {
   ];
   for (const run of runs) {
     const one = run.results.find((r) => r.agents === 1);
-    parts.push(`## ${run.label}${run.commit ? ` (${run.commit})` : ''}`, '', `${run.servers} servers × ${run.rusPerServer} RUs, ${run.machine}, ${run.when}${run.loadAvg !== undefined ? `, load average ${run.loadAvg.toFixed(1)} when it began` : ''}`, '');
+    parts.push(
+      `## ${run.label}${run.commit ? ` (${run.commit})` : ''}`,
+      '',
+      `${run.servers} servers × ${run.rusPerServer} RUs, ${run.machine}, ${run.when}${run.loadAvg !== undefined ? `, load average ${run.loadAvg.toFixed(1)} when it began` : ''}`,
+      '',
+    );
     parts.push(
       mdTable(
         ['agents', 'listen ms', 'uptime ms', 'placing ms (uptime)', 'RSS at listen MB', 'RSS idle MB', 'peak RSS MB', 'heap idle MB', '+ per agent MB'],
-        run.results.map((r) => r.error ? [r.agents, `did not start: ${r.error}`, '', '', '', '', fmt(r.peakRssMb, 0), '', ''] : [
-          r.agents,
-          fmt(r.listenMs, 0),
-          fmt(r.uptimeMs, 0),
-          r.readyMs !== undefined ? `${fmt(r.readyMs, 0)} (${fmt(r.readyUptimeMs ?? NaN, 0)})` : '-',
-          fmt(r.rssAtListenMb, 0),
-          fmt(r.rssMb, 0),
-          fmt(r.peakRssMb, 0),
-          fmt(r.heapMb, 0),
-          one && !one.error && r.agents > 1 ? fmt((r.rssMb - one.rssMb) / (r.agents - 1), 1) : '-',
-        ]),
+        run.results.map((r) =>
+          r.error
+            ? [r.agents, `did not start: ${r.error}`, '', '', '', '', fmt(r.peakRssMb, 0), '', '']
+            : [
+                r.agents,
+                fmt(r.listenMs, 0),
+                fmt(r.uptimeMs, 0),
+                r.readyMs !== undefined ? `${fmt(r.readyMs, 0)} (${fmt(r.readyUptimeMs ?? NaN, 0)})` : '-',
+                fmt(r.rssAtListenMb, 0),
+                fmt(r.rssMb, 0),
+                fmt(r.peakRssMb, 0),
+                fmt(r.heapMb, 0),
+                one && !one.error && r.agents > 1 ? fmt((r.rssMb - one.rssMb) / (r.agents - 1), 1) : '-',
+              ],
+        ),
       ),
       '',
     );
@@ -300,7 +330,18 @@ function markdown(runs: Run[]): string {
         '',
         mdTable(
           ['agents', 'tree run', 'listen ms after spawn', 'placing ms after spawn', 'RSS idle MB', 'peak RSS MB'],
-          run.commands.map((r) => (r.error ? [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', `did not start: ${r.error}`, '', '', ''] : [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', fmt(r.listenMs, 0), r.readyMs !== undefined ? fmt(r.readyMs, 0) : '-', fmt(r.rssMb, 0), fmt(r.peakRssMb, 0)])),
+          run.commands.map((r) =>
+            r.error
+              ? [r.agents, r.compiled ? 'compiled' : 'sources (tsx)', `did not start: ${r.error}`, '', '', '']
+              : [
+                  r.agents,
+                  r.compiled ? 'compiled' : 'sources (tsx)',
+                  fmt(r.listenMs, 0),
+                  r.readyMs !== undefined ? fmt(r.readyMs, 0) : '-',
+                  fmt(r.rssMb, 0),
+                  fmt(r.peakRssMb, 0),
+                ],
+          ),
         ),
         '',
       );

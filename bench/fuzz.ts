@@ -52,7 +52,9 @@ async function main(): Promise<number> {
     const random = Math.max(0, requests - exhaustive);
     const only = cases ?? (requests < exhaustive ? Array.from({ length: requests }, (_, i) => i) : undefined);
     const sites = fuzzer.plan.sites;
-    say(`${fuzzer.plan.rpcs.length} RPCs, ${sites.length} (RPC, field path) pairs, ${exhaustive} (RPC, path, kind) triples; ${requests} requests (seed ${seed})`);
+    say(
+      `${fuzzer.plan.rpcs.length} RPCs, ${sites.length} (RPC, field path) pairs, ${exhaustive} (RPC, path, kind) triples; ${requests} requests (seed ${seed})`,
+    );
     let n = 0;
     const t0 = Date.now();
     const r = await fuzzer.run({
@@ -87,7 +89,10 @@ ${summary.join('\n')}
 
 Unhandled rejections in the process: ${rejections.length}.
 
-${mdTable(['mutation kind', 'requests'], [...kinds].sort((a, b) => b[1] - a[1]))}
+${mdTable(
+  ['mutation kind', 'requests'],
+  [...kinds].sort((a, b) => b[1] - a[1]),
+)}
 
 ## Findings
 

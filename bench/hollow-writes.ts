@@ -106,7 +106,22 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
   let sampler: NodeJS.Timeout | undefined;
   const watch = { handle: undefined as { close(): Promise<void> } | undefined };
   try {
-    const args = [join(ROOT, 'src/cli/bin.js'), 'hollow', '--store', `etcd://127.0.0.1:${proxy.port}`, '--prefix', prefix, '--cluster', 'hollow-10k', '--servers', String(NODES), '--metrics-port', '0', '--lease-ttl', String(LEASE_TTL_S)];
+    const args = [
+      join(ROOT, 'src/cli/bin.js'),
+      'hollow',
+      '--store',
+      `etcd://127.0.0.1:${proxy.port}`,
+      '--prefix',
+      prefix,
+      '--cluster',
+      'hollow-10k',
+      '--servers',
+      String(NODES),
+      '--metrics-port',
+      '0',
+      '--lease-ttl',
+      String(LEASE_TTL_S),
+    ];
     if (maxWrites !== undefined) args.push('--max-writes', String(maxWrites));
     child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } });
     const proc = child;
@@ -141,7 +156,8 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
       fromRevision: rus.revision + 1,
       onEvents: (batch) => {
         const now = Date.now();
-        for (const ev of batch.events) if (ev.type === 'put' && ev.kv.value.includes('"state":"running"') && !runningAt.has(ev.kv.key)) runningAt.set(ev.kv.key, now);
+        for (const ev of batch.events)
+          if (ev.type === 'put' && ev.kv.value.includes('"state":"running"') && !runningAt.has(ev.kv.key)) runningAt.set(ev.kv.key, now);
       },
       onError: (err) => say(`watch ended: ${err.message}`),
     });
@@ -177,7 +193,10 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
       if (due > Date.now()) await sleep(due - Date.now());
       const chunk = free.slice(next, next + perTick);
       next += perTick;
-      const job = parseJobSpec({ name: `w${k}`, profile: 'spark-lr', tasks: chunk.length, durationMs: TASK_MS }, catalog, { id: `w-${String(k).padStart(5, '0')}`, now: Date.now() });
+      const job = parseJobSpec({ name: `w${k}`, profile: 'spark-lr', tasks: chunk.length, durationMs: TASK_MS }, catalog, {
+        id: `w-${String(k).padStart(5, '0')}`,
+        now: Date.now(),
+      });
       const items = chunk.map((kv, task) => ({ ref: keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 }));
       const { req } = placementTxn({ keys, agent: 'bench', commitId: `c${k}`, now: Date.now(), job, items, scope: 'ru', ruState: 'busy' });
       commits.push(
@@ -267,7 +286,18 @@ try {
     `"old": \`--max-writes ${OLD_BOUND}\` (the previous fixed bound); "default": ${newBound} (hollowMaxWrites: 2 × ${HOLLOW_DEFAULTS.maxWriteRequests} requests × (maxTxnOps ${store.maxTxnOps} − 1)).`,
     '',
     mdTable(
-      ['L (ms)', 'start bound', 'placed', 'starts/s while placing', 'all running (s after the last placement)', 'start latency p50 / p99 / max (s)', 'peak waiting', 'peak oldest wait (s)', 'txns per request', 'CPU (cores)'],
+      [
+        'L (ms)',
+        'start bound',
+        'placed',
+        'starts/s while placing',
+        'all running (s after the last placement)',
+        'start latency p50 / p99 / max (s)',
+        'peak waiting',
+        'peak oldest wait (s)',
+        'txns per request',
+        'CPU (cores)',
+      ],
       results.map((r) => [
         r.latencyMs,
         `${r.bound} (${r.maxWrites})`,
@@ -282,12 +312,18 @@ try {
       ]),
     ),
     '',
-    'Start latency: from the placement transaction\'s answer to the running record arriving on a watch of etcd (not through the proxy), so it includes the L/2 the RU event takes to reach the nodes.',
-    'Waiting and oldest wait: the process\'s `tarcil_hollow_start_writes_waiting` and `tarcil_hollow_start_write_oldest_wait_seconds`, scraped once a second (per-second samples in the .json).',
+    "Start latency: from the placement transaction's answer to the running record arriving on a watch of etcd (not through the proxy), so it includes the L/2 the RU event takes to reach the nodes.",
+    "Waiting and oldest wait: the process's `tarcil_hollow_start_writes_waiting` and `tarcil_hollow_start_write_oldest_wait_seconds`, scraped once a second (per-second samples in the .json).",
     'Transactions per request: `tarcil_hollow_write_transactions_total` / `tarcil_hollow_write_requests_total` while placing.',
-    'Both bounds run with the watch connection\'s 16 MiB HTTP/2 window (src/store/etcd.ts); with the default 64 KiB the RU events reached the process at about 150 a second at L = 1000 ms, whatever the bound.',
+    "Both bounds run with the watch connection's 16 MiB HTTP/2 window (src/store/etcd.ts); with the default 64 KiB the RU events reached the process at about 150 a second at L = 1000 ms, whatever the bound.",
   ].join('\n');
-  for (const f of writeResults('hollow-writes-latency', { machine: machine(), node: process.version, nodes: NODES, rate: RATE, placeS: PLACE_S, drainS: DRAIN_S, results }, md, resultsDir(quick, 'hollow-writes'))) say(`wrote ${f}`);
+  for (const f of writeResults(
+    'hollow-writes-latency',
+    { machine: machine(), node: process.version, nodes: NODES, rate: RATE, placeS: PLACE_S, drainS: DRAIN_S, results },
+    md,
+    resultsDir(quick, 'hollow-writes'),
+  ))
+    say(`wrote ${f}`);
   process.stdout.write(`${md}\n`);
 } finally {
   await store.close();

@@ -89,7 +89,25 @@ try {
   child = spawn(
     process.execPath,
     // TARCIL_NODE_ARGS (e.g. --prof) goes to node first, to profile the hollow process.
-    [...(process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'src/cli/bin.js'), 'hollow', '--store', url, '--prefix', PREFIX, '--cluster', CLUSTER, '--servers', String(NODES), '--metrics-port', '0', '--kill-fraction', String(KILL_FRACTION), '--lease-ttl', String(LEASE_TTL_S)],
+    [
+      ...(process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean),
+      join(ROOT, 'src/cli/bin.js'),
+      'hollow',
+      '--store',
+      url,
+      '--prefix',
+      PREFIX,
+      '--cluster',
+      CLUSTER,
+      '--servers',
+      String(NODES),
+      '--metrics-port',
+      '0',
+      '--kill-fraction',
+      String(KILL_FRACTION),
+      '--lease-ttl',
+      String(LEASE_TTL_S),
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } },
   );
   const proc = child;
@@ -162,7 +180,10 @@ try {
     while (next < chunks.length) {
       const n = next++;
       const chunk = chunks[n] as typeof chosen;
-      const job = parseJobSpec({ name: `fill${n}`, profile: profiles[n % profiles.length], tasks: chunk.length, durationMs: TASK_MS }, catalog, { id: `fill-${String(n).padStart(5, '0')}`, now: Date.now() });
+      const job = parseJobSpec({ name: `fill${n}`, profile: profiles[n % profiles.length], tasks: chunk.length, durationMs: TASK_MS }, catalog, {
+        id: `fill-${String(n).padStart(5, '0')}`,
+        now: Date.now(),
+      });
       const items = chunk.map((kv, task) => ({ ref: keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 }));
       const { req } = placementTxn({ keys, agent: 'bench', commitId: `c${n}`, now: Date.now(), job, items, scope: 'ru', ruState: 'busy' });
       // etcd may time a request out under this load and still apply it: a retry that finds the
@@ -228,10 +249,18 @@ try {
     const v = xs.map(f).sort((a, b) => a - b);
     return v.length === 0 ? NaN : (v[Math.floor(v.length / 2)] as number);
   };
-  const cpuShare = (xs: Sample[]): number => (xs.length < 2 ? NaN : ((xs.at(-1) as Sample).cpuS - (xs[0] as Sample).cpuS) / ((xs.at(-1) as Sample).t - (xs[0] as Sample).t));
+  const cpuShare = (xs: Sample[]): number =>
+    xs.length < 2 ? NaN : ((xs.at(-1) as Sample).cpuS - (xs[0] as Sample).cpuS) / ((xs.at(-1) as Sample).t - (xs[0] as Sample).t);
   const rows = [
     { phase: `idle (${IDLE_S} s after registration)`, xs: idle, running: 0 },
-    { phase: `${placed.toLocaleString('en-US')} tasks placed, ${fmt(med(loaded, (x) => x.running), 0)} running (median, ${LOADED_S} s)`, xs: loaded, running: placed },
+    {
+      phase: `${placed.toLocaleString('en-US')} tasks placed, ${fmt(
+        med(loaded, (x) => x.running),
+        0,
+      )} running (median, ${LOADED_S} s)`,
+      xs: loaded,
+      running: placed,
+    },
   ];
   const result = {
     machine: machine(),
@@ -243,7 +272,12 @@ try {
     registrationS,
     fill: { tasks: placed, transactions: chunks.length, conflicts, retries, commitS, allRunningS: runningAt, recordedRunning },
     idle: { rssMB: med(idle, (s) => s.rssMB), heapUsedMB: med(idle, (s) => s.heapUsedMB), heapTotalMB: med(idle, (s) => s.heapTotalMB), cpu: cpuShare(idle) },
-    loaded: { rssMB: med(loaded, (s) => s.rssMB), heapUsedMB: med(loaded, (s) => s.heapUsedMB), heapTotalMB: med(loaded, (s) => s.heapTotalMB), cpu: cpuShare(loaded) },
+    loaded: {
+      rssMB: med(loaded, (s) => s.rssMB),
+      heapUsedMB: med(loaded, (s) => s.heapUsedMB),
+      heapTotalMB: med(loaded, (s) => s.heapTotalMB),
+      cpu: cpuShare(loaded),
+    },
     peakRssMB: last.hwmMB,
     kill: { dropped: NODES - want, serverRecordsGoneS: goneS, liveAfter: last.live },
     samples,
@@ -261,7 +295,21 @@ try {
     '',
     mdTable(
       ['phase', 'RSS MB (median)', 'V8 heap used / total MB', 'CPU (cores)'],
-      rows.map((r) => [r.phase, fmt(med(r.xs, (s) => s.rssMB), 0), `${fmt(med(r.xs, (s) => s.heapUsedMB), 0)} / ${fmt(med(r.xs, (s) => s.heapTotalMB), 0)}`, fmt(cpuShare(r.xs), 2)]),
+      rows.map((r) => [
+        r.phase,
+        fmt(
+          med(r.xs, (s) => s.rssMB),
+          0,
+        ),
+        `${fmt(
+          med(r.xs, (s) => s.heapUsedMB),
+          0,
+        )} / ${fmt(
+          med(r.xs, (s) => s.heapTotalMB),
+          0,
+        )}`,
+        fmt(cpuShare(r.xs), 2),
+      ]),
     ),
     '',
     `Peak RSS of the process over the whole run (VmHWM): **${fmt(last.hwmMB, 0)} MB** (target ≤ 1024 MB).`,

@@ -210,7 +210,19 @@ function watchChild(up: Child): { stop(): Promise<Watch> } {
   const pid = up.proc.pid as number;
   const cpu0 = cpuSeconds(pid);
   const from = Date.now();
-  const w: Watch = { cpuS: 0, probeMaxStallMs: 0, probeMaxBusyMs: 0, peakRssMb: 0, hwmMb: 0, peakHeapUsedMb: 0, peakHeapTotalMb: 0, maxLoopDelayMs: 0, maxProbeMs: 0, probeFailures: 0, rssEndMb: 0 };
+  const w: Watch = {
+    cpuS: 0,
+    probeMaxStallMs: 0,
+    probeMaxBusyMs: 0,
+    peakRssMb: 0,
+    hwmMb: 0,
+    peakHeapUsedMb: 0,
+    peakHeapTotalMb: 0,
+    maxLoopDelayMs: 0,
+    maxProbeMs: 0,
+    probeFailures: 0,
+    rssEndMb: 0,
+  };
   let running = true;
   const rss = setInterval(() => {
     const s = readStatus(pid);
@@ -239,7 +251,11 @@ function watchChild(up: Child): { stop(): Promise<Watch> } {
       const t0 = performance.now();
       try {
         await new Promise<void>((resolve, reject) =>
-          (health as unknown as { Check(req: Buffer, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Check(Buffer.alloc(0), { deadline: Date.now() + 30_000 }, (e) => (e ? reject(e) : resolve())),
+          (health as unknown as { Check(req: Buffer, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Check(
+            Buffer.alloc(0),
+            { deadline: Date.now() + 30_000 },
+            (e) => (e ? reject(e) : resolve()),
+          ),
         );
       } catch {
         w.probeFailures++;
@@ -279,7 +295,17 @@ function watchFrame(jobId: string): Buffer {
   return frame;
 }
 
-const RST_NAMES = new Map(Object.entries(http2.constants).filter(([k]) => k.startsWith('NGHTTP2_') && /NO_ERROR|PROTOCOL_ERROR|INTERNAL_ERROR|FLOW_CONTROL_ERROR|STREAM_CLOSED|REFUSED_STREAM|CANCEL|ENHANCE_YOUR_CALM|FRAME_SIZE_ERROR|SETTINGS_TIMEOUT|COMPRESSION_ERROR|CONNECT_ERROR|INADEQUATE_SECURITY|HTTP_1_1_REQUIRED/.test(k)).map(([k, v]) => [v as number, k.slice(8)]));
+const RST_NAMES = new Map(
+  Object.entries(http2.constants)
+    .filter(
+      ([k]) =>
+        k.startsWith('NGHTTP2_') &&
+        /NO_ERROR|PROTOCOL_ERROR|INTERNAL_ERROR|FLOW_CONTROL_ERROR|STREAM_CLOSED|REFUSED_STREAM|CANCEL|ENHANCE_YOUR_CALM|FRAME_SIZE_ERROR|SETTINGS_TIMEOUT|COMPRESSION_ERROR|CONNECT_ERROR|INADEQUATE_SECURITY|HTTP_1_1_REQUIRED/.test(
+          k,
+        ),
+    )
+    .map(([k, v]) => [v as number, k.slice(8)]),
+);
 
 interface RawStream {
   /** How it ended, as the client saw it: 'trailers <grpc-status>', 'rst <code>', 'goaway', or 'open'. */
@@ -302,7 +328,10 @@ function rawStream(port: number, body: Buffer | undefined, window0: boolean): Ra
   session.on('goaway', (code: number) => mark(`goaway ${RST_NAMES.get(code) ?? code}`));
   session.on('close', () => mark('connection closed'));
   if (body !== undefined) {
-    const req = session.request({ ':method': 'POST', ':path': '/tarcil.v1.Scheduler/WatchJob', 'content-type': 'application/grpc', te: 'trailers' }, { endStream: false });
+    const req = session.request(
+      { ':method': 'POST', ':path': '/tarcil.v1.Scheduler/WatchJob', 'content-type': 'application/grpc', te: 'trailers' },
+      { endStream: false },
+    );
     req.on('error', () => undefined);
     req.on('response', (h) => {
       if (h['grpc-status'] !== undefined) mark(`trailers ${String(h['grpc-status'])}`);
@@ -376,7 +405,9 @@ async function slowPhase(hostile: boolean): Promise<SlowResult> {
     for (let i = 1; i <= seconds / 10; i++) {
       await sleep(10_000);
       const s = readStatus(up.proc.pid as number);
-      say(`slow: +${Math.round((performance.now() - t0) / 1000)} s  RSS ${fmt(s.rss, 0)} MB (peak ${fmt(s.hwm, 0)})  window-0 streams ended ${window0.filter((r) => r.end() !== 'open').length}/${WINDOW0_STREAMS}  unread ended ${unread.filter((u) => u.status !== undefined).length}/${UNREAD_STREAMS}`);
+      say(
+        `slow: +${Math.round((performance.now() - t0) / 1000)} s  RSS ${fmt(s.rss, 0)} MB (peak ${fmt(s.hwm, 0)})  window-0 streams ended ${window0.filter((r) => r.end() !== 'open').length}/${WINDOW0_STREAMS}  unread ended ${unread.filter((u) => u.status !== undefined).length}/${UNREAD_STREAMS}`,
+      );
     }
     await sleep(Math.max(0, seconds * 1000 - (performance.now() - t0)));
     const watch = await w.stop();
@@ -390,7 +421,10 @@ async function slowPhase(hostile: boolean): Promise<SlowResult> {
       seconds,
       watch,
       window0: tally(window0.map((r) => r.end())),
-      window0EndedS: window0.map((r) => r.endedAtMs()).filter((x): x is number => x !== undefined).map((x) => x / 1000),
+      window0EndedS: window0
+        .map((r) => r.endedAtMs())
+        .filter((x): x is number => x !== undefined)
+        .map((x) => x / 1000),
       unreadWhileUnread: tally(whileUnread),
       unreadAfterReading: tally(afterReading),
       partialBodies: tally(partial.map((r) => r.end())),
@@ -474,11 +508,7 @@ async function fanoutPhase(bare: boolean): Promise<FanoutResult> {
   }
 }
 
-const load = (): string =>
-  readFileSync('/proc/loadavg', 'utf8')
-    .split(' ')
-    .slice(0, 3)
-    .join(' ');
+const load = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 const started = new Date().toISOString();
 const loadBefore = load();
@@ -498,17 +528,60 @@ const ends = (r: Record<string, number>): string =>
     .join(', ');
 const fanoutTable = (f: FanoutResult): string =>
   mdTable(
-    ['max event-loop delay ms', 'longest stall working / any ms', 'max health round trip ms', 'first event p50 / p99 / max ms', 'streams with an event', 'server CPU s', 'peak RSS MB', 'peak V8 heap used MB'],
-    [[fmt(f.watch.maxLoopDelayMs, 0), `${fmt(f.watch.probeMaxBusyMs, 0)} / ${fmt(f.watch.probeMaxStallMs, 0)}`, fmt(f.watch.maxProbeMs, 0), `${fmt(f.firstEventMs.p50, 0)} / ${fmt(f.firstEventMs.p99, 0)} / ${fmt(f.firstEventMs.max, 0)}`, `${f.got} / ${f.watchers}`, fmt(f.watch.cpuS, 1), fmt(f.watch.hwmMb, 0), fmt(f.watch.peakHeapUsedMb, 0)]],
+    [
+      'max event-loop delay ms',
+      'longest stall working / any ms',
+      'max health round trip ms',
+      'first event p50 / p99 / max ms',
+      'streams with an event',
+      'server CPU s',
+      'peak RSS MB',
+      'peak V8 heap used MB',
+    ],
+    [
+      [
+        fmt(f.watch.maxLoopDelayMs, 0),
+        `${fmt(f.watch.probeMaxBusyMs, 0)} / ${fmt(f.watch.probeMaxStallMs, 0)}`,
+        fmt(f.watch.maxProbeMs, 0),
+        `${fmt(f.firstEventMs.p50, 0)} / ${fmt(f.firstEventMs.p99, 0)} / ${fmt(f.firstEventMs.max, 0)}`,
+        `${f.got} / ${f.watchers}`,
+        fmt(f.watch.cpuS, 1),
+        fmt(f.watch.hwmMb, 0),
+        fmt(f.watch.peakHeapUsedMb, 0),
+      ],
+    ],
   );
-const md: string[] = [`# hostile-streams (${label})`, '', `\`npx tsx bench/hostile-streams.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${started}; load average ${loadBefore} before, ${loadAfter} after.`, ''];
+const md: string[] = [
+  `# hostile-streams (${label})`,
+  '',
+  `\`npx tsx bench/hostile-streams.ts ${process.argv.slice(2).join(' ')}\` on ${machine()}, ${started}; load average ${loadBefore} before, ${loadAfter} after.`,
+  '',
+];
 if (slow) {
   md.push(
     `## slow readers: ${WINDOW0_STREAMS} window-0 streams + ${UNREAD_STREAMS} unread streams on a ${SLOW_TASKS}-task job, ${slow.seconds} s`,
     '',
     mdTable(
-      ['peak RSS MB (VmHWM)', 'RSS at the end MB', 'peak V8 heap used / total MB', 'max event-loop delay ms', 'longest stall working / any ms', 'max health round trip ms', 'CPU s'],
-      [[fmt(slow.watch.hwmMb, 0), fmt(slow.watch.rssEndMb, 0), `${fmt(slow.watch.peakHeapUsedMb, 0)} / ${fmt(slow.watch.peakHeapTotalMb, 0)}`, fmt(slow.watch.maxLoopDelayMs, 0), `${fmt(slow.watch.probeMaxBusyMs, 0)} / ${fmt(slow.watch.probeMaxStallMs, 0)}`, fmt(slow.watch.maxProbeMs, 0), fmt(slow.watch.cpuS, 1)]],
+      [
+        'peak RSS MB (VmHWM)',
+        'RSS at the end MB',
+        'peak V8 heap used / total MB',
+        'max event-loop delay ms',
+        'longest stall working / any ms',
+        'max health round trip ms',
+        'CPU s',
+      ],
+      [
+        [
+          fmt(slow.watch.hwmMb, 0),
+          fmt(slow.watch.rssEndMb, 0),
+          `${fmt(slow.watch.peakHeapUsedMb, 0)} / ${fmt(slow.watch.peakHeapTotalMb, 0)}`,
+          fmt(slow.watch.maxLoopDelayMs, 0),
+          `${fmt(slow.watch.probeMaxBusyMs, 0)} / ${fmt(slow.watch.probeMaxStallMs, 0)}`,
+          fmt(slow.watch.maxProbeMs, 0),
+          fmt(slow.watch.cpuS, 1),
+        ],
+      ],
     ),
     '',
     `- window-0 streams: ${ends(slow.window0)}${slow.window0EndedS.length ? ` (ended after ${fmt(Math.min(...slow.window0EndedS))}–${fmt(Math.max(...slow.window0EndedS))} s)` : ''}`,
@@ -523,8 +596,26 @@ if (base) {
     `## the same job and window with no hostile client (baseline)`,
     '',
     mdTable(
-      ['peak RSS MB (VmHWM)', 'RSS at the end MB', 'peak V8 heap used / total MB', 'max event-loop delay ms', 'longest stall working / any ms', 'max health round trip ms', 'CPU s'],
-      [[fmt(base.watch.hwmMb, 0), fmt(base.watch.rssEndMb, 0), `${fmt(base.watch.peakHeapUsedMb, 0)} / ${fmt(base.watch.peakHeapTotalMb, 0)}`, fmt(base.watch.maxLoopDelayMs, 0), `${fmt(base.watch.probeMaxBusyMs, 0)} / ${fmt(base.watch.probeMaxStallMs, 0)}`, fmt(base.watch.maxProbeMs, 0), fmt(base.watch.cpuS, 1)]],
+      [
+        'peak RSS MB (VmHWM)',
+        'RSS at the end MB',
+        'peak V8 heap used / total MB',
+        'max event-loop delay ms',
+        'longest stall working / any ms',
+        'max health round trip ms',
+        'CPU s',
+      ],
+      [
+        [
+          fmt(base.watch.hwmMb, 0),
+          fmt(base.watch.rssEndMb, 0),
+          `${fmt(base.watch.peakHeapUsedMb, 0)} / ${fmt(base.watch.peakHeapTotalMb, 0)}`,
+          fmt(base.watch.maxLoopDelayMs, 0),
+          `${fmt(base.watch.probeMaxBusyMs, 0)} / ${fmt(base.watch.probeMaxStallMs, 0)}`,
+          fmt(base.watch.maxProbeMs, 0),
+          fmt(base.watch.cpuS, 1),
+        ],
+      ],
     ),
     '',
   );
@@ -544,6 +635,11 @@ if (bare) {
 }
 const text = md.join('\n');
 say(text);
-const paths = writeResults(`hostile-streams-${label}`, { label, started, load: { before: loadBefore, after: loadAfter }, slow, base, fanout, bare }, text, resultsDir(quick, 'hostile-streams'));
+const paths = writeResults(
+  `hostile-streams-${label}`,
+  { label, started, load: { before: loadBefore, after: loadAfter }, slow, base, fanout, bare },
+  text,
+  resultsDir(quick, 'hostile-streams'),
+);
 say(`wrote ${paths.join(', ')}`);
 process.exit(0);

@@ -29,7 +29,12 @@ const SIZES = [0, 10_000, 40_000, MAX_KEYS].filter((n, i, a) => n <= MAX_KEYS &&
 
 async function main(): Promise<void> {
   const etcd = await startEtcd({ bin: ensureEtcd((l) => process.stdout.write(`${l}\n`)) });
-  const pid = Number(execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`]).toString().trim().split('\n')[0]);
+  const pid = Number(
+    execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`])
+      .toString()
+      .trim()
+      .split('\n')[0],
+  );
   const raw = new Etcd3({ hosts: etcd.endpoint });
   const store = await openStore(etcd.endpoint.replace('http://', 'etcd://'));
   const lease = await store.grantLease(600, { keepAlive: false });
@@ -40,7 +45,10 @@ async function main(): Promise<void> {
     // Attach keys to the lease up to this size (transactions of 128 puts).
     while (attached < size) {
       const n = Math.min(128, size - attached);
-      await store.txn({ compare: [], success: Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: `/lp/rus/${attached + i}`, value, lease: lease.id })) });
+      await store.txn({
+        compare: [],
+        success: Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: `/lp/rus/${attached + i}`, value, lease: lease.id })),
+      });
       attached += n;
     }
     const per: Record<string, { ms: number[]; cpu: number[] }> = { 'plain Put': { ms: [], cpu: [] }, 'one-op txn (EtcdStore.put)': { ms: [], cpu: [] } };
@@ -67,7 +75,12 @@ async function main(): Promise<void> {
   raw.close();
   await store.close();
   await etcd.stop();
-  const version = execFileSync(ensureEtcd(() => undefined), ['--version']).toString().split('\n')[0];
+  const version = execFileSync(
+    ensureEtcd(() => undefined),
+    ['--version'],
+  )
+    .toString()
+    .split('\n')[0];
   const md = [
     '# A put bound to a lease that holds many keys: plain Put against a one-op transaction',
     '',

@@ -88,7 +88,9 @@ function write(): void {
     acked: results.reduce((n, r) => n + r.report.totals.acked, 0),
     submissionsLost: results.reduce((n, r) => n + (r.report.counts['submission-lost'] ?? 0), 0),
     notFinal: results.reduce((n, r) => n + r.pending.length, 0),
-    violations: results.map((r) => ({ seed: r.seed, counts: r.report.counts, examples: r.report.violations.slice(0, 5).map((v) => `${v.kind}: ${v.detail}`) })).filter((v) => Object.keys(v.counts).length > 0),
+    violations: results
+      .map((r) => ({ seed: r.seed, counts: r.report.counts, examples: r.report.violations.slice(0, 5).map((v) => `${v.kind}: ${v.detail}`) }))
+      .filter((v) => Object.keys(v.counts).length > 0),
     perFault,
   };
   writeFileSync(join(dir, 'nemesis-summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
@@ -102,9 +104,14 @@ function write(): void {
     '',
     '| fault | count | tasks run again | of them after a success | duration (ms) |',
     '| --- | --- | --- | --- | --- |',
-    ...Object.entries(perFault).map(([k, p]) => `| ${k} | ${p.count} | ${p.reruns} | ${p.rerunsAfterSuccess} | ${Math.min(...p.durationMs)}–${Math.max(...p.durationMs)} |`),
+    ...Object.entries(perFault).map(
+      ([k, p]) => `| ${k} | ${p.count} | ${p.reruns} | ${p.rerunsAfterSuccess} | ${Math.min(...p.durationMs)}–${Math.max(...p.durationMs)} |`,
+    ),
     '',
-    ...results.map((r) => `- seed ${r.seed}: ${r.faults.map((f) => `${f.kind} ${f.target} ${f.healed - f.start} ms`).join(', ')}; ${r.report.totals.runs} runs; violations ${Object.keys(r.report.counts).length === 0 ? 'none' : JSON.stringify(r.report.counts)}${r.pending.length > 0 ? `; ${r.pending.length} jobs not final` : ''}`),
+    ...results.map(
+      (r) =>
+        `- seed ${r.seed}: ${r.faults.map((f) => `${f.kind} ${f.target} ${f.healed - f.start} ms`).join(', ')}; ${r.report.totals.runs} runs; violations ${Object.keys(r.report.counts).length === 0 ? 'none' : JSON.stringify(r.report.counts)}${r.pending.length > 0 ? `; ${r.pending.length} jobs not final` : ''}`,
+    ),
     '',
   ].join('\n');
   writeFileSync(join(dir, 'nemesis.md'), md);

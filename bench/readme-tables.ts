@@ -28,7 +28,10 @@ if (values.check === values.write) {
 
 const text = readFileSync(values.readme, 'utf8');
 const used = new Set(findBlocks(text).map((b) => b.id));
-const results = loadResults(values.results, TABLES.filter((t) => used.has(t.id)));
+const results = loadResults(
+  values.results,
+  TABLES.filter((t) => used.has(t.id)),
+);
 
 if (values.write) {
   const out = renderBlocks(text, results);

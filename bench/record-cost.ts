@@ -129,7 +129,21 @@ async function main(): Promise<void> {
   const clients: SchedulerClient[] = [];
   const store = await openStore(url);
   try {
-    const hollow = tarcil(['hollow', '--store', url, '--prefix', PREFIX, '--servers', String(SERVERS), '--cluster', 'hollow-10k', '--lease-ttl', '10', '--metrics-port', '0']);
+    const hollow = tarcil([
+      'hollow',
+      '--store',
+      url,
+      '--prefix',
+      PREFIX,
+      '--servers',
+      String(SERVERS),
+      '--cluster',
+      'hollow-10k',
+      '--lease-ttl',
+      '10',
+      '--metrics-port',
+      '0',
+    ]);
     children.push(hollow);
     const ready = await hollow.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 300_000);
     const metricsPorts = [Number(ready[3])];
@@ -142,7 +156,12 @@ async function main(): Promise<void> {
       clients.push(schedulerClient(`127.0.0.1:${m[1]}`));
       metricsPorts.push(Number(m[2]));
     }
-    const etcdPid = Number(execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`]).toString().trim().split('\n')[0]);
+    const etcdPid = Number(
+      execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`])
+        .toString()
+        .trim()
+        .split('\n')[0],
+    );
     pids.push(['etcd', etcdPid]);
     const cpu = (): Map<string, number> => new Map(pids.map(([n, pid]) => [n, cpuSeconds(pid)]));
     say(`${SERVERS} hollow nodes (${ready[2]} RUs), ${FRONT_ENDS} front-ends × ${AGENTS} agents`);
@@ -163,7 +182,8 @@ async function main(): Promise<void> {
       },
       onError: (e) => say(`watch ended: ${e.message}`),
     });
-    const etcdMetrics = async (): Promise<number> => total(byLabel(await (await fetch(`http://127.0.0.1:${etcd.clientPort}/metrics`)).text(), 'etcd_debugging_mvcc_events_total'));
+    const etcdMetrics = async (): Promise<number> =>
+      total(byLabel(await (await fetch(`http://127.0.0.1:${etcd.clientPort}/metrics`)).text(), 'etcd_debugging_mvcc_events_total'));
     const counts = async (): Promise<Counts> => {
       // Let every watch catch up with the last write.
       await sleep(1500);
@@ -225,7 +245,9 @@ async function main(): Promise<void> {
         },
       };
       results.push(r);
-      say(`${name}: ${jobs} jobs, ${tasks} tasks: ${r.txnsPerJob.toFixed(1)} txns, ${r.keysPerJob.toFixed(1)} keys, ${r.deliveriesPerJob.toFixed(1)} deliveries a job; ${r.keysPerTask.toFixed(2)} keys, ${r.deliveriesPerTask.toFixed(2)} deliveries a task (etcd: ${r.etcdDeliveriesPerTask.toFixed(2)})`);
+      say(
+        `${name}: ${jobs} jobs, ${tasks} tasks: ${r.txnsPerJob.toFixed(1)} txns, ${r.keysPerJob.toFixed(1)} keys, ${r.deliveriesPerJob.toFixed(1)} deliveries a job; ${r.keysPerTask.toFixed(2)} keys, ${r.deliveriesPerTask.toFixed(2)} deliveries a task (etcd: ${r.etcdDeliveriesPerTask.toFixed(2)})`,
+      );
     };
 
     await phase('1-task jobs, one at a time', async () => {
@@ -255,11 +277,33 @@ async function main(): Promise<void> {
       `# What a task costs the store (${NAME})`,
       '',
       `Commit ${commit()}, ${new Date().toISOString()}. ${SERVERS} hollow nodes of hollow-10k, ${FRONT_ENDS} front-ends × ${AGENTS} agents, tasks of ${TASK_MS} ms, each job asked for every ${POLL_MS} ms until final; etcd on loopback, no auditor.`,
-      `Command: \`npx tsx bench/record-cost.ts ${process.argv.slice(2).join(' ')}\`. Load average when it ended: ${loadavg().map((l) => l.toFixed(2)).join(', ')} (2 cores).`,
+      `Command: \`npx tsx bench/record-cost.ts ${process.argv.slice(2).join(' ')}\`. Load average when it ended: ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(', ')} (2 cores).`,
       '',
       mdTable(
-        ['phase', 'jobs', 'tasks', 'write txns / job', 'keys written / job', 'deliveries / job', 'keys written / task', 'deliveries / task', 'etcd: events sent / task'],
-        results.map((r) => [r.phase, String(r.jobs), String(r.tasks), f(r.txnsPerJob, 1), f(r.keysPerJob, 1), f(r.deliveriesPerJob, 1), f(r.keysPerTask), f(r.deliveriesPerTask), f(r.etcdDeliveriesPerTask)]),
+        [
+          'phase',
+          'jobs',
+          'tasks',
+          'write txns / job',
+          'keys written / job',
+          'deliveries / job',
+          'keys written / task',
+          'deliveries / task',
+          'etcd: events sent / task',
+        ],
+        results.map((r) => [
+          r.phase,
+          String(r.jobs),
+          String(r.tasks),
+          f(r.txnsPerJob, 1),
+          f(r.keysPerJob, 1),
+          f(r.deliveriesPerJob, 1),
+          f(r.keysPerTask),
+          f(r.deliveriesPerTask),
+          f(r.etcdDeliveriesPerTask),
+        ]),
       ),
       '',
       'CPU per task (ms, user + system, over each phase; the phases wait for each job, so this includes idle upkeep: leases, timers):',
@@ -269,11 +313,17 @@ async function main(): Promise<void> {
         results.map((r) => [r.phase, f(r.cpuMsPerTask['etcd']), f(r.cpuMsPerTask['front-ends']), f(r.cpuMsPerTask['hollow']), f(r.cpuMsPerTask['all'])]),
       ),
       '',
-      "Requests to etcd per task, as each process counts them (`tarcil_store_request_seconds`; writes: transactions, puts, deletes; reads: gets, ranges, read-only transactions):",
+      'Requests to etcd per task, as each process counts them (`tarcil_store_request_seconds`; writes: transactions, puts, deletes; reads: gets, ranges, read-only transactions):',
       '',
       mdTable(
         ['phase', 'front-ends: writes', 'front-ends: reads', 'hollow nodes: writes', 'hollow nodes: reads'],
-        results.map((r) => [r.phase, f(r.requestsPerTask['front-ends write']), f(r.requestsPerTask['front-ends read']), f(r.requestsPerTask['hollow write']), f(r.requestsPerTask['hollow read'])]),
+        results.map((r) => [
+          r.phase,
+          f(r.requestsPerTask['front-ends write']),
+          f(r.requestsPerTask['front-ends read']),
+          f(r.requestsPerTask['hollow write']),
+          f(r.requestsPerTask['hollow read']),
+        ]),
       ),
       '',
       'Per task, by record kind (keys written / deliveries):',
@@ -286,7 +336,10 @@ async function main(): Promise<void> {
     ].join('\n');
     mkdirSync(OUT, { recursive: true });
     writeFileSync(join(OUT, `${NAME}.md`), md);
-    writeFileSync(join(OUT, `${NAME}.json`), `${JSON.stringify({ commit: commit(), servers: SERVERS, frontEnds: FRONT_ENDS, agents: AGENTS, taskMs: TASK_MS, results }, null, 2)}\n`);
+    writeFileSync(
+      join(OUT, `${NAME}.json`),
+      `${JSON.stringify({ commit: commit(), servers: SERVERS, frontEnds: FRONT_ENDS, agents: AGENTS, taskMs: TASK_MS, results }, null, 2)}\n`,
+    );
     process.stdout.write(`${md}\n`);
   } finally {
     for (const c of clients) c.close();

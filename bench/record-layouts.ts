@@ -291,10 +291,17 @@ class Cell {
     const j: JobRun = { id: `j${++this.seq}`, owner: this.seq % this.o.frontEnds, tasks: size, done: 0, jobRev: 0, pendingFold: [], foldTimer: undefined };
     this.inFlight++;
     try {
-      j.jobRev = await this.txn([], [
-        { type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: 'queued', tasks: size, spec: { tasks: size, profile: 'spark-lr', durationMs: this.o.taskMs } }) },
-        { type: 'put', key: `${this.p}owners/${j.id}`, value: JSON.stringify({ owner: `fe${j.owner}` }) },
-      ]);
+      j.jobRev = await this.txn(
+        [],
+        [
+          {
+            type: 'put',
+            key: this.jobKey(j),
+            value: JSON.stringify({ id: j.id, state: 'queued', tasks: size, spec: { tasks: size, profile: 'spark-lr', durationMs: this.o.taskMs } }),
+          },
+          { type: 'put', key: `${this.p}owners/${j.id}`, value: JSON.stringify({ owner: `fe${j.owner}` }) },
+        ],
+      );
       for (let first = 0; first < size; first += this.o.chunk) await this.placeChunk(j, first, Math.min(size, first + this.o.chunk));
     } finally {
       this.inFlight--;
@@ -310,7 +317,19 @@ class Cell {
   }
 
   private slot(j: JobRun, task: number): Slot {
-    return { state: 'busy', job: j.id, task, caused: caused(this.rng), priority: 0, agent: `fe${j.owner}/a${task % 4}`, since: Date.now(), q: 0.8123, basedOn: 0, commitId: `c${this.seq}.${task}`, attempt: 1 };
+    return {
+      state: 'busy',
+      job: j.id,
+      task,
+      caused: caused(this.rng),
+      priority: 0,
+      agent: `fe${j.owner}/a${task % 4}`,
+      since: Date.now(),
+      q: 0.8123,
+      basedOn: 0,
+      commitId: `c${this.seq}.${task}`,
+      attempt: 1,
+    };
   }
 
   private async placeChunk(j: JobRun, from: number, to: number): Promise<void> {
@@ -324,7 +343,20 @@ class Cell {
         for (const p of picks) {
           const s = this.slot(j, p.task);
           success.push({ type: 'put', key: this.ruKey(p.ru), value: JSON.stringify(s) });
-          success.push({ type: 'put', key: this.taskKey(j, p.task), value: JSON.stringify({ job: j.id, index: p.task, state: 'placed', ru: { server: `s${Math.floor(p.ru / RUS_PER_SERVER)}`, index: p.ru % RUS_PER_SERVER }, attempt: 1, placedAt: s.since, commitId: s.commitId, agent: s.agent }) });
+          success.push({
+            type: 'put',
+            key: this.taskKey(j, p.task),
+            value: JSON.stringify({
+              job: j.id,
+              index: p.task,
+              state: 'placed',
+              ru: { server: `s${Math.floor(p.ru / RUS_PER_SERVER)}`, index: p.ru % RUS_PER_SERVER },
+              attempt: 1,
+              placedAt: s.since,
+              commitId: s.commitId,
+              agent: s.agent,
+            }),
+          });
         }
         const rev = await this.txn(compare, success);
         for (const p of picks) this.ruRev.set(p.ru, rev);
@@ -364,18 +396,40 @@ class Cell {
     if (this.stopped) return;
     if (perTask(this.layout)) {
       await this.chains.run([this.ruKey(ru)], async () => {
-        await this.txn([{ key: this.ruKey(ru), target: 'mod', op: '==', value: this.ruRev.get(ru)! }], [
-          { type: 'put', key: this.taskKey(j, task), value: JSON.stringify({ job: j.id, index: task, state: 'running', ru: { server: `s${Math.floor(ru / RUS_PER_SERVER)}`, index: ru % RUS_PER_SERVER }, attempt: 1, startedAt: Date.now(), server: `s${Math.floor(ru / RUS_PER_SERVER)}`, nodeGraceMs: 10000 }) },
-        ]);
+        await this.txn(
+          [{ key: this.ruKey(ru), target: 'mod', op: '==', value: this.ruRev.get(ru)! }],
+          [
+            {
+              type: 'put',
+              key: this.taskKey(j, task),
+              value: JSON.stringify({
+                job: j.id,
+                index: task,
+                state: 'running',
+                ru: { server: `s${Math.floor(ru / RUS_PER_SERVER)}`, index: ru % RUS_PER_SERVER },
+                attempt: 1,
+                startedAt: Date.now(),
+                server: `s${Math.floor(ru / RUS_PER_SERVER)}`,
+                nodeGraceMs: 10000,
+              }),
+            },
+          ],
+        );
       });
-      if (task === 0) await this.chains.run([this.jobKey(j)], () => this.txn([], [{ type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: 'running', tasks: j.tasks }) }]));
+      if (task === 0)
+        await this.chains.run([this.jobKey(j)], () =>
+          this.txn([], [{ type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: 'running', tasks: j.tasks }) }]),
+        );
     } else {
       const s = Math.floor(ru / RUS_PER_SERVER);
       await this.chains.run([this.serverKey(s)], async () => {
         const st = this.servers[s]!;
         const slot = st.slots[ru % RUS_PER_SERVER];
         if (slot) slot.startedAt = Date.now();
-        st.rev = await this.txn([{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }], [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }]);
+        st.rev = await this.txn(
+          [{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }],
+          [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }],
+        );
       });
     }
   }
@@ -385,10 +439,17 @@ class Cell {
     const outcome: Ended = { job: j.id, task, state: 'succeeded', startedAt, endedAt: Date.now(), exitCode: 0 };
     if (perTask(this.layout)) {
       await this.chains.run([this.ruKey(ru)], async () => {
-        const rev = await this.txn([{ key: this.ruKey(ru), target: 'mod', op: '==', value: this.ruRev.get(ru)! }], [
-          { type: 'put', key: this.ruKey(ru), value: '{"state":"free"}' },
-          { type: 'put', key: this.taskKey(j, task), value: JSON.stringify({ ...outcome, index: task, ru: { server: `s${Math.floor(ru / RUS_PER_SERVER)}`, index: ru % RUS_PER_SERVER }, attempt: 1 }) },
-        ]);
+        const rev = await this.txn(
+          [{ key: this.ruKey(ru), target: 'mod', op: '==', value: this.ruRev.get(ru)! }],
+          [
+            { type: 'put', key: this.ruKey(ru), value: '{"state":"free"}' },
+            {
+              type: 'put',
+              key: this.taskKey(j, task),
+              value: JSON.stringify({ ...outcome, index: task, ru: { server: `s${Math.floor(ru / RUS_PER_SERVER)}`, index: ru % RUS_PER_SERVER }, attempt: 1 }),
+            },
+          ],
+        );
         this.ruRev.set(ru, rev);
       });
       this.free.push(ru);
@@ -399,7 +460,10 @@ class Cell {
         const st = this.servers[s]!;
         st.slots[ru % RUS_PER_SERVER] = null;
         st.ended.push(outcome);
-        st.rev = await this.txn([{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }], [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }]);
+        st.rev = await this.txn(
+          [{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }],
+          [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }],
+        );
       });
       this.free.push(ru);
       // The owner sees the outcome in the server's record and folds it into the job's, at most
@@ -416,7 +480,13 @@ class Cell {
     j.done += folded.length;
     const final = j.done === j.tasks;
     await this.chains.run([this.jobKey(j)], async () => {
-      const ops: Op[] = [{ type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: final ? 'succeeded' : 'running', tasks: j.tasks, done: j.done, outcomes: folded.map((f) => f.o) }) }];
+      const ops: Op[] = [
+        {
+          type: 'put',
+          key: this.jobKey(j),
+          value: JSON.stringify({ id: j.id, state: final ? 'succeeded' : 'running', tasks: j.tasks, done: j.done, outcomes: folded.map((f) => f.o) }),
+        },
+      ];
       if (final) ops.push({ type: 'delete', key: `${this.p}owners/${j.id}` });
       j.jobRev = await this.txn([], ops);
     });
@@ -429,10 +499,13 @@ class Cell {
 
   private async finish(j: JobRun): Promise<void> {
     await this.chains.run([this.jobKey(j)], () =>
-      this.txn([], [
-        { type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: 'succeeded', tasks: j.tasks }) },
-        { type: 'delete', key: `${this.p}owners/${j.id}` },
-      ]),
+      this.txn(
+        [],
+        [
+          { type: 'put', key: this.jobKey(j), value: JSON.stringify({ id: j.id, state: 'succeeded', tasks: j.tasks }) },
+          { type: 'delete', key: `${this.p}owners/${j.id}` },
+        ],
+      ),
     );
   }
 
@@ -465,7 +538,14 @@ interface Row {
   shed: number;
 }
 
-async function runOne(url: string, etcdPid: number, layout: Layout, rate: number, o: { servers: number; frontEnds: number; taskMs: number; windowS: number; chunk: number; foldMs: number; seed: number }, prefix: string): Promise<Row> {
+async function runOne(
+  url: string,
+  etcdPid: number,
+  layout: Layout,
+  rate: number,
+  o: { servers: number; frontEnds: number; taskMs: number; windowS: number; chunk: number; foldMs: number; seed: number },
+  prefix: string,
+): Promise<Row> {
   const store = await openStore(url);
   const cell = new Cell(store, prefix, layout, o.servers, { frontEnds: o.frontEnds, taskMs: o.taskMs, chunk: o.chunk, foldMs: o.foldMs, seed: o.seed });
   await cell.seed();
@@ -475,7 +555,10 @@ async function runOne(url: string, etcdPid: number, layout: Layout, rate: number
     if (layout === 'per-task-owner') return [`${prefix}rus/`, `${prefix}tasks/fe${fe}/`, `${prefix}jobs/fe${fe}/`, `${prefix}owners/`];
     return [`${prefix}cell/`, `${prefix}jobs/fe${fe}/`, `${prefix}owners/`];
   };
-  const watchers = [...Array.from({ length: o.frontEnds }, (_, fe) => new Watcher(url, fePrefixes(fe))), new Watcher(url, [perTask(layout) ? `${prefix}rus/` : `${prefix}cell/`])];
+  const watchers = [
+    ...Array.from({ length: o.frontEnds }, (_, fe) => new Watcher(url, fePrefixes(fe))),
+    new Watcher(url, [perTask(layout) ? `${prefix}rus/` : `${prefix}cell/`]),
+  ];
   for (const w of watchers) if ((await w.next()) !== 'ready') throw new Error('a watcher did not start');
   const jobRate = rate / MEAN_TASKS;
   const arrivals = new SeededRng(o.seed + 7);
@@ -553,10 +636,17 @@ async function main(): Promise<void> {
       const etcd = await startEtcd({ bin: ensureEtcd(say), extraArgs: ['--quota-backend-bytes', String(8 * 2 ** 30)] });
       try {
         const url = etcd.endpoint.replace(/^http:\/\//, 'etcd://');
-        const etcdPid = Number(execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`]).toString().trim().split('\n')[0]);
+        const etcdPid = Number(
+          execFileSync('pgrep', ['-f', '--', `--data-dir ${etcd.dataDir}`])
+            .toString()
+            .trim()
+            .split('\n')[0],
+        );
         say(`${layout} at ${rate} tasks/s…`);
         const row = await runOne(url, etcdPid, layout, rate, o, '/bench/layouts/');
-        say(`  ${fmt(row.placedPerSec, 0)} placed/s, ${fmt(row.keysPerTask, 2)} keys, ${fmt(row.eventsPerTask, 2)} deliveries, ${fmt(row.cpuMsPerTask.total, 3)} ms CPU a task`);
+        say(
+          `  ${fmt(row.placedPerSec, 0)} placed/s, ${fmt(row.keysPerTask, 2)} keys, ${fmt(row.eventsPerTask, 2)} deliveries, ${fmt(row.cpuMsPerTask.total, 3)} ms CPU a task`,
+        );
         rows.push(row);
       } finally {
         await etcd.stop();
@@ -571,8 +661,40 @@ async function main(): Promise<void> {
     `${o.servers} servers of ${RUS_PER_SERVER} RUs, ${o.frontEnds} front-end watchers and one node-side watcher, the soak's mix of job sizes (${fmt(MEAN_TASKS, 1)} tasks a job), tasks of ${o.taskMs / 1000} s (0.5–1.5×), chunks of ${o.chunk} picks, outcomes folded at most every ${o.foldMs} ms a job; a window of ${o.windowS} s after a warm-up of ${o.taskMs / 1000 + 2} s.`,
     '',
     mdTable(
-      ['layout', 'offered tasks/s', 'placed/s', 'txns / task', 'keys / task', 'deliveries / task', 'KiB delivered / task', 'CPU ms / task: etcd', 'front-ends', 'node side', 'writer', 'total', 'RUs busy', 'jobs in flight', 'txns shed by overload'],
-      rows.map((r) => [r.layout, r.rate, fmt(r.placedPerSec, 0), fmt(r.txnsPerTask, 2), fmt(r.keysPerTask, 2), fmt(r.eventsPerTask, 2), fmt(r.kbDeliveredPerTask, 2), fmt(r.cpuMsPerTask.etcd, 3), fmt(r.cpuMsPerTask.frontEnds, 3), fmt(r.cpuMsPerTask.node, 3), fmt(r.cpuMsPerTask.writer, 3), fmt(r.cpuMsPerTask.total, 3), r.busyRus, r.backlog, r.shed]),
+      [
+        'layout',
+        'offered tasks/s',
+        'placed/s',
+        'txns / task',
+        'keys / task',
+        'deliveries / task',
+        'KiB delivered / task',
+        'CPU ms / task: etcd',
+        'front-ends',
+        'node side',
+        'writer',
+        'total',
+        'RUs busy',
+        'jobs in flight',
+        'txns shed by overload',
+      ],
+      rows.map((r) => [
+        r.layout,
+        r.rate,
+        fmt(r.placedPerSec, 0),
+        fmt(r.txnsPerTask, 2),
+        fmt(r.keysPerTask, 2),
+        fmt(r.eventsPerTask, 2),
+        fmt(r.kbDeliveredPerTask, 2),
+        fmt(r.cpuMsPerTask.etcd, 3),
+        fmt(r.cpuMsPerTask.frontEnds, 3),
+        fmt(r.cpuMsPerTask.node, 3),
+        fmt(r.cpuMsPerTask.writer, 3),
+        fmt(r.cpuMsPerTask.total, 3),
+        r.busyRus,
+        r.backlog,
+        r.shed,
+      ]),
     ),
     '',
   ].join('\n');
@@ -583,4 +705,3 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === '--watcher') void watcherMain(JSON.parse(process.argv[3] ?? '{}') as { url: string; prefixes: string[] }).catch(fail);
 else void main().catch(fail);
-

@@ -71,13 +71,35 @@ async function run(on: boolean): Promise<Run> {
   const keys = new Keys('/bench-retention/');
   try {
     const monitors = uniformServers(SERVERS, RUS).map(
-      (s) => new LocalMonitor({ store, keys, clock, log, server: s, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 10, loadThreshold: 0, slowdown: () => 1 }),
+      (s) =>
+        new LocalMonitor({
+          store,
+          keys,
+          clock,
+          log,
+          server: s,
+          executor: new SimulatedExecutor(clock),
+          leaseTtlSeconds: 10,
+          loadThreshold: 0,
+          slowdown: () => 1,
+        }),
     );
     for (const m of monitors) await m.start();
     const mgr = new JobManager({ process: 'bench', store, keys, clock, rng: new SeededRng(5), log, agents: 3, leaseTtlSeconds: 10 });
     await mgr.start();
     const hk = on
-      ? new Housekeeper({ store, keys, clock, log, process: 'bench', retainMs: RETAIN_MS, requestRetainMs: REQUEST_RETAIN_MS, compactMarginMs: MARGIN_MS, compactEveryMs: 5000, sweepEveryMs: 2000 })
+      ? new Housekeeper({
+          store,
+          keys,
+          clock,
+          log,
+          process: 'bench',
+          retainMs: RETAIN_MS,
+          requestRetainMs: REQUEST_RETAIN_MS,
+          compactMarginMs: MARGIN_MS,
+          compactEveryMs: 5000,
+          sweepEveryMs: 2000,
+        })
       : undefined;
     hk?.start();
 
@@ -102,7 +124,9 @@ async function run(on: boolean): Promise<Run> {
         dbInUse: Number(st.dbSizeInUse),
       };
       samples.push(s);
-      process.stdout.write(`${on ? 'on ' : 'off'} t=${s.t}s keys ${s.keys} jobs ${s.jobs} rev ${s.revision} compacted ${s.compacted} db ${MiB(s.dbSize)} MiB (in use ${MiB(s.dbInUse)})\n`);
+      process.stdout.write(
+        `${on ? 'on ' : 'off'} t=${s.t}s keys ${s.keys} jobs ${s.jobs} rev ${s.revision} compacted ${s.compacted} db ${MiB(s.dbSize)} MiB (in use ${MiB(s.dbInUse)})\n`,
+      );
     };
     await sample();
     let nextSample = t0 + SAMPLE_MS;
@@ -165,10 +189,32 @@ const table = (r: Run): string =>
     r.samples.map((s) => [s.t, s.keys, s.jobs, s.revision, s.compacted || '-', MiB(s.dbSize), MiB(s.dbInUse)]),
   );
 const summary = mdTable(
-  ['mode', 'jobs submitted', 'jobs finished', 'jobs deleted', 'request ids deleted', 'compactions', 'keys at the end', 'DB MiB at the end', 'in use', 'after one defrag'],
+  [
+    'mode',
+    'jobs submitted',
+    'jobs finished',
+    'jobs deleted',
+    'request ids deleted',
+    'compactions',
+    'keys at the end',
+    'DB MiB at the end',
+    'in use',
+    'after one defrag',
+  ],
   runs.map((r) => {
     const last = r.samples[r.samples.length - 1];
-    return [r.mode, r.submitted, r.finished, r.deletedJobs, r.deletedRequests, r.compactions, last?.keys ?? 0, MiB(last?.dbSize ?? 0), MiB(last?.dbInUse ?? 0), MiB(r.afterDefrag.dbSize)];
+    return [
+      r.mode,
+      r.submitted,
+      r.finished,
+      r.deletedJobs,
+      r.deletedRequests,
+      r.compactions,
+      last?.keys ?? 0,
+      MiB(last?.dbSize ?? 0),
+      MiB(last?.dbInUse ?? 0),
+      MiB(r.afterDefrag.dbSize),
+    ];
   }),
 );
 const md = `# Retention and compaction: key count and etcd DB size under load
@@ -200,6 +246,11 @@ benchmark runs for longer.
 
 Reproduce: \`npx tsx bench/retention.ts\`${quick ? ' (this run: --quick)' : ''}.
 `;
-const paths = writeResults('retention', { machine: machine(), quick, servers: SERVERS, rus: RUS, load: LOAD, retainMs: RETAIN_MS, marginMs: MARGIN_MS, runs }, md, resultsDir(quick, 'retention'));
+const paths = writeResults(
+  'retention',
+  { machine: machine(), quick, servers: SERVERS, rus: RUS, load: LOAD, retainMs: RETAIN_MS, marginMs: MARGIN_MS, runs },
+  md,
+  resultsDir(quick, 'retention'),
+);
 process.stdout.write(`${summary}\nwrote ${paths.join(', ')}\n`);
 clearInterval(keepAlive);

@@ -89,7 +89,10 @@ const AGENT_OPTIONS = process.argv.flatMap((a, i) => (a === '--agent' && process
  * --enable-pprof): each profile is kept as `etcd-cpu-<min>.pb.gz` with its summary by function
  * and package in `etcd-cpu-<min>.txt`, in the run's log directory.
  */
-const ETCD_PROFILE_AT = flag('etcd-profile-at', '').split(',').filter((x) => x !== '').map(Number);
+const ETCD_PROFILE_AT = flag('etcd-profile-at', '')
+  .split(',')
+  .filter((x) => x !== '')
+  .map(Number);
 /**
  * `--etcd-handling`: etcd runs with `--metrics extensive`, and each row gives how long etcd took
  * to handle the cell's transactions (its gRPC server's own histogram, from request to answer).
@@ -182,7 +185,6 @@ interface Row {
   dropped: number;
 }
 
-
 /** "RUs busy 81.2% (busy/live), 3,100 free, 900 unschedulable, 0 down", or "RUs -". */
 function occupancy(r: Row['rus']): string {
   if (!r) return 'RUs -';
@@ -205,7 +207,9 @@ let teardown: (() => Promise<void>) | undefined;
 
 /** How long the RUs placed again in a row had stayed free. */
 function reuseText(r: Pick<Row, 'reuse'>): string {
-  return r.reuse ? `RUs placed again ${fmt(r.reuse.p50, 0)}/${fmt(r.reuse.p99, 0)}/${fmt(r.reuse.max, 0)} ms after their freeing (p50/p99/max, ${r.reuse.n})` : 'no RU placed again';
+  return r.reuse
+    ? `RUs placed again ${fmt(r.reuse.p50, 0)}/${fmt(r.reuse.p99, 0)}/${fmt(r.reuse.max, 0)} ms after their freeing (p50/p99/max, ${r.reuse.n})`
+    : 'no RU placed again';
 }
 
 /** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
@@ -214,7 +218,23 @@ function conflictShare(r: Pick<Row, 'conflicts' | 'commits'>): string {
 }
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
-  const fe = await startLiveFrontEnd({ url, prefix: PREFIX, agents: AGENTS, name: `fe${i}`, retain: RETAIN, compactMargin: COMPACT_MARGIN, extra: [...TXN_FLAGS, ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []), ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []), ...AGENT_OPTIONS] }, onChild);
+  const fe = await startLiveFrontEnd(
+    {
+      url,
+      prefix: PREFIX,
+      agents: AGENTS,
+      name: `fe${i}`,
+      retain: RETAIN,
+      compactMargin: COMPACT_MARGIN,
+      extra: [
+        ...TXN_FLAGS,
+        ...(MAX_PENDING ? ['--max-pending-tasks', MAX_PENDING] : []),
+        ...(LAUNCH_AFTER ? ['--launch-after', LAUNCH_AFTER] : []),
+        ...AGENT_OPTIONS,
+      ],
+    },
+    onChild,
+  );
   return { ...fe, conflictsBase: 0 };
 }
 
@@ -222,7 +242,17 @@ async function main(): Promise<void> {
   const etcdBin = ensureEtcd(say);
   // etcd as the README tells an operator to run it: an 8 GiB quota (the default 2 GiB was reached
   // in soak-10k-80-lease, and etcd then refuses every write).
-  const etcd = await startEtcd({ bin: etcdBin, extraArgs: ['--quota-backend-bytes', '8589934592', ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []), ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : []), ...(ETCD_HANDLING ? ['--metrics', 'extensive'] : []), ...ETCD_FLAGS] });
+  const etcd = await startEtcd({
+    bin: etcdBin,
+    extraArgs: [
+      '--quota-backend-bytes',
+      '8589934592',
+      ...(MAX_TXN_OPS !== 128 ? ['--max-txn-ops', String(MAX_TXN_OPS)] : []),
+      ...(ETCD_PROFILE_AT.length > 0 ? ['--enable-pprof'] : []),
+      ...(ETCD_HANDLING ? ['--metrics', 'extensive'] : []),
+      ...ETCD_FLAGS,
+    ],
+  });
   const url = `etcd://127.0.0.1:${etcd.clientPort}`;
   const etcdPid = (): number | undefined => pidOf(etcd.dataDir);
   const client = new Etcd3({ hosts: etcd.endpoint });
@@ -231,7 +261,9 @@ async function main(): Promise<void> {
   const catalog = loadCatalog();
   const profiles = [...catalog.workloads.keys()];
   const started = Date.now();
-  say(`etcd on ${etcd.endpoint}; ${SERVERS} hollow servers of ${CLUSTER}; ${FRONT_ENDS} front-ends × ${AGENTS} agents; load ${LOAD} for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min`);
+  say(
+    `etcd on ${etcd.endpoint}; ${SERVERS} hollow servers of ${CLUSTER}; ${FRONT_ENDS} front-ends × ${AGENTS} agents; load ${LOAD} for ${MINUTES} min, 120% for ${OVERLOAD_MIN} min`,
+  );
 
   // Interrupted (Ctrl-C, a kill): take the cell down with the bench, leaving no process behind.
   const children: TarcilProc[] = [];
@@ -245,7 +277,9 @@ async function main(): Promise<void> {
       void teardown?.().finally(() => process.exit(130));
     });
   }
-  const cell = await startHollowCell({ url, prefix: PREFIX, servers: SERVERS, cluster: CLUSTER, disconnectGrace: GRACE, extra: TXN_FLAGS }, (p) => children.push(p));
+  const cell = await startHollowCell({ url, prefix: PREFIX, servers: SERVERS, cluster: CLUSTER, disconnectGrace: GRACE, extra: TXN_FLAGS }, (p) =>
+    children.push(p),
+  );
   const hollow = cell.proc;
   const totalRus = cell.totalRus;
   const hollowMetricsPort = cell.metricsPort;
@@ -291,7 +325,9 @@ async function main(): Promise<void> {
       const fe = fes[rr++ % fes.length] as FrontEnd;
       try {
         const res = await new Promise<{ jobId: string }>((resolve, reject) => {
-          fe.client.SubmitJob({ specJson: JSON.stringify(spec), requestId }, { deadline: new Date(Date.now() + 10_000) }, (err, r) => (err || !r ? reject(err ?? new Error('empty')) : resolve(r)));
+          fe.client.SubmitJob({ specJson: JSON.stringify(spec), requestId }, { deadline: new Date(Date.now() + 10_000) }, (err, r) =>
+            err || !r ? reject(err ?? new Error('empty')) : resolve(r),
+          );
         });
         acked.push(res.jobId);
         auditor.acked(res.jobId, at);
@@ -418,17 +454,23 @@ async function main(): Promise<void> {
       meanMs: startsNow.n > startsPrev.n ? ((startsNow.s - startsPrev.s) * 1000) / (startsNow.n - startsPrev.n) : NaN,
     };
     if (Number.isFinite(startsNow.n)) startsPrev = startsNow;
-    const etcdText = await fetch(`${etcd.endpoint}/metrics`).then((r) => r.text()).catch(() => '');
+    const etcdText = await fetch(`${etcd.endpoint}/metrics`)
+      .then((r) => r.text())
+      .catch(() => '');
     const etcdMetric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(etcdText)?.[1] ?? NaN);
     const slowApplies = etcdMetric('etcd_server_slow_apply_total');
     const txnBuckets = handlingBuckets(etcdText, 'Txn');
     const etcdTxn = txnBuckets ? bucketQuantiles(txnBuckets, txnPrev) : undefined;
     if (txnBuckets) txnPrev = txnBuckets;
     // A restarted etcd counts from 0 again: its first row after the restart is taken whole.
-    const since = (now: [number, number][], prev: [number, number][] | undefined) => (prev && (prev.at(-1)?.[1] ?? 0) <= (now.at(-1)?.[1] ?? 0) ? prev : undefined);
+    const since = (now: [number, number][], prev: [number, number][] | undefined) =>
+      prev && (prev.at(-1)?.[1] ?? 0) <= (now.at(-1)?.[1] ?? 0) ? prev : undefined;
     const fsyncB = histBuckets(etcdText, 'etcd_disk_wal_fsync_duration_seconds', '');
     const commitB = histBuckets(etcdText, 'etcd_disk_backend_commit_duration_seconds', '');
-    const etcdDisk = fsyncB && commitB ? { fsync: bucketQuantiles(fsyncB, since(fsyncB, fsyncPrev)), commit: bucketQuantiles(commitB, since(commitB, commitPrev)) } : undefined;
+    const etcdDisk =
+      fsyncB && commitB
+        ? { fsync: bucketQuantiles(fsyncB, since(fsyncB, fsyncPrev)), commit: bucketQuantiles(commitB, since(commitB, commitPrev)) }
+        : undefined;
     if (fsyncB) fsyncPrev = fsyncB;
     if (commitB) commitPrev = commitB;
     const watchPending = etcdMetric('etcd_debugging_mvcc_pending_events_total');
@@ -443,14 +485,20 @@ async function main(): Promise<void> {
         : undefined;
     storePrev = storeNow;
     const status = await client.maintenance.status().catch(() => undefined);
-    const keyCount = await client.getAll().prefix(PREFIX).count().catch(() => NaN);
+    const keyCount = await client
+      .getAll()
+      .prefix(PREFIX)
+      .count()
+      .catch(() => NaN);
     const row: Row = {
       minute: (now - started) / 60_000,
       phase,
       placementsPerS: (m.placements * 1000) / (now - prevAt),
       runningP50: pct(m.running, 0.5),
       runningP99: pct(m.running, 0.99),
-      ...(m.reuseMs.length > 0 ? { reuse: { p50: pct(m.reuseMs, 0.5), p99: pct(m.reuseMs, 0.99), max: m.reuseMs.reduce((a, b) => Math.max(a, b), 0), n: m.reuseMs.length } } : {}),
+      ...(m.reuseMs.length > 0
+        ? { reuse: { p50: pct(m.reuseMs, 0.5), p99: pct(m.reuseMs, 0.99), max: m.reuseMs.reduce((a, b) => Math.max(a, b), 0), n: m.reuseMs.length } }
+        : {}),
       runningOneTxn: [pct(m.runningOneTxn, 0.5), pct(m.runningOneTxn, 0.99)],
       runningBySize: sizeClasses(ONE_TXN).map((size, i) => {
         const xs = m.runningBySize[i] ?? [];
@@ -497,7 +545,21 @@ async function main(): Promise<void> {
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
-    say(`${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, ${reuseText(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 0)}`).join(' ')}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(storeWrites).map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`).join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop).map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`).join(' ')}`);
+    say(
+      `${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, ${reuseText(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(
+        rss,
+      )
+        .map(([k, v]) => `${k} ${fmt(v, 0)}`)
+        .join(
+          ' ',
+        )}, ${row.etcdTxn ? `etcd handled ${row.etcdTxn.n} txns, p50/p99 ${fmt(row.etcdTxn.p50, 1)}/${fmt(row.etcdTxn.p99, 1)} ms, ` : ''}${row.etcdDisk ? `etcd WAL fsync p50/p99 ${fmt(row.etcdDisk.fsync.p50, 1)}/${fmt(row.etcdDisk.fsync.p99, 1)} ms (${row.etcdDisk.fsync.n}), backend commit ${fmt(row.etcdDisk.commit.p50, 1)}/${fmt(row.etcdDisk.commit.p99, 1)} ms (${row.etcdDisk.commit.n}), ` : ''}store writes p50/p99 ms ${Object.entries(
+        storeWrites,
+      )
+        .map(([k, w]) => `${k} ${fmt(w.p50, 1)}/${fmt(w.p99, 1)}`)
+        .join(' ')}, event loop p99/max ms and GC s ${Object.entries(loop)
+        .map(([k, l]) => `${k} ${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}`)
+        .join(' ')}`,
+    );
   };
 
   const faults: { at: string; what: string }[] = [];
@@ -507,36 +569,50 @@ async function main(): Promise<void> {
   };
   const steady = MINUTES * 60_000;
   const plan = [
-    { at: 0.4 * steady, run: async () => {
-      const f = fes[FRONT_ENDS - 1] as FrontEnd;
-      fault(`SIGKILL front-end fe${FRONT_ENDS - 1}`);
-      await f.proc.kill('SIGKILL');
-      await sleep(10_000);
-      fes[FRONT_ENDS - 1] = await startFrontEnd(url, FRONT_ENDS - 1);
-      fault(`front-end fe${FRONT_ENDS - 1} restarted`);
-    } },
-    { at: 0.5 * steady, run: async () => {
-      fault('kill 5% of the hollow nodes');
-      hollow.child.kill('SIGUSR2');
-      await Promise.resolve();
-    } },
-    { at: 0.6 * steady, run: async () => {
-      fault('etcd restart');
-      await etcd.restart({ downMs: 2000 });
-      fault('etcd back');
-    } },
-    { at: 0.7 * steady, run: async () => {
-      // A process that stops answering for longer than its leases live (a long GC pause, a host
-      // stall): the housekeeper's, after the etcd restart, so that the election must hand over.
-      const leading = await leadingFrontEnds();
-      const i = leading[0] ?? 0;
-      const f = fes[i] as FrontEnd;
-      fault(`SIGSTOP front-end fe${i} for ${PAUSE_S} s (${leading.length === 1 ? 'the housekeeper' : `housekeepers: ${leading.map((j) => `fe${j}`).join('+') || 'none'}`})`);
-      f.proc.child.kill('SIGSTOP');
-      await sleep(PAUSE_S * 1000);
-      f.proc.child.kill('SIGCONT');
-      fault(`front-end fe${i} resumed`);
-    } },
+    {
+      at: 0.4 * steady,
+      run: async () => {
+        const f = fes[FRONT_ENDS - 1] as FrontEnd;
+        fault(`SIGKILL front-end fe${FRONT_ENDS - 1}`);
+        await f.proc.kill('SIGKILL');
+        await sleep(10_000);
+        fes[FRONT_ENDS - 1] = await startFrontEnd(url, FRONT_ENDS - 1);
+        fault(`front-end fe${FRONT_ENDS - 1} restarted`);
+      },
+    },
+    {
+      at: 0.5 * steady,
+      run: async () => {
+        fault('kill 5% of the hollow nodes');
+        hollow.child.kill('SIGUSR2');
+        await Promise.resolve();
+      },
+    },
+    {
+      at: 0.6 * steady,
+      run: async () => {
+        fault('etcd restart');
+        await etcd.restart({ downMs: 2000 });
+        fault('etcd back');
+      },
+    },
+    {
+      at: 0.7 * steady,
+      run: async () => {
+        // A process that stops answering for longer than its leases live (a long GC pause, a host
+        // stall): the housekeeper's, after the etcd restart, so that the election must hand over.
+        const leading = await leadingFrontEnds();
+        const i = leading[0] ?? 0;
+        const f = fes[i] as FrontEnd;
+        fault(
+          `SIGSTOP front-end fe${i} for ${PAUSE_S} s (${leading.length === 1 ? 'the housekeeper' : `housekeepers: ${leading.map((j) => `fe${j}`).join('+') || 'none'}`})`,
+        );
+        f.proc.child.kill('SIGSTOP');
+        await sleep(PAUSE_S * 1000);
+        f.proc.child.kill('SIGCONT');
+        fault(`front-end fe${i} resumed`);
+      },
+    },
   ];
   const logs = join(OUT, `${NAME}-logs`);
   mkdirSync(logs, { recursive: true });
@@ -555,7 +631,11 @@ async function main(): Promise<void> {
   );
   const faultRuns: Promise<void>[] = [...profileRuns];
   for (const p of process.argv.includes('--no-faults') ? [] : plan) {
-    faultRuns.push(sleep(p.at).then(p.run).catch((e: unknown) => say(`fault failed: ${String(e)}`)));
+    faultRuns.push(
+      sleep(p.at)
+        .then(p.run)
+        .catch((e: unknown) => say(`fault failed: ${String(e)}`)),
+    );
   }
 
   const phaseEnd = started + steady;
@@ -585,7 +665,9 @@ async function main(): Promise<void> {
   fes.forEach((f, i) => writeFileSync(join(logs, `fe${i}.log`), f.proc.output()));
   await auditor.finalAudit(acked);
   const counts = auditor.counts();
-  say(`audit: ${acked.length} jobs acknowledged, ${counts.final} seen final, ${counts.deleted} deleted by retention; ${auditor.violations.length} violations; watch errors ${auditor.watchErrors.length}`);
+  say(
+    `audit: ${acked.length} jobs acknowledged, ${counts.final} seen final, ${counts.deleted} deleted by retention; ${auditor.violations.length} violations; watch errors ${auditor.watchErrors.length}`,
+  );
 
   await auditor.close();
   for (const f of fes) await f.proc.kill();
@@ -594,14 +676,31 @@ async function main(): Promise<void> {
   await store.close();
   await etcd.stop();
 
-  report({ rows, faults, acked: acked.length, failedSubmissions, refused, counts, violations: auditor.violations, watchErrors: auditor.watchErrors, dropped, totalRus, capacityJobsPerS, frees: auditor.frees, placedAgain: placedAgainWaits(faults, auditor.placedAgain) });
+  report({
+    rows,
+    faults,
+    acked: acked.length,
+    failedSubmissions,
+    refused,
+    counts,
+    violations: auditor.violations,
+    watchErrors: auditor.watchErrors,
+    dropped,
+    totalRus,
+    capacityJobsPerS,
+    frees: auditor.frees,
+    placedAgain: placedAgainWaits(faults, auditor.placedAgain),
+  });
   await charts(rows);
 }
 
 function pidOf(dataDir: string): number | undefined {
   // The etcd child of startEtcd: the process whose command line names its data dir.
   try {
-    const out = execFileSync('pgrep', ['-f', '--', `--data-dir ${dataDir}`]).toString().trim().split('\n')[0];
+    const out = execFileSync('pgrep', ['-f', '--', `--data-dir ${dataDir}`])
+      .toString()
+      .trim()
+      .split('\n')[0];
     return out ? Number(out) : undefined;
   } catch {
     return undefined;
@@ -655,7 +754,9 @@ function placedAgainLine(p: PlacedAgain | undefined): string {
   if (!p) return 'not recorded';
   if (p.killAt === undefined) return p.tasks > 0 ? `${p.tasks} placed again, no node kill recorded` : 'no node kill';
   if (p.tasks === 0) return 'none placed again';
-  return `${p.tasks} placed again ${fmt(p.first ?? NaN, 1)} / ${fmt(p.p50 ?? NaN, 1)} / ${fmt(p.p99 ?? NaN, 1)} / ${fmt(p.last ?? NaN, 1)} s after the kill (first / p50 / p99 / last; the nodes' grace is ${GRACE}, plus a 2 s margin); by the process that placed them again: ${Object.entries(p.by ?? {})
+  return `${p.tasks} placed again ${fmt(p.first ?? NaN, 1)} / ${fmt(p.p50 ?? NaN, 1)} / ${fmt(p.p99 ?? NaN, 1)} / ${fmt(p.last ?? NaN, 1)} s after the kill (first / p50 / p99 / last; the nodes' grace is ${GRACE}, plus a 2 s margin); by the process that placed them again: ${Object.entries(
+    p.by ?? {},
+  )
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([proc, b]) => `${proc} ${b.tasks} (last ${fmt(b.last, 1)} s)`)
     .join(', ')}`;
@@ -702,7 +803,10 @@ function commit(): string {
 /** The slowest 1% of a row's tasks (at or above the p99 of the whole), with their stages' means. */
 function tailSplit(split: [number, number, number, number][]): Row['tail'] {
   if (split.length === 0) return undefined;
-  const p99 = pct(split.map((x) => x[0]), 0.99);
+  const p99 = pct(
+    split.map((x) => x[0]),
+    0.99,
+  );
   const slow = split.filter((x) => x[0] >= p99);
   const mean = (i: number): number => slow.reduce((a, x) => a + (x[i] ?? 0), 0) / slow.length;
   return { n: slow.length, placed: mean(1), started: mean(2), seen: mean(3) };
@@ -757,10 +861,12 @@ function loopNames(rows: Row[]): string[] {
 
 /** "p99/max gc" per process, e.g. "3/41 0.52 · …". */
 function loopCell(r: Row, names: string[]): string {
-  return names.map((n) => {
-    const l = r.loop?.[n];
-    return l ? `${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}` : '-';
-  }).join(' · ');
+  return names
+    .map((n) => {
+      const l = r.loop?.[n];
+      return l ? `${fmt(l.p99, 0)}/${fmt(l.max, 0)} ${fmt(l.gcS, 2)}` : '-';
+    })
+    .join(' · ');
 }
 
 /**
@@ -776,19 +882,36 @@ function bySizeTable(rows: Row[]): string {
     return v.length === 0 ? '-' : `${fmt(pct(v, 0.5), 0)} (${fmt(Math.min(...v), 0)}–${fmt(Math.max(...v), 0)})`;
   };
   return [
-    'submit → running by the size of the task\'s job, the rows with arrivals but the first (median of the rows, and their range):',
+    "submit → running by the size of the task's job, the rows with arrivals but the first (median of the rows, and their range):",
     '',
     mdTable(
-      ['job size', 'tasks seen running', 'share of tasks', 'p50 ms', 'p99 ms', 'of which submit→placed · →taken up by the node · →recorded running: p50 / p99 ms'],
+      [
+        'job size',
+        'tasks seen running',
+        'share of tasks',
+        'p50 ms',
+        'p99 ms',
+        'of which submit→placed · →taken up by the node · →recorded running: p50 / p99 ms',
+      ],
       sizeClasses(ONE_TXN).map((size, i) => {
         const cells = steady.map((r) => r.runningBySize?.[i]).filter((c): c is NonNullable<typeof c> => c !== undefined);
         const n = cells.reduce((a, c) => a + c.n, 0);
         const stage = (pick: (c: (typeof cells)[number]) => [number, number] | undefined): string => {
           const v = cells.map(pick).filter((x): x is [number, number] => x !== undefined);
-          const med = (k: 0 | 1): number => { const xs = v.map((x) => x[k]).filter(Number.isFinite); return xs.length === 0 ? NaN : pct(xs, 0.5); };
+          const med = (k: 0 | 1): number => {
+            const xs = v.map((x) => x[k]).filter(Number.isFinite);
+            return xs.length === 0 ? NaN : pct(xs, 0.5);
+          };
           return `${fmt(med(0), 0)} / ${fmt(med(1), 0)}`;
         };
-        return [size, n, `${fmt(total > 0 ? (100 * n) / total : NaN, 1)}%`, spread(cells.map((c) => c.p50)), spread(cells.map((c) => c.p99)), [stage((c) => c.placed), stage((c) => c.started), stage((c) => c.seen)].join(' · ')];
+        return [
+          size,
+          n,
+          `${fmt(total > 0 ? (100 * n) / total : NaN, 1)}%`,
+          spread(cells.map((c) => c.p50)),
+          spread(cells.map((c) => c.p99)),
+          [stage((c) => c.placed), stage((c) => c.started), stage((c) => c.seen)].join(' · '),
+        ];
       }),
     ),
   ].join('\n');
@@ -800,8 +923,30 @@ function report(s: Summary): void {
   const disk = s.rows.some((r) => r.etcdDisk);
   const writesNames = Object.keys(s.rows.find((r) => r.storeWrites && Object.keys(r.storeWrites).length > 0)?.storeWrites ?? {});
   const table = mdTable(
-    ['min', 'phase', 'placements/s', 'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
-    'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)', 'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms', 'the slowest 1% (at or above the p99): tasks, mean ms of the three stages', 'hollow task starts waiting / oldest wait s / mean start write ms', 'conflicts (% of commits)', 'RU freed → placed again: p50 / p99 / max ms (RUs)', 'finals', 'owner leases fenced / jobs adopted', 'housekeeper', 'RUs busy % of live / free / unschedulable / down', 'etcd slow requests / pending watch events', 'etcd DB MB', 'keys', ...procs.map((p) => `${p} RSS MB / CPU`), `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`, ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []), ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []), ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : [])],
+    [
+      'min',
+      'phase',
+      'placements/s',
+      'submit→running p50 / p99 ms (tasks of jobs placed in one transaction)',
+      'submit→running p50 / p99 ms, tasks of jobs not held by admission or a wait for a free RU (tasks held)',
+      'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms',
+      'the slowest 1% (at or above the p99): tasks, mean ms of the three stages',
+      'hollow task starts waiting / oldest wait s / mean start write ms',
+      'conflicts (% of commits)',
+      'RU freed → placed again: p50 / p99 / max ms (RUs)',
+      'finals',
+      'owner leases fenced / jobs adopted',
+      'housekeeper',
+      'RUs busy % of live / free / unschedulable / down',
+      'etcd slow requests / pending watch events',
+      'etcd DB MB',
+      'keys',
+      ...procs.map((p) => `${p} RSS MB / CPU`),
+      `event loop delay p99 / max ms, GC s (${loopNames(s.rows).join(' · ')})`,
+      ...(handled ? ['etcd txns handled: p50 / p99 ms (count)'] : []),
+      ...(disk ? ['etcd WAL fsync · backend commit: p50 / p99 ms (count)'] : []),
+      ...(writesNames.length > 0 ? [`store writes as each process timed them: p50 / p99 ms (${writesNames.join(' · ')})`] : []),
+    ],
     s.rows.map((r) => [
       fmt(r.minute, 1),
       r.phase,
@@ -809,7 +954,12 @@ function report(s: Summary): void {
       `${fmt(r.runningP50, 0)} / ${fmt(r.runningP99, 0)}${r.runningOneTxn ? ` (${fmt(r.runningOneTxn[0], 0)} / ${fmt(r.runningOneTxn[1], 0)})` : ''}`,
       r.runningUnheld ? `${fmt(r.runningUnheld[0], 0)} / ${fmt(r.runningUnheld[1], 0)} (${r.held ?? 0})` : '-',
       r.stages
-        ? [r.stages.placed, r.stages.started, r.stages.seen].map(([a, b], i) => `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`).join(' · ')
+        ? [r.stages.placed, r.stages.started, r.stages.seen]
+            .map(
+              ([a, b], i) =>
+                `${fmt(a, 0)} / ${fmt(b, 0)}${i === 0 && r.stages?.accepted ? ` (${fmt(r.stages.accepted[0], 0)} / ${fmt(r.stages.accepted[1], 0)})` : ''}`,
+            )
+            .join(' · ')
         : '-',
       r.tail ? `${r.tail.n}: ${fmt(r.tail.placed, 0)} · ${fmt(r.tail.started, 0)} · ${fmt(r.tail.seen, 0)}` : '-',
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
@@ -826,7 +976,16 @@ function report(s: Summary): void {
       loopCell(r, loopNames(s.rows)),
       ...(handled ? [r.etcdTxn ? `${fmt(r.etcdTxn.p50, 1)} / ${fmt(r.etcdTxn.p99, 1)} (${r.etcdTxn.n})` : '-'] : []),
       ...(disk ? [r.etcdDisk ? [r.etcdDisk.fsync, r.etcdDisk.commit].map((d) => `${fmt(d.p50, 1)} / ${fmt(d.p99, 1)} (${d.n})`).join(' · ') : '-'] : []),
-      ...(writesNames.length > 0 ? [writesNames.map((n) => { const w = r.storeWrites?.[n]; return w ? `${fmt(w.p50, 1)}/${fmt(w.p99, 1)}` : '-'; }).join(' · ')] : []),
+      ...(writesNames.length > 0
+        ? [
+            writesNames
+              .map((n) => {
+                const w = r.storeWrites?.[n];
+                return w ? `${fmt(w.p50, 1)}/${fmt(w.p99, 1)}` : '-';
+              })
+              .join(' · '),
+          ]
+        : []),
     ]),
   );
   const byKind = new Map<string, number>();
@@ -844,7 +1003,14 @@ function report(s: Summary): void {
     `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
     '',
     `Audit: ${s.acked} jobs acknowledged (${s.failedSubmissions} submissions not acknowledged after 20 tries), ${s.counts.final} seen final, ${s.counts.deleted} deleted by retention; arrivals the generator could not send (over ${MAX_IN_FLIGHT} in flight): ${s.dropped}; submissions refused by a front-end's back-pressure (RESOURCE_EXHAUSTED) and tried again: ${s.refused}.`,
-    `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${s.violations.length > 0 ? `\n\n${s.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
+    `Violations: ${s.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${
+      s.violations.length > 0
+        ? `\n\n${s.violations
+            .slice(0, 10)
+            .map((v) => `- ${v.kind}: ${v.detail}`)
+            .join('\n')}`
+        : ''
+    }`,
     `Housekeeper: ${housekeeperLine(s.rows)}.`,
     `RU frees: ${freesLine(s.frees)}.`,
     `Tasks of the killed nodes: ${placedAgainLine(s.placedAgain)}.`,
@@ -861,7 +1027,12 @@ async function charts(rows: Row[]): Promise<void> {
     [`${NAME}-throughput.svg`, 'Placements per second', 'placements/s', series('placements/s', (r) => r.placementsPerS)],
     [`${NAME}-latency.svg`, 'Submit → running', 'ms', [...series('p50', (r) => r.runningP50), ...series('p99', (r) => r.runningP99)]],
     [`${NAME}-etcd.svg`, 'etcd DB size', 'MB', series('DB MB', (r) => r.dbMb)],
-    [`${NAME}-occupancy.svg`, 'RUs busy, of the live RUs (one front-end\'s view)', '%', series('busy %', (r) => (r.rus ? (100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable) : NaN))],
+    [
+      `${NAME}-occupancy.svg`,
+      "RUs busy, of the live RUs (one front-end's view)",
+      '%',
+      series('busy %', (r) => (r.rus ? (100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable) : NaN)),
+    ],
     [`${NAME}-keys.svg`, 'Keys in the cell', 'keys', series('keys', (r) => r.keys)],
     [`${NAME}-rss.svg`, 'Resident memory', 'MB', Object.keys(rows[0]?.rss ?? {}).flatMap((p) => series(p, (r) => r.rss[p] ?? NaN))],
   ];

@@ -64,7 +64,9 @@ const dir = mkdtempSync(join(tmpdir(), 'tarcil-sup-mem-'));
 const clock = new SystemClock();
 const ex = new ProcessExecutor({ clock, logDir: join(dir, 'logs'), pin: false });
 ex.setDeadline('bench', 3_600_000);
-const handles = Array.from({ length: tasks }, (_, i) => ex.start({ job: 'mem', task: i, ruIndex: 0, revision: 1, server: 'bench', command: { argv: ['sleep', '600'] } }, () => undefined));
+const handles = Array.from({ length: tasks }, (_, i) =>
+  ex.start({ job: 'mem', task: i, ruIndex: 0, revision: 1, server: 'bench', command: { argv: ['sleep', '600'] } }, () => undefined),
+);
 const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
 try {
   await sleep(settleMs);
@@ -79,10 +81,21 @@ try {
   for (const [i, h] of handles.entries()) {
     if (h.pid !== undefined) add('supervisor (node supervisor.js)', mem(h.pid));
     const pgid = Number(readFileSync(join(dir, 'logs', 'mem', `${i}-1.pid`), 'utf8').trim());
-    for (const m of groupMembers(pgid)) add(m.pid === pgid ? 'wrapper shell (sh -c)' : m.comm === 'sh' ? 'watchdog subshell (sh)' : `task (${m.comm})`, mem(m.pid));
+    for (const m of groupMembers(pgid))
+      add(m.pid === pgid ? 'wrapper shell (sh -c)' : m.comm === 'sh' ? 'watchdog subshell (sh)' : `task (${m.comm})`, mem(m.pid));
   }
   if (bare.pid !== undefined) add('bare node -e (floor of a Node supervisor)', mem(bare.pid));
-  const summary = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, { n: v.rssKb.length, rssMbMedian: +(median(v.rssKb) / 1024).toFixed(1), pssMbMedian: +(median(v.pssKb) / 1024).toFixed(1), privateMbMedian: +(median(v.privateKb) / 1024).toFixed(1) }]));
+  const summary = Object.fromEntries(
+    Object.entries(rows).map(([k, v]) => [
+      k,
+      {
+        n: v.rssKb.length,
+        rssMbMedian: +(median(v.rssKb) / 1024).toFixed(1),
+        pssMbMedian: +(median(v.pssKb) / 1024).toFixed(1),
+        privateMbMedian: +(median(v.privateKb) / 1024).toFixed(1),
+      },
+    ]),
+  );
   const data = { machine: machine(), node: process.version, tasks, settleMs, perProcess: summary };
   const md = [
     '# Memory of the task supervisor',

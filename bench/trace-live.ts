@@ -44,8 +44,8 @@ function num(name: string, dflt: number, min: number, integer = false): number {
 }
 
 const quick = argv.includes('--quick');
-const NODES = flag('nodes') ?? fail('--nodes', 'the trace\'s node list is required (--nodes <file>)');
-const PODS = flag('pods') ?? fail('--pods', 'the trace\'s pod list is required (--pods <file>)');
+const NODES = flag('nodes') ?? fail('--nodes', "the trace's node list is required (--nodes <file>)");
+const PODS = flag('pods') ?? fail('--pods', "the trace's pod list is required (--pods <file>)");
 const FORMAT = (flag('format') ?? 'alibaba') as TraceFormat;
 if (FORMAT !== 'alibaba' && FORMAT !== 'generic') fail('--format', `must be alibaba or generic, is '${String(FORMAT)}'`);
 const COMPRESS = num('compress', 200, 1);
@@ -74,7 +74,18 @@ function values(jobs: LiveJob[], which: Which): { xs: number[]; never: number } 
   const xs: number[] = [];
   let never = 0;
   for (const j of jobs) {
-    const v = which === 'live' ? j.liveWaitS : which === 'liveMs' ? j.liveWaitMs : which === 'sim' ? j.simWaitS : which === 'simMs' ? (j.simWaitS === undefined ? undefined : (j.simWaitS * 1000) / COMPRESS) : j.productionWaitS;
+    const v =
+      which === 'live'
+        ? j.liveWaitS
+        : which === 'liveMs'
+          ? j.liveWaitMs
+          : which === 'sim'
+            ? j.simWaitS
+            : which === 'simMs'
+              ? j.simWaitS === undefined
+                ? undefined
+                : (j.simWaitS * 1000) / COMPRESS
+              : j.productionWaitS;
     if (v === undefined) never++;
     else xs.push(v);
   }
@@ -90,12 +101,21 @@ function waitTable(r: TraceLiveResult, by: 'qos' | 'size'): string {
   // Pods production scheduled, as `bench trace` compares them.
   const scheduled = r.jobs.filter((j) => !j.neverScheduled);
   const seen = new Set(scheduled.map((j) => j.qos));
-  const groups = by === 'qos' ? [...QOS_ORDER.filter((q) => seen.has(q)), ...[...seen].filter((q) => !QOS_ORDER.includes(q)).sort()] : SIZE_BUCKETS.map((b) => b.label).filter((l) => scheduled.some((j) => sizeBucket(j.tasks) === l));
+  const groups =
+    by === 'qos'
+      ? [...QOS_ORDER.filter((q) => seen.has(q)), ...[...seen].filter((q) => !QOS_ORDER.includes(q)).sort()]
+      : SIZE_BUCKETS.map((b) => b.label).filter((l) => scheduled.some((j) => sizeBucket(j.tasks) === l));
   const of = (g: string): LiveJob[] => scheduled.filter((j) => (by === 'qos' ? j.qos === g : sizeBucket(j.tasks) === g));
   const line = (label: string, which: Which): (string | number)[] => [label, cell(scheduled, which), ...groups.map((g) => cell(of(g), which))];
   return mdTable(
     ['scheduler', `all (${scheduled.length})`, ...groups.map((g) => `${g} (${of(g).length})`)],
-    [line('production (trace s)', 'production'), line('simulator, tarcil (trace s)', 'sim'), line('live, tarcil (trace s)', 'live'), line('simulator, tarcil (wall ms)', 'simMs'), line('live, tarcil (wall ms)', 'liveMs')],
+    [
+      line('production (trace s)', 'production'),
+      line('simulator, tarcil (trace s)', 'sim'),
+      line('live, tarcil (trace s)', 'live'),
+      line('simulator, tarcil (wall ms)', 'simMs'),
+      line('live, tarcil (wall ms)', 'liveMs'),
+    ],
   );
 }
 
@@ -154,20 +174,35 @@ function report(r: TraceLiveResult, command: string): string {
   const spanH = (r.window.endS - r.window.startS) / 3600;
   const inWindow = <T extends { hour: number }>(ps: T[]): T[] => ps.filter((p) => p.hour >= 0 && p.hour <= spanH);
   return [
-    '# A production trace\'s busiest stretch, live on a hollow cell',
+    "# A production trace's busiest stretch, live on a hollow cell",
     '',
     `\`${command}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC; ${fmt(r.wallS / 60, 1)} min.`,
     '',
-    mdTable(['what', 'value'], [
-      ['cell', `${r.cell.servers} hollow nodes, ${r.cell.rus} RUs (${r.cell.registeredRus} registered), ${r.cell.platforms} platforms (one per GPU model or cpu and core count); etcd, ${FRONT_ENDS} front-ends × ${AGENTS} agents, preemption off (as in the simulator's replay)${r.cell.maxTxnOps !== 128 ? `; etcd's --max-txn-ops ${r.cell.maxTxnOps} (a node registers its RUs in one transaction), told to every process` : ''}`],
-      ['window', `trace seconds ${fmt(r.window.startS, 0)}–${fmt(r.window.endS, 0)} (${fmt((r.window.endS - r.window.startS) / 3600, 2)} h): the ${fmt(WINDOW_S, 0)} s whose arrivals ask the most cores`],
-      ['pods', `${r.window.pods}, asking ${r.window.cores} cores; ${r.jobs.filter((j) => j.neverScheduled).length} of them production never scheduled (replayed, left out of the wait tables)`],
-      ['compression', `${r.window.compress}× (arrivals and durations): ${fmt(WINDOW_S / r.window.compress / 60, 1)} min of arrivals`],
-      ['submission', `SubmitJob sent after the pod's compressed creation time by p50 ${fmt(pct(lags, 0.5), 0)} ms, p99 ${fmt(pct(lags, 0.99), 0)} ms, max ${fmt(lags.length ? Math.max(...lags) : NaN, 0)} ms`],
-      ['interference profiles', `the catalog's, by FNV-1a(seed/pod), seed ${SEED}`],
-    ]),
+    mdTable(
+      ['what', 'value'],
+      [
+        [
+          'cell',
+          `${r.cell.servers} hollow nodes, ${r.cell.rus} RUs (${r.cell.registeredRus} registered), ${r.cell.platforms} platforms (one per GPU model or cpu and core count); etcd, ${FRONT_ENDS} front-ends × ${AGENTS} agents, preemption off (as in the simulator's replay)${r.cell.maxTxnOps !== 128 ? `; etcd's --max-txn-ops ${r.cell.maxTxnOps} (a node registers its RUs in one transaction), told to every process` : ''}`,
+        ],
+        [
+          'window',
+          `trace seconds ${fmt(r.window.startS, 0)}–${fmt(r.window.endS, 0)} (${fmt((r.window.endS - r.window.startS) / 3600, 2)} h): the ${fmt(WINDOW_S, 0)} s whose arrivals ask the most cores`,
+        ],
+        [
+          'pods',
+          `${r.window.pods}, asking ${r.window.cores} cores; ${r.jobs.filter((j) => j.neverScheduled).length} of them production never scheduled (replayed, left out of the wait tables)`,
+        ],
+        ['compression', `${r.window.compress}× (arrivals and durations): ${fmt(WINDOW_S / r.window.compress / 60, 1)} min of arrivals`],
+        [
+          'submission',
+          `SubmitJob sent after the pod's compressed creation time by p50 ${fmt(pct(lags, 0.5), 0)} ms, p99 ${fmt(pct(lags, 0.99), 0)} ms, max ${fmt(lags.length ? Math.max(...lags) : NaN, 0)} ms`,
+        ],
+        ['interference profiles', `the catalog's, by FNV-1a(seed/pod), seed ${SEED}`],
+      ],
+    ),
     '',
-    'Wait from submission until all of a pod\'s cores run, by QoS class: p50 / p99 (pods production scheduled). Trace seconds are the wall time × the compression; the live run\'s fixed costs (a submission, a commit, a node\'s start) are multiplied alike.',
+    "Wait from submission until all of a pod's cores run, by QoS class: p50 / p99 (pods production scheduled). Trace seconds are the wall time × the compression; the live run's fixed costs (a submission, a commit, a node's start) are multiplied alike.",
     '',
     waitTable(r, 'qos'),
     '',
@@ -175,15 +210,45 @@ function report(r: TraceLiveResult, command: string): string {
     '',
     waitTable(r, 'size'),
     '',
-    mdTable(['', 'production', 'simulator, tarcil', 'live, tarcil'], [
-      ['pods never placed', `${r.jobs.filter((j) => j.neverScheduled).length} never scheduled`, `${sim.never} of ${r.jobs.length}`, `${live.never} of ${r.jobs.length}`],
-      ['pods of several cores whose tasks ran on more than one server', '- (a pod is one node\'s)', `${r.sim.splitJobs} (the replay requires one server)`, `${r.placements.splitPods} of ${r.placements.multiCorePlaced} placed (${pc(r.placements.multiCorePlaced ? r.placements.splitPods / r.placements.multiCorePlaced : NaN)}), from the task and RU records (the spec requires one server: locality pack, required)`],
-      ['cores allocated over the window\'s span, mean / peak', `${allocStats(inWindow(r.allocation.production))} (these pods only, at their recorded times)`, allocStats(inWindow(r.allocation.sim)), `${allocStats(inWindow(r.allocation.live))} (one front-end's count of busy RUs, every ${SAMPLE_S} s)`],
-      ['tasks off their platforms', '-', String(r.sim.platformViolations), `${r.placements.offPlatformTasks} of ${r.placements.tasksSeen} (each task's servers from its task and RU records, their platforms from the cell's server records)${r.placements.unknownServerTasks > 0 ? `; ${r.placements.unknownServerTasks} on a server without a record` : ''}`],
-    ]),
+    mdTable(
+      ['', 'production', 'simulator, tarcil', 'live, tarcil'],
+      [
+        [
+          'pods never placed',
+          `${r.jobs.filter((j) => j.neverScheduled).length} never scheduled`,
+          `${sim.never} of ${r.jobs.length}`,
+          `${live.never} of ${r.jobs.length}`,
+        ],
+        [
+          'pods of several cores whose tasks ran on more than one server',
+          "- (a pod is one node's)",
+          `${r.sim.splitJobs} (the replay requires one server)`,
+          `${r.placements.splitPods} of ${r.placements.multiCorePlaced} placed (${pc(r.placements.multiCorePlaced ? r.placements.splitPods / r.placements.multiCorePlaced : NaN)}), from the task and RU records (the spec requires one server: locality pack, required)`,
+        ],
+        [
+          "cores allocated over the window's span, mean / peak",
+          `${allocStats(inWindow(r.allocation.production))} (these pods only, at their recorded times)`,
+          allocStats(inWindow(r.allocation.sim)),
+          `${allocStats(inWindow(r.allocation.live))} (one front-end's count of busy RUs, every ${SAMPLE_S} s)`,
+        ],
+        [
+          'tasks off their platforms',
+          '-',
+          String(r.sim.platformViolations),
+          `${r.placements.offPlatformTasks} of ${r.placements.tasksSeen} (each task's servers from its task and RU records, their platforms from the cell's server records)${r.placements.unknownServerTasks > 0 ? `; ${r.placements.unknownServerTasks} on a server without a record` : ''}`,
+        ],
+      ],
+    ),
     '',
     `Audit: ${r.audit.acked} jobs acknowledged (${r.audit.failedSubmissions} submissions not acknowledged after 20 tries), ${r.audit.final} seen final; not final: ${r.audit.notFinal.length === 0 ? 'none' : r.audit.notFinal.slice(0, 10).join(', ')}.`,
-    `Violations: ${r.audit.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${r.audit.violations.length > 0 ? `\n\n${r.audit.violations.slice(0, 10).map((v) => `- ${v.kind}: ${v.detail}`).join('\n')}` : ''}`,
+    `Violations: ${r.audit.violations.length === 0 ? 'none' : [...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}.${
+      r.audit.violations.length > 0
+        ? `\n\n${r.audit.violations
+            .slice(0, 10)
+            .map((v) => `- ${v.kind}: ${v.detail}`)
+            .join('\n')}`
+        : ''
+    }`,
     `Placement audit (from the stored records): ${placementProblems(r) === 0 ? 'no pod on more than one server, no task off its platforms' : `${r.placements.splitPods} pods on more than one server, ${r.placements.offPlatformTasks} tasks off their platforms, ${r.placements.unknownServerTasks} on a server without a record`}.${r.placements.examples.length > 0 ? `\n\n${r.placements.examples.map((e) => `- ${e}`).join('\n')}` : ''}`,
     `Auditor watch interruptions: ${r.audit.watchErrors.length === 0 ? 'none' : r.audit.watchErrors.join('; ')}.`,
   ].join('\n');
@@ -191,20 +256,45 @@ function report(r: TraceLiveResult, command: string): string {
 
 async function charts(r: TraceLiveResult): Promise<string[]> {
   const spanH = (r.window.endS - r.window.startS) / 3600;
-  const along = (name: string, ps: { hour: number; allocated: number }[]): Point[] => ps.filter((p) => p.hour >= 0).map((p) => ({ x: p.hour, y: 100 * p.allocated, series: name }));
+  const along = (name: string, ps: { hour: number; allocated: number }[]): Point[] =>
+    ps.filter((p) => p.hour >= 0).map((p) => ({ x: p.hour, y: 100 * p.allocated, series: name }));
   const files: [string, Parameters<typeof renderSvg>[0]][] = [];
-  files.push([`${FILE}-allocation.svg`, { file: `${FILE}-allocation.svg`, title: `Cores allocated, the window's pods (${fmt(spanH, 1)} trace hours of arrivals)`, xTitle: 'trace hours since the window\'s start', yTitle: 'allocated (% of cores)', points: [...along('live', r.allocation.live), ...along('simulator', r.allocation.sim), ...along('production', r.allocation.production)] }]);
+  files.push([
+    `${FILE}-allocation.svg`,
+    {
+      file: `${FILE}-allocation.svg`,
+      title: `Cores allocated, the window's pods (${fmt(spanH, 1)} trace hours of arrivals)`,
+      xTitle: "trace hours since the window's start",
+      yTitle: 'allocated (% of cores)',
+      points: [...along('live', r.allocation.live), ...along('simulator', r.allocation.sim), ...along('production', r.allocation.production)],
+    },
+  ]);
   const waits: Point[] = [];
   const scheduled = r.jobs.filter((j) => !j.neverScheduled);
   for (const q of QOS_ORDER) {
     const of = scheduled.filter((j) => j.qos === q);
     if (of.length === 0) continue;
-    for (const [name, which] of [['production', 'production'], ['simulator', 'sim'], ['live', 'live']] as const) {
+    for (const [name, which] of [
+      ['production', 'production'],
+      ['simulator', 'sim'],
+      ['live', 'live'],
+    ] as const) {
       const { xs } = values(of, which);
       if (xs.length > 0) waits.push({ x: q, y: Math.max(1e-3, pct(xs, 0.99)), series: name });
     }
   }
-  files.push([`${FILE}-wait.svg`, { file: `${FILE}-wait.svg`, title: 'p99 wait by QoS class, trace s', xTitle: 'QoS class', yTitle: 'p99 wait (s, log)', points: waits, pointsOnly: true, logY: true }]);
+  files.push([
+    `${FILE}-wait.svg`,
+    {
+      file: `${FILE}-wait.svg`,
+      title: 'p99 wait by QoS class, trace s',
+      xTitle: 'QoS class',
+      yTitle: 'p99 wait (s, log)',
+      points: waits,
+      pointsOnly: true,
+      logY: true,
+    },
+  ]);
   const out: string[] = [];
   for (const [file, spec] of files) {
     writeFileSync(join(OUT, file), await renderSvg(spec));
@@ -224,7 +314,17 @@ async function main(): Promise<void> {
   if (trace.unmappable.length > 0) say(`${trace.unmappable.length} pods not mapped (tarcil trace inspect lists them), left out`);
   const logs = join(OUT, `${FILE}-logs`);
   mkdirSync(logs, { recursive: true });
-  const r = await runTraceLive({ trace, windowS: WINDOW_S, seed: SEED, frontEnds: FRONT_ENDS, agents: AGENTS, sampleMs: SAMPLE_S * 1000, drainMarginMs: DRAIN_S * 1000, say, keepLog: (name, text) => writeFileSync(join(logs, `${name}.log`), text) });
+  const r = await runTraceLive({
+    trace,
+    windowS: WINDOW_S,
+    seed: SEED,
+    frontEnds: FRONT_ENDS,
+    agents: AGENTS,
+    sampleMs: SAMPLE_S * 1000,
+    drainMarginMs: DRAIN_S * 1000,
+    say,
+    keepLog: (name, text) => writeFileSync(join(logs, `${name}.log`), text),
+  });
   // The files by name only: where a trace lives is the user's (the Alibaba one may not be copied).
   const command = `npx tsx bench/trace-live.ts --nodes ${basename(NODES)} --pods ${basename(PODS)}${FORMAT === 'alibaba' ? '' : ' --format generic'} --compress ${COMPRESS}${flag('window-s') !== undefined ? ` --window-s ${WINDOW_S}` : ''} --name ${NAME}${SEED !== 1 ? ` --seed ${SEED}` : ''}${quick ? ' --quick' : ''}`;
   // No per-pod rows: the trace's own rows are not copied into the results, only figures over them.
@@ -233,7 +333,9 @@ async function main(): Promise<void> {
   files.push(...(await charts(r)));
   say(`audit: ${r.audit.acked} acknowledged, ${r.audit.final} final, ${r.audit.notFinal.length} not final, ${r.audit.violations.length} violations`);
   say(`wrote ${files.join(', ')}`);
-  say(`placement audit: ${r.placements.splitPods} pods on more than one server, ${r.placements.offPlatformTasks} tasks off their platforms, ${r.placements.unknownServerTasks} on a server without a record (${r.placements.tasksSeen} tasks seen)`);
+  say(
+    `placement audit: ${r.placements.splitPods} pods on more than one server, ${r.placements.offPlatformTasks} tasks off their platforms, ${r.placements.unknownServerTasks} on a server without a record (${r.placements.tasksSeen} tasks seen)`,
+  );
   if (r.audit.violations.length > 0 || r.audit.notFinal.length > 0 || placementProblems(r) > 0) process.exitCode = 1;
 }
 

@@ -96,7 +96,16 @@ function stageRows(by: Map<string, Map<string, number>>, fromMs = -Infinity): { 
   const rows = steps.slice(1).map((s, i) => {
     const xs = gaps[i] as number[];
     const prev = steps[i] as { p: string };
-    return { from: prev.p, to: s.p, what: s.w, n: xs.length, p50: pct(xs, 0.5), p90: pct(xs, 0.9), p99: pct(xs, 0.99), mean: xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN };
+    return {
+      from: prev.p,
+      to: s.p,
+      what: s.w,
+      n: xs.length,
+      p50: pct(xs, 0.5),
+      p90: pct(xs, 0.9),
+      p99: pct(xs, 0.99),
+      mean: xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN,
+    };
   });
   return { rows, tasks: total.length, incomplete, total };
 }
@@ -126,7 +135,13 @@ function main(): void {
     '',
     'A negative time means the step came before the one above it: a watch delivered the write to another process before the writer had its answer.',
   ].join('\n');
-  for (const p of writeResults(name, { command, machine: machine(), fromS, tasks, incomplete, total: { p50: pct(total, 0.5), p99: pct(total, 0.99) }, rows }, md, resultsDir(false, 'trace-stages'))) console.error(`[trace-stages] wrote ${p}`);
+  for (const p of writeResults(
+    name,
+    { command, machine: machine(), fromS, tasks, incomplete, total: { p50: pct(total, 0.5), p99: pct(total, 0.99) }, rows },
+    md,
+    resultsDir(false, 'trace-stages'),
+  ))
+    console.error(`[trace-stages] wrote ${p}`);
   console.log(md);
 }
 

@@ -15,7 +15,10 @@ import type { PolicySpec } from '../src/sim/policies/index.ts';
 import { runSim } from '../src/sim/run.ts';
 import { w3 } from '../src/sim/workloads.ts';
 
-const { values, positionals } = parseArgs({ options: { truth: { type: 'string', default: 'committed' }, jobs: { type: 'string', default: '7200' }, seed: { type: 'string', default: '1' } }, allowPositionals: true });
+const { values, positionals } = parseArgs({
+  options: { truth: { type: 'string', default: 'committed' }, jobs: { type: 'string', default: '7200' }, seed: { type: 'string', default: '1' } },
+  allowPositionals: true,
+});
 const truth = TRUTHS.find((t) => t.name === values.truth);
 if (!truth) throw new Error(`--truth: one of ${TRUTHS.map((t) => t.name).join(', ')}`);
 const PARTS = new Set(['block', 'move', 'learn']);
@@ -43,5 +46,15 @@ for (const variant of positionals.length ? positionals : ['none', 'block', 'move
   }
   const c = r.counters;
   const keep = ['queued', 'bestEffort', 'conflicts', 'blocks', 'moves', 'moveLostWorkMs', 'moveNoGain', 'moveNoBetterRu', 'observations'];
-  console.log(JSON.stringify({ truth: truth.name, variant, seed: Number(values.seed), pctIdeal: +(100 * r.summary.perfMean).toFixed(2), waitPct: +((100 * wait) / resp).toFixed(2), ...Object.fromEntries(keep.filter((k) => k in c).map((k) => [k, Math.round(c[k] as number)])), s: Math.round((performance.now() - t0) / 1000) }));
+  console.log(
+    JSON.stringify({
+      truth: truth.name,
+      variant,
+      seed: Number(values.seed),
+      pctIdeal: +(100 * r.summary.perfMean).toFixed(2),
+      waitPct: +((100 * wait) / resp).toFixed(2),
+      ...Object.fromEntries(keep.filter((k) => k in c).map((k) => [k, Math.round(c[k] as number)])),
+      s: Math.round((performance.now() - t0) / 1000),
+    }),
+  );
 }

@@ -62,8 +62,13 @@ const label = arg('--label') ?? 'run';
 const nodeArgs = (arg('--node-args') ?? '').split(' ').filter(Boolean);
 /** A folder for each case's CPU profile of the child and its stalls (see stallProfile). */
 const profileDir = arg('--profile');
-for (const [n, v] of [['--runs', runs], ['--watchers', watchers]] as const) if (!Number.isInteger(v)) throw new Error(`${n} must be an integer`);
-if ([...connectionCounts, ...perTurns].some((x) => !Number.isInteger(x) || x < 0)) throw new Error('--connections and --calls-per-turn are lists of integers ≥ 0');
+for (const [n, v] of [
+  ['--runs', runs],
+  ['--watchers', watchers],
+] as const)
+  if (!Number.isInteger(v)) throw new Error(`${n} must be an integer`);
+if ([...connectionCounts, ...perTurns].some((x) => !Number.isInteger(x) || x < 0))
+  throw new Error('--connections and --calls-per-turn are lists of integers ≥ 0');
 
 const TASKS = 20;
 const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' };
@@ -151,7 +156,14 @@ interface Result {
 async function burst(round: number, connections: number, callsPerTurn: number): Promise<Result> {
   const probeFile = join(tmpdir(), `watch-burst-${process.pid}-${Date.now()}.json`);
   process.env.TURN_PROBE_OUT = probeFile;
-  const limits = ['--calls-per-turn', String(callsPerTurn), '--max-watches-per-connection', String(watchers), '--max-streams-per-connection', String(watchers + 100)];
+  const limits = [
+    '--calls-per-turn',
+    String(callsPerTurn),
+    '--max-watches-per-connection',
+    String(watchers),
+    '--max-streams-per-connection',
+    String(watchers + 100),
+  ];
   const caseDir = profileDir ? join(profileDir, `r${round}-c${connections}-t${callsPerTurn}`) : undefined;
   const prof = caseDir ? ['--cpu-prof', `--cpu-prof-dir=${caseDir}`, '--cpu-prof-interval=250'] : [];
   const up = await startUp(limits, [...nodeArgs, ...prof, '--import', PROBE]);
@@ -299,14 +311,40 @@ const md = [
   `${watchers} WatchJob streams of one ${TASKS}-task job opened at once; p50 / max over ${runs} round(s), each case a fresh \`tarcil up\`, the cases in turn within a round.`,
   '',
   mdTable(
-    ['connections', 'calls per turn', 'max event-loop delay ms', 'most run in one stall ms', 'GC in that stall ms', 'longest stall ms', 'longest GC ms', 'max health round trip ms', 'first event p50 ms', 'server CPU s', 'streams with an event (least)'],
+    [
+      'connections',
+      'calls per turn',
+      'max event-loop delay ms',
+      'most run in one stall ms',
+      'GC in that stall ms',
+      'longest stall ms',
+      'longest GC ms',
+      'max health round trip ms',
+      'first event p50 ms',
+      'server CPU s',
+      'streams with an event (least)',
+    ],
     rows,
   ),
   '',
   '## Each run',
   '',
   mdTable(
-    ['round', 'connections', 'calls per turn', 'load (1, 5, 15 min)', 'max delay ms', 'run in a stall ms', 'GC in it ms', 'stall ms', 'GC ms', 'health ms', 'first event p50 / p99 / max ms', 'CPU s', 'ended with an error'],
+    [
+      'round',
+      'connections',
+      'calls per turn',
+      'load (1, 5, 15 min)',
+      'max delay ms',
+      'run in a stall ms',
+      'GC in it ms',
+      'stall ms',
+      'GC ms',
+      'health ms',
+      'first event p50 / p99 / max ms',
+      'CPU s',
+      'ended with an error',
+    ],
     results.map((r) => [
       r.round,
       r.connections,
@@ -320,11 +358,18 @@ const md = [
       fmt(r.maxHealthMs, 0),
       `${fmt(r.firstEventMs.p50, 0)} / ${fmt(r.firstEventMs.p99, 0)} / ${fmt(r.firstEventMs.max, 0)}`,
       fmt(r.cpuS, 2),
-      Object.entries(r.ended).map(([k, v]) => `${v} × ${k}`).join('; ') || '-',
+      Object.entries(r.ended)
+        .map(([k, v]) => `${v} × ${k}`)
+        .join('; ') || '-',
     ]),
   ),
   '',
 ].join('\n');
 say(md);
-const paths = writeResults(label, { label, command: cmd, started, machine: machine(), watchers, runs, load: { before: loadBefore, after: loadAfter }, results }, md, resultsDir(quick, 'watch-burst'));
+const paths = writeResults(
+  label,
+  { label, command: cmd, started, machine: machine(), watchers, runs, load: { before: loadBefore, after: loadAfter }, results },
+  md,
+  resultsDir(quick, 'watch-burst'),
+);
 say(`wrote ${paths.join(', ')}`);

@@ -32,7 +32,18 @@ function flag(name: string, dflt: string): string {
 }
 
 /** A value of the size of a placement's RU record. */
-const FILLER = JSON.stringify({ state: 'busy', job: 'j-0123456789abcdef', task: 3, agent: 'fe0/agent-2', since: 0, attempt: 0, basedOn: 12345, commitId: 'c-0123456789', q: 0.93, durationMs: 20000 });
+const FILLER = JSON.stringify({
+  state: 'busy',
+  job: 'j-0123456789abcdef',
+  task: 3,
+  agent: 'fe0/agent-2',
+  since: 0,
+  attempt: 0,
+  basedOn: 12345,
+  commitId: 'c-0123456789',
+  q: 0.93,
+  durationMs: 20000,
+});
 
 const nowMs = (): number => performance.timeOrigin + performance.now();
 
@@ -70,7 +81,14 @@ async function watcher(endpoint: string, fromRevision: number): Promise<void> {
   });
 }
 
-async function round(store: EtcdStore, endpoint: string, watchers: number, writes: number, gapMs: number, ops: number): Promise<{ watchers: number; put: Quantiles; delivered: Quantiles[] }> {
+async function round(
+  store: EtcdStore,
+  endpoint: string,
+  watchers: number,
+  writes: number,
+  gapMs: number,
+  ops: number,
+): Promise<{ watchers: number; put: Quantiles; delivered: Quantiles[] }> {
   await store.put(`${PREFIX}start`, String(nowMs()));
   const from = ((await store.get(`${PREFIX}start`))?.modRevision ?? 0) + 1;
   const kids: ChildProcess[] = Array.from({ length: watchers }, () =>
@@ -82,7 +100,15 @@ async function round(store: EtcdStore, endpoint: string, watchers: number, write
     const t = performance.now();
     const at = String(nowMs());
     if (ops <= 1) await store.put(`${PREFIX}k/${i % 100}`, at);
-    else await store.txn({ compare: [], success: Array.from({ length: ops }, (_, k) => ({ type: 'put' as const, key: `${PREFIX}${k === 0 ? 'k' : 'filler'}/${i % 100}/${k}`, value: k === 0 ? at : FILLER })) });
+    else
+      await store.txn({
+        compare: [],
+        success: Array.from({ length: ops }, (_, k) => ({
+          type: 'put' as const,
+          key: `${PREFIX}${k === 0 ? 'k' : 'filler'}/${i % 100}/${k}`,
+          value: k === 0 ? at : FILLER,
+        })),
+      });
     puts.push(performance.now() - t);
     await new Promise((resolve) => setTimeout(resolve, gapMs));
   }
@@ -116,7 +142,9 @@ async function main(): Promise<void> {
     for (const n of counts) {
       const r = await round(store, endpoint, n, writes, gapMs, ops);
       rounds.push(r);
-      console.error(`[watch-hop] ${n} watcher(s): put p50/p99 ${fmt(r.put.p50, 2)}/${fmt(r.put.p99, 2)} ms; delivered after the put was sent, p50/p99 ms: ${r.delivered.map((d) => `${fmt(d.p50, 2)}/${fmt(d.p99, 2)}`).join(' ')}`);
+      console.error(
+        `[watch-hop] ${n} watcher(s): put p50/p99 ${fmt(r.put.p50, 2)}/${fmt(r.put.p99, 2)} ms; delivered after the put was sent, p50/p99 ms: ${r.delivered.map((d) => `${fmt(d.p50, 2)}/${fmt(d.p99, 2)}`).join(' ')}`,
+      );
     }
   } finally {
     await store.delete(PREFIX, { prefix: true }).catch(() => 0);
@@ -132,10 +160,15 @@ async function main(): Promise<void> {
     '',
     mdTable(
       ['watchers', 'write answered, p50 / p99 / max ms', 'delivered to each watcher after the put was sent, p50 / p99 / max ms'],
-      rounds.map((r) => [r.watchers, `${fmt(r.put.p50, 2)} / ${fmt(r.put.p99, 2)} / ${fmt(r.put.max, 1)}`, r.delivered.map((d) => `${fmt(d.p50, 2)} / ${fmt(d.p99, 2)} / ${fmt(d.max, 1)} (${d.n})`).join(' · ')]),
+      rounds.map((r) => [
+        r.watchers,
+        `${fmt(r.put.p50, 2)} / ${fmt(r.put.p99, 2)} / ${fmt(r.put.max, 1)}`,
+        r.delivered.map((d) => `${fmt(d.p50, 2)} / ${fmt(d.p99, 2)} / ${fmt(d.max, 1)} (${d.n})`).join(' · '),
+      ]),
     ),
   ].join('\n');
-  for (const p of writeResults(name, { command, machine: machine(), writes, gapMs, ops, rounds }, md, resultsDir(false, 'watch-hop'))) console.error(`[watch-hop] wrote ${p}`);
+  for (const p of writeResults(name, { command, machine: machine(), writes, gapMs, ops, rounds }, md, resultsDir(false, 'watch-hop')))
+    console.error(`[watch-hop] wrote ${p}`);
 }
 
 if (process.argv[2] === '--watcher') await watcher(process.argv[3] as string, Number(process.argv[4]));

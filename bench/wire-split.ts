@@ -37,7 +37,9 @@ if (mode === 'capture') {
   mkdirSync(dir, { recursive: true });
   // Which process holds which connection to etcd (client port → pid), taken as the capture starts.
   writeFileSync(join(dir, 'ss.txt'), execFileSync('ss', ['-tnpi', 'state', 'established', `( dport = :${port} )`], { encoding: 'utf8' }));
-  const r = spawnSync('dumpcap', ['-q', '-i', 'lo', '-f', `tcp port ${port}`, '-w', join(dir, 'cap.pcapng'), '-a', `duration:${seconds}`], { encoding: 'utf8' });
+  const r = spawnSync('dumpcap', ['-q', '-i', 'lo', '-f', `tcp port ${port}`, '-w', join(dir, 'cap.pcapng'), '-a', `duration:${seconds}`], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`dumpcap failed: ${r.stderr}`);
   process.stdout.write(`captured ${seconds} s of the traffic to port ${port} into ${dir}/cap.pcapng\n`);
 } else if (mode === 'analyse') {
@@ -57,13 +59,39 @@ function analyse(): void {
   const traceDir = flag('trace', '');
   const name = flag('name', 'wire-split');
   const pidOf = new Map<number, number>();
-  for (const m of readFileSync(join(dir, 'ss.txt'), 'utf8').matchAll(new RegExp(`127\\.0\\.0\\.1:(\\d+)\\s+127\\.0\\.0\\.1:${port}\\s+users:\\(\\("\\w+",pid=(\\d+)`, 'g'))) {
+  for (const m of readFileSync(join(dir, 'ss.txt'), 'utf8').matchAll(
+    new RegExp(`127\\.0\\.0\\.1:(\\d+)\\s+127\\.0\\.0\\.1:${port}\\s+users:\\(\\("\\w+",pid=(\\d+)`, 'g'),
+  )) {
     pidOf.set(Number(m[1]), Number(m[2]));
   }
   const out = execFileSync(
     'tshark',
-    ['-r', join(dir, 'cap.pcapng'), '-d', `tcp.port==${port},http2`, '-Y', 'http2', '-T', 'fields', '-E', 'separator=/t',
-      '-e', 'frame.time_epoch', '-e', 'tcp.srcport', '-e', 'tcp.dstport', '-e', 'http2.streamid', '-e', 'http2.type', '-e', 'http2.data.data', '-e', 'http2.headers.path'],
+    [
+      '-r',
+      join(dir, 'cap.pcapng'),
+      '-d',
+      `tcp.port==${port},http2`,
+      '-Y',
+      'http2',
+      '-T',
+      'fields',
+      '-E',
+      'separator=/t',
+      '-e',
+      'frame.time_epoch',
+      '-e',
+      'tcp.srcport',
+      '-e',
+      'tcp.dstport',
+      '-e',
+      'http2.streamid',
+      '-e',
+      'http2.type',
+      '-e',
+      'http2.data.data',
+      '-e',
+      'http2.headers.path',
+    ],
     { encoding: 'utf8', maxBuffer: 2 ** 31 - 1, stdio: ['ignore', 'pipe', 'ignore'] },
   );
   const calls = new Map<string, WireCall & { cport: number }>();
@@ -136,13 +164,23 @@ function analyse(): void {
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
   const q = (xs: number[]): string => `${fmt(pct(xs, 0.5), 1)} / ${fmt(pct(xs, 0.9), 1)} / ${fmt(pct(xs, 0.99), 1)}`;
-  for (const file of traceDir ? readdirSync(traceDir).filter((x) => x.endsWith('.trace')).sort() : []) {
+  for (const file of traceDir
+    ? readdirSync(traceDir)
+        .filter((x) => x.endsWith('.trace'))
+        .sort()
+    : []) {
     const pid = Number(file.split('.')[0]);
     const wire = byJob.get(pid);
     if (!wire) continue;
     const lines = readFileSync(join(traceDir, file), 'utf8').split('\n');
     const role = lines.some((l) => l.includes(' node.seen ')) ? 'hollow' : lines.some((l) => l.includes(' submit.sent ')) ? 'front-end' : 'other';
-    const kinds: [string, string, string][] = role === 'hollow' ? [['store.sent', 'store.answered', 'start write']] : [['submit.sent', 'submit.answered', 'submission'], ['store.sent', 'store.answered', 'placement commit']];
+    const kinds: [string, string, string][] =
+      role === 'hollow'
+        ? [['store.sent', 'store.answered', 'start write']]
+        : [
+            ['submit.sent', 'submit.answered', 'submission'],
+            ['store.sent', 'store.answered', 'placement commit'],
+          ];
     for (const [sentPt, answeredPt, what] of kinds) {
       const sent = new Map<string, number>();
       const send: number[] = [];
@@ -181,7 +219,15 @@ function analyse(): void {
     if (!m) methods.set(pid, (m = new Map<string, number>()));
     m.set(c.path, (m.get(c.path) ?? 0) + 1);
   }
-  const methodRows = [...methods].sort((a, b) => a[0] - b[0]).map(([pid, m]) => [String(pid), [...m].sort((a, b) => b[1] - a[1]).map(([p, n]) => `${p} ${n}`).join(', ')]);
+  const methodRows = [...methods]
+    .sort((a, b) => a[0] - b[0])
+    .map(([pid, m]) => [
+      String(pid),
+      [...m]
+        .sort((a, b) => b[1] - a[1])
+        .map(([p, n]) => `${p} ${n}`)
+        .join(', '),
+    ]);
   const md = [
     '# Where a call to etcd spends its time, on the wire',
     '',
@@ -193,9 +239,24 @@ function analyse(): void {
     '',
     mdTable(['pid', 'calls'], methodRows),
     '',
-    `etcd's stalls (a request outstanding, no answer on any connection, for 5 ms or more): ${stalls.length}, ${fmt(stalls.reduce((a, b) => a + b, 0), 0)} ms in all (${fmt((100 * stalls.reduce((a, b) => a + b, 0)) / 1000 / Math.max(span, 1e-9), 1)}% of the time); p50 / p90 / max ${fmt(pct(stalls, 0.5), 1)} / ${fmt(pct(stalls, 0.9), 1)} / ${fmt(Math.max(0, ...stalls), 1)} ms.`,
+    `etcd's stalls (a request outstanding, no answer on any connection, for 5 ms or more): ${stalls.length}, ${fmt(
+      stalls.reduce((a, b) => a + b, 0),
+      0,
+    )} ms in all (${fmt((100 * stalls.reduce((a, b) => a + b, 0)) / 1000 / Math.max(span, 1e-9), 1)}% of the time); p50 / p90 / max ${fmt(pct(stalls, 0.5), 1)} / ${fmt(pct(stalls, 0.9), 1)} / ${fmt(Math.max(0, ...stalls), 1)} ms.`,
     '',
   ].join('\n');
   process.stdout.write(md);
-  writeResults(name, { port, spanS: span, calls: calls.size, methods: Object.fromEntries([...methods].map(([pid, m]) => [pid, Object.fromEntries(m)])), stalls, processes: data }, md, resultsDir(false, 'wire-split'));
+  writeResults(
+    name,
+    {
+      port,
+      spanS: span,
+      calls: calls.size,
+      methods: Object.fromEntries([...methods].map(([pid, m]) => [pid, Object.fromEntries(m)])),
+      stalls,
+      processes: data,
+    },
+    md,
+    resultsDir(false, 'wire-split'),
+  );
 }

@@ -69,7 +69,10 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
   const bundled = new Set(BUNDLED.map((p) => join(root, p)));
   const shared = new Set(SHARED.map((p) => join(root, p)));
   /** The compiled module of a source file, as an import from dist/cli (every output file is in it, none below). */
-  const compiled = (file) => relative(outDir, join(tree, relative(root, file).replace(/\.ts$/, '.js'))).split('\\').join('/');
+  const compiled = (file) =>
+    relative(outDir, join(tree, relative(root, file).replace(/\.ts$/, '.js')))
+      .split('\\')
+      .join('/');
   const toCompiledTree = {
     name: 'to-compiled-tree',
     setup(b) {
@@ -85,7 +88,9 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
       // A library imported when a command runs (yaml for -o yaml, the server's reflection and
       // health services) is loaded from node_modules: esbuild's chunk of a CommonJS library
       // imported so would not give its named exports.
-      b.onResolve({ filter: /^[^./]/ }, (args) => (args.kind === 'dynamic-import' && !args.path.startsWith('node:') ? { path: args.path, external: true } : undefined));
+      b.onResolve({ filter: /^[^./]/ }, (args) =>
+        args.kind === 'dynamic-import' && !args.path.startsWith('node:') ? { path: args.path, external: true } : undefined,
+      );
     },
   };
   const vendor = {
@@ -93,12 +98,26 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
     setup(b) {
       b.onResolve({ filter: /^(@grpc\/grpc-js|protobufjs)$/ }, (args) => ({ path: args.path, namespace: 'vendor' }));
       b.onResolve({ filter: /^vendor-loader$/, namespace: 'vendor' }, () => ({ path: 'loader', namespace: 'vendor-loader' }));
-      b.onLoad({ filter: /.*/, namespace: 'vendor' }, (args) => ({ contents: `module.exports = require('vendor-loader').vendor.${VENDOR[args.path]};`, loader: 'js', resolveDir: root }));
+      b.onLoad({ filter: /.*/, namespace: 'vendor' }, (args) => ({
+        contents: `module.exports = require('vendor-loader').vendor.${VENDOR[args.path]};`,
+        loader: 'js',
+        resolveDir: root,
+      }));
       b.onLoad({ filter: /.*/, namespace: 'vendor-loader' }, () => ({ contents: VENDOR_LOADER, loader: 'js', resolveDir: root }));
     },
   };
   // What both bundles share: Node 20, minified with names kept (errors and stacks stay readable).
-  const common = { bundle: true, platform: 'node', target: ['node20'], minify: true, keepNames: true, legalComments: 'none', logLevel: 'error', metafile: true, absWorkingDir: root };
+  const common = {
+    bundle: true,
+    platform: 'node',
+    target: ['node20'],
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    logLevel: 'error',
+    metafile: true,
+    absWorkingDir: root,
+  };
   // protobufjs's functions for the messages of proto/, generated now (scripts/proto-codegen.mjs)
   // and installed on vendor.cjs's protobufjs.
   const codegen = join(outDir, 'proto-codegen.cjs');
@@ -106,7 +125,9 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
   const vendorBuild = await build({
     ...common,
     stdin: {
-      contents: `require(${JSON.stringify(codegen)})(require('protobufjs'));\nmodule.exports = { ${Object.entries(VENDOR).map(([pkg, name]) => `${name}: require('${pkg}')`).join(', ')} };`,
+      contents: `require(${JSON.stringify(codegen)})(require('protobufjs'));\nmodule.exports = { ${Object.entries(VENDOR)
+        .map(([pkg, name]) => `${name}: require('${pkg}')`)
+        .join(', ')} };`,
       resolveDir: root,
       sourcefile: 'vendor.cjs',
       loader: 'js',
@@ -133,7 +154,8 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
     .filter((i) => i.external && i.kind !== 'dynamic-import' && i.path.startsWith('.'))
     .map((i) => i.path);
   const unknown = fromTree.filter((p) => !SHARED_FROM_TREE.includes(p));
-  if (unknown.length > 0) throw new Error(`build-cli: main.cjs imports ${unknown.join(', ')} from the compiled tree; add them to SHARED_FROM_TREE (src/cli/bundle.js)`);
+  if (unknown.length > 0)
+    throw new Error(`build-cli: main.cjs imports ${unknown.join(', ')} from the compiled tree; add them to SHARED_FROM_TREE (src/cli/bundle.js)`);
   const mainFile = join(outDir, 'main.cjs');
   const DYNAMIC = /\bimport\((?=["'`])/g;
   const code = readFileSync(mainFile, 'utf8');
@@ -142,23 +164,32 @@ export async function buildCli(outDir = join(root, 'dist', 'cli'), tree = join(r
     .filter((i) => i.kind === 'dynamic-import' && i.external).length;
   const rewritten = code.replace(DYNAMIC, '__tarcil_import(');
   if ((code.match(DYNAMIC) ?? []).length !== external || /\bimport\(/.test(rewritten)) {
-    throw new Error(`build-cli: main.cjs has ${(code.match(DYNAMIC) ?? []).length} import() of a literal path and ${external} external dynamic imports; every import() must be one of them`);
+    throw new Error(
+      `build-cli: main.cjs has ${(code.match(DYNAMIC) ?? []).length} import() of a literal path and ${external} external dynamic imports; every import() must be one of them`,
+    );
   }
   const banner = [
     'var __tarcil_url = typeof __tarcilUrl === "string" ? __tarcilUrl : require("node:url").pathToFileURL(__filename).href;',
     'var __tarcil_import = typeof __tarcilImport === "function" ? __tarcilImport : (s) => import(s.startsWith(".") ? new URL(s, __tarcil_url).href : s);',
   ].join('\n');
   writeFileSync(mainFile, `${banner}\n${rewritten}`);
-  const meta = { inputs: { ...vendorBuild.metafile.inputs, ...result.metafile.inputs }, outputs: { ...vendorBuild.metafile.outputs, ...result.metafile.outputs } };
+  const meta = {
+    inputs: { ...vendorBuild.metafile.inputs, ...result.metafile.inputs },
+    outputs: { ...vendorBuild.metafile.outputs, ...result.metafile.outputs },
+  };
   writeFileSync(`${outDir}.meta.json`, JSON.stringify(meta));
   // The code caches of main.cjs and vendor.cjs, from a client command run once (against a port
   // nothing listens on), through the loader the tarcil command uses.
   const loader = pathToFileURL(join(root, 'src', 'cli', 'bundle.js')).href;
   const argv = [process.execPath, 'tarcil', 'jobs', '--server', '127.0.0.1:1', '--timeout', '300'];
-  spawnSync(process.execPath, ['--input-type=module', '-e', `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(outDir)}, ${JSON.stringify(argv)});`], {
-    stdio: 'ignore',
-    env: { ...process.env, TARCIL_WRITE_CODE_CACHE: outDir, TARCIL_LOG: 'silent' },
-  });
+  spawnSync(
+    process.execPath,
+    ['--input-type=module', '-e', `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(outDir)}, ${JSON.stringify(argv)});`],
+    {
+      stdio: 'ignore',
+      env: { ...process.env, TARCIL_WRITE_CODE_CACHE: outDir, TARCIL_LOG: 'silent' },
+    },
+  );
   return outDir;
 }
 

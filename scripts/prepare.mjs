@@ -50,7 +50,12 @@ if (reason === undefined) {
   // Same content, yet a source touched since (a checkout back and forth): only the stamp's time, so
   // that src/cli/entry.js runs the compiled tree rather than the sources.
   const built = join(root, 'dist', '.built');
-  const newest = Math.max(0, ...filesUnder(join(root, 'src'), []).filter((f) => f.endsWith('.ts')).map((f) => statSync(f).mtimeMs));
+  const newest = Math.max(
+    0,
+    ...filesUnder(join(root, 'src'), [])
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => statSync(f).mtimeMs),
+  );
   if (statSync(built).mtimeMs < newest) {
     const now = new Date();
     utimesSync(built, now, now);
@@ -59,9 +64,10 @@ if (reason === undefined) {
 } else {
   process.stderr.write(`tarcil: building dist/ (${reason})\n`);
   const npm = process.env.npm_execpath;
-  const run = npm !== undefined && npm.endsWith('.js')
-    ? spawnSync(process.execPath, [npm, 'run', '-s', 'build'], { cwd: root, stdio: 'inherit' })
-    : spawnSync('npm', ['run', '-s', 'build'], { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
+  const run =
+    npm !== undefined && npm.endsWith('.js')
+      ? spawnSync(process.execPath, [npm, 'run', '-s', 'build'], { cwd: root, stdio: 'inherit' })
+      : spawnSync('npm', ['run', '-s', 'build'], { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
   if (run.status !== 0) process.exit(run.status ?? 1);
 }
 const linked = linkBin();

@@ -9,7 +9,16 @@ export function benchJob(n: number, tasks: number): JobSpec {
 }
 
 /** The soak's job sizes (tasks per job) and their weights: mean ≈ 15, a few large jobs. */
-export const SIZES: readonly [number, number][] = [[1, 20], [2, 15], [4, 20], [8, 20], [16, 12], [32, 8], [64, 4], [128, 1]];
+export const SIZES: readonly [number, number][] = [
+  [1, 20],
+  [2, 15],
+  [4, 20],
+  [8, 20],
+  [16, 12],
+  [32, 8],
+  [64, 4],
+  [128, 1],
+];
 export const MEAN_TASKS = SIZES.reduce((s, [n, w]) => s + n * w, 0) / SIZES.reduce((s, [, w]) => s + w, 0);
 
 /** A job size drawn from SIZES by `r` uniform in [0, 1). */

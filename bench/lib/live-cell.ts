@@ -30,7 +30,29 @@ export interface FrontEndOptions {
 
 /** Starts a `tarcil server` on free ports and resolves once it listens. */
 export async function startFrontEnd(o: FrontEndOptions, onChild: (p: TarcilProc) => void = () => undefined): Promise<LiveFrontEnd> {
-  const proc = tarcil(['server', '--store', o.url, '--prefix', o.prefix, '--agents', String(o.agents), '--port', '0', '--metrics-port', '0', '--retain', o.retain, '--compact-margin', o.compactMargin, '--name', o.name, ...(o.extra ?? [])], o.env);
+  const proc = tarcil(
+    [
+      'server',
+      '--store',
+      o.url,
+      '--prefix',
+      o.prefix,
+      '--agents',
+      String(o.agents),
+      '--port',
+      '0',
+      '--metrics-port',
+      '0',
+      '--retain',
+      o.retain,
+      '--compact-margin',
+      o.compactMargin,
+      '--name',
+      o.name,
+      ...(o.extra ?? []),
+    ],
+    o.env,
+  );
   onChild(proc);
   const m = await proc.waitFor(/listening on [^:]+:(\d+), metrics on :(\d+)/, 120_000);
   const port = Number(m[1]);
@@ -58,7 +80,26 @@ export interface LiveHollow {
 
 /** Starts `tarcil hollow` and resolves once all its nodes are registered. */
 export async function startHollowCell(o: HollowOptions, onChild: (p: TarcilProc) => void = () => undefined): Promise<LiveHollow> {
-  const proc = tarcil(['hollow', '--store', o.url, '--prefix', o.prefix, ...(o.servers !== undefined ? ['--servers', String(o.servers)] : []), '--cluster', o.cluster, '--lease-ttl', '10', '--disconnect-grace', o.disconnectGrace, '--metrics-port', '0', ...(o.extra ?? [])], o.env);
+  const proc = tarcil(
+    [
+      'hollow',
+      '--store',
+      o.url,
+      '--prefix',
+      o.prefix,
+      ...(o.servers !== undefined ? ['--servers', String(o.servers)] : []),
+      '--cluster',
+      o.cluster,
+      '--lease-ttl',
+      '10',
+      '--disconnect-grace',
+      o.disconnectGrace,
+      '--metrics-port',
+      '0',
+      ...(o.extra ?? []),
+    ],
+    o.env,
+  );
   onChild(proc);
   const ready = await proc.waitFor(/tarcil hollow: (\d+) nodes .*?, (\d+) RUs.*metrics on :(\d+)/, 600_000);
   return { proc, nodes: Number(ready[1]), totalRus: Number(ready[2]), metricsPort: Number(ready[3]) };

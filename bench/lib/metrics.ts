@@ -42,6 +42,7 @@ export async function scrape(port: number): Promise<string | undefined> {
 export function metricSum(text: string | undefined, name: string): number {
   if (text === undefined) return NaN;
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(name) && !line.startsWith('#') && (line[name.length] === ' ' || line[name.length] === '{')) sum += Number(line.split(' ').pop());
+  for (const line of text.split('\n'))
+    if (line.startsWith(name) && !line.startsWith('#') && (line[name.length] === ' ' || line[name.length] === '{')) sum += Number(line.split(' ').pop());
   return sum;
 }

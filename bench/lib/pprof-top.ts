@@ -22,9 +22,16 @@ export function pprofTop(gz: Uint8Array, limit = 40): PprofTop {
   const fnName = new Map<string, string>();
   for (const f of p.function) fnName.set(String(f.id), str(f.name));
   const locFns = new Map<string, string[]>();
-  for (const l of p.location) locFns.set(String(l.id), l.line.map((ln) => fnName.get(String(ln.functionId)) ?? '?'));
+  for (const l of p.location)
+    locFns.set(
+      String(l.id),
+      l.line.map((ln) => fnName.get(String(ln.functionId)) ?? '?'),
+    );
   // The CPU value is the sample type whose unit is nanoseconds (pprof: [samples/count, cpu/nanoseconds]).
-  const vi = Math.max(0, p.sampleType.findIndex((t) => str(t.unit) === 'nanoseconds'));
+  const vi = Math.max(
+    0,
+    p.sampleType.findIndex((t) => str(t.unit) === 'nanoseconds'),
+  );
   const self = new Map<string, number>();
   const total = new Map<string, number>();
   let all = 0;

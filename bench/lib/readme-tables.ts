@@ -71,8 +71,7 @@ function row(set: ResultsSet, file: string, where: Record<string, unknown>): Rec
   return found[0]!;
 }
 
-const value = (set: ResultsSet, file: string, where: Record<string, unknown>, field: string): number =>
-  num(row(set, file, where), field, file);
+const value = (set: ResultsSet, file: string, where: Record<string, unknown>, field: string): number => num(row(set, file, where), field, file);
 
 function distinct<T>(set: ResultsSet, file: string, field: string): T[] {
   const out: T[] = [];
@@ -193,8 +192,7 @@ export const TABLES: TableSpec[] = [
     files: one('sparrow'),
     render: (s) => {
       const f = F('sparrow');
-      const ratio = (policy: string, load: number): number =>
-        value(s, f, { policy, load }, 'meanMs') / value(s, f, { policy: 'omniscient', load }, 'meanMs');
+      const ratio = (policy: string, load: number): number => value(s, f, { policy, load }, 'meanMs') / value(s, f, { policy: 'omniscient', load }, 'meanMs');
       return markdownTable(
         ['policy', ...SPARROW_LOADS.map(loadLabel)],
         SPARROW_POLICIES.map(([policy, label]) => [
@@ -214,14 +212,17 @@ export const TABLES: TableSpec[] = [
       const x = (a: number, b: number): string => `${f2(a / b)}×`;
       const signed = (share: number): string => `${share < 0 ? '−' : ''}${f1(Math.abs(share) * 100)}%`;
       const [off, on] = [m('sparrow-nocancel', 0.95, 'p50Ms'), m('sparrow', 0.95, 'p50Ms')];
-      return markdownTable(['claim (Sparrow §3, 80% load)', 'paper', 'ours'], [
-        ['per-task against random', '> 3× better', `${x(m('random'), m('sparrow-per-task'))} better`],
-        ['per-task against omniscient', '2.6×', x(m('sparrow-per-task'), m('omniscient'))],
-        ['batch against per-task', '0.73×', x(m('sparrow-batch'), m('sparrow-per-task'))],
-        ['batch against omniscient', '1.92×', x(m('sparrow-batch'), m('omniscient'))],
-        ['batch + late binding against omniscient', 'within 5%', signed(m('sparrow') / m('omniscient') - 1)],
-        ['proactive cancellation, median at 95%', '−6%', `${signed(on / off - 1)} (${f1(off)} → ${f1(on)} ms)`],
-      ]);
+      return markdownTable(
+        ['claim (Sparrow §3, 80% load)', 'paper', 'ours'],
+        [
+          ['per-task against random', '> 3× better', `${x(m('random'), m('sparrow-per-task'))} better`],
+          ['per-task against omniscient', '2.6×', x(m('sparrow-per-task'), m('omniscient'))],
+          ['batch against per-task', '0.73×', x(m('sparrow-batch'), m('sparrow-per-task'))],
+          ['batch against omniscient', '1.92×', x(m('sparrow-batch'), m('omniscient'))],
+          ['batch + late binding against omniscient', 'within 5%', signed(m('sparrow') / m('omniscient') - 1)],
+          ['proactive cancellation, median at 95%', '−6%', `${signed(on / off - 1)} (${f1(off)} → ${f1(on)} ms)`],
+        ],
+      );
     },
   },
   {
@@ -276,7 +277,13 @@ export const TABLES: TableSpec[] = [
       const f = F('speed');
       return markdownTable(
         ['workload', 'policy', 'tasks', 'wall s', 'tasks a minute'],
-        doc(s, f).rows.map((r) => [String(r.workload), String(r.policy), thousands(num(r, 'tasks', f)), f1(num(r, 'wallS', f)), thousands(num(r, 'tasksPerMin', f))]),
+        doc(s, f).rows.map((r) => [
+          String(r.workload),
+          String(r.policy),
+          thousands(num(r, 'tasks', f)),
+          f1(num(r, 'wallS', f)),
+          thousands(num(r, 'tasksPerMin', f)),
+        ]),
       );
     },
   },
@@ -286,7 +293,10 @@ export const TABLES: TableSpec[] = [
     render: (s) => {
       const f = F('w2-load');
       const rows: string[][] = [];
-      for (const [variant, cluster] of [['resident', 'homogeneous'], ['hetero', 'heterogeneous']] as const) {
+      for (const [variant, cluster] of [
+        ['resident', 'homogeneous'],
+        ['hetero', 'heterogeneous'],
+      ] as const) {
         for (const policy of ['tarcil', 'sparrow']) {
           rows.push([
             `${cluster}, ${policy}`,
@@ -437,11 +447,7 @@ export const TABLES: TableSpec[] = [
       const cols = TRUTH_POLICIES.filter(([p]) => summary(files[0]!).some((r) => r.policy === p));
       return `${caption}\n\n${markdownTable(
         ['truth', ...cols.map(([, head]) => head), 'oracle (% of ideal)'],
-        truths.map((truth) => [
-          truth,
-          ...cols.map(([p]) => across(truth, p, 'pctOracle')),
-          across(truth, 'oracle', 'pctIdeal'),
-        ]),
+        truths.map((truth) => [truth, ...cols.map(([p]) => across(truth, p, 'pctOracle')), across(truth, 'oracle', 'pctIdeal')]),
       )}`;
     },
   },

@@ -70,7 +70,18 @@ export interface MinuteCounts {
   finals: number;
 }
 
-const emptyMinute = (): MinuteCounts => ({ placements: 0, reuseMs: [], running: [], runningOneTxn: [], runningBySize: [[], [], [], []], runningUnheld: [], held: 0, stages: { placed: [], started: [], seen: [], accepted: [] }, split: [], finals: 0 });
+const emptyMinute = (): MinuteCounts => ({
+  placements: 0,
+  reuseMs: [],
+  running: [],
+  runningOneTxn: [],
+  runningBySize: [[], [], [], []],
+  runningUnheld: [],
+  held: 0,
+  stages: { placed: [], started: [], seen: [], accepted: [] },
+  split: [],
+  finals: 0,
+});
 
 /** The job sizes `runningBySize` is split by, named for a report; `oneTxn` as the auditor's. */
 export function sizeClasses(oneTxn: number): string[] {
@@ -210,7 +221,9 @@ export class SoakAuditor {
     this.classify(job, ms);
     // The task whole and its three stages, taken once for every figure that uses them.
     const timed = rec?.placedAt !== undefined && rec.startedAt !== undefined;
-    const task: [number, number, number, number] = timed ? [ms, (rec.placedAt as number) - at, (rec.startedAt as number) - (rec.placedAt as number), now - (rec.startedAt as number)] : [ms, NaN, NaN, NaN];
+    const task: [number, number, number, number] = timed
+      ? [ms, (rec.placedAt as number) - at, (rec.startedAt as number) - (rec.placedAt as number), now - (rec.startedAt as number)]
+      : [ms, NaN, NaN, NaN];
     if (acc !== undefined) this.minute.runningBySize[sizeClass(acc.tasks, this.oneTxn)]?.push(task);
     if (timed) {
       this.minute.stages.placed.push(task[1]);
@@ -241,8 +254,7 @@ export class SoakAuditor {
       const key = ev.kv.key;
       if (key.startsWith(k.rus())) {
         if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value, now)) freed++;
-      }
-      else if (key.startsWith(k.allTasks())) {
+      } else if (key.startsWith(k.allTasks())) {
         if (ev.type === 'delete') continue;
         const v = ev.kv.value;
         // Most task writes are not the ones counted here: parse only those that are.

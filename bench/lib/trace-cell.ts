@@ -33,7 +33,8 @@ const CATALOG_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
 /** The live platform of the trace's servers of `platform` with `cores` RUs. */
 export function livePlatform(platform: string, cores: number): string {
   const name = `${platform.toLowerCase().replace(/[._]/g, '-')}-${cores}c`;
-  if (!CATALOG_NAME.test(name)) throw new Error(`trace platform '${platform}' (${cores} cores): its live name '${name}' is not a catalog name (1–64 of a-z, 0-9, -)`);
+  if (!CATALOG_NAME.test(name))
+    throw new Error(`trace platform '${platform}' (${cores} cores): its live name '${name}' is not a catalog name (1–64 of a-z, 0-9, -)`);
   return name;
 }
 
@@ -67,7 +68,8 @@ export function writeTraceCell(trace: Trace, dir: string): TraceCell {
   }
 
   const plat = JSON.parse(readFileSync(join(base, 'platforms.json'), 'utf8')) as { platforms: { name: string }[] };
-  for (const name of groups.keys()) if (plat.platforms.some((p) => p.name === name)) throw new Error(`the live platform '${name}' is a platform of the catalog already`);
+  for (const name of groups.keys())
+    if (plat.platforms.some((p) => p.name === name)) throw new Error(`the live platform '${name}' is a platform of the catalog already`);
   plat.platforms.push(
     ...[...groups].map(([name, g]) => ({
       name,
@@ -86,7 +88,8 @@ export function writeTraceCell(trace: Trace, dir: string): TraceCell {
     for (const name of groups.keys()) w.platformPerf[name] = 1;
     writeFileSync(join(profilesDir, 'workloads', f), `${JSON.stringify(w, null, 2)}\n`);
   }
-  for (const f of readdirSync(join(base, 'clusters')).filter((x) => x.endsWith('.json'))) copyFileSync(join(base, 'clusters', f), join(profilesDir, 'clusters', f));
+  for (const f of readdirSync(join(base, 'clusters')).filter((x) => x.endsWith('.json')))
+    copyFileSync(join(base, 'clusters', f), join(profilesDir, 'clusters', f));
 
   const clusterFile = join(dir, 'trace-cell.json');
   const cluster = {

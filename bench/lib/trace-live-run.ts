@@ -221,10 +221,12 @@ class RunningTracker {
 /** The window's production allocation: the cores of its pods running in production at each hour. */
 function productionAllocation(jobs: readonly TraceJob[], startMs: number, rus: number, compress: number, hours: number[]): AllocationPoint[] {
   const sec = compress / 1000;
-  const spans = jobs.filter((j) => j.productionWaitMs !== undefined).map((j) => {
-    const from = (j.arrivalMs + (j.productionWaitMs as number) - startMs) * sec;
-    return { from, to: from + (j.durationMs ?? 0) * sec, cores: j.tasks };
-  });
+  const spans = jobs
+    .filter((j) => j.productionWaitMs !== undefined)
+    .map((j) => {
+      const from = (j.arrivalMs + (j.productionWaitMs as number) - startMs) * sec;
+      return { from, to: from + (j.durationMs ?? 0) * sec, cores: j.tasks };
+    });
   return hours.map((h) => ({ hour: h, allocated: spans.reduce((a, s) => (s.from <= h * 3600 && h * 3600 < s.to ? a + s.cores : a), 0) / rus }));
 }
 
@@ -236,7 +238,9 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
   if (win.jobs.length === 0) throw new Error('--pods: the trace has no job to replay');
   const sub: Trace = { ...trace, jobs: win.jobs };
   const rus = trace.servers.reduce((a, s) => a + s.rus, 0);
-  o.say(`window: ${win.jobs.length} pods asking ${win.cores} cores from trace second ${((win.startMs * compress) / 1000).toFixed(0)}, ${o.windowS} s long (${((o.windowS / compress) / 60).toFixed(1)} min at ${compress}×)`);
+  o.say(
+    `window: ${win.jobs.length} pods asking ${win.cores} cores from trace second ${((win.startMs * compress) / 1000).toFixed(0)}, ${o.windowS} s long (${(o.windowS / compress / 60).toFixed(1)} min at ${compress}×)`,
+  );
 
   // The simulator's tarcil policy on exactly these jobs.
   const sim = replayTrace(sub, 'tarcil', { seed: o.seed, samples: 200 });
@@ -257,9 +261,13 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
   const txnFlags = maxTxnOps !== 128 ? ['--etcd-max-txn-ops', String(maxTxnOps)] : [];
   let endpoint = o.etcdEndpoint;
   if (endpoint === undefined) {
-    etcd = await startEtcd({ bin: ensureEtcd(o.say), extraArgs: ['--quota-backend-bytes', '8589934592', ...(maxTxnOps !== 128 ? ['--max-txn-ops', String(maxTxnOps)] : [])] });
+    etcd = await startEtcd({
+      bin: ensureEtcd(o.say),
+      extraArgs: ['--quota-backend-bytes', '8589934592', ...(maxTxnOps !== 128 ? ['--max-txn-ops', String(maxTxnOps)] : [])],
+    });
     endpoint = etcd.endpoint;
-  } else if (maxTxnOps !== 128) throw new Error(`--nodes: a node of ${largest} cores needs etcd's --max-txn-ops of ${maxTxnOps}; the etcd given has the default (128)`);
+  } else if (maxTxnOps !== 128)
+    throw new Error(`--nodes: a node of ${largest} cores needs etcd's --max-txn-ops of ${maxTxnOps}; the etcd given has the default (128)`);
   const url = endpoint.replace(/^http:\/\//, 'etcd://');
   const stopAll = async (): Promise<void> => {
     for (const c of children) c.child.kill('SIGKILL');
@@ -272,10 +280,17 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
   const store = await openStore(url);
   try {
     const hollow = await startHollowCell({ url, prefix, cluster: cell.clusterFile, disconnectGrace: '10s', extra: txnFlags, env }, (p) => children.push(p));
-    o.say(`hollow cell: ${hollow.nodes} nodes, ${hollow.totalRus} RUs (${cell.platforms.size} trace platforms as ${[...cell.platforms.values()].flat().length} live ones)`);
+    o.say(
+      `hollow cell: ${hollow.nodes} nodes, ${hollow.totalRus} RUs (${cell.platforms.size} trace platforms as ${[...cell.platforms.values()].flat().length} live ones)`,
+    );
     const fes: LiveFrontEnd[] = [];
     for (let i = 0; i < o.frontEnds; i++) {
-      fes.push(await startFrontEnd({ url, prefix, agents: o.agents, name: `fe${i}`, retain: '5m', compactMargin: '2m', extra: ['--agent', 'preemption=false', ...txnFlags], env }, (p) => children.push(p)));
+      fes.push(
+        await startFrontEnd(
+          { url, prefix, agents: o.agents, name: `fe${i}`, retain: '5m', compactMargin: '2m', extra: ['--agent', 'preemption=false', ...txnFlags], env },
+          (p) => children.push(p),
+        ),
+      );
     }
     o.say(`front-ends listening on ${fes.map((f) => f.port).join(', ')}`);
     const keys = new Keys(prefix);
@@ -322,7 +337,9 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
         const fe = fes[rr++ % fes.length] as LiveFrontEnd;
         try {
           const res = await new Promise<{ jobId: string }>((resolve, reject) => {
-            fe.client.SubmitJob({ specJson: JSON.stringify(specs[k]), requestId }, { deadline: new Date(Date.now() + 10_000) }, (err, r) => (err || !r ? reject(err ?? new Error('empty')) : resolve(r)));
+            fe.client.SubmitJob({ specJson: JSON.stringify(specs[k]), requestId }, { deadline: new Date(Date.now() + 10_000) }, (err, r) =>
+              err || !r ? reject(err ?? new Error('empty')) : resolve(r),
+            );
           });
           sentAt[k] = at;
           acked.push(res.jobId);
@@ -346,7 +363,9 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
     }
     await Promise.all(inFlight);
     const longest = win.jobs.reduce((m, j) => Math.max(m, j.durationMs ?? 0), 0);
-    o.say(`all ${win.jobs.length} pods submitted (${acked.length} acknowledged); waiting for them to end (at most ${((longest + o.drainMarginMs) / 1000).toFixed(0)} s)`);
+    o.say(
+      `all ${win.jobs.length} pods submitted (${acked.length} acknowledged); waiting for them to end (at most ${((longest + o.drainMarginMs) / 1000).toFixed(0)} s)`,
+    );
     const bound = Date.now() + longest + o.drainMarginMs;
     while (Date.now() < bound && auditor.notFinal(acked).length > 0) await sleep(1000);
     sampling = false;
@@ -364,7 +383,15 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
     const sec = compress / 1000;
     const jobs: LiveJob[] = win.jobs.map((j, k) => {
       const s = sim.outcomes[k];
-      return { id: j.id, qos: j.qos, tasks: j.tasks, neverScheduled: j.neverScheduled, servers: 0, ...(s?.waitS !== undefined ? { simWaitS: s.waitS } : {}), ...(s?.productionWaitS !== undefined ? { productionWaitS: s.productionWaitS } : {}) };
+      return {
+        id: j.id,
+        qos: j.qos,
+        tasks: j.tasks,
+        neverScheduled: j.neverScheduled,
+        servers: 0,
+        ...(s?.waitS !== undefined ? { simWaitS: s.waitS } : {}),
+        ...(s?.productionWaitS !== undefined ? { productionWaitS: s.productionWaitS } : {}),
+      };
     });
     for (const [id, k] of jobOf) {
       const j = jobs[k] as LiveJob;
@@ -385,10 +412,27 @@ export async function runTraceLive(o: TraceLiveOptions): Promise<TraceLiveResult
       window: { startS: win.startMs * sec, endS: (win.startMs * compress + o.windowS * 1000) / 1000, pods: win.jobs.length, cores: win.cores, compress },
       cell: { servers: cell.servers, rus, platforms: [...cell.platforms.values()].flat().length, registeredRus: hollow.totalRus, maxTxnOps },
       jobs,
-      allocation: { live, sim: simAlloc, production: productionAllocation(win.jobs, win.startMs, rus, compress, simAlloc.map((p) => p.hour)) },
+      allocation: {
+        live,
+        sim: simAlloc,
+        production: productionAllocation(
+          win.jobs,
+          win.startMs,
+          rus,
+          compress,
+          simAlloc.map((p) => p.hour),
+        ),
+      },
       sim: { splitJobs: sim.splitJobs, platformViolations: sim.platformViolations, quality: sim.quality },
       placements,
-      audit: { acked: acked.length, failedSubmissions, final: counts.final, notFinal, violations: auditor.violations, watchErrors: [...auditor.watchErrors, ...tracker.errors] },
+      audit: {
+        acked: acked.length,
+        failedSubmissions,
+        final: counts.final,
+        notFinal,
+        violations: auditor.violations,
+        watchErrors: [...auditor.watchErrors, ...tracker.errors],
+      },
       wallS: (Date.now() - t0Run) / 1000,
     };
   } finally {

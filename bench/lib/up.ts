@@ -31,11 +31,15 @@ const BANNER = {
  * resolves once its banner names the Scheduler, metrics and dashboard ports; rejects if it exits first.
  */
 export async function startUp(args: string[] = [], nodeArgs: string[] = []): Promise<UpProcess> {
-  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', '0', '--metrics-port', '0', '--http-port', '0', ...args], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' },
-  });
+  const proc = spawn(
+    process.execPath,
+    [...nodeArgs, join(ROOT, 'src', 'cli', 'bin.js'), 'up', '--port', '0', '--metrics-port', '0', '--http-port', '0', ...args],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TARCIL_LOG: process.env.TARCIL_LOG ?? 'warn' },
+    },
+  );
   const { port, metricsPort, httpPort } = await new Promise<Record<keyof typeof BANNER, number>>((resolve, reject) => {
     let out = '';
     proc.stdout.on('data', (b: Buffer) => {

@@ -88,7 +88,6 @@ export interface ScheduleOptions {
   previous?: (task: number) => AttemptSummary[] | undefined;
 }
 
-
 /**
  * A write fence for a job: every commit for it also compares `key`'s lease, so an owner whose
  * lease expired (and whose job another agent adopted) can place nothing more.
@@ -240,7 +239,11 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
     const target = jobTarget(job.profile.caused);
     const rec = this.newRecord(job, target);
     const pending = taskIndices ? [...taskIndices] : Array.from({ length: job.tasks }, (_, i) => i);
-    const stamp: TaskStamp = { attempt: opts.attempt ?? (() => 0), ...(opts.taskRev ? { taskRev: opts.taskRev } : {}), ...(opts.previous ? { previous: opts.previous } : {}) };
+    const stamp: TaskStamp = {
+      attempt: opts.attempt ?? (() => 0),
+      ...(opts.taskRev ? { taskRev: opts.taskRev } : {}),
+      ...(opts.previous ? { previous: opts.previous } : {}),
+    };
     if (job.mode === 'gang') {
       const capacity = this.eligibleCapacity(job);
       if (pending.length > capacity) {
@@ -252,7 +255,10 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
         const up = eligibleGroups(this.state, job.constraints).up;
         const room = job.locality.scope === 'rack' ? up.rackRus : up.serverRus;
         if (pending.length > room) {
-          rec.unplaceable = { field: 'locality', reason: `locality: a required pack puts all ${pending.length} tasks on one ${job.locality.scope}; the largest it may use has ${room} RUs` };
+          rec.unplaceable = {
+            field: 'locality',
+            reason: `locality: a required pack puts all ${pending.length} tasks on one ${job.locality.scope}; the largest it may use has ${room} RUs`,
+          };
           rec.finishedAt = this.clock.now();
           return rec;
         }
@@ -373,7 +379,11 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   async waitForCapacity(rec: DecisionRecord, job: JobSpec, ms = this.config.recheckMs, need = 1, why?: string, quota = false): Promise<boolean> {
     const q0 = this.clock.now();
     const spread = job.locality.mode === 'spread' && job.locality.required !== false;
-    rec.waiting = why ?? (hardPack(job.locality) ? this.packWaiting(job, need) : `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`);
+    rec.waiting =
+      why ??
+      (hardPack(job.locality)
+        ? this.packWaiting(job, need)
+        : `waiting for a free RU it may use${spread ? ` on a ${job.locality.scope} without a task of this job (spread is required)` : ''}`);
     if (quota && why !== undefined) rec.quota = why;
     const woken = await this.waitFreed(ms, job, this.capacityClass(job, need), need);
     delete rec.waiting;

@@ -39,7 +39,11 @@ function describeConstraints(c: JobSpec['constraints']): string {
   const parts: string[] = [];
   if (c.platforms) parts.push(`platforms ${c.platforms.join(', ')}`);
   if (c.attributes && Object.keys(c.attributes).length > 0) {
-    parts.push(Object.entries(c.attributes).map(([k, v]) => `${k}=${v}`).join(', '));
+    parts.push(
+      Object.entries(c.attributes)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', '),
+    );
   }
   return parts.join('; ');
 }

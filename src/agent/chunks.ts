@@ -117,7 +117,15 @@ export async function placeIncremental(
  * Undefined when it sent nothing (the view cannot fill even the first chunk): the caller places
  * that chunk chunk-by-chunk, which commits what it found and waits for the rest.
  */
-async function commitAheadRun(h: ChunkHost, job: JobSpec, target: JobTarget, tasks: ChunkSource, rec: DecisionRecord, at: Attempt, stamp: TaskStamp): Promise<Next | undefined> {
+async function commitAheadRun(
+  h: ChunkHost,
+  job: JobSpec,
+  target: JobTarget,
+  tasks: ChunkSource,
+  rec: DecisionRecord,
+  at: Attempt,
+  stamp: TaskStamp,
+): Promise<Next | undefined> {
   const inflight = new Set<Promise<void>>();
   let stop = false;
   let conflicts = 0;
@@ -153,7 +161,8 @@ async function commitAheadRun(h: ChunkHost, job: JobSpec, target: JobTarget, tas
       if (d.selection.picks.length < need) break;
       const chunk = tasks.take(need);
       asked += chunk.length;
-      const p: Promise<void> = h.tryCommit(job, chunk, d.selection.picks, rec, false, 'busy', stamp, chunk.length === h.picksPerTxn)
+      const p: Promise<void> = h
+        .tryCommit(job, chunk, d.selection.picks, rec, false, 'busy', stamp, chunk.length === h.picksPerTxn)
         .then(
           (res) => {
             if (res.ok) {

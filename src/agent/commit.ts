@@ -101,7 +101,11 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     const ref = refs[i] as RuRef;
     // Survivors of a previous attempt are still claimed by us.
     if (!a.state.isClaimed(ref, rec)) {
-      a.state.claim(ref, { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) }, rec);
+      a.state.claim(
+        ref,
+        { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) },
+        rec,
+      );
     }
   });
   // Read after the claims (an await lets this process's other decisions run), and only for a job
@@ -145,7 +149,15 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     ruState,
     ...(fence ? { fence } : {}),
     recordJob: finalForJob && a.config.recordJob,
-    ...(quota ? { extra: quotaTxnOps(quota, job.id, tasks.map((t) => quotaToken(t, commitId))) } : {}),
+    ...(quota
+      ? {
+          extra: quotaTxnOps(
+            quota,
+            job.id,
+            tasks.map((t) => quotaToken(t, commitId)),
+          ),
+        }
+      : {}),
   });
   let res;
   try {
@@ -234,8 +246,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     for (const r of res.responses.slice(0, txn.taskResponses)) for (const kv of r ?? []) a.cache.applyKv(kv);
     picks.forEach((p, i) => {
       const ref = refs[i] as RuRef;
-      const unchanged =
-        a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
+      const unchanged = a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
       if (unchanged && a.state.isClaimed(ref, rec)) survivors.push(p);
       else a.state.unclaim(ref, rec);
     });
@@ -288,7 +299,11 @@ async function chainServerCommits(
  */
 async function resolveIndeterminate(
   a: CommitHost,
-  jobId: string, task: number, commitId: string, cause: unknown): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
+  jobId: string,
+  task: number,
+  commitId: string,
+  cause: unknown,
+): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
   a.log.warn({ job: jobId, err: errorMessage(cause) }, 'commit outcome unknown; checking the store');
   let delay = a.config.backoffBaseMs * 10;
   for (;;) {

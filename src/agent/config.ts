@@ -12,7 +12,12 @@ import { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig } from './de
 
 export { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig, type ConflictScope } from './defaults.ts';
 
-const int = (lo: number, hi: number) => z.number({ error: `must be an integer in [${lo}, ${hi}]` }).int(`must be an integer in [${lo}, ${hi}]`).min(lo, `must be an integer in [${lo}, ${hi}]`).max(hi, `must be an integer in [${lo}, ${hi}]`);
+const int = (lo: number, hi: number) =>
+  z
+    .number({ error: `must be an integer in [${lo}, ${hi}]` })
+    .int(`must be an integer in [${lo}, ${hi}]`)
+    .min(lo, `must be an integer in [${lo}, ${hi}]`)
+    .max(hi, `must be an integer in [${lo}, ${hi}]`);
 const bool = z.boolean({ error: 'must be true or false' });
 
 /** The rule of every option (what `--agent key=value` accepts). */

@@ -56,7 +56,17 @@ export function admissionVerdict(
   if (v.action !== 'queue' || cfg.arbiterSample <= 0 || job.constraints.attributes) return v;
   const p = probeAcceptable(
     ctx.state,
-    { jobId: job.id, target, caused: job.profile.caused, priority: job.priority, platformPerf: job.profile.platformPerf, locality: job.locality, constraints: job.constraints, form: cfg.qualityForm, twoSided: cfg.twoSided },
+    {
+      jobId: job.id,
+      target,
+      caused: job.profile.caused,
+      priority: job.priority,
+      platformPerf: job.profile.platformPerf,
+      locality: job.locality,
+      constraints: job.constraints,
+      form: cfg.qualityForm,
+      twoSided: cfg.twoSided,
+    },
     cfg.arbiterSample,
     ctx.rng,
   );

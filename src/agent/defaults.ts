@@ -148,4 +148,3 @@ export const AGENT_OPTION_NAMES = Object.keys(DEFAULT_AGENT_CONFIG)
   .concat('fixedR')
   .filter((k) => k !== 'recordJob' && k !== 'consumeQueue')
   .sort();
-

@@ -17,7 +17,20 @@ import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecor
 import { KnownCell, sameShape, type Feasibility } from './cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS, leaveServers, mergeTask, unplacedTasks, type AdoptWindow, type JobManagerOptions, type OwnerContext, type OwnerStats, type Owned } from './owner/context.ts';
+import {
+  DEFAULT_DEPARTED_MEMORY_MS,
+  DEFAULT_LAUNCH_AFTER_MS,
+  DEFAULT_MAX_PENDING_TASKS,
+  DEFAULT_UNPLACEABLE_TIMEOUT_MS,
+  leaveServers,
+  mergeTask,
+  unplacedTasks,
+  type AdoptWindow,
+  type JobManagerOptions,
+  type OwnerContext,
+  type OwnerStats,
+  type Owned,
+} from './owner/context.ts';
 import { scan } from './owner/adoption.ts';
 import { readLayout, upgradeLayout } from './owner/layout.ts';
 import { Members } from './owner/members.ts';
@@ -96,7 +109,18 @@ export class JobManager implements OwnerContext, MoveHost {
   serving = false;
   /** Jobs taken before the agents started, evaluated when they have. */
   private readonly deferred = new Set<Owned>();
-  readonly stats: OwnerStats = { submitted: 0, duplicates: 0, adopted: 0, lost: 0, rescheduled: 0, finished: 0, fencedLeases: 0, leasePauses: 0, launches: 0, taskReads: 0 };
+  readonly stats: OwnerStats = {
+    submitted: 0,
+    duplicates: 0,
+    adopted: 0,
+    lost: 0,
+    rescheduled: 0,
+    finished: 0,
+    fencedLeases: 0,
+    leasePauses: 0,
+    launches: 0,
+    taskReads: 0,
+  };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;
   readonly moveBudget: MoveBudget;
@@ -206,8 +230,11 @@ export class JobManager implements OwnerContext, MoveHost {
     await this.firstLease();
     const viewReady = this.view.start();
     const k = this.o.keys;
-    const mk = (prefix: string, onSnapshot: (kvs: KeyValue[], revision: number) => void, onEvent: (kv: KeyValue, deleted: boolean, revision: number) => void): Follower =>
-      new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
+    const mk = (
+      prefix: string,
+      onSnapshot: (kvs: KeyValue[], revision: number) => void,
+      onEvent: (kv: KeyValue, deleted: boolean, revision: number) => void,
+    ): Follower => new Follower({ store: this.o.store, clock: this.o.clock, log: this.o.log, prefix, onSnapshot, onEvent });
     const each = (on: (kv: KeyValue, deleted: boolean) => void) => (kvs: KeyValue[]) => {
       for (const kv of kvs) on(kv, false);
     };
@@ -248,7 +275,12 @@ export class JobManager implements OwnerContext, MoveHost {
     this.deferred.clear();
     for (const o of deferred) if (this.owned.get(o.id) === o) this.evaluate(o);
     scan(this);
-    if (!layout.current) this.track(upgradeLayout(this, layout.rev).catch((err: unknown) => this.o.log.warn({ err: errorMessage(err) }, 'store layout upgrade failed; the next start retries')));
+    if (!layout.current)
+      this.track(
+        upgradeLayout(this, layout.rev).catch((err: unknown) =>
+          this.o.log.warn({ err: errorMessage(err) }, 'store layout upgrade failed; the next start retries'),
+        ),
+      );
     // The members' watch starts a scan when one goes; this one is for what it cannot show.
     this.every(SCAN_EVERY_MS, () => scan(this));
     this.every(200, () => this.members.update(this.pendingTasks() > 0));
@@ -485,7 +517,16 @@ export class JobManager implements OwnerContext, MoveHost {
     const o = this.owned.get(job.id);
     if (o) {
       for (const p of placements) {
-        const rec: LiveTaskRecord = { job: job.id, index: p.task, state: p.startRecorded ? 'running' : 'placed', ru: p.ru, attempt: p.attempt ?? 0, placedAt: this.o.clock.now(), ...(p.startRecorded ? { startedAt: this.o.clock.now() } : {}), ...(p.commitId ? { commitId: p.commitId } : {}) };
+        const rec: LiveTaskRecord = {
+          job: job.id,
+          index: p.task,
+          state: p.startRecorded ? 'running' : 'placed',
+          ru: p.ru,
+          attempt: p.attempt ?? 0,
+          placedAt: this.o.clock.now(),
+          ...(p.startRecorded ? { startedAt: this.o.clock.now() } : {}),
+          ...(p.commitId ? { commitId: p.commitId } : {}),
+        };
         // A move's record must say so at once: the watch brings the full record at this same
         // revision, which is then not applied again, and the move is finished from this one.
         if (p.movedFrom) rec.movedFrom = { server: p.movedFrom.server, index: p.movedFrom.index, commitId: p.movedFrom.commitId };

@@ -71,7 +71,10 @@ export class PreemptedQueue {
     const k = this.o.keys;
     const claim = await this.o.store.txn({
       compare: [{ key: kv.key, target: 'mod', op: '==', value: kv.modRevision }],
-      success: [{ type: 'delete', key: kv.key }, { type: 'get', key: k.job(jobId) }],
+      success: [
+        { type: 'delete', key: kv.key },
+        { type: 'get', key: k.job(jobId) },
+      ],
     });
     if (!claim.succeeded || this.o.isClosed()) return; // another agent took it
     const job = parseJson<JobRecord>(claim.responses[1]?.[0]);

@@ -50,7 +50,14 @@ interface TokenView {
 }
 
 function tokenLine(t: TokenView): string {
-  const state = t.revokedAtMs > 0 ? `revoked ${iso(t.revokedAtMs)}` : t.expiresAtMs > 0 && t.expiresAtMs <= Date.now() ? `expired ${iso(t.expiresAtMs)}` : t.expiresAtMs > 0 ? `expires ${iso(t.expiresAtMs)}` : 'no expiry';
+  const state =
+    t.revokedAtMs > 0
+      ? `revoked ${iso(t.revokedAtMs)}`
+      : t.expiresAtMs > 0 && t.expiresAtMs <= Date.now()
+        ? `expired ${iso(t.expiresAtMs)}`
+        : t.expiresAtMs > 0
+          ? `expires ${iso(t.expiresAtMs)}`
+          : 'no expiry';
   return `${t.accessor}  ${t.name}  ${state}  ${t.policyJson}${t.certCommonName ? `  cert ${t.certCommonName}` : ''}`;
 }
 
@@ -123,7 +130,8 @@ export async function auditCommand(o: AclFlags & { since?: number; namespace?: s
     for (const r of res.records) {
       out(`${iso(r.atMs)}  ${r.rpc}  ${r.who}  ${r.peer}  ${r.namespace || '-'}  ${r.target || '-'}  ${r.result}${r.message ? `: ${r.message}` : ''}`);
     }
-    if (res.total > res.records.length) out(`${res.records.length} of ${res.total} audit records (the newest); --limit N (at most 100,000) or --since to see others`);
+    if (res.total > res.records.length)
+      out(`${res.records.length} of ${res.total} audit records (the newest); --limit N (at most 100,000) or --since to see others`);
   } finally {
     c.close();
   }
@@ -139,16 +147,29 @@ export function registerAclCommands(program: Command, clientOptions: (c: Command
   outputOption(clientOptions(token.command('create').description('a new token with a policy; prints its secret once')))
     .addOption(new Option('--name <name>', "the token's name (who it is for)").makeOptionMandatory())
     .addOption(
-      new Option('--policy <file|json>', 'the policy: a JSON file or inline JSON, e.g. \'{"namespaces":{"team-a":["submit","read","cancel"]},"cluster":[]}\'').makeOptionMandatory(),
+      new Option(
+        '--policy <file|json>',
+        'the policy: a JSON file or inline JSON, e.g. \'{"namespaces":{"team-a":["submit","read","cancel"]},"cluster":[]}\'',
+      ).makeOptionMandatory(),
     )
-    .addOption(new Option('--ttl <duration>', 'expires this long after creation (e.g. 24h; default: never)').argParser(duration('--ttl', { min: 1000, max: 10 * 365 * 86_400_000 })))
+    .addOption(
+      new Option('--ttl <duration>', 'expires this long after creation (e.g. 24h; default: never)').argParser(
+        duration('--ttl', { min: 1000, max: 10 * 365 * 86_400_000 }),
+      ),
+    )
     .option('--cert-cn <name>', 'a client certificate of this common name (mutual TLS) gets this policy without a token')
     .action(async (o: AclFlags & { name: string; policy: string; ttl?: number; certCn?: string }) => tokenCreateCommand(o));
-  outputOption(clientOptions(token.command('list').description('every token: accessor, name, state, policy (never the secrets)'))).action(async (o: AclFlags) => tokenListCommand(o));
-  outputOption(clientOptions(token.command('revoke <accessor>').description('refuse a token from now on'))).action(async (accessor: string, o: AclFlags) => tokenRevokeCommand(accessor, o));
+  outputOption(clientOptions(token.command('list').description('every token: accessor, name, state, policy (never the secrets)'))).action(async (o: AclFlags) =>
+    tokenListCommand(o),
+  );
+  outputOption(clientOptions(token.command('revoke <accessor>').description('refuse a token from now on'))).action(async (accessor: string, o: AclFlags) =>
+    tokenRevokeCommand(accessor, o),
+  );
 
   outputOption(clientOptions(program.command('audit').description('the audit trail: every call that changed something, accepted or refused (admin)')))
-    .addOption(new Option('--since <duration>', 'only records of the last duration (e.g. 10m)').argParser(duration('--since', { min: 1000, max: 366 * 86_400_000 })))
+    .addOption(
+      new Option('--since <duration>', 'only records of the last duration (e.g. 10m)').argParser(duration('--since', { min: 1000, max: 366 * 86_400_000 })),
+    )
     .option('--limit <n>', 'at most this many, the newest (0: 1,000)', intIn('--limit', { min: 0, max: 100_000 }), 0)
     .action(async (o: AclFlags & { since?: number; namespace?: string; limit?: number }) => auditCommand(o));
 }

@@ -28,7 +28,6 @@ export interface BenchOptions {
   progress?: (s: string) => void;
 }
 
-
 function machine(): string {
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
   return `${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
@@ -46,7 +45,12 @@ function csv(rows: Record<string, string | number>[]): string {
 
 function md(res: ExperimentResult, files: string[]): string {
   const command = typeof res.extra?.command === 'string' ? res.extra.command : `tarcil bench ${res.name}${res.quick ? ' --quick' : ''} --seed ${res.seed}`;
-  const lines = [`# ${res.title}`, '', `\`${command}${res.warmupMs === undefined ? '' : ` --warmup-ms ${res.warmupMs}`}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`, ''];
+  const lines = [
+    `# ${res.title}`,
+    '',
+    `\`${command}${res.warmupMs === undefined ? '' : ` --warmup-ms ${res.warmupMs}`}\` on ${machine()}; ${(res.wallMs / 1000).toFixed(1)} s.`,
+    '',
+  ];
   for (const t of res.tables) {
     lines.push(`## ${t.title}`, '', `| ${t.head.join(' | ')} |`, `| ${t.head.map(() => '---').join(' | ')} |`);
     for (const r of t.rows) lines.push(`| ${r.join(' | ')} |`);

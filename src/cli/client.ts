@@ -52,7 +52,6 @@ export function client(o: Pick<ClientFlags, 'server' | 'tlsCa' | 'tlsCert' | 'tl
   return schedulerClient(o.server, clientTls(o), o.token || undefined);
 }
 
-
 export function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => unknown): Promise<Res> {
   return new Promise((resolve, reject) => {
     invoke({ deadline: new Date(Date.now() + o.timeout) }, (err, res) => {
@@ -65,7 +64,18 @@ export function unary<Res>(o: ClientFlags, invoke: (opts: grpc.CallOptions, cb: 
 
 /** A gRPC status as the project's error; one that says the front-end was not reached names the address dialled. */
 export function fromGrpc(err: grpc.ServiceError, server?: string): TarcilError {
-  const names: Record<number, TarcilError['code']> = { 3: 'INVALID_ARGUMENT', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 16: 'UNAUTHENTICATED', 7: 'PERMISSION_DENIED', 14: 'UNAVAILABLE', 4: 'DEADLINE_EXCEEDED', 1: 'CANCELLED' };
+  const names: Record<number, TarcilError['code']> = {
+    3: 'INVALID_ARGUMENT',
+    5: 'NOT_FOUND',
+    6: 'ALREADY_EXISTS',
+    8: 'RESOURCE_EXHAUSTED',
+    9: 'FAILED_PRECONDITION',
+    16: 'UNAUTHENTICATED',
+    7: 'PERMISSION_DENIED',
+    14: 'UNAVAILABLE',
+    4: 'DEADLINE_EXCEEDED',
+    1: 'CANCELLED',
+  };
   const n = Number(err.code);
   const code = names[n] ?? 'INTERNAL';
   const hint = n === 14 || n === 4 ? ` (is \`tarcil up\` or \`tarcil server\` running${server ? ` at ${server}` : ''}? see --server or $TARCIL_SERVER)` : '';
@@ -102,7 +112,11 @@ export async function submitCommand(file: string, o: SubmitFlags, out: (s: strin
   const requestId = o.requestId ?? (await import('node:crypto')).randomUUID();
   const c = retryingClient(o);
   try {
-    const res = await submitWithRetry(c, { specJson: text, requestId, namespace: ns(o) }, { ...o, ...(o.deadline !== undefined ? { deadlineMs: o.deadline } : {}) });
+    const res = await submitWithRetry(
+      c,
+      { specJson: text, requestId, namespace: ns(o) },
+      { ...o, ...(o.deadline !== undefined ? { deadlineMs: o.deadline } : {}) },
+    );
     out(`submitted ${res.jobId}`);
     // What the cell will do with the job that its spec may not expect (a command not run, …).
     for (const w of res.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
@@ -128,7 +142,13 @@ export async function submitCommand(file: string, o: SubmitFlags, out: (s: strin
         if (tty) process.stdout.write('\n');
         if (last?.state === 'succeeded') resolve(EXIT.OK);
         else if (last && FINAL.has(last.state)) resolve(EXIT.JOB_FAILED);
-        else reject(new TarcilError('UNAVAILABLE', `the front-end at ${o.server} ended the watch of ${res.jobId} before the job ended (last seen ${last?.state ?? 'nothing'}); \`tarcil status ${res.jobId}\` shows it`));
+        else
+          reject(
+            new TarcilError(
+              'UNAVAILABLE',
+              `the front-end at ${o.server} ended the watch of ${res.jobId} before the job ended (last seen ${last?.state ?? 'nothing'}); \`tarcil status ${res.jobId}\` shows it`,
+            ),
+          );
       });
     });
   } finally {
@@ -245,21 +265,42 @@ export async function doc(fmt: 'json' | 'yaml', name: MessageName, m: object, wa
 const hms = (ms: number): string => (ms > 0 ? new Date(ms).toISOString().slice(11, 19) : '');
 
 function statusLines(id: string, j: Job__Output, wide: boolean): string[] {
-  const lines = [...(j.reason?.text ? [`now: ${j.reason.text}`] : []), line(j), `  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`];
+  const lines = [
+    ...(j.reason?.text ? [`now: ${j.reason.text}`] : []),
+    line(j),
+    `  profile ${j.profile}, ${j.tasks} tasks, priority ${j.priority}, ${j.mode}, owner ${j.owner || '-'}`,
+  ];
   // No task has a record yet (a queued job): what it waits to place instead of an empty table.
   if (j.taskList.length === 0 && j.tasksOmitted === 0) {
-    lines.push(FINAL.has(j.state) ? `  ${j.tasks} task(s): none has a record` : `  ${j.mode === 'gang' ? `a gang of ${j.tasks} tasks, placed all at once` : `${j.tasks} task(s)`}: none placed yet`);
+    lines.push(
+      FINAL.has(j.state)
+        ? `  ${j.tasks} task(s): none has a record`
+        : `  ${j.mode === 'gang' ? `a gang of ${j.tasks} tasks, placed all at once` : `${j.tasks} task(s)`}: none placed yet`,
+    );
     return lines;
   }
-  const t = new Table({ style: tableStyle(), head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message', ...(wide ? ['placed', 'started', 'ended', 'log'] : [])] });
+  const t = new Table({
+    style: tableStyle(),
+    head: ['task', 'state', 'RU', 'attempt', 'ran ms', 'exit', 'message', ...(wide ? ['placed', 'started', 'ended', 'log'] : [])],
+  });
   for (const x of j.taskList) {
     const ran = x.startedAtMs && x.endedAtMs ? String(Math.round(x.endedAtMs - x.startedAtMs)) : '';
     const msg = wide ? x.message : (x.message || x.logPath).slice(0, 60);
-    t.push([x.index, x.state, x.ru ? `${x.ru.server}/${x.ru.index}` : '', x.attempt, ran, x.exitCode ?? '', msg, ...(wide ? [hms(x.placedAtMs), hms(x.startedAtMs), hms(x.endedAtMs), x.logPath] : [])]);
+    t.push([
+      x.index,
+      x.state,
+      x.ru ? `${x.ru.server}/${x.ru.index}` : '',
+      x.attempt,
+      ran,
+      x.exitCode ?? '',
+      msg,
+      ...(wide ? [hms(x.placedAtMs), hms(x.startedAtMs), hms(x.endedAtMs), x.logPath] : []),
+    ]);
   }
   lines.push(t.toString());
   // tasks_omitted counts every record not on this page, below it (--tasks-from) and after it.
-  if (j.nextTaskFrom > 0) lines.push(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
+  if (j.nextTaskFrom > 0)
+    lines.push(`  ${j.tasksOmitted} task(s) with a record not on this page; the next page: tarcil status ${id} --tasks-from ${j.nextTaskFrom}`);
   else if (j.tasksOmitted > 0) lines.push(`  ${j.tasksOmitted} task(s) with a record before this page not listed`);
   const again = j.taskList.filter((x) => x.previous.length > 0);
   if (again.length > 0) {
@@ -303,12 +344,16 @@ function watchJob(c: SchedulerClient, id: string, o: ClientFlags, fmt: OutputFor
         if (isDocument(fmt)) return out(await doc(fmt, 'JobEvent', ev, true));
         const l = ev.job ? line(ev.job) : '';
         if (l && l !== lastLine) out(`${hms(Date.now())}  ${(lastLine = l)}`);
-        for (const x of ev.tasks) out(`${hms(Date.now())}    task ${x.index} ${x.state}${x.ru ? ` on ${x.ru.server}/${x.ru.index}` : ''}${x.attempt > 1 ? ` (attempt ${x.attempt})` : ''}${x.message ? `  — ${x.message}` : ''}`);
+        for (const x of ev.tasks)
+          out(
+            `${hms(Date.now())}    task ${x.index} ${x.state}${x.ru ? ` on ${x.ru.server}/${x.ru.index}` : ''}${x.attempt > 1 ? ` (attempt ${x.attempt})` : ''}${x.message ? `  — ${x.message}` : ''}`,
+          );
       });
     });
     stream.on('error', (err: grpc.ServiceError) => {
       stop.stop();
-      if (Number(err.code) === GRPC_CANCELLED) resolve(); // cancelled by Ctrl-C
+      if (Number(err.code) === GRPC_CANCELLED)
+        resolve(); // cancelled by Ctrl-C
       else reject(fromGrpc(err, o.server));
     });
     stream.on('end', () => {
@@ -332,11 +377,17 @@ const JOB_WIDE_HEAD = ['priority', 'mode', 'owner', 'finished', 'rescheduled', '
 /** What tells one state of a listed job from another (under --watch). */
 const jobKey = (j: Job__Output): string => JSON.stringify([j.state, j.taskStates, j.message, j.rescheduled, j.owner, j.finishedAtMs]);
 
-export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: string[]; limit: number; all?: boolean; allNamespaces?: boolean }, out: (s: string) => void): Promise<void> {
+export async function jobsCommand(
+  o: ClientFlags & OutputFlags & { state?: string[]; limit: number; all?: boolean; allNamespaces?: boolean },
+  out: (s: string) => void,
+): Promise<void> {
   const fmt = formatOf(o);
   const wide = fmt === 'wide';
   const c = client(o);
-  const list = (): Promise<ListJobsResponse__Output> => unary<ListJobsResponse__Output>(o, (opts, cb) => c.ListJobs({ states: o.state ?? [], limit: o.all === true ? 0 : o.limit, namespace: ns(o), allNamespaces: o.allNamespaces === true }, opts, cb));
+  const list = (): Promise<ListJobsResponse__Output> =>
+    unary<ListJobsResponse__Output>(o, (opts, cb) =>
+      c.ListJobs({ states: o.state ?? [], limit: o.all === true ? 0 : o.limit, namespace: ns(o), allNamespaces: o.allNamespaces === true }, opts, cb),
+    );
   try {
     if (!o.watch) {
       const res = await list();
@@ -360,7 +411,10 @@ export async function jobsCommand(o: ClientFlags & OutputFlags & { state?: strin
           for (const j of changed) out(await doc(fmt, 'Job', j, true));
           return;
         }
-        const t = new Table({ style: first ? tableStyle() : { head: [], border: [] }, ...(first ? { head: [...JOB_HEAD, ...(wide ? JOB_WIDE_HEAD : [])] } : { chars: NO_BORDER }) });
+        const t = new Table({
+          style: first ? tableStyle() : { head: [], border: [] },
+          ...(first ? { head: [...JOB_HEAD, ...(wide ? JOB_WIDE_HEAD : [])] } : { chars: NO_BORDER }),
+        });
         for (const j of first ? res.jobs : changed) t.push(jobRow(j, wide));
         if (first && res.jobs.length === 0) out('no jobs (watching)');
         else if (t.length > 0) out(t.toString());
@@ -380,7 +434,23 @@ export function listedOf(listed: number, total: number, what: string, how: strin
 }
 
 /** cli-table3 without borders: the rows printed under a table already shown (jobs --watch). */
-const NO_BORDER = { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: ' ', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' };
+const NO_BORDER = {
+  top: '',
+  'top-mid': '',
+  'top-left': '',
+  'top-right': '',
+  bottom: '',
+  'bottom-mid': '',
+  'bottom-left': '',
+  'bottom-right': '',
+  left: ' ',
+  'left-mid': '',
+  mid: '',
+  'mid-mid': '',
+  right: '',
+  'right-mid': '',
+  middle: '  ',
+};
 
 export interface ClusterFlags extends ClientFlags, OutputFlags, ServerFilter {
   /** List the servers (filtered, limited) instead of the summary. */
@@ -437,7 +507,12 @@ export async function explainCommand(id: string, o: ClientFlags & OutputFlags, o
         out(text(e));
       },
       // The reason's time waited (and the text that says it) grows with every call: it alone is no change.
-      { intervalMs: o.interval ?? DEFAULT_INTERVAL_MS, key: (e) => JSON.stringify({ ...e, reason: e.reason ? { ...e.reason, waitedMs: 0, text: e.reason.text.replace(/; waited [^,]+, past/, '; past') } : null }), done: (e) => FINAL.has(e.state) && !e.inProgress },
+      {
+        intervalMs: o.interval ?? DEFAULT_INTERVAL_MS,
+        key: (e) =>
+          JSON.stringify({ ...e, reason: e.reason ? { ...e.reason, waitedMs: 0, text: e.reason.text.replace(/; waited [^,]+, past/, '; past') } : null }),
+        done: (e) => FINAL.has(e.state) && !e.inProgress,
+      },
     );
   } finally {
     c.close();
@@ -454,7 +529,6 @@ export async function cancelCommand(id: string, o: ClientFlags, out: (s: string)
   }
 }
 
-
 /** `tarcil profile <name> --learned`: a class's declared and learned vectors, from a front-end. */
 export async function learnedProfileCommand(name: string, o: ClientFlags & { json: boolean }, out: (s: string) => void): Promise<void> {
   const c = client(o);
@@ -462,7 +536,9 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
     const p = await unary<ProfileEstimate__Output>(o, (opts, cb) => c.GetProfile({ name }, opts, cb));
     if (o.json) return out(JSON.stringify(p, null, 2));
     const names = (await import('../model/catalog.ts')).loadCatalog().resources;
-    const lines = [`profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`];
+    const lines = [
+      `profile ${p.name}: ${p.observations} observation(s)${p.observations > 0 ? `, gain ${p.gain.toFixed(2)}, rmse ${p.rmse.toFixed(3)}, updated ${new Date(p.updatedAtMs).toISOString()}` : ''}`,
+    ];
     lines.push(
       p.used
         ? `new jobs of this class are scheduled with the learned vector (it rests on at least ${p.minObservations} observations)`
@@ -471,7 +547,12 @@ export async function learnedProfileCommand(name: string, o: ClientFlags & { jso
     const t = new Table({ style: tableStyle(), head: ['resource', 'declared', 'learned', 'change'] });
     p.declared.forEach((d, i) => {
       const l = p.learned[i];
-      t.push([names[i]?.id ?? String(i), d.toFixed(0), l === undefined ? '-' : l.toFixed(1), l === undefined ? '' : `${l - d >= 0 ? '+' : ''}${(l - d).toFixed(1)}`]);
+      t.push([
+        names[i]?.id ?? String(i),
+        d.toFixed(0),
+        l === undefined ? '-' : l.toFixed(1),
+        l === undefined ? '' : `${l - d >= 0 ? '+' : ''}${(l - d).toFixed(1)}`,
+      ]);
     });
     lines.push(t.toString());
     out(lines.join('\n'));

@@ -56,7 +56,25 @@ function group(servers: readonly Server__Output[], key: (s: Server__Output) => s
   for (const s of servers) {
     const k = key(s);
     let g = groups.get(k);
-    if (!g) groups.set(k, (g = { servers: 0, up: 0, blocked: 0, cordoned: 0, down: 0, rus: 0, free: 0, busy: 0, reserved: 0, unschedulable: 0, rusDown: 0, platforms: new Set(), racks: new Set() }));
+    if (!g)
+      groups.set(
+        k,
+        (g = {
+          servers: 0,
+          up: 0,
+          blocked: 0,
+          cordoned: 0,
+          down: 0,
+          rus: 0,
+          free: 0,
+          busy: 0,
+          reserved: 0,
+          unschedulable: 0,
+          rusDown: 0,
+          platforms: new Set(),
+          racks: new Set(),
+        }),
+      );
     g.servers++;
     if (s.state === 'down') g.down++;
     else g.up++;
@@ -69,8 +87,7 @@ function group(servers: readonly Server__Output[], key: (s: Server__Output) => s
       if (r.state === 'free') {
         if (s.state === 'up') g.free++;
         else g.unschedulable++;
-      }
-      else if (r.state === 'busy') g.busy++;
+      } else if (r.state === 'busy') g.busy++;
       else if (r.state === 'reserved') g.reserved++;
       else g.rusDown++;
     }
@@ -107,15 +124,28 @@ export function clusterSummary(cl: Cluster__Output, wide: boolean): string[] {
     const notUp = [...byRack].filter(([, g]) => g.down > 0);
     lines.push(
       `${byRack.size} racks: free RUs per rack min ${free[0]}, median ${free[Math.floor(free.length / 2)]}, max ${free[free.length - 1]}; ` +
-        `${notUp.length} with a server down${notUp.length > 0 ? ` (${notUp.slice(0, 8).map(([k, g]) => `${k}: ${g.down}`).join(', ')}${notUp.length > 8 ? ', …' : ''})` : ''} ` +
+        `${notUp.length} with a server down${
+          notUp.length > 0
+            ? ` (${notUp
+                .slice(0, 8)
+                .map(([k, g]) => `${k}: ${g.down}`)
+                .join(', ')}${notUp.length > 8 ? ', …' : ''})`
+            : ''
+        } ` +
         '(-o wide lists every rack, --servers --rack R its servers)',
     );
   }
   lines.push(totals(cl));
   const blocked = cl.servers.filter((s) => s.state === 'blocked');
   if (blocked.length > 0) {
-    const names = blocked.slice(0, 8).map((s) => s.id).join(', ') + (blocked.length > 8 ? ', …' : '');
-    lines.push(`${blocked.length} server${blocked.length === 1 ? '' : 's'} blocked (${names}): a task there runs well below its expected rate; no new task is placed there until it recovers or the block times out (the tasks running there go on)`);
+    const names =
+      blocked
+        .slice(0, 8)
+        .map((s) => s.id)
+        .join(', ') + (blocked.length > 8 ? ', …' : '');
+    lines.push(
+      `${blocked.length} server${blocked.length === 1 ? '' : 's'} blocked (${names}): a task there runs well below its expected rate; no new task is placed there until it recovers or the block times out (the tasks running there go on)`,
+    );
   }
   const notes = nodeNotes(cl.servers);
   lines.push(...notes.slice(0, wide ? notes.length : SUMMARY_NOTES));
@@ -135,7 +165,8 @@ function buckets(cl: Cluster__Output): string[] {
 }
 
 const RU_MAP_LEGEND = 'RUs (. free, # busy, r reserved, x down)';
-const ruMap = (s: Server__Output): string => s.rus.map((r) => (r.state === 'free' ? '.' : r.state === 'busy' ? '#' : r.state === 'reserved' ? 'r' : 'x')).join('');
+const ruMap = (s: Server__Output): string =>
+  s.rus.map((r) => (r.state === 'free' ? '.' : r.state === 'busy' ? '#' : r.state === 'reserved' ? 'r' : 'x')).join('');
 
 /** `--servers`: a row per server (the filtered, limited list), then what was left out and the totals. */
 export function serverList(cl: Cluster__Output, f: ServerFilter, wide: boolean): string[] {
@@ -145,7 +176,16 @@ export function serverList(cl: Cluster__Output, f: ServerFilter, wide: boolean):
     head: ['server', 'platform', 'rack', 'state', 'free', 'busy', RU_MAP_LEGEND, ...(wide ? ['endpoint', 'reason', 'left at'] : [])],
   });
   for (const s of servers) {
-    t.push([s.id, s.platform, s.rack, s.state, s.free, s.busy, ruMap(s), ...(wide ? [s.endpoint, s.cordonReason, s.leftAtMs > 0 ? new Date(s.leftAtMs).toISOString() : ''] : [])]);
+    t.push([
+      s.id,
+      s.platform,
+      s.rack,
+      s.state,
+      s.free,
+      s.busy,
+      ruMap(s),
+      ...(wide ? [s.endpoint, s.cordonReason, s.leftAtMs > 0 ? new Date(s.leftAtMs).toISOString() : ''] : []),
+    ]);
   }
   const lines = [servers.length === 0 ? `no servers${filtered(f) ? ' match the filter' : ''}` : t.toString()];
   if (matched > servers.length) lines.push(`${matched - servers.length} more server(s) not listed (--limit ${f.limit}; --limit 0 lists them all)`);

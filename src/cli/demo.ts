@@ -74,8 +74,7 @@ async function demo(o: DemoOptions): Promise<DemoSummary> {
 
   const agents = Array.from(
     { length: o.agents },
-    (_, i) =>
-      new SchedulingAgent({ id: `agent-${i + 1}`, store, keys, clock, rng: rng.fork(), log, config: { conflictScope: o.scope } }),
+    (_, i) => new SchedulingAgent({ id: `agent-${i + 1}`, store, keys, clock, rng: rng.fork(), log, config: { conflictScope: o.scope } }),
   );
   await Promise.all(agents.map((a) => a.start()));
   const runner = new SimulatedRunner({ store, keys, clock, log, durationOf: (r) => r.durationMs ?? 500 });
@@ -102,7 +101,9 @@ async function demo(o: DemoOptions): Promise<DemoSummary> {
   }
   const meanWork = jobs.reduce((a, j) => a + j.tasks * (j.durationMs ?? 0), 0) / jobs.length;
   const ratePerMs = (o.load * totalRus) / meanWork;
-  out(`${o.agents} agents, ${jobs.length} jobs (${jobs.reduce((a, j) => a + j.tasks, 0)} tasks), arrivals for ${Math.round(o.load * 100)}% load, conflict scope ${o.scope}`);
+  out(
+    `${o.agents} agents, ${jobs.length} jobs (${jobs.reduce((a, j) => a + j.tasks, 0)} tasks), arrivals for ${Math.round(o.load * 100)}% load, conflict scope ${o.scope}`,
+  );
   out('');
 
   const t0 = clock.now();
@@ -153,7 +154,9 @@ function report(out: (l: string) => void, job: JobSpec, rec: DecisionRecord, ver
   const T = jobTarget(job.profile.caused).T;
   const v = rec.admission[rec.admission.length - 1];
   const s = rec.samples[rec.samples.length - 1];
-  const verdict = v ? `${v.action}${rec.queuedMs > 0 ? ` after ${Math.round(rec.queuedMs)} ms queued` : ''} (${v.acceptableFree}/${v.totalFree} free RUs acceptable)` : 'admitted';
+  const verdict = v
+    ? `${v.action}${rec.queuedMs > 0 ? ` after ${Math.round(rec.queuedMs)} ms queued` : ''} (${v.acceptableFree}/${v.totalFree} free RUs acceptable)`
+    : 'admitted';
   const prio = job.priority > DEFAULT_PRIORITY ? ` prio ${job.priority}` : '';
   out(
     `[${rec.agent}] ${job.id} ${job.profile.name} ×${job.tasks}${prio} T_W=${T.toFixed(3)} ${job.locality.mode} → ${verdict}, R=${s?.R ?? '-'} f=${s ? s.f.toFixed(2) : '-'}, ${s?.candidates ?? 0} candidates${rec.conflicts ? `, ${rec.conflicts} conflicts` : ''}`,

@@ -24,23 +24,56 @@ export function explainWideLines(e: Explanation__Output): string[] {
   const style = tableStyle();
   if (e.decisions.length > 0) {
     lines.push('', `decisions (${e.decisions.length}):`);
-    const t = new Table({ style, head: ['#', 'agent', 'started', 'finished', 'placed', 'conflicts', 'retries', 'returns', 'queued', 'admission', 'sizing', 'sample+select', 'commit'] });
+    const t = new Table({
+      style,
+      head: ['#', 'agent', 'started', 'finished', 'placed', 'conflicts', 'retries', 'returns', 'queued', 'admission', 'sizing', 'sample+select', 'commit'],
+    });
     e.decisions.forEach((d, i) => {
       const s = d.stages;
-      t.push([i, d.agent, clock(d.startedAtMs), d.finishedAtMs > 0 ? clock(d.finishedAtMs) : 'running', d.placed, d.conflicts, d.retries, d.readmissions, ms(d.queuedMs), ms(s?.admissionMs ?? 0), ms(s?.sizeMs ?? 0), ms(s?.selectMs ?? 0), ms(s?.commitMs ?? 0)]);
+      t.push([
+        i,
+        d.agent,
+        clock(d.startedAtMs),
+        d.finishedAtMs > 0 ? clock(d.finishedAtMs) : 'running',
+        d.placed,
+        d.conflicts,
+        d.retries,
+        d.readmissions,
+        ms(d.queuedMs),
+        ms(s?.admissionMs ?? 0),
+        ms(s?.sizeMs ?? 0),
+        ms(s?.selectMs ?? 0),
+        ms(s?.commitMs ?? 0),
+      ]);
     });
     lines.push(t.toString());
   }
   if (e.admission.length > 0) {
     lines.push('', `admission verdicts (${e.admission.length}):`);
-    const t = new Table({ style, head: ['#', 'decision', 'action', 'acceptable free', 'free', 'needed', 'f', 'estimated wait', 'bound', 'buckets', 'sampled', 'reason', 'times'] });
+    const t = new Table({
+      style,
+      head: ['#', 'decision', 'action', 'acceptable free', 'free', 'needed', 'f', 'estimated wait', 'bound', 'buckets', 'sampled', 'reason', 'times'],
+    });
     const row = (v: Explanation__Output['admission'][number]): (string | number)[] => {
       const sampled = v.sampled ? `${v.sampled.acceptable}/${v.sampled.drawn} acceptable (≥ ${v.sampled.acceptableLow.toFixed(1)})` : '';
-      return [v.decision, v.action, v.acceptableFree, v.totalFree, v.needed, v.f.toFixed(3), v.estimateMs !== undefined ? ms(v.estimateMs) : '', v.boundMs !== undefined ? ms(v.boundMs) : '', v.buckets.join(','), sampled, v.reason];
+      return [
+        v.decision,
+        v.action,
+        v.acceptableFree,
+        v.totalFree,
+        v.needed,
+        v.f.toFixed(3),
+        v.estimateMs !== undefined ? ms(v.estimateMs) : '',
+        v.boundMs !== undefined ? ms(v.boundMs) : '',
+        v.buckets.join(','),
+        sampled,
+        v.reason,
+      ];
     };
     // Verdicts in a row that differ only in their estimated wait are one line, with the latest's.
     const key = (v: Explanation__Output['admission'][number]): string => JSON.stringify(row({ ...v, estimateMs: 0, boundMs: 0 }));
-    for (const { count, first } of foldRuns(e.admission, key)) t.push([span(first, count), ...row(e.admission[first + count - 1] as Explanation__Output['admission'][number]), times(count)]);
+    for (const { count, first } of foldRuns(e.admission, key))
+      t.push([span(first, count), ...row(e.admission[first + count - 1] as Explanation__Output['admission'][number]), times(count)]);
     lines.push(t.toString());
   }
   if (e.samples.length > 0) {
@@ -53,9 +86,17 @@ export function explainWideLines(e: Explanation__Output): string[] {
   if (e.placements.length > 0) {
     const omitted = e.placementsOmitted > 0 ? `; ${e.placementsOmitted} more not kept in the record` : '';
     lines.push('', `placements (${e.placements.length}${omitted}):`);
-    const t = new Table({ style, head: ['task', 'attempt', 'RU', 'platform', 'rack', 'Q', 'own Q', 'neighbours Q', 'acceptable', 'score', 'decision', 'commit rev', 'note'] });
+    const t = new Table({
+      style,
+      head: ['task', 'attempt', 'RU', 'platform', 'rack', 'Q', 'own Q', 'neighbours Q', 'acceptable', 'score', 'decision', 'commit rev', 'note'],
+    });
     for (const p of e.placements) {
-      const note = [p.preemptedJob ? `preempted ${p.preemptedJob}` : '', p.movedFrom ? `moved from ${p.movedFrom.server}/${p.movedFrom.index} (rate ${p.movedFromRate.toFixed(2)})` : ''].filter(Boolean).join('; ');
+      const note = [
+        p.preemptedJob ? `preempted ${p.preemptedJob}` : '',
+        p.movedFrom ? `moved from ${p.movedFrom.server}/${p.movedFrom.index} (rate ${p.movedFromRate.toFixed(2)})` : '',
+      ]
+        .filter(Boolean)
+        .join('; ');
       t.push([
         p.task,
         p.attempt,

@@ -106,19 +106,36 @@ export const bytes =
     const unit = UNIT_BYTES[(m?.[2] ?? '').toLowerCase()];
     const n = m && unit !== undefined ? Math.round(Number(m[1]) * unit) : NaN;
     if (!Number.isFinite(n) || n < r.min || n > r.max) {
-      throw new InvalidArgumentError(`${name} must be a size such as 256KiB, 64MiB or 1GiB (a bare number is bytes), from ${fmtBytes(r.min)} to ${fmtBytes(r.max)} (got '${v}')`);
+      throw new InvalidArgumentError(
+        `${name} must be a size such as 256KiB, 64MiB or 1GiB (a bare number is bytes), from ${fmtBytes(r.min)} to ${fmtBytes(r.max)} (got '${v}')`,
+      );
     }
     return n;
   };
 
 /** The flags of the stream limits (STREAM_LIMIT_DEFAULTS), with how each is written and what it bounds. */
 const STREAM_FLAGS: readonly (readonly [flag: string, key: keyof StreamLimits, kind: 'int' | 'duration' | 'bytes', help: string])[] = [
-  ['--max-streams-per-connection <n>', 'maxConcurrentStreams', 'int', 'calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client queues the others; a connection starts at twice --calls-per-turn and is raised up to this as its calls are set up'],
-  ['--calls-per-turn <n>', 'callsPerTurn', 'int', 'new calls set up per turn of the event loop, fewer while turns take more than 30 ms; the others wait, each connection in turn; a connection may send at most twice this many beyond those set up (0: every call in the turn it arrives, and no such limit)'],
+  [
+    '--max-streams-per-connection <n>',
+    'maxConcurrentStreams',
+    'int',
+    'calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client queues the others; a connection starts at twice --calls-per-turn and is raised up to this as its calls are set up',
+  ],
+  [
+    '--calls-per-turn <n>',
+    'callsPerTurn',
+    'int',
+    'new calls set up per turn of the event loop, fewer while turns take more than 30 ms; the others wait, each connection in turn; a connection may send at most twice this many beyond those set up (0: every call in the turn it arrives, and no such limit)',
+  ],
   ['--keepalive-time <duration>', 'keepaliveTimeMs', 'duration', 'every connection is pinged this often'],
   ['--keepalive-timeout <duration>', 'keepaliveTimeoutMs', 'duration', 'a connection whose ping is not answered within this is closed'],
   ['--max-connection-idle <duration>', 'maxConnectionIdleMs', 'duration', 'a connection with no call for this long is closed (GOAWAY)'],
-  ['--request-timeout <duration>', 'requestTimeoutMs', 'duration', 'a request not arrived whole this long after its headers is answered DEADLINE_EXCEEDED (off: never)'],
+  [
+    '--request-timeout <duration>',
+    'requestTimeoutMs',
+    'duration',
+    'a request not arrived whole this long after its headers is answered DEADLINE_EXCEEDED (off: never)',
+  ],
   ['--unsent-timeout <duration>', 'unsentTimeoutMs', 'duration', 'a call whose complete answer its client has not taken this long after is reset (off: never)'],
   ['--max-watches <n>', 'maxWatches', 'int', 'WatchJob streams served at once; more get RESOURCE_EXHAUSTED'],
   ['--max-watches-per-job <n>', 'maxWatchesPerJob', 'int', 'WatchJob streams of one job served at once'],
@@ -129,7 +146,11 @@ const STREAM_FLAGS: readonly (readonly [flag: string, key: keyof StreamLimits, k
   ['--watch-max-behind <size>', 'maxBehindBytes', 'bytes', 'a WatchJob stream this many bytes behind its job starts over with a fresh snapshot'],
 ];
 
-const attribute = (flag: string): string => flag.slice(2).split(' ')[0]!.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+const attribute = (flag: string): string =>
+  flag
+    .slice(2)
+    .split(' ')[0]!
+    .replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 /** Adds the stream-limit flags to `tarcil server` or `up`, under their own heading of the help. */
 export function streamLimitOptions(c: Command): Command {

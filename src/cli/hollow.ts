@@ -32,7 +32,8 @@ export interface HollowFlags extends StoreFlags, TlsFlags, LogFlags {
 }
 
 export async function hollowCommand(o: HollowFlags): Promise<void> {
-  if (!/^etcds?:\/\//.test(o.store)) throw invalid('--store', `must be etcd://… or etcds://…: hollow nodes serve front-ends in other processes (got '${o.store}')`);
+  if (!/^etcds?:\/\//.test(o.store))
+    throw invalid('--store', `must be etcd://… or etcds://…: hollow nodes serve front-ends in other processes (got '${o.store}')`);
   const catalog = loadCatalog();
   let servers;
   try {
@@ -83,12 +84,15 @@ async function runHollow(o: HollowFlags, log: Logger, servers: ServerSpec[]): Pr
       `tarcil hollow: ${servers.length} nodes (cluster ${o.cluster}, ${platforms} platform(s), ${rus} RUs, simulated executor) registered in ${((Date.now() - t0) / 1000).toFixed(1)} s; ` +
         `NodeMonitor on ${o.host}:${h.port}${h.metricsPort !== undefined ? `, metrics on :${h.metricsPort}/metrics` : ''}; pid ${process.pid}`,
     );
-    out(`  kill -USR2 ${process.pid} drops ${o.killFraction * 100}% of the live nodes${o.killAfter !== undefined ? ` (once by itself after ${o.killAfter / 1000} s)` : ''}`);
+    out(
+      `  kill -USR2 ${process.pid} drops ${o.killFraction * 100}% of the live nodes${o.killAfter !== undefined ? ` (once by itself after ${o.killAfter / 1000} s)` : ''}`,
+    );
   };
   const stop = simulateDeaths(h, log, {
     fraction: o.killFraction,
     ...(o.killAfter !== undefined ? { afterMs: o.killAfter } : {}),
-    onKilled: (ids) => out(`dropped ${ids.length} hollow node(s): ${ids.slice(0, 10).join(' ')}${ids.length > 10 ? ' …' : ''}; ${h.hollow.snapshot().live} live`),
+    onKilled: (ids) =>
+      out(`dropped ${ids.length} hollow node(s): ${ids.slice(0, 10).join(' ')}${ids.length > 10 ? ' …' : ''}; ${h.hollow.snapshot().live} live`),
   });
   await runUntilSignal(
     log,

@@ -56,7 +56,10 @@ export interface TlsFlags {
 
 /** Opens the store; an etcd store once etcd answers, within dialTimeoutMs (default the store's, 5 s). */
 async function open(o: StoreFlags, dialTimeoutMs?: number): Promise<ClusterStore> {
-  const tls = o.etcdCa || o.etcdCert || o.etcdKey ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) } : undefined;
+  const tls =
+    o.etcdCa || o.etcdCert || o.etcdKey
+      ? { ...(o.etcdCa ? { caFile: o.etcdCa } : {}), ...(o.etcdCert ? { certFile: o.etcdCert } : {}), ...(o.etcdKey ? { keyFile: o.etcdKey } : {}) }
+      : undefined;
   return openStore(o.store, {
     ...(tls ? { tls } : {}),
     ...(dialTimeoutMs !== undefined ? { dialTimeoutMs } : {}),
@@ -93,7 +96,8 @@ export async function openDaemonStore(who: string, o: StoreFlags, say: (line: st
       if (!isTransient(err)) throw new TarcilError(code, cannot, { cause: err });
       const waited = Date.now() - started;
       if (limit === undefined) throw new TarcilError(code, `${cannot}; is etcd running there? (--wait-for-store waits until it answers)`, { cause: err });
-      if (waited + STORE_RETRY_MS >= limit) throw new TarcilError(code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
+      if (waited + STORE_RETRY_MS >= limit)
+        throw new TarcilError(code, `${cannot}; gave up after waiting ${secs(waited)} (--wait-for-store ${fmtMs(limit)})`, { cause: err });
       say(`tarcil ${who}: waiting for the store: ${why}; trying again in ${secs(STORE_RETRY_MS)} (attempt ${attempt}, ${secs(waited)} so far)`);
       await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
     }
@@ -316,7 +320,13 @@ export function attributesFromFlags(pairs: readonly string[]): Record<string, st
     attributes[a.slice(0, eq)] = a.slice(eq + 1);
   }
   const r = attributesSchema.safeParse(attributes);
-  if (!r.success) throw invalid('--attr', toIssues(r.error.issues).map((i) => (i.field === '(root)' ? i.rule : `${i.field}: ${i.rule}`)).join('; '));
+  if (!r.success)
+    throw invalid(
+      '--attr',
+      toIssues(r.error.issues)
+        .map((i) => (i.field === '(root)' ? i.rule : `${i.field}: ${i.rule}`))
+        .join('; '),
+    );
   return attributes;
 }
 
@@ -342,7 +352,10 @@ async function runMonitor(o: MonitorFlags, log: Logger, spec: ServerSpec): Promi
   installFaultPolicy(log, { who: 'monitor', embedded: o.store.startsWith('memory:') });
   const tls = serverTls(o);
   // The outcome journal and the grace, handed by startMonitor to the LocalMonitor.
-  const settings = { journalDir: o.journalDir ?? journalDirFor(o.logDir), ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}) };
+  const settings = {
+    journalDir: o.journalDir ?? journalDirFor(o.logDir),
+    ...(o.disconnectGrace !== undefined ? { disconnectGraceMs: o.disconnectGrace } : {}),
+  };
   const m = await startMonitor({
     store,
     keys: new Keys(o.prefix),
@@ -416,7 +429,21 @@ async function runUp(o: UpFlags, log: Logger, catalog: Catalog, servers: ServerS
   const clock = new SystemClock();
   const monitors: MonitorProcess[] = [];
   for (const s of servers) {
-    monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: o.executor, host: '127.0.0.1', port: 0, logDir: o.logDir, leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds, block: o.block }));
+    monitors.push(
+      await startMonitor({
+        store,
+        keys,
+        clock,
+        log,
+        server: s,
+        executor: o.executor,
+        host: '127.0.0.1',
+        port: 0,
+        logDir: o.logDir,
+        leaseTtlSeconds: UP_DEFAULTS.leaseTtlSeconds,
+        block: o.block,
+      }),
+    );
   }
   const tls = serverTls(o);
   let sched: SchedulerProcess;

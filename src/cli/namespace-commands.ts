@@ -23,7 +23,14 @@ export async function namespacesCommand(o: ClientFlags & OutputFlags, out: (s: s
         .sort(([a], [b]) => a.localeCompare(b))
         .map(([k, v]) => `${v} ${k}`)
         .join(', ');
-      t.push([n.name, String(n.weight), String(n.rusInUse), n.maxRus > 0 ? String(n.maxRus) : '-', n.maxWaitingJobs > 0 ? String(n.maxWaitingJobs) : '-', jobs || '-']);
+      t.push([
+        n.name,
+        String(n.weight),
+        String(n.rusInUse),
+        n.maxRus > 0 ? String(n.maxRus) : '-',
+        n.maxWaitingJobs > 0 ? String(n.maxWaitingJobs) : '-',
+        jobs || '-',
+      ]);
     }
     out(t.toString());
   } finally {
@@ -47,7 +54,8 @@ export async function namespacePutCommand(verb: 'create' | 'set', name: string, 
   try {
     if (verb === 'create') {
       const list = await unary<ListNamespacesResponse__Output>(o, (opts, cb) => c.ListNamespaces({}, opts, cb));
-      if (list.namespaces.some((n) => n.name === name)) throw new TarcilError('ALREADY_EXISTS', `namespace ${name} exists already (change it: tarcil namespace set ${name} ...)`);
+      if (list.namespaces.some((n) => n.name === name))
+        throw new TarcilError('ALREADY_EXISTS', `namespace ${name} exists already (change it: tarcil namespace set ${name} ...)`);
     }
     const req = {
       name,
@@ -57,7 +65,9 @@ export async function namespacePutCommand(verb: 'create' | 'set', name: string, 
     };
     const n = await unary<Namespace__Output>(o, (opts, cb) => c.PutNamespace(req, opts, cb));
     if (o.json) return out(await renderMessage('json', 'Namespace', n));
-    out(`namespace ${n.name}: weight ${n.weight}, max RUs ${n.maxRus > 0 ? n.maxRus : 'no limit'}, max waiting jobs ${n.maxWaitingJobs > 0 ? n.maxWaitingJobs : 'no limit'}`);
+    out(
+      `namespace ${n.name}: weight ${n.weight}, max RUs ${n.maxRus > 0 ? n.maxRus : 'no limit'}, max waiting jobs ${n.maxWaitingJobs > 0 ? n.maxWaitingJobs : 'no limit'}`,
+    );
   } finally {
     c.close();
   }

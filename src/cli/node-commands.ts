@@ -53,7 +53,10 @@ export function nodeNotes(servers: readonly Server__Output[]): string[] {
   const lines: string[] = [];
   for (const s of servers) {
     const why = s.cordonReason ? `: ${s.cordonReason}` : '';
-    if (s.draining) lines.push(`node ${s.id} ${s.busy > 0 ? `draining, ${s.busy} task${s.busy === 1 ? '' : 's'} left, stopped at ${utc(s.drainDeadlineMs)} if still running` : 'drained'}${why}`);
+    if (s.draining)
+      lines.push(
+        `node ${s.id} ${s.busy > 0 ? `draining, ${s.busy} task${s.busy === 1 ? '' : 's'} left, stopped at ${utc(s.drainDeadlineMs)} if still running` : 'drained'}${why}`,
+      );
     else if (s.cordoned) lines.push(`node ${s.id} cordoned${why}`);
     if (s.leftAtMs > 0) lines.push(`node ${s.id} left the cell at ${utc(s.leftAtMs)} (not registered now)`);
   }
@@ -72,7 +75,8 @@ export function describeNode(action: 'cordon' | 'drain' | 'uncordon', s: Server_
   const running = `${s.busy} task${s.busy === 1 ? '' : 's'}`;
   const gone = s.leftAtMs > 0 ? ` (not registered now: it left at ${utc(s.leftAtMs)})` : '';
   if (action === 'uncordon') return `node ${s.id} uncordoned: it takes new placements again${gone}`;
-  if (action === 'cordon') return `node ${s.id} cordoned: no new placements; ${s.busy === 0 ? 'nothing runs there' : `its ${running} running go on`} (undo: tarcil node uncordon ${s.id})${gone}`;
+  if (action === 'cordon')
+    return `node ${s.id} cordoned: no new placements; ${s.busy === 0 ? 'nothing runs there' : `its ${running} running go on`} (undo: tarcil node uncordon ${s.id})${gone}`;
   const deadline = deadlineMs !== undefined ? ` (deadline ${fmtMs(deadlineMs)})` : '';
   return s.busy === 0
     ? `node ${s.id} drained: no task runs there, and it takes no new placements (undo: tarcil node uncordon ${s.id})${gone}`
@@ -83,7 +87,11 @@ export async function nodeCommand(action: 'cordon' | 'drain' | 'uncordon', id: s
   const c = client(o);
   try {
     const s = await unary<Server__Output>(o.timeout, (opts, cb) =>
-      c.SetNodeScheduling({ server: id, action, reason: o.reason ?? '', ...(action === 'drain' ? { deadlineMs: o.deadline ?? DEFAULT_DRAIN_DEADLINE_MS } : {}) }, opts, cb),
+      c.SetNodeScheduling(
+        { server: id, action, reason: o.reason ?? '', ...(action === 'drain' ? { deadlineMs: o.deadline ?? DEFAULT_DRAIN_DEADLINE_MS } : {}) },
+        opts,
+        cb,
+      ),
     );
     if (o.json) say(JSON.stringify(s, null, 2));
     else say(describeNode(action, s, action === 'drain' ? (o.deadline ?? DEFAULT_DRAIN_DEADLINE_MS) : undefined));
@@ -122,14 +130,21 @@ export function taskArg(v: string | undefined): number {
  * Streams a task's stdout to stdout and its stderr to stderr, through the front-end (which finds
  * the node its latest attempt ran on) or from `--node` directly.
  */
-export async function logsCommand(job: string, task: number, o: LogsFlags, write: { stdout: (b: Buffer) => void; stderr: (b: Buffer) => void } = { stdout: (b) => process.stdout.write(b), stderr: (b) => process.stderr.write(b) }): Promise<void> {
+export async function logsCommand(
+  job: string,
+  task: number,
+  o: LogsFlags,
+  write: { stdout: (b: Buffer) => void; stderr: (b: Buffer) => void } = { stdout: (b) => process.stdout.write(b), stderr: (b) => process.stderr.write(b) },
+): Promise<void> {
   const tls = clientTls(o);
   const direct = o.node !== undefined ? nodeMonitorClient(o.node, tls) : undefined;
   const front = direct ? undefined : schedulerClient(o.server, tls, o.token || undefined);
   try {
     const namespace = o.namespace ?? '';
     const qualified = resolveJobId(job, namespace) ?? job;
-    const stream = direct ? direct.ReadTaskLog({ server: '', job: qualified, task, follow: o.follow }) : front!.TaskLogs({ jobId: job, namespace, task, follow: o.follow });
+    const stream = direct
+      ? direct.ReadTaskLog({ server: '', job: qualified, task, follow: o.follow })
+      : front!.TaskLogs({ jobId: job, namespace, task, follow: o.follow });
     await new Promise<void>((resolve, reject) => {
       stream.on('data', (c: TaskLogChunk__Output) => (c.stream === 'stderr' ? write.stderr : write.stdout)(c.data));
       stream.on('end', () => resolve());

@@ -23,7 +23,8 @@ export function formatOf(o: { output?: OutputFormat; json?: boolean }): OutputFo
 }
 
 /** A message of the Scheduler API, by its name in package tarcil.v1. */
-export type MessageName = 'Job' | 'JobEvent' | 'ListJobsResponse' | 'Cluster' | 'Explanation' | 'Server' | 'ProfileEstimate' | 'ListNamespacesResponse' | 'Namespace';
+export type MessageName =
+  'Job' | 'JobEvent' | 'ListJobsResponse' | 'Cluster' | 'Explanation' | 'Server' | 'ProfileEstimate' | 'ListNamespacesResponse' | 'Namespace';
 
 interface PbType {
   fromObject(o: Record<string, unknown>): unknown;
@@ -70,7 +71,14 @@ function ordered(t: PbType, o: Record<string, unknown>): Record<string, unknown>
 /** A message as the gRPC client decoded it, in proto3's canonical JSON mapping (see the top). */
 export async function canonical(name: MessageName, message: object): Promise<Record<string, unknown>> {
   const t = await messageType(name);
-  const obj = t.toObject(t.fromObject(message as Record<string, unknown>), { json: true, longs: String, enums: String, defaults: true, arrays: true, objects: true });
+  const obj = t.toObject(t.fromObject(message as Record<string, unknown>), {
+    json: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    arrays: true,
+    objects: true,
+  });
   return ordered(t, obj);
 }
 

@@ -68,11 +68,18 @@ export function profileCommand(name: string, a: ProfileArgs): string {
   lines.push(`  ${order.map((o) => `${o.resource} c=${o.caused} t=${o.tolerance}`).join(', ')}`);
   lines.push('');
   lines.push(`on ${spec.name} (${servers.length} servers) with ${Math.round(a.load * 100)}% resident load (seed ${a.seed}):`);
-  lines.push(`  ${est.acceptableFree} of ${est.totalFree} free RUs are in buckets acceptable to it: f = ${est.f.toFixed(3)} → R = ${size.R}${size.capped ? ' (capped)' : ''}`);
+  lines.push(
+    `  ${est.acceptableFree} of ${est.totalFree} free RUs are in buckets acceptable to it: f = ${est.f.toFixed(3)} → R = ${size.R}${size.capped ? ' (capped)' : ''}`,
+  );
   const t = new Table({ style: tableStyle(), head: ['bucket', 'band', 'free', 'RUs', 'mean contention (job order, top 3)', 'acceptable'] });
   snap.forEach((b, i) => {
     if (b.total === 0) return;
-    const mean = b.mean ? target.order.slice(0, 3).map((r) => (b.mean as number[])[r]?.toFixed(0)).join('/') : '-';
+    const mean = b.mean
+      ? target.order
+          .slice(0, 3)
+          .map((r) => (b.mean as number[])[r]?.toFixed(0))
+          .join('/')
+      : '-';
     const ok = b.mean ? scoreRu(b.mean, target).acceptable : false;
     t.push([String(i), String(b.band ?? ''), String(b.free), String(b.total), mean, acceptable.has(i) ? 'yes' : ok ? 'yes (no free)' : 'no']);
   });

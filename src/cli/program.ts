@@ -19,7 +19,6 @@ import { logOptions, registerLiveCommands } from './live-commands.ts';
 // Each command's action imports what it runs when it runs: a client command does not load the
 // simulator (vega), the store (etcd3) or the daemons, and `--help` loads none of them.
 
-
 /**
  * Where every exit goes through: commander's (help, --version, a refused command line) and a
  * command's error. Commander exits 1 for a command line it refuses; tarcil makes that a usage
@@ -56,7 +55,10 @@ export async function runCli(argv: string[]): Promise<void> {
     .configureOutput({ outputError: (str, write) => write(str) })
     // Subcommands inherit this from the program.
     .exitOverride(exit)
-    .addHelpText('after', `\nExit codes: ${EXIT.OK} done, ${EXIT.FAILURE} failed, ${EXIT.USAGE} usage (a bad command, flag or job spec), ${EXIT.NOT_FOUND} not found,\n${EXIT.UNAVAILABLE} front-end or store unavailable, ${EXIT.JOB_FAILED} the job failed (submit --wait).`);
+    .addHelpText(
+      'after',
+      `\nExit codes: ${EXIT.OK} done, ${EXIT.FAILURE} failed, ${EXIT.USAGE} usage (a bad command, flag or job spec), ${EXIT.NOT_FOUND} not found,\n${EXIT.UNAVAILABLE} front-end or store unavailable, ${EXIT.JOB_FAILED} the job failed (submit --wait).`,
+    );
 
   program.hook('preAction', () => {
     if (program.opts<{ color: boolean }>().color === false) process.env.NO_COLOR = '1';
@@ -66,13 +68,20 @@ export async function runCli(argv: string[]): Promise<void> {
 
   program
     .command('validate')
-    .description('check a job spec file as the front-end would (schema/jobspec.schema.json and the catalog\'s names): OK, or each field and the rule it breaks (exit code 2)')
+    .description(
+      "check a job spec file as the front-end would (schema/jobspec.schema.json and the catalog's names): OK, or each field and the rule it breaks (exit code 2)",
+    )
     .argument('<spec.json>', 'the job spec: a JSON file, or - to read it from stdin')
     .option('--no-catalog', "check the schema only, without looking profile and platform names up in this installation's profiles/")
     .option('--json', 'machine-readable output: {file, valid, issues: [{field, rule}]}', false)
     .action(async (file: string, o: { catalog: boolean; json: boolean }) => {
       const { validateCommand } = await import('./validate.ts');
-      process.exitCode = validateCommand(file, o, (l) => process.stdout.write(`${l}\n`), (l) => process.stderr.write(`${l}\n`));
+      process.exitCode = validateCommand(
+        file,
+        o,
+        (l) => process.stdout.write(`${l}\n`),
+        (l) => process.stderr.write(`${l}\n`),
+      );
     });
 
   program.commandsGroup('Try and measure:');
@@ -84,13 +93,31 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('--jobs <n>', 'jobs to submit', int('--jobs', 1, 100000), 40)
     .option('--load <x>', 'target utilisation of the generated workload', unit('--load'), 0.7)
     .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
-    .option('--time-scale <x>', 'multiplies task durations', num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'), 1)
+    .option(
+      '--time-scale <x>',
+      'multiplies task durations',
+      num('--time-scale', (x) => x > 0 && x <= 100, 'must be in (0, 100]'),
+      1,
+    )
     .addOption(new Option('--scope <scope>', 'conflict scope').choices(['ru', 'server']).default(DEFAULT_AGENT_CONFIG.conflictScope))
     .option('-v, --verbose', 'print every pick of large jobs', false)
-    .action(async (o: { store: string; cluster: string; agents: number; jobs: number; load: number; seed: number; timeScale: number; scope: 'ru' | 'server'; verbose: boolean; logLevel: string }) => {
-      const { runDemo } = await import('./demo.ts');
-      await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
-    });
+    .action(
+      async (o: {
+        store: string;
+        cluster: string;
+        agents: number;
+        jobs: number;
+        load: number;
+        seed: number;
+        timeScale: number;
+        scope: 'ru' | 'server';
+        verbose: boolean;
+        logLevel: string;
+      }) => {
+        const { runDemo } = await import('./demo.ts');
+        await runDemo({ ...o, out: (l) => process.stdout.write(`${l}\n`) });
+      },
+    );
 
   program
     .command('sample-size')
@@ -120,14 +147,30 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('--tls-ca <file>', 'connect over TLS, trusting this CA (with --learned)')
     .addOption(new Option('--token <token>', 'access token (with --learned; needed when the front-end has ACLs on)').env('TARCIL_TOKEN'))
     .option('--timeout <ms>', 'deadline of the call (with --learned)', intIn('--timeout', FRONTEND_LIMITS.timeoutMs), CLIENT_DEFAULTS.timeoutMs)
-    .action(async (name: string, o: { cluster: string; load: number; seed: number; buckets: number; json: boolean; learned: boolean; server: string; tlsCa?: string; token?: string; timeout: number }) => {
-      if (o.learned) {
-        const { learnedProfileCommand } = await import('./client.ts');
-        return learnedProfileCommand(name, o, (s) => process.stdout.write(`${s}\n`));
-      }
-      const { profileCommand } = await import('./profile.ts');
-      process.stdout.write(profileCommand(name, o));
-    });
+    .action(
+      async (
+        name: string,
+        o: {
+          cluster: string;
+          load: number;
+          seed: number;
+          buckets: number;
+          json: boolean;
+          learned: boolean;
+          server: string;
+          tlsCa?: string;
+          token?: string;
+          timeout: number;
+        },
+      ) => {
+        if (o.learned) {
+          const { learnedProfileCommand } = await import('./client.ts');
+          return learnedProfileCommand(name, o, (s) => process.stdout.write(`${s}\n`));
+        }
+        const { profileCommand } = await import('./profile.ts');
+        process.stdout.write(profileCommand(name, o));
+      },
+    );
 
   program
     .command('bench <experiment>')
@@ -135,26 +178,61 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('--quick', 'small sizes (seconds to a minute or two)', false)
     .option('--seed <n>', 'random seed', intIn('--seed', SEED_RANGE), 1)
     .option('--out <dir>', 'results directory (default bench/results/<experiment>, bench/results/quick with --quick)')
-    .option('--workers <n>', 'worker threads for independent runs (default: one per core; 1: one by one; same results)', intIn('--workers', { min: 1, max: 256 }))
-    .option('--warmup-ms <ms>', "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)", intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }))
+    .option(
+      '--workers <n>',
+      'worker threads for independent runs (default: one per core; 1: one by one; same results)',
+      intIn('--workers', { min: 1, max: 256 }),
+    )
+    .option(
+      '--warmup-ms <ms>',
+      "a fixed warm-up: jobs arriving before this virtual time are not measured (default: each workload's own, e.g. the first 10% of W4's arrivals)",
+      intIn('--warmup-ms', { min: 0, max: 2 ** 31 - 1 }),
+    )
     .option('--nodes <file>', 'bench trace: the node list (CSV, docs/traces.md)')
     .option('--pods <file>', 'bench trace: the pod list, or the job list of the generic format (CSV)')
     .addOption(new Option('--format <format>', "bench trace: the files' format").choices(['alibaba', 'generic']).default('alibaba'))
-    .option('--compress <n>', 'bench trace: divides arrival times and durations', num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'), 1)
-    .action(async (name: string, o: { quick: boolean; seed: number; out?: string; workers?: number; warmupMs?: number; nodes?: string; pods?: string; format: 'alibaba' | 'generic'; compress: number }) => {
-      const { benchCommand } = await import('./bench.ts');
-      const { nodes, pods, format, compress, ...rest } = o;
-      await benchCommand(name, { ...rest, trace: { ...(nodes !== undefined ? { nodes } : {}), ...(pods !== undefined ? { pods } : {}), format, compress } });
-    });
+    .option(
+      '--compress <n>',
+      'bench trace: divides arrival times and durations',
+      num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'),
+      1,
+    )
+    .action(
+      async (
+        name: string,
+        o: {
+          quick: boolean;
+          seed: number;
+          out?: string;
+          workers?: number;
+          warmupMs?: number;
+          nodes?: string;
+          pods?: string;
+          format: 'alibaba' | 'generic';
+          compress: number;
+        },
+      ) => {
+        const { benchCommand } = await import('./bench.ts');
+        const { nodes, pods, format, compress, ...rest } = o;
+        await benchCommand(name, { ...rest, trace: { ...(nodes !== undefined ? { nodes } : {}), ...(pods !== undefined ? { pods } : {}), format, compress } });
+      },
+    );
 
   const trace = program.command('trace').description('production traces as tarcil workloads (docs/traces.md)');
   trace
     .command('inspect')
-    .description('load a trace (nodes and pods), map it to servers and jobs, and print what it became; a bad row: its file, line, column and rule (exit code 2)')
+    .description(
+      'load a trace (nodes and pods), map it to servers and jobs, and print what it became; a bad row: its file, line, column and rule (exit code 2)',
+    )
     .requiredOption('--nodes <file>', 'the node list (CSV)')
     .requiredOption('--pods <file>', 'the pod list, or the job list of the generic format (CSV)')
-    .addOption(new Option('--format <format>', 'the files\' format').choices(['alibaba', 'generic']).default('alibaba'))
-    .option('--compress <n>', 'divides arrival times and durations', num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'), 1)
+    .addOption(new Option('--format <format>', "the files' format").choices(['alibaba', 'generic']).default('alibaba'))
+    .option(
+      '--compress <n>',
+      'divides arrival times and durations',
+      num('--compress', (x) => x >= 1 && x <= 1e6, 'must be in [1, 1000000]'),
+      1,
+    )
     .option('--seed <n>', 'seed of the rule that assigns interference profiles', intIn('--seed', SEED_RANGE), 1)
     .action(async (o: { nodes: string; pods: string; format: 'alibaba' | 'generic'; compress: number; seed: number }) => {
       const { traceInspectCommand } = await import('./trace.ts');

@@ -52,7 +52,8 @@ export function traceSummary(t: Trace): string[] {
     byQos.set(j.qos, e);
   }
   out.push(`  ${pad('QOS', 12)}${pad('PRIORITY', 10)}${pad('JOBS', 8)}TASKS`);
-  for (const [q, e] of [...byQos].sort((a, b) => b[1].priority - a[1].priority || a[0].localeCompare(b[0]))) out.push(`  ${pad(q, 12)}${pad(t.format === 'alibaba' ? e.priority : '-', 10)}${pad(e.jobs, 8)}${e.tasks}`);
+  for (const [q, e] of [...byQos].sort((a, b) => b[1].priority - a[1].priority || a[0].localeCompare(b[0])))
+    out.push(`  ${pad(q, 12)}${pad(t.format === 'alibaba' ? e.priority : '-', 10)}${pad(e.jobs, 8)}${e.tasks}`);
   out.push(`  ${pad('TASKS', 12)}JOBS`);
   let lo = 0;
   for (const [label, hi] of SIZES) {

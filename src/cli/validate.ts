@@ -34,7 +34,9 @@ export function validateCommand(file: string, o: ValidateFlags, out: (s: string)
   }
   if (r.ok) {
     const v = r.value;
-    out(`OK: ${name} is a valid job spec (${v.name}: ${v.tasks} task${v.tasks === 1 ? '' : 's'} of ${typeof v.profile === 'string' ? v.profile : (v.profile.name ?? 'an inline profile')}, ${v.mode})`);
+    out(
+      `OK: ${name} is a valid job spec (${v.name}: ${v.tasks} task${v.tasks === 1 ? '' : 's'} of ${typeof v.profile === 'string' ? v.profile : (v.profile.name ?? 'an inline profile')}, ${v.mode})`,
+    );
     return EXIT.OK;
   }
   for (const i of r.issues) err(`${name}: ${i.field}: ${i.rule}`);

@@ -92,7 +92,11 @@ export function aclHandlers(d: AclServiceDeps): Pick<SchedulerHandlers, AclRpcs>
     ListAudit: unary(async (req) => {
       if (req.namespace !== '') requireNamespaceName(req.namespace);
       // 0 (or unset) is "every record kept"; anything else, NaN included, is checked by listAudit.
-      const { records, total } = await listAudit(d.store, d.keys, { ...(req.sinceMs !== 0 ? { since: req.sinceMs } : {}), ...(req.namespace ? { namespace: req.namespace } : {}), limit: req.limit });
+      const { records, total } = await listAudit(d.store, d.keys, {
+        ...(req.sinceMs !== 0 ? { since: req.sinceMs } : {}),
+        ...(req.namespace ? { namespace: req.namespace } : {}),
+        limit: req.limit,
+      });
       return { records: records.map(auditToProto), total };
     }),
   };

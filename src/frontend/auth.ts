@@ -25,7 +25,19 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import { allows, allowsAny, listTokens, readToken, secretMatches, splitSecret, tokenUnusable, type NamespaceVerb, type Policy, type TokenRecord, type Verb } from '../tenancy/acl.ts';
+import {
+  allows,
+  allowsAny,
+  listTokens,
+  readToken,
+  secretMatches,
+  splitSecret,
+  tokenUnusable,
+  type NamespaceVerb,
+  type Policy,
+  type TokenRecord,
+  type Verb,
+} from '../tenancy/acl.ts';
 import { writeAudit } from '../tenancy/audit.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import type { Clock } from '../util/clock.ts';
@@ -70,7 +82,7 @@ interface Rule {
   about?(req: Req, res: Req | undefined): { namespace?: string; target?: string };
 }
 
-const str = (req: Req, field: string): string => (typeof req[field] === 'string' ? (req[field]) : '');
+const str = (req: Req, field: string): string => (typeof req[field] === 'string' ? req[field] : '');
 const jobNs = (req: Req): string => namespaceOfJob(jobIdOf({ jobId: str(req, 'jobId'), namespace: str(req, 'namespace') }));
 const readJob: Rule = { need: (req) => ({ verb: 'read', ns: jobNs(req) }) };
 const admin: Rule = { need: () => ({ verb: 'admin' }) };
@@ -80,7 +92,8 @@ function submitNamespace(req: Req): string {
   const own = str(req, 'namespace');
   if (own !== '') return own;
   const spec = req['spec'];
-  if (spec && typeof spec === 'object' && typeof (spec as Req)['namespace'] === 'string' && (spec as Req)['namespace'] !== '') return (spec as Req)['namespace'] as string;
+  if (spec && typeof spec === 'object' && typeof (spec as Req)['namespace'] === 'string' && (spec as Req)['namespace'] !== '')
+    return (spec as Req)['namespace'] as string;
   const text = str(req, 'specJson');
   if (text !== '') {
     try {
@@ -225,7 +238,15 @@ export class AuthLayer {
     if (!ok) throw new TarcilError('PERMISSION_DENIED', `${rpc} needs ${what}; the policy of ${p.who} does not allow it`);
   }
 
-  private async audit(rpc: string, rule: Rule, call: AnyCall, p: Principal | undefined, req: Req, res: Req | undefined, err: { code: string; message: string } | undefined): Promise<void> {
+  private async audit(
+    rpc: string,
+    rule: Rule,
+    call: AnyCall,
+    p: Principal | undefined,
+    req: Req,
+    res: Req | undefined,
+    err: { code: string; message: string } | undefined,
+  ): Promise<void> {
     let about: { namespace?: string; target?: string } = {};
     try {
       about = rule.about?.(req, res) ?? {};
@@ -291,7 +312,8 @@ export class AuthLayer {
         }
         const admitted = p;
         const pol = admitted.policy;
-        if (rpc === 'ListJobs' && call.request['allNamespaces'] === true && pol && !pol.cluster.includes('admin')) setReadableNamespaces(call, (ns) => allows(pol, 'read', ns));
+        if (rpc === 'ListJobs' && call.request['allNamespaces'] === true && pol && !pol.cluster.includes('admin'))
+          setReadableNamespaces(call, (ns) => allows(pol, 'read', ns));
         h(call, (err, res) => {
           void (async (): Promise<void> => {
             if (rule.mutates) await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);

@@ -32,7 +32,9 @@ export function bearer(token: string): grpc.Interceptor {
 
 /** A node's NodeMonitor service, reached directly (`tarcil logs --node`). */
 export function nodeMonitorClient(address: string, tls?: { caFile?: string; certFile?: string; keyFile?: string }): NodeMonitorClient {
-  return new (clientConstructor('tarcil.v1.NodeMonitor'))(address, clientCredentials(tls), { 'grpc.max_receive_message_length': CLIENT_DEFAULTS.maxResponseBytes }) as unknown as NodeMonitorClient;
+  return new (clientConstructor('tarcil.v1.NodeMonitor'))(address, clientCredentials(tls), {
+    'grpc.max_receive_message_length': CLIENT_DEFAULTS.maxResponseBytes,
+  }) as unknown as NodeMonitorClient;
 }
 
 type Unary<Req, Res> = (req: Req, opts: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;

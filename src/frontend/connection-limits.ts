@@ -134,7 +134,11 @@ function transportOf(stream: ServerHttp2Stream): CallTransport {
 /** A call that has not received its whole request in time: answered, and its stream reset. */
 function requestTimedOut(c: CallLimits): void {
   c.requestTimer = undefined;
-  c.next.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: `the request did not arrive whole within ${c.limits.requestTimeoutMs} ms of its headers (requestTimeoutMs)`, metadata: null });
+  c.next.sendStatus({
+    code: grpc.status.DEADLINE_EXCEEDED,
+    details: `the request did not arrive whole within ${c.limits.requestTimeoutMs} ms of its headers (requestTimeoutMs)`,
+    metadata: null,
+  });
   // The client may still be sending: the answer is complete, the rest of the request is not wanted.
   setImmediate(() => c.transport?.reset(h2.NGHTTP2_NO_ERROR));
 }

@@ -91,11 +91,19 @@ export function taskToProto(t: LiveTaskRecord): Task {
 }
 
 /** One line per attempt of a task: where, when, how it ended (`status` and `explain` print these). */
-export function attemptLines(t: { index?: number; attempt?: number; state?: string; ru?: { server?: string; index?: number } | null; placedAtMs?: number | string; previous?: readonly TaskAttemptLike[] }): string[] {
+export function attemptLines(t: {
+  index?: number;
+  attempt?: number;
+  state?: string;
+  ru?: { server?: string; index?: number } | null;
+  placedAtMs?: number | string;
+  previous?: readonly TaskAttemptLike[];
+}): string[] {
   const where = (ru: { server?: string; index?: number } | null | undefined): string => (ru ? `${ru.server ?? '?'}/${ru.index ?? '?'}` : '?');
   const at = (ms: number | string | undefined): string => (ms ? new Date(Number(ms)).toISOString().slice(11, 23) : '?');
   const lines = (t.previous ?? []).map(
-    (a) => `  task ${t.index ?? 0} attempt ${a.attempt ?? 0}: ${where(a.ru)}, placed ${at(a.placedAtMs)}, ${a.startedAtMs ? `started ${at(a.startedAtMs)}, ` : ''}ended ${at(a.endedAtMs)} ${a.state ?? ''}${a.message ? ` (${a.message}); placed again` : '; placed again'}`,
+    (a) =>
+      `  task ${t.index ?? 0} attempt ${a.attempt ?? 0}: ${where(a.ru)}, placed ${at(a.placedAtMs)}, ${a.startedAtMs ? `started ${at(a.startedAtMs)}, ` : ''}ended ${at(a.endedAtMs)} ${a.state ?? ''}${a.message ? ` (${a.message}); placed again` : '; placed again'}`,
   );
   lines.push(`  task ${t.index ?? 0} attempt ${t.attempt ?? 0}: ${where(t.ru)}, placed ${at(t.placedAtMs)}, now ${t.state ?? ''}`);
   return lines;
@@ -154,7 +162,17 @@ export function serverToProto(s: LiveServerRecord, rus: Map<number, RuRecord>, c
   });
   const busy = list.filter((r) => r.state === 'busy' || r.state === 'reserved').length;
   const state =
-    s.state === 'down' || leftAt !== undefined ? 'down' : cordon?.mode === 'drain' ? (busy > 0 ? 'draining' : 'drained') : cordon ? 'cordoned' : s.blocked ? 'blocked' : 'up';
+    s.state === 'down' || leftAt !== undefined
+      ? 'down'
+      : cordon?.mode === 'drain'
+        ? busy > 0
+          ? 'draining'
+          : 'drained'
+        : cordon
+          ? 'cordoned'
+          : s.blocked
+            ? 'blocked'
+            : 'up';
   return {
     id: s.id,
     platform: s.platform,
@@ -196,7 +214,13 @@ export function explanationToProto(
   const admission = records.flatMap((r, d) => r.admission.map((v) => ({ v, d })));
   const samples = records.flatMap((r, d) => r.samples.map((s) => ({ s, d })));
   const placements = records.flatMap((r, d) => r.placements.map((p) => ({ p, d })));
-  const stagesOf = (m: DecisionRecord['stageMs']): NonNullable<Explanation['stages']> => ({ admissionMs: m.admission, sizeMs: m.size, selectMs: m.select, commitMs: m.commit, queueMs: m.queue });
+  const stagesOf = (m: DecisionRecord['stageMs']): NonNullable<Explanation['stages']> => ({
+    admissionMs: m.admission,
+    sizeMs: m.size,
+    selectMs: m.select,
+    commitMs: m.commit,
+    queueMs: m.queue,
+  });
   const e: Explanation = {
     jobId: id,
     state,
@@ -271,7 +295,9 @@ const SAMPLE_RUNS_SHOWN = 6;
 /** The sample attempts, equal ones in a row folded: "R=32, f=0.000, 0 candidates ×60; …". */
 export function sampleRuns(samples: readonly { r?: number; f?: number | string; candidates?: number }[]): string {
   const runs = foldRuns(samples, (x) => `${x.r ?? 0}|${Number(x.f ?? 0).toFixed(3)}|${x.candidates ?? 0}`);
-  const shown = runs.slice(-SAMPLE_RUNS_SHOWN).map(({ item: x, count }) => `R=${x.r ?? 0}, f=${Number(x.f ?? 0).toFixed(3)}, ${x.candidates ?? 0} candidates${count > 1 ? ` ×${count}` : ''}`);
+  const shown = runs
+    .slice(-SAMPLE_RUNS_SHOWN)
+    .map(({ item: x, count }) => `R=${x.r ?? 0}, f=${Number(x.f ?? 0).toFixed(3)}, ${x.candidates ?? 0} candidates${count > 1 ? ` ×${count}` : ''}`);
   const hidden = runs.length - shown.length;
   return `${hidden > 0 ? `(${hidden} earlier run(s) of attempts not shown) ` : ''}${shown.join('; ')}`;
 }
@@ -283,7 +309,9 @@ function fmtMs(ms: number): string {
 export function explainText(e: Explanation): string {
   const lines: string[] = [];
   if (e.reason?.text) lines.push(`now: ${e.reason.text}`);
-  lines.push(`job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`);
+  lines.push(
+    `job ${e.jobId ?? ''}: ${e.state ?? ''}${e.inProgress ? ' (scheduling in progress)' : ''}, agent ${e.agent || '-'}, target quality T_W = ${Number(e.target ?? 0).toFixed(3)}`,
+  );
   if (e.waitingFor) lines.push(`waiting for: ${e.waitingFor}`);
   const quota = [...(e.decisions ?? [])].reverse().find((d) => d.quota)?.quota;
   if (quota && quota !== e.waitingFor) lines.push(`quota: waited because ${quota}`);
@@ -292,7 +320,10 @@ export function explainText(e: Explanation): string {
   else {
     const first = adm[0];
     const last = adm[adm.length - 1];
-    for (const [label, v] of [['first', first], ['latest', last]] as const) {
+    for (const [label, v] of [
+      ['first', first],
+      ['latest', last],
+    ] as const) {
       if (!v || (label === 'latest' && adm.length === 1)) continue;
       const est = v.estimateMs !== undefined ? `, estimated wait ${fmtMs(Number(v.estimateMs))}` : '';
       const bound = v.boundMs !== undefined ? ` (bound μ+2σ ${fmtMs(Number(v.boundMs))})` : '';

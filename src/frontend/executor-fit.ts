@@ -48,13 +48,19 @@ export function executorWarnings(spec: Pick<JobSpec, 'command'>, mix: ExecutorMi
         { processServers: mix.process },
       );
     }
-    if (mix.process > 0) return [`command: none given, and ${mix.process} of this cell's ${servers(all)} run the process executor: a task placed on one of them fails (it has no command to run)`];
+    if (mix.process > 0)
+      return [
+        `command: none given, and ${mix.process} of this cell's ${servers(all)} run the process executor: a task placed on one of them fails (it has no command to run)`,
+      ];
     return [];
   }
   if (mix.simulated === all) {
-    return [`command: not run in this cell: its ${mix.simulated === 1 ? 'one server runs' : `${servers(mix.simulated)} all run`} the simulated executor, which holds each task's RU for its modelled duration (durationMs) and runs nothing (\`tarcil up --executor process\` runs commands)`];
+    return [
+      `command: not run in this cell: its ${mix.simulated === 1 ? 'one server runs' : `${servers(mix.simulated)} all run`} the simulated executor, which holds each task's RU for its modelled duration (durationMs) and runs nothing (\`tarcil up --executor process\` runs commands)`,
+    ];
   }
-  if (mix.simulated > 0) return [`command: ${mix.simulated} of this cell's ${servers(all)} run the simulated executor: a task placed on one of them does not run its command`];
+  if (mix.simulated > 0)
+    return [`command: ${mix.simulated} of this cell's ${servers(all)} run the simulated executor: a task placed on one of them does not run its command`];
   return [];
 }
 

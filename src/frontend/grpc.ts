@@ -50,7 +50,11 @@ export async function startGrpcServer(opts: {
   // Loaded here, not with the module: a client (the command line) needs none of them (it makes its
   // client classes without proto-loader, proto-root.ts), and reflection alone takes a tenth of a
   // second or more to load.
-  const [{ ReflectionService }, { HealthImplementation }, { loadProtos }] = await Promise.all([import('@grpc/reflection'), import('grpc-health-check'), import('./proto.ts')]);
+  const [{ ReflectionService }, { HealthImplementation }, { loadProtos }] = await Promise.all([
+    import('@grpc/reflection'),
+    import('grpc-health-check'),
+    import('./proto.ts'),
+  ]);
   const server = guardServer(new grpc.Server(grpcServerOptions(opts.limits, { 'grpc.max_receive_message_length': MAX_REQUEST_BYTES })), opts.log);
   const services = opts.register(server);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(services.map((s) => [s, 'SERVING'])) });

@@ -30,7 +30,11 @@ export function internalFault(log: Logger | undefined, rpc: string, err: unknown
   if (isTarcilError(err)) return toStatus(err);
   const id = incidentId();
   log?.error({ incident: id, rpc, err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'handler failed');
-  return { code: grpc.status.INTERNAL, details: `internal error in ${rpc} (incident ${id}; the server logged it and goes on serving)`, metadata: new grpc.Metadata() };
+  return {
+    code: grpc.status.INTERNAL,
+    details: `internal error in ${rpc} (incident ${id}; the server logged it and goes on serving)`,
+    metadata: new grpc.Metadata(),
+  };
 }
 
 type AnyHandler = (...args: unknown[]) => unknown;
@@ -52,7 +56,7 @@ const MALFORMED = Symbol('malformed request');
 /** Why the call's request did not parse, or undefined for a request that did. */
 function malformed(call: unknown): string | undefined {
   const req = (call as { request?: unknown } | null)?.request;
-  return req !== null && typeof req === 'object' && MALFORMED in req ? String((req)[MALFORMED]) : undefined;
+  return req !== null && typeof req === 'object' && MALFORMED in req ? String(req[MALFORMED]) : undefined;
 }
 
 /** The refusal of a request whose bytes do not parse as the method's request message. */

@@ -93,7 +93,11 @@ export async function startHollow(o: HollowProcessOptions): Promise<HollowProces
  * Drops `fraction` of the live nodes on every `signal` (SIGUSR2 by default), and once after
  * `afterMs` if given. Returns a function that stops listening.
  */
-export function simulateDeaths(h: HollowProcess, log: Logger, o: { fraction: number; signal?: NodeJS.Signals; afterMs?: number; onKilled?: (ids: string[]) => void }): () => void {
+export function simulateDeaths(
+  h: HollowProcess,
+  log: Logger,
+  o: { fraction: number; signal?: NodeJS.Signals; afterMs?: number; onKilled?: (ids: string[]) => void },
+): () => void {
   const drop = (why: string): void => {
     h.hollow.kill({ fraction: o.fraction }).then(
       (ids) => {

@@ -12,7 +12,17 @@ import { TarcilError } from '../util/errors.ts';
 import { jobToProto, taskToProto } from './convert.ts';
 import type { Job } from './gen/tarcil/v1/Job.ts';
 import type { Task } from './gen/tarcil/v1/Task.ts';
-import { blockPrefix, EARLY_SLICE, EncodedJobEvent, LATE_REREAD_MS, SNAPSHOT_BLOCK, TRIM_EVERY_BYTES, type Frame, type JobWatchLimits, type Listener } from './job-watch-events.ts';
+import {
+  blockPrefix,
+  EARLY_SLICE,
+  EncodedJobEvent,
+  LATE_REREAD_MS,
+  SNAPSHOT_BLOCK,
+  TRIM_EVERY_BYTES,
+  type Frame,
+  type JobWatchLimits,
+  type Listener,
+} from './job-watch-events.ts';
 import { ENCODED } from './pre-encoded.ts';
 import { laterTurn } from '../util/turns.ts';
 
@@ -320,7 +330,9 @@ export class Generation implements Listener {
       if (deleted) {
         // A job is deleted only once final, and a stream ends at the final state: this one fell
         // behind by more than the retention period (or the record was removed by hand).
-        this.fail(new TarcilError('NOT_FOUND', `job ${this.jobId} was deleted (finished jobs are deleted once their retention period is over)`, { field: 'job_id' }));
+        this.fail(
+          new TarcilError('NOT_FOUND', `job ${this.jobId} was deleted (finished jobs are deleted once their retention period is over)`, { field: 'job_id' }),
+        );
         return;
       }
       if (rec) {

@@ -146,13 +146,22 @@ export class JobWatchHub {
     const job = this.perJob.get(jobId) ?? 0;
     const conn = connection ? (this.perConnection.get(connection) ?? 0) : 0;
     if (this.total >= l.maxWatches) {
-      throw new TarcilError('RESOURCE_EXHAUSTED', `this front-end serves ${this.total} WatchJob streams, its limit (maxWatches ${l.maxWatches}): watch through another front-end, or later`);
+      throw new TarcilError(
+        'RESOURCE_EXHAUSTED',
+        `this front-end serves ${this.total} WatchJob streams, its limit (maxWatches ${l.maxWatches}): watch through another front-end, or later`,
+      );
     }
     if (job >= l.maxWatchesPerJob) {
-      throw new TarcilError('RESOURCE_EXHAUSTED', `job ${jobId} has ${job} WatchJob streams on this front-end, the most it serves for one job (maxWatchesPerJob ${l.maxWatchesPerJob})`);
+      throw new TarcilError(
+        'RESOURCE_EXHAUSTED',
+        `job ${jobId} has ${job} WatchJob streams on this front-end, the most it serves for one job (maxWatchesPerJob ${l.maxWatchesPerJob})`,
+      );
     }
     if (conn >= l.maxWatchesPerConnection) {
-      throw new TarcilError('RESOURCE_EXHAUSTED', `this connection has ${conn} WatchJob streams open, the most one connection may have (maxWatchesPerConnection ${l.maxWatchesPerConnection}): open another connection`);
+      throw new TarcilError(
+        'RESOURCE_EXHAUSTED',
+        `this connection has ${conn} WatchJob streams open, the most one connection may have (maxWatchesPerConnection ${l.maxWatchesPerConnection}): open another connection`,
+      );
     }
     this.total++;
     this.perJob.set(jobId, job + 1);
@@ -261,7 +270,9 @@ export class JobWatchHub {
         this.armSweep(l);
         return false;
       }
-      worst.drop(`the client took nothing of this stream for ${Math.round(now - worst.lastProgressAt)} ms while this front-end's queue for WatchJob streams was full (totalQueueBytes ${l.totalQueueBytes}); it was dropped: watch again`);
+      worst.drop(
+        `the client took nothing of this stream for ${Math.round(now - worst.lastProgressAt)} ms while this front-end's queue for WatchJob streams was full (totalQueueBytes ${l.totalQueueBytes}); it was dropped: watch again`,
+      );
     }
     return true;
   }
@@ -278,7 +289,8 @@ export class JobWatchHub {
     const now = performance.now();
     for (const s of [...this.owing]) {
       const l = s.limits;
-      if (now - s.lastProgressAt >= l.slowConsumerMs) s.drop(`the client took nothing of this stream for ${l.slowConsumerMs} ms (slowConsumerMs); it was dropped: watch again`);
+      if (now - s.lastProgressAt >= l.slowConsumerMs)
+        s.drop(`the client took nothing of this stream for ${l.slowConsumerMs} ms (slowConsumerMs); it was dropped: watch again`);
     }
     for (const s of [...this.budgetWaiters]) {
       this.budgetWaiters.delete(s);

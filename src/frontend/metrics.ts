@@ -42,7 +42,6 @@ type HousekeeperView = Pick<Housekeeper, 'leading' | 'stats' | 'retention'>;
 /** States of `tarcil_rus`: free (takes placements), busy (or reserved), down, and free RUs of servers that take no placements (blocked by the load monitor, cordoned or draining). */
 export const RU_STATES = ['free', 'busy', 'down', 'unschedulable'] as const;
 
-
 export class Metrics extends MetricsEndpoint {
   readonly submitted = new Counter({ name: 'tarcil_jobs_submitted_total', help: 'Jobs acknowledged by this front-end', registers: [this.registry] });
   readonly rejected = new Counter({ name: 'tarcil_jobs_rejected_total', help: 'Job specs rejected as invalid', registers: [this.registry] });
@@ -52,8 +51,18 @@ export class Metrics extends MetricsEndpoint {
     labelNames: ['outcome'],
     registers: [this.registry],
   });
-  readonly decisions = new Counter({ name: 'tarcil_decisions_total', help: 'Scheduling decisions completed (one per schedule call), by agent', labelNames: ['agent'], registers: [this.registry] });
-  readonly conflicts = new Counter({ name: 'tarcil_commit_conflicts_total', help: 'Optimistic commits that lost a race, by agent', labelNames: ['agent'], registers: [this.registry] });
+  readonly decisions = new Counter({
+    name: 'tarcil_decisions_total',
+    help: 'Scheduling decisions completed (one per schedule call), by agent',
+    labelNames: ['agent'],
+    registers: [this.registry],
+  });
+  readonly conflicts = new Counter({
+    name: 'tarcil_commit_conflicts_total',
+    help: 'Optimistic commits that lost a race, by agent',
+    labelNames: ['agent'],
+    registers: [this.registry],
+  });
   readonly placements = new Counter({
     name: 'tarcil_tasks_placed_total',
     help: 'Tasks placed, by agent and by the platform of the server they went to',
@@ -98,10 +107,20 @@ export class Metrics extends MetricsEndpoint {
           const h = hk();
           return h ? read(h) : 0;
         });
-      gauge('tarcil_housekeeper_leading', '1 while this front-end is the elected housekeeper (it runs retention and compaction), else 0', (h) => (h.leading ? 1 : 0));
+      gauge('tarcil_housekeeper_leading', '1 while this front-end is the elected housekeeper (it runs retention and compaction), else 0', (h) =>
+        h.leading ? 1 : 0,
+      );
       gauge('tarcil_housekeeper_elections', 'Times this front-end was elected housekeeper', (h) => h.stats.elected);
-      gauge('tarcil_housekeeper_stuck_waits', 'Times this front-end found its wait in the housekeeper election stuck (not elected though nobody else led) and stood again', (h) => h.stats.stuck);
-      gauge('tarcil_housekeeper_compacted_revision', "The store revision this front-end last compacted etcd's history to (0: none)", (h) => h.stats.compactedTo);
+      gauge(
+        'tarcil_housekeeper_stuck_waits',
+        'Times this front-end found its wait in the housekeeper election stuck (not elected though nobody else led) and stood again',
+        (h) => h.stats.stuck,
+      );
+      gauge(
+        'tarcil_housekeeper_compacted_revision',
+        "The store revision this front-end last compacted etcd's history to (0: none)",
+        (h) => h.stats.compactedTo,
+      );
       gauge('tarcil_retention_sweeps', 'Retention sweeps this front-end ran as housekeeper', (h) => h.retention.totals.sweeps);
       gauge('tarcil_retention_jobs_deleted', 'Finished jobs this front-end deleted as housekeeper, past their retention', (h) => h.retention.totals.jobs);
     }
@@ -151,18 +170,24 @@ export class Metrics extends MetricsEndpoint {
       });
     };
     read('tarcil_owned_jobs', 'Jobs owned by this process', () => manager.ownedJobs().length);
-    read(
-      'tarcil_scheduling',
-      '1 once this front-end places tasks (its view of the cell is loaded), 0 while it only takes submissions',
-      () => (manager.started ? 1 : 0),
+    read('tarcil_scheduling', '1 once this front-end places tasks (its view of the cell is loaded), 0 while it only takes submissions', () =>
+      manager.started ? 1 : 0,
     );
     read(
       'tarcil_owner_leases_fenced',
-      'Times the store said this process\'s owner lease was gone (expired or revoked), so that it gave up its jobs, since it started',
+      "Times the store said this process's owner lease was gone (expired or revoked), so that it gave up its jobs, since it started",
       () => manager.stats.fencedLeases,
     );
-    read('tarcil_owner_lease_pauses', 'Times this process paused its jobs because no keepalive of its owner lease was confirmed within the TTL (it resumes them if the store still holds the lease), since it started', () => manager.stats.leasePauses);
-    read('tarcil_commits', "Placement transactions this process's agents sent, those that conflicted included (tarcil_commit_conflicts_total), since it started", () => manager.agents.reduce((n, a) => n + a.stats.commits, 0));
+    read(
+      'tarcil_owner_lease_pauses',
+      'Times this process paused its jobs because no keepalive of its owner lease was confirmed within the TTL (it resumes them if the store still holds the lease), since it started',
+      () => manager.stats.leasePauses,
+    );
+    read(
+      'tarcil_commits',
+      "Placement transactions this process's agents sent, those that conflicted included (tarcil_commit_conflicts_total), since it started",
+      () => manager.agents.reduce((n, a) => n + a.stats.commits, 0),
+    );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',
@@ -183,7 +208,9 @@ export class Metrics extends MetricsEndpoint {
         this.inc({ outcome: 'taken-meanwhile' }, h.takenMeanwhile);
       },
     });
-    read('tarcil_handoff_front_ends', 'Front-ends with tasks to place, this one included, as this one sees them (each server has its home among them)', () => manager.view.handoff.memberCount());
+    read('tarcil_handoff_front_ends', 'Front-ends with tasks to place, this one included, as this one sees them (each server has its home among them)', () =>
+      manager.view.handoff.memberCount(),
+    );
     new Counter({
       name: 'tarcil_task_moves_total',
       help: 'Slow tasks of migratable and scale-out jobs looked at by the run-time loop, by outcome: moved (new copy placed, old one told to stop), completed (the new copy released once the old one stopped), scaled-out (a task added to a scale-out job), or the reason nothing was done (no-gain, no-budget, no-room: the cell had tasks waiting or too few free RUs for a scale-out job to grow, max-moves, no-better-ru, conflict, changed), since the process started',

@@ -53,7 +53,15 @@ export async function namespaceUsage(store: ClusterStore, keys: Keys): Promise<M
 }
 
 export function namespaceToProto(r: NamespaceRecord, u: NamespaceUsage | undefined): Namespace {
-  return { name: r.name, weight: r.weight, maxRus: r.maxRus, maxWaitingJobs: r.maxWaitingJobs, createdAtMs: r.createdAt, rusInUse: u?.rusInUse ?? 0, jobs: { ...(u?.jobs ?? {}) } };
+  return {
+    name: r.name,
+    weight: r.weight,
+    maxRus: r.maxRus,
+    maxWaitingJobs: r.maxWaitingJobs,
+    createdAtMs: r.createdAt,
+    rusInUse: u?.rusInUse ?? 0,
+    jobs: { ...(u?.jobs ?? {}) },
+  };
 }
 
 export async function putNamespaceRpc(store: ClusterStore, keys: Keys, req: PutNamespaceRequest__Output, now: number): Promise<Namespace> {

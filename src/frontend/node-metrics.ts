@@ -35,7 +35,9 @@ export function registerMonitorMetrics(registry: Registry, monitors: () => Itera
   gauge('tarcil_monitor_busy_rus', 'RUs holding a task (busy or reserved)', (s) => s.busy);
   gauge('tarcil_monitor_running_tasks', 'Tasks running on this node', (s) => s.running.length);
   gauge('tarcil_monitor_blocked', '1 while a slow task keeps new placements away (paper §5.2)', (s) => (s.blocked ? 1 : 0));
-  gauge('tarcil_monitor_min_task_rate', 'Lowest achieved/expected rate among running tasks (1 with none)', (s) => s.running.reduce((m, r) => Math.min(m, r.rate), 1));
+  gauge('tarcil_monitor_min_task_rate', 'Lowest achieved/expected rate among running tasks (1 with none)', (s) =>
+    s.running.reduce((m, r) => Math.min(m, r.rate), 1),
+  );
   gauge('tarcil_monitor_connected', '1 while the node is registered and its lease confirmed (0: it starts nothing new)', (s) => (s.connected ? 1 : 0));
   gauge('tarcil_monitor_journalled_outcomes', 'Task outcomes in the local journal that the store does not have yet', (s) => s.journalled);
   new Counter({
@@ -118,9 +120,21 @@ export class HollowMetrics extends MetricsEndpoint {
     gauge('tarcil_hollow_running_tasks', 'Tasks running on the live nodes', (s) => s.running);
     gauge('tarcil_hollow_blocked_nodes', 'Nodes keeping new placements away (a slow task, paper §5.2)', (s) => s.blocked);
     gauge('tarcil_hollow_connected', '1 while the nodes are registered and the lease confirmed', (s) => (s.connected ? 1 : 0));
-    gauge('tarcil_hollow_start_writes_in_flight', "Task-start writes in flight (a node records its task running before it starts it)", (s) => s.startWrites.inFlight);
-    gauge('tarcil_hollow_start_writes_waiting', 'Task-start writes waiting for a slot: tasks placed here that have not started yet', (s) => s.startWrites.waiting);
-    gauge('tarcil_hollow_start_write_oldest_wait_seconds', 'How long the oldest waiting task-start write has waited (0 when none waits)', (s) => s.startWrites.oldestWaitMs / 1000);
+    gauge(
+      'tarcil_hollow_start_writes_in_flight',
+      'Task-start writes in flight (a node records its task running before it starts it)',
+      (s) => s.startWrites.inFlight,
+    );
+    gauge(
+      'tarcil_hollow_start_writes_waiting',
+      'Task-start writes waiting for a slot: tasks placed here that have not started yet',
+      (s) => s.startWrites.waiting,
+    );
+    gauge(
+      'tarcil_hollow_start_write_oldest_wait_seconds',
+      'How long the oldest waiting task-start write has waited (0 when none waits)',
+      (s) => s.startWrites.oldestWaitMs / 1000,
+    );
     const counter = (name: string, help: string, read: (s: HollowSnapshot) => number): void => {
       new Counter({
         name,
@@ -133,9 +147,21 @@ export class HollowMetrics extends MetricsEndpoint {
       });
     };
     counter('tarcil_hollow_start_writes_total', 'Task-start writes answered by the store', (s) => s.startWrites.done);
-    counter('tarcil_hollow_start_write_seconds_total', "Seconds the answered task-start writes took in all, from their node's asking (waiting for a slot included) to the store's answer", (s) => s.startWrites.totalMs / 1000);
-    counter('tarcil_hollow_write_requests_total', "Requests that carried the nodes' transactions (task starts, outcomes) to the store", (s) => s.writes.requests);
-    counter('tarcil_hollow_write_transactions_total', "The nodes' transactions those requests carried (per request on average: transactions / requests)", (s) => s.writes.transactions);
+    counter(
+      'tarcil_hollow_start_write_seconds_total',
+      "Seconds the answered task-start writes took in all, from their node's asking (waiting for a slot included) to the store's answer",
+      (s) => s.startWrites.totalMs / 1000,
+    );
+    counter(
+      'tarcil_hollow_write_requests_total',
+      "Requests that carried the nodes' transactions (task starts, outcomes) to the store",
+      (s) => s.writes.requests,
+    );
+    counter(
+      'tarcil_hollow_write_transactions_total',
+      "The nodes' transactions those requests carried (per request on average: transactions / requests)",
+      (s) => s.writes.transactions,
+    );
     gauge('tarcil_hollow_registration_seconds', 'How long the last registration of every node took', (s) => (s.registrationMs ?? 0) / 1000);
     new Counter({
       name: 'tarcil_hollow_task_events_total',

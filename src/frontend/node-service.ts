@@ -64,7 +64,8 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
   let deadlineMs: number | undefined;
   if (action === 'drain') {
     deadlineMs = req.deadlineMs ?? DEFAULT_DRAIN_DEADLINE_MS;
-    if (!Number.isFinite(deadlineMs) || deadlineMs < 0 || deadlineMs > MAX_DRAIN_DEADLINE_MS) throw invalid('deadline_ms', 'must be a duration from 0 to 7 days, in milliseconds');
+    if (!Number.isFinite(deadlineMs) || deadlineMs < 0 || deadlineMs > MAX_DRAIN_DEADLINE_MS)
+      throw invalid('deadline_ms', 'must be a duration from 0 to 7 days, in milliseconds');
   }
   const k = d.keys;
   const res = await d.store.txn({
@@ -79,7 +80,11 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
   const was = parseJson<CordonRecord>(res.responses[2]?.[0]);
   const known = d.manager.cell.get(id);
   if (!rec && !was && !known) {
-    throw new TarcilError('NOT_FOUND', `server: no server '${quote(id)}' in the cell (registered now, or left within the last ${Math.round(d.manager.departedMemoryMs / 60_000)} min)`, { field: 'server' });
+    throw new TarcilError(
+      'NOT_FOUND',
+      `server: no server '${quote(id)}' in the cell (registered now, or left within the last ${Math.round(d.manager.departedMemoryMs / 60_000)} min)`,
+      { field: 'server' },
+    );
   }
   const now = d.clock.now();
   let next: CordonRecord | undefined;
@@ -97,7 +102,10 @@ export async function setNodeScheduling(d: NodeServiceDeps, req: SetNodeScheduli
     await d.store.put(k.cordon(id), JSON.stringify(next));
   }
   await viewApplied(d, id, action !== 'uncordon');
-  d.log.info({ node: id, action, deadline: next?.deadlineAt !== undefined ? new Date(next.deadlineAt).toISOString() : undefined, reason: req.reason || undefined }, `node ${action}`);
+  d.log.info(
+    { node: id, action, deadline: next?.deadlineAt !== undefined ? new Date(next.deadlineAt).toISOString() : undefined, reason: req.reason || undefined },
+    `node ${action}`,
+  );
   const server: LiveServerRecord = rec ?? { ...(known?.spec ?? { id, platform: '', rack: '', rus: 0, speed: 1, attributes: {} }), state: 'down' };
   return serverToProto(server, rusOf(k, res.responses[1] ?? []), next, rec ? undefined : known?.leftAt);
 }
@@ -162,14 +170,19 @@ export function cordonLines(cordons: ReadonlyMap<string, CordonRecord>, placemen
   if (cordons.size === 0) return [];
   const lines: string[] = [];
   const list = [...cordons.values()].sort((a, b) => a.server.localeCompare(b.server));
-  const desc = (c: CordonRecord): string => `${c.server} (${c.mode === 'drain' ? `draining${c.deadlineAt !== undefined ? `, deadline ${hhmmss(c.deadlineAt)} UTC` : ''}` : 'cordoned'}${c.reason ? `: ${c.reason}` : ''})`;
-  lines.push(`nodes taking no new placements (tarcil node): ${list.slice(0, 20).map(desc).join(', ')}${list.length > 20 ? `, … ${list.length - 20} more` : ''}`);
+  const desc = (c: CordonRecord): string =>
+    `${c.server} (${c.mode === 'drain' ? `draining${c.deadlineAt !== undefined ? `, deadline ${hhmmss(c.deadlineAt)} UTC` : ''}` : 'cordoned'}${c.reason ? `: ${c.reason}` : ''})`;
+  lines.push(
+    `nodes taking no new placements (tarcil node): ${list.slice(0, 20).map(desc).join(', ')}${list.length > 20 ? `, … ${list.length - 20} more` : ''}`,
+  );
   const latest = new Map<number, string>();
   for (const p of placements) latest.set(p.task, p.server);
   for (const [task, server] of latest) {
     const c = cordons.get(server);
     if (c?.mode !== 'drain') continue;
-    lines.push(`  task ${task} was placed on ${server}, which is draining: if it still runs at ${c.deadlineAt !== undefined ? `${hhmmss(c.deadlineAt)} UTC` : 'the deadline'}, it is stopped and placed elsewhere`);
+    lines.push(
+      `  task ${task} was placed on ${server}, which is draining: if it still runs at ${c.deadlineAt !== undefined ? `${hhmmss(c.deadlineAt)} UTC` : 'the deadline'}, it is stopped and placed elsewhere`,
+    );
   }
   return lines;
 }
@@ -183,15 +196,26 @@ export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<Tas
     const id = jobIdOf(call.request);
     const task = call.request.task;
     const k = d.keys;
-    const res = await d.store.txn({ compare: [], success: [{ type: 'get', key: k.job(id) }, { type: 'get', key: k.task(id, task) }] });
+    const res = await d.store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key: k.job(id) },
+        { type: 'get', key: k.task(id, task) },
+      ],
+    });
     const job = parseJson<LiveJobRecord>(res.responses[0]?.[0]);
     if (!job) throw d.notFound(id);
-    if (task >= job.spec.tasks) throw invalid('task', `must be below ${job.spec.tasks} (job ${id} has ${job.spec.tasks} task${job.spec.tasks === 1 ? '' : 's'})`);
+    if (task >= job.spec.tasks)
+      throw invalid('task', `must be below ${job.spec.tasks} (job ${id} has ${job.spec.tasks} task${job.spec.tasks === 1 ? '' : 's'})`);
     const t = parseJson<LiveTaskRecord>(res.responses[1]?.[0]);
     const server = t?.ru?.server ?? t?.server;
     if (!server) throw new TarcilError('FAILED_PRECONDITION', `task ${task} of job ${id} has not been placed yet: it has no log`);
     const node = parseJson<LiveServerRecord>(await d.store.get(k.server(server)));
-    if (!node?.endpoint) throw new TarcilError('UNAVAILABLE', `node ${server}, where task ${task} of job ${id} ran last, is not registered now (down or gone): its log stays on it`);
+    if (!node?.endpoint)
+      throw new TarcilError(
+        'UNAVAILABLE',
+        `node ${server}, where task ${task} of job ${id} ran last, is not registered now (down or gone): its log stays on it`,
+      );
     if (!d.readLog) throw new TarcilError('INTERNAL', 'this front-end cannot reach monitors');
     // The caller gave up while the records were read: open nothing on the node.
     if (call.cancelled) return;

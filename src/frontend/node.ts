@@ -32,7 +32,9 @@ export type NodeRouter = (server: string) => ServedNode;
 export function singleNode(monitor: LocalMonitor): NodeRouter {
   return (server) => {
     if (server !== '' && server !== monitor.server.id) {
-      throw new TarcilError('FAILED_PRECONDITION', `server: this NodeMonitor serves server '${monitor.server.id}', not '${clip(server, 200)}'`, { field: 'server' });
+      throw new TarcilError('FAILED_PRECONDITION', `server: this NodeMonitor serves server '${monitor.server.id}', not '${clip(server, 200)}'`, {
+        field: 'server',
+      });
     }
     return monitor;
   };
@@ -44,7 +46,8 @@ export function hollowNodes(h: HollowNodes): NodeRouter {
     if (server === '') throw invalid('server', 'is required: this NodeMonitor serves many hollow nodes');
     const node = h.node(server);
     if (node) return node;
-    if (h.killed(server)) throw new TarcilError('UNAVAILABLE', `server: hollow node '${clip(server, 200)}' was dropped (a simulated death)`, { field: 'server' });
+    if (h.killed(server))
+      throw new TarcilError('UNAVAILABLE', `server: hollow node '${clip(server, 200)}' was dropped (a simulated death)`, { field: 'server' });
     throw new TarcilError('NOT_FOUND', `server: no hollow node '${clip(server, 200)}' in this process`, { field: 'server' });
   };
 }

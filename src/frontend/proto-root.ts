@@ -42,7 +42,8 @@ export const PROTO_DESCRIPTOR = join(packageRoot(), 'dist', 'proto', 'descriptor
 export function builtDescriptor(): Record<string, unknown> | undefined {
   try {
     const built = statSync(PROTO_DESCRIPTOR).mtimeMs;
-    if (PROTO_FILES.every((f) => statSync(join(PROTO_DIR, f)).mtimeMs <= built)) return JSON.parse(readFileSync(PROTO_DESCRIPTOR, 'utf8')) as Record<string, unknown>;
+    if (PROTO_FILES.every((f) => statSync(join(PROTO_DIR, f)).mtimeMs <= built))
+      return JSON.parse(readFileSync(PROTO_DESCRIPTOR, 'utf8')) as Record<string, unknown>;
   } catch {
     // No build (a checkout run from its sources before `npm run build`).
   }

@@ -6,7 +6,16 @@
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import type { JobManager } from '../agent/lifecycle.ts';
-import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord, type LoadReportRecord, type OwnerRecord, type StoredDecisions } from '../state/live-records.ts';
+import {
+  isFinalJob,
+  LiveKeys,
+  type LiveJobRecord,
+  type LiveServerRecord,
+  type LiveTaskRecord,
+  type LoadReportRecord,
+  type OwnerRecord,
+  type StoredDecisions,
+} from '../state/live-records.ts';
 import { parseJson, ruRecordsByServer } from '../state/records.ts';
 import { agedOutMessage, DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
@@ -135,7 +144,8 @@ export class SchedulerService {
       throw invalid('spec', 'is required (or spec_json)');
     }
     const specNs = isRecord(input) && typeof input['namespace'] === 'string' ? input['namespace'] : '';
-    if (req.namespace !== '' && specNs !== '' && req.namespace !== specNs) throw invalid('namespace', `the request says ${clip(req.namespace, 70)} and the spec ${clip(specNs, 70)}: give one, or the same`);
+    if (req.namespace !== '' && specNs !== '' && req.namespace !== specNs)
+      throw invalid('namespace', `the request says ${clip(req.namespace, 70)} and the spec ${clip(specNs, 70)}: give one, or the same`);
     const ns = requireNamespaceName(req.namespace || specNs || DEFAULT_NAMESPACE);
     const job = parseJobSpec(input, this.d.catalog, { id: qualifiedJobId(ns, newJobId(now)), now });
     if (ns !== DEFAULT_NAMESPACE) job.namespace = ns;
@@ -159,9 +169,9 @@ export class SchedulerService {
         void Promise.resolve()
           .then(() => this.getJob(jobIdOf(call.request), true, taskPage(call.request.taskFrom, call.request.taskLimit)))
           .then(
-          (r) => cb(null, r),
-          (e: unknown) => cb(unaryStatus(e)),
-        );
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
       },
       WatchJob: (call) => this.watchJob(call),
       CancelJob: (call, cb) => {
@@ -180,11 +190,18 @@ export class SchedulerService {
       },
       ListJobs: (call, cb) => {
         void Promise.resolve()
-          .then(() => this.listJobs(call.request.states, call.request.limit, call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE), readableNamespaces(call)))
+          .then(() =>
+            this.listJobs(
+              call.request.states,
+              call.request.limit,
+              call.request.allNamespaces ? undefined : requireNamespaceName(call.request.namespace || DEFAULT_NAMESPACE),
+              readableNamespaces(call),
+            ),
+          )
           .then(
-          ({ jobs, total }) => cb(null, { jobs, total, retainMs: this.retainMs }),
-          (e: unknown) => cb(unaryStatus(e)),
-        );
+            ({ jobs, total }) => cb(null, { jobs, total, retainMs: this.retainMs }),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
       },
       GetCluster: (_call, cb) => {
         void this.cluster().then(
@@ -203,9 +220,9 @@ export class SchedulerService {
         void Promise.resolve()
           .then(() => this.explain(jobIdOf(call.request)))
           .then(
-          (r) => cb(null, r),
-          (e: unknown) => cb(unaryStatus(e)),
-        );
+            (r) => cb(null, r),
+            (e: unknown) => cb(unaryStatus(e)),
+          );
       },
       ListNamespaces: (_call, cb) => {
         void listNamespaces(this.d.store, this.d.keys).then(
@@ -247,15 +264,34 @@ export class SchedulerService {
     const declared = stored?.declared ?? this.d.catalog.workloads.get(name)?.caused;
     if (!declared) throw new TarcilError('NOT_FOUND', `no workload profile ${name} in the catalog, and none learned from jobs`, { field: 'name' });
     const book = this.d.manager.profiles;
-    const out: ProfileEstimate = { name, declared: [...declared], learned: [], gain: 1, observations: 0, rmse: 0, updatedAtMs: 0, used: false, minObservations: book.minObservations };
+    const out: ProfileEstimate = {
+      name,
+      declared: [...declared],
+      learned: [],
+      gain: 1,
+      observations: 0,
+      rmse: 0,
+      updatedAtMs: 0,
+      used: false,
+      minObservations: book.minObservations,
+    };
     if (stored) {
-      Object.assign(out, { learned: stored.learned, gain: stored.gain, observations: stored.observations, rmse: Math.sqrt(stored.mse), updatedAtMs: stored.updatedAt });
+      Object.assign(out, {
+        learned: stored.learned,
+        gain: stored.gain,
+        observations: stored.observations,
+        rmse: Math.sqrt(stored.mse),
+        updatedAtMs: stored.updatedAt,
+      });
       out.used = book.usesLearned && stored.observations >= book.minObservations;
     }
     return out;
   }
 
-  private async submit(req: SubmitJobRequest__Output, call: { getDeadline(): grpc.Deadline; cancelled: boolean }): Promise<{ jobId: string; job: Job; warnings: string[] }> {
+  private async submit(
+    req: SubmitJobRequest__Output,
+    call: { getDeadline(): grpc.Deadline; cancelled: boolean },
+  ): Promise<{ jobId: string; job: Job; warnings: string[] }> {
     const now = this.d.clock.now();
     const job = this.parseRequest(req, now);
     // A spec the cell's executors cannot run as it asks: refused, or accepted with a warning.
@@ -266,7 +302,12 @@ export class SchedulerService {
     for (let tries = 1; ; tries++) {
       // The first try reads the namespace from this front-end's copy; a retry (the record changed
       // meanwhile) reads the store.
-      const { rec, compare } = await namespaceForSubmit(this.d.store, this.d.keys, job.namespace ?? DEFAULT_NAMESPACE, tries === 1 ? this.d.namespaces : undefined);
+      const { rec, compare } = await namespaceForSubmit(
+        this.d.store,
+        this.d.keys,
+        job.namespace ?? DEFAULT_NAMESPACE,
+        tries === 1 ? this.d.namespaces : undefined,
+      );
       checkQuotaFit(rec, job);
       const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
       try {
@@ -460,7 +501,16 @@ export class SchedulerService {
     }
     const cell = this.d.manager.cell;
     const reason = reasonToProto(await this.reason(id, rec, stored));
-    const e = explanationToProto(id, rec.state, stored, this.d.manager.inflightDecision(id), isFinalJob(rec.state) ? '' : (rec.message ?? ''), replaced, (sid) => cell.get(sid)?.spec, reason);
+    const e = explanationToProto(
+      id,
+      rec.state,
+      stored,
+      this.d.manager.inflightDecision(id),
+      isFinalJob(rec.state) ? '' : (rec.message ?? ''),
+      replaced,
+      (sid) => cell.get(sid)?.spec,
+      reason,
+    );
     // Cordoned and draining nodes (`tarcil node`), while they can matter to the job.
     if (!isFinalJob(rec.state)) {
       const placements = (e.placements ?? []).map((p) => ({ task: p.task ?? 0, server: p.ru?.server ?? '' }));
@@ -494,5 +544,3 @@ export class SchedulerService {
       .catch((e: unknown) => stream.finish(e));
   }
 }
-
-

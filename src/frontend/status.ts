@@ -63,4 +63,3 @@ export function endStreamWithError(call: { emit(event: 'error', err: Error): boo
   const st = toStatus(err);
   call.emit('error', Object.assign(new Error(st.details ?? 'error'), st));
 }
-

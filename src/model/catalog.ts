@@ -109,11 +109,7 @@ const stem = (file: string): string => basename(file, extname(file));
 // ---------------------------------------------------------------------------------------------
 // Cross-file checks
 
-function checkPerfCoverage(
-  perf: Record<string, number>,
-  platforms: ReadonlyMap<string, Platform>,
-  file: string | undefined,
-): FileIssue[] {
+function checkPerfCoverage(perf: Record<string, number>, platforms: ReadonlyMap<string, Platform>, file: string | undefined): FileIssue[] {
   const issues: FileIssue[] = [];
   for (const name of platforms.keys()) {
     if (!hasOwnKey(perf, name)) issues.push({ file, field: `platformPerf.${name}`, rule: 'is missing (every platform in platforms.json needs a value)' });
@@ -160,7 +156,8 @@ export function defaultProfilesDir(): string {
   const env = process.env[PROFILES_ENV];
   if (env !== undefined && env !== '') {
     const dir = resolve(env);
-    if (!existsSync(join(dir, 'platforms.json'))) throw new TarcilError('INVALID_ARGUMENT', `${PROFILES_ENV}: must name a profiles directory holding platforms.json, is '${env}'`, { field: PROFILES_ENV });
+    if (!existsSync(join(dir, 'platforms.json')))
+      throw new TarcilError('INVALID_ARGUMENT', `${PROFILES_ENV}: must name a profiles directory holding platforms.json, is '${env}'`, { field: PROFILES_ENV });
     return dir;
   }
   const dir = join(packageRoot(), 'profiles');
@@ -383,7 +380,11 @@ export interface ParseJobSpecOptions {
  */
 export function parseJobSpec(input: unknown, catalog: Catalog, opts: ParseJobSpecOptions): JobSpec {
   const r = validateJobSpec(input, jobSchemaFor(catalog));
-  if (!r.ok) throw failure('job spec', r.issues.map((i) => (opts.source === undefined ? i : { file: opts.source, ...i })));
+  if (!r.ok)
+    throw failure(
+      'job spec',
+      r.issues.map((i) => (opts.source === undefined ? i : { file: opts.source, ...i })),
+    );
   const s = r.value;
   let profile: WorkloadProfile;
   if (typeof s.profile === 'string') {

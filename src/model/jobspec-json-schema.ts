@@ -20,7 +20,7 @@ export function jobSpecJsonSchema(): Record<string, unknown> {
     $schema,
     title: 'tarcil job spec',
     description:
-      'A job spec file for `tarcil submit` (examples in profiles/jobs/, fields in profiles/README.md). Generated from src/model/schema.ts by `npm run schema:gen`; `tarcil validate <file>` checks a spec with the same rules and the catalog\'s names.',
+      "A job spec file for `tarcil submit` (examples in profiles/jobs/, fields in profiles/README.md). Generated from src/model/schema.ts by `npm run schema:gen`; `tarcil validate <file>` checks a spec with the same rules and the catalog's names.",
     ...rest,
     anyOf: [{ required: ['durationMs'] }, { required: ['command'] }],
   };

@@ -150,7 +150,8 @@ export class ProfileLearner {
   /** Every class observed so far: declared and learned vectors, gain, observations, error. */
   snapshot(): Map<string, LearnedProfile> {
     const out = new Map<string, LearnedProfile>();
-    for (const [name, e] of this.classes) out.set(name, { declared: e.declared, learned: [...e.c], gain: e.gain, observations: e.observations, rmse: Math.sqrt(e.mse) });
+    for (const [name, e] of this.classes)
+      out.set(name, { declared: e.declared, learned: [...e.c], gain: e.gain, observations: e.observations, rmse: Math.sqrt(e.mse) });
     return out;
   }
 }

@@ -251,12 +251,20 @@ export function makeJobSpecSchema(names?: CatalogNames) {
 
   const argRule = rule('must be a string without NUL characters');
   const command = strictObj({
-    argv: arrayOf(z.string({ error: argRule }).max(65_536, { error: 'must be at most 65536 characters' }).refine((s) => !s.includes('\0'), { error: argRule }))
+    argv: arrayOf(
+      z
+        .string({ error: argRule })
+        .max(65_536, { error: 'must be at most 65536 characters' })
+        .refine((s) => !s.includes('\0'), { error: argRule }),
+    )
       .min(1, { error: 'must have at least one element (the program)' })
       .refine((a) => a[0] !== '', { error: 'must not start with an empty program name' }),
     env: userRecord(
       z.string().regex(ENV_KEY_RE, { error: 'environment variable names must match [A-Za-z_][A-Za-z0-9_]*' }),
-      z.string({ error: argRule }).max(65_536, { error: 'must be at most 65536 characters' }).refine((s) => !s.includes('\0'), { error: argRule }),
+      z
+        .string({ error: argRule })
+        .max(65_536, { error: 'must be at most 65536 characters' })
+        .refine((s) => !s.includes('\0'), { error: argRule }),
       'must be an object mapping variable names to strings',
     ).optional(),
   });
@@ -276,7 +284,10 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     command: command.optional(),
     migratable: z.boolean({ error: rule('must be true or false') }).default(false),
     scaleOut: strictObj({ maxTasks: intIn(1, MAX_TASKS) }).optional(),
-    namespace: z.string({ error: rule(NAMESPACE_RULE) }).refine((n) => namespaceProblem(n) === undefined, { error: NAMESPACE_RULE }).optional(),
+    namespace: z
+      .string({ error: rule(NAMESPACE_RULE) })
+      .refine((n) => namespaceProblem(n) === undefined, { error: NAMESPACE_RULE })
+      .optional(),
   })
     .refine((s) => hasDurationOrCommand(s), {
       path: ['durationMs'],
@@ -293,7 +304,8 @@ export function makeJobSpecSchema(names?: CatalogNames) {
     })
     .refine((s) => !(s.locality.mode === 'pack' && s.locality.required === true) || s.mode === 'gang', {
       path: ['locality', 'required'],
-      error: "true with mode 'pack' puts every task on one server (or rack), all or nothing: it needs mode 'gang' (or set locality.required to false to make pack a preference)",
+      error:
+        "true with mode 'pack' puts every task on one server (or rack), all or nothing: it needs mode 'gang' (or set locality.required to false to make pack a preference)",
     });
 }
 

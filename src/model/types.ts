@@ -152,14 +152,7 @@ export interface RuRecord {
   q?: number;
 }
 
-export type TaskState =
-  | 'queued'
-  | 'placed'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'lost';
+export type TaskState = 'queued' | 'placed' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'lost';
 
 /** The value stored at `tasks/<job>/<index>`. */
 export interface TaskRecord {
@@ -175,11 +168,4 @@ export interface TaskRecord {
   message?: string;
 }
 
-export type JobState =
-  | 'queued'
-  | 'admitted'
-  | 'placed'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled';
+export type JobState = 'queued' | 'admitted' | 'placed' | 'running' | 'succeeded' | 'failed' | 'cancelled';

@@ -107,7 +107,7 @@ export class NodeConnection {
     this.serverDirty = true;
     if (this.serverSync) return;
     this.serverSync = (async () => {
-      for (let delay = 200; this.serverDirty && !this.closed; ) {
+      for (let delay = 200; this.serverDirty && !this.closed;) {
         this.serverDirty = false;
         try {
           await this.putServer();

@@ -25,7 +25,15 @@ import { MemoryJournal } from './journal.ts';
 import type { SlowdownModel } from './load.ts';
 import { MonitoredNode } from './node.ts';
 import type { NodeHost } from './node-host.ts';
-import { DEFAULT_DISCONNECT_GRACE_MS, DEFAULT_LOAD_THRESHOLD, HOLLOW_DEFAULTS, hollowMaxWrites, LAUNCH_BACKOFF_MAX_MS, LAUNCH_BACKOFF_MIN_MS, type MonitorStats } from './options.ts';
+import {
+  DEFAULT_DISCONNECT_GRACE_MS,
+  DEFAULT_LOAD_THRESHOLD,
+  HOLLOW_DEFAULTS,
+  hollowMaxWrites,
+  LAUNCH_BACKOFF_MAX_MS,
+  LAUNCH_BACKOFF_MIN_MS,
+  type MonitorStats,
+} from './options.ts';
 import { registerIdle, type IdleNode } from './register.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import { GroupCommit, groupCommitted, type GroupCommitStats } from '../store/group-commit.ts';
@@ -162,7 +170,10 @@ export class HollowNodes {
           running += n.runningCount;
           n.disconnected(why, true);
         }
-        this.o.log.warn({ nodes: this.nodes.size, why, running, graceMs: this.disconnectGraceMs }, 'no contact with the store: hollow nodes start nothing new; running tasks keep going through the grace');
+        this.o.log.warn(
+          { nodes: this.nodes.size, why, running, graceMs: this.disconnectGraceMs },
+          'no contact with the store: hollow nodes start nothing new; running tasks keep going through the grace',
+        );
       },
       onGraceOut: (why) => {
         for (const n of this.nodes.values()) n.graceOut(why);
@@ -374,7 +385,10 @@ export class HollowNodes {
       }
     }
     if (batch.failed !== undefined) {
-      this.o.log.warn({ registered: done.size, left: this.nodes.size - done.size, lease: lease.id, err: errorMessage(batch.failed) }, 'hollow nodes partly registered; the rest are tried again under the same lease');
+      this.o.log.warn(
+        { registered: done.size, left: this.nodes.size - done.size, lease: lease.id, err: errorMessage(batch.failed) },
+        'hollow nodes partly registered; the rest are tried again under the same lease',
+      );
       throw batch.failed instanceof Error ? batch.failed : new Error(errorMessage(batch.failed));
     }
     for (const id of batch.left) {
@@ -394,12 +408,18 @@ export class HollowNodes {
       }
     });
     if (failed.length > 0) {
-      this.o.log.warn({ registered: done.size, left: failed.length, lease: lease.id }, 'hollow nodes partly registered; the rest are tried again under the same lease');
+      this.o.log.warn(
+        { registered: done.size, left: failed.length, lease: lease.id },
+        'hollow nodes partly registered; the rest are tried again under the same lease',
+      );
       throw new Error(`${failed.length} hollow node(s) could not register (first: ${failed[0]})`);
     }
     this.registeredUnder = undefined;
     this.lastRegistrationMs = this.o.clock.now() - t0;
-    this.o.log.info({ nodes: this.nodes.size, batched: batch.registered.length, oneByOne: rest.length, lease: lease.id, ms: this.lastRegistrationMs }, 'hollow nodes registered');
+    this.o.log.info(
+      { nodes: this.nodes.size, batched: batch.registered.length, oneByOne: rest.length, lease: lease.id, ms: this.lastRegistrationMs },
+      'hollow nodes registered',
+    );
   }
 
   /**

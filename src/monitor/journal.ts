@@ -37,7 +37,18 @@ export interface OutcomeEntry extends TaskOutcome {
 
 /** The entry for an attempt that ended with `outcome`. */
 export function outcomeEntry(
-  run: { job: string; task: number; commitId: string; ruIndex: number; rec: PlacedRuRecord; placedRevision: number; startedAt: number; rev?: number; handle?: { logPath?: string } | undefined; reported?: boolean },
+  run: {
+    job: string;
+    task: number;
+    commitId: string;
+    ruIndex: number;
+    rec: PlacedRuRecord;
+    placedRevision: number;
+    startedAt: number;
+    rev?: number;
+    handle?: { logPath?: string } | undefined;
+    reported?: boolean;
+  },
   outcome: TaskOutcome,
 ): OutcomeEntry {
   return {
@@ -210,7 +221,9 @@ export class FileJournal implements OutcomeJournal {
     const tmp = `${this.location}.tmp`;
     const h = await open(tmp, 'w');
     try {
-      const body = this.entries().map((e) => `${JSON.stringify({ op: 'add', e } satisfies Line)}\n`).join('');
+      const body = this.entries()
+        .map((e) => `${JSON.stringify({ op: 'add', e } satisfies Line)}\n`)
+        .join('');
       if (body) await h.writeFile(body);
       await h.sync();
     } finally {

@@ -125,7 +125,8 @@ export class LocalMonitor {
 
   async start(): Promise<void> {
     const left = await this.node.journal.load();
-    if (left.length > 0) this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
+    if (left.length > 0)
+      this.o.log.info({ outcomes: left.length, journal: this.node.journal.location }, 'outcomes journalled before a restart; reporting them');
     // Nothing of this life runs yet: what runs of the node's tasks is a previous life's (left-successes.ts).
     await stopLeftRunning({ executor: this.o.executor, journal: this.node.journal, server: this.server.id, log: this.o.log });
     await this.conn.registerOnce();

@@ -49,7 +49,11 @@ export async function freeStopped(n: MoveCopyNode, index: number, rec: PlacedRuR
           ],
           failure: [{ type: 'get', key }],
         });
-        if (!res.succeeded) n.log.info({ server: n.server, ru: index, job: rec.job, task: rec.task, now: res.responses[0]?.[0]?.value }, 'RU changed before its stopped task freed it');
+        if (!res.succeeded)
+          n.log.info(
+            { server: n.server, ru: index, job: rec.job, task: rec.task, now: res.responses[0]?.[0]?.value },
+            'RU changed before its stopped task freed it',
+          );
         return;
       } catch (err) {
         n.log.debug({ server: n.server, ru: index, err: errorMessage(err) }, 'freeing an RU failed; will retry');

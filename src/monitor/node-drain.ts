@@ -33,7 +33,16 @@ export class NodeDrain {
     this.drainTimer?.cancel();
     this.drainTimer = undefined;
     if (rec?.mode !== was?.mode || rec?.deadlineAt !== was?.deadlineAt) {
-      if (rec) this.d.log().info({ mode: rec.mode, deadline: rec.deadlineAt !== undefined ? new Date(rec.deadlineAt).toISOString() : undefined, reason: rec.reason, running: this.d.running() }, rec.mode === 'drain' ? 'draining: no new placements; running tasks finish or are stopped at the deadline' : 'cordoned: no new placements');
+      if (rec)
+        this.d.log().info(
+          {
+            mode: rec.mode,
+            deadline: rec.deadlineAt !== undefined ? new Date(rec.deadlineAt).toISOString() : undefined,
+            reason: rec.reason,
+            running: this.d.running(),
+          },
+          rec.mode === 'drain' ? 'draining: no new placements; running tasks finish or are stopped at the deadline' : 'cordoned: no new placements',
+        );
       else if (was) this.d.log().info('uncordoned: placements welcome again');
     }
     if (rec?.mode !== 'drain' || rec.deadlineAt === undefined || this.d.dead()) return;

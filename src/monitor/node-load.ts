@@ -88,7 +88,12 @@ export class NodeLoad {
       this.log().info({ job: run.job, task: run.task, rate: Number(rate.toFixed(2)) }, 'task well below its expected rate');
     }
     // Blocking is one of the run-time loop's parts (DEFAULT_RUNTIME, the simulator's too), switched by the host.
-    const next = this.blockState.update(h.clock.now(), below.map((b) => [b.run, b.rate] as const)) && (h.block ?? DEFAULT_RUNTIME.block);
+    const next =
+      this.blockState.update(
+        h.clock.now(),
+        below.map((b) => [b.run, b.rate] as const),
+      ) &&
+      (h.block ?? DEFAULT_RUNTIME.block);
     if (next === this.blocked) return false;
     this.blocked = next;
     this.log().info({ blocked: next }, next ? 'no new placements here until the slow task recovers' : 'accepting placements again');

@@ -74,7 +74,17 @@ export class MonitoredNode {
     this.n = { store: host.store, keys: host.keys, server: server.id, leaseId: () => host.usableLeaseId() };
     this.load = new NodeLoad(host, { id: server.id, rus: server.rus }, () => this.log());
     const { store, keys, clock, log } = host;
-    this.moveCopy = { store, keys, clock, log, server: server.id, usableLeaseId: () => host.usableLeaseId(), track: (p) => host.track(p), ru: (i) => this.rus.get(i), dead: () => this.dead };
+    this.moveCopy = {
+      store,
+      keys,
+      clock,
+      log,
+      server: server.id,
+      usableLeaseId: () => host.usableLeaseId(),
+      track: (p) => host.track(p),
+      ru: (i) => this.rus.get(i),
+      dead: () => this.dead,
+    };
     this.reporter = new OutcomeReporter({
       n: this.n,
       journal,
@@ -105,7 +115,14 @@ export class MonitoredNode {
 
   /** After a restart: report the successes a previous life of the monitor left unreported (left-successes.ts). */
   reportLeftSuccesses(): number {
-    return reportLeftSuccesses({ executor: this.h.executor, journal: this.journal, reporter: this.reporter, running: this.running, track: (p) => this.h.track(p), log: () => this.log() });
+    return reportLeftSuccesses({
+      executor: this.h.executor,
+      journal: this.journal,
+      reporter: this.reporter,
+      running: this.running,
+      track: (p) => this.h.track(p),
+      log: () => this.log(),
+    });
   }
 
   /**
@@ -216,7 +233,10 @@ export class MonitoredNode {
    * none: FAILED_PRECONDITION says so.
    */
   readLog(job: string, task: number, follow: boolean, signal: AbortSignal, send: (c: LogChunk) => Promise<void>): Promise<void> {
-    return readNodeTaskLog({ executor: this.h.executor, server: this.server.id, running: this.running, clock: this.h.clock }, { job, task, follow, signal, send });
+    return readNodeTaskLog(
+      { executor: this.h.executor, server: this.server.id, running: this.running, clock: this.h.clock },
+      { job, task, follow, signal, send },
+    );
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -277,7 +297,10 @@ export class MonitoredNode {
   disconnected(why: string, quiet = false): void {
     this.stats.fenced++;
     if (!quiet) {
-      this.log().warn({ why, running: this.running.size, graceMs: this.h.disconnectGraceMs }, 'no contact with the store: starting nothing new; running tasks keep going through the grace');
+      this.log().warn(
+        { why, running: this.running.size, graceMs: this.h.disconnectGraceMs },
+        'no contact with the store: starting nothing new; running tasks keep going through the grace',
+      );
     }
   }
 
@@ -412,7 +435,11 @@ export class MonitoredNode {
         } finally {
           const cur = this.rus.get(index);
           if (cur?.rec && cur.rec.stop !== undefined) await freeStopped(this.moveCopy, index, cur.rec, cur.rev);
-          else this.h.log.info({ server: this.server.id, ru: index, job: run.job, task: run.task, now: cur?.rec?.state }, 'a stopped task\'s RU changed before it was freed');
+          else
+            this.h.log.info(
+              { server: this.server.id, ru: index, job: run.job, task: run.task, now: cur?.rec?.state },
+              "a stopped task's RU changed before it was freed",
+            );
           this.recomputeLoad();
         }
       })(),
@@ -495,7 +522,15 @@ export class MonitoredNode {
     if (!res.succeeded || run.stopped || this.h.lease() !== lease || !this.canLaunch()) return this.forget(run);
     const launch = launchOf(run, this.server.id, spec);
     if (executor.kind === 'process') {
-      launch.held = { job: run.job, task: run.task, commitId: run.commitId, ruIndex: run.ruIndex, rec: { ...run.rec }, placedRevision: run.placedRevision, startedAt: run.startedAt };
+      launch.held = {
+        job: run.job,
+        task: run.task,
+        commitId: run.commitId,
+        ruIndex: run.ruIndex,
+        rec: { ...run.rec },
+        placedRevision: run.placedRevision,
+        startedAt: run.startedAt,
+      };
       const access = this.h.store.directAccess?.();
       if (access) launch.report = successReport(this.h.keys, this.server.id, run, access);
     }
@@ -537,7 +572,8 @@ export class MonitoredNode {
     this.forget(run);
     if (exit.state === 'succeeded') this.stats.completed++;
     else this.stats.failed++;
-    if (this.h.log.isLevelEnabled('debug')) this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, state: exit.state, exitCode: exit.exitCode }, 'task ended');
+    if (this.h.log.isLevelEnabled('debug'))
+      this.log().debug({ job: run.job, task: run.task, ru: run.ruIndex, state: exit.state, exitCode: exit.exitCode }, 'task ended');
     this.recomputeLoad();
     await durable;
     this.reporter.kick();

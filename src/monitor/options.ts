@@ -91,7 +91,11 @@ export const MONITOR_LIMITS = {
  * Checks the options an operator sets on a monitor or a hollow process; a value out of range is
  * refused with the option and the rule (INVALID_ARGUMENT).
  */
-export function checkMonitorOptions(o: { leaseTtlSeconds?: number | undefined; disconnectGraceMs?: number | undefined; loadThreshold?: number | undefined }): void {
+export function checkMonitorOptions(o: {
+  leaseTtlSeconds?: number | undefined;
+  disconnectGraceMs?: number | undefined;
+  loadThreshold?: number | undefined;
+}): void {
   const L = MONITOR_LIMITS;
   if (o.leaseTtlSeconds !== undefined && !inRange(o.leaseTtlSeconds, L.leaseTtlSeconds, true)) {
     throw invalid('leaseTtlSeconds', `must be an integer in [${L.leaseTtlSeconds.min}, ${L.leaseTtlSeconds.max}]`);
@@ -183,4 +187,3 @@ export interface MonitorSnapshot {
   running: { job: string; task: number; ruIndex: number; startedAt: number; rate: number; pid?: number }[];
   stats: MonitorStats;
 }
-

@@ -129,7 +129,15 @@ export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'wri
  */
 async function cancelLaterCopy(n: NodeStore, e: OutcomeEntry, taskKv: KeyValue, tk: LiveTaskRecord): Promise<'written' | 'settled' | 'changed'> {
   const later = tk.commitId;
-  if (tk.state !== 'placed' || later === undefined || later === e.commitId || tk.attempt <= e.attempt || tk.ru === undefined || (tk as { movedFrom?: unknown }).movedFrom !== undefined) return 'settled';
+  if (
+    tk.state !== 'placed' ||
+    later === undefined ||
+    later === e.commitId ||
+    tk.attempt <= e.attempt ||
+    tk.ru === undefined ||
+    (tk as { movedFrom?: unknown }).movedFrom !== undefined
+  )
+    return 'settled';
   const other = tk.ru;
   const [ruKv, serverKv] = await Promise.all([n.store.get(n.keys.ru(other)), n.store.get(n.keys.server(other.server))]);
   const ru = parseJson<PlacedRuRecord>(ruKv);
@@ -149,7 +157,9 @@ async function cancelLaterCopy(n: NodeStore, e: OutcomeEntry, taskKv: KeyValue, 
   const res = await n.store.txn({
     compare: [taskFence(n, e.job, e.task, taskKv), { key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
     success: [
-      serverKv ? { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, ...(serverKv.lease !== '0' ? { lease: serverKv.lease } : {}) } : { type: 'delete', key: ruKv.key },
+      serverKv
+        ? { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, ...(serverKv.lease !== '0' ? { lease: serverKv.lease } : {}) }
+        : { type: 'delete', key: ruKv.key },
       { type: 'put', key: n.keys.epoch(other.server), value: `${n.server}:late-success` },
       { type: 'put', key: taskKv.key, value: JSON.stringify(rec) },
     ],
@@ -214,9 +224,7 @@ export async function settleUnknown(
   }
   const res = await n.store.txn({
     compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
-    success: [
-      { type: 'put', key: ruKv.key, value: FREE_RU_VALUE, lease: usableLease(n) },
-    ],
+    success: [{ type: 'put', key: ruKv.key, value: FREE_RU_VALUE, lease: usableLease(n) }],
   });
   return res.succeeded ? 'freed' : 'changed';
 }

@@ -231,7 +231,11 @@ export class ProcessExecutor implements Executor {
         finish({ state: 'lost', message: "stopped by its supervisor: no word from the node's monitor for the lease TTL and the disconnect grace" });
       } else if (code === 127 || code === 126) {
         // The shell's codes for a program it could not find or could not execute.
-        finish({ state: 'failed', exitCode: code, message: `cannot start ${argv[0] ?? ''}: ${code === 127 ? 'not found' : 'not executable'} (exit code ${code})` });
+        finish({
+          state: 'failed',
+          exitCode: code,
+          message: `cannot start ${argv[0] ?? ''}: ${code === 127 ? 'not found' : 'not executable'} (exit code ${code})`,
+        });
       } else finish({ state: 'failed', ...(code !== null ? { exitCode: code } : {}), message: signal ? `killed by ${signal}` : `exit code ${code ?? '?'}` });
     });
     // The supervisor is its own group's leader; the task runs in a group of its own, whose id the

@@ -81,7 +81,8 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
         const ref = k.parseRu(kv.key);
         return ref ? [{ i: ref.index, kv, rec: parseJson<PlacedRuRecord>(kv) }] : [];
       });
-    const busy = (rec: PlacedRuRecord | undefined): rec is PlacedRuRecord => !!rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined;
+    const busy = (rec: PlacedRuRecord | undefined): rec is PlacedRuRecord =>
+      !!rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined;
     const ours = (i: number, rec: PlacedRuRecord): boolean => adopted.get(i)?.commitId === rec.commitId || r.journal.has(entryKey(rec));
     const fresh = new Map<number, { commitId: string }>();
     for (const { i, kv, rec } of held((await n.store.range(k.serverRus(n.server))).kvs)) {
@@ -107,8 +108,16 @@ export async function registerNode(r: RegisterInput): Promise<Registration> {
           ended ??= await r.previousRun({ job: rec.job, task: rec.task, revision });
         }
       }
-      const outcome: TaskOutcome = ended ?? { state: 'lost', message: `monitor of ${n.server} restarted; the task did not run here any more`, endedAt: r.clock.now() };
-      if (ended) r.log.info({ job: rec.job, task: rec.task, state: ended.state }, 'an attempt of a previous life of this monitor ended by itself; recording its outcome');
+      const outcome: TaskOutcome = ended ?? {
+        state: 'lost',
+        message: `monitor of ${n.server} restarted; the task did not run here any more`,
+        endedAt: r.clock.now(),
+      };
+      if (ended)
+        r.log.info(
+          { job: rec.job, task: rec.task, state: ended.state },
+          'an attempt of a previous life of this monitor ended by itself; recording its outcome',
+        );
       const how = await settleUnknown(n, kv, rec, outcome);
       if (how === 'lost') lost++;
     }

@@ -112,11 +112,17 @@ export function launchOf(run: Run, server: string, spec: JobSpec | undefined): T
  */
 export function successReport(keys: Keys, server: string, run: Run, store: DirectStoreAccess): SuccessReport {
   const ref = { server, index: run.ruIndex };
-  const record = outcomeTaskRecord(ref, run.placedRevision, run.rec, { state: 'succeeded', endedAt: 0, exitCode: 0 }, {
-    startedAt: run.startedAt,
-    server,
-    placedRevision: run.placedRevision,
-  });
+  const record = outcomeTaskRecord(
+    ref,
+    run.placedRevision,
+    run.rec,
+    { state: 'succeeded', endedAt: 0, exitCode: 0 },
+    {
+      startedAt: run.startedAt,
+      server,
+      placedRevision: run.placedRevision,
+    },
+  );
   return { store, ruKey: keys.ru(ref), rev: run.rev, taskKey: keys.task(run.job, run.task), record, freeValue: FREE_RU_VALUE };
 }
 
@@ -139,5 +145,10 @@ export async function previousRunOutcome(
     exit = await ex.stopOrphan(a, prev.pid);
   }
   if (!exit) return undefined;
-  return { state: exit.state, endedAt: now(), ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}), ...(exit.message !== undefined ? { message: exit.message } : {}) };
+  return {
+    state: exit.state,
+    endedAt: now(),
+    ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}),
+    ...(exit.message !== undefined ? { message: exit.message } : {}),
+  };
 }

@@ -99,7 +99,8 @@ export function runtimeLoopConfig(over: Partial<RuntimeLoopConfig> = {}): Runtim
     if (!(Number.isFinite(c[k]) && c[k] >= 0)) throw invalid(`runtime.${k}`, 'must be a number ≥ 0', { value: c[k] });
   }
   if (!(Number.isFinite(c.minGain) && c.minGain >= 0 && c.minGain < 1)) throw invalid('runtime.minGain', 'must be a number in [0, 1)', { value: c.minGain });
-  if (!(Number.isFinite(c.growHeadroom) && c.growHeadroom >= 0 && c.growHeadroom < 1)) throw invalid('runtime.growHeadroom', 'must be a number in [0, 1)', { value: c.growHeadroom });
+  if (!(Number.isFinite(c.growHeadroom) && c.growHeadroom >= 0 && c.growHeadroom < 1))
+    throw invalid('runtime.growHeadroom', 'must be a number in [0, 1)', { value: c.growHeadroom });
   return c;
 }
 
@@ -183,7 +184,10 @@ export function moveGainMs(o: { remaining: number; rateNow: number; work: number
  * it expected — at the committed truth of `tarcil bench truths`, W3's moved tasks took a median
  * 1.36 times their estimate and their jobs ended worse off than unmoved (bench/README, truths).
  */
-export function moveWorthIt(o: { remaining: number; rateNow: number; work: number; rateAfter: number }, c: Pick<RuntimeLoopConfig, 'movePauseMs' | 'minGain' | 'recoverAbove'>): boolean {
+export function moveWorthIt(
+  o: { remaining: number; rateNow: number; work: number; rateAfter: number },
+  c: Pick<RuntimeLoopConfig, 'movePauseMs' | 'minGain' | 'recoverAbove'>,
+): boolean {
   const gain = moveGainMs({ ...o, rateAfter: o.rateAfter * c.recoverAbove, pauseMs: c.movePauseMs });
   const stay = o.rateNow > 0 ? o.remaining / o.rateNow : Infinity;
   return gain > 0 && gain >= c.minGain * stay;

@@ -51,9 +51,18 @@ function main() {
   let cfg;
   try {
     cfg = JSON.parse(process.argv[2] ?? '');
-    if (!Array.isArray(cfg.argv) || cfg.argv.length === 0 || typeof cfg.base !== 'string' || typeof cfg.deadlineFile !== 'string' || !Number.isFinite(cfg.deadline)) throw new Error('missing fields');
+    if (
+      !Array.isArray(cfg.argv) ||
+      cfg.argv.length === 0 ||
+      typeof cfg.base !== 'string' ||
+      typeof cfg.deadlineFile !== 'string' ||
+      !Number.isFinite(cfg.deadline)
+    )
+      throw new Error('missing fields');
   } catch (err) {
-    process.stderr.write(`tarcil task supervisor: bad argument (${err.message}): expected a JSON object {argv, env, base, deadlineFile, deadline, checkMs, termMs, killGraceMs, fencedExit}\n`);
+    process.stderr.write(
+      `tarcil task supervisor: bad argument (${err.message}): expected a JSON object {argv, env, base, deadlineFile, deadline, checkMs, termMs, killGraceMs, fencedExit}\n`,
+    );
     process.exit(64);
   }
   const checkMs = Number(cfg.checkMs) > 0 ? Number(cfg.checkMs) : 200;
@@ -227,7 +236,7 @@ function gateway(r, path, body, token, timeoutMs = 2000) {
             } catch {
               return reject(new Error(`${endpoint}: HTTP ${res.statusCode}, not JSON`));
             }
-            const msg = out.error ?? (res.statusCode !== 200 ? out.message ?? `HTTP ${res.statusCode}` : undefined);
+            const msg = out.error ?? (res.statusCode !== 200 ? (out.message ?? `HTTP ${res.statusCode}`) : undefined);
             if (msg !== undefined) {
               const e = new Error(`${endpoint}: ${msg}`);
               e.etcd = String(msg);
@@ -242,7 +251,11 @@ function gateway(r, path, body, token, timeoutMs = 2000) {
       req.on('error', reject);
       req.end(data);
     });
-  return r.endpoints.reduce((p, endpoint) => p.catch((err) => (err && err.etcd && !/not leader|unavailable|timed? ?out|no leader/i.test(err.etcd) ? Promise.reject(err) : one(endpoint))), Promise.reject(new Error('no endpoint')));
+  return r.endpoints.reduce(
+    (p, endpoint) =>
+      p.catch((err) => (err && err.etcd && !/not leader|unavailable|timed? ?out|no leader/i.test(err.etcd) ? Promise.reject(err) : one(endpoint))),
+    Promise.reject(new Error('no endpoint')),
+  );
 }
 
 /** What supervisor.js does on a task's success with `report` (see the head of this file). */
@@ -265,7 +278,8 @@ async function reportSuccess(cfg, deadline) {
         token = (await gateway(r, '/v3/auth/authenticate', { name, password })).token;
         break;
       } catch (err) {
-        if (err.etcd) return process.stderr.write(`tarcil task supervisor: etcd refused the monitor's user (${err.message}); the monitor reports the outcome\n`);
+        if (err.etcd)
+          return process.stderr.write(`tarcil task supervisor: etcd refused the monitor's user (${err.message}); the monitor reports the outcome\n`);
         if (monotonicMs() >= deadline() + 60_000) return undefined;
         await sleep(r.pollMs);
       }
@@ -302,7 +316,12 @@ async function reportSuccess(cfg, deadline) {
         let done;
         try {
           if (!lease) throw Object.assign(new Error('no lease written'), { etcd: 'lease not found' });
-          done = await gateway(r, '/v3/kv/txn', { compare: fence, success: [{ request_put: { key: b64(r.ruKey), value: b64(r.freeValue), lease } }, putTask] }, token);
+          done = await gateway(
+            r,
+            '/v3/kv/txn',
+            { compare: fence, success: [{ request_put: { key: b64(r.ruKey), value: b64(r.freeValue), lease } }, putTask] },
+            token,
+          );
         } catch (err) {
           if (!err.etcd || !/lease not found/i.test(err.etcd)) throw err;
           // The node's lease is gone, and its free RUs with it: the RU leaves the store too.

@@ -131,12 +131,16 @@ export async function readNodeTaskLog(
   const { job, task } = req;
   const ex = node.executor;
   if (ex.kind !== 'process' || ex.logDir === undefined) {
-    throw new TarcilError('FAILED_PRECONDITION', `node ${node.server} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`);
+    throw new TarcilError(
+      'FAILED_PRECONDITION',
+      `node ${node.server} runs its tasks with the ${ex.kind} executor, which writes no log: task ${task} of ${job} has no stdout or stderr to show`,
+    );
   }
   checkLogJobId(job);
   const run = [...node.running.values()].find((r) => r.job === job && r.task === task && r.handle?.logPath !== undefined);
   const base = run?.handle?.logPath ?? (await newestAttemptBase(ex.logDir, job, task));
-  if (base === undefined) throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${node.server}: no attempt of it ran here, or its files were removed`);
+  if (base === undefined)
+    throw new TarcilError('NOT_FOUND', `no log of task ${task} of job ${job} on node ${node.server}: no attempt of it ran here, or its files were removed`);
   const running = (): boolean => run !== undefined && !run.stopped && node.running.get(run.ruIndex) === run;
   await streamTaskLog({ base, follow: req.follow, running, clock: node.clock, signal: req.signal, send: req.send });
 }

@@ -175,12 +175,7 @@ export function jobTarget(caused: readonly number[]): JobTarget {
  * from the sum because a task does not interfere with itself. A one-RU server has no neighbours:
  * zeros. `out` is reused when given, so the scoring loop allocates nothing here.
  */
-export function contention(
-  serverSum: readonly number[],
-  ruCount: number,
-  self?: readonly number[] | null,
-  out?: number[],
-): number[] {
+export function contention(serverSum: readonly number[], ruCount: number, self?: readonly number[] | null, out?: number[]): number[] {
   const n = serverSum.length;
   const res = out ?? new Array<number>(n);
   if (res.length !== n) res.length = n;

@@ -80,13 +80,7 @@ function restrictPools(pools: Pool[], only: ReadonlySet<number>): void {
   for (let k = 0; k < pools.length; k++) pools[k] = new OnlyPool(pools[k] as Pool, only);
 }
 
-export function drawDistinct(
-  ctx: SelectionContext,
-  pools: readonly Pool[],
-  k: number,
-  rng: Rng,
-  ok: (id: number) => boolean,
-): number[] {
+export function drawDistinct(ctx: SelectionContext, pools: readonly Pool[], k: number, rng: Rng, ok: (id: number) => boolean): number[] {
   let total = 0;
   for (const p of pools) total += p.size;
   const out: number[] = [];
@@ -174,7 +168,8 @@ function dataLocalCandidates(ctx: SelectionContext, limit: number, rng: Rng): Ca
   for (const sid of servers) {
     const s = ctx.state.server(sid);
     if (!s || !ctx.eligibleServer(s)) continue;
-    for (let i = 0; i < s.ruCount; i++) if (s.available(i) && !ctx.taken.has(s.base + i) && (!ctx.req.only || ctx.req.only.has(s.base + i))) ids.push(s.base + i);
+    for (let i = 0; i < s.ruCount; i++)
+      if (s.available(i) && !ctx.taken.has(s.base + i) && (!ctx.req.only || ctx.req.only.has(s.base + i))) ids.push(s.base + i);
   }
   shuffleInPlace(ids, rng);
   const out: Candidate[] = [];

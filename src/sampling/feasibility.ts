@@ -102,9 +102,7 @@ interface FeasibilityCommon {
   eligible: EligibleGroups;
 }
 
-export type Feasibility =
-  | (FeasibilityCommon & { ok: true })
-  | (FeasibilityCommon & { ok: false; reason: string; field: string });
+export type Feasibility = (FeasibilityCommon & { ok: true }) | (FeasibilityCommon & { ok: false; reason: string; field: string });
 
 /** Whether a spread job is a hard constraint: spread, and `required` not false. */
 export function hardSpread(locality: { mode: string; required?: boolean }): boolean {
@@ -172,7 +170,11 @@ function shortfall(job: FeasibilityJob, n: EligibleCount): Shortfall | undefined
     const room = rack ? n.rackRus : n.serverRus;
     if (job.tasks > room) {
       const what = rack ? 'rack' : 'server';
-      return { field: 'locality', need: `a required pack puts all ${job.tasks} tasks on one ${what}, which needs a ${what} of ${job.tasks} RUs`, have: (t) => (rack ? t.rackRus : t.serverRus) };
+      return {
+        field: 'locality',
+        need: `a required pack puts all ${job.tasks} tasks on one ${what}, which needs a ${what} of ${job.tasks} RUs`,
+        have: (t) => (rack ? t.rackRus : t.serverRus),
+      };
     }
   }
   return undefined;

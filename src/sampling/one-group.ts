@@ -120,7 +120,11 @@ export function selectOneGroup(ctx: SelectionContext, req: PlacementRequest, rng
     }
     const agg = sum / m;
     const local = dataSet.size > 0 && servers.some((x) => dataSet.has(x.id)) && scored.every((g) => g.quality.acceptable);
-    if (!best || (local && !best.local) || (local === best.local && (agg > best.agg || (agg === best.agg && compareScores(quality as RuScore, best.quality) > 0)))) {
+    if (
+      !best ||
+      (local && !best.local) ||
+      (local === best.local && (agg > best.agg || (agg === best.agg && compareScores(quality as RuScore, best.quality) > 0)))
+    ) {
       best = { rus, agg, quality: quality as RuScore, local };
     }
   };

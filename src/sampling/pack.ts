@@ -6,16 +6,7 @@ import { compareScores, type RuScore } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
 import type { ServerState } from './cluster-state.ts';
 import { sampleAvailable, shuffleInPlace } from './candidates.ts';
-import {
-  better,
-  candidateFor,
-  pickBest,
-  SelectionContext,
-  toPick,
-  type Candidate,
-  type PlacementRequest,
-  type SelectionResult,
-} from './selection.ts';
+import { better, candidateFor, pickBest, SelectionContext, toPick, type Candidate, type PlacementRequest, type SelectionResult } from './selection.ts';
 
 /**
  * Locality "pack" (Fig. 5b): each sampled RU stands for its server (or rack); the group is judged
@@ -30,9 +21,7 @@ export function selectPacked(ctx: SelectionContext, req: PlacementRequest, rng: 
   while (remaining > 0 && rounds < 4 * req.m + 8) {
     rounds++;
     const anchors = sampleAvailable(ctx, req.R, rng);
-    const dataServers = (req.constraints.dataServers ?? [])
-      .map((id) => ctx.state.server(id))
-      .filter((s): s is ServerState => s !== undefined);
+    const dataServers = (req.constraints.dataServers ?? []).map((id) => ctx.state.server(id)).filter((s): s is ServerState => s !== undefined);
     const groups = new Map<string, ServerState[]>();
     for (const s of dataServers) groupKey(req, s, groups, ctx);
     for (const id of anchors) {

@@ -7,15 +7,7 @@ import { hardSpread } from './feasibility.ts';
 import type { IndexedSet } from './indexed-set.ts';
 import { drawDistinct } from './candidates.ts';
 import { heldGroups, spreadGroupOf } from './spread.ts';
-import {
-  candidateFor,
-  pickBest,
-  toPick,
-  type Candidate,
-  type PlacementRequest,
-  type SelectionContext,
-  type SelectionResult,
-} from './selection.ts';
+import { candidateFor, pickBest, toPick, type Candidate, type PlacementRequest, type SelectionContext, type SelectionResult } from './selection.ts';
 
 /**
  * Priorities (paper §5.3): a job above others may displace strictly lower-priority tasks when the
@@ -41,7 +33,9 @@ export function preemptWhereNeeded(ctx: SelectionContext, req: PlacementRequest,
     if (!s || !ctx.eligibleServer(s) || s.down || s.blocked || s.cordoned) return false;
     if (spread && closed.has(groupOf(s))) return false;
     const occ = s.occupants[id - s.base];
-    return occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority && (req.mayDisplace === undefined || req.mayDisplace(occ.job));
+    return (
+      occ !== null && occ !== undefined && occ.state === 'busy' && occ.priority < req.priority && (req.mayDisplace === undefined || req.mayDisplace(occ.job))
+    );
   });
   const all: Candidate[] = [];
   for (const id of ids) {

@@ -4,16 +4,7 @@
  * candidates greedily (re-scoring those whose server got one of the job's picks).
  */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
-import {
-  compareScores,
-  contention,
-  jobTarget,
-  scoreRu,
-  twoSided,
-  type JobTarget,
-  type QualityForm,
-  type RuScore,
-} from '../quality/index.ts';
+import { compareScores, contention, jobTarget, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
 import type { ClusterState, Occupant, ServerState } from './cluster-state.ts';
 import { own } from '../util/dict.ts';
 import { serverMatches } from './feasibility.ts';

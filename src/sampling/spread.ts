@@ -6,15 +6,7 @@ import type { Rng } from '../util/rng.ts';
 import type { ServerState } from './cluster-state.ts';
 import { hardSpread } from './feasibility.ts';
 import { initialCandidates, sampleAvailable } from './candidates.ts';
-import {
-  candidateFor,
-  pickBest,
-  toPick,
-  type Candidate,
-  type PlacementRequest,
-  type SelectionContext,
-  type SelectionResult,
-} from './selection.ts';
+import { candidateFor, pickBest, toPick, type Candidate, type PlacementRequest, type SelectionContext, type SelectionResult } from './selection.ts';
 
 /** Rounds of fresh draws a spread makes for tasks whose candidates all fell in closed groups. */
 const SPREAD_ROUNDS = 4;

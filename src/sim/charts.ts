@@ -29,9 +29,17 @@ export function vegaSpec(c: ChartSpec): Record<string, unknown> {
   const enc = { x: { scale: 'x', field: 'x' }, y: { scale: 'y', field: 'y' } };
   const marks: Record<string, unknown>[] = [];
   if (!c.pointsOnly) {
-    marks.push({ type: 'line', from: { data: 'series' }, encode: { enter: { ...enc, stroke: { scale: 'color', field: 'series' }, strokeWidth: { value: 2 } } } });
+    marks.push({
+      type: 'line',
+      from: { data: 'series' },
+      encode: { enter: { ...enc, stroke: { scale: 'color', field: 'series' }, strokeWidth: { value: 2 } } },
+    });
   }
-  marks.push({ type: 'symbol', from: { data: 'series' }, encode: { enter: { ...enc, fill: { scale: 'color', field: 'series' }, size: { value: c.pointsOnly ? 50 : 18 } } } });
+  marks.push({
+    type: 'symbol',
+    from: { data: 'series' },
+    encode: { enter: { ...enc, fill: { scale: 'color', field: 'series' }, size: { value: c.pointsOnly ? 50 : 18 } } },
+  });
   return {
     $schema: 'https://vega.github.io/schema/vega/v5.json',
     width: 560,

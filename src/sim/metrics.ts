@@ -106,7 +106,18 @@ export function dist(xs: readonly number[]): Dist {
   if (xs.length === 0) return { n: 0, mean: NaN, p5: NaN, p25: NaN, p50: NaN, p75: NaN, p90: NaN, p95: NaN, p99: NaN, max: NaN };
   const s = [...xs].sort((a, b) => a - b);
   const q = (p: number): number => quantileSorted(s, p);
-  return { n: s.length, mean: mean(s), p5: q(0.05), p25: q(0.25), p50: q(0.5), p75: q(0.75), p90: q(0.9), p95: q(0.95), p99: q(0.99), max: s[s.length - 1] as number };
+  return {
+    n: s.length,
+    mean: mean(s),
+    p5: q(0.05),
+    p25: q(0.25),
+    p50: q(0.5),
+    p75: q(0.75),
+    p90: q(0.9),
+    p95: q(0.95),
+    p99: q(0.99),
+    max: s[s.length - 1] as number,
+  };
 }
 
 export interface Summary {

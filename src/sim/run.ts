@@ -67,7 +67,13 @@ export function runSim(cfg: RunConfig): RunResult {
   const policyRng = root.fork();
   const engine = new Engine();
   const wl = cfg.workload;
-  const world = new World(engine, worldRng, wl.servers, { interference: wl.interference, ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}), ...(cfg.truth ? { truth: cfg.truth } : {}), ...(cfg.scoreQ ? { scoreQ: true } : {}), ...(cfg.keepWorld ? { keepCompleted: true } : {}) });
+  const world = new World(engine, worldRng, wl.servers, {
+    interference: wl.interference,
+    ...(wl.utilEvery ? { utilEvery: wl.utilEvery } : {}),
+    ...(cfg.truth ? { truth: cfg.truth } : {}),
+    ...(cfg.scoreQ ? { scoreQ: true } : {}),
+    ...(cfg.keepWorld ? { keepCompleted: true } : {}),
+  });
   wl.setup?.(world, worldRng.fork());
   const policy = makePolicy(cfg.policy, world, policyRng, wl.env);
   let submitted = 0;

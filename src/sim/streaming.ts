@@ -39,7 +39,18 @@ class StreamDist {
 
   dist(): Dist {
     if (this.n === 0) return { n: 0, mean: NaN, p5: NaN, p25: NaN, p50: NaN, p75: NaN, p90: NaN, p95: NaN, p99: NaN, max: NaN };
-    return { n: this.n, mean: this.sum / this.n, p5: this.q(0.05), p25: this.q(0.25), p50: this.q(0.5), p75: this.q(0.75), p90: this.q(0.9), p95: this.q(0.95), p99: this.q(0.99), max: this.max };
+    return {
+      n: this.n,
+      mean: this.sum / this.n,
+      p5: this.q(0.05),
+      p25: this.q(0.25),
+      p50: this.q(0.5),
+      p75: this.q(0.75),
+      p90: this.q(0.9),
+      p95: this.q(0.95),
+      p99: this.q(0.99),
+      max: this.max,
+    };
   }
 }
 

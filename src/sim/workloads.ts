@@ -132,7 +132,6 @@ const STAGE_TASKS = [33, 8, 1] as const;
  */
 const INPUT_BLOCKS = 330;
 
-
 export interface W2Options {
   variant: 'unloaded' | 'resident' | 'hetero';
   queries: number;
@@ -517,7 +516,15 @@ export interface CellOptions {
  */
 export function cell(o: CellOptions): Workload {
   const half = Math.ceil(o.servers / 2);
-  const spec: ClusterSpec = { name: `cell-${o.servers}`, description: 'generated', serversPerRack: 40, groups: [{ platform: 'c3-4xlarge', count: half }, { platform: 'r3-4xlarge', count: o.servers - half }] };
+  const spec: ClusterSpec = {
+    name: `cell-${o.servers}`,
+    description: 'generated',
+    serversPerRack: 40,
+    groups: [
+      { platform: 'c3-4xlarge', count: half },
+      { platform: 'r3-4xlarge', count: o.servers - half },
+    ],
+  };
   const servers = expandCluster(spec, catalog().platforms);
   const nRu = servers.reduce((n, s) => n + s.rus, 0);
   const meanWork = o.meanWorkMs ?? 2000;

@@ -269,7 +269,13 @@ export class World {
 
   occupantOf(task: SimTask): Occupant {
     if (!task.occupant) {
-      task.occupant = { job: simJobId(task.job), task: task.index, caused: task.job.scheduledAs ?? task.job.declared, priority: task.job.priority, state: 'busy' };
+      task.occupant = {
+        job: simJobId(task.job),
+        task: task.index,
+        caused: task.job.scheduledAs ?? task.job.declared,
+        priority: task.job.priority,
+        state: 'busy',
+      };
     }
     return task.occupant;
   }
@@ -538,7 +544,22 @@ export function makeJob(opts: {
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
   opts.work.forEach((w, i) => {
-    const task: SimTask = { job, index: i, work: w, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: w, rate: 1, last: 0, finishSlot: -1, finishGen: 0, remote: false, speed: 1 };
+    const task: SimTask = {
+      job,
+      index: i,
+      work: w,
+      state: 'pending',
+      ru: -1,
+      start: NaN,
+      end: NaN,
+      remaining: w,
+      rate: 1,
+      last: 0,
+      finishSlot: -1,
+      finishGen: 0,
+      remote: false,
+      speed: 1,
+    };
     const d = opts.data?.[i];
     if (d) task.data = d;
     job.tasks.push(task);
@@ -556,5 +577,20 @@ export function simJobId(job: SimJob): string {
 
 /** A task to add to a running scale-out job: it takes its work when it starts and joins the job (World.startTask). */
 export function addedTask(job: SimJob): SimTask {
-  return { job, index: -1, work: 0, state: 'pending', ru: -1, start: NaN, end: NaN, remaining: 0, rate: 1, last: 0, finishSlot: -1, finishGen: 0, remote: false, speed: 1 };
+  return {
+    job,
+    index: -1,
+    work: 0,
+    state: 'pending',
+    ru: -1,
+    start: NaN,
+    end: NaN,
+    remaining: 0,
+    rate: 1,
+    last: 0,
+    finishSlot: -1,
+    finishGen: 0,
+    remote: false,
+    speed: 1,
+  };
 }

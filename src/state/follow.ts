@@ -75,7 +75,7 @@ export class Follower {
    */
   async start(): Promise<void> {
     const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
-    for (let failures = 0; !this.closed; ) {
+    for (let failures = 0; !this.closed;) {
       try {
         await this.listAndWatch();
         return;
@@ -149,7 +149,7 @@ export class Follower {
         this.watches = [];
         await Promise.allSettled(old.map((w) => w.close()));
         const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
-        for (let failures = 0; !this.closed; ) {
+        for (let failures = 0; !this.closed;) {
           try {
             await this.listAndWatch();
             this.relists++;

@@ -134,7 +134,9 @@ export class Housekeeper {
         this.stopLeading = () => resolve('closing');
       });
       const waiting = { over: false };
-      const won = await Promise.race([c.elected().then(() => 'elected'), lost, closing, this.stuck(c, ttl, waiting)]).catch((err: unknown) => errorMessage(err));
+      const won = await Promise.race([c.elected().then(() => 'elected'), lost, closing, this.stuck(c, ttl, waiting)]).catch((err: unknown) =>
+        errorMessage(err),
+      );
       waiting.over = true;
       if (won === 'elected' && !this.closed) {
         pause = 500;

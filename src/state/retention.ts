@@ -75,7 +75,6 @@ interface Request {
 
 const YIELD_EVERY = 5000;
 
-
 /**
  * Follows `jobs/` and `requests/` while it runs and deletes what is due, when asked (`sweep`).
  *

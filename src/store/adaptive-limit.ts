@@ -91,7 +91,10 @@ export class AdaptiveLimit {
         this.shed++;
         this.inFlight--;
         this.wake();
-        throw new TarcilError('UNAVAILABLE', `the store is overloaded: the request waited ${Math.round(waited)} ms for a slot (limit ${this.limit}) and was not sent; retry later`);
+        throw new TarcilError(
+          'UNAVAILABLE',
+          `the store is overloaded: the request waited ${Math.round(waited)} ms for a slot (limit ${this.limit}) and was not sent; retry later`,
+        );
       }
     } else this.inFlight++;
     const t0 = this.now();

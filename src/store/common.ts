@@ -90,11 +90,9 @@ export function checkTxn(req: TxnRequest, maxOps: number, maxBytes: number): voi
   const failure = req.failure ?? [];
   const worst = Math.max(req.compare.length, req.success.length, failure.length);
   if (worst > maxOps) {
-    throw new TarcilError(
-      'TOO_MANY_OPS',
-      `too many operations in txn request: ${worst} in one list, the store accepts ${maxOps}`,
-      { details: { limit: 'maxTxnOps', ops: worst, max: maxOps, compare: req.compare.length, success: req.success.length, failure: failure.length } },
-    );
+    throw new TarcilError('TOO_MANY_OPS', `too many operations in txn request: ${worst} in one list, the store accepts ${maxOps}`, {
+      details: { limit: 'maxTxnOps', ops: worst, max: maxOps, compare: req.compare.length, success: req.success.length, failure: failure.length },
+    });
   }
   for (const c of req.compare) checkCompare(c);
   checkBranch(req.success, 'txn.success');
@@ -175,8 +173,7 @@ function checkBranch(ops: Op[], where: string): void {
   const puts = new Set<string>();
   for (const op of ops) {
     if (op.type !== 'put') continue;
-    const clash =
-      puts.has(op.key) || deletes.some((d) => (d.prefix ? op.key.startsWith(d.key) : d.key === op.key));
+    const clash = puts.has(op.key) || deletes.some((d) => (d.prefix ? op.key.startsWith(d.key) : d.key === op.key));
     if (clash) throw invalid(where, `duplicate key given in txn request: ${op.key}`);
     puts.add(op.key);
   }

@@ -150,11 +150,7 @@ export function toTarcil(err: unknown, what: string): TarcilError {
   }
   if (e instanceof EtcdLeaseInvalidError || /requested lease not found/.test(m)) return make('LEASE_NOT_FOUND');
   if (e instanceof ClientClosedError) return make('CLOSED');
-  if (
-    e instanceof EtcdPermissionDeniedError ||
-    e instanceof EtcdAuthenticationFailedError ||
-    e instanceof EtcdInvalidAuthTokenError
-  ) {
+  if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdAuthenticationFailedError || e instanceof EtcdInvalidAuthTokenError) {
     return new TarcilError('INVALID_ARGUMENT', `${what}: ${m}`, { cause: e, field: 'store.auth' });
   }
   // A deadline: the call's own (requestTimeoutMs), or etcd's "request timed out" (its server-side

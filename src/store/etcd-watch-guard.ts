@@ -55,8 +55,16 @@ export const DEFAULT_WATCH_STALL_MS = 15_000;
 /** Reaches the WatchManager of an etcd3 client or namespace, checking the shape the guard relies on. */
 function managerOf(client: Etcd3): WatchManagerLike {
   const m = (client as unknown as { watchManager?: WatchManagerLike }).watchManager;
-  if (!m || typeof m.handleResponse !== 'function' || typeof m.handleCreatedResponse !== 'function' || typeof m.handleError !== 'function' || !Array.isArray(m.watchers)) {
-    throw new Error('the etcd3 package no longer has the WatchManager this store guards (handleResponse, handleCreatedResponse, handleError, watchers): check src/store/etcd-watch-guard.ts against its version');
+  if (
+    !m ||
+    typeof m.handleResponse !== 'function' ||
+    typeof m.handleCreatedResponse !== 'function' ||
+    typeof m.handleError !== 'function' ||
+    !Array.isArray(m.watchers)
+  ) {
+    throw new Error(
+      'the etcd3 package no longer has the WatchManager this store guards (handleResponse, handleCreatedResponse, handleError, watchers): check src/store/etcd-watch-guard.ts against its version',
+    );
   }
   return m;
 }
@@ -135,7 +143,10 @@ export class WatchStreamGuard {
       if (now - this.probeSentAt < this.o.stallMs) return;
       this.stats.stalls++;
       this.probeSentAt = undefined;
-      log.warn({ stream: this.o.name, silentMs: now - this.lastHeard, watches: m.watchers.length }, 'etcd watch stream stalled: nothing arrived after a progress request; reconnecting and resuming every watch');
+      log.warn(
+        { stream: this.o.name, silentMs: now - this.lastHeard, watches: m.watchers.length },
+        'etcd watch stream stalled: nothing arrived after a progress request; reconnecting and resuming every watch',
+      );
       m.handleError(new Error(`the etcd watch stream answered nothing for ${now - this.lastHeard} ms`));
       return;
     }

@@ -9,14 +9,7 @@ import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, isB
 import { AdaptiveLimit, isOverload } from './adaptive-limit.ts';
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions } from 'etcd3';
 import { TarcilError, invalid, isTransient } from '../util/errors.ts';
-import {
-  DEFAULT_MAX_REQUEST_BYTES,
-  DEFAULT_MAX_TXN_OPS,
-  checkKey,
-  checkTxn,
-  checkTxns,
-  normalizeLease,
-} from './common.ts';
+import { DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS, checkKey, checkTxn, checkTxns, normalizeLease } from './common.ts';
 import type {
   Campaign,
   ClusterStore,
@@ -56,7 +49,6 @@ import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from
 
 export { toTarcil, type EtcdTlsOptions } from './etcd-convert.ts';
 export { DEFAULT_REQUEST_TIMEOUT_MS, type EtcdStoreOptions } from './etcd-options.ts';
-
 
 /**
  * ClusterStore on etcd v3 through the `etcd3` package.
@@ -196,7 +188,10 @@ export class EtcdStore implements ClusterStore {
         // is nowhere else to go: no breaker at all.
         host: () =>
           this.endpoints.length > 1
-            ? circuitBreaker(handleWhen((e) => isRecoverableError(e) && !(e instanceof GRPCDeadlineExceededError)), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(BREAKER_FAILURES) })
+            ? circuitBreaker(
+                handleWhen((e) => isRecoverableError(e) && !(e instanceof GRPCDeadlineExceededError)),
+                { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(BREAKER_FAILURES) },
+              )
             : noop,
         watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 2000 }).next(),
       },
@@ -207,7 +202,10 @@ export class EtcdStore implements ClusterStore {
     // A local subchannel pool keeps grpc-js from folding both clients onto one connection.
     // Every watch shares one stream: with HTTP/2's default 64 KiB window, events reach this process
     // at no more than 64 KiB per round trip to etcd, however fast etcd sends them.
-    this.watchClient = new Etcd3({ ...options, grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': WATCH_FLOW_WINDOW_BYTES } });
+    this.watchClient = new Etcd3({
+      ...options,
+      grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': WATCH_FLOW_WINDOW_BYTES },
+    });
     // Keepalives must not queue behind bulk traffic (a relist of a large cell, a burst of
     // transactions): a keepalive answered late costs the holder its lease and all its work.
     this.leaseClient = new Etcd3({ ...options, grpcOptions: { ...options.grpcOptions, 'grpc.use_local_subchannel_pool': 1 } });
@@ -302,9 +300,7 @@ export class EtcdStore implements ClusterStore {
     for (;;) {
       const want = limit > 0 ? Math.min(this.pageSize, limit - kvs.length) : this.pageSize;
       const page = start;
-      const res = await this.read('range', () =>
-        this.client.kv.range({ key: page, range_end: end, limit: want, ...(revision > 0 ? { revision } : {}) }),
-      );
+      const res = await this.read('range', () => this.client.kv.range({ key: page, range_end: end, limit: want, ...(revision > 0 ? { revision } : {}) }));
       if (revision === 0) revision = Number(res.header.revision);
       for (const kv of res.kvs) kvs.push(fromKv(kv));
       const last = res.kvs[res.kvs.length - 1];
@@ -337,9 +333,7 @@ export class EtcdStore implements ClusterStore {
     const prefix = opts.prefix === true;
     if (!prefix) checkKey(key, 'delete.key');
     const [start, end] = prefix ? prefixRange(key) : [Buffer.from(key), undefined];
-    const res = await this.call('delete', () =>
-      this.client.kv.deleteRange({ key: start, ...(end ? { range_end: end } : {}) }),
-    );
+    const res = await this.call('delete', () => this.client.kv.deleteRange({ key: start, ...(end ? { range_end: end } : {}) }));
     return Number(res.deleted);
   }
 
@@ -526,7 +520,11 @@ export class EtcdStore implements ClusterStore {
    */
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
-      return await unlessSent(this.unsentAttempts, () => this.limited(this.timed('write', fn)), () => this.closed);
+      return await unlessSent(
+        this.unsentAttempts,
+        () => this.limited(this.timed('write', fn)),
+        () => this.closed,
+      );
     } catch (err) {
       throw toTarcil(err, what);
     }

@@ -152,7 +152,7 @@ export class GroupCommit {
     const maxBytes = this.store.maxRequestBytes * 0.9;
     let width = first.width;
     let bytes = first.bytes;
-    for (let i = 0; i < this.queue.length; ) {
+    for (let i = 0; i < this.queue.length;) {
       const p = this.queue[i] as Pending;
       const joins =
         p.writes !== undefined &&
@@ -175,7 +175,11 @@ export class GroupCommit {
   }
 
   private async send(group: Pending[]): Promise<void> {
-    if (tracingOn()) traceRequests('group.sent', group.map((p) => p.req));
+    if (tracingOn())
+      traceRequests(
+        'group.sent',
+        group.map((p) => p.req),
+      );
     try {
       if (group.length === 1) {
         const p = group[0] as Pending;

@@ -117,9 +117,10 @@ export class MemoryWatch {
 
   handle(): WatchHandle {
     return {
-      close: () => settle(() => {
-        this.close();
-      }),
+      close: () =>
+        settle(() => {
+          this.close();
+        }),
     };
   }
 

@@ -5,16 +5,7 @@
  */
 import { SystemClock, type Clock } from '../util/clock.ts';
 import { TarcilError, invalid } from '../util/errors.ts';
-import {
-  DEFAULT_MAX_REQUEST_BYTES,
-  DEFAULT_MAX_TXN_OPS,
-  checkKey,
-  checkTxn,
-  checkTxns,
-  compareKeys,
-  evaluateCompare,
-  normalizeLease,
-} from './common.ts';
+import { DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS, checkKey, checkTxn, checkTxns, compareKeys, evaluateCompare, normalizeLease } from './common.ts';
 import { SortedKeys } from './sorted-keys.ts';
 import { StoreCampaign, storeLeader } from './election.ts';
 import type {
@@ -33,18 +24,7 @@ import type {
   WatchHandle,
   WatchOptions,
 } from './types.ts';
-import {
-  leaseGone,
-  MemoryLease,
-  MemoryWatch,
-  positiveInt,
-  runLost,
-  settle,
-  stopTimers,
-  toKv,
-  type Entry,
-  type LeaseState,
-} from './memory-handles.ts';
+import { leaseGone, MemoryLease, MemoryWatch, positiveInt, runLost, settle, stopTimers, toKv, type Entry, type LeaseState } from './memory-handles.ts';
 
 export interface MemoryStoreOptions {
   /** Drives lease expiry and keepalive. Default: SystemClock. */

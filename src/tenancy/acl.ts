@@ -55,7 +55,14 @@ export function parsePolicy(input: unknown, field = 'policy'): Policy {
   if (r.success) return r.data;
   const issue = r.error.issues[0];
   const path = (issue?.path ?? []).map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
-  const msg = issue?.code === 'invalid_key' ? (issue.issues[0]?.message ?? 'is not a valid key') : issue?.code === 'invalid_value' ? `must be one of ${issue.values.map(String).join(', ')}` : issue?.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.join(', ')}: a policy has namespaces and cluster` : (issue?.message ?? 'is invalid');
+  const msg =
+    issue?.code === 'invalid_key'
+      ? (issue.issues[0]?.message ?? 'is not a valid key')
+      : issue?.code === 'invalid_value'
+        ? `must be one of ${issue.values.map(String).join(', ')}`
+        : issue?.code === 'unrecognized_keys'
+          ? `unknown field(s) ${issue.keys.join(', ')}: a policy has namespaces and cluster`
+          : (issue?.message ?? 'is invalid');
   throw invalid(`${field}${path}`, msg);
 }
 
@@ -110,8 +117,10 @@ function sha256(s: string): Buffer {
 /** A new token: its record (with the secret's hash) and what the client sends, `<accessor>.<secret>`. */
 export function newToken(o: { name: string; policy: Policy; now: number; ttlMs?: number; certCommonName?: string }): { record: TokenRecord; secret: string } {
   if (!NAME_RE.test(o.name)) throw invalid('name', TOKEN_NAME_RULE);
-  if (o.ttlMs !== undefined && (!Number.isFinite(o.ttlMs) || o.ttlMs < 0 || o.ttlMs > 10 * 365 * 86_400_000)) throw invalid('ttl_ms', 'must be 0 (never expires) or a duration of at most 10 years');
-  if (o.certCommonName !== undefined && (o.certCommonName.length > 200 || [...o.certCommonName].some((ch) => ch < ' '))) throw invalid('cert_common_name', 'must be at most 200 printable characters');
+  if (o.ttlMs !== undefined && (!Number.isFinite(o.ttlMs) || o.ttlMs < 0 || o.ttlMs > 10 * 365 * 86_400_000))
+    throw invalid('ttl_ms', 'must be 0 (never expires) or a duration of at most 10 years');
+  if (o.certCommonName !== undefined && (o.certCommonName.length > 200 || [...o.certCommonName].some((ch) => ch < ' ')))
+    throw invalid('cert_common_name', 'must be at most 200 printable characters');
   const accessor = randomBytes(8).toString('hex');
   const raw = randomBytes(32).toString('base64url');
   const record: TokenRecord = {
@@ -181,11 +190,16 @@ export async function bootstrap(store: ClusterStore, keys: Keys, name: string, n
       { type: 'put', key: keys.token(t.record.accessor), value: JSON.stringify(t.record) },
     ],
   });
-  if (!res.succeeded) throw new TarcilError('FAILED_PRECONDITION', 'ACLs were bootstrapped already: ask an admin token holder for a token (`tarcil acl token create`)');
+  if (!res.succeeded)
+    throw new TarcilError('FAILED_PRECONDITION', 'ACLs were bootstrapped already: ask an admin token holder for a token (`tarcil acl token create`)');
   return t;
 }
 
-export async function createToken(store: ClusterStore, keys: Keys, o: { name: string; policy: Policy; now: number; ttlMs?: number; certCommonName?: string }): Promise<{ record: TokenRecord; secret: string }> {
+export async function createToken(
+  store: ClusterStore,
+  keys: Keys,
+  o: { name: string; policy: Policy; now: number; ttlMs?: number; certCommonName?: string },
+): Promise<{ record: TokenRecord; secret: string }> {
   const t = newToken(o);
   const res = await store.txn({
     compare: [{ key: keys.token(t.record.accessor), target: 'version', op: '==', value: 0 }],

@@ -48,7 +48,11 @@ export function auditKeyTime(keys: Keys, key: string): number | undefined {
 }
 
 /** Records at or after `since`, of `namespace` when given, the newest `limit`, oldest first; and how many matched before the limit cut them. */
-export async function listAudit(store: ClusterStore, keys: Keys, f: { since?: number; namespace?: string; limit?: number }): Promise<{ records: AuditRecord[]; total: number }> {
+export async function listAudit(
+  store: ClusterStore,
+  keys: Keys,
+  f: { since?: number; namespace?: string; limit?: number },
+): Promise<{ records: AuditRecord[]; total: number }> {
   const limit = f.limit || DEFAULT_AUDIT_LIMIT;
   if (!Number.isInteger(limit) || limit < 0 || limit > 100_000) throw invalid('limit', 'must be an integer in [0, 100000] (0: 1,000)');
   if (f.since !== undefined && (!Number.isFinite(f.since) || f.since < 0)) throw invalid('since_ms', 'must be a time in ms since the epoch, or 0');

@@ -80,7 +80,8 @@ export function validateNamespaceChange(c: NamespaceChange): void {
   }
   for (const f of ['maxRus', 'maxWaitingJobs'] as const) {
     const v = c[f];
-    if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v <= 100_000_000)) throw invalid(f === 'maxRus' ? 'max_rus' : 'max_waiting_jobs', `must be an integer in [0, 100000000] (0: no limit; got ${v})`);
+    if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v <= 100_000_000))
+      throw invalid(f === 'maxRus' ? 'max_rus' : 'max_waiting_jobs', `must be an integer in [0, 100000000] (0: no limit; got ${v})`);
   }
 }
 
@@ -94,7 +95,8 @@ export async function putNamespace(store: ClusterStore, keys: Keys, name: string
   if (name === DEFAULT_NAMESPACE) {
     // Placements and submissions of default read no namespace record: it cannot have a quota.
     if ((change.maxRus ?? 0) > 0) throw invalid('max_rus', 'namespace default cannot have an RU quota (0 only): create a namespace for the jobs to limit');
-    if ((change.maxWaitingJobs ?? 0) > 0) throw invalid('max_waiting_jobs', 'namespace default cannot limit its jobs (0 only): create a namespace for the jobs to limit');
+    if ((change.maxWaitingJobs ?? 0) > 0)
+      throw invalid('max_waiting_jobs', 'namespace default cannot limit its jobs (0 only): create a namespace for the jobs to limit');
   }
   for (;;) {
     const kv = await store.get(keys.namespace(name));
@@ -125,7 +127,12 @@ export async function putNamespace(store: ClusterStore, keys: Keys, name: string
  * With a copy of the records (a front-end's NamespaceView), the record comes from it when it can
  * vouch for it, saving a round trip to the store; the compare still guards the revision it read.
  */
-export async function namespaceForSubmit(store: ClusterStore, keys: Keys, ns: string, copy?: NamespaceCopy): Promise<{ rec: NamespaceRecord; compare: Compare[] }> {
+export async function namespaceForSubmit(
+  store: ClusterStore,
+  keys: Keys,
+  ns: string,
+  copy?: NamespaceCopy,
+): Promise<{ rec: NamespaceRecord; compare: Compare[] }> {
   const key = keys.namespace(ns);
   let kv = copy?.get(key);
   let rec = parseJson<NamespaceRecord>(kv ?? undefined);
@@ -136,7 +143,8 @@ export async function namespaceForSubmit(store: ClusterStore, keys: Keys, ns: st
     rec = parseJson<NamespaceRecord>(kv);
   }
   rec ??= ns === DEFAULT_NAMESPACE ? defaultNamespaceRecord() : undefined;
-  if (!rec || rec.deleting) throw new TarcilError('NOT_FOUND', `namespace ${ns} does not exist (create it: tarcil namespace create ${ns})`, { field: 'namespace' });
+  if (!rec || rec.deleting)
+    throw new TarcilError('NOT_FOUND', `namespace ${ns} does not exist (create it: tarcil namespace create ${ns})`, { field: 'namespace' });
   return { rec, compare: ns === DEFAULT_NAMESPACE ? [] : [{ key: keys.namespace(ns), target: 'mod', op: '==', value: kv?.modRevision ?? 0 }] };
 }
 
@@ -162,10 +170,20 @@ export async function deleteNamespace(store: ClusterStore, keys: Keys, name: str
   if (!marked.succeeded) throw new TarcilError('ABORTED', `namespace ${name} changed meanwhile; try again`, { field: 'name' });
   const held = (await store.count(keys.namespaceJobs(name))).count;
   if (held > 0) {
-    await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'put', key: kv.key, value: JSON.stringify(rec) }] });
+    await store.txn({
+      compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }],
+      success: [{ type: 'put', key: kv.key, value: JSON.stringify(rec) }],
+    });
     throw heldJobs(name, held);
   }
-  await store.txn({ compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }], success: [{ type: 'delete', key: kv.key }, { type: 'delete', key: keys.usage(name) }, { type: 'delete', key: keys.submits(name) }] });
+  await store.txn({
+    compare: [{ key: kv.key, target: 'mod', op: '==', value: marked.revision }],
+    success: [
+      { type: 'delete', key: kv.key },
+      { type: 'delete', key: keys.usage(name) },
+      { type: 'delete', key: keys.submits(name) },
+    ],
+  });
   return rec;
 }
 
@@ -181,13 +199,23 @@ function heldJobs(name: string, held: number): TarcilError {
  */
 export function checkQuotaFit(rec: NamespaceRecord, job: { mode: string; tasks: number }): void {
   if (rec.maxRus > 0 && job.mode === 'gang' && job.tasks > rec.maxRus) {
-    throw new TarcilError('FAILED_PRECONDITION', `tasks: a gang of ${job.tasks} tasks can never run in namespace ${rec.name}, whose quota is ${rec.maxRus} RUs (max_rus)`, { field: 'tasks' });
+    throw new TarcilError(
+      'FAILED_PRECONDITION',
+      `tasks: a gang of ${job.tasks} tasks can never run in namespace ${rec.name}, whose quota is ${rec.maxRus} RUs (max_rus)`,
+      { field: 'tasks' },
+    );
   }
 }
 
 export async function waitingJobsGate(store: ClusterStore, keys: Keys, rec: NamespaceRecord): Promise<{ compare: Compare[]; success: Op[] }> {
   const key = keys.submits(rec.name);
-  const res = await store.txn({ compare: [], success: [{ type: 'get', key }, { type: 'get', key: keys.namespaceJobs(rec.name), prefix: true }] });
+  const res = await store.txn({
+    compare: [],
+    success: [
+      { type: 'get', key },
+      { type: 'get', key: keys.namespaceJobs(rec.name), prefix: true },
+    ],
+  });
   const kv = res.responses[0]?.[0];
   let open = 0;
   for (const j of res.responses[1] ?? []) {
@@ -195,7 +223,11 @@ export async function waitingJobsGate(store: ClusterStore, keys: Keys, rec: Name
     if (state !== undefined && !isFinalJob(state)) open++;
   }
   if (open >= rec.maxWaitingJobs) {
-    throw new TarcilError('RESOURCE_EXHAUSTED', `namespace ${rec.name} has ${open} jobs not yet final, its limit (max_waiting_jobs ${rec.maxWaitingJobs}): retry once some have finished`, { field: 'namespace' });
+    throw new TarcilError(
+      'RESOURCE_EXHAUSTED',
+      `namespace ${rec.name} has ${open} jobs not yet final, its limit (max_waiting_jobs ${rec.maxWaitingJobs}): retry once some have finished`,
+      { field: 'namespace' },
+    );
   }
   return {
     compare: [{ key, target: 'mod', op: '==', value: kv?.modRevision ?? 0 }],

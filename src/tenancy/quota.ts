@@ -68,7 +68,13 @@ export async function readQuota(store: ClusterStore, keys: Keys, jobId: string):
   if (ns === DEFAULT_NAMESPACE) return undefined;
   const nsKey = keys.namespace(ns);
   const usageKey = keys.usage(ns);
-  const res = await store.txn({ compare: [], success: [{ type: 'get', key: nsKey }, { type: 'get', key: usageKey }] });
+  const res = await store.txn({
+    compare: [],
+    success: [
+      { type: 'get', key: nsKey },
+      { type: 'get', key: usageKey },
+    ],
+  });
   const nsKv = res.responses[0]?.[0];
   const usageKv = res.responses[1]?.[0];
   const rec = parseJson<{ maxRus?: number }>(nsKv);
@@ -114,7 +120,11 @@ export function endedToken(task: number, old: LiveTaskRecord | undefined, next: 
  * A new usage record for one job: `drop` tokens removed, or (with `keep`) every token not in
  * `keep` removed and `add` tokens added; undefined when nothing changes.
  */
-export function changeJobTokens(u: UsageRecord, jobId: string, change: { drop?: ReadonlySet<string>; keep?: ReadonlySet<string>; add?: readonly string[]; all?: boolean }): UsageRecord | undefined {
+export function changeJobTokens(
+  u: UsageRecord,
+  jobId: string,
+  change: { drop?: ReadonlySet<string>; keep?: ReadonlySet<string>; add?: readonly string[]; all?: boolean },
+): UsageRecord | undefined {
   const cur = own(u.jobs, jobId) ?? [];
   let next = change.all ? [] : cur.filter((t) => !(change.drop?.has(t) ?? false) && (change.keep ? change.keep.has(t) : true));
   if (change.add) {
@@ -160,7 +170,13 @@ export async function updateJobTokens(
 export async function addLiveTokens(store: ClusterStore, keys: Keys, ns: string): Promise<void> {
   const key = keys.usage(ns);
   for (let i = 0; i < 50; i++) {
-    const snap = await store.txn({ compare: [], success: [{ type: 'get', key }, { type: 'get', key: `${keys.allTasks()}${ns}/`, prefix: true }] });
+    const snap = await store.txn({
+      compare: [],
+      success: [
+        { type: 'get', key },
+        { type: 'get', key: `${keys.allTasks()}${ns}/`, prefix: true },
+      ],
+    });
     const kv = snap.responses[0]?.[0];
     let u = parseUsage(kv);
     const byJob = new Map<string, string[]>();

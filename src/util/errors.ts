@@ -27,11 +27,7 @@ export class TarcilError extends Error {
   readonly field: string | undefined;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    opts: { cause?: unknown; field?: string; details?: Record<string, unknown> } = {},
-  ) {
+  constructor(code: ErrorCode, message: string, opts: { cause?: unknown; field?: string; details?: Record<string, unknown> } = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'TarcilError';
     this.code = code;

@@ -29,12 +29,17 @@ export function installFaultPolicy(log: Logger, o: { who: string; embedded: bool
   const onRejection = (reason: unknown): void => {
     rejections++;
     const incident = `e-${randomBytes(4).toString('hex')}`;
-    log.error({ incident, err: errorMessage(reason), stack: reason instanceof Error ? reason.stack : undefined, rejections }, 'unhandled rejection: logged, still serving');
+    log.error(
+      { incident, err: errorMessage(reason), stack: reason instanceof Error ? reason.stack : undefined, rejections },
+      'unhandled rejection: logged, still serving',
+    );
   };
   const onException = (err: unknown): void => {
     const incident = `e-${randomBytes(4).toString('hex')}`;
     log.fatal({ incident, err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'uncaught exception: exiting');
-    const lost = o.embedded ? ' Its jobs were held by the embedded store (memory://) and are lost.' : ' Its jobs are in the store: another front-end, or this one restarted, takes them up.';
+    const lost = o.embedded
+      ? ' Its jobs were held by the embedded store (memory://) and are lost.'
+      : ' Its jobs are in the store: another front-end, or this one restarted, takes them up.';
     process.stderr.write(`tarcil ${o.who}: uncaught exception (incident ${incident}): ${errorMessage(err)}.${lost}\n`);
     process.exit(FAULT_EXIT_CODE);
   };

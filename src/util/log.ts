@@ -57,7 +57,13 @@ function destination(format: LogFormat): DestinationStream {
         ? pino.destination({ dest: 2, sync: true })
         : pino.transport({
             target: 'pino-pretty',
-            options: { destination: 2, colorize: process.stderr.isTTY === true && !process.env.NO_COLOR && process.env.TERM !== 'dumb', singleLine: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' },
+            options: {
+              destination: 2,
+              colorize: process.stderr.isTTY === true && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
+              singleLine: true,
+              translateTime: 'SYS:HH:MM:ss.l',
+              ignore: 'pid,hostname',
+            },
           });
     streams.set(format, s);
   }

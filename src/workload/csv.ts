@@ -32,10 +32,22 @@ export interface CsvTable {
  */
 function records(text: string, file: string, problems: RowProblem[]): { line: number; fields: string[] }[] | undefined {
   try {
-    const parsed = parse(text, { bom: true, info: true, raw: true, relax_column_count: true, skip_empty_lines: true }) as unknown as { record: string[]; raw: string; info: { lines: number } }[];
+    const parsed = parse(text, { bom: true, info: true, raw: true, relax_column_count: true, skip_empty_lines: true }) as unknown as {
+      record: string[];
+      raw: string;
+      info: { lines: number };
+    }[];
     // info.lines is the line a record ends on; the record starts as many lines before as its
     // own text (without the empty lines before it and its line break) holds.
-    return parsed.map((r) => ({ line: r.info.lines - (r.raw.replace(/^[\r\n]+/, '').replace(/\r?\n$/, '').match(/\n/g)?.length ?? 0), fields: r.record }));
+    return parsed.map((r) => ({
+      line:
+        r.info.lines -
+        (r.raw
+          .replace(/^[\r\n]+/, '')
+          .replace(/\r?\n$/, '')
+          .match(/\n/g)?.length ?? 0),
+      fields: r.record,
+    }));
   } catch (e) {
     const err = e as { message?: string; lines?: number; code?: string };
     const rule = (err.message ?? String(e)).replace(/^[A-Za-z ]+: /, '');
@@ -60,7 +72,13 @@ export function readCsv(text: string, file: string, required: readonly string[],
   const known = new Set([...required, ...optional]);
   const seen = new Set<string>();
   for (const h of header) {
-    if (!known.has(h)) problems.push({ file, line: 1, column: h === '' ? '(empty)' : h, rule: `is not a column of this format (columns: ${[...required, ...optional].join(', ')})` });
+    if (!known.has(h))
+      problems.push({
+        file,
+        line: 1,
+        column: h === '' ? '(empty)' : h,
+        rule: `is not a column of this format (columns: ${[...required, ...optional].join(', ')})`,
+      });
     else if (seen.has(h)) problems.push({ file, line: 1, column: h, rule: 'is named twice' });
     seen.add(h);
   }

@@ -34,7 +34,12 @@ export type TraceFormat = 'alibaba' | 'generic';
 export const MAX_PROBLEMS = 50;
 
 /** Priority by QoS class: LS and Guaranteed above Burstable above BE. */
-export const QOS_PRIORITY: Readonly<Record<string, number>> = { LS: DEFAULT_PRIORITY + 20, Guaranteed: DEFAULT_PRIORITY + 20, Burstable: DEFAULT_PRIORITY, BE: DEFAULT_PRIORITY - 20 };
+export const QOS_PRIORITY: Readonly<Record<string, number>> = {
+  LS: DEFAULT_PRIORITY + 20,
+  Guaranteed: DEFAULT_PRIORITY + 20,
+  Burstable: DEFAULT_PRIORITY,
+  BE: DEFAULT_PRIORITY - 20,
+};
 /** The platform of a node without GPUs. */
 export const CPU_PLATFORM = 'cpu';
 
@@ -127,7 +132,8 @@ class Cells {
   }
   num(row: CsvRow, col: string, positive: boolean): number | undefined {
     const v = row.cells[col] ?? '';
-    if (!NUM_RE.test(v) || (positive && Number(v) <= 0) || !Number.isFinite(Number(v))) return this.fail(row, col, `must be a ${positive ? 'positive' : 'non-negative'} number of seconds, is "${v.slice(0, 40)}"`);
+    if (!NUM_RE.test(v) || (positive && Number(v) <= 0) || !Number.isFinite(Number(v)))
+      return this.fail(row, col, `must be a ${positive ? 'positive' : 'non-negative'} number of seconds, is "${v.slice(0, 40)}"`);
     return Number(v);
   }
   name(row: CsvRow, col: string): string | undefined {
@@ -159,14 +165,30 @@ function throwIfProblems(problems: RowProblem[]): void {
   const shown = problems.slice(0, MAX_PROBLEMS).map((p) => `${p.file}:${p.line}: column ${p.column}: ${p.rule}`);
   const more = problems.length > MAX_PROBLEMS ? `\n… and ${problems.length - MAX_PROBLEMS} more problems` : '';
   const first = problems[0]!;
-  throw new TarcilError('INVALID_ARGUMENT', `the trace has ${problems.length} invalid ${problems.length === 1 ? 'entry' : 'entries'}; nothing was loaded:\n${shown.join('\n')}${more}`, {
-    field: `${first.file}:${first.line}:${first.column}`,
-    details: { problems: problems.slice(0, MAX_PROBLEMS) },
-  });
+  throw new TarcilError(
+    'INVALID_ARGUMENT',
+    `the trace has ${problems.length} invalid ${problems.length === 1 ? 'entry' : 'entries'}; nothing was loaded:\n${shown.join('\n')}${more}`,
+    {
+      field: `${first.file}:${first.line}:${first.column}`,
+      details: { problems: problems.slice(0, MAX_PROBLEMS) },
+    },
+  );
 }
 
 const ALIBABA_NODE_COLUMNS = ['sn', 'cpu_milli', 'memory_mib', 'gpu', 'model'] as const;
-const ALIBABA_POD_COLUMNS = ['name', 'cpu_milli', 'memory_mib', 'num_gpu', 'gpu_milli', 'gpu_spec', 'qos', 'pod_phase', 'creation_time', 'deletion_time', 'scheduled_time'] as const;
+const ALIBABA_POD_COLUMNS = [
+  'name',
+  'cpu_milli',
+  'memory_mib',
+  'num_gpu',
+  'gpu_milli',
+  'gpu_spec',
+  'qos',
+  'pod_phase',
+  'creation_time',
+  'deletion_time',
+  'scheduled_time',
+] as const;
 const QOS_CLASSES = ['LS', 'Guaranteed', 'Burstable', 'BE'] as const;
 const POD_PHASES = ['Running', 'Failed', 'Pending', 'Succeeded'] as const;
 const GENERIC_NODE_COLUMNS = ['server', 'cores', 'platform'] as const;
@@ -188,8 +210,10 @@ function alibabaServers(rows: CsvRow[], c: Cells): TraceServer[] {
     let platform: string | undefined = CPU_PLATFORM;
     if (gpus !== undefined && gpus > 0) platform = model === '' ? c.fail(row, 'model', 'must name the GPU model of a node with GPUs') : c.name(row, 'model');
     else if (gpus === 0 && model !== '') platform = c.fail(row, 'model', 'must be empty for a node without GPUs (gpu = 0)');
-    if (platform === CPU_PLATFORM && model === CPU_PLATFORM) platform = c.fail(row, 'model', `must not be "${CPU_PLATFORM}", the platform of nodes without GPUs`);
-    if (id !== undefined && milli !== undefined && gpus !== undefined && platform !== undefined) out.push({ id, platform, rus: Math.floor(milli / 1000), gpus });
+    if (platform === CPU_PLATFORM && model === CPU_PLATFORM)
+      platform = c.fail(row, 'model', `must not be "${CPU_PLATFORM}", the platform of nodes without GPUs`);
+    if (id !== undefined && milli !== undefined && gpus !== undefined && platform !== undefined)
+      out.push({ id, platform, rus: Math.floor(milli / 1000), gpus });
   }
   return out;
 }
@@ -309,7 +333,12 @@ function genericJobs(rows: CsvRow[], c: Cells, servers: TraceServer[], o: TraceO
     }
     const platforms = spec.length > 0 ? spec : undefined;
     // Tasks of several cores: each core is a task, and the job's tasks are packed by server.
-    const reason = cores > 1 ? unmappableReason({ id, line: row.line, tasks: cores, gpus: 0, platforms }, servers, known) : platforms && platforms.every((p) => !known.has(p)) ? `no node is of the platforms it allows (${platforms.join(', ')})` : undefined;
+    const reason =
+      cores > 1
+        ? unmappableReason({ id, line: row.line, tasks: cores, gpus: 0, platforms }, servers, known)
+        : platforms && platforms.every((p) => !known.has(p))
+          ? `no node is of the platforms it allows (${platforms.join(', ')})`
+          : undefined;
     if (reason !== undefined) {
       unmappable.push({ id, line: row.line, reason });
       continue;
@@ -336,21 +365,25 @@ function genericJobs(rows: CsvRow[], c: Cells, servers: TraceServer[], o: TraceO
 
 /** Reads a trace from the texts of its two files (named for the messages). */
 export function parseTrace(nodes: { file: string; text: string }, pods: { file: string; text: string }, o: TraceOptions): Trace {
-  if (!(Number.isFinite(o.compress) && o.compress >= 1)) throw new TarcilError('INVALID_ARGUMENT', `compress: must be a number ≥ 1, is ${o.compress}`, { field: 'compress' });
+  if (!(Number.isFinite(o.compress) && o.compress >= 1))
+    throw new TarcilError('INVALID_ARGUMENT', `compress: must be a number ≥ 1, is ${o.compress}`, { field: 'compress' });
   if (o.profiles.length === 0) throw new TarcilError('INVALID_ARGUMENT', 'profiles: must name at least one workload profile', { field: 'profiles' });
   const opts = { ...o, profiles: [...o.profiles].sort() };
   const problems: RowProblem[] = [];
   const nodeCols = o.format === 'alibaba' ? ALIBABA_NODE_COLUMNS : GENERIC_NODE_COLUMNS;
   const nodeTable = readCsv(nodes.text, nodes.file, nodeCols, [], problems);
   const jobTable =
-    o.format === 'alibaba' ? readCsv(pods.text, pods.file, ALIBABA_POD_COLUMNS, [], problems) : readCsv(pods.text, pods.file, GENERIC_JOB_REQUIRED, GENERIC_JOB_OPTIONAL, problems);
+    o.format === 'alibaba'
+      ? readCsv(pods.text, pods.file, ALIBABA_POD_COLUMNS, [], problems)
+      : readCsv(pods.text, pods.file, GENERIC_JOB_REQUIRED, GENERIC_JOB_OPTIONAL, problems);
   throwIfProblems(problems); // a bad header: the rows cannot be read
   const nodeCells = new Cells(nodes.file, problems);
   const servers = o.format === 'alibaba' ? alibabaServers(nodeTable.rows, nodeCells) : genericServers(nodeTable.rows, nodeCells);
   if (nodeTable.rows.length === 0) problems.push({ file: nodes.file, line: 1, column: '(rows)', rule: 'must list at least one node' });
   const unmappable: UnmappableRow[] = [];
   const jobCells = new Cells(pods.file, problems);
-  const jobs = o.format === 'alibaba' ? alibabaJobs(jobTable.rows, jobCells, servers, opts, unmappable) : genericJobs(jobTable.rows, jobCells, servers, opts, unmappable);
+  const jobs =
+    o.format === 'alibaba' ? alibabaJobs(jobTable.rows, jobCells, servers, opts, unmappable) : genericJobs(jobTable.rows, jobCells, servers, opts, unmappable);
   throwIfProblems(problems);
   return { format: o.format, compress: o.compress, servers, jobs, unmappable };
 }

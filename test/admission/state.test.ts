@@ -87,7 +87,14 @@ describe('AdmissionState counters', () => {
       for (const job of [DEMANDING, TOLERANT, jobTarget(full(20)), jobTarget([99, 0, 0, 0, 0, 0, 0, 0, 0, 0])]) {
         const expected: number[] = [];
         for (let b = 0; b < B; b++) {
-          if (free[b]! > 0 && scoreRu(sums[b]!.map((s) => s / free[b]!), job).acceptable) expected.push(b);
+          if (
+            free[b]! > 0 &&
+            scoreRu(
+              sums[b]!.map((s) => s / free[b]!),
+              job,
+            ).acceptable
+          )
+            expected.push(b);
         }
         if (integer) expect(st.acceptableBuckets(job)).toEqual(expected);
         const F = st.estimateF(job);
@@ -375,7 +382,7 @@ describe('verdict', () => {
     expect(v.reason).toContain('wait');
   });
 
-  it('places at best effort when the median wait is longer than what is left of the job\'s queue bound', () => {
+  it("places at best effort when the median wait is longer than what is left of the job's queue bound", () => {
     const st = cluster(10, [100, 100, 100, 1700, 300, 20, 900]);
     const held = check(st, DEMANDING, 9);
     expect(held.action).toBe('queue');

@@ -36,7 +36,8 @@ describe('admission counters fed by a cluster view (wireAdmission)', () => {
         const s = state.servers.get(id);
         const step = (): void => {
           const r = rng.next();
-          if (!s || r < 0.1) state.upsertServer(spec(id)); // new, or replaced: other RUs and ids
+          if (!s || r < 0.1)
+            state.upsertServer(spec(id)); // new, or replaced: other RUs and ids
           else if (r < 0.15) state.removeServer(id);
           else if (r < 0.22) state.setServerDown(id, !s.down);
           else if (r < 0.27) state.setBlocked(id, !s.blocked);
@@ -48,7 +49,11 @@ describe('admission counters fed by a cluster view (wireAdmission)', () => {
           }
         };
         // Some changes land in a batch with others (as a list or a watch batch applies them).
-        if (rng.next() < 0.2) state.batch(() => { step(); step(); });
+        if (rng.next() < 0.2)
+          state.batch(() => {
+            step();
+            step();
+          });
         else step();
         const want = expected(state);
         expect({ seed, op, known: admission.size(), free: admission.totalFree() }).toEqual({ seed, op, known: want.known, free: want.free });

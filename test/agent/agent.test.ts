@@ -78,7 +78,16 @@ describe('scheduling agent on the embedded store', () => {
   it('keeps the first placements of a large call in its record and counts the rest; every placement is reported', async () => {
     const { store, keys } = await setup({ servers: 40, rus: 8 });
     const reported: number[] = [];
-    const agent = new SchedulingAgent({ id: 'big', store, keys, clock, rng: new SeededRng(7), log, config: { recheckMs: 30 }, onCommitted: (_job, ps) => reported.push(...ps.map((p) => p.task)) });
+    const agent = new SchedulingAgent({
+      id: 'big',
+      store,
+      keys,
+      clock,
+      rng: new SeededRng(7),
+      log,
+      config: { recheckMs: 30 },
+      onCommitted: (_job, ps) => reported.push(...ps.map((p) => p.task)),
+    });
     await agent.start();
     closers.push(() => agent.close());
     const rec = await agent.submit(makeJob('many', TEST_PROFILES[4]!, 300));
@@ -289,7 +298,10 @@ describe('conflicts', () => {
       store.remaining = 1;
       const placed = agent.submit(makeJob(`urgent-${priority}`, TEST_PROFILES[4]!, 1, { priority }));
       let done = false;
-      void placed.then(() => (done = true), () => (done = true));
+      void placed.then(
+        () => (done = true),
+        () => (done = true),
+      );
       await until(() => store.remaining === 0);
       if (priority > agent.config.bypassAbove) {
         // It lost the race for the free RU and waits among the waiters, woken by the next one freed.
@@ -316,11 +328,17 @@ describe('agent cache', () => {
     const { agent, keys } = await setup({ servers: 4, store, config: { consumeQueue: false } });
     await store.cancelAll();
     // Written while the agent has no watch.
-    await store.put(keys.ru({ server: 's0001', index: 3 }), JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+    await store.put(
+      keys.ru({ server: 's0001', index: 3 }),
+      JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }),
+    );
     await until(() => agent.cache.relists === 1);
     await until(() => agent.state.server('s0001')!.occupants[3]?.job === 'x');
     // And the new watch is live.
-    await store.put(keys.ru({ server: 's0002', index: 1 }), JSON.stringify({ state: 'busy', job: 'y', task: 0, caused: TEST_PROFILES[1]!.caused, priority: 100 }));
+    await store.put(
+      keys.ru({ server: 's0002', index: 1 }),
+      JSON.stringify({ state: 'busy', job: 'y', task: 0, caused: TEST_PROFILES[1]!.caused, priority: 100 }),
+    );
     await until(() => agent.state.server('s0002')!.occupants[1]?.job === 'y');
     expect(agent.state.usage().busy).toBe(2);
   });
@@ -328,7 +346,10 @@ describe('agent cache', () => {
   it('keeps admission counters in step with the cluster it caches', async () => {
     const { agent, store, keys } = await setup({ servers: 4, config: { consumeQueue: false } });
     expect(agent.admission.totalFree()).toBe(32);
-    await store.put(keys.ru({ server: 's0000', index: 0 }), JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+    await store.put(
+      keys.ru({ server: 's0000', index: 0 }),
+      JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }),
+    );
     await until(() => agent.admission.totalFree() === 31);
     await store.delete(keys.server('s0003'));
     await until(() => agent.admission.totalFree() === 23);

@@ -56,7 +56,11 @@ describe('the attempt loop', () => {
     const at = new Attempt(POLICY, new SeededRng(1), 1000);
     at.afterVerdict(undefined, 0);
     at.retries = 2;
-    expect(at.afterQuota('namespace a is at its quota: 4 of 4 RUs in use')).toEqual({ kind: 'capacity-wait', ms: 1000, why: 'namespace a is at its quota: 4 of 4 RUs in use' });
+    expect(at.afterQuota('namespace a is at its quota: 4 of 4 RUs in use')).toEqual({
+      kind: 'capacity-wait',
+      ms: 1000,
+      why: 'namespace a is at its quota: 4 of 4 RUs in use',
+    });
     expect(at.admitted).toBe(false);
     expect(at.retries).toBe(0);
     expect(at.totals).toMatchObject({ capacityWaits: 1, readmissions: 1, conflicts: 0 });

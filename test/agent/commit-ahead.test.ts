@@ -45,7 +45,10 @@ class SlowStore extends MemoryStore {
     try {
       if (n === this.stealAt) {
         this.stolen = req.compare.find((c) => c.key.includes('/rus/'))!.key;
-        await super.put(this.stolen, JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100, since: Date.now() }));
+        await super.put(
+          this.stolen,
+          JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100, since: Date.now() }),
+        );
       }
       await new Promise((r) => setTimeout(r, this.delayMs));
       return await super.txn(req);
@@ -60,7 +63,15 @@ async function setup(config: Partial<AgentConfig>, servers = 40, rus = 8) {
   const store = new SlowStore();
   const keys = new Keys('/t/');
   await seedCluster(store, keys, uniformServers(servers, rus));
-  const agent = new SchedulingAgent({ id: 'a0', store, keys, clock, rng: new SeededRng(11), log, config: { recheckMs: 30, recordJob: false, consumeQueue: false, ...config } });
+  const agent = new SchedulingAgent({
+    id: 'a0',
+    store,
+    keys,
+    clock,
+    rng: new SeededRng(11),
+    log,
+    config: { recheckMs: 30, recordJob: false, consumeQueue: false, ...config },
+  });
   await agent.start();
   closers.push(async () => {
     await agent.close();

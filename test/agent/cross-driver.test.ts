@@ -38,9 +38,7 @@ function servers(): ServerSpec[] {
 }
 
 /** Profiles whose speed differs by platform, so quality depends on where a task lands. */
-const PROFILES: WorkloadProfile[] = TEST_PROFILES.map((p, k) =>
-  profile(p.name, [...p.caused], { 'c4-4xlarge': 0.6 + 0.1 * k, 'm4-large': 0.4 + 0.05 * k }),
-);
+const PROFILES: WorkloadProfile[] = TEST_PROFILES.map((p, k) => profile(p.name, [...p.caused], { 'c4-4xlarge': 0.6 + 0.1 * k, 'm4-large': 0.4 + 0.05 * k }));
 
 interface Step {
   profile: WorkloadProfile;
@@ -142,7 +140,10 @@ describe('one scheduling loop, two drivers', () => {
         const s = sim.seen[i] as Seen;
         expect(l.rus, `job ${i}: RUs`).toEqual(s.rus);
         expect(mean(l.R), `job ${i}: R`).toBeCloseTo(s.R[0] as number, 9);
-        expect(l.Q.map((q) => q.toFixed(9)), `job ${i}: Q`).toEqual(s.Q.map((q) => q.toFixed(9)));
+        expect(
+          l.Q.map((q) => q.toFixed(9)),
+          `job ${i}: Q`,
+        ).toEqual(s.Q.map((q) => q.toFixed(9)));
         expect(l.conflicts).toBe(0);
         expect(s.conflicts).toBe(0);
       }

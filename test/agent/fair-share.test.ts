@@ -76,7 +76,15 @@ describe('fair share among namespaces', () => {
     const w = new FreedWaiters(fair);
     // Arrival order a (prio 10), a (prio 20), b, c, c (prio 20): c first (usage 2), its prio 20
     // first; then b (4); then a, prio 20 before prio 10. Usage does not change here (no RU taken).
-    expect(wakeOrder(w, servers[5] as ServerState, [['a', 10], ['a', 20], ['b', 10], ['c', 10], ['c', 20]])).toEqual(['c#4', 'c#3', 'b#2', 'a#1', 'a#0']);
+    expect(
+      wakeOrder(w, servers[5] as ServerState, [
+        ['a', 10],
+        ['a', 20],
+        ['b', 10],
+        ['c', 10],
+        ['c', 20],
+      ]),
+    ).toEqual(['c#4', 'c#3', 'b#2', 'a#1', 'a#0']);
   });
 
   it('the order follows usage as it changes: the namespace served takes the RU and may lose its turn', () => {
@@ -103,9 +111,21 @@ describe('fair share among namespaces', () => {
   it('without fair share, or with one namespace, the order is priority then arrival (as before)', () => {
     const { state, servers } = cell(4, { a: 8 });
     const off = new FreedWaiters();
-    expect(wakeOrder(off, servers[3] as ServerState, [['a', 10], ['b', 10], ['a', 20]])).toEqual(['a#2', 'a#0', 'b#1']);
+    expect(
+      wakeOrder(off, servers[3] as ServerState, [
+        ['a', 10],
+        ['b', 10],
+        ['a', 20],
+      ]),
+    ).toEqual(['a#2', 'a#0', 'b#1']);
     const one = new FreedWaiters(fairOver(state));
-    expect(wakeOrder(one, servers[3] as ServerState, [['default', 10], ['default', 30], ['default', 10]])).toEqual(['default#1', 'default#0', 'default#2']);
+    expect(
+      wakeOrder(one, servers[3] as ServerState, [
+        ['default', 10],
+        ['default', 30],
+        ['default', 10],
+      ]),
+    ).toEqual(['default#1', 'default#0', 'default#2']);
   });
 
   it('waiting needs are counted per namespace and let go with the waiter', () => {
@@ -113,7 +133,12 @@ describe('fair share among namespaces', () => {
     const w = new FreedWaiters(fairOver(state));
     const offA = w.add(ANY, { namespace: 'a', need: 5, priority: 10, seq: w.nextSeq(), wake: () => {} });
     w.add(ANY, { namespace: 'b', need: 2, priority: 10, seq: w.nextSeq(), wake: () => {} });
-    expect(new Map(w.waitingNeeds)).toEqual(new Map([['a', 5], ['b', 2]]));
+    expect(new Map(w.waitingNeeds)).toEqual(
+      new Map([
+        ['a', 5],
+        ['b', 2],
+      ]),
+    );
     offA();
     expect(new Map(w.waitingNeeds)).toEqual(new Map([['b', 2]]));
     w.freed(servers[0] as ServerState, 0);
@@ -129,7 +154,17 @@ describe('fair share among namespaces', () => {
     expect(fair.mustYield('a', 1, 4, waiting)).toBe(false);
     expect(fair.mustYield('a', 1, 3, waiting)).toBe(true);
     // b never yields to a (higher usage), nor to itself.
-    expect(fair.mustYield('b', 1, 0, new Map([['a', 50], ['b', 3]]))).toBe(false);
+    expect(
+      fair.mustYield(
+        'b',
+        1,
+        0,
+        new Map([
+          ['a', 50],
+          ['b', 3],
+        ]),
+      ),
+    ).toBe(false);
     // A heavier weight lowers a's usage below b's: then b yields to a.
     fair.setWeights([{ name: 'a', weight: 10 }]);
     expect(fair.mustYield('b', 1, 0, new Map([['a', 5]]))).toBe(true);

@@ -141,7 +141,16 @@ describe('members and owner records (embedded store, manual clock)', () => {
     const a = await cell.owner('A');
     const job = makeJob('landed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
     const now = cell.clock.now();
-    const rec: LiveJobRecord = { spec: job, state: 'queued', placed: 0, updatedAt: now, submittedAt: now, owner: 'A/a0', rescheduled: 0, taskStates: { queued: 1 } };
+    const rec: LiveJobRecord = {
+      spec: job,
+      state: 'queued',
+      placed: 0,
+      updatedAt: now,
+      submittedAt: now,
+      owner: 'A/a0',
+      rescheduled: 0,
+      taskStates: { queued: 1 },
+    };
     const owner: OwnerRecord = { agent: 'A/a0', process: 'A', since: now, lease: leaseOf(a) };
     await cell.store.txn({
       compare: [],

@@ -36,7 +36,13 @@ async function tasksOf(c: OwnerCell, job: string): Promise<LiveTaskRecord[]> {
  * never saw the node. B adopts the job and places its task elsewhere after a wait within `wait`.
  */
 async function adopterWaits(c: OwnerCell, dying: DyingStore, jobId: string, server: string, wait: number[]): Promise<void> {
-  await c.store.txn({ compare: [], success: [{ type: 'delete', key: c.keys.server(server) }, { type: 'delete', key: c.keys.serverRus(server), prefix: true }] });
+  await c.store.txn({
+    compare: [],
+    success: [
+      { type: 'delete', key: c.keys.server(server) },
+      { type: 'delete', key: c.keys.serverRus(server), prefix: true },
+    ],
+  });
   dying.dead = true;
   const b = await c.owner('B');
   await c.until(() => b.stats.adopted === 1, 10_000);
@@ -112,7 +118,9 @@ describe('job owner (embedded store, manual clock)', () => {
         const adoption = req.success.some((op) => op.type === 'get' && op.key === c.keys.tasks(job.id) && op.prefix === true);
         if (adoption && res.succeeded && ended === 0) {
           const b0 = (await c.busy(job.id))[0]!;
-          expect(await releaseRu(inner, c.keys, c.keys.parseRu(b0.key)!, b0.rev, b0.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(true);
+          expect(await releaseRu(inner, c.keys, c.keys.parseRu(b0.key)!, b0.rev, b0.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 })).toBe(
+            true,
+          );
           ended++;
           await c.flush();
         }
@@ -138,8 +146,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const store = wrapStore(inner, {
       grantLease: (ttl, opts) => (failed.grants++ < 2 ? Promise.reject(slow()) : inner.grantLease(ttl, opts)),
       range: (prefix, opts) => (failed.lists++ < 3 ? Promise.reject(slow()) : inner.range(prefix, opts)),
-      txn: (req) =>
-        req.compare.length === 0 && req.success.every((o) => o.type === 'get') && failed.lists++ < 3 ? Promise.reject(slow()) : inner.txn(req),
+      txn: (req) => (req.compare.length === 0 && req.success.every((o) => o.type === 'get') && failed.lists++ < 3 ? Promise.reject(slow()) : inner.txn(req)),
     });
     const a = await cell.owner('A', store);
     expect(failed.grants).toBeGreaterThanOrEqual(3);
@@ -219,10 +226,14 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(a.ownedJobs().length).toBe(60);
     dying.dead = true;
     let most = 0;
-    await cell.until(() => {
-      most = Math.max(most, b.adoptions.running);
-      return b.stats.adopted === 60;
-    }, 20_000, 10);
+    await cell.until(
+      () => {
+        most = Math.max(most, b.adoptions.running);
+        return b.stats.adopted === 60;
+      },
+      20_000,
+      10,
+    );
     expect(most).toBe(ADOPT_CONCURRENCY);
     for (const j of jobs) expect(await cell.finishTasks(j.id)).toBe(1);
     await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.jobState(j.id)))).every((s) => s === 'succeeded'), 10_000);
@@ -356,7 +367,10 @@ describe('job owner (embedded store, manual clock)', () => {
       // The node's lease expires: its server key and RU keys go with it.
       await c.store.txn({
         compare: [],
-        success: [{ type: 'delete', key: c.keys.server(server) }, { type: 'delete', key: c.keys.serverRus(server), prefix: true }],
+        success: [
+          { type: 'delete', key: c.keys.server(server) },
+          { type: 'delete', key: c.keys.serverRus(server), prefix: true },
+        ],
       });
       return { c, m, job: job.id, server, ru };
     }
@@ -395,7 +409,20 @@ describe('job owner (embedded store, manual clock)', () => {
       await c.store.txn({
         compare: [],
         success: [
-          { type: 'put', key: c.keys.server(server), value: JSON.stringify({ id: server, platform: 'r3-2xlarge', rack: 'r000', rus: 2, speed: 1, attributes: {}, state: 'up', disconnectGraceMs: 10_000 }) },
+          {
+            type: 'put',
+            key: c.keys.server(server),
+            value: JSON.stringify({
+              id: server,
+              platform: 'r3-2xlarge',
+              rack: 'r000',
+              rus: 2,
+              speed: 1,
+              attributes: {},
+              state: 'up',
+              disconnectGraceMs: 10_000,
+            }),
+          },
           { type: 'put', key: ru.key, value: ru.value },
           { type: 'put', key: c.keys.task(job, 0), value: taskKv!.value },
         ],
@@ -410,51 +437,57 @@ describe('job owner (embedded store, manual clock)', () => {
   it.each([
     { recorded: true, wait: [10_000, 14_000] },
     { recorded: false, wait: [60_000, 64_000] },
-  ])('an owner that adopts a job after its node left waits the grace the running record gives (recorded: $recorded), else the default', async ({ recorded, wait }) => {
-    const c = (cell = new OwnerCell());
-    const { dying, job } = await placedByDyingOwner(c, 2, 'grace-adopted', 1);
-    const b0 = (await c.busy(job.id))[0]!;
-    const ref = c.keys.parseRu(b0.key)!;
-    // The node starts the task as its monitor does when the placement did not record it running
-    // (a task placed again, a gang's, a move's), with a 10 s grace in the running record.
-    const { startRecorded: _, ...placedOnly } = b0.rec;
-    const start = startTxn(c.keys, ref.server, newRun(ref.index, placedOnly, b0.rev, c.clock.now()), 10_000);
-    if (!recorded) {
-      const put = start.success[0] as { type: 'put'; key: string; value: string };
-      const { nodeGraceMs: _g, ...rest } = JSON.parse(put.value) as LiveTaskRecord;
-      put.value = JSON.stringify(rest);
-    }
-    expect((await c.store.txn(start)).succeeded).toBe(true);
-    // Then the node dies and its owner with it; the survivor starts only after the node left, so
-    // it never saw the node registered, nor when it left.
-    await adopterWaits(c, dying, job.id, ref.server, wait);
-  });
+  ])(
+    'an owner that adopts a job after its node left waits the grace the running record gives (recorded: $recorded), else the default',
+    async ({ recorded, wait }) => {
+      const c = (cell = new OwnerCell());
+      const { dying, job } = await placedByDyingOwner(c, 2, 'grace-adopted', 1);
+      const b0 = (await c.busy(job.id))[0]!;
+      const ref = c.keys.parseRu(b0.key)!;
+      // The node starts the task as its monitor does when the placement did not record it running
+      // (a task placed again, a gang's, a move's), with a 10 s grace in the running record.
+      const { startRecorded: _, ...placedOnly } = b0.rec;
+      const start = startTxn(c.keys, ref.server, newRun(ref.index, placedOnly, b0.rev, c.clock.now()), 10_000);
+      if (!recorded) {
+        const put = start.success[0] as { type: 'put'; key: string; value: string };
+        const { nodeGraceMs: _g, ...rest } = JSON.parse(put.value) as LiveTaskRecord;
+        put.value = JSON.stringify(rest);
+      }
+      expect((await c.store.txn(start)).succeeded).toBe(true);
+      // Then the node dies and its owner with it; the survivor starts only after the node left, so
+      // it never saw the node registered, nor when it left.
+      await adopterWaits(c, dying, job.id, ref.server, wait);
+    },
+  );
   it.each([
     { grace: 10_000, wait: [10_000, 14_000] },
     { grace: undefined, wait: [60_000, 64_000] },
-  ])('a task whose node left before it started it: an adopter that never saw the node waits the grace written with the placement ($grace), else the default', async ({ grace, wait }) => {
-    const c = (cell = new OwnerCell());
-    await c.seed(2, 2);
-    if (grace !== undefined) {
-      // The nodes register with their disconnect grace, as their monitors do.
-      for (const kv of (await c.store.range(c.keys.servers())).kvs) {
-        const rec = JSON.parse(kv.value) as Record<string, unknown>;
-        await c.store.put(kv.key, JSON.stringify({ ...rec, disconnectGraceMs: grace }));
+  ])(
+    'a task whose node left before it started it: an adopter that never saw the node waits the grace written with the placement ($grace), else the default',
+    async ({ grace, wait }) => {
+      const c = (cell = new OwnerCell());
+      await c.seed(2, 2);
+      if (grace !== undefined) {
+        // The nodes register with their disconnect grace, as their monitors do.
+        for (const kv of (await c.store.range(c.keys.servers())).kvs) {
+          const rec = JSON.parse(kv.value) as Record<string, unknown>;
+          await c.store.put(kv.key, JSON.stringify({ ...rec, disconnectGraceMs: grace }));
+        }
       }
-    }
-    const dying = new DyingStore(c.store, () => false);
-    const a = await c.owner('A', dying);
-    const job = makeJob('grace-placed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    await a.submit(job);
-    await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
-    const ref = c.keys.parseRu((await c.busy(job.id))[0]!.key)!;
-    const [placed] = await tasksOf(c, job.id);
-    // The placement recorded it running, with the grace the placing agent knew.
-    expect([placed?.state, placed?.nodeGraceMs]).toEqual(['running', grace]);
-    // The node goes before it started the task, and the owner with it; the survivor starts
-    // afterwards and never saw the node.
-    await adopterWaits(c, dying, job.id, ref.server, wait);
-  });
+      const dying = new DyingStore(c.store, () => false);
+      const a = await c.owner('A', dying);
+      const job = makeJob('grace-placed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+      await a.submit(job);
+      await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
+      const ref = c.keys.parseRu((await c.busy(job.id))[0]!.key)!;
+      const [placed] = await tasksOf(c, job.id);
+      // The placement recorded it running, with the grace the placing agent knew.
+      expect([placed?.state, placed?.nodeGraceMs]).toEqual(['running', grace]);
+      // The node goes before it started the task, and the owner with it; the survivor starts
+      // afterwards and never saw the node.
+      await adopterWaits(c, dying, job.id, ref.server, wait);
+    },
+  );
 
   it.each([
     // Chunk 1 reserved, chunk 2 in flight: the adopter gives every reservation back and places the gang whole.
@@ -513,7 +546,11 @@ describe("the launch call to a node's monitor", () => {
     await a.submit(job);
     await c.until(async () => (await c.busy(job.id)).filter((b) => b.rec.state === 'busy').length === 6, 10_000);
     await c.flush();
-    const sent = (): number[] => c.nodes.launches.filter((l) => l.job === job.id).map((l) => l.task).sort();
+    const sent = (): number[] =>
+      c.nodes.launches
+        .filter((l) => l.job === job.id)
+        .map((l) => l.task)
+        .sort();
     if (launchAfterMs === 0) {
       expect(sent()).toEqual([0, 1, 2, 3, 4, 5]);
       return;
@@ -710,7 +747,7 @@ describe('the job record its owner writes', () => {
     await w.close();
   });
 
-  it("the final write leaves a decision record that has not changed since the last scheduling call alone, and writes one that is not stored", async () => {
+  it('the final write leaves a decision record that has not changed since the last scheduling call alone, and writes one that is not stored', async () => {
     cell = new OwnerCell();
     await cell.seed(1, 4);
     const c = cell;

@@ -30,7 +30,15 @@ describe('a required pack through the agent (etcd)', () => {
   beforeAll(async () => {
     store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
     await seedCluster(store, keys, SERVERS);
-    agent = new SchedulingAgent({ id: 'a0', store, keys, clock: new SystemClock(), rng: new SeededRng(5), log: createLogger('test', 'silent'), config: { recheckMs: 50 } });
+    agent = new SchedulingAgent({
+      id: 'a0',
+      store,
+      keys,
+      clock: new SystemClock(),
+      rng: new SeededRng(5),
+      log: createLogger('test', 'silent'),
+      config: { recheckMs: 50 },
+    });
     await agent.start();
   });
   afterAll(async () => {
@@ -57,9 +65,15 @@ describe('a required pack through the agent (etcd)', () => {
     const held = await busy();
     // Two tasks end (as when their RU is lost): the RUs they held are free again.
     const gone = held.slice(0, 2);
-    for (const g of gone) expect(await releaseRu(store, keys, { server: g.server, index: g.index }, g.rev, g.rec, { state: 'failed', endedAt: Date.now(), exitCode: 1 })).toBe(true);
+    for (const g of gone)
+      expect(await releaseRu(store, keys, { server: g.server, index: g.index }, g.rev, g.rec, { state: 'failed', endedAt: Date.now(), exitCode: 1 })).toBe(
+        true,
+      );
     await until('the agent seeing the two RUs free', () => agent.state.jobRus(job.id) === 48);
-    const rec = await agent.schedule(job, gone.map((g) => g.rec.task));
+    const rec = await agent.schedule(
+      job,
+      gone.map((g) => g.rec.task),
+    );
     expect(rec.placements).toHaveLength(2);
     expect(new Set(rec.placements.map((p) => p.ru.server))).toEqual(new Set(['big']));
   });

@@ -30,7 +30,15 @@ const SERVERS: ServerSpec[] = [
 ];
 
 const spec = (over: Record<string, unknown>): string =>
-  JSON.stringify({ name: 'pod', profile: 'memcached', tasks: 7, mode: 'gang', durationMs: 300, locality: { mode: 'pack', scope: 'server', required: true }, ...over });
+  JSON.stringify({
+    name: 'pod',
+    profile: 'memcached',
+    tasks: 7,
+    mode: 'gang',
+    durationMs: 300,
+    locality: { mode: 'pack', scope: 'server', required: true },
+    ...over,
+  });
 
 /** The servers a finished job's tasks ran on, from its task records. */
 const serversOf = (j: Job__Output): Set<string> => new Set(j.taskList.map((t) => t.ru?.server ?? '?'));
@@ -46,9 +54,26 @@ describe('a required pack on a live cell (etcd)', () => {
 
   beforeAll(async () => {
     nodeStore = await openStore(endpoint());
-    monitors = await Promise.all(SERVERS.map((server) => startMonitor({ store: nodeStore, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 5 })));
+    monitors = await Promise.all(
+      SERVERS.map((server) =>
+        startMonitor({ store: nodeStore, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 5 }),
+      ),
+    );
     store = await openStore(endpoint());
-    sched = await startScheduler({ name: 'fe', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(7), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, agentConfig: { recheckMs: 200 } });
+    sched = await startScheduler({
+      name: 'fe',
+      store,
+      keys,
+      catalog: loadCatalog(),
+      clock,
+      rng: new SeededRng(7),
+      log,
+      agents: 2,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 5,
+      agentConfig: { recheckMs: 200 },
+    });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
     await until('every node registered', async () => (await nodeStore.range(keys.rus())).kvs.length === 32);
   });
@@ -74,7 +99,9 @@ describe('a required pack on a live cell (etcd)', () => {
   it('one that no server can hold is refused at submit, naming the field; a preference is accepted', async () => {
     const e = await failure(submit(c, { specJson: spec({ name: 'nine', tasks: 9 }) }));
     expect(e.code).toBe(grpc.status.FAILED_PRECONDITION);
-    expect(e.details).toContain('locality: this job can never run in this cell: a required pack puts all 9 tasks on one server; the largest server it may use has 8 RUs');
+    expect(e.details).toContain(
+      'locality: this job can never run in this cell: a required pack puts all 9 tasks on one server; the largest server it may use has 8 RUs',
+    );
     const ok = await submit(c, { specJson: spec({ name: 'nine-pref', tasks: 9, durationMs: 100, locality: { mode: 'pack', scope: 'server' } }) });
     expect((await waitFinal(c, ok.jobId)).state).toBe('succeeded');
   });

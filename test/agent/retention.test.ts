@@ -135,7 +135,11 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     const c = cell;
     await c.seed(2, 4);
     const m = await c.owner('A');
-    const jobs = [makeJob('race-unfinal', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }), makeJob('race-adopted', TEST_PROFILES[1]!, 1, { maxQueueMs: 0 }), makeJob('race-none', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 })];
+    const jobs = [
+      makeJob('race-unfinal', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }),
+      makeJob('race-adopted', TEST_PROFILES[1]!, 1, { maxQueueMs: 0 }),
+      makeJob('race-none', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 }),
+    ];
     for (const j of jobs) await m.submit(j);
     await c.until(async () => (await Promise.all(jobs.map((j) => c.busy(j.id)))).every((b) => b.length === 1), 10_000);
     for (const j of jobs) await c.finishTasks(j.id);
@@ -181,7 +185,14 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     const n = 120;
     for (let i = 0; i < n; i++) {
       const id = `old-${i}`;
-      const rec = { spec: makeJob(id, TEST_PROFILES[0]!, 2), state: 'succeeded', placed: 2, updatedAt: c.clock.now(), finishedAt: c.clock.now(), submittedAt: 0 };
+      const rec = {
+        spec: makeJob(id, TEST_PROFILES[0]!, 2),
+        state: 'succeeded',
+        placed: 2,
+        updatedAt: c.clock.now(),
+        finishedAt: c.clock.now(),
+        submittedAt: 0,
+      };
       await c.store.txn({
         compare: [],
         success: [

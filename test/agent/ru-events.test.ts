@@ -91,7 +91,7 @@ describe('a job owner that follows no task record', () => {
     expect(m.stats.lost).toBe(0);
   });
 
-  it('a task that failed: the owner reads its whole record, which the job\'s end quotes', async () => {
+  it("a task that failed: the owner reads its whole record, which the job's end quotes", async () => {
     const { c, m, job } = await placed(makeJob('fails', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
     expect(await c.finishTasks(job.id, 'failed')).toBe(1);
     await c.until(async () => (await c.jobState(job.id)) === 'failed', 5000);
@@ -99,7 +99,7 @@ describe('a job owner that follows no task record', () => {
     expect(parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job.id)))?.message).toContain('exit code 1');
   });
 
-  it('a node that records its task running itself (a gang\'s) shows it running at once, through the RU it writes again', async () => {
+  it("a node that records its task running itself (a gang's) shows it running at once, through the RU it writes again", async () => {
     // 14 operations per transaction: a gang of 6 is reserved, then confirmed, and its nodes record it running.
     const { c, m, job: gang } = await placed(makeJob('gang-start', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 }), { maxTxnOps: 14 });
     await c.flush();

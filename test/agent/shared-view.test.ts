@@ -27,7 +27,10 @@ afterEach(async () => {
 function agentsOnOneView(store: ClusterStore, keys: Keys, n: number, config: Parameters<typeof agentConfig>[0] = {}) {
   const cfg = agentConfig(config);
   const view = new SharedView({ store, keys, clock, log, config: cfg });
-  const agents = Array.from({ length: n }, (_, i) => new SchedulingAgent({ id: `a${i}`, store, keys, clock, rng: new SeededRng(7 + i), log, config: cfg, view }));
+  const agents = Array.from(
+    { length: n },
+    (_, i) => new SchedulingAgent({ id: `a${i}`, store, keys, clock, rng: new SeededRng(7 + i), log, config: cfg, view }),
+  );
   return { view, agents };
 }
 
@@ -47,10 +50,7 @@ describe('one view per process', () => {
     // Both decide before either commit is answered: the second sees the first's claims. Each
     // job fits in one transaction and together they fill the cell exactly, so any overlap would
     // show as a conflict (each agent's scores rank the same RUs first).
-    const [a, b] = await Promise.all([
-      agents[0]!.schedule(makeJob('ja', TEST_PROFILES[0]!, 8)),
-      agents[1]!.schedule(makeJob('jb', TEST_PROFILES[0]!, 8)),
-    ]);
+    const [a, b] = await Promise.all([agents[0]!.schedule(makeJob('ja', TEST_PROFILES[0]!, 8)), agents[1]!.schedule(makeJob('jb', TEST_PROFILES[0]!, 8))]);
     expect(a.conflicts + b.conflicts).toBe(0);
     expect(agents[0]!.stats.conflicts + agents[1]!.stats.conflicts).toBe(0);
     const placed = [...a.placements, ...b.placements].map((p) => `${p.ru.server}/${p.ru.index}`);
@@ -135,7 +135,8 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
     const waiters = new FreedWaiters();
     const woken: string[] = [];
     const cls = (platform: string): WaitClass => ({ key: platform, canUse: (s) => s.spec.platform === platform });
-    const add = (name: string, platform: string, priority = 0) => waiters.add(cls(platform), { priority, seq: waiters.nextSeq(), wake: () => woken.push(name) });
+    const add = (name: string, platform: string, priority = 0) =>
+      waiters.add(cls(platform), { priority, seq: waiters.nextSeq(), wake: () => woken.push(name) });
     for (let i = 0; i < 50; i++) add(`a${i}`, 'pa');
     add('b0', 'pb');
     add('b1', 'pb');

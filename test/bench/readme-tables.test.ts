@@ -3,15 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  checkBlocks,
-  findBlocks,
-  firstDifference,
-  loadResults,
-  renderBlocks,
-  TABLES,
-  type ResultsSet,
-} from '../../bench/lib/readme-tables.ts';
+import { checkBlocks, findBlocks, firstDifference, loadResults, renderBlocks, TABLES, type ResultsSet } from '../../bench/lib/readme-tables.ts';
 
 const README = join(import.meta.dirname, '../../bench/README.md');
 const RESULTS = join(import.meta.dirname, '../../bench/results');

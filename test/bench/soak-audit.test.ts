@@ -17,12 +17,13 @@ async function until(ok: () => boolean, ms = 2000): Promise<void> {
 }
 
 describe('soak auditor', () => {
-  it('counts a placement once: a `placed` record, or a first placement its commit recorded running, not its monitor\'s running record', async () => {
+  it("counts a placement once: a `placed` record, or a first placement its commit recorded running, not its monitor's running record", async () => {
     const store = new MemoryStore();
     const keys = new Keys('/soak-audit/');
     const audit = new SoakAuditor(store, keys);
     await audit.start((await store.revision()) + 1);
-    const rec = (index: number, state: string, extra: Record<string, unknown> = {}) => JSON.stringify({ job: 'p', index, state, attempt: index === 2 ? 1 : 0, ru: { server: 's0', index }, placedAt: Date.now(), ...extra });
+    const rec = (index: number, state: string, extra: Record<string, unknown> = {}) =>
+      JSON.stringify({ job: 'p', index, state, attempt: index === 2 ? 1 : 0, ru: { server: 's0', index }, placedAt: Date.now(), ...extra });
     await store.put(keys.task('p', 0), rec(0, 'running', { basedOn: 3, commitId: 'c1', startedAt: Date.now() }));
     await store.put(keys.task('p', 1), rec(1, 'running', { basedOn: 3, commitId: 'c1', startedAt: Date.now() }));
     await store.put(keys.task('p', 2), rec(2, 'placed', { basedOn: 3, commitId: 'c2' }));
@@ -44,7 +45,8 @@ describe('soak auditor', () => {
     const keys = new Keys('/soak-audit/');
     const audit = new SoakAuditor(store, keys);
     await audit.start((await store.revision()) + 1);
-    const busy = (job: string) => JSON.stringify({ state: 'busy', job, task: 0, caused: [], priority: 0, agent: 'a', since: 0, attempt: 0, basedOn: 0, commitId: 'c' });
+    const busy = (job: string) =>
+      JSON.stringify({ state: 'busy', job, task: 0, caused: [], priority: 0, agent: 'a', since: 0, attempt: 0, basedOn: 0, commitId: 'c' });
     const ru0 = keys.ru({ server: 's0', index: 0 });
     const ru1 = keys.ru({ server: 's0', index: 1 });
     await store.put(ru0, busy('a'));
@@ -85,7 +87,12 @@ describe('soak auditor', () => {
     let m = audit.takeMinute();
     await until(() => {
       const next = audit.takeMinute();
-      m = { ...m, running: [...m.running, ...next.running], stages: { ...m.stages, placed: [...m.stages.placed, ...next.stages.placed], started: [...m.stages.started, ...next.stages.started] }, split: [...m.split, ...next.split] };
+      m = {
+        ...m,
+        running: [...m.running, ...next.running],
+        stages: { ...m.stages, placed: [...m.stages.placed, ...next.stages.placed], started: [...m.stages.started, ...next.stages.started] },
+        split: [...m.split, ...next.split],
+      };
       return m.running.length >= 2;
     });
     expect(m.running).toHaveLength(2);
@@ -96,7 +103,7 @@ describe('soak auditor', () => {
     await store.close();
   });
 
-  it('splits submit → running and its stages by the size of the task\'s job', async () => {
+  it("splits submit → running and its stages by the size of the task's job", async () => {
     const store = new MemoryStore();
     const keys = new Keys('/soak-audit/');
     const audit = new SoakAuditor(store, keys, 42);

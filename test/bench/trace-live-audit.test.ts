@@ -16,7 +16,12 @@ describe('the live replay placement audit', () => {
     ['g', 't4-104c'],
   ]);
   const one = { mode: 'pack', scope: 'server', required: true };
-  const specs = [{ locality: one, constraints: { platforms: ['t4-104c'] } }, { locality: one }, { locality: one }, { locality: { mode: 'any', scope: 'server' } }];
+  const specs = [
+    { locality: one, constraints: { platforms: ['t4-104c'] } },
+    { locality: one },
+    { locality: one },
+    { locality: { mode: 'any', scope: 'server' } },
+  ];
   const jobs = [job('held', 2), job('free', 3), job('one', 1), job('spread', 2)];
   const jobOf = new Map([
     ['held', 0],
@@ -32,7 +37,14 @@ describe('the live replay placement audit', () => {
       ['one', on(['b'])],
       ['spread', on(['a'], ['b'])],
     ]);
-    expect(auditPlacements(jobOf, placedOn, specs, platformOf, jobs)).toEqual({ tasksSeen: 8, multiCorePlaced: 2, splitPods: 0, offPlatformTasks: 0, unknownServerTasks: 0, examples: [] });
+    expect(auditPlacements(jobOf, placedOn, specs, platformOf, jobs)).toEqual({
+      tasksSeen: 8,
+      multiCorePlaced: 2,
+      splitPods: 0,
+      offPlatformTasks: 0,
+      unknownServerTasks: 0,
+      examples: [],
+    });
   });
 
   it('counts a pod split over servers, a task off its platforms and a server without a record', () => {

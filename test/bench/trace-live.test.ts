@@ -28,7 +28,13 @@ const ALIBABA_PODS = [
   'p6,2500,1,0,0,,LS,Succeeded,1040,1050,1041',
 ];
 const GENERIC_NODES = ['server,cores,platform', 'a,8,slow', 'b,8,slow', 'c,16,fast'];
-const GENERIC_JOBS = ['name,arrival_s,tasks,cores,duration_s,platforms,priority', 'g1,0,3,,15,,', 'g2,5,1,4,10,fast,120', 'g3,10,2,2,20,slow|fast,80', 'g4,20,1,6,10,,'];
+const GENERIC_JOBS = [
+  'name,arrival_s,tasks,cores,duration_s,platforms,priority',
+  'g1,0,3,,15,,',
+  'g2,5,1,4,10,fast,120',
+  'g3,10,2,2,20,slow|fast,80',
+  'g4,20,1,6,10,,',
+];
 
 async function run(format: TraceFormat, nodes: string[], pods: string[], windowS: number): Promise<TraceLiveResult> {
   const n = join(dir, `${format}-nodes.csv`);
@@ -36,7 +42,17 @@ async function run(format: TraceFormat, nodes: string[], pods: string[], windowS
   writeFileSync(n, `${nodes.join('\n')}\n`);
   writeFileSync(p, `${pods.join('\n')}\n`);
   const trace = loadTrace(n, p, { format, compress: 10, profiles: [...loadCatalog().workloads.keys()], seed: 1 });
-  return runTraceLive({ trace, windowS, seed: 1, frontEnds: 3, agents: 1, etcdEndpoint: inject('etcdEndpoint'), sampleMs: 250, drainMarginMs: 20_000, say: () => undefined });
+  return runTraceLive({
+    trace,
+    windowS,
+    seed: 1,
+    frontEnds: 3,
+    agents: 1,
+    etcdEndpoint: inject('etcdEndpoint'),
+    sampleMs: 250,
+    drainMarginMs: 20_000,
+    say: () => undefined,
+  });
 }
 
 function consistent(r: TraceLiveResult, pods: number): void {
@@ -68,13 +84,15 @@ function consistent(r: TraceLiveResult, pods: number): void {
 
 describe('live trace replay', () => {
   it('picks the busiest window by cores asked', () => {
-    const jobs = [0, 1, 2, 50, 51].map((s, i) => ({ id: `j${i}`, arrivalMs: s * 1000, tasks: i === 3 ? 10 : 1 })) as unknown as Parameters<typeof busiestWindow>[0];
+    const jobs = [0, 1, 2, 50, 51].map((s, i) => ({ id: `j${i}`, arrivalMs: s * 1000, tasks: i === 3 ? 10 : 1 })) as unknown as Parameters<
+      typeof busiestWindow
+    >[0];
     expect(busiestWindow(jobs, 2000).jobs.map((j) => j.id)).toEqual(['j3', 'j4']);
     expect(busiestWindow(jobs, 2000).cores).toBe(11);
     expect(busiestWindow(jobs, 100_000).jobs).toHaveLength(5);
   });
 
-  it('replays the Alibaba format\'s busiest stretch on a hollow cell: every job final, no violation, waits ≥ 0', async () => {
+  it("replays the Alibaba format's busiest stretch on a hollow cell: every job final, no violation, waits ≥ 0", async () => {
     const r = await run('alibaba', ALIBABA_NODES, ALIBABA_PODS, 60);
     consistent(r, 6);
     expect(r.jobs.find((j) => j.id === 'p5')?.neverScheduled).toBe(true);

@@ -33,8 +33,7 @@ function run(args: string[], opts: { stdin?: string; closedStdout?: boolean } = 
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, out, err })));
 }
 
-const spec = (name: string, script: string, tasks = 1): string =>
-  JSON.stringify({ name, profile: 'spark-lr', tasks, command: { argv: ['sh', '-c', script] } });
+const spec = (name: string, script: string, tasks = 1): string => JSON.stringify({ name, profile: 'spark-lr', tasks, command: { argv: ['sh', '-c', script] } });
 
 describe('the client against tarcil up', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tarcil-client-'));
@@ -47,7 +46,21 @@ describe('the client against tarcil up', () => {
     // a port can be tried; another address if that one is taken.
     for (let i = 0; i < 5 && !up; i++) {
       const candidate = `127.0.${1 + ((process.pid + i) % 250)}.${2 + ((Date.now() + 37 * i) % 250)}`;
-      const p = daemon(['up', '--host', candidate, '--port', String(DEFAULT_PORT), '--metrics-port', '0', '--http-port', '0', '--executor', 'process', '--log-dir', join(dir, 'logs')]);
+      const p = daemon([
+        'up',
+        '--host',
+        candidate,
+        '--port',
+        String(DEFAULT_PORT),
+        '--metrics-port',
+        '0',
+        '--http-port',
+        '0',
+        '--executor',
+        'process',
+        '--log-dir',
+        join(dir, 'logs'),
+      ]);
       try {
         await p.waitFor(/Scheduler gRPC/, 60_000);
         up = p;

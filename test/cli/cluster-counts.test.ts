@@ -8,7 +8,11 @@ import { until } from '../support/until.ts';
 /** The rows of the first table in lines whose header starts with `first`: cells by column name. */
 function tableRows(lines: string[], first: string): Record<string, string>[] {
   const text = lines.join('\n').split('\n');
-  const cells = (l: string): string[] => l.split('│').slice(1, -1).map((c) => c.trim());
+  const cells = (l: string): string[] =>
+    l
+      .split('│')
+      .slice(1, -1)
+      .map((c) => c.trim());
   const at = text.findIndex((l) => cells(l)[0] === first);
   expect(at, `a table headed ${first}`).toBeGreaterThanOrEqual(0);
   const head = cells(text[at] ?? '');
@@ -45,7 +49,12 @@ function expectCountsAddUp(cl: Cluster__Output): void {
   expect(n(free) + n(busy) + (unsched === undefined ? 0 : n(unsched)) + n(down)).toBe(rus);
 
   // The platform and rack tables, plain and wide: each row, and their sums.
-  for (const [view, key] of [[summary, 'platform'], [summary, 'rack'], [wide, 'platform'], [wide, 'rack']] as const) {
+  for (const [view, key] of [
+    [summary, 'platform'],
+    [summary, 'rack'],
+    [wide, 'platform'],
+    [wide, 'rack'],
+  ] as const) {
     const rows = tableRows(view, key);
     expect(rows.length).toBeGreaterThan(0);
     let sumServers = 0;
@@ -127,23 +136,49 @@ describe('tarcil cluster: blocked, down and departed servers in every view', () 
   const server = (id: string, state: string, rus: string, over: Partial<Server__Output> = {}): Server__Output => {
     const list = [...rus].map((c, index) => ({ index, state: c === '.' ? 'free' : c === '#' ? 'busy' : c === 'r' ? 'reserved' : 'down', job: '', task: 0 }));
     return {
-      id, platform: id.startsWith('a') ? 'p-a' : 'p-b', rack: `r${id.slice(-1)}`, state, endpoint: '', rus: list,
-      free: list.filter((r) => r.state === 'free').length, busy: list.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
-      cordoned: false, draining: false, drainDeadlineMs: 0, cordonReason: '', leftAtMs: 0, ...over,
+      id,
+      platform: id.startsWith('a') ? 'p-a' : 'p-b',
+      rack: `r${id.slice(-1)}`,
+      state,
+      endpoint: '',
+      rus: list,
+      free: list.filter((r) => r.state === 'free').length,
+      busy: list.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
+      cordoned: false,
+      draining: false,
+      drainDeadlineMs: 0,
+      cordonReason: '',
+      leftAtMs: 0,
+      ...over,
     };
   };
 
   it('a blocked server is up, its free RUs unschedulable, and the summary says which servers are blocked and why', () => {
-    const servers = [server('a0', 'up', '.#r.'), server('a1', 'blocked', '#..'), server('b2', 'down', '..'), server('b3', 'down', 'xx', { leftAtMs: 1 }), server('b4', 'cordoned', '.#', { cordoned: true })];
+    const servers = [
+      server('a0', 'up', '.#r.'),
+      server('a1', 'blocked', '#..'),
+      server('b2', 'down', '..'),
+      server('b3', 'down', 'xx', { leftAtMs: 1 }),
+      server('b4', 'cordoned', '.#', { cordoned: true }),
+    ];
     const all = servers.flatMap((s) => s.rus);
     const cl: Cluster__Output = {
-      servers, rus: all.length, free: 2, busy: all.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
-      down: all.filter((r) => r.state === 'down').length, unschedulable: 5, buckets: [], queuedJobs: 0, activeJobs: 0,
+      servers,
+      rus: all.length,
+      free: 2,
+      busy: all.filter((r) => r.state === 'busy' || r.state === 'reserved').length,
+      down: all.filter((r) => r.state === 'down').length,
+      unschedulable: 5,
+      buckets: [],
+      queuedJobs: 0,
+      activeJobs: 0,
     };
     expectCountsAddUp(cl);
     const rows = tableRows(clusterSummary(cl, true), 'platform');
     expect(rows.find((r) => r['platform'] === 'p-a')).toMatchObject({ servers: '2', up: '2', down: '0', blocked: '1', free: '2', unschedulable: '2' });
     expect(rows.find((r) => r['platform'] === 'p-b')).toMatchObject({ servers: '3', up: '1', down: '2', cordoned: '1', unschedulable: '3', 'RUs down': '2' });
-    expect(clusterSummary(cl, false).join('\n')).toContain('1 server blocked (a1): a task there runs well below its expected rate; no new task is placed there until it recovers');
+    expect(clusterSummary(cl, false).join('\n')).toContain(
+      '1 server blocked (a1): a task there runs well below its expected rate; no new task is placed there until it recovers',
+    );
   });
 });

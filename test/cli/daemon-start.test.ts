@@ -75,7 +75,11 @@ describe('a daemon whose store does not answer at start', () => {
     const server = tarcil('server', '--store', store, '--port', '0');
     const monitor = tarcil('monitor', '--store', store, '--node', 'n1', '--platform', 'r3-2xlarge', '--port', '0');
     const up = tarcil('up', '--store', store, '--port', '0', '--metrics-port', '0', '--http-port', '0');
-    for (const [who, r] of [['server', server], ['monitor', monitor], ['up', up]] as const) {
+    for (const [who, r] of [
+      ['server', server],
+      ['monitor', monitor],
+      ['up', up],
+    ] as const) {
       const { code } = await r.exit;
       expect(code, `${who}: ${r.err()}`).toBe(EXIT.UNAVAILABLE);
       const err = r.err();
@@ -94,7 +98,11 @@ describe('a daemon whose store does not answer at start', () => {
     const r = tarcil('server', '--store', `etcd://127.0.0.1:${port}`, '--port', '0', '--wait-for-store', '8s');
     const { code } = await r.exit;
     expect(code).toBe(EXIT.UNAVAILABLE);
-    expect(r.err()).toMatch(new RegExp(`tarcil server: waiting for the store: cannot reach etcd at http://127\\.0\\.0\\.1:${port}.*; trying again in 2 s \\(attempt 1, \\d+ s so far\\)`));
+    expect(r.err()).toMatch(
+      new RegExp(
+        `tarcil server: waiting for the store: cannot reach etcd at http://127\\.0\\.0\\.1:${port}.*; trying again in 2 s \\(attempt 1, \\d+ s so far\\)`,
+      ),
+    );
     expect(r.err()).toContain('error: tarcil server cannot start');
     expect(r.err()).toMatch(/gave up after waiting \d+ s \(--wait-for-store 8s\)/);
   });
@@ -137,7 +145,11 @@ describe('a daemon whose port is taken', () => {
       const grpc = tarcil('server', '--store', 'memory://', '--port', port);
       const metrics = tarcil('server', '--store', 'memory://', '--port', '0', '--metrics-port', port);
       const monitor = tarcil('monitor', '--store', 'memory://', '--node', 'n1', '--platform', 'r3-2xlarge', '--port', port);
-      for (const [who, r] of [['server', grpc], ['server', metrics], ['monitor', monitor]] as const) {
+      for (const [who, r] of [
+        ['server', grpc],
+        ['server', metrics],
+        ['monitor', monitor],
+      ] as const) {
         const { code } = await r.exit;
         expect(code, r.err()).toBe(EXIT.FAILURE);
         expect(r.err()).toMatch(new RegExp(`error: tarcil ${who} cannot start: .*EADDRINUSE.*127\\.0\\.0\\.1:${port}`));
@@ -157,7 +169,10 @@ describe("a daemon told etcd's transaction limit (--etcd-max-txn-ops)", () => {
     try {
       expect(plain.maxTxnOps).toBe(DEFAULT_MAX_TXN_OPS);
       expect(wide.maxTxnOps).toBe(512);
-      const puts = (n: number) => ({ compare: [], success: Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: `/txn-ops/k${i}`, value: 'x' })) });
+      const puts = (n: number) => ({
+        compare: [],
+        success: Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: `/txn-ops/k${i}`, value: 'x' })),
+      });
       // Checked against the limit it was told before anything is sent (this etcd runs with the default).
       await expect(plain.txn(puts(200))).rejects.toThrow(/200 operations|128/);
       await expect(wide.txn(puts(600))).rejects.toThrow(/600 operations|512/);

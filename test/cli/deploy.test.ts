@@ -43,7 +43,25 @@ export function parseDockerfile(text: string): Instruction[] {
   return out;
 }
 
-const KEYWORDS = new Set(['FROM', 'RUN', 'CMD', 'LABEL', 'EXPOSE', 'ENV', 'ADD', 'COPY', 'ENTRYPOINT', 'VOLUME', 'USER', 'WORKDIR', 'ARG', 'ONBUILD', 'STOPSIGNAL', 'HEALTHCHECK', 'SHELL']);
+const KEYWORDS = new Set([
+  'FROM',
+  'RUN',
+  'CMD',
+  'LABEL',
+  'EXPOSE',
+  'ENV',
+  'ADD',
+  'COPY',
+  'ENTRYPOINT',
+  'VOLUME',
+  'USER',
+  'WORKDIR',
+  'ARG',
+  'ONBUILD',
+  'STOPSIGNAL',
+  'HEALTHCHECK',
+  'SHELL',
+]);
 
 /** A systemd unit: section → key → values (a key may repeat). */
 export function parseUnit(text: string): Map<string, Map<string, string[]>> {
@@ -78,9 +96,30 @@ export function parseUnit(text: string): Map<string, Map<string, string[]>> {
 const UNIT_KEYS: Record<string, Set<string>> = {
   Unit: new Set(['Description', 'Documentation', 'Wants', 'Requires', 'After', 'Before', 'PartOf', 'StartLimitIntervalSec', 'StartLimitBurst']),
   Service: new Set([
-    'Type', 'User', 'Group', 'Environment', 'EnvironmentFile', 'ExecStart', 'ExecStartPre', 'ExecReload', 'Restart', 'RestartSec', 'RestartPreventExitStatus',
-    'KillMode', 'KillSignal', 'TimeoutStopSec', 'TimeoutStartSec', 'NoNewPrivileges', 'ProtectSystem', 'ProtectHome', 'PrivateTmp', 'LimitNOFILE',
-    'LogsDirectory', 'StateDirectory', 'WorkingDirectory', 'ReadWritePaths',
+    'Type',
+    'User',
+    'Group',
+    'Environment',
+    'EnvironmentFile',
+    'ExecStart',
+    'ExecStartPre',
+    'ExecReload',
+    'Restart',
+    'RestartSec',
+    'RestartPreventExitStatus',
+    'KillMode',
+    'KillSignal',
+    'TimeoutStopSec',
+    'TimeoutStartSec',
+    'NoNewPrivileges',
+    'ProtectSystem',
+    'ProtectHome',
+    'PrivateTmp',
+    'LimitNOFILE',
+    'LogsDirectory',
+    'StateDirectory',
+    'WorkingDirectory',
+    'ReadWritePaths',
   ]),
   Install: new Set(['WantedBy', 'RequiredBy', 'Alias']),
 };
@@ -95,7 +134,10 @@ describe('deploy/Dockerfile', () => {
     const froms = ins.filter((i) => i.keyword === 'FROM');
     expect(froms.length).toBeGreaterThanOrEqual(2);
     const stages = froms.map((f) => /^(\S+)\s+AS\s+(\S+)$/i.exec(f.args)?.[2]);
-    expect(stages.every((s) => s !== undefined), 'every stage is named').toBe(true);
+    expect(
+      stages.every((s) => s !== undefined),
+      'every stage is named',
+    ).toBe(true);
     expect(new Set(stages).size).toBe(stages.length);
     // The last stage copies only from an earlier stage, not the build context.
     const last = ins.slice(ins.lastIndexOf(froms.at(-1) as Instruction));
@@ -179,7 +221,10 @@ describe('deploy/systemd', () => {
 
   it.each(units)('%s: tarcil accepts its ExecStart command line (it gets as far as the store)', async (name) => {
     const unit = parseUnit(readFileSync(join(ROOT, 'deploy', 'systemd', name), 'utf8'));
-    const argv = (unit.get('Service')?.get('ExecStart')?.[0] ?? '').split(/\s+/).slice(1).map((a) => a.replace(/%H/g, 'node1'));
+    const argv = (unit.get('Service')?.get('ExecStart')?.[0] ?? '')
+      .split(/\s+/)
+      .slice(1)
+      .map((a) => a.replace(/%H/g, 'node1'));
     // The store from tarcil.env, pointed at a port where nothing listens; a wait of 1 s instead of
     // the unit's unbounded one (the last --wait-for-store wins).
     const port = await freePort();

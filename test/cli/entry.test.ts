@@ -44,14 +44,26 @@ describe('which tree the tarcil command runs', () => {
     // as `npm run build` builds dist/.
     const out = join(ROOT, '.tarcil', `build-check-${process.pid}`);
     try {
-      const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out], { encoding: 'utf8' });
+      const tsc = spawnSync(
+        process.execPath,
+        [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out],
+        { encoding: 'utf8' },
+      );
       expect(tsc.stdout + tsc.stderr).toBe('');
       await (buildCli as (outDir: string, tree: string) => Promise<string>)(join(out, 'cli'), out);
       const env = { ...process.env, TARCIL_LOG: 'silent' };
       // The bundle runs as bin.js runs it: through bundle.js, with its code cache.
       const loader = pathToFileURL(join(ROOT, 'src', 'cli', 'bundle.js')).href;
       const viaLoader = (args: string[]) =>
-        spawnSync(process.execPath, ['--input-type=module', '-e', `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(join(out, 'cli'))}, [process.execPath, 'tarcil', ...${JSON.stringify(args)}]);`], { encoding: 'utf8', env });
+        spawnSync(
+          process.execPath,
+          [
+            '--input-type=module',
+            '-e',
+            `import { runBundle } from ${JSON.stringify(loader)}; await runBundle(${JSON.stringify(join(out, 'cli'))}, [process.execPath, 'tarcil', ...${JSON.stringify(args)}]);`,
+          ],
+          { encoding: 'utf8', env },
+        );
       const runners: [string, (args: string[]) => ReturnType<typeof viaLoader>][] = [
         [join(out, 'src', 'cli', 'main.js'), (args) => spawnSync(process.execPath, [join(out, 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8', env })],
         [join(out, 'cli', 'main.cjs'), viaLoader],

@@ -35,7 +35,16 @@ const RECORDS: DecisionRecord[] = [
   record({
     admission: [
       { action: 'queue', reason: 'too few free', buckets: [3], acceptableFree: 1, totalFree: 9, needed: 2, estimateMs: 1500, boundMs: 4000, f: 0.111 },
-      { action: 'admit', reason: 'enough now', buckets: [3, 4], acceptableFree: 5, totalFree: 9, needed: 2, f: 0.556, sampled: { drawn: 8, acceptable: 5, acceptableLow: 2.5 } },
+      {
+        action: 'admit',
+        reason: 'enough now',
+        buckets: [3, 4],
+        acceptableFree: 5,
+        totalFree: 9,
+        needed: 2,
+        f: 0.556,
+        sampled: { drawn: 8, acceptable: 5, acceptableLow: 2.5 },
+      },
     ],
     samples: [{ R: 12, f: 0.556, candidates: 12 }],
     placements: [{ task: 0, ru: { server: 's1', index: 1 }, Q: 0.912, acceptable: true, score: 0.95, commitRevision: 41 }],
@@ -70,7 +79,10 @@ const RECORDS: DecisionRecord[] = [
   }),
 ];
 
-const SERVERS: Record<string, { platform: string; rack: string }> = { s1: { platform: 'r3-2xlarge', rack: 'r007' }, s2: { platform: 'c4-large', rack: 'r012' } };
+const SERVERS: Record<string, { platform: string; rack: string }> = {
+  s1: { platform: 'r3-2xlarge', rack: 'r007' },
+  s2: { platform: 'c4-large', rack: 'r012' },
+};
 
 /** The message as a client decodes it: encoded and decoded with the loader's options. */
 function overTheWire(e: Explanation): Explanation__Output {

@@ -37,7 +37,18 @@ describe('tarcil cluster on a 20,000-server cell', () => {
   beforeAll(async () => {
     const keys = new Keys('/large/');
     await seedCluster(store, keys, uniformServers(SERVERS, 16));
-    sched = await startScheduler({ name: 'large', store, keys, catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(1), log: createLogger('test', 'silent'), agents: 1, host: '127.0.0.1', port: 0 });
+    sched = await startScheduler({
+      name: 'large',
+      store,
+      keys,
+      catalog: loadCatalog(),
+      clock: new SystemClock(),
+      rng: new SeededRng(1),
+      log: createLogger('test', 'silent'),
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+    });
     await sched.ready;
     server = `127.0.0.1:${sched.port}`;
   }, 120_000);

@@ -51,22 +51,43 @@ function bundled(file: string): string[] {
 function loaded(args: string[]): { code: number | null; modules: string[] } {
   const list = join(dir, `loaded-${args.join('_').replace(/[^a-z0-9_-]/gi, '')}.txt`);
   writeFileSync(list, '');
-  const r = spawnSync(process.execPath, ['--import', register, BIN, ...args], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent', TARCIL_LOADED_LIST: list } });
+  const r = spawnSync(process.execPath, ['--import', register, BIN, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, TARCIL_LOG: 'silent', TARCIL_LOADED_LIST: list },
+  });
   const urls = readFileSync(list, 'utf8').split('\n').filter(Boolean);
   const bundle = fileURLToPath(new URL('../../dist/cli/main.cjs', import.meta.url));
   return { code: r.status, modules: urls.flatMap((u) => (/\/src\/cli\/bundle\.js$/.test(u) ? [u, ...bundled(bundle)] : [u])) };
 }
 
 /** What a command that neither schedules, stores nor simulates must not load. */
-const HEAVY = [/\/node_modules\/vega/, /\/node_modules\/zod\//, /\/node_modules\/@grpc\/reflection\//, /\/node_modules\/grpc-health-check\//, /\/node_modules\/etcd3\//, /\/src\/sim\/(?!experiments\/names\.)/, /\/src\/store\/etcd/, /\/src\/frontend\/runtime\./, /\/src\/agent\/agent\./, /\/src\/monitor\/monitor\./];
+const HEAVY = [
+  /\/node_modules\/vega/,
+  /\/node_modules\/zod\//,
+  /\/node_modules\/@grpc\/reflection\//,
+  /\/node_modules\/grpc-health-check\//,
+  /\/node_modules\/etcd3\//,
+  /\/src\/sim\/(?!experiments\/names\.)/,
+  /\/src\/store\/etcd/,
+  /\/src\/frontend\/runtime\./,
+  /\/src\/agent\/agent\./,
+  /\/src\/monitor\/monitor\./,
+];
 
 describe('lazy imports', () => {
   it('help and sample-size load neither the simulator, the store nor the daemons', () => {
     for (const args of [['--help'], ['jobs', '--help'], ['server', '--help'], ['bench', '--help'], ['sample-size', '--quantile', '0.8']]) {
       const r = loaded(args);
       expect(r.code, args.join(' ')).toBe(0);
-      expect(r.modules.some((m) => /\/src\/cli\/program\./.test(m)), 'the hook sees the modules').toBe(true);
-      for (const re of HEAVY) expect(r.modules.filter((m) => re.test(m)), `${args.join(' ')}: ${re}`).toEqual([]);
+      expect(
+        r.modules.some((m) => /\/src\/cli\/program\./.test(m)),
+        'the hook sees the modules',
+      ).toBe(true);
+      for (const re of HEAVY)
+        expect(
+          r.modules.filter((m) => re.test(m)),
+          `${args.join(' ')}: ${re}`,
+        ).toEqual([]);
     }
   });
 
@@ -76,7 +97,11 @@ describe('lazy imports', () => {
     expect(r.code).toBe(4); // nothing listens there
     expect(r.modules.some((m) => /\/node_modules\/@grpc\/grpc-js\//.test(m))).toBe(true);
     expect(r.modules.some((m) => /\/src\/cli\/client\./.test(m))).toBe(true);
-    for (const re of HEAVY) expect(r.modules.filter((m) => re.test(m)), String(re)).toEqual([]);
+    for (const re of HEAVY)
+      expect(
+        r.modules.filter((m) => re.test(m)),
+        String(re),
+      ).toEqual([]);
     // node:crypto is for submit's request id only.
     expect(r.modules).not.toContain('node:crypto');
     const spec = join(dir, 'spec.json');

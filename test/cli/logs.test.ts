@@ -145,7 +145,30 @@ describe('daemon logs', () => {
 
   it('a tarcil monitor on etcd at its default level (info): its lines name the server once, and none is a debug line', async () => {
     const store = inject('etcdEndpoint').replace('http://', 'etcd://');
-    const mon = run(['monitor', '--store', store, '--journal-dir', mkdtempSync(join(tmpdir(), 'tarcil-logs-')), '--prefix', `/logs-${process.pid}/`, '--node', 'lg0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'simulated', '--port', '0', '--lease-ttl', '2'], {});
+    const mon = run(
+      [
+        'monitor',
+        '--store',
+        store,
+        '--journal-dir',
+        mkdtempSync(join(tmpdir(), 'tarcil-logs-')),
+        '--prefix',
+        `/logs-${process.pid}/`,
+        '--node',
+        'lg0',
+        '--platform',
+        'r3-2xlarge',
+        '--rus',
+        '2',
+        '--executor',
+        'simulated',
+        '--port',
+        '0',
+        '--lease-ttl',
+        '2',
+      ],
+      {},
+    );
     await mon.waitStdout(/tarcil monitor lg0 .* listening on/);
     await mon.stop();
     const logs = expectCleanJson(mon.stderr());

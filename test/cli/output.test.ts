@@ -34,7 +34,26 @@ function run(args: string[], opts: { stdin?: string; env?: Record<string, string
 const spec = (name: string, durationMs: number, tasks = 2): string => JSON.stringify({ name, profile: 'spark-lr', tasks, durationMs });
 
 /** The proto3 JSON names of the messages' fields (a few that must never change). */
-const JOB_FIELDS = ['id', 'name', 'state', 'profile', 'tasks', 'priority', 'mode', 'owner', 'submittedAtMs', 'updatedAtMs', 'finishedAtMs', 'message', 'taskStates', 'taskList', 'rescheduled', 'cancelRequested', 'tasksOmitted', 'nextTaskFrom'];
+const JOB_FIELDS = [
+  'id',
+  'name',
+  'state',
+  'profile',
+  'tasks',
+  'priority',
+  'mode',
+  'owner',
+  'submittedAtMs',
+  'updatedAtMs',
+  'finishedAtMs',
+  'message',
+  'taskStates',
+  'taskList',
+  'rescheduled',
+  'cancelRequested',
+  'tasksOmitted',
+  'nextTaskFrom',
+];
 
 describe('-o, --watch and the cluster summary against tarcil up', () => {
   let up: TarcilProc | undefined;
@@ -62,11 +81,19 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     const job = JSON.parse(status.out) as Record<string, unknown>;
     expect(Object.keys(job)).toEqual(expect.arrayContaining(JOB_FIELDS));
     expect(job).toMatchObject({ id: jobId, name: 'listed', state: 'succeeded', tasks: 2, taskStates: { succeeded: 2 } });
-    expect((job.taskList as Record<string, unknown>[])[0]).toMatchObject({ index: 0, state: 'succeeded', ru: { server: expect.stringMatching(/^s\d+$/) as unknown } });
+    expect((job.taskList as Record<string, unknown>[])[0]).toMatchObject({
+      index: 0,
+      state: 'succeeded',
+      ru: { server: expect.stringMatching(/^s\d+$/) as unknown },
+    });
     // --json is the older spelling of -o json.
     expect(JSON.parse((await run(['status', jobId, '--json', '--server', server])).out)).toEqual(job);
 
-    const jobs = JSON.parse((await run(['jobs', '--output', 'json', '--server', server])).out) as { jobs: Record<string, unknown>[]; retainMs: string; total: number };
+    const jobs = JSON.parse((await run(['jobs', '--output', 'json', '--server', server])).out) as {
+      jobs: Record<string, unknown>[];
+      retainMs: string;
+      total: number;
+    };
     expect(Object.keys(jobs)).toEqual(['jobs', 'retainMs', 'total']);
     // Every job that matched is listed: the count says so.
     expect(jobs.total).toBe(jobs.jobs.length);
@@ -77,12 +104,34 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     const cluster = JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as Record<string, unknown>;
     expect(Object.keys(cluster)).toEqual(['servers', 'rus', 'free', 'busy', 'down', 'buckets', 'queuedJobs', 'activeJobs', 'unschedulable']);
     expect(cluster.servers).toHaveLength(10);
-    expect(Object.keys((cluster.servers as Record<string, unknown>[])[0] ?? {})).toEqual(expect.arrayContaining(['id', 'platform', 'rack', 'state', 'endpoint', 'rus', 'free', 'busy', 'cordoned', 'draining', 'drainDeadlineMs', 'cordonReason', 'leftAtMs']));
+    expect(Object.keys((cluster.servers as Record<string, unknown>[])[0] ?? {})).toEqual(
+      expect.arrayContaining([
+        'id',
+        'platform',
+        'rack',
+        'state',
+        'endpoint',
+        'rus',
+        'free',
+        'busy',
+        'cordoned',
+        'draining',
+        'drainDeadlineMs',
+        'cordonReason',
+        'leftAtMs',
+      ]),
+    );
 
     const explain = JSON.parse((await run(['explain', jobId, '-o', 'json', '--server', server])).out) as Record<string, unknown>;
     expect(explain).toMatchObject({ jobId, state: 'succeeded', inProgress: false });
-    expect(Object.keys(explain)).toEqual(expect.arrayContaining(['jobId', 'state', 'agent', 'target', 'admission', 'samples', 'placements', 'conflicts', 'retries', 'stages', 'text']));
-    expect((explain.placements as Record<string, unknown>[])[0]).toMatchObject({ task: expect.any(Number) as unknown, q: expect.any(Number) as unknown, commitRevision: expect.stringMatching(/^\d+$/) as unknown });
+    expect(Object.keys(explain)).toEqual(
+      expect.arrayContaining(['jobId', 'state', 'agent', 'target', 'admission', 'samples', 'placements', 'conflicts', 'retries', 'stages', 'text']),
+    );
+    expect((explain.placements as Record<string, unknown>[])[0]).toMatchObject({
+      task: expect.any(Number) as unknown,
+      q: expect.any(Number) as unknown,
+      commitRevision: expect.stringMatching(/^\d+$/) as unknown,
+    });
   });
 
   it('-o yaml parses to the same document as -o json', async () => {
@@ -117,16 +166,25 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     expect(account.out).not.toContain('decisions (');
     expect(full.out).toMatch(/decisions \(1\):[\s\S]*admission verdicts \(\d+\):[\s\S]*sample attempts \(\d+\):[\s\S]*placements \(2\):/);
     // Each placement with its attempt (as the -o json document has it) and its server's platform and rack (as the cluster lists them).
-    const servers = (JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as { servers: { id: string; platform: string; rack: string }[] }).servers;
-    const placements = (JSON.parse((await run(['explain', jobId, '-o', 'json', '--server', server])).out) as { placements: { task: number; attempt: number; ru: { server: string; index: number } }[] }).placements;
+    const servers = (
+      JSON.parse((await run(['cluster', '-o', 'json', '--server', server])).out) as { servers: { id: string; platform: string; rack: string }[] }
+    ).servers;
+    const placements = (
+      JSON.parse((await run(['explain', jobId, '-o', 'json', '--server', server])).out) as {
+        placements: { task: number; attempt: number; ru: { server: string; index: number } }[];
+      }
+    ).placements;
     // A first placement is attempt 0 in the decision record as in the task's record.
-    const taskList = (JSON.parse((await run(['status', jobId, '-o', 'json', '--server', server])).out) as { taskList: { index: number; attempt?: number }[] }).taskList;
+    const taskList = (JSON.parse((await run(['status', jobId, '-o', 'json', '--server', server])).out) as { taskList: { index: number; attempt?: number }[] })
+      .taskList;
     expect(placements.map((p) => [p.task, p.attempt ?? 0])).toEqual(placements.map((p) => [p.task, taskList.find((t) => t.index === p.task)?.attempt ?? 0]));
     expect(placements.every((p) => (p.attempt ?? 0) === 0)).toBe(true);
     for (const p of placements) {
       const s = servers.find((x) => x.id === p.ru.server);
       expect(s).toBeDefined();
-      expect(full.out).toMatch(new RegExp(`${p.task}\\s+│\\s+${p.attempt}\\s+│\\s+${p.ru.server}/${p.ru.index}\\s+│\\s+${s?.platform}\\s+│\\s+${s?.rack}\\s+│`));
+      expect(full.out).toMatch(
+        new RegExp(`${p.task}\\s+│\\s+${p.attempt}\\s+│\\s+${p.ru.server}/${p.ru.index}\\s+│\\s+${s?.platform}\\s+│\\s+${s?.rack}\\s+│`),
+      );
     }
   });
 
@@ -151,7 +209,10 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
     try {
       const status = await run(['status', id, '-w', '-o', 'json', '--server', server]);
       expect(status.code, status.err).toBe(EXIT.OK);
-      const events = status.out.trim().split('\n').map((l) => JSON.parse(l) as { job: { state: string }; revision: string; tasks: unknown[] });
+      const events = status.out
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { job: { state: string }; revision: string; tasks: unknown[] });
       expect(events.at(-1)?.job.state).toBe('succeeded');
       expect(events.length).toBeGreaterThan(1);
       // The cluster's summary was printed more than once: a task ran on an RU, then left it.
@@ -186,7 +247,11 @@ describe('-o, --watch and the cluster summary against tarcil up', () => {
 
   it('writes no ANSI escape to a pipe, nor with NO_COLOR or --no-color', async () => {
     for (const args of [['cluster'], ['cluster', '--servers'], ['jobs'], ['status', jobId]]) {
-      for (const extra of [{ args: [], env: {} }, { args: ['--no-color'], env: {} }, { args: [], env: { NO_COLOR: '1', FORCE_COLOR: '1' } }] as { args: string[]; env: Record<string, string> }[]) {
+      for (const extra of [
+        { args: [], env: {} },
+        { args: ['--no-color'], env: {} },
+        { args: [], env: { NO_COLOR: '1', FORCE_COLOR: '1' } },
+      ] as { args: string[]; env: Record<string, string> }[]) {
         const r = await run([...args, ...extra.args, '--server', server], { env: extra.env });
         expect(r.code, args.join(' ')).toBe(EXIT.OK);
         expect(r.out, args.join(' ')).not.toMatch(ANSI);

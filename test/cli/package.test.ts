@@ -33,7 +33,22 @@ function npm(args: string[], cwd = ROOT): { code: number | null; out: string; er
 }
 
 /** Where every packed file must come from. */
-const SHIPPED = [/^package\.json$/, /^dist\/dashboard\/(app\.js|app\.css|index\.html)$/, /^dist\/proto\/descriptor\.json$/, /^README\.md$/, /^LICENSE$/, /^dist\/\.built$/, /^dist\/src\/.+\.js$/, /^dist\/cli\/[^/]+\.(js|cjs|cjs\.cache)$/, /^src\/cli\/(bin|entry|bundle)\.js$/, /^src\/monitor\/supervisor\.js$/, /^proto\/.+\.proto$/, /^profiles\//, /^deploy\//, /^schema\/jobspec\.schema\.json$/];
+const SHIPPED = [
+  /^package\.json$/,
+  /^dist\/dashboard\/(app\.js|app\.css|index\.html)$/,
+  /^dist\/proto\/descriptor\.json$/,
+  /^README\.md$/,
+  /^LICENSE$/,
+  /^dist\/\.built$/,
+  /^dist\/src\/.+\.js$/,
+  /^dist\/cli\/[^/]+\.(js|cjs|cjs\.cache)$/,
+  /^src\/cli\/(bin|entry|bundle)\.js$/,
+  /^src\/monitor\/supervisor\.js$/,
+  /^proto\/.+\.proto$/,
+  /^profiles\//,
+  /^deploy\//,
+  /^schema\/jobspec\.schema\.json$/,
+];
 
 describe('the package', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tarcil-pack-'));
@@ -44,7 +59,27 @@ describe('the package', () => {
     expect(r.code, r.err).toBe(0);
     const files = (JSON.parse(r.out) as { files: { path: string }[] }[])[0]?.files.map((f) => f.path) ?? [];
     expect(files.filter((f) => !SHIPPED.some((re) => re.test(f)))).toEqual([]);
-    for (const f of ['LICENSE', 'README.md', 'dist/.built', 'dist/dashboard/app.js', 'dist/dashboard/index.html', 'dist/proto/descriptor.json', 'dist/src/cli/main.js', 'dist/cli/main.cjs', 'dist/cli/main.cjs.cache', 'dist/cli/vendor.cjs', 'src/cli/bin.js', 'src/cli/entry.js', 'src/cli/bundle.js', 'src/monitor/supervisor.js', 'proto/tarcil/v1/scheduler.proto', 'proto/tarcil/v1/monitor.proto', 'profiles/platforms.json', 'profiles/jobs/spark-lr.json', 'schema/jobspec.schema.json']) {
+    for (const f of [
+      'LICENSE',
+      'README.md',
+      'dist/.built',
+      'dist/dashboard/app.js',
+      'dist/dashboard/index.html',
+      'dist/proto/descriptor.json',
+      'dist/src/cli/main.js',
+      'dist/cli/main.cjs',
+      'dist/cli/main.cjs.cache',
+      'dist/cli/vendor.cjs',
+      'src/cli/bin.js',
+      'src/cli/entry.js',
+      'src/cli/bundle.js',
+      'src/monitor/supervisor.js',
+      'proto/tarcil/v1/scheduler.proto',
+      'proto/tarcil/v1/monitor.proto',
+      'profiles/platforms.json',
+      'profiles/jobs/spark-lr.json',
+      'schema/jobspec.schema.json',
+    ]) {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /^(test|bench|\.ci|scripts)\//.test(f) || f.endsWith('.ts') || f.startsWith('dist/src/frontend/gen/'))).toEqual([]);
@@ -93,7 +128,11 @@ describe('the package', () => {
         up.stdout.on('data', check);
         void exited.then((code) => reject(new Error(`tarcil up exited (${code}): ${out}`)));
       });
-      const submit = spawnSync(bin, ['submit', join(pkg, 'profiles', 'jobs', 'spark-lr.json'), '--wait', '--server', `127.0.0.1:${port}`], { cwd: dir, encoding: 'utf8', env: env() });
+      const submit = spawnSync(bin, ['submit', join(pkg, 'profiles', 'jobs', 'spark-lr.json'), '--wait', '--server', `127.0.0.1:${port}`], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: env(),
+      });
       expect(submit.stderr).toBe('');
       expect(submit.status).toBe(EXIT.OK);
       expect(submit.stdout).toMatch(/spark-lr-20 {2}succeeded {2}\[20 succeeded\]/);

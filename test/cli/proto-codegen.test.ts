@@ -69,18 +69,30 @@ describe('protobufjs functions generated at build time', () => {
     }
     // A message through them: nested messages, maps, repeated fields, 64-bit integers, optional fields.
     const job = root.lookupType('tarcil.v1.Job');
-    const input = { id: 'j1', name: 'n', state: 'running', tasks: 2, taskStates: { running: 1, queued: 1 }, taskList: [{ index: 0, state: 'running', ru: { server: 's1', index: 3 }, attempt: 1, previous: [{ attempt: 0, state: 'lost' }] }], submittedAtMs: 1_700_000_000_123 };
+    const input = {
+      id: 'j1',
+      name: 'n',
+      state: 'running',
+      tasks: 2,
+      taskStates: { running: 1, queued: 1 },
+      taskList: [{ index: 0, state: 'running', ru: { server: 's1', index: 3 }, attempt: 1, previous: [{ attempt: 0, state: 'lost' }] }],
+      submittedAtMs: 1_700_000_000_123,
+    };
     const { includeDirs: _dirs, ...convert } = LOADER_OPTIONS;
     const out = job.toObject(job.decode(job.encode(job.fromObject(input)).finish()), convert);
     expect(out).toMatchObject(input);
     const verdict = root.lookupType('tarcil.v1.AdmissionVerdict');
-    expect(verdict.toObject(verdict.decode(verdict.encode(verdict.fromObject({ action: 'queue', estimateMs: 0 })).finish()), convert)).toMatchObject({ action: 'queue', estimateMs: 0 });
+    expect(verdict.toObject(verdict.decode(verdict.encode(verdict.fromObject({ action: 'queue', estimateMs: 0 })).finish()), convert)).toMatchObject({
+      action: 'queue',
+      estimateMs: 0,
+    });
     expect(verdict.toObject(verdict.decode(verdict.encode(verdict.fromObject({ action: 'queue' })).finish()), convert)).not.toHaveProperty('estimateMs');
   });
 
   it('a type defined otherwise is set up by protobufjs', () => {
     const root = rootFromJson((json) => {
-      const v1 = ((json.nested.tarcil as { nested: Record<string, unknown> }).nested.v1 as { nested: Record<string, { fields: Record<string, unknown> }> }).nested;
+      const v1 = ((json.nested.tarcil as { nested: Record<string, unknown> }).nested.v1 as { nested: Record<string, { fields: Record<string, unknown> }> })
+        .nested;
       v1.RuRef!.fields.extra = { type: 'string', id: 99 };
     });
     const ru = root.lookupType('tarcil.v1.RuRef');

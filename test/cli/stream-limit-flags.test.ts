@@ -41,7 +41,20 @@ describe('stream limit flags', () => {
   });
 
   it('parse sizes, durations and counts into the limits, the others left at their defaults', () => {
-    const l = parse(['--calls-per-turn', '7', '--watch-buffer', '1MiB', '--watch-total-buffer', '2G', '--slow-reader-timeout', '5s', '--request-timeout', 'off', '--max-watches-per-connection', '10000']);
+    const l = parse([
+      '--calls-per-turn',
+      '7',
+      '--watch-buffer',
+      '1MiB',
+      '--watch-total-buffer',
+      '2G',
+      '--slow-reader-timeout',
+      '5s',
+      '--request-timeout',
+      'off',
+      '--max-watches-per-connection',
+      '10000',
+    ]);
     expect(l).toEqual({
       ...STREAM_LIMIT_DEFAULTS,
       callsPerTurn: 7,

@@ -54,7 +54,23 @@ describe('tarcil submit while the front-end is down', () => {
   });
 
   async function frontEnd(port: number): Promise<TarcilProc> {
-    const p = tarcil(['server', '--store', url, '--prefix', prefix, '--agents', '1', '--host', '127.0.0.1', '--port', String(port), '--name', 'fe', '--lease-ttl', '3']);
+    const p = tarcil([
+      'server',
+      '--store',
+      url,
+      '--prefix',
+      prefix,
+      '--agents',
+      '1',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--name',
+      'fe',
+      '--lease-ttl',
+      '3',
+    ]);
     procs.push(p);
     await p.waitFor(/listening on/, 30_000);
     return p;

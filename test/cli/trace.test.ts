@@ -26,7 +26,13 @@ function tarcil(...args: string[]): { code: number | null; out: string; err: str
 
 const nodes = file('nodes.csv', ['sn,cpu_milli,memory_mib,gpu,model', 'a,32000,1,0,', 'b,32000,1,0,', 'c,16000,1,4,T4']);
 const H = 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
-const pods = file('pods.csv', [H, 'p1,4000,1,0,0,,LS,Running,0,100,1', 'p2,12000,1,1,500,T4,BE,Running,10,50,', 'p3,40000,1,0,0,,Burstable,Failed,20,30,25', 'p4,1000,1,0,0,,BE,Succeeded,30,90,31']);
+const pods = file('pods.csv', [
+  H,
+  'p1,4000,1,0,0,,LS,Running,0,100,1',
+  'p2,12000,1,1,500,T4,BE,Running,10,50,',
+  'p3,40000,1,0,0,,Burstable,Failed,20,30,25',
+  'p4,1000,1,0,0,,BE,Succeeded,30,90,31',
+]);
 
 describe('tarcil trace inspect', () => {
   it('prints servers by platform, jobs by QoS and size, never-scheduled and unmappable pods', () => {

@@ -18,7 +18,11 @@ const BIN = join(ROOT, 'src', 'cli', 'bin.js');
 const ANSI = /\x1b\[/; // eslint-disable-line no-control-regex
 
 function tarcil(args: string[], opts: { stdin?: string; env?: Record<string, string> } = {}): { code: number | null; out: string; err: string } {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', input: opts.stdin ?? '', env: { ...process.env, TARCIL_LOG: 'silent', ...opts.env } });
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    input: opts.stdin ?? '',
+    env: { ...process.env, TARCIL_LOG: 'silent', ...opts.env },
+  });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -43,7 +47,9 @@ describe('tarcil validate', () => {
     expect(r.err).toContain('<stdin>: colour: is not a known field');
     expect(r.err).toContain("<stdin>: profile: unknown workload profile 'no-such-profile'");
     // --no-catalog: the schema alone, names not looked up.
-    const schemaOnly = tarcil(['validate', '-', '--no-catalog'], { stdin: JSON.stringify({ name: 'x', profile: 'no-such-profile', tasks: 1, durationMs: 10 }) });
+    const schemaOnly = tarcil(['validate', '-', '--no-catalog'], {
+      stdin: JSON.stringify({ name: 'x', profile: 'no-such-profile', tasks: 1, durationMs: 10 }),
+    });
     expect(schemaOnly.code).toBe(EXIT.OK);
     const json = tarcil(['validate', '-', '--json'], { stdin: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1.5, durationMs: 10 }) });
     expect(json.code).toBe(EXIT.USAGE);
@@ -79,7 +85,12 @@ describe('the JSON Schema of a job spec', () => {
   });
 
   it('describes the fields of the example specs, and requires a duration or a command', () => {
-    const schema = JSON.parse(jobSpecJsonSchemaText()) as { properties: Record<string, unknown>; required: string[]; additionalProperties: boolean; anyOf: unknown[] };
+    const schema = JSON.parse(jobSpecJsonSchemaText()) as {
+      properties: Record<string, unknown>;
+      required: string[];
+      additionalProperties: boolean;
+      anyOf: unknown[];
+    };
     expect(schema.required).toEqual(['name', 'profile', 'tasks']);
     expect(schema.additionalProperties).toBe(false);
     expect(schema.anyOf).toEqual([{ required: ['durationMs'] }, { required: ['command'] }]);

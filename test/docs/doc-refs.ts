@@ -107,7 +107,12 @@ export function anchorsOf(markdown: string): Set<string> {
 function exists(path: string): boolean {
   if (!path.includes('*')) return existsSync(path);
   const dir = dirname(path);
-  const re = new RegExp(`^${path.slice(dir.length + 1).replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`);
+  const re = new RegExp(
+    `^${path
+      .slice(dir.length + 1)
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')}$`,
+  );
   return existsSync(dir) && statSync(dir).isDirectory() && readdirSync(dir).some((f) => re.test(f));
 }
 

@@ -15,7 +15,14 @@ import { anchorsOf, check, commandsInHelp, refsOf, slug, type CliCommands } from
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = join(ROOT, 'src', 'cli', 'bin.js');
 
-const DOCS = ['README.md', 'bench/README.md', 'bench/HISTORY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  'bench/README.md',
+  'bench/HISTORY.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 function help(args: string[]): string {
   const r = spawnSync(process.execPath, [BIN, ...args, '--help'], { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1', TARCIL_LOG: 'silent' } });
@@ -120,7 +127,7 @@ describe('the check itself', () => {
   it('makes GitHub anchors of headings', () => {
     expect(slug("Retention, compaction and etcd's space")).toBe('retention-compaction-and-etcds-space');
     expect(slug('Hollow nodes: a 10,000-node cell on one machine')).toBe('hollow-nodes-a-10000-node-cell-on-one-machine');
-    expect(slug('`command` and the task\'s environment')).toBe('command-and-the-tasks-environment');
+    expect(slug("`command` and the task's environment")).toBe('command-and-the-tasks-environment');
     expect([...anchorsOf('# A\n## A\n```\n# not a heading\n```\n')]).toEqual(['a', 'a-1']);
   });
 });

@@ -8,7 +8,20 @@
  * (tarcil, task processes, etcd) is killed on stop() and, synchronously, on exit.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
@@ -136,7 +149,11 @@ export class TarcilChild implements NemesisProc {
   async start(timeoutMs = 60_000): Promise<void> {
     // TARCIL_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) goes to node first, to profile the processes of a run.
     const nodeArgs = (process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
-    const c = spawn(process.execPath, [...nodeArgs, BIN, ...this.args], { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TARCIL_LOG: 'warn' } });
+    const c = spawn(process.execPath, [...nodeArgs, BIN, ...this.args], {
+      cwd: this.cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TARCIL_LOG: 'warn' },
+    });
     this.child = c;
     this.tail = '';
     this.note(`--- ${new Date().toISOString()} start\n`);
@@ -335,7 +352,28 @@ export class FaultCell {
       const cwd = join(this.dir, 'nodes', name);
       mkdirSync(cwd, { recursive: true });
       const { url, proxies } = await proxied();
-      const args = ['monitor', '--store', url, '--prefix', this.prefix, '--lease-ttl', ttl, '--node', name, '--platform', 'r3-2xlarge', '--rus', String(o.rus ?? 4), '--rack', `r${i % 2}`, '--executor', 'process', '--log-dir', join(cwd, 'logs'), ...(o.graceMs !== undefined ? ['--disconnect-grace', `${o.graceMs}ms`] : [])];
+      const args = [
+        'monitor',
+        '--store',
+        url,
+        '--prefix',
+        this.prefix,
+        '--lease-ttl',
+        ttl,
+        '--node',
+        name,
+        '--platform',
+        'r3-2xlarge',
+        '--rus',
+        String(o.rus ?? 4),
+        '--rack',
+        `r${i % 2}`,
+        '--executor',
+        'process',
+        '--log-dir',
+        join(cwd, 'logs'),
+        ...(o.graceMs !== undefined ? ['--disconnect-grace', `${o.graceMs}ms`] : []),
+      ];
       this.monitors.push(new TarcilChild(name, 'monitor', args, cwd, proxies, join(this.dir, 'logs', `${name}.log`)));
     }
     for (let i = 0; i < (o.frontEnds ?? 2); i++) {

@@ -50,7 +50,17 @@ class History {
       else last.delete(ev.kv.key);
     }
     const coll = (c: string): KeyValue[] => [...last.values()].filter((kv) => kv.key.startsWith(`${P}${c}/`));
-    return { jobs: coll('jobs'), tasks: coll('tasks'), owners: coll('owners'), queue: coll('queue'), rus: coll('rus'), servers: coll('servers'), requests: coll('requests'), decisions: coll('decisions'), reports: coll('reports') };
+    return {
+      jobs: coll('jobs'),
+      tasks: coll('tasks'),
+      owners: coll('owners'),
+      queue: coll('queue'),
+      rus: coll('rus'),
+      servers: coll('servers'),
+      requests: coll('requests'),
+      decisions: coll('decisions'),
+      reports: coll('reports'),
+    };
   }
 }
 
@@ -97,7 +107,14 @@ describe('fault checker', () => {
   });
 
   it('parses execution records, and a run whose process vanished ends when it was seen gone', () => {
-    const text = ['S j1 0 n0 2 15 100 n0:100:1 1000', 'S j1 1 n1 0 15 101 n1:101:1 1001', 'E j1 0 n0 2 15 100 n0:100:1 2000', 'S j1 2 n1 1 15 102 n1:102:1 1002', 'K j1 2 n1 1 15 102 n1:102:1 1500', ''].join('\n');
+    const text = [
+      'S j1 0 n0 2 15 100 n0:100:1 1000',
+      'S j1 1 n1 0 15 101 n1:101:1 1001',
+      'E j1 0 n0 2 15 100 n0:100:1 2000',
+      'S j1 2 n1 1 15 102 n1:102:1 1002',
+      'K j1 2 n1 1 15 102 n1:102:1 1500',
+      '',
+    ].join('\n');
     const runs = readRuns(text, new Map([['n1:101:1', 3000]]));
     expect(runs.map((r) => [r.task, r.node, r.ru, r.rev, r.how, r.end])).toEqual([
       [0, 'n0', 2, 15, 'exit0', 2000],
@@ -111,7 +128,12 @@ describe('fault checker', () => {
     h.job('j1', 'succeeded', 'fault-0');
     h.job('j2', 'running', 'fault-1');
     h.job('j3', 'failed', 'fault-2');
-    const subs = [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', jobId: 'j2' }, { name: 'fault-2', jobId: 'j3' }, { name: 'fault-3', refused: 'ALREADY_EXISTS' }];
+    const subs = [
+      { name: 'fault-0', jobId: 'j1' },
+      { name: 'fault-1', jobId: 'j2' },
+      { name: 'fault-2', jobId: 'j3' },
+      { name: 'fault-3', refused: 'ALREADY_EXISTS' },
+    ];
     expect(kinds(input(h, runs, { submissions: subs }))).toEqual(['job-final-count', 'job-state', 'job-stuck', 'submit-refused']);
     // Cancelled is fine for a job whose cancellation was asked for; two stored jobs for one submission are not.
     const c = base();
@@ -208,7 +230,10 @@ describe('fault checker', () => {
   it('keeps a record whose time a killed date left empty out of the runs, and reports it instead of a shared RU', () => {
     // n0/0 ran j1#0 from 1100 to 2100; j2#0 was placed there after, started and at once stopped:
     // its group's SIGTERM killed the `date` of its start line, which has no time.
-    const { h, runs: [j1] } = base();
+    const {
+      h,
+      runs: [j1],
+    } = base();
     h.job('j2', 'queued', 'fault-1');
     const rev2 = h.place('j2', 0, 'n0/000', 'b:1', 2200);
     h.running('j2', 0, 'b:1', rev2, 2200);
@@ -244,7 +269,10 @@ describe('fault checker', () => {
     const [ra, rb, rc] = [at('ja', 'n0/000'), at('jb', 'n0/000'), at('jc', 'n0/001')];
     const a = run('ja', 0, 'n0', 0, ra, 1000, 2000, 'exit0');
     const b = run('jb', 0, 'n0', 0, rb, 3000, 4000, 'exit0');
-    const ru = (runs: ExecRun[]): string[] => check(input(h, runs, { submissions: [] })).violations.filter((x) => x.kind === 'ru-shared').map((x) => x.detail);
+    const ru = (runs: ExecRun[]): string[] =>
+      check(input(h, runs, { submissions: [] }))
+        .violations.filter((x) => x.kind === 'ru-shared')
+        .map((x) => x.detail);
     // One after the other on n0/0: nothing shared, in either order.
     expect(ru([a, b])).toEqual([]);
     expect(ru([b, a])).toEqual([]);
@@ -274,21 +302,41 @@ describe('fault checker', () => {
   it('flags a submission its client kept trying that the cell did not take once the faults before it were repaired', () => {
     const { h, runs } = base();
     const lost = (faults: CheckInput['faults'], gaveUpAt: number): string[] =>
-      check(input(h, runs, { faults, submissions: [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt }] }))
+      check(
+        input(h, runs, {
+          faults,
+          submissions: [
+            { name: 'fault-0', jobId: 'j1' },
+            { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt },
+          ],
+        }),
+      )
         .violations.filter((x) => x.kind === 'submission-lost')
         .map((x) => x.detail);
     // A front-end killed in a quorum loss, listening again at 8000.
     const feKill = [{ kind: 'quorum-loss-fe-kill' as const, target: 'm0+m1, fe0', start: 1000, healed: 8000, electionMs: 500 }];
     expect(lost(feKill, 12_000)).toEqual([]);
-    expect(lost(feKill, 14_000)).toEqual([`fault-1: not acknowledged (UNAVAILABLE); its client tried until ${hms(14_000)}, 6000 ms after the cell was repaired`]);
+    expect(lost(feKill, 14_000)).toEqual([
+      `fault-1: not acknowledged (UNAVAILABLE); its client tried until ${hms(14_000)}, 6000 ms after the cell was repaired`,
+    ]);
     // A quorum loss is repaired when etcd has a leader again, after the members' restart.
     expect(lost([{ kind: 'quorum-loss', target: 'm0+m1', start: 1000, healed: 8000, electionMs: 2000 }], 14_000)).toEqual([]);
     // With no fault, trying for the settle time is enough; a fault after the client gave up does not count.
     expect(lost([], 6000)).toEqual([]);
     expect(lost([{ ...feKill[0]!, start: 20_000, healed: 30_000 }], 8000)).toHaveLength(1);
     // A client that stops before its deadline (a count of tries) did not keep trying: the submission is lost too.
-    const early = check(input(h, runs, { faults: feKill, submissions: [{ name: 'fault-0', jobId: 'j1' }, { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt: 5000, deadlineAt: 32_000 }] }));
-    expect(early.violations.map((x) => x.detail)).toEqual([`fault-1: not acknowledged (UNAVAILABLE); its client gave up at ${hms(5000)}, before its deadline ${hms(32_000)}`]);
+    const early = check(
+      input(h, runs, {
+        faults: feKill,
+        submissions: [
+          { name: 'fault-0', jobId: 'j1' },
+          { name: 'fault-1', refused: 'UNAVAILABLE', submittedAt: 2000, gaveUpAt: 5000, deadlineAt: 32_000 },
+        ],
+      }),
+    );
+    expect(early.violations.map((x) => x.detail)).toEqual([
+      `fault-1: not acknowledged (UNAVAILABLE); its client gave up at ${hms(5000)}, before its deadline ${hms(32_000)}`,
+    ]);
   });
 
   it('flags a run etcd never recorded, and a success with no completed run', () => {
@@ -309,7 +357,19 @@ describe('fault checker', () => {
     h.put('tasks/j1/1', { job: 'j1', index: 1, state: 'running', commitId: 'x' });
     const open = run('j5', 0, 'n0', 1, 0, 9000, undefined, 'open');
     expect(kinds(input(h, [...runs, open], { servers: ['n0', 'n9'] }))).toEqual(
-      ['decision-orphaned', 'owner-leaked', 'process-leaked', 'queue-leaked', 'report-leaked', 'request-orphaned', 'ru-leaked', 'ru-stray', 'run-unrecorded', 'server-missing', 'task-active-at-end'].sort(),
+      [
+        'decision-orphaned',
+        'owner-leaked',
+        'process-leaked',
+        'queue-leaked',
+        'report-leaked',
+        'request-orphaned',
+        'ru-leaked',
+        'ru-stray',
+        'run-unrecorded',
+        'server-missing',
+        'task-active-at-end',
+      ].sort(),
     );
   });
 
@@ -318,7 +378,11 @@ describe('fault checker', () => {
     h.put('servers/n0', { id: 'n0' });
     const runs: ExecRun[] = [];
     // Placements decided at 1000, 5000 and 12000 ms, each started 200 ms later.
-    for (const [i, at] of [[0, 1000], [1, 5000], [2, 12_000]] as const) {
+    for (const [i, at] of [
+      [0, 1000],
+      [1, 5000],
+      [2, 12_000],
+    ] as const) {
       h.job(`j${i}`, 'queued', `fault-${i}`);
       const rev = h.place(`j${i}`, 0, 'n0/000', `c:${i}`, at);
       h.running(`j${i}`, 0, `c:${i}`, rev, at);

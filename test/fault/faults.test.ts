@@ -50,7 +50,10 @@ describe('fault injection on a 3-member etcd (short run)', () => {
 
     // The run did what it is for: every fault was injected and repaired, and work kept flowing.
     expect(r.faults.map((f) => f.kind)).toEqual(['leader-kill', 'quorum-loss-fe-kill', 'monitor-stop']);
-    expect(r.faults.filter((f) => f.error).map((f) => f.error), why).toEqual([]);
+    expect(
+      r.faults.filter((f) => f.error).map((f) => f.error),
+      why,
+    ).toEqual([]);
     expect(r.report.totals.acked, why).toBeGreaterThan(30);
     expect(r.report.totals.runs, why).toBeGreaterThan(50);
     for (const f of r.report.faults) expect(f.stallMs, `${f.kind}: no task started after it\n${why}`).toBeDefined();

@@ -48,7 +48,10 @@ describe('a monitor frozen past its lease and grace (short run)', () => {
     const why = `seed ${SEED}\n${summary}${r.outputs ? `\n${r.outputs}` : ''}`;
 
     expect(r.faults.map((f) => f.kind)).toEqual(['monitor-freeze-long', 'monitor-supervisor-kill']);
-    expect(r.faults.filter((f) => f.error).map((f) => f.error), why).toEqual([]);
+    expect(
+      r.faults.filter((f) => f.error).map((f) => f.error),
+      why,
+    ).toEqual([]);
     // The freeze outlasted the lease, the grace and the front-ends' margin, and its node had tasks
     // that were placed again meanwhile: the case the supervisors are for.
     const freeze = r.faults[0];
@@ -58,7 +61,10 @@ describe('a monitor frozen past its lease and grace (short run)', () => {
 
     // The invariants, from the tasks' own records and from etcd.
     expect(r.pending, why).toEqual([]);
-    expect(r.report.violations.filter((v) => v.kind === 'runs-overlap'), why).toEqual([]);
+    expect(
+      r.report.violations.filter((v) => v.kind === 'runs-overlap'),
+      why,
+    ).toEqual([]);
     expect(r.report.totals.rerunsAfterSuccess, why).toBe(0);
     expect(r.report.counts, why).toEqual({});
     expect(r.report.violations, why).toEqual([]);

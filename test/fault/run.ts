@@ -67,7 +67,16 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
     const store = await cell.store();
     const keys = new Keys(cell.prefix);
     const live = new LiveKeys(keys);
-    const workload = new Workload({ rng: rng.fork(), addrs: cell.feAddrs, taskScript: cell.taskScript, recordsFile: cell.recordsFile, meanGapMs: o.meanGapMs ?? 600, ...(o.taskSeconds ? { taskSeconds: o.taskSeconds } : {}), ...(o.longShare !== undefined ? { longShare: o.longShare } : {}), ...(o.sticky ? { sticky: true } : {}) });
+    const workload = new Workload({
+      rng: rng.fork(),
+      addrs: cell.feAddrs,
+      taskScript: cell.taskScript,
+      recordsFile: cell.recordsFile,
+      meanGapMs: o.meanGapMs ?? 600,
+      ...(o.taskSeconds ? { taskSeconds: o.taskSeconds } : {}),
+      ...(o.longShare !== undefined ? { longShare: o.longShare } : {}),
+      ...(o.sticky ? { sticky: true } : {}),
+    });
     const windowStart = Date.now();
     workload.start();
     const nemesis = new Nemesis(cell.target(), say);

@@ -44,7 +44,15 @@ function runTask(killAt: number, seconds: string): Promise<{ records: string; ca
       cwd: node,
       detached: true,
       stdio: ['ignore', out, 'ignore'],
-      env: { PATH: `${bin}:${process.env.PATH ?? ''}`, FAULT_RECORDS: records, DATE_CALLS: calls, KILL_AT: String(killAt), TARCIL_JOB: 'j1', TARCIL_TASK: '0', TARCIL_RU: '2' },
+      env: {
+        PATH: `${bin}:${process.env.PATH ?? ''}`,
+        FAULT_RECORDS: records,
+        DATE_CALLS: calls,
+        KILL_AT: String(killAt),
+        TARCIL_JOB: 'j1',
+        TARCIL_TASK: '0',
+        TARCIL_RU: '2',
+      },
     });
     closeSync(out);
     child.once('error', reject);

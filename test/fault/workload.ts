@@ -54,7 +54,17 @@ export interface WorkloadOptions {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /** gRPC status numbers by name, for errors that come straight from @grpc/grpc-js. */
-const GRPC_NAMES: Record<number, string> = { 1: 'CANCELLED', 3: 'INVALID_ARGUMENT', 4: 'DEADLINE_EXCEEDED', 5: 'NOT_FOUND', 6: 'ALREADY_EXISTS', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 13: 'INTERNAL', 14: 'UNAVAILABLE' };
+const GRPC_NAMES: Record<number, string> = {
+  1: 'CANCELLED',
+  3: 'INVALID_ARGUMENT',
+  4: 'DEADLINE_EXCEEDED',
+  5: 'NOT_FOUND',
+  6: 'ALREADY_EXISTS',
+  8: 'RESOURCE_EXHAUSTED',
+  9: 'FAILED_PRECONDITION',
+  13: 'INTERNAL',
+  14: 'UNAVAILABLE',
+};
 const codeOf = (err: unknown): string => {
   const c = (err as { code?: unknown }).code;
   return typeof c === 'number' ? (GRPC_NAMES[c] ?? `grpc ${c}`) : typeof c === 'string' ? c : 'UNKNOWN';
@@ -124,7 +134,11 @@ export class Workload {
     if (this.o.sticky) {
       try {
         const c = this.clients[i % this.clients.length] as SchedulerClient;
-        const res = await submitWithRetry(c, { specJson, requestId: sub.requestId }, { timeout: 4000, deadlineMs: Math.max(1, deadline - Date.now()), retryBaseMs: 200 });
+        const res = await submitWithRetry(
+          c,
+          { specJson, requestId: sub.requestId },
+          { timeout: 4000, deadlineMs: Math.max(1, deadline - Date.now()), retryBaseMs: 200 },
+        );
         sub.jobId = res.jobId;
         sub.ackAt = Date.now();
       } catch (err) {

@@ -21,7 +21,15 @@ let c: SchedulerClient;
 
 beforeAll(async () => {
   store = new MemoryStore();
-  sched = await startTestScheduler({ name: 'acl-service', agents: 1, seed: 1, store, keys, clock: new SystemClock(), log: createLogger('acl-service', 'silent') });
+  sched = await startTestScheduler({
+    name: 'acl-service',
+    agents: 1,
+    seed: 1,
+    store,
+    keys,
+    clock: new SystemClock(),
+    log: createLogger('acl-service', 'silent'),
+  });
   c = schedulerClient(`127.0.0.1:${sched.port}`);
 });
 afterAll(async () => {
@@ -33,8 +41,12 @@ afterAll(async () => {
 type Answer = { code: number; details: string; res?: Record<string, unknown> };
 function call(rpc: 'CreateToken' | 'ListAudit', req: object): Promise<Answer> {
   return new Promise((resolve) => {
-    const fn = (c as unknown as Record<string, (r: object, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Record<string, unknown>) => void) => void>)[rpc];
-    fn!.call(c, req, { deadline: new Date(Date.now() + 10_000) }, (e, r) => resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '', ...(r ? { res: r } : {}) }));
+    const fn = (
+      c as unknown as Record<string, (r: object, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Record<string, unknown>) => void) => void>
+    )[rpc];
+    fn!.call(c, req, { deadline: new Date(Date.now() + 10_000) }, (e, r) =>
+      resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '', ...(r ? { res: r } : {}) }),
+    );
   });
 }
 

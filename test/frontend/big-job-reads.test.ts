@@ -31,7 +31,8 @@ async function bigJob(n: number, record: (i: number) => Record<string, unknown> 
     const ops = [];
     for (let j = i; j < Math.min(n, i + 1000); j++) {
       const r = record(j);
-      if (r) ops.push({ type: 'put' as const, key: keys.task('big', j), value: JSON.stringify({ job: 'big', index: j, state: 'succeeded', attempt: 0, ...r }) });
+      if (r)
+        ops.push({ type: 'put' as const, key: keys.task('big', j), value: JSON.stringify({ job: 'big', index: j, state: 'succeeded', attempt: 0, ...r }) });
     }
     if (ops.length) await store.txn({ compare: [], success: ops });
   }

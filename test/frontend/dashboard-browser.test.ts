@@ -114,7 +114,10 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(states.has('succeeded'), [...states].join(',')).toBe(true);
-    expect([...states].some((s) => s === 'running' || s === 'placed'), [...states].join(',')).toBe(true);
+    expect(
+      [...states].some((s) => s === 'running' || s === 'placed'),
+      [...states].join(','),
+    ).toBe(true);
     expect(maxBusy).toBe(6);
     // The racks that held it showed it: one rack tile at least had busy RUs.
     await expect.poll(() => busyOnPage(cellPage), { timeout: 10_000 }).toBe(0);
@@ -144,7 +147,8 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
 
   it('filters the jobs list, and shows the admission buckets and the throughput of the last minutes', async () => {
     const ids: string[] = [];
-    for (const name of ['etl-a', 'etl-b', 'web-c']) ids.push((await submit(cell.client, { specJson: JSON.stringify({ name, profile: 'spark-lr', tasks: 4, durationMs: 300 }) })).jobId);
+    for (const name of ['etl-a', 'etl-b', 'web-c'])
+      ids.push((await submit(cell.client, { specJson: JSON.stringify({ name, profile: 'spark-lr', tasks: 4, durationMs: 300 }) })).jobId);
     for (const id of ids) await waitFinal(cell.client, id);
 
     const page = await open('#/jobs');
@@ -169,7 +173,7 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
     await page.close();
   });
 
-  it('explains a queued gang on a full cell: its reason first, its attempts folded; the nodes, their tasks and a task\'s logs; the heat map', async () => {
+  it("explains a queued gang on a full cell: its reason first, its attempts folded; the nodes, their tasks and a task's logs; the heat map", async () => {
     // 24 RUs of the demo servers held by one job; then a node that runs real processes, whose
     // 2 RUs a job with a command holds: the cell is full.
     // A short job first: the RUs it frees are the history admission predicts a wait from.
@@ -180,13 +184,38 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
     const cellPage = await open('#/cell');
     await expect.poll(() => busyOnPage(cellPage), { timeout: 15_000 }).toBe(24);
     logDir = mkdtempSync(join(tmpdir(), 'tarcil-dashboard-logs-'));
-    proc = await startMonitor({ store: cell.store, keys: cell.keys, clock: new SystemClock(), log: createLogger('test'), server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r9', rus: 2, speed: 1, attributes: { exec: 'process' } }, executor: 'process', logDir, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    proc = await startMonitor({
+      store: cell.store,
+      keys: cell.keys,
+      clock: new SystemClock(),
+      log: createLogger('test'),
+      server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r9', rus: 2, speed: 1, attributes: { exec: 'process' } },
+      executor: 'process',
+      logDir,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+    });
     const script = 'for i in 1 2 3; do echo "line $i of task $TARCIL_TASK"; done; echo "a warning" >&2; sleep 600';
-    const printer = (await submit(cell.client, { specJson: JSON.stringify({ name: 'printer', profile: 'spark-lr', tasks: 2, constraints: { attributes: { exec: 'process' } }, command: { argv: ['sh', '-c', script] } }) })).jobId;
+    const printer = (
+      await submit(cell.client, {
+        specJson: JSON.stringify({
+          name: 'printer',
+          profile: 'spark-lr',
+          tasks: 2,
+          constraints: { attributes: { exec: 'process' } },
+          command: { argv: ['sh', '-c', script] },
+        }),
+      })
+    ).jobId;
     await expect.poll(() => busyOnPage(cellPage), { timeout: 15_000 }).toBe(26);
-    const gang = (await submit(cell.client, { specJson: JSON.stringify({ name: 'gang-10', profile: 'spark-lr', tasks: 10, mode: 'gang', durationMs: 60_000 }) })).jobId;
+    const gang = (
+      await submit(cell.client, { specJson: JSON.stringify({ name: 'gang-10', profile: 'spark-lr', tasks: 10, mode: 'gang', durationMs: 60_000 }) })
+    ).jobId;
     // An operator cordons the node that runs processes (the nodes view shows it).
-    await new Promise<void>((resolve, reject) => cell.client.SetNodeScheduling({ server: 'p0', action: 'cordon', reason: 'disk check' }, (e) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      cell.client.SetNodeScheduling({ server: 'p0', action: 'cordon', reason: 'disk check' }, (e) => (e ? reject(e) : resolve())),
+    );
 
     // The gang's page: the reason in one sentence first, then the placements (none), then the rest.
     const page = await open(`#/job/${gang}`);
@@ -217,15 +246,30 @@ describe.skipIf(!bin)('the dashboard in Chromium', () => {
     // Every stage named whole, none cut by its box.
     const labels = page.getByTestId('stage-label');
     expect((await labels.locator('b').allInnerTexts()).join(',')).toBe('queue,admission,sample size,select,commit');
-    for (const l of await labels.all()) expect(await l.evaluate((e: { scrollWidth: number; clientWidth: number }) => e.scrollWidth <= e.clientWidth + 1)).toBe(true);
+    for (const l of await labels.all())
+      expect(await l.evaluate((e: { scrollWidth: number; clientWidth: number }) => e.scrollWidth <= e.clientWidth + 1)).toBe(true);
 
     if (shots) await page.screenshot({ path: join(shots, 'dashboard-job.png'), fullPage: true });
     // A gang that waited long: its explanation as the front-end answered it, with 60 equal sample
     // attempts and 20 admission verdicts that differ only in their numbers (what a long wait on a
     // full cell leaves in the decision record), served to the page in place of the live answer.
     const live = (await (await fetch(`${base}api/job?id=${encodeURIComponent(gang)}`)).json()) as { explanation: Record<string, unknown> };
-    const verdict = (i: number) => ({ action: i < 2 ? 'queue' : 'best-effort', reason: `only 0 of 0 free RUs are acceptable (no bucket); 13 more expected free within ${1 + i / 10} s`, f: 0, acceptableFree: 0, totalFree: 0, needed: 10 });
-    const long = { ...live, explanation: { ...live.explanation, samples: Array.from({ length: 60 }, () => ({ r: 32, f: 0, candidates: 0 })), admission: Array.from({ length: 20 }, (_, i) => verdict(i)) } };
+    const verdict = (i: number) => ({
+      action: i < 2 ? 'queue' : 'best-effort',
+      reason: `only 0 of 0 free RUs are acceptable (no bucket); 13 more expected free within ${1 + i / 10} s`,
+      f: 0,
+      acceptableFree: 0,
+      totalFree: 0,
+      needed: 10,
+    });
+    const long = {
+      ...live,
+      explanation: {
+        ...live.explanation,
+        samples: Array.from({ length: 60 }, () => ({ r: 32, f: 0, candidates: 0 })),
+        admission: Array.from({ length: 20 }, (_, i) => verdict(i)),
+      },
+    };
     await page.route('**/api/job?*', (route) => route.fulfill({ json: long }));
     await page.goto(`${base}#/jobs`);
     await page.goto(`${base}#/job/${gang}`);

@@ -22,7 +22,19 @@ let b: Awaited<ReturnType<typeof startScheduler>>;
 beforeAll(async () => {
   a = await startDemoCell({ prefix: '/dash-q/', name: 'fe-a', seed: 3, agents: 1 });
   // A second front-end on the same store: it places nothing of the job below.
-  b = await startScheduler({ name: 'fe-b', store: a.store, keys: a.keys, catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(4), log: createLogger('test'), agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+  b = await startScheduler({
+    name: 'fe-b',
+    store: a.store,
+    keys: a.keys,
+    catalog: loadCatalog(),
+    clock: new SystemClock(),
+    rng: new SeededRng(4),
+    log: createLogger('test'),
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+  });
   await b.ready;
 }, 60_000);
 afterAll(async () => {

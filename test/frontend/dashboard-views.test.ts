@@ -19,7 +19,12 @@ import { startMixedCell, type MixedCell } from '../support/mixed-cell.ts';
 describe("the job page's folding, reason and charts (web/dashboard)", () => {
   it('folds runs of the same sample attempt into one line with its count and span, and keeps different ones apart', () => {
     const same = { r: 32, f: 0, candidates: 0 };
-    const samples = [{ r: 8, f: 0.5, candidates: 8 }, ...Array.from({ length: 60 }, () => ({ ...same })), { r: 32, f: 0.0004, candidates: 0 }, { r: 16, f: 0.1, candidates: 3 }];
+    const samples = [
+      { r: 8, f: 0.5, candidates: 8 },
+      ...Array.from({ length: 60 }, () => ({ ...same })),
+      { r: 32, f: 0.0004, candidates: 0 },
+      { r: 16, f: 0.1, candidates: 3 },
+    ];
     const g = foldSamples(samples);
     // f is compared to 3 decimals: 0.0004 is the same attempt as 0.
     expect(g.map((x) => x.count)).toEqual([1, 61, 1]);
@@ -38,14 +43,30 @@ describe("the job page's folding, reason and charts (web/dashboard)", () => {
       ['best-effort', 3],
     ]);
     expect(g[1]!.item.reason).toContain('5.5 s');
-    expect(foldEvents([{ state: 'queued', tasks: '', message: 'm' }, { state: 'queued', tasks: '', message: 'm' }])[0]!.count).toBe(2);
+    expect(
+      foldEvents([
+        { state: 'queued', tasks: '', message: 'm' },
+        { state: 'queued', tasks: '', message: 'm' },
+      ])[0]!.count,
+    ).toBe(2);
   });
 
   it("takes the front-end's reason when there is one, and says one from the state otherwise", () => {
-    expect(currentReason({ reason: { kind: 'cell-full', text: 'the cell is full' } }, { state: 'queued' })).toEqual({ kind: 'cell-full', text: 'the cell is full' });
-    expect(currentReason({ waitingFor: 'no server it may use is up' }, { state: 'queued', tasks: 4, taskStates: { queued: 4 } })).toMatchObject({ kind: 'waiting', text: 'Waiting: no server it may use is up.' });
-    expect(currentReason({ admission: [{ action: 'queue', reason: 'too few acceptable RUs' }] }, { state: 'admitted', tasks: 2, taskStates: { queued: 2 } })).toMatchObject({ kind: 'admission' });
-    expect(currentReason(undefined, { state: 'succeeded', tasks: 3, taskStates: { succeeded: 3 } })).toMatchObject({ kind: 'done', text: 'Succeeded: all 3 tasks finished.' });
+    expect(currentReason({ reason: { kind: 'cell-full', text: 'the cell is full' } }, { state: 'queued' })).toEqual({
+      kind: 'cell-full',
+      text: 'the cell is full',
+    });
+    expect(currentReason({ waitingFor: 'no server it may use is up' }, { state: 'queued', tasks: 4, taskStates: { queued: 4 } })).toMatchObject({
+      kind: 'waiting',
+      text: 'Waiting: no server it may use is up.',
+    });
+    expect(
+      currentReason({ admission: [{ action: 'queue', reason: 'too few acceptable RUs' }] }, { state: 'admitted', tasks: 2, taskStates: { queued: 2 } }),
+    ).toMatchObject({ kind: 'admission' });
+    expect(currentReason(undefined, { state: 'succeeded', tasks: 3, taskStates: { succeeded: 3 } })).toMatchObject({
+      kind: 'done',
+      text: 'Succeeded: all 3 tasks finished.',
+    });
     expect(currentReason(undefined, { state: 'running', tasks: 3, taskStates: { running: 3 } })).toMatchObject({ kind: 'running' });
   });
 
@@ -64,7 +85,7 @@ describe("the job page's folding, reason and charts (web/dashboard)", () => {
 });
 
 describe('the load verdict', () => {
-  it("says ok, the slow tasks, or that the monitor blocked the server, slowest first", () => {
+  it('says ok, the slow tasks, or that the monitor blocked the server, slowest first', () => {
     expect(loadVerdict(false, [])).toBe('ok');
     const r = (task: number, rate: number) => ({ job: 'j1', task, server: 's', rate, at: 0 });
     expect(loadVerdict(false, [r(1, 0.5)])).toBe('slow: task 1 of j1 at 50% of the expected rate');
@@ -93,12 +114,24 @@ describe('the nodes and logs views', () => {
   const logs = async (q: string): Promise<{ status: number; lines: Record<string, unknown>[]; text: string }> => {
     const r = await fetch(`${base}/api/logs?${q}`);
     const text = await r.text();
-    return { status: r.status, text, lines: r.status === 200 ? text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>) : [] };
+    return {
+      status: r.status,
+      text,
+      lines:
+        r.status === 200
+          ? text
+              .trim()
+              .split('\n')
+              .map((l) => JSON.parse(l) as Record<string, unknown>)
+          : [],
+    };
   };
 
   it('lists every node with its RUs, its tasks since when, its state and its load verdict', async () => {
     const before = Date.now();
-    const { jobId } = await submit(c, { specJson: JSON.stringify({ name: 'hold', profile: 'spark-lr', tasks: 2, durationMs: 600_000, constraints: { attributes: { exec: 'simulated' } } }) });
+    const { jobId } = await submit(c, {
+      specJson: JSON.stringify({ name: 'hold', profile: 'spark-lr', tasks: 2, durationMs: 600_000, constraints: { attributes: { exec: 'simulated' } } }),
+    });
     let view: NodeView[] = [];
     await expect.poll(async () => (view = await nodes()).find((n) => n.id === 's0')?.tasks.length, { timeout: 10_000 }).toBe(2);
     expect(view.map((n) => n.id)).toEqual(['p0', 's0']);
@@ -116,7 +149,9 @@ describe('the nodes and logs views', () => {
 
     // A load report of the node's monitor, and a cordon: both shown.
     await store.put(new LiveKeys(keys).report(jobId, 0), JSON.stringify({ job: jobId, task: 0, server: 's0', rate: 0.4, at: Date.now() }));
-    await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: 's0', action: 'drain', reason: 'disk check' }, (e) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      c.SetNodeScheduling({ server: 's0', action: 'drain', reason: 'disk check' }, (e) => (e ? reject(e) : resolve())),
+    );
     const after = (await nodes()).find((n) => n.id === 's0')!;
     expect(after.state).toBe('draining');
     expect(after.cordon).toMatchObject({ mode: 'drain', reason: 'disk check' });
@@ -126,21 +161,38 @@ describe('the nodes and logs views', () => {
   });
 
   it("relays a task's stdout and stderr through TaskLogs, and says why a simulated task has none", async () => {
-    const spec = { name: 'echo', profile: 'spark-lr', tasks: 1, constraints: { attributes: { exec: 'process' } }, command: { argv: ['sh', '-c', 'echo "out of $TARCIL_TASK"; echo "err ü" >&2'] } };
+    const spec = {
+      name: 'echo',
+      profile: 'spark-lr',
+      tasks: 1,
+      constraints: { attributes: { exec: 'process' } },
+      command: { argv: ['sh', '-c', 'echo "out of $TARCIL_TASK"; echo "err ü" >&2'] },
+    };
     const { jobId } = await submit(c, { specJson: JSON.stringify(spec) });
     expect((await waitFinal(c, jobId)).state).toBe('succeeded');
     const got = await logs(`job=${encodeURIComponent(jobId)}&task=0&follow=1`);
     expect(got.status).toBe(200);
-    const text = (s: string) => got.lines.filter((l) => l['stream'] === s).map((l) => l['text']).join('');
+    const text = (s: string) =>
+      got.lines
+        .filter((l) => l['stream'] === s)
+        .map((l) => l['text'])
+        .join('');
     expect(text('stdout')).toBe('out of 0\n');
     expect(text('stderr')).toBe('err ü\n');
     expect(got.lines.filter((l) => typeof l['path'] === 'string')).toHaveLength(2);
     expect(got.lines[got.lines.length - 1]).toEqual({ end: true });
 
-    const simJob = await submit(c, { specJson: JSON.stringify({ name: 'sim', profile: 'spark-lr', tasks: 1, durationMs: 50, constraints: { attributes: { exec: 'simulated' } } }) });
+    const simJob = await submit(c, {
+      specJson: JSON.stringify({ name: 'sim', profile: 'spark-lr', tasks: 1, durationMs: 50, constraints: { attributes: { exec: 'simulated' } } }),
+    });
     expect((await waitFinal(c, simJob.jobId)).state).toBe('succeeded');
     const none = await logs(`job=${simJob.jobId}&task=0`);
-    expect(none.lines).toEqual([{ code: 'FAILED_PRECONDITION', error: `node s0 runs its tasks with the simulated executor, which writes no log: task 0 of ${simJob.jobId} has no stdout or stderr to show` }]);
+    expect(none.lines).toEqual([
+      {
+        code: 'FAILED_PRECONDITION',
+        error: `node s0 runs its tasks with the simulated executor, which writes no log: task 0 of ${simJob.jobId} has no stdout or stderr to show`,
+      },
+    ]);
     const past = await logs(`job=${simJob.jobId}&task=4`);
     expect(past.lines[0]).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(String(past.lines[0]!['error'])).toMatch(/^task: must be below 1/);

@@ -30,7 +30,10 @@ function bigCell(n: number): { manager: JobManager; servers: ServerState[] } {
   const servers: ServerState[] = [];
   const map = new Map<string, ServerState>();
   for (let i = 0; i < n; i++) {
-    const s = new ServerState({ id: `s${i}`, platform: i % 2 === 0 ? 'r3-2xlarge' : 'c3-large', rack: `r${Math.floor(i / RACK)}`, rus: 16, speed: 1, attributes: {} }, i * 16);
+    const s = new ServerState(
+      { id: `s${i}`, platform: i % 2 === 0 ? 'r3-2xlarge' : 'c3-large', rack: `r${Math.floor(i / RACK)}`, rus: 16, speed: 1, attributes: {} },
+      i * 16,
+    );
     if (i % 3 === 0) s.occupants[0] = { job: 'j', task: i, caused: [], priority: 0, state: 'busy' };
     servers.push(s);
     map.set(s.spec.id, s);
@@ -81,7 +84,15 @@ const until = async (ok: () => boolean, ms = 5000): Promise<void> => {
 describe('the dashboard on a 10,000-server cell', () => {
   const { manager, servers } = bigCell(10_000);
   const store = new MemoryStore();
-  const dash = new Dashboard({ manager, store, keys: new Keys('/dash-big/'), metrics: new Metrics(), log: createLogger('test'), job: () => Promise.resolve({}), explain: () => Promise.resolve({}) });
+  const dash = new Dashboard({
+    manager,
+    store,
+    keys: new Keys('/dash-big/'),
+    metrics: new Metrics(),
+    log: createLogger('test'),
+    job: () => Promise.resolve({}),
+    explain: () => Promise.resolve({}),
+  });
   let port = 0;
   afterAll(async () => {
     await dash.close();
@@ -142,7 +153,10 @@ describe('tarcil up', () => {
   it('serves the dashboard on --http-port and prints its address in the banner', async () => {
     const bin = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VITEST')));
-    const child = spawn(process.execPath, [bin, 'up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, TARCIL_LOG: 'silent' } });
+    const child = spawn(process.execPath, [bin, 'up', '--port', '0', '--metrics-port', '0', '--http-port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...env, TARCIL_LOG: 'silent' },
+    });
     try {
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -222,7 +236,7 @@ describe('the dashboard off loopback', () => {
     expect((await fetch(`${base}/api/rack?key=x`, { headers: { cookie } })).status).toBe(200);
   });
 
-  it('is served over HTTPS with the front-end\'s certificate', async () => {
+  it("is served over HTTPS with the front-end's certificate", async () => {
     const pki = makePki();
     const sched = await frontEnd({ host: '127.0.0.1', tls: { certFile: pki.serverCert, keyFile: pki.serverKey } });
     expect(sched.httpScheme).toBe('https');

@@ -35,7 +35,9 @@ async function cell(prefix: string): Promise<{ inner: MemoryStore; store: Cluste
   const inner = new MemoryStore();
   const keys = new Keys(prefix);
   const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
-  const monitors: MonitorProcess[] = await Promise.all(servers.map((s) => startMonitor({ store: inner, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
+  const monitors: MonitorProcess[] = await Promise.all(
+    servers.map((s) => startMonitor({ store: inner, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })),
+  );
   cleanup.push(async () => {
     await Promise.all(monitors.map((m) => m.close()));
     await inner.close();
@@ -62,7 +64,21 @@ async function scheduling(sched: SchedulerProcess): Promise<number> {
 }
 
 function start(store: ClusterStore, keys: Keys, listenBeforeReady: boolean): Promise<SchedulerProcess> {
-  return startScheduler({ name: 'early', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, listenBeforeReady, housekeeping: false });
+  return startScheduler({
+    name: 'early',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(3),
+    log,
+    agents: 2,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    listenBeforeReady,
+    housekeeping: false,
+  });
 }
 
 describe('a front-end that listens before its view of the cell is loaded', () => {

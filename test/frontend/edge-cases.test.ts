@@ -43,7 +43,20 @@ async function startCell(prefix: string, extra: { unplaceableTimeoutMs?: number 
     monitors.set(s.id, await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 }));
   };
   await Promise.all(servers.map(startNode));
-  const sched = await startScheduler({ name: 'edge', store, keys, catalog, clock, rng: new SeededRng(11), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, ...extra });
+  const sched = await startScheduler({
+    name: 'edge',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(11),
+    log,
+    agents: 2,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    ...extra,
+  });
   const c = schedulerClient(`127.0.0.1:${sched.port}`);
   return {
     store,
@@ -180,8 +193,12 @@ describe('front-end edge cases (demo cell, embedded store)', () => {
     const racks3 = await submitErr(cell.c, spec({ tasks: 3, mode: 'gang', locality: { mode: 'spread', scope: 'rack' } }));
     expect(racks3.code).toBe(grpc.status.FAILED_PRECONDITION);
     // What the cell can keep: 10 tasks on 10 servers, a gang of 2 over the 2 racks.
-    const a = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'spread10', tasks: 10, durationMs: 1500, locality: { mode: 'spread', scope: 'server' } })) });
-    const b = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'racks2', tasks: 2, mode: 'gang', durationMs: 300, locality: { mode: 'spread', scope: 'rack' } })) });
+    const a = await submit(cell.c, {
+      specJson: JSON.stringify(spec({ name: 'spread10', tasks: 10, durationMs: 1500, locality: { mode: 'spread', scope: 'server' } })),
+    });
+    const b = await submit(cell.c, {
+      specJson: JSON.stringify(spec({ name: 'racks2', tasks: 2, mode: 'gang', durationMs: 300, locality: { mode: 'spread', scope: 'rack' } })),
+    });
     const [ja, jb] = await Promise.all([waitFinal(cell.c, a.jobId), waitFinal(cell.c, b.jobId)]);
     expect(ja.state).toBe('succeeded');
     expect(new Set(ja.taskList.map((t) => t.ru?.server)).size).toBe(10);
@@ -189,7 +206,9 @@ describe('front-end edge cases (demo cell, embedded store)', () => {
     expect(jb.state).toBe('succeeded');
     expect(new Set(jb.taskList.map((t) => rackOf.get(t.ru?.server ?? ''))).size).toBe(2);
     // As a preference, 11 tasks on 10 servers are accepted and run.
-    const pref = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'pref', tasks: 11, locality: { mode: 'spread', scope: 'server', required: false } })) });
+    const pref = await submit(cell.c, {
+      specJson: JSON.stringify(spec({ name: 'pref', tasks: 11, locality: { mode: 'spread', scope: 'server', required: false } })),
+    });
     expect((await waitFinal(cell.c, pref.jobId)).state).toBe('succeeded');
   });
 
@@ -253,7 +272,7 @@ describe('front-end edge cases (demo cell, embedded store)', () => {
     const { jobId } = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'x-big', tasks: 100_000, durationMs: 1000 })) });
     const watch = collect(cell.c, jobId);
     // The process keeps answering while it works on the job (each GetJob has a 10 s deadline).
-    await until('tasks running', async () => ((await getJob(cell.c, jobId)).taskStates.running ?? 0) > 0 ? true : undefined);
+    await until('tasks running', async () => (((await getJob(cell.c, jobId)).taskStates.running ?? 0) > 0 ? true : undefined));
     const t0 = Date.now();
     await cancel(cell.c, jobId);
     const j = await waitFinal(cell.c, jobId, 60_000);
@@ -286,7 +305,9 @@ describe('jobs that need servers that are down (embedded store)', () => {
     for (const s of r3) await cell.stopNode(s.id);
     // Servers that left are still listed, as down with when they left (leftAtMs).
     await until('r3 servers gone', async () =>
-      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every((s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0))
+      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every(
+        (s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0),
+      )
         ? true
         : undefined,
     );
@@ -300,7 +321,9 @@ describe('jobs that need servers that are down (embedded store)', () => {
 
     await cell.stopNode((r3[0] as ServerSpec).id);
     await until('r3 server gone again', async () =>
-      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every((s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0))
+      (await unary<{ servers: { platform: string; state: string; leftAtMs: number }[] }>((cb) => cell.c.GetCluster({}, cb))).servers.every(
+        (s) => s.platform !== 'r3-xlarge' || (s.state === 'down' && s.leftAtMs > 0),
+      )
         ? true
         : undefined,
     );
@@ -312,7 +335,11 @@ describe('jobs that need servers that are down (embedded store)', () => {
   });
 
   it('explain of a gang that was re-placed still shows its original placement', async () => {
-    const { jobId } = await submit(cell.c, { specJson: JSON.stringify(spec({ name: 'gang-replaced', tasks: 3, mode: 'gang', durationMs: 60_000, constraints: { platforms: ['m3-large', 'c3-large'] } })) });
+    const { jobId } = await submit(cell.c, {
+      specJson: JSON.stringify(
+        spec({ name: 'gang-replaced', tasks: 3, mode: 'gang', durationMs: 60_000, constraints: { platforms: ['m3-large', 'c3-large'] } }),
+      ),
+    });
     const running = await until('the gang running', async () => {
       const j = await getJob(cell.c, jobId);
       return j.taskStates.running === 3 ? j : undefined;
@@ -341,7 +368,16 @@ async function listServicesByReflection(addr: string): Promise<string[]> {
   const file = require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1alpha/reflection.proto');
   const def = protoLoader.loadSync(file, { keepCase: true });
   const pkg = grpc.loadPackageDefinition(def) as unknown as {
-    grpc: { reflection: { v1alpha: { ServerReflection: new (a: string, c: grpc.ChannelCredentials) => grpc.Client & { ServerReflectionInfo(): grpc.ClientDuplexStream<object, { list_services_response?: { service: { name: string }[] } }> } } } };
+    grpc: {
+      reflection: {
+        v1alpha: {
+          ServerReflection: new (
+            a: string,
+            c: grpc.ChannelCredentials,
+          ) => grpc.Client & { ServerReflectionInfo(): grpc.ClientDuplexStream<object, { list_services_response?: { service: { name: string }[] } }> };
+        };
+      };
+    };
   };
   const client = new pkg.grpc.reflection.v1alpha.ServerReflection(addr, grpc.credentials.createInsecure());
   try {

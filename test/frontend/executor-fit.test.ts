@@ -23,9 +23,21 @@ import { failure, unary } from '../support/live.ts';
 import { until } from '../support/until.ts';
 
 const SPARK = readFileSync(new URL('../../profiles/jobs/spark-lr.json', import.meta.url), 'utf8');
-const COMMAND = JSON.stringify({ ...(JSON.parse(readFileSync(new URL('../../profiles/jobs/inline-command.json', import.meta.url), 'utf8')) as object), command: { argv: ['true'] } });
+const COMMAND = JSON.stringify({
+  ...(JSON.parse(readFileSync(new URL('../../profiles/jobs/inline-command.json', import.meta.url), 'utf8')) as object),
+  command: { argv: ['true'] },
+});
 
-const rec = (id: string, executor?: string): LiveServerRecord => ({ id, platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {}, state: 'up', ...(executor ? { executor } : {}) });
+const rec = (id: string, executor?: string): LiveServerRecord => ({
+  id,
+  platform: 'r3-2xlarge',
+  rack: 'r0',
+  rus: 2,
+  speed: 1,
+  attributes: {},
+  state: 'up',
+  ...(executor ? { executor } : {}),
+});
 
 describe('what the cell’s executors make of a spec (the rule)', () => {
   const mix = (...e: (string | undefined)[]): ReturnType<typeof executorMix> => executorMix(e.map((x, i) => rec(`s${i}`, x)));
@@ -46,9 +58,15 @@ describe('what the cell’s executors make of a spec (the rule)', () => {
 
   it('warns of a command no node runs, or of tasks without one where some node needs one; says nothing when the cell fits or does not say', () => {
     const cmd = { command: { argv: ['true'] } };
-    expect(executorWarnings(cmd, mix('simulated', 'simulated', 'simulated'))).toEqual([expect.stringMatching(/^command: not run in this cell: its 3 servers all run the simulated executor/)]);
-    expect(executorWarnings(cmd, mix('simulated', 'process'))).toEqual([expect.stringMatching(/^command: 1 of this cell's 2 servers run the simulated executor/)]);
-    expect(executorWarnings({}, mix('simulated', 'process', 'process'))).toEqual([expect.stringMatching(/^command: none given, and 2 of this cell's 3 servers run the process executor/)]);
+    expect(executorWarnings(cmd, mix('simulated', 'simulated', 'simulated'))).toEqual([
+      expect.stringMatching(/^command: not run in this cell: its 3 servers all run the simulated executor/),
+    ]);
+    expect(executorWarnings(cmd, mix('simulated', 'process'))).toEqual([
+      expect.stringMatching(/^command: 1 of this cell's 2 servers run the simulated executor/),
+    ]);
+    expect(executorWarnings({}, mix('simulated', 'process', 'process'))).toEqual([
+      expect.stringMatching(/^command: none given, and 2 of this cell's 3 servers run the process executor/),
+    ]);
     expect(executorWarnings(cmd, mix('process', 'process'))).toEqual([]);
     expect(executorWarnings({}, mix('simulated'))).toEqual([]);
     // No node registered, or none that says what it runs: nothing is judged.
@@ -81,9 +99,34 @@ describe('SubmitJob and explain against live nodes of each executor', () => {
       await store.close();
     });
     for (const [i, executor] of executors.entries()) {
-      monitors.push(await startMonitor({ store, keys, clock, log, server: { id: `${executor}-${i}`, platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }, executor, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, logDir: join(logDir, String(i)) }));
+      monitors.push(
+        await startMonitor({
+          store,
+          keys,
+          clock,
+          log,
+          server: { id: `${executor}-${i}`, platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+          executor,
+          host: '127.0.0.1',
+          port: 0,
+          leaseTtlSeconds: 3,
+          logDir: join(logDir, String(i)),
+        }),
+      );
     }
-    const sched = await startScheduler({ name: 'fit', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(1), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    const sched = await startScheduler({
+      name: 'fit',
+      store,
+      keys,
+      catalog: loadCatalog(),
+      clock,
+      rng: new SeededRng(1),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+    });
     const c = schedulerClient(`127.0.0.1:${sched.port}`);
     closers.push(async () => {
       c.close();

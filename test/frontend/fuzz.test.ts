@@ -2,7 +2,17 @@ import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { PROTO_DIR, PROTO_FILES } from '../../src/frontend/proto-root.ts';
-import { DOCUMENTED, describeFinding, groupFindings, startFuzzCell, summarize, WireFuzzer, type Finding, type FuzzCell, type RunResult } from '../support/wire-fuzz-run.ts';
+import {
+  DOCUMENTED,
+  describeFinding,
+  groupFindings,
+  startFuzzCell,
+  summarize,
+  WireFuzzer,
+  type Finding,
+  type FuzzCell,
+  type RunResult,
+} from '../support/wire-fuzz-run.ts';
 import { ROOT_PATH } from '../support/wire-fuzz.ts';
 
 /**
@@ -95,12 +105,22 @@ describe('the gRPC API under a wire fuzzer generated from the proto', () => {
     expect(unexpected.length, `${unexpected.length} finding(s):\n${groups.map((g) => `[${g.count}×] ${describeFinding(g.example)}`).join('\n\n')}`).toBe(0);
     const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
     const strange = rejections.filter((e) => !OPEN_FINDINGS.some((k) => k.rejection?.test(message(e))));
-    expect(strange.map((e) => (e instanceof Error ? e.stack : String(e))), 'unhandled rejections').toEqual([]);
+    expect(
+      strange.map((e) => (e instanceof Error ? e.stack : String(e))),
+      'unhandled rejections',
+    ).toEqual([]);
     expect(result.health, 'health').toEqual([]);
     if (!ONLY) {
       for (const k of OPEN_FINDINGS) {
-        expect(result.findings.some((f) => k.matches(f)), `open finding no longer found (fixed? remove it from OPEN_FINDINGS): ${k.what}`).toBe(true);
-        if (k.rejection) expect(rejections.some((e) => k.rejection?.test(message(e))), `its unhandled rejection no longer happens: ${k.what}`).toBe(true);
+        expect(
+          result.findings.some((f) => k.matches(f)),
+          `open finding no longer found (fixed? remove it from OPEN_FINDINGS): ${k.what}`,
+        ).toBe(true);
+        if (k.rejection)
+          expect(
+            rejections.some((e) => k.rejection?.test(message(e))),
+            `its unhandled rejection no longer happens: ${k.what}`,
+          ).toBe(true);
       }
     }
   }, 300_000);
@@ -111,7 +131,8 @@ describe('the gRPC API under a wire fuzzer generated from the proto', () => {
     expect([...result.covered].sort()).toEqual([...expected].sort());
     // Every RPC is in the table of documented statuses.
     expect(Object.keys(DOCUMENTED).sort()).toEqual([...new Set([...expected].map((p) => p.split(' ')[0]))].sort());
-    for (const s of fuzzer.plan.sites) for (const k of s.kinds) expect(result.coveredKinds.has(`${s.rpc.name} ${s.path} ${k}`), `${s.rpc.name} ${s.path} ${k}`).toBe(true);
+    for (const s of fuzzer.plan.sites)
+      for (const k of s.kinds) expect(result.coveredKinds.has(`${s.rpc.name} ${s.path} ${k}`), `${s.rpc.name} ${s.path} ${k}`).toBe(true);
     expect(result.outcomes.length).toBe(fuzzer.plan.sites.reduce((n, s) => n + s.kinds.length, 0) + RANDOM);
   });
 
@@ -127,6 +148,7 @@ describe('the gRPC API under a wire fuzzer generated from the proto', () => {
     // The base requests are valid: each RPC accepted at least one request (the fixtures' job and
     // token, a drain) except those whose every request is refused by design.
     const okRpcs = new Set(result.outcomes.filter((o) => o.status === 'OK').map((o) => o.c.rpc));
-    for (const rpc of Object.keys(DOCUMENTED)) if (!['Scheduler/TaskLogs', 'Scheduler/DeleteNamespace', 'NodeMonitor/ReadTaskLog'].includes(rpc)) expect(okRpcs.has(rpc), rpc).toBe(true);
+    for (const rpc of Object.keys(DOCUMENTED))
+      if (!['Scheduler/TaskLogs', 'Scheduler/DeleteNamespace', 'NodeMonitor/ReadTaskLog'].includes(rpc)) expect(okRpcs.has(rpc), rpc).toBe(true);
   });
 });

@@ -52,7 +52,10 @@ function faulty(def: grpc.ServiceDefinition, how: Fault): grpc.UntypedServiceImp
 /** Calls `method` of `def` with an empty request and returns the status it ended with. */
 function call(port: number, def: grpc.ServiceDefinition, method: string): Promise<grpc.StatusObject> {
   const Client = grpc.makeGenericClientConstructor(def, 'X');
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (...a: unknown[]) => grpc.ClientReadableStream<unknown> & grpc.ClientWritableStream<unknown>>;
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Record<
+    string,
+    (...a: unknown[]) => grpc.ClientReadableStream<unknown> & grpc.ClientWritableStream<unknown>
+  >;
   const m = def[method];
   if (!m) throw new Error(`no method ${method}`);
   const deadline = new Date(Date.now() + 10_000);
@@ -98,17 +101,25 @@ describe('every RPC runs through one guard', () => {
       const server = guardServer(new grpc.Server(), log);
       const all = services();
       for (const s of all) server.addService(s.def, faulty(s.def, how));
-      const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+      const port = await new Promise<number>((resolve, reject) =>
+        server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+      );
       try {
         const names = all.map((s) => s.name);
-        expect(names).toEqual(expect.arrayContaining(['tarcil.v1.Scheduler', 'tarcil.v1.NodeMonitor', 'grpc.health.v1.Health', 'grpc.reflection.v1.ServerReflection']));
+        expect(names).toEqual(
+          expect.arrayContaining(['tarcil.v1.Scheduler', 'tarcil.v1.NodeMonitor', 'grpc.health.v1.Health', 'grpc.reflection.v1.ServerReflection']),
+        );
         let methods = 0;
         for (const s of all) {
           for (const method of Object.keys(s.def)) {
             const st = await call(port, s.def, method);
             methods++;
             if (how === 'refusal') {
-              expect({ method, code: st.code, details: st.details }).toEqual({ method, code: grpc.status.INVALID_ARGUMENT, details: 'name: must be lower case' });
+              expect({ method, code: st.code, details: st.details }).toEqual({
+                method,
+                code: grpc.status.INVALID_ARGUMENT,
+                details: 'name: must be lower case',
+              });
             } else {
               expect({ method, code: st.code }).toEqual({ method, code: grpc.status.INTERNAL });
               expect(st.details).toMatch(/incident e-[0-9a-f]{8}/);
@@ -130,7 +141,9 @@ describe('every RPC runs through one guard', () => {
     const server = guardServer(new grpc.Server(), log);
     const all = services();
     for (const s of all) server.addService(s.def, faulty(s.def, 'sync'));
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
     try {
       let methods = 0;
       for (const s of all) {
@@ -139,7 +152,10 @@ describe('every RPC runs through one guard', () => {
           // Field 7 with wire type 7: no message parses it.
           const raw = { ...s.def, [method]: { ...m, requestSerialize: (b: Buffer) => b } } as grpc.ServiceDefinition;
           const Client = grpc.makeGenericClientConstructor(raw, 'Raw');
-          const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (...a: unknown[]) => grpc.ClientReadableStream<unknown>>;
+          const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Record<
+            string,
+            (...a: unknown[]) => grpc.ClientReadableStream<unknown>
+          >;
           const st = await new Promise<Partial<grpc.StatusObject>>((resolve) => {
             const deadline = new Date(Date.now() + 10_000);
             const fn = client[method] as (...a: unknown[]) => grpc.ClientReadableStream<unknown>;
@@ -173,7 +189,9 @@ describe('every RPC runs through one guard', () => {
         throw new Error('and then a throw');
       }) as never,
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
     try {
       expect((await call(port, health.def, 'Check')).code).toBe(grpc.status.OK);
     } finally {
@@ -191,7 +209,19 @@ describe('a front-end refuses what a hostile client sends and goes on serving', 
   beforeAll(async () => {
     process.on('unhandledRejection', onRejection);
     store = new MemoryStore();
-    sched = await startScheduler({ name: 'guard', store, keys: new Keys('/guard'), catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    sched = await startScheduler({
+      name: 'guard',
+      store,
+      keys: new Keys('/guard'),
+      catalog: loadCatalog(),
+      clock: new SystemClock(),
+      rng: new SeededRng(3),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+    });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {
@@ -217,7 +247,9 @@ describe('a front-end refuses what a hostile client sends and goes on serving', 
 
   it('an error quotes a huge value cut, so the status fits its header', async () => {
     const name = 'p'.repeat(20_000);
-    const { err } = await unary((cb) => c.SubmitJob({ specJson: JSON.stringify({ name: 'x', tasks: 1, profile: name }) }, { deadline: new Date(Date.now() + 5000) }, cb));
+    const { err } = await unary((cb) =>
+      c.SubmitJob({ specJson: JSON.stringify({ name: 'x', tasks: 1, profile: name }) }, { deadline: new Date(Date.now() + 5000) }, cb),
+    );
     expect(err?.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(err?.details).toContain('profile');
     expect(err?.details.length).toBeLessThan(1200);

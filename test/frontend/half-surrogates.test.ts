@@ -49,7 +49,9 @@ type Answer = { code: number; details: string };
 function call(client: object, rpc: string, req: object): Promise<Answer> {
   return new Promise((resolve) => {
     const fn = (client as Record<string, (r: object, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null) => void) => void>)[rpc];
-    fn!.call(client, req, { deadline: new Date(Date.now() + 5000) }, (e) => resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '' }));
+    fn!.call(client, req, { deadline: new Date(Date.now() + 5000) }, (e) =>
+      resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '' }),
+    );
   });
 }
 

@@ -29,13 +29,19 @@ const withKeys = (fields: string): string => `${JSON.stringify(base).slice(0, -1
  * the generated client's fromObject would drop a `__proto__` map key before it left the client,
  * a client of another language sends it as any other key.
  */
-function rawSubmit(addr: string, maps: { attributes?: Record<string, string>; env?: Record<string, string>; platformPerf?: Record<string, number> }): Promise<grpc.ServiceError> {
+function rawSubmit(
+  addr: string,
+  maps: { attributes?: Record<string, string>; env?: Record<string, string>; platformPerf?: Record<string, number> },
+): Promise<grpc.ServiceError> {
   const root = protoRoot();
   const Req = root.lookupType('tarcil.v1.SubmitJobRequest');
   const Spec = root.lookupType('tarcil.v1.JobSpec');
-  const dict = <V,>(o: Record<string, V> | undefined): Record<string, V> => Object.assign(Object.create(null) as Record<string, V>, o);
+  const dict = <V>(o: Record<string, V> | undefined): Record<string, V> => Object.assign(Object.create(null) as Record<string, V>, o);
   const spec = Spec.create({ name: 'hk', tasks: 1, durationMs: 20 }) as unknown as Record<string, unknown>;
-  if (maps.platformPerf) spec.inlineProfile = root.lookupType('tarcil.v1.InlineProfile').create({ caused: [10, 10, 10, 10, 10, 10, 10, 10, 10, 10], platformPerf: dict(maps.platformPerf) });
+  if (maps.platformPerf)
+    spec.inlineProfile = root
+      .lookupType('tarcil.v1.InlineProfile')
+      .create({ caused: [10, 10, 10, 10, 10, 10, 10, 10, 10, 10], platformPerf: dict(maps.platformPerf) });
   else spec.profileName = 'spark-lr';
   if (maps.attributes) spec.constraints = root.lookupType('tarcil.v1.Constraints').create({ attributes: dict(maps.attributes) });
   if (maps.env) spec.command = root.lookupType('tarcil.v1.Command').create({ argv: ['true'], env: dict(maps.env) });
@@ -58,7 +64,7 @@ function rawSubmit(addr: string, maps: { attributes?: Record<string, string>; en
 }
 
 /** A map whose only key is `__proto__`, as JSON.parse makes it. */
-const protoKey = <V,>(v: V): Record<string, V> => JSON.parse(`{"__proto__":${JSON.stringify(v)}}`) as Record<string, V>;
+const protoKey = <V>(v: V): Record<string, V> => JSON.parse(`{"__proto__":${JSON.stringify(v)}}`) as Record<string, V>;
 
 describe('user-chosen keys named like Object.prototype members (demo cell, embedded store)', () => {
   let cell: Awaited<ReturnType<typeof startDemoCell>>;
@@ -146,14 +152,18 @@ describe('namespaces named like Object.prototype members under ACLs (embedded st
 
     // constructor is a valid namespace name: it can be created and used like any other.
     await unary(admin, 'PutNamespace', { name: 'constructor' });
-    const team = as((await unary<object, { secret: string }>(admin, 'CreateToken', { name: 'team-a', policyJson: '{"namespaces":{"team-a":["read","submit"]}}' })).secret);
+    const team = as(
+      (await unary<object, { secret: string }>(admin, 'CreateToken', { name: 'team-a', policyJson: '{"namespaces":{"team-a":["read","submit"]}}' })).secret,
+    );
     for (const ns of ['constructor', 'toString', '__proto__', 'valueOf']) {
       const sub = await failure(submit(team, { specJson: JSON.stringify(base), namespace: ns }));
       expect(sub.code).toBe(grpc.status.PERMISSION_DENIED);
       const list = await failure(unary(team, 'ListJobs', { namespace: ns }));
       expect(list.code).toBe(grpc.status.PERMISSION_DENIED);
     }
-    const mine = as((await unary<object, { secret: string }>(admin, 'CreateToken', { name: 'ctor', policyJson: '{"namespaces":{"constructor":["read","submit"]}}' })).secret);
+    const mine = as(
+      (await unary<object, { secret: string }>(admin, 'CreateToken', { name: 'ctor', policyJson: '{"namespaces":{"constructor":["read","submit"]}}' })).secret,
+    );
     const { jobId } = await submit(mine, { specJson: JSON.stringify(base), namespace: 'constructor' });
     expect(jobId).toMatch(/^constructor\//);
     expect((await failure(submit(mine, { specJson: JSON.stringify(base), namespace: 'toString' }))).code).toBe(grpc.status.PERMISSION_DENIED);

@@ -45,7 +45,19 @@ describe.each(['memory', 'etcd'] as const)('idempotent SubmitJob (%s store)', (k
       port: 0,
       leaseTtlSeconds: 3,
     });
-    sched = await startScheduler({ name: 'idem', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(3), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+    sched = await startScheduler({
+      name: 'idem',
+      store,
+      keys,
+      catalog: loadCatalog(),
+      clock,
+      rng: new SeededRng(3),
+      log,
+      agents: 2,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+    });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
   afterAll(async () => {
@@ -83,11 +95,17 @@ describe.each(['memory', 'etcd'] as const)('idempotent SubmitJob (%s store)', (k
   it('refuses a request id reused for another spec, and a malformed one, writing nothing', async () => {
     await submit(c, { specJson: spec('first'), requestId: 'reuse-1' });
     const before = await storedJobs();
-    const reuse = await submit(c, { specJson: spec('second'), requestId: 'reuse-1' }).then(() => undefined, (e: grpc.ServiceError) => e);
+    const reuse = await submit(c, { specJson: spec('second'), requestId: 'reuse-1' }).then(
+      () => undefined,
+      (e: grpc.ServiceError) => e,
+    );
     expect(reuse?.code).toBe(grpc.status.ALREADY_EXISTS);
     expect(reuse?.details).toContain('request_id');
     for (const bad of ['a/b', 'x'.repeat(129), 'sp ace', '../../jobs/x']) {
-      const err = await submit(c, { specJson: spec('bad'), requestId: bad }).then(() => undefined, (e: grpc.ServiceError) => e);
+      const err = await submit(c, { specJson: spec('bad'), requestId: bad }).then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      );
       expect(err?.code, bad).toBe(grpc.status.INVALID_ARGUMENT);
       expect(err?.details, bad).toContain('request_id');
     }

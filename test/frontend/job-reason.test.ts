@@ -31,8 +31,22 @@ let c: SchedulerClient;
 let address = '';
 
 beforeAll(async () => {
-  monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
-  sched = await startScheduler({ name: 'reason', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+  monitors = await Promise.all(
+    servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })),
+  );
+  sched = await startScheduler({
+    name: 'reason',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(3),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+  });
   address = `127.0.0.1:${sched.port}`;
   c = schedulerClient(address);
 });
@@ -62,10 +76,11 @@ async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 20_0
 }
 
 /** The job's explanation once its scheduling call has begun (a decision is recorded). */
-const decided = (jobId: string): Promise<Explanation__Output> => until(`a decision for ${jobId}`, async () => {
-  const e = await explain(jobId);
-  return e.decisions.length > 0 ? e : undefined;
-});
+const decided = (jobId: string): Promise<Explanation__Output> =>
+  until(`a decision for ${jobId}`, async () => {
+    const e = await explain(jobId);
+    return e.decisions.length > 0 ? e : undefined;
+  });
 
 async function lines(f: (out: (s: string) => void) => Promise<void>): Promise<string[]> {
   const out: string[] = [];
@@ -101,10 +116,12 @@ describe('the one current reason', () => {
     for (const server of c3) await call((cb) => c.SetNodeScheduling({ server, action: 'cordon', reason: 'test' }, cb));
     try {
       const id = await job({ name: 'needs-c3', tasks: 2, constraints: { platforms: ['c3-large'] } });
-      const r = (await until('the cordon in the view', async () => {
-        const e = await explain(id);
-        return e.reason?.kind === 'cordoned' ? e : undefined;
-      })).reason;
+      const r = (
+        await until('the cordon in the view', async () => {
+          const e = await explain(id);
+          return e.reason?.kind === 'cordoned' ? e : undefined;
+        })
+      ).reason;
       expect(r?.servers).toEqual([...c3].sort());
       expect(r?.rusUsable).toBe(0);
       expect(r?.text).toContain(`every server it may use is cordoned or draining: ${[...c3].sort().join(', ')}`);
@@ -143,7 +160,7 @@ describe('the one current reason', () => {
     await until('the resident job ended', async () => ((await getJob(c, resident)).state === 'cancelled' ? true : undefined));
   });
 
-  it("a namespace at its quota: its RUs in use and its limit", async () => {
+  it('a namespace at its quota: its RUs in use and its limit', async () => {
     await call((cb) => c.PutNamespace({ name: 'small', maxRus: 2 }, cb));
     const first = await job({ name: 'first', tasks: 2 }, 'small');
     await until('the first job running', async () => ((await getJob(c, first)).taskStates['running'] === 2 ? true : undefined));

@@ -10,12 +10,21 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { grpcServerOptions } from '../../src/frontend/connection-limits.ts';
 import { PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/frontend/call-pacer.ts';
 
-const raw = { requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b };
+const raw = {
+  requestSerialize: (b: Buffer) => b,
+  requestDeserialize: (b: Buffer) => b,
+  responseSerialize: (b: Buffer) => b,
+  responseDeserialize: (b: Buffer) => b,
+};
 const SERVICE: grpc.ServiceDefinition = {
   Watch: { path: '/test.Burst/Watch', requestStream: false, responseStream: true, ...raw },
 };
 type WatchClient = grpc.Client & { Watch(req: Buffer): grpc.ClientReadableStream<Buffer> };
-const Client = grpc.makeGenericClientConstructor(SERVICE, 'Burst') as unknown as new (address: string, creds: grpc.ChannelCredentials, options?: object) => WatchClient;
+const Client = grpc.makeGenericClientConstructor(SERVICE, 'Burst') as unknown as new (
+  address: string,
+  creds: grpc.ChannelCredentials,
+  options?: object,
+) => WatchClient;
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -48,7 +57,13 @@ async function pacedServer(callsPerTurn: number, handlerMs = 0): Promise<{ port:
   const server = new grpc.Server(grpcServerOptions({ callsPerTurn }));
   server.addService(SERVICE, {
     Watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-      seen.push({ req: call.request.toString(), turn, queued: ref.pacer?.queued ?? -1, reading: (ref.pacer?.stoppedConnections ?? 0) === 0, perTurn: ref.pacer?.callsPerTurn ?? -1 });
+      seen.push({
+        req: call.request.toString(),
+        turn,
+        queued: ref.pacer?.queued ?? -1,
+        reading: (ref.pacer?.stoppedConnections ?? 0) === 0,
+        perTurn: ref.pacer?.callsPerTurn ?? -1,
+      });
       const until = performance.now() + handlerMs;
       while (performance.now() < until) {
         // The handler's own work: the turns it runs in grow long.
@@ -56,7 +71,9 @@ async function pacedServer(callsPerTurn: number, handlerMs = 0): Promise<{ port:
       call.write(Buffer.from('event'));
     },
   });
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
   const pacers = paceCalls(server, { callsPerTurn });
   // One HTTP/2 server per address bound: read from grpc-js's private field, which this checks.
   expect(pacers).toHaveLength(1);
@@ -166,7 +183,9 @@ describe('a burst of calls', () => {
   it('with callsPerTurn 0 nothing is paced', async () => {
     const server = new grpc.Server(grpcServerOptions({ callsPerTurn: 0 }));
     cleanup.push(() => server.forceShutdown());
-    await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
     expect(paceCalls(server, { callsPerTurn: 0 })).toEqual([]);
   });
 });

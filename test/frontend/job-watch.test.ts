@@ -74,7 +74,12 @@ describe('WatchJob streams (JobStream)', () => {
     await store.put(keys.job('j1'), job('running'));
     const hub = new JobWatchHub(store, keys);
     const call = new FakeCall();
-    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+      store,
+      keys,
+      hub,
+      limits: DEFAULT_JOB_WATCH_LIMITS,
+    });
     await stream.start();
     expect(call.events).toHaveLength(1); // the snapshot
     // 50 tasks change, each its own revision, without the event loop turning in between.
@@ -92,9 +97,15 @@ describe('WatchJob streams (JobStream)', () => {
     store = new MemoryStore({ maxTxnOps: 1000 });
     const keys = new Keys('/w/');
     const n = 2 * SNAPSHOT_BLOCK + 5000;
-    await store.put(keys.job('j1'), JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    await store.put(
+      keys.job('j1'),
+      JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord),
+    );
     for (let i = 0; i < n; i += 1000) {
-      await store.txn({ compare: [], success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })) });
+      await store.txn({
+        compare: [],
+        success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })),
+      });
     }
     const hub = new JobWatchHub(store, keys);
     const call = new FakeCall();
@@ -107,7 +118,12 @@ describe('WatchJob streams (JobStream)', () => {
       void store!.put(keys.task('j1', n - 1), task(n - 1, 'running'));
       setImmediate(() => (turnedAt ??= call.events.length));
     };
-    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+      store,
+      keys,
+      hub,
+      limits: DEFAULT_JOB_WATCH_LIMITS,
+    });
     await stream.start();
     await turns(3);
     const parts = Math.ceil(n / DEFAULT_JOB_WATCH_LIMITS.tasksPerEvent);
@@ -131,9 +147,15 @@ describe('WatchJob streams (JobStream)', () => {
     store = new MemoryStore({ maxTxnOps: 1000 });
     const keys = new Keys('/w/');
     const n = 5000;
-    await store.put(keys.job('j1'), JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
+    await store.put(
+      keys.job('j1'),
+      JSON.stringify({ spec: { ...spec, tasks: n }, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord),
+    );
     for (let i = 0; i < n; i += 1000) {
-      await store.txn({ compare: [], success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })) });
+      await store.txn({
+        compare: [],
+        success: Array.from({ length: 1000 }, (_, j) => ({ type: 'put' as const, key: keys.task('j1', i + j), value: task(i + j, 'placed') })),
+      });
     }
     const hub = new JobWatchHub(store, keys);
     const call = new FakeCall();
@@ -146,7 +168,12 @@ describe('WatchJob streams (JobStream)', () => {
       // When the snapshot's last part is out: how many events were written before the loop turned.
       if (count === parts) setImmediate(() => (turnedBefore ??= call.events.length));
     };
-    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+      store,
+      keys,
+      hub,
+      limits: DEFAULT_JOB_WATCH_LIMITS,
+    });
     await stream.start();
     await turns(10);
     // The catch-up yielded: the loop turned before the first delta went out.
@@ -168,7 +195,12 @@ describe('WatchJob streams (JobStream)', () => {
     const reordering = w.store;
     const hub = new JobWatchHub(reordering, keys);
     const call = new FakeCall();
-    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: reordering, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS });
+    const stream = new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+      store: reordering,
+      keys,
+      hub,
+      limits: DEFAULT_JOB_WATCH_LIMITS,
+    });
     await stream.start();
     expect(call.events).toHaveLength(1);
     w.hold = true;
@@ -208,7 +240,15 @@ describe('WatchJob streams (JobStream)', () => {
     const hub = new JobWatchHub(lagging, keys);
     const open = (): { call: FakeCall; stream: JobStream } => {
       const call = new FakeCall();
-      return { call, stream: new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: lagging, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS }) };
+      return {
+        call,
+        stream: new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+          store: lagging,
+          keys,
+          hub,
+          limits: DEFAULT_JOB_WATCH_LIMITS,
+        }),
+      };
     };
     const a = open();
     await a.stream.start();
@@ -268,7 +308,15 @@ describe('WatchJob streams (JobStream)', () => {
       return txn(t);
     };
     const calls = Array.from({ length: 5 }, () => new FakeCall());
-    const streams = calls.map((call) => new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', { store: store!, keys, hub, limits: DEFAULT_JOB_WATCH_LIMITS }));
+    const streams = calls.map(
+      (call) =>
+        new JobStream(call as unknown as grpc.ServerWritableStream<WatchJobRequest__Output, JobEvent>, 'j1', {
+          store: store!,
+          keys,
+          hub,
+          limits: DEFAULT_JOB_WATCH_LIMITS,
+        }),
+    );
     await Promise.all(streams.map((st) => st.start()));
     expect(reads).toBe(1);
     expect(hub.generations).toBe(1);

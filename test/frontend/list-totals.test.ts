@@ -30,7 +30,20 @@ const as = (token?: string): SchedulerClient => {
 };
 
 beforeAll(async () => {
-  sched = await startScheduler({ name: 'totals', store, keys: new Keys('/totals/'), catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(1), log: createLogger('test'), agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, acl: true });
+  sched = await startScheduler({
+    name: 'totals',
+    store,
+    keys: new Keys('/totals/'),
+    catalog: loadCatalog(),
+    clock: new SystemClock(),
+    rng: new SeededRng(1),
+    log: createLogger('test'),
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    acl: true,
+  });
   address = `127.0.0.1:${sched.port}`;
 });
 afterAll(async () => {
@@ -48,10 +61,15 @@ describe('list totals', () => {
     const admin = (await call<CreatedToken__Output>((cb) => as().AclBootstrap({ name: 'root' }, cb))).secret;
     const a = as(admin);
     for (const name of ['team-a', 'team-b']) await call((cb) => a.PutNamespace({ name }, cb));
-    const reader = (await call<CreatedToken__Output>((cb) => a.CreateToken({ name: 'reader', policyJson: JSON.stringify({ namespaces: { 'team-a': ['read'] } }) }, cb))).secret;
+    const reader = (
+      await call<CreatedToken__Output>((cb) => a.CreateToken({ name: 'reader', policyJson: JSON.stringify({ namespaces: { 'team-a': ['read'] } }) }, cb))
+    ).secret;
     // No node has registered: the jobs wait, which is all a list needs.
     const spec = JSON.stringify({ name: 'listed', profile: 'spark-lr', tasks: 1, durationMs: 1000 });
-    for (const [ns, n] of [['team-a', 3], ['team-b', 4]] as const) {
+    for (const [ns, n] of [
+      ['team-a', 3],
+      ['team-b', 4],
+    ] as const) {
       for (let i = 0; i < n; i++) await call((cb) => a.SubmitJob({ specJson: spec, namespace: ns }, cb));
     }
     const all = await call<ListJobsResponse__Output>((cb) => a.ListJobs({ allNamespaces: true, limit: 2 }, cb));

@@ -53,7 +53,14 @@ const sum = (ss: Sample[]): number => ss.reduce((a, s) => a + s.value, 0);
 describe('front-end /metrics', () => {
   it('carries the standard process_ and nodejs_ names, and no doubled prefix', async () => {
     const { samples } = await scrape();
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_heap_size_used_bytes', 'nodejs_version_info']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'process_start_time_seconds',
+      'nodejs_eventloop_lag_p99_seconds',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_version_info',
+    ]) {
       expect(pick(samples, name).length, name).toBeGreaterThan(0);
     }
     expect(samples.filter((s) => s.name.startsWith('tarcil_process_'))).toEqual([]);
@@ -135,12 +142,16 @@ describe('front-end /metrics', () => {
 
   it('counts a cordoned server and its free RUs as unschedulable', async () => {
     const id = servers[0]!.id;
-    await new Promise<void>((resolve, reject) => cell.client.SetNodeScheduling({ server: id, action: 'cordon', reason: 'test' }, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      cell.client.SetNodeScheduling({ server: id, action: 'cordon', reason: 'test' }, (err) => (err ? reject(err) : resolve())),
+    );
     while (cell.sched.manager.view.state.server(id)?.cordoned !== true) await new Promise((r) => setTimeout(r, 20));
     let { samples } = await scrape();
     expect(pick(samples, 'tarcil_servers', { platform: servers[0]!.platform, state: 'cordoned' })[0]?.value).toBe(1);
     expect(sum(pick(samples, 'tarcil_rus', { state: 'unschedulable' }))).toBe(servers[0]!.rus);
-    await new Promise<void>((resolve, reject) => cell.client.SetNodeScheduling({ server: id, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      cell.client.SetNodeScheduling({ server: id, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())),
+    );
     while (cell.sched.manager.view.state.server(id)?.cordoned !== false) await new Promise((r) => setTimeout(r, 20));
     ({ samples } = await scrape());
     expect(sum(pick(samples, 'tarcil_rus', { state: 'unschedulable' }))).toBe(0);

@@ -23,7 +23,16 @@ describe('owners reach the monitors of their own process without gRPC', () => {
   it('a monitor started in this process is called directly, with the NodeMonitor rules, until it closes', async () => {
     const store = new MemoryStore();
     closers.push(() => store.close());
-    const mon: MonitorProcess = await startMonitor({ store, keys: new Keys('/local/'), clock, log, server: solo, executor: 'simulated', host: '127.0.0.1', port: 0 });
+    const mon: MonitorProcess = await startMonitor({
+      store,
+      keys: new Keys('/local/'),
+      clock,
+      log,
+      server: solo,
+      executor: 'simulated',
+      host: '127.0.0.1',
+      port: 0,
+    });
     const endpoint = `127.0.0.1:${mon.port}`;
     expect(localNodes.get(endpoint)).toBeDefined();
     const link = new GrpcNodeLink({ local: localNodes });
@@ -31,7 +40,10 @@ describe('owners reach the monitors of their own process without gRPC', () => {
     await expect(link.launch(endpoint, { server: 'solo', job: 'j', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
     // The same refusals as over gRPC, as the service's own errors.
     await expect(link.launch(endpoint, { server: 'other', job: 'j', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
-    await expect(link.launch(endpoint, { server: 'solo', job: 'j', task: 0, ruIndex: 9, revision: 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', field: 'ru_index' });
+    await expect(link.launch(endpoint, { server: 'solo', job: 'j', task: 0, ruIndex: 9, revision: 1 })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      field: 'ru_index',
+    });
     expect(await link.kill(endpoint, { server: 'solo', job: 'nope', task: 0, reason: 'cancelled' })).toBe(false);
     await mon.close();
     expect(localNodes.get(endpoint)).toBeUndefined();
@@ -70,7 +82,9 @@ describe('KillTask', () => {
     closers.push(() => c.close());
     const kill = (reason: string): Promise<{ code: number; details: string; killed?: boolean }> =>
       new Promise((resolve) =>
-        c.KillTask({ server: 'solo', job: 'j-1', task: 0, reason }, { deadline: new Date(Date.now() + 10_000) }, (e, r) => resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '', killed: r?.killed ?? false })),
+        c.KillTask({ server: 'solo', job: 'j-1', task: 0, reason }, { deadline: new Date(Date.now() + 10_000) }, (e, r) =>
+          resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK, details: '', killed: r?.killed ?? false }),
+        ),
       );
     for (const reason of ['because', 'Cancelled', 'cancelled\u001b[2J', 'x'.repeat(10_000)]) {
       const r = await kill(reason);
@@ -80,6 +94,9 @@ describe('KillTask', () => {
     for (const reason of ['', 'cancelled', 'preempted']) expect(await kill(reason)).toMatchObject({ code: grpc.status.OK, killed: false });
     const link = new GrpcNodeLink({ local: localNodes });
     closers.push(() => link.close());
-    await expect(link.kill(endpoint, { server: 'solo', job: 'j-1', task: 0, reason: 'because' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', field: 'reason' });
+    await expect(link.kill(endpoint, { server: 'solo', job: 'j-1', task: 0, reason: 'because' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      field: 'reason',
+    });
   });
 });

@@ -47,16 +47,39 @@ describe('front-end options', () => {
   const ok = { agents: 2, port: 0 };
 
   it('accepts the defaults and the ends of every range', () => {
-    expect(() => checkSchedulerOptions({ ...ok, leaseTtlSeconds: SERVER_DEFAULTS.leaseTtlSeconds, retainMs: SERVER_DEFAULTS.retainMs, compactMarginMs: SERVER_DEFAULTS.compactMarginMs })).not.toThrow();
+    expect(() =>
+      checkSchedulerOptions({
+        ...ok,
+        leaseTtlSeconds: SERVER_DEFAULTS.leaseTtlSeconds,
+        retainMs: SERVER_DEFAULTS.retainMs,
+        compactMarginMs: SERVER_DEFAULTS.compactMarginMs,
+      }),
+    ).not.toThrow();
     const L = FRONTEND_LIMITS;
-    expect(() => checkSchedulerOptions({ agents: L.agents.max, port: L.port.max, retainMs: L.retainMs.min, compactMarginMs: 0, unplaceableTimeoutMs: L.unplaceableTimeoutMs.min, departedMemoryMs: 0, launchAfterMs: L.launchAfterMs.min })).not.toThrow();
+    expect(() =>
+      checkSchedulerOptions({
+        agents: L.agents.max,
+        port: L.port.max,
+        retainMs: L.retainMs.min,
+        compactMarginMs: 0,
+        unplaceableTimeoutMs: L.unplaceableTimeoutMs.min,
+        departedMemoryMs: 0,
+        launchAfterMs: L.launchAfterMs.min,
+      }),
+    ).not.toThrow();
     expect(() => checkSchedulerOptions({ ...ok, launchAfterMs: L.launchAfterMs.max })).not.toThrow();
   });
 
   it('refuses a value out of range naming the option and the rule', () => {
-    expect(refusal(() => checkSchedulerOptions({ ...ok, agents: 0 }))).toMatchObject({ code: 'INVALID_ARGUMENT', field: 'agents', message: 'agents: must be an integer in [1, 64]' });
+    expect(refusal(() => checkSchedulerOptions({ ...ok, agents: 0 }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      field: 'agents',
+      message: 'agents: must be an integer in [1, 64]',
+    });
     expect(refusal(() => checkSchedulerOptions({ ...ok, retainMs: 999 })).field).toBe('retainMs');
-    expect(refusal(() => checkSchedulerOptions({ ...ok, compactMarginMs: 5000 })).message).toBe('compactMarginMs: must be 0 (off) or an integer in [10000, 86400000]');
+    expect(refusal(() => checkSchedulerOptions({ ...ok, compactMarginMs: 5000 })).message).toBe(
+      'compactMarginMs: must be 0 (off) or an integer in [10000, 86400000]',
+    );
     expect(refusal(() => checkSchedulerOptions({ ...ok, leaseTtlSeconds: 1.5 })).field).toBe('leaseTtlSeconds');
     expect(refusal(() => checkSchedulerOptions({ ...ok, unplaceableTimeoutMs: 10 })).field).toBe('unplaceableTimeoutMs');
     expect(refusal(() => checkSchedulerOptions({ ...ok, launchAfterMs: 60_001 })).message).toBe('launchAfterMs: must be an integer in [0, 60000]');
@@ -73,7 +96,18 @@ describe('front-end options', () => {
       onError: () => undefined,
     });
     await expect(
-      startScheduler({ name: 'bad', store, keys, catalog: loadCatalog(), clock: new SystemClock(), rng: new SeededRng(1), log, agents: 65, host: '127.0.0.1', port: 0 }),
+      startScheduler({
+        name: 'bad',
+        store,
+        keys,
+        catalog: loadCatalog(),
+        clock: new SystemClock(),
+        rng: new SeededRng(1),
+        log,
+        agents: 65,
+        host: '127.0.0.1',
+        port: 0,
+      }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: 'agents: must be an integer in [1, 64]' });
     const marker = `${keys.prefix}zz-marker`;
     await store.put(marker, '1');

@@ -58,7 +58,12 @@ describe('the client classes made without proto-loader', () => {
       expect(Object.keys(got).sort(), name).toEqual(Object.keys(want).sort());
       for (const [m, w] of Object.entries(want)) {
         const g = got[m]!;
-        expect({ path: g.path, req: g.requestStream, res: g.responseStream, orig: g.originalName }, `${name}.${m}`).toEqual({ path: w.path, req: w.requestStream, res: w.responseStream, orig: w.originalName });
+        expect({ path: g.path, req: g.requestStream, res: g.responseStream, orig: g.originalName }, `${name}.${m}`).toEqual({
+          path: w.path,
+          req: w.requestStream,
+          res: w.responseStream,
+          orig: w.originalName,
+        });
         // An empty message both ways, and each side's bytes read back by the other.
         const bytes = w.requestSerialize({});
         expect(g.requestSerialize({}), `${name}.${m}`).toEqual(bytes);

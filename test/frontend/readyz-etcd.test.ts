@@ -26,8 +26,32 @@ beforeAll(async () => {
   const keys = new Keys('/readyz/');
   const clock = new SystemClock();
   const log = createLogger('test');
-  mon = await startMonitor({ store, keys, clock, log, server: { id: 'rz0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, metricsPort: 0, leaseTtlSeconds: 3 });
-  sched = await startScheduler({ name: 'rz', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(1), log, agents: 1, host: '127.0.0.1', port: 0, metricsPort: 0, leaseTtlSeconds: 3 });
+  mon = await startMonitor({
+    store,
+    keys,
+    clock,
+    log,
+    server: { id: 'rz0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+    executor: 'simulated',
+    host: '127.0.0.1',
+    port: 0,
+    metricsPort: 0,
+    leaseTtlSeconds: 3,
+  });
+  sched = await startScheduler({
+    name: 'rz',
+    store,
+    keys,
+    catalog: loadCatalog(),
+    clock,
+    rng: new SeededRng(1),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    metricsPort: 0,
+    leaseTtlSeconds: 3,
+  });
 });
 afterAll(async () => {
   await sched?.close();
@@ -57,13 +81,18 @@ describe("the front-end's requests to etcd", () => {
     // The front-end and the monitor share this test's store handle: its reads (the front-end's
     // lists) and writes (the monitor's registration, and this put) are timed for both.
     await store.put('/readyz/probe', 'x');
-    for (const [port, kinds] of [[sched.metricsPort, ['read', 'write']], [mon.metricsPort, ['write']]] as const) {
+    for (const [port, kinds] of [
+      [sched.metricsPort, ['read', 'write']],
+      [mon.metricsPort, ['write']],
+    ] as const) {
       const body = (await get(port, '/metrics')).body;
       for (const kind of kinds) {
         const count = Number(new RegExp(`^tarcil_store_request_seconds_count\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(body)?.[1]);
         expect(count, `${kind} requests timed on :${port}`).toBeGreaterThan(0);
         // Cumulative buckets, the last (+Inf) holding every request.
-        const buckets = [...body.matchAll(new RegExp(`^tarcil_store_request_seconds_bucket\\{le="([^"]+)",kind="${kind}"\\} (\\S+)$`, 'gm'))].map((m) => Number(m[2]));
+        const buckets = [...body.matchAll(new RegExp(`^tarcil_store_request_seconds_bucket\\{le="([^"]+)",kind="${kind}"\\} (\\S+)$`, 'gm'))].map((m) =>
+          Number(m[2]),
+        );
         expect(buckets.length).toBe(15);
         expect(buckets.every((c, i) => i === 0 || c >= (buckets[i - 1] as number))).toBe(true);
         expect(buckets[buckets.length - 1]).toBe(count);

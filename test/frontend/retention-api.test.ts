@@ -31,8 +31,23 @@ let server = '';
 beforeAll(async () => {
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
-  monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
-  sched = await startScheduler({ name: 'ret', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, retainMs: 1500 });
+  monitors = await Promise.all(
+    servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })),
+  );
+  sched = await startScheduler({
+    name: 'ret',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(3),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    retainMs: 1500,
+  });
   server = `127.0.0.1:${sched.port}`;
   c = schedulerClient(server);
 });
@@ -68,7 +83,9 @@ describe('a job that aged out', () => {
       );
       if (err) {
         expect(err.code).toBe(5);
-        expect(err.details).toBe(`job ${jobId} not found: it does not exist, or it finished more than 1.5 s ago and was deleted (finished jobs are kept for 1.5 s)`);
+        expect(err.details).toBe(
+          `job ${jobId} not found: it does not exist, or it finished more than 1.5 s ago and was deleted (finished jobs are kept for 1.5 s)`,
+        );
         break;
       }
       if (Date.now() - t0 > 20_000) throw new Error('the finished job was never deleted');

@@ -43,21 +43,45 @@ const HOSTILE: { why: string; req: SubmitJobRequest; field: string }[] = [
   { why: 'unknown profile', req: { specJson: JSON.stringify({ ...good, profile: 'no-such-profile' }) }, field: 'profile' },
   { why: 'path as profile', req: { specJson: JSON.stringify({ ...good, profile: '../../etc/passwd' }) }, field: 'profile' },
   { why: 'short vector', req: { specJson: JSON.stringify({ ...inline, profile: { caused: [1, 2, 3] } }) }, field: 'profile.caused' },
-  { why: 'vector out of range', req: { specJson: JSON.stringify({ ...inline, profile: { caused: [10, 10, 10, 10, 10, 10, 10, 10, 10, 100] } }) }, field: 'profile.caused[9]' },
-  { why: 'negative vector entry (structured)', req: { spec: { name: 'x', inlineProfile: { caused: [-1, 0, 0, 0, 0, 0, 0, 0, 0, 0] }, tasks: 1, durationMs: 5 } }, field: 'profile.caused[0]' },
+  {
+    why: 'vector out of range',
+    req: { specJson: JSON.stringify({ ...inline, profile: { caused: [10, 10, 10, 10, 10, 10, 10, 10, 10, 100] } }) },
+    field: 'profile.caused[9]',
+  },
+  {
+    why: 'negative vector entry (structured)',
+    req: { spec: { name: 'x', inlineProfile: { caused: [-1, 0, 0, 0, 0, 0, 0, 0, 0, 0] }, tasks: 1, durationMs: 5 } },
+    field: 'profile.caused[0]',
+  },
   { why: 'no duration and no command', req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1 }) }, field: 'durationMs' },
   { why: 'unknown field', req: { specJson: JSON.stringify({ ...good, rootAccess: true }) }, field: 'rootAccess' },
   { why: 'bad mode', req: { specJson: JSON.stringify({ ...good, mode: 'yolo' }) }, field: 'mode' },
   { why: 'bad locality', req: { specJson: JSON.stringify({ ...good, locality: { mode: 'everywhere' } }) }, field: 'locality.mode' },
   { why: 'priority too high', req: { specJson: JSON.stringify({ ...good, priority: 5000 }) }, field: 'priority' },
   { why: 'negative queue time', req: { specJson: JSON.stringify({ ...good, maxQueueMs: -1 }) }, field: 'maxQueueMs' },
-  { why: 'unknown platform constraint', req: { specJson: JSON.stringify({ ...good, constraints: { platforms: ['cray-1'] } }) }, field: 'constraints.platforms[0]' },
+  {
+    why: 'unknown platform constraint',
+    req: { specJson: JSON.stringify({ ...good, constraints: { platforms: ['cray-1'] } }) },
+    field: 'constraints.platforms[0]',
+  },
   { why: 'empty argv', req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: [] } }) }, field: 'command.argv' },
-  { why: 'NUL in argv', req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', 'a\u0000b'] } }) }, field: 'command.argv[1]' },
-  { why: 'bad env name', req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: ['true'], env: { 'A=B': 'x' } } }) }, field: 'command.env' },
+  {
+    why: 'NUL in argv',
+    req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', 'a\u0000b'] } }) },
+    field: 'command.argv[1]',
+  },
+  {
+    why: 'bad env name',
+    req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: ['true'], env: { 'A=B': 'x' } } }) },
+    field: 'command.env',
+  },
   { why: 'name with a slash (key injection)', req: { specJson: JSON.stringify({ ...good, name: 'a/../../servers/x' }) }, field: 'name' },
   { why: 'oversized payload', req: { specJson: JSON.stringify({ ...good, pad: 'x'.repeat(200_000) }) }, field: 'spec_json' },
-  { why: 'oversized argv', req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: Array.from({ length: 40 }, () => 'y'.repeat(2000)) } }) }, field: '(root)' },
+  {
+    why: 'oversized argv',
+    req: { specJson: JSON.stringify({ name: 'x', profile: 'spark-lr', tasks: 1, command: { argv: Array.from({ length: 40 }, () => 'y'.repeat(2000)) } }) },
+    field: '(root)',
+  },
   { why: 'both spec and spec_json', req: { spec: { name: 'x' }, specJson: '{}' }, field: 'spec' },
 ];
 
@@ -74,7 +98,8 @@ describe('Scheduler API over gRPC', () => {
       expect(err?.details, h.why).toContain(h.field === '(root)' ? '' : `${h.field}`);
     }
     const after = await store.range('/api/');
-    const keysOf = (kvs: { key: string }[]): string[] => kvs.map((kv) => kv.key).filter((k) => k.includes('/jobs/') || k.includes('/owners/') || k.includes('/tasks/'));
+    const keysOf = (kvs: { key: string }[]): string[] =>
+      kvs.map((kv) => kv.key).filter((k) => k.includes('/jobs/') || k.includes('/owners/') || k.includes('/tasks/'));
     expect(keysOf(after.kvs)).toEqual(keysOf(before.kvs));
     expect(HOSTILE.length).toBeGreaterThanOrEqual(20);
   });

@@ -46,22 +46,40 @@ afterEach(async () => {
 });
 
 /** A Scheduler front-end on a MemoryStore holding job `big` (TASKS task records, running) and `small` (one). */
-async function frontEnd(watchLimits: Partial<JobWatchLimits>, limits: Partial<ConnectionLimits> = {}): Promise<{ port: number; store: MemoryStore; keys: Keys }> {
+async function frontEnd(
+  watchLimits: Partial<JobWatchLimits>,
+  limits: Partial<ConnectionLimits> = {},
+): Promise<{ port: number; store: MemoryStore; keys: Keys }> {
   const store = new MemoryStore({ maxTxnOps: 1000 });
   const keys = new Keys('/s/');
-  for (const [id, n] of [['big', TASKS], ['small', 1]] as const) {
+  for (const [id, n] of [
+    ['big', TASKS],
+    ['small', 1],
+  ] as const) {
     const spec = { ...makeJob(id, TEST_PROFILES[0]!, n), id };
     await store.put(keys.job(id), JSON.stringify({ spec, state: 'running', placed: n, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
     for (let i = 0; i < n; i += 1000) {
       const ops = [];
       for (let j = i; j < Math.min(n, i + 1000); j++) {
-        ops.push({ type: 'put' as const, key: keys.task(id, j), value: JSON.stringify({ job: id, index: j, state: 'running', attempt: 0, server: `server-${j % 50}`, message: 'x'.repeat(40) }) });
+        ops.push({
+          type: 'put' as const,
+          key: keys.task(id, j),
+          value: JSON.stringify({ job: id, index: j, state: 'running', attempt: 0, server: `server-${j % 50}`, message: 'x'.repeat(40) }),
+        });
       }
       await store.txn({ compare: [], success: ops });
     }
   }
   const manager = { inflightDecision: () => undefined } as unknown as JobManager;
-  const service = new SchedulerService({ manager, store, keys, catalog: loadCatalog(), clock: new SystemClock(), log: createLogger('test', 'silent'), watchLimits });
+  const service = new SchedulerService({
+    manager,
+    store,
+    keys,
+    catalog: loadCatalog(),
+    clock: new SystemClock(),
+    log: createLogger('test', 'silent'),
+    watchLimits,
+  });
   const server = await startGrpcServer({
     host: '127.0.0.1',
     port: 0,
@@ -117,7 +135,10 @@ function rawCall(port: number, path: string, body: Buffer, o: { window0?: boolea
   return r;
 }
 
-function watch(c: SchedulerClient, jobId: string): { events: JobEvent__Output[]; error: grpc.ServiceError | undefined; ended: boolean; call: grpc.ClientReadableStream<JobEvent__Output> } {
+function watch(
+  c: SchedulerClient,
+  jobId: string,
+): { events: JobEvent__Output[]; error: grpc.ServiceError | undefined; ended: boolean; call: grpc.ClientReadableStream<JobEvent__Output> } {
   const call = c.WatchJob({ jobId });
   const w = { events: [] as JobEvent__Output[], error: undefined as grpc.ServiceError | undefined, ended: false, call };
   call.on('data', (e: JobEvent__Output) => w.events.push(e));
@@ -144,7 +165,9 @@ function ownConnection(port: number): SchedulerClient {
 describe('slow readers of WatchJob', () => {
   it('a reader that never opens its flow-control window is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED) once it has taken nothing for slowConsumerMs', async () => {
     const { port } = await frontEnd({ slowConsumerMs: 300, streamQueueBytes: 16 * 1024 });
-    const streams = Array.from({ length: 3 }, () => rawCall(port, '/tarcil.v1.Scheduler/WatchJob', grpcFrame('tarcil.v1.WatchJobRequest', { jobId: 'big' }), { window0: true }));
+    const streams = Array.from({ length: 3 }, () =>
+      rawCall(port, '/tarcil.v1.Scheduler/WatchJob', grpcFrame('tarcil.v1.WatchJobRequest', { jobId: 'big' }), { window0: true }),
+    );
     await eventually(() => streams.every((s) => s.closed), 'the window-0 streams ended');
     for (const s of streams) expect(s.rstCode).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
     // The front-end goes on serving watchers that read.
@@ -232,11 +255,30 @@ describe('slow readers of WatchJob', () => {
 
 /** A service of one server stream that never ends and one unary answer of 1 MiB, to hold calls open. */
 const HOLD: grpc.ServiceDefinition = {
-  Hold: { path: '/test.Hold/Hold', requestStream: false, responseStream: true, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b },
-  Big: { path: '/test.Hold/Big', requestStream: false, responseStream: false, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b },
+  Hold: {
+    path: '/test.Hold/Hold',
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: (b: Buffer) => b,
+    requestDeserialize: (b: Buffer) => b,
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: (b: Buffer) => b,
+  },
+  Big: {
+    path: '/test.Hold/Big',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (b: Buffer) => b,
+    requestDeserialize: (b: Buffer) => b,
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: (b: Buffer) => b,
+  },
 };
 
-async function holdServer(limits: Partial<ConnectionLimits>, onHold?: (call: grpc.ServerWritableStream<Buffer, Buffer>) => void): Promise<{ port: number; held: { cancelled: boolean }[]; server: GrpcServerHandle }> {
+async function holdServer(
+  limits: Partial<ConnectionLimits>,
+  onHold?: (call: grpc.ServerWritableStream<Buffer, Buffer>) => void,
+): Promise<{ port: number; held: { cancelled: boolean }[]; server: GrpcServerHandle }> {
   const held: { cancelled: boolean }[] = [];
   const server = await startGrpcServer({
     host: '127.0.0.1',
@@ -331,7 +373,13 @@ describe('slow readers of TaskLogs', () => {
     await store.put(keys.job('j'), JSON.stringify({ spec, state: 'running', placed: 1, updatedAt: 0, submittedAt: 0 } satisfies LiveJobRecord));
     await store.put(keys.task('j', 0), JSON.stringify({ job: 'j', index: 0, state: 'running', attempt: 0, server: 'n1' }));
     await store.put(keys.server('n1'), JSON.stringify({ id: 'n1', endpoint: '127.0.0.1:1' }));
-    const up = Object.assign(new EventEmitter(), { paused: false, cancelled: false, pause: () => (up.paused = true), resume: () => (up.paused = false), cancel: () => (up.cancelled = true) });
+    const up = Object.assign(new EventEmitter(), {
+      paused: false,
+      cancelled: false,
+      pause: () => (up.paused = true),
+      resume: () => (up.paused = false),
+      cancel: () => (up.cancelled = true),
+    });
     // A call whose client reads nothing: every write says "wait".
     const call = Object.assign(new EventEmitter(), {
       request: { jobId: 'j', task: 0, follow: true, namespace: '' },

@@ -76,9 +76,7 @@ async function runScenario(scope: ConflictScope): Promise<{
   });
   await runner.start();
 
-  const jobs = Array.from({ length: JOBS }, (_, i) =>
-    makeJob(`j${String(i).padStart(4, '0')}`, TEST_PROFILES[i % TEST_PROFILES.length]!, TASKS),
-  );
+  const jobs = Array.from({ length: JOBS }, (_, i) => makeJob(`j${String(i).padStart(4, '0')}`, TEST_PROFILES[i % TEST_PROFILES.length]!, TASKS));
   // Round-robin over agents, many jobs in flight per agent: demand exceeds capacity at times.
   const records = await pool(jobs, 96, (job, i) => agents[i % 3]!.schedule(job));
 

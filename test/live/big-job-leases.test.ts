@@ -81,7 +81,19 @@ async function scenario(store: ClusterStore, keys: Keys): Promise<void> {
   for (const s of servers) {
     monitors.push(await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: TTL_S }));
   }
-  const sched = await startScheduler({ name: 'big-leases', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: AGENTS, host: '127.0.0.1', port: 0, leaseTtlSeconds: TTL_S });
+  const sched = await startScheduler({
+    name: 'big-leases',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(3),
+    log,
+    agents: AGENTS,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: TTL_S,
+  });
   cleanup.push(() => sched.close());
   const c: SchedulerClient = schedulerClient(`127.0.0.1:${sched.port}`);
   cleanup.push(() => Promise.resolve(c.close()));

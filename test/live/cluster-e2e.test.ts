@@ -31,7 +31,6 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-
 describe('live cluster: 2 servers, 4 monitors, 1 etcd, processes killed mid-run', () => {
   it('finishes every acknowledged job exactly once, never runs a task twice, leaves no orphan', async () => {
     const url = etcd.endpoint.replace('http://', 'etcd://');
@@ -42,7 +41,22 @@ describe('live cluster: 2 servers, 4 monitors, 1 etcd, processes killed mid-run'
     const common = ['--store', url, '--prefix', prefix, '--lease-ttl', String(TTL)];
 
     const monitors = Array.from({ length: MONITORS }, (_, i) =>
-      tarcil(['monitor', ...common, '--node', `m${i}`, '--platform', 'r3-2xlarge', '--rus', String(RUS), '--rack', `r${i % 2}`, '--executor', 'simulated', '--disconnect-grace', '3s']),
+      tarcil([
+        'monitor',
+        ...common,
+        '--node',
+        `m${i}`,
+        '--platform',
+        'r3-2xlarge',
+        '--rus',
+        String(RUS),
+        '--rack',
+        `r${i % 2}`,
+        '--executor',
+        'simulated',
+        '--disconnect-grace',
+        '3s',
+      ]),
     );
     procs.push(...monitors);
     const servers = [0, 1].map((i) => tarcil(['server', ...common, '--agents', '2', '--port', '0', '--name', `fe${i}`]));

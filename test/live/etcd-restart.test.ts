@@ -152,7 +152,9 @@ describe('etcd restart and a brief partition', () => {
         }),
       );
       const rus = await auditStore.range(keys.rus());
-      process.stdout.write(`[etcd-restart] stuck:\n${JSON.stringify(dump, null, 1)}\nRUs: ${rus.kvs.map((kv) => `${kv.key}=${kv.value}`).join('\n')}\nscheduler lease ${sched.manager.leaseId}, owned ${sched.manager.ownedJobs().join(',')}\n`);
+      process.stdout.write(
+        `[etcd-restart] stuck:\n${JSON.stringify(dump, null, 1)}\nRUs: ${rus.kvs.map((kv) => `${kv.key}=${kv.value}`).join('\n')}\nscheduler lease ${sched.manager.leaseId}, owned ${sched.manager.ownedJobs().join(',')}\n`,
+      );
     }
     expect(pending, `jobs not final`).toEqual([]);
     // Monitors resumed: tasks of jobs submitted after the restart ran on them.

@@ -41,7 +41,20 @@ afterAll(async () => {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function scheduler(keys: Keys) {
-  return startScheduler({ name: 'new', store, keys, catalog, clock, rng: new SeededRng(3), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, housekeeping: false });
+  return startScheduler({
+    name: 'new',
+    store,
+    keys,
+    catalog,
+    clock,
+    rng: new SeededRng(3),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    housekeeping: false,
+  });
 }
 
 /** A job record as the older front-ends wrote it at submission. */

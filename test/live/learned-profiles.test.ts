@@ -81,7 +81,18 @@ async function submitLater(c: ReturnType<typeof schedulerClient>, keys: Keys) {
  */
 async function learnerCell(name: string, server: ServerSpec, use: 'learned' | 'declared', seed: number) {
   const keys = new Keys(`/${name}/`);
-  const monitor = await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, slowdown: truth });
+  const monitor = await startMonitor({
+    store,
+    keys,
+    clock,
+    log,
+    server,
+    executor: 'simulated',
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    slowdown: truth,
+  });
   const sched = await startScheduler({
     name,
     store,
@@ -127,7 +138,12 @@ describe('learned profiles in the store', () => {
   });
 
   it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
-    const { keys, monitor, sched, c, first } = await learnerCell('lp', { id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } }, 'learned', 5);
+    const { keys, monitor, sched, c, first } = await learnerCell(
+      'lp',
+      { id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } },
+      'learned',
+      5,
+    );
     try {
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
       // What the node measured went with each outcome: a share below 1 amid pressure 70 on resource 0.
@@ -143,7 +159,9 @@ describe('learned profiles in the store', () => {
       expect(rec?.spec.profile.caused).toEqual((await readProfile(store, keys, 'learner'))?.learned.map((v) => Math.round(v)));
       await waitFinal(c, later.jobId, 20_000);
 
-      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) => c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))));
+      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) =>
+        c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))),
+      );
       expect(est.declared).toEqual(DECLARED);
       expect(est.learned[0]).toBeGreaterThan(DECLARED[0] as number);
       expect(est.used).toBe(true);
@@ -151,7 +169,11 @@ describe('learned profiles in the store', () => {
       expect(missing.code).toBe(5); // NOT_FOUND
 
       const cli = await new Promise<{ code: number | null; out: string }>((resolve) => {
-        const p = spawn(process.execPath, [join(import.meta.dirname, '../../src/cli/bin.js'), 'profile', 'learner', '--learned', '--server', `127.0.0.1:${sched.port}`], { env: { ...process.env, TARCIL_LOG: 'silent' } });
+        const p = spawn(
+          process.execPath,
+          [join(import.meta.dirname, '../../src/cli/bin.js'), 'profile', 'learner', '--learned', '--server', `127.0.0.1:${sched.port}`],
+          { env: { ...process.env, TARCIL_LOG: 'silent' } },
+        );
         let out = '';
         p.stdout.on('data', (d: Buffer) => (out += d.toString()));
         p.on('close', (code) => resolve({ code, out }));
@@ -167,8 +189,13 @@ describe('learned profiles in the store', () => {
     }
   });
 
-  it("a front-end with declared profiles schedules with the declared vector even after observations, which it still writes", { timeout: 90_000 }, async () => {
-    const { keys, monitor, sched, c, first } = await learnerCell('lp-declared', { id: 'd0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} }, 'declared', 6);
+  it('a front-end with declared profiles schedules with the declared vector even after observations, which it still writes', { timeout: 90_000 }, async () => {
+    const { keys, monitor, sched, c, first } = await learnerCell(
+      'lp-declared',
+      { id: 'd0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} },
+      'declared',
+      6,
+    );
     try {
       expect(sched.manager.profiles.usesLearned).toBe(false);
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
@@ -179,7 +206,9 @@ describe('learned profiles in the store', () => {
       expect(rec?.spec.learned).toBeUndefined();
       expect(rec?.spec.profile.caused).toEqual(DECLARED);
       await waitFinal(c, later.jobId, 20_000);
-      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) => c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))));
+      const est = await new Promise<ProfileEstimate__Output>((resolve, reject) =>
+        c.GetProfile({ name: 'learner' }, (err, res) => (err || !res ? reject(err ?? new Error('no answer')) : resolve(res))),
+      );
       expect(est.used).toBe(false);
     } finally {
       c.close();

@@ -28,7 +28,8 @@ afterEach(async () => {
 /** Applies the first submit transaction, then reports it failed; optionally fails reads for a while too. */
 function lossy(inner: ClusterStore, readsDownMs: number): { store: ClusterStore; counter: { lost: number } } {
   let downUntil = 0;
-  const isSubmit = (req: TxnRequest): boolean => req.success.some((op) => op.type === 'put' && op.key.includes('/owners/')) && req.success.some((op) => op.type === 'put' && op.key.includes('/jobs/'));
+  const isSubmit = (req: TxnRequest): boolean =>
+    req.success.some((op) => op.type === 'put' && op.key.includes('/owners/')) && req.success.some((op) => op.type === 'put' && op.key.includes('/jobs/'));
   const unavailable = (): TarcilError => new TarcilError('UNAVAILABLE', 'connection reset (simulated)');
   const counter = { lost: 0 };
   const s = wrapStore(inner, {
@@ -54,40 +55,44 @@ describe('a submission whose answer is lost', () => {
   it.each([
     { how: 'the store answers the read-back: acknowledged after all', readsDownMs: 0, acked: true },
     { how: 'the store stays away: refused now, then found by a scan and run', readsDownMs: 400, acked: false },
-  ])('$how', async ({ readsDownMs, acked }) => {
-    const store = new MemoryStore();
-    const keys = new Keys('/lost/');
-    const monitor: MonitorProcess = await startMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 'l0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
-      executor: 'simulated',
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 5,
-    });
-    const { store: s, counter } = lossy(store, readsDownMs);
-    const m = new JobManager({ process: 'P', store: s, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 2 });
-    await m.start();
-    cleanup.push(async () => {
-      await m.close();
-      await monitor.close();
-      await store.close();
-    });
-    const job = makeJob('lost-1', TEST_PROFILES[0]!, 2, { durationMs: 100 });
-    const res = await m.submit(job).then(
-      (r) => r.jobId,
-      (e: unknown) => e,
-    );
-    expect(counter.lost).toBe(1);
-    if (acked) expect(res).toBe('lost-1');
-    else expect((res as TarcilError).code).toBe('UNAVAILABLE');
-    // Stored either way, and it must run to the end, under the lease it was stored with.
-    expect(await waitAllFinal(store, keys, ['lost-1'], 15_000)).toEqual([]);
-    const rec = JSON.parse((await store.get(keys.job('lost-1')))?.value ?? '{}') as { state: string };
-    expect(rec.state).toBe('succeeded');
-    expect(m.stats.adopted).toBe(acked ? 0 : 1);
-  }, 30_000);
+  ])(
+    '$how',
+    async ({ readsDownMs, acked }) => {
+      const store = new MemoryStore();
+      const keys = new Keys('/lost/');
+      const monitor: MonitorProcess = await startMonitor({
+        store,
+        keys,
+        clock,
+        log,
+        server: { id: 'l0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
+        executor: 'simulated',
+        host: '127.0.0.1',
+        port: 0,
+        leaseTtlSeconds: 5,
+      });
+      const { store: s, counter } = lossy(store, readsDownMs);
+      const m = new JobManager({ process: 'P', store: s, keys, clock, rng: new SeededRng(5), log, agents: 1, leaseTtlSeconds: 2 });
+      await m.start();
+      cleanup.push(async () => {
+        await m.close();
+        await monitor.close();
+        await store.close();
+      });
+      const job = makeJob('lost-1', TEST_PROFILES[0]!, 2, { durationMs: 100 });
+      const res = await m.submit(job).then(
+        (r) => r.jobId,
+        (e: unknown) => e,
+      );
+      expect(counter.lost).toBe(1);
+      if (acked) expect(res).toBe('lost-1');
+      else expect((res as TarcilError).code).toBe('UNAVAILABLE');
+      // Stored either way, and it must run to the end, under the lease it was stored with.
+      expect(await waitAllFinal(store, keys, ['lost-1'], 15_000)).toEqual([]);
+      const rec = JSON.parse((await store.get(keys.job('lost-1')))?.value ?? '{}') as { state: string };
+      expect(rec.state).toBe('succeeded');
+      expect(m.stats.adopted).toBe(acked ? 0 : 1);
+    },
+    30_000,
+  );
 });

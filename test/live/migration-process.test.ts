@@ -76,21 +76,64 @@ describe('moving a slow task that runs as a process', () => {
     // Blocks on (not left to DEFAULT_RUNTIME): the test follows the local action as well as the move.
     const monitors = await Promise.all(
       servers.map((s) =>
-        startMonitor({ store, keys, clock, log, server: s, executor: 'process', cpuRate: true, logDir: join(dir, s.id), host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, loadThreshold: 0.7, block: true }),
+        startMonitor({
+          store,
+          keys,
+          clock,
+          log,
+          server: s,
+          executor: 'process',
+          cpuRate: true,
+          logDir: join(dir, s.id),
+          host: '127.0.0.1',
+          port: 0,
+          leaseTtlSeconds: 3,
+          loadThreshold: 0.7,
+          block: true,
+        }),
       ),
     );
-    const sched = await startScheduler({ name: 'mp', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, housekeeping: false, runtime: { moveAfterMs: 2500 } });
+    const sched = await startScheduler({
+      name: 'mp',
+      store,
+      keys,
+      catalog,
+      clock,
+      rng: new SeededRng(9),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 3,
+      housekeeping: false,
+      runtime: { moveAfterMs: 2500 },
+    });
     const c = schedulerClient(`127.0.0.1:${sched.port}`);
     try {
       // p1 is held for a few seconds by sleepers; three CPU burners fill p0 but one RU.
-      const filler = await submit(c, { specJson: JSON.stringify({ name: 'sleepers', profile: quiet, tasks: 2, command: { argv: ['sleep', '4'] }, constraints: { attributes: { zone: 'b' } } }) });
-      const burners = await submit(c, { specJson: JSON.stringify({ name: 'burners', profile: quiet, tasks: 3, command: { argv: [script, '20'], env: { RUNS: join(dir, 'other.txt') } }, constraints: { attributes: { zone: 'a' } } }) });
+      const filler = await submit(c, {
+        specJson: JSON.stringify({ name: 'sleepers', profile: quiet, tasks: 2, command: { argv: ['sleep', '4'] }, constraints: { attributes: { zone: 'b' } } }),
+      });
+      const burners = await submit(c, {
+        specJson: JSON.stringify({
+          name: 'burners',
+          profile: quiet,
+          tasks: 3,
+          command: { argv: [script, '20'], env: { RUNS: join(dir, 'other.txt') } },
+          constraints: { attributes: { zone: 'a' } },
+        }),
+      });
       // Every one of their tasks running, so that the only free RU is on p0.
-      for (const [id, n] of [[filler.jobId, 2], [burners.jobId, 3]] as const) {
+      for (const [id, n] of [
+        [filler.jobId, 2],
+        [burners.jobId, 3],
+      ] as const) {
         for (let i = 0; i < 100 && ((await getJob(c, id)).taskStates.running ?? 0) < n; i++) await sleep(100);
         expect((await getJob(c, id)).taskStates.running).toBe(n);
       }
-      const victim = await submit(c, { specJson: JSON.stringify({ name: 'victim', profile: quiet, tasks: 1, migratable: true, command: { argv: [script, '8'], env: { RUNS: runs } } }) });
+      const victim = await submit(c, {
+        specJson: JSON.stringify({ name: 'victim', profile: quiet, tasks: 1, migratable: true, command: { argv: [script, '8'], env: { RUNS: runs } } }),
+      });
       // Until it ends: p0's monitor blocks its server (the local action) while its tasks run slow.
       let blocked = false;
       for (let i = 0; i < 600 && !FINAL.has((await getJob(c, victim.jobId)).state); i++) {

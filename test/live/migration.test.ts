@@ -72,7 +72,8 @@ async function startCell(prefix: string, runtime: Record<string, number> = {}): 
     onError: () => undefined,
   });
   const monitors = new Map<string, MonitorProcess>();
-  for (const s of servers) monitors.set(s.id, await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 }));
+  for (const s of servers)
+    monitors.set(s.id, await startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 }));
   const sched = await startScheduler({
     name: prefix.replace(/\W/g, ''),
     store,
@@ -125,12 +126,16 @@ async function taskRec(cell: Cell, job: string, t = 0): Promise<LiveTaskRecord |
  * (its constraint allows nothing else) and slows it to about a third of its expected rate.
  */
 async function slowedOnA0(cell: Cell, migratable: boolean, extra: Record<string, unknown> = {}): Promise<string> {
-  const filler = await submit(cell.c, { specJson: JSON.stringify({ name: 'filler', profile: quiet, tasks: 2, durationMs: 3000, constraints: { attributes: { zone: 'b' } } }) });
+  const filler = await submit(cell.c, {
+    specJson: JSON.stringify({ name: 'filler', profile: quiet, tasks: 2, durationMs: 3000, constraints: { attributes: { zone: 'b' } } }),
+  });
   await until('the filler running on b0', 10_000, async () => (await getJob(cell.c, filler.jobId)).state === 'running');
   const victim = await submit(cell.c, { specJson: JSON.stringify({ name: 'victim', profile: sensitive, tasks: 1, durationMs: 9000, migratable, ...extra }) });
   await until('the sensitive task running', 10_000, async () => (await taskRec(cell, victim.jobId))?.state === 'running');
   expect((await taskRec(cell, victim.jobId))?.ru?.server).toBe('a0');
-  await submit(cell.c, { specJson: JSON.stringify({ name: 'heavy', profile: heavy, tasks: 1, durationMs: 20_000, maxQueueMs: 0, constraints: { attributes: { zone: 'a' } } }) });
+  await submit(cell.c, {
+    specJson: JSON.stringify({ name: 'heavy', profile: heavy, tasks: 1, durationMs: 20_000, maxQueueMs: 0, constraints: { attributes: { zone: 'a' } } }),
+  });
   return victim.jobId;
 }
 
@@ -237,7 +242,7 @@ describe('moving a slow task (run-time loop, live)', () => {
     }
   });
 
-  it('refuses a scale-out limit below the job\'s tasks, and scale-out for a gang, naming the field', async () => {
+  it("refuses a scale-out limit below the job's tasks, and scale-out for a gang, naming the field", async () => {
     const cell = await startCell('/mig4/');
     try {
       const bad = (spec: Record<string, unknown>) =>

@@ -57,45 +57,83 @@ echo "E $TARCIL_ATTEMPT $$" >> "$RUNS"
 
 describe('a process-executor monitor SIGKILLed and started again', () => {
   it.each([
-    { name: 'the task ended by itself while the monitor was down: its exit code is recorded, it does not run again', sleepS: 1, downMs: 3000, runs: ['S 0', 'E 0'], attempts: 1 },
-    { name: 'the task was still running when the monitor came back: it is stopped, then placed again', sleepS: 6, downMs: 500, runs: ['S 0', 'S 1', 'E 1'], attempts: 2 },
-  ])('$name', async ({ sleepS, downMs, runs, attempts }) => {
-    const prefix = `/restart-${attempts}-${Date.now()}/`;
-    const keys = new Keys(prefix);
-    const url = etcd.endpoint.replace('http://', 'etcd://');
-    const work = join(dir, String(attempts));
-    const script = join(dir, `task-${attempts}.sh`);
-    const record = join(dir, `runs-${attempts}.txt`);
-    writeFileSync(script, SCRIPT, { mode: 0o755 });
-    writeFileSync(record, '');
-    const common = ['--store', url, '--prefix', prefix, '--lease-ttl', '3'];
-    const monitorArgs = ['monitor', ...common, '--node', 'n0', '--platform', 'r3-2xlarge', '--rus', '2', '--executor', 'process', '--log-dir', join(work, 'logs'), '--disconnect-grace', '2s'];
-    let monitor = tarcil(monitorArgs);
-    procs.push(monitor);
-    const server = tarcil(['server', ...common, '--agents', '1', '--port', '0', '--name', 'fe']);
-    procs.push(server);
-    await monitor.waitFor(/listening on/);
-    const port = Number((await server.waitFor(/listening on [\d.]+:(\d+)/))[1]);
-    const client: SchedulerClient = schedulerClient(`127.0.0.1:${port}`);
-    const spec = { name: 'restart', profile: 'spark-lr', tasks: 1, maxQueueMs: 0, command: { argv: [script, String(sleepS)], env: { RUNS: record } } };
-    const { jobId } = await submit(client, { specJson: JSON.stringify(spec) }, 5000);
-    await until(() => Promise.resolve(readFileSync(record, 'utf8').includes('S 0') ? true : undefined), 15_000, 'the task to start');
-    await monitor.kill('SIGKILL');
-    await sleep(downMs);
-    monitor = tarcil(monitorArgs);
-    procs.push(monitor);
-    await monitor.waitFor(/listening on/);
-    const job = await until(async () => {
-      const rec = parseJson<LiveJobRecord>(await store.get(keys.job(jobId)));
-      return rec && ['succeeded', 'failed', 'cancelled'].includes(rec.state) ? rec : undefined;
-    }, 30_000, 'the job to end');
-    expect(job.state).toBe('succeeded');
-    const lines = readFileSync(record, 'utf8').trim().split('\n').map((l) => l.split(' ').slice(0, 2).join(' '));
-    expect(lines).toEqual(runs);
-    const task = parseJson<LiveTaskRecord>(await store.get(keys.task(jobId, 0)));
-    expect(task?.attempt).toBe(attempts - 1);
-    expect((task?.previous ?? []).length).toBe(attempts - 1);
-    client.close();
-    await Promise.all([monitor.kill(), server.kill()]);
-  }, 90_000);
+    {
+      name: 'the task ended by itself while the monitor was down: its exit code is recorded, it does not run again',
+      sleepS: 1,
+      downMs: 3000,
+      runs: ['S 0', 'E 0'],
+      attempts: 1,
+    },
+    {
+      name: 'the task was still running when the monitor came back: it is stopped, then placed again',
+      sleepS: 6,
+      downMs: 500,
+      runs: ['S 0', 'S 1', 'E 1'],
+      attempts: 2,
+    },
+  ])(
+    '$name',
+    async ({ sleepS, downMs, runs, attempts }) => {
+      const prefix = `/restart-${attempts}-${Date.now()}/`;
+      const keys = new Keys(prefix);
+      const url = etcd.endpoint.replace('http://', 'etcd://');
+      const work = join(dir, String(attempts));
+      const script = join(dir, `task-${attempts}.sh`);
+      const record = join(dir, `runs-${attempts}.txt`);
+      writeFileSync(script, SCRIPT, { mode: 0o755 });
+      writeFileSync(record, '');
+      const common = ['--store', url, '--prefix', prefix, '--lease-ttl', '3'];
+      const monitorArgs = [
+        'monitor',
+        ...common,
+        '--node',
+        'n0',
+        '--platform',
+        'r3-2xlarge',
+        '--rus',
+        '2',
+        '--executor',
+        'process',
+        '--log-dir',
+        join(work, 'logs'),
+        '--disconnect-grace',
+        '2s',
+      ];
+      let monitor = tarcil(monitorArgs);
+      procs.push(monitor);
+      const server = tarcil(['server', ...common, '--agents', '1', '--port', '0', '--name', 'fe']);
+      procs.push(server);
+      await monitor.waitFor(/listening on/);
+      const port = Number((await server.waitFor(/listening on [\d.]+:(\d+)/))[1]);
+      const client: SchedulerClient = schedulerClient(`127.0.0.1:${port}`);
+      const spec = { name: 'restart', profile: 'spark-lr', tasks: 1, maxQueueMs: 0, command: { argv: [script, String(sleepS)], env: { RUNS: record } } };
+      const { jobId } = await submit(client, { specJson: JSON.stringify(spec) }, 5000);
+      await until(() => Promise.resolve(readFileSync(record, 'utf8').includes('S 0') ? true : undefined), 15_000, 'the task to start');
+      await monitor.kill('SIGKILL');
+      await sleep(downMs);
+      monitor = tarcil(monitorArgs);
+      procs.push(monitor);
+      await monitor.waitFor(/listening on/);
+      const job = await until(
+        async () => {
+          const rec = parseJson<LiveJobRecord>(await store.get(keys.job(jobId)));
+          return rec && ['succeeded', 'failed', 'cancelled'].includes(rec.state) ? rec : undefined;
+        },
+        30_000,
+        'the job to end',
+      );
+      expect(job.state).toBe('succeeded');
+      const lines = readFileSync(record, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ').slice(0, 2).join(' '));
+      expect(lines).toEqual(runs);
+      const task = parseJson<LiveTaskRecord>(await store.get(keys.task(jobId, 0)));
+      expect(task?.attempt).toBe(attempts - 1);
+      expect((task?.previous ?? []).length).toBe(attempts - 1);
+      client.close();
+      await Promise.all([monitor.kill(), server.kill()]);
+    },
+    90_000,
+  );
 });

@@ -45,7 +45,19 @@ beforeAll(async () => {
   store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
   await startNode('a');
   await startNode('b');
-  sched = await startScheduler({ name: 'nd', store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(4), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 });
+  sched = await startScheduler({
+    name: 'nd',
+    store,
+    keys,
+    catalog: loadCatalog(),
+    clock,
+    rng: new SeededRng(4),
+    log,
+    agents: 1,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+  });
   c = schedulerClient(`127.0.0.1:${sched.port}`);
 });
 afterAll(async () => {
@@ -60,9 +72,14 @@ const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
 /** Runs `tarcil args` without blocking this process (whose front-end it talks to). */
 function tarcil(args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--server', `127.0.0.1:${sched.port}`], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } }, (err, stdout, stderr) => {
-      resolve({ status: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [BIN, ...args, '--server', `127.0.0.1:${sched.port}`],
+      { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'silent' } },
+      (err, stdout, stderr) => {
+        resolve({ status: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -79,7 +96,9 @@ async function until<T>(what: string, f: () => Promise<T | undefined | false> | 
 }
 
 function setNode(req: SetNodeSchedulingRequest): Promise<Server__Output> {
-  return new Promise((resolve, reject) => c.SetNodeScheduling(req, { deadline: new Date(Date.now() + 10_000) }, (err, res) => (err || !res ? reject(err ?? new Error('empty')) : resolve(res))));
+  return new Promise((resolve, reject) =>
+    c.SetNodeScheduling(req, { deadline: new Date(Date.now() + 10_000) }, (err, res) => (err || !res ? reject(err ?? new Error('empty')) : resolve(res))),
+  );
 }
 
 function cluster(): Promise<Cluster__Output> {
@@ -92,7 +111,8 @@ function explain(jobId: string): Promise<Explanation__Output> {
 
 const server = async (id: string): Promise<Server__Output | undefined> => (await cluster()).servers.find((s) => s.id === id);
 /** The front-end's agents have seen the cordon (or its end). */
-const seen = (id: string, cordoned: boolean): Promise<true> => until(`the agents see ${id} ${cordoned ? 'cordoned' : 'uncordoned'}`, () => sched.manager.view.state.server(id)?.cordoned === cordoned || undefined);
+const seen = (id: string, cordoned: boolean): Promise<true> =>
+  until(`the agents see ${id} ${cordoned ? 'cordoned' : 'uncordoned'}`, () => sched.manager.view.state.server(id)?.cordoned === cordoned || undefined);
 
 async function serversOf(jobId: string): Promise<string[]> {
   const j = await getJob(c, jobId);
@@ -242,7 +262,9 @@ describe('the tarcil node command', () => {
     await setNode({ server: 'a', action: 'uncordon', reason: '' });
     const waited = await tarcil(['node', 'drain', 'b', '--deadline', '1s', '--wait']);
     expect(waited.status).toBe(0);
-    expect(waited.stdout).toMatch(/^node b draining: no new placements; its 2 tasks finish, or at \d\d:\d\d:\d\d UTC \(deadline 1s\) are stopped and placed elsewhere/);
+    expect(waited.stdout).toMatch(
+      /^node b draining: no new placements; its 2 tasks finish, or at \d\d:\d\d:\d\d UTC \(deadline 1s\) are stopped and placed elsewhere/,
+    );
     expect(waited.stdout).toMatch(/node b drained: no task runs there\n$/);
     // Stopped at the deadline (recorded lost), then placed again by the owner, on a.
     await until('both tasks placed again on a', async () => {

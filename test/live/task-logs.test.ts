@@ -65,7 +65,13 @@ const onProcessNode = { attributes: { exec: 'process' } };
 
 describe('tarcil logs', () => {
   it("serves a finished task's stdout and stderr through the front-end and from the node directly", async () => {
-    const spec = { name: 'echo', profile: 'spark-lr', tasks: 2, constraints: onProcessNode, command: { argv: ['sh', '-c', 'echo "out of $TARCIL_TASK"; echo "err of $TARCIL_TASK" >&2'] } };
+    const spec = {
+      name: 'echo',
+      profile: 'spark-lr',
+      tasks: 2,
+      constraints: onProcessNode,
+      command: { argv: ['sh', '-c', 'echo "out of $TARCIL_TASK"; echo "err of $TARCIL_TASK" >&2'] },
+    };
     const { jobId } = await submit(c, { specJson: JSON.stringify(spec) });
     expect((await waitFinal(c, jobId)).state).toBe('succeeded');
     const viaFront = await read(c.TaskLogs({ jobId, task: 1, follow: false }));
@@ -87,7 +93,15 @@ describe('tarcil logs', () => {
     // whatever the machine's speed, the first line is read while the task runs.
     const go = join(logDir, 'go');
     const script = 'echo "line 1"; while [ ! -f "$GO" ]; do sleep 0.05; done; echo "line 2"; echo done >&2';
-    const { jobId } = await submit(c, { specJson: JSON.stringify({ name: 'follow', profile: 'spark-lr', tasks: 1, constraints: onProcessNode, command: { argv: ['sh', '-c', script], env: { GO: go } } }) });
+    const { jobId } = await submit(c, {
+      specJson: JSON.stringify({
+        name: 'follow',
+        profile: 'spark-lr',
+        tasks: 1,
+        constraints: onProcessNode,
+        command: { argv: ['sh', '-c', script], env: { GO: go } },
+      }),
+    });
     for (;;) {
       const j = await getJob(c, jobId);
       if (j.taskStates.running === 1) break;
@@ -108,7 +122,9 @@ describe('tarcil logs', () => {
   });
 
   it('says clearly that a task run by the simulated executor has no log, and names bad requests', async () => {
-    const { jobId } = await submit(c, { specJson: JSON.stringify({ name: 'sim', profile: 'spark-lr', tasks: 1, durationMs: 50, constraints: { attributes: { exec: 'simulated' } } }) });
+    const { jobId } = await submit(c, {
+      specJson: JSON.stringify({ name: 'sim', profile: 'spark-lr', tasks: 1, durationMs: 50, constraints: { attributes: { exec: 'simulated' } } }),
+    });
     expect((await waitFinal(c, jobId)).state).toBe('succeeded');
     const err = (await read(c.TaskLogs({ jobId, task: 0, follow: false })).catch((e: unknown) => e)) as grpc.ServiceError;
     expect(err.code).toBe(9); // FAILED_PRECONDITION
@@ -122,7 +138,15 @@ describe('tarcil logs', () => {
   });
 
   it('the tarcil logs command writes stdout to stdout and stderr to stderr, and exits non-zero with the reason', async () => {
-    const { jobId } = await submit(c, { specJson: JSON.stringify({ name: 'cli', profile: 'spark-lr', tasks: 1, constraints: onProcessNode, command: { argv: ['sh', '-c', 'echo to-out; echo to-err >&2'] } }) });
+    const { jobId } = await submit(c, {
+      specJson: JSON.stringify({
+        name: 'cli',
+        profile: 'spark-lr',
+        tasks: 1,
+        constraints: onProcessNode,
+        command: { argv: ['sh', '-c', 'echo to-out; echo to-err >&2'] },
+      }),
+    });
     expect((await waitFinal(c, jobId)).state).toBe('succeeded');
     const ok = await tarcil(['logs', jobId, '--server', `127.0.0.1:${sched.port}`]);
     expect(ok.status).toBe(0);

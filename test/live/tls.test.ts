@@ -79,13 +79,29 @@ describe('TLS', () => {
         (e: unknown) => e,
       );
       expect(refused).toBeInstanceOf(TarcilError);
-      const etcdFlags = ['--store', url, '--prefix', '/tls/', '--etcd-ca', pki.ca, '--etcd-cert', pki.clientCert, '--etcd-key', pki.clientKey, '--lease-ttl', '3'];
+      const etcdFlags = [
+        '--store',
+        url,
+        '--prefix',
+        '/tls/',
+        '--etcd-ca',
+        pki.ca,
+        '--etcd-cert',
+        pki.clientCert,
+        '--etcd-key',
+        pki.clientKey,
+        '--lease-ttl',
+        '3',
+      ];
       const serverTls = ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.ca];
       const monitor = tarcil(['monitor', ...etcdFlags, ...serverTls, '--node', 'tls0', '--platform', 'r3-2xlarge', '--rus', '4']);
       procs.push(monitor);
       await monitor.waitFor(/listening on/);
       // --launch-after 0: every placement is also sent to the monitor at once, so the call is made.
-      const server = tarcil(['server', ...etcdFlags, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--monitor-ca', pki.ca, '--port', '0', '--launch-after', '0'], { TARCIL_LOG: 'debug' });
+      const server = tarcil(
+        ['server', ...etcdFlags, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--monitor-ca', pki.ca, '--port', '0', '--launch-after', '0'],
+        { TARCIL_LOG: 'debug' },
+      );
       procs.push(server);
       const port = (await server.waitFor(/listening on [\d.]+:(\d+)/))[1] ?? '';
       const res = await run(['submit', spec, '--server', `127.0.0.1:${port}`, '--tls-ca', pki.ca, '--wait', '--timeout', '5000']);

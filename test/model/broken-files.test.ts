@@ -52,30 +52,156 @@ interface Case {
 }
 
 const cases: Case[] = [
-  { what: 'caused value of 100', file: 'workloads/spec-mcf.json', edit: (j) => void (caused(j)[3] = 100), field: 'caused[3]', rule: 'must be an integer in [0, 99]' },
-  { what: 'negative caused value', file: 'workloads/memcached.json', edit: (j) => void (caused(j)[0] = -1), field: 'caused[0]', rule: 'must be an integer in [0, 99]' },
-  { what: 'fractional caused value', file: 'workloads/memcached.json', edit: (j) => void (caused(j)[5] = 4.5), field: 'caused[5]', rule: 'must be an integer in [0, 99]' },
+  {
+    what: 'caused value of 100',
+    file: 'workloads/spec-mcf.json',
+    edit: (j) => void (caused(j)[3] = 100),
+    field: 'caused[3]',
+    rule: 'must be an integer in [0, 99]',
+  },
+  {
+    what: 'negative caused value',
+    file: 'workloads/memcached.json',
+    edit: (j) => void (caused(j)[0] = -1),
+    field: 'caused[0]',
+    rule: 'must be an integer in [0, 99]',
+  },
+  {
+    what: 'fractional caused value',
+    file: 'workloads/memcached.json',
+    edit: (j) => void (caused(j)[5] = 4.5),
+    field: 'caused[5]',
+    rule: 'must be an integer in [0, 99]',
+  },
   { what: 'caused of length 9', file: 'workloads/spark-lr.json', edit: (j) => void caused(j).pop(), field: 'caused', rule: 'must have exactly 10 entries' },
-  { what: 'string in caused', file: 'workloads/spark-lr.json', edit: (j) => void (caused(j)[1] = '40' as unknown as number), field: 'caused[1]', rule: 'must be an integer in [0, 99]' },
-  { what: 'platform missing from platformPerf', file: 'workloads/cassandra.json', edit: (j) => void delete perf(j)['c3-8xlarge'], field: 'platformPerf.c3-8xlarge', rule: 'is missing (every platform in platforms.json needs a value)' },
-  { what: 'unknown platform in platformPerf', file: 'workloads/cassandra.json', edit: (j) => void (perf(j)['c4-xlarge'] = 1.1), field: 'platformPerf.c4-xlarge', rule: 'is not a platform in platforms.json' },
-  { what: 'non-positive platformPerf', file: 'workloads/tpch-join.json', edit: (j) => void (perf(j)['m3-large'] = 0), field: 'platformPerf.m3-large', rule: 'must be a number in (0, 100]' },
+  {
+    what: 'string in caused',
+    file: 'workloads/spark-lr.json',
+    edit: (j) => void (caused(j)[1] = '40' as unknown as number),
+    field: 'caused[1]',
+    rule: 'must be an integer in [0, 99]',
+  },
+  {
+    what: 'platform missing from platformPerf',
+    file: 'workloads/cassandra.json',
+    edit: (j) => void delete perf(j)['c3-8xlarge'],
+    field: 'platformPerf.c3-8xlarge',
+    rule: 'is missing (every platform in platforms.json needs a value)',
+  },
+  {
+    what: 'unknown platform in platformPerf',
+    file: 'workloads/cassandra.json',
+    edit: (j) => void (perf(j)['c4-xlarge'] = 1.1),
+    field: 'platformPerf.c4-xlarge',
+    rule: 'is not a platform in platforms.json',
+  },
+  {
+    what: 'non-positive platformPerf',
+    file: 'workloads/tpch-join.json',
+    edit: (j) => void (perf(j)['m3-large'] = 0),
+    field: 'platformPerf.m3-large',
+    rule: 'must be a number in (0, 100]',
+  },
   { what: 'unknown field in a workload', file: 'workloads/tpch-join.json', edit: (j) => void (j.weight = 3), field: 'weight', rule: 'is not a known field' },
-  { what: 'missing typicalDurationMs', file: 'workloads/tpch-agg.json', edit: (j) => void delete j.typicalDurationMs, field: 'typicalDurationMs', rule: 'is required' },
-  { what: 'latencyCritical as a string', file: 'workloads/tpch-agg.json', edit: (j) => void (j.latencyCritical = 'yes'), field: 'latencyCritical', rule: 'must be true or false' },
-  { what: 'workload name differs from its file', file: 'workloads/spec-gcc.json', edit: (j) => void (j.name = 'gcc'), field: 'name', rule: "must match the file name ('spec-gcc')" },
-  { what: 'workload name with a dot', file: 'workloads/spec-gcc.json', edit: (j) => void (j.name = 'spec.gcc'), field: 'name', rule: 'must be 1-64 characters of a-z, 0-9 and -' },
-  { what: 'cluster group with an unknown platform', file: 'clusters/demo.json', edit: (j) => void ((groups(j)[1] as Json).platform = 'c4-xlarge'), field: 'groups[1].platform', rule: "'c4-xlarge' is not a platform in platforms.json" },
-  { what: 'zero servers per rack', file: 'clusters/ec2-100.json', edit: (j) => void (j.serversPerRack = 0), field: 'serversPerRack', rule: 'must be an integer in [1, 100000]' },
-  { what: 'fractional group count', file: 'clusters/ec2-100.json', edit: (j) => void ((groups(j)[0] as Json).count = 99.5), field: 'groups[0].count', rule: 'must be an integer in [1, 1000000]' },
-  { what: 'non-string attribute value', file: 'clusters/demo.json', edit: (j) => void ((groups(j)[0] as Json).attributes = { ssd: true }), field: 'groups[0].attributes.ssd', rule: 'must be a string of at most 256 characters' },
+  {
+    what: 'missing typicalDurationMs',
+    file: 'workloads/tpch-agg.json',
+    edit: (j) => void delete j.typicalDurationMs,
+    field: 'typicalDurationMs',
+    rule: 'is required',
+  },
+  {
+    what: 'latencyCritical as a string',
+    file: 'workloads/tpch-agg.json',
+    edit: (j) => void (j.latencyCritical = 'yes'),
+    field: 'latencyCritical',
+    rule: 'must be true or false',
+  },
+  {
+    what: 'workload name differs from its file',
+    file: 'workloads/spec-gcc.json',
+    edit: (j) => void (j.name = 'gcc'),
+    field: 'name',
+    rule: "must match the file name ('spec-gcc')",
+  },
+  {
+    what: 'workload name with a dot',
+    file: 'workloads/spec-gcc.json',
+    edit: (j) => void (j.name = 'spec.gcc'),
+    field: 'name',
+    rule: 'must be 1-64 characters of a-z, 0-9 and -',
+  },
+  {
+    what: 'cluster group with an unknown platform',
+    file: 'clusters/demo.json',
+    edit: (j) => void ((groups(j)[1] as Json).platform = 'c4-xlarge'),
+    field: 'groups[1].platform',
+    rule: "'c4-xlarge' is not a platform in platforms.json",
+  },
+  {
+    what: 'zero servers per rack',
+    file: 'clusters/ec2-100.json',
+    edit: (j) => void (j.serversPerRack = 0),
+    field: 'serversPerRack',
+    rule: 'must be an integer in [1, 100000]',
+  },
+  {
+    what: 'fractional group count',
+    file: 'clusters/ec2-100.json',
+    edit: (j) => void ((groups(j)[0] as Json).count = 99.5),
+    field: 'groups[0].count',
+    rule: 'must be an integer in [1, 1000000]',
+  },
+  {
+    what: 'non-string attribute value',
+    file: 'clusters/demo.json',
+    edit: (j) => void ((groups(j)[0] as Json).attributes = { ssd: true }),
+    field: 'groups[0].attributes.ssd',
+    rule: 'must be a string of at most 256 characters',
+  },
   { what: 'no groups', file: 'clusters/demo.json', edit: (j) => void (j.groups = []), field: 'groups', rule: 'must list at least one server group' },
-  { what: 'duplicate platform', file: 'platforms.json', edit: (j) => void (platforms(j)[1] = { ...platforms(j)[0] }), field: 'platforms[1].name', rule: "duplicates entry 0 ('m3-large')" },
-  { what: 'zero cores', file: 'platforms.json', edit: (j) => void ((platforms(j)[2] as Json).cores = 0), field: 'platforms[2].cores', rule: 'must be an integer in [1, 4096]' },
-  { what: 'unknown reference platform', file: 'platforms.json', edit: (j) => void (j.reference = 'c4-xlarge'), field: 'reference', rule: "must name a platform listed in platforms ('c4-xlarge' is not)" },
-  { what: 'reference platform speed not 1', file: 'platforms.json', edit: (j) => void ((platforms(j)[7] as Json).speed = 1.1), field: 'platforms[7].speed', rule: 'must be 1 on the reference platform' },
-  { what: 'nine resources', file: 'resources.json', edit: (j) => void (j.resources as Json[]).pop(), field: 'resources', rule: 'must list exactly 10 resources' },
-  { what: 'duplicate resource id', file: 'resources.json', edit: (j) => void ((j.resources as Json[])[9] = { ...(j.resources as Json[])[0] }), field: 'resources[9].id', rule: "duplicates entry 0 ('cpu')" },
+  {
+    what: 'duplicate platform',
+    file: 'platforms.json',
+    edit: (j) => void (platforms(j)[1] = { ...platforms(j)[0] }),
+    field: 'platforms[1].name',
+    rule: "duplicates entry 0 ('m3-large')",
+  },
+  {
+    what: 'zero cores',
+    file: 'platforms.json',
+    edit: (j) => void ((platforms(j)[2] as Json).cores = 0),
+    field: 'platforms[2].cores',
+    rule: 'must be an integer in [1, 4096]',
+  },
+  {
+    what: 'unknown reference platform',
+    file: 'platforms.json',
+    edit: (j) => void (j.reference = 'c4-xlarge'),
+    field: 'reference',
+    rule: "must name a platform listed in platforms ('c4-xlarge' is not)",
+  },
+  {
+    what: 'reference platform speed not 1',
+    file: 'platforms.json',
+    edit: (j) => void ((platforms(j)[7] as Json).speed = 1.1),
+    field: 'platforms[7].speed',
+    rule: 'must be 1 on the reference platform',
+  },
+  {
+    what: 'nine resources',
+    file: 'resources.json',
+    edit: (j) => void (j.resources as Json[]).pop(),
+    field: 'resources',
+    rule: 'must list exactly 10 resources',
+  },
+  {
+    what: 'duplicate resource id',
+    file: 'resources.json',
+    edit: (j) => void ((j.resources as Json[])[9] = { ...(j.resources as Json[])[0] }),
+    field: 'resources[9].id',
+    rule: "duplicates entry 0 ('cpu')",
+  },
 ];
 
 describe('broken profile files are rejected naming file, field and rule', () => {
@@ -151,7 +277,11 @@ describe('broken profile files are rejected naming file, field and rule', () => 
       editJson(d, 'clusters/demo.json', (j) => void ((groups(j)[0] as Json).count = 0));
       editJson(d, 'workloads/memcached.json', (j) => void (caused(j)[4] = 120));
     });
-    expect(() => loadClusterFile(join(dir, 'clusters/demo.json'))).toThrow(`${join(dir, 'clusters/demo.json')}: invalid cluster spec: groups[0].count: must be an integer in [1, 1000000]`);
-    expect(() => loadWorkloadFile(join(dir, 'workloads/memcached.json'))).toThrow(`${join(dir, 'workloads/memcached.json')}: invalid workload profile: caused[4]: must be an integer in [0, 99]`);
+    expect(() => loadClusterFile(join(dir, 'clusters/demo.json'))).toThrow(
+      `${join(dir, 'clusters/demo.json')}: invalid cluster spec: groups[0].count: must be an integer in [1, 1000000]`,
+    );
+    expect(() => loadWorkloadFile(join(dir, 'workloads/memcached.json'))).toThrow(
+      `${join(dir, 'workloads/memcached.json')}: invalid workload profile: caused[4]: must be an integer in [0, 99]`,
+    );
   });
 });

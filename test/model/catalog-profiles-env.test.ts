@@ -30,7 +30,7 @@ describe('TARCIL_PROFILES', () => {
     for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
   });
 
-  it('gives loadCatalog another directory: a trace cell\'s platforms, its servers with their own RUs, its jobs held to them', () => {
+  it("gives loadCatalog another directory: a trace cell's platforms, its servers with their own RUs, its jobs held to them", () => {
     const dir = mkdtempSync(join(tmpdir(), 'tarcil-profiles-'));
     dirs.push(dir);
     const cell = writeTraceCell(trace, dir);
@@ -42,11 +42,28 @@ describe('TARCIL_PROFILES', () => {
     expect([...catalog.platforms.keys()]).toEqual(expect.arrayContaining(['cpu-32c', 'cpu-64c', 'v100m32-96c', 'r3-2xlarge']));
     for (const w of catalog.workloads.values()) expect(w.platformPerf['v100m32-96c']).toBe(1);
     const servers = expandCluster(resolveCluster(cell.clusterFile, catalog), catalog.platforms);
-    expect(servers.map((s) => [s.platform, s.rus]).sort()).toEqual([['cpu-32c', 32], ['cpu-32c', 32], ['cpu-64c', 64], ['v100m32-96c', 96]]);
+    expect(servers.map((s) => [s.platform, s.rus]).sort()).toEqual([
+      ['cpu-32c', 32],
+      ['cpu-32c', 32],
+      ['cpu-64c', 64],
+      ['v100m32-96c', 96],
+    ]);
     expect(cell.rus).toBe(224);
     expect(livePlatforms(cell, ['cpu'])?.sort()).toEqual(['cpu-32c', 'cpu-64c']);
     expect(livePlatforms(cell, undefined)).toBeUndefined();
-    const job = parseJobSpec({ name: 'p', profile: 'memcached', tasks: 4, durationMs: 1000, mode: 'gang', locality: { mode: 'pack', scope: 'server' }, constraints: { platforms: livePlatforms(cell, ['V100M32']) } }, catalog, { id: 'p', now: 0 });
+    const job = parseJobSpec(
+      {
+        name: 'p',
+        profile: 'memcached',
+        tasks: 4,
+        durationMs: 1000,
+        mode: 'gang',
+        locality: { mode: 'pack', scope: 'server' },
+        constraints: { platforms: livePlatforms(cell, ['V100M32']) },
+      },
+      catalog,
+      { id: 'p', now: 0 },
+    );
     expect(job.constraints.platforms).toEqual(['v100m32-96c']);
     expect(livePlatform('V100M32', 96)).toBe('v100m32-96c');
   });

@@ -132,7 +132,9 @@ describe('expandCluster', () => {
       const scaled = scaleCluster(spec, n);
       const servers = expandCluster(scaled, catalog.platforms);
       expect(servers).toHaveLength(n);
-      expect(scaled.groups.every((g) => g.count > 0 && spec.groups.some((x) => x.platform === g.platform && x.attributes?.zone === g.attributes?.zone))).toBe(true);
+      expect(scaled.groups.every((g) => g.count > 0 && spec.groups.some((x) => x.platform === g.platform && x.attributes?.zone === g.attributes?.zone))).toBe(
+        true,
+      );
     }
     const big = expandCluster(scaleCluster(spec, 10_000), catalog.platforms);
     // 25 of 400 servers are x5650-6c: 625 of 10,000.

@@ -57,16 +57,56 @@ const bad: Bad[] = [
   { what: 'profile of the wrong type', input: { ...base, profile: 7 }, field: 'profile', rule: 'must be a workload profile name or an inline profile object' },
   { what: 'caused of length 9', input: { ...base, profile: { caused: vector.slice(0, 9) } }, field: 'profile.caused', rule: 'must have exactly 10 entries' },
   { what: 'caused of length 11', input: { ...base, profile: { caused: [...vector, 1] } }, field: 'profile.caused', rule: 'must have exactly 10 entries' },
-  { what: 'caused with 100', input: { ...base, profile: { caused: vector.map((c, i) => (i === 2 ? 100 : c)) } }, field: 'profile.caused[2]', rule: 'must be an integer in [0, 99]' },
-  { what: 'caused with -1', input: { ...base, profile: { caused: vector.map((c, i) => (i === 0 ? -1 : c)) } }, field: 'profile.caused[0]', rule: 'must be an integer in [0, 99]' },
-  { what: 'caused with NaN', input: { ...base, profile: { caused: vector.map((c, i) => (i === 7 ? NaN : c)) } }, field: 'profile.caused[7]', rule: 'must be an integer in [0, 99]' },
+  {
+    what: 'caused with 100',
+    input: { ...base, profile: { caused: vector.map((c, i) => (i === 2 ? 100 : c)) } },
+    field: 'profile.caused[2]',
+    rule: 'must be an integer in [0, 99]',
+  },
+  {
+    what: 'caused with -1',
+    input: { ...base, profile: { caused: vector.map((c, i) => (i === 0 ? -1 : c)) } },
+    field: 'profile.caused[0]',
+    rule: 'must be an integer in [0, 99]',
+  },
+  {
+    what: 'caused with NaN',
+    input: { ...base, profile: { caused: vector.map((c, i) => (i === 7 ? NaN : c)) } },
+    field: 'profile.caused[7]',
+    rule: 'must be an integer in [0, 99]',
+  },
   { what: 'inline profile without caused', input: { ...base, profile: { name: 'x' } }, field: 'profile.caused', rule: 'is required' },
-  { what: 'inline platformPerf for an unknown platform', input: { ...base, profile: { caused: vector, platformPerf: { 'c4-xlarge': 1.2 } } }, field: 'profile.platformPerf.c4-xlarge', rule: "unknown platform 'c4-xlarge'" },
-  { what: 'inline platformPerf of zero', input: { ...base, profile: { caused: vector, platformPerf: { 'm3-large': 0 } } }, field: 'profile.platformPerf.m3-large', rule: 'must be a number in (0, 100]' },
-  { what: 'unknown key in an inline profile', input: { ...base, profile: { caused: vector, tolerated: vector } }, field: 'profile.tolerated', rule: 'is not a known field' },
-  { what: 'unknown platform in constraints', input: { ...base, constraints: { platforms: ['r3-2xlarge', 'c4-xlarge'] } }, field: 'constraints.platforms[1]', rule: "unknown platform 'c4-xlarge'" },
+  {
+    what: 'inline platformPerf for an unknown platform',
+    input: { ...base, profile: { caused: vector, platformPerf: { 'c4-xlarge': 1.2 } } },
+    field: 'profile.platformPerf.c4-xlarge',
+    rule: "unknown platform 'c4-xlarge'",
+  },
+  {
+    what: 'inline platformPerf of zero',
+    input: { ...base, profile: { caused: vector, platformPerf: { 'm3-large': 0 } } },
+    field: 'profile.platformPerf.m3-large',
+    rule: 'must be a number in (0, 100]',
+  },
+  {
+    what: 'unknown key in an inline profile',
+    input: { ...base, profile: { caused: vector, tolerated: vector } },
+    field: 'profile.tolerated',
+    rule: 'is not a known field',
+  },
+  {
+    what: 'unknown platform in constraints',
+    input: { ...base, constraints: { platforms: ['r3-2xlarge', 'c4-xlarge'] } },
+    field: 'constraints.platforms[1]',
+    rule: "unknown platform 'c4-xlarge'",
+  },
   { what: 'empty platform list', input: { ...base, constraints: { platforms: [] } }, field: 'constraints.platforms', rule: 'must list at least one platform' },
-  { what: 'non-string attribute', input: { ...base, constraints: { attributes: { ssd: true } } }, field: 'constraints.attributes.ssd', rule: 'must be a string' },
+  {
+    what: 'non-string attribute',
+    input: { ...base, constraints: { attributes: { ssd: true } } },
+    field: 'constraints.attributes.ssd',
+    rule: 'must be a string',
+  },
   { what: 'dataServers not an array', input: { ...base, constraints: { dataServers: 's0001' } }, field: 'constraints.dataServers', rule: 'must be an array' },
   { what: 'unknown top-level key', input: { ...base, cpus: 4 }, field: 'cpus', rule: 'is not a known field' },
   { what: 'unknown key in locality', input: { ...base, locality: { mode: 'pack', level: 'rack' } }, field: 'locality.level', rule: 'is not a known field' },
@@ -85,8 +125,18 @@ const bad: Bad[] = [
   { what: 'argv not strings', input: { ...base, command: { argv: ['sleep', 1] } }, field: 'command.argv[1]', rule: 'must be a string without NUL characters' },
   { what: 'argv with NUL', input: { ...base, command: { argv: ['sh', 'a\0b'] } }, field: 'command.argv[1]', rule: 'must be a string without NUL characters' },
   { what: 'non-string env value', input: { ...base, command: { argv: ['true'], env: { N: 1 } } }, field: 'command.env.N', rule: 'must be a string' },
-  { what: 'bad env name', input: { ...base, command: { argv: ['true'], env: { '1N': 'x' } } }, field: 'command.env.1N', rule: 'environment variable names must match' },
-  { what: 'NUL in an env value (a process could not be started with it)', input: { ...base, command: { argv: ['true'], env: { A: 'x\0y' } } }, field: 'command.env.A', rule: 'must be a string without NUL characters' },
+  {
+    what: 'bad env name',
+    input: { ...base, command: { argv: ['true'], env: { '1N': 'x' } } },
+    field: 'command.env.1N',
+    rule: 'environment variable names must match',
+  },
+  {
+    what: 'NUL in an env value (a process could not be started with it)',
+    input: { ...base, command: { argv: ['true'], env: { A: 'x\0y' } } },
+    field: 'command.env.A',
+    rule: 'must be a string without NUL characters',
+  },
   { what: 'null input', input: null, field: '(root)', rule: 'must be an object' },
   { what: 'string input', input: 'wordcount', field: '(root)', rule: 'must be an object' },
   { what: 'array input', input: [base], field: '(root)', rule: 'must be an object' },
@@ -258,7 +308,11 @@ describe('keys named like members of Object.prototype', () => {
   });
 
   it('constructor and toString are ordinary attribute and variable names', () => {
-    const job = parseJobSpec(fromJson('"constraints":{"attributes":{"constructor":"a","toString":"b"}},"command":{"argv":["true"],"env":{"constructor":"c"}}'), catalog, opts);
+    const job = parseJobSpec(
+      fromJson('"constraints":{"attributes":{"constructor":"a","toString":"b"}},"command":{"argv":["true"],"env":{"constructor":"c"}}'),
+      catalog,
+      opts,
+    );
     expect(Object.entries(job.constraints.attributes ?? {})).toEqual([
       ['constructor', 'a'],
       ['toString', 'b'],

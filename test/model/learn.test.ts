@@ -17,7 +17,12 @@ describe('profiles that learn', () => {
     const l = new ProfileLearner();
     const declared = vec(() => 30);
     expect(l.vector('x', declared)).toBe(declared);
-    l.observe('x', declared, vec(() => 10), 1);
+    l.observe(
+      'x',
+      declared,
+      vec(() => 10),
+      1,
+    );
     const v = l.vector('x', declared);
     expect(v).not.toBe(declared);
     expect(l.vector('x', declared)).toBe(v);

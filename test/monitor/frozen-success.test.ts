@@ -61,7 +61,22 @@ describe('a task that succeeds while its monitor is frozen past its lease and gr
     const common = ['--store', url, '--prefix', prefix, '--lease-ttl', String(TTL_S)];
     const monitors = new Map<string, TarcilProc>();
     for (const node of ['n0', 'n1']) {
-      const m = tarcil(['monitor', ...common, '--node', node, '--platform', 'r3-2xlarge', '--rus', '1', '--executor', 'process', '--log-dir', join(dir, node), '--disconnect-grace', `${GRACE_MS}ms`]);
+      const m = tarcil([
+        'monitor',
+        ...common,
+        '--node',
+        node,
+        '--platform',
+        'r3-2xlarge',
+        '--rus',
+        '1',
+        '--executor',
+        'process',
+        '--log-dir',
+        join(dir, node),
+        '--disconnect-grace',
+        `${GRACE_MS}ms`,
+      ]);
       procs.push(m);
       monitors.set(node, m);
     }

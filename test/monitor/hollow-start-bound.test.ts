@@ -28,7 +28,8 @@ const log = createLogger('test', 'warn');
 const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 10);
 
 /** The RU whose task a request starts: a start compares the RU's revision and reads it, writing nothing (its placement recorded the task running). */
-const startedTask = (req: TxnRequest): string | undefined => (req.success.length === 1 && req.success[0]?.type === 'get' && req.compare.length === 1 ? req.compare[0]?.key : undefined);
+const startedTask = (req: TxnRequest): string | undefined =>
+  req.success.length === 1 && req.success[0]?.type === 'get' && req.compare.length === 1 ? req.compare[0]?.key : undefined;
 
 /**
  * A MemoryStore whose requests carrying task starts are held until released, in the order they
@@ -67,7 +68,10 @@ async function place(mem: MemoryStore, keys: Keys, free: KeyValue[], count: numb
   const order: string[] = [];
   for (let n = 0; order.length < count; n++) {
     const chunk = free.splice(0, Math.min(per, count - order.length));
-    const job = parseJobSpec({ name: `${tag}${n}`, profile: 'spark-lr', tasks: chunk.length, durationMs: 600_000 }, catalog, { id: `${tag}-${n}`, now: Date.now() });
+    const job = parseJobSpec({ name: `${tag}${n}`, profile: 'spark-lr', tasks: chunk.length, durationMs: 600_000 }, catalog, {
+      id: `${tag}-${n}`,
+      now: Date.now(),
+    });
     const items = chunk.map((kv, task) => ({ ref: keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 }));
     const { req } = placementTxn({ keys, agent: 't', commitId: `${tag}${n}`, now: Date.now(), job, items, scope: 'ru', ruState: 'busy' });
     expect((await mem.txn(req)).succeeded).toBe(true);
@@ -157,7 +161,10 @@ describe('hollow nodes: the bound on task starts in flight', () => {
       slow.releaseOldest();
       await until('a slot passed on', () => hollow.snapshot().startWrites.done > 0 && hollow.snapshot().startWrites.inFlight === 8);
       const second = await place(mem, keys, free, 30, 10, 'y');
-      await until('the second batch waiting too', () => hollow.snapshot().startWrites.inFlight + hollow.snapshot().startWrites.waiting + hollow.snapshot().startWrites.done === 60);
+      await until(
+        'the second batch waiting too',
+        () => hollow.snapshot().startWrites.inFlight + hollow.snapshot().startWrites.waiting + hollow.snapshot().startWrites.done === 60,
+      );
       expect(hollow.snapshot().startWrites.inFlight).toBe(8);
       slow.releaseAll();
       await until('every start written', () => hollow.snapshot().startWrites.done === 60);

@@ -26,7 +26,8 @@ const log = createLogger('test', 'warn');
 const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> => pollUntil(what, cond, ms, 20);
 
 /** A node's start: the compare of its RU's revision and a read of it (the placement recorded the task running). */
-const isStart = (req: TxnRequest): boolean => req.success.length === 1 && req.success[0]?.type === 'get' && req.compare.length === 1 && req.compare[0]?.key.includes('/rus/') === true;
+const isStart = (req: TxnRequest): boolean =>
+  req.success.length === 1 && req.success[0]?.type === 'get' && req.compare.length === 1 && req.compare[0]?.key.includes('/rus/') === true;
 
 describe('hollow nodes: the task-start queue', () => {
   it('counts the writes waiting and in flight while the store holds them, and their time once answered', async () => {

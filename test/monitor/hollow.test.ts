@@ -44,7 +44,18 @@ let c: SchedulerClient;
 
 beforeAll(async () => {
   store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-  hollow = await startHollow({ store, keys, clock, log, servers, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, disconnectGraceMs: GRACE_MS, rng: new SeededRng(5) });
+  hollow = await startHollow({
+    store,
+    keys,
+    clock,
+    log,
+    servers,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 5,
+    disconnectGraceMs: GRACE_MS,
+    rng: new SeededRng(5),
+  });
   sched = await startScheduler({ name: 'hollow-fe', store, keys, catalog, clock, rng: new SeededRng(9), log, agents: 2, host: '127.0.0.1', port: 0 });
   c = schedulerClient(`127.0.0.1:${sched.port}`);
 });
@@ -76,7 +87,16 @@ describe('hollow nodes', () => {
       const rec = parseJson<LiveServerRecord>(kv);
       const spec = byId.get(rec?.id ?? '');
       expect(spec, kv.key).toBeDefined();
-      expect(rec).toMatchObject({ platform: spec?.platform, rack: spec?.rack, rus: spec?.rus, attributes: spec?.attributes, state: 'up', endpoint, executor: 'simulated', disconnectGraceMs: GRACE_MS });
+      expect(rec).toMatchObject({
+        platform: spec?.platform,
+        rack: spec?.rack,
+        rus: spec?.rus,
+        attributes: spec?.attributes,
+        state: 'up',
+        endpoint,
+        executor: 'simulated',
+        disconnectGraceMs: GRACE_MS,
+      });
       expect(kv.lease).toBe(lease);
     }
     const rus = (await store.range(keys.rus())).kvs;
@@ -93,23 +113,37 @@ describe('hollow nodes', () => {
     const registered = new Set<string>();
     // The third request of the batched registration times out (and is not applied).
     // Requests of at most 24 operations, so the registration takes several.
-    const flaky: ClusterStore = Object.assign(wrapStore(store, {
-      txns: async (reqs) => {
-        if (++calls === 3) throw new TarcilError('DEADLINE_EXCEEDED', 'txn: deadline exceeded (injected)');
-        const res = await store.txns(reqs);
-        reqs.forEach((r, i) => {
-          if (!res[i]?.succeeded) return;
-          for (const op of r.success) {
-            if (op.type === 'put' && op.key.startsWith(k.epochs()) && op.value.startsWith('register:')) {
-              registrations++;
-              registered.add(op.value.slice('register:'.length));
+    const flaky: ClusterStore = Object.assign(
+      wrapStore(store, {
+        txns: async (reqs) => {
+          if (++calls === 3) throw new TarcilError('DEADLINE_EXCEEDED', 'txn: deadline exceeded (injected)');
+          const res = await store.txns(reqs);
+          reqs.forEach((r, i) => {
+            if (!res[i]?.succeeded) return;
+            for (const op of r.success) {
+              if (op.type === 'put' && op.key.startsWith(k.epochs()) && op.value.startsWith('register:')) {
+                registrations++;
+                registered.add(op.value.slice('register:'.length));
+              }
             }
-          }
-        });
-        return res;
-      },
-    }), { maxTxnOps: 24 });
-    const h = await startHollow({ store: flaky, keys: k, clock, log, servers: some, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, disconnectGraceMs: GRACE_MS, rng: new SeededRng(6) });
+          });
+          return res;
+        },
+      }),
+      { maxTxnOps: 24 },
+    );
+    const h = await startHollow({
+      store: flaky,
+      keys: k,
+      clock,
+      log,
+      servers: some,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 5,
+      disconnectGraceMs: GRACE_MS,
+      rng: new SeededRng(6),
+    });
     try {
       expect(calls).toBeGreaterThan(3);
       expect(registered.size).toBe(some.length);
@@ -132,7 +166,10 @@ describe('hollow nodes', () => {
       await expect(link.launch(endpoint, { server: id, job: 'nope', task: 0, ruIndex: 0, revision: 1 })).resolves.toBeUndefined();
       expect(await link.kill(endpoint, { server: id, job: 'nope', task: 0, reason: 'cancelled' })).toBe(false);
       await expect(link.launch(endpoint, { server: 'no-such', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 5 });
-      await expect(link.launch(endpoint, { server: '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 3, details: expect.stringContaining('server') as unknown });
+      await expect(link.launch(endpoint, { server: '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({
+        code: 3,
+        details: expect.stringContaining('server') as unknown,
+      });
       await expect(link.launch(endpoint, { server: id, job: 'x', task: 0, ruIndex: 999, revision: 1 })).rejects.toMatchObject({ code: 3 });
     } finally {
       link.close();
@@ -141,7 +178,16 @@ describe('hollow nodes', () => {
 
   it('a single-node monitor refuses a request for another server and takes one that names it or none', async () => {
     const mem = new MemoryStore();
-    const mon = await startMonitor({ store: mem, keys: new Keys('/solo/'), clock, log, server: { id: 'solo', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0 });
+    const mon = await startMonitor({
+      store: mem,
+      keys: new Keys('/solo/'),
+      clock,
+      log,
+      server: { id: 'solo', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} },
+      executor: 'simulated',
+      host: '127.0.0.1',
+      port: 0,
+    });
     const link = new GrpcNodeLink();
     const endpoint = `127.0.0.1:${mon.port}`;
     try {
@@ -160,7 +206,12 @@ describe('hollow nodes', () => {
 
   it('runs jobs a real front-end places on hollow nodes for their duration, honouring attributes, and frees every RU', async () => {
     const specs = [
-      ...Array.from({ length: 8 }, (_, i) => ({ name: `h${i}`, profile: ['spark-lr', 'memcached', 'hadoop-map', 'spec-mcf'][i % 4], tasks: 25, durationMs: 300 })),
+      ...Array.from({ length: 8 }, (_, i) => ({
+        name: `h${i}`,
+        profile: ['spark-lr', 'memcached', 'hadoop-map', 'spec-mcf'][i % 4],
+        tasks: 25,
+        durationMs: 300,
+      })),
       { name: 'no-ssd', profile: 'spark-lr', tasks: 10, durationMs: 300, constraints: { attributes: { ssd: 'false' } } },
     ];
     const ids = await submitAll(specs);
@@ -225,7 +276,9 @@ describe('hollow nodes', () => {
     // A launch for a dropped node is refused as unavailable.
     const link = new GrpcNodeLink();
     try {
-      await expect(link.launch(`127.0.0.1:${hollow.port}`, { server: victims[0] ?? '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({ code: 14 });
+      await expect(link.launch(`127.0.0.1:${hollow.port}`, { server: victims[0] ?? '', job: 'x', task: 0, ruIndex: 0, revision: 1 })).rejects.toMatchObject({
+        code: 14,
+      });
     } finally {
       link.close();
     }
@@ -241,7 +294,9 @@ describe('hollow nodes', () => {
     const node = first!.ru!.server;
     // The node writes its disconnect grace with the running record, for owners that never saw it.
     expect(first!.nodeGraceMs).toBe(GRACE_MS);
-    await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: node, action: 'drain', deadlineMs: 0, reason: 'test' }, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      c.SetNodeScheduling({ server: node, action: 'drain', deadlineMs: 0, reason: 'test' }, (err) => (err ? reject(err) : resolve())),
+    );
     let again: LiveTaskRecord | undefined;
     await until('the task running again elsewhere', async () => {
       again = (await tasksOf(job!))[0];
@@ -249,7 +304,9 @@ describe('hollow nodes', () => {
     });
     expect(again!.ru!.server).not.toBe(node);
     expect(again!.previous?.[0]).toMatchObject({ state: 'lost', message: `node ${node} drained: the deadline passed before the task ended` });
-    await new Promise<void>((resolve, reject) => c.SetNodeScheduling({ server: node, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      c.SetNodeScheduling({ server: node, action: 'uncordon', reason: '' }, (err) => (err ? reject(err) : resolve())),
+    );
     await new Promise<void>((resolve, reject) => c.CancelJob({ jobId: job! }, (err) => (err ? reject(err) : resolve())));
     expect((await waitFinal(c, job!)).state).toBe('cancelled');
   });

@@ -43,7 +43,10 @@ async function replaced(bState: 'placed' | 'running'): Promise<{ store: MemorySt
   };
   await store.put(keys.task('j1', 0), JSON.stringify(task));
   const a: NodeStore = { store, keys, server: 'A', leaseId: () => lease.id };
-  const entry = outcomeEntry({ job: 'j1', task: 0, commitId: 'c0', ruIndex: 0, rec: recA, placedRevision: aRev, startedAt: 5 }, { state: 'succeeded', endedAt: 900, exitCode: 0 });
+  const entry = outcomeEntry(
+    { job: 'j1', task: 0, commitId: 'c0', ruIndex: 0, rec: recA, placedRevision: aRev, startedAt: 5 },
+    { state: 'succeeded', endedAt: 900, exitCode: 0 },
+  );
   return { store, a, entry, bRu };
 }
 

@@ -66,7 +66,10 @@ const taskRec = (job: string, server: string, commitId: string, attempt: number)
 /** Places task 0 of `job` on server/0 as an agent's commit would (the job's record carries the command). */
 async function place(store: ClusterStore, keys: Keys, server: string, job: string, argv: string[], env: Record<string, string>): Promise<number> {
   const now = Date.now();
-  await store.put(keys.job(job), JSON.stringify({ spec: { id: job, name: job, command: { argv, env } }, state: 'placed', placed: 1, updatedAt: now, submittedAt: now }));
+  await store.put(
+    keys.job(job),
+    JSON.stringify({ spec: { id: job, name: job, command: { argv, env } }, state: 'placed', placed: 1, updatedAt: now, submittedAt: now }),
+  );
   const ruKey = keys.ru({ server, index: 0 });
   const cur = await store.get(ruKey);
   const res = await store.txn({
@@ -103,7 +106,29 @@ describe('a monitor started again before its previous life’s deadline', () => 
     writeFileSync(runsFile, '');
     const logDir = join(dir, 'A');
     // A grace of 30 s: the previous life's deadline is far off when the monitor comes back.
-    const args = ['monitor', '--store', inject('etcdEndpoint').replace('http://', 'etcd://'), '--prefix', keys.prefix, '--lease-ttl', '2', '--node', 'A', '--platform', 'r3-2xlarge', '--rus', '1', '--executor', 'process', '--log-dir', logDir, '--disconnect-grace', '30s', '--port', '0'];
+    const args = [
+      'monitor',
+      '--store',
+      inject('etcdEndpoint').replace('http://', 'etcd://'),
+      '--prefix',
+      keys.prefix,
+      '--lease-ttl',
+      '2',
+      '--node',
+      'A',
+      '--platform',
+      'r3-2xlarge',
+      '--rus',
+      '1',
+      '--executor',
+      'process',
+      '--log-dir',
+      logDir,
+      '--disconnect-grace',
+      '30s',
+      '--port',
+      '0',
+    ];
     const procs: TarcilProc[] = [];
     const start = async (): Promise<TarcilProc> => {
       const m = tarcil(args);
@@ -112,7 +137,12 @@ describe('a monitor started again before its previous life’s deadline', () => 
       return m;
     };
     cleanup.push(() => Promise.all(procs.map((p) => p.kill('SIGKILL'))));
-    const runs = (): string[][] => readFileSync(runsFile, 'utf8').trim().split('\n').filter(Boolean).map((l) => l.split(' '));
+    const runs = (): string[][] =>
+      readFileSync(runsFile, 'utf8')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(' '));
 
     const first = await start();
     await until('A registered', async () => (await store.get(keys.ru({ server: 'A', index: 0 })))?.value === FREE_RU_VALUE, 15_000, 25);
@@ -138,7 +168,10 @@ describe('a monitor started again before its previous life’s deadline', () => 
     const second = await start();
     await until('A registered again', async () => (await store.get(keys.ru({ server: 'A', index: 0 })))?.value === FREE_RU_VALUE, 15_000, 25);
     // Stopped before the registration freed the RU: gone by now, and its end is in its own record.
-    expect(groupAlive(pgid), `the previous life's copy of j1 still runs after the new life registered; runs: ${JSON.stringify(runs())}; monitor:\n${second.output()}`).toBe(false);
+    expect(
+      groupAlive(pgid),
+      `the previous life's copy of j1 still runs after the new life registered; runs: ${JSON.stringify(runs())}; monitor:\n${second.output()}`,
+    ).toBe(false);
     expect(second.output()).toMatch(/"job":"j1".*"exitRecord":"none".*"journalled":"nothing".*was still running; stopped it before registering/);
     // The store is left as the owner wrote it: j1 is B's now.
     expect(parseJson<LiveTaskRecord>(await store.get(keys.task('j1', 0)))).toMatchObject({ state: 'placed', ru: { server: 'B' }, commitId: 'c-j1-b' });
@@ -148,7 +181,10 @@ describe('a monitor started again before its previous life’s deadline', () => 
     await until('j2 ran', () => runs().some((r) => r[0] === 'E' && r[2] === 'j2'), 15_000, 25);
     const j1 = runs().filter((r) => r[2] === 'j1');
     const j2Start = Number(runs().find((r) => r[0] === 'S' && r[2] === 'j2')?.[1]);
-    expect(j1.map((r) => r[0]), JSON.stringify(runs())).toEqual(['S']);
+    expect(
+      j1.map((r) => r[0]),
+      JSON.stringify(runs()),
+    ).toEqual(['S']);
     // j1's shell was killed with SIGKILL (no K line): what is known is that its group was gone before A registered again.
     expect(j2Start).toBeGreaterThan(Number(j1[0]?.[1]));
   }, 90_000);

@@ -27,7 +27,18 @@ afterEach(async () => {
 
 const keys = new Keys('/left/');
 const server = (id: string): ServerSpec => ({ id, platform: 'r3-xlarge', rack: 'r0', rus: 1, speed: 1, attributes: {} });
-const placed = (attempt: number, commitId: string): PlacedRuRecord => ({ state: 'busy', job: 'j1', task: 0, caused: [], priority: 0, agent: 'a', since: 1000 * attempt, attempt, basedOn: 0, commitId });
+const placed = (attempt: number, commitId: string): PlacedRuRecord => ({
+  state: 'busy',
+  job: 'j1',
+  task: 0,
+  caused: [],
+  priority: 0,
+  agent: 'a',
+  since: 1000 * attempt,
+  attempt,
+  basedOn: 0,
+  commitId,
+});
 
 /**
  * Node A ran attempt 0 (c0) and it exited 0 while A's monitor was away; the owner recorded it
@@ -83,7 +94,13 @@ describe('a monitor started again after its task was placed elsewhere', () => {
   it('reports the success it finds beside the logs, and the new copy that has not started is given back', async () => {
     const { store, attemptFile, bRu } = await scenario('placed');
     await until('the success recorded', async () => parseJson<LiveTaskRecord>(await store.get(keys.task('j1', 0)))?.state === 'succeeded', 10_000, 25);
-    expect(parseJson<LiveTaskRecord>(await store.get(keys.task('j1', 0)))).toMatchObject({ state: 'succeeded', attempt: 0, commitId: 'c0', ru: { server: 'A', index: 0 }, exitCode: 0 });
+    expect(parseJson<LiveTaskRecord>(await store.get(keys.task('j1', 0)))).toMatchObject({
+      state: 'succeeded',
+      attempt: 0,
+      commitId: 'c0',
+      ru: { server: 'A', index: 0 },
+      exitCode: 0,
+    });
     expect((await store.get(bRu))?.value).toBe(FREE_RU_VALUE);
     await until('the attempt forgotten', () => !existsSync(attemptFile), 5000, 25);
   });

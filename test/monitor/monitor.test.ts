@@ -56,8 +56,7 @@ describe('process executor', () => {
     rmSync(logDir, { recursive: true, force: true });
   });
 
-  const tasksOf = async (id: string): Promise<LiveTaskRecord[]> =>
-    (await store.range(keys.tasks(id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+  const tasksOf = async (id: string): Promise<LiveTaskRecord[]> => (await store.range(keys.tasks(id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
 
   it('runs argv, records exit codes and writes per-task stdout/stderr logs', async () => {
     const spec = job({
@@ -203,7 +202,15 @@ describe('load monitor and node failure', () => {
     const store = new MemoryStore();
     const keys = new Keys('/fail/');
     const mk = (id: string): LocalMonitor =>
-      new LocalMonitor({ store, keys, clock, log, server: { id, platform: 'r3-xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 2 });
+      new LocalMonitor({
+        store,
+        keys,
+        clock,
+        log,
+        server: { id, platform: 'r3-xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
+        executor: new SimulatedExecutor(clock),
+        leaseTtlSeconds: 2,
+      });
     const a = mk('a');
     await a.start();
     const mgr = new JobManager({ process: 'f', store, keys, clock, rng: new SeededRng(9), log, agents: 1, leaseTtlSeconds: 2 });

@@ -8,7 +8,10 @@ import { ManualClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 
 /** A node of 4 RUs; the slowdown model counts how often it is asked. */
-function setup(rate = 1, block?: boolean): { load: NodeLoad; rus: Map<number, { rec: PlacedRuRecord | undefined; rev: number }>; running: Map<number, Run>; asked: () => number; slowdowns: number[] } {
+function setup(
+  rate = 1,
+  block?: boolean,
+): { load: NodeLoad; rus: Map<number, { rec: PlacedRuRecord | undefined; rev: number }>; running: Map<number, Run>; asked: () => number; slowdowns: number[] } {
   let asked = 0;
   const slowdowns: number[] = [];
   const host: NodeLoadHost = {
@@ -31,7 +34,14 @@ function setup(rate = 1, block?: boolean): { load: NodeLoad; rus: Map<number, { 
   for (let i = 0; i < 4; i++) rus.set(i, { rec: undefined, rev: 0 });
   const running = new Map<number, Run>();
   const place = (i: number, rev: number, started: boolean): void => {
-    const rec = { state: 'busy', job: 'j', task: i, caused: [10 * (i + 1), 0, 0, 0, 0, 0, 0, 0, 0, 0], priority: 0, commitId: `c${rev}` } as unknown as PlacedRuRecord;
+    const rec = {
+      state: 'busy',
+      job: 'j',
+      task: i,
+      caused: [10 * (i + 1), 0, 0, 0, 0, 0, 0, 0, 0, 0],
+      priority: 0,
+      commitId: `c${rev}`,
+    } as unknown as PlacedRuRecord;
     rus.set(i, { rec, rev });
     running.set(i, {
       job: 'j',
@@ -53,7 +63,7 @@ function setup(rate = 1, block?: boolean): { load: NodeLoad; rus: Map<number, { 
   return { load, rus, running, asked: () => asked, slowdowns };
 }
 
-describe('a node\'s load check', () => {
+describe("a node's load check", () => {
   it('skips a look whose occupants and runs are those of the last one', () => {
     const t = setup();
     t.load.check(t.rus.values(), t.running);
@@ -85,7 +95,7 @@ describe('a node\'s load check', () => {
     expect(t.asked()).toBe(2 + asks);
   });
 
-  it('looks when forced (a real monitor\'s periodic look) and while the server is blocked', () => {
+  it("looks when forced (a real monitor's periodic look) and while the server is blocked", () => {
     const t = setup();
     t.load.check(t.rus.values(), t.running);
     t.load.check(t.rus.values(), t.running, true);

@@ -54,7 +54,10 @@ interface Node {
 async function cell(name: string): Promise<{ direct: ClusterStore; keys: Keys; dir: string; startRev: number }> {
   const direct = await openStore(etcdUrl());
   const dir = mkdtempSync(join(tmpdir(), `tarcil-outage-${name}-`));
-  cleanup.push(() => direct.close(), () => rmSync(dir, { recursive: true, force: true }));
+  cleanup.push(
+    () => direct.close(),
+    () => rmSync(dir, { recursive: true, force: true }),
+  );
   return { direct, keys: new Keys(`/outage-${name}-${Date.now()}/`), dir, startRev: await direct.revision() };
 }
 
@@ -89,7 +92,13 @@ async function monitor(keys: Keys, spec: ServerSpec, executor: Executor, extra: 
 
 let seq = 0;
 /** Places task 0 of a new job on an RU as an agent's commit would. */
-async function place(direct: ClusterStore, keys: Keys, srv: string, ru: number, o: { durationMs?: number; argv?: string[] }): Promise<{ job: string; commitId: string }> {
+async function place(
+  direct: ClusterStore,
+  keys: Keys,
+  srv: string,
+  ru: number,
+  o: { durationMs?: number; argv?: string[] },
+): Promise<{ job: string; commitId: string }> {
   const job = `j${++seq}-${Date.now().toString(36)}`;
   const commitId = `c-${job}`;
   const now = Date.now();
@@ -124,7 +133,8 @@ async function place(direct: ClusterStore, keys: Keys, srv: string, ru: number, 
   return { job, commitId };
 }
 
-const taskOf = async (direct: ClusterStore, keys: Keys, job: string): Promise<LiveTaskRecord | undefined> => parseJson<LiveTaskRecord>(await direct.get(keys.task(job, 0)));
+const taskOf = async (direct: ClusterStore, keys: Keys, job: string): Promise<LiveTaskRecord | undefined> =>
+  parseJson<LiveTaskRecord>(await direct.get(keys.task(job, 0)));
 /** Every state the task record went through, from the store's history. */
 async function statesOf(direct: ClusterStore, keys: Keys, job: string, from: number): Promise<string[]> {
   const evs = await history(direct, keys.tasks(job), from + 1);
@@ -138,7 +148,12 @@ const recorded = (file: string, sleepS: number): string[] => ['sh', '-c', `echo 
  */
 const gated = (file: string, gate: string): string[] => ['sh', '-c', `echo start >> ${file}; while [ ! -e ${gate} ]; do sleep 0.05; done; echo end >> ${file}`];
 const open = (gate: string): void => writeFileSync(gate, '');
-const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l !== '') : []);
+const lines = (file: string): string[] =>
+  existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+    : [];
 const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z');
 const ruState = async (direct: ClusterStore, keys: Keys, srv: string, ru: number): Promise<string | undefined> =>
   parseJson<RuRecord>(await direct.get(keys.ru({ server: srv, index: ru })))?.state;
@@ -280,7 +295,10 @@ describe('a node monitor through an etcd outage', () => {
     const names = readdirSync(journalDir).filter((f) => f.endsWith('.jsonl'));
     expect(names).toHaveLength(1);
     const file = join(journalDir, names[0]!);
-    const entries = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; e?: { job: string; commitId: string; state: string } });
+    const entries = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { op: string; e?: { job: string; commitId: string; state: string } });
     expect(entries.map((l) => [l.op, l.e?.job, l.e?.commitId, l.e?.state])).toEqual([['add', job, commitId, 'succeeded']]);
     expect((await taskOf(c.direct, c.keys, job))?.state).toBe('running');
 

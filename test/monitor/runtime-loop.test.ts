@@ -46,7 +46,12 @@ describe('the run-time loop rules', () => {
     expect(b.deadline()).toBe(Infinity);
     expect(b.update(5000, [['a', 0.2]])).toBe(false);
     // Another task turning slow blocks again.
-    expect(b.update(6000, [['a', 0.2], ['b', 0.4]])).toBe(true);
+    expect(
+      b.update(6000, [
+        ['a', 0.2],
+        ['b', 0.4],
+      ]),
+    ).toBe(true);
     expect(b.update(7000, [['a', 0.2]])).toBe(false);
     // Once `a` recovers (absent from the tasks below the recovery share), it may block again later.
     expect(b.update(8000, [])).toBe(false);

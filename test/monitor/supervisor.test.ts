@@ -47,7 +47,14 @@ const until = async (ok: () => boolean, ms = 8000): Promise<void> => {
 /** The task writes its own pid (the process that does the work) to `<dir>/<task>.pid`, then sleeps. */
 function sleeper(ex: ProcessExecutor, task: number, seconds: number): { t: TaskLaunch; pidFile: string } {
   const pidFile = join(ex.logDir, `task-${task}.pid`);
-  const t: TaskLaunch = { job: 'j1', task, ruIndex: 0, revision: 70 + task, server: 'n1', command: { argv: ['sh', '-c', `echo $$ > ${pidFile}; exec sleep ${seconds}`] } };
+  const t: TaskLaunch = {
+    job: 'j1',
+    task,
+    ruIndex: 0,
+    revision: 70 + task,
+    server: 'n1',
+    command: { argv: ['sh', '-c', `echo $$ > ${pidFile}; exec sleep ${seconds}`] },
+  };
   return { t, pidFile };
 }
 

@@ -35,7 +35,6 @@ function lexAcceptable(C: readonly number[], caused: readonly number[], order: r
   return true;
 }
 
-
 describe('encoding (eq. 1–2)', () => {
   it('reproduces the paper example [84, 31] → 8431 / 9999 with N = 2', () => {
     const e = encode([84, 31], [0, 1]);
@@ -155,7 +154,7 @@ describe('T_W, U_H and Q (eq. 2–5)', () => {
       // Bias towards sums of exactly 99 on the leading resources, where the decision is subtle.
       const C = randVec(rng).map((v, i) => {
         const depth = job.order.indexOf(i);
-        return depth < (t % 11) ? 99 - (caused[i] as number) : v;
+        return depth < t % 11 ? 99 - (caused[i] as number) : v;
       });
       const s = scoreRu(C, job);
       const ref = encodeBigInt(C, job.order) + encodeBigInt(caused, job.order) <= MAX_BIG;

@@ -135,7 +135,8 @@ describe('batch sampling', () => {
     for (const s of specs) st.upsertServer(s);
     // Half the servers carry an LLC/memory-heavy neighbour on most RUs.
     for (const s of specs.slice(0, 10)) {
-      for (let i = 0; i < 6; i++) st.setRu({ server: s.id, index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 1);
+      for (let i = 0; i < 6; i++)
+        st.setRu({ server: s.id, index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 1);
     }
     const res = selectPlacements(st, request({ m: 4, R: 16 }), rng);
     expect(res.picks.every((p) => Number(p.server.id.slice(1)) >= 10)).toBe(true);
@@ -207,7 +208,11 @@ describe('batch sampling', () => {
     const st = loadedCluster(new SeededRng(31), 1, 8, 0);
     const chosen = new Set<number>();
     for (let seed = 1; seed <= 40; seed++) {
-      const res = selectPlacements(st, request({ m: 1, locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers: ['s0000'] } }), new SeededRng(seed));
+      const res = selectPlacements(
+        st,
+        request({ m: 1, locality: { mode: 'pack', scope: 'server' }, constraints: { dataServers: ['s0000'] } }),
+        new SeededRng(seed),
+      );
       expect(res.picks).toHaveLength(1);
       chosen.add(res.picks[0]!.index);
     }
@@ -240,7 +245,8 @@ describe('batch sampling', () => {
     // ssd=yes: s0000 (blocked) and s0002, now full. The blocked server takes the job rather than
     // leave it waiting.
     const busy = (sid: string): void => {
-      for (let i = 0; i < 8; i++) st.setRu({ server: sid, index: i }, { job: `fill-${sid}`, task: i, caused: TEST_PROFILES[0]!.caused, priority: 1, state: 'busy' }, 9);
+      for (let i = 0; i < 8; i++)
+        st.setRu({ server: sid, index: i }, { job: `fill-${sid}`, task: i, caused: TEST_PROFILES[0]!.caused, priority: 1, state: 'busy' }, 9);
     };
     busy('s0002');
     const only = selectPlacements(st, request({ m: 2, R: 4, constraints: { attributes: { ssd: 'yes' } } }), rng);
@@ -259,7 +265,8 @@ describe('preemption', () => {
     const st = new ClusterState();
     for (const s of servers(10, 8)) st.upsertServer(s);
     for (const s of st.servers.values()) {
-      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
+      for (let i = 0; i < 8; i++)
+        st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
     }
     return st;
   }
@@ -276,11 +283,13 @@ describe('preemption', () => {
     const st = fullOfLowPriority();
     // One free RU, on a server full of noisy neighbours: unacceptable for the sensitive job.
     st.setRu({ server: 's0000', index: 0 }, null, 2);
-    for (let i = 1; i < 8; i++) st.setRu({ server: 's0000', index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 2);
+    for (let i = 1; i < 8; i++)
+      st.setRu({ server: 's0000', index: i }, { job: 'noisy', task: i, caused: [30, 10, 20, 40, 95, 95, 60, 50, 5, 10], priority: 10, state: 'busy' }, 2);
     // Elsewhere the low-priority tasks are idle-ish, so victims there are acceptable.
     for (const s of st.servers.values()) {
       if (s.id === 's0000') continue;
-      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `idle-${s.id}`, task: i, caused: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], priority: 10, state: 'busy' }, 2);
+      for (let i = 0; i < 8; i++)
+        st.setRu({ server: s.id, index: i }, { job: `idle-${s.id}`, task: i, caused: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], priority: 10, state: 'busy' }, 2);
     }
     const res = selectPlacements(st, request({ m: 1, priority: 500, preempt: true, R: 8 }), new SeededRng(37));
     expect(res.picks).toHaveLength(1);
@@ -302,7 +311,9 @@ describe('spread is a hard constraint unless required is false', () => {
 
   /** Writes the picks into the state as the job's busy RUs, as a commit seen by the watch would. */
   function commit(st: ClusterState, picks: readonly { server: { id: string }; index: number }[], job = 'job', rev = 5): void {
-    picks.forEach((p, t) => st.setRu({ server: p.server.id, index: p.index }, { job, task: t, caused: TEST_PROFILES[5]!.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, rev));
+    picks.forEach((p, t) =>
+      st.setRu({ server: p.server.id, index: p.index }, { job, task: t, caused: TEST_PROFILES[5]!.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, rev),
+    );
   }
 
   it('11 tasks over 10 servers: at most 10 picks, all on distinct servers', () => {
@@ -333,7 +344,11 @@ describe('spread is a hard constraint unless required is false', () => {
     expect(new Set(second.picks.map((p) => p.server.id)).size).toBe(6);
 
     // Claimed picks (a commit in flight) count too.
-    second.picks.slice(0, 5).forEach((p, t) => st.claim({ server: p.server.id, index: p.index }, { job: 'job', task: 10 + t, caused: [], priority: DEFAULT_PRIORITY, state: 'busy' }));
+    second.picks
+      .slice(0, 5)
+      .forEach((p, t) =>
+        st.claim({ server: p.server.id, index: p.index }, { job: 'job', task: 10 + t, caused: [], priority: DEFAULT_PRIORITY, state: 'busy' }),
+      );
     const third = selectPlacements(st, request({ m: 3, locality: spread('server') }), rng);
     expect(third.picks).toHaveLength(1);
     expect(third.picks[0]!.server.id).toBe(second.picks[5]!.server.id);
@@ -385,7 +400,10 @@ describe('spread is a hard constraint unless required is false', () => {
 
     // The job holds 3 servers: 7 tasks go to the other 7.
     const st2 = loadedCluster(rng, 10, 8, 0);
-    commit(st2, [0, 1, 2].map((i) => ({ server: { id: `s000${i}` }, index: 0 })));
+    commit(
+      st2,
+      [0, 1, 2].map((i) => ({ server: { id: `s000${i}` }, index: 0 })),
+    );
     const seven = selectPlacements(st2, request({ m: 7, locality: pref }), rng);
     expect(seven.picks).toHaveLength(7);
     for (const p of seven.picks) expect(['s0000', 's0001', 's0002']).not.toContain(p.server.id);
@@ -402,10 +420,12 @@ describe('spread is a hard constraint unless required is false', () => {
     const st = new ClusterState();
     for (const s of servers(10, 8)) st.upsertServer(s);
     for (const s of st.servers.values()) {
-      for (let i = 0; i < 8; i++) st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
+      for (let i = 0; i < 8; i++)
+        st.setRu({ server: s.id, index: i }, { job: `batch-${s.id}`, task: i, caused: TEST_PROFILES[4]!.caused, priority: 10, state: 'busy' }, 1);
     }
     // The job already runs on s0000..s0002.
-    for (let i = 0; i < 3; i++) st.setRu({ server: `s000${i}`, index: 0 }, { job: 'job', task: i, caused: TEST_PROFILES[5]!.caused, priority: 500, state: 'busy' }, 2);
+    for (let i = 0; i < 3; i++)
+      st.setRu({ server: `s000${i}`, index: 0 }, { job: 'job', task: i, caused: TEST_PROFILES[5]!.caused, priority: 500, state: 'busy' }, 2);
     for (let seed = 1; seed <= 10; seed++) {
       const res = selectPlacements(st, request({ m: 10, R: 8, priority: 500, preempt: true, locality: spread('server') }), new SeededRng(seed));
       expect(res.picks.length).toBeLessThanOrEqual(7);

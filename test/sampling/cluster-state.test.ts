@@ -49,8 +49,18 @@ describe('per-job placement index (jobGroups)', () => {
     st.setRu({ server: 's0', index: 0 }, occ('a', 0), 1);
     st.setRu({ server: 's0', index: 1 }, occ('a', 1, 'reserved'), 1);
     st.claim({ server: 's4', index: 2 }, occ('a', 2));
-    expect(new Map(st.jobGroups('a'))).toEqual(new Map([['s0', 2], ['s4', 1]]));
-    expect(new Map(st.jobGroups('a', 'rack'))).toEqual(new Map([['r0', 2], ['r1', 1]]));
+    expect(new Map(st.jobGroups('a'))).toEqual(
+      new Map([
+        ['s0', 2],
+        ['s4', 1],
+      ]),
+    );
+    expect(new Map(st.jobGroups('a', 'rack'))).toEqual(
+      new Map([
+        ['r0', 2],
+        ['r1', 1],
+      ]),
+    );
     expect(st.jobRus('a')).toBe(3);
     expect(st.jobGroups('nobody').size).toBe(0);
 

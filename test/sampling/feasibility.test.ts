@@ -42,7 +42,11 @@ describe('feasibility', () => {
     const st = cell(3, 8, 2);
     const v = feasibility(st, job({ tasks: 3, mode: 'gang', locality: { mode: 'spread', scope: 'server' } }));
     expect(v).toMatchObject({ ok: true, upOk: true });
-    expect(v.eligible).toEqual({ cellServers: 3, cell: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 }, up: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 } });
+    expect(v.eligible).toEqual({
+      cellServers: 3,
+      cell: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 },
+      up: { servers: 3, racks: 2, rus: 24, serverRus: 8, rackRus: 16 },
+    });
   });
 
   it('no server matches the constraints: names the constraint and the values the cell has', () => {
@@ -116,7 +120,9 @@ describe('feasibility', () => {
     expect(spread.ok).toBe(true);
     expect(spread.upOk).toBe(false);
     expect(spread.upField).toBe('locality');
-    expect(spread.upReason).toBe('spread over racks needs 3 distinct racks; the servers up now have 2 eligible (the cell has 4 counting servers that are down)');
+    expect(spread.upReason).toBe(
+      'spread over racks needs 3 distinct racks; the servers up now have 2 eligible (the cell has 4 counting servers that are down)',
+    );
 
     const gang = feasibility(st, job({ tasks: 20, mode: 'gang' }));
     expect(gang).toMatchObject({ ok: true, upOk: false, upField: 'tasks' });
@@ -152,11 +158,15 @@ describe('attribute names that are members of Object.prototype', () => {
 
   it('a job that asks for them is refused naming no value the cell does not have', () => {
     const st = cell(3, 8, 3);
-    const v = feasibility(st, job({ constraints: { attributes: JSON.parse('{"constructor":"x","toString":"y","__proto__":"nowhere"}') as Record<string, string> } }));
+    const v = feasibility(
+      st,
+      job({ constraints: { attributes: JSON.parse('{"constructor":"x","toString":"y","__proto__":"nowhere"}') as Record<string, string> } }),
+    );
     expect(v).toMatchObject({
       ok: false,
       field: 'constraints',
-      reason: 'no server has constructor=x and toString=y and __proto__=nowhere (constructor values in the cell: none; toString values in the cell: none; __proto__ values in the cell: none)',
+      reason:
+        'no server has constructor=x and toString=y and __proto__=nowhere (constructor values in the cell: none; toString values in the cell: none; __proto__ values in the cell: none)',
     });
   });
 });

@@ -104,7 +104,12 @@ describe('a required pack: the selection', () => {
 });
 
 describe('a required pack: whether the cell can ever hold it', () => {
-  const fj = (tasks: number, scope: 'server' | 'rack' = 'server'): FeasibilityJob => ({ tasks, mode: 'gang', locality: { mode: 'pack', scope, required: true }, constraints: {} });
+  const fj = (tasks: number, scope: 'server' | 'rack' = 'server'): FeasibilityJob => ({
+    tasks,
+    mode: 'gang',
+    locality: { mode: 'pack', scope, required: true },
+    constraints: {},
+  });
 
   it('needs a server (or rack) with as many RUs as tasks', () => {
     const st = cell([8, 8, 4, 4], 2);
@@ -122,7 +127,12 @@ describe('a required pack: whether the cell can ever hold it', () => {
 
   it('the front-end refuses it at submit, naming the field, or makes it wait while its servers are down', () => {
     const servers = specs([8, 8, 4, 4, 4], 1).map((spec) => ({ spec, up: true }));
-    const shape = (tasks: number) => ({ tasks, mode: 'gang' as const, locality: { mode: 'pack' as const, scope: 'server' as const, required: true }, constraints: {} });
+    const shape = (tasks: number) => ({
+      tasks,
+      mode: 'gang' as const,
+      locality: { mode: 'pack' as const, scope: 'server' as const, required: true },
+      constraints: {},
+    });
     expect(cellFeasibility(servers, shape(8))).toEqual({ kind: 'ok' });
     const nine = cellFeasibility(servers, shape(9));
     expect(nine).toMatchObject({ kind: 'never', field: 'locality' });

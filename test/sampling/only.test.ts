@@ -6,7 +6,14 @@ import { SeededRng } from '../../src/util/rng.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
 import { placementRequest as request } from '../support/placement-request.ts';
 
-const spec = (i: number, platform = 'r3.2xlarge'): ServerSpec => ({ id: `s${String(i).padStart(3, '0')}`, platform, rack: `r${i % 4}`, rus: 4, speed: 1, attributes: {} });
+const spec = (i: number, platform = 'r3.2xlarge'): ServerSpec => ({
+  id: `s${String(i).padStart(3, '0')}`,
+  platform,
+  rack: `r${i % 4}`,
+  rus: 4,
+  speed: 1,
+  attributes: {},
+});
 
 /** `n` servers of 4 RUs; RUs whose id `busy(id)` says are held by a low-priority resident. */
 function cell(n: number, busy: (id: number) => boolean = () => false, platform?: (i: number) => string): ClusterState {
@@ -15,7 +22,8 @@ function cell(n: number, busy: (id: number) => boolean = () => false, platform?:
     for (let i = 0; i < n; i++) st.upsertServer(spec(i, platform?.(i)));
     for (const s of st.servers.values()) {
       for (let i = 0; i < s.ruCount; i++) {
-        if (busy(s.base + i)) st.setRu({ server: s.id, index: i }, { job: `res-${s.base + i}`, task: 0, caused: TEST_PROFILES[0]!.caused, priority: 10, state: 'busy' }, 1);
+        if (busy(s.base + i))
+          st.setRu({ server: s.id, index: i }, { job: `res-${s.base + i}`, task: 0, caused: TEST_PROFILES[0]!.caused, priority: 10, state: 'busy' }, 1);
       }
     }
   });
@@ -46,7 +54,11 @@ describe('selection restricted to given RUs (only)', () => {
   });
 
   it('takes fewer picks than asked rather than leave the given RUs, and skips those busy, excluded or not allowed', () => {
-    const st = cell(20, (id) => id === 5, (i) => (i === 3 ? 'c3.large' : 'r3.2xlarge'));
+    const st = cell(
+      20,
+      (id) => id === 5,
+      (i) => (i === 3 ? 'c3.large' : 'r3.2xlarge'),
+    );
     // 5 is busy, 6 excluded, 12–15 on a c3.large server the job may not use: only 40 is left.
     const only = new Set([5, 6, 12, 40]);
     const res = selectPlacements(st, request({ m: 4, only, exclude: new Set([6]), constraints: { platforms: ['r3.2xlarge'] } }), new SeededRng(3));

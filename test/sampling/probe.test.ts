@@ -19,7 +19,8 @@ function loadedCell(seed: number, servers: number, rus = 8): { ctx: CoreContext;
   const admission = new AdmissionState({ clock, seed: 5 });
   wireAdmission(state, admission);
   state.batch(() => {
-    for (let i = 0; i < servers; i++) state.upsertServer({ id: `s${String(i).padStart(3, '0')}`, platform: 'r3.2xlarge', rack: 'r0', rus, speed: 1, attributes: {} });
+    for (let i = 0; i < servers; i++)
+      state.upsertServer({ id: `s${String(i).padStart(3, '0')}`, platform: 'r3.2xlarge', rack: 'r0', rus, speed: 1, attributes: {} });
   });
   let k = 0;
   for (let round = 0; round < 3; round++) {
@@ -112,7 +113,15 @@ describe('a sample as the arbiter of admission', () => {
     const truth = acceptableFree(state, target);
     expect(free).toBeGreaterThan(4 * 64);
     expect(truth).toBeGreaterThan(0);
-    const req = { jobId: 'j', target, caused: p.caused, priority: 10, platformPerf: p.platformPerf, locality: { mode: 'any' as const, scope: 'server' as const }, constraints: {} };
+    const req = {
+      jobId: 'j',
+      target,
+      caused: p.caused,
+      priority: 10,
+      platformPerf: p.platformPerf,
+      locality: { mode: 'any' as const, scope: 'server' as const },
+      constraints: {},
+    };
     let above = 0;
     const lows: number[] = [];
     for (let s = 0; s < 300; s++) {

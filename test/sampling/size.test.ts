@@ -1,14 +1,7 @@
 import { expectInvalid } from '../support/expect.ts';
 import { describe, expect, it } from 'vitest';
-import {
-  guarantee,
-  sampleSize,
-  samplesForFraction,
-  samplesForGoodOfPopulation,
-  samplesForQuantile,
-} from '../../src/sampling/size.ts';
+import { guarantee, sampleSize, samplesForFraction, samplesForGoodOfPopulation, samplesForQuantile } from '../../src/sampling/size.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-
 
 describe('the paper checks (§3.3)', () => {
   it('x = 0.8, p = 1e-3 needs 31 samples (the paper rounds up to 32)', () => {

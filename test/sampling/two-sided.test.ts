@@ -63,7 +63,7 @@ describe('two-sided quality', () => {
     expect(twoSided(bad, 1, true, 0, t.T).Q).toBe(bad.Q);
   });
 
-  it("the one-sided Q takes the tighter fit that pushes a neighbour past its tolerance; two-sided avoids it and says why", () => {
+  it('the one-sided Q takes the tighter fit that pushes a neighbour past its tolerance; two-sided avoids it and says why', () => {
     const oneSided = selectPlacements(cell(), request(), new SeededRng(1));
     const twoSidedSel = selectPlacements(cell(), request({ twoSided: true }), new SeededRng(1));
     const p1 = oneSided.picks[0]!;
@@ -87,8 +87,10 @@ describe('two-sided quality', () => {
     const st = cell();
     // Only RU a/0 (the sensitive resident, low priority) is a candidate once a is full otherwise.
     st.batch(() => {
-      for (let i = 1; i < 4; i++) st.setRu({ server: 'a', index: i }, { job: `x${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
-      for (let i = 1; i < 4; i++) st.setRu({ server: 'b', index: i }, { job: `y${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
+      for (let i = 1; i < 4; i++)
+        st.setRu({ server: 'a', index: i }, { job: `x${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
+      for (let i = 1; i < 4; i++)
+        st.setRu({ server: 'b', index: i }, { job: `y${i}`, task: 0, caused: only(7, 1), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
       st.setRu({ server: 'b', index: 0 }, { job: 'rb', task: 0, caused: only(3, 80), priority: DEFAULT_PRIORITY + 50, state: 'busy' }, 1);
       st.setRu({ server: 'a', index: 0 }, { job: 'ra', task: 0, caused: only(2, 80), priority: 1, state: 'busy' }, 1);
     });

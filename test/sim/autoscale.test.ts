@@ -13,7 +13,14 @@ const RT = { slowBelow: 0.8, recoverAbove: 0.9 };
  * One job of `tasks` tasks of `work` ms each arrives at 0.
  */
 function slowCell(o: { servers: number; tasks: number; work: number; maxTasks?: number }): Workload {
-  const servers: ServerSpec[] = Array.from({ length: o.servers }, (_, i) => ({ id: `s${i}`, platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} }));
+  const servers: ServerSpec[] = Array.from({ length: o.servers }, (_, i) => ({
+    id: `s${i}`,
+    platform: 'r3-2xlarge',
+    rack: 'r0',
+    rus: 2,
+    speed: 1,
+    attributes: {},
+  }));
   const zero = new Array<number>(N_RESOURCES).fill(0);
   return {
     name: 'slow cell',
@@ -25,7 +32,16 @@ function slowCell(o: { servers: number; tasks: number; work: number; maxTasks?: 
     setup(world) {
       let id = -1;
       for (const s of world.servers) {
-        const job = makeJob({ id: id--, profile: SYNTHETIC, declared: zero, real: new Array<number>(N_RESOURCES).fill(99), arrival: 0, work: [Infinity], maxPerf: 1, label: 'resident' });
+        const job = makeJob({
+          id: id--,
+          profile: SYNTHETIC,
+          declared: zero,
+          real: new Array<number>(N_RESOURCES).fill(99),
+          arrival: 0,
+          work: [Infinity],
+          maxPerf: 1,
+          label: 'resident',
+        });
         world.placeResident(job, s.base);
       }
     },
@@ -80,7 +96,13 @@ describe('autoscale in the simulator', () => {
   it('grows only while the cell has room: more than growHeadroom of its RUs free and no task waiting', () => {
     // 16 RUs: 8 resident, the job's 2 tasks; 6 free (37.5%).
     const cell = { servers: 8, tasks: 2, work: 100_000, maxTasks: 6 };
-    const run = (growHeadroom: number) => runSim({ workload: slowCell(cell), policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: { ...RT, growHeadroom } } }, seed: 3, keepWorld: true });
+    const run = (growHeadroom: number) =>
+      runSim({
+        workload: slowCell(cell),
+        policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: { ...RT, growHeadroom } } },
+        seed: 3,
+        keepWorld: true,
+      });
     // Above 30% free (4.8 RUs) it grows: 6 → 5 → 4 free, then stops short of its limit of 6.
     const some = run(0.3);
     expect(only(some.world as World).tasks).toHaveLength(4);
@@ -95,18 +117,33 @@ describe('autoscale in the simulator', () => {
   });
 
   it('never scales a job that is not scale-out, nor anything with autoscale off', () => {
-    const plain = runSim({ workload: slowCell({ servers: 8, tasks: 2, work: 100_000 }), policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: RT } }, seed: 3, keepWorld: true });
+    const plain = runSim({
+      workload: slowCell({ servers: 8, tasks: 2, work: 100_000 }),
+      policy: { name: 'tarcil', agents: 1, runtime: { autoscale: true, config: RT } },
+      seed: 3,
+      keepWorld: true,
+    });
     expect(only(plain.world as World).tasks).toHaveLength(2);
     expect(plain.counters.scaleOutChecks).toBe(0);
     expect(plain.counters.scaleOuts).toBe(0);
-    const off = runSim({ workload: slowCell({ servers: 8, tasks: 2, work: 100_000, maxTasks: 4 }), policy: { name: 'tarcil', agents: 1, runtime: { move: true, config: RT } }, seed: 3, keepWorld: true });
+    const off = runSim({
+      workload: slowCell({ servers: 8, tasks: 2, work: 100_000, maxTasks: 4 }),
+      policy: { name: 'tarcil', agents: 1, runtime: { move: true, config: RT } },
+      seed: 3,
+      keepWorld: true,
+    });
     expect(only(off.world as World).tasks).toHaveLength(2);
     expect(off.counters.scaleOuts).toBe(0);
   });
 
   it('on W3 with its long-running classes scale-out: only those grow, within their limits, and every task runs once', () => {
     // The paper's one-sided Q: with the default two-sided Q, these 300 jobs leave no task slow enough to grow its job.
-    const res = runSim({ workload: w3({ jobs: 300, scaleOut: true }), policy: { name: 'tarcil', core: { twoSided: false }, runtime: { autoscale: true, config: RT } }, seed: 2, keepWorld: true });
+    const res = runSim({
+      workload: w3({ jobs: 300, scaleOut: true }),
+      policy: { name: 'tarcil', core: { twoSided: false }, runtime: { autoscale: true, config: RT } },
+      seed: 2,
+      keepWorld: true,
+    });
     const w = res.world as World;
     const c = res.counters;
     expect(c.scaleOuts).toBeGreaterThan(0);

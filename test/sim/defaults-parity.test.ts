@@ -30,7 +30,11 @@ describe('live and simulator defaults', () => {
   });
 
   it("the simulator's tarcil runs the live run-time loop's default parts, and `runtime: {}` none", () => {
-    expect(defaultSimRuntime()).toEqual({ ...(DEFAULT_RUNTIME.block ? { block: true } : {}), ...(DEFAULT_RUNTIME.learn ? { learn: true } : {}), ...(DEFAULT_RUNTIME.move ? { move: true } : {}) });
+    expect(defaultSimRuntime()).toEqual({
+      ...(DEFAULT_RUNTIME.block ? { block: true } : {}),
+      ...(DEFAULT_RUNTIME.learn ? { learn: true } : {}),
+      ...(DEFAULT_RUNTIME.move ? { move: true } : {}),
+    });
     const def = runSim({ workload: w3({ jobs: 300 }), policy: { name: 'tarcil' }, seed: 3 });
     expect((def.counters.observations ?? 0) > 0).toBe(DEFAULT_RUNTIME.learn);
     expect('blocks' in def.counters).toBe(DEFAULT_RUNTIME.block || DEFAULT_RUNTIME.learn || DEFAULT_RUNTIME.move);
@@ -64,7 +68,20 @@ describe('live and simulator defaults', () => {
     for (let i = 0; i < 2; i++) {
       const rec = { state: 'busy', job: 'j', task: i, caused: [90, 0, 0, 0, 0, 0, 0, 0, 0, 0], priority: 0, commitId: `c${i}` } as unknown as PlacedRuRecord;
       rus.set(i, { rec, rev: i + 1 });
-      running.set(i, { job: 'j', task: i, commitId: rec.commitId, ruIndex: i, rec, placedRevision: i + 1, rev: i + 1, startedAt: 0, handle: { rate: () => 1 / 3, setSlowdown: () => undefined, kill: () => Promise.resolve() }, stopped: false, reported: false, obs: undefined });
+      running.set(i, {
+        job: 'j',
+        task: i,
+        commitId: rec.commitId,
+        ruIndex: i,
+        rec,
+        placedRevision: i + 1,
+        rev: i + 1,
+        startedAt: 0,
+        handle: { rate: () => 1 / 3, setSlowdown: () => undefined, kill: () => Promise.resolve() },
+        stopped: false,
+        reported: false,
+        obs: undefined,
+      });
     }
     load.check(rus.values(), running);
     expect(load.blocked).toBe(DEFAULT_RUNTIME.block);

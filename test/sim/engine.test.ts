@@ -14,12 +14,15 @@ function script(seed: number, move: 'in place' | 'cancel and add'): { fired: str
   const live = new Map<string, MovableTimer>();
   let n = 0;
   const schedule = (name: string, ms: number): void => {
-    live.set(name, e.setTimer(ms, () => {
-      fired.push(`${name}@${e.now()}`);
-      live.delete(name);
-      // Each firing does a few more operations, as the simulator's handlers do.
-      for (let k = 0; k < 3; k++) act();
-    }));
+    live.set(
+      name,
+      e.setTimer(ms, () => {
+        fired.push(`${name}@${e.now()}`);
+        live.delete(name);
+        // Each firing does a few more operations, as the simulator's handlers do.
+        for (let k = 0; k < 3; k++) act();
+      }),
+    );
   };
   const act = (): void => {
     if (n >= 3000) return;

@@ -34,7 +34,9 @@ describe('sweeps on worker threads', () => {
   it('cells handed out in another order come back by cell index, with the same results', () => {
     // The duration experiment's quick sweep has 6 cells (task durations from 10 ms to 600 s).
     const go = (order?: number[]): unknown[] =>
-      runCells<RunResult>({ experiment: 'duration', quick: true, seed: 5, cells: 6, workers: 2, ...(order ? { order } : {}), onResult: () => undefined }).map((r) => ({ s: r.summary, c: r.counters, e: r.stats.events }));
+      runCells<RunResult>({ experiment: 'duration', quick: true, seed: 5, cells: 6, workers: 2, ...(order ? { order } : {}), onResult: () => undefined }).map(
+        (r) => ({ s: r.summary, c: r.counters, e: r.stats.events }),
+      );
     const plain = go();
     expect(go([5, 3, 1, 0, 2, 4])).toEqual(plain);
     expect(() => go([0, 1, 2, 3, 4, 4])).toThrow(/each of the 6 cells once/);
@@ -45,6 +47,8 @@ describe('sweeps on worker threads', () => {
   });
 
   it('a worker that cannot run its cells answers with the error instead of leaving the caller waiting', () => {
-    expect(() => runCells({ experiment: 'no-such-experiment', quick: true, seed: 1, cells: 3, workers: 2, onResult: () => undefined })).toThrow(/unknown experiment no-such-experiment/);
+    expect(() => runCells({ experiment: 'no-such-experiment', quick: true, seed: 1, cells: 3, workers: 2, onResult: () => undefined })).toThrow(
+      /unknown experiment no-such-experiment/,
+    );
   }, 60_000);
 });

@@ -50,7 +50,11 @@ describe('W2 input replicas', () => {
   });
 
   it('replicaAttributes: none for servers that share no block or copyset', () => {
-    const { servers } = placeReplicas(w2({ variant: 'resident', queries: 1 }).servers.map((s) => ({ ...s, attributes: {} })), 'random', 5);
+    const { servers } = placeReplicas(
+      w2({ variant: 'resident', queries: 1 }).servers.map((s) => ({ ...s, attributes: {} })),
+      'random',
+      5,
+    );
     const holders = new Set(servers.flatMap((s, i) => (Object.keys(s.attributes).length > 0 ? [i] : [])));
     const strangers = servers.filter((_, i) => !holders.has(i)).slice(0, 3);
     expect(replicaAttributes(strangers)).toBeUndefined();

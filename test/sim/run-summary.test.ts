@@ -9,7 +9,15 @@ import { runSim } from '../../src/sim/run.ts';
 import { SKETCH_RELATIVE_ACCURACY } from '../../src/sim/streaming.ts';
 import { w1, w4 } from '../../src/sim/workloads.ts';
 
-const QS = [['p5', 0.05], ['p25', 0.25], ['p50', 0.5], ['p75', 0.75], ['p90', 0.9], ['p95', 0.95], ['p99', 0.99]] as const;
+const QS = [
+  ['p5', 0.05],
+  ['p25', 0.25],
+  ['p50', 0.5],
+  ['p75', 0.75],
+  ['p90', 0.9],
+  ['p95', 0.95],
+  ['p99', 0.99],
+] as const;
 
 function expectWithin(streamed: Dist, values: number[]): void {
   const sorted = [...values].sort((a, b) => a - b);
@@ -40,11 +48,21 @@ describe('streaming summary', () => {
       const a = kept.summary;
       const b = streamed.summary;
       expect(b.jobs).toBe(a.jobs);
-      for (const k of ['perfMean', 'perfWorst', 'within10', 'degraded', 'decisionMean', 'commitMean', 'queueMean', 'conflictsPerCommit', 'meanR'] as const) expect(b[k], k).toBeCloseTo(a[k], 9);
+      for (const k of ['perfMean', 'perfWorst', 'within10', 'degraded', 'decisionMean', 'commitMean', 'queueMean', 'conflictsPerCommit', 'meanR'] as const)
+        expect(b[k], k).toBeCloseTo(a[k], 9);
       expect(b.waits.n).toBe(a.waits.n);
-      expectWithin(b.response, kept.records.map((r) => r.response));
-      expectWithin(b.ratio, kept.records.map((r) => r.response / r.ideal));
-      expectWithin(b.sched, kept.records.map((r) => r.sched));
+      expectWithin(
+        b.response,
+        kept.records.map((r) => r.response),
+      );
+      expectWithin(
+        b.ratio,
+        kept.records.map((r) => r.response / r.ideal),
+      );
+      expectWithin(
+        b.sched,
+        kept.records.map((r) => r.sched),
+      );
     });
   }
 });

@@ -12,7 +12,12 @@ const ONE_SIDED = { twoSided: false };
 
 describe('the run-time loop in the simulator', () => {
   it('moves slow tasks to acceptable RUs, each at most once, one copy at a time, and every task finishes once', () => {
-    const res = runSim({ workload: w3({ jobs: 300 }), policy: { name: 'tarcil', core: ONE_SIDED, runtime: { move: true, config: RT } }, seed: 2, keepWorld: true });
+    const res = runSim({
+      workload: w3({ jobs: 300 }),
+      policy: { name: 'tarcil', core: ONE_SIDED, runtime: { move: true, config: RT } },
+      seed: 2,
+      keepWorld: true,
+    });
     const c = res.counters;
     const w = res.world as World;
     expect(c.moves).toBeGreaterThan(0);
@@ -48,7 +53,11 @@ describe('the run-time loop in the simulator', () => {
 
   it('changes nothing when off', () => {
     // Every part named and off, against no run-time loop at all (`runtime: {}`; absent, the spec runs the default parts).
-    const a = runSim({ workload: w3({ jobs: 200 }), policy: { name: 'tarcil', runtime: { block: false, move: false, learn: false, autoscale: false } }, seed: 4 });
+    const a = runSim({
+      workload: w3({ jobs: 200 }),
+      policy: { name: 'tarcil', runtime: { block: false, move: false, learn: false, autoscale: false } },
+      seed: 4,
+    });
     const b = runSim({ workload: w3({ jobs: 200 }), policy: { name: 'tarcil', runtime: {} }, seed: 4 });
     expect(b.summary).toEqual(a.summary);
     expect(a.counters.moves).toBeUndefined();

@@ -157,7 +157,16 @@ describe('the x^R law on the simulator samples', () => {
 
 describe('charts', () => {
   it('renders an SVG with vega', async () => {
-    const c = { file: 'x.svg', title: 't', xTitle: 'x', yTitle: 'y', points: [{ x: 1, y: 2, series: 'a' }, { x: 2, y: 3, series: 'a' }] };
+    const c = {
+      file: 'x.svg',
+      title: 't',
+      xTitle: 'x',
+      yTitle: 'y',
+      points: [
+        { x: 1, y: 2, series: 'a' },
+        { x: 2, y: 3, series: 'a' },
+      ],
+    };
     expect(vegaSpec(c).marks).toBeDefined();
     const svg = await renderSvg(c);
     expect(svg.startsWith('<svg')).toBe(true);
@@ -238,7 +247,11 @@ describe('W2 rivals as their papers describe them', () => {
 describe('priorities', () => {
   it('high-priority jobs bypass queued low-priority ones (same jobs, with vs without priorities)', () => {
     const run = (priorities: boolean): ReturnType<typeof runSim> =>
-      runSim({ workload: w1({ load: 0.95, jobs: 1500, highShare: 0.2, priorities }), policy: { name: 'tarcil', agents: 1, core: { preemption: false } }, seed: 8 });
+      runSim({
+        workload: w1({ load: 0.95, jobs: 1500, highShare: 0.2, priorities }),
+        policy: { name: 'tarcil', agents: 1, core: { preemption: false } },
+        seed: 8,
+      });
     const on = run(true);
     const off = run(false);
     const sched = (r: ReturnType<typeof runSim>, cls: string): number => {

@@ -22,7 +22,13 @@ const QOS = ['LS', 'BE', 'Burstable', 'Guaranteed'];
 const SIZES = [1, 2, 4, 8, 12, 16];
 
 /** 112 cores: six CPU nodes of 8, two T4 nodes of 16, one V100M32 node of 32. */
-const aliNodes = [NODE_HEADER, ...Array.from({ length: 6 }, (_, i) => `cpu-${i},8000,32768,0,`), 'gpu-t4-0,16000,65536,2,T4', 'gpu-t4-1,16000,65536,2,T4', 'gpu-v100,32000,131072,8,V100M32'].join('\n');
+const aliNodes = [
+  NODE_HEADER,
+  ...Array.from({ length: 6 }, (_, i) => `cpu-${i},8000,32768,0,`),
+  'gpu-t4-0,16000,65536,2,T4',
+  'gpu-t4-1,16000,65536,2,T4',
+  'gpu-v100,32000,131072,8,V100M32',
+].join('\n');
 
 /** 80 pods arriving every 4 s for 20–420 s each: about twice the cores, so pods wait. Every 9th was never scheduled; one asks for a GPU model no node has. */
 function aliPods(): string {
@@ -34,7 +40,9 @@ function aliPods(): string {
     const created = 4 * i;
     const run = 20 + ((i * 37) % 400);
     const scheduled = i % 9 === 4 ? '' : String(created + (i % 7));
-    rows.push(`pod-${i},${cores * 1000 - (i % 2) * 500},1024,${gpu},${gpu ? 500 : 0},${spec},${QOS[i % QOS.length]},Running,${created},${(scheduled === '' ? created : Number(scheduled)) + run},${scheduled}`);
+    rows.push(
+      `pod-${i},${cores * 1000 - (i % 2) * 500},1024,${gpu},${gpu ? 500 : 0},${spec},${QOS[i % QOS.length]},Running,${created},${(scheduled === '' ? created : Number(scheduled)) + run},${scheduled}`,
+    );
   }
   rows.push(`pod-a100,4000,1024,1,1000,A100,LS,Pending,10,20,`);
   return rows.join('\n');
@@ -46,7 +54,9 @@ function genericJobs(): string {
   const rows = ['name,arrival_s,tasks,cores,duration_s,platforms,priority'];
   for (let i = 0; i < 40; i++) {
     const multi = i % 2 === 0;
-    rows.push(`job-${i},${2 * i},${multi ? 1 : 3},${multi ? 2 + (i % 5) : 1},${10 + ((i * 13) % 60)},${i % 4 === 0 ? 'fast' : i % 4 === 1 ? 'slow' : ''},${100 + (i % 3) * 10}`);
+    rows.push(
+      `job-${i},${2 * i},${multi ? 1 : 3},${multi ? 2 + (i % 5) : 1},${10 + ((i * 13) % 60)},${i % 4 === 0 ? 'fast' : i % 4 === 1 ? 'slow' : ''},${100 + (i % 3) * 10}`,
+    );
   }
   return rows.join('\n');
 }
@@ -129,13 +139,16 @@ describe('a trace replayed by every policy', () => {
     expect(replayChecked(sparse, 'tarcil', { speedup: g }).run.outcomes).toEqual(fast.run.outcomes); // seeded: the same replay twice
   });
 
-  it.each(['tarcil', 'centralized', 'sparrow'] as const)('%s replays the generic format: one-server jobs together, single-core tasks anywhere on their platforms', (policy) => {
-    const gen = parse('generic', genericNodes, genericJobs());
-    const { run, jobs } = replayChecked(gen, policy);
-    expect(jobs.filter((j) => j.oneServer)).toHaveLength(20);
-    expect(waitStats(run.outcomes).never).toBe(0);
-    expect(waitStats(run.outcomes, 'production').n).toBe(0);
-  });
+  it.each(['tarcil', 'centralized', 'sparrow'] as const)(
+    '%s replays the generic format: one-server jobs together, single-core tasks anywhere on their platforms',
+    (policy) => {
+      const gen = parse('generic', genericNodes, genericJobs());
+      const { run, jobs } = replayChecked(gen, policy);
+      expect(jobs.filter((j) => j.oneServer)).toHaveLength(20);
+      expect(waitStats(run.outcomes).never).toBe(0);
+      expect(waitStats(run.outcomes, 'production').n).toBe(0);
+    },
+  );
 });
 
 describe('tarcil bench trace', () => {
@@ -151,7 +164,8 @@ describe('tarcil bench trace', () => {
     const out = join(dir, 'out');
     const res = await benchCommand('trace', { ...quiet, out, trace: { nodes, pods, format: 'alibaba', compress: 1 } });
     expect(res.name).toBe('trace-alibaba-2023');
-    for (const f of ['trace-alibaba-2023.json', 'trace-alibaba-2023.csv', 'trace-alibaba-2023.md', 'trace-allocation-recorded.svg', 'trace-wait-sped-up.svg']) expect(existsSync(join(out, f)), f).toBe(true);
+    for (const f of ['trace-alibaba-2023.json', 'trace-alibaba-2023.csv', 'trace-alibaba-2023.md', 'trace-allocation-recorded.svg', 'trace-wait-sped-up.svg'])
+      expect(existsSync(join(out, f)), f).toBe(true);
     const policies = new Set(res.rows.map((r) => r.policy));
     expect([...policies].sort()).toEqual(['centralized', 'production', 'tarcil']);
     for (const r of res.rows) expect(r.p50WaitS === undefined || (r.p50WaitS as number) >= 0 || Number.isNaN(r.p50WaitS)).toBe(true);

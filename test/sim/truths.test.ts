@@ -17,7 +17,9 @@ describe('the ground truth as a run parameter', () => {
   });
 
   it('a milder gain gives the same jobs a higher W3 figure, a harsher one a lower', () => {
-    const perf = (gain: number): number => runSim({ workload: w3({ jobs: 300, interArrivalMs: 300 }), policy: { name: 'tarcil' }, seed: 1, truth: makeTruth(`gain ${gain}`, { gain }) }).summary.perfMean;
+    const perf = (gain: number): number =>
+      runSim({ workload: w3({ jobs: 300, interArrivalMs: 300 }), policy: { name: 'tarcil' }, seed: 1, truth: makeTruth(`gain ${gain}`, { gain }) }).summary
+        .perfMean;
     const committed = runSim({ workload: w3({ jobs: 300, interArrivalMs: 300 }), policy: { name: 'tarcil' }, seed: 1 }).summary.perfMean;
     expect(perf(1)).toBeGreaterThan(committed);
     expect(perf(2.5)).toBeLessThan(committed);
@@ -69,6 +71,8 @@ describe('bench truths', () => {
   });
 
   it('refuses a run without the oracle to read the others against', () => {
-    expect(() => runTruths({ ...quiet, workers: 1 }, { jobs: 10, seeds: [1], truths: TRUTHS.slice(0, 1), policies: TRUTH_POLICIES.slice(0, 1) })).toThrow(/must include 'oracle'/);
+    expect(() => runTruths({ ...quiet, workers: 1 }, { jobs: 10, seeds: [1], truths: TRUTHS.slice(0, 1), policies: TRUTH_POLICIES.slice(0, 1) })).toThrow(
+      /must include 'oracle'/,
+    );
   });
 });

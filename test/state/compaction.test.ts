@@ -192,7 +192,10 @@ describe.each(STORES)('compaction under load ($name store)', (s) => {
       const t = new Map((await store.range(p)).kvs.map((kv) => [kv.key, kv.value]));
       const d = (name: string, m: Map<string, string>): string => {
         const wrong = [...new Set([...t.keys(), ...m.keys()])].filter((k) => t.get(k) !== m.get(k));
-        return `${name}: ${wrong.length} keys differ (${wrong.slice(0, 3).map((k) => `${k}: store ${t.get(k)} / follower ${m.get(k)}`).join('; ')}), relists ${name === 'broken' ? broken.f.relists : steady.f.relists}`;
+        return `${name}: ${wrong.length} keys differ (${wrong
+          .slice(0, 3)
+          .map((k) => `${k}: store ${t.get(k)} / follower ${m.get(k)}`)
+          .join('; ')}), relists ${name === 'broken' ? broken.f.relists : steady.f.relists}`;
       };
       return `${d('broken', broken.map)}; ${d('steady', steady.map)}`;
     };
@@ -296,7 +299,17 @@ describe('a housekeeper whose wait in the election hangs', () => {
     const inner = new MemoryStore();
     const keys = new Keys(`/hk-stuck/${randomUUID()}/`);
     const { store, hung } = firstCampaignHangs(inner);
-    const hk = new Housekeeper({ store, keys, clock: new SystemClock(), log, process: 'A', retainMs: 1000, sweepEveryMs: 200, compactMarginMs: 0, electionTtlSeconds: 1 });
+    const hk = new Housekeeper({
+      store,
+      keys,
+      clock: new SystemClock(),
+      log,
+      process: 'A',
+      retainMs: 1000,
+      sweepEveryMs: 200,
+      compactMarginMs: 0,
+      electionTtlSeconds: 1,
+    });
     hk.start();
     await until('the first campaign hung', hung);
     await new Promise((r) => setTimeout(r, 1500));
@@ -313,7 +326,17 @@ describe('a housekeeper whose wait in the election hangs', () => {
     const inner = new MemoryStore();
     const keys = new Keys(`/hk-stuck/${randomUUID()}/`);
     const mk = (name: string): Housekeeper =>
-      new Housekeeper({ store: inner, keys, clock: new SystemClock(), log, process: name, retainMs: 1000, sweepEveryMs: 200, compactMarginMs: 0, electionTtlSeconds: 1 });
+      new Housekeeper({
+        store: inner,
+        keys,
+        clock: new SystemClock(),
+        log,
+        process: name,
+        retainMs: 1000,
+        sweepEveryMs: 200,
+        compactMarginMs: 0,
+        electionTtlSeconds: 1,
+      });
     const a = mk('A');
     a.start();
     await until('A leads', () => a.leading);

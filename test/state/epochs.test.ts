@@ -57,7 +57,9 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
 
     const placed = (await store.get(free[0]!.key))!;
     const rec = parseJson<PlacedRuRecord>(placed)!;
-    expect(await releaseRu(store, keys, keys.parseRu(placed.key)!, placed.modRevision, rec, { state: 'succeeded', endedAt: Date.now(), exitCode: 0 })).toBe(true);
+    expect(await releaseRu(store, keys, keys.parseRu(placed.key)!, placed.modRevision, rec, { state: 'succeeded', endedAt: Date.now(), exitCode: 0 })).toBe(
+      true,
+    );
     // Free again, carrying the outcome the release wrote to the task record (its owner reads it there).
     const freed = (await store.get(free[0]!.key))!.value;
     expect(isFreeRuValue(freed)).toBe(true);

@@ -109,4 +109,3 @@ describe('AdaptiveLimit', () => {
     expect(lim.stats()).toMatchObject({ inFlight: 0, queued: 0, shed: 1 });
   });
 });
-

@@ -24,11 +24,7 @@ export interface ContractOptions {
   makeIsolated?: () => Promise<StoreUnderTest>;
 }
 
-export function storeContract(
-  name: string,
-  make: () => Promise<StoreUnderTest>,
-  options: ContractOptions = {},
-): void {
+export function storeContract(name: string, make: () => Promise<StoreUnderTest>, options: ContractOptions = {}): void {
   describe(`ClusterStore contract: ${name}`, () => {
     let t: StoreUnderTest;
     let s: ClusterStore;
@@ -238,9 +234,7 @@ export function storeContract(
       it('creates a key only if absent (create == 0) and requires every compare', async () => {
         const k = `${p}once`;
         const claim = (v: string): Promise<boolean> =>
-          s
-            .txn({ compare: [{ key: k, target: 'create', op: '==', value: 0 }], success: [{ type: 'put', key: k, value: v }] })
-            .then((r) => r.succeeded);
+          s.txn({ compare: [{ key: k, target: 'create', op: '==', value: 0 }], success: [{ type: 'put', key: k, value: v }] }).then((r) => r.succeeded);
         expect(await claim('first')).toBe(true);
         expect(await claim('second')).toBe(false);
         expect((await s.get(k))?.value).toBe('first');
@@ -330,8 +324,7 @@ export function storeContract(
       it(`accepts maxTxnOps operations and refuses one more (TOO_MANY_OPS)`, async () => {
         const n = s.maxTxnOps;
         expect(n).toBe(128);
-        const puts = (count: number): Op[] =>
-          Array.from({ length: count }, (_, i) => ({ type: 'put' as const, key: `${p}t/${i}`, value: 'v' }));
+        const puts = (count: number): Op[] => Array.from({ length: count }, (_, i) => ({ type: 'put' as const, key: `${p}t/${i}`, value: 'v' }));
         const r = await s.revision();
         const ok = await s.txn({ compare: [], success: puts(n) });
         expect(ok.revision).toBe(r + 1);
@@ -357,9 +350,23 @@ export function storeContract(
         const r = await s.revision();
         const rec = await watchAll(s, `${p}n/`, r + 1);
         const res = await s.txns([
-          { compare: [{ key: `${p}n/a`, target: 'mod', op: '==', value: modA }], success: [{ type: 'put', key: `${p}n/a`, value: 'A2' }], failure: [{ type: 'get', key: `${p}n/a` }] },
-          { compare: [{ key: `${p}n/b`, target: 'mod', op: '==', value: modB - 1 }], success: [{ type: 'put', key: `${p}n/b`, value: 'B2' }], failure: [{ type: 'get', key: `${p}n/b` }] },
-          { compare: [], success: [{ type: 'put', key: `${p}n/c`, value: 'C' }, { type: 'get', key: `${p}n/c` }] },
+          {
+            compare: [{ key: `${p}n/a`, target: 'mod', op: '==', value: modA }],
+            success: [{ type: 'put', key: `${p}n/a`, value: 'A2' }],
+            failure: [{ type: 'get', key: `${p}n/a` }],
+          },
+          {
+            compare: [{ key: `${p}n/b`, target: 'mod', op: '==', value: modB - 1 }],
+            success: [{ type: 'put', key: `${p}n/b`, value: 'B2' }],
+            failure: [{ type: 'get', key: `${p}n/b` }],
+          },
+          {
+            compare: [],
+            success: [
+              { type: 'put', key: `${p}n/c`, value: 'C' },
+              { type: 'get', key: `${p}n/c` },
+            ],
+          },
         ]);
         expect(res.map((x) => x.succeeded)).toEqual([true, false, true]);
         expect(res.map((x) => x.revision)).toEqual([r + 1, r + 1, r + 1]);
@@ -409,9 +416,18 @@ export function storeContract(
         const n = s.maxTxnOps - 2;
         const puts = (tag: string, count: number): Op[] =>
           Array.from({ length: count }, (_, i) => ({ type: 'put' as const, key: `${p}d/${tag}/${i}`, value: 'v' }));
-        await expectCode(s.txns([{ compare: [], success: puts('a', n + 1) }, { compare: [], success: puts('b', 1) }]), 'TOO_MANY_OPS');
+        await expectCode(
+          s.txns([
+            { compare: [], success: puts('a', n + 1) },
+            { compare: [], success: puts('b', 1) },
+          ]),
+          'TOO_MANY_OPS',
+        );
         expect(await s.revision()).toBe(r);
-        const ok = await s.txns([{ compare: [], success: puts('a', n) }, { compare: [], success: puts('b', n) }]);
+        const ok = await s.txns([
+          { compare: [], success: puts('a', n) },
+          { compare: [], success: puts('b', n) },
+        ]);
         expect(ok.every((x) => x.succeeded && x.revision === r + 1)).toBe(true);
         expect((await s.range(`${p}d/`)).kvs).toHaveLength(2 * n);
       });
@@ -735,10 +751,7 @@ export function storeContract(
         await expectCode(s.put('', 'v'), 'INVALID_ARGUMENT');
         await expectCode(s.get(''), 'INVALID_ARGUMENT');
         await expectCode(s.grantLease(0), 'INVALID_ARGUMENT');
-        await expectCode(
-          s.txn({ compare: [{ key: `${p}a`, target: 'value', op: '<', value: 'x' } as unknown as Compare], success: [] }),
-          'INVALID_ARGUMENT',
-        );
+        await expectCode(s.txn({ compare: [{ key: `${p}a`, target: 'value', op: '<', value: 'x' } as unknown as Compare], success: [] }), 'INVALID_ARGUMENT');
       });
     });
   });

@@ -29,7 +29,10 @@ describe('the etcd watch connection', () => {
       // 512 KiB of events: 256 keys of 2 KiB, written directly (not through the proxy).
       const value = 'x'.repeat(2048);
       for (let i = 0; i < 256; i += 64) {
-        await direct.txn({ compare: [], success: Array.from({ length: 64 }, (_, j) => ({ type: 'put' as const, key: `${p}k${String(i + j).padStart(3, '0')}`, value })) });
+        await direct.txn({
+          compare: [],
+          success: Array.from({ length: 64 }, (_, j) => ({ type: 'put' as const, key: `${p}k${String(i + j).padStart(3, '0')}`, value })),
+        });
       }
       const events = (): number => rec.batches.reduce((n, b) => n + b.events.length, 0);
       await rec.waitFor(() => events() >= 257, 10_000);

@@ -34,17 +34,13 @@ afterAll(async () => {
   if (isolated) await (await isolated).stop();
 });
 
-storeContract(
-  'EtcdStore',
-  async () => ({ store: await EtcdStore.connect({ endpoints: [ownEndpoint()] }), prefix: uniquePrefix() }),
-  {
-    makeIsolated: async () => {
-      isolated ??= startEtcd();
-      const etcd = await isolated;
-      return { store: await EtcdStore.connect({ endpoints: [etcd.endpoint] }), prefix: uniquePrefix() };
-    },
+storeContract('EtcdStore', async () => ({ store: await EtcdStore.connect({ endpoints: [ownEndpoint()] }), prefix: uniquePrefix() }), {
+  makeIsolated: async () => {
+    isolated ??= startEtcd();
+    const etcd = await isolated;
+    return { store: await EtcdStore.connect({ endpoints: [etcd.endpoint] }), prefix: uniquePrefix() };
   },
-);
+});
 
 describe('EtcdStore specifics', () => {
   it("maps etcd's own too-many-operations refusal to TOO_MANY_OPS", async () => {
@@ -218,7 +214,10 @@ describe('EtcdStore specifics', () => {
       const second = b.campaign(name, 'b', 10);
       let bLeads = false;
       let bLost: Error | undefined;
-      void second.elected().then(() => (bLeads = true), () => undefined);
+      void second.elected().then(
+        () => (bLeads = true),
+        () => undefined,
+      );
       second.onLost((err) => (bLost = err));
       for (let i = 0; i < 100 && (await a.range(`election/${name}/`)).kvs.length < 2; i++) await sleep(50);
       await sleep(300);
@@ -285,15 +284,24 @@ class RestartableEtcd {
     const child = spawn(
       this.bin,
       [
-        '--name', 'restartable',
-        '--data-dir', this.dataDir,
-        '--listen-client-urls', url,
-        '--advertise-client-urls', url,
-        '--listen-peer-urls', peer,
-        '--initial-advertise-peer-urls', peer,
-        '--initial-cluster', `restartable=${peer}`,
-        '--log-level', 'error',
-        '--logger', 'zap',
+        '--name',
+        'restartable',
+        '--data-dir',
+        this.dataDir,
+        '--listen-client-urls',
+        url,
+        '--advertise-client-urls',
+        url,
+        '--listen-peer-urls',
+        peer,
+        '--initial-advertise-peer-urls',
+        peer,
+        '--initial-cluster',
+        `restartable=${peer}`,
+        '--log-level',
+        'error',
+        '--logger',
+        'zap',
       ],
       { stdio: 'ignore' },
     );

@@ -75,10 +75,12 @@ describe.each([
     expect(gc.stats).toEqual({ requests: 2, transactions: 12, largestGroup: 11 });
     // Without gather, the same burst takes a request for each free slot, and the rest wait.
     const eager = new GroupCommit(store, { maxInFlight: 4 });
-    await Promise.all(keys.map(async (k) => {
-      await Promise.resolve();
-      return eager.txn({ compare: [], success: [{ type: 'put', key: k, value: 'again' }] });
-    }));
+    await Promise.all(
+      keys.map(async (k) => {
+        await Promise.resolve();
+        return eager.txn({ compare: [], success: [{ type: 'put', key: k, value: 'again' }] });
+      }),
+    );
     expect(eager.stats.requests).toBeGreaterThan(1);
   });
 
@@ -95,7 +97,12 @@ describe.each([
         { type: 'put', key: epoch, value: v },
       ],
     });
-    const res = await Promise.all([gc.txn(bump('a', '1')), gc.txn(bump('b', '2')), gc.txn(bump('c', '3')), gc.txn({ compare: [], success: [{ type: 'put', key: `${p}d`, value: '4' }] })]);
+    const res = await Promise.all([
+      gc.txn(bump('a', '1')),
+      gc.txn(bump('b', '2')),
+      gc.txn(bump('c', '3')),
+      gc.txn({ compare: [], success: [{ type: 'put', key: `${p}d`, value: '4' }] }),
+    ]);
     expect(res.every((r) => r.succeeded)).toBe(true);
     // a alone; b with d; c after b (both write the epoch).
     expect(gc.stats.requests).toBe(3);
@@ -157,7 +164,7 @@ describe('group commit limits and errors', () => {
     const put = (k: string): TxnRequest => ({ compare: [], success: [{ type: 'put', key: k, value: 'v' }] });
     const settled = await Promise.allSettled([gc.txn(put('/a')), gc.txn(put('/b')), gc.txn(put('/c'))]);
     expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
-    expect((await inner.get('/b'))).toBeUndefined();
+    expect(await inner.get('/b')).toBeUndefined();
     fail = false;
     const later = await Promise.all([gc.txn(put('/d')), gc.txn(put('/e')), gc.txn(put('/f'))]);
     expect(later.every((r) => r.succeeded)).toBe(true);

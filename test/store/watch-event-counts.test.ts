@@ -10,7 +10,12 @@ describe('WatchEventCounts', () => {
     const tasks = c.counter('/cell/tasks/');
     tasks(4);
     tasks(1);
-    expect(c.byLabel(kind)).toEqual(new Map([['rus', 5], ['tasks', 5]]));
+    expect(c.byLabel(kind)).toEqual(
+      new Map([
+        ['rus', 5],
+        ['tasks', 5],
+      ]),
+    );
     for (let i = 0; i < 20_000; i++) c.counter(`/cell/rus/n${i}/`);
     c.counter('/cell/jobs/')(7);
     c.counter('/cell/tasks/')(1);

@@ -108,11 +108,26 @@ export async function startApiCell(o: CellOptions): Promise<ApiCell> {
   const schedStore = await open();
   const audit = await open();
   const monitors: MonitorProcess[] = await Promise.all(
-    DEMO_SERVERS.map((s) => startMonitor({ store: nodeStore, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: ttl })),
+    DEMO_SERVERS.map((s) =>
+      startMonitor({ store: nodeStore, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: ttl }),
+    ),
   );
   let sched: SchedulerProcess | undefined;
   try {
-    sched = await startScheduler({ name: `api-${o.kind}`, store: schedStore, keys, catalog, clock, rng: new SeededRng(17), log, agents: 2, host: '127.0.0.1', port: 0, leaseTtlSeconds: ttl, maxPendingTasks: MAX_PENDING_TASKS });
+    sched = await startScheduler({
+      name: `api-${o.kind}`,
+      store: schedStore,
+      keys,
+      catalog,
+      clock,
+      rng: new SeededRng(17),
+      log,
+      agents: 2,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: ttl,
+      maxPendingTasks: MAX_PENDING_TASKS,
+    });
   } catch (err) {
     await Promise.all(monitors.map((m) => m.close()));
     await Promise.all(stores.map((s) => s.close()));
@@ -182,10 +197,7 @@ export type Cmd =
   | { op: 'cluster' }
   | { op: 'pause'; ms: number };
 
-const nameArb = fc.oneof(
-  { weight: 10, arbitrary: fc.stringMatching(/^[A-Za-z0-9._-]{1,16}$/) },
-  { weight: 1, arbitrary: fc.constant('n'.repeat(128)) },
-);
+const nameArb = fc.oneof({ weight: 10, arbitrary: fc.stringMatching(/^[A-Za-z0-9._-]{1,16}$/) }, { weight: 1, arbitrary: fc.constant('n'.repeat(128)) });
 
 const inlineProfileArb = fc.record(
   {
@@ -195,7 +207,11 @@ const inlineProfileArb = fc.record(
     description: fc.string({ maxLength: 20 }),
     latencyCritical: fc.boolean(),
     typicalDurationMs: fc.oneof(fc.constant(MAX_DURATION_MS), fc.integer({ min: 1, max: 10_000 })),
-    platformPerf: fc.dictionary(fc.constantFrom(...CELL_PLATFORMS, ...OTHER_PLATFORMS.slice(0, 2)), fc.oneof(fc.constantFrom(100, 0.01), fc.integer({ min: 1, max: 100 })), { maxKeys: 3 }),
+    platformPerf: fc.dictionary(
+      fc.constantFrom(...CELL_PLATFORMS, ...OTHER_PLATFORMS.slice(0, 2)),
+      fc.oneof(fc.constantFrom(100, 0.01), fc.integer({ min: 1, max: 100 })),
+      { maxKeys: 3 },
+    ),
   },
   { requiredKeys: ['caused'] },
 );
@@ -256,7 +272,10 @@ const validSpecArb: fc.Arbitrary<Record<string, unknown>> = fc
         tasks: tasksArb,
         priority: fc.oneof(fc.constantFrom(0, MAX_PRIORITY), fc.integer({ min: 0, max: MAX_PRIORITY })),
         mode: fc.constantFrom('incremental', 'gang'),
-        locality: fc.record({ mode: fc.constantFrom('any', 'pack', 'spread'), scope: fc.constantFrom('server', 'rack'), required: fc.boolean() }, { requiredKeys: [] }),
+        locality: fc.record(
+          { mode: fc.constantFrom('any', 'pack', 'spread'), scope: fc.constantFrom('server', 'rack'), required: fc.boolean() },
+          { requiredKeys: [] },
+        ),
         constraints: fc.oneof({ weight: 2, arbitrary: constraintsArb }, { weight: 1, arbitrary: fc.constant({}) }),
         maxQueueMs: fc.oneof(fc.constantFrom(0, MAX_QUEUE_MS), fc.integer({ min: 0, max: 30_000 })),
         durationMs: durationArb,
@@ -351,7 +370,12 @@ export const MUTATIONS: readonly Mutation[] = [
 ];
 
 const rawArb: fc.Arbitrary<SpecCase> = fc.oneof(
-  { weight: 4, arbitrary: fc.constantFrom<RawKind>('not-json', 'array', 'null', 'string', 'number', 'empty', 'proto-key', 'constructor-key').map((raw) => ({ kind: 'raw' as const, raw, n: 0 })) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .constantFrom<RawKind>('not-json', 'array', 'null', 'string', 'number', 'empty', 'proto-key', 'constructor-key')
+      .map((raw) => ({ kind: 'raw' as const, raw, n: 0 })),
+  },
   { weight: 1, arbitrary: fc.constantFrom(10_000, 30_000).map((n) => ({ kind: 'raw' as const, raw: 'nested' as const, n })) },
   // Over the 64 KiB spec limit; the last one over the 1 MiB gRPC message limit as well.
   { weight: 1, arbitrary: fc.constantFrom(70_000, 200_000, 1_100_000).map((n) => ({ kind: 'raw' as const, raw: 'pad' as const, n })) },
@@ -371,7 +395,12 @@ const ridArb: fc.Arbitrary<RidMode> = fc.oneof(
 
 const targetArb: fc.Arbitrary<Target> = fc.oneof(
   { weight: 5, arbitrary: fc.nat(20).map((pick) => ({ kind: 'job' as const, pick })) },
-  { weight: 3, arbitrary: fc.oneof(fc.stringMatching(/^[A-Za-z0-9._-]{1,40}$/), fc.constant('j-nope'), fc.constant('j'.repeat(200))).map((id) => ({ kind: 'unknown' as const, id: `zz-${id}`.slice(0, 200) })) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .oneof(fc.stringMatching(/^[A-Za-z0-9._-]{1,40}$/), fc.constant('j-nope'), fc.constant('j'.repeat(200)))
+      .map((id) => ({ kind: 'unknown' as const, id: `zz-${id}`.slice(0, 200) })),
+  },
   { weight: 1, arbitrary: fc.constantFrom('', 'a/b', '../jobs/x', 'x'.repeat(201), 'j-\u0000', 'ü').map((id) => ({ kind: 'malformed' as const, id })) },
 );
 
@@ -381,7 +410,15 @@ const listArb = fc
 
 export const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 14, arbitrary: fc.record({ op: fc.constant('submit' as const), spec: specCaseArb, rid: ridArb }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), pick: fc.nat(10), variant: fc.constantFrom('same' as const, 'renamed' as const, 'other' as const), other: specCaseArb }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('retry' as const),
+      pick: fc.nat(10),
+      variant: fc.constantFrom('same' as const, 'renamed' as const, 'other' as const),
+      other: specCaseArb,
+    }),
+  },
   { weight: 5, arbitrary: fc.record({ op: fc.constantFrom('get' as const, 'cancel' as const, 'explain' as const, 'watch' as const), target: targetArb }) },
   { weight: 2, arbitrary: listArb },
   { weight: 1, arbitrary: fc.constant({ op: 'cluster' as const }) },
@@ -393,16 +430,59 @@ export const scenarioArb: fc.Arbitrary<Cmd[]> = fc.array(cmdArb, { minLength: 1,
 /** Scenarios run first in every check: the documented limits, and a gang that fills the idle cell. */
 export const EXAMPLE_SCENARIOS: Cmd[][] = [
   [
-    { op: 'submit', spec: { kind: 'valid', spec: { name: 'fills-the-cell', profile: 'spark-lr', tasks: CELL_RUS, mode: 'gang', durationMs: 50 } }, rid: { kind: 'none' } },
-    { op: 'submit', spec: { kind: 'valid', spec: { name: 'spread-too-wide', profile: 'spark-lr', tasks: DEMO_SERVERS.length + 1, locality: { mode: 'spread' }, durationMs: 50 } }, rid: { kind: 'none' } },
+    {
+      op: 'submit',
+      spec: { kind: 'valid', spec: { name: 'fills-the-cell', profile: 'spark-lr', tasks: CELL_RUS, mode: 'gang', durationMs: 50 } },
+      rid: { kind: 'none' },
+    },
+    {
+      op: 'submit',
+      spec: {
+        kind: 'valid',
+        spec: { name: 'spread-too-wide', profile: 'spark-lr', tasks: DEMO_SERVERS.length + 1, locality: { mode: 'spread' }, durationMs: 50 },
+      },
+      rid: { kind: 'none' },
+    },
     { op: 'watch', target: { kind: 'unknown', id: 'j-does-not-exist' } },
     { op: 'list', states: ['queued', 'finished'], limit: 0 },
   ],
   [
-    { op: 'submit', spec: { kind: 'valid', spec: { name: 'n'.repeat(128), profile: 'hadoop-map', tasks: MAX_TASKS, priority: 0, maxQueueMs: 0, durationMs: 5 } }, rid: { kind: 'fresh', long: true } },
-    { op: 'submit', spec: { kind: 'valid', spec: { name: 'top', profile: 'memcached', tasks: 8, mode: 'gang', priority: MAX_PRIORITY, maxQueueMs: MAX_QUEUE_MS, durationMs: 200, constraints: { platforms: ['c3-large'], attributes: { zone: 'demo-a' } } } }, rid: { kind: 'none' } },
-    { op: 'submit', spec: { kind: 'valid', spec: { name: 'nowhere', profile: 'spark-lr', tasks: 1, durationMs: 5, constraints: { attributes: { zone: 'nowhere' } } } }, rid: { kind: 'none' } },
-    { op: 'submit', spec: { kind: 'invalid', spec: { name: 'over', profile: 'spark-lr', tasks: 1, durationMs: 5 }, mutation: { key: 'tasks', value: MAX_TASKS + 1, fields: ['tasks'] } }, rid: { kind: 'none' } },
+    {
+      op: 'submit',
+      spec: { kind: 'valid', spec: { name: 'n'.repeat(128), profile: 'hadoop-map', tasks: MAX_TASKS, priority: 0, maxQueueMs: 0, durationMs: 5 } },
+      rid: { kind: 'fresh', long: true },
+    },
+    {
+      op: 'submit',
+      spec: {
+        kind: 'valid',
+        spec: {
+          name: 'top',
+          profile: 'memcached',
+          tasks: 8,
+          mode: 'gang',
+          priority: MAX_PRIORITY,
+          maxQueueMs: MAX_QUEUE_MS,
+          durationMs: 200,
+          constraints: { platforms: ['c3-large'], attributes: { zone: 'demo-a' } },
+        },
+      },
+      rid: { kind: 'none' },
+    },
+    {
+      op: 'submit',
+      spec: { kind: 'valid', spec: { name: 'nowhere', profile: 'spark-lr', tasks: 1, durationMs: 5, constraints: { attributes: { zone: 'nowhere' } } } },
+      rid: { kind: 'none' },
+    },
+    {
+      op: 'submit',
+      spec: {
+        kind: 'invalid',
+        spec: { name: 'over', profile: 'spark-lr', tasks: 1, durationMs: 5 },
+        mutation: { key: 'tasks', value: MAX_TASKS + 1, fields: ['tasks'] },
+      },
+      rid: { kind: 'none' },
+    },
     { op: 'retry', pick: 0, variant: 'renamed', other: { kind: 'raw', raw: 'empty', n: 0 } },
     { op: 'cancel', target: { kind: 'job', pick: 1 } },
   ],
@@ -482,10 +562,18 @@ interface Eligible {
 
 function eligible(spec: Record<string, unknown>): Eligible {
   const c = (spec.constraints ?? {}) as { platforms?: string[]; attributes?: Record<string, string> };
-  const match = DEMO_SERVERS.filter((s) => (!c.platforms || c.platforms.includes(s.platform)) && Object.entries(c.attributes ?? {}).every(([k, v]) => s.attributes[k] === v));
+  const match = DEMO_SERVERS.filter(
+    (s) => (!c.platforms || c.platforms.includes(s.platform)) && Object.entries(c.attributes ?? {}).every(([k, v]) => s.attributes[k] === v),
+  );
   const perRack = new Map<string, number>();
   for (const s of match) perRack.set(s.rack, (perRack.get(s.rack) ?? 0) + s.rus);
-  return { servers: match.length, rus: match.reduce((n, s) => n + s.rus, 0), racks: perRack.size, serverRus: Math.max(0, ...match.map((s) => s.rus)), rackRus: Math.max(0, ...perRack.values()) };
+  return {
+    servers: match.length,
+    rus: match.reduce((n, s) => n + s.rus, 0),
+    racks: perRack.size,
+    serverRus: Math.max(0, ...match.map((s) => s.rus)),
+    rackRus: Math.max(0, ...perRack.values()),
+  };
 }
 
 interface Shape {
@@ -521,8 +609,10 @@ function feasibility(spec: Record<string, unknown>): { ok: boolean; why: string 
   const s = shapeOf(spec);
   if (e.servers === 0) return { ok: false, why: 'no server matches the constraints' };
   if (s.gang && s.tasks > e.rus) return { ok: false, why: `gang of ${s.tasks} > ${e.rus} eligible RUs` };
-  if (s.spread && s.required && s.tasks > (s.rack ? e.racks : e.servers)) return { ok: false, why: `required spread of ${s.tasks} over ${s.rack ? e.racks : e.servers} ${s.rack ? 'racks' : 'servers'}` };
-  if (s.pack && s.tasks > (s.rack ? e.rackRus : e.serverRus)) return { ok: false, why: `required pack of ${s.tasks} on one ${s.rack ? 'rack' : 'server'} of at most ${s.rack ? e.rackRus : e.serverRus} RUs` };
+  if (s.spread && s.required && s.tasks > (s.rack ? e.racks : e.servers))
+    return { ok: false, why: `required spread of ${s.tasks} over ${s.rack ? e.racks : e.servers} ${s.rack ? 'racks' : 'servers'}` };
+  if (s.pack && s.tasks > (s.rack ? e.rackRus : e.serverRus))
+    return { ok: false, why: `required pack of ${s.tasks} on one ${s.rack ? 'rack' : 'server'} of at most ${s.rack ? e.rackRus : e.serverRus} RUs` };
   return { ok: true, why: 'valid and feasible' };
 }
 
@@ -549,7 +639,14 @@ function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
     if (c.platforms && !c.platforms.includes(srv.platform)) continue;
     if (!Object.entries(c.attributes ?? {}).every(([k, v]) => srv.attributes[k] === v)) continue;
     const k = s.spread && s.required && !s.rack ? 1 : Math.min(s.tasks, srv.rus);
-    worst = Math.max(worst, perfSlowdown(caused, caused.map((x) => x * k), srv.rus));
+    worst = Math.max(
+      worst,
+      perfSlowdown(
+        caused,
+        caused.map((x) => x * k),
+        srv.rus,
+      ),
+    );
   }
   return worst;
 }
@@ -581,7 +678,11 @@ export function buildSpec(c: SpecCase): Built {
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_SPEC_BYTES) {
     // The size rule comes first; past the gRPC message limit the transport refuses the call.
-    exp = { codes: bytes + 64 > MAX_GRPC_REQUEST ? [INVALID, grpc.status.RESOURCE_EXHAUSTED] : [INVALID], fields: ['spec_json'], why: `spec of ${bytes} bytes` };
+    exp = {
+      codes: bytes + 64 > MAX_GRPC_REQUEST ? [INVALID, grpc.status.RESOURCE_EXHAUSTED] : [INVALID],
+      fields: ['spec_json'],
+      why: `spec of ${bytes} bytes`,
+    };
   } else if (c.kind === 'valid' && bytes > MAX_SPEC_BYTES - 8192) {
     // Close to the limit the stored job (spec plus resolved profile) may pass 64 KiB.
     exp = { ...exp, codes: [...exp.codes, INVALID], fields: ['(root)', 'spec_json'], why: `${exp.why}; ${bytes} bytes, close to the limit` };
@@ -603,14 +704,16 @@ function canonical(text: string): string | undefined {
 // Checks
 
 export const PROPERTIES = {
-  'submit-status': 'SubmitJob answers OK, INVALID_ARGUMENT naming the field, FAILED_PRECONDITION or ALREADY_EXISTS, as the spec and the cell call for; RESOURCE_EXHAUSTED only when the open jobs could hold more unplaced tasks than the limit',
+  'submit-status':
+    'SubmitJob answers OK, INVALID_ARGUMENT naming the field, FAILED_PRECONDITION or ALREADY_EXISTS, as the spec and the cell call for; RESOURCE_EXHAUSTED only when the open jobs could hold more unplaced tasks than the limit',
   'unknown-id': 'Get/Cancel/Explain/Watch of an unknown job id answer NOT_FOUND promptly (a malformed id: INVALID_ARGUMENT or NOT_FOUND)',
   'list-filter': 'ListJobs with an unknown state answers INVALID_ARGUMENT; valid filters and limits are honoured',
   'call-status': 'calls on existing jobs and GetCluster answer OK within their deadline',
   'no-persist-on-reject': 'a refused submit writes no job, owner or request key',
   'watch-final-once': 'every WatchJob stream of an accepted job shows its final state in exactly one (complete) event, then ends with OK',
   'watch-revisions': 'revisions along a WatchJob stream never decrease; parts of one event share its revision; a revision never reappears after more=false',
-  'final-or-waiting': 'by the end each accepted job is final, visibly waiting (queued/admitted with a message) or still working through more work than fits the run',
+  'final-or-waiting':
+    'by the end each accepted job is final, visibly waiting (queued/admitted with a message) or still working through more work than fits the run',
   'idle-wait': 'a feasible job does not wait in an idle cell',
   cancel: 'CancelJob at the end makes every job that is not final cancelled within a few seconds',
   'no-ru-leak': 'once every job is final the cell shows no busy RU',
@@ -685,10 +788,13 @@ class Watch {
     if (!ev.job) this.problems.push({ property: 'watch-final-once', message: `${at} has no job summary` });
     else if (ev.job.id !== this.jobId) this.problems.push({ property: 'watch-final-once', message: `${at} is about job ${ev.job.id}` });
     if (this.events > 0) {
-      if (this.lastMore && rev !== this.lastRev) this.problems.push({ property: 'watch-revisions', message: `${at} follows a part with more=true at revision ${this.lastRev}` });
-      if (!this.lastMore && rev <= this.lastRev) this.problems.push({ property: 'watch-revisions', message: `${at} after revision ${this.lastRev} with more=false` });
+      if (this.lastMore && rev !== this.lastRev)
+        this.problems.push({ property: 'watch-revisions', message: `${at} follows a part with more=true at revision ${this.lastRev}` });
+      if (!this.lastMore && rev <= this.lastRev)
+        this.problems.push({ property: 'watch-revisions', message: `${at} after revision ${this.lastRev} with more=false` });
     }
-    if (this.finalEvents > 0 && !(this.lastMore && rev === this.lastRev)) this.problems.push({ property: 'watch-final-once', message: `${at} after the final event` });
+    if (this.finalEvents > 0 && !(this.lastMore && rev === this.lastRev))
+      this.problems.push({ property: 'watch-final-once', message: `${at} after the final event` });
     if (FINAL.has(state)) {
       this.finalRevs.add(rev);
       if (!ev.more) {
@@ -735,7 +841,18 @@ export interface ScenarioStats {
 }
 
 export function emptyStats(): ScenarioStats {
-  return { commands: {}, codes: {}, accepted: 0, acceptedTasks: 0, maxTasksAccepted: 0, finalStates: {}, cancelledAtEnd: 0, waitingAtEnd: 0, workingAtEnd: 0, watchEvents: 0 };
+  return {
+    commands: {},
+    codes: {},
+    accepted: 0,
+    acceptedTasks: 0,
+    maxTasksAccepted: 0,
+    finalStates: {},
+    cancelledAtEnd: 0,
+    waitingAtEnd: 0,
+    workingAtEnd: 0,
+    watchEvents: 0,
+  };
 }
 
 function bump(m: Record<string, number>, k: string, by = 1): void {
@@ -777,7 +894,11 @@ export const DEFAULT_TIMING: Timing = { callMs: 10_000, watchNotFoundMs: 5000, s
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function jobKeys(cell: ApiCell): Promise<{ jobs: Set<string>; requests: Set<string>; owners: Set<string> }> {
-  const [jobs, requests, owners] = await Promise.all([cell.audit.range(cell.keys.jobs()), cell.audit.range(`${cell.prefix}requests/`), cell.audit.range(cell.keys.owners())]);
+  const [jobs, requests, owners] = await Promise.all([
+    cell.audit.range(cell.keys.jobs()),
+    cell.audit.range(`${cell.prefix}requests/`),
+    cell.audit.range(cell.keys.owners()),
+  ]);
   return { jobs: new Set(jobs.kvs.map((kv) => kv.key)), requests: new Set(requests.kvs.map((kv) => kv.key)), owners: new Set(owners.kvs.map((kv) => kv.key)) };
 }
 
@@ -857,13 +978,20 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
     const tasksAsked = typeof exp0.spec?.tasks === 'number' ? exp0.spec.tasks : 0;
     const bound = unplacedBound();
     if (!same && exp0.codes.includes(grpc.status.OK) && bound > 0 && bound + tasksAsked > MAX_PENDING_TASKS) {
-      exp = { ...exp0, codes: [...exp0.codes, grpc.status.RESOURCE_EXHAUSTED], why: `${exp0.why}; open jobs may hold up to ${bound} unplaced tasks (limit ${MAX_PENDING_TASKS})` };
+      exp = {
+        ...exp0,
+        codes: [...exp0.codes, grpc.status.RESOURCE_EXHAUSTED],
+        why: `${exp0.why}; open jobs may hold up to ${bound} unplaced tasks (limit ${MAX_PENDING_TASKS})`,
+      };
     }
     const r = await unary<SubmitJobResponse__Output>((o, cb) => c.SubmitJob({ specJson: text, requestId: rid }, o, cb), t.callMs);
     bump(stats.codes, `SubmitJob ${codeName(r.code)}`);
     const show = `${what} ${clip(text, 400)}${rid ? ` (request_id ${clip(rid, 40)})` : ''}`;
     if (!exp.codes.includes(r.code)) {
-      fail('submit-status', `SubmitJob answered ${codeName(r.code)} (${clip(r.details)}) in ${r.ms} ms; expected ${exp.codes.map(codeName).join(' or ')} (${exp.why}): ${show}`);
+      fail(
+        'submit-status',
+        `SubmitJob answered ${codeName(r.code)} (${clip(r.details)}) in ${r.ms} ms; expected ${exp.codes.map(codeName).join(' or ')} (${exp.why}): ${show}`,
+      );
     } else if (r.code === grpc.status.INVALID_ARGUMENT && !exp.fields.includes('(root)') && !exp.fields.some((f) => r.details.includes(f) || r.field === f)) {
       fail('submit-status', `INVALID_ARGUMENT does not name ${exp.fields.join(' or ')}: "${clip(r.details)}" for ${show}`);
     } else if (r.code !== grpc.status.OK && r.details.trim() === '') {
@@ -872,8 +1000,13 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
       // The message states the count: it must be one the open jobs can explain and over the limit.
       const m = /holds (\d+) tasks not yet placed \(limit (\d+)/.exec(r.details);
       const held = m ? Number(m[1]) : NaN;
-      if (!m || Number(m[2]) !== MAX_PENDING_TASKS) fail('submit-status', `RESOURCE_EXHAUSTED does not state the unplaced tasks and the limit ${MAX_PENDING_TASKS}: "${clip(r.details)}" for ${show}`);
-      else if (held > bound || held + tasksAsked <= MAX_PENDING_TASKS) fail('submit-status', `RESOURCE_EXHAUSTED with ${held} unplaced tasks for a job of ${tasksAsked} (limit ${MAX_PENDING_TASKS}; open jobs hold at most ${bound}): ${show}`);
+      if (!m || Number(m[2]) !== MAX_PENDING_TASKS)
+        fail('submit-status', `RESOURCE_EXHAUSTED does not state the unplaced tasks and the limit ${MAX_PENDING_TASKS}: "${clip(r.details)}" for ${show}`);
+      else if (held > bound || held + tasksAsked <= MAX_PENDING_TASKS)
+        fail(
+          'submit-status',
+          `RESOURCE_EXHAUSTED with ${held} unplaced tasks for a job of ${tasksAsked} (limit ${MAX_PENDING_TASKS}; open jobs hold at most ${bound}): ${show}`,
+        );
     }
     if (r.code !== grpc.status.OK) {
       const after = await jobKeys(cell);
@@ -899,7 +1032,15 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
       return;
     }
     const spec = exp.spec;
-    const j: Accepted = { jobId, text, spec, feasible: exp.feasible ?? true, submittedAt: Date.now(), watches: [new Watch(c, jobId, watchDeadline)], ...(rid ? { rid } : {}) };
+    const j: Accepted = {
+      jobId,
+      text,
+      spec,
+      feasible: exp.feasible ?? true,
+      submittedAt: Date.now(),
+      watches: [new Watch(c, jobId, watchDeadline)],
+      ...(rid ? { rid } : {}),
+    };
     jobs.push(j);
     byId.set(jobId, j);
     stats.accepted++;
@@ -915,7 +1056,11 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
   const checkUnknown = (call: string, r: { code: grpc.status; details: string; ms: number }, id: string, malformed: boolean): void => {
     bump(stats.codes, `${call} ${codeName(r.code)}`);
     const ok = r.code === grpc.status.NOT_FOUND || (malformed && r.code === grpc.status.INVALID_ARGUMENT);
-    if (!ok) fail('unknown-id', `${call} of ${malformed ? 'malformed' : 'unknown'} id ${JSON.stringify(clip(id, 60))} answered ${codeName(r.code)} (${clip(r.details)}) after ${r.ms} ms; expected NOT_FOUND${malformed ? ' or INVALID_ARGUMENT' : ''}`);
+    if (!ok)
+      fail(
+        'unknown-id',
+        `${call} of ${malformed ? 'malformed' : 'unknown'} id ${JSON.stringify(clip(id, 60))} answered ${codeName(r.code)} (${clip(r.details)}) after ${r.ms} ms; expected NOT_FOUND${malformed ? ' or INVALID_ARGUMENT' : ''}`,
+      );
   };
 
   try {
@@ -930,7 +1075,12 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
           else if (cmd.rid.kind === 'bad') {
             rid = cmd.rid.id;
             // The spec is checked first; a valid one is then refused for its request id.
-            if (exp.spec) exp = { codes: [grpc.status.INVALID_ARGUMENT], fields: exp.fields.includes('(root)') ? ['(root)'] : ['request_id'], why: `bad request_id ${JSON.stringify(rid)}` };
+            if (exp.spec)
+              exp = {
+                codes: [grpc.status.INVALID_ARGUMENT],
+                fields: exp.fields.includes('(root)') ? ['(root)'] : ['request_id'],
+                why: `bad request_id ${JSON.stringify(rid)}`,
+              };
           }
           await submitOnce('spec', b.text, rid, exp);
           break;
@@ -954,9 +1104,20 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
               const b = buildSpec(cmd.other);
               text = b.text;
               if (!b.exp.spec) exp = b.exp;
-              else if (canonical(text) === canonical(orig.text)) exp = { codes: [grpc.status.OK], fields: [], why: 'the same spec (after defaults) with the same request_id' };
-              else if (b.exp.feasible === false) exp = { codes: [grpc.status.ALREADY_EXISTS, grpc.status.FAILED_PRECONDITION], fields: [], why: `another spec (${b.exp.why}) with a used request_id` };
-              else exp = { codes: [grpc.status.ALREADY_EXISTS, ...b.exp.codes.filter((x) => x === grpc.status.INVALID_ARGUMENT)], fields: b.exp.fields, why: 'another spec with a used request_id' };
+              else if (canonical(text) === canonical(orig.text))
+                exp = { codes: [grpc.status.OK], fields: [], why: 'the same spec (after defaults) with the same request_id' };
+              else if (b.exp.feasible === false)
+                exp = {
+                  codes: [grpc.status.ALREADY_EXISTS, grpc.status.FAILED_PRECONDITION],
+                  fields: [],
+                  why: `another spec (${b.exp.why}) with a used request_id`,
+                };
+              else
+                exp = {
+                  codes: [grpc.status.ALREADY_EXISTS, ...b.exp.codes.filter((x) => x === grpc.status.INVALID_ARGUMENT)],
+                  fields: b.exp.fields,
+                  why: 'another spec with a used request_id',
+                };
             }
           }
           await submitOnce(`retry (${cmd.variant}) of ${orig.jobId}:`, text, orig.rid, exp, orig);
@@ -977,7 +1138,8 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
           if (tg.known) {
             checkExisting(call, r, id);
             const got = r.value as { id?: string; jobId?: string } | undefined;
-            if (r.code === grpc.status.OK && (got?.id ?? got?.jobId) !== id) fail('call-status', `${call} of ${id} answered about ${got?.id ?? got?.jobId ?? '?'}`);
+            if (r.code === grpc.status.OK && (got?.id ?? got?.jobId) !== id)
+              fail('call-status', `${call} of ${id} answered about ${got?.id ?? got?.jobId ?? '?'}`);
           } else checkUnknown(call, r, id, tg.malformed);
           break;
         }
@@ -1002,8 +1164,13 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
           const unknown = cmd.states.filter((s) => !JOB_STATES.includes(s));
           const show = `ListJobs(states=${JSON.stringify(cmd.states.map((s) => clip(s, 20)))}, limit=${cmd.limit})`;
           if (unknown.length > 0) {
-            if (r.code !== grpc.status.INVALID_ARGUMENT) fail('list-filter', `${show} answered ${codeName(r.code)} (${clip(r.details)}); expected INVALID_ARGUMENT for ${JSON.stringify(clip(unknown[0] ?? '', 20))}`);
-            else if (!/states/.test(r.details) && !/states/.test(r.field)) fail('list-filter', `${show}: INVALID_ARGUMENT does not name states: ${clip(r.details)}`);
+            if (r.code !== grpc.status.INVALID_ARGUMENT)
+              fail(
+                'list-filter',
+                `${show} answered ${codeName(r.code)} (${clip(r.details)}); expected INVALID_ARGUMENT for ${JSON.stringify(clip(unknown[0] ?? '', 20))}`,
+              );
+            else if (!/states/.test(r.details) && !/states/.test(r.field))
+              fail('list-filter', `${show}: INVALID_ARGUMENT does not name states: ${clip(r.details)}`);
           } else if (r.code !== grpc.status.OK) {
             fail('list-filter', `${show} answered ${codeName(r.code)} (${clip(r.details)})`);
           } else {
@@ -1017,7 +1184,8 @@ export async function runScenario(cell: ApiCell, cmds: readonly Cmd[], t: Timing
         case 'cluster': {
           const r = await unary<Cluster__Output>((o, cb) => c.GetCluster({}, o, cb), t.callMs);
           checkExisting('GetCluster', r, '(cluster)');
-          if (r.value && (r.value.rus !== CELL_RUS || r.value.servers.length !== DEMO_SERVERS.length)) fail('call-status', `GetCluster shows ${r.value.rus} RUs on ${r.value.servers.length} servers`);
+          if (r.value && (r.value.rus !== CELL_RUS || r.value.servers.length !== DEMO_SERVERS.length))
+            fail('call-status', `GetCluster shows ${r.value.rus} RUs on ${r.value.servers.length} servers`);
           break;
         }
         case 'pause':
@@ -1092,7 +1260,9 @@ async function busyRus(cell: ApiCell, t: Timing, fail: Fail): Promise<{ busy: nu
     fail('call-status', `GetCluster answered ${codeName(r.code)} (${clip(r.details)})`);
     return undefined;
   }
-  const held = r.value.servers.flatMap((s) => s.rus.filter((u) => u.state === 'busy' || u.state === 'reserved').map((u) => `${s.id}/${u.index} ${u.state} by ${u.job}#${u.task}`));
+  const held = r.value.servers.flatMap((s) =>
+    s.rus.filter((u) => u.state === 'busy' || u.state === 'reserved').map((u) => `${s.id}/${u.index} ${u.state} by ${u.job}#${u.task}`),
+  );
   return { busy: r.value.busy, detail: held.slice(0, 6).join(', ') };
 }
 
@@ -1103,8 +1273,12 @@ async function admissionView(cell: ApiCell, jobId: string, t: Timing): Promise<s
     unary<Cluster__Output>((o, cb) => cell.client.GetCluster({}, o, cb), t.callMs),
   ]);
   const v = e.value?.admission[e.value.admission.length - 1];
-  const verdict = v ? `last admission verdict ${v.action} (${clip(v.reason, 120)}; acceptable free ${v.acceptableFree}, total free ${v.totalFree}, needed ${v.needed})` : `no admission verdict (ExplainJob ${codeName(e.code)})`;
-  const buckets = cl.value ? `admission buckets show ${cl.value.buckets.reduce((a, b) => a + b.free, 0)} of ${cl.value.buckets.reduce((a, b) => a + b.rus, 0)} RUs free, the cell ${cl.value.free} of ${cl.value.rus}` : '';
+  const verdict = v
+    ? `last admission verdict ${v.action} (${clip(v.reason, 120)}; acceptable free ${v.acceptableFree}, total free ${v.totalFree}, needed ${v.needed})`
+    : `no admission verdict (ExplainJob ${codeName(e.code)})`;
+  const buckets = cl.value
+    ? `admission buckets show ${cl.value.buckets.reduce((a, b) => a + b.free, 0)} of ${cl.value.buckets.reduce((a, b) => a + b.rus, 0)} RUs free, the cell ${cl.value.free} of ${cl.value.rus}`
+    : '';
   return `${verdict}; ${buckets}`;
 }
 
@@ -1142,7 +1316,10 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
           idleSince.set(j.jobId, since);
           if (now - since >= t.idleWaitMs) {
             idleReported.add(j.jobId);
-            fail('idle-wait', `${describeJob(j, s)}: still ${s.state} after ${now - since} ms with every RU of the cell free; ${await admissionView(cell, j.jobId, t)}`);
+            fail(
+              'idle-wait',
+              `${describeJob(j, s)}: still ${s.state} after ${now - since} ms with every RU of the cell free; ${await admissionView(cell, j.jobId, t)}`,
+            );
           } else pending = true;
         } else idleSince.delete(j.jobId);
       } else {
@@ -1168,7 +1345,11 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
       if (s.message.trim() === '') fail('final-or-waiting', `${describeJob(j, s)}: waits without saying why, ${Date.now() - j.submittedAt} ms after submit`);
     } else {
       stats.workingAtEnd++;
-      if (!heavy(j)) fail('final-or-waiting', `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell`);
+      if (!heavy(j))
+        fail(
+          'final-or-waiting',
+          `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell`,
+        );
     }
   }
 
@@ -1220,7 +1401,8 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
         continue;
       }
       if (w.status.code !== grpc.status.OK) fail('watch-final-once', `${where}: ended with ${codeName(w.status.code)} (${clip(w.status.details)})`);
-      else if (w.finalEvents !== 1) fail('watch-final-once', `${where}: ended OK after ${w.finalEvents} complete final events (revisions ${[...w.finalRevs].join(', ') || '-'})`);
+      else if (w.finalEvents !== 1)
+        fail('watch-final-once', `${where}: ended OK after ${w.finalEvents} complete final events (revisions ${[...w.finalRevs].join(', ') || '-'})`);
       else if (w.finalRevs.size !== 1) fail('watch-final-once', `${where}: final state at ${w.finalRevs.size} revisions (${[...w.finalRevs].join(', ')})`);
       else if (w.lastMore) fail('watch-revisions', `${where}: the last event has more=true`);
     }
@@ -1292,7 +1474,10 @@ export interface PropertyResult {
 
 export function parseOnly(v: string | undefined): PropertyName[] | undefined {
   if (!v) return undefined;
-  const names = v.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const n of names) if (!(n in PROPERTIES)) throw new Error(`unknown property '${n}' (known: ${Object.keys(PROPERTIES).join(', ')})`);
   return names as PropertyName[];
 }
@@ -1377,7 +1562,9 @@ export async function runApiProperty(o: PropertyOptions): Promise<PropertyResult
   const health = await healthCheck(cell.address);
   await cell.close();
   const err = details.errorInstance instanceof Error ? details.errorInstance.message : details.errorInstance ? JSON.stringify(details.errorInstance) : '';
-  const report = details.failed ? `${fc.defaultReportMessage(details) ?? 'failed'}${err && !(fc.defaultReportMessage(details) ?? '').includes(err) ? `\n${err}` : ''}` : '';
+  const report = details.failed
+    ? `${fc.defaultReportMessage(details) ?? 'failed'}${err && !(fc.defaultReportMessage(details) ?? '').includes(err) ? `\n${err}` : ''}`
+    : '';
   return {
     kind: o.kind,
     ok: !details.failed,

@@ -56,9 +56,7 @@ export function addressInUse(err: unknown): boolean {
 }
 
 export function findEtcd(): string | undefined {
-  const candidates = [process.env.ETCD_BIN, 'etcd', '/usr/bin/etcd', '/usr/local/bin/etcd'].filter(
-    (x): x is string => typeof x === 'string' && x.length > 0,
-  );
+  const candidates = [process.env.ETCD_BIN, 'etcd', '/usr/bin/etcd', '/usr/local/bin/etcd'].filter((x): x is string => typeof x === 'string' && x.length > 0);
   for (const c of candidates) {
     const r = spawnSync(c, ['--version'], { encoding: 'utf8' });
     if (r.status === 0) return c;
@@ -72,9 +70,7 @@ export function ensureEtcd(say: (msg: string) => void): string {
   if (found) return found;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (!isRoot) {
-    throw new Error(
-      'etcd is not installed and this user cannot install it: run `sudo apt-get install -y etcd-server` or set ETCD_BIN',
-    );
+    throw new Error('etcd is not installed and this user cannot install it: run `sudo apt-get install -y etcd-server` or set ETCD_BIN');
   }
   say('etcd not found: installing Debian package etcd-server (apt-get) ...');
   const upd = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
@@ -109,30 +105,39 @@ export interface RestartableEtcdProcess extends EtcdProcess {
   resume(): void;
 }
 
-export async function startEtcd(
-  opts: { bin?: string; extraArgs?: string[]; dataDir?: string; tls?: EtcdTls } = {},
-): Promise<RestartableEtcdProcess> {
+export async function startEtcd(opts: { bin?: string; extraArgs?: string[]; dataDir?: string; tls?: EtcdTls } = {}): Promise<RestartableEtcdProcess> {
   const bin = opts.bin ?? findEtcd();
   if (!bin) throw new Error('etcd binary not found (set ETCD_BIN or install etcd-server)');
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tarcil-etcd-'));
   const scheme = opts.tls ? 'https' : 'http';
   const tlsArgs = opts.tls
     ? [
-        '--cert-file', opts.tls.certFile,
-        '--key-file', opts.tls.keyFile,
+        '--cert-file',
+        opts.tls.certFile,
+        '--key-file',
+        opts.tls.keyFile,
         ...(opts.tls.caFile ? ['--trusted-ca-file', opts.tls.caFile, '--client-cert-auth'] : []),
       ]
     : [];
   const argsFor = (clientUrl: string, peerPort: number): string[] => [
-    '--name', 'tarcil-test',
-    '--data-dir', dataDir,
-    '--listen-client-urls', clientUrl,
-    '--advertise-client-urls', clientUrl,
-    '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-cluster', `tarcil-test=http://127.0.0.1:${peerPort}`,
-    '--log-level', 'error',
-    '--logger', 'zap',
+    '--name',
+    'tarcil-test',
+    '--data-dir',
+    dataDir,
+    '--listen-client-urls',
+    clientUrl,
+    '--advertise-client-urls',
+    clientUrl,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-cluster',
+    `tarcil-test=http://127.0.0.1:${peerPort}`,
+    '--log-level',
+    'error',
+    '--logger',
+    'zap',
     ...tlsArgs,
     ...(opts.extraArgs ?? []),
   ];

@@ -181,7 +181,15 @@ export function parseRecords(text: string, gone: ReadonlyMap<string, number>): P
         ? `${f.length} fields, not 9`
         : !['S', 'E', 'K'].includes(kind)
           ? `kind '${kind}' is not S, E or K`
-          : ([['task', task], ['ru', ru], ['rev', rev], ['pid', pid], ['time', ms]] as const).find(([, x]) => !INT.test(x));
+          : (
+              [
+                ['task', task],
+                ['ru', ru],
+                ['rev', rev],
+                ['pid', pid],
+                ['time', ms],
+              ] as const
+            ).find(([, x]) => !INT.test(x));
     if (bad !== undefined || !job || !node || !id) {
       const why = bad === undefined ? 'an empty job, node or run id' : typeof bad === 'string' ? bad : `${bad[0]} '${bad[1]}' is not a whole number`;
       malformed.push(`line ${i + 1}: ${why}: ${JSON.stringify(line.slice(0, 200))}`);
@@ -226,7 +234,10 @@ export function check(input: CheckInput): CheckReport {
   const out: Violation[] = [];
   const v = (kind: ViolationKind, detail: string): void => void out.push({ kind, detail });
   const tail = (coll: string, key: string): string => key.slice(`${p}${coll}/`.length);
-  const under = (coll: string) => (ev: WatchEvent): boolean => ev.kv.key.startsWith(`${p}${coll}/`);
+  const under =
+    (coll: string) =>
+    (ev: WatchEvent): boolean =>
+      ev.kv.key.startsWith(`${p}${coll}/`);
 
   // --- Jobs: final exactly once, the expected state, one stored job per submission.
   const finals = new Map<string, number>();
@@ -252,9 +263,17 @@ export function check(input: CheckInput): CheckReport {
           s.submittedAt ?? 0,
           ...input.faults.filter((f) => f.start < (s.gaveUpAt as number)).map((f) => f.healed + (f.kind === 'quorum-loss' ? (f.electionMs ?? 0) : 0)),
         );
-        if (s.gaveUpAt - repaired >= SUBMIT_SETTLE_MS) v('submission-lost', `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client tried until ${hms(s.gaveUpAt)}, ${s.gaveUpAt - repaired} ms after the cell was repaired`);
+        if (s.gaveUpAt - repaired >= SUBMIT_SETTLE_MS)
+          v(
+            'submission-lost',
+            `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client tried until ${hms(s.gaveUpAt)}, ${s.gaveUpAt - repaired} ms after the cell was repaired`,
+          );
         // The retrying client tries until the deadline it is given, not for a count of tries.
-        else if (s.deadlineAt !== undefined && s.gaveUpAt < s.deadlineAt - 1000) v('submission-lost', `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client gave up at ${hms(s.gaveUpAt)}, before its deadline ${hms(s.deadlineAt)}`);
+        else if (s.deadlineAt !== undefined && s.gaveUpAt < s.deadlineAt - 1000)
+          v(
+            'submission-lost',
+            `${s.name}: not acknowledged (${s.refused ?? 'no answer'}); its client gave up at ${hms(s.gaveUpAt)}, before its deadline ${hms(s.deadlineAt)}`,
+          );
       }
       continue;
     }
@@ -268,7 +287,7 @@ export function check(input: CheckInput): CheckReport {
   const holder = new Map<string, string>();
   const heldBy = new Map<string, Set<string>>();
   const ruEvents = input.events.filter(under('rus'));
-  for (let i = 0; i < ruEvents.length; ) {
+  for (let i = 0; i < ruEvents.length;) {
     const rev = ruEvents[i]?.kv.modRevision;
     const touched = new Set<string>();
     for (; i < ruEvents.length && ruEvents[i]?.kv.modRevision === rev; i++) {
@@ -276,7 +295,8 @@ export function check(input: CheckInput): CheckReport {
       const rec = ev.type === 'put' ? parseJson<PlacedRuRecord>(ev.kv) : undefined;
       const prev = holder.get(ev.kv.key);
       const now = rec && (rec.state === 'busy' || rec.state === 'reserved') ? tid(rec.job, rec.task) : undefined;
-      if (prev !== undefined && now !== undefined && prev !== now) v('ru-double-booked', `${tail('rus', ev.kv.key)} given to ${now} at revision ${rev} while it held ${prev}`);
+      if (prev !== undefined && now !== undefined && prev !== now)
+        v('ru-double-booked', `${tail('rus', ev.kv.key)} given to ${now} at revision ${rev} while it held ${prev}`);
       if (prev !== undefined) heldBy.get(prev)?.delete(ev.kv.key);
       holder.delete(ev.kv.key);
       if (now !== undefined) {
@@ -309,7 +329,8 @@ export function check(input: CheckInput): CheckReport {
     if (t.state === 'running' && placedRev !== undefined) {
       const cur = current.get(id);
       const commit = t.commitId ?? `@${placedRev}`;
-      if (cur !== undefined && cur !== commit) v('recorded-runs-overlap', `${id} recorded running for commit ${commit} at revision ${ev.kv.modRevision} while commit ${cur} had not ended`);
+      if (cur !== undefined && cur !== commit)
+        v('recorded-runs-overlap', `${id} recorded running for commit ${commit} at revision ${ev.kv.modRevision} while commit ${cur} had not ended`);
       current.set(id, commit);
       running.set(`${id}@${placedRev}`, { commit: `${id}@${t.commitId ?? ''}`, placedAt: t.placedAt ?? 0, rev: ev.kv.modRevision });
     } else if (t.state !== 'placed') {
@@ -339,7 +360,8 @@ export function check(input: CheckInput): CheckReport {
   for (const [ru, list] of byRu) {
     let last: ExecRun | undefined;
     for (const r of list) {
-      if (last && r.start < end(last)) v('ru-shared', `${ru}: ${tid(r.job, r.task)} started at ${hms(r.start)} while ${tid(last.job, last.task)} ran until ${hms(end(last))}`);
+      if (last && r.start < end(last))
+        v('ru-shared', `${ru}: ${tid(r.job, r.task)} started at ${hms(r.start)} while ${tid(last.job, last.task)} ran until ${hms(end(last))}`);
       if (!last || end(r) > end(last)) last = r;
     }
   }
@@ -356,7 +378,8 @@ export function check(input: CheckInput): CheckReport {
       }
       const prev = list[i - 1] as ExecRun;
       reruns.push({ run: r, after: prev.end ?? prev.start });
-      if (last && r.start < end(last)) v('runs-overlap', `${id}: run on ${r.node} started at ${hms(r.start)} while the run on ${last.node} (${last.how}) lasted until ${hms(end(last))}`);
+      if (last && r.start < end(last))
+        v('runs-overlap', `${id}: run on ${r.node} started at ${hms(r.start)} while the run on ${last.node} (${last.how}) lasted until ${hms(end(last))}`);
       const done = list.slice(0, i).find((x) => x.how === 'exit0');
       if (done) {
         rerunAfterSuccess.add(r.id);
@@ -366,7 +389,10 @@ export function check(input: CheckInput): CheckReport {
       const mine = placementOf(r);
       const lost = prevCommit !== undefined ? (outcomes.get(prevCommit) ?? []).find((o) => o.state === 'lost') : undefined;
       if (!lost || !mine || lost.rev > mine.rev || commitOf.get(r.id) === prevCommit) {
-        v('rerun-unexplained', `${id}: run on ${r.node} at ${hms(r.start)} follows a run on ${prev.node} (${prev.how}) whose placement has no lost outcome recorded before it`);
+        v(
+          'rerun-unexplained',
+          `${id}: run on ${r.node} at ${hms(r.start)} follows a run on ${prev.node} (${prev.how}) whose placement has no lost outcome recorded before it`,
+        );
       }
       if (!last || end(r) > end(last)) last = r;
     }
@@ -376,8 +402,10 @@ export function check(input: CheckInput): CheckReport {
   const completed = new Set(runs.filter((r) => r.how === 'exit0').map((r) => commitOf.get(r.id)));
   const finalTasks = input.final.tasks.map((kv) => parseJson<LiveTaskRecord>(kv) as LiveTaskRecord);
   for (const t of finalTasks) {
-    if (t.state === 'succeeded' && !completed.has(`${tid(t.job, t.index)}@${t.commitId ?? ''}`)) v('success-without-run', `${tid(t.job, t.index)} recorded succeeded (commit ${t.commitId ?? '?'}) with no completed run of that placement`);
-    if (ACTIVE_TASK.has(t.state) && FINAL.has(jobs.get(t.job)?.state ?? '')) v('task-active-at-end', `${tid(t.job, t.index)} is ${t.state} in a ${jobs.get(t.job)?.state} job`);
+    if (t.state === 'succeeded' && !completed.has(`${tid(t.job, t.index)}@${t.commitId ?? ''}`))
+      v('success-without-run', `${tid(t.job, t.index)} recorded succeeded (commit ${t.commitId ?? '?'}) with no completed run of that placement`);
+    if (ACTIVE_TASK.has(t.state) && FINAL.has(jobs.get(t.job)?.state ?? ''))
+      v('task-active-at-end', `${tid(t.job, t.index)} is ${t.state} in a ${jobs.get(t.job)?.state} job`);
   }
   const live = new Set(input.final.servers.map((kv) => tail('servers', kv.key)));
   for (const s of input.servers) if (!live.has(s)) v('server-missing', `${s} is not registered at the end`);
@@ -387,13 +415,15 @@ export function check(input: CheckInput): CheckReport {
     if (r && r.state !== 'free') v('ru-leaked', `${tail('rus', kv.key)} is ${kv.value.slice(0, 100)}`);
     if (!live.has(server)) v('ru-stray', `${tail('rus', kv.key)} belongs to ${server}, which is not registered`);
   }
-  for (const kv of input.final.owners) if (FINAL.has(jobs.get(tail('owners', kv.key))?.state ?? '')) v('owner-leaked', `owner key of finished job ${tail('owners', kv.key)}`);
+  for (const kv of input.final.owners)
+    if (FINAL.has(jobs.get(tail('owners', kv.key))?.state ?? '')) v('owner-leaked', `owner key of finished job ${tail('owners', kv.key)}`);
   for (const kv of input.final.queue) v('queue-leaked', `queue entry ${tail('queue', kv.key)} is still there`);
   for (const kv of input.final.requests) {
     const r = parseJson<RequestRecord>(kv);
     if (!r || !jobs.has(r.job)) v('request-orphaned', `request ${tail('requests', kv.key)} names job ${r?.job ?? '?'}, which is not stored`);
   }
-  for (const kv of input.final.decisions) if (!jobs.has(tail('decisions', kv.key))) v('decision-orphaned', `decision record of missing job ${tail('decisions', kv.key)}`);
+  for (const kv of input.final.decisions)
+    if (!jobs.has(tail('decisions', kv.key))) v('decision-orphaned', `decision record of missing job ${tail('decisions', kv.key)}`);
   for (const kv of input.final.reports) v('report-leaked', `load report ${tail('reports', kv.key)} is still there`);
   for (const r of runs) if (r.how === 'open') v('process-leaked', `${tid(r.job, r.task)} (pid ${r.pid} on ${r.node}) still runs at the end`);
 
@@ -413,7 +443,14 @@ export function check(input: CheckInput): CheckReport {
     const next = faults[i + 1]?.start ?? Infinity;
     const mine = reruns.filter((r) => r.after >= f.start && r.after < next).map((r) => r.run);
     const stall = stallFrom(f.kind === 'quorum-loss' || f.kind === 'quorum-loss-fe-kill' ? f.healed : f.start);
-    const m: FaultMeasure = { kind: f.kind, target: f.target, start: f.start, healed: f.healed, reruns: mine.length, rerunsAfterSuccess: mine.filter((r) => rerunAfterSuccess.has(r.id)).length };
+    const m: FaultMeasure = {
+      kind: f.kind,
+      target: f.target,
+      start: f.start,
+      healed: f.healed,
+      reruns: mine.length,
+      rerunsAfterSuccess: mine.filter((r) => rerunAfterSuccess.has(r.id)).length,
+    };
     if (stall !== undefined) m.stallMs = stall;
     if (f.electionMs !== undefined) m.electionMs = f.electionMs;
     if (f.error !== undefined) m.error = f.error;

@@ -39,14 +39,24 @@ export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 3
  * The demo cell (10 servers, simulated executor) on a MemoryStore with one front-end, its client
  * and a close() for afterAll.
  */
-export async function startDemoCell(o: { prefix: string; name: string; seed: number; agents: number; agentConfig?: Partial<AgentConfig>; metricsPort?: number; httpPort?: number }) {
+export async function startDemoCell(o: {
+  prefix: string;
+  name: string;
+  seed: number;
+  agents: number;
+  agentConfig?: Partial<AgentConfig>;
+  metricsPort?: number;
+  httpPort?: number;
+}) {
   const store = new MemoryStore();
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
   const log = createLogger('test');
   const catalog = loadCatalog();
   const servers = expandCluster(resolveCluster('demo', catalog), catalog.platforms);
-  const monitors = await Promise.all(servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })));
+  const monitors = await Promise.all(
+    servers.map((s) => startMonitor({ store, keys, clock, log, server: s, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 })),
+  );
   const sched = await startScheduler({
     name: o.name,
     store,
@@ -107,7 +117,11 @@ export async function startSimulatedMonitors(
 /** A Scheduler RPC by name, with a 10 s deadline: its answer, or the ServiceError it failed with. */
 export function unary<Req, Res>(c: SchedulerClient, method: string, req: Req): Promise<Res> {
   return new Promise((resolve, reject) => {
-    (c as unknown as Record<string, (r: Req, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!(req, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r)));
+    (c as unknown as Record<string, (r: Req, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!(
+      req,
+      { deadline: Date.now() + 10_000 },
+      (e, r) => (e ? reject(e) : resolve(r)),
+    );
   });
 }
 
@@ -148,5 +162,18 @@ export function startTestScheduler(
   o: TestProcessBase & { name: string; agents: number; seed: number },
   extra: Partial<Parameters<typeof startScheduler>[0]> = {},
 ): Promise<SchedulerProcess> {
-  return startScheduler({ name: o.name, store: o.store, keys: o.keys, catalog: loadCatalog(), clock: o.clock, rng: new SeededRng(o.seed), log: o.log, agents: o.agents, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3, ...extra });
+  return startScheduler({
+    name: o.name,
+    store: o.store,
+    keys: o.keys,
+    catalog: loadCatalog(),
+    clock: o.clock,
+    rng: new SeededRng(o.seed),
+    log: o.log,
+    agents: o.agents,
+    host: '127.0.0.1',
+    port: 0,
+    leaseTtlSeconds: 3,
+    ...extra,
+  });
 }

@@ -29,16 +29,39 @@ export interface MixedCell {
   close(): Promise<void>;
 }
 
-export async function startMixedCell(o: { name: string; prefix: string; seed: number; simRack: string; simRus: number; httpPort?: number }): Promise<MixedCell> {
+export async function startMixedCell(o: {
+  name: string;
+  prefix: string;
+  seed: number;
+  simRack: string;
+  simRus: number;
+  httpPort?: number;
+}): Promise<MixedCell> {
   const store = new MemoryStore();
   const keys = new Keys(o.prefix);
   const clock = new SystemClock();
   const log = createLogger('test');
   const logDir = mkdtempSync(join(tmpdir(), `tarcil-${o.name}-`));
   const common = { store, keys, clock, log, host: '127.0.0.1', port: 0, leaseTtlSeconds: 3 };
-  const proc = await startMonitor({ ...common, server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: { exec: 'process' } }, executor: 'process', logDir });
-  const sim = await startMonitor({ ...common, server: { id: 's0', platform: 'r3-2xlarge', rack: o.simRack, rus: o.simRus, speed: 1, attributes: { exec: 'simulated' } }, executor: 'simulated' });
-  const sched = await startScheduler({ ...common, name: o.name, catalog: loadCatalog(), rng: new SeededRng(o.seed), agents: 1, ...(o.httpPort !== undefined ? { httpPort: o.httpPort } : {}) });
+  const proc = await startMonitor({
+    ...common,
+    server: { id: 'p0', platform: 'r3-2xlarge', rack: 'r0', rus: 2, speed: 1, attributes: { exec: 'process' } },
+    executor: 'process',
+    logDir,
+  });
+  const sim = await startMonitor({
+    ...common,
+    server: { id: 's0', platform: 'r3-2xlarge', rack: o.simRack, rus: o.simRus, speed: 1, attributes: { exec: 'simulated' } },
+    executor: 'simulated',
+  });
+  const sched = await startScheduler({
+    ...common,
+    name: o.name,
+    catalog: loadCatalog(),
+    rng: new SeededRng(o.seed),
+    agents: 1,
+    ...(o.httpPort !== undefined ? { httpPort: o.httpPort } : {}),
+  });
   const client = schedulerClient(`127.0.0.1:${sched.port}`);
   return {
     store,

@@ -66,7 +66,9 @@ class DyingStore implements ClusterStore {
     return this.gate(() => this.inner.txns(reqs));
   };
   watch = (opts: WatchOptions): ReturnType<ClusterStore['watch']> =>
-    this.gate(() => this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }));
+    this.gate(() =>
+      this.inner.watch({ ...opts, onEvents: (b) => (this.dead ? undefined : opts.onEvents(b)), onError: (e) => (this.dead ? undefined : opts.onError(e)) }),
+    );
   grantLease = async (ttl: number, opts?: Parameters<ClusterStore['grantLease']>[1]): Promise<Lease> => {
     const l = await this.gate(() => this.inner.grantLease(ttl, opts));
     if (opts?.keepAlive !== false) this.selfKept.push(l);
@@ -263,7 +265,11 @@ export class OwnerCell {
     for (const b of await this.busy(job)) {
       const ref = this.keys.parseRu(b.key);
       if (!ref) continue;
-      const ok = await releaseRu(this.store, this.keys, ref, b.rev, b.rec, { state, endedAt: this.clock.now(), ...(state === 'succeeded' ? { exitCode: 0 } : { exitCode: 1 }) });
+      const ok = await releaseRu(this.store, this.keys, ref, b.rev, b.rec, {
+        state,
+        endedAt: this.clock.now(),
+        ...(state === 'succeeded' ? { exitCode: 0 } : { exitCode: 1 }),
+      });
       if (ok) n++;
     }
     return n;

@@ -26,13 +26,33 @@ function openssl(args: string[], cwd: string): void {
 export function makePki(): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'tarcil-pki-'));
   const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  const makeCa = (name: string): void => openssl(['req', '-x509', ...key, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${name}`], dir);
+  const makeCa = (name: string): void =>
+    openssl(['req', '-x509', ...key, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${name}`], dir);
   makeCa('ca');
   makeCa('other-ca');
   const leaf = (name: string, ext: string): void => {
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(['req', ...key, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`], dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`], dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.pem',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        `${name}.pem`,
+        '-days',
+        '1',
+        '-extfile',
+        `${name}.ext`,
+      ],
+      dir,
+    );
   };
   leaf('server', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n');
   leaf('client', 'extendedKeyUsage=clientAuth\n');

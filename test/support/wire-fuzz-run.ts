@@ -30,7 +30,20 @@ import { MemoryStore } from '../../src/store/memory.ts';
 import type { WatchHandle } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { SeededRng } from '../../src/util/rng.ts';
-import { buildCase, corrupts, exhaustiveCases, MAX_REQUEST_BYTES, plan, randomCase, type Bases, type FuzzCase, type Kind, type Msg, type Plan, type Site } from './wire-fuzz.ts';
+import {
+  buildCase,
+  corrupts,
+  exhaustiveCases,
+  MAX_REQUEST_BYTES,
+  plan,
+  randomCase,
+  type Bases,
+  type FuzzCase,
+  type Kind,
+  type Msg,
+  type Plan,
+  type Site,
+} from './wire-fuzz.ts';
 
 /** Status codes as plain numbers (a call's code is a number). */
 const S: Record<keyof typeof grpc.status, number> = grpc.status;
@@ -95,7 +108,8 @@ export function listedValues(): Map<string, string[]> {
   const walk = (ns: protobuf.NamespaceBase): void => {
     for (const n of ns.nestedArray) {
       if (n instanceof protobuf.Type) {
-        for (const f of n.fieldsArray) if (f.type === 'string' && f.comment && /^[a-z-]+( \| [a-z-]+)+$/.test(f.comment.trim())) out.set(f.fullName, f.comment.trim().split(' | '));
+        for (const f of n.fieldsArray)
+          if (f.type === 'string' && f.comment && /^[a-z-]+( \| [a-z-]+)+$/.test(f.comment.trim())) out.set(f.fullName, f.comment.trim().split(' | '));
       }
       if (n instanceof protobuf.Namespace || n instanceof protobuf.Type) walk(n);
     }
@@ -105,12 +119,26 @@ export function listedValues(): Map<string, string[]> {
 }
 
 /** String mutations whose value is not empty (empty, and a field skipped for its wrong wire type, read as unset). */
-const NONEMPTY_STRING_KINDS: ReadonlySet<Kind> = new Set(['wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'emoji-odd', 'emoji-even', 'huge', 'key-proto', 'key-constructor', 'key-tostring', 'unknown']);
+const NONEMPTY_STRING_KINDS: ReadonlySet<Kind> = new Set([
+  'wrong-case',
+  'padded',
+  'nul',
+  'control',
+  'invalid-utf8',
+  'unicode',
+  'emoji-odd',
+  'emoji-even',
+  'huge',
+  'key-proto',
+  'key-constructor',
+  'key-tostring',
+  'unknown',
+]);
 /** Numbers the API refuses whatever the field (scheduler.proto: "a negative, fractional, NaN or huge value is reported"). */
 const NON_FINITE_KINDS: ReadonlySet<Kind> = new Set(['nan', 'inf', 'neg-inf']);
 
 /** The name of a gRPC status code. */
-export const codeName = (code: number): string => (Object.entries(S).find(([, c]) => c === code)?.[0] ?? `code ${code}`);
+export const codeName = (code: number): string => Object.entries(S).find(([, c]) => c === code)?.[0] ?? `code ${code}`;
 
 // ---------------------------------------------------------------------------------------------
 // The cell.
@@ -176,7 +204,8 @@ export async function startFuzzCell(o: { seed: number; prefix?: string }): Promi
   };
   let sched: SchedulerProcess | undefined;
   try {
-    for (const server of servers) monitors.push(await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 10 }));
+    for (const server of servers)
+      monitors.push(await startMonitor({ store, keys, clock, log, server, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 10 }));
     sched = await startScheduler({
       name: 'fuzz',
       store,
@@ -202,15 +231,19 @@ export async function startFuzzCell(o: { seed: number; prefix?: string }): Promi
   const server = servers[0]?.id ?? 's0000';
   const monitor = monitors[0] as MonitorProcess;
   const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + 15_000) });
-  const { jobId } = await unary<{ jobId: string }>((cb) => client.SubmitJob({ spec: { name: 'fuzz-fixture', profileName: 'spark-lr', tasks: 2, durationMs: 1 } }, deadline(), cb));
-  for (let t0 = Date.now(); ; ) {
+  const { jobId } = await unary<{ jobId: string }>((cb) =>
+    client.SubmitJob({ spec: { name: 'fuzz-fixture', profileName: 'spark-lr', tasks: 2, durationMs: 1 } }, deadline(), cb),
+  );
+  for (let t0 = Date.now(); ;) {
     const job = await unary<{ state: string }>((cb) => client.GetJob({ jobId }, deadline(), cb));
     if (job.state === 'succeeded') break;
     if (Date.now() - t0 > 15_000) throw new Error(`fixture job ${jobId} not final after 15 s (${job.state})`);
     await new Promise((r) => setTimeout(r, 20));
   }
   await unary((cb) => client.PutNamespace({ name: 'fuzz', weight: 1 }, deadline(), cb));
-  const token = await unary<{ token: { accessor: string } | null }>((cb) => client.CreateToken({ name: 'fuzz', policyJson: '{"namespaces":{"default":["read"]}}' }, deadline(), cb));
+  const token = await unary<{ token: { accessor: string } | null }>((cb) =>
+    client.CreateToken({ name: 'fuzz', policyJson: '{"namespaces":{"default":["read"]}}' }, deadline(), cb),
+  );
   if (!token.token) throw new Error('CreateToken answered no token');
   return {
     store,
@@ -286,7 +319,15 @@ export function validBases(fx: Fixtures): Bases {
   };
   const fills: Record<string, Msg> = {
     'tarcil.v1.JobSpec': spec,
-    'tarcil.v1.InlineProfile': { name: 'fuzz-inline', description: 'fuzz', family: 'fuzz', caused: CAUSED, platformPerf: [['m3-large', 1]], typicalDurationMs: 1000, latencyCritical: false },
+    'tarcil.v1.InlineProfile': {
+      name: 'fuzz-inline',
+      description: 'fuzz',
+      family: 'fuzz',
+      caused: CAUSED,
+      platformPerf: [['m3-large', 1]],
+      typicalDurationMs: 1000,
+      latencyCritical: false,
+    },
     'tarcil.v1.Locality': { mode: 'spread', scope: 'rack', required: false },
     'tarcil.v1.Constraints': { platforms: ['m3-large'], attributes: [['ssd', 'true']], dataServers: ['s0001'] },
     'tarcil.v1.Command': { argv: ['true'], env: [['LC_ALL', 'C']] },
@@ -317,10 +358,21 @@ const identity = (b: Buffer): Buffer => b;
 function rawClient(addr: string, rpcs: Plan['rpcs'], service: string): Record<string, (...a: unknown[]) => unknown> & grpc.Client {
   const def: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
   for (const r of rpcs.filter((x) => x.service === service)) {
-    def[r.method] = { path: r.path, requestStream: false, responseStream: r.responseStream, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity };
+    def[r.method] = {
+      path: r.path,
+      requestStream: false,
+      responseStream: r.responseStream,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    };
   }
   const Client = grpc.makeGenericClientConstructor(def, service);
-  return new Client(addr, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 4 * MAX_REQUEST_BYTES, 'grpc.max_receive_message_length': 64 << 20 }) as never;
+  return new Client(addr, grpc.credentials.createInsecure(), {
+    'grpc.max_send_message_length': 4 * MAX_REQUEST_BYTES,
+    'grpc.max_receive_message_length': 64 << 20,
+  }) as never;
 }
 
 /**
@@ -500,7 +552,12 @@ export function describeCase(seed: number, c: FuzzCase): string {
 
 export function describeFinding(f: Finding): string {
   const o = f.o;
-  return [`${describeCase(f.seed, o.c)}`, `  status ${o.status}${o.details ? `: ${o.details.slice(0, 300)}` : ''} (${o.bytes} request bytes, ${o.ms.toFixed(0)} ms)`, `  finding: ${f.what}`, ...(f.serverLog ? [`  server log: ${f.serverLog}`] : [])].join('\n');
+  return [
+    `${describeCase(f.seed, o.c)}`,
+    `  status ${o.status}${o.details ? `: ${o.details.slice(0, 300)}` : ''} (${o.bytes} request bytes, ${o.ms.toFixed(0)} ms)`,
+    `  finding: ${f.what}`,
+    ...(f.serverLog ? [`  server log: ${f.serverLog}`] : []),
+  ].join('\n');
 }
 
 /** The cases of a run: every (RPC, path, kind) once, then `random` random ones. */
@@ -595,7 +652,9 @@ export class WireFuzzer {
     const findings: string[] = [];
     let serverLog: string | undefined;
     for (const e of this.rejections) {
-      findings.push(`an unhandled rejection in the process during the call${a.abandoned ? ', which was never answered' : ''}: ${(e instanceof Error ? e.message : String(e)).slice(0, 300)}`);
+      findings.push(
+        `an unhandled rejection in the process during the call${a.abandoned ? ', which was never answered' : ''}: ${(e instanceof Error ? e.message : String(e)).slice(0, 300)}`,
+      );
       serverLog ??= e instanceof Error ? e.stack : String(e);
     }
     // A job accepted: its keys are its own from now on.
@@ -613,9 +672,15 @@ export class WireFuzzer {
       const allowed = DOCUMENTED[rpc.name];
       if (!allowed) findings.push(`no documented statuses for ${rpc.name} (add them to DOCUMENTED)`);
       // Any RPC refuses a request that does not parse as its message (the proto's header says so).
-      else if (!allowed.includes(status as Code) && !(a.code === S.RESOURCE_EXHAUSTED && bytes.length > MAX_REQUEST_BYTES) && !(a.code === S.INVALID_ARGUMENT && a.details.startsWith('request: does not parse as the request message of'))) findings.push(`${status} is not among the documented answers of ${rpc.name} (${allowed.join(', ')})`);
+      else if (
+        !allowed.includes(status as Code) &&
+        !(a.code === S.RESOURCE_EXHAUSTED && bytes.length > MAX_REQUEST_BYTES) &&
+        !(a.code === S.INVALID_ARGUMENT && a.details.startsWith('request: does not parse as the request message of'))
+      )
+        findings.push(`${status} is not among the documented answers of ${rpc.name} (${allowed.join(', ')})`);
     }
-    if (stored.length > 0) findings.push(`refused, yet the store changed: ${stored.slice(0, 5).join(', ')}${stored.length > 5 ? ` and ${stored.length - 5} more` : ''}`);
+    if (stored.length > 0)
+      findings.push(`refused, yet the store changed: ${stored.slice(0, 5).join(', ')}${stored.length > 5 ? ` and ${stored.length - 5} more` : ''}`);
     if (a.code === S.OK) findings.push(...this.wronglyAccepted(c));
     if (a.open && a.messages.length === 0) findings.push(`the stream sent nothing and did not end within ${o.streamCapMs ?? 5000} ms`);
     for (const m of a.messages) {
@@ -628,7 +693,17 @@ export class WireFuzzer {
     }
     // What an accepted call started (a job placed, run and finished; a drain) ends before the next call.
     if (changes.some((ch) => !this.ignored(ch.key))) await this.quiet();
-    return { c, bytes: bytes.length, status, details: a.details, ms: a.ms, stored, changes: changes.filter((ch) => !this.ignored(ch.key)).length, findings, ...(serverLog ? { serverLog } : {}) };
+    return {
+      c,
+      bytes: bytes.length,
+      status,
+      details: a.details,
+      ms: a.ms,
+      stored,
+      changes: changes.filter((ch) => !this.ignored(ch.key)).length,
+      findings,
+      ...(serverLog ? { serverLog } : {}),
+    };
   }
 
   /** What an accepted request should not have held: a value outside a field's listed ones, a number that is not finite. */
@@ -646,7 +721,8 @@ export class WireFuzzer {
       if (step.part === 'key') continue;
       const values = this.listed.get(step.field.fullName);
       if (values && NONEMPTY_STRING_KINDS.has(m.kind)) out.push(`accepted ${m.path} ← ${m.kind}, documented as one of ${values.join(' | ')}`);
-      if (site.leaf.kind === 'scalar' && (site.leaf.type === 'double' || site.leaf.type === 'float') && NON_FINITE_KINDS.has(m.kind)) out.push(`accepted ${m.path} ← ${m.kind}: numbers must be finite`);
+      if (site.leaf.kind === 'scalar' && (site.leaf.type === 'double' || site.leaf.type === 'float') && NON_FINITE_KINDS.has(m.kind))
+        out.push(`accepted ${m.path} ← ${m.kind}: numbers must be finite`);
     }
     return out;
   }
@@ -678,7 +754,7 @@ export class WireFuzzer {
   /** Waits until the store has not changed for 15 ms (at most 5 s). */
   private async quiet(): Promise<void> {
     const store = this.cell.store;
-    for (const t0 = Date.now(); Date.now() - t0 < 5000; ) {
+    for (const t0 = Date.now(); Date.now() - t0 < 5000;) {
       const r = await store.revision();
       await new Promise((res) => setTimeout(res, 15));
       if ((await store.revision()) === r) break;
@@ -692,7 +768,10 @@ export class WireFuzzer {
   async healthy(): Promise<string | undefined> {
     const addr = this.cell.schedulerAddr;
     const Health = grpc.makeGenericClientConstructor(healthService, 'Health');
-    const h = new Health(addr, grpc.credentials.createInsecure()) as unknown as { Check: (req: object, opts: object, cb: (e: grpc.ServiceError | null, r?: { status?: string | number }) => void) => void; close(): void };
+    const h = new Health(addr, grpc.credentials.createInsecure()) as unknown as {
+      Check: (req: object, opts: object, cb: (e: grpc.ServiceError | null, r?: { status?: string | number }) => void) => void;
+      close(): void;
+    };
     try {
       const st = await new Promise<string>((resolve) =>
         h.Check({ service: '' }, { deadline: new Date(Date.now() + 5000) }, (e, r) => resolve(e ? `${codeName(e.code)} ${e.details}` : String(r?.status))),
@@ -721,8 +800,16 @@ export function summarize(r: RunResult): string[] {
     e.n++;
     e.statuses.set(o.status, (e.statuses.get(o.status) ?? 0) + 1);
   }
-  const lines = [`${r.outcomes.length} requests in ${(r.ms / 1000).toFixed(1)} s (seed ${r.seed}); ${r.findings.length} finding(s); health ${r.health.length === 0 ? 'SERVING throughout' : r.health.join('; ')}`];
-  for (const [rpc, e] of [...byRpc].sort()) lines.push(`  ${rpc.padEnd(28)} ${String(e.n).padStart(5)}  ${[...e.statuses].sort((a, b) => b[1] - a[1]).map(([s, n]) => `${s} ${n}`).join(', ')}`);
+  const lines = [
+    `${r.outcomes.length} requests in ${(r.ms / 1000).toFixed(1)} s (seed ${r.seed}); ${r.findings.length} finding(s); health ${r.health.length === 0 ? 'SERVING throughout' : r.health.join('; ')}`,
+  ];
+  for (const [rpc, e] of [...byRpc].sort())
+    lines.push(
+      `  ${rpc.padEnd(28)} ${String(e.n).padStart(5)}  ${[...e.statuses]
+        .sort((a, b) => b[1] - a[1])
+        .map(([s, n]) => `${s} ${n}`)
+        .join(', ')}`,
+    );
   return lines;
 }
 

@@ -54,7 +54,24 @@ export interface Site {
 
 export const ROOT_PATH = '(request)';
 
-const STRING_KINDS = ['empty', 'wrong-case', 'padded', 'nul', 'control', 'invalid-utf8', 'unicode', 'emoji-odd', 'emoji-even', 'huge', 'oversize', 'key-proto', 'key-constructor', 'key-tostring', 'unknown', 'wrong-wire'] as const;
+const STRING_KINDS = [
+  'empty',
+  'wrong-case',
+  'padded',
+  'nul',
+  'control',
+  'invalid-utf8',
+  'unicode',
+  'emoji-odd',
+  'emoji-even',
+  'huge',
+  'oversize',
+  'key-proto',
+  'key-constructor',
+  'key-tostring',
+  'unknown',
+  'wrong-wire',
+] as const;
 const FLOAT_KINDS = ['negative', 'nan', 'inf', 'neg-inf', 'two53', 'huge-number', 'fraction', 'neg-zero', 'wrong-wire'] as const;
 const VARINT_KINDS = ['negative', 'max', 'two53', 'overflow', 'overlong-varint', 'wrong-wire'] as const;
 const FIXED_KINDS = ['negative', 'max', 'wrong-wire'] as const;
@@ -352,7 +369,11 @@ const UNKNOWN_FIELD = 1000;
  */
 function pushRaw(w: protobuf.Writer, bytes: number[] | Uint8Array): void {
   const b = Uint8Array.from(bytes);
-  (w as unknown as { _push(fn: (val: Uint8Array, buf: Uint8Array, pos: number) => void, len: number, val: Uint8Array): protobuf.Writer })._push((val, buf, pos) => buf.set(val, pos), b.length, b);
+  (w as unknown as { _push(fn: (val: Uint8Array, buf: Uint8Array, pos: number) => void, len: number, val: Uint8Array): protobuf.Writer })._push(
+    (val, buf, pos) => buf.set(val, pos),
+    b.length,
+    b,
+  );
 }
 const bytesRaw = (note: string, bytes: number[] | Uint8Array): Raw => new Raw(note, (w) => pushRaw(w, bytes));
 function varintBytes(n: bigint): number[] {
@@ -438,7 +459,10 @@ export function mutateValue(kind: Kind, leaf: Leaf, current: unknown, rng: Rng):
       return `${cur}\u0001\u001b[2J\r\n\t\u007f\u0085`;
     case 'invalid-utf8':
       // A byte that never starts a character, an overlong '/', a lone surrogate, a cut sequence.
-      return new Raw('invalid UTF-8', (w, id) => void w.uint32(tag(id, 2)).bytes(Buffer.concat([Buffer.from(cur), Buffer.from([0xff, 0xfe, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xe2, 0x82])])));
+      return new Raw(
+        'invalid UTF-8',
+        (w, id) => void w.uint32(tag(id, 2)).bytes(Buffer.concat([Buffer.from(cur), Buffer.from([0xff, 0xfe, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xe2, 0x82])])),
+      );
     case 'unicode':
       return `${cur}\u202e\ufeffé名🙂\u{10ffff}`;
     case 'emoji-odd':
@@ -633,7 +657,8 @@ export function applyMutation(req: Msg, site: Site, kind: Kind, bases: Bases, rn
       if (step.part === 'self') obj = enter(obj, f, bases);
       else if (step.part === 'elem') {
         const arr = Array.isArray(obj[f.name]) ? (obj[f.name] as unknown[]) : (obj[f.name] = []);
-        if (arr.length === 0 || !(arr[0] !== null && typeof arr[0] === 'object' && !(arr[0] instanceof Raw))) arr[0] = clone(bases.fill(f.resolvedType as protobuf.Type) ?? {});
+        if (arr.length === 0 || !(arr[0] !== null && typeof arr[0] === 'object' && !(arr[0] instanceof Raw)))
+          arr[0] = clone(bases.fill(f.resolvedType as protobuf.Type) ?? {});
         obj = arr[0] as Msg;
       } else {
         const entries = Array.isArray(obj[f.name]) ? (obj[f.name] as Array<[unknown, unknown]>) : (obj[f.name] = []);
@@ -727,7 +752,16 @@ function applyMessageKind(m: Msg, kind: Kind, rng: Rng): void {
       extra(new Raw('wire type 7', (w) => void w.uint32(tag(UNKNOWN_FIELD, 7))));
       return;
     case 'open-group':
-      extra(new Raw('a group that is never closed', (w) => void w.uint32(tag(UNKNOWN_FIELD, 3)).uint32(tag(UNKNOWN_FIELD + 1, 0)).uint32(1)));
+      extra(
+        new Raw(
+          'a group that is never closed',
+          (w) =>
+            void w
+              .uint32(tag(UNKNOWN_FIELD, 3))
+              .uint32(tag(UNKNOWN_FIELD + 1, 0))
+              .uint32(1),
+        ),
+      );
       return;
     case 'truncated':
       extra(new Raw('a length past the end', (w) => pushRaw(w.uint32(tag(UNKNOWN_FIELD, 2)).uint32(1_000_000), [0x61, 0x62])));

@@ -5,7 +5,10 @@ import type { ClusterStore } from '../../src/store/types.ts';
  * A ClusterStore that forwards every call to `inner` (bound to it, so the inner store's state is
  * never shadowed), except those given in `over`: how tests inject faults on one process's path.
  */
-export function wrapStore(inner: ClusterStore, over: Partial<Pick<ClusterStore, 'get' | 'range' | 'snapshot' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>): ClusterStore {
+export function wrapStore(
+  inner: ClusterStore,
+  over: Partial<Pick<ClusterStore, 'get' | 'range' | 'snapshot' | 'put' | 'delete' | 'txn' | 'txns' | 'watch' | 'grantLease'>>,
+): ClusterStore {
   const wrapped: ClusterStore = {
     kind: inner.kind,
     maxTxnOps: inner.maxTxnOps,

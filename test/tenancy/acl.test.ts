@@ -37,14 +37,18 @@ type Methods = Record<string, (req: object, opts: grpc.CallOptions, cb: Cb) => u
 /** A unary call: its status code and answer. */
 function unary(c: SchedulerClient, rpc: string, req: object): Promise<{ code: number; res?: Record<string, unknown>; details?: string }> {
   return new Promise((resolve) => {
-    (c as unknown as Methods)[rpc]!.call(c, req, { deadline: Date.now() + 10_000 }, (e, r) => resolve(e ? { code: e.code, details: e.details } : { code: S.OK, ...(r ? { res: r } : {}) }));
+    (c as unknown as Methods)[rpc]!.call(c, req, { deadline: Date.now() + 10_000 }, (e, r) =>
+      resolve(e ? { code: e.code, details: e.details } : { code: S.OK, ...(r ? { res: r } : {}) }),
+    );
   });
 }
 
 /** A server stream: OK once the first message arrives (the call is then cancelled), else its status. */
 function stream(c: SchedulerClient, rpc: string, req: object): Promise<{ code: number; details?: string }> {
   return new Promise((resolve) => {
-    const call = (c as unknown as Record<string, (req: object, opts: grpc.CallOptions) => grpc.ClientReadableStream<unknown>>)[rpc]!.call(c, req, { deadline: Date.now() + 10_000 });
+    const call = (c as unknown as Record<string, (req: object, opts: grpc.CallOptions) => grpc.ClientReadableStream<unknown>>)[rpc]!.call(c, req, {
+      deadline: Date.now() + 10_000,
+    });
     let done = false;
     const finish = (r: { code: number; details?: string }): void => {
       if (done) return;
@@ -216,11 +220,13 @@ describe('ACLs on (etcd)', () => {
   });
 
   it('ListJobs of all namespaces and ListNamespaces show only what the token may read', async () => {
-    const jobs = async (t: string): Promise<string[]> => (await ok<{ jobs: Array<{ id: string }> }>(as(t), 'ListJobs', { allNamespaces: true })).jobs.map((j) => j.id.split('/')[0]!);
+    const jobs = async (t: string): Promise<string[]> =>
+      (await ok<{ jobs: Array<{ id: string }> }>(as(t), 'ListJobs', { allNamespaces: true })).jobs.map((j) => j.id.split('/')[0]!);
     expect(new Set(await jobs(tokens.submitter!))).toEqual(new Set(['team-a']));
     expect(new Set(await jobs(tokens.other!))).toEqual(new Set(['team-b']));
     expect(new Set(await jobs(tokens.admin!))).toEqual(new Set(['team-a', 'team-b']));
-    const nss = async (t: string): Promise<string[]> => (await ok<{ namespaces: Array<{ name: string }> }>(as(t), 'ListNamespaces', {})).namespaces.map((n) => n.name);
+    const nss = async (t: string): Promise<string[]> =>
+      (await ok<{ namespaces: Array<{ name: string }> }>(as(t), 'ListNamespaces', {})).namespaces.map((n) => n.name);
     expect(await nss(tokens.reader!)).toEqual(['team-a']);
     expect(await nss(tokens.admin!)).toEqual(expect.arrayContaining(['default', 'team-a', 'team-b']));
   });
@@ -240,10 +246,16 @@ describe('ACLs on (etcd)', () => {
   it('the audit trail says who did what and how it ended', async () => {
     const { records } = await ok<{ records: Array<Record<string, string>> }>(as(tokens.admin), 'ListAudit', {});
     const sub = tokens.submitter!.split('.')[0]!;
-    expect(records).toContainEqual(expect.objectContaining({ rpc: 'SubmitJob', accessor: sub, who: `token:${sub} (submitter)`, namespace: 'team-a', target: jobA, result: 'ok' }));
-    expect(records).toContainEqual(expect.objectContaining({ rpc: 'SubmitJob', who: `token:${tokens.reader!.split('.')[0]} (reader)`, namespace: 'team-a', result: 'PERMISSION_DENIED' }));
+    expect(records).toContainEqual(
+      expect.objectContaining({ rpc: 'SubmitJob', accessor: sub, who: `token:${sub} (submitter)`, namespace: 'team-a', target: jobA, result: 'ok' }),
+    );
+    expect(records).toContainEqual(
+      expect.objectContaining({ rpc: 'SubmitJob', who: `token:${tokens.reader!.split('.')[0]} (reader)`, namespace: 'team-a', result: 'PERMISSION_DENIED' }),
+    );
     expect(records).toContainEqual(expect.objectContaining({ rpc: 'CancelJob', who: 'unauthenticated', result: 'UNAUTHENTICATED', target: jobA }));
-    expect(records).toContainEqual(expect.objectContaining({ rpc: 'SetNodeScheduling', who: `token:${tokens.admin!.split('.')[0]} (root)`, target: 's0 (uncordon)', result: 'ok' }));
+    expect(records).toContainEqual(
+      expect.objectContaining({ rpc: 'SetNodeScheduling', who: `token:${tokens.admin!.split('.')[0]} (root)`, target: 's0 (uncordon)', result: 'ok' }),
+    );
     expect(records).toContainEqual(expect.objectContaining({ rpc: 'AclBootstrap', result: 'FAILED_PRECONDITION' }));
     expect(records.every((r) => r.peer !== '')).toBe(true);
     // Reads are not audited.
@@ -399,7 +411,9 @@ describe('ACLs off, client certificates, audit retention (embedded store)', () =
       const bare = await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca }, () => undefined).catch((e: unknown) => e);
       expect(bare).toBeInstanceOf(TarcilError);
       expect((bare as TarcilError).code).toMatch(/UNAUTHENTICATED|UNAVAILABLE/);
-      const half = await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca, tlsCert: pki.clientCert }, () => undefined).catch((e: unknown) => e);
+      const half = await jobsCommand({ server: addr, timeout: 5000, limit: 5, tlsCa: pki.ca, tlsCert: pki.clientCert }, () => undefined).catch(
+        (e: unknown) => e,
+      );
       expect((half as TarcilError).message).toBe('--tls-key: is needed with --tls-cert (a client certificate goes with its key)');
     } finally {
       for (const c of cs) c.close();

@@ -20,8 +20,8 @@ import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('ns', 'silent');
-const spec = (name: string, durationMs = 50, extra: Record<string, unknown> = {}): string => JSON.stringify({ name, profile: 'spark-lr', tasks: 2, durationMs, ...extra });
-
+const spec = (name: string, durationMs = 50, extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ name, profile: 'spark-lr', tasks: 2, durationMs, ...extra });
 
 describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
   let store: ClusterStore;
@@ -127,7 +127,10 @@ describe.each(['memory', 'etcd'] as const)('namespaces (%s store)', (kind) => {
     expect(after?.value).not.toContain('deleting');
     expect(after?.modRevision).toBe(before?.modRevision);
 
-    const cancelled = await unary<object, { state: string; cancelRequested: boolean }>(c, 'CancelJob', { jobId: long.jobId.slice('team-b/'.length), namespace: 'team-b' });
+    const cancelled = await unary<object, { state: string; cancelRequested: boolean }>(c, 'CancelJob', {
+      jobId: long.jobId.slice('team-b/'.length),
+      namespace: 'team-b',
+    });
     expect(cancelled.cancelRequested || cancelled.state === 'cancelled').toBe(true);
     await waitFinal(c, long.jobId);
 

@@ -36,13 +36,37 @@ describe('quota allotment across an adoption (etcd)', () => {
   let monitor: MonitorProcess;
 
   const start = (name: string, store: ClusterStore, seed: number): Promise<SchedulerProcess> =>
-    startScheduler({ name, store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(seed), log, agents: 1, host: '127.0.0.1', port: 0, leaseTtlSeconds: 2, housekeeping: false, agentConfig: { recheckMs: 200 } });
+    startScheduler({
+      name,
+      store,
+      keys,
+      catalog: loadCatalog(),
+      clock,
+      rng: new SeededRng(seed),
+      log,
+      agents: 1,
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 2,
+      housekeeping: false,
+      agentConfig: { recheckMs: 200 },
+    });
 
   beforeAll(async () => {
     nodeStore = await openStore(endpoint());
     storeA = await openStore(endpoint());
     storeB = await openStore(endpoint());
-    monitor = await startMonitor({ store: nodeStore, keys, clock, log, server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 5 });
+    monitor = await startMonitor({
+      store: nodeStore,
+      keys,
+      clock,
+      log,
+      server: { id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 4, speed: 1, attributes: {} },
+      executor: 'simulated',
+      host: '127.0.0.1',
+      port: 0,
+      leaseTtlSeconds: 5,
+    });
   });
   afterAll(async () => {
     ca?.close();

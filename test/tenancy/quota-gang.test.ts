@@ -29,9 +29,7 @@ describe('a gang reserved in chunks under a namespace quota', () => {
   let c: SchedulerClient;
 
   beforeAll(async () => {
-    monitors = await Promise.all(
-      [0, 1, 2, 3].map((i) => startSimNode({ store, keys, clock, log, id: `s${i}` })),
-    );
+    monitors = await Promise.all([0, 1, 2, 3].map((i) => startSimNode({ store, keys, clock, log, id: `s${i}` })));
     sched = await startTestScheduler({ name: 'qg', store, keys, clock, log, agents: 1, seed: 3 }, { agentConfig: { recheckMs: 200 } });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });

@@ -39,13 +39,37 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
     nodeStore = await openStore(endpoint());
     monitors = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
-        startMonitor({ store: nodeStore, keys, clock, log, server: { id: `n${i}`, platform: 'r3-2xlarge', rack: `r${i % 2}`, rus: 4, speed: 1, attributes: {} }, executor: 'simulated', host: '127.0.0.1', port: 0, leaseTtlSeconds: 5 }),
+        startMonitor({
+          store: nodeStore,
+          keys,
+          clock,
+          log,
+          server: { id: `n${i}`, platform: 'r3-2xlarge', rack: `r${i % 2}`, rus: 4, speed: 1, attributes: {} },
+          executor: 'simulated',
+          host: '127.0.0.1',
+          port: 0,
+          leaseTtlSeconds: 5,
+        }),
       ),
     );
     for (let f = 0; f < FRONTENDS; f++) {
       const store = await openStore(endpoint());
       stores.push(store);
-      const s = await startScheduler({ name: `fe${f}`, store, keys, catalog: loadCatalog(), clock, rng: new SeededRng(11 + f), log, agents: 3, host: '127.0.0.1', port: 0, leaseTtlSeconds: 5, housekeeping: false, agentConfig: { recheckMs: 200 } });
+      const s = await startScheduler({
+        name: `fe${f}`,
+        store,
+        keys,
+        catalog: loadCatalog(),
+        clock,
+        rng: new SeededRng(11 + f),
+        log,
+        agents: 3,
+        host: '127.0.0.1',
+        port: 0,
+        leaseTtlSeconds: 5,
+        housekeeping: false,
+        agentConfig: { recheckMs: 200 },
+      });
       scheds.push(s);
       clients.push(schedulerClient(`127.0.0.1:${s.port}`));
     }
@@ -107,7 +131,11 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
       Array.from({ length: JOBS_PER_FRONTEND }, (_, i) => {
         const tasks = 1 + Math.floor(rng.next() * 3);
         const durationMs = 100 + Math.floor(rng.next() * 150);
-        return submit(c, { specJson: JSON.stringify({ name: `f${f}-${i}`, profile: 'spark-lr', tasks, durationMs }), namespace: NS }).then((r) => ({ c, id: r.jobId, tasks }));
+        return submit(c, { specJson: JSON.stringify({ name: `f${f}-${i}`, profile: 'spark-lr', tasks, durationMs }), namespace: NS }).then((r) => ({
+          c,
+          id: r.jobId,
+          tasks,
+        }));
       }),
     );
     const jobs = await Promise.all(submissions);
@@ -116,7 +144,8 @@ describe('namespace RU quota under racing front-ends (etcd)', () => {
     // Every change of an RU up to now delivered.
     const end = await nodeStore.range(keys.rus());
     const lastChange = Math.max(...end.kvs.map((kv) => kv.modRevision));
-    for (const t0 = Date.now(); seen < lastChange && !failed; await new Promise((r) => setTimeout(r, 20))) if (Date.now() - t0 > 10_000) throw new Error(`the watch stopped at revision ${seen}, before ${lastChange}`);
+    for (const t0 = Date.now(); seen < lastChange && !failed; await new Promise((r) => setTimeout(r, 20)))
+      if (Date.now() - t0 > 10_000) throw new Error(`the watch stopped at revision ${seen}, before ${lastChange}`);
     await watch.close();
     expect(failed).toBeUndefined();
 

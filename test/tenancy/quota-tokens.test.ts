@@ -13,8 +13,15 @@ const owned = (id: string) => {
   const spec = { id, tasks: 2 } as JobSpec;
   return newOwned(spec, undefined as unknown as SchedulingAgent, { spec, state: 'queued', placed: 0, updatedAt: 0 } as LiveJobRecord, 1, new Map());
 };
-const rec = (state: LiveTaskRecord['state'], commitId?: string, extra: Partial<LiveTaskRecord> = {}): LiveTaskRecord =>
-  ({ job: 'ns/j-1', index: 0, state, attempt: 0, ru: { server: 's', index: 0 }, ...(commitId ? { commitId } : {}), ...extra });
+const rec = (state: LiveTaskRecord['state'], commitId?: string, extra: Partial<LiveTaskRecord> = {}): LiveTaskRecord => ({
+  job: 'ns/j-1',
+  index: 0,
+  state,
+  attempt: 0,
+  ru: { server: 's', index: 0 },
+  ...(commitId ? { commitId } : {}),
+  ...extra,
+});
 
 describe('quota tokens given back by the owner', () => {
   it('a placement that runs and ends gives its token back once', () => {
@@ -64,6 +71,9 @@ describe('changing a job tokens', () => {
   });
   it('recomputes a job from its live tokens (keep and add)', () => {
     const live = ['1/x', '2/x'];
-    expect(changeJobTokens(u, 'ns/a', { keep: new Set(live), add: live })).toEqual({ total: 5, jobs: { 'ns/a': ['1/x', '2/x'], 'ns/b': ['0/y', '1/y', '2/y'] } });
+    expect(changeJobTokens(u, 'ns/a', { keep: new Set(live), add: live })).toEqual({
+      total: 5,
+      jobs: { 'ns/a': ['1/x', '2/x'], 'ns/b': ['0/y', '1/y', '2/y'] },
+    });
   });
 });

@@ -22,9 +22,9 @@ import { failure, unary } from '../support/live.ts';
 
 const clock = new SystemClock();
 const log = createLogger('quota', 'silent');
-const spec = (name: string, tasks: number, durationMs: number, extra: Record<string, unknown> = {}): string => JSON.stringify({ name, profile: 'spark-lr', tasks, durationMs, ...extra });
+const spec = (name: string, tasks: number, durationMs: number, extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ name, profile: 'spark-lr', tasks, durationMs, ...extra });
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 
 async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
   const t0 = Date.now();
@@ -53,11 +53,7 @@ describe('namespace quotas (etcd)', () => {
 
   beforeAll(async () => {
     store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-    monitors = await Promise.all(
-      [0, 1].map((i) =>
-        startSimNode({ store, keys, clock, log, id: `s${i}` }),
-      ),
-    );
+    monitors = await Promise.all([0, 1].map((i) => startSimNode({ store, keys, clock, log, id: `s${i}` })));
     sched = await startTestScheduler({ name: 'quota', store, keys, clock, log, agents: 2, seed: 7 }, { agentConfig: { recheckMs: 200 } });
     c = schedulerClient(`127.0.0.1:${sched.port}`);
   });
@@ -150,7 +146,10 @@ describe('namespace quotas (etcd)', () => {
 
   it('max_waiting_jobs refuses the next submission, also when submissions race', async () => {
     await unary(c, 'PutNamespace', { name: 'qw', maxWaitingJobs: 2 });
-    const first = await Promise.all([submit(c, { specJson: spec('w1', 1, 1500), namespace: 'qw' }), submit(c, { specJson: spec('w2', 1, 1500), namespace: 'qw' })]);
+    const first = await Promise.all([
+      submit(c, { specJson: spec('w1', 1, 1500), namespace: 'qw' }),
+      submit(c, { specJson: spec('w2', 1, 1500), namespace: 'qw' }),
+    ]);
     const e = await failure(submit(c, { specJson: spec('w3', 1, 50), namespace: 'qw' }));
     expect(e.code).toBe(8);
     expect(e.details).toBe('namespace qw has 2 jobs not yet final, its limit (max_waiting_jobs 2): retry once some have finished');

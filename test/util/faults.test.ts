@@ -17,7 +17,11 @@ function run(body: string, embedded: boolean): { status: number | null; stdout: 
     const policy = installFaultPolicy(createLogger('t'), { who: 'server', embedded: ${embedded} });
     ${body}
   `;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', env: { ...process.env, TARCIL_LOG: 'info', TARCIL_LOG_FORMAT: 'json' }, timeout: 30_000 });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    env: { ...process.env, TARCIL_LOG: 'info', TARCIL_LOG_FORMAT: 'json' },
+    timeout: 30_000,
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

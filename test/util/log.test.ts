@@ -18,7 +18,10 @@ function captured(): { log: pino.Logger; lines: string[] } {
 
 const saved = { log: process.env.TARCIL_LOG, format: process.env.TARCIL_LOG_FORMAT };
 afterEach(() => {
-  for (const [k, v] of [['TARCIL_LOG', saved.log], ['TARCIL_LOG_FORMAT', saved.format]] as const) {
+  for (const [k, v] of [
+    ['TARCIL_LOG', saved.log],
+    ['TARCIL_LOG_FORMAT', saved.format],
+  ] as const) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }

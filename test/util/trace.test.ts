@@ -55,7 +55,14 @@ describe('trace points', () => {
     traceRequest('commit.asked', 'j4', b);
     traceRequests('store.sent', [a, b]);
     const lines = written(file);
-    expect(lines.map(([, p, id]) => `${p} ${id}`)).toEqual(['submit.received j1', 'bench.submitted j1', 'group.sent j2#3', 'commit.asked j4', 'store.sent j2#3', 'store.sent j4']);
+    expect(lines.map(([, p, id]) => `${p} ${id}`)).toEqual([
+      'submit.received j1',
+      'bench.submitted j1',
+      'group.sent j2#3',
+      'commit.asked j4',
+      'store.sent j2#3',
+      'store.sent j4',
+    ]);
     expect(lines[0]?.[0]).toBeGreaterThanOrEqual(t0 - 1);
     expect(lines[0]?.[0]).toBeLessThan(t0 + 1000);
     expect(lines[1]?.[0]).toBe(1234.5);
@@ -66,14 +73,16 @@ describe('trace points', () => {
     expect(written(file)).toHaveLength(6);
   });
 
-  it("a group commit marks when each traced transaction leaves, on the embedded store", async () => {
+  it('a group commit marks when each traced transaction leaves, on the embedded store', async () => {
     const { file } = traceDir();
     const gc = new GroupCommit(new MemoryStore(), { maxInFlight: 1 });
     const reqs = [put('/t/a'), put('/t/b'), put('/t/c')];
     reqs.forEach((r, i) => traceIds.set(r, `j#${i}`));
     const res = await Promise.all(reqs.map((r) => gc.txn(r)));
     expect(res.every((r) => r.succeeded)).toBe(true);
-    const sent = written(file).filter(([, p]) => p === 'group.sent').map(([, , id]) => id);
+    const sent = written(file)
+      .filter(([, p]) => p === 'group.sent')
+      .map(([, , id]) => id);
     expect(sent.sort()).toEqual(['j#0', 'j#1', 'j#2']);
   });
 

@@ -148,8 +148,12 @@ describe('invalid rows: file, line, column and rule; nothing loaded', () => {
   });
 
   it('headers: a missing or unknown column; quoting', () => {
-    expect(problemsOf(() => load('sn,cpu_milli,gpu,model,extra\nn,1000,0,,1', pods))).toMatch(/nodes\.csv:1: column extra: is not a column[^]*nodes\.csv:1: column memory_mib: is a required column missing/);
-    expect(problemsOf(() => load(nodes, `${POD_HEADER}\n"a,1000`))).toContain('pods.csv:2: column (row): does not parse as CSV: the parsing is finished with an opening quote at line 2');
+    expect(problemsOf(() => load('sn,cpu_milli,gpu,model,extra\nn,1000,0,,1', pods))).toMatch(
+      /nodes\.csv:1: column extra: is not a column[^]*nodes\.csv:1: column memory_mib: is a required column missing/,
+    );
+    expect(problemsOf(() => load(nodes, `${POD_HEADER}\n"a,1000`))).toContain(
+      'pods.csv:2: column (row): does not parse as CSV: the parsing is finished with an opening quote at line 2',
+    );
     const quoted = load(nodes, `${POD_HEADER}\r\n"q1",1000,1,0,0,"",LS,Running,1,2,1\r\n`);
     expect(quoted.jobs.map((j) => j.id)).toEqual(['q1']);
   });
@@ -158,7 +162,13 @@ describe('invalid rows: file, line, column and rule; nothing loaded', () => {
 describe('the generic format', () => {
   const GEN: TraceOptions = { format: 'generic', compress: 10, profiles: PROFILES, seed: 1 };
   const gnodes = 'server,cores,platform\ns1,16,fast\ns2,8,slow\n';
-  const jobs = ['name,arrival_s,tasks,cores,duration_s,command,platforms,priority', 'web,0,10,,30,,,', 'batch,2.5,2,4,,sleep 1,slow|fast,300', 'huge,3,1,32,5,,,', 'lost,4,1,,5,,gpu,'].join('\n');
+  const jobs = [
+    'name,arrival_s,tasks,cores,duration_s,command,platforms,priority',
+    'web,0,10,,30,,,',
+    'batch,2.5,2,4,,sleep 1,slow|fast,300',
+    'huge,3,1,32,5,,,',
+    'lost,4,1,,5,,gpu,',
+  ].join('\n');
 
   it('maps each row: tasks × cores tasks, packed when a task has several cores, times compressed', () => {
     const t = load(gnodes, jobs, GEN);
@@ -168,7 +178,16 @@ describe('the generic format', () => {
     ]);
     expect(t.jobs).toHaveLength(2);
     expect(t.jobs[0]).toMatchObject({ id: 'web', tasks: 10, mode: 'incremental', locality: { mode: 'any' }, arrivalMs: 0, durationMs: 3000, priority: 100 });
-    expect(t.jobs[1]).toMatchObject({ id: 'batch', tasks: 8, mode: 'gang', locality: { mode: 'pack' }, arrivalMs: 250, command: { argv: ['sleep', '1'] }, platforms: ['slow', 'fast'], priority: 300 });
+    expect(t.jobs[1]).toMatchObject({
+      id: 'batch',
+      tasks: 8,
+      mode: 'gang',
+      locality: { mode: 'pack' },
+      arrivalMs: 250,
+      command: { argv: ['sleep', '1'] },
+      platforms: ['slow', 'fast'],
+      priority: 300,
+    });
     expect(t.unmappable).toEqual([
       { id: 'huge', line: 4, reason: 'no node has 32 cores' },
       { id: 'lost', line: 5, reason: 'no node is of the platforms it allows (gpu)' },
@@ -177,11 +196,21 @@ describe('the generic format', () => {
 
   it('only arrival_s and tasks are required columns; a job has a duration or a command, not both', () => {
     expect(load(gnodes, 'arrival_s,tasks,duration_s\n1,2,3', GEN).jobs[0]).toMatchObject({ id: 'job-2', tasks: 2, durationMs: 300 });
-    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s,command\n1,2,3,true', GEN))).toContain('pods.csv:2: column command: exactly one of duration_s and command must be given');
-    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s\n1,2,', GEN))).toContain('pods.csv:2: column duration_s: exactly one of duration_s and command must be given');
-    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s,priority\n-1,0,3,1000', GEN))).toMatch(/column arrival_s: must be a non-negative number[^]*column tasks: must be a whole number in \[1,[^]*column priority: must be a whole number in \[0, 999\]/);
-    expect(problemsOf(() => load(gnodes, 'tasks,duration_s\n1,2', GEN))).toContain('pods.csv:1: column arrival_s: is a required column missing from the header');
-    expect(problemsOf(() => load('server,cores,platform\ns1,0,fast', 'arrival_s,tasks,duration_s\n1,2,3', GEN))).toContain('nodes.csv:2: column cores: must be a whole number in [1,');
+    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s,command\n1,2,3,true', GEN))).toContain(
+      'pods.csv:2: column command: exactly one of duration_s and command must be given',
+    );
+    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s\n1,2,', GEN))).toContain(
+      'pods.csv:2: column duration_s: exactly one of duration_s and command must be given',
+    );
+    expect(problemsOf(() => load(gnodes, 'arrival_s,tasks,duration_s,priority\n-1,0,3,1000', GEN))).toMatch(
+      /column arrival_s: must be a non-negative number[^]*column tasks: must be a whole number in \[1,[^]*column priority: must be a whole number in \[0, 999\]/,
+    );
+    expect(problemsOf(() => load(gnodes, 'tasks,duration_s\n1,2', GEN))).toContain(
+      'pods.csv:1: column arrival_s: is a required column missing from the header',
+    );
+    expect(problemsOf(() => load('server,cores,platform\ns1,0,fast', 'arrival_s,tasks,duration_s\n1,2,3', GEN))).toContain(
+      'nodes.csv:2: column cores: must be a whole number in [1,',
+    );
   });
 
   it('refuses a compression below 1', () => {

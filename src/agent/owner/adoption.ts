@@ -86,7 +86,12 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);
   const p = m.o.clock
     .sleep(jitter)
-    .then(() => m.adoptions.run(() => tryAdopt(m, id, from, ours), () => m.closed))
+    .then(() =>
+      m.adoptions.run(
+        () => tryAdopt(m, id, from, ours),
+        () => m.closed,
+      ),
+    )
     .catch((err: unknown) => {
       m.o.log.warn({ job: id, err: errorMessage(err), queued: m.adoptions.queued }, 'adoption failed; a scan retries');
       m.later(RESCAN_MS, () => scan(m));
@@ -128,10 +133,7 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
     if (!ours && from.lease !== undefined) compare.push({ key: k.member(from.lease), target: 'version', op: '==', value: 0 });
     res = await m.o.store.txn({
       compare,
-      success: [
-        ...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner) }]),
-        { type: 'get', key: k.tasks(id), prefix: true },
-      ],
+      success: [...(ours ? [] : [{ type: 'put' as const, key: k.owner(id), value: JSON.stringify(owner) }]), { type: 'get', key: k.tasks(id), prefix: true }],
     });
   } finally {
     if (m.adoptWindow.get(id) === window) m.adoptWindow.delete(id);

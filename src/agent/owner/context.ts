@@ -413,12 +413,7 @@ export function commitFence(keys: Keys, lease: Pick<HeldLease, 'id'>): { key: st
  * our lease. When it fails because the lease is gone, the job is dropped (another process owns it,
  * or will). `failure` reads come after the member key in `res.responses` (from 1).
  */
-export async function fencedTxn(
-  m: OwnerContext,
-  o: Owned,
-  lease: HeldLease,
-  req: { compare?: Compare[]; success: Op[]; failure?: Op[] },
-): Promise<TxnResult> {
+export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req: { compare?: Compare[]; success: Op[]; failure?: Op[] }): Promise<TxnResult> {
   // On failure, the job's task records it compared are read too: one of them changed without
   // this owner seeing it (it follows no task record), and is applied here.
   const prefix = m.o.keys.tasks(o.id);

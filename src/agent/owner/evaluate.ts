@@ -166,7 +166,10 @@ function awaitNode(m: OwnerContext, o: Owned, server: string, due: number): void
   o.awaitingNodes.add(server);
   const n = o.byServer.get(server)?.size ?? 0;
   o.note ??= `server ${server} cannot be reached; its ${n} task(s) of this job keep their place until ${new Date(due).toISOString()}, then run elsewhere`;
-  m.o.log.info({ job: o.id, server, until: new Date(due).toISOString() }, 'node unreachable; waiting for its disconnect grace before placing its tasks elsewhere');
+  m.o.log.info(
+    { job: o.id, server, until: new Date(due).toISOString() },
+    'node unreachable; waiting for its disconnect grace before placing its tasks elsewhere',
+  );
   m.later(due - m.o.clock.now() + 10, () => {
     o.awaitingNodes.delete(server);
     if (o.note?.startsWith(`server ${server} cannot be reached`)) o.note = undefined;
@@ -254,7 +257,10 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
         m.o.onDecision?.(o.spec, rec);
         if (m.o.log.isLevelEnabled('debug')) {
           const placed = rec.placements.length + (rec.omittedPlacements ?? 0);
-          m.o.log.debug({ job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs }, 'scheduling call done');
+          m.o.log.debug(
+            { job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs },
+            'scheduling call done',
+          );
         }
       },
       async (err: unknown) => {

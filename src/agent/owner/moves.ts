@@ -42,7 +42,12 @@ export interface MoveStats {
 }
 
 export function newMoveStats(): MoveStats {
-  return { moved: 0, completed: 0, scaledOut: 0, declined: { 'no-gain': 0, 'no-budget': 0, 'no-room': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 } };
+  return {
+    moved: 0,
+    completed: 0,
+    scaledOut: 0,
+    declined: { 'no-gain': 0, 'no-budget': 0, 'no-room': 0, 'max-moves': 0, 'no-better-ru': 0, conflict: 0, changed: 0 },
+  };
 }
 
 /** A load report appeared or went: note the task slow (or not) and, for a migratable job, look again after the wait. */
@@ -134,7 +139,10 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
     m.o.onDecision?.(o.spec, res.rec);
     m.track(persistDecisions(m, o, false));
     const to = res.rec.placements[0]?.ru;
-    m.o.log.info({ job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate }, 'moving a slow task');
+    m.o.log.info(
+      { job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate },
+      'moving a slow task',
+    );
     // The commit's record (with movedFrom) is in o.tasks already: finish the move from it.
     o.dirty.add(t);
     m.evaluate(o);
@@ -195,7 +203,13 @@ async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }
  * the report, slow since) against a restart at the expected rate. A task of unknown length (a
  * command without a duration) counts as never finishing where it is.
  */
-function estimate(m: MoveHost, o: Owned, rec: LiveTaskRecord, slow: { since: number; rate: number }, now: number): { remaining: number; rateNow: number; work: number; rateAfter: number } {
+function estimate(
+  m: MoveHost,
+  o: Owned,
+  rec: LiveTaskRecord,
+  slow: { since: number; rate: number },
+  now: number,
+): { remaining: number; rateNow: number; work: number; rateAfter: number } {
   const platform = rec.ru ? m.servers.get(rec.ru.server)?.platform : undefined;
   const perf = (platform && own(o.spec.profile.platformPerf, platform)) || 1;
   const work = o.spec.durationMs !== undefined ? o.spec.durationMs / perf : Infinity;
@@ -211,7 +225,8 @@ export function finishMove(m: MoveHost, o: Owned, t: number): void {
   m.track(
     finishLoop(m, o, t)
       .catch((err: unknown) => {
-        if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED')) m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'finishing a move failed; will retry');
+        if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED'))
+          m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'finishing a move failed; will retry');
       })
       .finally(() => {
         o.finishing.delete(t);
@@ -240,7 +255,10 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
       // The old copy has not stopped yet. A node that left is waited for as long as it may keep
       // running its tasks cut off (its disconnect grace); then its RU goes with it.
       if (!m.servers.has(from.server) && !(await m.o.store.get(k.server(from.server))) && m.o.clock.now() >= replaceAt(m, from.server)) {
-        await fencedTxn(m, o, lease, { compare: [{ key: oldKv.key, target: 'mod', op: '==', value: oldKv.modRevision }], success: [{ type: 'delete', key: oldKv.key }] });
+        await fencedTxn(m, o, lease, {
+          compare: [{ key: oldKv.key, target: 'mod', op: '==', value: oldKv.modRevision }],
+          success: [{ type: 'delete', key: oldKv.key }],
+        });
         continue;
       }
       await m.o.clock.sleep(pause);

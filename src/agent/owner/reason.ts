@@ -149,7 +149,23 @@ function holdersText(holders: readonly { job: string; rus: number }[], self: str
 }
 
 function empty(kind: ReasonKind, text: string): JobReason {
-  return { kind, text, needed: 0, rusUsable: 0, rusBusy: 0, holders: [], namespace: '', quotaUsed: 0, quotaLimit: 0, constraint: '', serversMatching: 0, buckets: [], servers: [], attempts: 0, waitedMs: 0 };
+  return {
+    kind,
+    text,
+    needed: 0,
+    rusUsable: 0,
+    rusBusy: 0,
+    holders: [],
+    namespace: '',
+    quotaUsed: 0,
+    quotaLimit: 0,
+    constraint: '',
+    serversMatching: 0,
+    buckets: [],
+    servers: [],
+    attempts: 0,
+    waitedMs: 0,
+  };
 }
 
 /** The job's one current reason (see the module's comment). */
@@ -160,7 +176,8 @@ export function jobReason(input: ReasonInput): JobReason {
   if (isFinalJob(rec.state)) {
     const done = (counts.succeeded ?? 0) + (counts.failed ?? 0) + (counts.cancelled ?? 0);
     if (rec.state === 'succeeded') return empty('done', `done: succeeded, all ${plural(n, 'task')} ended well`);
-    if (rec.state === 'cancelled') return empty('done', `done: cancelled${done > 0 && (counts.succeeded ?? 0) > 0 ? ` (${counts.succeeded ?? 0} of ${n} tasks had succeeded)` : ''}`);
+    if (rec.state === 'cancelled')
+      return empty('done', `done: cancelled${done > 0 && (counts.succeeded ?? 0) > 0 ? ` (${counts.succeeded ?? 0} of ${n} tasks had succeeded)` : ''}`);
     return empty('done', `done: failed${rec.message ? ` — ${rec.message}` : ''}`);
   }
   if (rec.cancelRequested) return empty('done', 'cancelling: its running tasks are being stopped');
@@ -233,7 +250,9 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
     r.kind = 'constraint';
     r.constraint = constraint ? `${constraint}; a gang of ${n}` : `a gang of ${n}`;
     const down = cell.matching - cell.matchingUp;
-    const off = [cell.cordoned.length > 0 ? `${plural(cell.cordoned.length, 'server')} cordoned` : '', down > 0 ? `${plural(down, 'server')} down` : ''].filter(Boolean).join(', ');
+    const off = [cell.cordoned.length > 0 ? `${plural(cell.cordoned.length, 'server')} cordoned` : '', down > 0 ? `${plural(down, 'server')} down` : '']
+      .filter(Boolean)
+      .join(', ');
     r.text = `a gang of ${n} needs ${needed} RUs at once and only ${cell.usable} it may use ${cell.usable === 1 ? 'is' : 'are'} up${off ? ` (${off})` : ''}`;
     return r;
   }
@@ -255,7 +274,9 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
   if (live?.waiting?.startsWith('queued by admission') === true || (verdict?.action === 'queue' && rec.state === 'queued')) {
     r.kind = 'admission';
     r.buckets = verdict ? [...verdict.buckets] : [];
-    const acc = verdict ? `${verdict.acceptableFree} of ${verdict.totalFree} free RUs would run it well (buckets ${verdict.buckets.length > 0 ? verdict.buckets.join(', ') : 'none'}), it needs ${verdict.needed}` : 'too few free RUs would run it well';
+    const acc = verdict
+      ? `${verdict.acceptableFree} of ${verdict.totalFree} free RUs would run it well (buckets ${verdict.buckets.length > 0 ? verdict.buckets.join(', ') : 'none'}), it needs ${verdict.needed}`
+      : 'too few free RUs would run it well';
     r.text = `admission control holds it: ${acc}${wait}; it waits at most ${fmtWait(spec.maxQueueMs)}`;
     return r;
   }

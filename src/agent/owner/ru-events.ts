@@ -152,7 +152,10 @@ export class TaskRefresher {
         return rec?.state === 'placed' && rec.attempt === (p.attempt ?? 0) && rec.ru?.server === p.ru.server && rec.ru.index === p.ru.index;
       });
     if (placed().length === 0) return [];
-    await this.refresh(o, placed().map((p) => p.task));
+    await this.refresh(
+      o,
+      placed().map((p) => p.task),
+    );
     const still = placed();
     for (const p of still) this.watch(o, p.task);
     return still;

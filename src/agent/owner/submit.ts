@@ -30,7 +30,6 @@ function checkRequestId(id: string): string {
   return id;
 }
 
-
 /** New jobs are refused while more than max(this, STORE_QUEUE_REFUSE_PER_SLOT × the limit) of the process's requests wait for the store. */
 export const STORE_QUEUE_REFUSE_MIN = 256;
 export const STORE_QUEUE_REFUSE_PER_SLOT = 8;
@@ -71,12 +70,14 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   trace('submit.received', spec.id);
   if (!m.serving || m.closed) throw new TarcilError('UNAVAILABLE', 'the scheduler is not running');
   const lease = m.lease;
-  if (!lease || !lease.confirmed) throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
+  if (!lease || !lease.confirmed)
+    throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
   const k = m.o.keys;
   const now = m.o.clock.now();
   // Request ids are the client's: each namespace has its own, so one namespace's id never answers
   // with another's job.
-  const requestKey = opts.requestId !== undefined ? m.live.request(qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId))) : undefined;
+  const requestKey =
+    opts.requestId !== undefined ? m.live.request(qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId))) : undefined;
   // Only a request id's record needs the digest (a SHA-256 of the whole spec, serialized again):
   // a submission without one, the common case, does not pay for it.
   const digest = requestKey ? specDigest(spec) : '';
@@ -100,14 +101,20 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     throw err;
   };
   const f = m.feasibility(spec);
-  if (f.kind === 'never') return refuse(new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field }));
+  if (f.kind === 'never')
+    return refuse(new TarcilError('FAILED_PRECONDITION', `${f.field}: this job can never run in this cell: ${f.reason}`, { field: f.field }));
   // Back-pressure: a front-end that cannot keep up refuses new work rather than taking on a
   // backlog that grows without bound. A job alone is always taken, however large.
   const limit = m.maxPendingTasks;
   if (limit > 0) {
     const pending = m.pendingTasks();
     if (pending > 0 && pending + spec.tasks > limit) {
-      return refuse(new TarcilError('RESOURCE_EXHAUSTED', `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`));
+      return refuse(
+        new TarcilError(
+          'RESOURCE_EXHAUSTED',
+          `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`,
+        ),
+      );
     }
   }
   let gate: { compare: Compare[]; success: Op[] } | undefined;
@@ -175,10 +182,14 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     m.submitting.delete(spec.id);
   }
   if (!res.succeeded) {
-    if (res.responses[0]?.[0]?.lease !== lease.id) throw new TarcilError('UNAVAILABLE', 'this front-end lost its owner lease while the job was submitted; submit again');
+    if (res.responses[0]?.[0]?.lease !== lease.id)
+      throw new TarcilError('UNAVAILABLE', 'this front-end lost its owner lease while the job was submitted; submit again');
     const seen = res.responses[1]?.[0];
     if (requestKey && seen) return existing(m, seen, digest);
-    if (opts.compare?.length || gate?.compare.length) throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, { field: 'namespace' });
+    if (opts.compare?.length || gate?.compare.length)
+      throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, {
+        field: 'namespace',
+      });
     throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
   }
   m.stats.submitted++;
@@ -206,9 +217,13 @@ async function existing(m: OwnerContext, requestKv: KeyValue, digest: string): P
   const record = parseJson<LiveJobRecord>(kv);
   if (!kv || !record) {
     // Stored and deleted together, the job first: the job finished and retention let it go.
-    throw new TarcilError('ALREADY_EXISTS', `request_id was already used for job ${req.job}, which has finished and been deleted since (finished jobs are kept for the retention period only)`, {
-      field: 'request_id',
-    });
+    throw new TarcilError(
+      'ALREADY_EXISTS',
+      `request_id was already used for job ${req.job}, which has finished and been deleted since (finished jobs are kept for the retention period only)`,
+      {
+        field: 'request_id',
+      },
+    );
   }
   m.stats.duplicates++;
   return { jobId: req.job, record, revision: kv.modRevision, duplicate: true };

@@ -160,7 +160,10 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
     else if (ru.state === 'reserved') held.push({ t, ref: v.rec.ru, ruKv, ru });
   }
   if (held.length === 0) return;
-  m.o.log.info({ job: o.id, reserved: held.length, confirmed }, confirmed ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done');
+  m.o.log.info(
+    { job: o.id, reserved: held.length, confirmed },
+    confirmed ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done',
+  );
   for (const h of held) {
     if (confirmed) {
       const res = await fencedTxn(m, o, lease, {

@@ -74,7 +74,18 @@ export class CellView {
     const flags = (s.down ? 1 : 0) | (s.blocked ? 2 : 0) | (s.cordoned ? 4 : 0);
     const prev = this.perServer.get(s.spec.id);
     if (prev && prev.version === s.version && prev.flags === flags) return prev;
-    const out: ServerSummary = { key: prev?.key ?? `${s.spec.platform}/${s.spec.rack}`, version: s.version, flags, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, qSum: 0, qN: 0 };
+    const out: ServerSummary = {
+      key: prev?.key ?? `${s.spec.platform}/${s.spec.rack}`,
+      version: s.version,
+      flags,
+      free: 0,
+      busy: 0,
+      reserved: 0,
+      down: 0,
+      unschedulable: 0,
+      qSum: 0,
+      qN: 0,
+    };
     for (let i = 0; i < s.ruCount; i++) {
       const o = s.occupants[i];
       if (s.down || s.ruDown[i]) out.down++;
@@ -110,7 +121,23 @@ export class CellView {
       const key = x.key;
       let r = byRack.get(key);
       if (!r) {
-        r = { key, platform: s.spec.platform, rack: s.spec.rack, servers: 0, rus: 0, free: 0, busy: 0, reserved: 0, down: 0, unschedulable: 0, blocked: 0, cordoned: 0, q: null, qSum: 0, qN: 0 };
+        r = {
+          key,
+          platform: s.spec.platform,
+          rack: s.spec.rack,
+          servers: 0,
+          rus: 0,
+          free: 0,
+          busy: 0,
+          reserved: 0,
+          down: 0,
+          unschedulable: 0,
+          blocked: 0,
+          cordoned: 0,
+          q: null,
+          qSum: 0,
+          qN: 0,
+        };
         byRack.set(key, r);
       }
       r.servers++;

@@ -265,7 +265,8 @@ export class ThroughputSampler {
   }
 
   private async sample(): Promise<ThroughputPoint | undefined> {
-    const sum = async (c: { get(): Promise<{ values: { value: number; metricName?: string }[] }> }): Promise<number> => (await c.get()).values.reduce((a, v) => a + v.value, 0);
+    const sum = async (c: { get(): Promise<{ values: { value: number; metricName?: string }[] }> }): Promise<number> =>
+      (await c.get()).values.reduce((a, v) => a + v.value, 0);
     const lat = await this.metrics.latency.get();
     const buckets = new Map<number, number>();
     for (const v of lat.values) {

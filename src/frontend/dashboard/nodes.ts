@@ -116,7 +116,16 @@ export async function nodesView(store: ClusterStore, keys: Keys, manager: JobMan
       tasks,
       load: isDown ? 'no verdict: the node is down' : loadVerdict(s.blocked === true, reports.get(s.id) ?? []),
       blocked: !isDown && s.blocked === true,
-      ...(cordon ? { cordon: { mode: cordon.mode, since: cordon.since, ...(cordon.reason ? { reason: cordon.reason } : {}), ...(cordon.deadlineAt !== undefined ? { deadlineAt: cordon.deadlineAt } : {}) } } : {}),
+      ...(cordon
+        ? {
+            cordon: {
+              mode: cordon.mode,
+              since: cordon.since,
+              ...(cordon.reason ? { reason: cordon.reason } : {}),
+              ...(cordon.deadlineAt !== undefined ? { deadlineAt: cordon.deadlineAt } : {}),
+            },
+          }
+        : {}),
       ...(leftAt !== undefined ? { leftAt } : {}),
     });
   };

@@ -164,7 +164,9 @@ export class Dashboard {
       res.setHeader('set-cookie', `tarcil_dashboard=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
       return true;
     }
-    res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end('the dashboard needs its token: Authorization: Bearer <token>, or open /?token=<token>\n');
+    res
+      .writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' })
+      .end('the dashboard needs its token: Authorization: Bearer <token>, or open /?token=<token>\n');
     return false;
   }
 
@@ -233,7 +235,11 @@ export class Dashboard {
       this.jobs.drain();
     }
     const adm = admissionBuckets(this.src.manager, this.startedAt);
-    send(res, 'snapshot', JSON.stringify({ racks, totals, jobs: this.jobs.newest(SNAPSHOT_JOBS), admission: adm, throughput: this.throughput.points, tickMs: TICK_MS }));
+    send(
+      res,
+      'snapshot',
+      JSON.stringify({ racks, totals, jobs: this.jobs.newest(SNAPSHOT_JOBS), admission: adm, throughput: this.throughput.points, tickMs: TICK_MS }),
+    );
     this.clients.add(res);
     req.on('close', () => {
       this.clients.delete(res);

@@ -17,7 +17,16 @@ import type { TaskLogsRequest__Output } from '../gen/tarcil/v1/TaskLogsRequest.t
 export type TaskLogsHandler = (call: grpc.ServerWritableStream<TaskLogsRequest__Output, TaskLogChunk>) => void;
 
 /** gRPC status codes by number, for the browser's message. */
-const CODE_NAMES: Record<number, string> = { 3: 'INVALID_ARGUMENT', 4: 'DEADLINE_EXCEEDED', 5: 'NOT_FOUND', 7: 'PERMISSION_DENIED', 8: 'RESOURCE_EXHAUSTED', 9: 'FAILED_PRECONDITION', 13: 'INTERNAL', 14: 'UNAVAILABLE' };
+const CODE_NAMES: Record<number, string> = {
+  3: 'INVALID_ARGUMENT',
+  4: 'DEADLINE_EXCEEDED',
+  5: 'NOT_FOUND',
+  7: 'PERMISSION_DENIED',
+  8: 'RESOURCE_EXHAUSTED',
+  9: 'FAILED_PRECONDITION',
+  13: 'INTERNAL',
+  14: 'UNAVAILABLE',
+};
 
 /** The request of `/api/logs` from its query, each field checked. */
 export function logsRequest(q: URLSearchParams): TaskLogsRequest__Output {

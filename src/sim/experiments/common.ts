@@ -66,7 +66,13 @@ export const pc = (x: number): string => (Number.isFinite(x) ? `${(100 * x).toFi
  * worker threads the costliest cells are handed out first (ties in the cells' order), so that a
  * long cell does not start last while the other threads run out of work.
  */
-export function sweep<T>(ctx: ExperimentContext, cells: T[], label: (c: T) => string, fn: (c: T) => RunResult, opts: { parallel?: boolean; cost?: (c: T) => number } = {}): { cell: T; r: RunResult }[] {
+export function sweep<T>(
+  ctx: ExperimentContext,
+  cells: T[],
+  label: (c: T) => string,
+  fn: (c: T) => RunResult,
+  opts: { parallel?: boolean; cost?: (c: T) => number } = {},
+): { cell: T; r: RunResult }[] {
   if (ctx.only) {
     const c = cells[ctx.only.cell];
     if (c === undefined) throw new Error(`no cell ${ctx.only.cell} in a sweep of ${cells.length}`);
@@ -117,4 +123,3 @@ export const meanUtil = (r: RunResult): number => {
 export function base(name: string, title: string, ctx: ExperimentContext, t0: number): Omit<ExperimentResult, 'rows' | 'tables' | 'charts' | 'paper'> {
   return { name, title, quick: ctx.quick, seed: ctx.seed, wallMs: performance.now() - t0, ...(ctx.warmupMs === undefined ? {} : { warmupMs: ctx.warmupMs }) };
 }
-

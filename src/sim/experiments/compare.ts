@@ -60,12 +60,21 @@ export const compare: Runner = (ctx) => {
   for (const v of variants) cells.push({ wl: `W2-${v}`, policy: PREFER });
   for (const p of COPYSET_POLICIES) cells.push({ wl: 'W2-hetero', policy: `${p}${COPYSETS}` });
   for (const p of ['tarcil', 'sparrow', 'centralized', 'random']) cells.push({ wl: 'W3', policy: p });
-  const res = sweep(ctx, cells, (c) => `${c.wl} ${c.policy}`, (c) => {
-    const copysets = c.policy.endsWith(COPYSETS);
-    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs }) : w2({ variant: c.wl.slice(3) as (typeof variants)[number], queries, ...(copysets ? { replication: 'copysets' as const } : {}) });
-    if (copysets) return run(wl, c.policy.slice(0, -COPYSETS.length), ctx.seed);
-    return c.policy === PREFER ? runSim({ workload: wl, policy: { name: 'tarcil', preferReplicas: true }, seed: ctx.seed }) : run(wl, c.policy, ctx.seed);
-  }, { cost: compareCost });
+  const res = sweep(
+    ctx,
+    cells,
+    (c) => `${c.wl} ${c.policy}`,
+    (c) => {
+      const copysets = c.policy.endsWith(COPYSETS);
+      const wl =
+        c.wl === 'W3'
+          ? w3({ jobs: w3jobs })
+          : w2({ variant: c.wl.slice(3) as (typeof variants)[number], queries, ...(copysets ? { replication: 'copysets' as const } : {}) });
+      if (copysets) return run(wl, c.policy.slice(0, -COPYSETS.length), ctx.seed);
+      return c.policy === PREFER ? runSim({ workload: wl, policy: { name: 'tarcil', preferReplicas: true }, seed: ctx.seed }) : run(wl, c.policy, ctx.seed);
+    },
+    { cost: compareCost },
+  );
   const rows = res.map(({ cell, r }) => summaryRow(cell.wl, cell.policy, r.summary, r));
   // Per query type (Fig. 13 left): mean response per type.
   const perType: Record<string, string | number>[] = [];
@@ -89,14 +98,29 @@ export const compare: Runner = (ctx) => {
         }
       }
     }
-    charts.push({ file: `compare-w2-${v}.svg`, title: `TPC-H (W2 ${v}): mean query response by type`, xTitle: 'query', yTitle: 'mean response (ms)', points: pts, pointsOnly: true, logY: true });
+    charts.push({
+      file: `compare-w2-${v}.svg`,
+      title: `TPC-H (W2 ${v}): mean query response by type`,
+      xTitle: 'query',
+      yTitle: 'mean response (ms)',
+      points: pts,
+      pointsOnly: true,
+      logY: true,
+    });
     const cdf: Point[] = [];
     for (const { cell, r } of res.filter((x) => x.cell.wl === `W2-${v}`)) {
       const xs = r.records.map((x) => x.sched).sort((a, b) => a - b);
       const step = Math.max(1, Math.floor(xs.length / 100));
       for (let i = 0; i < xs.length; i += step) cdf.push({ x: Math.max(0.01, xs[i] as number), y: (i + 1) / xs.length, series: cell.policy });
     }
-    charts.push({ file: `compare-w2-${v}-overhead.svg`, title: `TPC-H (W2 ${v}): CDF of scheduling overhead per query`, xTitle: 'overhead (ms)', yTitle: 'CDF', points: cdf, logX: true });
+    charts.push({
+      file: `compare-w2-${v}-overhead.svg`,
+      title: `TPC-H (W2 ${v}): CDF of scheduling overhead per query`,
+      xTitle: 'overhead (ms)',
+      yTitle: 'CDF',
+      points: cdf,
+      logX: true,
+    });
   }
   const w3pts: Point[] = [];
   for (const { cell, r } of res.filter((x) => x.cell.wl === 'W3')) {
@@ -104,13 +128,37 @@ export const compare: Runner = (ctx) => {
     const step = Math.max(1, Math.floor(perf.length / 200));
     for (let i = 0; i < perf.length; i += step) w3pts.push({ x: i, y: perf[i] as number, series: cell.policy });
   }
-  charts.push({ file: 'compare-w3.svg', title: 'W3 (400 servers): performance normalised to optimal, worst to best', xTitle: 'job (sorted worst → best)', yTitle: 'ideal / response', points: w3pts });
+  charts.push({
+    file: 'compare-w3.svg',
+    title: 'W3 (400 servers): performance normalised to optimal, worst to best',
+    xTitle: 'job (sorted worst → best)',
+    yTitle: 'ideal / response',
+    points: w3pts,
+  });
   const w3util: Point[] = [];
   for (const { cell, r } of res.filter((x) => x.cell.wl === 'W3' && x.cell.policy === 'tarcil')) {
     for (const u of r.util) w3util.push({ x: u.t / 1000, y: u.busy / r.nRu, series: cell.policy });
   }
-  charts.push({ file: 'compare-w3-util.svg', title: 'W3: cluster utilisation over time (Tarcil)', xTitle: 'time (s)', yTitle: 'busy RUs / RUs', points: w3util });
-  const head = ['workload', 'policy', 'mean resp/ideal', 'p95 resp/ideal', 'mean perf', 'worst perf', '>10% degraded', 'overhead mean ms', 'overhead p95 ms', 'locality', 'mean util'];
+  charts.push({
+    file: 'compare-w3-util.svg',
+    title: 'W3: cluster utilisation over time (Tarcil)',
+    xTitle: 'time (s)',
+    yTitle: 'busy RUs / RUs',
+    points: w3util,
+  });
+  const head = [
+    'workload',
+    'policy',
+    'mean resp/ideal',
+    'p95 resp/ideal',
+    'mean perf',
+    'worst perf',
+    '>10% degraded',
+    'overhead mean ms',
+    'overhead p95 ms',
+    'locality',
+    'mean util',
+  ];
   // Fig. 13 is read per query type: each policy's mean and p95 against Tarcil's, averaged over types.
   const vsTarcil: (string | number)[][] = [];
   for (const v of variants) {
@@ -134,7 +182,19 @@ export const compare: Runner = (ctx) => {
     {
       title: 'Policies on W2 (TPC-H, 100 servers) and W3 (400 servers, 4,178 RUs)',
       head,
-      rows: rows.map((x) => [x.workload as string, x.policy as string, f3(x.meanRatio as number), f2(x.p95Ratio as number), pc(x.perfMean as number), pc(x.perfWorst as number), pc(x.degraded as number), f1(x.schedMeanMs as number), f1(x.schedP95Ms as number), pc(x.locality as number), pc(x.utilization as number)]),
+      rows: rows.map((x) => [
+        x.workload as string,
+        x.policy as string,
+        f3(x.meanRatio as number),
+        f2(x.p95Ratio as number),
+        pc(x.perfMean as number),
+        pc(x.perfWorst as number),
+        pc(x.degraded as number),
+        f1(x.schedMeanMs as number),
+        f1(x.schedP95Ms as number),
+        pc(x.locality as number),
+        pc(x.utilization as number),
+      ]),
     },
   ];
   return {
@@ -155,7 +215,12 @@ export const w2LoadExp: Runner = (ctx) => {
   const queries = ctx.quick ? 150 : 600;
   const variants = ctx.quick ? (['resident'] as const) : (['resident', 'hetero'] as const);
   const cells = variants.flatMap((variant) => loads.flatMap((load) => W2_SWEEP_POLICIES.map((policy) => ({ variant, load, policy }))));
-  const res = sweep(ctx, cells, (c) => `W2-${c.variant} load=${c.load} ${c.policy}`, (c) => run(w2({ variant: c.variant, queries, load: c.load }), c.policy, ctx.seed));
+  const res = sweep(
+    ctx,
+    cells,
+    (c) => `W2-${c.variant} load=${c.load} ${c.policy}`,
+    (c) => run(w2({ variant: c.variant, queries, load: c.load }), c.policy, ctx.seed),
+  );
   const rows = res.map(({ cell, r }) => {
     const idealMean = r.records.reduce((a, x) => a + x.ideal, 0) / Math.max(1, r.records.length);
     return {

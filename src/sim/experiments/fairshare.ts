@@ -24,8 +24,26 @@ export interface FairshareScenario {
   sampleMs: number;
 }
 
-export const FAIRSHARE_FULL: FairshareScenario = { servers: 50, aLoad: 1.2, bLoad: 0.12, bStartMs: 20_000, endMs: 100_000, tasksPerJob: 4, taskMs: 1000, sampleMs: 250 };
-export const FAIRSHARE_QUICK: FairshareScenario = { servers: 25, aLoad: 1.2, bLoad: 0.12, bStartMs: 10_000, endMs: 50_000, tasksPerJob: 4, taskMs: 1000, sampleMs: 250 };
+export const FAIRSHARE_FULL: FairshareScenario = {
+  servers: 50,
+  aLoad: 1.2,
+  bLoad: 0.12,
+  bStartMs: 20_000,
+  endMs: 100_000,
+  tasksPerJob: 4,
+  taskMs: 1000,
+  sampleMs: 250,
+};
+export const FAIRSHARE_QUICK: FairshareScenario = {
+  servers: 25,
+  aLoad: 1.2,
+  bLoad: 0.12,
+  bStartMs: 10_000,
+  endMs: 50_000,
+  tasksPerJob: 4,
+  taskMs: 1000,
+  sampleMs: 250,
+};
 
 export type FairshareCell = 'fair' | 'no-fair' | 'b-alone';
 
@@ -129,7 +147,19 @@ export const fairshareExp: Runner = (ctx) => {
     {
       title: `B's job wait, submission → last task started (ms), and the RUs each namespace holds while both submit (${nRu} RUs, A ${pc(sc.aLoad)} + B ${pc(sc.bLoad)} of the cell)`,
       head: ['run', 'admission', 'B jobs', 'B p50', 'B p99', 'B mean', 'A p50', 'A p99', 'A holds', 'B holds', 'B reaches 90% of its share after'],
-      rows: rows.map((x) => [x.cell, x.admission, x.bJobs, f1(x.bWaitP50Ms), f1(x.bWaitP99Ms), f1(x.bWaitMeanMs), f1(x.aWaitP50Ms), f1(x.aWaitP99Ms), pc(x.aHeldShare), pc(x.bHeldShare), Number.isFinite(x.bToShareMs) ? `${f1(x.bToShareMs)} ms` : 'never']),
+      rows: rows.map((x) => [
+        x.cell,
+        x.admission,
+        x.bJobs,
+        f1(x.bWaitP50Ms),
+        f1(x.bWaitP99Ms),
+        f1(x.bWaitMeanMs),
+        f1(x.aWaitP50Ms),
+        f1(x.aWaitP99Ms),
+        pc(x.aHeldShare),
+        pc(x.bHeldShare),
+        Number.isFinite(x.bToShareMs) ? `${f1(x.bToShareMs)} ms` : 'never',
+      ]),
     },
   ];
   // Held share over time, one point per second (mean of its samples), from B's start.
@@ -145,7 +175,9 @@ export const fairshareExp: Runner = (ctx) => {
     }
     return [...bins.entries()].map(([k, b]) => ({ x: k, y: (100 * b.sum) / b.n / nRu }));
   };
-  const series = runs.filter((run) => run.admission).flatMap((run) => (['A', 'B'] as const).filter((ns) => run.cell !== 'b-alone' || ns === 'B').map((ns) => ({ run, ns })));
+  const series = runs
+    .filter((run) => run.admission)
+    .flatMap((run) => (['A', 'B'] as const).filter((ns) => run.cell !== 'b-alone' || ns === 'B').map((ns) => ({ run, ns })));
   return {
     ...base('fairshare', 'Fair share between two namespaces of equal weight, A offering 10× B’s load, cell overloaded', ctx, t0),
     rows,

@@ -48,4 +48,3 @@ const REGISTRY = {
 } satisfies Record<ExperimentName, Runner>;
 
 export const EXPERIMENTS: Record<string, Runner> = REGISTRY;
-

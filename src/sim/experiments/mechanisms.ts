@@ -37,7 +37,11 @@ export const VARIANTS: Variant[] = [
   { label: 'all together', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, config: SIM_RT } } },
   { label: 'all together, live default shares (0.5 / 0.6)', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true } } },
   { label: 'autoscale scale-out jobs', spec: { name: 'tarcil', runtime: { autoscale: true, config: SIM_RT } }, w3Only: true },
-  { label: 'all together, with autoscale', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, autoscale: true, config: SIM_RT } }, w3Only: true },
+  {
+    label: 'all together, with autoscale',
+    spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, autoscale: true, config: SIM_RT } },
+    w3Only: true,
+  },
 ];
 
 type Wl = 'W3' | 'W2-resident' | 'W2-hetero';
@@ -51,12 +55,16 @@ interface Cell {
 }
 
 const LEARN: Variant = { label: 'profiles that learn', spec: { name: 'tarcil', runtime: { learn: true } } };
-const ALL_LEARN: Variant = { label: 'all together, and profiles that learn', spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, learn: true, config: SIM_RT } } };
+const ALL_LEARN: Variant = {
+  label: 'all together, and profiles that learn',
+  spec: { name: 'tarcil', core: { twoSided: true }, runtime: { block: true, move: true, learn: true, config: SIM_RT } },
+};
 
 /** The mechanisms on W3 and W2 with profiles as declared (`bench mechanisms`). */
 export const mechanisms: Runner = (ctx) => {
   const cells: Cell[] = [];
-  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const) for (const v of VARIANTS) if (wl === 'W3' || !v.w3Only) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
+  for (const wl of ['W3', 'W2-resident', 'W2-hetero'] as const)
+    for (const v of VARIANTS) if (wl === 'W3' || !v.w3Only) cells.push({ wl, variant: v, sd: 0, scope: 'job' });
   return runMechanisms(ctx, 'mechanisms', cells);
 };
 
@@ -80,10 +88,19 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   const t0 = performance.now();
   const w3jobs = ctx.quick ? 1000 : 7200;
   const queries = ctx.quick ? 150 : 1500;
-  const res = sweep(ctx, cells, (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`, (c) => {
-    const wl = c.wl === 'W3' ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope, scaleOut: true }) : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
-    return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
-  }, { cost: (c) => (1 + c.sd / 5) * (c.variant.spec.runtime || c.variant.spec.core?.twoSided ? 3 : 1) * (c.wl === 'W3' ? 2 : 1) });
+  const res = sweep(
+    ctx,
+    cells,
+    (c) => `${c.wl} sd ${c.sd}/${c.scope} ${c.variant.label}`,
+    (c) => {
+      const wl =
+        c.wl === 'W3'
+          ? w3({ jobs: w3jobs, profileError: c.sd, profileErrorScope: c.scope, scaleOut: true })
+          : w2({ variant: c.wl === 'W2-resident' ? 'resident' : 'hetero', queries });
+      return runSim({ workload: wl, policy: c.variant.spec, seed: ctx.seed });
+    },
+    { cost: (c) => (1 + c.sd / 5) * (c.variant.spec.runtime || c.variant.spec.core?.twoSided ? 3 : 1) * (c.wl === 'W3' ? 2 : 1) },
+  );
   const rows = res.map(({ cell, r }) => {
     const s = r.summary;
     const c = r.counters;
@@ -117,10 +134,34 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
   });
   const table = (wl: Wl, sd: number, title: string) => ({
     title,
-    head: ['variant', 'mean perf', 'worst', '>10% degraded', 'mean / p95 response ratio', 'overhead mean / p95 ms', 'jobs held / best effort', 'blocks', 'moves (asked)', 'work lost to moves (task-h)', 'tasks added by autoscale (asked)'],
+    head: [
+      'variant',
+      'mean perf',
+      'worst',
+      '>10% degraded',
+      'mean / p95 response ratio',
+      'overhead mean / p95 ms',
+      'jobs held / best effort',
+      'blocks',
+      'moves (asked)',
+      'work lost to moves (task-h)',
+      'tasks added by autoscale (asked)',
+    ],
     rows: rows
       .filter((x) => x.workload === wl && x.profileErrorSd === sd && x.profileErrorScope === 'job')
-      .map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`, `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`, `${x.queued} / ${x.bestEffort}`, x.blocks, `${x.moves} (${x.moveAsks})`, x.moveLostTaskHours.toFixed(1), `${x.scaleOuts} (${x.scaleOutAsks})`]),
+      .map((x) => [
+        x.variant,
+        pc(x.perfMean),
+        pc(x.perfWorst),
+        pc(x.degraded),
+        `${x.meanRatio.toFixed(2)} / ${x.p95Ratio.toFixed(2)}`,
+        `${f1(x.schedMeanMs)} / ${f1(x.schedP95Ms)}`,
+        `${x.queued} / ${x.bestEffort}`,
+        x.blocks,
+        `${x.moves} (${x.moveAsks})`,
+        x.moveLostTaskHours.toFixed(1),
+        `${x.scaleOuts} (${x.scaleOutAsks})`,
+      ]),
   });
   const withError = rows.some((x) => x.profileErrorSd > 0);
   return {
@@ -129,20 +170,35 @@ function runMechanisms(ctx: ExperimentContext, name: string, cells: Cell[]): Exp
     tables: [
       ...(withError
         ? []
-        : [table('W3', 0, `W3 (${w3jobs} jobs, hetero-400; memcached, cassandra and storm-wordcount jobs scale-out, up to twice their tasks)`), table('W2-resident', 0, `W2 with resident load (${queries} queries)`), table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`)]),
+        : [
+            table('W3', 0, `W3 (${w3jobs} jobs, hetero-400; memcached, cassandra and storm-wordcount jobs scale-out, up to twice their tasks)`),
+            table('W2-resident', 0, `W2 with resident load (${queries} queries)`),
+            table('W2-hetero', 0, `W2 on the heterogeneous cell (${queries} queries)`),
+          ]),
       ...(!withError
         ? []
         : [
-      {
-        title: `W3 (${w3jobs} jobs) with profile error: each workload class's real vector drawn once around its declared one (sd in c_i points), the same for all its jobs; the learned error is the mean distance of the declared and of the learned vectors from the real ones, over the classes observed`,
-        head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
-        rows: rows
-          .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)
-          .map((x) => [x.profileErrorSd, x.profileErrorScope, x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), x.moves, x.blocks, Number.isFinite(x.learnedErrorPts) ? `${x.declaredErrorPts.toFixed(1)} → ${x.learnedErrorPts.toFixed(1)}` : '-']),
-      },
+            {
+              title: `W3 (${w3jobs} jobs) with profile error: each workload class's real vector drawn once around its declared one (sd in c_i points), the same for all its jobs; the learned error is the mean distance of the declared and of the learned vectors from the real ones, over the classes observed`,
+              head: ['sd', 'drawn for each', 'variant', 'mean perf', 'worst', '>10% degraded', 'moves', 'blocks', 'profile error declared → learned (pts)'],
+              rows: rows
+                .filter((x) => x.workload === 'W3' && x.profileErrorSd > 0)
+                .map((x) => [
+                  x.profileErrorSd,
+                  x.profileErrorScope,
+                  x.variant,
+                  pc(x.perfMean),
+                  pc(x.perfWorst),
+                  pc(x.degraded),
+                  x.moves,
+                  x.blocks,
+                  Number.isFinite(x.learnedErrorPts) ? `${x.declaredErrorPts.toFixed(1)} → ${x.learnedErrorPts.toFixed(1)}` : '-',
+                ]),
+            },
           ]),
     ],
     charts: [],
-    paper: 'Tarcil §5.2: "If a job runs significantly below its expected performance, the scheduler adjusts the scheduling decisions, first locally and then via migration"; Fig. 15a (W3): 97% of optimal performance on average, worst job 8% below.',
+    paper:
+      'Tarcil §5.2: "If a job runs significantly below its expected performance, the scheduler adjusts the scheduling decisions, first locally and then via migration"; Fig. 15a (W3): 97% of optimal performance on average, worst job 8% below.',
   };
 }

@@ -10,12 +10,40 @@ export const calibrateExp: Runner = (ctx) => {
   const t0 = performance.now();
   const loads = [0.5, 0.8, 0.9];
   const rowsC = calibrate({ loads, seed: ctx.seed });
-  const rows = rowsC.map((r) => ({ load: r.load, profile: r.profile, latencyCritical: r.latencyCritical ? 'yes' : 'no', p50: r.slowdown.p50, p95: r.slowdown.p95 }));
+  const rows = rowsC.map((r) => ({
+    load: r.load,
+    profile: r.profile,
+    latencyCritical: r.latencyCritical ? 'yes' : 'no',
+    p50: r.slowdown.p50,
+    p95: r.slowdown.p95,
+  }));
   return {
     ...base('calibrate', 'Performance model calibration: slowdown under interference-blind random placement (hetero-400, W3 mix)', ctx, t0),
     rows,
-    tables: [{ title: 'Median [p95] slowdown by profile and load', head: ['profile', 'latency-critical', ...loads.map((l) => `${l * 100}%`)], rows: [...new Set(rows.map((r) => r.profile))].map((p) => [p, rows.find((r) => r.profile === p)?.latencyCritical ?? '', ...loads.map((l) => { const x = rows.find((r) => r.profile === p && r.load === l); return x ? `${f2(x.p50)} [${f2(x.p95)}]` : '-'; })]) }],
-    charts: [{ file: 'calibrate.svg', title: 'Median slowdown under random placement', xTitle: 'profile', yTitle: 'median slowdown', points: rows.map((r) => ({ x: r.profile, y: r.p50, series: `load ${r.load * 100}%` })), pointsOnly: true }],
+    tables: [
+      {
+        title: 'Median [p95] slowdown by profile and load',
+        head: ['profile', 'latency-critical', ...loads.map((l) => `${l * 100}%`)],
+        rows: [...new Set(rows.map((r) => r.profile))].map((p) => [
+          p,
+          rows.find((r) => r.profile === p)?.latencyCritical ?? '',
+          ...loads.map((l) => {
+            const x = rows.find((r) => r.profile === p && r.load === l);
+            return x ? `${f2(x.p50)} [${f2(x.p95)}]` : '-';
+          }),
+        ]),
+      },
+    ],
+    charts: [
+      {
+        file: 'calibrate.svg',
+        title: 'Median slowdown under random placement',
+        xTitle: 'profile',
+        yTitle: 'median slowdown',
+        points: rows.map((r) => ({ x: r.profile, y: r.p50, series: `load ${r.load * 100}%` })),
+        pointsOnly: true,
+      },
+    ],
     paper: 'Tarcil Fig. 1a, 15a: interference-blind placement at 80% load slows sensitive jobs 1.5–3× (the calibration target of the ground-truth model).',
   };
 };
@@ -49,7 +77,23 @@ export const speed: Runner = (ctx) => {
   return {
     ...base('speed', 'Simulator speed: task placements per second and peak memory', ctx, t0),
     rows,
-    tables: [{ title: `Speed (peak RSS of the process ${(peak / 2 ** 20).toFixed(0)} MiB)`, head: ['workload', 'policy', 'tasks', 'events', 'wall s', 'tasks/s', 'tasks/min', 'events/s', 'virtual s'], rows: rows.map((x) => [x.workload, x.policy, x.tasks, x.events, f1(x.wallS), Math.round(x.tasksPerSec), Math.round(x.tasksPerMin), Math.round(x.eventsPerSec), f1(x.simS)]) }],
+    tables: [
+      {
+        title: `Speed (peak RSS of the process ${(peak / 2 ** 20).toFixed(0)} MiB)`,
+        head: ['workload', 'policy', 'tasks', 'events', 'wall s', 'tasks/s', 'tasks/min', 'events/s', 'virtual s'],
+        rows: rows.map((x) => [
+          x.workload,
+          x.policy,
+          x.tasks,
+          x.events,
+          f1(x.wallS),
+          Math.round(x.tasksPerSec),
+          Math.round(x.tasksPerMin),
+          Math.round(x.eventsPerSec),
+          f1(x.simS),
+        ]),
+      },
+    ],
     charts: [],
     extra: { peakRssMiB: peak / 2 ** 20 },
     paper: 'Target: ≥ 1 million simulated tasks a minute; a W3 run in under 30 s.',

@@ -64,7 +64,13 @@ export const uniformity: Runner = (ctx) => {
       for (let i = 0; i < best.length; i += step) pts.push({ x: best[i] as number, y: (i + 1) / best.length, series: `R=${R} sampled` });
       for (let k = 0; k <= 50; k++) pts.push({ x: k / 50, y: (k / 50) ** R, series: `R=${R} x^R` });
     }
-    charts.push({ file: `uniformity-${name}.svg`, title: `CDF of D of the best of R samples (${name}, 60% load, hetero-400)`, xTitle: 'D (rank of Q among free RUs)', yTitle: 'P[D_best < x]', points: pts });
+    charts.push({
+      file: `uniformity-${name}.svg`,
+      title: `CDF of D of the best of R samples (${name}, 60% load, hetero-400)`,
+      xTitle: 'D (rank of Q among free RUs)',
+      yTitle: 'P[D_best < x]',
+      points: pts,
+    });
     const acc = scores.filter((s) => s.acceptable).length / scores.length;
     tables.push({
       title: `${name}: P[D_best < x], sampled vs x^R (${free.length} free RUs, ${pc(acc)} acceptable)`,
@@ -76,11 +82,12 @@ export const uniformity: Runner = (ctx) => {
     });
   }
   return {
-    ...base('uniformity', 'Fig. 4: D is uniform and the best of R follows x^R (on the simulator\'s own samples)', ctx, t0),
+    ...base('uniformity', "Fig. 4: D is uniform and the best of R follows x^R (on the simulator's own samples)", ctx, t0),
     rows,
     tables,
     charts,
-    paper: 'Tarcil Fig. 4: the CDF of D for sampled RUs is uniform, so P[D_best < x] = x^R; with R = 8 and 16 the sampled CDFs match the analytical ones (Fig. 16 across EC2 permutations).',
+    paper:
+      'Tarcil Fig. 4: the CDF of D for sampled RUs is uniform, so P[D_best < x] = x^R; with R = 8 and 16 the sampled CDFs match the analytical ones (Fig. 16 across EC2 permutations).',
   };
 };
 
@@ -136,15 +143,22 @@ export const robustnessExp: Runner = (ctx) => {
     wallMs: r.stats.wallMs,
   }));
   const grid = (fmt: (x: (typeof rows)[number]) => string): (string | number)[][] =>
-    ROBUST_ROWS.map((r) => [r.label, ...sds.map((sd) => {
-      const x = rows.find((y) => y.policy === r.policy && y.learn === (r.learn ? 1 : 0) && y.profileErrorSd === sd);
-      return x ? fmt(x) : '-';
-    })]);
+    ROBUST_ROWS.map((r) => [
+      r.label,
+      ...sds.map((sd) => {
+        const x = rows.find((y) => y.policy === r.policy && y.learn === (r.learn ? 1 : 0) && y.profileErrorSd === sd);
+        return x ? fmt(x) : '-';
+      }),
+    ]);
   return {
     ...base('robustness', 'Robustness: W3 with profiling error drawn for each job (real vectors ≠ declared), with profiles that learn and without', ctx, t0),
     rows,
     tables: [
-      { title: `W3 (${jobs} jobs): mean performance [worst job] by profile error sd (c_i points), drawn for each job`, head: ['policy', ...sds.map((sd) => `sd ${sd}`)], rows: grid((x) => `${pc(x.perfMean)} [${pc(x.perfWorst)}]`) },
+      {
+        title: `W3 (${jobs} jobs): mean performance [worst job] by profile error sd (c_i points), drawn for each job`,
+        head: ['policy', ...sds.map((sd) => `sd ${sd}`)],
+        rows: grid((x) => `${pc(x.perfMean)} [${pc(x.perfWorst)}]`),
+      },
       { title: 'Share of jobs more than 10% slower than ideal', head: ['policy', ...sds.map((sd) => `sd ${sd}`)], rows: grid((x) => pc(x.degraded)) },
     ],
     charts: [
@@ -156,7 +170,8 @@ export const robustnessExp: Runner = (ctx) => {
         points: rows.map((x) => ({ x: x.profileErrorSd, y: x.perfMean, series: `${x.policy}${x.learn ? ', learning' : ''}` })),
       },
     ],
-    paper: 'Tarcil §5 relies on Quasar-style profiles and monitors deviations at run time; the paper reports no profile-error sweep; this one adds error to the declared profiles to test how much placement depends on them, and how much profiles that learn from the monitors recover.',
+    paper:
+      'Tarcil §5 relies on Quasar-style profiles and monitors deviations at run time; the paper reports no profile-error sweep; this one adds error to the declared profiles to test how much placement depends on them, and how much profiles that learn from the monitors recover.',
   };
 };
 
@@ -169,7 +184,13 @@ export const qualityExp: Runner = (ctx) => {
   const t0 = performance.now();
   const jobs = ctx.quick ? 1000 : 7200;
   const policies = ['tarcil', 'sparrow'];
-  const res = sweep(ctx, policies, (p) => `W3 ${p}`, (p) => runSim({ workload: w3({ jobs }), policy: { name: p }, seed: ctx.seed, keepWorld: true, scoreQ: true }), { parallel: false });
+  const res = sweep(
+    ctx,
+    policies,
+    (p) => `W3 ${p}`,
+    (p) => runSim({ workload: w3({ jobs }), policy: { name: p }, seed: ctx.seed, keepWorld: true, scoreQ: true }),
+    { parallel: false },
+  );
   const cuts = [0.4, 0.6, 0.8, 0.9];
   const step = ctx.quick ? 200_000 : 1_000_000;
   const rows: Record<string, string | number>[] = [];
@@ -188,7 +209,16 @@ export const qualityExp: Runner = (ctx) => {
     }
     const qs = tasks.filter((t) => t.s <= snapAt && snapAt < t.e).map((t) => t.q);
     const d = dist(qs);
-    snapshot.push({ policy: cell, timeS: snapAt / 1000, utilization: qs.length / r.nRu, p5: d.p5, p25: d.p25, p50: d.p50, p75: d.p75, below09: qs.filter((q) => q < 0.9).length / Math.max(1, qs.length) });
+    snapshot.push({
+      policy: cell,
+      timeS: snapAt / 1000,
+      utilization: qs.length / r.nRu,
+      p5: d.p5,
+      p25: d.p25,
+      p50: d.p50,
+      p75: d.p75,
+      below09: qs.filter((q) => q < 0.9).length / Math.max(1, qs.length),
+    });
   }
   const at = (p: string, t: number): Record<string, string | number> | undefined => rows.find((x) => x.policy === p && x.timeS === t);
   const times = [...new Set(rows.map((x) => x.timeS as number))].filter((t, k, a) => a.length <= 12 || k % Math.ceil(a.length / 12) === 0);
@@ -199,15 +229,26 @@ export const qualityExp: Runner = (ctx) => {
       {
         title: 'Share of busy RUs whose task started with Q < 0.4 / Q < 0.9 (utilisation)',
         head: ['time (s)', ...policies],
-        rows: times.map((t) => [t, ...policies.map((p) => {
-          const x = at(p, t);
-          return x ? `${pc(x.below40 as number)} / ${pc(x.below90 as number)} (${pc(x.utilization as number)})` : '-';
-        })]),
+        rows: times.map((t) => [
+          t,
+          ...policies.map((p) => {
+            const x = at(p, t);
+            return x ? `${pc(x.below40 as number)} / ${pc(x.below90 as number)} (${pc(x.utilization as number)})` : '-';
+          }),
+        ]),
       },
       {
         title: `Snapshot at ${snapAt / 1000} s (Fig. 15c): Q of the RUs held, percentiles`,
         head: ['policy', 'utilisation', 'p5', 'p25', 'p50', 'p75', 'Q < 0.9'],
-        rows: snapshot.map((x) => [x.policy as string, pc(x.utilization as number), f3(x.p5 as number), f3(x.p25 as number), f3(x.p50 as number), f3(x.p75 as number), pc(x.below09 as number)]),
+        rows: snapshot.map((x) => [
+          x.policy as string,
+          pc(x.utilization as number),
+          f3(x.p5 as number),
+          f3(x.p25 as number),
+          f3(x.p50 as number),
+          f3(x.p75 as number),
+          pc(x.below09 as number),
+        ]),
       },
     ],
     charts: [
@@ -223,7 +264,8 @@ export const qualityExp: Runner = (ctx) => {
       },
     ],
     extra: { snapshot },
-    paper: 'Tarcil Fig. 17: at 16,000 s (cluster highly loaded) the sampling-based scheduler has 70% of allocated cores at quality < 0.4; with Tarcil only 18% of cores are below 0.9, and its quality stays almost constant over the scenario while the sampling-based scheduler\'s degrades. Fig. 15c (8,000 s, 75% utilisation): the majority of RUs close to their target quality.',
+    paper:
+      "Tarcil Fig. 17: at 16,000 s (cluster highly loaded) the sampling-based scheduler has 70% of allocated cores at quality < 0.4; with Tarcil only 18% of cores are below 0.9, and its quality stays almost constant over the scenario while the sampling-based scheduler's degrades. Fig. 15c (8,000 s, 75% utilisation): the majority of RUs close to their target quality.",
   };
 };
 
@@ -245,10 +287,16 @@ export const ablation: Runner = (ctx) => {
     { label: 'fixed R = 32 (admission on)', spec: { name: 'fixed-R32' } },
     { label: 'no interference in the truth', spec: { name: 'tarcil' }, interference: false },
   ];
-  const res = sweep(ctx, variants, (v) => v.label, (v) => {
-    const wl = w3({ jobs });
-    return runSim({ workload: v.interference === false ? { ...wl, interference: false } : wl, policy: v.spec, seed: ctx.seed, keepWorld: true });
-  }, { parallel: false });
+  const res = sweep(
+    ctx,
+    variants,
+    (v) => v.label,
+    (v) => {
+      const wl = w3({ jobs });
+      return runSim({ workload: v.interference === false ? { ...wl, interference: false } : wl, policy: v.spec, seed: ctx.seed, keepWorld: true });
+    },
+    { parallel: false },
+  );
   const rows = res.map(({ cell, r }) => {
     const s = r.summary;
     const lost = { wait: 0, platform: 0, interference: 0, remote: 0, total: 0 };
@@ -309,18 +357,58 @@ export const ablation: Runner = (ctx) => {
     };
   });
   return {
-    ...base('ablation', 'W3 ablation: what separates our Tarcil from the paper\'s 97% (Fig. 15a)', ctx, t0),
+    ...base('ablation', "W3 ablation: what separates our Tarcil from the paper's 97% (Fig. 15a)", ctx, t0),
     rows,
     tables: [
       {
         title: `W3 (${jobs} jobs, hetero-400): performance and where the lost time went`,
-        head: ['variant', 'mean perf', 'worst', '>10% degraded', 'perf vs own platform', 'lost: wait', 'lost: platform', 'lost: interference', 'overhead mean / p50 / p95 ms', 'mean R'],
-        rows: rows.map((x) => [x.variant, pc(x.perfMean), pc(x.perfWorst), pc(x.degraded), pc(x.perfVsOwnPlatform), pc(x.lostWait), pc(x.lostPlatform), pc(x.lostInterference), `${f1(x.schedMeanMs)} / ${f1(x.schedP50Ms)} / ${f1(x.schedP95Ms)}`, f1(x.meanR)]),
+        head: [
+          'variant',
+          'mean perf',
+          'worst',
+          '>10% degraded',
+          'perf vs own platform',
+          'lost: wait',
+          'lost: platform',
+          'lost: interference',
+          'overhead mean / p50 / p95 ms',
+          'mean R',
+        ],
+        rows: rows.map((x) => [
+          x.variant,
+          pc(x.perfMean),
+          pc(x.perfWorst),
+          pc(x.degraded),
+          pc(x.perfVsOwnPlatform),
+          pc(x.lostWait),
+          pc(x.lostPlatform),
+          pc(x.lostInterference),
+          `${f1(x.schedMeanMs)} / ${f1(x.schedP50Ms)} / ${f1(x.schedP95Ms)}`,
+          f1(x.meanR),
+        ]),
       },
       {
         title: 'Admission control: estimated vs realised waits, and the quality of what was placed',
-        head: ['variant', 'jobs queued', 'waits', 'estimate mean / p50 ms', 'realised mean ms', 'waits ended by the bound', 'acceptable placements', 'slowdown acceptable / not'],
-        rows: rows.map((x) => [x.variant, pc(x.queuedJobs), x.waits, `${f1(x.waitEstimateMeanMs)} / ${f1(x.waitEstimateP50Ms)}`, f1(x.waitRealisedMeanMs), pc(x.waitsAtBound), pc(x.acceptableShare), `${f3(x.slowdownAcceptable)} / ${f3(x.slowdownUnacceptable)}`]),
+        head: [
+          'variant',
+          'jobs queued',
+          'waits',
+          'estimate mean / p50 ms',
+          'realised mean ms',
+          'waits ended by the bound',
+          'acceptable placements',
+          'slowdown acceptable / not',
+        ],
+        rows: rows.map((x) => [
+          x.variant,
+          pc(x.queuedJobs),
+          x.waits,
+          `${f1(x.waitEstimateMeanMs)} / ${f1(x.waitEstimateP50Ms)}`,
+          f1(x.waitRealisedMeanMs),
+          pc(x.waitsAtBound),
+          pc(x.acceptableShare),
+          `${f3(x.slowdownAcceptable)} / ${f3(x.slowdownUnacceptable)}`,
+        ]),
       },
     ],
     charts: [
@@ -337,7 +425,7 @@ export const ablation: Runner = (ctx) => {
         pointsOnly: true,
       },
     ],
-    paper: 'Tarcil Fig. 15a/d: 97% average performance, worst job 8% below optimal; overhead < 150 ms for > 80% of jobs, queueing dominating beyond the first 4,000 jobs.',
+    paper:
+      'Tarcil Fig. 15a/d: 97% average performance, worst job 8% below optimal; overhead < 150 ms for > 80% of jobs, queueing dominating beyond the first 4,000 jobs.',
   };
 };
-

@@ -12,9 +12,24 @@ import type { CaseResult, SpeedCase } from '../speed/types.ts';
 import { type Runner, f1, f2, base } from './common.ts';
 
 function cases(quick: boolean, seed: number): SpeedCase[] {
-  const w4 = (name: string, workers: number, jobs: number): SpeedCase => ({ name, policy: 'sparrow', seed, workload: { kind: 'w4', workers, jobs, load: 0.8 } });
-  const cellCase = (servers: number, tasks: number): SpeedCase => ({ name: `tarcil ${servers.toLocaleString('en-US')} × 16`, policy: 'tarcil', seed, workload: { kind: 'cell', servers, load: 0.8, tasks } });
-  if (quick) return [w4('sparrow 1,000 workers', 1000, 2000), { name: 'W3 tarcil', policy: 'tarcil', seed, workload: { kind: 'w3', jobs: 1200 } }, cellCase(1000, 50_000)];
+  const w4 = (name: string, workers: number, jobs: number): SpeedCase => ({
+    name,
+    policy: 'sparrow',
+    seed,
+    workload: { kind: 'w4', workers, jobs, load: 0.8 },
+  });
+  const cellCase = (servers: number, tasks: number): SpeedCase => ({
+    name: `tarcil ${servers.toLocaleString('en-US')} × 16`,
+    policy: 'tarcil',
+    seed,
+    workload: { kind: 'cell', servers, load: 0.8, tasks },
+  });
+  if (quick)
+    return [
+      w4('sparrow 1,000 workers', 1000, 2000),
+      { name: 'W3 tarcil', policy: 'tarcil', seed, workload: { kind: 'w3', jobs: 1200 } },
+      cellCase(1000, 50_000),
+    ];
   return [
     w4('sparrow 1,000 workers', 1000, 2000),
     w4('sparrow Fig. 3 (10,000 workers)', 10_000, 20_000),
@@ -43,7 +58,8 @@ export function runCase(c: SpeedCase): CaseResult {
   const { file, args } = command();
   const res = spawnSync(process.execPath, [...args, file, JSON.stringify(c)], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 });
   const line = res.stdout.trim().split('\n').pop() ?? '';
-  if (res.status !== 0 || !line.startsWith('{')) throw new Error(`sim-speed case ${c.name} failed (exit ${res.status}): ${res.stderr.trim().split('\n').slice(-5).join(' | ')}`);
+  if (res.status !== 0 || !line.startsWith('{'))
+    throw new Error(`sim-speed case ${c.name} failed (exit ${res.status}): ${res.stderr.trim().split('\n').slice(-5).join(' | ')}`);
   return JSON.parse(line) as CaseResult;
 }
 
@@ -107,17 +123,30 @@ export const simSpeed: Runner = (ctx) => {
         rows: rows.map((x) => [x.case, k(x.rus), k(x.tasks), k(x.events), f1(x.wallS), k(x.eventsPerS), k(x.tasksPerS), k(x.peakRssMb), f1(x.meanResponseMs)]),
       },
       {
-        title: 'The decision under tarcil: wall time per candidate RU scored, which stays flat as the cell grows when the decision is O(R) (a decision scores R candidates for each task of its chunk)',
+        title:
+          'The decision under tarcil: wall time per candidate RU scored, which stays flat as the cell grows when the decision is O(R) (a decision scores R candidates for each task of its chunk)',
         head: ['case', 'RUs', 'decisions/s', 'mean R', 'candidates per decision', 'µs per decision', 'µs per candidate', 'µs per admission verdict'],
-        rows: rows.filter((x) => x.policy !== 'sparrow').map((x) => [x.case, k(x.rus), k(x.decisionsPerS), f1(x.meanR), f1(x.candidatesPerDecision), f1(x.decideUs), f2(x.candidateUs), f1(x.verdictUs)]),
+        rows: rows
+          .filter((x) => x.policy !== 'sparrow')
+          .map((x) => [x.case, k(x.rus), k(x.decisionsPerS), f1(x.meanR), f1(x.candidatesPerDecision), f1(x.decideUs), f2(x.candidateUs), f1(x.verdictUs)]),
       },
       {
-        title: 'Memory as the run goes: RSS (MiB) at a quarter, half and the end of its virtual time, and the live heap after a full collection every 2 M events (smallest – largest)',
+        title:
+          'Memory as the run goes: RSS (MiB) at a quarter, half and the end of its virtual time, and the live heap after a full collection every 2 M events (smallest – largest)',
         head: ['case', 'tasks', 'RSS 25%', 'RSS 50%', 'RSS 100%', 'peak RSS', 'live heap MiB'],
-        rows: rows.map((x) => [x.case, k(x.tasks), k(x.rss25), k(x.rss50), k(x.rss100), k(x.peakRssMb), Number.isFinite(x.liveMin) ? `${k(x.liveMin)} – ${k(x.liveMax)}` : '-']),
+        rows: rows.map((x) => [
+          x.case,
+          k(x.tasks),
+          k(x.rss25),
+          k(x.rss50),
+          k(x.rss100),
+          k(x.peakRssMb),
+          Number.isFinite(x.liveMin) ? `${k(x.liveMin)} – ${k(x.liveMax)}` : '-',
+        ]),
       },
     ],
     charts: [],
-    paper: 'Targets: the Fig. 3 case (10,000 workers × 20,000 jobs) in ≤ 8 s and ≤ 250 MB with the same mean response; W3 under tarcil ≤ 10 s; memory flat over a 10-million-task run; a 100,000-server run reported. Sparrow\'s own simulator (Python) took 143–155 s and 97 MB for the Fig. 3 case on this machine.',
+    paper:
+      "Targets: the Fig. 3 case (10,000 workers × 20,000 jobs) in ≤ 8 s and ≤ 250 MB with the same mean response; W3 under tarcil ≤ 10 s; memory flat over a 10-million-task run; a 100,000-server run reported. Sparrow's own simulator (Python) took 143–155 s and 97 MB for the Fig. 3 case on this machine.",
   };
 };

@@ -28,7 +28,8 @@ export type TracePolicy = (typeof TRACE_POLICIES)[number];
 export const QUICK_TRACE_POLICIES: readonly TracePolicy[] = ['tarcil', 'centralized'];
 /** The simulator's policies that do not run a trace, and why. */
 export const NOT_REPLAYED: Readonly<Record<string, string>> = {
-  'delay-fixed, delay-dynamic': 'delay scheduling trades waiting for data locality; a trace has no input data, so it would only be its fallback (a fair, interference-blind slot offer), and it offers one slot at a time, never a pod’s cores together',
+  'delay-fixed, delay-dynamic':
+    'delay scheduling trades waiting for data locality; a trace has no input data, so it would only be its fallback (a fair, interference-blind slot offer), and it offers one slot at a time, never a pod’s cores together',
   pigeon: 'its groups of workers and short/long classes are W5’s; it places tasks one by one, never a pod’s cores together',
   'omniscient, sparrow-per-task, sparrow-batch': 'Fig. 3 baselines that place tasks one by one; sparrow and random here are their one-server versions',
 };
@@ -224,7 +225,12 @@ export function replayTrace(trace: Trace, policyName: TracePolicy, o: ReplayOpti
     policy: policy.name,
     outcomes,
     series,
-    quality: { tasks: Qs.length, meanQ: Qs.length ? Qs.reduce((a, x) => a + x, 0) / Qs.length : NaN, p5Q: q(Qs, 0.05), acceptable: Qs.length ? acceptable / Qs.length : NaN },
+    quality: {
+      tasks: Qs.length,
+      meanQ: Qs.length ? Qs.reduce((a, x) => a + x, 0) / Qs.length : NaN,
+      p5Q: q(Qs, 0.05),
+      acceptable: Qs.length ? acceptable / Qs.length : NaN,
+    },
     splitJobs,
     platformViolations,
     counters: policy.counters(),

@@ -67,7 +67,13 @@ function productionSeries(trace: Trace, hours: number[]): number[] {
   const rus = trace.servers.reduce((a, s) => a + s.rus, 0);
   const sec = trace.compress / 1000;
   const first = trace.jobs.reduce((m, j) => Math.min(m, j.arrivalMs), Infinity);
-  const spans = trace.jobs.filter((j) => j.productionWaitMs !== undefined).map((j) => ({ from: (j.arrivalMs + (j.productionWaitMs as number) - first) * sec, to: (j.arrivalMs + (j.productionWaitMs as number) + (j.durationMs ?? 0) - first) * sec, cores: j.tasks }));
+  const spans = trace.jobs
+    .filter((j) => j.productionWaitMs !== undefined)
+    .map((j) => ({
+      from: (j.arrivalMs + (j.productionWaitMs as number) - first) * sec,
+      to: (j.arrivalMs + (j.productionWaitMs as number) + (j.durationMs ?? 0) - first) * sec,
+      cores: j.tasks,
+    }));
   return hours.map((h) => spans.reduce((a, s) => (s.from <= h * 3600 && h * 3600 < s.to ? a + s.cores : a), 0) / rus);
 }
 
@@ -82,7 +88,10 @@ export const traceExp: Runner = (c) => {
   const ctx = c as TraceContext;
   const t0 = performance.now();
   const trace = readTrace(ctx);
-  if (trace.jobs.length === 0) throw new TarcilError('INVALID_ARGUMENT', '--pods: no job of the trace could be mapped (see the unmappable rows: tarcil trace inspect)', { field: '--pods' });
+  if (trace.jobs.length === 0)
+    throw new TarcilError('INVALID_ARGUMENT', '--pods: no job of the trace could be mapped (see the unmappable rows: tarcil trace inspect)', {
+      field: '--pods',
+    });
   const input = ctx.trace as TraceInput;
   const policies = ctx.quick ? QUICK_TRACE_POLICIES : TRACE_POLICIES;
   const speedup = speedupFor(trace, SPED_UP_LOAD);
@@ -122,18 +131,42 @@ export const traceExp: Runner = (c) => {
 
   const waitTable = (by: 'qos' | 'cores'): Table => {
     const groups = by === 'qos' ? classes : SIZE_BUCKETS.map((b) => b.label).filter((l) => prodOuts.some((o) => sizeBucket(o.tasks) === l));
-    const keep = (g: string) => (o: JobOutcome): boolean => inProduction(o) && (by === 'qos' ? o.qos === g : sizeBucket(o.tasks) === g);
-    const line = (scenario: string, policy: string, outs: JobOutcome[], which: 'replay' | 'production'): (string | number)[] => [scenario, policy, ...groups.map((g) => cell(waitStats(outs.filter(keep(g)), which)))];
+    const keep =
+      (g: string) =>
+      (o: JobOutcome): boolean =>
+        inProduction(o) && (by === 'qos' ? o.qos === g : sizeBucket(o.tasks) === g);
+    const line = (scenario: string, policy: string, outs: JobOutcome[], which: 'replay' | 'production'): (string | number)[] => [
+      scenario,
+      policy,
+      ...groups.map((g) => cell(waitStats(outs.filter(keep(g)), which))),
+    ];
     return {
       title: `Wait until all of a pod's cores run, by ${by === 'qos' ? 'QoS class' : 'size in cores'}: p50 / p99, s (pods production scheduled)`,
       head: ['replay', 'scheduler', ...groups.map((g) => `${g} (${prodOuts.filter(keep(g)).length})`)],
-      rows: [line('recorded', 'production', prodOuts, 'production'), ...scenarios.flatMap((s) => s.runs.map((r) => line(s.name, r.policy, r.outcomes, 'replay')))],
+      rows: [
+        line('recorded', 'production', prodOuts, 'production'),
+        ...scenarios.flatMap((s) => s.runs.map((r) => line(s.name, r.policy, r.outcomes, 'replay'))),
+      ],
     };
   };
 
   const perPolicy: Table = {
-    title: 'Per policy: jobs never placed, cores allocated and fragmented over the arrival window (its first 5% left out), quality Q of the placements (catalog model, seeded profiles)',
-    head: ['replay', 'policy', 'never placed', 'of which production never scheduled', 'allocated mean / peak', 'fragmented mean / peak', 'mean Q', 'p5 Q', 'Q ≥ T_W', 'split pods', 'off-platform tasks', 'wall s'],
+    title:
+      'Per policy: jobs never placed, cores allocated and fragmented over the arrival window (its first 5% left out), quality Q of the placements (catalog model, seeded profiles)',
+    head: [
+      'replay',
+      'policy',
+      'never placed',
+      'of which production never scheduled',
+      'allocated mean / peak',
+      'fragmented mean / peak',
+      'mean Q',
+      'p5 Q',
+      'Q ≥ T_W',
+      'split pods',
+      'off-platform tasks',
+      'wall s',
+    ],
     rows: scenarios.flatMap((s) =>
       s.runs.map((r) => {
         const never = r.outcomes.filter((o) => o.waitS === undefined);
@@ -186,20 +219,43 @@ export const traceExp: Runner = (c) => {
       productionSeries(trace, hours).forEach((y, i) => alloc.push({ x: hours[i] as number, y: 100 * y, series: 'production' }));
     }
     charts.push(
-      { file: `trace-allocation-${slug}.svg`, title: `Cores allocated over time (${s.name}${s.speedup > 1 ? `, arrivals ${f1(s.speedup)}× faster` : ''})`, xTitle: 'trace hours', yTitle: 'allocated (% of cores)', points: alloc },
-      { file: `trace-fragmentation-${slug}.svg`, title: `Free cores too few together for the trace's pods (${s.name})`, xTitle: 'trace hours', yTitle: 'fragmented (% of cores)', points: frag },
+      {
+        file: `trace-allocation-${slug}.svg`,
+        title: `Cores allocated over time (${s.name}${s.speedup > 1 ? `, arrivals ${f1(s.speedup)}× faster` : ''})`,
+        xTitle: 'trace hours',
+        yTitle: 'allocated (% of cores)',
+        points: alloc,
+      },
+      {
+        file: `trace-fragmentation-${slug}.svg`,
+        title: `Free cores too few together for the trace's pods (${s.name})`,
+        xTitle: 'trace hours',
+        yTitle: 'fragmented (% of cores)',
+        points: frag,
+      },
     );
     const waits: Point[] = [];
     const add = (name: string, outs: JobOutcome[], which: 'replay' | 'production'): void => {
       for (const q of classes) {
-        const st = waitStats(outs.filter((o) => inProduction(o) && o.qos === q), which);
+        const st = waitStats(
+          outs.filter((o) => inProduction(o) && o.qos === q),
+          which,
+        );
         // A log axis: waits under a millisecond are drawn at 1 ms.
         if (st.n > 0) waits.push({ x: q, y: Math.max(1e-3, st.p99), series: name });
       }
     };
     if (s.name === 'recorded') add('production', prodOuts, 'production');
     for (const r of s.runs) add(r.policy, r.outcomes, 'replay');
-    charts.push({ file: `trace-wait-${slug}.svg`, title: `p99 wait by QoS class (${s.name}), s`, xTitle: 'QoS class', yTitle: 'p99 wait (s, log)', points: waits, pointsOnly: true, logY: true });
+    charts.push({
+      file: `trace-wait-${slug}.svg`,
+      title: `p99 wait by QoS class (${s.name}), s`,
+      xTitle: 'QoS class',
+      yTitle: 'p99 wait (s, log)',
+      points: waits,
+      pointsOnly: true,
+      logY: true,
+    });
   }
 
   const prod = waitStats(prodOuts, 'production');

@@ -45,7 +45,7 @@ export const ORACLE = 'oracle';
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
   { name: 'tarcil, no run-time loop', spec: { name: 'tarcil', runtime: {} } },
-  { name: 'tarcil, paper\'s Q, no loop', spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
+  { name: "tarcil, paper's Q, no loop", spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
   { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
@@ -152,8 +152,14 @@ export const TRUTHS_POLICIES_ENV = 'TARCIL_TRUTHS_POLICIES';
 
 export function onlyPolicies(all: readonly TruthPolicy[], names: string | undefined): readonly TruthPolicy[] {
   if (!names) return all;
-  const want = new Set(names.split(',').map((x) => x.trim()).filter(Boolean));
-  for (const n of want) if (!all.some((p) => p.name === n)) throw new Error(`${TRUTHS_POLICIES_ENV}: no policy '${n}' (known: ${all.map((p) => p.name).join(', ')})`);
+  const want = new Set(
+    names
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  );
+  for (const n of want)
+    if (!all.some((p) => p.name === n)) throw new Error(`${TRUTHS_POLICIES_ENV}: no policy '${n}' (known: ${all.map((p) => p.name).join(', ')})`);
   return all.filter((p) => want.has(p.name) || p.name === ORACLE);
 }
 
@@ -165,11 +171,17 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
   if (!policies.some((p) => p.name === ORACLE)) throw new Error(`bench truths: the policies must include '${ORACLE}'`);
   const cells: Cell[] = [];
   for (const seed of seeds) for (const truth of truths) for (const policy of policies) cells.push({ truth, policy, seed });
-  const res = sweep(ctx, cells, (c) => `${c.truth.name} seed ${c.seed} ${c.policy.name}`, (c) => {
-    const r = runSim({ workload: w3({ jobs }), policy: c.policy.spec, seed: c.seed, truth: c.truth });
-    // Only the job records cross back from a worker: the utilisation series is not used here.
-    return { ...r, util: [] } satisfies RunResult;
-  }, { cost });
+  const res = sweep(
+    ctx,
+    cells,
+    (c) => `${c.truth.name} seed ${c.seed} ${c.policy.name}`,
+    (c) => {
+      const r = runSim({ workload: w3({ jobs }), policy: c.policy.spec, seed: c.seed, truth: c.truth });
+      // Only the job records cross back from a worker: the utilisation series is not used here.
+      return { ...r, util: [] } satisfies RunResult;
+    },
+    { cost },
+  );
   const oracleOf = new Map<string, { mean: number; byJob: Map<number, number> }>();
   for (const { cell, r } of res) {
     if (cell.policy.name !== ORACLE) continue;
@@ -212,10 +224,16 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
       wallMs: r.stats.wallMs,
     };
   });
-  const summary: TruthSummaryRow[] = rows.map((x) => ({ truth: x.truth, policy: x.policy, seed: x.seed, pctIdeal: x.pctIdeal, pctOracle: x.pctOracle, p5PctOracle: x.p5PctOracle }));
+  const summary: TruthSummaryRow[] = rows.map((x) => ({
+    truth: x.truth,
+    policy: x.policy,
+    seed: x.seed,
+    pctIdeal: x.pctIdeal,
+    pctOracle: x.pctOracle,
+    p5PctOracle: x.p5PctOracle,
+  }));
   type Num = { [K in keyof (typeof rows)[number]]: (typeof rows)[number][K] extends number ? K : never }[keyof (typeof rows)[number]];
-  const avg = (truth: string, policy: string, k: Num): number =>
-    mean(rows.filter((x) => x.truth === truth && x.policy === policy).map((x) => x[k]));
+  const avg = (truth: string, policy: string, k: Num): number => mean(rows.filter((x) => x.truth === truth && x.policy === policy).map((x) => x[k]));
   const seedNote = seeds.length > 1 ? `mean of seeds ${seeds.join(', ')}` : `seed ${seeds[0]}`;
   const grid = (title: string, fmt: (truth: string, policy: string) => string): Table => ({
     title,
@@ -223,18 +241,34 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
     rows: truths.map((t) => [t.name, ...policies.map((p) => fmt(t.name, p.name))]),
   });
   const tables: Table[] = [
-    grid(`W3 (${jobs} jobs, hetero-400): mean performance, % of ideal [% of the oracle], ${seedNote}`, (t, p) => `${f1(avg(t, p, 'pctIdeal'))} [${f1(avg(t, p, 'pctOracle'))}]`),
-    grid(`The worst jobs against the oracle's figure for the same job: 1st / 5th percentile of job performance as % of the oracle's, and the share of jobs below 50% of it (${seedNote})`, (t, p) =>
-      p === ORACLE ? '-' : `${f1(avg(t, p, 'p1PctOracle'))} / ${f1(avg(t, p, 'p5PctOracle'))} / ${f1(avg(t, p, 'below50PctOracle'))}%`),
+    grid(
+      `W3 (${jobs} jobs, hetero-400): mean performance, % of ideal [% of the oracle], ${seedNote}`,
+      (t, p) => `${f1(avg(t, p, 'pctIdeal'))} [${f1(avg(t, p, 'pctOracle'))}]`,
+    ),
+    grid(
+      `The worst jobs against the oracle's figure for the same job: 1st / 5th percentile of job performance as % of the oracle's, and the share of jobs below 50% of it (${seedNote})`,
+      (t, p) => (p === ORACLE ? '-' : `${f1(avg(t, p, 'p1PctOracle'))} / ${f1(avg(t, p, 'p5PctOracle'))} / ${f1(avg(t, p, 'below50PctOracle'))}%`),
+    ),
     {
       title: `Where the time went beyond ideal, % of response time: all jobs wait / platform / interference; the worst 5% against the oracle the same, and their most frequent family (${seedNote === `seed ${seeds[0]}` ? seedNote : `seed ${seeds[0]}`} for the family)`,
       head: ['truth', 'policy', 'all jobs', 'worst 5%', 'worst 5%: family', 'jobs held / best effort', 'conflicts', 'moves / blocks'],
       rows: truths.flatMap((t) =>
-        policies.filter((p) => p.name.startsWith('tarcil') || p.name === 'centralized' || p.name === ORACLE).map((p) => {
-          const a = (k: Num): string => f1(avg(t.name, p.name, k));
-          const first = rows.find((x) => x.truth === t.name && x.policy === p.name && x.seed === seeds[0]);
-          return [t.name, p.name, `${a('lostWaitPct')} / ${a('lostPlatformPct')} / ${a('lostInterferencePct')}`, `${a('worst5LostWaitPct')} / ${a('worst5LostPlatformPct')} / ${a('worst5LostInterferencePct')}`, first?.worst5TopFamily ?? '-', `${a('queued')} / ${a('bestEffort')}`, a('conflicts'), `${a('moves')} / ${a('blocks')}`];
-        }),
+        policies
+          .filter((p) => p.name.startsWith('tarcil') || p.name === 'centralized' || p.name === ORACLE)
+          .map((p) => {
+            const a = (k: Num): string => f1(avg(t.name, p.name, k));
+            const first = rows.find((x) => x.truth === t.name && x.policy === p.name && x.seed === seeds[0]);
+            return [
+              t.name,
+              p.name,
+              `${a('lostWaitPct')} / ${a('lostPlatformPct')} / ${a('lostInterferencePct')}`,
+              `${a('worst5LostWaitPct')} / ${a('worst5LostPlatformPct')} / ${a('worst5LostInterferencePct')}`,
+              first?.worst5TopFamily ?? '-',
+              `${a('queued')} / ${a('bestEffort')}`,
+              a('conflicts'),
+              `${a('moves')} / ${a('blocks')}`,
+            ];
+          }),
       ),
     },
   ];
@@ -251,11 +285,14 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
         title: `W3: mean performance as % of the oracle by truth (${seedNote})`,
         xTitle: 'truth',
         yTitle: '% of the oracle',
-        points: truths.flatMap((t) => policies.filter((p) => p.name !== ORACLE).map((p) => ({ x: t.name, y: avg(t.name, p.name, 'pctOracle'), series: p.name }))),
+        points: truths.flatMap((t) =>
+          policies.filter((p) => p.name !== ORACLE).map((p) => ({ x: t.name, y: avg(t.name, p.name, 'pctOracle'), series: p.name })),
+        ),
         pointsOnly: true,
       },
     ],
     files: [{ name: 'truths-summary.json', text: `${JSON.stringify(summary, null, 1)}\n` }],
-    paper: 'Tarcil §6.3 (Fig. 15a): Tarcil at 97% of optimal on W3 on average, the worst job 8% below; centralized 82%. The paper\'s optimal is measured, the simulator\'s ideal has no interference term; the oracle here is the attainable bound (clairvoyant greedy placement on the truth itself).',
+    paper:
+      "Tarcil §6.3 (Fig. 15a): Tarcil at 97% of optimal on W3 on average, the worst job 8% below; centralized 82%. The paper's optimal is measured, the simulator's ideal has no interference term; the oracle here is the attainable bound (clairvoyant greedy placement on the truth itself).",
   };
 }

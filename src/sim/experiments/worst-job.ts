@@ -68,7 +68,11 @@ function lost(recs: readonly JobRecord[]): string {
 function families(recs: readonly JobRecord[]): string {
   const n = new Map<string, number>();
   for (const x of recs) n.set(x.label, (n.get(x.label) ?? 0) + 1);
-  return [...n].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([l, c]) => `${l} ${Math.round((100 * c) / recs.length)}%`).join(', ');
+  return [...n]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([l, c]) => `${l} ${Math.round((100 * c) / recs.length)}%`)
+    .join(', ');
 }
 
 export const worstJob: Runner = (ctx) => {
@@ -88,8 +92,13 @@ export const worstJob: Runner = (ctx) => {
   const pairs = pairWithOracle(t.r.records, o.r.records);
   const ratios = pairs.map((x) => x.ratio);
   const worst = pairs.slice(0, Math.max(1, Math.floor(pairs.length / 20)));
-  const fact = (m: Map<number, PlacementFacts>, sel: typeof pairs, k: keyof PlacementFacts): number => mean(sel.map((x) => m.get(x.rec.arrival)?.[k] ?? NaN).filter(Number.isFinite));
-  const sortedIdeal = (sel: typeof pairs): number => quantileOf(sel.map((x) => x.rec.ideal).sort((a, b) => a - b), 0.5);
+  const fact = (m: Map<number, PlacementFacts>, sel: typeof pairs, k: keyof PlacementFacts): number =>
+    mean(sel.map((x) => m.get(x.rec.arrival)?.[k] ?? NaN).filter(Number.isFinite));
+  const sortedIdeal = (sel: typeof pairs): number =>
+    quantileOf(
+      sel.map((x) => x.rec.ideal).sort((a, b) => a - b),
+      0.5,
+    );
   const rows: Record<string, string | number>[] = [
     {
       jobs: pairs.length,
@@ -102,39 +111,79 @@ export const worstJob: Runner = (ctx) => {
     },
   ];
   const group = (label: string, sel: typeof pairs): (string | number)[][] => [
-    [`${label}, tarcil`, sel.length, families(sel.map((x) => x.rec)), f1(mean(sel.map((x) => x.rec.tasks))), f1(sortedIdeal(sel) / 1000), lost(sel.map((x) => x.rec)), f3(fact(t.facts, sel, 'minSpeed')), f1(fact(t.facts, sel, 'platforms')), pc(fact(t.facts, sel, 'acceptable'))],
-    [`${label}, oracle (same jobs)`, sel.length, '', '', '', lost(sel.map((x) => x.ref)), f3(fact(o.facts, sel, 'minSpeed')), f1(fact(o.facts, sel, 'platforms')), '-'],
+    [
+      `${label}, tarcil`,
+      sel.length,
+      families(sel.map((x) => x.rec)),
+      f1(mean(sel.map((x) => x.rec.tasks))),
+      f1(sortedIdeal(sel) / 1000),
+      lost(sel.map((x) => x.rec)),
+      f3(fact(t.facts, sel, 'minSpeed')),
+      f1(fact(t.facts, sel, 'platforms')),
+      pc(fact(t.facts, sel, 'acceptable')),
+    ],
+    [
+      `${label}, oracle (same jobs)`,
+      sel.length,
+      '',
+      '',
+      '',
+      lost(sel.map((x) => x.ref)),
+      f3(fact(o.facts, sel, 'minSpeed')),
+      f1(fact(o.facts, sel, 'platforms')),
+      '-',
+    ],
   ];
   // Spark jobs (the worst jobs' family) by when they arrived: the cell fills with long-running jobs.
   const spark = pairs.filter((x) => x.rec.label === 'spark');
   const span = Math.max(...pairs.map((x) => x.rec.arrival));
-  const tenths = Array.from({ length: 10 }, (_, d) => spark.filter((x) => x.rec.arrival >= (d * span) / 10 && (d === 9 ? x.rec.arrival <= span : x.rec.arrival < ((d + 1) * span) / 10)));
+  const tenths = Array.from({ length: 10 }, (_, d) =>
+    spark.filter((x) => x.rec.arrival >= (d * span) / 10 && (d === 9 ? x.rec.arrival <= span : x.rec.arrival < ((d + 1) * span) / 10)),
+  );
   const tables: Table[] = [
     {
-      title: 'Per-job performance (ideal / response) as % of the oracle\'s for the same job: percentiles and shares below',
+      title: "Per-job performance (ideal / response) as % of the oracle's for the same job: percentiles and shares below",
       head: ['jobs', '1st pct', '5th pct', 'median', 'mean', 'below 50%', 'below 60%'],
-      rows: rows.map((x) => [x.jobs as number, f1(x.p1PctOracle as number), f1(x.p5PctOracle as number), f1(x.p50PctOracle as number), f1(x.meanPctOracle as number), `${f1(x.below50PctOracle as number)}%`, `${f1(x.below60PctOracle as number)}%`]),
+      rows: rows.map((x) => [
+        x.jobs as number,
+        f1(x.p1PctOracle as number),
+        f1(x.p5PctOracle as number),
+        f1(x.p50PctOracle as number),
+        f1(x.meanPctOracle as number),
+        `${f1(x.below50PctOracle as number)}%`,
+        `${f1(x.below60PctOracle as number)}%`,
+      ]),
     },
     {
-      title: 'The worst 5% against the oracle and all jobs: families, mean tasks, median ideal (s), time lost as % of response (wait / platform / interference), slowest task\'s platform speed over the best, platforms per job, tasks placed on RUs judged acceptable',
+      title:
+        "The worst 5% against the oracle and all jobs: families, mean tasks, median ideal (s), time lost as % of response (wait / platform / interference), slowest task's platform speed over the best, platforms per job, tasks placed on RUs judged acceptable",
       head: ['jobs', 'n', 'families', 'tasks', 'ideal s', 'lost: wait / platform / interference %', 'slowest platform', 'platforms', 'acceptable when placed'],
       rows: [...group('worst 5%', worst), ...group('all', pairs)],
     },
     {
-      title: 'Spark jobs by tenth of the arrival window: mean and 5th percentile as % of the oracle\'s, slowest task\'s platform speed, tasks placed on RUs judged acceptable',
+      title:
+        "Spark jobs by tenth of the arrival window: mean and 5th percentile as % of the oracle's, slowest task's platform speed, tasks placed on RUs judged acceptable",
       head: ['tenth', 'jobs', 'mean', '5th pct', 'slowest platform', 'acceptable when placed'],
       rows: tenths.map((sel, d) => {
         const rs = sel.map((x) => x.ratio);
-        return [d + 1, sel.length, f1(100 * mean(rs)), f1(100 * quantileOf(rs, 0.05)), f3(fact(t.facts, sel, 'minSpeed')), pc(fact(t.facts, sel, 'acceptable'))];
+        return [
+          d + 1,
+          sel.length,
+          f1(100 * mean(rs)),
+          f1(100 * quantileOf(rs, 0.05)),
+          f3(fact(t.facts, sel, 'minSpeed')),
+          pc(fact(t.facts, sel, 'acceptable')),
+        ];
       }),
     },
   ];
   return {
-    ...base('worst-job', 'Tarcil\'s worst jobs on W3 against the oracle (committed truth)', ctx, t0),
+    ...base('worst-job', "Tarcil's worst jobs on W3 against the oracle (committed truth)", ctx, t0),
     rows,
     tables,
     charts: [],
-    paper: 'Tarcil §6.3 (Fig. 15a): on W3 the worst job is 8% below optimal; Tarcil achieves near-optimal performance for 92% of jobs. The paper\'s optimal is measured; here each job is compared with the oracle (src/sim/policies/oracle.ts, clairvoyant greedy placement on the truth) on the same job.',
+    paper:
+      "Tarcil §6.3 (Fig. 15a): on W3 the worst job is 8% below optimal; Tarcil achieves near-optimal performance for 92% of jobs. The paper's optimal is measured; here each job is compared with the oracle (src/sim/policies/oracle.ts, clairvoyant greedy placement on the truth) on the same job.",
     wallMs: performance.now() - t0,
   };
 };

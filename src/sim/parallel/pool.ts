@@ -31,7 +31,8 @@ const START = FROM_SOURCE ? new URL('boot.js', here) : ENTRY;
 
 export function runCells<R>(job: PoolJob): R[] {
   const order = job.order ?? Array.from({ length: job.cells }, (_, i) => i);
-  if (order.length !== job.cells || new Set(order).size !== job.cells || order.some((i) => !(i >= 0 && i < job.cells))) throw new Error(`a dispatch order must list each of the ${job.cells} cells once`);
+  if (order.length !== job.cells || new Set(order).size !== job.cells || order.some((i) => !(i >= 0 && i < job.cells)))
+    throw new Error(`a dispatch order must list each of the ${job.cells} cells once`);
   const signal = new SharedArrayBuffer(4);
   const counter = new Int32Array(signal);
   const n = Math.max(1, Math.min(job.workers, job.cells));
@@ -40,7 +41,12 @@ export function runCells<R>(job: PoolJob): R[] {
   for (let w = 0; w < n; w++) {
     const { port1, port2 } = new MessageChannel();
     ports.push(port1);
-    workers.push(new Worker(START, { workerData: { entry: ENTRY.href, experiment: job.experiment, quick: job.quick, seed: job.seed, warmupMs: job.warmupMs, port: port2, signal }, transferList: [port2] }));
+    workers.push(
+      new Worker(START, {
+        workerData: { entry: ENTRY.href, experiment: job.experiment, quick: job.quick, seed: job.seed, warmupMs: job.warmupMs, port: port2, signal },
+        transferList: [port2],
+      }),
+    );
   }
   const results = new Array<R>(job.cells);
   let next = 0;

@@ -29,7 +29,11 @@ const describe = (err: unknown): string => (err instanceof Error ? (err.stack ??
 type Loaded = { run: (cell: number) => void } | { error: string };
 const loaded: Promise<Loaded> = (async () => {
   try {
-    const [{ EXPERIMENTS }, { SweepCellDone }, { setWarmup }] = await Promise.all([import('../experiments/index.ts'), import('../experiments/common.ts'), import('../run.ts')]);
+    const [{ EXPERIMENTS }, { SweepCellDone }, { setWarmup }] = await Promise.all([
+      import('../experiments/index.ts'),
+      import('../experiments/common.ts'),
+      import('../run.ts'),
+    ]);
     setWarmup(d.warmupMs);
     const runner = EXPERIMENTS[d.experiment];
     if (!runner) return { error: `unknown experiment ${d.experiment}` };

@@ -71,7 +71,14 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
   const agents = spec.agents ?? 10;
   const fixed = /^fixed-R(\d+)$/.exec(n);
   const runtime = spec.runtime ?? defaultSimRuntime();
-  const core = { ...(spec.core ? { core: spec.core } : {}), runtime, ...(spec.weights ? { weights: spec.weights } : {}), ...(spec.priorityWaits === false ? { priorityWaits: false } : {}), ...(spec.preferReplicas ? { preferReplicas: true } : {}), ...(spec.freshViews ? { freshViews: true } : {}) };
+  const core = {
+    ...(spec.core ? { core: spec.core } : {}),
+    runtime,
+    ...(spec.weights ? { weights: spec.weights } : {}),
+    ...(spec.priorityWaits === false ? { priorityWaits: false } : {}),
+    ...(spec.preferReplicas ? { preferReplicas: true } : {}),
+    ...(spec.freshViews ? { freshViews: true } : {}),
+  };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {
     case 'tarcil':

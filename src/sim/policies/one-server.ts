@@ -40,7 +40,14 @@ export function serverFits(job: SimJob, s: Server, need: number): boolean {
  * with the core's sample size R for the job, over the free RUs of its platforms in the agent's
  * view (not in `exclude`): all m picks on one server, or none.
  */
-export function selectOneServer(ctx: CoreContext, job: JobSpec, target: JobTarget, m: number, cfg: CoreConfig, exclude: ReadonlySet<number>): { R: number; picks: Pick[]; candidatesSeen: number } {
+export function selectOneServer(
+  ctx: CoreContext,
+  job: JobSpec,
+  target: JobTarget,
+  m: number,
+  cfg: CoreConfig,
+  exclude: ReadonlySet<number>,
+): { R: number; picks: Pick[]; candidatesSeen: number } {
   const { R } = chooseSampleSize(ctx, target, cfg);
   const req: PlacementRequest = { ...placementRequestOf(job, target, m, R, cfg), locality: { mode: 'pack', scope: 'server', required: true }, exclude };
   const sel = selectPlacements(ctx.state, req, ctx.rng);
@@ -53,7 +60,15 @@ export function selectOneServer(ctx: CoreContext, job: JobSpec, target: JobTarge
  * `share`), the one whose free RU scores best for the job (its free RUs score alike). `state` is
  * its fresh view of the world.
  */
-export function bestServerFor(world: World, state: ClusterState, req: PlacementRequest, job: SimJob, need: number, share: number, rng: Rng): { server: Server; quality: RuScore } | undefined {
+export function bestServerFor(
+  world: World,
+  state: ClusterState,
+  req: PlacementRequest,
+  job: SimJob,
+  need: number,
+  share: number,
+  rng: Rng,
+): { server: Server; quality: RuScore } | undefined {
   const ctx = new SelectionContext(state, req);
   let best: { server: Server; quality: RuScore; score: number } | undefined;
   for (const s of world.servers) {

@@ -30,7 +30,7 @@
  */
 import { DEFAULT_AGENT_CONFIG } from '../../agent/agent.ts';
 import { Attempt, picksPerTxn, type AttemptPolicy } from '../../agent/attempt.ts';
-import { admissionVerdict, decide, type CoreConfig, type CoreContext } from '../../agent/core.ts';
+import { admissionVerdict, decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare } from '../../agent/fair-share.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
@@ -43,63 +43,14 @@ import { TARCIL } from '../constants.ts';
 import { dataPlacement } from '../replicas.ts';
 import { addedTask, simJobId, type SimJob, type SimTask, type View, type World } from '../world.ts';
 import { ProfileLearner } from '../../model/learn.ts';
-import { SimLoadMonitor, type SimRuntimeOptions } from './runtime.ts';
+import { SimLoadMonitor } from './runtime.ts';
 import { AgentOverlay } from './tarcil-overlay.ts';
 import { selectOneServer, serverFits } from './one-server.ts';
 import type { Policy } from './types.ts';
-
-export interface TarcilOptions {
-  agents: number;
-  /** Fixed sample size; adaptive (x^R with admission) when undefined. */
-  fixedR?: number;
-  admission?: boolean;
-  /** Longest admission wait before placing anyway. */
-  maxQueueMs?: number;
-  core?: Partial<CoreConfig>;
-  /** Retries, backoff and recheck of the attempt loop (default: the live agent's). */
-  attempt?: Partial<AttemptPolicy>;
-  /** The run-time loop: block slow servers, move slow tasks, autoscale, learn (off when not given). */
-  runtime?: SimRuntimeOptions;
-  /** Namespaces' weights for fair share (`core.fairShare`, on by default); absent: 1 each. */
-  weights?: Record<string, number>;
-  /** A request above the bypass priority that loses a commit race waits for a freed RU (Attempt's `untilFreed`; default); false: it backs off as any other (ablation). */
-  priorityWaits?: boolean;
-  /** Replicas forming a named set only preferred, never required (ablation of W2's rule that scan tasks run on their replicas). */
-  preferReplicas?: boolean;
-  /** Commits applied and seen by every agent at once (no round trip, no watch delay): an ablation of the agents' stale views. */
-  freshViews?: boolean;
-}
+import type { Agent, Request, TarcilOptions } from './tarcil-types.ts';
 
 /** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
 const PICKS_PER_TXN = picksPerTxn(DEFAULT_MAX_TXN_OPS);
-
-interface Request {
-  job: SimJob;
-  spec: JobSpec;
-  target: JobTarget;
-  pending: SimTask[];
-  /** Set at the first decision: the attempt loop's state, with the agent's Rng for its backoff. */
-  at?: Attempt;
-  /** RUs its constraints allow (admission's capacity), computed once. */
-  capacity: number;
-  agent?: Agent;
-  /** A move (run-time loop): place a new copy of this running task, then stop the old one. */
-  move?: SimTask;
-  /** Autoscale (run-time loop): the one pending task is a new task of a running scale-out job. */
-  scaleOut?: boolean;
-  /** Its job's namespace. */
-  ns: string;
-  /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
-  woken?: boolean;
-}
-
-interface Agent {
-  id: number;
-  busy: boolean;
-  queue: Request[];
-  ov: AgentOverlay;
-  ctx: CoreContext;
-}
 
 export class TarcilPolicy implements Policy {
   readonly name: string;
@@ -120,7 +71,20 @@ export class TarcilPolicy implements Policy {
   /** RUs being placed (sent, not yet in the view), per namespace: fair share counts them as held. */
   private readonly placing = new Map<string, number>();
   private readonly targets = new Map<readonly number[], JobTarget>();
-  private readonly c = { decisions: 0, commits: 0, conflicts: 0, picks: 0, readmissions: 0, queued: 0, bestEffort: 0, Rsum: 0, capacityWaits: 0, fairYields: 0, acceptablePicks: 0, Qsum: 0 };
+  private readonly c = {
+    decisions: 0,
+    commits: 0,
+    conflicts: 0,
+    picks: 0,
+    readmissions: 0,
+    queued: 0,
+    bestEffort: 0,
+    Rsum: 0,
+    capacityWaits: 0,
+    fairYields: 0,
+    acceptablePicks: 0,
+    Qsum: 0,
+  };
   private readonly monitor: SimLoadMonitor | undefined;
   private readonly learner: ProfileLearner | undefined;
   private readonly owned = new WeakSet<SimJob>();
@@ -193,7 +157,9 @@ export class TarcilPolicy implements Policy {
     return n;
   }
 
-  timing(): Record<string, number> { return { ...this.wall }; }
+  timing(): Record<string, number> {
+    return { ...this.wall };
+  }
 
   counters(): Record<string, number> {
     return {
@@ -217,7 +183,10 @@ export class TarcilPolicy implements Policy {
   }
 
   private specOf(job: SimJob, m: number, data?: number[]): JobSpec {
-    const where = dataPlacement(data?.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec), this.opts.preferReplicas);
+    const where = dataPlacement(
+      data?.map((s) => (this.world.servers[s] as { spec: JobSpecServer }).spec),
+      this.opts.preferReplicas,
+    );
     if (job.platforms) where.constraints = { ...where.constraints, platforms: [...job.platforms] };
     if (job.oneServer) where.locality = { mode: 'pack', scope: 'server' };
     return {
@@ -287,7 +256,9 @@ export class TarcilPolicy implements Policy {
     this.process(a, r);
   }
 
-  private excludeFor(a: Agent, ru: number, until: number, own?: SimTask): void { a.ov.add(ru, until, own && this.world.occupantOf(own)); }
+  private excludeFor(a: Agent, ru: number, until: number, own?: SimTask): void {
+    a.ov.add(ru, until, own && this.world.occupantOf(own));
+  }
 
   /** The simulator's driver of the attempt loop (agent/attempt.ts): engine timers, modelled commits. */
   private process(a: Agent, r: Request): void {
@@ -307,7 +278,12 @@ export class TarcilPolicy implements Policy {
     }
     // Fair share: a request that would take RUs that namespaces further below their share wait
     // for holds back and waits in the waiters' order (unless that order just woke it).
-    if (this.fair && !r.woken && this.needs.size > 0 && this.fair.mustYield(r.ns, Math.min(r.pending.length, PICKS_PER_TXN), this.view.state.available.size, this.needs)) {
+    if (
+      this.fair &&
+      !r.woken &&
+      this.needs.size > 0 &&
+      this.fair.mustYield(r.ns, Math.min(r.pending.length, PICKS_PER_TXN), this.view.state.available.size, this.needs)
+    ) {
       this.c.fairYields++;
       eng.after(0, () => {
         a.busy = false;
@@ -333,7 +309,9 @@ export class TarcilPolicy implements Policy {
       // Wall time of the core's calls (the virtual clock models their cost): what a decision
       // really costs the simulator, which must not grow with the cell (bench sim-speed).
       const w0 = performance.now();
-      const verdict = skip ? undefined : a.ov.during(() => admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now)));
+      const verdict = skip
+        ? undefined
+        : a.ov.during(() => admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now)));
       if (!skip) {
         this.wall.verdicts++;
         this.wall.verdictMs += performance.now() - w0;
@@ -359,7 +337,9 @@ export class TarcilPolicy implements Policy {
     const w1 = performance.now();
     const displace = this.fairDisplace(r);
     const one = r.job.oneServer ? a.ov.during(() => selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.ov.exclude)) : undefined;
-    const d = one ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } } : a.ov.during(() => decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.ov.exclude, ...displace }));
+    const d = one
+      ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } }
+      : a.ov.during(() => decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.ov.exclude, ...displace }));
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
     this.wall.candidates += d.selection.candidatesSeen;

@@ -3,7 +3,8 @@ export interface SpeedCase {
   name: string;
   policy: string;
   seed: number;
-  workload: { kind: 'w4'; workers: number; jobs: number; load: number } | { kind: 'w3'; jobs: number } | { kind: 'cell'; servers: number; load: number; tasks: number };
+  workload:
+    { kind: 'w4'; workers: number; jobs: number; load: number } | { kind: 'w3'; jobs: number } | { kind: 'cell'; servers: number; load: number; tasks: number };
 }
 
 export interface CaseResult {

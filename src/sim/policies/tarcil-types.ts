@@ -1,0 +1,60 @@
+/**
+ * The simulated tarcil's options, and what each of its agents and requests holds (tarcil.ts).
+ */
+import type { Attempt, AttemptPolicy } from '../../agent/attempt.ts';
+import type { CoreConfig, CoreContext } from '../../agent/core.ts';
+import type { JobSpec } from '../../model/types.ts';
+import type { JobTarget } from '../../quality/index.ts';
+import type { SimJob, SimTask } from '../world.ts';
+import type { SimRuntimeOptions } from './runtime.ts';
+import type { AgentOverlay } from './tarcil-overlay.ts';
+
+export interface TarcilOptions {
+  agents: number;
+  /** Fixed sample size; adaptive (x^R with admission) when undefined. */
+  fixedR?: number;
+  admission?: boolean;
+  /** Longest admission wait before placing anyway. */
+  maxQueueMs?: number;
+  core?: Partial<CoreConfig>;
+  /** Retries, backoff and recheck of the attempt loop (default: the live agent's). */
+  attempt?: Partial<AttemptPolicy>;
+  /** The run-time loop: block slow servers, move slow tasks, autoscale, learn (off when not given). */
+  runtime?: SimRuntimeOptions;
+  /** Namespaces' weights for fair share (`core.fairShare`, on by default); absent: 1 each. */
+  weights?: Record<string, number>;
+  /** A request above the bypass priority that loses a commit race waits for a freed RU (Attempt's `untilFreed`; default); false: it backs off as any other (ablation). */
+  priorityWaits?: boolean;
+  /** Replicas forming a named set only preferred, never required (ablation of W2's rule that scan tasks run on their replicas). */
+  preferReplicas?: boolean;
+  /** Commits applied and seen by every agent at once (no round trip, no watch delay): an ablation of the agents' stale views. */
+  freshViews?: boolean;
+}
+
+export interface Request {
+  job: SimJob;
+  spec: JobSpec;
+  target: JobTarget;
+  pending: SimTask[];
+  /** Set at the first decision: the attempt loop's state, with the agent's Rng for its backoff. */
+  at?: Attempt;
+  /** RUs its constraints allow (admission's capacity), computed once. */
+  capacity: number;
+  agent?: Agent;
+  /** A move (run-time loop): place a new copy of this running task, then stop the old one. */
+  move?: SimTask;
+  /** Autoscale (run-time loop): the one pending task is a new task of a running scale-out job. */
+  scaleOut?: boolean;
+  /** Its job's namespace. */
+  ns: string;
+  /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
+  woken?: boolean;
+}
+
+export interface Agent {
+  id: number;
+  busy: boolean;
+  queue: Request[];
+  ov: AgentOverlay;
+  ctx: CoreContext;
+}
