@@ -38,11 +38,7 @@ function Page({ route }) {
       // A job id may hold a '/' (<namespace>/<id>).
       return html`<${JobPage} key=${args.join('/')} id=${args.join('/')} />`;
     case 'logs':
-      return html`<${LogsPage}
-        key=${args.join('/')}
-        job=${args.slice(0, -1).join('/') || undefined}
-        task=${args.length > 1 ? args[args.length - 1] : undefined}
-      />`;
+      return html`<${LogsPage} key=${args.join('/')} job=${args.slice(0, -1).join('/') || undefined} task=${args.length > 1 ? args[args.length - 1] : undefined} />`;
     case 'throughput':
       return html`<${ThroughputPage} />`;
     default:
@@ -56,11 +52,8 @@ function App() {
   const page = route[0] || 'cell';
   const tab = ([p, label]) =>
     html`<a class=${page === p || (p === 'jobs' && page === 'job') ? 'on' : ''} href=${`#/${p}`} data-testid=${`tab-${p}`}>${label}</a>`;
-  return html`<header>
-      <h1>tarcil</h1>
-      <nav>${TABS.map(tab)}</nav>
-      <span class=${l.connected ? 'live on' : 'live'} data-testid="live">${l.connected ? '● live' : '○ reconnecting'}</span>
-    </header>
+  return html`<header><h1>tarcil</h1><nav>${TABS.map(tab)}</nav>
+      <span class=${l.connected ? 'live on' : 'live'} data-testid="live">${l.connected ? '● live' : '○ reconnecting'}</span></header>
     <main><${Page} route=${route} /></main>`;
 }
 

@@ -76,17 +76,11 @@ export function LogsPage({ job, task }) {
     </form>
     ${
       !job
-        ? html`<p>
-            A task's stdout and stderr, as its node keeps them (the process executor writes them; the simulated executor writes none). Open one from a job's
-            task list or the Nodes tab, or name it here.
-          </p>`
-        : html`<p>
-              Task ${task} of <a href=${href('job', job)}>${job}</a> —
-              <span data-testid="logs-status">${log.status}</span>${log.paths.length > 0 ? html` <small>(${log.paths.join(', ')})</small>` : null}
-            </p>
-            ${log.error ? html`<p class="error" data-testid="logs-error">${log.error}</p>` : null}
-            <pre class="log" data-testid="log">${log.parts.map((p) => html`<span class=${p.stream}>${p.text}</span>`)}</pre>
-            ${log.parts.length === 0 && !log.error && log.status === 'ended' ? html`<p data-testid="logs-empty">The task wrote nothing.</p>` : null}`
+        ? html`<p>A task's stdout and stderr, as its node keeps them (the process executor writes them; the simulated executor writes none). Open one from a job's task list or the Nodes tab, or name it here.</p>`
+        : html`<p>Task ${task} of <a href=${href('job', job)}>${job}</a> — <span data-testid="logs-status">${log.status}</span>${log.paths.length > 0 ? html` <small>(${log.paths.join(', ')})</small>` : null}</p>
+        ${log.error ? html`<p class="error" data-testid="logs-error">${log.error}</p>` : null}
+        <pre class="log" data-testid="log">${log.parts.map((p) => html`<span class=${p.stream}>${p.text}</span>`)}</pre>
+        ${log.parts.length === 0 && !log.error && log.status === 'ended' ? html`<p data-testid="logs-empty">The task wrote nothing.</p>` : null}`
     }
   </section>`;
 }

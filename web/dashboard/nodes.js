@@ -44,12 +44,9 @@ function useNodes(cellVersion) {
 
 function RuBar({ n }) {
   const schedulable = n.state === 'up';
-  return html`<span class="rus" title=${`${n.busy} busy, ${n.free} free, ${n.down} down of ${n.rus} RUs`}
-    >${[...n.slots].map(
-      (c, i) =>
-        html`<i class=${`ru small ru-${c === 'f' && !schedulable ? 'u' : c}`} title=${`RU ${i}: ${RU_STATES[c === 'f' && !schedulable ? 'u' : c]}`}></i>`,
-    )}</span
-  >`;
+  return html`<span class="rus" title=${`${n.busy} busy, ${n.free} free, ${n.down} down of ${n.rus} RUs`}>${[...n.slots].map(
+    (c, i) => html`<i class=${`ru small ru-${c === 'f' && !schedulable ? 'u' : c}`} title=${`RU ${i}: ${RU_STATES[c === 'f' && !schedulable ? 'u' : c]}`}></i>`,
+  )}</span>`;
 }
 
 export function NodesPage() {
@@ -71,62 +68,31 @@ export function NodesPage() {
       ${['up', 'blocked', 'cordoned', 'draining', 'drained', 'down'].map((s) => html`<div class=${`stat st-${s}`}><b data-testid=${`nodes-${s}`}>${count(s)}</b><span>${s}</span></div>`)}
       <div class="stat"><b>${nodes.reduce((a, n) => a + n.tasks.length, 0)}</b><span>tasks</span></div>
     </div>
-    <div class="filters">
-      <input data-testid="node-filter" placeholder="filter by node, rack or job" value=${text} onInput=${(e) => setText(e.target.value)} />
+    <div class="filters"><input data-testid="node-filter" placeholder="filter by node, rack or job" value=${text} onInput=${(e) => setText(e.target.value)} />
       <select data-testid="node-state-filter" value=${state} onChange=${(e) => setState(e.target.value)}>
         ${['', 'with tasks', 'not up', 'up', 'blocked', 'cordoned', 'draining', 'drained', 'down'].map((s) => html`<option value=${s}>${s || 'any state'}</option>`)}
-      </select>
-      <span>${Math.min(shown.length, MAX_ROWS)} of ${nodes.length}${shown.length > MAX_ROWS ? ' (filter to see the rest)' : ''}</span>
-    </div>
+      </select> <span>${Math.min(shown.length, MAX_ROWS)} of ${nodes.length}${shown.length > MAX_ROWS ? ' (filter to see the rest)' : ''}</span></div>
     ${nodes.length === 0 ? html`<p data-testid="no-nodes">No server has registered with the cell yet.</p>` : null}
-    <table class="grid nodes">
-      <thead>
-        <tr>
-          <th>node</th>
-          <th>rack</th>
-          <th>state</th>
-          <th>RUs</th>
-          <th>tasks (job, task, since)</th>
-          <th>load monitor</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${shown.slice(0, MAX_ROWS).map(
-          (n) =>
-            html`<tr data-testid="node-row" data-node=${n.id} data-state=${n.state}>
-              <td class="mono">${n.id}</td>
-              <td>${n.platform}/${n.rack}</td>
-              <td>
-                <span class=${`badge ${n.state}`} data-testid="node-state">${n.state}</span>${
-                  n.cordon
-                    ? html`<br /><small
-                          >${n.cordon.mode === 'drain' ? 'drain' : 'cordon'} ${age(now - n.cordon.since)}
-                          ago${n.cordon.reason ? `: ${n.cordon.reason}` : ''}${n.cordon.deadlineAt ? `, deadline in ${age(n.cordon.deadlineAt - now)}` : ''}</small
-                        >`
-                    : null
-                }${n.leftAt ? html`<br /><small>left ${age(now - n.leftAt)} ago</small>` : null}
-              </td>
-              <td data-testid="node-rus"><${RuBar} n=${n} /> ${n.busy}/${n.rus} busy</td>
-              <td>
-                ${
-                  n.tasks.length === 0
-                    ? html`<span class="none">no tasks</span>`
-                    : html`<ul class="node-tasks">
-                        ${n.tasks.map(
-                          (t) =>
-                            html`<li data-testid="node-task">
-                              <a href=${href('job', t.job)}>${t.job}</a> task ${t.task}
-                              <small>RU ${t.ru}${t.state === 'reserved' ? ', reserved' : ''}${t.since ? `, ${age(now - t.since)}` : ''}</small>
-                              <a href=${href('logs', t.job, t.task)} class="logs-link">logs</a>
-                            </li>`,
-                        )}
-                      </ul>`
-                }
-              </td>
-              <td class=${n.blocked ? 'load blocked' : n.load === 'ok' ? 'load ok' : 'load'} data-testid="node-load">${n.load}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
+    <table class="grid nodes"><thead><tr><th>node</th><th>rack</th><th>state</th><th>RUs</th><th>tasks (job, task, since)</th><th>load monitor</th></tr></thead>
+      <tbody>${shown.slice(0, MAX_ROWS).map(
+        (n) => html`<tr data-testid="node-row" data-node=${n.id} data-state=${n.state}>
+          <td class="mono">${n.id}</td><td>${n.platform}/${n.rack}</td>
+          <td><span class=${`badge ${n.state}`} data-testid="node-state">${n.state}</span>${
+            n.cordon
+              ? html`<br /><small>${n.cordon.mode === 'drain' ? 'drain' : 'cordon'} ${age(now - n.cordon.since)} ago${n.cordon.reason ? `: ${n.cordon.reason}` : ''}${n.cordon.deadlineAt ? `, deadline in ${age(n.cordon.deadlineAt - now)}` : ''}</small>`
+              : null
+          }${n.leftAt ? html`<br /><small>left ${age(now - n.leftAt)} ago</small>` : null}</td>
+          <td data-testid="node-rus"><${RuBar} n=${n} /> ${n.busy}/${n.rus} busy</td>
+          <td>${
+            n.tasks.length === 0
+              ? html`<span class="none">no tasks</span>`
+              : html`<ul class="node-tasks">${n.tasks.map(
+                  (t) =>
+                    html`<li data-testid="node-task"><a href=${href('job', t.job)}>${t.job}</a> task ${t.task} <small>RU ${t.ru}${t.state === 'reserved' ? ', reserved' : ''}${t.since ? `, ${age(now - t.since)}` : ''}</small> <a href=${href('logs', t.job, t.task)} class="logs-link">logs</a></li>`,
+                )}</ul>`
+          }</td>
+          <td class=${n.blocked ? 'load blocked' : n.load === 'ok' ? 'load ok' : 'load'} data-testid="node-load">${n.load}</td>
+        </tr>`,
+      )}</tbody></table>
   </section>`;
 }

@@ -48,30 +48,18 @@ export function ThroughputPage() {
       <div class="stat"><b>${ms(last?.p99)}</b><span>p99</span></div>
       <div class="stat"><b>${last ? last.conflictsTotal : 0}</b><span>commit conflicts since it started</span></div>
     </div>
-    <${Chart}
-      testid="chart-rate"
-      title="per second"
-      series=${[
-        ['placements/s', '#2a9d4a'],
-        ['decisions/s', '#5b8def'],
-        ['conflicts/s', '#d9534f'],
-        ['submitted/s', '#999'],
-      ]}
-      data=${columns(pts, ['placements', 'decisions', 'conflicts', 'submitted'])}
-    />
-    <${Chart}
-      testid="chart-latency"
-      title="submission → last placement (ms, over the last 10 s)"
-      series=${[
-        ['p50', '#5b8def'],
-        ['p99', '#e08a1e'],
-      ]}
-      data=${columns(pts, ['p50', 'p99'])}
-    />
-    <p class="legend" data-testid="latency-gaps" data-gaps=${gaps}>
-      Latency is drawn only for the seconds whose last 10 s placed something: ${gaps} of the last ${pts.length} seconds had no placement and are left blank, not
-      joined. The same counters as <code>/metrics</code>: tarcil_tasks_placed_total, tarcil_decisions_total, tarcil_commit_conflicts_total,
-      tarcil_scheduling_latency_seconds.
-    </p>
+    <${Chart} testid="chart-rate" title="per second" series=${[
+      ['placements/s', '#2a9d4a'],
+      ['decisions/s', '#5b8def'],
+      ['conflicts/s', '#d9534f'],
+      ['submitted/s', '#999'],
+    ]}
+      data=${columns(pts, ['placements', 'decisions', 'conflicts', 'submitted'])} />
+    <${Chart} testid="chart-latency" title="submission → last placement (ms, over the last 10 s)" series=${[
+      ['p50', '#5b8def'],
+      ['p99', '#e08a1e'],
+    ]} data=${columns(pts, ['p50', 'p99'])} />
+    <p class="legend" data-testid="latency-gaps" data-gaps=${gaps}>Latency is drawn only for the seconds whose last 10 s placed something: ${gaps} of the last ${pts.length} seconds had no placement and are left blank, not joined.
+      The same counters as <code>/metrics</code>: tarcil_tasks_placed_total, tarcil_decisions_total, tarcil_commit_conflicts_total, tarcil_scheduling_latency_seconds.</p>
   </section>`;
 }
