@@ -50,8 +50,12 @@ export class FreedHandoff {
   /** Sorted leases of the front-ends with jobs to place (this one included), rebuilt when they change. */
   private members: string[] = [];
   private membersFor: { version: number; self: string | undefined } | undefined;
-  /** RU id → end of its window, in freeing order (the window is the same for all: oldest first). */
-  private readonly held = new Map<number, number>();
+  /**
+   * RU id → end of its window, and whether it is the RU that was freed (woken for when the window
+   * ends) or another free RU of its server, in freeing order (the window is the same for all:
+   * oldest first).
+   */
+  private readonly held = new Map<number, { end: number; freed: boolean }>();
   private timer: Timer | undefined;
   readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0 };
 
@@ -91,15 +95,25 @@ export class FreedHandoff {
     return m[hashId(server.id) % m.length] === this.self;
   }
 
-  /** RU `index` of `server` became available: wake a waiter now if this is its home, else after the window. */
+  /**
+   * RU `index` of `server` became available: wake a waiter now if this is its home, else after the
+   * window. The server's other free RUs are left to its home for the window too: a task that ends
+   * lowers the pressure on its server, and free RUs there that no waiting job would take a moment
+   * ago may now suit one in every front-end at once.
+   */
   freed(server: ServerState, index: number): void {
     if (this.isHome(server)) {
       this.o.wake(server, index);
       return;
     }
-    const id = server.base + index;
-    this.held.delete(id);
-    this.held.set(id, this.o.clock.now() + this.o.windowMs);
+    const end = this.o.clock.now() + this.o.windowMs;
+    for (let i = 0; i < server.ruCount; i++) {
+      const id = server.base + i;
+      if (i !== index && !server.available(i)) continue;
+      const was = this.held.get(id);
+      this.held.delete(id);
+      this.held.set(id, { end, freed: i === index || was?.freed === true });
+    }
     this.stats.handedOff++;
     this.timer ??= this.o.clock.setTimer(this.o.windowMs, () => this.expire());
   }
@@ -127,12 +141,13 @@ export class FreedHandoff {
       this.timer = undefined;
     }
     const now = this.o.clock.now();
-    for (const [id, end] of this.held) {
+    for (const [id, { end, freed }] of this.held) {
       if (end > now) {
         this.timer = this.o.clock.setTimer(end - now, () => this.expire());
         return;
       }
       this.held.delete(id);
+      if (!freed) continue;
       const s = this.o.state.serverOfRu(id);
       const index = s ? id - s.base : -1;
       if (s && s.available(index)) {

@@ -60,6 +60,29 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1 });
   });
 
+  it("the window covers the freed RU's server: its other free RUs go to its home too, and only the freed one is woken for after", () => {
+    const clock = new ManualClock(0);
+    const state = new ClusterState();
+    const all = Array.from({ length: 20 }, (_, i) => state.upsertServer({ ...server(`s${i}`), rus: 4 }));
+    const woken: string[] = [];
+    const h = new FreedHandoff({ state, clock, windowMs: 250, wake: (s, i) => woken.push(`${s.id}/${i}`) });
+    h.setSelf('A');
+    const members = new MemberDemand();
+    members.set('A', true);
+    members.set('B', true);
+    h.setDemand(members);
+    const away = all.find((s) => !h.isHome(s))!;
+    // RUs 0 and 1 busy, 2 and 3 free; then RU 1's task ends.
+    state.setRu({ server: away.id, index: 0 }, busy, 1);
+    state.setRu({ server: away.id, index: 1 }, busy, 2);
+    state.setRu({ server: away.id, index: 1 }, null, 3);
+    h.freed(away, 1);
+    expect([...(h.excluded() ?? [])].sort((a, b) => a - b)).toEqual([away.base + 1, away.base + 2, away.base + 3]);
+    clock.advance(250);
+    expect(woken).toEqual([`${away.id}/1`]);
+    expect(h.excluded()).toBeUndefined();
+  });
+
   it('only front-ends with tasks to place count: one alone, or the window 0, takes every freed RU at once', () => {
     const alone = twoFrontEnds(20);
     const members = new MemberDemand();
