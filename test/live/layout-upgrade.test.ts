@@ -8,8 +8,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAYOUT_VERSION } from '../../src/agent/owner/layout.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
-import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
-import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
@@ -17,15 +15,12 @@ import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
-import { waitFinal } from '../support/live.ts';
+import { startSimNode, startTestScheduler, waitFinal } from '../support/live.ts';
 
-const catalog = loadCatalog();
 const clock = new SystemClock();
 const log = createLogger('test');
-const platform = Object.keys(catalog.platforms)[0] as string;
 
 let etcd: EtcdProcess;
 let store: ClusterStore;
@@ -41,20 +36,7 @@ afterAll(async () => {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function scheduler(keys: Keys) {
-  return startScheduler({
-    name: 'new',
-    store,
-    keys,
-    catalog,
-    clock,
-    rng: new SeededRng(3),
-    log,
-    agents: 1,
-    host: '127.0.0.1',
-    port: 0,
-    leaseTtlSeconds: 3,
-    housekeeping: false,
-  });
+  return startTestScheduler({ name: 'new', store, keys, clock, log, agents: 1, seed: 3 }, { housekeeping: false });
 }
 
 /** A job record as the older front-ends wrote it at submission. */
@@ -67,17 +49,7 @@ function queuedRecord(id: string, tasks: number): LiveJobRecord {
 describe('the store layout', () => {
   it('a cell of the older layout is taken over: every acknowledged job runs once, the older owner is fenced out', { timeout: 60_000 }, async () => {
     const keys = new Keys('/upgrade/');
-    const monitor = await startMonitor({
-      store,
-      keys,
-      clock,
-      log,
-      server: { id: 'n0', platform, rack: 'r0', rus: 4, speed: 1, attributes: {} },
-      executor: 'simulated',
-      host: '127.0.0.1',
-      port: 0,
-      leaseTtlSeconds: 3,
-    });
+    const monitor = await startSimNode({ store, keys, clock, log, id: 'n0' });
     // Job `orphan`: its owner's lease ended, and its owner record with it.
     const gone = await store.grantLease(5);
     await store.put(keys.job('orphan'), JSON.stringify(queuedRecord('orphan', 2)));
