@@ -3,7 +3,8 @@ import type { JobManager } from '../../src/agent/lifecycle.ts';
 import { IDLE_AFTER_MS } from '../../src/agent/owner/members.ts';
 import { ownerLeaseOf, type LiveJobRecord, type MemberRecord, type OwnerRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
-import type { ClusterStore } from '../../src/store/types.ts';
+import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
+import { TarcilError } from '../../src/util/errors.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
 import { wrapStore } from '../support/wrap-store.ts';
@@ -133,6 +134,34 @@ describe('members and owner records (embedded store, manual clock)', () => {
     // B carries the job on: its tasks end, the job is final once.
     await cell.finishTasks(job.id);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+  });
+
+  it('a final write whose answer was lost is not written again: the owner record it deleted fences the retry', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    const jobKey = cell.keys.job('lost-final');
+    const finalPut = (req: TxnRequest): boolean => req.success.some((op) => op.type === 'put' && op.key === jobKey && op.value.includes('"state":"succeeded"'));
+    let lost = 0;
+    let landed = 0;
+    const store = wrapStore(cell.store, {
+      txn: async (req) => {
+        const res = await cell!.store.txn(req);
+        if (res.succeeded && finalPut(req)) landed++;
+        if (lost === 0 && finalPut(req)) {
+          lost++;
+          throw new TarcilError('UNAVAILABLE', 'connection reset (simulated)');
+        }
+        return res;
+      },
+    });
+    const a = await cell.owner('A', store);
+    await a.submit(makeJob('lost-final', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
+    await cell.until(async () => (await cell!.busy('lost-final')).length === 2, 10_000);
+    await cell.finishTasks('lost-final');
+    await cell.until(() => lost === 1 && !a.owned.has('lost-final'), 10_000);
+    await cell.advance(5000);
+    expect(await cell.jobState('lost-final')).toBe('succeeded');
+    expect(landed).toBe(1);
   });
 
   it("a job whose owner record names this front-end's lease, unknown to it (a submission's lost answer), is taken up by a scan", async () => {

@@ -141,6 +141,8 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   if (!res.succeeded || m.closed || m.owned.has(id) || lease !== m.lease) return;
   m.stats.adopted++;
   const o = newOwned(rec.spec, agent, rec, kv.modRevision, m.ownedOn);
+  // Rewritten by the adoption's transaction, or (ours) the record as read, which it compared.
+  o.ownerRev = ours ? from.rev : res.revision;
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
   o.quotaReconcile = o.quota;

@@ -101,6 +101,12 @@ export interface Owned {
   agent: SchedulingAgent;
   rec: LiveJobRecord;
   jobRev: number;
+  /**
+   * Mod revision of the job's owner record as this process wrote it (submission, adoption) or
+   * read it (a lost submission taken up): every fenced write compares it, so that none lands once
+   * the record is gone (the job's final write deleted it) or rewritten (adopted).
+   */
+  ownerRev?: number;
   tasks: Map<number, TaskView>;
   /** Task records by state (tasks without a record are not counted: they are queued). */
   counts: Map<TaskState, number>;
@@ -410,22 +416,34 @@ export function commitFence(keys: Keys, lease: Pick<HeldLease, 'id'>): { key: st
 
 /**
  * The owner-fenced write: `compare` and `success` guarded by our member key still being bound to
- * our lease. When it fails because the lease is gone, the job is dropped (another process owns it,
- * or will). `failure` reads come after the member key in `res.responses` (from 1).
+ * our lease and our owner record being the one we wrote (Owned.ownerRev). When it fails because
+ * the lease is gone, or the record was deleted (a final write of ours whose answer was lost) or
+ * rewritten, the job is dropped (it is final, or another process owns it, or will). `failure` reads come after the member key in `res.responses` (from 1).
  */
 export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req: { compare?: Compare[]; success: Op[]; failure?: Op[] }): Promise<TxnResult> {
   // On failure, the job's task records it compared are read too: one of them changed without
   // this owner seeing it (it follows no task record), and is applied here.
-  const prefix = m.o.keys.tasks(o.id);
+  const k = m.o.keys;
+  const prefix = k.tasks(o.id);
   const taskKeys = (req.compare ?? []).filter((c) => c.key.startsWith(prefix)).map((c) => c.key);
   const failure = req.failure ?? [];
+  const owner: Compare[] = o.ownerRev === undefined ? [] : [{ key: k.owner(o.id), target: 'mod', op: '==', value: o.ownerRev }];
   const res = await m.o.store.txn({
-    compare: [ownerFence(m.o.keys, lease), ...(req.compare ?? [])],
+    compare: [ownerFence(k, lease), ...owner, ...(req.compare ?? [])],
     success: req.success,
-    failure: [{ type: 'get', key: m.o.keys.member(lease.id) }, ...failure, ...taskKeys.map((key) => ({ type: 'get' as const, key }))],
+    // Our member key first, the caller's reads, the task records compared, our owner record last.
+    failure: [
+      { type: 'get', key: k.member(lease.id) },
+      ...failure,
+      ...taskKeys.map((key) => ({ type: 'get' as const, key })),
+      { type: 'get', key: k.owner(o.id) },
+    ],
   });
   if (!res.succeeded) {
     checkOwnership(m, o, res.responses[0]?.[0], lease);
+    const ownerKv = res.responses[res.responses.length - 1]?.[0];
+    if (!o.dropped && o.ownerRev !== undefined && ownerKv?.modRevision !== o.ownerRev)
+      m.drop(o, ownerKv ? 'owner record rewritten (adopted)' : 'owner record gone (the job is final)');
     if (o.dropped) return res;
     taskKeys.forEach((key, i) => {
       const t = Number(key.slice(prefix.length));

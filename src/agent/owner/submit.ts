@@ -162,6 +162,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   }
   m.submitting.add(spec.id);
   let res: TxnResult;
+  let ownerRev: number | undefined;
   try {
     trace('submit.sent', spec.id);
     res = await m.o.store.txn({ compare, success, failure });
@@ -178,6 +179,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
       throw err;
     }
     res = { succeeded: true, revision: jkv.modRevision, responses: [] };
+    ownerRev = landed?.modRevision;
   } finally {
     m.submitting.delete(spec.id);
   }
@@ -194,6 +196,8 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   }
   m.stats.submitted++;
   const o = newOwned(spec, agent, record, res.revision, m.ownedOn);
+  // Written in the same transaction as the job record.
+  o.ownerRev = ownerRev ?? res.revision;
   // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
   o.summaryAt = now;
   m.owned.set(spec.id, o);
