@@ -45,6 +45,10 @@ import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
 import { metricSum, ruStates, scrape } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
+import { CONFLICT_CAUSES } from '../src/agent/conflict-cause.ts';
+
+/** The outcomes of tarcil_freed_handoffs_total. */
+const HANDOFF_OUTCOMES = ['handed-off', 'woken-after-window', 'taken-meanwhile'] as const;
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -133,6 +137,10 @@ interface Row {
   submitted: number;
   finals: number;
   conflicts: number;
+  /** The row's conflicts by cause (tarcil_commit_conflicts_by_cause_total: front-end, sibling, stale, other). */
+  conflictCauses?: Record<string, number>;
+  /** Freed RUs held for their home front-end during the row, and of those, woken for after the window or taken meanwhile (tarcil_freed_handoffs_total, all front-ends). */
+  handoffs?: Record<string, number>;
   /** RUs placed again during the row: ms from their freeing to that placement, p50 / p99 / max (count). */
   reuse?: { p50: number; p99: number; max: number; n: number };
   /** Placement transactions sent by the front-ends' agents during the row, conflicts included (tarcil_commits). */
@@ -213,8 +221,10 @@ function reuseText(r: Pick<Row, 'reuse'>): string {
 }
 
 /** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
-function conflictShare(r: Pick<Row, 'conflicts' | 'commits'>): string {
-  return r.commits !== undefined && r.commits > 0 ? ` (${fmt((100 * r.conflicts) / r.commits, 1)}%)` : '';
+function conflictShare(r: Pick<Row, 'conflicts' | 'commits' | 'conflictCauses'>): string {
+  const share = r.commits !== undefined && r.commits > 0 ? `${fmt((100 * r.conflicts) / r.commits, 1)}%` : '';
+  const causes = r.conflicts > 0 && r.conflictCauses ? CONFLICT_CAUSES.map((c) => `${c} ${r.conflictCauses?.[c] ?? 0}`).join(' · ') : '';
+  return share || causes ? ` (${[share, causes].filter(Boolean).join('; ')})` : '';
 }
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
@@ -385,6 +395,8 @@ async function main(): Promise<void> {
     ]);
   let prevAt = Date.now();
   let conflictsPrev = 0;
+  let causesPrev: Record<string, number> = {};
+  let handoffsPrev: Record<string, number> = {};
   let commitsPrev = 0;
   let fencedPrev = 0;
   let adoptedPrev = 0;
@@ -413,6 +425,8 @@ async function main(): Promise<void> {
     }
     prev = next;
     let conflicts = 0;
+    const causes: Record<string, number> = Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0]));
+    const handoffs: Record<string, number> = Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, 0]));
     let commits = 0;
     let fenced = 0;
     let adopted = 0;
@@ -422,6 +436,8 @@ async function main(): Promise<void> {
     for (const text of feTexts) {
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
       conflicts += metricSum(text, 'tarcil_commit_conflicts_total') || 0;
+      for (const c of CONFLICT_CAUSES) causes[c] = (causes[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_by_cause_total{cause="${c}"}`) || 0);
+      for (const c of HANDOFF_OUTCOMES) handoffs[c] = (handoffs[c] ?? 0) + (metricSum(text, `tarcil_freed_handoffs_total{outcome="${c}"}`) || 0);
       commits += metricSum(text, 'tarcil_commits') || 0;
       fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
       adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
@@ -520,6 +536,8 @@ async function main(): Promise<void> {
       hollowStarts,
       ...(perTask ? { perTask } : {}),
       conflicts: conflicts - conflictsPrev,
+      conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, Math.max(0, (causes[c] ?? 0) - (causesPrev[c] ?? 0))])),
+      handoffs: Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, Math.max(0, (handoffs[c] ?? 0) - (handoffsPrev[c] ?? 0))])),
       commits: commits - commitsPrev,
       housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
@@ -539,6 +557,8 @@ async function main(): Promise<void> {
       dropped,
     };
     conflictsPrev = conflicts;
+    causesPrev = causes;
+    handoffsPrev = handoffs;
     commitsPrev = commits;
     fencedPrev = fenced;
     adoptedPrev = adopted;
@@ -546,7 +566,7 @@ async function main(): Promise<void> {
     prevAt = now;
     rows.push(row);
     say(
-      `${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, ${reuseText(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(
+      `${phase} t=${fmt(row.minute, 1)} min: ${fmt(row.placementsPerS, 0)} placements/s, running p50/p99 ${fmt(row.runningP50, 0)}/${fmt(row.runningP99, 0)} ms (jobs of one transaction ${fmt(row.runningOneTxn?.[0] ?? NaN, 0)}/${fmt(row.runningOneTxn?.[1] ?? NaN, 0)}, jobs not held ${fmt(row.runningUnheld?.[0] ?? NaN, 0)}/${fmt(row.runningUnheld?.[1] ?? NaN, 0)} with ${row.held ?? 0} tasks held; p99 to placed ${fmt(row.stages?.placed[1] ?? NaN, 0)} of which to the front-end ${fmt(row.stages?.accepted?.[1] ?? NaN, 0)}, placed→taken up ${fmt(row.stages?.started[1] ?? NaN, 0)}, taken up→running ${fmt(row.stages?.seen[1] ?? NaN, 0)}; the slowest ${row.tail?.n ?? 0}: ${fmt(row.tail?.placed ?? NaN, 0)} + ${fmt(row.tail?.started ?? NaN, 0)} + ${fmt(row.tail?.seen ?? NaN, 0)}), hollow starts waiting ${fmt(hollowStarts.waiting, 0)} (oldest ${fmt(hollowStarts.oldestS, 1)} s, mean write ${fmt(hollowStarts.meanMs, 0)} ms), ${occupancy(rus)}, ${fmt(row.conflicts, 0)} conflicts${conflictShare(row)}, freed RUs handed off ${HANDOFF_OUTCOMES.map((c) => `${c} ${row.handoffs?.[c] ?? 0}`).join(' · ')}, ${reuseText(row)}, db ${fmt(row.dbMb, 0)} MB, ${row.keys} keys, RSS ${Object.entries(
         rss,
       )
         .map(([k, v]) => `${k} ${fmt(v, 0)}`)
@@ -932,7 +952,7 @@ function report(s: Summary): void {
       'of which submit→placed (of that, submit→taken by a front-end) · →taken up by the node · →recorded running, p50 / p99 ms',
       'the slowest 1% (at or above the p99): tasks, mean ms of the three stages',
       'hollow task starts waiting / oldest wait s / mean start write ms',
-      'conflicts (% of commits)',
+      'conflicts (% of commits; by cause: another front-end took a pick · a sibling agent did · stale view · other compare)',
       'RU freed → placed again: p50 / p99 / max ms (RUs)',
       'finals',
       'owner leases fenced / jobs adopted',

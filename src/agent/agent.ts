@@ -35,6 +35,7 @@ import { namespaceOfJob } from '../tenancy/namespace.ts';
 import type { JobRecord, PlacedRuRecord } from '../state/records.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import type { DecisionRecord, Placement } from '../state/decisions.ts';
+import { CONFLICT_CAUSES, type ConflictCause } from './conflict-cause.ts';
 
 export { DEFAULT_AGENT_CONFIG, type AgentConfig, type ConflictScope } from './config.ts';
 export type { DecisionRecord, Placement } from '../state/decisions.ts';
@@ -134,7 +135,17 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   /** Decisions in progress, by job: what `explain` shows for a job still waiting. */
   readonly inflight = new Map<string, DecisionRecord>();
   /** Counters for metrics and benchmarks. */
-  readonly stats = { commits: 0, conflicts: 0, tasksPlaced: 0, readmissions: 0, preemptions: 0, rescheduled: 0, fairYields: 0 };
+  readonly stats = {
+    commits: 0,
+    conflicts: 0,
+    /** Conflicts by cause (conflict-cause.ts); the chained server-scope ones (no read) are not counted here. */
+    conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0])) as Record<ConflictCause, number>,
+    tasksPlaced: 0,
+    readmissions: 0,
+    preemptions: 0,
+    rescheduled: 0,
+    fairYields: 0,
+  };
 
   constructor(opts: AgentOptions) {
     this.id = opts.id;

@@ -20,6 +20,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
+import { conflictCause, type ConflictCause } from './conflict-cause.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
 
 /** What a commit uses of its agent. */
@@ -33,7 +34,7 @@ export interface CommitHost {
   readonly state: ClusterState;
   readonly cache: AgentCache;
   readonly committer: { txn: ClusterStore['txn'] };
-  readonly stats: { commits: number; conflicts: number; tasksPlaced: number; preemptions: number };
+  readonly stats: { commits: number; conflicts: number; conflictCauses: Record<ConflictCause, number>; tasksPlaced: number; preemptions: number };
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
   readonly serverTails: Map<string, { base: number; result: Promise<number | undefined> }>;
   nextCommitId(): string;
@@ -239,6 +240,11 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   }
   rec.conflicts++;
   a.stats.conflicts++;
+  const cause = conflictCause(a.id, a.keys, refs, res.responses.slice(0, txn.taskResponses), (i) => {
+    const p = picks[i] as Pick;
+    return a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
+  });
+  a.stats.conflictCauses[cause]++;
   // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
   // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
   const survivors: Pick[] = [];

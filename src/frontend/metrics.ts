@@ -9,6 +9,7 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
+import { CONFLICT_CAUSES } from '../agent/conflict-cause.ts';
 import type { JobState } from '../model/types.ts';
 import type { Placement } from '../state/decisions.ts';
 import type { Housekeeper } from '../state/housekeeping.ts';
@@ -188,6 +189,20 @@ export class Metrics extends MetricsEndpoint {
       "Placement transactions this process's agents sent, those that conflicted included (tarcil_commit_conflicts_total), since it started",
       () => manager.agents.reduce((n, a) => n + a.stats.commits, 0),
     );
+    new Counter({
+      name: 'tarcil_commit_conflicts_by_cause_total',
+      help: "Placement commits of this process's agents that conflicted, by cause: front-end (another front-end's agent took a pick), sibling (another agent of this process did), stale (a pick changed otherwise: placed and freed since the view saw it, or its server's epoch moved), other (no pick changed: the fence, a quota, a task record or a move's source did), since it started",
+      labelNames: ['cause'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const c of CONFLICT_CAUSES)
+          this.inc(
+            { cause: c },
+            manager.agents.reduce((n, a) => n + a.stats.conflictCauses[c], 0),
+          );
+      },
+    });
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',

@@ -230,13 +230,16 @@ class CancellableStore extends MemoryStore {
 class RivalStore extends MemoryStore {
   readonly commits: string[][] = [];
   stolen: string | undefined;
+  constructor(private readonly rival: { agent?: string } = { agent: 'fe2/a1' }) {
+    super();
+  }
   override async txn(req: Parameters<MemoryStore['txn']>[0]): ReturnType<MemoryStore['txn']> {
     const ruCompares = req.compare.filter((c) => c.key.includes('/rus/')).map((c) => c.key);
     if (ruCompares.length > 0 && req.success.some((o) => o.type === 'put' && o.key.includes('/tasks/'))) {
       this.commits.push(ruCompares);
       if (!this.stolen) {
         this.stolen = ruCompares[3];
-        await super.put(this.stolen!, JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }));
+        await super.put(this.stolen!, JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100, ...this.rival }));
       }
     }
     return super.txn(req);
@@ -258,6 +261,18 @@ describe('incremental commit', () => {
     for (const k of kept) expect(second).toContain(k);
     expect(second).not.toContain(store.stolen);
     expect(second).toHaveLength(8);
+    expect(agent.stats.conflictCauses).toEqual({ 'front-end': 1, sibling: 0, stale: 0, other: 0 });
+  });
+
+  it('counts a pick taken by a placement that names no agent, or rewritten and still free, as stale', async () => {
+    const store = new RivalStore({});
+    const { agent } = await setup({ servers: 10, store, config: { consumeQueue: false } });
+    await agent.submit(makeJob('inc-anon', TEST_PROFILES[4]!, 8));
+    const jostled = new JostlingStore();
+    jostled.remaining = 1;
+    const second = await setup({ servers: 10, store: jostled, config: { consumeQueue: false, backoffMaxMs: 20 } });
+    await second.agent.submit(makeJob('jostled-once', TEST_PROFILES[4]!, 4));
+    for (const a of [agent, second.agent]) expect(a.stats.conflictCauses).toEqual({ 'front-end': 0, sibling: 0, stale: 1, other: 0 });
   });
 });
 

@@ -1,0 +1,53 @@
+/**
+ * Why a placement commit conflicted, from what its failed transaction read back: which of the
+ * picks changed since the decision read them, and who holds them now. Counted per cause
+ * (`tarcil_commit_conflicts_by_cause_total`), so that an operator can tell a race between
+ * front-ends for the same few free RUs from a view that lags behind the store.
+ */
+import type { RuRecord, RuRef } from '../model/types.ts';
+import type { Keys } from '../state/keys.ts';
+import { parseJson } from '../state/records.ts';
+import type { KeyValue } from '../store/types.ts';
+
+/**
+ * - `front-end`: another front-end's agent placed a task (or a gang's reservation) on a pick;
+ * - `sibling`: another agent of this front-end did (their claims in the shared view should keep them apart);
+ * - `stale`: a pick changed otherwise (placed and freed again since the view saw it, or, under the
+ *   `server` scope, another RU of its server was placed);
+ * - `other`: no pick changed: the fence, a quota, a task record or a move's source did.
+ */
+export type ConflictCause = 'front-end' | 'sibling' | 'stale' | 'other';
+
+export const CONFLICT_CAUSES: readonly ConflictCause[] = ['front-end', 'sibling', 'stale', 'other'];
+
+/** The process part of an agent id (`<process>/a<n>`). */
+function processOf(agent: string): string {
+  const slash = agent.lastIndexOf('/');
+  return slash < 0 ? agent : agent.slice(0, slash);
+}
+
+/**
+ * The cause of one conflict: the most telling among the changed picks (another front-end, then a
+ * sibling, then stale). `unchanged(i)` says whether pick `i` still stands as the decision saw it.
+ */
+export function conflictCause(
+  agent: string,
+  keys: Keys,
+  refs: readonly RuRef[],
+  reads: readonly (KeyValue[] | null | undefined)[],
+  unchanged: (i: number) => boolean,
+): ConflictCause {
+  const byKey = new Map<string, KeyValue>();
+  for (const r of reads) for (const kv of r ?? []) byKey.set(kv.key, kv);
+  const mine = processOf(agent);
+  let cause: ConflictCause = 'other';
+  refs.forEach((ref, i) => {
+    if (unchanged(i) || cause === 'front-end') return;
+    const rec = parseJson<RuRecord & { agent?: string }>(byKey.get(keys.ru(ref)));
+    const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.agent !== undefined ? processOf(rec.agent) : undefined;
+    if (holder !== undefined && holder !== mine) cause = 'front-end';
+    else if (holder !== undefined && rec?.agent !== agent) cause = 'sibling';
+    else if (cause === 'other') cause = 'stale';
+  });
+  return cause;
+}
