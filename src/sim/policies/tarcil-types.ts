@@ -47,6 +47,8 @@ export interface Request {
   scaleOut?: boolean;
   /** Its job's namespace. */
   ns: string;
+  /** Its job's arrival number among the waiters (set at its first wait for a freed RU). */
+  seq?: number;
   /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
   woken?: boolean;
 }

@@ -16,7 +16,8 @@
  *   (agent/attempt.ts) with the live agent's defaults (DEFAULT_AGENT_CONFIG), driven here by
  *   engine timers; chunks are as large as one etcd transaction allows (picksPerTxn). A request
  *   whose priority bypasses others (§5.3) queues ahead of lower ones at its agent and, having lost
- *   a commit race, waits for a freed RU (the waiters serve priority first), not a blind backoff.
+ *   a commit race, waits for a freed RU (the waiters serve priority first, then the job that first
+ *   waited earliest: one placed in part keeps its place), not a blind backoff.
  *
  * - fair share among namespaces (agent/fair-share.ts, `core.fairShare`): the same FairShare over
  *   this view, the RUs sent and not yet seen counted as held; requests waiting for a freed RU are
@@ -31,7 +32,7 @@
 import { DEFAULT_AGENT_CONFIG } from '../../agent/agent.ts';
 import { Attempt, picksPerTxn, type AttemptPolicy } from '../../agent/attempt.ts';
 import { admissionVerdict, decide, type CoreConfig } from '../../agent/core.ts';
-import { FairShare } from '../../agent/fair-share.ts';
+import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import { DEFAULT_MAX_TXN_OPS } from '../../store/common.ts';
@@ -62,8 +63,14 @@ export class TarcilPolicy implements Policy {
   private readonly policy: AttemptPolicy;
   private readonly opts: TarcilOptions;
   private rr = 0;
-  /** Requests waiting for a freed RU: one list per namespace with fair share, one list ('') without. */
+  /** Requests waiting for a freed RU, in priority then arrival order: one list per namespace with fair share, one list ('') without. */
   private readonly waiters = new Map<string, Request[]>();
+  /**
+   * Each job's arrival number among the waiters, taken at its first wait: a request that waits
+   * again keeps its place, as in the live agent (agent.ts waitFreed, freed-waiters.ts).
+   */
+  private readonly waitSeq = new WeakMap<SimJob, number>();
+  private nextSeq = 0;
   /** Fair share among namespaces (agent/fair-share.ts), over the agents' view; undefined when off. */
   private readonly fair: FairShare | undefined;
   /** With fair share: RUs wanted by the waiting requests, per namespace. */
@@ -515,9 +522,30 @@ export class TarcilPolicy implements Policy {
   /** Parks a request until an RU it may use frees, or `ms` passes. */
   private waitForRu(a: Agent, r: Request, ms: number): void {
     r.agent = a;
-    this.push(this.waitList(r), r);
+    this.park(this.waitList(r), r);
     this.need(r.ns, r.pending.length);
     this.world.engine.after(ms, () => this.wake(r));
+  }
+
+  /**
+   * Inserts a waiting request in priority then arrival order (the job's first wait), as the live
+   * agent's waiters are kept: a job partly placed that waits again for a freed RU is not sent
+   * behind every job that arrived after it.
+   */
+  private park(q: Request[], r: Request): void {
+    let seq = this.waitSeq.get(r.job);
+    if (seq === undefined) this.waitSeq.set(r.job, (seq = this.nextSeq++));
+    r.seq = seq;
+    const w = { priority: r.job.priority, seq };
+    let lo = 0;
+    let hi = q.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const o = q[mid] as Request;
+      if (priorityBefore(w, { priority: o.job.priority, seq: o.seq ?? Infinity })) hi = mid;
+      else lo = mid + 1;
+    }
+    q.splice(lo, 0, r);
   }
 
   private wake(r: Request): void {
