@@ -4,13 +4,10 @@
  * of their commits conflict. Each server therefore has a home: one of the front-ends that have jobs
  * to place now, chosen by a hash of the server's id. Which front-ends those are, every front-end
  * knows from the one small record each keeps while its lease lives, `members/<lease>`, whose
- * `placing` says whether it owns jobs with tasks not yet placed. The front-ends take turns at a
- * freed RU in an order of their own for each server (rendezvous hashing of the server's id with
- * each lease; the first is the server's home): the home wakes a waiting job for it at once, the
- * second if it is still free `windowMs` later, the third after two windows, and so on; until its
- * turn comes, a front-end neither wakes for the RU nor samples its server's free RUs. So one
- * front-end at a time races for a freed RU instead of all those whose window ended together. A
- * front-end that is the only one with jobs to place (or with the window 0) takes every freed RU
+ * `placing` says whether it owns jobs with tasks not yet placed. For `windowMs` after an RU is freed, only
+ * the home front-end wakes a waiting job for it and only its agents sample it; the others leave it
+ * alone and, if it is still free when the window ends, wake one of their own waiters for it then.
+ * A front-end that is the only one with jobs to place (or with the window 0) takes every freed RU
  * at once, as before.
  *
  * Front-ends may see the set change at different moments (a watch lags, a front-end rewrites its
@@ -30,20 +27,13 @@ export interface HandoffOptions {
   wake: (server: ServerState, index: number) => void;
 }
 
-/** FNV-1a of a server id and a lease, mixed once more: the same on every front-end. */
-function hashPair(server: string, lease: string): number {
+/** FNV-1a of a server id: the same on every front-end. */
+function hashId(id: string): number {
   let h = 0x811c9dc5;
-  for (const id of [server, lease]) {
-    for (let i = 0; i < id.length; i++) {
-      h ^= id.charCodeAt(i);
-      h = Math.imul(h, 0x01000193);
-    }
-    h ^= 0xff;
+  for (let i = 0; i < id.length; i++) {
+    h ^= id.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
   return h >>> 0;
 }
 
@@ -61,12 +51,12 @@ export class FreedHandoff {
   private members: string[] = [];
   private membersFor: { version: number; self: string | undefined } | undefined;
   /**
-   * RU id → end of its wait (this front-end's turn), and whether it is the RU that was freed (woken
-   * for when the turn comes) or another free RU of its server.
+   * RU id → end of its window, and whether it is the RU that was freed (woken for when the window
+   * ends) or another free RU of its server, in freeing order (the window is the same for all:
+   * oldest first).
    */
   private readonly held = new Map<number, { end: number; freed: boolean }>();
   private timer: Timer | undefined;
-  private timerAt = Infinity;
   readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0 };
 
   constructor(private readonly o: HandoffOptions) {}
@@ -99,41 +89,24 @@ export class FreedHandoff {
 
   /** Is this front-end the home of `server` (always, when it is alone or the handoff is off)? */
   isHome(server: ServerState): boolean {
-    return this.turn(server) === 0;
-  }
-
-  /**
-   * This front-end's place in `server`'s order (0: its home, 1: the next, ...): the front-ends with
-   * tasks to place ranked by the hash of the server's id with their lease. Always 0 when it is
-   * alone or the handoff is off.
-   */
-  turn(server: ServerState): number {
-    if (this.o.windowMs <= 0 || this.self === undefined) return 0;
+    if (this.o.windowMs <= 0 || this.self === undefined) return true;
     const m = this.currentMembers();
-    if (m.length <= 1) return 0;
-    const mine = hashPair(server.id, this.self);
-    let ahead = 0;
-    for (const lease of m) {
-      if (lease === this.self) continue;
-      const h = hashPair(server.id, lease);
-      if (h > mine || (h === mine && lease < this.self)) ahead++;
-    }
-    return ahead;
+    if (m.length <= 1) return true;
+    return m[hashId(server.id) % m.length] === this.self;
   }
 
   /**
-   * RU `index` of `server` became available: wake a waiter now if this is its home, else when this
-   * front-end's turn comes (a window per front-end ahead of it). The server's other free RUs wait
-   * for that turn too: a task that ends lowers the pressure on its server, and free RUs there that
-   * no waiting job would take a moment ago may now suit one in every front-end at once.
+   * RU `index` of `server` became available: wake a waiter now if this is its home, else after the
+   * window. The server's other free RUs are left to its home for the window too: a task that ends
+   * lowers the pressure on its server, and free RUs there that no waiting job would take a moment
+   * ago may now suit one in every front-end at once.
    */
   freed(server: ServerState, index: number): void {
-    const turn = this.turn(server);
-    if (turn === 0) {
+    if (this.isHome(server)) {
       this.o.wake(server, index);
       return;
     }
-    const end = this.o.clock.now() + turn * this.o.windowMs;
+    const end = this.o.clock.now() + this.o.windowMs;
     for (let i = 0; i < server.ruCount; i++) {
       const id = server.base + i;
       if (i !== index && !server.available(i)) continue;
@@ -142,22 +115,7 @@ export class FreedHandoff {
       this.held.set(id, { end, freed: i === index || was?.freed === true });
     }
     this.stats.handedOff++;
-    this.arm();
-  }
-
-  /** The timer set for the earliest end among the held RUs (none when nothing is held). */
-  private arm(): void {
-    let first = Infinity;
-    for (const { end } of this.held.values()) first = Math.min(first, end);
-    if (this.timer && this.timerAt === first) return;
-    this.timer?.cancel();
-    this.timer = undefined;
-    if (first === Infinity) return;
-    this.timerAt = first;
-    this.timer = this.o.clock.setTimer(Math.max(0, first - this.o.clock.now()), () => {
-      this.timer = undefined;
-      this.expire();
-    });
+    this.timer ??= this.o.clock.setTimer(this.o.windowMs, () => this.expire());
   }
 
   /** RUs freed within the window whose home is another front-end: not to be sampled here yet. */
@@ -176,15 +134,19 @@ export class FreedHandoff {
     return out;
   }
 
-  /** Turns that came: a held RU still free wakes one of this process's waiters. */
+  /** Windows that ended: a held RU still free wakes one of this process's waiters. */
   private expire(): void {
+    if (this.timer) {
+      this.timer.cancel();
+      this.timer = undefined;
+    }
     const now = this.o.clock.now();
-    const due: [number, boolean][] = [];
-    for (const [id, { end, freed }] of this.held) if (end <= now) due.push([id, freed]);
-    if (due.length === 0) return;
-    for (const [id] of due) this.held.delete(id);
-    this.arm();
-    for (const [id, freed] of due) {
+    for (const [id, { end, freed }] of this.held) {
+      if (end > now) {
+        this.timer = this.o.clock.setTimer(end - now, () => this.expire());
+        return;
+      }
+      this.held.delete(id);
       if (!freed) continue;
       const s = this.o.state.serverOfRu(id);
       const index = s ? id - s.base : -1;
@@ -199,7 +161,6 @@ export class FreedHandoff {
   close(): void {
     this.timer?.cancel();
     this.timer = undefined;
-    this.timerAt = Infinity;
     this.held.clear();
   }
 }

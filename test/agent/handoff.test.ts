@@ -83,54 +83,6 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(h.excluded()).toBeUndefined();
   });
 
-  it('with three front-ends each server has an order, the same seen from each: one at a time wakes for a freed RU, a window apart', () => {
-    const clock = new ManualClock(0);
-    const state = new ClusterState();
-    const all = Array.from({ length: 60 }, (_, i) => state.upsertServer(server(`s${i}`)));
-    const fes = ['A', 'B', 'C'] as const;
-    const woken = new Map<string, { fe: string; at: number }[]>();
-    const hs = fes.map((self) => {
-      const h = new FreedHandoff({ state, clock, windowMs: 100, wake: (s) => woken.set(s.id, [...(woken.get(s.id) ?? []), { fe: self, at: clock.now() }]) });
-      h.setSelf(self);
-      const members = new MemberDemand();
-      for (const fe of fes) members.set(fe, true);
-      h.setDemand(members);
-      return h;
-    });
-    // Each server: the turns are 0, 1 and 2, one each; every front-end is home to some servers.
-    for (const s of all) expect(hs.map((h) => h.turn(s)).sort()).toEqual([0, 1, 2]);
-    for (const h of hs) expect(all.filter((s) => h.isHome(s)).length).toBeGreaterThan(8);
-    // The second in the order is not always the same front-end for a given home.
-    const seconds = new Set(all.filter((s) => hs[0]!.isHome(s)).map((s) => fes[hs.findIndex((h) => h.turn(s) === 1)]));
-    expect(seconds.size).toBe(2);
-    const [s0, s1] = all;
-    for (const h of hs) {
-      h.freed(s0!, 0);
-      h.freed(s1!, 0);
-    }
-    const order = (s: ServerState) => fes.slice().sort((x, y) => hs[fes.indexOf(x)]!.turn(s) - hs[fes.indexOf(y)]!.turn(s));
-    // Nobody takes s0: its front-ends wake for it in turn. s1 is taken by its home.
-    state.setRu({ server: s1!.id, index: 0 }, busy, 7);
-    clock.advance(99);
-    expect(woken.get(s0!.id)).toEqual([{ fe: order(s0!)[0], at: 0 }]);
-    clock.advance(1);
-    expect(woken.get(s0!.id)).toEqual([
-      { fe: order(s0!)[0], at: 0 },
-      { fe: order(s0!)[1], at: 100 },
-    ]);
-    // The third front-end does not sample s0 until its own turn.
-    const third = hs[fes.indexOf(order(s0!)[2]!)]!;
-    expect(third.excluded()?.has(s0!.base)).toBe(true);
-    clock.advance(100);
-    expect(woken.get(s0!.id)!.map((w) => [w.fe, w.at])).toEqual([
-      [order(s0!)[0], 0],
-      [order(s0!)[1], 100],
-      [order(s0!)[2], 200],
-    ]);
-    expect(third.excluded()).toBeUndefined();
-    expect(woken.get(s1!.id)).toEqual([{ fe: order(s1!)[0], at: 0 }]);
-  });
-
   it('only front-ends with tasks to place count: one alone, or the window 0, takes every freed RU at once', () => {
     const alone = twoFrontEnds(20);
     const members = new MemberDemand();
