@@ -22,6 +22,8 @@ import type { RuRef } from '../model/types.ts';
  *   <p>cancels/<job>           a cancellation asked by any front-end, for the job's owner
  *   <p>layout                  the version of this layout the cell was written with
  *   <p>decisions/<job>         what the agent decided and why (for `explain`)
+ *   <p>finished/<time>-<job>   one per finished job, written with its final record: what
+ *                              retention reads, oldest first, instead of following `jobs/`
  *   <p>cordons/<server>        a node cordoned or draining (`tarcil node`): no lease, so it
  *                              outlives the monitor's registrations; deleted by uncordon
  *   <p>namespaces/<ns>         a namespace: weight and quota (`default` needs no record)
@@ -129,6 +131,13 @@ export class Keys {
   }
   profile(name: string): string {
     return `${this.prefix}profiles/${encodeURIComponent(name)}`;
+  }
+  /** `finished/`: the finished jobs in the order they finished (state/retention.ts). */
+  finished(): string {
+    return `${this.prefix}finished/`;
+  }
+  finishedEntry(at: number, job: string): string {
+    return `${this.prefix}finished/${pad(at, 16)}-${job}`;
   }
   decision(job: string): string {
     return `${this.prefix}decisions/${job}`;

@@ -24,6 +24,8 @@ export interface LiveJobRecord extends JobRecord {
   owner?: string;
   cancelRequested?: boolean;
   finishedAt?: number;
+  /** The request id it was submitted with (qualified by its namespace), whose record retention deletes with it. */
+  request?: string;
   rescheduled?: number;
   /** Tasks the run-time loop added to a scale-out job (spec.tasks counts them). */
   scaledOut?: number;

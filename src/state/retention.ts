@@ -5,11 +5,10 @@
  * deleted; and audit records (`audit/<time>-<id>`, tenancy/audit.ts) older than the same period.
  * One process runs it at a time (the elected housekeeper, housekeeping.ts).
  */
-import type { ClusterStore, KeyValue, Op, TxnRequest } from '../store/types.ts';
+import type { ClusterStore, KeyValue, Op, TxnRequest, TxnResult } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import { Follower } from './follow.ts';
 import type { Keys } from './keys.ts';
 import { isFinalJob, LiveKeys, type LiveJobRecord, type RequestRecord } from './live-records.ts';
 import { parseJson } from './records.ts';
@@ -75,27 +74,45 @@ interface Request {
 
 const YIELD_EVERY = 5000;
 
+/** What a job's final transaction writes under `finished/<time>-<job>` (Keys.finishedEntry). */
+export interface FinishedEntry {
+  job: string;
+  /** The request id the job was submitted with (qualified by its namespace), and when. */
+  request?: string;
+  submittedAt?: number;
+}
+
+export function finishedEntry(job: string, rec: Pick<LiveJobRecord, 'request' | 'submittedAt'>): FinishedEntry {
+  return rec.request !== undefined ? { job, request: rec.request, submittedAt: rec.submittedAt } : { job };
+}
+
 /**
- * Follows `jobs/` and `requests/` while it runs and deletes what is due, when asked (`sweep`).
+ * Deletes what is due, when asked (`sweep`), following nothing: each job's final transaction also
+ * writes `finished/<time>-<job>`, and a sweep reads those entries oldest first, a page at a time,
+ * until one is not yet due. So the housekeeper receives no job record as it is written; what
+ * finished before the index existed (a cell written by an older release) it learns once, from one
+ * read of `jobs/` and `requests/` at its first sweep.
  *
  * A job is deleted by one transaction that compares the job record's mod revision with the one
- * seen final, and that the job has no owner key: a job written since (un-finished, adopted,
- * cancelled, anything) fails the compare and is left alone, so no race deletes a live job. The
- * same transaction deletes the job's task records (one range delete), its decision record, its
- * load reports and its request ids that are due. Request ids whose job is no longer stored are
- * deleted on their own once due, comparing that the job is still absent. Transactions go out in
- * batches of `batch` (nested, one request each; etcd allows 128 operations per request) one after
- * the other, yielding to the event loop between batches, so a large backlog neither blocks the
- * process nor floods the store.
+ * seen final (for an index entry: the entry's own, written by the same transaction), and that
+ * the job has no owner key: a job written since (un-finished, adopted, cancelled, anything) fails
+ * the compare and is left alone, so no race deletes a live job. The same transaction deletes the
+ * job's task records (one range delete), its decision record, its load reports, its index entry
+ * and its request id when due. A request id not yet due when its job goes (a retention shorter
+ * than the request floor), and one whose job is no longer stored, is deleted on its own once due,
+ * comparing that the job is still absent. Transactions go out in batches of `batch` (nested, one
+ * request each; etcd allows 128 operations per request) one after the other, yielding to the
+ * event loop between batches, so a large backlog neither blocks the process nor floods the store.
  *
- * Memory: a few numbers per finished job and per request id still stored, bounded by what the
- * retention period keeps.
+ * Memory: a few numbers per finished job found at the first sweep and per request id kept past
+ * its job, bounded by what the retention period keeps.
  */
 export class RetentionSweeper {
   private readonly live: LiveKeys;
   private readonly requestRetain: number;
   private readonly batch: number;
-  private follower: Follower | undefined;
+  /** Whether `jobs/` and `requests/` were read since start (the first sweep reads them). */
+  private loaded = false;
   private readonly finals = new Map<string, FinalJob>();
   private readonly present = new Set<string>();
   private readonly requests = new Map<string, Request>();
@@ -116,49 +133,35 @@ export class RetentionSweeper {
 
   async start(): Promise<void> {
     this.stopped = false;
-    const k = this.o.keys;
-    this.follower = new Follower({
-      store: this.o.store,
-      clock: this.o.clock,
-      log: this.o.log,
-      prefix: [k.jobs(), this.live.request('')],
-      onSnapshot: (_kvs, _rev, byPrefix) => {
-        const [jobs = [], requests = []] = byPrefix;
-        this.jobsSnapshot(jobs);
-        this.requests.clear();
-        this.byJob.clear();
-        for (const kv of requests) this.onKey(kv, false);
-      },
-      onEvent: (kv, deleted) => this.onKey(kv, deleted),
-    });
-    await this.follower.start();
+    this.loaded = false;
   }
 
-  private jobsSnapshot(kvs: readonly KeyValue[]): void {
+  /** The jobs and request ids stored now, read once (what finished before the index, and the request ids). */
+  private async load(): Promise<void> {
+    const { byPrefix } = await this.o.store.snapshot([this.o.keys.jobs(), this.live.request('')]);
+    const [jobs = [], requests = []] = byPrefix;
     this.finals.clear();
     this.present.clear();
-    for (const kv of kvs) this.onKey(kv, false);
+    this.requests.clear();
+    this.byJob.clear();
+    for (const kv of jobs) this.onKey(kv);
+    for (const kv of requests) this.onKey(kv);
+    this.loaded = true;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.follower?.close();
-    this.follower = undefined;
+    this.loaded = false;
     this.finals.clear();
     this.present.clear();
     this.requests.clear();
     this.byJob.clear();
   }
 
-  private onKey(kv: KeyValue, deleted: boolean): void {
+  private onKey(kv: KeyValue): void {
     const k = this.o.keys;
     const job = k.tail(k.jobs(), kv.key);
     if (job !== undefined) {
-      if (deleted) {
-        this.finals.delete(job);
-        this.present.delete(job);
-        return;
-      }
       this.present.add(job);
       const rec = parseJson<LiveJobRecord>(kv);
       if (rec && isFinalJob(rec.state)) this.finals.set(job, { finishedAt: rec.finishedAt ?? rec.updatedAt, rev: kv.modRevision });
@@ -167,16 +170,16 @@ export class RetentionSweeper {
     }
     const id = k.tail(this.live.request(''), kv.key);
     if (id === undefined) return;
-    if (deleted) {
-      this.forgetRequest(id);
-      return;
-    }
     const rec = parseJson<RequestRecord>(kv);
-    if (!rec) return;
+    if (rec) this.keepRequest(id, { job: rec.job, at: rec.at, rev: kv.modRevision });
+  }
+
+  /** A request id to delete once due and its job is gone (or with its job). */
+  private keepRequest(id: string, r: Request): void {
     this.forgetRequest(id);
-    this.requests.set(id, { job: rec.job, at: rec.at, rev: kv.modRevision });
-    let s = this.byJob.get(rec.job);
-    if (!s) this.byJob.set(rec.job, (s = new Set()));
+    this.requests.set(id, r);
+    let s = this.byJob.get(r.job);
+    if (!s) this.byJob.set(r.job, (s = new Set()));
     s.add(id);
   }
 
@@ -191,24 +194,20 @@ export class RetentionSweeper {
 
   /** Deletes every finished job and request id that is due now. */
   async sweep(): Promise<SweepResult> {
+    if (!this.loaded) await this.load();
     const now = this.o.clock.now();
     const k = this.o.keys;
     const out: SweepResult = { jobs: 0, requests: 0, raced: 0, audits: 0 };
-    const due: Array<{ id: string; rev: number }> = [];
+    await this.sweepFinished(now, out);
+    const due: Array<{ id: string; rev: number; finishedAt: number }> = [];
     let seen = 0;
     for (const [id, f] of this.finals) {
-      if (f.finishedAt + this.o.retainMs <= now) due.push({ id, rev: f.rev });
+      if (f.finishedAt + this.o.retainMs <= now) due.push({ id, rev: f.rev, finishedAt: f.finishedAt });
       if (++seen % YIELD_EVERY === 0) await laterTurn();
     }
-    const jobTxns = due.map(({ id, rev }): TxnRequest => {
-      const success: Op[] = [
-        { type: 'delete', key: k.job(id) },
-        { type: 'delete', key: k.tasks(id), prefix: true },
-        { type: 'delete', key: k.decision(id) },
-        { type: 'delete', key: this.live.jobReports(id), prefix: true },
-        // A cancellation's mark its owner did not clear (it asked for an already final job).
-        { type: 'delete', key: k.cancel(id) },
-      ];
+    const jobTxns = due.map(({ id, rev, finishedAt }): TxnRequest => {
+      // Its index entry too, if the release that finished it wrote one.
+      const success: Op[] = [...this.jobDeletes(id), { type: 'delete', key: k.finishedEntry(finishedAt, id) }];
       for (const r of this.byJob.get(id) ?? []) {
         const req = this.requests.get(r);
         if (req && req.at + this.requestRetain <= now) success.push({ type: 'delete', key: this.live.request(r) });
@@ -248,7 +247,8 @@ export class RetentionSweeper {
       orphans.map((r) => ({
         compare: [
           { key: k.job(r.job), target: 'version', op: '==', value: 0 },
-          { key: this.live.request(r.id), target: 'mod', op: '==', value: r.rev },
+          // The request record as read at the first sweep (one kept past its job was not read: 0).
+          ...(r.rev > 0 ? [{ key: this.live.request(r.id), target: 'mod' as const, op: '==' as const, value: r.rev }] : []),
         ],
         success: [{ type: 'delete', key: this.live.request(r.id) }],
       })),
@@ -271,6 +271,83 @@ export class RetentionSweeper {
     this.totals.sweeps++;
     if (out.jobs + out.requests + out.raced + out.audits > 0) this.o.log.info({ ...out }, 'retention sweep');
     return out;
+  }
+
+  /** What a job's deletion removes besides its index entry. */
+  private jobDeletes(id: string): Op[] {
+    const k = this.o.keys;
+    return [
+      { type: 'delete', key: k.job(id) },
+      { type: 'delete', key: k.tasks(id), prefix: true },
+      { type: 'delete', key: k.decision(id) },
+      { type: 'delete', key: this.live.jobReports(id), prefix: true },
+      // A cancellation's mark its owner did not clear (it asked for an already final job).
+      { type: 'delete', key: k.cancel(id) },
+    ];
+  }
+
+  /**
+   * The jobs of `finished/` that are due, oldest first, a page at a time: each deleted with its
+   * entry when its record is still the one its final transaction wrote (the same revision as the
+   * entry) and it has no owner. An entry whose job changed since, or is gone, is deleted alone;
+   * a job final again by then was read back and is deleted later, as one found at the first sweep.
+   */
+  private async sweepFinished(now: number, out: SweepResult): Promise<void> {
+    const k = this.o.keys;
+    const base = k.finished();
+    const per = Math.max(1, this.batch);
+    for (let page = 0; page < 1000 && !this.stopped; page++) {
+      const kvs = (await this.o.store.range(base, { limit: per })).kvs;
+      const due: { kv: KeyValue; job: string; entry: FinishedEntry }[] = [];
+      for (const kv of kvs) {
+        const m = /^(\d{16})-(.+)$/.exec(kv.key.slice(base.length));
+        if (!m || Number(m[1]) + this.o.retainMs > now) break;
+        const entry = parseJson<FinishedEntry>(kv) ?? { job: m[2] as string };
+        due.push({ kv, job: m[2] as string, entry });
+      }
+      if (due.length === 0) return;
+      // A request id's record is written when its job is submitted.
+      const requestAt = (e: FinishedEntry): number => (e.request === undefined ? now : (this.requests.get(e.request)?.at ?? e.submittedAt ?? now));
+      const requestDue = (e: FinishedEntry): boolean => e.request !== undefined && requestAt(e) + this.requestRetain <= now;
+      const failed = await this.run(
+        due.map(({ kv, job, entry }) => ({
+          compare: [
+            { key: k.job(job), target: 'mod', op: '==', value: kv.modRevision },
+            { key: k.owner(job), target: 'version', op: '==', value: 0 },
+          ],
+          success: [
+            ...this.jobDeletes(job),
+            { type: 'delete', key: kv.key },
+            ...(requestDue(entry) ? [{ type: 'delete' as const, key: this.live.request(entry.request as string) }] : []),
+          ],
+          failure: [
+            { type: 'delete', key: kv.key },
+            { type: 'get', key: k.job(job) },
+          ],
+        })),
+        (i, ok, res) => {
+          const d = due[i];
+          if (!d) return;
+          if (!ok) {
+            out.raced++;
+            const cur = res.responses[1]?.[0];
+            const rec = parseJson<LiveJobRecord>(cur);
+            if (cur && rec && isFinalJob(rec.state)) this.finals.set(d.job, { finishedAt: rec.finishedAt ?? rec.updatedAt, rev: cur.modRevision });
+            return;
+          }
+          out.jobs++;
+          this.finals.delete(d.job);
+          this.present.delete(d.job);
+          const r = d.entry.request;
+          if (r === undefined) return;
+          if (requestDue(d.entry)) {
+            out.requests++;
+            this.forgetRequest(r);
+          } else this.keepRequest(r, { job: d.job, at: requestAt(d.entry), rev: this.requests.get(r)?.rev ?? 0 });
+        },
+      );
+      if (failed || due.length < kvs.length) return;
+    }
   }
 
   /**
@@ -302,19 +379,23 @@ export class RetentionSweeper {
     return deleted;
   }
 
-  /** Sends the transactions in batches, one batch at a time; stops early when stopped. */
-  private async run(txns: TxnRequest[], done: (index: number, succeeded: boolean) => void): Promise<void> {
+  /**
+   * Sends the transactions in batches, one batch at a time; stops early when stopped. True when a
+   * batch failed (the store is away, or refused it), and the rest were not sent.
+   */
+  private async run(txns: TxnRequest[], done: (index: number, succeeded: boolean, result: TxnResult) => void): Promise<boolean> {
     for (let at = 0; at < txns.length && !this.stopped; at += this.batch) {
       const part = txns.slice(at, at + this.batch);
       try {
         const res = await this.o.store.txns(part);
-        res.forEach((r, j) => done(at + j, r.succeeded));
+        res.forEach((r, j) => done(at + j, r.succeeded, r));
       } catch (err) {
         // Transient (the store is away) or not, the next sweep tries again from what it sees.
         this.o.log.warn({ err: errorMessage(err), batch: part.length }, 'retention: a batch of deletes failed');
-        return;
+        return true;
       }
       await laterTurn();
     }
+    return false;
   }
 }

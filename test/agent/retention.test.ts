@@ -52,15 +52,26 @@ async function keysOf(c: OwnerCell, job: string): Promise<string[]> {
   const out: string[] = [];
   for (const k of [c.keys.job(job), c.keys.decision(job), c.keys.owner(job)]) if (await c.store.get(k)) out.push(k);
   for (const p of [c.keys.tasks(job), live.jobReports(job)]) for (const kv of (await c.store.range(p)).kvs) out.push(kv.key);
+  for (const kv of (await c.store.range(c.keys.finished())).kvs) if (kv.key.endsWith(`-${job}`)) out.push(kv.key);
   return out;
 }
 
 describe('retention of finished jobs (embedded store, manual clock)', () => {
-  it('deletes a finished job with its tasks, decision and (later) request id after its period; a running job never', async () => {
+  it('deletes a finished job with its tasks, decision, index entry and (later) request id after its period, following no record; a running job never', async () => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const m = await cell.owner('A');
     const live = new LiveKeys(cell.keys);
+    // The housekeeper leads before the jobs finish: it learns of them from finished/, not from a watch.
+    const watched: string[] = [];
+    const counting = wrapStore(cell.store, {
+      watch: (opts) => {
+        watched.push(opts.prefix);
+        return cell!.store.watch(opts);
+      },
+    });
+    const h = keeper(cell, 'A', { retainMs: 10 * MIN }, counting);
+    await cell.until(() => h.leading, 5000);
     const done = makeJob('ret-done', TEST_PROFILES[0]!, 3, { maxQueueMs: 0 });
     const running = makeJob('ret-running', TEST_PROFILES[1]!, 2, { maxQueueMs: 0 });
     await m.submit(done, { requestId: 'req-done' });
@@ -72,19 +83,12 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     const before = await keysOf(cell, done.id);
     expect(before).toContain(cell.keys.decision(done.id));
     expect(before.filter((k) => k.startsWith(cell!.keys.tasks(done.id)))).toHaveLength(3);
-
-    const watched: string[] = [];
-    const counting = wrapStore(cell.store, {
-      watch: (opts) => {
-        watched.push(opts.prefix);
-        return cell!.store.watch(opts);
-      },
-    });
-    const h = keeper(cell, 'A', { retainMs: 10 * MIN }, counting);
-    await cell.until(() => h.leading, 5000);
-    await cell.until(() => watched.includes(live.request('')), 5000);
-    // Retention follows the job records itself: the job owners follow none but their own.
-    expect(watched).toContain(cell.keys.jobs());
+    const entries = (await cell.store.range(cell.keys.finished())).kvs;
+    expect(entries.map((kv) => kv.key)).toEqual([cell.keys.finishedEntry(finishedAt, done.id)]);
+    // The entry is written by the final transaction itself: the same revision as the final record.
+    expect(entries[0]!.modRevision).toBe((await cell.store.get(cell.keys.job(done.id)))!.modRevision);
+    // Nobody follows the job records or the request ids: retention reads finished/ when it sweeps.
+    expect(watched.filter((p) => p.startsWith(cell!.keys.jobs()) || p.startsWith(live.request('')) || p === cell!.keys.prefix)).toEqual([]);
     // Within the period: everything stays.
     await cell.advance(9 * MIN, 1000);
     expect(await keysOf(cell, done.id)).toEqual(before);
@@ -92,6 +96,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.store.get(cell!.keys.job(done.id))) === undefined, 2 * MIN, 1000);
     expect(cell.clock.now() - finishedAt).toBeGreaterThanOrEqual(10 * MIN);
     expect(await keysOf(cell, done.id)).toEqual([]);
+    expect((await cell.store.range(cell.keys.finished())).kvs).toEqual([]);
 
     // Its request id outlives it until the floor (10 min after the request, here reached already
     // with a 10 min retention: the same sweep or the next one takes it).
@@ -105,10 +110,17 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     expect(h.retention.totals.raced).toBe(0);
   });
 
-  it('keeps a request id for at least the floor when the retention is shorter; a retry after the job aged out says so', async () => {
+  it.each([
+    ['found at its first sweep', false],
+    ['leading before the job was submitted', true],
+  ])('keeps a request id for at least the floor when the retention is shorter (housekeeper %s); a retry after the job aged out says so', async (_, early) => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const m = await cell.owner('A');
+    if (early) {
+      const h = keeper(cell, 'A', { retainMs: 20_000, sweepEveryMs: 2000 });
+      await cell.until(() => h.leading, 5000);
+    }
     const live = new LiveKeys(cell.keys);
     const job = makeJob('ret-short', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
     const submittedAt = cell.clock.now();
@@ -116,7 +128,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.busy(job.id)).length === 1, 10_000);
     await cell.finishTasks(job.id);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
-    keeper(cell, 'A', { retainMs: 20_000, sweepEveryMs: 2000 });
+    if (!early) keeper(cell, 'A', { retainMs: 20_000, sweepEveryMs: 2000 });
     await cell.until(async () => (await cell!.store.get(cell!.keys.job(job.id))) === undefined, MIN);
     expect(await cell.store.get(live.request('req-short'))).toBeDefined();
 

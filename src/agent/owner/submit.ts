@@ -76,8 +76,8 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   const now = m.o.clock.now();
   // Request ids are the client's: each namespace has its own, so one namespace's id never answers
   // with another's job.
-  const requestKey =
-    opts.requestId !== undefined ? m.live.request(qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId))) : undefined;
+  const requestId = opts.requestId !== undefined ? qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId)) : undefined;
+  const requestKey = requestId !== undefined ? m.live.request(requestId) : undefined;
   // Only a request id's record needs the digest (a SHA-256 of the whole spec, serialized again):
   // a submission without one, the common case, does not pay for it.
   const digest = requestKey ? specDigest(spec) : '';
@@ -139,6 +139,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     owner: agent.id,
     rescheduled: 0,
     taskStates: { queued: spec.tasks },
+    ...(requestId !== undefined ? { request: requestId } : {}),
   };
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now, lease: lease.id };
   const compare: Compare[] = [

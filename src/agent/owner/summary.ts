@@ -20,6 +20,7 @@ import { queueDeletesOf } from '../../state/queue.ts';
 import type { Op } from '../../store/types.ts';
 import { admitted, fencedTxn, leaveServers, type OwnerContext, type Owned } from './context.ts';
 import { finalDecisionsJson } from './decisions.ts';
+import { finishedEntry } from '../../state/retention.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
 export const PROGRESS_WRITE_MS = 250;
@@ -116,6 +117,8 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   if (final) {
     // Everything the job held goes in the same transaction as its final state: no orphans.
     success.push({ type: 'delete', key: k.owner(o.id) });
+    // Retention reads the finished jobs from here, oldest first (it follows no job record).
+    success.push({ type: 'put', key: k.finishedEntry(now, o.id), value: JSON.stringify(finishedEntry(o.id, next)) });
     if (next.cancelRequested) success.push({ type: 'delete', key: k.cancel(o.id) });
     success.push({ type: 'delete', key: m.live.jobReports(o.id), prefix: true });
     success.push(queueDeletesOf(k, o.id));
