@@ -131,9 +131,11 @@ export class RetentionSweeper {
     return this.finals.size;
   }
 
-  async start(): Promise<void> {
+  /** Starts sweeping: the first sweep reads what is stored. */
+  start(): Promise<void> {
     this.stopped = false;
     this.loaded = false;
+    return Promise.resolve();
   }
 
   /** The jobs and request ids stored now, read once (what finished before the index, and the request ids). */
@@ -149,13 +151,14 @@ export class RetentionSweeper {
     this.loaded = true;
   }
 
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
     this.stopped = true;
     this.loaded = false;
     this.finals.clear();
     this.present.clear();
     this.requests.clear();
     this.byJob.clear();
+    return Promise.resolve();
   }
 
   private onKey(kv: KeyValue): void {
