@@ -28,7 +28,10 @@ export interface PlacementRequest {
   /** Sample size per RU. */
   R: number;
   form?: QualityForm;
-  /** How strongly platform speed weighs against interference quality (score = Q · speed^w). */
+  /**
+   * How strongly platform speed weighs against interference quality: score = speed^w on an
+   * acceptable RU (Q, the fit, breaks ties), (Q / T_W) · speed^w below T_W.
+   */
   platformWeight?: number;
   /** May displace busy RUs of strictly lower priority when no acceptable free RU is found. */
   preempt?: boolean;
@@ -137,7 +140,14 @@ export class SelectionContext {
     const perf = (own(this.req.platformPerf, s.spec.platform) ?? this.maxPerf) / this.maxPerf;
     const w = this.req.platformWeight ?? 1;
     const factor = w === 1 ? perf : Math.pow(perf, w);
-    return { score: quality.Q * factor, quality };
+    // On an acceptable RU the model expects no slowdown from interference: the task runs at its
+    // platform's speed, and Q above T_W only says how tight the fit is, a packing preference that
+    // breaks ties among equally fast RUs (`better`). Multiplied by the speed, a tight fit on a slow
+    // platform beat a loose one on a fast platform (a spark task: 1 × 0.81 against 0.6 × 1). Below
+    // T_W, Q / T_W is how far short of that the RU falls.
+    const T = this.req.target.T;
+    const rel = quality.acceptable ? 1 : T > 0 ? quality.Q / T : quality.Q;
+    return { score: rel * factor, quality };
   }
 
   /**
