@@ -38,8 +38,9 @@ describe('bench/README tables against bench/results', () => {
     const diffs = checkBlocks(readme, set);
     expect(diffs.map((d) => [d.id, d.problem])).toEqual([['sample-size', 'differs']]);
     const where = firstDifference(diffs[0]!.expected!, diffs[0]!.actual!);
-    expect(where).toContain('| 8 | 101.2 | 102.2 | 104.0 | 111.0 | 185.0 |');
-    expect(where).toContain('| 8 | 101.2 | 102.2 | 104.0 | 126.8 | 185.0 |');
+    // The row of R = 8 as committed (80% load: 111.0 ms) and as changed; its other columns are whatever the results say.
+    expect(where).toMatch(/README has "\| 8 \| [^"]*\| 111\.0 \| [\d.]+ \|/);
+    expect(where).toMatch(/results give "\| 8 \| [^"]*\| 126\.8 \| [\d.]+ \|/);
   });
 
   it('a changed row of a truths summary is reported against the truths table only', () => {
