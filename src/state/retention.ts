@@ -126,11 +126,6 @@ export class RetentionSweeper {
     this.batch = Math.max(1, Math.min(o.batch ?? 25, Math.floor(o.store.maxTxnOps / 8)));
   }
 
-  /** Finished jobs known (tests, metrics). */
-  get finishedJobs(): number {
-    return this.finals.size;
-  }
-
   /** Starts sweeping: the first sweep reads what is stored. */
   start(): Promise<void> {
     this.stopped = false;
