@@ -46,9 +46,10 @@ import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
 import { metricSum, ruStates, scrape } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
 import { CONFLICT_CAUSES } from '../src/agent/conflict-cause.ts';
+import { HANDOFF_OUTCOMES as HANDOFFS } from '../src/agent/handoff.ts';
 
 /** The outcomes of tarcil_freed_handoffs_total. */
-const HANDOFF_OUTCOMES = ['handed-off', 'woken-after-window', 'taken-meanwhile'] as const;
+const HANDOFF_OUTCOMES = Object.keys(HANDOFFS);
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);

@@ -44,6 +44,9 @@ export interface Demand {
   leases(): Iterable<string>;
 }
 
+/** The outcomes of a freed RU held for its home front-end, as /metrics labels them, and the count each is. */
+export const HANDOFF_OUTCOMES = { 'handed-off': 'handedOff', 'woken-after-window': 'wokenAfterWindow', 'taken-meanwhile': 'takenMeanwhile' } as const;
+
 export class FreedHandoff {
   private self: string | undefined;
   private demand: Demand | undefined;

@@ -10,6 +10,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../agent/lifecycle.ts';
 import { CONFLICT_CAUSES } from '../agent/conflict-cause.ts';
+import { HANDOFF_OUTCOMES } from '../agent/handoff.ts';
 import type { JobState } from '../model/types.ts';
 import type { Placement } from '../state/decisions.ts';
 import type { Housekeeper } from '../state/housekeeping.ts';
@@ -218,9 +219,7 @@ export class Metrics extends MetricsEndpoint {
       collect() {
         this.reset();
         const h = manager.view.handoff.stats;
-        this.inc({ outcome: 'handed-off' }, h.handedOff);
-        this.inc({ outcome: 'woken-after-window' }, h.wokenAfterWindow);
-        this.inc({ outcome: 'taken-meanwhile' }, h.takenMeanwhile);
+        for (const [outcome, stat] of Object.entries(HANDOFF_OUTCOMES)) this.inc({ outcome }, h[stat]);
       },
     });
     read('tarcil_handoff_front_ends', 'Front-ends with tasks to place, this one included, as this one sees them (each server has its home among them)', () =>
