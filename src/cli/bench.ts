@@ -2,7 +2,7 @@
  * `tarcil bench <experiment>`: runs one simulator experiment and writes its results — a table in
  * the terminal, JSON, CSV, SVG charts and a markdown report — under bench/results/<experiment> (or --out).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Table from 'cli-table3';
@@ -64,6 +64,12 @@ function md(res: ExperimentResult, files: string[]): string {
   return lines.join('\n');
 }
 
+/** Writes one of an experiment's further files into `out`: merged with what is there when the file says how. */
+export function writeResultFile(out: string, f: NonNullable<ExperimentResult['files']>[number]): void {
+  const path = join(out, f.name);
+  writeFileSync(path, f.merge && existsSync(path) ? f.merge(readFileSync(path, 'utf8')) : f.text);
+}
+
 export async function benchCommand(name: string, o: BenchOptions): Promise<ExperimentResult> {
   const exp = Object.hasOwn(EXPERIMENTS, name) ? EXPERIMENTS[name] : undefined;
   if (!exp) {
@@ -110,7 +116,7 @@ export async function benchCommand(name: string, o: BenchOptions): Promise<Exper
   writeFileSync(join(out, `${res.name}.json`), `${JSON.stringify({ ...res, machine: machine() }, null, 1)}\n`);
   writeFileSync(join(out, `${res.name}.csv`), csv(res.rows));
   writeFileSync(join(out, `${res.name}.md`), md(res, files));
-  for (const f of res.files ?? []) writeFileSync(join(out, f.name), f.text);
+  for (const f of res.files ?? []) writeResultFile(out, f);
   write(`wrote ${res.name}.{json,csv,md}${files.length ? ` and ${files.length} SVG chart(s)` : ''} to ${out} (${(res.wallMs / 1000).toFixed(1)} s)\n`);
   return res;
 }

@@ -1,9 +1,13 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMITTED_TRUTH, DEFAULT_PERF, makeTruth } from '../../src/model/perf.ts';
 import { runSim } from '../../src/sim/run.ts';
 import { w3 } from '../../src/sim/workloads.ts';
 import type { World } from '../../src/sim/world.ts';
-import { ORACLE, runTruths, TRUTH_POLICIES, TRUTHS, type TruthSummaryRow } from '../../src/sim/experiments/truths.ts';
+import { mergeSummary, ORACLE, parseSummary, runTruths, TRUTH_POLICIES, TRUTHS, type TruthSummaryRow } from '../../src/sim/experiments/truths.ts';
+import { writeResultFile } from '../../src/cli/bench.ts';
 
 const quiet = { quick: true, seed: 1, progress: () => undefined };
 
@@ -74,5 +78,62 @@ describe('bench truths', () => {
     expect(() => runTruths({ ...quiet, workers: 1 }, { jobs: 10, seeds: [1], truths: TRUTHS.slice(0, 1), policies: TRUTH_POLICIES.slice(0, 1) })).toThrow(
       /must include 'oracle'/,
     );
+  });
+
+  it('a run at another seed adds its rows to the summary the folder holds; a rerun of a seed replaces only what it ran', () => {
+    const truths = TRUTHS.slice(0, 1);
+    const policies = TRUTH_POLICIES.filter((p) => ['tarcil', ORACLE].includes(p.name));
+    const dir = mkdtempSync(join(tmpdir(), 'truths-summary-'));
+    try {
+      const write = (seed: number, ps = policies): TruthSummaryRow[] => {
+        const res = runTruths({ ...quiet, seed, workers: 1 }, { jobs: 40, seeds: [seed], truths, policies: ps });
+        const file = res.files?.find((f) => f.name === 'truths-summary.json');
+        if (!file) throw new Error('no summary file');
+        writeResultFile(dir, file);
+        return parseSummary(file.text);
+      };
+      const read = (): TruthSummaryRow[] => parseSummary(readFileSync(join(dir, 'truths-summary.json'), 'utf8'));
+      const one = write(1);
+      expect(read()).toEqual(one);
+      const two = write(2);
+      expect(two.every((x) => x.seed === 2)).toBe(true);
+      // Seed 1's rows stay, seed 2's follow them.
+      expect(read()).toEqual([...one, ...two]);
+      // Seed 1 again with the oracle only: its oracle row is replaced, its tarcil row and seed 2 kept.
+      const again = write(
+        1,
+        policies.filter((p) => p.name === ORACLE),
+      );
+      const after = read();
+      expect(after).toHaveLength(one.length + two.length);
+      expect(after.find((x) => x.seed === 1 && x.policy === ORACLE)).toEqual(again[0]);
+      expect(after.find((x) => x.seed === 1 && x.policy === 'tarcil')).toEqual(one.find((x) => x.policy === 'tarcil'));
+      expect(after.filter((x) => x.seed === 2)).toEqual(two);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('merges in seed, truth and policy order, and refuses a summary that is not one', () => {
+    const row = (seed: number, truth: string, policy: string, pctOracle = 90): TruthSummaryRow => ({
+      truth,
+      policy,
+      seed,
+      pctIdeal: 70,
+      pctOracle,
+      p5PctOracle: 50,
+    });
+    const merged = mergeSummary(
+      [row(2, 'committed', 'tarcil'), row(1, 'gain 2.5', ORACLE), row(1, 'committed', 'centralized')],
+      [row(1, 'committed', 'tarcil', 91), row(2, 'committed', 'tarcil', 92)],
+    );
+    expect(merged.map((x) => `${x.seed}|${x.truth}|${x.policy}|${x.pctOracle}`)).toEqual([
+      '1|committed|tarcil|91',
+      '1|committed|centralized|90',
+      '1|gain 2.5|oracle|90',
+      '2|committed|tarcil|92',
+    ]);
+    expect(() => parseSummary('{}')).toThrow(/must be an array/);
+    expect(() => parseSummary('[{"truth":"committed","policy":"tarcil","seed":1,"pctIdeal":1}]')).toThrow(/row 0 must have/);
   });
 });

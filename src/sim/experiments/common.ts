@@ -27,8 +27,12 @@ export interface ExperimentResult {
   /** The fixed warm-up of every run, when one was set (else each workload's own). */
   warmupMs?: number;
   extra?: Record<string, unknown>;
-  /** Further files of the results folder, written as given (e.g. a summary another tool reads). */
-  files?: { name: string; text: string }[];
+  /**
+   * Further files of the results folder, written as given (e.g. a summary another tool reads); one
+   * with `merge` that the folder already holds is written as merge(what it holds), so a summary kept
+   * across runs (several seeds) is added to, not replaced.
+   */
+  files?: { name: string; text: string; merge?: (previous: string) => string }[];
 }
 
 export interface ExperimentContext {

@@ -7,7 +7,9 @@
  * under every truth at once, and "% of ideal" (which no scheduler reaches: the ideal has no
  * interference term) is read against what is attainable.
  *
- * The run also writes `truths-summary.json`: one row per truth, policy and seed.
+ * The run also writes `truths-summary.json`: one row per truth, policy and seed. A run into a folder
+ * that already holds one adds to it (mergeSummary): `--seed 2` after `--seed 1` leaves the rows of
+ * both, a rerun of a seed replaces that seed's rows of the policies it ran.
  */
 import { makeTruth, COMMITTED_TRUTH, type Truth } from '../../model/perf.ts';
 import { quantileSorted } from 'simple-statistics';
@@ -67,6 +69,51 @@ export interface TruthSummaryRow {
   /** 5th percentile over jobs of the job's performance over the oracle's for that job. */
   p5PctOracle: number;
 }
+
+const key = (x: TruthSummaryRow): string => `${x.truth}|${x.policy}|${x.seed}`;
+
+/**
+ * The summary of several runs: the previous rows, less those the new run has again (same truth,
+ * policy and seed), then the new ones; ordered by seed, truth and policy (the tables' orders, names
+ * they do not know after them). A run at another seed, or of other policies, adds to what is there.
+ */
+export function mergeSummary(previous: readonly TruthSummaryRow[], next: readonly TruthSummaryRow[]): TruthSummaryRow[] {
+  const fresh = new Set(next.map(key));
+  const rank = (names: readonly string[], n: string): number => {
+    const k = names.indexOf(n);
+    return k < 0 ? names.length : k;
+  };
+  const truths = TRUTHS.map((t) => t.name);
+  const policies = TRUTH_POLICIES.map((p) => p.name);
+  return [...previous.filter((x) => !fresh.has(key(x))), ...next].sort(
+    (a, b) =>
+      a.seed - b.seed ||
+      rank(truths, a.truth) - rank(truths, b.truth) ||
+      a.truth.localeCompare(b.truth) ||
+      rank(policies, a.policy) - rank(policies, b.policy) ||
+      a.policy.localeCompare(b.policy),
+  );
+}
+
+/** The rows of a `truths-summary.json` as read back; anything else is refused, naming what is wrong. */
+export function parseSummary(text: string): TruthSummaryRow[] {
+  const v: unknown = JSON.parse(text);
+  if (!Array.isArray(v)) throw new Error('truths-summary.json: must be an array of rows');
+  return v.map((x: unknown, i) => {
+    const r = x as Partial<TruthSummaryRow> | null;
+    const ok =
+      r !== null &&
+      typeof r === 'object' &&
+      typeof r.truth === 'string' &&
+      typeof r.policy === 'string' &&
+      Number.isInteger(r.seed) &&
+      ['pctIdeal', 'pctOracle', 'p5PctOracle'].every((k) => typeof r[k as keyof TruthSummaryRow] === 'number');
+    if (!ok) throw new Error(`truths-summary.json: row ${i} must have truth, policy, seed, pctIdeal, pctOracle and p5PctOracle`);
+    return r as TruthSummaryRow;
+  });
+}
+
+const summaryText = (rows: readonly TruthSummaryRow[]): string => `${JSON.stringify(rows, null, 1)}\n`;
 
 interface Cell {
   truth: Truth;
@@ -135,8 +182,9 @@ export interface TruthsSize {
 
 /**
  * The full run is one seed (`--seed`, default 1): under gain 2.5 and profile error the tarcil
- * variants' W3 runs overload the cell in its second half and take minutes each, so one seed of
- * the whole table is about as much as one sitting allows; other seeds are `--seed 2 --out ...`.
+ * variants' W3 runs overload the cell in its second half and take minutes each, so seeds are run
+ * one after another into the same folder (`--seed 2`, then `--seed 3`): `truths-summary.json` then
+ * holds the rows of every seed run (mergeSummary), the report files the last run's.
  */
 export function truthsSize(ctx: ExperimentContext): TruthsSize {
   return ctx.quick
@@ -291,7 +339,9 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
         pointsOnly: true,
       },
     ],
-    files: [{ name: 'truths-summary.json', text: `${JSON.stringify(summary, null, 1)}\n` }],
+    files: [
+      { name: 'truths-summary.json', text: summaryText(mergeSummary([], summary)), merge: (prev) => summaryText(mergeSummary(parseSummary(prev), summary)) },
+    ],
     paper:
       "Tarcil §6.3 (Fig. 15a): Tarcil at 97% of optimal on W3 on average, the worst job 8% below; centralized 82%. The paper's optimal is measured, the simulator's ideal has no interference term; the oracle here is the attainable bound (clairvoyant greedy placement on the truth itself).",
   };
