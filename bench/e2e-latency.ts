@@ -25,6 +25,7 @@ import { createLogger } from '../src/util/log.ts';
 import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
+import { latestTasks } from '../src/state/task-chunks.ts';
 
 const quick = process.argv.includes('--quick');
 
@@ -125,9 +126,8 @@ async function run(store: ClusterStore, storeName: string, load: number): Promis
   const submitted = new Map(jobs.kvs.map((kv) => [keys.tail(keys.jobs(), kv.key) ?? '', parseJson<LiveJobRecord>(kv)?.submittedAt ?? 0]));
   const measured = new Set(ids);
   const lateJobs = new Map<string, LiveTaskRecord>();
-  for (const kv of tasks.kvs) {
-    const t = parseJson<LiveTaskRecord>(kv);
-    const at = t ? started.get(`${t.job}#${t.index}`) : undefined;
+  for (const t of latestTasks(keys, tasks.kvs).values()) {
+    const at = started.get(`${t.job}#${t.index}`);
     if (!t || !measured.has(t.job) || at === undefined) continue;
     const l = at - (submitted.get(t.job) ?? at);
     lat.push(l);

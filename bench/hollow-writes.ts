@@ -36,6 +36,7 @@ import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { tcpProxy } from '../test/support/proxy.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
+import { chunkJob, chunkTaskRecords } from '../src/state/task-chunks.ts';
 
 const quick = process.argv.includes('--quick');
 const NODES = 2000;
@@ -156,8 +157,13 @@ async function run(latencyMs: number, maxWrites: number | undefined): Promise<Ru
       fromRevision: rus.revision + 1,
       onEvents: (batch) => {
         const now = Date.now();
-        for (const ev of batch.events)
-          if (ev.type === 'put' && ev.kv.value.includes('"state":"running"') && !runningAt.has(ev.kv.key)) runningAt.set(ev.kv.key, now);
+        for (const ev of batch.events) {
+          if (ev.type !== 'put') continue;
+          // A chunk record (src/state/task-chunks.ts): every task it names started with it.
+          const job = chunkJob(keys, ev.kv.key);
+          if (job !== undefined) for (const t of chunkTaskRecords(job, ev.kv)) runningAt.set(keys.task(job, t.index), now);
+          else if (ev.kv.value.includes('"state":"running"') && !runningAt.has(ev.kv.key)) runningAt.set(ev.kv.key, now);
+        }
       },
       onError: (err) => say(`watch ended: ${err.message}`),
     });

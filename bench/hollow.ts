@@ -32,6 +32,7 @@ import { SeededRng } from '../src/util/rng.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, resultsDir, writeResults } from './lib/report.ts';
+import { latestTasks } from '../src/state/task-chunks.ts';
 
 const quick = process.argv.includes('--quick');
 const NODES = quick ? 1000 : 10_000;
@@ -218,7 +219,7 @@ try {
     stalled = running > best ? 0 : stalled + 1;
     best = Math.max(best, running);
   }
-  const recordedRunning = (await store.range(keys.allTasks())).kvs.filter((kv) => kv.value.includes('"state":"running"')).length;
+  const recordedRunning = [...latestTasks(keys, (await store.range(keys.allTasks())).kvs).values()].filter((t) => t.state === 'running').length;
   say(`every task running ${runningAt.toFixed(1)} s after the first commit; ${recordedRunning} task records say running`);
 
   phase = 'loaded';

@@ -16,6 +16,7 @@ import { traceAt, tracingOn } from '../../src/util/trace.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
+import { chunkJob, chunkTaskRecords, latestTasks } from '../../src/state/task-chunks.ts';
 import type { ClusterStore, WatchBatch, WatchHandle } from '../../src/store/types.ts';
 import { isTransient } from '../../src/util/errors.ts';
 
@@ -256,6 +257,15 @@ export class SoakAuditor {
         if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value, now)) freed++;
       } else if (key.startsWith(k.allTasks())) {
         if (ev.type === 'delete') continue;
+        const chunkOf = chunkJob(k, key);
+        if (chunkOf !== undefined) {
+          // A chunk record (src/state/task-chunks.ts): the tasks a placement started, each running.
+          for (const rec of chunkTaskRecords(chunkOf, ev.kv)) {
+            this.minute.placements++;
+            this.onRunning({ job: chunkOf, index: rec.index }, rec, now);
+          }
+          continue;
+        }
         const v = ev.kv.value;
         // Most task writes are not the ones counted here: parse only those that are.
         const placed = v.includes('"state":"placed"');
@@ -267,21 +277,7 @@ export class SoakAuditor {
         // placement (placementRecordsStart); a monitor's `running` record names the RU revision.
         if (placed || (running && !v.includes('"placedRevision":'))) this.minute.placements++;
         if (placed && v.includes('left the cluster')) this.onPlacedAgain(key, v, now);
-        if (running) {
-          const rec = parseJson<LiveTaskRecord>(ev.kv);
-          const id = `${ref.job}#${ref.index}#${rec?.attempt ?? 0}`;
-          if (this.seenRunning.has(id)) continue;
-          this.seenRunning.add(id);
-          const at = this.submittedAt.get(ref.job);
-          if (rec?.attempt !== 0) continue;
-          // Running before SubmitJob's answer reached the bench (an answer that a busy front-end or
-          // bench handled late): counted once the bench has the job's id and send time.
-          if (at === undefined) {
-            const list = this.early.get(ref.job) ?? [];
-            list.push({ index: ref.index, rec, now });
-            this.early.set(ref.job, list);
-          } else this.countRunning(ref.job, ref.index, rec, now, at);
-        }
+        if (running) this.onRunning(ref, parseJson<LiveTaskRecord>(ev.kv), now);
       } else if (key.startsWith(this.decisions)) {
         if (ev.type !== 'delete') this.onDecisions(key.slice(this.decisions.length), ev.kv.value);
       } else if (key.startsWith(k.jobs())) this.onJob(k.tail(k.jobs(), key), ev.type === 'delete' ? undefined : parseJson<LiveJobRecord>(ev.kv));
@@ -294,6 +290,22 @@ export class SoakAuditor {
       this.frees.byRevision[slot] = (this.frees.byRevision[slot] ?? 0) + freed;
     }
     if (b.revision > this.revision) this.revision = b.revision;
+  }
+
+  /** A task seen running (its record, or its chunk's): its first attempt's start is counted once. */
+  private onRunning(ref: { job: string; index: number }, rec: LiveTaskRecord | undefined, now: number): void {
+    const id = `${ref.job}#${ref.index}#${rec?.attempt ?? 0}`;
+    if (this.seenRunning.has(id)) return;
+    this.seenRunning.add(id);
+    const at = this.submittedAt.get(ref.job);
+    if (rec?.attempt !== 0) return;
+    // Running before SubmitJob's answer reached the bench (an answer that a busy front-end or
+    // bench handled late): counted once the bench has the job's id and send time.
+    if (at === undefined) {
+      const list = this.early.get(ref.job) ?? [];
+      list.push({ index: ref.index, rec, now });
+      this.early.set(ref.job, list);
+    } else this.countRunning(ref.job, ref.index, rec, now, at);
   }
 
   /** A placement whose task's last attempt was lost with its node (counted once per attempt). */
@@ -412,11 +424,11 @@ export class SoakAuditor {
       const st = jobState.get(rec.job);
       if (st === undefined || FINAL.has(st)) this.flag('leaked-ru', `${kv.key} is held by ${rec.job}#${rec.task}, whose job is ${st ?? 'gone'}`);
     }
-    for (const kv of (await this.patiently(k.allTasks())).kvs) {
-      if (!kv.value.includes('"state":"running"')) continue;
-      const rec = parseJson<LiveTaskRecord>(kv);
-      const server = rec?.ru?.server ?? rec?.server;
-      if (server !== undefined && !servers.has(server)) this.flag('running-on-dead-node', `${kv.key} is running on ${server}, which is not registered`);
+    // Each task's own record, or its chunk's (src/state/task-chunks.ts) while it has none.
+    for (const [id, rec] of latestTasks(k, (await this.patiently(k.allTasks())).kvs)) {
+      if (rec.state !== 'running') continue;
+      const server = rec.ru?.server ?? rec.server;
+      if (server !== undefined && !servers.has(server)) this.flag('running-on-dead-node', `${id} is running on ${server}, which is not registered`);
     }
   }
 

@@ -32,6 +32,7 @@ import { startFrontEnd, startHollowCell, type LiveFrontEnd } from './live-cell.t
 import { ruStates, scrape } from './metrics.ts';
 import { SoakAuditor } from './soak-audit.ts';
 import { livePlatforms, writeTraceCell } from './trace-cell.ts';
+import { chunkJob, chunkTaskRecords } from '../../src/state/task-chunks.ts';
 
 export interface TraceLiveOptions {
   /** The whole trace, loaded with its compression. */
@@ -183,16 +184,25 @@ class RunningTracker {
       onEvents: (b) => {
         const now = Date.now();
         for (const ev of b.events) {
-          if (ev.type === 'delete' || !ev.kv.value.includes('"state":"running"')) continue;
-          const ref = this.live.parseTask(ev.kv.key);
-          if (!ref) continue;
-          let tasks = this.seen.get(ref.job);
-          if (!tasks) this.seen.set(ref.job, (tasks = new Map<number, [number, string]>()));
-          const rec = JSON.parse(ev.kv.value) as { ru?: { server?: string }; server?: string };
-          const server = rec.ru?.server ?? rec.server ?? '?';
-          this.note(ref.job, ref.index, server);
-          if (tasks.has(ref.index)) continue;
-          tasks.set(ref.index, [now, server]);
+          if (ev.type === 'delete') continue;
+          // A chunk record (src/state/task-chunks.ts): every task it names started with it.
+          const chunkOf = chunkJob(keys, ev.kv.key);
+          const started =
+            chunkOf !== undefined ? chunkTaskRecords(chunkOf, ev.kv).map((t) => ({ job: chunkOf, index: t.index, server: t.ru?.server ?? '?' })) : [];
+          if (chunkOf === undefined) {
+            if (!ev.kv.value.includes('"state":"running"')) continue;
+            const ref = this.live.parseTask(ev.kv.key);
+            if (!ref) continue;
+            const rec = JSON.parse(ev.kv.value) as { ru?: { server?: string }; server?: string };
+            started.push({ job: ref.job, index: ref.index, server: rec.ru?.server ?? rec.server ?? '?' });
+          }
+          for (const { job, index, server } of started) {
+            let tasks = this.seen.get(job);
+            if (!tasks) this.seen.set(job, (tasks = new Map<number, [number, string]>()));
+            this.note(job, index, server);
+            if (tasks.has(index)) continue;
+            tasks.set(index, [now, server]);
+          }
         }
       },
       onError: (e) => void this.errors.push(`running tracker, ${new Date().toISOString()}: ${e.message}`),

@@ -127,6 +127,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   private queue: PreemptedQueue | undefined;
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
   readonly serverTails = new Map<string, { base: number; result: Promise<number | undefined> }>();
+  readonly unsureCommits = new Map<string, Map<number, string>>();
   private readonly onCommitted: AgentOptions['onCommitted'];
   private readonly fences = new Map<string, JobFence>();
   private readonly aborted = new Set<string>();

@@ -14,6 +14,7 @@ import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
 import { placementTxn, type TaskMove } from '../state/placement.ts';
 import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
+import { chunkKeyOf, chunkTaskRecords } from '../state/task-chunks.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
@@ -37,6 +38,13 @@ export interface CommitHost {
   readonly stats: { commits: number; conflicts: number; conflictCauses: Record<ConflictCause, number>; tasksPlaced: number; preemptions: number };
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
   readonly serverTails: Map<string, { base: number; result: Promise<number | undefined> }>;
+  /**
+   * Per job, the tasks of a commit whose answer was lost and that was not found in the store, with
+   * the chunk key it would have written: it may still land. Their next placement writes the tasks'
+   * own records (a late landing compares them absent, and fails) and compares that chunk key
+   * absent (so it fails if the late commit landed first): a task is never placed twice.
+   */
+  readonly unsureCommits: Map<string, Map<number, string>>;
   nextCommitId(): string;
   fenceOf(jobId: string): { key: string; lease: string } | undefined;
   lostFence(jobId: string, lease: string): never;
@@ -124,6 +132,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     return { ok: false, survivors: [] };
   }
   const fence = a.fenceOf(job.id);
+  const unsure = a.unsureCommits.get(job.id);
   // Read once, before the commit: the owner's task record, which the attempt is read from, may
   // already show this placement (from the watch) by the time the answer comes.
   const attempts = tasks.map((t) => attempt(t));
@@ -145,6 +154,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
       q: storedQ(p.quality.Q),
       ...(p.server.disconnectGraceMs !== undefined ? { nodeGraceMs: p.server.disconnectGraceMs } : {}),
       ...(p.victim ? { victim: p.victim } : {}),
+      ...(unsure?.has(tasks[i] as number) ? { unsureChunk: unsure.get(tasks[i] as number) } : {}),
     })),
     scope: a.config.conflictScope,
     ruState,
@@ -168,7 +178,16 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   } catch (err) {
     // The outcome is unknown (the store may have applied it before the error). Find out from
     // the store before trying anything else: a blind retry could place the tasks twice.
-    res = await resolveIndeterminate(a, job.id, tasks[0] as number, commitId, err);
+    const first = tasks[0] as number;
+    const started = tasks.filter((_, i) => txn.startRecorded[i]);
+    // The first task's own record, or (a task the commit started) the chunk record that holds it.
+    const key = txn.startRecorded[0] ? chunkKeyOf(a.keys, job.id, first, started) : a.keys.task(job.id, first);
+    res = await resolveIndeterminate(a, job.id, key, commitId, err);
+    if (!res && started.length > 0) {
+      let m = a.unsureCommits.get(job.id);
+      if (!m) a.unsureCommits.set(job.id, (m = new Map<number, string>()));
+      for (const t of started) m.set(t, chunkKeyOf(a.keys, job.id, t, started));
+    }
     if (!res) {
       chained?.settle(undefined);
       unclaimAll();
@@ -180,6 +199,10 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   chained?.settle(res.succeeded ? res.revision : undefined);
   if (res.succeeded) {
     const revision = res.revision;
+    if (unsure) {
+      for (const t of tasks) unsure.delete(t);
+      if (unsure.size === 0) a.unsureCommits.delete(job.id);
+    }
     // Apply our own writes now: the watch will confirm them, but the next decision must not
     // see these RUs as free in the meantime.
     a.state.batch(() => {
@@ -231,7 +254,27 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
   }
   // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
   // owner's): this call must not place it again; the owner looks at the job afresh.
-  for (const r of res.responses.slice(txn.taskResponses)) {
+  for (const r of res.responses.slice(txn.unsureResponses)) {
+    const kv = r?.[0];
+    if (!kv) continue;
+    // A commit whose answer was lost landed after all: its tasks run where it put them.
+    unclaimAll();
+    const landed = chunkTaskRecords(job.id, kv).map((t): Placement => ({
+      task: t.index,
+      ru: t.ru as RuRef,
+      Q: 0,
+      acceptable: true,
+      score: 0,
+      commitRevision: kv.modRevision,
+      commitId: t.commitId ?? '',
+      startRecorded: true,
+    }));
+    for (const p of landed) unsure?.delete(p.task);
+    if (unsure?.size === 0) a.unsureCommits.delete(job.id);
+    a.notifyCommitted(job, landed);
+    throw new TarcilError('ABORTED', `tasks of job ${job.id} were placed by a commit whose answer was lost; the owner looks again`);
+  }
+  for (const r of res.responses.slice(txn.taskResponses, txn.unsureResponses)) {
     const t = parseJson<PlacedTaskRecord>(r?.[0]);
     if (t && t.state !== 'queued' && t.state !== 'lost') {
       unclaimAll();
@@ -299,14 +342,16 @@ async function chainServerCommits(
 }
 
 /**
- * After a failed transaction call: did our commit land? Reads the first task's record (written
- * by the same transaction) until the store answers. Returns a success result carrying the
- * commit's revision, or undefined if the commit did not happen.
+ * After a failed transaction call: did our commit land? Reads `key`, a record the same
+ * transaction wrote (the first task's record, or the chunk record of the tasks it started),
+ * until the store answers. Returns a success result carrying the commit's revision, or undefined
+ * if the commit did not happen. (A task's record written since, by its outcome, names the commit
+ * too; a chunk record is never written again.)
  */
 async function resolveIndeterminate(
   a: CommitHost,
   jobId: string,
-  task: number,
+  key: string,
   commitId: string,
   cause: unknown,
 ): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
@@ -315,9 +360,9 @@ async function resolveIndeterminate(
   for (;;) {
     a.assertOpen(jobId);
     try {
-      const kv = await a.store.get(a.keys.task(jobId, task));
-      const t = parseJson<PlacedTaskRecord>(kv);
-      if (kv && t?.commitId === commitId) return { succeeded: true, revision: kv.modRevision, responses: [] };
+      const kv = await a.store.get(key);
+      const t = parseJson<{ commitId?: string; placedRevision?: number }>(kv);
+      if (kv && t?.commitId === commitId) return { succeeded: true, revision: t.placedRevision ?? kv.modRevision, responses: [] };
       return undefined;
     } catch {
       await a.clock.sleep(delay);

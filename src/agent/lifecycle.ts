@@ -32,7 +32,7 @@ import {
   type Owned,
 } from './owner/context.ts';
 import { scan } from './owner/adoption.ts';
-import { readLayout, upgradeLayout } from './owner/layout.ts';
+import { LAYOUT_VERSION, readLayout, upgradeLayout } from './owner/layout.ts';
 import { Members } from './owner/members.ts';
 import { AdoptionGate } from './owner/adoption-gate.ts';
 import { persistProgress } from './owner/decisions.ts';
@@ -151,6 +151,7 @@ export class JobManager implements OwnerContext, MoveHost {
       clock: opts.clock,
       log: opts.log,
       process: opts.process,
+      layout: LAYOUT_VERSION,
       onGone: () => scan(this),
       onCancel: (job) => this.onCancel(job),
     });
@@ -264,6 +265,14 @@ export class JobManager implements OwnerContext, MoveHost {
     // The cluster view and the owner's followers list at once (a large cell takes a while).
     viewReady.catch(() => undefined);
     await Promise.all([...this.followers.map((f) => f.start()), this.members.start()]);
+    const older = this.members.older();
+    if (older.length > 0) {
+      await this.close();
+      throw new TarcilError(
+        'FAILED_PRECONDITION',
+        `front-ends of an older release run in this cell (${older.slice(0, 5).join(', ')}${older.length > 5 ? ', …' : ''}): they read task records this release no longer writes; stop every one of them, then start this release's (their jobs are adopted, nothing is lost)`,
+      );
+    }
     this.serving = true;
     opts.onServing?.();
     await viewReady;
@@ -530,7 +539,8 @@ export class JobManager implements OwnerContext, MoveHost {
         // A move's record must say so at once: the watch brings the full record at this same
         // revision, which is then not applied again, and the move is finished from this one.
         if (p.movedFrom) rec.movedFrom = { server: p.movedFrom.server, index: p.movedFrom.index, commitId: p.movedFrom.commitId };
-        mergeTask(o, p.task, rec, p.commitRevision);
+        // A task the commit started has no record of its own: its chunk's holds (state/task-chunks.ts).
+        mergeTask(o, p.task, rec, p.commitRevision, p.startRecorded === true);
       }
     }
     this.o.onCommitted?.(job, placements, agent);

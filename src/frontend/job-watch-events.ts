@@ -4,7 +4,7 @@
  * (EncodedJobEvent) for every stream of a generation to write.
  */
 import type protobuf from 'protobufjs';
-import type { Keys } from '../state/keys.ts';
+import { blockPrefix, TASK_BLOCK } from '../state/task-chunks.ts';
 import type { WatchBatch } from '../store/types.ts';
 import type { TarcilError } from '../util/errors.ts';
 import type { JobEvent, JobEvent__Output } from './gen/tarcil/v1/JobEvent.ts';
@@ -35,16 +35,9 @@ export interface JobWatchLimits {
  * Task indexes read per store read of a snapshot. Task keys end in the index padded with zeros,
  * so a block's keys share a prefix (see blockPrefix).
  */
-export const SNAPSHOT_BLOCK = 10_000;
+export const SNAPSHOT_BLOCK = TASK_BLOCK;
 
-/** The key prefix of block `b` of a job's tasks: indexes b·SNAPSHOT_BLOCK to (b+1)·SNAPSHOT_BLOCK − 1. */
-export function blockPrefix(keys: Keys, job: string, b: number): string {
-  const a = keys.task(job, b * SNAPSHOT_BLOCK);
-  const z = keys.task(job, (b + 1) * SNAPSHOT_BLOCK - 1);
-  let i = 0;
-  while (i < a.length && a[i] === z[i]) i++;
-  return a.slice(0, i);
-}
+export { blockPrefix };
 
 /** The pause before a job is sent again after a late change, and between its reads. */
 export const LATE_REREAD_MS = 50;

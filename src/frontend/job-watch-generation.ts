@@ -6,6 +6,7 @@
  */
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
+import { blockEntries, chunkFirst, chunkTaskRecords, entryRecord, type BlockEntry } from '../state/task-chunks.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, TxnResult, WatchBatch } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
@@ -229,11 +230,13 @@ export class Generation implements Listener {
         revs.push(next.revision);
         kvs = next.kvs;
       }
-      const part = kvs;
-      await this.makeParts(job, res.revision, part.length, b === blocks - 1, final, (from, to) => {
+      // The tasks with a record, their own or their chunk's (state/task-chunks.ts), in index order.
+      const entries = blockEntries(k, kvs, (key) => this.live.parseTask(key));
+      const order = [...entries.keys()].sort((x, y) => x - y);
+      await this.makeParts(job, res.revision, order.length, b === blocks - 1, final, (from, to) => {
         const tasks: Task[] = [];
         for (let i = from; i < to; i++) {
-          const t = parseJson<LiveTaskRecord>(part[i]);
+          const t = entryRecord(entries.get(order[i] as number) as BlockEntry);
           if (t) tasks.push(taskToProto(t));
         }
         return tasks;
@@ -318,8 +321,8 @@ export class Generation implements Listener {
   /** Whether the last snapshot read this change's record at or after it (the job's, or its task's block). */
   private inSnapshot(kv: KeyValue, revision: number): boolean {
     if (kv.key === this.d.keys.job(this.jobId)) return revision <= this.snapRev;
-    const ref = this.live.parseTask(kv.key);
-    return !ref || revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0);
+    const index = this.live.parseTask(kv.key)?.index ?? chunkFirst(kv.key);
+    return index === undefined || revision <= (this.blockRevs[Math.floor(index / SNAPSHOT_BLOCK)] ?? 0);
   }
 
   private apply(kv: KeyValue, deleted: boolean, revision: number): void {
@@ -341,11 +344,18 @@ export class Generation implements Listener {
       }
       return;
     }
+    if (this.resync) return;
     const ref = this.live.parseTask(kv.key);
-    if (!ref || this.resync) return;
+    const first = ref ? undefined : chunkFirst(kv.key);
+    const index = ref?.index ?? first;
     // Already in the snapshot: its block was read at or after this change.
-    if (revision <= (this.blockRevs[Math.floor(ref.index / SNAPSHOT_BLOCK)] ?? 0)) return;
-    this.pending.set(ref.index, deleted ? null : (this.hub.record<LiveTaskRecord>(kv) ?? null));
+    if (index === undefined || revision <= (this.blockRevs[Math.floor(index / SNAPSHOT_BLOCK)] ?? 0)) return;
+    if (ref) {
+      this.pending.set(ref.index, deleted ? null : (this.hub.record<LiveTaskRecord>(kv) ?? null));
+      return;
+    }
+    // A chunk record: the tasks its placement started run (a chunk is only ever deleted with its job).
+    if (!deleted) for (const t of chunkTaskRecords(this.jobId, kv)) this.pending.set(t.index, t);
   }
 
   private flush(): void {

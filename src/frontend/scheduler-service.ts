@@ -17,11 +17,12 @@ import {
   type StoredDecisions,
 } from '../state/live-records.ts';
 import { parseJson, ruRecordsByServer } from '../state/records.ts';
+import { blockEntries, entryRecord, type BlockEntry } from '../state/task-chunks.ts';
 import { agedOutMessage, DEFAULT_RETAIN_MS } from '../state/retention.ts';
 import { parseJobSpec, type Catalog } from '../model/catalog.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore, KeyValue } from '../store/types.ts';
+import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, invalid, isTarcilError, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -353,22 +354,22 @@ export class SchedulerService {
       // until `limit` are listed. How many records there are in all is summed when every block
       // was read, otherwise counted by the store, not read.
       tasks = [];
-      const fromKey = k.task(id, page.from);
       const blocks = Math.max(1, Math.ceil(rec.spec.tasks / SNAPSHOT_BLOCK));
       let b = first;
       let more = false;
       for (; b < blocks && tasks.length < page.limit; b++) {
         const kvs = b === first ? (res.responses[3] ?? []) : (await onLaterTurn(() => this.d.store.range(blockPrefix(k, id, b)))).kvs;
-        records += kvs.length;
-        let start = 0;
-        while (start < kvs.length && (kvs[start] as KeyValue).key < fromKey) start++;
+        // The tasks with a record, their own or their chunk's (state/task-chunks.ts), by index.
+        const entries = blockEntries(k, kvs, (key) => this.live.parseTask(key));
+        records += entries.size;
+        const listed = [...entries.keys()].filter((i) => i >= page.from).sort((x, y) => x - y);
+        const take = listed.slice(0, page.limit - tasks.length);
+        more = take.length < listed.length;
         // Parsed a slice per turn: 5,000 records and the answer's serialization in one turn held
         // the event loop for tens of milliseconds.
-        const take = kvs.slice(start, start + page.limit - tasks.length);
-        more = start + take.length < kvs.length;
         for (let i = 0; i < take.length; i++) {
           if (i > 0 && i % PARSE_SLICE === 0) await laterTurn();
-          const t = parseJson<LiveTaskRecord>(take[i]);
+          const t = entryRecord(entries.get(take[i] as number) as BlockEntry);
           if (t) tasks.push(t);
         }
       }
@@ -376,6 +377,7 @@ export class SchedulerService {
         // The page ended with a block: does any later task have a record?
         for (let c = b; c < blocks && !more; c++) more = (await this.d.store.range(blockPrefix(k, id, c), { limit: 1 })).kvs.length > 0;
       }
+      // Counted, not read: a chunk record of tasks that their placement started counts once.
       if (first > 0 || b < blocks) records = (await this.d.store.count(k.tasks(id))).count;
       const last = tasks[tasks.length - 1];
       if (more && last) next = last.index + 1;

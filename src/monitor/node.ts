@@ -449,6 +449,9 @@ export class MonitoredNode {
   private async checkStillHere(run: Run): Promise<void> {
     try {
       const tk = parseJson<LiveTaskRecord>(await this.h.store.get(this.h.keys.task(run.job, run.task)));
+      // No record of its own: its placement started it and nothing was written since (the
+      // record its chunk implies says it runs here, state/task-chunks.ts).
+      if (!tk && run.rec.startRecorded) return;
       if (!taskHere(tk, this.server.id, run)) this.stop(run, `task record is ${tk?.state ?? 'gone'}`);
     } catch {
       // The store does not answer: the next registration decides.

@@ -8,9 +8,10 @@
  */
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
-import type { LiveTaskRecord } from '../state/live-records.ts';
+import { LiveKeys, type LiveTaskRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { outcomeTaskRecord, releaseRu, type TaskOutcome } from '../state/release.ts';
+import { blockEntries, blockPrefix, entryRecord, impliedFromRu, TASK_BLOCK } from '../state/task-chunks.ts';
 import type { ClusterStore, Compare, KeyValue } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { OutcomeEntry } from './journal.ts';
@@ -46,8 +47,32 @@ interface Current {
 }
 
 async function read(n: NodeStore, a: { job: string; task: number; ruIndex: number }): Promise<Current> {
-  const [ruKv, taskKv] = await Promise.all([n.store.get(n.keys.ru({ server: n.server, index: a.ruIndex })), n.store.get(n.keys.task(a.job, a.task))]);
-  return { ruKv, ru: parseJson<PlacedRuRecord>(ruKv), taskKv, tk: parseJson<LiveTaskRecord>(taskKv) };
+  const ref: RuRef = { server: n.server, index: a.ruIndex };
+  const [ruKv, taskKv] = await Promise.all([n.store.get(n.keys.ru(ref)), n.store.get(n.keys.task(a.job, a.task))]);
+  const ru = parseJson<PlacedRuRecord>(ruKv);
+  let tk = taskOrImplied(parseJson<LiveTaskRecord>(taskKv), ref, ru, ruKv, a);
+  if (!tk && !taskKv) {
+    // No record of its own, and the RU no longer says: its chunk's, if its placement started it.
+    const block = await n.store.range(blockPrefix(n.keys, a.job, Math.floor(a.task / TASK_BLOCK)));
+    const e = blockEntries(n.keys, block.kvs, (key) => new LiveKeys(n.keys).parseTask(key)).get(a.task);
+    tk = e ? entryRecord(e) : undefined;
+  }
+  return { ruKv, ru, taskKv, tk };
+}
+
+/**
+ * The task's record: its own (`tk`), or while it has none, the one its chunk implies when the RU
+ * holds an attempt of it that its placement started (state/task-chunks.ts): running here.
+ */
+export function taskOrImplied(
+  tk: LiveTaskRecord | undefined,
+  ref: RuRef,
+  ru: PlacedRuRecord | undefined,
+  ruKv: KeyValue | undefined,
+  a: { job: string; task: number },
+): LiveTaskRecord | undefined {
+  if (tk || !ru || !ruKv || !ru.startRecorded || ru.state !== 'busy' || ru.job !== a.job || ru.task !== a.task) return tk;
+  return impliedFromRu(ref, ru, ruKv.modRevision);
 }
 
 /** The RU record holds exactly this attempt. */
@@ -178,7 +203,7 @@ async function cancelLaterCopy(n: NodeStore, e: OutcomeEntry, taskKv: KeyValue, 
 export async function adoptAttempt(n: NodeStore, a: HeldAttempt): Promise<{ rev: number } | { movedOn: string }> {
   for (let i = 0; i < TRIES; i++) {
     const c = await read(n, a);
-    if (!c.taskKv || !taskHere(c.tk, n.server, a)) {
+    if (!c.tk || !taskHere(c.tk, n.server, a)) {
       return { movedOn: c.tk ? `task record is ${c.tk.state}${c.tk.commitId !== a.commitId ? ' for another placement' : ''}` : 'task record gone' };
     }
     if (c.ru && (c.ru.state === 'busy' || c.ru.state === 'reserved') && !ruHolds(c.ru, a)) {
@@ -189,7 +214,9 @@ export async function adoptAttempt(n: NodeStore, a: HeldAttempt): Promise<{ rev:
       compare: [taskFence(n, a.job, a.task, c.taskKv), { key: ruKey, target: 'mod', op: '==', value: c.ruKv?.modRevision ?? 0 }],
       success: [
         { type: 'put', key: ruKey, value: JSON.stringify(a.rec) },
-        { type: 'put', key: c.taskKv.key, value: c.taskKv.value },
+        // Its own record, or the one its chunk implied, written out: an owner's "mark lost" read
+        // before compares the record's revision (or its absence) and fails.
+        { type: 'put', key: n.keys.task(a.job, a.task), value: c.taskKv ? c.taskKv.value : JSON.stringify(c.tk) },
       ],
     });
     if (res.succeeded) return { rev: res.revision };
@@ -212,7 +239,7 @@ export async function settleUnknown(
 ): Promise<'lost' | 'ended' | 'freed' | 'changed'> {
   const ref: RuRef = { server: n.server, index: n.keys.parseRu(ruKv.key)?.index ?? -1 };
   const taskKv = opts.freeOnly ? undefined : await n.store.get(n.keys.task(rec.job, rec.task));
-  const tk = parseJson<LiveTaskRecord>(taskKv);
+  const tk = opts.freeOnly ? undefined : taskOrImplied(parseJson<LiveTaskRecord>(taskKv), ref, rec, ruKv, rec);
   if (!opts.freeOnly && taskHere(tk, n.server, { commitId: rec.commitId, ruIndex: ref.index })) {
     const ok = await releaseRu(n.store, n.keys, ref, ruKv.modRevision, rec, outcome, {
       lease: usableLease(n),

@@ -13,7 +13,10 @@ import type { RuRef } from '../model/types.ts';
  *                              conflict scope (and by registrations, gang reservations, cancels
  *                              and moves), which compares its mod revision
  *   <p>jobs/<id>               job spec and state
- *   <p>tasks/<job>/<idx>       task record
+ *   <p>tasks/<job>/<idx>       task record (absent while a first placement's chunk record,
+ *                              below, says where the task runs)
+ *   <p>tasks/<job>/<idx>p      the tasks one placement transaction started, from task <idx> on
+ *                              within its block of 10,000 (state/task-chunks.ts)
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
  *   <p>owners/<job>            the job's owner: the lease of its front-end (in the value, not
  *                              bound to it, so the record outlives the lease it names)
@@ -89,6 +92,10 @@ export class Keys {
   }
   task(job: string, index: number): string {
     return `${this.prefix}tasks/${job}/${pad(index, 6)}`;
+  }
+  /** The chunk record of the tasks a placement started from task `first` on (state/task-chunks.ts). */
+  taskChunk(job: string, first: number): string {
+    return `${this.prefix}tasks/${job}/${pad(first, 6)}p`;
   }
   queue(): string {
     return `${this.prefix}queue/`;

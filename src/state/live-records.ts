@@ -106,6 +106,8 @@ export interface MemberRecord {
   since: number;
   /** It owns jobs with tasks not yet placed (the freed-RU handoff shares servers among these). */
   placing: boolean;
+  /** The store layout its release writes (agent/owner/layout.ts); absent: layout 2. */
+  layout?: number;
 }
 
 /** Value of `requests/<id>`: the job a client request created, and a digest of its spec. */

@@ -9,6 +9,7 @@ import type { JobSpec, RuRef } from '../model/types.ts';
 import type { Compare, Op, TxnRequest } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { queuePut } from './queue.ts';
+import { chunkPuts, type ChunkTask } from './task-chunks.ts';
 import type { JobRecord, MoveSource, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
 import type { AttemptSummary } from './records.ts';
 
@@ -34,6 +35,12 @@ export interface PlacementItem {
   q?: number;
   /** The node's disconnect grace, written in the task record (PlacedTaskRecord.nodeGraceMs). */
   nodeGraceMs?: number;
+  /**
+   * The chunk key a commit of this task whose answer was lost would have written: compared
+   * absent, and the task's own record written (not a chunk's), so that the lost commit, should it
+   * land late, fails on that record (agent/commit.ts unsureCommits).
+   */
+  unsureChunk?: string;
   /** A lower-priority task this placement displaces (preemption). */
   victim?: { job: string; task: number; priority: number };
   /**
@@ -85,6 +92,8 @@ export interface PlacementTxn {
   fenceResponse: number | undefined;
   /** Index in a failed result's responses of the first task-record read (one per guarded task). */
   taskResponses: number;
+  /** Index in a failed result's responses of the first read of an unsure commit's chunk key (PlacementItem.unsureChunk). */
+  unsureResponses: number;
   /** Per item, in order: whether the placement wrote its task record `running` (placementRecordsStart). */
   startRecorded: boolean[];
 }
@@ -98,8 +107,11 @@ export interface PlacementTxn {
  * report a success, monitor/outcomes.ts) are recorded `placed`, and written `running` by their
  * monitor when it starts them, as every placement was before.
  */
-export function placementRecordsStart(ruState: PlacementTxnInput['ruState'], it: Pick<PlacementItem, 'attempt' | 'previous' | 'move'>): boolean {
-  return ruState === 'busy' && it.attempt === 0 && !it.move && !(it.previous && it.previous.length > 0);
+export function placementRecordsStart(
+  ruState: PlacementTxnInput['ruState'],
+  it: Pick<PlacementItem, 'attempt' | 'previous' | 'move' | 'unsureChunk'>,
+): boolean {
+  return ruState === 'busy' && it.attempt === 0 && !it.move && !(it.previous && it.previous.length > 0) && it.unsureChunk === undefined;
 }
 
 export function placementTxn(p: PlacementTxnInput): PlacementTxn {
@@ -147,9 +159,15 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     compare.push({ key, target: 'mod', op: '==', value: it.taskRev });
     failure.push({ type: 'get', key });
   }
+  const unsureResponses = failure.length;
+  for (const key of new Set(p.items.flatMap((it) => (it.unsureChunk === undefined ? [] : [it.unsureChunk])))) {
+    compare.push({ key, target: 'version', op: '==', value: 0 });
+    failure.push({ type: 'get', key });
+  }
   const job = p.job;
   const ruRecords: { key: string; rec: PlacedRuRecord }[] = [];
   const startRecorded: boolean[] = [];
+  const started: ChunkTask[] = [];
   for (const it of p.items) {
     const basedOn = servers.get(it.ref.server) ?? it.basedOn;
     const ruRec: PlacedRuRecord = {
@@ -167,9 +185,9 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ...(job.durationMs !== undefined ? { durationMs: job.durationMs } : {}),
       ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
     };
-    const started = placementRecordsStart(p.ruState, it);
-    startRecorded.push(started);
-    if (started) ruRec.startRecorded = true;
+    const starts = placementRecordsStart(p.ruState, it);
+    startRecorded.push(starts);
+    if (starts) ruRec.startRecorded = true;
     const hold: MoveSource | undefined = it.move ? { ...it.move.from, commitId: it.move.rec.commitId } : undefined;
     if (hold && it.move) {
       ruRec.hold = hold;
@@ -177,22 +195,26 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     }
     ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
     success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
-    const taskRec: PlacedTaskRecord = {
-      job: job.id,
-      index: it.task,
-      state: started ? 'running' : 'placed',
-      ru: it.ref,
-      attempt: it.attempt,
-      placedAt: p.now,
-      ...(started ? { startedAt: p.now } : {}),
-      basedOn,
-      commitId: p.commitId,
-      agent: p.agent,
-      ...(it.nodeGraceMs !== undefined ? { nodeGraceMs: it.nodeGraceMs } : {}),
-      ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
-      ...(it.move ? { moves: it.move.moves + 1, movedFrom: hold } : {}),
-    };
-    success.push({ type: 'put', key: k.task(job.id, it.task), value: JSON.stringify(taskRec) });
+    if (starts) {
+      // Its record is the chunk's (task-chunks.ts): one key for all the tasks the commit starts.
+      started.push({ t: it.task, ru: it.ref, b: basedOn, ...(it.nodeGraceMs !== undefined ? { g: it.nodeGraceMs } : {}) });
+    } else {
+      const taskRec: PlacedTaskRecord = {
+        job: job.id,
+        index: it.task,
+        state: 'placed',
+        ru: it.ref,
+        attempt: it.attempt,
+        placedAt: p.now,
+        basedOn,
+        commitId: p.commitId,
+        agent: p.agent,
+        ...(it.nodeGraceMs !== undefined ? { nodeGraceMs: it.nodeGraceMs } : {}),
+        ...(it.previous && it.previous.length > 0 ? { previous: it.previous } : {}),
+        ...(it.move ? { moves: it.move.moves + 1, movedFrom: hold } : {}),
+      };
+      success.push({ type: 'put', key: k.task(job.id, it.task), value: JSON.stringify(taskRec) });
+    }
     if (it.move) {
       // The old copy keeps its RU (and its load, for the neighbours' scores) until its monitor
       // has stopped it and freed the RU.
@@ -212,6 +234,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       success.push(queuePut(k, p.now, { reason: 'preempted', job: v.job, tasks: [v.task], by: job.id }));
     }
   }
+  for (const c of chunkPuts(k, job.id, { commitId: p.commitId, agent: p.agent, at: p.now }, started)) success.push({ type: 'put', ...c });
   // Only the `server` scope reads epochs: under the `ru` scope (the default) a placement writes
   // none, which is two writes fewer per task with the release's.
   const epochKeys = p.scope === 'server' ? [...servers.keys()].map((sid) => k.epoch(sid)) : [];
@@ -224,5 +247,5 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     compare.push(...p.extra.compare);
     success.push(...p.extra.success);
   }
-  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses, startRecorded };
+  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses, unsureResponses, startRecorded };
 }

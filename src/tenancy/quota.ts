@@ -16,6 +16,7 @@
 import type { Keys } from '../state/keys.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
+import { latestTasks } from '../state/task-chunks.ts';
 import type { ClusterStore, Compare, KeyValue, Op } from '../store/types.ts';
 import { dict, own } from '../util/dict.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from './namespace.ts';
@@ -180,9 +181,9 @@ export async function addLiveTokens(store: ClusterStore, keys: Keys, ns: string)
     const kv = snap.responses[0]?.[0];
     let u = parseUsage(kv);
     const byJob = new Map<string, string[]>();
-    for (const t of snap.responses[1] ?? []) {
-      const rec = parseJson<LiveTaskRecord>(t);
-      if (!rec || !isLiveTask(rec)) continue;
+    // Each task's own record, or the one its chunk implies (state/task-chunks.ts), whichever is newer.
+    for (const rec of latestTasks(keys, snap.responses[1] ?? []).values()) {
+      if (!isLiveTask(rec)) continue;
       let list = byJob.get(rec.job);
       if (!list) byJob.set(rec.job, (list = []));
       list.push(quotaToken(rec.index, rec.commitId as string));

@@ -13,6 +13,7 @@ import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { makeJob, profile, TEST_PROFILES } from '../support/jobs.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -163,7 +164,7 @@ describe('scheduling agent on the embedded store', () => {
       const busy = (await rus(store, keys)).filter((r) => r.state === 'busy') as PlacedRuRecord[];
       return busy.filter((r) => r.job === 'batch').length === 32;
     });
-    const tasks = (await store.range(keys.tasks('batch'))).kvs.map((kv) => parseJson<TaskRecord>(kv)!);
+    const tasks = await taskRecords<TaskRecord>(store, keys, 'batch');
     expect(tasks).toHaveLength(32);
     // The victims, placed again, wait for their monitors to record them running; the others' first
     // placement recorded them running.
@@ -187,7 +188,7 @@ describe('scheduling agent on the embedded store', () => {
     expect(recs.flatMap((r) => r.placements)).toHaveLength(24);
     expect(agent.stats.conflicts).toBe(0);
     // Each commit on a server was based on the epoch the previous one produced.
-    const tasks = (await store.range(keys.allTasks())).kvs.map((kv) => parseJson<{ ru: { server: string }; basedOn: number; commitId: string }>(kv)!);
+    const tasks = await taskRecords<{ ru: { server: string }; basedOn: number; commitId: string }>(store, keys);
     const commitsPerBase = new Map<string, Set<string>>();
     for (const t of tasks) {
       const k = `${t.ru.server}@${t.basedOn}`;

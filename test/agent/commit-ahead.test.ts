@@ -16,6 +16,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -82,7 +83,7 @@ async function setup(config: Partial<AgentConfig>, servers = 40, rus = 8) {
 
 /** Every task of `job` placed exactly once, each on an RU that names it and no other task. */
 async function expectPlacedOnce(store: MemoryStore, keys: Keys, job: string, tasks: number): Promise<void> {
-  const recs = (await store.range(keys.tasks(job))).kvs.map((kv) => parseJson<PlacedTaskRecord>(kv)!);
+  const recs = await taskRecords<PlacedTaskRecord>(store, keys, job);
   expect(recs.map((t) => t.index).sort((x, y) => x - y)).toEqual(Array.from({ length: tasks }, (_, i) => i));
   expect(recs.every((t) => t.state === 'placed' || t.state === 'running')).toBe(true);
   const onRus = (await store.range(keys.rus())).kvs.map((kv) => parseJson<PlacedRuRecord>(kv)!).filter((r) => r.job === job);

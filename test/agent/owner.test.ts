@@ -16,6 +16,7 @@ import { audit } from '../support/audit.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, nth, OwnerCell, PausingStore, putsRu } from '../support/owner-harness.ts';
+import { taskRecord, taskRecords } from '../support/task-records.ts';
 
 /**
  * The job owner's adoption, fencing and gang reconciliation, on the embedded store with a manual
@@ -28,7 +29,7 @@ afterEach(async () => {
 });
 
 async function tasksOf(c: OwnerCell, job: string): Promise<LiveTaskRecord[]> {
-  return (await c.store.range(c.keys.tasks(job))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv) as LiveTaskRecord);
+  return await taskRecords<LiveTaskRecord>(c.store, c.keys, job);
 }
 
 /**
@@ -280,7 +281,7 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(a.ownedJobs()).toEqual([]);
   });
 
-  it('a commit whose answer was lost and which lands after the retry places nothing twice', async () => {
+  it('a commit whose answer was lost and which lands just before the retry places nothing twice: the retry fails on its chunk key and takes the tasks as placed', async () => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const startRev = await cell.store.revision();
@@ -317,6 +318,44 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(f.doubleBooked).toBe(0);
     expect(f.heldTwice).toBe(0);
     expect([...f.orphanOwners, ...f.orphanQueue, ...f.orphanRus, ...f.strayRus]).toEqual([]);
+  });
+
+  it('a commit whose answer was lost and which lands just after the retry fails: the retry wrote the task record the late one compares absent', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    const startRev = await cell.store.revision();
+    let late: TxnRequest | undefined;
+    let lateLanded: boolean | undefined;
+    const racing = wrapStore(cell.store, {
+      txn: async (req) => {
+        if (putsRu(req, 'busy') && late === undefined) {
+          late = req;
+          throw new TarcilError('UNAVAILABLE', 'connection reset before the answer');
+        }
+        if (putsRu(req, 'busy') && late && lateLanded === undefined) {
+          const res = await cell!.store.txn(req);
+          lateLanded = (await cell!.store.txn(late)).succeeded;
+          return res;
+        }
+        return cell!.store.txn(req);
+      },
+    });
+    const a = await cell.owner('A', racing);
+    const job = makeJob('late-2', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
+    await a.submit(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length >= 1, 10_000);
+    await cell.advance(2000);
+    expect(lateLanded).toBe(false);
+    // The retry wrote the task's own record (not a chunk's), and it is the one that holds the RU.
+    const busy = await cell.busy(job.id);
+    expect(busy.length).toBe(1);
+    const own = parseJson<LiveTaskRecord>(await cell.store.get(cell.keys.task(job.id, 0)));
+    expect(own?.commitId).toBe(busy[0]!.rec.commitId);
+    expect(await cell.finishTasks(job.id)).toBe(1);
+    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+    const f = await audit(cell.store, cell.keys, startRev);
+    expect(f.doubleBooked).toBe(0);
+    expect(f.heldTwice).toBe(0);
   });
 
   it('a cancelled job whose tasks are preempted while their kill is in flight still ends cancelled', async () => {
@@ -405,7 +444,8 @@ describe('job owner (embedded store, manual clock)', () => {
       await c.advance(5000);
       // The node is back, its task still running: it registers and adopts the task, rewriting
       // the RU and the task record (which fences any "lost" the owner might be writing).
-      const taskKv = await c.store.get(c.keys.task(job, 0));
+      // Its own record, or (a task its placement started) the one its chunk implies, written out.
+      const task = await taskRecord(c.store, c.keys, job, 0);
       await c.store.txn({
         compare: [],
         success: [
@@ -424,7 +464,7 @@ describe('job owner (embedded store, manual clock)', () => {
             }),
           },
           { type: 'put', key: ru.key, value: ru.value },
-          { type: 'put', key: c.keys.task(job, 0), value: taskKv!.value },
+          { type: 'put', key: c.keys.task(job, 0), value: JSON.stringify(task) },
         ],
       });
       await c.advance(20_000);

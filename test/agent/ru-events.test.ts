@@ -2,13 +2,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
 import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/agent/owner/context.ts';
 import type { JobSpec } from '../../src/model/types.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';
 import { outcomeTaskRecord } from '../../src/state/release.ts';
 import { newRun, startTxn } from '../../src/monitor/run.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { OwnerCell } from '../support/owner-harness.ts';
 import { wrapStore } from '../support/wrap-store.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 /** The job owner learns what happens to its tasks from the RU records it follows anyway. */
 describe('a job owner that follows no task record', () => {
@@ -136,12 +137,14 @@ describe('a job owner that follows no task record', () => {
     await c.flush();
     // The node reports the end as its journal does when the RU no longer holds the attempt:
     // the task record alone, fenced on its revision.
-    const taskKv = (await c.store.get(c.keys.task(job.id, 0)))!;
-    expect(parseJson<LiveTaskRecord>(taskKv)?.state).toBe('running');
+    // The placement started it: its record is its chunk's, and its own key is absent (revision 0).
+    const key = c.keys.task(job.id, 0);
+    expect((await taskRecord(c.store, c.keys, job.id, 0))?.state).toBe('running');
+    const own = await c.store.get(key);
     const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
     const res = await c.store.txn({
-      compare: [{ key: taskKv.key, target: 'mod', op: '==', value: taskKv.modRevision }],
-      success: [{ type: 'put', key: taskKv.key, value: JSON.stringify(rec) }],
+      compare: [{ key, target: 'mod', op: '==', value: own?.modRevision ?? 0 }],
+      success: [{ type: 'put', key, value: JSON.stringify(rec) }],
     });
     expect(res.succeeded).toBe(true);
     await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 10_000);

@@ -16,6 +16,7 @@ import { TarcilError } from '../../src/util/errors.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { addressInUse, freePort } from '../support/etcd.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 /**
  * SubmitJob with a client request id: a retry after a lost answer, or racing the first attempt,
@@ -88,8 +89,7 @@ describe.each(['memory', 'etcd'] as const)('idempotent SubmitJob (%s store)', (k
     const created = (await storedJobs()).filter((id) => !before.has(id));
     expect(created).toEqual([results[0]?.jobId]);
     expect((await waitFinal(c, created[0] ?? '')).state).toBe('succeeded');
-    const tasks = await store.range(keys.tasks(created[0] ?? ''));
-    expect(tasks.kvs.length).toBe(2);
+    expect(await taskRecords(store, keys, created[0] ?? '')).toHaveLength(2);
   });
 
   it('refuses a request id reused for another spec, and a malformed one, writing nothing', async () => {

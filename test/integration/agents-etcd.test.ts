@@ -13,6 +13,7 @@ import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { history } from '../support/audit.ts';
 import { makeJob, pool, TEST_PROFILES } from '../support/jobs.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 /**
  * The scheduling core on a real etcd: three agents, each with its own client and cache, place
@@ -121,9 +122,8 @@ describe.each<ConflictScope>(['ru', 'server'])('three agents on a real etcd (%s 
 
       // 3. etcd agrees: one task record per task, all succeeded.
       expect(s.runner.stats.completed).toBe(JOBS * TASKS);
-      const tasks = await audit.range(keys.allTasks());
-      expect(tasks.kvs.length).toBe(JOBS * TASKS);
-      const taskRecs = tasks.kvs.map((kv) => parseJson<PlacedTaskRecord>(kv)!);
+      const taskRecs = await taskRecords<PlacedTaskRecord>(audit, keys);
+      expect(taskRecs.length).toBe(JOBS * TASKS);
       expect(taskRecs.every((t) => t.state === 'succeeded')).toBe(true);
 
       // 4. Replay of every RU write: an RU only becomes busy from free, each task is put on an

@@ -1,6 +1,6 @@
 import { audit as replayAudit, history } from '../support/audit.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
@@ -9,6 +9,7 @@ import { Keys } from '../../src/state/keys.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit } from '../support/live.ts';
 import { tarcil, type TarcilProc } from '../support/procs.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 /**
  * The live cluster as it is deployed: one etcd, two `tarcil server` processes, four `tarcil
@@ -133,8 +134,7 @@ describe('live cluster: 2 servers, 4 monitors, 1 etcd, processes killed mid-run'
     const rescheduled = [...states.values()].reduce((a, j) => a + (j.rescheduled ?? 0), 0);
 
     // 2. Every task succeeded.
-    const tasks = await audit.range(keys.allTasks());
-    const taskRecs = tasks.kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+    const taskRecs = await taskRecords(audit, keys);
     // A job whose acknowledgement was lost with the killed front-end may exist too (it was
     // persisted before the kill): it must also have finished, like every other stored job.
     for (const [id, j] of states) expect(j.state, id).toBe('succeeded');

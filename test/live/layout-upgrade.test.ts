@@ -3,13 +3,14 @@
  * lease, no `layout` key), taken over by a front-end of this one, on etcd: the job whose owner
  * record went with its lease and the job whose older front-end still holds its lease both run to
  * the end, once; the older front-end is fenced out of its job; the layout's version is written. A
- * cell of a newer layout is refused, naming it.
+ * cell of a newer layout is refused, naming it, and so is a cell where a front-end of the release
+ * before still runs (its member record names no layout).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAYOUT_VERSION } from '../../src/agent/owner/layout.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import { Keys } from '../../src/state/keys.ts';
-import { ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
+import { ownerLeaseOf, type LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
@@ -18,6 +19,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { startSimNode, startTestScheduler, waitFinal } from '../support/live.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -67,7 +69,7 @@ describe('the store layout', () => {
     try {
       for (const id of ['orphan', 'held']) expect((await waitFinal(c, id, 30_000)).state).toBe('succeeded');
       for (const id of ['orphan', 'held']) {
-        const tasks = (await store.range(keys.tasks(id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv));
+        const tasks = await taskRecords(store, keys, id);
         expect(tasks.map((t) => [t?.state, t?.attempt])).toEqual([
           ['succeeded', 0],
           ['succeeded', 0],
@@ -107,6 +109,29 @@ describe('the store layout', () => {
       await sched.close();
     }
   });
+
+  it(
+    'a front-end of the release before (layout 2: its member record names no layout) running in the cell: a new one refuses to start, naming it; once it is gone the new one starts and writes layout 3',
+    { timeout: 30_000 },
+    async () => {
+      const keys = new Keys('/mixed/');
+      await store.put(keys.layout(), '2');
+      const old = await store.grantLease(30);
+      await store.put(keys.member(old.id), JSON.stringify({ process: 'old-frontend', since: Date.now(), placing: false }), { lease: old.id });
+      await expect(scheduler(keys)).rejects.toThrow(/front-ends of an older release run in this cell \(old-frontend\)/);
+      // Nothing of the refused front-end stays: its member record went with its lease.
+      expect((await store.range(keys.members())).kvs.map((kv) => kv.key)).toEqual([keys.member(old.id)]);
+      await old.revoke();
+      const sched = await scheduler(keys);
+      try {
+        for (let i = 0; i < 50 && (await store.get(keys.layout()))?.value !== String(LAYOUT_VERSION); i++) await sleep(100);
+        expect((await store.get(keys.layout()))?.value).toBe(String(LAYOUT_VERSION));
+        expect(LAYOUT_VERSION).toBe(3);
+      } finally {
+        await sched.close();
+      }
+    },
+  );
 
   it('a cell of a newer layout is refused, naming the layout', { timeout: 30_000 }, async () => {
     const keys = new Keys('/newer/');

@@ -16,7 +16,7 @@ import { loadCatalog } from '../../src/model/catalog.ts';
 import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
 import type { JobSpec, ServerSpec } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { ProfileBook, readProfile } from '../../src/state/profiles.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -26,6 +26,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 const catalog = loadCatalog();
 const clock = new SystemClock();
@@ -147,7 +148,7 @@ describe('learned profiles in the store', () => {
     try {
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
       // What the node measured went with each outcome: a share below 1 amid pressure 70 on resource 0.
-      const t0 = parseJson<LiveTaskRecord>(await store.get(keys.task(first.jobId, 0)));
+      const t0 = await taskRecord(store, keys, first.jobId, 0);
       expect(t0?.observed?.share).toBeLessThan(0.95);
       expect(t0?.observed?.pressure[0]).toBeCloseTo(70, 0);
       await expectEightObservations(keys);

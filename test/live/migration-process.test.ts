@@ -14,7 +14,7 @@ import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveServerRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
@@ -23,6 +23,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 const catalog = loadCatalog();
 const clock = new SystemClock();
@@ -146,7 +147,7 @@ describe('moving a slow task that runs as a process', () => {
       // No RU still holds the task (the old one was freed, the new one released at its end).
       const held = (await store.range(keys.rus())).kvs.filter((kv) => parseJson<PlacedRuRecord>(kv)?.job === victim.jobId);
       expect(held).toEqual([]);
-      const rec = parseJson<LiveTaskRecord>(await store.get(keys.task(victim.jobId, 0)));
+      const rec = await taskRecord(store, keys, victim.jobId, 0);
       expect(rec?.previous?.[0]?.ru?.server).toBe('p0');
       expect(rec?.previous?.[0]?.message).toMatch(/^moved: ran at 0\.\d\d of its expected rate on p0/);
       expect(rec?.ru?.server).toBe('p1');

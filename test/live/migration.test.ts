@@ -21,6 +21,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 const catalog = loadCatalog();
 const clock = new SystemClock();
@@ -118,7 +119,7 @@ async function until(what: string, ms: number, f: () => Promise<boolean>): Promi
 }
 
 async function taskRec(cell: Cell, job: string, t = 0): Promise<LiveTaskRecord | undefined> {
-  return parseJson<LiveTaskRecord>(await cell.store.get(cell.keys.task(job, t)));
+  return taskRecord(cell.store, cell.keys, job, t);
 }
 
 /**

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -19,6 +19,7 @@ import type { ClusterStore } from '../../src/store/types.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit } from '../support/live.ts';
 import { tarcil, type TarcilProc } from '../support/procs.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 let etcd: EtcdProcess;
 let store: ClusterStore;
@@ -128,7 +129,7 @@ describe('a process-executor monitor SIGKILLed and started again', () => {
         .split('\n')
         .map((l) => l.split(' ').slice(0, 2).join(' '));
       expect(lines).toEqual(runs);
-      const task = parseJson<LiveTaskRecord>(await store.get(keys.task(jobId, 0)));
+      const task = await taskRecord(store, keys, jobId, 0);
       expect(task?.attempt).toBe(attempts - 1);
       expect((task?.previous ?? []).length).toBe(attempts - 1);
       client.close();

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
-import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
@@ -19,6 +19,7 @@ import type { ClusterStore } from '../../src/store/types.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit } from '../support/live.ts';
 import { tarcil, type TarcilProc } from '../support/procs.ts';
+import { taskRecord } from '../support/task-records.ts';
 
 let etcd: EtcdProcess;
 let store: ClusterStore;
@@ -107,7 +108,7 @@ describe('a task that succeeds while its monitor is frozen past its lease and gr
         if (job?.state === 'succeeded') endedWhileFrozen = true;
         await sleep(200);
       }
-      const task = parseJson<LiveTaskRecord>(await store.get(keys.task(jobId, 0)));
+      const task = await taskRecord(store, keys, jobId, 0);
       const why = `runs: ${JSON.stringify(runs())}, task: ${JSON.stringify(task)}, job: ${job?.state}`;
       expect(task, why).toMatchObject({ state: 'succeeded', attempt: 0, exitCode: 0, ru: { server: node } });
       expect(endedWhileFrozen, why).toBe(true);
@@ -118,7 +119,7 @@ describe('a task that succeeds while its monitor is frozen past its lease and gr
     // The monitor comes back: it reports what it already knew (settled), runs nothing again.
     await sleep(3000);
     expect(runs()).toEqual([`S 0 ${node}`, `E 0 ${node}`]);
-    expect(parseJson<LiveTaskRecord>(await store.get(keys.task(jobId, 0)))).toMatchObject({ state: 'succeeded', attempt: 0 });
+    expect(await taskRecord(store, keys, jobId, 0)).toMatchObject({ state: 'succeeded', attempt: 0 });
     expect(frozen.child.exitCode).toBe(null);
     client.close();
     await Promise.all([...monitors.values(), server].map((p) => p.kill()));

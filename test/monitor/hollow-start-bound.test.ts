@@ -5,14 +5,14 @@ import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { HOLLOW_DEFAULTS, hollowMaxWrites } from '../../src/monitor/options.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';
-import { isFreeRuValue, parseJson } from '../../src/state/records.ts';
-import type { LiveTaskRecord } from '../../src/state/live-records.ts';
+import { isFreeRuValue } from '../../src/state/records.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import type { KeyValue, TxnRequest } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { until as pollUntil } from '../support/until.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 /**
  * How many task starts the hollow nodes keep in flight. Starts leave through the process's group
@@ -81,7 +81,7 @@ async function place(mem: MemoryStore, keys: Keys, free: KeyValue[], count: numb
 }
 
 async function runningTasks(mem: MemoryStore, keys: Keys): Promise<number> {
-  return (await mem.range(keys.allTasks())).kvs.filter((kv) => parseJson<LiveTaskRecord>(kv)?.state === 'running').length;
+  return (await taskRecords(mem, keys)).filter((t) => t.state === 'running').length;
 }
 
 describe('hollow nodes: the bound on task starts in flight', () => {

@@ -24,6 +24,7 @@ import { until as pollUntil } from '../support/until.ts';
 import { JobManager } from '../../src/agent/lifecycle.ts';
 import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { parseJobSpec } from '../../src/model/catalog.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 /**
  * Hollow nodes on the suite's real etcd, used by a real front-end over gRPC: 120 nodes of the
@@ -69,7 +70,7 @@ afterAll(async () => {
 
 const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> => pollUntil(what, cond, ms, 50);
 
-const tasksOf = async (job: string): Promise<LiveTaskRecord[]> => (await store.range(keys.tasks(job))).kvs.flatMap((kv) => parseJson<LiveTaskRecord>(kv) ?? []);
+const tasksOf = async (job: string): Promise<LiveTaskRecord[]> => await taskRecords<LiveTaskRecord>(store, keys, job);
 
 async function submitAll(specs: Record<string, unknown>[]): Promise<string[]> {
   return Promise.all(specs.map(async (s) => (await submit(c, { specJson: JSON.stringify(s) })).jobId));

@@ -18,6 +18,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { until as pollUntil } from '../support/until.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -56,7 +57,7 @@ describe('process executor', () => {
     rmSync(logDir, { recursive: true, force: true });
   });
 
-  const tasksOf = async (id: string): Promise<LiveTaskRecord[]> => (await store.range(keys.tasks(id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+  const tasksOf = async (id: string): Promise<LiveTaskRecord[]> => await taskRecords<LiveTaskRecord>(store, keys, id);
 
   it('runs argv, records exit codes and writes per-task stdout/stderr logs', async () => {
     const spec = job({
@@ -223,7 +224,7 @@ describe('load monitor and node failure', () => {
     // Graceful close records the tasks lost and revokes the lease: the node leaves at once.
     await a.close();
     await until('job done', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded', 10_000);
-    const tasks = (await store.range(keys.tasks(spec.id))).kvs.map((kv) => parseJson<LiveTaskRecord>(kv)!);
+    const tasks = await taskRecords<LiveTaskRecord>(store, keys, spec.id);
     expect(tasks.every((t) => t.state === 'succeeded' && t.ru?.server === 'b')).toBe(true);
     expect(mgr.stats.rescheduled).toBe(3);
     expect(parseJson<{ rescheduled?: number }>(await store.get(keys.job(spec.id)))?.rescheduled).toBe(3);

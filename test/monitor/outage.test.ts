@@ -16,6 +16,8 @@ import { createLogger } from '../../src/util/log.ts';
 import { history } from '../support/audit.ts';
 import { tcpProxy, type TcpProxy } from '../support/proxy.ts';
 import { until as pollUntil } from '../support/until.ts';
+import { taskRecord } from '../support/task-records.ts';
+import { isChunkKey } from '../../src/state/task-chunks.ts';
 
 /**
  * Issue 15, the node monitor's side: outcomes are journalled and written once the store answers,
@@ -133,12 +135,12 @@ async function place(
   return { job, commitId };
 }
 
-const taskOf = async (direct: ClusterStore, keys: Keys, job: string): Promise<LiveTaskRecord | undefined> =>
-  parseJson<LiveTaskRecord>(await direct.get(keys.task(job, 0)));
+const taskOf = async (direct: ClusterStore, keys: Keys, job: string): Promise<LiveTaskRecord | undefined> => taskRecord(direct, keys, job, 0);
 /** Every state the task record went through, from the store's history. */
 async function statesOf(direct: ClusterStore, keys: Keys, job: string, from: number): Promise<string[]> {
   const evs = await history(direct, keys.tasks(job), from + 1);
-  return evs.map((ev) => parseJson<LiveTaskRecord>(ev.kv)?.state ?? 'deleted');
+  // A chunk record (src/state/task-chunks.ts) is the record `running` of the tasks it started.
+  return evs.map((ev) => (ev.type === 'put' && isChunkKey(ev.kv.key) ? 'running' : (parseJson<LiveTaskRecord>(ev.kv)?.state ?? 'deleted')));
 }
 /** A shell task that records its runs in `file`: a start line, then (if not killed) an end line. */
 const recorded = (file: string, sleepS: number): string[] => ['sh', '-c', `echo start >> ${file}; sleep ${sleepS}; echo end >> ${file}`];

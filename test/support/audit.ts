@@ -1,7 +1,9 @@
 import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import type { Keys } from '../../src/state/keys.ts';
-import type { ClusterStore, WatchEvent } from '../../src/store/types.ts';
+import type { ClusterStore, KeyValue, WatchEvent } from '../../src/store/types.ts';
+import { chunkJob, chunkTaskRecords } from '../../src/state/task-chunks.ts';
+import { recordsOf } from './task-records.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -110,19 +112,25 @@ export async function audit(store: ClusterStore, keys: Keys, startRev: number): 
   const taskEvents = await history(store, keys.allTasks(), startRev + 1);
   const runningAttempt = new Map<string, number>();
   let overlappingRuns = 0;
-  for (const ev of taskEvents) {
-    const t = parseJson<LiveTaskRecord>(ev.kv);
-    if (!t) continue;
-    const id = `${t.job}#${t.index}`;
-    if (t.state === 'running') {
-      const cur = runningAttempt.get(id);
-      const placedRev = placedRevisionOf(t, ev.kv.modRevision);
-      if (cur !== undefined && cur !== placedRev) overlappingRuns++;
-      runningAttempt.set(id, placedRev ?? -1);
-    } else if (t.state !== 'placed') {
-      runningAttempt.delete(id);
+  // A chunk record (src/state/task-chunks.ts) is the `running` record of every task it started.
+  const asRecords = (kv: KeyValue): LiveTaskRecord[] => {
+    const job = chunkJob(keys, kv.key);
+    if (job !== undefined) return chunkTaskRecords(job, kv);
+    const t = parseJson<LiveTaskRecord>(kv);
+    return t ? [t] : [];
+  };
+  for (const ev of taskEvents)
+    for (const t of ev.type === 'delete' ? [] : asRecords(ev.kv)) {
+      const id = `${t.job}#${t.index}`;
+      if (t.state === 'running') {
+        const cur = runningAttempt.get(id);
+        const placedRev = placedRevisionOf(t, ev.kv.modRevision);
+        if (cur !== undefined && cur !== placedRev) overlappingRuns++;
+        runningAttempt.set(id, placedRev ?? -1);
+      } else if (t.state !== 'placed') {
+        runningAttempt.delete(id);
+      }
     }
-  }
 
   const [tasks, owners, queue, rus, servers] = await Promise.all([
     store.range(keys.allTasks()),
@@ -131,7 +139,7 @@ export async function audit(store: ClusterStore, keys: Keys, startRev: number): 
     store.range(keys.rus()),
     store.range(keys.servers()),
   ]);
-  const taskRecs = tasks.kvs.map((kv) => parseJson<LiveTaskRecord>(kv) as LiveTaskRecord);
+  const taskRecs = recordsOf(keys, tasks.kvs);
   const live = new Set(servers.kvs.map((kv) => keys.tail(keys.servers(), kv.key)));
   const activeTask = new Set(taskRecs.filter((t) => t.state === 'placed' || t.state === 'running').map((t) => `${t.job}#${t.index}`));
   const orphanRus = rus.kvs

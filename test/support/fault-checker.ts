@@ -17,6 +17,7 @@
  */
 import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord, type RequestRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { chunkTaskRecords, isChunkKey } from '../../src/state/task-chunks.ts';
 import type { KeyValue, WatchEvent } from '../../src/store/types.ts';
 import type { FaultKind, FaultRecord } from './nemesis.ts';
 
@@ -321,24 +322,29 @@ export function check(input: CheckInput): CheckReport {
   const outcomes = new Map<string, { state: string; rev: number }[]>();
   /** The placement (commit) each task is recorded running for; a re-recorded running record of the same commit (a monitor adopting its task under a new lease) is the same run. */
   const current = new Map<string, string>();
-  for (const ev of input.events.filter(under('tasks'))) {
-    const t = ev.type === 'put' ? parseJson<LiveTaskRecord>(ev.kv) : undefined;
-    if (!t) continue;
-    const id = tid(t.job, t.index);
-    const placedRev = placedRevisionOf(t, ev.kv.modRevision);
-    if (t.state === 'running' && placedRev !== undefined) {
-      const cur = current.get(id);
-      const commit = t.commitId ?? `@${placedRev}`;
-      if (cur !== undefined && cur !== commit)
-        v('recorded-runs-overlap', `${id} recorded running for commit ${commit} at revision ${ev.kv.modRevision} while commit ${cur} had not ended`);
-      current.set(id, commit);
-      running.set(`${id}@${placedRev}`, { commit: `${id}@${t.commitId ?? ''}`, placedAt: t.placedAt ?? 0, rev: ev.kv.modRevision });
-    } else if (t.state !== 'placed') {
-      current.delete(id);
-      const commit = `${id}@${t.commitId ?? ''}`;
-      outcomes.set(commit, [...(outcomes.get(commit) ?? []), { state: t.state, rev: ev.kv.modRevision }]);
+  // A chunk record (src/state/task-chunks.ts) is the `running` record of every task it started.
+  const recordsIn = (kv: KeyValue): LiveTaskRecord[] => {
+    if (!isChunkKey(kv.key)) return [parseJson<LiveTaskRecord>(kv)].filter((t): t is LiveTaskRecord => !!t);
+    const rest = tail('tasks', kv.key);
+    return chunkTaskRecords(rest.slice(0, rest.lastIndexOf('/')), kv);
+  };
+  for (const ev of input.events.filter(under('tasks')))
+    for (const t of ev.type === 'put' ? recordsIn(ev.kv) : []) {
+      const id = tid(t.job, t.index);
+      const placedRev = placedRevisionOf(t, ev.kv.modRevision);
+      if (t.state === 'running' && placedRev !== undefined) {
+        const cur = current.get(id);
+        const commit = t.commitId ?? `@${placedRev}`;
+        if (cur !== undefined && cur !== commit)
+          v('recorded-runs-overlap', `${id} recorded running for commit ${commit} at revision ${ev.kv.modRevision} while commit ${cur} had not ended`);
+        current.set(id, commit);
+        running.set(`${id}@${placedRev}`, { commit: `${id}@${t.commitId ?? ''}`, placedAt: t.placedAt ?? 0, rev: ev.kv.modRevision });
+      } else if (t.state !== 'placed') {
+        current.delete(id);
+        const commit = `${id}@${t.commitId ?? ''}`;
+        outcomes.set(commit, [...(outcomes.get(commit) ?? []), { state: t.state, rev: ev.kv.modRevision }]);
+      }
     }
-  }
 
   // --- Execution records against etcd. Each grouping below walks runs in start order.
   for (const m of input.malformed ?? []) v('record-malformed', m);
@@ -400,7 +406,15 @@ export function check(input: CheckInput): CheckReport {
 
   // --- Outcomes backed by runs; leaks at the end.
   const completed = new Set(runs.filter((r) => r.how === 'exit0').map((r) => commitOf.get(r.id)));
-  const finalTasks = input.final.tasks.map((kv) => parseJson<LiveTaskRecord>(kv) as LiveTaskRecord);
+  // Each task's own record, or its chunk's while it has none.
+  const latest = new Map<string, { t: LiveTaskRecord; rev: number }>();
+  for (const kv of input.final.tasks) {
+    for (const t of recordsIn(kv)) {
+      const id = tid(t.job, t.index);
+      if ((latest.get(id)?.rev ?? -1) < kv.modRevision) latest.set(id, { t, rev: kv.modRevision });
+    }
+  }
+  const finalTasks = [...latest.values()].map((e) => e.t);
   for (const t of finalTasks) {
     if (t.state === 'succeeded' && !completed.has(`${tid(t.job, t.index)}@${t.commitId ?? ''}`))
       v('success-without-run', `${tid(t.job, t.index)} recorded succeeded (commit ${t.commitId ?? '?'}) with no completed run of that placement`);

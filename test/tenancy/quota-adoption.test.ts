@@ -9,7 +9,6 @@ import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
-import type { LiveTaskRecord } from '../../src/state/live-records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { putNamespace } from '../../src/tenancy/namespaces.ts';
@@ -18,6 +17,7 @@ import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { submit, waitFinal } from '../support/live.ts';
+import { taskRecords } from '../support/task-records.ts';
 
 const clock = new SystemClock();
 const log = createLogger('quota-adopt', 'silent');
@@ -83,8 +83,7 @@ describe('quota allotment across an adoption (etcd)', () => {
     ca = schedulerClient(`127.0.0.1:${a.port}`);
     const job = await submit(ca, { specJson: JSON.stringify({ name: 'held', profile: 'spark-lr', tasks: 3, durationMs: 7000 }), namespace: 'qa' });
     const liveTokens = async (): Promise<string[]> =>
-      (await nodeStore.range(keys.tasks(job.jobId))).kvs
-        .map((kv) => JSON.parse(kv.value) as LiveTaskRecord)
+      (await taskRecords(nodeStore, keys, job.jobId))
         .filter((t) => t.state === 'placed' || t.state === 'running')
         .map((t) => quotaToken(t.index, t.commitId ?? ''))
         .sort();

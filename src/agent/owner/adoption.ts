@@ -14,8 +14,9 @@
  * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
  * the survivors keep their own leases and work meanwhile.
  */
-import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../state/live-records.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';
+import { tasksAsRead } from '../../state/task-chunks.ts';
 import { errorMessage } from '../../util/errors.ts';
 import type { Compare, TxnResult } from '../../store/types.ts';
 import { mergeTask, newOwned, ownerFence, type AdoptWindow, type OwnerContext } from './context.ts';
@@ -146,10 +147,8 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
   o.quotaReconcile = o.quota;
-  for (const t of res.responses[ours ? 0 : 1] ?? []) {
-    const r = m.live.parseTask(t.key);
-    if (r) mergeTask(o, r.index, parseJson<LiveTaskRecord>(t), t.modRevision);
-  }
+  // The tasks' own records, and the chunk records of those whose first placement started them.
+  for (const [index, t] of tasksAsRead(k, res.responses[ours ? 0 : 1] ?? [], (key) => m.live.parseTask(key))) mergeTask(o, index, t.rec, t.rev, t.implied);
   // What arrived while the transaction was out: newer records replace what it read. (A change
   // of the job record made meanwhile, a cancellation, reaches the owner anyway: its next write
   // of the record compares the revision it read, fails, and takes the newer record.)

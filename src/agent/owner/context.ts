@@ -93,6 +93,16 @@ export interface JobManagerOptions {
 export interface TaskView {
   rec: LiveTaskRecord;
   rev: number;
+  /**
+   * The record is the one the task's chunk implies (state/task-chunks.ts): the task's own key
+   * does not exist, and a write about the task compares it as absent (taskKeyRev).
+   */
+  implied?: true;
+}
+
+/** The mod revision of the task's own key as the owner knows it: what a write about the task compares. */
+export function taskKeyRev(v: TaskView | undefined): number {
+  return !v || v.implied ? 0 : v.rev;
 }
 
 export interface Owned {
@@ -314,15 +324,18 @@ function kept(o: Owned, rec: LiveTaskRecord): LiveTaskRecord {
   return rec;
 }
 
-/** Records a task's newer record (older revisions are ignored) and marks it for evaluation. */
-export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefined, rev: number): void {
+/**
+ * Records a task's newer record (older revisions are ignored) and marks it for evaluation;
+ * `implied`: the record its chunk implies, its own key absent (TaskView.implied).
+ */
+export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefined, rev: number, implied = false): void {
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
   if (o.quota) quotaTransition(o, index, cur?.rec, full);
   const rec = full && kept(o, full);
   if (rec) {
-    o.tasks.set(index, { rec, rev });
+    o.tasks.set(index, implied ? { rec, rev, implied: true } : { rec, rev });
     o.counts.set(rec.state, (o.counts.get(rec.state) ?? 0) + 1);
     if ((rec.state === 'placed' || rec.state === 'running') && rec.ru) {
       let on = o.byServer.get(rec.ru.server);
@@ -449,7 +462,8 @@ export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req
       const t = Number(key.slice(prefix.length));
       const kv = res.responses[1 + failure.length + i]?.[0];
       if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
-      else if (o.tasks.has(t)) mergeTask(o, t, undefined, res.revision);
+      // No record of its own: gone, unless it never had one (its chunk's still holds).
+      else if (o.tasks.has(t) && !o.tasks.get(t)?.implied) mergeTask(o, t, undefined, res.revision);
     });
     if (taskKeys.length > 0) m.evaluate(o);
   }

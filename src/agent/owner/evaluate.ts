@@ -8,7 +8,7 @@ import { trace } from '../../util/trace.ts';
 import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
 import { replaceAfter } from '../../state/node-fence.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
-import { commitFence, fmtDuration, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, fmtDuration, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
@@ -240,7 +240,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
   const p = o.agent
     .schedule(o.spec, tasks, {
       attempt: (t) => nextAttempt(o.tasks.get(t)?.rec),
-      taskRev: (t) => o.tasks.get(t)?.rev ?? 0,
+      taskRev: (t) => taskKeyRev(o.tasks.get(t)),
       previous: (t) => attemptHistory(o.tasks.get(t)?.rec),
     })
     .then(

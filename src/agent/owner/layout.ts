@@ -19,7 +19,13 @@ import { TarcilError } from '../../util/errors.ts';
 import { scheduleAdopt } from './adoption.ts';
 import type { OwnerContext } from './context.ts';
 
-export const LAYOUT_VERSION = 2;
+/**
+ * 3: a task's first placement writes its chunk's record, not its own (state/task-chunks.ts); the
+ * records of layout 2 read the same under it, so its upgrade only writes the version. A front-end
+ * of layout 2 would take a task whose record is its chunk's for one never placed: it refuses a
+ * cell of layout 3 at start.
+ */
+export const LAYOUT_VERSION = 3;
 
 /** The cell's layout as stored: `current` when it is this one's; throws for a newer one. */
 export async function readLayout(store: ClusterStore, keys: Keys): Promise<{ current: boolean; rev: number }> {

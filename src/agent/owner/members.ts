@@ -32,6 +32,8 @@ export interface MembersOptions {
   clock: Clock;
   log: Logger;
   process: string;
+  /** The store layout this front-end writes, in its record (agent/owner/layout.ts). */
+  layout: number;
   /** A member's record went (its lease ended): its jobs are to be adopted. Also after a re-list. */
   onGone(lease: string | undefined): void;
   /** A cancellation's mark for `job` (put, or listed). */
@@ -117,8 +119,13 @@ export class Members {
   }
 
   private record(placing: boolean): string {
-    const rec: MemberRecord = { process: this.o.process, since: this.o.clock.now(), placing };
+    const rec: MemberRecord = { process: this.o.process, since: this.o.clock.now(), placing, layout: this.o.layout };
     return JSON.stringify(rec);
+  }
+
+  /** The processes of the members whose release writes an older store layout than this one. */
+  older(): string[] {
+    return [...this.live.values()].filter((r) => (r.layout ?? 2) < this.o.layout).map((r) => r.process);
   }
 
   private onMember(kv: KeyValue, deleted: boolean): void {

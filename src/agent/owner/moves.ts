@@ -19,7 +19,7 @@ import type { KeyValue } from '../../store/types.ts';
 import { own } from '../../util/dict.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
-import { commitFence, fencedTxn, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, fencedTxn, taskKeyRev, type OwnerContext, type Owned } from './context.ts';
 import { replaceAt } from './evaluate.ts';
 import { markLost } from './transitions.ts';
 
@@ -122,7 +122,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
       from,
       fromRev: oldKv.modRevision,
       fromRec: old,
-      taskRev: cur.rev,
+      taskRev: taskKeyRev(cur),
       attempt: cur.rec.attempt + 1,
       previous: attemptHistory({ ...cur.rec, message: `moved: ${reason}` }) ?? [],
       moves,
@@ -274,7 +274,7 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
       const res = await fencedTxn(m, o, lease, {
         compare: [
           { key: newKv.key, target: 'mod', op: '==', value: newKv.modRevision },
-          { key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev },
+          { key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) },
         ],
         success: [{ type: 'put', key: newKv.key, value: JSON.stringify(rest) }],
       });

@@ -223,7 +223,8 @@ export class TaskRefresher {
               const kv = res.responses[j]?.[0];
               const cur = o.tasks.get(t);
               if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
-              else if (cur) mergeTask(o, t, undefined, res.revision);
+              // No record of its own: gone, unless it never had one (its chunk's still holds).
+              else if (cur && !cur.implied) mergeTask(o, t, undefined, res.revision);
               // A record that names an RU holding something else: the node's report may land on
               // the record alone; read it again until it moves on.
               const rec = o.tasks.get(t)?.rec;

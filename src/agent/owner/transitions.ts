@@ -13,7 +13,7 @@ import type { Compare, KeyValue, Op } from '../../store/types.ts';
 import { errorMessage, TarcilError } from '../../util/errors.ts';
 import { summarize } from './summary.ts';
 import { changeJobTokens, isLiveTask, quotaToken, updateJobTokens } from '../../tenancy/quota.ts';
-import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, type OwnerContext, type Owned, type TaskView } from './context.ts';
+import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
 export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
@@ -26,7 +26,7 @@ export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskVi
   const next: LiveTaskRecord = { ...cur.rec, state: 'lost', endedAt: m.o.clock.now(), message: why };
   // The task record is the fence against the node: a monitor that comes back and adopts the
   // task, or reports its outcome, rewrites it, and this write then fails.
-  const compare: Compare[] = [{ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev }];
+  const compare: Compare[] = [{ key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) }];
   const success: Op[] = [{ type: 'put', key: k.task(o.id, t), value: JSON.stringify(next) }];
   if (ruKv && ru && ru.job === o.id && ru.task === t) {
     // The RU record goes with its server: a node that comes back registers its RUs afresh.
@@ -87,7 +87,7 @@ async function releaseDirectly(m: OwnerContext, o: Owned, t: number, cur: TaskVi
       success.push({ type: 'delete', key: ruKv.key });
     }
   } else {
-    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur.rev });
+    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) });
   }
   const res = await fencedTxn(m, o, lease, { compare, success });
   if (res.succeeded) mergeTask(o, t, next, res.revision);
@@ -106,7 +106,7 @@ export async function setTaskStates(m: OwnerContext, o: Owned, tasks: number[], 
     const cur = o.tasks.get(t);
     const rec: LiveTaskRecord = { ...(cur?.rec ?? { job: o.id, index: t, attempt: 0 }), state, endedAt: now, message };
     next.set(t, rec);
-    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: cur?.rev ?? 0 });
+    compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) });
     success.push({ type: 'put', key: k.task(o.id, t), value: JSON.stringify(rec) });
   }
   const res = await fencedTxn(m, o, lease, { compare, success });

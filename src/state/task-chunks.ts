@@ -1,0 +1,235 @@
+/**
+ * A task's first placement writes no task record of its own: the placement transaction writes one
+ * chunk record for all the tasks it started (`tasks/<job>/<first>p`, one per block of 10,000
+ * tasks it touches), which says where each runs. Until something else is written about a task
+ * (its outcome, a loss, a cancellation, a preemption, a node adopting it under a new lease), its
+ * record is the one its chunk implies: `running` on its RU since the placement, the placement's
+ * revision its `placedRevision`. Whoever writes about such a task compares its own key's revision
+ * as absent (0) and writes the whole record, which from then on takes the chunk's place.
+ *
+ * The chunk key shares its task block's prefix (`blockPrefix`), so a read of a job's task records,
+ * or of one block of them, also reads the chunks; it does not parse as a task key (`parseTask`).
+ */
+import type { RuRef } from '../model/types.ts';
+import type { KeyValue } from '../store/types.ts';
+import type { Keys } from './keys.ts';
+import type { LiveTaskRecord } from './live-records.ts';
+import { parseJson } from './records.ts';
+
+/** Task indexes per block: a job's task keys of one block share a key prefix (GetJob and WatchJob read a block at a time). */
+export const TASK_BLOCK = 10_000;
+
+/** The key prefix of block `b` of a job's tasks (indexes b·TASK_BLOCK to (b+1)·TASK_BLOCK − 1), and of their chunks. */
+export function blockPrefix(keys: Keys, job: string, b: number): string {
+  const a = keys.task(job, b * TASK_BLOCK);
+  const z = keys.task(job, (b + 1) * TASK_BLOCK - 1);
+  let i = 0;
+  while (i < a.length && a[i] === z[i]) i++;
+  return a.slice(0, i);
+}
+
+/** One task a placement started. */
+export interface ChunkTask {
+  t: number;
+  ru: RuRef;
+  /** The revision the choice was based on (the server's epoch under the `server` scope). */
+  b: number;
+  /** The node's disconnect grace as the placing agent knew it (PlacedTaskRecord.nodeGraceMs). */
+  g?: number;
+}
+
+/** Value of `tasks/<job>/<first>p`: the tasks one placement transaction started in one block. */
+export interface TaskChunkRecord {
+  commitId: string;
+  agent: string;
+  at: number;
+  tasks: ChunkTask[];
+}
+
+/** The chunk records a placement writes for the tasks it starts: one per block touched, keyed by its first task there. */
+export function chunkPuts(keys: Keys, job: string, rec: Omit<TaskChunkRecord, 'tasks'>, tasks: readonly ChunkTask[]): { key: string; value: string }[] {
+  const byBlock = new Map<number, ChunkTask[]>();
+  for (const t of tasks) {
+    const b = Math.floor(t.t / TASK_BLOCK);
+    let list = byBlock.get(b);
+    if (!list) byBlock.set(b, (list = []));
+    list.push(t);
+  }
+  const out: { key: string; value: string }[] = [];
+  for (const list of byBlock.values()) {
+    const first = list.reduce((m, t) => Math.min(m, t.t), Number.POSITIVE_INFINITY);
+    out.push({ key: keys.taskChunk(job, first), value: JSON.stringify({ ...rec, tasks: list } satisfies TaskChunkRecord) });
+  }
+  return out;
+}
+
+/** The chunk key a placement of `tasks` (started ones) writes for `task`'s block: where its commit is found. */
+export function chunkKeyOf(keys: Keys, job: string, task: number, started: readonly number[]): string {
+  const b = Math.floor(task / TASK_BLOCK);
+  let first = task;
+  for (const t of started) if (Math.floor(t / TASK_BLOCK) === b && t < first) first = t;
+  return keys.taskChunk(job, first);
+}
+
+/** Whether a key under `tasks/` is a chunk record's. */
+export function isChunkKey(key: string): boolean {
+  return key.endsWith('p');
+}
+
+/** The task records a chunk implies (`running` on their RUs, placed at the chunk's revision). */
+export function chunkTaskRecords(job: string, kv: KeyValue): LiveTaskRecord[] {
+  const rec = parseJson<TaskChunkRecord>(kv);
+  if (!rec || !Array.isArray(rec.tasks)) return [];
+  const out: LiveTaskRecord[] = [];
+  for (const t of rec.tasks) {
+    if (!t || typeof t.t !== 'number' || !t.ru || typeof t.ru.server !== 'string') continue;
+    out.push(impliedRecord(job, t, rec, kv.modRevision));
+  }
+  return out;
+}
+
+function impliedRecord(job: string, t: ChunkTask, rec: TaskChunkRecord, rev: number): LiveTaskRecord {
+  const r: LiveTaskRecord & { basedOn: number } = {
+    job,
+    index: t.t,
+    state: 'running',
+    ru: { server: t.ru.server, index: t.ru.index },
+    attempt: 0,
+    placedAt: rec.at,
+    startedAt: rec.at,
+    basedOn: t.b,
+    commitId: rec.commitId,
+    agent: rec.agent,
+    placedRevision: rev,
+  };
+  if (t.g !== undefined) r.nodeGraceMs = t.g;
+  return r;
+}
+
+/** One task's record as read: its own, or (`implied`) the one its chunk implies; `rev` the revision it was written at. */
+export interface TaskAsRead {
+  rec: LiveTaskRecord;
+  rev: number;
+  implied: boolean;
+}
+
+/**
+ * The records of a job's tasks from a read of its `tasks/<job>/` keys (or of one block): each
+ * task's own record, or where the newer one is its chunk's (a task's own record, once written,
+ * is always newer), the implied one. Keys that are neither are left out.
+ */
+export function tasksAsRead(
+  keys: Keys,
+  kvs: readonly KeyValue[],
+  parseTask: (key: string) => { job: string; index: number } | undefined,
+): Map<number, TaskAsRead> {
+  const out = new Map<number, TaskAsRead>();
+  const put = (index: number, v: TaskAsRead): void => {
+    const cur = out.get(index);
+    if (!cur || cur.rev < v.rev) out.set(index, v);
+  };
+  for (const kv of kvs) {
+    if (isChunkKey(kv.key)) {
+      const job = chunkJob(keys, kv.key);
+      if (job === undefined) continue;
+      for (const rec of chunkTaskRecords(job, kv)) put(rec.index, { rec, rev: kv.modRevision, implied: true });
+      continue;
+    }
+    const ref = parseTask(kv.key);
+    const rec = parseJson<LiveTaskRecord>(kv);
+    if (ref && rec) put(ref.index, { rec, rev: kv.modRevision, implied: false });
+  }
+  return out;
+}
+
+/** The job of a chunk key (`tasks/<job>/<first>p`). */
+export function chunkJob(keys: Keys, key: string): string | undefined {
+  const base = keys.allTasks();
+  if (!key.startsWith(base) || !isChunkKey(key)) return undefined;
+  const rest = key.slice(base.length);
+  const slash = rest.lastIndexOf('/');
+  return slash > 0 ? rest.slice(0, slash) : undefined;
+}
+
+/**
+ * The record of a task running on `ru` whose first placement started it (PlacedRuRecord
+ * `startRecorded`) and of which nothing else was written: what its chunk implies, read off the RU
+ * record (which holds the same) by a node that has no need to read the chunk.
+ */
+export function impliedFromRu(
+  ref: RuRef,
+  ru: { job: string; task: number; commitId: string; agent: string; since: number; basedOn: number },
+  placedRevision: number,
+): LiveTaskRecord {
+  return impliedRecord(ru.job, { t: ru.task, ru: ref, b: ru.basedOn }, { commitId: ru.commitId, agent: ru.agent, at: ru.since, tasks: [] }, placedRevision);
+}
+
+/** One task of a block as read: its own record's key-value (not parsed yet) and the record its chunk implies. */
+export interface BlockEntry {
+  own?: KeyValue;
+  implied?: { rec: LiveTaskRecord; rev: number };
+}
+
+/**
+ * The tasks that have a record in a read of a block of a job's keys, by index, without parsing
+ * the tasks' own records (only the chunks'): how many there are, and which, before any is parsed.
+ */
+export function blockEntries(
+  keys: Keys,
+  kvs: readonly KeyValue[],
+  parseTask: (key: string) => { job: string; index: number } | undefined,
+): Map<number, BlockEntry> {
+  const out = new Map<number, BlockEntry>();
+  const entry = (i: number): BlockEntry => {
+    let e = out.get(i);
+    if (!e) out.set(i, (e = {}));
+    return e;
+  };
+  for (const kv of kvs) {
+    if (isChunkKey(kv.key)) {
+      const job = chunkJob(keys, kv.key);
+      if (job === undefined) continue;
+      for (const rec of chunkTaskRecords(job, kv)) {
+        const e = entry(rec.index);
+        if (!e.implied || e.implied.rev < kv.modRevision) e.implied = { rec, rev: kv.modRevision };
+      }
+    } else {
+      const ref = parseTask(kv.key);
+      if (ref) entry(ref.index).own = kv;
+    }
+  }
+  return out;
+}
+
+/** The task's record from its block entry: its own, unless the chunk's is newer (or it has none). */
+export function entryRecord(e: BlockEntry): LiveTaskRecord | undefined {
+  const own = e.own ? parseJson<LiveTaskRecord>(e.own) : undefined;
+  if (own && e.own && (!e.implied || e.own.modRevision > e.implied.rev)) return own;
+  return e.implied?.rec ?? own;
+}
+
+/** The first task of a chunk key (`tasks/<job>/<first>p`): its block is the chunk's. */
+export function chunkFirst(key: string): number | undefined {
+  if (!isChunkKey(key)) return undefined;
+  const slash = key.lastIndexOf('/');
+  const n = Number(key.slice(slash + 1, -1));
+  return Number.isInteger(n) ? n : undefined;
+}
+
+/**
+ * Each task's record in a read of `tasks/` keys of several jobs, keyed `<job>#<index>`: its own,
+ * or its chunk's while that is newer (a task's own record, once written, always is).
+ */
+export function latestTasks(keys: Keys, kvs: readonly KeyValue[]): Map<string, LiveTaskRecord> {
+  const latest = new Map<string, { rec: LiveTaskRecord; rev: number }>();
+  for (const kv of kvs) {
+    const job = chunkJob(keys, kv.key);
+    const recs = job !== undefined ? chunkTaskRecords(job, kv) : [parseJson<LiveTaskRecord>(kv)];
+    for (const rec of recs) {
+      if (!rec || typeof rec.job !== 'string' || typeof rec.index !== 'number') continue;
+      const id = `${rec.job}#${rec.index}`;
+      if ((latest.get(id)?.rev ?? -1) < kv.modRevision) latest.set(id, { rec, rev: kv.modRevision });
+    }
+  }
+  return new Map([...latest].map(([id, v]) => [id, v.rec]));
+}
