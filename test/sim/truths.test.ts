@@ -6,7 +6,7 @@ import { COMMITTED_TRUTH, DEFAULT_PERF, makeTruth } from '../../src/model/perf.t
 import { runSim } from '../../src/sim/run.ts';
 import { w3 } from '../../src/sim/workloads.ts';
 import type { World } from '../../src/sim/world.ts';
-import { mergeSummary, ORACLE, parseSummary, runTruths, TRUTH_POLICIES, TRUTHS, type TruthSummaryRow } from '../../src/sim/experiments/truths.ts';
+import { mergeSummary, onlyPolicies, ORACLE, parseSummary, runTruths, TRUTH_POLICIES, TRUTHS, type TruthSummaryRow } from '../../src/sim/experiments/truths.ts';
 import { writeResultFile } from '../../src/cli/bench.ts';
 
 const quiet = { quick: true, seed: 1, progress: () => undefined };
@@ -135,5 +135,13 @@ describe('bench truths', () => {
     ]);
     expect(() => parseSummary('{}')).toThrow(/must be an array/);
     expect(() => parseSummary('[{"truth":"committed","policy":"tarcil","seed":1,"pctIdeal":1}]')).toThrow(/row 0 must have/);
+  });
+
+  it('a reduced run names its policies with commas, or with semicolons when a name has a comma of its own; the oracle is always run', () => {
+    const names = (x: string): string[] => onlyPolicies(TRUTH_POLICIES, x).map((p) => p.name);
+    expect(names('tarcil,centralized')).toEqual(['tarcil', 'centralized', ORACLE]);
+    expect(names("tarcil;tarcil, paper's Q, no loop;sparrow")).toEqual(['tarcil', "tarcil, paper's Q, no loop", 'sparrow', ORACLE]);
+    expect(() => names("tarcil,tarcil, paper's Q, no loop")).toThrow(/no policy 'paper's Q'/);
+    expect(onlyPolicies(TRUTH_POLICIES, undefined)).toBe(TRUTH_POLICIES);
   });
 });

@@ -194,7 +194,8 @@ export function truthsSize(ctx: ExperimentContext): TruthsSize {
 
 /**
  * A reduced run: `TARCIL_TRUTHS_POLICIES=tarcil,centralized` runs those rows only, the oracle
- * always (every row is read against it); the report's command says so.
+ * always (every row is read against it); the report's command says so. Names with a comma of
+ * their own ("tarcil, paper's Q, no loop") are given with `;` between the names instead.
  */
 export const TRUTHS_POLICIES_ENV = 'TARCIL_TRUTHS_POLICIES';
 
@@ -202,7 +203,7 @@ export function onlyPolicies(all: readonly TruthPolicy[], names: string | undefi
   if (!names) return all;
   const want = new Set(
     names
-      .split(',')
+      .split(names.includes(';') ? ';' : ',')
       .map((x) => x.trim())
       .filter(Boolean),
   );
@@ -323,7 +324,11 @@ export function runTruths(ctx: ExperimentContext, size: TruthsSize): ExperimentR
   return {
     ...base('truths', 'Every policy under every ground truth: W3 as % of ideal and % of the oracle, and the worst jobs against the oracle', ctx, t0),
     ...(!ctx.quick && policies.length < TRUTH_POLICIES.length
-      ? { extra: { command: `${TRUTHS_POLICIES_ENV}='${policies.map((p) => p.name).join(',')}' tarcil bench truths --seed ${ctx.seed}` } }
+      ? {
+          extra: {
+            command: `${TRUTHS_POLICIES_ENV}="${policies.map((p) => p.name).join(policies.some((p) => p.name.includes(',')) ? ';' : ',')}" tarcil bench truths --seed ${ctx.seed}`,
+          },
+        }
       : {}),
     rows,
     tables,
