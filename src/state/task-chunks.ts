@@ -124,20 +124,9 @@ export function tasksAsRead(
   parseTask: (key: string) => { job: string; index: number } | undefined,
 ): Map<number, TaskAsRead> {
   const out = new Map<number, TaskAsRead>();
-  const put = (index: number, v: TaskAsRead): void => {
-    const cur = out.get(index);
-    if (!cur || cur.rev < v.rev) out.set(index, v);
-  };
-  for (const kv of kvs) {
-    if (isChunkKey(kv.key)) {
-      const job = chunkJob(keys, kv.key);
-      if (job === undefined) continue;
-      for (const rec of chunkTaskRecords(job, kv)) put(rec.index, { rec, rev: kv.modRevision, implied: true });
-      continue;
-    }
-    const ref = parseTask(kv.key);
-    const rec = parseJson<LiveTaskRecord>(kv);
-    if (ref && rec) put(ref.index, { rec, rev: kv.modRevision, implied: false });
+  for (const [i, e] of blockEntries(keys, kvs, parseTask)) {
+    const read = entryAsRead(e);
+    if (read) out.set(i, read);
   }
   return out;
 }
@@ -202,10 +191,15 @@ export function blockEntries(
 }
 
 /** The task's record from its block entry: its own, unless the chunk's is newer (or it has none). */
-export function entryRecord(e: BlockEntry): LiveTaskRecord | undefined {
+export function entryAsRead(e: BlockEntry): TaskAsRead | undefined {
   const own = e.own ? parseJson<LiveTaskRecord>(e.own) : undefined;
-  if (own && e.own && (!e.implied || e.own.modRevision > e.implied.rev)) return own;
-  return e.implied?.rec ?? own;
+  if (own && e.own && (!e.implied || e.own.modRevision > e.implied.rev)) return { rec: own, rev: e.own.modRevision, implied: false };
+  return e.implied ? { rec: e.implied.rec, rev: e.implied.rev, implied: true } : undefined;
+}
+
+/** The task's record from its block entry (entryAsRead). */
+export function entryRecord(e: BlockEntry): LiveTaskRecord | undefined {
+  return entryAsRead(e)?.rec;
 }
 
 /** The first task of a chunk key (`tasks/<job>/<first>p`): its block is the chunk's. */

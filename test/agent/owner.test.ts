@@ -281,46 +281,14 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(a.ownedJobs()).toEqual([]);
   });
 
-  it('a commit whose answer was lost and which lands just before the retry places nothing twice: the retry fails on its chunk key and takes the tasks as placed', async () => {
-    cell = new OwnerCell();
-    await cell.seed(2, 4);
-    const startRev = await cell.store.revision();
-    // The first placement transaction fails at once and reaches the store only when the next one
-    // is sent: the read-back finds nothing, the agent places the task again, and the first
-    // commit lands just before the second.
-    let late: TxnRequest | undefined;
-    const racing = wrapStore(cell.store, {
-      txn: async (req) => {
-        if (putsRu(req, 'busy') && late === undefined) {
-          late = req;
-          throw new TarcilError('UNAVAILABLE', 'connection reset before the answer');
-        }
-        if (putsRu(req, 'busy') && late) {
-          await cell!.store.txn(late);
-          late = { compare: [], success: [] };
-        }
-        return cell!.store.txn(req);
-      },
-    });
-    const a = await cell.owner('A', racing);
-    const job = makeJob('late-1', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
-    await a.submit(job);
-    await cell.until(async () => (await cell!.busy(job.id)).length >= 1, 10_000);
-    await cell.advance(2000);
-    // One RU holds the task, and the task record names that RU's commit.
-    const busy = await cell.busy(job.id);
-    expect(busy.length).toBe(1);
-    const [task] = await tasksOf(cell, job.id);
-    expect(task?.commitId).toBe(busy[0]!.rec.commitId);
-    expect(await cell.finishTasks(job.id)).toBe(1);
-    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
-    const f = await audit(cell.store, cell.keys, startRev);
-    expect(f.doubleBooked).toBe(0);
-    expect(f.heldTwice).toBe(0);
-    expect([...f.orphanOwners, ...f.orphanQueue, ...f.orphanRus, ...f.strayRus]).toEqual([]);
-  });
-
-  it('a commit whose answer was lost and which lands just after the retry fails: the retry wrote the task record the late one compares absent', async () => {
+  // The first placement transaction fails at once and reaches the store only when the retry is
+  // sent: the read-back finds nothing, and the agent places the task again. Landing just before
+  // the retry, the late commit makes the retry fail on its chunk key (the owner takes the task as
+  // placed from it); landing just after, it fails on the task record the retry wrote.
+  it.each([
+    { lands: 'just before the retry', first: 'late' },
+    { lands: 'just after the retry', first: 'retry' },
+  ] as const)('a commit whose answer was lost and which lands $lands places nothing twice', async ({ first }) => {
     cell = new OwnerCell();
     await cell.seed(2, 4);
     const startRev = await cell.store.revision();
@@ -333,29 +301,31 @@ describe('job owner (embedded store, manual clock)', () => {
           throw new TarcilError('UNAVAILABLE', 'connection reset before the answer');
         }
         if (putsRu(req, 'busy') && late && lateLanded === undefined) {
+          if (first === 'late') lateLanded = (await cell!.store.txn(late)).succeeded;
           const res = await cell!.store.txn(req);
-          lateLanded = (await cell!.store.txn(late)).succeeded;
+          if (first === 'retry') lateLanded = (await cell!.store.txn(late)).succeeded;
           return res;
         }
         return cell!.store.txn(req);
       },
     });
     const a = await cell.owner('A', racing);
-    const job = makeJob('late-2', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
+    const job = makeJob(`late-${first}`, TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
     await a.submit(job);
     await cell.until(async () => (await cell!.busy(job.id)).length >= 1, 10_000);
     await cell.advance(2000);
-    expect(lateLanded).toBe(false);
-    // The retry wrote the task's own record (not a chunk's), and it is the one that holds the RU.
+    expect(lateLanded).toBe(first === 'late');
+    // One RU holds the task, and the task's record names that RU's commit.
     const busy = await cell.busy(job.id);
     expect(busy.length).toBe(1);
-    const own = parseJson<LiveTaskRecord>(await cell.store.get(cell.keys.task(job.id, 0)));
-    expect(own?.commitId).toBe(busy[0]!.rec.commitId);
+    const [task] = await tasksOf(cell, job.id);
+    expect(task?.commitId).toBe(busy[0]!.rec.commitId);
     expect(await cell.finishTasks(job.id)).toBe(1);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
     const f = await audit(cell.store, cell.keys, startRev);
     expect(f.doubleBooked).toBe(0);
     expect(f.heldTwice).toBe(0);
+    expect([...f.orphanOwners, ...f.orphanQueue, ...f.orphanRus, ...f.strayRus]).toEqual([]);
   });
 
   it('a cancelled job whose tasks are preempted while their kill is in flight still ends cancelled', async () => {
