@@ -106,6 +106,9 @@ function impliedRecord(job: string, t: ChunkTask, rec: TaskChunkRecord, rev: num
   return r;
 }
 
+/** A task key's job and index (LiveKeys.parseTask); undefined for any other key. */
+export type TaskKeyParser = (key: string) => { job: string; index: number } | undefined;
+
 /** One task's record as read: its own, or (`implied`) the one its chunk implies; `rev` the revision it was written at. */
 export interface TaskAsRead {
   rec: LiveTaskRecord;
@@ -118,11 +121,7 @@ export interface TaskAsRead {
  * task's own record, or where the newer one is its chunk's (a task's own record, once written,
  * is always newer), the implied one. Keys that are neither are left out.
  */
-export function tasksAsRead(
-  keys: Keys,
-  kvs: readonly KeyValue[],
-  parseTask: (key: string) => { job: string; index: number } | undefined,
-): Map<number, TaskAsRead> {
+export function tasksAsRead(keys: Keys, kvs: readonly KeyValue[], parseTask: TaskKeyParser): Map<number, TaskAsRead> {
   const out = new Map<number, TaskAsRead>();
   for (const [i, e] of blockEntries(keys, kvs, parseTask)) {
     const read = entryAsRead(e);
@@ -163,11 +162,7 @@ export interface BlockEntry {
  * The tasks that have a record in a read of a block of a job's keys, by index, without parsing
  * the tasks' own records (only the chunks'): how many there are, and which, before any is parsed.
  */
-export function blockEntries(
-  keys: Keys,
-  kvs: readonly KeyValue[],
-  parseTask: (key: string) => { job: string; index: number } | undefined,
-): Map<number, BlockEntry> {
+export function blockEntries(keys: Keys, kvs: readonly KeyValue[], parseTask: TaskKeyParser): Map<number, BlockEntry> {
   const out = new Map<number, BlockEntry>();
   const entry = (i: number): BlockEntry => {
     let e = out.get(i);
