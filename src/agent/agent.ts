@@ -26,7 +26,7 @@ import { agentConfig, type AgentConfig } from './config.ts';
 import { admissionVerdict, decide, type CoreContext } from './core.ts';
 import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
-import { commitPicks, type CommitHost, type CommitResult, type TaskStamp } from './commit.ts';
+import { commitPicks, type CommitHost, type CommitResult, type TaskStamp, type UnsureTask } from './commit.ts';
 import { scheduleGangReserved } from './gang.ts';
 import { placeIncremental, type ChunkHost } from './chunks.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
@@ -127,7 +127,7 @@ export class SchedulingAgent implements ChunkHost, CommitHost {
   private queue: PreemptedQueue | undefined;
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
   readonly serverTails = new Map<string, { base: number; result: Promise<number | undefined> }>();
-  readonly unsureCommits = new Map<string, Map<number, string>>();
+  readonly unsureCommits = new Map<string, Map<number, UnsureTask>>();
   private readonly onCommitted: AgentOptions['onCommitted'];
   private readonly fences = new Map<string, JobFence>();
   private readonly aborted = new Set<string>();

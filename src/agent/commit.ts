@@ -44,12 +44,20 @@ export interface CommitHost {
    * own records (a late landing compares them absent, and fails) and compares that chunk key
    * absent (so it fails if the late commit landed first): a task is never placed twice.
    */
-  readonly unsureCommits: Map<string, Map<number, string>>;
+  readonly unsureCommits: Map<string, Map<number, UnsureTask>>;
   nextCommitId(): string;
   fenceOf(jobId: string): { key: string; lease: string } | undefined;
   lostFence(jobId: string, lease: string): never;
   notifyCommitted(job: JobSpec, placements: readonly Placement[]): void;
   assertOpen(jobId?: string): void;
+}
+
+/** A task of a commit whose answer was lost (CommitHost.unsureCommits): its chunk key, and its pick's scores for when the commit shows up. */
+export interface UnsureTask {
+  chunk: string;
+  Q: number;
+  acceptable: boolean;
+  score: number;
 }
 
 /** How each task of one scheduling call is written (attempt number, the revision it compares). */
@@ -154,7 +162,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
       q: storedQ(p.quality.Q),
       ...(p.server.disconnectGraceMs !== undefined ? { nodeGraceMs: p.server.disconnectGraceMs } : {}),
       ...(p.victim ? { victim: p.victim } : {}),
-      ...(unsure?.has(tasks[i] as number) ? { unsureChunk: unsure.get(tasks[i] as number) } : {}),
+      ...(unsure?.has(tasks[i] as number) ? { unsureChunk: unsure.get(tasks[i] as number)?.chunk } : {}),
     })),
     scope: a.config.conflictScope,
     ruState,
@@ -185,8 +193,11 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     res = await resolveIndeterminate(a, job.id, key, commitId, err);
     if (!res && started.length > 0) {
       let m = a.unsureCommits.get(job.id);
-      if (!m) a.unsureCommits.set(job.id, (m = new Map<number, string>()));
-      for (const t of started) m.set(t, chunkKeyOf(a.keys, job.id, t, started));
+      if (!m) a.unsureCommits.set(job.id, (m = new Map<number, UnsureTask>()));
+      picks.forEach((p, i) => {
+        const t = tasks[i] as number;
+        if (txn.startRecorded[i]) m.set(t, { chunk: chunkKeyOf(a.keys, job.id, t, started), Q: p.quality.Q, acceptable: p.quality.acceptable, score: p.score });
+      });
     }
     if (!res) {
       chained?.settle(undefined);
@@ -259,16 +270,20 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     if (!kv) continue;
     // A commit whose answer was lost landed after all: its tasks run where it put them.
     unclaimAll();
-    const landed = chunkTaskRecords(job.id, kv).map((t): Placement => ({
-      task: t.index,
-      ru: t.ru as RuRef,
-      Q: 0,
-      acceptable: true,
-      score: 0,
-      commitRevision: kv.modRevision,
-      commitId: t.commitId ?? '',
-      startRecorded: true,
-    }));
+    // Scored as that commit's picks were (the scores it was decided on).
+    const landed = chunkTaskRecords(job.id, kv).map((t): Placement => {
+      const u = unsure?.get(t.index);
+      return {
+        task: t.index,
+        ru: t.ru as RuRef,
+        Q: u?.Q ?? 0,
+        acceptable: u?.acceptable ?? false,
+        score: u?.score ?? 0,
+        commitRevision: kv.modRevision,
+        commitId: t.commitId ?? '',
+        startRecorded: true,
+      };
+    });
     for (const p of landed) unsure?.delete(p.task);
     if (unsure?.size === 0) a.unsureCommits.delete(job.id);
     a.notifyCommitted(job, landed);
