@@ -8,9 +8,8 @@ import type * as grpc from '@grpc/grpc-js';
 import type { JobManager } from '../agent/lifecycle.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
-import { LiveKeys, type CordonRecord, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
-import { blockEntries, entryRecord } from '../state/task-chunks.ts';
-import { blockPrefix, SNAPSHOT_BLOCK } from './job-watch-events.ts';
+import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord } from '../state/live-records.ts';
+import { readFromBlock } from '../state/task-chunks.ts';
 import { parseJson } from '../state/records.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -212,9 +211,7 @@ export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<Tas
     let t = parseJson<LiveTaskRecord>(res.responses[1]?.[0]);
     if (!t) {
       // No record of its own: a task its placement started is in its block's chunk record (state/task-chunks.ts).
-      const block = await d.store.range(blockPrefix(k, id, Math.floor(task / SNAPSHOT_BLOCK)));
-      const e = blockEntries(k, block.kvs, (key) => new LiveKeys(k).parseTask(key)).get(task);
-      t = e ? entryRecord(e) : undefined;
+      t = await readFromBlock(d.store, k, id, task);
     }
     const server = t?.ru?.server ?? t?.server;
     if (!server) throw new TarcilError('FAILED_PRECONDITION', `task ${task} of job ${id} has not been placed yet: it has no log`);

@@ -8,10 +8,10 @@
  */
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
-import { LiveKeys, type LiveTaskRecord } from '../state/live-records.ts';
+import type { LiveTaskRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { outcomeTaskRecord, releaseRu, type TaskOutcome } from '../state/release.ts';
-import { blockEntries, blockPrefix, entryRecord, impliedFromRu, TASK_BLOCK } from '../state/task-chunks.ts';
+import { impliedFromRu, readFromBlock } from '../state/task-chunks.ts';
 import type { ClusterStore, Compare, KeyValue } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { OutcomeEntry } from './journal.ts';
@@ -53,9 +53,7 @@ async function read(n: NodeStore, a: { job: string; task: number; ruIndex: numbe
   let tk = taskOrImplied(parseJson<LiveTaskRecord>(taskKv), ref, ru, ruKv, a);
   if (!tk && !taskKv) {
     // No record of its own, and the RU no longer says: its chunk's, if its placement started it.
-    const block = await n.store.range(blockPrefix(n.keys, a.job, Math.floor(a.task / TASK_BLOCK)));
-    const e = blockEntries(n.keys, block.kvs, (key) => new LiveKeys(n.keys).parseTask(key)).get(a.task);
-    tk = e ? entryRecord(e) : undefined;
+    tk = await readFromBlock(n.store, n.keys, a.job, a.task);
   }
   return { ruKv, ru, taskKv, tk };
 }

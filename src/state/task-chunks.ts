@@ -11,9 +11,9 @@
  * or of one block of them, also reads the chunks; it does not parse as a task key (`parseTask`).
  */
 import type { RuRef } from '../model/types.ts';
-import type { KeyValue } from '../store/types.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Keys } from './keys.ts';
-import type { LiveTaskRecord } from './live-records.ts';
+import { LiveKeys, type LiveTaskRecord } from './live-records.ts';
 import { parseJson } from './records.ts';
 
 /** Task indexes per block: a job's task keys of one block share a key prefix (GetJob and WatchJob read a block at a time). */
@@ -221,4 +221,12 @@ export function latestTasks(keys: Keys, kvs: readonly KeyValue[]): Map<string, L
     }
   }
   return new Map([...latest].map(([id, v]) => [id, v.rec]));
+}
+
+/** One task's record read from its block (its own, or its chunk's): for a reader that found no record of its own under the task's key. */
+export async function readFromBlock(store: Pick<ClusterStore, 'range'>, keys: Keys, job: string, task: number): Promise<LiveTaskRecord | undefined> {
+  const block = await store.range(blockPrefix(keys, job, Math.floor(task / TASK_BLOCK)));
+  const live = new LiveKeys(keys);
+  const e = blockEntries(keys, block.kvs, (key) => live.parseTask(key)).get(task);
+  return e ? entryRecord(e) : undefined;
 }
