@@ -5,7 +5,7 @@ import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../../src/s
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
 import { newRun, startTxn } from '../../src/monitor/run.ts';
-import { PROGRESS_WRITE_MS } from '../../src/agent/owner/summary.ts';
+import { PROGRESS_WRITE_MS } from '../../src/agent/owner/plan.ts';
 import { PROGRESS_RECORD_MS } from '../../src/agent/owner/decisions.ts';
 import type { TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';

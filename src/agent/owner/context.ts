@@ -263,10 +263,6 @@ export const YIELD_EVERY = 5000;
 /** A later turn of the event loop, shared fairly with the process's other long passes. */
 export const yieldNow = laterTurn;
 
-export function fmtDuration(ms: number): string {
-  return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
-}
-
 /** The task changes the watch brought for a job while its adoption transaction was in flight. */
 export interface AdoptWindow {
   tasks: { index: number; rec: LiveTaskRecord | undefined; rev: number }[];

@@ -5,10 +5,10 @@
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
 import { trace } from '../../util/trace.ts';
-import { attemptHistory, isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
-import { replaceAfter } from '../../state/node-fence.ts';
+import { attemptHistory, type LiveTaskRecord } from '../../state/live-records.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
-import { commitFence, fmtDuration, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { planCancel, planTasks, planUnplaced, replaceDue, serversToCheck, type Facts, type NodeFact, type TaskStep } from './plan.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
@@ -54,20 +54,23 @@ export function evaluate(m: OwnerContext, o: Owned): void {
 
 /**
  * The tasks to look at: those whose records changed since the last evaluation, or all of them
- * after adoption, a cancellation or a failed evaluation (`full`).
+ * after adoption, a cancellation or a failed evaluation (`full`). A full pass over a large job
+ * yields to the event loop now and then.
  */
-function takeDirty(o: Owned): Iterable<number> {
-  if (o.full) {
-    o.full = false;
+async function takeDirty(o: Owned): Promise<number[]> {
+  if (!o.full) {
+    const list = [...o.dirty];
     o.dirty.clear();
-    const n = o.spec.tasks;
-    return (function* () {
-      for (let t = 0; t < n; t++) yield t;
-    })();
+    return list;
   }
-  const list = [...o.dirty];
+  o.full = false;
   o.dirty.clear();
-  return list;
+  const all: number[] = [];
+  for (let t = 0; t < o.spec.tasks; t++) {
+    if (t > 0 && t % YIELD_EVERY === 0) await yieldNow();
+    all.push(t);
+  }
+  return all;
 }
 
 async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
@@ -92,54 +95,44 @@ async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
   await writeSummary(m, o);
 }
 
+/** The tasks that changed: facts gathered, a plan made (plan.ts), the plan applied. */
 async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
-  const toSchedule: number[] = [];
-  let seen = 0;
-  for (const t of takeDirty(o)) {
-    if (++seen % YIELD_EVERY === 0) await yieldNow();
-    if (o.scheduling.has(t)) continue;
-    const cur = o.tasks.get(t);
-    const st = cur?.rec.state;
-    if (cur && st === 'placed' && cur.rec.movedFrom) {
-      // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone).
-      m.finishMove(o, t);
-      continue;
-    }
-    if (cur && (st === 'placed' || st === 'running') && cur.rec.ru && !m.servers.has(cur.rec.ru.server)) {
-      // The node's lease expired (or it never registered with us yet): confirm with the store.
-      const server = cur.rec.ru.server;
-      const alive = await m.o.store.get(m.o.keys.server(server));
-      if (!alive) {
-        // The node may still be running the task, cut off from the store: it keeps its tasks for
-        // its disconnect grace, so they are placed elsewhere only once that has run out.
-        const due = replaceAt(m, server, cur.rec.nodeGraceMs);
-        if (m.o.clock.now() < due) {
-          awaitNode(m, o, server, due);
-          continue;
-        }
-        const lost = await markLost(m, o, t, cur, `server ${server} left the cluster`);
-        if (o.dropped) return;
-        if (lost) toSchedule.push(t);
-        continue;
-      }
-    }
-    if (!cur || st === 'queued' || st === 'lost') toSchedule.push(t);
-  }
-  if (toSchedule.length === 0) return;
-  const f = m.feasibility(o.spec);
-  if (f.kind !== 'ok') {
-    await holdUnplaceable(m, o, toSchedule, f.reason);
-    return;
-  }
-  if (o.blockedSince !== undefined) {
-    o.blockedSince = undefined;
-    o.note = undefined;
-  }
-  await startSchedule(m, o, toSchedule);
+  const tasks = await takeDirty(o);
+  const facts = await gatherFacts(m, o, tasks);
+  if (o.dropped) return;
+  const steps = planTasks(o, tasks, facts);
+  if (steps.length > 0) await applyTasks(m, o, steps, facts);
 }
 
-/** The grace assumed for a node never seen registered whose grace no record gives (the monitor's default). */
-export const ASSUMED_GRACE_MS = 60_000;
+/**
+ * What planning needs from outside the job: for the nodes of its live tasks that are not
+ * registered here, whether the store still has them (one read per node), and if not since when
+ * they are known gone; the cell's feasibility for the job, asked only if there is something to place.
+ */
+async function gatherFacts(m: OwnerContext, o: Owned, tasks: readonly number[]): Promise<Facts> {
+  const registered = (server: string): boolean => m.servers.has(server);
+  const nodes = new Map<string, NodeFact>();
+  for (const server of serversToCheck(o, tasks, registered)) {
+    if (await m.o.store.get(m.o.keys.server(server))) nodes.set(server, { kind: 'up' });
+    else nodes.set(server, nodeGone(m, server));
+  }
+  return {
+    now: m.o.clock.now(),
+    nodes,
+    registered,
+    feasibility: () => m.feasibility(o.spec),
+    unplaceableTimeoutMs: m.unplaceableTimeoutMs,
+  };
+}
+
+/** A node gone from the store: seen leaving (with its grace), or never seen registered here (since when this process knows it gone). */
+function nodeGone(m: OwnerContext, server: string): Exclude<NodeFact, { kind: 'up' }> {
+  const c = m.cell.get(server);
+  if (c?.leftAt !== undefined) return { kind: 'left', leftAt: c.leftAt, graceMs: (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0 };
+  let since = m.unseenSince.get(server);
+  if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
+  return { kind: 'unseen', since };
+}
 
 /**
  * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
@@ -150,14 +143,49 @@ export const ASSUMED_GRACE_MS = 60_000;
  * monitor with `running`), else the default.
  */
 export function replaceAt(m: OwnerContext, server: string, recordedGraceMs?: number): number {
-  const c = m.cell.get(server);
-  if (c?.leftAt !== undefined) {
-    const grace = (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0;
-    return replaceAfter(c.leftAt, grace);
+  return replaceDue(nodeGone(m, server), recordedGraceMs);
+}
+
+/**
+ * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded (each
+ * its own fenced write), then the tasks to place (those never placed or queued, and the lost
+ * ones whose write landed) scheduled, held or failed as planUnplaced says.
+ */
+async function applyTasks(m: OwnerContext, o: Owned, steps: readonly TaskStep[], facts: Facts): Promise<void> {
+  const toPlace: number[] = [];
+  for (const s of steps) {
+    if (o.dropped) return;
+    if (s.kind === 'finish-move') m.finishMove(o, s.task);
+    else if (s.kind === 'await-node') awaitNode(m, o, s.server, s.due);
+    else if (s.kind === 'place') toPlace.push(s.task);
+    else {
+      const cur = o.tasks.get(s.task);
+      if (cur && (await markLost(m, o, s.task, cur, s.why))) toPlace.push(s.task);
+    }
   }
-  let since = m.unseenSince.get(server);
-  if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
-  return replaceAfter(since, recordedGraceMs ?? ASSUMED_GRACE_MS);
+  if (o.dropped || toPlace.length === 0) return;
+  const u = planUnplaced(o, facts);
+  if (u.kind === 'hold') {
+    o.blockedSince = u.since;
+    o.note = u.note;
+    for (const t of toPlace) o.dirty.add(t); // looked at again on the next tick (persistProgress)
+  } else if (u.kind === 'fail') {
+    o.blockedSince ??= facts.now;
+    o.note = u.note;
+    await setTaskStatesChunked(m, o, toPlace, 'failed', u.note);
+  } else {
+    if (o.blockedSince !== undefined) {
+      o.blockedSince = undefined;
+      o.note = undefined;
+    }
+    await startSchedule(m, o, toPlace);
+  }
+}
+
+/** Records tasks in a final state, as many per fenced transaction as the store takes. */
+async function setTaskStatesChunked(m: OwnerContext, o: Owned, tasks: readonly number[], state: 'failed' | 'cancelled', message: string): Promise<void> {
+  const per = Math.max(1, m.o.store.maxTxnOps - 2);
+  for (let i = 0; i < tasks.length && !o.dropped; i += per) await setTaskStates(m, o, tasks.slice(i, i + per), state, message);
 }
 
 /** Looks at the job's tasks on `server` again when its grace runs out (once per job and node). */
@@ -178,45 +206,18 @@ function awaitNode(m: OwnerContext, o: Owned, server: string, due: number): void
   });
 }
 
-/** The cell (as it is now) cannot take the job: wait with the reason, and fail after the bound. */
-async function holdUnplaceable(m: OwnerContext, o: Owned, tasks: number[], reason: string): Promise<void> {
-  const now = m.o.clock.now();
-  o.blockedSince ??= now;
-  if (now - o.blockedSince < m.unplaceableTimeoutMs) {
-    o.note = blockedNote(m, reason, o.blockedSince);
-    for (const t of tasks) o.dirty.add(t); // looked at again on the next tick (persistProgress)
-    return;
-  }
-  o.note = `${reason}; gave up after ${fmtDuration(m.unplaceableTimeoutMs)}`;
-  const per = Math.max(1, m.o.store.maxTxnOps - 2);
-  for (let i = 0; i < tasks.length && !o.dropped; i += per) await setTaskStates(m, o, tasks.slice(i, i + per), 'failed', o.note);
-}
-
-export function blockedNote(m: OwnerContext, reason: string, since: number): string {
-  return `${reason}; waiting for them, the job fails at ${new Date(since + m.unplaceableTimeoutMs).toISOString()} if they are not back`;
-}
-
 /**
  * Cancellation: stop the scheduling call, stop placed and running tasks through their monitors,
- * and record the queued ones as cancelled, many per transaction. Tasks that never had a record
- * get none: the summary counts them as cancelled.
+ * and record the queued ones as cancelled, many per transaction (plan.ts planCancel).
  */
 async function evaluateCancel(m: OwnerContext, o: Owned): Promise<void> {
   if (o.scheduling.size > 0) o.agent.abort(o.id);
-  const unplaced: number[] = [];
-  let seen = 0;
-  for (const t of takeDirty(o)) {
-    if (++seen % YIELD_EVERY === 0) await yieldNow();
-    if (o.scheduling.has(t) || o.stopping.has(t)) continue;
+  const plan = planCancel(o, await takeDirty(o));
+  for (const t of plan.stop) {
     const cur = o.tasks.get(t);
-    if (!cur || isFinalTask(cur.rec.state)) continue;
-    if (cur.rec.state === 'queued' || cur.rec.state === 'lost') unplaced.push(t);
-    else stopTask(m, o, t, cur);
+    if (cur) stopTask(m, o, t, cur);
   }
-  const per = Math.max(1, m.o.store.maxTxnOps - 2);
-  for (let i = 0; i < unplaced.length && !o.dropped; i += per) {
-    await setTaskStates(m, o, unplaced.slice(i, i + per), 'cancelled', 'cancelled before it was placed');
-  }
+  await setTaskStatesChunked(m, o, plan.cancel, 'cancelled', 'cancelled before it was placed');
 }
 
 /** The attempt number a new placement of the task gets: one more than its last placement's. */

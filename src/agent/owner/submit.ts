@@ -12,7 +12,7 @@ import { parseJson } from '../../state/records.ts';
 import type { Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
 import { invalid, TarcilError } from '../../util/errors.ts';
 import { newOwned, ownerFence, type OwnerContext } from './context.ts';
-import { blockedNote } from './evaluate.ts';
+import { blockedNote } from './plan.ts';
 import { RESCAN_MS, scan } from './adoption.ts';
 
 export interface SubmitResult {
@@ -128,7 +128,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   // request's digest above is of the spec as submitted).
   spec = m.scheduleAs(spec);
   const agent = m.pickAgent();
-  const note = f.kind === 'not-now' ? blockedNote(m, f.reason, now) : undefined;
+  const note = f.kind === 'not-now' ? blockedNote(m.unplaceableTimeoutMs, f.reason, now) : undefined;
   const record: LiveJobRecord = {
     spec,
     ...(note ? { message: note } : {}),

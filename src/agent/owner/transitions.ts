@@ -11,9 +11,20 @@ import { isFinalJob, type LiveTaskRecord } from '../../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../state/records.ts';
 import type { Compare, KeyValue, Op } from '../../store/types.ts';
 import { errorMessage, TarcilError } from '../../util/errors.ts';
-import { summarize } from './summary.ts';
+import { summarize } from './plan.ts';
 import { changeJobTokens, isLiveTask, quotaToken, updateJobTokens } from '../../tenancy/quota.ts';
-import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
+import {
+  admitted,
+  checkOwnership,
+  commitFence,
+  fencedTxn,
+  forgetTask,
+  mergeTask,
+  taskKeyRev,
+  type OwnerContext,
+  type Owned,
+  type TaskView,
+} from './context.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
 export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
@@ -197,7 +208,7 @@ export async function settleQuota(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
   if (!lease) return;
   let change: Parameters<typeof changeJobTokens>[2] | undefined;
-  if (isFinalJob(summarize(o).state)) change = { all: true };
+  if (isFinalJob(summarize(o, admitted(o)).state)) change = { all: true };
   else if (o.quotaReconcile && o.scheduling.size === 0) {
     const live: string[] = [];
     for (const [t, v] of o.tasks) if (isLiveTask(v.rec)) live.push(quotaToken(t, v.rec.commitId as string));

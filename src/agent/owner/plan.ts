@@ -1,0 +1,241 @@
+/**
+ * The owner's plan: what should happen to an owned job, computed from what the owner knows of it
+ * (its records, its tasks, the facts an evaluation gathered) and the time, with no store and no
+ * change to anything. Each evaluation gathers facts, plans, and applies the plan (evaluate.ts);
+ * the writes are the applier's (transitions.ts, summary.ts).
+ *
+ * - `planTasks`: per task looked at, one step — finish a move, wait for a departed node's grace,
+ *   record the task lost (then place it again), place it, or nothing.
+ * - `planUnplaced`: what the tasks to place get — scheduled, held while the cell cannot take the
+ *   job (with the reason), or failed once that lasted `unplaceableTimeoutMs`.
+ * - `planCancel`: for a cancelled job, each task stopped (placed, running) or recorded cancelled
+ *   (never placed, queued, lost).
+ * - `planRecord`: whether the job record is due (a new state or message at once, progress at most
+ *   every PROGRESS_WRITE_MS, the final write once nothing is in flight) and what it says.
+ */
+import type { JobSpec, JobState, TaskState } from '../../model/types.ts';
+import { isFinalJob, isFinalTask, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
+import { replaceAfter } from '../../state/node-fence.ts';
+import type { Feasibility } from '../cell.ts';
+import type { TaskView } from './context.ts';
+
+/** Progress alone (task counts, placed) is written to the job record at most this often. */
+export const PROGRESS_WRITE_MS = 250;
+
+/** The grace assumed for a node never seen registered whose grace no record gives (the monitor's default). */
+export const ASSUMED_GRACE_MS = 60_000;
+
+/** States a job passes through on its way to running, written like progress (see summary.ts). */
+const STEPS: ReadonlySet<JobState> = new Set<JobState>(['admitted', 'placed']);
+
+/** What the plan reads of an owned job (context.ts Owned): never changed by planning. */
+export interface JobView {
+  readonly id: string;
+  readonly spec: JobSpec;
+  readonly rec: LiveJobRecord;
+  readonly tasks: ReadonlyMap<number, TaskView>;
+  readonly counts: ReadonlyMap<TaskState, number>;
+  readonly scheduling: ReadonlySet<number>;
+  readonly stopping: ReadonlySet<number>;
+  readonly note: string | undefined;
+  readonly blockedSince: number | undefined;
+  readonly summaryAt: number;
+  readonly quota: boolean;
+  readonly quotaSettled: boolean;
+}
+
+/** A node that live tasks of the job are on, not registered with this process, as the store answered. */
+export type NodeFact =
+  /** Its server record is still there (it registered elsewhere first, or this process is behind). */
+  | { kind: 'up' }
+  /** Seen leaving: when, and its disconnect grace. */
+  | { kind: 'left'; leftAt: number; graceMs: number }
+  /** Never seen registered here, and gone from the store: since when this process has known that. */
+  | { kind: 'unseen'; since: number };
+
+/** What an evaluation found out before planning (evaluate.ts gatherFacts). */
+export interface Facts {
+  now: number;
+  /** Nodes of live tasks not registered here (servers registered here are up). */
+  nodes: ReadonlyMap<string, NodeFact>;
+  /** Is a server registered with this process (its lease live, as this process follows them)? */
+  registered(server: string): boolean;
+  /** Can the cell take the job now (cell.ts; asked only when there is something to place). */
+  feasibility(): Feasibility;
+  unplaceableTimeoutMs: number;
+}
+
+export type TaskStep =
+  | { kind: 'finish-move'; task: number }
+  | { kind: 'await-node'; task: number; server: string; due: number }
+  | { kind: 'lose'; task: number; why: string }
+  | { kind: 'place'; task: number };
+
+/** When the tasks of a departed node may run elsewhere (the grace its supervisors use, state/node-fence.ts). */
+export function replaceDue(fact: Exclude<NodeFact, { kind: 'up' }>, recordedGraceMs?: number): number {
+  if (fact.kind === 'left') return replaceAfter(fact.leftAt, fact.graceMs);
+  return replaceAfter(fact.since, recordedGraceMs ?? ASSUMED_GRACE_MS);
+}
+
+/** The live tasks' servers among `tasks` that are not registered here: the nodes an evaluation asks the store about. */
+export function serversToCheck(o: JobView, tasks: readonly number[], registered: (server: string) => boolean): Set<string> {
+  const out = new Set<string>();
+  for (const t of tasks) {
+    const rec = o.tasks.get(t)?.rec;
+    if (rec && (rec.state === 'placed' || rec.state === 'running') && rec.ru && !registered(rec.ru.server)) out.add(rec.ru.server);
+  }
+  return out;
+}
+
+/** One step per task looked at that needs one (a task being scheduled, or live on a node that is up, needs none). */
+export function planTasks(o: JobView, tasks: readonly number[], f: Facts): TaskStep[] {
+  const steps: TaskStep[] = [];
+  for (const t of tasks) {
+    if (o.scheduling.has(t)) continue;
+    const rec = o.tasks.get(t)?.rec;
+    const st = rec?.state;
+    // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone).
+    if (rec && st === 'placed' && rec.movedFrom) steps.push({ kind: 'finish-move', task: t });
+    else if (rec && (st === 'placed' || st === 'running') && rec.ru && !f.registered(rec.ru.server)) {
+      const fact = f.nodes.get(rec.ru.server);
+      if (!fact || fact.kind === 'up') continue;
+      // The node may still be running the task, cut off from the store: it keeps its tasks for
+      // its disconnect grace, so they are placed elsewhere only once that has run out.
+      const due = replaceDue(fact, rec.nodeGraceMs);
+      if (f.now < due) steps.push({ kind: 'await-node', task: t, server: rec.ru.server, due });
+      else steps.push({ kind: 'lose', task: t, why: `server ${rec.ru.server} left the cluster` });
+    } else if (!rec || st === 'queued' || st === 'lost') steps.push({ kind: 'place', task: t });
+  }
+  return steps;
+}
+
+export type Unplaced = { kind: 'schedule' } | { kind: 'hold'; since: number; note: string } | { kind: 'fail'; note: string };
+
+/** What the tasks to place get: scheduled if the cell can take the job; held with the reason for up to the bound, then failed. */
+export function planUnplaced(o: JobView, f: Facts): Unplaced {
+  const c = f.feasibility();
+  if (c.kind === 'ok') return { kind: 'schedule' };
+  const since = o.blockedSince ?? f.now;
+  if (f.now - since < f.unplaceableTimeoutMs) return { kind: 'hold', since, note: blockedNote(f.unplaceableTimeoutMs, c.reason, since) };
+  return { kind: 'fail', note: `${c.reason}; gave up after ${fmtDuration(f.unplaceableTimeoutMs)}` };
+}
+
+export function blockedNote(timeoutMs: number, reason: string, since: number): string {
+  return `${reason}; waiting for them, the job fails at ${new Date(since + timeoutMs).toISOString()} if they are not back`;
+}
+
+export function fmtDuration(ms: number): string {
+  return ms >= 60_000 ? `${(ms / 60_000).toFixed(ms % 60_000 === 0 ? 0 : 1)} min` : `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
+}
+
+export interface CancelPlan {
+  /** Placed or running: stopped through their monitors. */
+  stop: number[];
+  /** Never placed, queued or lost, with a record: recorded cancelled. */
+  cancel: number[];
+}
+
+/**
+ * A cancelled job: placed and running tasks are stopped, queued ones recorded cancelled. Tasks
+ * that never had a record get none (the record's counts take them as cancelled); tasks being
+ * scheduled or stopped wait for that to end.
+ */
+export function planCancel(o: JobView, tasks: readonly number[]): CancelPlan {
+  const plan: CancelPlan = { stop: [], cancel: [] };
+  for (const t of tasks) {
+    if (o.scheduling.has(t) || o.stopping.has(t)) continue;
+    const rec = o.tasks.get(t)?.rec;
+    if (!rec || isFinalTask(rec.state)) continue;
+    if (rec.state === 'queued' || rec.state === 'lost') plan.cancel.push(t);
+    else plan.stop.push(t);
+  }
+  return plan;
+}
+
+export interface Summary {
+  state: JobState;
+  counts: Partial<Record<TaskState, number>>;
+  placed: number;
+}
+
+/** The job's state from the task counts (O(states), kept up to date by context.ts mergeTask). */
+export function summarize(o: JobView, admitted: boolean): Summary {
+  const counts: Partial<Record<TaskState, number>> = {};
+  for (const [st, c] of o.counts) if (c > 0) counts[st] = c;
+  const unrecorded = o.spec.tasks - o.tasks.size;
+  if (unrecorded > 0) {
+    // Tasks never placed have no record; a cancelled job does not write one for each.
+    const as: TaskState = o.rec.cancelRequested ? 'cancelled' : 'queued';
+    counts[as] = (counts[as] ?? 0) + unrecorded;
+  }
+  const n = o.spec.tasks;
+  const c = (s: TaskState): number => counts[s] ?? 0;
+  const placed = n - c('queued') - c('lost') - (o.rec.cancelRequested ? unrecorded : 0);
+  const finals = c('succeeded') + c('failed') + c('cancelled');
+  let state: JobState;
+  if (finals === n) {
+    if (c('cancelled') > 0 && o.rec.cancelRequested) state = 'cancelled';
+    else if (c('failed') > 0) state = 'failed';
+    else if (c('cancelled') > 0) state = 'cancelled';
+    else state = 'succeeded';
+  } else if (c('running') > 0 || finals > 0) {
+    // Under way: some task runs or has run; a moment with none running (the next ones wait for
+    // a free RU) does not send the job back to queued.
+    state = 'running';
+  } else if (placed === n) state = 'placed';
+  else if (admitted) state = 'admitted';
+  else state = o.rec.state === 'admitted' ? 'admitted' : 'queued';
+  return { state, counts, placed };
+}
+
+/** A failed job says why: the reason it could not be placed, or its first failed task's. */
+function finalMessage(o: JobView, state: JobState): string {
+  if (state === 'cancelled') return 'cancelled';
+  if (state !== 'failed') return '';
+  if (o.note) return o.note;
+  let failed = 0;
+  let first: LiveTaskRecord | undefined;
+  for (const v of o.tasks.values()) {
+    if (v.rec.state !== 'failed') continue;
+    failed++;
+    if (!first || v.rec.index < first.index) first = v.rec;
+  }
+  return first ? `${failed} of ${o.spec.tasks} tasks failed; task ${first.index}: ${first.message ?? `exit code ${first.exitCode ?? '?'}`}` : 'failed';
+}
+
+export type RecordStep =
+  /** Nothing to write, or the final write waits for tasks being scheduled or stopped. */
+  | { kind: 'none' }
+  /** Final, but the job's quota allotment is given back first (the next evaluation settles it). */
+  | { kind: 'settle-quota' }
+  /** Progress written a moment ago: look again once the interval is over. */
+  | { kind: 'later'; waitMs: number }
+  | { kind: 'write'; next: LiveJobRecord; final: boolean };
+
+/**
+ * Whether the job record is due, and what it says. A change of message, or of state to running or
+ * final, is due at once; progress alone (task counts, placed, the steps on the way to running) at
+ * most every PROGRESS_WRITE_MS. `owner` names the agent that writes it.
+ */
+export function planRecord(o: JobView, now: number, admitted: boolean, owner: string): RecordStep {
+  const s = summarize(o, admitted);
+  const final = isFinalJob(s.state);
+  const message = final ? finalMessage(o, s.state) : (o.note ?? '');
+  const same =
+    s.state === o.rec.state &&
+    s.placed === o.rec.placed &&
+    message === (o.rec.message ?? '') &&
+    JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
+  if (same && !final) return { kind: 'none' };
+  if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return { kind: 'none' };
+  if (final && o.quota && !o.quotaSettled) return { kind: 'settle-quota' };
+  if (!final && (s.state === o.rec.state || STEPS.has(s.state)) && message === (o.rec.message ?? '')) {
+    const wait = o.summaryAt + PROGRESS_WRITE_MS - now;
+    if (wait > 0) return { kind: 'later', waitMs: wait };
+  }
+  const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner };
+  if (message !== '') next.message = message;
+  else delete next.message;
+  if (final) next.finishedAt = now;
+  return { kind: 'write', next, final };
+}

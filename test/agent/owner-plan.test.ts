@@ -1,0 +1,237 @@
+/**
+ * The owner's plan (src/agent/owner/plan.ts) as tables: what each task gets, what the tasks to
+ * place get, what a cancellation does, and when the job record is due, from a job's view and the
+ * facts an evaluation gathered, with no store.
+ */
+import { describe, expect, it } from 'vitest';
+import type { JobSpec, TaskState } from '../../src/model/types.ts';
+import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
+import { replaceAfter } from '../../src/state/node-fence.ts';
+import type { Feasibility } from '../../src/agent/cell.ts';
+import type { TaskView } from '../../src/agent/owner/context.ts';
+import {
+  ASSUMED_GRACE_MS,
+  planCancel,
+  planRecord,
+  planTasks,
+  planUnplaced,
+  PROGRESS_WRITE_MS,
+  serversToCheck,
+  type Facts,
+  type JobView,
+  type NodeFact,
+} from '../../src/agent/owner/plan.ts';
+
+const NOW = 1_000_000;
+
+function spec(tasks: number): JobSpec {
+  return {
+    id: 'j',
+    name: 'j',
+    profile: { name: 'p', vector: [] } as unknown as JobSpec['profile'],
+    tasks,
+    priority: 0,
+    mode: 'incremental',
+    locality: { mode: 'any', scope: 'server' },
+    constraints: {},
+    maxQueueMs: 1000,
+    submittedAt: 0,
+  };
+}
+
+type TaskRow = Partial<LiveTaskRecord> & { state: TaskState };
+
+/** A job of `n` tasks with these task records (index → record), the rest never placed. */
+function view(n: number, recs: Record<number, TaskRow>, extra: Partial<JobView> = {}): JobView {
+  const tasks = new Map<number, TaskView>();
+  const counts = new Map<TaskState, number>();
+  for (const [i, r] of Object.entries(recs)) {
+    const rec = { job: 'j', index: Number(i), attempt: 0, ...r };
+    tasks.set(Number(i), { rec, rev: 10 });
+    counts.set(rec.state, (counts.get(rec.state) ?? 0) + 1);
+  }
+  const rec: LiveJobRecord = { id: 'j', spec: spec(n), state: 'queued', submittedAt: 0, placed: 0 } as unknown as LiveJobRecord;
+  return {
+    id: 'j',
+    spec: spec(n),
+    rec,
+    tasks,
+    counts,
+    scheduling: new Set(),
+    stopping: new Set(),
+    note: undefined,
+    blockedSince: undefined,
+    summaryAt: Number.NEGATIVE_INFINITY,
+    quota: false,
+    quotaSettled: false,
+    ...extra,
+  };
+}
+
+function facts(nodes: Record<string, NodeFact> = {}, f: Partial<Facts> = {}, feasible: Feasibility = { kind: 'ok' }): Facts {
+  return {
+    now: NOW,
+    nodes: new Map(Object.entries(nodes)),
+    registered: (s) => s.startsWith('up-'),
+    feasibility: () => feasible,
+    unplaceableTimeoutMs: 60_000,
+    ...f,
+  };
+}
+
+const ru = (server: string) => ({ server, index: 0 });
+
+describe('planTasks: one step per task that needs one', () => {
+  const rows: { name: string; rec?: TaskRow; nodes?: Record<string, NodeFact>; scheduling?: boolean; want: unknown[] }[] = [
+    { name: 'never placed: place it', want: [{ kind: 'place', task: 0 }] },
+    { name: 'queued again (preempted): place it', rec: { state: 'queued' }, want: [{ kind: 'place', task: 0 }] },
+    { name: 'lost: place it', rec: { state: 'lost', ru: ru('up-1') }, want: [{ kind: 'place', task: 0 }] },
+    { name: 'being scheduled: nothing', scheduling: true, want: [] },
+    { name: 'running on a registered node: nothing', rec: { state: 'running', ru: ru('up-1') }, want: [] },
+    { name: 'succeeded: nothing', rec: { state: 'succeeded' }, want: [] },
+    {
+      name: "a move's new copy: finish the move",
+      rec: { state: 'placed', ru: ru('up-1'), movedFrom: { ru: ru('up-2') } as never },
+      want: [{ kind: 'finish-move', task: 0 }],
+    },
+    {
+      name: 'on a node not registered here that the store still has: nothing',
+      rec: { state: 'running', ru: ru('n1') },
+      nodes: { n1: { kind: 'up' } },
+      want: [],
+    },
+    {
+      name: 'on a node that left within its grace: wait for it',
+      rec: { state: 'running', ru: ru('n1') },
+      nodes: { n1: { kind: 'left', leftAt: NOW - 1000, graceMs: 10_000 } },
+      want: [{ kind: 'await-node', task: 0, server: 'n1', due: replaceAfter(NOW - 1000, 10_000) }],
+    },
+    {
+      name: 'on a node that left past its grace: lose the task',
+      rec: { state: 'placed', ru: ru('n1') },
+      nodes: { n1: { kind: 'left', leftAt: NOW - 600_000, graceMs: 10_000 } },
+      want: [{ kind: 'lose', task: 0, why: 'server n1 left the cluster' }],
+    },
+    {
+      name: 'on a node never seen here, found gone just now: wait for the grace its record gives',
+      rec: { state: 'running', ru: ru('n1'), nodeGraceMs: 5000 },
+      nodes: { n1: { kind: 'unseen', since: NOW } },
+      want: [{ kind: 'await-node', task: 0, server: 'n1', due: replaceAfter(NOW, 5000) }],
+    },
+    {
+      name: 'on a node never seen here, no grace recorded: the assumed grace',
+      rec: { state: 'running', ru: ru('n1') },
+      nodes: { n1: { kind: 'unseen', since: NOW - 1 } },
+      want: [{ kind: 'await-node', task: 0, server: 'n1', due: replaceAfter(NOW - 1, ASSUMED_GRACE_MS) }],
+    },
+  ];
+  for (const r of rows) {
+    it(r.name, () => {
+      const v = view(1, r.rec ? { 0: r.rec } : {}, r.scheduling ? { scheduling: new Set([0]) } : {});
+      expect(planTasks(v, [0], facts(r.nodes))).toEqual(r.want);
+    });
+  }
+
+  it('asks the store only about the nodes of live tasks that are not registered here, each once', () => {
+    const v = view(5, {
+      0: { state: 'running', ru: ru('n1') },
+      1: { state: 'placed', ru: ru('n1') },
+      2: { state: 'running', ru: ru('up-1') },
+      3: { state: 'lost', ru: ru('n2') },
+      4: { state: 'running', ru: ru('n3') },
+    });
+    expect([...serversToCheck(v, [0, 1, 2, 3], (s) => s.startsWith('up-'))]).toEqual(['n1']);
+  });
+});
+
+describe('planUnplaced: scheduled, held, then failed', () => {
+  const notNow: Feasibility = { kind: 'not-now', field: 'constraints', reason: 'the servers it may use are down' };
+  it('the cell can take the job: schedule', () => {
+    expect(planUnplaced(view(1, {}), facts())).toEqual({ kind: 'schedule' });
+  });
+  it('it cannot now: hold from now, saying when it fails', () => {
+    const u = planUnplaced(view(1, {}), facts({}, {}, notNow));
+    expect(u).toMatchObject({ kind: 'hold', since: NOW });
+    expect(u.kind === 'hold' && u.note).toContain(new Date(NOW + 60_000).toISOString());
+  });
+  it('held since a while, still within the bound: the hold keeps its start', () => {
+    expect(planUnplaced(view(1, {}, { blockedSince: NOW - 59_999 }), facts({}, {}, notNow))).toMatchObject({ kind: 'hold', since: NOW - 59_999 });
+  });
+  it('held for the whole bound: fail, with the reason', () => {
+    expect(planUnplaced(view(1, {}, { blockedSince: NOW - 60_000 }), facts({}, {}, notNow))).toEqual({
+      kind: 'fail',
+      note: 'the servers it may use are down; gave up after 1 min',
+    });
+  });
+});
+
+describe('planCancel', () => {
+  it('stops live tasks, records queued and lost ones cancelled, leaves final, unrecorded and in-flight tasks', () => {
+    const v = view(
+      7,
+      {
+        0: { state: 'running', ru: ru('a') },
+        1: { state: 'placed', ru: ru('a') },
+        2: { state: 'queued' },
+        3: { state: 'lost' },
+        4: { state: 'succeeded' },
+        5: { state: 'running' },
+      },
+      { stopping: new Set([5]) },
+    );
+    expect(planCancel(v, [0, 1, 2, 3, 4, 5, 6])).toEqual({ stop: [0, 1], cancel: [2, 3] });
+  });
+});
+
+describe('planRecord: when the job record is due', () => {
+  const base = { state: 'running', placed: 2, taskStates: { running: 2 } } as const;
+  const running = (extra: Partial<JobView> = {}, recs: Record<number, TaskRow> = { 0: { state: 'running' }, 1: { state: 'running' } }) => {
+    const v = view(2, recs, extra);
+    return { ...v, rec: { ...v.rec, ...base }, ...extra };
+  };
+  it('nothing changed: nothing', () => {
+    expect(planRecord(running(), NOW, true, 'a')).toEqual({ kind: 'none' });
+  });
+  it('progress written a moment ago: later, when the interval is over', () => {
+    const v = running({ summaryAt: NOW - 100 }, { 0: { state: 'running' }, 1: { state: 'succeeded' } });
+    expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'later', waitMs: PROGRESS_WRITE_MS - 100 });
+  });
+  it('progress after the interval: written, with the counts', () => {
+    const v = running({ summaryAt: NOW - PROGRESS_WRITE_MS }, { 0: { state: 'running' }, 1: { state: 'succeeded' } });
+    expect(planRecord(v, NOW, true, 'a')).toMatchObject({
+      kind: 'write',
+      final: false,
+      next: { state: 'running', taskStates: { running: 1, succeeded: 1 }, owner: 'a' },
+    });
+  });
+  it('a new message is written at once, even right after progress', () => {
+    const v = running({ summaryAt: NOW - 1, note: 'server x cannot be reached' });
+    expect(planRecord(v, NOW, true, 'a')).toMatchObject({ kind: 'write', next: { message: 'server x cannot be reached' } });
+  });
+  it('every task succeeded: the final write at once, with the time it finished', () => {
+    const v = running({ summaryAt: NOW - 1 }, { 0: { state: 'succeeded' }, 1: { state: 'succeeded' } });
+    expect(planRecord(v, NOW, true, 'a')).toMatchObject({ kind: 'write', final: true, next: { state: 'succeeded', finishedAt: NOW } });
+  });
+  it('final, but a task is still being stopped: nothing yet', () => {
+    const v = running({ stopping: new Set([1]) }, { 0: { state: 'succeeded' }, 1: { state: 'cancelled' } });
+    expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'none' });
+  });
+  it('final in a namespace with a quota not yet given back: settle the quota first', () => {
+    const v = running({ quota: true }, { 0: { state: 'succeeded' }, 1: { state: 'succeeded' } });
+    expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'settle-quota' });
+  });
+  it('a failed task fails the job, quoting the first failure', () => {
+    const v = running({}, { 0: { state: 'succeeded' }, 1: { state: 'failed', exitCode: 3 } });
+    expect(planRecord(v, NOW, true, 'a')).toMatchObject({
+      kind: 'write',
+      final: true,
+      next: { state: 'failed', message: '1 of 2 tasks failed; task 1: exit code 3' },
+    });
+  });
+  it('a queued job admitted a moment after its submission waits like progress; not admitted, nothing', () => {
+    const q = view(2, {}, { summaryAt: NOW - 10 });
+    const v = { ...q, rec: { ...q.rec, taskStates: { queued: 2 } } };
+    expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'later', waitMs: PROGRESS_WRITE_MS - 10 });
+    expect(planRecord(v, NOW, false, 'a')).toEqual({ kind: 'none' });
+  });
+});
