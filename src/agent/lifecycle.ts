@@ -230,6 +230,30 @@ export class JobManager implements OwnerContext, MoveHost {
     const layout = await readLayout(this.o.store, this.o.keys);
     await this.firstLease();
     const viewReady = this.view.start();
+    this.followers = this.ownerFollowers();
+    // The cluster view and the owner's followers list at once (a large cell takes a while).
+    viewReady.catch(() => undefined);
+    await Promise.all([...this.followers.map((f) => f.start()), this.members.start()]);
+    const older = this.members.older();
+    if (older.length > 0) {
+      await this.close();
+      throw new TarcilError(
+        'FAILED_PRECONDITION',
+        `front-ends of an older release run in this cell (${older.slice(0, 5).join(', ')}${older.length > 5 ? ', …' : ''}): they read task records this release no longer writes; stop every one of them, then start this release's (their jobs are adopted, nothing is lost)`,
+      );
+    }
+    this.serving = true;
+    opts.onServing?.();
+    await viewReady;
+    await Promise.all(this.agents.map((a) => a.start()));
+    // Closed while the view loaded (a front-end stopped during its start): nothing more to start.
+    if (this.closed) return;
+    this.started = true;
+    this.startWork(layout);
+  }
+
+  /** The owner's own followers: the servers (nodes joining and leaving) and the nodes' load reports. */
+  private ownerFollowers(): Follower[] {
     const k = this.o.keys;
     const mk = (
       prefix: string,
@@ -239,7 +263,7 @@ export class JobManager implements OwnerContext, MoveHost {
     const each = (on: (kv: KeyValue, deleted: boolean) => void) => (kvs: KeyValue[]) => {
       for (const kv of kvs) on(kv, false);
     };
-    this.followers = [
+    return [
       mk(
         k.servers(),
         (kvs) => {
@@ -262,24 +286,10 @@ export class JobManager implements OwnerContext, MoveHost {
         (kv, del) => onReport(this, kv, del),
       ),
     ];
-    // The cluster view and the owner's followers list at once (a large cell takes a while).
-    viewReady.catch(() => undefined);
-    await Promise.all([...this.followers.map((f) => f.start()), this.members.start()]);
-    const older = this.members.older();
-    if (older.length > 0) {
-      await this.close();
-      throw new TarcilError(
-        'FAILED_PRECONDITION',
-        `front-ends of an older release run in this cell (${older.slice(0, 5).join(', ')}${older.length > 5 ? ', …' : ''}): they read task records this release no longer writes; stop every one of them, then start this release's (their jobs are adopted, nothing is lost)`,
-      );
-    }
-    this.serving = true;
-    opts.onServing?.();
-    await viewReady;
-    await Promise.all(this.agents.map((a) => a.start()));
-    // Closed while the view loaded (a front-end stopped during its start): nothing more to start.
-    if (this.closed) return;
-    this.started = true;
+  }
+
+  /** Once the agents schedule: the jobs taken meanwhile, the first scan, the layout upgrade, and the owner's periodic work. */
+  private startWork(layout: Awaited<ReturnType<typeof readLayout>>): void {
     const deferred = [...this.deferred];
     this.deferred.clear();
     for (const o of deferred) if (this.owned.get(o.id) === o) this.evaluate(o);

@@ -5,6 +5,7 @@
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
 import { trace } from '../../util/trace.ts';
+import type { DecisionRecord } from '../agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../../state/live-records.ts';
 import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
 import { commitFence, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
@@ -245,39 +246,8 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
       previous: (t) => attemptHistory(o.tasks.get(t)?.rec),
     })
     .then(
-      async (rec) => {
-        if (rec.unplaceable) {
-          // The agent's view of the cell cannot take the job (it shrank since the last check):
-          // the next evaluation checks the cell again, and waits or fails with the reason.
-          o.note = rec.unplaceable.reason;
-          await m.o.clock.sleep(500);
-          return;
-        }
-        if (o.blockedSince === undefined) o.note = undefined;
-        o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
-        m.o.onDecision?.(o.spec, rec);
-        if (m.o.log.isLevelEnabled('debug')) {
-          const placed = rec.placements.length + (rec.omittedPlacements ?? 0);
-          m.o.log.debug(
-            { job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs },
-            'scheduling call done',
-          );
-        }
-      },
-      async (err: unknown) => {
-        if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
-        if (isTarcilError(err, 'ABORTED')) {
-          // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
-          m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
-          // Their records changed without this owner seeing it (it follows no task record).
-          await m.refreshTasks(o, tasks);
-          return;
-        }
-        m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');
-        // A gang attempt may have stopped between its reservation transactions.
-        if (o.spec.mode === 'gang') o.reconcile = true;
-        await m.o.clock.sleep(500);
-      },
+      (rec) => scheduled(m, o, rec),
+      (err: unknown) => scheduleFailed(m, o, tasks, err),
     )
     .catch((err: unknown) => m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling cleanup failed'))
     .finally(() => {
@@ -292,4 +262,38 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
       }
     });
   m.track(p);
+}
+
+/** The scheduling call returned: its decision record is kept (what it did not place, the next evaluation looks at). */
+async function scheduled(m: OwnerContext, o: Owned, rec: DecisionRecord): Promise<void> {
+  if (rec.unplaceable) {
+    // The agent's view of the cell cannot take the job (it shrank since the last check):
+    // the next evaluation checks the cell again, and waits or fails with the reason.
+    o.note = rec.unplaceable.reason;
+    await m.o.clock.sleep(500);
+    return;
+  }
+  if (o.blockedSince === undefined) o.note = undefined;
+  o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
+  m.o.onDecision?.(o.spec, rec);
+  if (m.o.log.isLevelEnabled('debug')) {
+    const placed = rec.placements.length + (rec.omittedPlacements ?? 0);
+    m.o.log.debug({ job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs }, 'scheduling call done');
+  }
+}
+
+/** The scheduling call failed: cancelled or closed, nothing; tasks changed under it, read them; otherwise a pause before the next evaluation. */
+async function scheduleFailed(m: OwnerContext, o: Owned, tasks: readonly number[], err: unknown): Promise<void> {
+  if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
+  if (isTarcilError(err, 'ABORTED')) {
+    // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
+    m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
+    // Their records changed without this owner seeing it (it follows no task record).
+    await m.refreshTasks(o, tasks);
+    return;
+  }
+  m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');
+  // A gang attempt may have stopped between its reservation transactions.
+  if (o.spec.mode === 'gang') o.reconcile = true;
+  await m.o.clock.sleep(500);
 }

@@ -19,7 +19,9 @@ import type { KeyValue } from '../../store/types.ts';
 import { own } from '../../util/dict.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
-import { commitFence, fencedTxn, taskKeyRev, type OwnerContext, type Owned } from './context.ts';
+import { commitFence, fencedTxn, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
+import type { RuRef } from '../../model/types.ts';
+import type { HeldLease } from '../../state/lease.ts';
 import { replaceAt } from './evaluate.ts';
 import { markLost } from './transitions.ts';
 
@@ -107,45 +109,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
   if (!lease || !lease.confirmed) return rearm();
   o.moving.add(t);
   try {
-    const from = cur.rec.ru;
-    const oldKv = await m.o.store.get(m.o.keys.ru(from));
-    const old = parseJson<PlacedRuRecord>(oldKv);
-    const now2 = o.tasks.get(t);
-    if (!oldKv || !old || old.state !== 'busy' || old.commitId !== cur.rec.commitId || old.stop !== undefined || now2?.rev !== cur.rev) {
-      m.moveStats.declined.changed++;
-      return;
-    }
-    const reason = `ran at ${slow.rate.toFixed(2)} of its expected rate on ${from.server}`;
-    o.agent.setFence(o.id, commitFence(m.o.keys, lease));
-    const res = await o.agent.move(o.spec, {
-      task: t,
-      from,
-      fromRev: oldKv.modRevision,
-      fromRec: old,
-      taskRev: taskKeyRev(cur),
-      attempt: cur.rec.attempt + 1,
-      previous: attemptHistory({ ...cur.rec, message: `moved: ${reason}` }) ?? [],
-      moves,
-      rate: slow.rate,
-      reason,
-    });
-    if (!res.moved) {
-      m.moveStats.declined[res.why === 'conflict' ? 'conflict' : 'no-better-ru']++;
-      return rearm();
-    }
-    m.moveStats.moved++;
-    o.slow.delete(t);
-    o.decisions = keepFirstAndLatest([...o.decisions, res.rec], KEPT_DECISIONS);
-    m.o.onDecision?.(o.spec, res.rec);
-    m.track(persistDecisions(m, o, false));
-    const to = res.rec.placements[0]?.ru;
-    m.o.log.info(
-      { job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate },
-      'moving a slow task',
-    );
-    // The commit's record (with movedFrom) is in o.tasks already: finish the move from it.
-    o.dirty.add(t);
-    m.evaluate(o);
+    await moveTask(m, o, { t, cur, from: cur.rec.ru, slow, lease }, rearm);
   } catch (err) {
     if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED')) {
       m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'moving a task failed');
@@ -154,6 +118,55 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
   } finally {
     o.moving.delete(t);
   }
+}
+
+/** A slow task, the move decided: check its RU still holds this copy, then the agent's move commit. */
+async function moveTask(
+  m: MoveHost,
+  o: Owned,
+  mv: { t: number; cur: TaskView; from: RuRef; slow: { rate: number }; lease: HeldLease },
+  rearm: () => void,
+): Promise<void> {
+  const { t, cur, from, slow, lease } = mv;
+  const moves = cur.rec.moves ?? 0;
+  const oldKv = await m.o.store.get(m.o.keys.ru(from));
+  const old = parseJson<PlacedRuRecord>(oldKv);
+  const now2 = o.tasks.get(t);
+  if (!oldKv || !old || old.state !== 'busy' || old.commitId !== cur.rec.commitId || old.stop !== undefined || now2?.rev !== cur.rev) {
+    m.moveStats.declined.changed++;
+    return;
+  }
+  const reason = `ran at ${slow.rate.toFixed(2)} of its expected rate on ${from.server}`;
+  o.agent.setFence(o.id, commitFence(m.o.keys, lease));
+  const res = await o.agent.move(o.spec, {
+    task: t,
+    from,
+    fromRev: oldKv.modRevision,
+    fromRec: old,
+    taskRev: taskKeyRev(cur),
+    attempt: cur.rec.attempt + 1,
+    previous: attemptHistory({ ...cur.rec, message: `moved: ${reason}` }) ?? [],
+    moves,
+    rate: slow.rate,
+    reason,
+  });
+  if (!res.moved) {
+    m.moveStats.declined[res.why === 'conflict' ? 'conflict' : 'no-better-ru']++;
+    return rearm();
+  }
+  m.moveStats.moved++;
+  o.slow.delete(t);
+  o.decisions = keepFirstAndLatest([...o.decisions, res.rec], KEPT_DECISIONS);
+  m.o.onDecision?.(o.spec, res.rec);
+  m.track(persistDecisions(m, o, false));
+  const to = res.rec.placements[0]?.ru;
+  m.o.log.info(
+    { job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate },
+    'moving a slow task',
+  );
+  // The commit's record (with movedFrom) is in o.tasks already: finish the move from it.
+  o.dirty.add(t);
+  m.evaluate(o);
 }
 
 /**

@@ -192,7 +192,35 @@ export function jobReason(input: ReasonInput): JobReason {
 }
 
 function waitingReason(input: ReasonInput, unplaced: number, self: string): JobReason {
-  const { rec, cell, quota, decisions, now } = input;
+  const w = waitOf(input, unplaced);
+  const { r } = w;
+  const cell = input.cell;
+  if (!cell) {
+    r.text = `waiting${w.says ? `: ${w.says}` : ' to be placed'}`;
+    return r;
+  }
+  r.rusUsable = cell.usable;
+  r.rusBusy = cell.busy;
+  r.holders = cell.holders.slice(0, TOP_HOLDERS);
+  r.serversMatching = cell.matching;
+  return blockedReason(input, w, cell) ?? freeReason(input, w, cell, self);
+}
+
+/** What every waiting reason says: how many RUs it needs at once, how long it waited and may wait, what the scheduling call says. */
+interface Wait {
+  r: JobReason;
+  unplaced: number;
+  needed: number;
+  gang: boolean;
+  need: string;
+  wait: string;
+  says: string;
+  live: DecisionRecord | undefined;
+  verdict: DecisionRecord['admission'][number] | undefined;
+}
+
+function waitOf(input: ReasonInput, unplaced: number): Wait {
+  const { rec, decisions, now } = input;
   const spec = rec.spec;
   const gang = spec.mode === 'gang';
   const n = spec.tasks;
@@ -219,15 +247,15 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
       : passed
         ? `; waited ${fmtWait(r.waitedMs)}, past admission's estimate of ${fmtWait(r.estimateMs)}${bound}`
         : `; estimated wait ${fmtWait(r.estimateMs)}${bound}`;
-  const says = live?.waiting ?? rec.message ?? '';
-  if (!cell) {
-    r.text = `waiting${says ? `: ${says}` : ' to be placed'}`;
-    return r;
-  }
-  r.rusUsable = cell.usable;
-  r.rusBusy = cell.busy;
-  r.holders = cell.holders.slice(0, TOP_HOLDERS);
-  r.serversMatching = cell.matching;
+  return { r, unplaced, needed, gang, need, wait, says: live?.waiting ?? rec.message ?? '', live, verdict };
+}
+
+/** A wait that free RUs alone will not end: no server it may use, all cordoned, a gang larger than what is up, the namespace's quota. */
+function blockedReason(input: ReasonInput, w: Wait, cell: CellSummary): JobReason | undefined {
+  const { r, needed, gang, unplaced } = w;
+  const { spec } = input.rec;
+  const n = spec.tasks;
+  const quota = input.quota;
   const constraint = describeConstraints(spec.constraints);
   if (cell.matchingUp === 0) {
     r.kind = 'constraint';
@@ -264,6 +292,14 @@ function waitingReason(input: ReasonInput, unplaced: number, self: string): JobR
     r.text = `namespace ${quota.namespace} is at its quota: ${quota.used} of ${quota.limit} RUs in use; ${gang ? `it needs ${needed} more at once` : `${plural(unplaced, 'task')} ${unplaced === 1 ? 'waits' : 'wait'} for an RU of the quota`}`;
     return r;
   }
+  return undefined;
+}
+
+/** A wait for free RUs: the cell full, admission control holding it, its first call to come, or RUs free and the call under way. */
+function freeReason(input: ReasonInput, w: Wait, cell: CellSummary, self: string): JobReason {
+  const { r, needed, need, wait, says, live, verdict } = w;
+  const { rec, decisions } = input;
+  const spec = rec.spec;
   const free = cell.usable - cell.busy;
   if (free < needed) {
     r.kind = 'cell-full';

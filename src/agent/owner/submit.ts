@@ -12,6 +12,8 @@ import { parseJson } from '../../state/records.ts';
 import type { Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
 import { invalid, TarcilError } from '../../util/errors.ts';
 import { newOwned, ownerFence, type OwnerContext } from './context.ts';
+import type { Feasibility } from '../cell.ts';
+import type { HeldLease } from '../../state/lease.ts';
 import { blockedNote } from './plan.ts';
 import { RESCAN_MS, scan } from './adoption.ts';
 
@@ -72,15 +74,77 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   const lease = m.lease;
   if (!lease || !lease.confirmed)
     throw new TarcilError('UNAVAILABLE', 'this scheduler cannot confirm its owner lease with the store (etcd slow, restarting or unreachable); retry shortly');
-  const k = m.o.keys;
+  const req = requestOf(m, spec, opts);
+  const checked = await preflight(m, spec, opts, req);
+  if ('existing' in checked) return checked.existing;
+  // The job is scheduled, and stored, with its class's learned vector when there is one (the
+  // request's digest above is of the spec as submitted).
+  spec = m.scheduleAs(spec);
   const now = m.o.clock.now();
+  const agent = m.pickAgent();
+  const note = checked.f.kind === 'not-now' ? blockedNote(m.unplaceableTimeoutMs, checked.f.reason, now) : undefined;
+  const record: LiveJobRecord = {
+    spec,
+    ...(note ? { message: note } : {}),
+    state: 'queued',
+    placed: 0,
+    updatedAt: now,
+    submittedAt: spec.submittedAt,
+    owner: agent.id,
+    rescheduled: 0,
+    taskStates: { queued: spec.tasks },
+    ...(req.id !== undefined ? { request: req.id } : {}),
+  };
+  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now, lease: lease.id };
+  const txn = submissionTxn(m, lease, { record, owner, req, extra: [opts.compare ?? [], checked.gate] });
+  const sent = await sendSubmission(m, lease, spec.id, txn);
+  if (!sent.res.succeeded) return refused(m, lease, sent.res, { req, spec, guarded: Boolean(opts.compare?.length || checked.gate?.compare.length) });
+  m.stats.submitted++;
+  const o = newOwned(spec, agent, record, sent.res.revision, m.ownedOn);
+  // Written in the same transaction as the job record.
+  o.ownerRev = sent.ownerRev ?? sent.res.revision;
+  // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
+  o.summaryAt = now;
+  m.owned.set(spec.id, o);
+  if (note) {
+    o.note = note;
+    o.blockedSince = now;
+  }
+  m.evaluate(o);
+  m.o.log.debug({ job: spec.id, jobName: spec.name, tasks: spec.tasks, revision: sent.res.revision }, 'job accepted');
+  return { jobId: spec.id, record, revision: sent.res.revision, duplicate: false };
+}
+
+/** The submission's request id as stored (qualified by its namespace), its key and the spec's digest. */
+interface RequestOf {
+  id?: string;
+  key?: string;
+  digest: string;
+}
+
+function requestOf(m: OwnerContext, spec: JobSpec, opts: SubmitOptions): RequestOf {
   // Request ids are the client's: each namespace has its own, so one namespace's id never answers
   // with another's job.
-  const requestId = opts.requestId !== undefined ? qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId)) : undefined;
-  const requestKey = requestId !== undefined ? m.live.request(requestId) : undefined;
+  const id = opts.requestId !== undefined ? qualifiedJobId(spec.namespace ?? DEFAULT_NAMESPACE, checkRequestId(opts.requestId)) : undefined;
+  const key = id !== undefined ? m.live.request(id) : undefined;
   // Only a request id's record needs the digest (a SHA-256 of the whole spec, serialized again):
   // a submission without one, the common case, does not pay for it.
-  const digest = requestKey ? specDigest(spec) : '';
+  return { id, key, digest: key ? specDigest(spec) : '' };
+}
+
+type Gate = { compare: Compare[]; success: Op[] } | undefined;
+
+/**
+ * The checks before anything is written: the store's back-pressure, whether the cell can ever run
+ * the job, this front-end's pending tasks, the namespace's limits (`opts.admit`). A submission
+ * about to be refused whose request id shows a retry of an accepted job gets that job instead.
+ */
+async function preflight(
+  m: OwnerContext,
+  spec: JobSpec,
+  opts: SubmitOptions,
+  req: RequestOf,
+): Promise<{ f: Feasibility; gate: Gate } | { existing: SubmitResult }> {
   // Back-pressure from the store: when this process already has many requests waiting for etcd
   // (its in-flight limit shrank because etcd answers slowly), a new job would only wait behind
   // them, and the client's deadline would expire first. Refused at once, writing nothing.
@@ -95,9 +159,9 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   // request record only if there is none, and reads it otherwise), so a first submission pays no
   // read before it. Only a submission about to be refused looks first, so that a retry of an
   // accepted job gets its answer rather than the refusal.
-  const refuse = async (err: TarcilError): Promise<SubmitResult> => {
-    const seen = requestKey ? await m.o.store.get(requestKey) : undefined;
-    if (seen) return existing(m, seen, digest);
+  const refuse = async (err: TarcilError): Promise<{ existing: SubmitResult }> => {
+    const seen = req.key ? await m.o.store.get(req.key) : undefined;
+    if (seen) return { existing: await existing(m, seen, req.digest) };
     throw err;
   };
   const f = m.feasibility(spec);
@@ -106,109 +170,99 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   // Back-pressure: a front-end that cannot keep up refuses new work rather than taking on a
   // backlog that grows without bound. A job alone is always taken, however large.
   const limit = m.maxPendingTasks;
-  if (limit > 0) {
-    const pending = m.pendingTasks();
-    if (pending > 0 && pending + spec.tasks > limit) {
-      return refuse(
-        new TarcilError(
-          'RESOURCE_EXHAUSTED',
-          `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`,
-        ),
-      );
-    }
+  const pending = limit > 0 ? m.pendingTasks() : 0;
+  if (limit > 0 && pending > 0 && pending + spec.tasks > limit) {
+    return refuse(
+      new TarcilError(
+        'RESOURCE_EXHAUSTED',
+        `this scheduler holds ${pending} tasks not yet placed (limit ${limit}, --max-pending-tasks): retry later or on another front-end`,
+      ),
+    );
   }
-  let gate: { compare: Compare[]; success: Op[] } | undefined;
   try {
-    gate = opts.admit ? await opts.admit() : undefined;
+    return { f, gate: opts.admit ? await opts.admit() : undefined };
   } catch (err) {
-    if (!requestKey || !(err instanceof TarcilError)) throw err;
+    if (!req.key || !(err instanceof TarcilError)) throw err;
     return refuse(err);
   }
-  // The job is scheduled, and stored, with its class's learned vector when there is one (the
-  // request's digest above is of the spec as submitted).
-  spec = m.scheduleAs(spec);
-  const agent = m.pickAgent();
-  const note = f.kind === 'not-now' ? blockedNote(m.unplaceableTimeoutMs, f.reason, now) : undefined;
-  const record: LiveJobRecord = {
-    spec,
-    ...(note ? { message: note } : {}),
-    state: 'queued',
-    placed: 0,
-    updatedAt: now,
-    submittedAt: spec.submittedAt,
-    owner: agent.id,
-    rescheduled: 0,
-    taskStates: { queued: spec.tasks },
-    ...(requestId !== undefined ? { request: requestId } : {}),
-  };
-  const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now, lease: lease.id };
+}
+
+/** The submission transaction: the job and owner records (and the request's), only if the job is new and our lease lives. */
+function submissionTxn(
+  m: OwnerContext,
+  lease: HeldLease,
+  w: { record: LiveJobRecord; owner: OwnerRecord; req: RequestOf; extra: [Compare[], Gate] },
+): { compare: Compare[]; success: Op[]; failure: Op[] } {
+  const k = m.o.keys;
+  const id = w.record.spec.id;
+  const [compares, gate] = w.extra;
   const compare: Compare[] = [
-    { key: k.job(spec.id), target: 'version', op: '==', value: 0 },
+    { key: k.job(id), target: 'version', op: '==', value: 0 },
     // Taken only while our lease lives: a job owned by a lease already gone would wait for a scan.
     ownerFence(k, lease),
-    ...(opts.compare ?? []),
+    ...compares,
     ...(gate?.compare ?? []),
   ];
   const success: Op[] = [
-    { type: 'put', key: k.job(spec.id), value: JSON.stringify(record) },
-    { type: 'put', key: k.owner(spec.id), value: JSON.stringify(owner) },
+    { type: 'put', key: k.job(id), value: JSON.stringify(w.record) },
+    { type: 'put', key: k.owner(id), value: JSON.stringify(w.owner) },
     ...(gate?.success ?? []),
   ];
   const failure: Op[] = [{ type: 'get', key: k.member(lease.id) }];
-  if (requestKey) {
-    const req: RequestRecord = { job: spec.id, digest, at: now };
-    compare.push({ key: requestKey, target: 'version', op: '==', value: 0 });
-    success.push({ type: 'put', key: requestKey, value: JSON.stringify(req) });
-    failure.push({ type: 'get', key: requestKey });
+  if (w.req.key) {
+    const rec: RequestRecord = { job: id, digest: w.req.digest, at: w.owner.since };
+    compare.push({ key: w.req.key, target: 'version', op: '==', value: 0 });
+    success.push({ type: 'put', key: w.req.key, value: JSON.stringify(rec) });
+    failure.push({ type: 'get', key: w.req.key });
   }
-  m.submitting.add(spec.id);
-  let res: TxnResult;
-  let ownerRev: number | undefined;
+  return { compare, success, failure };
+}
+
+/**
+ * Sends the submission. When its answer is lost, the job may be stored, owned through our lease:
+ * the store is asked; if it cannot answer now, a scan finds the job later (it is ours) and
+ * schedules it.
+ */
+async function sendSubmission(
+  m: OwnerContext,
+  lease: HeldLease,
+  id: string,
+  txn: { compare: Compare[]; success: Op[]; failure: Op[] },
+): Promise<{ res: TxnResult; ownerRev?: number }> {
+  const k = m.o.keys;
+  m.submitting.add(id);
   try {
-    trace('submit.sent', spec.id);
-    res = await m.o.store.txn({ compare, success, failure });
-    trace('submit.answered', spec.id);
+    trace('submit.sent', id);
+    const res = await m.o.store.txn(txn);
+    trace('submit.answered', id);
+    return { res };
   } catch (err) {
-    // The outcome is unknown: the job may be stored, owned through our lease. Ask the store;
-    // if it cannot answer now, a scan finds the job later (it is ours) and schedules it.
-    const landed = await m.o.store.get(k.owner(spec.id)).catch(() => 'unknown' as const);
+    const landed = await m.o.store.get(k.owner(id)).catch(() => 'unknown' as const);
     if (landed === 'unknown') m.later(RESCAN_MS, () => scan(m));
     if (landed === 'unknown' || ownerLeaseOf(landed) !== lease.id) throw err;
-    const jkv = await m.o.store.get(k.job(spec.id)).catch(() => undefined);
+    const jkv = await m.o.store.get(k.job(id)).catch(() => undefined);
     if (!jkv) {
       m.later(RESCAN_MS, () => scan(m));
       throw err;
     }
-    res = { succeeded: true, revision: jkv.modRevision, responses: [] };
-    ownerRev = landed?.modRevision;
+    return { res: { succeeded: true, revision: jkv.modRevision, responses: [] }, ownerRev: landed?.modRevision };
   } finally {
-    m.submitting.delete(spec.id);
+    m.submitting.delete(id);
   }
-  if (!res.succeeded) {
-    if (res.responses[0]?.[0]?.lease !== lease.id)
-      throw new TarcilError('UNAVAILABLE', 'this front-end lost its owner lease while the job was submitted; submit again');
-    const seen = res.responses[1]?.[0];
-    if (requestKey && seen) return existing(m, seen, digest);
-    if (opts.compare?.length || gate?.compare.length)
-      throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, {
-        field: 'namespace',
-      });
-    throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
-  }
-  m.stats.submitted++;
-  const o = newOwned(spec, agent, record, res.revision, m.ownedOn);
-  // Written in the same transaction as the job record.
-  o.ownerRev = ownerRev ?? res.revision;
-  // The submission wrote the record: its next steps (admitted, placed) wait out the interval.
-  o.summaryAt = now;
-  m.owned.set(spec.id, o);
-  if (note) {
-    o.note = note;
-    o.blockedSince = now;
-  }
-  m.evaluate(o);
-  m.o.log.debug({ job: spec.id, jobName: spec.name, tasks: spec.tasks, revision: res.revision }, 'job accepted');
-  return { jobId: spec.id, record, revision: res.revision, duplicate: false };
+}
+
+/** The submission wrote nothing: our lease went, the request id's job is answered, or the namespace changed, or the job exists. */
+async function refused(m: OwnerContext, lease: HeldLease, res: TxnResult, sub: { req: RequestOf; spec: JobSpec; guarded: boolean }): Promise<SubmitResult> {
+  const { req, spec, guarded } = sub;
+  if (res.responses[0]?.[0]?.lease !== lease.id)
+    throw new TarcilError('UNAVAILABLE', 'this front-end lost its owner lease while the job was submitted; submit again');
+  const seen = res.responses[1]?.[0];
+  if (req.key && seen) return existing(m, seen, req.digest);
+  if (guarded)
+    throw new TarcilError('ABORTED', `namespace ${spec.namespace ?? DEFAULT_NAMESPACE} changed while the job was submitted; try again`, {
+      field: 'namespace',
+    });
+  throw new TarcilError('ALREADY_EXISTS', `job ${spec.id} exists already`, { field: 'id' });
 }
 
 /** The job an earlier request with the same id created (see submitJob). */
