@@ -8,10 +8,13 @@ import type { JobSpec, TaskState } from '../../src/model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { replaceAfter } from '../../src/state/node-fence.ts';
 import type { Feasibility } from '../../src/agent/cell.ts';
+import type { PlacedRuRecord } from '../../src/state/records.ts';
 import type { TaskView } from '../../src/agent/owner/context.ts';
 import {
   ASSUMED_GRACE_MS,
   planCancel,
+  planGangRepair,
+  planQuota,
   planRecord,
   planTasks,
   planUnplaced,
@@ -64,6 +67,8 @@ function view(n: number, recs: Record<number, TaskRow>, extra: Partial<JobView> 
     summaryAt: Number.NEGATIVE_INFINITY,
     quota: false,
     quotaSettled: false,
+    quotaReconcile: false,
+    quotaReturns: new Set(),
     ...extra,
   };
 }
@@ -233,5 +238,57 @@ describe('planRecord: when the job record is due', () => {
     const v = { ...q, rec: { ...q.rec, taskStates: { queued: 2 } } };
     expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'later', waitMs: PROGRESS_WRITE_MS - 10 });
     expect(planRecord(v, NOW, false, 'a')).toEqual({ kind: 'none' });
+  });
+});
+
+describe('planQuota: what the job gives back of its namespace quota', () => {
+  const live = { 0: { state: 'running', commitId: 'c0' }, 1: { state: 'placed', commitId: 'c1' }, 2: { state: 'succeeded' } } as const;
+  it('nothing ended, nothing to recompute: nothing', () => {
+    expect(planQuota(view(3, live, { quota: true }), true)).toBeUndefined();
+  });
+  it('placements seen to end: their tokens', () => {
+    expect(planQuota(view(3, live, { quota: true, quotaReturns: new Set(['2/c2']) }), true)).toEqual({ drop: new Set(['2/c2']) });
+  });
+  it('adopted: the tokens of the live tasks, once no scheduling call is in flight', () => {
+    expect(planQuota(view(3, live, { quota: true, quotaReconcile: true }), true)).toEqual({ keep: new Set(['0/c0', '1/c1']), add: ['0/c0', '1/c1'] });
+    expect(planQuota(view(3, live, { quota: true, quotaReconcile: true, scheduling: new Set([2]) }), true)).toBeUndefined();
+  });
+  it('final: all of them, once', () => {
+    const done = { 0: { state: 'succeeded' }, 1: { state: 'failed' } } as const;
+    expect(planQuota(view(2, done, { quota: true, quotaReturns: new Set(['0/c0']) }), true)).toEqual({ all: true });
+    expect(planQuota(view(2, done, { quota: true, quotaSettled: true }), true)).toBeUndefined();
+  });
+});
+
+describe('planGangRepair: a gang left half-reserved, all or nothing', () => {
+  const placed = { 0: { state: 'placed', ru: ru('a') }, 1: { state: 'placed', ru: ru('b') } } as const;
+  const rec = (task: number, state: 'busy' | 'reserved', job = 'j') => ({ job, task, state }) as unknown as PlacedRuRecord;
+  it('every RU still reserved: give them all back', () => {
+    expect(
+      planGangRepair(view(2, placed), [
+        { task: 0, ru: rec(0, 'reserved') },
+        { task: 1, ru: rec(1, 'reserved') },
+      ]),
+    ).toEqual({ confirm: false, held: [0, 1] });
+  });
+  it('one RU already busy: confirm the rest', () => {
+    expect(
+      planGangRepair(view(2, placed), [
+        { task: 0, ru: rec(0, 'busy') },
+        { task: 1, ru: rec(1, 'reserved') },
+      ]),
+    ).toEqual({ confirm: true, held: [1] });
+  });
+  it('a task of the gang ran: confirm the rest', () => {
+    const v = view(3, { ...placed, 2: { state: 'succeeded' } });
+    expect(planGangRepair(v, [{ task: 0, ru: rec(0, 'reserved') }])).toEqual({ confirm: true, held: [0] });
+  });
+  it("an RU gone or holding another job's task is not the gang's to settle", () => {
+    expect(
+      planGangRepair(view(2, placed), [
+        { task: 0, ru: undefined },
+        { task: 1, ru: rec(1, 'reserved', 'other') },
+      ]),
+    ).toEqual({ confirm: false, held: [] });
   });
 });

@@ -10,6 +10,8 @@
  *   job (with the reason), or failed once that lasted `unplaceableTimeoutMs`.
  * - `planCancel`: for a cancelled job, each task stopped (placed, running) or recorded cancelled
  *   (never placed, queued, lost).
+ * - `planQuota`: what the job gives back of its namespace's RU quota (tenancy/quota.ts).
+ * - `planGangRepair`: a gang left half-reserved, settled all or nothing.
  * - `planRecord`: whether the job record is due (a new state or message at once, progress at most
  *   every PROGRESS_WRITE_MS, the final write once nothing is in flight) and what it says.
  */
@@ -17,6 +19,8 @@ import type { JobSpec, JobState, TaskState } from '../../model/types.ts';
 import { isFinalJob, isFinalTask, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
 import { replaceAfter } from '../../state/node-fence.ts';
 import type { Feasibility } from '../cell.ts';
+import { isLiveTask, quotaToken, type changeJobTokens } from '../../tenancy/quota.ts';
+import type { PlacedRuRecord } from '../../state/records.ts';
 import type { TaskView } from './context.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
@@ -42,6 +46,8 @@ export interface JobView {
   readonly summaryAt: number;
   readonly quota: boolean;
   readonly quotaSettled: boolean;
+  readonly quotaReconcile: boolean;
+  readonly quotaReturns: ReadonlySet<string>;
 }
 
 /** A node that live tasks of the job are on, not registered with this process, as the store answered. */
@@ -238,4 +244,44 @@ export function planRecord(o: JobView, now: number, admitted: boolean, owner: st
   else delete next.message;
   if (final) next.finishedAt = now;
   return { kind: 'write', next, final };
+}
+
+export type QuotaChange = Parameters<typeof changeJobTokens>[2];
+
+/**
+ * The job's quota tokens to change (tenancy/quota.ts): all given back once the job is final; after
+ * adoption, recomputed from its live tasks (once no scheduling call is in flight); otherwise the
+ * tokens of placements seen to end. Undefined: nothing to write.
+ */
+export function planQuota(o: JobView, admitted: boolean): QuotaChange | undefined {
+  if (isFinalJob(summarize(o, admitted).state)) return o.quotaSettled ? undefined : { all: true };
+  if (o.quotaReconcile && o.scheduling.size === 0) {
+    const live: string[] = [];
+    for (const [t, v] of o.tasks) if (isLiveTask(v.rec)) live.push(quotaToken(t, v.rec.commitId as string));
+    return { keep: new Set(live), add: live };
+  }
+  return o.quotaReturns.size > 0 ? { drop: new Set(o.quotaReturns) } : undefined;
+}
+
+/** A gang's placed task and its RU record as the store has it (undefined: gone, or another task's now). */
+export interface GangRu {
+  task: number;
+  ru: PlacedRuRecord | undefined;
+}
+
+/**
+ * A gang left half-reserved (transitions.ts reconcileGang): if its confirmation had begun (an RU
+ * of the job busy, or a task ran), the remaining reservations are confirmed, since part of the
+ * gang may be running; otherwise every reservation is given back and the gang scheduled again.
+ */
+export function planGangRepair(o: JobView, rus: readonly GangRu[]): { confirm: boolean; held: number[] } {
+  let confirm = false;
+  for (const v of o.tasks.values()) if (v.rec.state === 'running' || v.rec.state === 'succeeded' || v.rec.state === 'failed') confirm = true;
+  const held: number[] = [];
+  for (const { task, ru } of rus) {
+    if (!ru || ru.job !== o.id || ru.task !== task) continue;
+    if (ru.state === 'busy') confirm = true;
+    else if (ru.state === 'reserved') held.push(task);
+  }
+  return { confirm, held };
 }

@@ -7,12 +7,12 @@
 import type { RuRef, TaskState } from '../../model/types.ts';
 import { freeReservation } from '../../state/release.ts';
 import { parseQueueEntry } from '../../state/queue.ts';
-import { isFinalJob, type LiveTaskRecord } from '../../state/live-records.ts';
+import type { LiveTaskRecord } from '../../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../state/records.ts';
 import type { Compare, KeyValue, Op } from '../../store/types.ts';
 import { errorMessage, TarcilError } from '../../util/errors.ts';
-import { summarize } from './plan.ts';
-import { changeJobTokens, isLiveTask, quotaToken, updateJobTokens } from '../../tenancy/quota.ts';
+import { planGangRepair, planQuota, type GangRu } from './plan.ts';
+import { updateJobTokens } from '../../tenancy/quota.ts';
 import {
   admitted,
   checkOwnership,
@@ -158,41 +158,41 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
   if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
   const fence = commitFence(k, lease);
-  const held: { t: number; ref: RuRef; ruKv: KeyValue; ru: PlacedRuRecord }[] = [];
-  let confirmed = false;
+  const kvs = new Map<number, KeyValue>();
+  const rus: GangRu[] = [];
   for (const [t, v] of o.tasks) {
-    const st = v.rec.state;
-    if (st === 'running' || st === 'succeeded' || st === 'failed') confirmed = true;
-    if (st !== 'placed' || !v.rec.ru) continue;
+    if (v.rec.state !== 'placed' || !v.rec.ru) continue;
     const ruKv = await m.o.store.get(k.ru(v.rec.ru));
-    const ru = parseJson<PlacedRuRecord>(ruKv);
-    if (!ruKv || !ru || ru.job !== o.id || ru.task !== t) continue;
-    if (ru.state === 'busy') confirmed = true;
-    else if (ru.state === 'reserved') held.push({ t, ref: v.rec.ru, ruKv, ru });
+    if (ruKv) kvs.set(t, ruKv);
+    rus.push({ task: t, ru: parseJson<PlacedRuRecord>(ruKv) });
   }
+  const { confirm, held } = planGangRepair(o, rus);
   if (held.length === 0) return;
   m.o.log.info(
-    { job: o.id, reserved: held.length, confirmed },
-    confirmed ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done',
+    { job: o.id, reserved: held.length, confirmed: confirm },
+    confirm ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done',
   );
-  for (const h of held) {
-    if (confirmed) {
+  for (const t of held) {
+    const ruKv = kvs.get(t) as KeyValue;
+    const ru = rus.find((r) => r.task === t)?.ru as PlacedRuRecord;
+    const ref = o.tasks.get(t)?.rec.ru as RuRef;
+    if (confirm) {
       const res = await fencedTxn(m, o, lease, {
-        compare: [{ key: h.ruKv.key, target: 'mod', op: '==', value: h.ruKv.modRevision }],
+        compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
         success: [
-          { type: 'put', key: h.ruKv.key, value: JSON.stringify({ ...h.ru, state: 'busy', since: m.o.clock.now() }) },
-          { type: 'put', key: k.epoch(h.ref.server), value: `${o.agent.id}:gang` },
+          { type: 'put', key: ruKv.key, value: JSON.stringify({ ...ru, state: 'busy', since: m.o.clock.now() }) },
+          { type: 'put', key: k.epoch(ref.server), value: `${o.agent.id}:gang` },
         ],
       });
-      if (!res.succeeded) throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while completing it`);
+      if (!res.succeeded) throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${t} changed while completing it`);
     } else {
-      const ok = await freeReservation(m.o.store, k, { ru: h.ref, ruRevision: h.ruKv.modRevision, job: o.id, task: h.t, by: o.agent.id }, fence);
+      const ok = await freeReservation(m.o.store, k, { ru: ref, ruRevision: ruKv.modRevision, job: o.id, task: t, by: o.agent.id }, fence);
       if (!ok) {
         const member = await m.o.store.get(k.member(lease.id));
         checkOwnership(m, o, member, lease);
-        throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${h.t} changed while releasing it`);
+        throw new TarcilError('UNAVAILABLE', `gang ${o.id}: reservation of task ${t} changed while releasing it`);
       }
-      forgetTask(o, h.t);
+      forgetTask(o, t);
     }
   }
 }
@@ -207,15 +207,8 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
 export async function settleQuota(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
   if (!lease) return;
-  let change: Parameters<typeof changeJobTokens>[2] | undefined;
-  if (isFinalJob(summarize(o, admitted(o)).state)) change = { all: true };
-  else if (o.quotaReconcile && o.scheduling.size === 0) {
-    const live: string[] = [];
-    for (const [t, v] of o.tasks) if (isLiveTask(v.rec)) live.push(quotaToken(t, v.rec.commitId as string));
-    change = { keep: new Set(live), add: live };
-  } else if (o.quotaReturns.size > 0) change = { drop: new Set(o.quotaReturns) };
+  const change = planQuota(o, admitted(o));
   if (!change) return;
-  if (change.all && o.quotaSettled) return;
   const done = await updateJobTokens(m.o.store, m.o.keys, o.id, change, async (compare, success) => {
     const res = await fencedTxn(m, o, lease, { compare, success });
     return { succeeded: res.succeeded, owned: !o.dropped };
