@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
-import { loadProtos } from '../src/frontend/proto.ts';
+import { loadProtos } from '../src/rpc/proto.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../src/model/catalog.ts';
 import { startMonitor, startScheduler, type MonitorProcess } from '../src/frontend/runtime.ts';
 import { openStore } from '../src/store/index.ts';

@@ -40,7 +40,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { clientConstructor } from '../src/frontend/proto-root.ts';
+import { clientConstructor } from '../src/rpc/proto-root.ts';
 import { openTimedWatch } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';

@@ -28,7 +28,7 @@ import { protoCodegenSource } from './proto-codegen.mjs';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The modules a command imports when it runs that go into the bundle (src/ paths). */
-const BUNDLED = ['src/cli/client.ts', 'src/cli/node-commands.ts', 'src/cli/sample-size.ts', 'src/frontend/proto-root.ts'];
+const BUNDLED = ['src/cli/client.ts', 'src/cli/node-commands.ts', 'src/cli/sample-size.ts', 'src/rpc/proto-root.ts'];
 /**
  * Modules always taken from the compiled tree: one copy shared with the modules loaded from there.
  * The loader hands them to the bundle (SHARED_FROM_TREE, as paths from dist/cli); here, their sources.

@@ -1,5 +1,5 @@
 // Writes dist/proto/descriptor.json: the .proto files of proto/ parsed once, at build time, into
-// protobufjs's JSON form. The processes and the command line load it (src/frontend/proto.ts)
+// protobufjs's JSON form. The processes and the command line load it (src/rpc/proto.ts)
 // instead of parsing the .proto files at every start; run by `npm run build`.
 import protobuf from 'protobufjs';
 import { mkdirSync, writeFileSync } from 'node:fs';

@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { createServer } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
-import { protoRoot } from '../../src/frontend/proto-root.ts';
+import { protoRoot } from '../../src/rpc/proto-root.ts';
 
 const raw = {
   requestSerialize: (b: Buffer) => b,

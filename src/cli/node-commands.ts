@@ -10,7 +10,7 @@ import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Server__Output } from '../frontend/gen/tarcil/v1/Server.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import type { TaskLogChunk__Output } from '../frontend/gen/tarcil/v1/TaskLogChunk.ts';
-import { errorFromStatus } from '../frontend/grpc.ts';
+import { errorFromStatus } from '../rpc/grpc.ts';
 import { DEFAULT_DRAIN_DEADLINE_MS } from '../frontend/options.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { fmtMs } from './flags.ts';

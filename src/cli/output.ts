@@ -43,7 +43,7 @@ let root: { lookupType(name: string): PbType } | undefined;
 
 async function messageType(name: MessageName): Promise<PbType> {
   if (!root) {
-    const { protoRoot } = await import('../frontend/proto-root.ts');
+    const { protoRoot } = await import('../rpc/proto-root.ts');
     // Resolved as a whole: ordered() walks every field's type.
     const r = protoRoot().resolveAll();
     root = { lookupType: (n: string) => r.lookupType(n) };

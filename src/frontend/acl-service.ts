@@ -13,7 +13,7 @@ import type { Clock } from '../util/clock.ts';
 import type { AuditRecord as AuditProto } from './gen/tarcil/v1/AuditRecord.ts';
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
 import type { Token } from './gen/tarcil/v1/Token.ts';
-import { unaryStatus } from './grpc.ts';
+import { unaryStatus } from '../rpc/grpc.ts';
 
 export interface AclServiceDeps {
   store: ClusterStore;

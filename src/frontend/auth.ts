@@ -44,7 +44,7 @@ import type { Clock } from '../util/clock.ts';
 import { TarcilError, isTarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
-import { endStreamWithError, unaryStatus } from './grpc.ts';
+import { endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
 import { jobIdOf } from './job-id.ts';
 import { setReadableNamespaces } from './list-filter.ts';
 

@@ -5,9 +5,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
 import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
-import { clientCredentials } from './grpc.ts';
+import { clientCredentials } from '../rpc/grpc.ts';
 import { CLIENT_DEFAULTS } from './options.ts';
-import { clientConstructor } from './proto-root.ts';
+import { clientConstructor } from '../rpc/proto-root.ts';
 
 /**
  * A Scheduler client. With a token (`--token`, $TARCIL_TOKEN), every call carries it as

@@ -11,7 +11,7 @@ import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import { startGrpcServer, type TlsFiles } from './grpc.ts';
+import { startGrpcServer, type TlsFiles } from '../rpc/grpc.ts';
 import { HollowMetrics } from './node-metrics.ts';
 import { addNodeMonitorService, hollowNodes } from './node.ts';
 

@@ -8,9 +8,9 @@ import { blockPrefix, TASK_BLOCK } from '../state/task-chunks.ts';
 import type { WatchBatch } from '../store/types.ts';
 import type { TarcilError } from '../util/errors.ts';
 import type { JobEvent, JobEvent__Output } from './gen/tarcil/v1/JobEvent.ts';
-import { ENCODED, type PreEncoded } from './pre-encoded.ts';
+import { ENCODED, type PreEncoded } from '../rpc/pre-encoded.ts';
 import { STREAM_LIMIT_DEFAULTS } from './options.ts';
-import { LOADER_OPTIONS, protoRoot } from './proto-root.ts';
+import { LOADER_OPTIONS, protoRoot } from '../rpc/proto-root.ts';
 
 export interface JobWatchLimits {
   /** Tasks per message (default 1000: a message stays well under gRPC's 4 MiB default). */

@@ -24,7 +24,7 @@ import {
   type JobWatchLimits,
   type Listener,
 } from './job-watch-events.ts';
-import { ENCODED } from './pre-encoded.ts';
+import { ENCODED } from '../rpc/pre-encoded.ts';
 import { laterTurn } from '../util/turns.ts';
 
 /** What a generation uses of its hub (JobWatchHub). */

@@ -32,10 +32,10 @@ import { parseJson } from '../state/records.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, WatchBatch, WatchHandle } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
-import { callTransport, dropUnread, type CallTransport } from './connection-limits.ts';
+import { callTransport, dropUnread, type CallTransport } from '../rpc/connection-limits.ts';
 import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
-import { endStreamWithError } from './grpc.ts';
+import { endStreamWithError } from '../rpc/grpc.ts';
 import { Generation } from './job-watch-generation.ts';
 import { DEFAULT_JOB_WATCH_LIMITS, EncodedJobEvent, PUMP_SLICE_MS, type Frame, type JobWatchLimits, type Listener } from './job-watch-events.ts';
 

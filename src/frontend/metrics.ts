@@ -17,7 +17,7 @@ import type { Housekeeper } from '../state/housekeeping.ts';
 import type { LocalMonitor } from '../monitor/monitor.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from './metrics-endpoint.ts';
+import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
 import { registerMonitorMetrics } from './node-metrics.ts';
 
 /**

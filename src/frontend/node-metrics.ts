@@ -7,7 +7,7 @@ import type { HollowNodes, HollowSnapshot } from '../monitor/hollow.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from './metrics-endpoint.ts';
+import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
 
 /**
  * The node metrics of local monitors, read from them when scraped: their RUs, what runs on them,

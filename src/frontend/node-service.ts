@@ -21,8 +21,8 @@ import type { SetNodeSchedulingRequest__Output } from './gen/tarcil/v1/SetNodeSc
 import type { TaskLogChunk } from './gen/tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
 import type { TaskLogsRequest__Output } from './gen/tarcil/v1/TaskLogsRequest.ts';
-import { endStreamWithError } from './grpc.ts';
-import { DEFAULT_SLOW_CONSUMER_MS, dropUnread } from './connection-limits.ts';
+import { endStreamWithError } from '../rpc/grpc.ts';
+import { DEFAULT_SLOW_CONSUMER_MS, dropUnread } from '../rpc/connection-limits.ts';
 
 import { DEFAULT_DRAIN_DEADLINE_MS, MAX_DRAIN_DEADLINE_MS } from './options.ts';
 

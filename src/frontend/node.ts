@@ -12,9 +12,9 @@ import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { clip } from '../util/text.ts';
 import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
-import { clientCredentials, endStreamWithError, unaryStatus } from './grpc.ts';
+import { clientCredentials, endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
 import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
-import { loadProtos } from './proto.ts';
+import { loadProtos } from '../rpc/proto.ts';
 
 /** One node as the service sees it. */
 export interface ServedNode {

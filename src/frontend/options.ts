@@ -5,7 +5,8 @@
  * Defaults that belong to another component are named here from that component's module, never
  * copied: the agents' (agent/config.ts), the job owner's (agent/owner/context.ts), leases
  * (state/lease.ts), retention and compaction (state/retention.ts, state/housekeeping.ts), the
- * monitors' (monitor/options.ts) and the stores' (store/common.ts, store/etcd.ts).
+ * monitors' (monitor/options.ts), the stores' (store/common.ts, store/etcd.ts) and the gRPC
+ * connections' (rpc/connection-limits.ts).
  */
 import { DEFAULT_AGENT_CONFIG } from '../agent/defaults.ts';
 import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
@@ -14,6 +15,7 @@ import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
 import { DEFAULT_PREFIX } from '../state/keys.ts';
 import { DEFAULT_LEASE_TTL_S } from '../state/lease.ts';
 import { DEFAULT_RETAIN_MS } from '../state/retention.ts';
+import { DEFAULT_CONNECTION_LIMITS, DEFAULT_SLOW_CONSUMER_MS } from '../rpc/connection-limits.ts';
 import { invalid } from '../util/errors.ts';
 
 export const DEFAULT_HOST = '127.0.0.1';
@@ -79,19 +81,20 @@ export const CLIENT_DEFAULTS = {
 
 /**
  * What a connection, a call and the WatchJob streams may hold of a front-end, and for how long
- * (`tarcil server` and `up`): the defaults of frontend/connection-limits.ts (every tarcil gRPC
- * server) and frontend/job-watch-events.ts, which take them from here.
+ * (`tarcil server` and `up`): the connections' and calls' defaults are rpc/connection-limits.ts's
+ * (every tarcil gRPC server); the WatchJob streams' are set here, and frontend/job-watch-events.ts
+ * takes them from here.
  */
 export const STREAM_LIMIT_DEFAULTS = {
   /** Calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). */
-  maxConcurrentStreams: 2000,
-  keepaliveTimeMs: 30_000,
-  keepaliveTimeoutMs: 20_000,
-  maxConnectionIdleMs: 60_000,
-  requestTimeoutMs: 10_000,
-  unsentTimeoutMs: 30_000,
+  maxConcurrentStreams: DEFAULT_CONNECTION_LIMITS.maxConcurrentStreams,
+  keepaliveTimeMs: DEFAULT_CONNECTION_LIMITS.keepaliveTimeMs,
+  keepaliveTimeoutMs: DEFAULT_CONNECTION_LIMITS.keepaliveTimeoutMs,
+  maxConnectionIdleMs: DEFAULT_CONNECTION_LIMITS.maxConnectionIdleMs,
+  requestTimeoutMs: DEFAULT_CONNECTION_LIMITS.requestTimeoutMs,
+  unsentTimeoutMs: DEFAULT_CONNECTION_LIMITS.unsentTimeoutMs,
   /** New calls handed to grpc-js per turn of the event loop (0: all in the turn they arrive). */
-  callsPerTurn: 100,
+  callsPerTurn: DEFAULT_CONNECTION_LIMITS.callsPerTurn,
   maxWatches: 20_000,
   maxWatchesPerJob: 10_000,
   maxWatchesPerConnection: 1000,
@@ -99,7 +102,7 @@ export const STREAM_LIMIT_DEFAULTS = {
   streamQueueBytes: 256 * 1024,
   totalQueueBytes: 64 * 2 ** 20,
   /** A stream (WatchJob, TaskLogs) whose client takes nothing this long is dropped. */
-  slowConsumerMs: 30_000,
+  slowConsumerMs: DEFAULT_SLOW_CONSUMER_MS,
   /** A WatchJob stream this many bytes behind its job starts over with a fresh snapshot. */
   maxBehindBytes: 8 * 2 ** 20,
 } as const;

@@ -19,13 +19,13 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import { AuthLayer } from './auth.ts';
-import { startGrpcServer, type TlsFiles } from './grpc.ts';
+import { startGrpcServer, type TlsFiles } from '../rpc/grpc.ts';
 import { Metrics } from './metrics.ts';
 import { MonitorMetrics } from './node-metrics.ts';
 import { Dashboard, dashboardRefusal } from './dashboard/server.ts';
 import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './node.ts';
 import { checkSchedulerOptions, SERVER_DEFAULTS, type StreamLimits } from './options.ts';
-import { loadProtos } from './proto.ts';
+import { loadProtos } from '../rpc/proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
 import { NamespaceView } from '../tenancy/namespace-view.ts';
 

@@ -36,7 +36,7 @@ import type { JobEvent } from './gen/tarcil/v1/JobEvent.ts';
 import type { WatchJobRequest__Output } from './gen/tarcil/v1/WatchJobRequest.ts';
 import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobRequest__Output } from './gen/tarcil/v1/SubmitJobRequest.ts';
-import { deadlineExceeded, remainingMs, unaryStatus } from './grpc.ts';
+import { deadlineExceeded, remainingMs, unaryStatus } from '../rpc/grpc.ts';
 import { blockPrefix, DEFAULT_JOB_WATCH_LIMITS, JobStream, JobWatchHub, SNAPSHOT_BLOCK, type JobWatchLimits } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
 import { cordonLines, cordonsOf, departedServers, setNodeScheduling, taskLogs, type NodeServiceDeps } from './node-service.ts';

@@ -2,7 +2,7 @@
  * What a daemon (`tarcil server`, `monitor`, `up`, `hollow`) does with an error no code caught.
  *
  * - A rejected promise nobody handles: logged at error level with an incident id and counted,
- *   and the process goes on serving. Every RPC already answers its own faults (frontend/guard.ts),
+ *   and the process goes on serving. Every RPC already answers its own faults (rpc/guard.ts),
  *   so what is left is a background task's failure: its state is the task's own, and the store
  *   stays the truth that the next evaluation, lease renewal or watch event reads again.
  * - An exception thrown out of a callback (a timer, an event handler): the synchronous code it

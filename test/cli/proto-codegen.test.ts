@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error -- a plain ES module of the build (scripts/), without types
 import { protoCodegenSource } from '../../scripts/proto-codegen.mjs';
-import { LOADER_OPTIONS } from '../../src/frontend/proto-root.ts';
+import { LOADER_OPTIONS } from '../../src/rpc/proto-root.ts';
 
 const PROTO = fileURLToPath(new URL('../../proto', import.meta.url));
 const FILES = ['tarcil/v1/scheduler.proto', 'tarcil/v1/monitor.proto'];

@@ -1,7 +1,7 @@
 import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { PROTO_DIR, PROTO_FILES } from '../../src/frontend/proto-root.ts';
+import { PROTO_DIR, PROTO_FILES } from '../../src/rpc/proto-root.ts';
 import {
   DOCUMENTED,
   describeFinding,

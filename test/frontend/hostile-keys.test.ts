@@ -3,7 +3,7 @@ import type protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { protoRoot } from '../../src/frontend/proto-root.ts';
+import { protoRoot } from '../../src/rpc/proto-root.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';

@@ -7,8 +7,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { grpcServerOptions } from '../../src/frontend/connection-limits.ts';
-import { PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/frontend/call-pacer.ts';
+import { grpcServerOptions } from '../../src/rpc/connection-limits.ts';
+import { PACER_TARGET_TURN_MS, paceCalls, type CallPacer } from '../../src/rpc/call-pacer.ts';
 
 const raw = {
   requestSerialize: (b: Buffer) => b,

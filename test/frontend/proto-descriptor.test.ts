@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
-import { LOADER_OPTIONS, loadDefinition, PROTO_DESCRIPTOR, PROTO_FILES } from '../../src/frontend/proto.ts';
-import { clientConstructor } from '../../src/frontend/proto-root.ts';
+import { LOADER_OPTIONS, loadDefinition, PROTO_DESCRIPTOR, PROTO_FILES } from '../../src/rpc/proto.ts';
+import { clientConstructor } from '../../src/rpc/proto-root.ts';
 import { packageRoot } from '../../src/util/package-root.ts';
 
 /** A definition as data: message descriptors, and each method's path, streaming and types. */

@@ -57,7 +57,7 @@ const WAITING = new Set(['queued', 'admitted']);
 const JOB_STATES = ['queued', 'admitted', 'placed', 'running', 'succeeded', 'failed', 'cancelled'];
 const OPEN_STATES = ['queued', 'admitted', 'placed', 'running'];
 const MAX_SPEC_BYTES = 64 * 1024;
-/** The front-end's gRPC receive limit (src/frontend/grpc.ts MAX_REQUEST_BYTES). */
+/** The front-end's gRPC receive limit (src/rpc/grpc.ts MAX_REQUEST_BYTES). */
 const MAX_GRPC_REQUEST = 1 << 20;
 /** The test cell's back-pressure limit (the front-end's default, passed explicitly). */
 const MAX_PENDING_TASKS = DEFAULT_MAX_PENDING_TASKS;

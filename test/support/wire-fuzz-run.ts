@@ -22,7 +22,7 @@ import { pino } from 'pino';
 import protobuf from 'protobufjs';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { PROTO_DIR, PROTO_FILES, protoRoot } from '../../src/frontend/proto-root.ts';
+import { PROTO_DIR, PROTO_FILES, protoRoot } from '../../src/rpc/proto-root.ts';
 import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';

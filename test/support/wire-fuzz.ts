@@ -1,7 +1,7 @@
 /**
  * The request generator of the wire fuzzer (runner and oracle in wire-fuzz-run.ts): every RPC of
  * every service of proto/ and every field of its request, found by walking the protobufjs Root
- * the clients load (src/frontend/proto-root.ts), so a field added to a .proto file is fuzzed
+ * the clients load (src/rpc/proto-root.ts), so a field added to a .proto file is fuzzed
  * without a change here.
  *
  * A field is reached by a path in the proto's own names: `spec.constraints.attributes{key}`,
@@ -356,7 +356,7 @@ export function encode(type: protobuf.Type, m: Msg): Buffer {
 // ---------------------------------------------------------------------------------------------
 // Mutations.
 
-/** The largest request a tarcil server takes (src/frontend/grpc.ts MAX_REQUEST_BYTES). */
+/** The largest request a tarcil server takes (src/rpc/grpc.ts MAX_REQUEST_BYTES). */
 export const MAX_REQUEST_BYTES = 1 << 20;
 /** How many elements or map entries `many` sends. */
 export const MANY = 20_000;

@@ -12,7 +12,7 @@ import { jobsCommand } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/frontend/client.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
-import { loadProtos } from '../../src/frontend/proto.ts';
+import { loadProtos } from '../../src/rpc/proto.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { RetentionSweeper } from '../../src/state/retention.ts';
 import { openStore } from '../../src/store/index.ts';

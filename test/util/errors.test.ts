@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { deadlineExceeded, toStatus } from '../../src/frontend/grpc.ts';
+import { deadlineExceeded, toStatus } from '../../src/rpc/grpc.ts';
 import { errorMessage, invalid, isTransient, TarcilError } from '../../src/util/errors.ts';
 
 describe('errorMessage', () => {

@@ -41,7 +41,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import { TarcilError } from '../util/errors.ts';
-import { STREAM_LIMIT_DEFAULTS } from './options.ts';
 import { endStreamWithError } from './status.ts';
 
 export interface ConnectionLimits {
@@ -55,17 +54,20 @@ export interface ConnectionLimits {
   callsPerTurn: number;
 }
 
-const D = STREAM_LIMIT_DEFAULTS;
-
-/** The defaults (frontend/options.ts, where `tarcil server` and `up` read them for their flags). */
+/**
+ * The defaults. `tarcil server` and `up` take them from here for their flags, with the WatchJob
+ * streams' (frontend/options.ts STREAM_LIMIT_DEFAULTS).
+ */
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  maxConcurrentStreams: D.maxConcurrentStreams,
-  keepaliveTimeMs: D.keepaliveTimeMs,
-  keepaliveTimeoutMs: D.keepaliveTimeoutMs,
-  maxConnectionIdleMs: D.maxConnectionIdleMs,
-  requestTimeoutMs: D.requestTimeoutMs,
-  unsentTimeoutMs: D.unsentTimeoutMs,
-  callsPerTurn: D.callsPerTurn,
+  /** Calls one connection carries at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: 2000,
+  keepaliveTimeMs: 30_000,
+  keepaliveTimeoutMs: 20_000,
+  maxConnectionIdleMs: 60_000,
+  requestTimeoutMs: 10_000,
+  unsentTimeoutMs: 30_000,
+  /** New calls handed to grpc-js per turn of the event loop (0: all in the turn they arrive). */
+  callsPerTurn: 100,
 };
 
 /** The HTTP/2 side of one call, for the streams that bound what they queue. */
@@ -82,7 +84,7 @@ export interface CallTransport {
 }
 
 /** A server stream whose client takes nothing for this long is dropped (WatchJob, TaskLogs). */
-export const DEFAULT_SLOW_CONSUMER_MS: number = D.slowConsumerMs;
+export const DEFAULT_SLOW_CONSUMER_MS: number = 30_000;
 
 /** The transport of each call, by its request metadata (the object a handler gets as `call.metadata`). */
 const transports = new WeakMap<grpc.Metadata, CallTransport>();

@@ -1,7 +1,7 @@
 /**
- * The gRPC plumbing of the front-end: servers and credentials (TLS, mutual TLS), health and
- * reflection. Every service added runs through guard.ts; TarcilError codes become gRPC status in
- * status.ts.
+ * The gRPC plumbing of every tarcil gRPC server (a front-end's Scheduler, a node's NodeMonitor)
+ * and client: servers and credentials (TLS, mutual TLS), health and reflection, call deadlines.
+ * Every service added runs through guard.ts; TarcilError codes become gRPC status in status.ts.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { HealthImplementation } from 'grpc-health-check';
