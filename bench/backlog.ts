@@ -27,7 +27,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { schedulerClient } from '../src/frontend/client.ts';
+import { schedulerClient } from '../src/cli/grpc-clients.ts';
 import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
 import type { JobEvent__Output } from '../src/frontend/gen/tarcil/v1/JobEvent.ts';
 import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';

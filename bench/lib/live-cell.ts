@@ -3,7 +3,7 @@
  * process running the cell's nodes and `tarcil server` front-ends, each a child process whose
  * output is kept.
  */
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { tarcil, type TarcilProc } from '../../test/support/procs.ts';
 

@@ -6,7 +6,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import Table from 'cli-table3';
 import { attemptLines } from '../frontend/convert.ts';
-import { bearer, schedulerClient } from '../frontend/client.ts';
+import { bearer, schedulerClient } from './grpc-clients.ts';
 import { clientCredentials } from '../rpc/grpc.ts';
 import { clientConstructor } from '../rpc/proto-root.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';

@@ -6,7 +6,7 @@
 import { expandCluster, loadCatalog, resolveCluster, scaleCluster } from '../model/catalog.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { Keys } from '../state/keys.ts';
-import { startHollow, simulateDeaths } from '../frontend/hollow.ts';
+import { startHollow, simulateDeaths } from '../node/hollow.ts';
 import { SystemClock } from '../util/clock.ts';
 import { invalid, isTarcilError } from '../util/errors.ts';
 import { createLogger, type Logger } from '../util/log.ts';

@@ -5,7 +5,7 @@
  */
 import { resolveJobId } from '../tenancy/namespace.ts';
 import type * as grpc from '@grpc/grpc-js';
-import { nodeMonitorClient, schedulerClient } from '../frontend/client.ts';
+import { nodeMonitorClient, schedulerClient } from './grpc-clients.ts';
 import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
 import type { Server__Output } from '../frontend/gen/tarcil/v1/Server.ts';
 import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';

@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics of a front-end (`/metrics`; the endpoint and its health checks are
- * metrics-endpoint.ts, the node metrics node-metrics.ts).
+ * rpc/metrics-endpoint.ts, the node metrics node/metrics.ts).
  * Counters are fed by the job manager's hooks; gauges are read from the agents' shared view, the
  * owned jobs and the monitors when scraped, so nothing runs on the scheduling path. Process and
  * Node.js metrics carry their standard names (`process_cpu_seconds_total`,
@@ -18,7 +18,7 @@ import type { LocalMonitor } from '../monitor/monitor.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
-import { registerMonitorMetrics } from './node-metrics.ts';
+import { registerMonitorMetrics } from '../node/metrics.ts';
 
 /**
  * Buckets of the latency and wait histograms, in seconds: a millisecond to 30 minutes. A job may

@@ -1,17 +1,13 @@
 /**
- * Process wiring: a front-end (job manager, agents, gRPC, metrics) and a node (LocalMonitor,
- * executor, NodeMonitor service), as `tarcil server`, `monitor` and `up` start them.
+ * Process wiring of a front-end: its job manager and agents, the Scheduler gRPC service, metrics
+ * and the dashboard, as `tarcil server` and `up` start them (startScheduler). A node's is
+ * node/runtime.ts.
  */
 import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
-import type { SlowdownModel } from '../monitor/load.ts';
 import type { AgentConfig } from '../agent/agent.ts';
 import { JobManager } from '../agent/lifecycle.ts';
 import type { JobManagerOptions } from '../agent/owner/context.ts';
 import type { Catalog } from '../model/catalog.ts';
-import type { ServerSpec } from '../model/types.ts';
-import { ProcessExecutor, SimulatedExecutor, type Executor } from '../monitor/executor.ts';
-import { LocalMonitor } from '../monitor/monitor.ts';
-import { checkMonitorOptions, DEFAULT_LOG_DIR } from '../monitor/options.ts';
 import { Housekeeper } from '../state/housekeeping.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
@@ -21,9 +17,10 @@ import type { Rng } from '../util/rng.ts';
 import { AuthLayer } from './auth.ts';
 import { startGrpcServer, type TlsFiles } from '../rpc/grpc.ts';
 import { Metrics } from './metrics.ts';
-import { MonitorMetrics } from './node-metrics.ts';
 import { Dashboard, dashboardRefusal } from './dashboard/server.ts';
-import { addNodeMonitorService, GrpcNodeLink, localNodes, singleNode } from './node.ts';
+import { localNodes } from '../node/monitor-service.ts';
+import { localMonitors } from '../node/runtime.ts';
+import { GrpcNodeLink } from './node-link.ts';
 import { checkSchedulerOptions, SERVER_DEFAULTS, type StreamLimits } from './options.ts';
 import { loadProtos } from '../rpc/proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
@@ -107,9 +104,6 @@ export interface SchedulerProcess {
   ready: Promise<void>;
   close(): Promise<void>;
 }
-
-/** The monitors started in this process: a front-end of the same process (`tarcil up`) exports their metrics. */
-const localMonitors = new Set<LocalMonitor>();
 
 /** A front-end: the Scheduler gRPC service over a JobManager with N agents. */
 export async function startScheduler(o: SchedulerProcessOptions): Promise<SchedulerProcess> {
@@ -255,97 +249,5 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     housekeeper,
     ready,
     close,
-  };
-}
-
-export interface MonitorProcessOptions {
-  store: ClusterStore;
-  keys: Keys;
-  clock: Clock;
-  log: Logger;
-  server: ServerSpec;
-  executor: 'simulated' | 'process';
-  host: string;
-  port: number;
-  /** Address others use to reach this monitor (default host:boundPort). */
-  advertise?: string;
-  leaseTtlSeconds?: number;
-  logDir?: string;
-  tls?: TlsFiles;
-  /** The simulated executor's slowdown model (default: the shared performance model, model/perf.ts). */
-  slowdown?: SlowdownModel;
-  loadThreshold?: number;
-  /** Blocks of this server while a task runs slow (MonitorOptions.block; default DEFAULT_RUNTIME.block, `--block`/`--no-block`). */
-  block?: boolean;
-  /** Serve Prometheus metrics on this port (undefined: no endpoint; 0: any free port). */
-  metricsPort?: number;
-  /** Process executor: measure each task's rate from its CPU time (see ProcessExecutor). */
-  cpuRate?: boolean;
-  /** Where the monitor journals task outcomes (default: `<logDir>/journal` for the process executor). */
-  journalDir?: string;
-  /** How long tasks keep running once the store cannot be reached and the lease ran out (default DEFAULT_DISCONNECT_GRACE_MS). */
-  disconnectGraceMs?: number;
-}
-
-export interface MonitorProcess {
-  port: number;
-  metricsPort: number | undefined;
-  monitor: LocalMonitor;
-  close(): Promise<void>;
-}
-
-/** A node: its LocalMonitor and the NodeMonitor gRPC service. */
-export async function startMonitor(o: MonitorProcessOptions): Promise<MonitorProcess> {
-  checkMonitorOptions(o);
-  const executor: Executor =
-    o.executor === 'process'
-      ? new ProcessExecutor({ clock: o.clock, logDir: o.logDir ?? DEFAULT_LOG_DIR, ...(o.cpuRate !== undefined ? { cpuRate: o.cpuRate } : {}) })
-      : new SimulatedExecutor(o.clock);
-  const monitor = new LocalMonitor({
-    store: o.store,
-    keys: o.keys,
-    clock: o.clock,
-    log: o.log.child({ component: 'monitor', server: o.server.id }),
-    server: o.server,
-    executor,
-    ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
-    ...(o.loadThreshold !== undefined ? { loadThreshold: o.loadThreshold } : {}),
-    ...(o.block !== undefined ? { block: o.block } : {}),
-    ...(o.slowdown ? { slowdown: o.slowdown } : {}),
-    ...(o.journalDir !== undefined ? { journalDir: o.journalDir } : {}),
-    ...(o.disconnectGraceMs !== undefined ? { disconnectGraceMs: o.disconnectGraceMs } : {}),
-  });
-  const route = singleNode(monitor);
-  const grpcServer = await startGrpcServer({
-    log: o.log,
-    host: o.host,
-    port: o.port,
-    ...(o.tls ? { tls: o.tls } : {}),
-    register: (server) => [addNodeMonitorService(server, route)],
-  });
-  const advertised = o.advertise ?? `${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${grpcServer.port}`;
-  const unlisted = localNodes.add(advertised, route);
-  try {
-    await monitor.setEndpoint(advertised);
-    await monitor.start();
-  } catch (err) {
-    unlisted();
-    throw err;
-  }
-  localMonitors.add(monitor);
-  const metrics = o.metricsPort !== undefined ? new MonitorMetrics(monitor, o.store, o.keys) : undefined;
-  const metricsPort = metrics && o.metricsPort !== undefined ? await metrics.listen(o.host, o.metricsPort) : undefined;
-  return {
-    port: grpcServer.port,
-    metricsPort,
-    monitor,
-    close: async () => {
-      unlisted();
-      localMonitors.delete(monitor);
-      await monitor.close();
-      if (executor instanceof ProcessExecutor) executor.killAll();
-      await grpcServer.close(500);
-      await metrics?.close();
-    },
   };
 }

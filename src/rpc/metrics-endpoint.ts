@@ -2,7 +2,7 @@
  * What every process's metrics endpoint shares: a registry with the process's default metrics,
  * served with `/healthz` and `/readyz` (MetricsEndpoint), and the store's request times and watch
  * events (`tarcil_store_request_seconds`, `tarcil_store_watch_events_total`). The scheduler's
- * metrics are in frontend/metrics.ts, the nodes' in frontend/node-metrics.ts.
+ * metrics are in frontend/metrics.ts, the nodes' in node/metrics.ts.
  */
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';

@@ -70,6 +70,7 @@ const HEAVY = [
   /\/src\/sim\/(?!experiments\/names\.)/,
   /\/src\/store\/etcd/,
   /\/src\/frontend\/runtime\./,
+  /\/src\/node\/runtime\./,
   /\/src\/agent\/agent\./,
   /\/src\/monitor\/monitor\./,
 ];
@@ -115,6 +116,6 @@ describe('lazy imports', () => {
     const r = loaded(['monitor', '--node', 'n1', '--platform', 'no-such-platform']);
     expect(r.code).toBe(2);
     expect(r.modules.some((m) => /\/src\/cli\/live\./.test(m))).toBe(true);
-    expect(r.modules.some((m) => /\/src\/frontend\/runtime\./.test(m))).toBe(true);
+    expect(r.modules.some((m) => /\/src\/node\/runtime\./.test(m))).toBe(true);
   });
 });

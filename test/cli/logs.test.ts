@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { submit, waitFinal } from '../support/live.ts';
 import { duplicateKeys } from '../support/json-keys.ts';
 import { mkdtempSync, readFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';

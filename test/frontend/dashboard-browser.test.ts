@@ -19,7 +19,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 // @ts-expect-error -- a plain ES module of the build (scripts/), without types
 import { buildDashboard } from '../../scripts/build-dashboard.mjs';
-import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { startDemoCell, submit, waitFinal } from '../support/live.ts';

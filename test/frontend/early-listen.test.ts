@@ -5,9 +5,10 @@
  * The view's first list is held back by a store that forwards everything else.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';

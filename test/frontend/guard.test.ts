@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { guardServer } from '../../src/rpc/guard.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { loadProtos } from '../../src/rpc/proto.ts';

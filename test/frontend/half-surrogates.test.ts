@@ -1,9 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeMonitorClient, schedulerClient } from '../../src/frontend/client.ts';
+import { nodeMonitorClient, schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { NodeMonitorClient } from '../../src/frontend/gen/tarcil/v1/NodeMonitor.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';

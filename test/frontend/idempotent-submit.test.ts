@@ -1,11 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { submitWithRetry } from '../../src/cli/client.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { startGrpcServer, type GrpcServerHandle } from '../../src/rpc/grpc.ts';
 import { loadProtos } from '../../src/rpc/proto.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/state/keys.ts';

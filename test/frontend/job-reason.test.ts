@@ -6,11 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explainCommand, jobsCommand, statusCommand } from '../../src/cli/client.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
 import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListJobsResponse.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditCommand } from '../../src/cli/acl-commands.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { CreatedToken__Output } from '../../src/frontend/gen/tarcil/v1/CreatedToken.ts';
 import type { ListAuditResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListAuditResponse.ts';
 import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListJobsResponse.ts';

@@ -1,8 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nodeMonitorClient } from '../../src/frontend/client.ts';
-import { GrpcNodeLink, LocalNodes, localNodes, type ServedNode } from '../../src/frontend/node.ts';
-import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { nodeMonitorClient } from '../../src/cli/grpc-clients.ts';
+import { LocalNodes, localNodes, type ServedNode } from '../../src/node/monitor-service.ts';
+import { GrpcNodeLink } from '../../src/frontend/node-link.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';

@@ -4,7 +4,8 @@
  * again once it is back; /healthz (the process is alive) stays 200 throughout.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';

@@ -10,7 +10,7 @@ import { EventEmitter } from 'node:events';
 import http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { dropUnread, type ConnectionLimits } from '../../src/rpc/connection-limits.ts';
 import type { JobEvent__Output } from '../../src/frontend/gen/tarcil/v1/JobEvent.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';

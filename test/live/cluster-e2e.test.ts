@@ -2,7 +2,7 @@ import { audit as replayAudit, history } from '../support/audit.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/state/keys.ts';

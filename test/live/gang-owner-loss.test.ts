@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { JobManager } from '../../src/agent/lifecycle.ts';
 import type { LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
-import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { TxnRequest } from '../../src/store/types.ts';

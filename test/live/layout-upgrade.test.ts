@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAYOUT_VERSION } from '../../src/agent/owner/layout.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { ownerLeaseOf, type LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';

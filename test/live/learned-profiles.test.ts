@@ -9,9 +9,10 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { ProfileEstimate__Output } from '../../src/frontend/gen/tarcil/v1/ProfileEstimate.ts';
-import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
+import { startScheduler } from '../../src/frontend/runtime.ts';
+import { startMonitor } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
 import type { JobSpec, ServerSpec } from '../../src/model/types.ts';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobManager } from '../../src/agent/lifecycle.ts';
-import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';

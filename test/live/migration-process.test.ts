@@ -9,8 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
-import { startMonitor, startScheduler } from '../../src/frontend/runtime.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
+import { startScheduler } from '../../src/frontend/runtime.ts';
+import { startMonitor } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { Keys } from '../../src/state/keys.ts';

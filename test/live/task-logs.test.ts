@@ -9,10 +9,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeMonitorClient } from '../../src/frontend/client.ts';
+import { nodeMonitorClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { TaskLogChunk__Output } from '../../src/frontend/gen/tarcil/v1/TaskLogChunk.ts';
-import type { MonitorProcess, SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { MonitorProcess } from '../../src/node/runtime.ts';
 import { getJob, submit, waitFinal } from '../support/live.ts';
 import { startMixedCell, type MixedCell } from '../support/mixed-cell.ts';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { expandCluster, loadCatalog, parseJobSpec, resolveCluster, scaleCluster } from '../../src/model/catalog.ts';
 import type { RuRef } from '../../src/model/types.ts';
-import { HollowMetrics } from '../../src/frontend/node-metrics.ts';
+import { HollowMetrics } from '../../src/node/metrics.ts';
 import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';

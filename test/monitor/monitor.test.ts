@@ -9,7 +9,7 @@ import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import { hasTaskset, SimulatedExecutor } from '../../src/monitor/executor.ts';
 import { LocalMonitor } from '../../src/monitor/monitor.ts';
 import { DEFAULT_RUNTIME } from '../../src/monitor/runtime-loop.ts';
-import { startMonitor, type MonitorProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { SystemClock } from '../../src/util/clock.ts';

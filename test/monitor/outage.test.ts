@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { MonitorMetrics } from '../../src/frontend/node-metrics.ts';
+import { MonitorMetrics } from '../../src/node/metrics.ts';
 import { N_RESOURCES, type RuRecord, type ServerSpec } from '../../src/model/types.ts';
 import { ProcessExecutor, SimulatedExecutor, type Executor } from '../../src/monitor/executor.ts';
 import { LocalMonitor } from '../../src/monitor/monitor.ts';

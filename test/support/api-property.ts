@@ -20,7 +20,7 @@ import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { service as healthService } from 'grpc-health-check';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { Cluster__Output } from '../../src/frontend/gen/tarcil/v1/Cluster.ts';
 import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
 import type { JobEvent__Output } from '../../src/frontend/gen/tarcil/v1/JobEvent.ts';
@@ -29,7 +29,8 @@ import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobResponse__Output } from '../../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
 import { DEFAULT_MAX_PENDING_TASKS } from '../../src/agent/owner/context.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, parseJobSpec, resolveCluster } from '../../src/model/catalog.ts';
 import { slowdown as perfSlowdown } from '../../src/model/perf.ts';
 import { MAX_DURATION_MS, MAX_PRIORITY, MAX_QUEUE_MS, MAX_TASKS } from '../../src/model/schema.ts';

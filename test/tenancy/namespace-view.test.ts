@@ -14,7 +14,7 @@ import { deleteNamespace, namespaceForSubmit, putNamespace, type NamespaceCopy }
 import { SystemClock } from '../../src/util/clock.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { wrapStore } from '../support/wrap-store.ts';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { failure, startSimNode, startTestScheduler, submit, waitFinal } from '../support/live.ts';
 
 const clock = new SystemClock();

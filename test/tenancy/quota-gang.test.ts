@@ -5,9 +5,10 @@
  * the namespace's other job has ended; the namespace never holds more than its quota.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
+import type { MonitorProcess } from '../../src/node/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { putNamespace } from '../../src/tenancy/namespaces.ts';

@@ -5,9 +5,10 @@
  * holding more than 6 RUs; every job must finish, and every allotment be given back.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { schedulerClient } from '../../src/frontend/client.ts';
+import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import { startMonitor, startScheduler, type MonitorProcess, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
+import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { openStore } from '../../src/store/index.ts';

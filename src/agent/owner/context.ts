@@ -22,7 +22,7 @@ import type { ProfileBookOptions } from '../../state/profiles.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../../tenancy/namespace.ts';
 import { endedToken, isLiveTask } from '../../tenancy/quota.ts';
 
-/** How an owner reaches node monitors (the gRPC client lives in frontend/, injected here). */
+/** How an owner reaches node monitors (the gRPC client lives in frontend/node-link.ts, injected here). */
 export interface NodeLink {
   /** `server` names the node: one endpoint may serve many (a hollow process). */
   launch(endpoint: string, req: { server: string; job: string; task: number; ruIndex: number; revision: number }): Promise<void>;

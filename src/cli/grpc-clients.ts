@@ -1,12 +1,13 @@
 /**
- * The gRPC clients of the Scheduler and NodeMonitor services, as the CLI and the job owners use
- * them.
+ * The command line's gRPC clients of the Scheduler and NodeMonitor services (the client commands,
+ * `tarcil logs --node`; the tests and benchmarks use them too). A front-end's job owners reach the
+ * monitors through frontend/node-link.ts instead.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
-import type { SchedulerClient } from './gen/tarcil/v1/Scheduler.ts';
+import type { NodeMonitorClient } from '../frontend/gen/tarcil/v1/NodeMonitor.ts';
+import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from '../rpc/grpc.ts';
-import { CLIENT_DEFAULTS } from './options.ts';
+import { CLIENT_DEFAULTS } from '../frontend/options.ts';
 import { clientConstructor } from '../rpc/proto-root.ts';
 
 /**

@@ -12,8 +12,8 @@ import type { Clock } from '../util/clock.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { startGrpcServer, type TlsFiles } from '../rpc/grpc.ts';
-import { HollowMetrics } from './node-metrics.ts';
-import { addNodeMonitorService, hollowNodes } from './node.ts';
+import { HollowMetrics } from './metrics.ts';
+import { addNodeMonitorService, hollowNodes } from './monitor-service.ts';
 
 export interface HollowProcessOptions {
   store: ClusterStore;

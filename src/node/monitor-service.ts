@@ -1,19 +1,18 @@
 /**
  * The NodeMonitor gRPC service: the owners' fast path to launch and kill tasks on a node's
  * monitor. One service serves one LocalMonitor, or every node of a hollow process, routed by the
- * request's server id.
+ * request's server id. The services of a process are listed in `localNodes`, through which a
+ * front-end's owners in the same process call them directly (frontend/node-link.ts).
  */
-import * as grpc from '@grpc/grpc-js';
-import type { NodeLink } from '../agent/lifecycle.ts';
+import type * as grpc from '@grpc/grpc-js';
 import type { HollowNodes } from '../monitor/hollow.ts';
 import type { LocalMonitor, MonitorSnapshot } from '../monitor/monitor.ts';
 import type { LogChunk } from '../monitor/task-logs.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { clip } from '../util/text.ts';
-import type { NodeMonitorClient, NodeMonitorHandlers } from './gen/tarcil/v1/NodeMonitor.ts';
-import { clientCredentials, endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
-import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
+import type { NodeMonitorHandlers } from '../frontend/gen/tarcil/v1/NodeMonitor.ts';
+import { endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
 import { loadProtos } from '../rpc/proto.ts';
 
 /** One node as the service sees it. */
@@ -52,11 +51,11 @@ export function hollowNodes(h: HollowNodes): NodeRouter {
   };
 }
 
-type LaunchRequest = { server: string; job: string; task: number; ruIndex: number; revision: number };
-type KillRequest = { server: string; job: string; task: number; reason: string };
+export type LaunchRequest = { server: string; job: string; task: number; ruIndex: number; revision: number };
+export type KillRequest = { server: string; job: string; task: number; reason: string };
 
 /** LaunchTask on the node a request names, whether it came over gRPC or from this process. */
-function launchOn(route: NodeRouter, r: LaunchRequest): Promise<'started' | 'already-running' | 'not-assigned'> {
+export function launchOn(route: NodeRouter, r: LaunchRequest): Promise<'started' | 'already-running' | 'not-assigned'> {
   const node = route(r.server);
   if (r.ruIndex >= node.server.rus) throw invalid('ru_index', `must be below ${node.server.rus}`);
   return node.launch(r.ruIndex);
@@ -65,7 +64,7 @@ function launchOn(route: NodeRouter, r: LaunchRequest): Promise<'started' | 'alr
 /** Why a task is killed (KillTaskRequest.reason; empty: cancelled). It becomes the task's message. */
 export const KILL_REASONS: readonly string[] = ['cancelled', 'preempted'];
 
-function killOn(route: NodeRouter, r: KillRequest): Promise<boolean> {
+export function killOn(route: NodeRouter, r: KillRequest): Promise<boolean> {
   if (r.reason !== '' && !KILL_REASONS.includes(r.reason)) throw invalid('reason', `must be one of ${KILL_REASONS.join(', ')} (or empty: cancelled)`);
   return route(r.server).kill(r.job, r.task, r.reason || 'cancelled');
 }
@@ -160,74 +159,3 @@ export class LocalNodes {
 
 /** The monitors started in this process (see LocalNodes). */
 export const localNodes = new LocalNodes();
-
-/**
- * How owners reach monitors: one channel per endpoint, short deadlines (the store is the truth,
- * so a slow monitor must not hold up an owner). With `local`, a monitor of this process is
- * called directly, on a later turn of the event loop and under the same deadlines.
- */
-export class GrpcNodeLink implements NodeLink {
-  private readonly clients = new Map<string, NodeMonitorClient>();
-  constructor(private readonly opts: { tls?: { caFile?: string; certFile?: string; keyFile?: string }; deadlineMs?: number; local?: LocalNodes } = {}) {}
-
-  private client(endpoint: string): NodeMonitorClient {
-    let c = this.clients.get(endpoint);
-    if (!c) {
-      c = new (loadProtos().proto.tarcil.v1.NodeMonitor)(endpoint, clientCredentials(this.opts.tls));
-      this.clients.set(endpoint, c);
-    }
-    return c;
-  }
-
-  private deadline(ms?: number): Date {
-    return new Date(Date.now() + (ms ?? this.opts.deadlineMs ?? 2000));
-  }
-
-  launch(endpoint: string, req: LaunchRequest): Promise<void> {
-    const local = this.opts.local?.get(endpoint);
-    if (local) return this.direct(1000, () => launchOn(local, req)).then(() => undefined);
-    return new Promise((resolve, reject) => {
-      this.client(endpoint).LaunchTask(req, { deadline: this.deadline(1000) }, (err) => (err ? reject(err) : resolve()));
-    });
-  }
-
-  /** A task's log from a node's monitor, as a stream of chunks (always over gRPC). */
-  readLog(endpoint: string, req: { server: string; job: string; task: number; follow: boolean }): grpc.ClientReadableStream<TaskLogChunk__Output> {
-    return this.client(endpoint).ReadTaskLog(req);
-  }
-
-  kill(endpoint: string, req: KillRequest): Promise<boolean> {
-    const local = this.opts.local?.get(endpoint);
-    if (local) return this.direct(this.opts.deadlineMs ?? 2000, () => killOn(local, req));
-    return new Promise((resolve, reject) => {
-      this.client(endpoint).KillTask(req, { deadline: this.deadline() }, (err, res) => (err ? reject(err) : resolve(res?.killed === true)));
-    });
-  }
-
-  /** A call to a monitor of this process: like the RPC, it runs later and gives up at its deadline. */
-  private direct<T>(deadlineMs: number, call: () => Promise<T>): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new TarcilError('DEADLINE_EXCEEDED', `the monitor did not answer within ${deadlineMs} ms`)), deadlineMs);
-      timer.unref();
-      setImmediate(() => {
-        Promise.resolve()
-          .then(call)
-          .then(
-            (v) => {
-              clearTimeout(timer);
-              resolve(v);
-            },
-            (e: unknown) => {
-              clearTimeout(timer);
-              reject(e instanceof Error ? e : new Error(String(e)));
-            },
-          );
-      });
-    });
-  }
-
-  close(): void {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
-  }
-}
