@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', 'src/cli/bin.js', 'src/frontend/gen/**', '.dependency-cruiser.cjs'] },
+  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', 'src/cli/bin.js', 'src/rpc/gen/**', '.dependency-cruiser.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

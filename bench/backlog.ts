@@ -28,10 +28,10 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { schedulerClient } from '../src/cli/grpc-clients.ts';
-import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
-import type { JobEvent__Output } from '../src/frontend/gen/tarcil/v1/JobEvent.ts';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import type { SubmitJobResponse__Output } from '../src/frontend/gen/tarcil/v1/SubmitJobResponse.ts';
+import type { Job__Output } from '../src/rpc/gen/tarcil/v1/Job.ts';
+import type { JobEvent__Output } from '../src/rpc/gen/tarcil/v1/JobEvent.ts';
+import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
+import type { SubmitJobResponse__Output } from '../src/rpc/gen/tarcil/v1/SubmitJobResponse.ts';
 import { fmt, machine, mdTable, pct, RESULTS_DIR as ALL_RESULTS, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
 

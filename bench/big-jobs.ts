@@ -30,7 +30,7 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
-import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
+import type { Job__Output } from '../src/rpc/gen/tarcil/v1/Job.ts';
 import { loadProtos } from '../src/rpc/proto.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../src/model/catalog.ts';
 import { startScheduler } from '../src/frontend/runtime.ts';

@@ -19,8 +19,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type * as grpc from '@grpc/grpc-js';
 import { schedulerClient } from '../src/cli/grpc-clients.ts';
-import type { Job__Output } from '../src/frontend/gen/tarcil/v1/Job.ts';
-import type { ListNamespacesResponse__Output } from '../src/frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
+import type { Job__Output } from '../src/rpc/gen/tarcil/v1/Job.ts';
+import type { ListNamespacesResponse__Output } from '../src/rpc/gen/tarcil/v1/ListNamespacesResponse.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { startUp } from './lib/up.ts';
 

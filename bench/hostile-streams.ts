@@ -42,7 +42,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { clientConstructor, protoRoot } from '../src/rpc/proto-root.ts';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { openTimedWatch, type WatchCall } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';

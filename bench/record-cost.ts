@@ -30,7 +30,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { schedulerClient } from '../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { loadCatalog } from '../src/model/catalog.ts';
 import { openStore } from '../src/store/index.ts';
 import { ensureEtcd, startEtcd } from '../test/support/etcd.ts';

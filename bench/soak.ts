@@ -30,7 +30,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Etcd3 } from 'etcd3';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { loadCatalog } from '../src/model/catalog.ts';
 import { Keys } from '../src/state/keys.ts';
 import { openStore } from '../src/store/index.ts';

@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { SchedulerClient } from '../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { clientConstructor } from '../src/rpc/proto-root.ts';
 import { openTimedWatch } from './lib/first-event.ts';
 import { cpuSeconds, scrapeMetrics } from './lib/proc-stats.ts';

@@ -1,4 +1,4 @@
-// Marks the files proto-loader-gen-types wrote under src/frontend/gen as generated (first line),
+// Marks the files proto-loader-gen-types wrote under src/rpc/gen as generated (first line),
 // so nobody edits them by hand: `npm run proto:gen` empties the folder and regenerates it from
 // proto/, and CI (.ci/run) fails when the committed files differ from what the protos generate
 // (a changed file, a new one, or a stale one no proto generates any more).
@@ -19,4 +19,4 @@ function walk(dir) {
   }
 }
 
-walk(process.argv[2] ?? 'src/frontend/gen');
+walk(process.argv[2] ?? 'src/rpc/gen');

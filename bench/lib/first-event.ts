@@ -4,7 +4,7 @@
  * `ends` (the status's name and the start of its details).
  */
 import * as grpc from '@grpc/grpc-js';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 
 export type WatchCall = ReturnType<SchedulerClient['WatchJob']>;
 

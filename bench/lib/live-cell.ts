@@ -4,7 +4,7 @@
  * output is kept.
  */
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { tarcil, type TarcilProc } from '../../test/support/procs.ts';
 
 export interface LiveFrontEnd {

@@ -6,9 +6,9 @@
 import { type Command, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { invalid } from '../util/errors.ts';
-import type { ListAuditResponse__Output } from '../frontend/gen/tarcil/v1/ListAuditResponse.ts';
-import type { ListTokensResponse__Output } from '../frontend/gen/tarcil/v1/ListTokensResponse.ts';
-import type { Token__Output } from '../frontend/gen/tarcil/v1/Token.ts';
+import type { ListAuditResponse__Output } from '../rpc/gen/tarcil/v1/ListAuditResponse.ts';
+import type { ListTokensResponse__Output } from '../rpc/gen/tarcil/v1/ListTokensResponse.ts';
+import type { Token__Output } from '../rpc/gen/tarcil/v1/Token.ts';
 import type { ClientFlags } from './client.ts';
 import { duration, intIn } from './flags.ts';
 

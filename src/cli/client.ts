@@ -10,13 +10,13 @@ import { bearer, schedulerClient } from './grpc-clients.ts';
 import { clientCredentials } from '../rpc/grpc.ts';
 import { clientConstructor } from '../rpc/proto-root.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';
-import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
-import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
-import type { Job__Output } from '../frontend/gen/tarcil/v1/Job.ts';
-import type { JobEvent__Output } from '../frontend/gen/tarcil/v1/JobEvent.ts';
-import type { ListJobsResponse__Output } from '../frontend/gen/tarcil/v1/ListJobsResponse.ts';
-import type { SubmitJobResponse__Output } from '../frontend/gen/tarcil/v1/SubmitJobResponse.ts';
-import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Cluster__Output } from '../rpc/gen/tarcil/v1/Cluster.ts';
+import type { Explanation__Output } from '../rpc/gen/tarcil/v1/Explanation.ts';
+import type { Job__Output } from '../rpc/gen/tarcil/v1/Job.ts';
+import type { JobEvent__Output } from '../rpc/gen/tarcil/v1/JobEvent.ts';
+import type { ListJobsResponse__Output } from '../rpc/gen/tarcil/v1/ListJobsResponse.ts';
+import type { SubmitJobResponse__Output } from '../rpc/gen/tarcil/v1/SubmitJobResponse.ts';
+import type { SchedulerClient } from '../rpc/gen/tarcil/v1/Scheduler.ts';
 import { fmtRetain } from '../state/retention.ts';
 import { TarcilError } from '../util/errors.ts';
 import { clientTls } from './client-tls.ts';
@@ -28,7 +28,7 @@ import { clusterSummary, filterServers, serverList, type ServerFilter } from './
 import { formatOf, isDocument, renderMessage, type MessageName, type OutputFormat } from './output.ts';
 import { interrupted, poll } from './watch.ts';
 import { explainWideLines } from './explain-view.ts';
-import type { ProfileEstimate__Output } from '../frontend/gen/tarcil/v1/ProfileEstimate.ts';
+import type { ProfileEstimate__Output } from '../rpc/gen/tarcil/v1/ProfileEstimate.ts';
 
 export interface ClientFlags {
   server: string;

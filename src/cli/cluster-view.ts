@@ -6,8 +6,8 @@
  * filtered and limited the same way.
  */
 import Table from 'cli-table3';
-import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
-import type { Server__Output } from '../frontend/gen/tarcil/v1/Server.ts';
+import type { Cluster__Output } from '../rpc/gen/tarcil/v1/Cluster.ts';
+import type { Server__Output } from '../rpc/gen/tarcil/v1/Server.ts';
 import { tableStyle } from './color.ts';
 import { nodeNotes } from './node-commands.ts';
 

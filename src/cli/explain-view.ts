@@ -7,7 +7,7 @@
  * sample attempts in a row are one line, with their count (`×60`) and the range of their numbers.
  */
 import Table from 'cli-table3';
-import type { Explanation__Output } from '../frontend/gen/tarcil/v1/Explanation.ts';
+import type { Explanation__Output } from '../rpc/gen/tarcil/v1/Explanation.ts';
 import { foldRuns } from '../util/fold-runs.ts';
 import { tableStyle } from './color.ts';
 

@@ -4,8 +4,8 @@
  * monitors through frontend/node-link.ts instead.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { NodeMonitorClient } from '../frontend/gen/tarcil/v1/NodeMonitor.ts';
-import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
+import type { NodeMonitorClient } from '../rpc/gen/tarcil/v1/NodeMonitor.ts';
+import type { SchedulerClient } from '../rpc/gen/tarcil/v1/Scheduler.ts';
 import { clientCredentials } from '../rpc/grpc.ts';
 import { CLIENT_DEFAULTS } from '../frontend/options.ts';
 import { clientConstructor } from '../rpc/proto-root.ts';

@@ -3,8 +3,8 @@
  * front-end's Scheduler service and their output, as the other client commands (client.ts).
  */
 import Table from 'cli-table3';
-import type { ListNamespacesResponse__Output } from '../frontend/gen/tarcil/v1/ListNamespacesResponse.ts';
-import type { Namespace__Output } from '../frontend/gen/tarcil/v1/Namespace.ts';
+import type { ListNamespacesResponse__Output } from '../rpc/gen/tarcil/v1/ListNamespacesResponse.ts';
+import type { Namespace__Output } from '../rpc/gen/tarcil/v1/Namespace.ts';
 import { TarcilError } from '../util/errors.ts';
 import { client, doc, unary, type ClientFlags, type OutputFlags } from './client.ts';
 import { tableStyle } from './color.ts';

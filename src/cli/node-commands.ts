@@ -6,10 +6,10 @@
 import { resolveJobId } from '../tenancy/namespace.ts';
 import type * as grpc from '@grpc/grpc-js';
 import { nodeMonitorClient, schedulerClient } from './grpc-clients.ts';
-import type { Cluster__Output } from '../frontend/gen/tarcil/v1/Cluster.ts';
-import type { Server__Output } from '../frontend/gen/tarcil/v1/Server.ts';
-import type { SchedulerClient } from '../frontend/gen/tarcil/v1/Scheduler.ts';
-import type { TaskLogChunk__Output } from '../frontend/gen/tarcil/v1/TaskLogChunk.ts';
+import type { Cluster__Output } from '../rpc/gen/tarcil/v1/Cluster.ts';
+import type { Server__Output } from '../rpc/gen/tarcil/v1/Server.ts';
+import type { SchedulerClient } from '../rpc/gen/tarcil/v1/Scheduler.ts';
+import type { TaskLogChunk__Output } from '../rpc/gen/tarcil/v1/TaskLogChunk.ts';
 import { errorFromStatus } from '../rpc/grpc.ts';
 import { DEFAULT_DRAIN_DEADLINE_MS } from '../frontend/options.ts';
 import { invalid, TarcilError } from '../util/errors.ts';

@@ -10,9 +10,9 @@ import { bootstrap, createToken, listTokens, parsePolicy, revokeToken, type Toke
 import { listAudit, type AuditRecord } from '../tenancy/audit.ts';
 import { requireNamespaceName } from '../tenancy/namespaces.ts';
 import type { Clock } from '../util/clock.ts';
-import type { AuditRecord as AuditProto } from './gen/tarcil/v1/AuditRecord.ts';
-import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
-import type { Token } from './gen/tarcil/v1/Token.ts';
+import type { AuditRecord as AuditProto } from '../rpc/gen/tarcil/v1/AuditRecord.ts';
+import type { SchedulerHandlers } from '../rpc/gen/tarcil/v1/Scheduler.ts';
+import type { Token } from '../rpc/gen/tarcil/v1/Token.ts';
 import { unaryStatus } from '../rpc/grpc.ts';
 
 export interface AclServiceDeps {

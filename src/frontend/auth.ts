@@ -43,7 +43,7 @@ import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import type { Clock } from '../util/clock.ts';
 import { TarcilError, isTarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import type { SchedulerHandlers } from './gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerHandlers } from '../rpc/gen/tarcil/v1/Scheduler.ts';
 import { endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
 import { jobIdOf } from './job-id.ts';
 import { setReadableNamespaces } from './list-filter.ts';

@@ -7,14 +7,14 @@ import type { DecisionRecord } from '../agent/agent.ts';
 import { trimDecision } from '../state/decisions.ts';
 import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord, LoadReportRecord, StoredDecisions } from '../state/live-records.ts';
 import type { RuRecord } from '../model/types.ts';
-import type { Explanation } from './gen/tarcil/v1/Explanation.ts';
-import type { InlineProfile__Output } from './gen/tarcil/v1/InlineProfile.ts';
-import type { Job } from './gen/tarcil/v1/Job.ts';
-import type { Reason } from './gen/tarcil/v1/Reason.ts';
+import type { Explanation } from '../rpc/gen/tarcil/v1/Explanation.ts';
+import type { InlineProfile__Output } from '../rpc/gen/tarcil/v1/InlineProfile.ts';
+import type { Job } from '../rpc/gen/tarcil/v1/Job.ts';
+import type { Reason } from '../rpc/gen/tarcil/v1/Reason.ts';
 import { foldRuns } from '../util/fold-runs.ts';
-import type { JobSpec__Output } from './gen/tarcil/v1/JobSpec.ts';
-import type { Server } from './gen/tarcil/v1/Server.ts';
-import type { Task } from './gen/tarcil/v1/Task.ts';
+import type { JobSpec__Output } from '../rpc/gen/tarcil/v1/JobSpec.ts';
+import type { Server } from '../rpc/gen/tarcil/v1/Server.ts';
+import type { Task } from '../rpc/gen/tarcil/v1/Task.ts';
 
 /**
  * Turns a structured spec into the JSON form parseJobSpec validates, keeping "absent" absent:

@@ -12,7 +12,7 @@ import type { Keys } from '../state/keys.ts';
 import { isFinalJob, type LiveJobRecord, type StoredDecisions } from '../state/live-records.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { hasQuotaNamespace, readQuota } from '../tenancy/quota.ts';
-import type { Reason } from './gen/tarcil/v1/Reason.ts';
+import type { Reason } from '../rpc/gen/tarcil/v1/Reason.ts';
 
 export interface JobReasonDeps {
   manager: JobManager;

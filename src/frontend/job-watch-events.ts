@@ -7,7 +7,7 @@ import type protobuf from 'protobufjs';
 import { blockPrefix, TASK_BLOCK } from '../state/task-chunks.ts';
 import type { WatchBatch } from '../store/types.ts';
 import type { TarcilError } from '../util/errors.ts';
-import type { JobEvent, JobEvent__Output } from './gen/tarcil/v1/JobEvent.ts';
+import type { JobEvent, JobEvent__Output } from '../rpc/gen/tarcil/v1/JobEvent.ts';
 import { ENCODED, type PreEncoded } from '../rpc/pre-encoded.ts';
 import { STREAM_LIMIT_DEFAULTS } from './options.ts';
 import { LOADER_OPTIONS, protoRoot } from '../rpc/proto-root.ts';

@@ -11,8 +11,8 @@ import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, TxnResult, WatchBatch } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import { jobToProto, taskToProto } from './convert.ts';
-import type { Job } from './gen/tarcil/v1/Job.ts';
-import type { Task } from './gen/tarcil/v1/Task.ts';
+import type { Job } from '../rpc/gen/tarcil/v1/Job.ts';
+import type { Task } from '../rpc/gen/tarcil/v1/Task.ts';
 import {
   blockPrefix,
   EARLY_SLICE,

@@ -9,8 +9,8 @@ import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
 import { deleteNamespace, listNamespaceRecords, putNamespace, type NamespaceRecord } from '../tenancy/namespaces.ts';
-import type { Namespace } from './gen/tarcil/v1/Namespace.ts';
-import type { PutNamespaceRequest__Output } from './gen/tarcil/v1/PutNamespaceRequest.ts';
+import type { Namespace } from '../rpc/gen/tarcil/v1/Namespace.ts';
+import type { PutNamespaceRequest__Output } from '../rpc/gen/tarcil/v1/PutNamespaceRequest.ts';
 
 export interface NamespaceUsage {
   rusInUse: number;

@@ -9,8 +9,8 @@ import { killOn, launchOn, type KillRequest, type LaunchRequest, type LocalNodes
 import { clientCredentials } from '../rpc/grpc.ts';
 import { loadProtos } from '../rpc/proto.ts';
 import { TarcilError } from '../util/errors.ts';
-import type { NodeMonitorClient } from './gen/tarcil/v1/NodeMonitor.ts';
-import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
+import type { NodeMonitorClient } from '../rpc/gen/tarcil/v1/NodeMonitor.ts';
+import type { TaskLogChunk__Output } from '../rpc/gen/tarcil/v1/TaskLogChunk.ts';
 
 /**
  * How owners reach monitors: one channel per endpoint, short deadlines (the store is the truth,

@@ -16,11 +16,11 @@ import type { Clock } from '../util/clock.ts';
 import { invalid, quote, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import { serverToProto } from './convert.ts';
-import type { Server } from './gen/tarcil/v1/Server.ts';
-import type { SetNodeSchedulingRequest__Output } from './gen/tarcil/v1/SetNodeSchedulingRequest.ts';
-import type { TaskLogChunk } from './gen/tarcil/v1/TaskLogChunk.ts';
-import type { TaskLogChunk__Output } from './gen/tarcil/v1/TaskLogChunk.ts';
-import type { TaskLogsRequest__Output } from './gen/tarcil/v1/TaskLogsRequest.ts';
+import type { Server } from '../rpc/gen/tarcil/v1/Server.ts';
+import type { SetNodeSchedulingRequest__Output } from '../rpc/gen/tarcil/v1/SetNodeSchedulingRequest.ts';
+import type { TaskLogChunk } from '../rpc/gen/tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogChunk__Output } from '../rpc/gen/tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogsRequest__Output } from '../rpc/gen/tarcil/v1/TaskLogsRequest.ts';
 import { endStreamWithError } from '../rpc/grpc.ts';
 import { DEFAULT_SLOW_CONSUMER_MS, dropUnread } from '../rpc/connection-limits.ts';
 

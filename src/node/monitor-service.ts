@@ -11,7 +11,7 @@ import type { LogChunk } from '../monitor/task-logs.ts';
 import type { ServerSpec } from '../model/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
 import { clip } from '../util/text.ts';
-import type { NodeMonitorHandlers } from '../frontend/gen/tarcil/v1/NodeMonitor.ts';
+import type { NodeMonitorHandlers } from '../rpc/gen/tarcil/v1/NodeMonitor.ts';
 import { endStreamWithError, unaryStatus } from '../rpc/grpc.ts';
 import { loadProtos } from '../rpc/proto.ts';
 

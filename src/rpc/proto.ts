@@ -7,8 +7,8 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { passEncoded } from './pre-encoded.ts';
 import { builtDescriptor, LOADER_OPTIONS, PROTO_FILES } from './proto-root.ts';
-import type { ProtoGrpcType as MonitorProto } from '../frontend/gen/monitor.ts';
-import type { ProtoGrpcType as SchedulerProto } from '../frontend/gen/scheduler.ts';
+import type { ProtoGrpcType as MonitorProto } from './gen/monitor.ts';
+import type { ProtoGrpcType as SchedulerProto } from './gen/scheduler.ts';
 
 export { LOADER_OPTIONS, PROTO_DESCRIPTOR, PROTO_DIR, PROTO_FILES } from './proto-root.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterSummary, serverList } from '../../src/cli/cluster-view.ts';
-import type { Cluster__Output } from '../../src/frontend/gen/tarcil/v1/Cluster.ts';
-import type { Server__Output } from '../../src/frontend/gen/tarcil/v1/Server.ts';
+import type { Cluster__Output } from '../../src/rpc/gen/tarcil/v1/Cluster.ts';
+import type { Server__Output } from '../../src/rpc/gen/tarcil/v1/Server.ts';
 import { startDemoCell, submit, unary } from '../support/live.ts';
 import { until } from '../support/until.ts';
 

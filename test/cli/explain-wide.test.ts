@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { explainWideLines } from '../../src/cli/explain-view.ts';
 import { explanationToProto } from '../../src/frontend/convert.ts';
-import type { Explanation, Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
+import type { Explanation, Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
 import { LOADER_OPTIONS, protoRoot } from '../../src/rpc/proto-root.ts';
 import type { DecisionRecord } from '../../src/state/decisions.ts';
 

@@ -5,7 +5,7 @@
  * front-end that is back within about a second, retryingClient), and cancelled now and then.
  * Records what each submission and cancellation was told, and when a client gave up, for the checker.
  */
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { retryingClient, submitWithRetry } from '../../src/cli/client.ts';
 import type { Rng } from '../../src/util/rng.ts';
 

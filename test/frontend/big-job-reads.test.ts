@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { JobManager } from '../../src/agent/lifecycle.ts';
-import type { Explanation } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
-import type { SchedulerHandlers } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Explanation } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
+import type { SchedulerHandlers } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { MAX_TASKS_LISTED, SchedulerService } from '../../src/frontend/scheduler-service.ts';
 import { SNAPSHOT_BLOCK } from '../../src/frontend/job-watch.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';

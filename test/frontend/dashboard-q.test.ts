@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CellView } from '../../src/frontend/dashboard/cell-view.ts';
-import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
+import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
 import { startScheduler } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import type { RuRecord } from '../../src/model/types.ts';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadVerdict, type NodeView } from '../../src/frontend/dashboard/nodes.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import { LiveKeys } from '../../src/state/live-records.ts';
 import type { MemoryStore } from '../../src/store/memory.ts';

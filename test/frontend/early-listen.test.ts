@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';

@@ -1,10 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
-import type { JobEvent__Output } from '../../src/frontend/gen/tarcil/v1/JobEvent.ts';
-import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
+import type { JobEvent__Output } from '../../src/rpc/gen/tarcil/v1/JobEvent.ts';
+import type { Job__Output } from '../../src/rpc/gen/tarcil/v1/Job.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';

@@ -4,7 +4,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { guardServer } from '../../src/rpc/guard.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { loadProtos } from '../../src/rpc/proto.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';

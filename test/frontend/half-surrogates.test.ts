@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeMonitorClient, schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { NodeMonitorClient } from '../../src/frontend/gen/tarcil/v1/NodeMonitor.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { NodeMonitorClient } from '../../src/rpc/gen/tarcil/v1/NodeMonitor.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';

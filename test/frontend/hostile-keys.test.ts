@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { protoRoot } from '../../src/rpc/proto-root.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';

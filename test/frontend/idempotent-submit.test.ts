@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { submitWithRetry } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startGrpcServer, type GrpcServerHandle } from '../../src/rpc/grpc.ts';
 import { loadProtos } from '../../src/rpc/proto.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';

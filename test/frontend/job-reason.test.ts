@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explainCommand, jobsCommand, statusCommand } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
-import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListJobsResponse.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
+import type { ListJobsResponse__Output } from '../../src/rpc/gen/tarcil/v1/ListJobsResponse.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, resolveCluster } from '../../src/model/catalog.ts';

@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditCommand } from '../../src/cli/acl-commands.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { CreatedToken__Output } from '../../src/frontend/gen/tarcil/v1/CreatedToken.ts';
-import type { ListAuditResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListAuditResponse.ts';
-import type { ListJobsResponse__Output } from '../../src/frontend/gen/tarcil/v1/ListJobsResponse.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { CreatedToken__Output } from '../../src/rpc/gen/tarcil/v1/CreatedToken.ts';
+import type { ListAuditResponse__Output } from '../../src/rpc/gen/tarcil/v1/ListAuditResponse.ts';
+import type { ListJobsResponse__Output } from '../../src/rpc/gen/tarcil/v1/ListJobsResponse.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
 import { Keys } from '../../src/state/keys.ts';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { jobReason, type CellSummary, type ReasonInput } from '../../src/agent/owner/reason.ts';
 import { explainWideLines } from '../../src/cli/explain-view.ts';
 import { explanationToProto, sampleRuns } from '../../src/frontend/convert.ts';
-import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
+import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
 import type { DecisionRecord } from '../../src/state/decisions.ts';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { foldRuns } from '../../src/util/fold-runs.ts';

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import type { SubmitJobRequest } from '../../src/frontend/gen/tarcil/v1/SubmitJobRequest.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
+import type { SubmitJobRequest } from '../../src/rpc/gen/tarcil/v1/SubmitJobRequest.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MemoryStore } from '../../src/store/memory.ts';
 import type { Keys } from '../../src/state/keys.ts';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explainText } from '../../src/frontend/convert.ts';
-import type { Explanation__Output } from '../../src/frontend/gen/tarcil/v1/Explanation.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startDemoCell, submit, waitFinal } from '../support/live.ts';
 
 let cell: Awaited<ReturnType<typeof startDemoCell>>;

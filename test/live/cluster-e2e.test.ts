@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { openStore } from '../../src/store/index.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';

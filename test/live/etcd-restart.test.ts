@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MonitorProcess } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { ProfileEstimate__Output } from '../../src/frontend/gen/tarcil/v1/ProfileEstimate.ts';
+import type { ProfileEstimate__Output } from '../../src/rpc/gen/tarcil/v1/ProfileEstimate.ts';
 import { startScheduler } from '../../src/frontend/runtime.ts';
 import { startMonitor } from '../../src/node/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson } from '../../src/state/records.ts';

@@ -1,6 +1,6 @@
 import type * as grpc from '@grpc/grpc-js';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
-import type { Job__Output } from '../../src/frontend/gen/tarcil/v1/Job.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
+import type { Job__Output } from '../../src/rpc/gen/tarcil/v1/Job.ts';
 import type { AgentConfig } from '../../src/agent/config.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';

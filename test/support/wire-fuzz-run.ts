@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import protobuf from 'protobufjs';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { PROTO_DIR, PROTO_FILES, protoRoot } from '../../src/rpc/proto-root.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { aclBootstrapCommand, auditCommand, readPolicy, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from '../../src/cli/acl-commands.ts';
 import { jobsCommand } from '../../src/cli/client.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MonitorProcess } from '../../src/node/runtime.ts';
 import { loadProtos } from '../../src/rpc/proto.ts';

@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
-import type { Namespace__Output } from '../../src/frontend/gen/tarcil/v1/Namespace.ts';
-import type { SchedulerClient } from '../../src/frontend/gen/tarcil/v1/Scheduler.ts';
+import type { Namespace__Output } from '../../src/rpc/gen/tarcil/v1/Namespace.ts';
+import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import type { SchedulerProcess } from '../../src/frontend/runtime.ts';
 import type { MonitorProcess } from '../../src/node/runtime.ts';
 import { Keys } from '../../src/state/keys.ts';

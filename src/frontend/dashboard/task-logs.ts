@@ -11,8 +11,8 @@ import type { ServerResponse } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import type * as grpc from '@grpc/grpc-js';
 import { invalid } from '../../util/errors.ts';
-import type { TaskLogChunk } from '../gen/tarcil/v1/TaskLogChunk.ts';
-import type { TaskLogsRequest__Output } from '../gen/tarcil/v1/TaskLogsRequest.ts';
+import type { TaskLogChunk } from '../../rpc/gen/tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogsRequest__Output } from '../../rpc/gen/tarcil/v1/TaskLogsRequest.ts';
 
 export type TaskLogsHandler = (call: grpc.ServerWritableStream<TaskLogsRequest__Output, TaskLogChunk>) => void;
 
