@@ -1,8 +1,9 @@
 /**
  * The dependency rules of tarcil's source tree, checked by `npm run deps` (part of `npm run lint`).
- * ARCHITECTURE.md explains them: the scheduling core knows nothing of how it is served (cli,
- * frontend) or simulated (sim); the node monitor knows nothing of the agents; src never reaches
- * into tests or benchmarks; no cycles.
+ * ARCHITECTURE.md explains them: the scheduling core knows nothing of how it is served (cli, the
+ * gRPC plumbing rpc, the front-end frontend, the node side node) or simulated (sim); the gRPC
+ * plumbing knows nothing of what it serves; the node side and the node monitor know nothing of
+ * the agents or the front-end; src never reaches into tests or benchmarks; no cycles.
  *
  * dependency-cruiser is pinned to 17.4.3 in package.json: the 17 line is the last whose engines
  * allow Node 20 (^20.12), 18 needs Node 22.
@@ -21,9 +22,26 @@ module.exports = {
     {
       name: 'core-not-served-or-simulated',
       severity: 'error',
-      comment: 'The scheduling core is shared by the live agents and the simulator: it must not depend on the CLI, the gRPC front-end or the simulator.',
+      comment:
+        'The scheduling core is shared by the live agents and the simulator: it must not depend on the CLI, the gRPC plumbing, the front-end, the node side or the simulator.',
       from: { path: CORE },
-      to: { path: '^src/(cli|frontend|sim)/' },
+      to: { path: '^src/(cli|rpc|frontend|node|sim)/' },
+    },
+    {
+      name: 'rpc-is-plumbing',
+      severity: 'error',
+      comment:
+        'src/rpc is the gRPC plumbing every tarcil server and client shares (front-ends, nodes, the CLI): it knows the store and the records it reports on (util, store, state) and nothing that serves through it.',
+      from: { path: '^src/rpc/' },
+      to: { path: '^src/', pathNot: '^src/(rpc|util|store|state)/' },
+    },
+    {
+      name: 'node-not-frontend-or-agent',
+      severity: 'error',
+      comment:
+        'The node side (src/node: the NodeMonitor service, node metrics, the wiring of a node and of tarcil hollow) serves the node monitor over src/rpc: it never imports the front-end, the agents, the CLI or the simulator.',
+      from: { path: '^src/node/' },
+      to: { path: '^src/(frontend|agent|cli|sim)/' },
     },
     {
       name: 'monitor-not-agent',
