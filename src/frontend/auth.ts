@@ -284,7 +284,7 @@ export class AuthLayer {
   }
 
   private wrapStream(rpc: string, rule: Rule, h: StreamHandler): StreamHandler {
-    // The promise goes back to the guard (guard.ts): a handler that throws ends its stream with a
+    // The promise goes back to the guard (rpc/guard.ts): a handler that throws ends its stream with a
     // status there, not as an unhandled rejection.
     return (call) =>
       this.caller(rule, call)
@@ -296,7 +296,7 @@ export class AuthLayer {
   }
 
   private wrapUnary(rpc: string, rule: Rule, h: UnaryHandler): UnaryHandler {
-    // The promise goes back to the guard (guard.ts): a handler that throws is answered there.
+    // The promise goes back to the guard (rpc/guard.ts): a handler that throws is answered there.
     return (call, cb) =>
       (async (): Promise<void> => {
         let p: Principal | undefined;

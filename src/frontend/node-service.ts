@@ -226,7 +226,7 @@ export function taskLogs(d: NodeServiceDeps, call: grpc.ServerWritableStream<Tas
     if (call.cancelled) return;
     const up = d.readLog(node.endpoint, { server, job: id, task, follow: call.request.follow });
     // A client that takes nothing for slowConsumerMs loses the stream: the relay stops, and what
-    // was queued for it is freed (connection-limits.ts, dropUnread).
+    // was queued for it is freed (rpc/connection-limits.ts, dropUnread).
     const slowMs = d.slowConsumerMs ?? DEFAULT_SLOW_CONSUMER_MS;
     let slow: NodeJS.Timeout | undefined;
     let dropped = false;
