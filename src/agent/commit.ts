@@ -12,17 +12,17 @@ import type { ClusterState } from '../sampling/cluster-state.ts';
 import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import type { AttemptSummary } from '../state/records.ts';
-import { placementTxn, type TaskMove } from '../state/placement.ts';
+import { placementTxn, type PlacementItem, type PlacementTxn, type TaskMove } from '../state/placement.ts';
 import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
 import { chunkKeyOf, chunkTaskRecords } from '../state/task-chunks.ts';
-import type { ClusterStore, KeyValue } from '../store/types.ts';
+import type { ClusterStore, KeyValue, TxnResult } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { AgentCache } from './cache.ts';
 import type { AgentConfig } from './config.ts';
 import { conflictCause, type ConflictCause } from './conflict-cause.ts';
-import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota } from '../tenancy/quota.ts';
+import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
 /** What a commit uses of its agent. */
 export interface CommitHost {
@@ -94,6 +94,9 @@ export interface QuotaRefusal {
 
 export type CommitResult = { ok: true } | { ok: false; survivors: Pick[]; quota?: QuotaRefusal };
 
+/** Server scope: the settle handle of a commit chained on this agent's earlier ones (chainServerCommits). */
+type Chain = { settle(rev: number | undefined): void };
+
 /**
  * One optimistic transaction (state/placement.ts): compare the revisions the choice was based on
  * (RU keys, or server epochs under the `server` scope), write RU, task and epoch records. On
@@ -102,174 +105,261 @@ export type CommitResult = { ok: true } | { ok: false; survivors: Pick[]; quota?
  * the namespace has an RU quota, its usage record, which the transaction updates
  * (tenancy/quota.ts); picks that would exceed the quota are refused before anything is written.
  */
-export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
-  const { job, tasks, picks, rec, finalForJob, ruState, attempt, taskRev, previous, move } = c;
-  const commitId = a.nextCommitId();
-  const servers = new Map<string, number>();
-  for (const p of picks) if (!servers.has(p.server.id)) servers.set(p.server.id, p.epochRev);
-  // Claim the picks in the shared view until the commit resolves, so the other in-flight
-  // decisions of this process (this agent's and its sibling agents') do not choose them too (or
-  // score their neighbours as empty). The claim is this scheduling call's (its decision record
-  // names it) and holds the occupant the commit writes, so applying our own commit changes
-  // nothing more in the cache.
-  const refs = picks.map((p) => ({ server: p.server.id, index: p.index }));
-  const unclaimAll = (): void => a.state.batch(() => refs.forEach((r) => a.state.unclaim(r, rec)));
-  picks.forEach((p, i) => {
-    const ref = refs[i] as RuRef;
-    // Survivors of a previous attempt are still claimed by us.
-    if (!a.state.isClaimed(ref, rec)) {
-      a.state.claim(
-        ref,
-        { job: job.id, task: tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: ruState, q: storedQ(p.quality.Q) },
-        rec,
-      );
+export function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
+  return new PlacementCommit(a, c).run();
+}
+
+/** The steps of one commit, in the order commitPicks takes them. */
+class PlacementCommit {
+  private readonly commitId: string;
+  /** Each touched server's epoch revision the picks were based on (moved on by chaining). */
+  private readonly servers = new Map<string, number>();
+  private readonly refs: RuRef[];
+  /** The job's fence, its commits whose answer was lost, and the chain: as they are once the commit is sent. */
+  private fence: { key: string; lease: string } | undefined;
+  private unsure: Map<number, UnsureTask> | undefined;
+  private chained: Chain | undefined;
+
+  constructor(
+    private readonly a: CommitHost,
+    private readonly req: CommitRequest,
+  ) {
+    this.commitId = this.a.nextCommitId();
+    for (const p of req.picks) if (!this.servers.has(p.server.id)) this.servers.set(p.server.id, p.epochRev);
+    this.refs = req.picks.map((p) => ({ server: p.server.id, index: p.index }));
+  }
+
+  async run(): Promise<CommitResult> {
+    const { a, req } = this;
+    this.claim();
+    // Read after the claims (an await lets this process's other decisions run), and only for a job
+    // of a namespace other than default: default has no quota and its commits read nothing more.
+    const quota = hasQuotaNamespace(req.job.id) ? await readQuota(a.store, a.keys, req.job.id) : undefined;
+    if (quota && quotaRoom(quota) < req.picks.length) {
+      this.unclaimAll();
+      return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
     }
-  });
-  // Read after the claims (an await lets this process's other decisions run), and only for a job
-  // of a namespace other than default: default has no quota and its commits read nothing more.
-  const quota = hasQuotaNamespace(job.id) ? await readQuota(a.store, a.keys, job.id) : undefined;
-  if (quota && quotaRoom(quota) < picks.length) {
-    unclaimAll();
-    return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
+    const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, this.servers) : undefined;
+    if (chained === false) {
+      this.unclaimAll();
+      req.rec.conflicts++;
+      a.stats.conflicts++;
+      return { ok: false, survivors: [] };
+    }
+    this.chained = chained;
+    this.fence = a.fenceOf(req.job.id);
+    this.unsure = a.unsureCommits.get(req.job.id);
+    // Read once, before the commit: the owner's task record, which the attempt is read from, may
+    // already show this placement (from the watch) by the time the answer comes.
+    const attempts = req.tasks.map((t) => req.attempt(t));
+    const txn = this.transaction(attempts, quota);
+    const res = await this.send(txn);
+    if (!res) return { ok: false, survivors: [] };
+    a.stats.commits++;
+    this.chained?.settle(res.succeeded ? res.revision : undefined);
+    if (res.succeeded) return this.applied(txn, res.revision, attempts);
+    return this.failed(txn, res);
   }
-  const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, servers) : undefined;
-  if (chained === false) {
-    unclaimAll();
-    rec.conflicts++;
-    a.stats.conflicts++;
-    return { ok: false, survivors: [] };
+
+  /**
+   * Claim the picks in the shared view until the commit resolves, so the other in-flight
+   * decisions of this process (this agent's and its sibling agents') do not choose them too (or
+   * score their neighbours as empty). The claim is this scheduling call's (its decision record
+   * names it) and holds the occupant the commit writes, so applying our own commit changes
+   * nothing more in the cache.
+   */
+  private claim(): void {
+    const { a, req } = this;
+    const job = req.job;
+    req.picks.forEach((p, i) => {
+      const ref = this.refs[i] as RuRef;
+      // Survivors of a previous attempt are still claimed by us.
+      if (!a.state.isClaimed(ref, req.rec)) {
+        a.state.claim(
+          ref,
+          { job: job.id, task: req.tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: req.ruState, q: storedQ(p.quality.Q) },
+          req.rec,
+        );
+      }
+    });
   }
-  const fence = a.fenceOf(job.id);
-  const unsure = a.unsureCommits.get(job.id);
-  // Read once, before the commit: the owner's task record, which the attempt is read from, may
-  // already show this placement (from the watch) by the time the answer comes.
-  const attempts = tasks.map((t) => attempt(t));
-  const txn = placementTxn({
-    keys: a.keys,
-    agent: a.id,
-    commitId,
-    now: a.clock.now(),
-    job,
-    items: picks.map((p, i) => ({
-      ref: refs[i] as RuRef,
-      task: tasks[i] as number,
-      attempt: attempts[i] as number,
-      ...(taskRev ? { taskRev: taskRev(tasks[i] as number) } : {}),
-      ...(previous?.(tasks[i] as number) ? { previous: previous(tasks[i] as number) } : {}),
-      ...(move?.(tasks[i] as number) ? { move: move(tasks[i] as number) } : {}),
+
+  private unclaimAll(): void {
+    const { a, req } = this;
+    a.state.batch(() => this.refs.forEach((ref) => a.state.unclaim(ref, req.rec)));
+  }
+
+  private transaction(attempts: number[], quota: QuotaRead | undefined): PlacementTxn {
+    const { a, req, commitId, fence } = this;
+    return placementTxn({
+      keys: a.keys,
+      agent: a.id,
+      commitId,
+      now: a.clock.now(),
+      job: req.job,
+      items: req.picks.map((p, i) => this.item(p, i, attempts[i] as number)),
+      scope: a.config.conflictScope,
+      ruState: req.ruState,
+      ...(fence ? { fence } : {}),
+      recordJob: req.finalForJob && a.config.recordJob,
+      ...(quota
+        ? {
+            extra: quotaTxnOps(
+              quota,
+              req.job.id,
+              req.tasks.map((t) => quotaToken(t, commitId)),
+            ),
+          }
+        : {}),
+    });
+  }
+
+  private item(p: Pick, i: number, attempt: number): PlacementItem {
+    const { taskRev, previous, move } = this.req;
+    const task = this.req.tasks[i] as number;
+    const unsure = this.unsure;
+    return {
+      ref: this.refs[i] as RuRef,
+      task,
+      attempt,
+      ...(taskRev ? { taskRev: taskRev(task) } : {}),
+      ...(previous?.(task) ? { previous: previous(task) } : {}),
+      ...(move?.(task) ? { move: move(task) } : {}),
       ruRev: p.ruRev,
-      basedOn: servers.get(p.server.id) ?? p.epochRev,
+      basedOn: this.servers.get(p.server.id) ?? p.epochRev,
       q: storedQ(p.quality.Q),
       ...(p.server.disconnectGraceMs !== undefined ? { nodeGraceMs: p.server.disconnectGraceMs } : {}),
       ...(p.victim ? { victim: p.victim } : {}),
-      ...(unsure?.has(tasks[i] as number) ? { unsureChunk: unsure.get(tasks[i] as number)?.chunk } : {}),
-    })),
-    scope: a.config.conflictScope,
-    ruState,
-    ...(fence ? { fence } : {}),
-    recordJob: finalForJob && a.config.recordJob,
-    ...(quota
-      ? {
-          extra: quotaTxnOps(
-            quota,
-            job.id,
-            tasks.map((t) => quotaToken(t, commitId)),
-          ),
-        }
-      : {}),
-  });
-  let res;
-  try {
-    traceRequest('commit.asked', job.id, txn.req);
-    res = await (c.direct ? a.store : a.committer).txn(txn.req);
-    trace('commit.answered', job.id);
-  } catch (err) {
-    // The outcome is unknown (the store may have applied it before the error). Find out from
-    // the store before trying anything else: a blind retry could place the tasks twice.
-    const first = tasks[0] as number;
-    const started = tasks.filter((_, i) => txn.startRecorded[i]);
+      ...(unsure?.has(task) ? { unsureChunk: unsure.get(task)?.chunk } : {}),
+    };
+  }
+
+  /** Sends the transaction; an answer lost on the way is looked for in the store (undefined: it did not land, as far as we know). */
+  private async send(txn: PlacementTxn): Promise<TxnResult | undefined> {
+    const { a, req } = this;
+    try {
+      traceRequest('commit.asked', req.job.id, txn.req);
+      const res = await (req.direct ? a.store : a.committer).txn(txn.req);
+      trace('commit.answered', req.job.id);
+      return res;
+    } catch (err) {
+      return this.lost(txn, err);
+    }
+  }
+
+  /**
+   * The outcome is unknown (the store may have applied it before the error). Find out from the
+   * store before trying anything else: a blind retry could place the tasks twice.
+   */
+  private async lost(txn: PlacementTxn, err: unknown): Promise<TxnResult | undefined> {
+    const { a, req } = this;
+    const jobId = req.job.id;
+    const first = req.tasks[0] as number;
+    const started = req.tasks.filter((_, i) => txn.startRecorded[i]);
     // The first task's own record, or (a task the commit started) the chunk record that holds it.
-    const key = txn.startRecorded[0] ? chunkKeyOf(a.keys, job.id, first, started) : a.keys.task(job.id, first);
-    res = await resolveIndeterminate(a, job.id, key, commitId, err);
+    const key = txn.startRecorded[0] ? chunkKeyOf(a.keys, jobId, first, started) : a.keys.task(jobId, first);
+    const res = await resolveIndeterminate(a, jobId, key, this.commitId, err);
     if (!res && started.length > 0) {
-      let m = a.unsureCommits.get(job.id);
-      if (!m) a.unsureCommits.set(job.id, (m = new Map<number, UnsureTask>()));
-      picks.forEach((p, i) => {
-        const t = tasks[i] as number;
-        if (txn.startRecorded[i]) m.set(t, { chunk: chunkKeyOf(a.keys, job.id, t, started), Q: p.quality.Q, acceptable: p.quality.acceptable, score: p.score });
+      let m = a.unsureCommits.get(jobId);
+      if (!m) a.unsureCommits.set(jobId, (m = new Map<number, UnsureTask>()));
+      req.picks.forEach((p, i) => {
+        const t = req.tasks[i] as number;
+        if (txn.startRecorded[i]) m.set(t, { chunk: chunkKeyOf(a.keys, jobId, t, started), Q: p.quality.Q, acceptable: p.quality.acceptable, score: p.score });
       });
     }
     if (!res) {
-      chained?.settle(undefined);
-      unclaimAll();
-      rec.conflicts++;
-      return { ok: false, survivors: [] };
+      this.chained?.settle(undefined);
+      this.unclaimAll();
+      req.rec.conflicts++;
     }
+    return res;
   }
-  a.stats.commits++;
-  chained?.settle(res.succeeded ? res.revision : undefined);
-  if (res.succeeded) {
-    const revision = res.revision;
+
+  /** The commit landed: the record, the cache and the launch fast path learn its placements. */
+  private applied(txn: PlacementTxn, revision: number, attempts: number[]): CommitResult {
+    const { a, req, unsure } = this;
+    const rec = req.rec;
     if (unsure) {
-      for (const t of tasks) unsure.delete(t);
-      if (unsure.size === 0) a.unsureCommits.delete(job.id);
+      for (const t of req.tasks) unsure.delete(t);
+      if (unsure.size === 0) a.unsureCommits.delete(req.job.id);
     }
     // Apply our own writes now: the watch will confirm them, but the next decision must not
     // see these RUs as free in the meantime.
     a.state.batch(() => {
-      for (const r of txn.ruRecords) a.cache.applyKv(kvAt(r.key, JSON.stringify(r.rec), revision));
-      for (const key of txn.epochKeys) a.cache.applyKv(kvAt(key, commitId, revision));
+      for (const w of txn.ruRecords) a.cache.applyKv(kvAt(w.key, JSON.stringify(w.rec), revision));
+      for (const key of txn.epochKeys) a.cache.applyKv(kvAt(key, this.commitId, revision));
     });
-    const placed: Placement[] = [];
-    picks.forEach((p, i) => {
-      const task = tasks[i] as number;
-      const pl: Placement = {
-        task,
-        ru: refs[i] as RuRef,
-        Q: p.quality.Q,
-        acceptable: p.quality.acceptable,
-        score: p.score,
-        commitRevision: revision,
-        commitId,
-      };
-      const n = attempts[i] as number;
-      if (n > 0) pl.attempt = n;
-      // Set before the commit is announced: the owner records a move as one at once.
-      const mv = move?.(task);
-      if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
-      if (txn.startRecorded[i]) pl.startRecorded = true;
-      const sides = p.quality.sides;
-      if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
-      if (p.victim) {
-        pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
-        a.stats.preemptions++;
-      }
-      placed.push(pl);
-    });
+    const placed = req.picks.map((p, i) => this.placement(p, i, { revision, attempt: attempts[i] as number, started: txn.startRecorded[i] === true }));
     // A running job's record keeps its first placements and counts the rest (what is stored
     // and explained anyway): a 100,000-task call does not hold every placement in memory.
     // Reservations of a gang are all kept: its confirmation takes them back from the record.
-    const room = ruState === 'reserved' ? placed.length : Math.max(0, KEPT_PLACEMENTS - rec.placements.length);
+    const room = req.ruState === 'reserved' ? placed.length : Math.max(0, KEPT_PLACEMENTS - rec.placements.length);
     for (const pl of placed.slice(0, room)) rec.placements.push(pl);
     if (placed.length > room) rec.omittedPlacements = (rec.omittedPlacements ?? 0) + placed.length - room;
-    a.stats.tasksPlaced += picks.length;
-    a.notifyCommitted(job, placed);
+    a.stats.tasksPlaced += req.picks.length;
+    a.notifyCommitted(req.job, placed);
     return { ok: true };
   }
-  if (fence && txn.fenceResponse !== undefined) {
-    const cur = res.responses[txn.fenceResponse]?.[0];
-    if (!cur || cur.lease !== fence.lease) {
-      unclaimAll();
-      a.lostFence(job.id, fence.lease);
+
+  private placement(p: Pick, i: number, o: { revision: number; attempt: number; started: boolean }): Placement {
+    const task = this.req.tasks[i] as number;
+    const pl: Placement = {
+      task,
+      ru: this.refs[i] as RuRef,
+      Q: p.quality.Q,
+      acceptable: p.quality.acceptable,
+      score: p.score,
+      commitRevision: o.revision,
+      commitId: this.commitId,
+    };
+    if (o.attempt > 0) pl.attempt = o.attempt;
+    // Set before the commit is announced: the owner records a move as one at once.
+    const mv = this.req.move?.(task);
+    if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
+    if (o.started) pl.startRecorded = true;
+    const sides = p.quality.sides;
+    if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
+    if (p.victim) {
+      pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
+      this.a.stats.preemptions++;
     }
+    return pl;
   }
-  // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
-  // owner's): this call must not place it again; the owner looks at the job afresh.
-  for (const r of res.responses.slice(txn.unsureResponses)) {
-    const kv = r?.[0];
-    if (!kv) continue;
-    // A commit whose answer was lost landed after all: its tasks run where it put them.
-    unclaimAll();
+
+  /** The transaction failed: a lost fence or a task placed meanwhile stop the call; otherwise a conflict, and the picks that still stand. */
+  private failed(txn: PlacementTxn, res: TxnResult): CommitResult {
+    const { a, req, fence } = this;
+    if (fence && txn.fenceResponse !== undefined) {
+      const cur = res.responses[txn.fenceResponse]?.[0];
+      if (!cur || cur.lease !== fence.lease) {
+        this.unclaimAll();
+        a.lostFence(req.job.id, fence.lease);
+      }
+    }
+    // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
+    // owner's): this call must not place it again; the owner looks at the job afresh.
+    for (const r of res.responses.slice(txn.unsureResponses)) {
+      const kv = r?.[0];
+      if (kv) this.landedLate(kv);
+    }
+    for (const r of res.responses.slice(txn.taskResponses, txn.unsureResponses)) {
+      const t = parseJson<PlacedTaskRecord>(r?.[0]);
+      if (t && t.state !== 'queued' && t.state !== 'lost') {
+        this.unclaimAll();
+        throw new TarcilError(
+          'ABORTED',
+          `task ${t.index} of job ${req.job.id} was placed meanwhile (${t.commitId ?? 'unknown commit'}); the owner looks again`,
+        );
+      }
+    }
+    return this.conflicted(txn, res);
+  }
+
+  /** A commit whose answer was lost landed after all: its tasks run where it put them. */
+  private landedLate(kv: KeyValue): never {
+    const { a, req, unsure } = this;
+    const job = req.job;
+    this.unclaimAll();
     // Scored as that commit's picks were (the scores it was decided on).
     const landed = chunkTaskRecords(job.id, kv).map((t): Placement => {
       const u = unsure?.get(t.index);
@@ -289,34 +379,34 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
     a.notifyCommitted(job, landed);
     throw new TarcilError('ABORTED', `tasks of job ${job.id} were placed by a commit whose answer was lost; the owner looks again`);
   }
-  for (const r of res.responses.slice(txn.taskResponses, txn.unsureResponses)) {
-    const t = parseJson<PlacedTaskRecord>(r?.[0]);
-    if (t && t.state !== 'queued' && t.state !== 'lost') {
-      unclaimAll();
-      throw new TarcilError('ABORTED', `task ${t.index} of job ${job.id} was placed meanwhile (${t.commitId ?? 'unknown commit'}); the owner looks again`);
-    }
+
+  /** Does pick `i` still stand as the decision saw it (its RU, or under the server scope its server's epoch)? */
+  private unchanged(i: number): boolean {
+    const p = this.req.picks[i] as Pick;
+    return this.a.config.conflictScope === 'server' ? p.server.epochRev === this.servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
   }
-  rec.conflicts++;
-  a.stats.conflicts++;
-  const cause = conflictCause(a.id, a.keys, refs, res.responses.slice(0, txn.taskResponses), (i) => {
-    const p = picks[i] as Pick;
-    return a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
-  });
-  a.stats.conflictCauses[cause]++;
-  // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
-  // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
-  const survivors: Pick[] = [];
-  a.state.batch(() => {
-    for (const r of res.responses.slice(0, txn.taskResponses)) for (const kv of r ?? []) a.cache.applyKv(kv);
-    picks.forEach((p, i) => {
-      const ref = refs[i] as RuRef;
-      const unchanged = a.config.conflictScope === 'server' ? p.server.epochRev === servers.get(p.server.id) : p.server.ruRevs[p.index] === p.ruRev;
-      if (unchanged && a.state.isClaimed(ref, rec)) survivors.push(p);
-      else a.state.unclaim(ref, rec);
+
+  private conflicted(txn: PlacementTxn, res: TxnResult): CommitResult {
+    const { a, req } = this;
+    const rec = req.rec;
+    rec.conflicts++;
+    a.stats.conflicts++;
+    const cause = conflictCause(a.id, a.keys, this.refs, res.responses.slice(0, txn.taskResponses), (i) => this.unchanged(i));
+    a.stats.conflictCauses[cause]++;
+    // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
+    // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
+    const survivors: Pick[] = [];
+    a.state.batch(() => {
+      for (const got of res.responses.slice(0, txn.taskResponses)) for (const kv of got ?? []) a.cache.applyKv(kv);
+      req.picks.forEach((p, i) => {
+        const ref = this.refs[i] as RuRef;
+        if (this.unchanged(i) && a.state.isClaimed(ref, rec)) survivors.push(p);
+        else a.state.unclaim(ref, rec);
+      });
     });
-  });
-  a.log.debug({ job: job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
-  return { ok: false, survivors };
+    a.log.debug({ job: req.job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
+    return { ok: false, survivors };
+  }
 }
 
 /**
@@ -327,10 +417,7 @@ export async function commitPicks(a: CommitHost, c: CommitRequest): Promise<Comm
  * with its own agent. Returns false if an earlier commit it depends on failed, otherwise a
  * handle to settle once this commit resolves.
  */
-async function chainServerCommits(
-  tails: Map<string, { base: number; result: Promise<number | undefined> }>,
-  servers: Map<string, number>,
-): Promise<false | { settle(rev: number | undefined): void }> {
+async function chainServerCommits(tails: CommitHost['serverTails'], servers: Map<string, number>): Promise<false | Chain> {
   let settle!: (rev: number | undefined) => void;
   const done = new Promise<number | undefined>((r) => (settle = r));
   const waits: [string, Promise<number | undefined>][] = [];
