@@ -4,105 +4,113 @@
  * (commit.ts), with awaits on the store and the clock. Chunks of a large job may be in flight
  * together (commit-ahead); a conflict resamples only the picks that changed.
  */
-import type { JobSpec } from '../model/types.ts';
-import type { JobTarget } from '../quality/index.ts';
 import type { Pick } from '../sampling/batch.ts';
-import type { DecisionRecord } from '../state/decisions.ts';
 import { hasQuotaNamespace } from '../tenancy/quota.ts';
-import { Attempt, type Next } from './attempt.ts';
-import type { TaskStamp } from './commit.ts';
-import { decide } from './core.ts';
-import type { GangHost } from './gang.ts';
-import type { SharedView } from './shared-view.ts';
-import type { WaitingEntry } from './waiting.ts';
+import type { Next } from './attempt.ts';
+import type { AttemptContext } from './attempt-context.ts';
+import { tryCommit } from './commit.ts';
+import { decide, type Decision } from './core.ts';
+import { admit, waitForCapacity } from './waits.ts';
 
-/** What the chunk loop uses of its agent. */
-export interface ChunkHost extends GangHost {
-  readonly view: SharedView;
-  readonly stats: { readmissions: number; fairYields: number };
-  /** Resolves when a commit built now leaves in the next request (group commit; at once when off). */
-  commitTurn(): Promise<void>;
-  /** True when a freed RU woke the wait (rather than its time running out). */
-  waitForCapacity(rec: DecisionRecord, job: JobSpec, ms?: number, need?: number, why?: string, quota?: boolean): Promise<boolean>;
-}
+/**
+ * The tasks of one scheduling call not yet placed, taken chunk by chunk. `next` is the first task
+ * not yet taken: chunks take a prefix of what is left, so a cursor replaces removing placed tasks
+ * from the array (quadratic for 100,000-task jobs). Tasks of a chunk that were not placed go back
+ * to `back`, which is taken from first.
+ */
+class ChunkSource {
+  private next = 0;
+  private back: number[] = [];
 
-/** The tasks of one scheduling call not yet placed, taken chunk by chunk (placeIncremental). */
-interface ChunkSource {
-  left(): number;
-  take(n: number): number[];
+  constructor(private readonly pending: readonly number[]) {}
+
+  left(): number {
+    return this.back.length + this.pending.length - this.next;
+  }
+
+  take(n: number): number[] {
+    const chunk = this.back.length > 0 ? this.back.splice(0, n) : [];
+    const k = Math.min(n - chunk.length, this.pending.length - this.next);
+    for (let i = 0; i < k; i++) chunk.push(this.pending[this.next + i] as number);
+    this.next += k;
+    return chunk;
+  }
+
   /** Tasks of a chunk that were not placed: taken again first. */
-  giveBack(unplaced: number[]): void;
+  giveBack(unplaced: number[]): void {
+    if (unplaced.length > 0) this.back = unplaced.concat(this.back);
+  }
 }
 
-/** The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. */
-export async function placeIncremental(
-  h: ChunkHost,
-  job: JobSpec,
-  target: JobTarget,
-  pending: number[],
-  rec: DecisionRecord,
-  allAtOnce: boolean,
-  waiting: WaitingEntry,
-  stamp: TaskStamp,
-): Promise<void> {
-  // A request whose priority bypasses others' waits for a freed RU after a lost race (untilFreed),
-  // as in the simulator: woken first among the waiters rather than left to back off.
-  const at = new Attempt(h.config, h.rng, job.maxQueueMs, job.priority > h.config.bypassAbove);
-  // `next` is the first task not yet taken: chunks take a prefix of what is left, so a cursor
-  // replaces removing placed tasks from the array (quadratic for 100,000-task jobs). Tasks of a
-  // chunk that were not placed go back to `back`, which is taken from first.
-  let next = 0;
-  let back: number[] = [];
-  const tasks: ChunkSource = {
-    left: () => back.length + pending.length - next,
-    take: (n) => {
-      const chunk = back.length > 0 ? back.splice(0, n) : [];
-      const k = Math.min(n - chunk.length, pending.length - next);
-      for (let i = 0; i < k; i++) chunk.push(pending[next + i] as number);
-      next += k;
-      return chunk;
-    },
-    giveBack: (unplaced) => {
-      if (unplaced.length > 0) back = unplaced.concat(back);
-    },
-  };
-  const ahead = h.config.commitAhead > 1 && !allAtOnce && !h.config.recordJob && !hasQuotaNamespace(job.id);
+/**
+ * The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. A gang
+ * (that fits one transaction) is placed all at once. A request whose priority bypasses others'
+ * waits for a freed RU after a lost race (untilFreed, the context's Attempt), as in the
+ * simulator: woken first among the waiters rather than left to back off.
+ */
+export async function placeIncremental(cx: AttemptContext): Promise<void> {
+  const { agent: a, job, at } = cx;
+  const tasks = new ChunkSource(cx.tasks);
+  const ahead = a.config.commitAhead > 1 && job.mode !== 'gang' && !a.config.recordJob && !hasQuotaNamespace(job.id);
   // Woken by a freed RU in the waiters' (fair) order: the next decision does not yield.
   let woken = false;
   while (tasks.left() > 0) {
-    h.assertOpen(job.id);
+    cx.assertOpen();
     const left = tasks.left();
-    if (!woken && h.view.mustYield(job.id, Math.min(left, h.picksPerTxn))) {
-      h.stats.fairYields++;
-      await waiting.ensure(left);
-      woken = await h.waitForCapacity(rec, job, h.config.recheckMs, left, 'waiting behind jobs of namespaces further below their fair share (fairShare)');
+    if (!woken && a.view.mustYield(job.id, Math.min(left, a.picksPerTxn))) {
+      a.stats.fairYields++;
+      await cx.waiting.ensure(left);
+      woken = await waitForCapacity(cx, { need: left, why: 'waiting behind jobs of namespaces further below their fair share (fairShare)' });
       continue;
     }
     woken = false;
-    if (!at.admitted) await h.admit(job, target, left, rec, at, waiting);
-    let then = ahead && left > h.picksPerTxn ? await commitAheadRun(h, job, target, tasks, rec, at, stamp) : undefined;
-    if (!then) {
-      const chunk = tasks.take(h.picksPerTxn);
-      const res = await commitChunk(h, job, target, chunk, rec, at, allAtOnce, tasks.left() === 0, stamp);
-      tasks.giveBack(chunk.slice(res.placed.length));
-      then = res.then;
-    }
+    if (!at.admitted) await admit(cx, left);
+    const then = await placeSome(cx, tasks, ahead && left > a.picksPerTxn);
     if (then.kind === 'go' || tasks.left() === 0) continue;
-    if (!at.admitted) {
-      rec.readmissions++;
-      h.stats.readmissions++;
-      await waiting.ensure(tasks.left());
-    }
-    if (then.kind === 'capacity-wait') {
-      woken = await h.waitForCapacity(rec, job, then.ms, tasks.left(), then.why, then.why !== undefined);
-    } else if (then.kind === 'backoff' && then.untilFreed) {
-      woken = await h.waitForCapacity(rec, job, then.ms, tasks.left());
-    } else {
-      const q0 = h.clock.now();
-      await h.clock.sleep(then.ms);
-      rec.stageMs.queue += h.clock.now() - q0;
-    }
+    woken = await waitAsTold(cx, then, tasks.left());
   }
+}
+
+/** One step of the loop: a commit-ahead run, or (without one, or when it sent nothing) one chunk. */
+async function placeSome(cx: AttemptContext, tasks: ChunkSource, ahead: boolean): Promise<Next> {
+  const then = ahead ? await commitAheadRun(cx, tasks) : undefined;
+  if (then) return then;
+  const chunk = tasks.take(cx.agent.picksPerTxn);
+  const res = await commitChunk(cx, { chunk, allOrNothing: cx.job.mode === 'gang', last: tasks.left() === 0, keep: [] });
+  tasks.giveBack(chunk.slice(res.placed.length));
+  return res.then;
+}
+
+/** Waits as the attempt loop says after a step that placed less than asked; true when a freed RU woke the call. */
+async function waitAsTold(cx: AttemptContext, then: Exclude<Next, { kind: 'go' }>, left: number): Promise<boolean> {
+  const { agent: a, rec } = cx;
+  if (!cx.at.admitted) {
+    rec.readmissions++;
+    a.stats.readmissions++;
+    await cx.waiting.ensure(left);
+  }
+  if (then.kind === 'capacity-wait') return waitForCapacity(cx, { ms: then.ms, need: left, why: then.why, quota: then.why !== undefined });
+  if (then.kind === 'backoff' && then.untilFreed) return waitForCapacity(cx, { ms: then.ms, need: left });
+  const q0 = a.clock.now();
+  await a.clock.sleep(then.ms);
+  rec.stageMs.queue += a.clock.now() - q0;
+  return false;
+}
+
+/**
+ * One decision for `need` tasks of the call, with admission skipped (the loop asked it), the RUs
+ * in `keep` (survivors of the chunk's last commit) and those freed moments ago that are left to
+ * another front-end (handoff.ts) excluded, and counted in the record.
+ */
+function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]): Decision {
+  const { agent: a, job } = cx;
+  const d = decide(a.core, job, cx.target, need, a.config, {
+    skipAdmission: true,
+    exclude: a.view.handoff.excludedWith(keep),
+    ...(a.config.preemption && job.priority > a.config.bypassAbove ? a.view.fairDisplace(job.id) : {}),
+  });
+  cx.noteDecision(d);
+  return d;
 }
 
 /**
@@ -117,157 +125,172 @@ export async function placeIncremental(
  * Undefined when it sent nothing (the view cannot fill even the first chunk): the caller places
  * that chunk chunk-by-chunk, which commits what it found and waits for the rest.
  */
-async function commitAheadRun(
-  h: ChunkHost,
-  job: JobSpec,
-  target: JobTarget,
-  tasks: ChunkSource,
-  rec: DecisionRecord,
-  at: Attempt,
-  stamp: TaskStamp,
-): Promise<Next | undefined> {
-  const inflight = new Set<Promise<void>>();
-  let stop = false;
-  let conflicts = 0;
-  let asked = 0;
-  let placed = 0;
-  let failure: { err: unknown } | undefined;
-  const waitFor = async (p: Promise<unknown>): Promise<void> => {
-    const t0 = h.clock.monotonic();
-    await p;
-    rec.stageMs.commit += h.clock.monotonic() - t0;
-  };
+async function commitAheadRun(cx: AttemptContext, tasks: ChunkSource): Promise<Next | undefined> {
+  const { agent: a, job } = cx;
+  const run = new AheadRun(cx, tasks);
   try {
-    while (!stop && tasks.left() > 0) {
-      if (inflight.size >= h.config.commitAhead) {
-        await waitFor(Promise.race(inflight));
+    while (!run.stop && tasks.left() > 0) {
+      if (run.inflight.size >= a.config.commitAhead) {
+        await run.waitFor(Promise.race(run.inflight));
         continue;
       }
-      h.assertOpen(job.id);
-      if (stop || tasks.left() === 0) break;
-      const need = Math.min(h.picksPerTxn, tasks.left());
+      cx.assertOpen();
+      if (run.stop || tasks.left() === 0) break;
+      const need = Math.min(a.picksPerTxn, tasks.left());
       // The loop let the first chunk through (fair share); each later one asks again, as there.
-      if (asked > 0 && h.view.mustYield(job.id, need)) break;
-      const d = decide(h.core, job, target, need, h.config, {
-        skipAdmission: true,
-        exclude: h.view.handoff.excludedWith([]),
-        ...(h.config.preemption && job.priority > h.config.bypassAbove ? h.view.fairDisplace(job.id) : {}),
-      });
-      rec.stageMs.size += d.stageUs.size / 1000;
-      rec.stageMs.select += d.stageUs.select / 1000;
-      rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
-      if (rec.samples.length > 50) rec.samples.splice(1, 1);
+      if (run.asked > 0 && a.view.mustYield(job.id, need)) break;
+      const d = decideChunk(cx, need, []);
       // Too few free RUs for a whole chunk: the chunk-by-chunk loop places what it can and waits.
       if (d.selection.picks.length < need) break;
-      const chunk = tasks.take(need);
-      asked += chunk.length;
-      const p: Promise<void> = h
-        .tryCommit(job, chunk, d.selection.picks, rec, false, 'busy', stamp, chunk.length === h.picksPerTxn)
-        .then(
-          (res) => {
-            if (res.ok) {
-              placed += chunk.length;
-              return;
-            }
-            stop = true;
-            conflicts += Math.max(1, chunk.length - res.survivors.length);
-            // The whole chunk is decided again, with a fresh draw, by the attempt loop.
-            if (res.survivors.length > 0) h.state.batch(() => res.survivors.forEach((s) => h.state.unclaim({ server: s.server.id, index: s.index }, rec)));
-            tasks.giveBack(chunk);
-          },
-          (err: unknown) => {
-            stop = true;
-            failure ??= { err };
-            tasks.giveBack(chunk);
-          },
-        )
-        .finally(() => inflight.delete(p));
-      inflight.add(p);
+      run.send(tasks.take(need), d.selection.picks);
     }
   } finally {
     // Every commit sent is answered before the run ends, whatever ended it.
-    if (inflight.size > 0) await waitFor(Promise.allSettled([...inflight]));
+    if (run.inflight.size > 0) await run.waitFor(Promise.allSettled([...run.inflight]));
   }
-  if (failure) throw failure.err;
-  if (asked === 0) return undefined;
-  if (conflicts === 0) return at.afterCommit({ placed, conflicts: 0, asked });
-  const then = at.afterCommit({ placed: 0, conflicts, asked });
-  if (at.admitted) rec.retries++;
-  return then;
+  return run.outcome();
 }
+
+/** The chunks of one commit-ahead run in flight, and what their answers said. */
+class AheadRun {
+  readonly inflight = new Set<Promise<void>>();
+  stop = false;
+  asked = 0;
+  private conflicts = 0;
+  private placed = 0;
+  private failure: { err: unknown } | undefined;
+
+  constructor(
+    private readonly cx: AttemptContext,
+    private readonly tasks: ChunkSource,
+  ) {}
+
+  /** Waits for `p`, counted in the record's commit stage. */
+  async waitFor(p: Promise<unknown>): Promise<void> {
+    const t0 = this.cx.agent.clock.monotonic();
+    await p;
+    this.cx.commitTime(t0);
+  }
+
+  send(chunk: number[], picks: Pick[]): void {
+    this.asked += chunk.length;
+    const p: Promise<void> = tryCommit(this.cx, {
+      tasks: chunk,
+      picks,
+      finalForJob: false,
+      ruState: 'busy',
+      direct: chunk.length === this.cx.agent.picksPerTxn,
+    })
+      .then(
+        (res) => {
+          if (res.ok) {
+            this.placed += chunk.length;
+            return;
+          }
+          this.stop = true;
+          this.conflicts += Math.max(1, chunk.length - res.survivors.length);
+          // The whole chunk is decided again, with a fresh draw, by the attempt loop.
+          if (res.survivors.length > 0) this.cx.unclaim(res.survivors);
+          this.tasks.giveBack(chunk);
+        },
+        (err: unknown) => {
+          this.stop = true;
+          this.failure ??= { err };
+          this.tasks.giveBack(chunk);
+        },
+      )
+      .finally(() => this.inflight.delete(p));
+    this.inflight.add(p);
+  }
+
+  /** What the attempt loop says after the run (undefined: it sent nothing); rethrows the first failure. */
+  outcome(): Next | undefined {
+    const { at, rec } = this.cx;
+    if (this.failure) throw this.failure.err;
+    if (this.asked === 0) return undefined;
+    if (this.conflicts === 0) return at.afterCommit({ placed: this.placed, conflicts: 0, asked: this.asked });
+    const then = at.afterCommit({ placed: 0, conflicts: this.conflicts, asked: this.asked });
+    if (at.admitted) rec.retries++;
+    return then;
+  }
+}
+
+/** One chunk being placed: its tasks (cut to a quota's room), and the picks kept from its last commit. */
+interface ChunkTry {
+  chunk: number[];
+  /** A gang: all of the chunk or none. */
+  allOrNothing: boolean;
+  /** The call's last chunk. */
+  last: boolean;
+  /** Picks the store confirmed unchanged after a conflict: still chosen (and claimed). */
+  keep: Pick[];
+}
+
+type ChunkResult = { placed: number[]; then: Next };
 
 /**
  * Selects and commits one chunk of tasks; conflicting picks are resampled with a fresh draw after
  * the attempt loop's backoff. Returns the task indices placed and what the attempt loop says
  * comes next (go on, wait for a freed RU, or back off after a return to admission).
  */
-async function commitChunk(
-  h: ChunkHost,
-  job: JobSpec,
-  target: JobTarget,
-  chunk: number[],
-  rec: DecisionRecord,
-  at: Attempt,
-  allOrNothing: boolean,
-  lastChunk: boolean,
-  stamp: TaskStamp,
-): Promise<{ placed: number[]; then: Next }> {
-  let keep: Pick[] = [];
+async function commitChunk(cx: AttemptContext, t: ChunkTry): Promise<ChunkResult> {
   try {
     for (;;) {
-      h.assertOpen(job.id);
-      // With group commit, decide only when the decision can leave at once: a decision that
-      // waited in the queue would reach the store staler, and conflict more.
-      const t0 = h.clock.monotonic();
-      await h.commitTurn();
-      h.assertOpen(job.id);
-      rec.stageMs.commit += h.clock.monotonic() - t0;
-      // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
-      // would only conflict again: resample it too.
-      keep = keep.filter((p) => h.state.isClaimed({ server: p.server.id, index: p.index }, rec));
-      const need = chunk.length - keep.length;
-      const d = decide(h.core, job, target, need, h.config, {
-        skipAdmission: true,
-        // The survivors, and RUs freed moments ago that are left to another front-end (handoff.ts).
-        exclude: h.view.handoff.excludedWith(keep.map((p) => p.id)),
-        ...(h.config.preemption && job.priority > h.config.bypassAbove ? h.view.fairDisplace(job.id) : {}),
-      });
-      rec.stageMs.size += d.stageUs.size / 1000;
-      rec.stageMs.select += d.stageUs.select / 1000;
-      rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
-      if (rec.samples.length > 50) rec.samples.splice(1, 1);
-      const picks = keep.concat(d.selection.picks);
-      const sel = at.afterSelection(picks.length, chunk.length, allOrNothing);
-      if (sel.kind !== 'go') return { placed: [], then: sel };
-      const tasks = chunk.slice(0, picks.length);
-      const c0 = h.clock.monotonic();
-      const res = await h.tryCommit(job, tasks, picks, rec, lastChunk && tasks.length === chunk.length, 'busy', stamp);
-      rec.stageMs.commit += h.clock.monotonic() - c0;
-      if (!res.ok && res.quota) {
-        keep = [];
-        // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
-        // rest once RUs are given back. A gang waits until all of its chunk fits.
-        if (res.quota.room > 0 && !allOrNothing) {
-          chunk = chunk.slice(0, res.quota.room);
-          lastChunk = false;
-          continue;
-        }
-        return { placed: [], then: at.afterQuota(res.quota.message) };
-      }
-      if (res.ok) {
-        keep = [];
-        return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: chunk.length }) };
-      }
-      // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
-      // conflicting ones are resampled.
-      keep = res.survivors;
-      const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - keep.length), asked: chunk.length });
-      if (!at.admitted) return { placed: [], then };
-      rec.retries++;
-      if (then.kind === 'backoff' && then.untilFreed) await h.waitForCapacity(rec, job, then.ms, chunk.length - keep.length);
-      else await h.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
+      const out = await chunkRound(cx, t);
+      if (out) return out;
     }
   } finally {
-    if (keep.length > 0) h.state.batch(() => keep.forEach((p) => h.state.unclaim({ server: p.server.id, index: p.index }, rec)));
+    if (t.keep.length > 0) cx.unclaim(t.keep);
   }
+}
+
+/** One decision and commit of a chunk; undefined: decide again. */
+async function chunkRound(cx: AttemptContext, t: ChunkTry): Promise<ChunkResult | undefined> {
+  const { agent: a, rec, at } = cx;
+  cx.assertOpen();
+  // With group commit, decide only when the decision can leave at once: a decision that
+  // waited in the queue would reach the store staler, and conflict more.
+  const t0 = a.clock.monotonic();
+  await a.commitTurn();
+  cx.assertOpen();
+  cx.commitTime(t0);
+  // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
+  // would only conflict again: resample it too.
+  t.keep = t.keep.filter((p) => a.state.isClaimed({ server: p.server.id, index: p.index }, rec));
+  const d = decideChunk(
+    cx,
+    t.chunk.length - t.keep.length,
+    t.keep.map((p) => p.id),
+  );
+  const picks = t.keep.concat(d.selection.picks);
+  const sel = at.afterSelection(picks.length, t.chunk.length, t.allOrNothing);
+  if (sel.kind !== 'go') return { placed: [], then: sel };
+  const tasks = t.chunk.slice(0, picks.length);
+  const c0 = a.clock.monotonic();
+  const res = await tryCommit(cx, { tasks, picks, finalForJob: t.last && tasks.length === t.chunk.length, ruState: 'busy' });
+  cx.commitTime(c0);
+  if (!res.ok && res.quota) {
+    t.keep = [];
+    // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
+    // rest once RUs are given back. A gang waits until all of its chunk fits.
+    if (res.quota.room > 0 && !t.allOrNothing) {
+      t.chunk = t.chunk.slice(0, res.quota.room);
+      t.last = false;
+      return undefined;
+    }
+    return { placed: [], then: at.afterQuota(res.quota.message) };
+  }
+  if (res.ok) {
+    t.keep = [];
+    return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: t.chunk.length }) };
+  }
+  // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
+  // conflicting ones are resampled.
+  t.keep = res.survivors;
+  const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - t.keep.length), asked: t.chunk.length });
+  if (!at.admitted) return { placed: [], then };
+  rec.retries++;
+  if (then.kind === 'backoff' && then.untilFreed) await waitForCapacity(cx, { ms: then.ms, need: t.chunk.length - t.keep.length });
+  else await a.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
+  return undefined;
 }

@@ -3,79 +3,27 @@
  * (state/placement.ts) compares the revisions the choice was based on, and the outcome is applied
  * at once: placements on success; on a conflict the fresh reads replace the stale view and the
  * picks that did not change stay chosen. A commit whose answer was lost is resolved from the store
- * before anything else is tried, since a blind retry could place the tasks twice.
+ * before anything else is tried, since a blind retry could place the tasks twice; one not found
+ * there is kept in AgentRuntime.unsureCommits until its tasks are placed again.
  */
 import { trace, traceRequest } from '../util/trace.ts';
-import type { JobSpec, RuRef } from '../model/types.ts';
+import type { RuRef } from '../model/types.ts';
 import type { Pick } from '../sampling/batch.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
-import { KEPT_PLACEMENTS, type DecisionRecord, type Placement } from '../state/decisions.ts';
-import type { Keys } from '../state/keys.ts';
-import type { AttemptSummary } from '../state/records.ts';
-import { placementTxn, type PlacementItem, type PlacementTxn, type TaskMove } from '../state/placement.ts';
+import { KEPT_PLACEMENTS, type Placement } from '../state/decisions.ts';
+import { placementTxn, type PlacementItem, type PlacementTxn } from '../state/placement.ts';
 import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
 import { chunkKeyOf, chunkTaskRecords } from '../state/task-chunks.ts';
-import type { ClusterStore, KeyValue, TxnResult } from '../store/types.ts';
-import type { Clock } from '../util/clock.ts';
+import type { KeyValue, TxnResult } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
-import type { Logger } from '../util/log.ts';
-import type { AgentCache } from './cache.ts';
-import type { AgentConfig } from './config.ts';
-import { conflictCause, type ConflictCause } from './conflict-cause.ts';
+import type { AgentRuntime, JobFence, UnsureTask } from './agent-runtime.ts';
+import type { AttemptContext } from './attempt-context.ts';
+import { conflictCause } from './conflict-cause.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
-/** What a commit uses of its agent. */
-export interface CommitHost {
-  readonly id: string;
-  readonly store: ClusterStore;
-  readonly keys: Keys;
-  readonly clock: Clock;
-  readonly log: Logger;
-  readonly config: AgentConfig;
-  readonly state: ClusterState;
-  readonly cache: AgentCache;
-  readonly committer: { txn: ClusterStore['txn'] };
-  readonly stats: { commits: number; conflicts: number; conflictCauses: Record<ConflictCause, number>; tasksPlaced: number; preemptions: number };
-  /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits). */
-  readonly serverTails: Map<string, { base: number; result: Promise<number | undefined> }>;
-  /**
-   * Per job, the tasks of a commit whose answer was lost and that was not found in the store, with
-   * the chunk key it would have written: it may still land. Their next placement writes the tasks'
-   * own records (a late landing compares them absent, and fails) and compares that chunk key
-   * absent (so it fails if the late commit landed first): a task is never placed twice.
-   */
-  readonly unsureCommits: Map<string, Map<number, UnsureTask>>;
-  nextCommitId(): string;
-  fenceOf(jobId: string): { key: string; lease: string } | undefined;
-  lostFence(jobId: string, lease: string): never;
-  notifyCommitted(job: JobSpec, placements: readonly Placement[]): void;
-  assertOpen(jobId?: string): void;
-}
-
-/** A task of a commit whose answer was lost (CommitHost.unsureCommits): its chunk key, and its pick's scores for when the commit shows up. */
-export interface UnsureTask {
-  chunk: string;
-  Q: number;
-  acceptable: boolean;
-  score: number;
-}
-
-/** How each task of one scheduling call is written (attempt number, the revision it compares). */
-export interface TaskStamp {
-  attempt: (task: number) => number;
-  /** Revision of each task's record the decision saw (see PlacementItem.taskRev). */
-  taskRev?: (task: number) => number;
-  /** Earlier attempts of each task, carried on its new records. */
-  previous?: (task: number) => AttemptSummary[] | undefined;
-  /** A running copy the placement replaces (a move of the run-time loop). */
-  move?: (task: number) => TaskMove | undefined;
-}
-
-export interface CommitRequest extends TaskStamp {
-  job: JobSpec;
+/** One commit of a scheduling call (its job, decision record and task stamp are the context's). */
+export interface CommitRequest {
   tasks: number[];
   picks: Pick[];
-  rec: DecisionRecord;
   /** The last chunk of the job (a standalone agent then writes the job record as placed). */
   finalForJob: boolean;
   ruState: 'busy' | 'reserved';
@@ -105,36 +53,38 @@ type Chain = { settle(rev: number | undefined): void };
  * the namespace has an RU quota, its usage record, which the transaction updates
  * (tenancy/quota.ts); picks that would exceed the quota are refused before anything is written.
  */
-export function commitPicks(a: CommitHost, c: CommitRequest): Promise<CommitResult> {
-  return new PlacementCommit(a, c).run();
+export function tryCommit(cx: AttemptContext, req: CommitRequest): Promise<CommitResult> {
+  return new PlacementCommit(cx, req).run();
 }
 
-/** The steps of one commit, in the order commitPicks takes them. */
+/** The steps of one commit, in the order tryCommit takes them. */
 class PlacementCommit {
+  private readonly a: AgentRuntime;
   private readonly commitId: string;
   /** Each touched server's epoch revision the picks were based on (moved on by chaining). */
   private readonly servers = new Map<string, number>();
   private readonly refs: RuRef[];
   /** The job's fence, its commits whose answer was lost, and the chain: as they are once the commit is sent. */
-  private fence: { key: string; lease: string } | undefined;
+  private fence: JobFence | undefined;
   private unsure: Map<number, UnsureTask> | undefined;
   private chained: Chain | undefined;
 
   constructor(
-    private readonly a: CommitHost,
+    private readonly cx: AttemptContext,
     private readonly req: CommitRequest,
   ) {
+    this.a = cx.agent;
     this.commitId = this.a.nextCommitId();
     for (const p of req.picks) if (!this.servers.has(p.server.id)) this.servers.set(p.server.id, p.epochRev);
     this.refs = req.picks.map((p) => ({ server: p.server.id, index: p.index }));
   }
 
   async run(): Promise<CommitResult> {
-    const { a, req } = this;
+    const { a, cx, req } = this;
     this.claim();
     // Read after the claims (an await lets this process's other decisions run), and only for a job
     // of a namespace other than default: default has no quota and its commits read nothing more.
-    const quota = hasQuotaNamespace(req.job.id) ? await readQuota(a.store, a.keys, req.job.id) : undefined;
+    const quota = hasQuotaNamespace(cx.job.id) ? await readQuota(a.store, a.keys, cx.job.id) : undefined;
     if (quota && quotaRoom(quota) < req.picks.length) {
       this.unclaimAll();
       return { ok: false, survivors: [], quota: { room: quotaRoom(quota), message: quotaMessage(quota) } };
@@ -142,16 +92,16 @@ class PlacementCommit {
     const chained = a.config.conflictScope === 'server' ? await chainServerCommits(a.serverTails, this.servers) : undefined;
     if (chained === false) {
       this.unclaimAll();
-      req.rec.conflicts++;
+      cx.rec.conflicts++;
       a.stats.conflicts++;
       return { ok: false, survivors: [] };
     }
     this.chained = chained;
-    this.fence = a.fenceOf(req.job.id);
-    this.unsure = a.unsureCommits.get(req.job.id);
+    this.fence = a.fenceOf(cx.job.id);
+    this.unsure = a.unsureCommits.get(cx.job.id);
     // Read once, before the commit: the owner's task record, which the attempt is read from, may
     // already show this placement (from the watch) by the time the answer comes.
-    const attempts = req.tasks.map((t) => req.attempt(t));
+    const attempts = req.tasks.map((t) => cx.stamp.attempt(t));
     const txn = this.transaction(attempts, quota);
     const res = await this.send(txn);
     if (!res) return { ok: false, survivors: [] };
@@ -169,34 +119,34 @@ class PlacementCommit {
    * nothing more in the cache.
    */
   private claim(): void {
-    const { a, req } = this;
-    const job = req.job;
+    const { a, cx, req } = this;
+    const job = cx.job;
     req.picks.forEach((p, i) => {
       const ref = this.refs[i] as RuRef;
       // Survivors of a previous attempt are still claimed by us.
-      if (!a.state.isClaimed(ref, req.rec)) {
+      if (!a.state.isClaimed(ref, cx.rec)) {
         a.state.claim(
           ref,
           { job: job.id, task: req.tasks[i] as number, caused: job.profile.caused, priority: job.priority, state: req.ruState, q: storedQ(p.quality.Q) },
-          req.rec,
+          cx.rec,
         );
       }
     });
   }
 
   private unclaimAll(): void {
-    const { a, req } = this;
-    a.state.batch(() => this.refs.forEach((ref) => a.state.unclaim(ref, req.rec)));
+    const { a, cx } = this;
+    a.state.batch(() => this.refs.forEach((r) => a.state.unclaim(r, cx.rec)));
   }
 
   private transaction(attempts: number[], quota: QuotaRead | undefined): PlacementTxn {
-    const { a, req, commitId, fence } = this;
+    const { a, cx, req, commitId, fence } = this;
     return placementTxn({
       keys: a.keys,
       agent: a.id,
       commitId,
       now: a.clock.now(),
-      job: req.job,
+      job: cx.job,
       items: req.picks.map((p, i) => this.item(p, i, attempts[i] as number)),
       scope: a.config.conflictScope,
       ruState: req.ruState,
@@ -206,7 +156,7 @@ class PlacementCommit {
         ? {
             extra: quotaTxnOps(
               quota,
-              req.job.id,
+              cx.job.id,
               req.tasks.map((t) => quotaToken(t, commitId)),
             ),
           }
@@ -215,7 +165,7 @@ class PlacementCommit {
   }
 
   private item(p: Pick, i: number, attempt: number): PlacementItem {
-    const { taskRev, previous, move } = this.req;
+    const { taskRev, previous, move } = this.cx.stamp;
     const task = this.req.tasks[i] as number;
     const unsure = this.unsure;
     return {
@@ -236,11 +186,11 @@ class PlacementCommit {
 
   /** Sends the transaction; an answer lost on the way is looked for in the store (undefined: it did not land, as far as we know). */
   private async send(txn: PlacementTxn): Promise<TxnResult | undefined> {
-    const { a, req } = this;
+    const { a, cx, req } = this;
     try {
-      traceRequest('commit.asked', req.job.id, txn.req);
+      traceRequest('commit.asked', cx.job.id, txn.req);
       const res = await (req.direct ? a.store : a.committer).txn(txn.req);
-      trace('commit.answered', req.job.id);
+      trace('commit.answered', cx.job.id);
       return res;
     } catch (err) {
       return this.lost(txn, err);
@@ -252,13 +202,13 @@ class PlacementCommit {
    * store before trying anything else: a blind retry could place the tasks twice.
    */
   private async lost(txn: PlacementTxn, err: unknown): Promise<TxnResult | undefined> {
-    const { a, req } = this;
-    const jobId = req.job.id;
+    const { a, cx, req } = this;
+    const jobId = cx.job.id;
     const first = req.tasks[0] as number;
     const started = req.tasks.filter((_, i) => txn.startRecorded[i]);
     // The first task's own record, or (a task the commit started) the chunk record that holds it.
     const key = txn.startRecorded[0] ? chunkKeyOf(a.keys, jobId, first, started) : a.keys.task(jobId, first);
-    const res = await resolveIndeterminate(a, jobId, key, this.commitId, err);
+    const res = await resolveIndeterminate(cx, key, this.commitId, err);
     if (!res && started.length > 0) {
       let m = a.unsureCommits.get(jobId);
       if (!m) a.unsureCommits.set(jobId, (m = new Map<number, UnsureTask>()));
@@ -270,18 +220,18 @@ class PlacementCommit {
     if (!res) {
       this.chained?.settle(undefined);
       this.unclaimAll();
-      req.rec.conflicts++;
+      cx.rec.conflicts++;
     }
     return res;
   }
 
   /** The commit landed: the record, the cache and the launch fast path learn its placements. */
   private applied(txn: PlacementTxn, revision: number, attempts: number[]): CommitResult {
-    const { a, req, unsure } = this;
-    const rec = req.rec;
+    const { a, cx, req, unsure } = this;
+    const rec = cx.rec;
     if (unsure) {
       for (const t of req.tasks) unsure.delete(t);
-      if (unsure.size === 0) a.unsureCommits.delete(req.job.id);
+      if (unsure.size === 0) a.unsureCommits.delete(cx.job.id);
     }
     // Apply our own writes now: the watch will confirm them, but the next decision must not
     // see these RUs as free in the meantime.
@@ -297,7 +247,7 @@ class PlacementCommit {
     for (const pl of placed.slice(0, room)) rec.placements.push(pl);
     if (placed.length > room) rec.omittedPlacements = (rec.omittedPlacements ?? 0) + placed.length - room;
     a.stats.tasksPlaced += req.picks.length;
-    a.notifyCommitted(req.job, placed);
+    a.notifyCommitted(cx.job, placed);
     return { ok: true };
   }
 
@@ -314,7 +264,7 @@ class PlacementCommit {
     };
     if (o.attempt > 0) pl.attempt = o.attempt;
     // Set before the commit is announced: the owner records a move as one at once.
-    const mv = this.req.move?.(task);
+    const mv = this.cx.stamp.move?.(task);
     if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
     if (o.started) pl.startRecorded = true;
     const sides = p.quality.sides;
@@ -328,12 +278,12 @@ class PlacementCommit {
 
   /** The transaction failed: a lost fence or a task placed meanwhile stop the call; otherwise a conflict, and the picks that still stand. */
   private failed(txn: PlacementTxn, res: TxnResult): CommitResult {
-    const { a, req, fence } = this;
+    const { a, cx, fence } = this;
     if (fence && txn.fenceResponse !== undefined) {
       const cur = res.responses[txn.fenceResponse]?.[0];
       if (!cur || cur.lease !== fence.lease) {
         this.unclaimAll();
-        a.lostFence(req.job.id, fence.lease);
+        a.lostFence(cx.job.id, fence.lease);
       }
     }
     // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
@@ -346,10 +296,7 @@ class PlacementCommit {
       const t = parseJson<PlacedTaskRecord>(r?.[0]);
       if (t && t.state !== 'queued' && t.state !== 'lost') {
         this.unclaimAll();
-        throw new TarcilError(
-          'ABORTED',
-          `task ${t.index} of job ${req.job.id} was placed meanwhile (${t.commitId ?? 'unknown commit'}); the owner looks again`,
-        );
+        throw new TarcilError('ABORTED', `task ${t.index} of job ${cx.job.id} was placed meanwhile (${t.commitId ?? 'unknown commit'}); the owner looks again`);
       }
     }
     return this.conflicted(txn, res);
@@ -357,8 +304,8 @@ class PlacementCommit {
 
   /** A commit whose answer was lost landed after all: its tasks run where it put them. */
   private landedLate(kv: KeyValue): never {
-    const { a, req, unsure } = this;
-    const job = req.job;
+    const { a, cx, unsure } = this;
+    const job = cx.job;
     this.unclaimAll();
     // Scored as that commit's picks were (the scores it was decided on).
     const landed = chunkTaskRecords(job.id, kv).map((t): Placement => {
@@ -387,8 +334,8 @@ class PlacementCommit {
   }
 
   private conflicted(txn: PlacementTxn, res: TxnResult): CommitResult {
-    const { a, req } = this;
-    const rec = req.rec;
+    const { a, cx, req } = this;
+    const rec = cx.rec;
     rec.conflicts++;
     a.stats.conflicts++;
     const cause = conflictCause(a.id, a.keys, this.refs, res.responses.slice(0, txn.taskResponses), (i) => this.unchanged(i));
@@ -404,7 +351,7 @@ class PlacementCommit {
         else a.state.unclaim(ref, rec);
       });
     });
-    a.log.debug({ job: req.job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
+    a.log.debug({ job: cx.job.id, conflicts: rec.conflicts, kept: survivors.length }, 'commit conflict; resampling the rest');
     return { ok: false, survivors };
   }
 }
@@ -417,7 +364,7 @@ class PlacementCommit {
  * with its own agent. Returns false if an earlier commit it depends on failed, otherwise a
  * handle to settle once this commit resolves.
  */
-async function chainServerCommits(tails: CommitHost['serverTails'], servers: Map<string, number>): Promise<false | Chain> {
+async function chainServerCommits(tails: AgentRuntime['serverTails'], servers: Map<string, number>): Promise<false | Chain> {
   let settle!: (rev: number | undefined) => void;
   const done = new Promise<number | undefined>((r) => (settle = r));
   const waits: [string, Promise<number | undefined>][] = [];
@@ -451,12 +398,13 @@ async function chainServerCommits(tails: CommitHost['serverTails'], servers: Map
  * too; a chunk record is never written again.)
  */
 async function resolveIndeterminate(
-  a: CommitHost,
-  jobId: string,
+  cx: AttemptContext,
   key: string,
   commitId: string,
   cause: unknown,
 ): Promise<{ succeeded: true; revision: number; responses: [] } | undefined> {
+  const a = cx.agent;
+  const jobId = cx.job.id;
   a.log.warn({ job: jobId, err: errorMessage(cause) }, 'commit outcome unknown; checking the store');
   let delay = a.config.backoffBaseMs * 10;
   for (;;) {
