@@ -8,7 +8,7 @@
  * dependency-cruiser is pinned to 17.4.3 in package.json: the 17 line is the last whose engines
  * allow Node 20 (^20.12), 18 needs Node 22.
  */
-const CORE = '^src/(quality|sampling|admission|model|util|store|state|agent|monitor|tenancy)/';
+const CORE = '^src/(quality|sampling|admission|model|util|store|state|agent|owner|monitor|tenancy)/';
 
 module.exports = {
   forbidden: [
@@ -41,14 +41,22 @@ module.exports = {
       comment:
         'The node side (src/node: the NodeMonitor service, node metrics, the wiring of a node and of tarcil hollow) serves the node monitor over src/rpc: it never imports the front-end, the agents, the CLI or the simulator.',
       from: { path: '^src/node/' },
-      to: { path: '^src/(frontend|agent|cli|sim)/' },
+      to: { path: '^src/(frontend|agent|owner|cli|sim)/' },
     },
     {
       name: 'monitor-not-agent',
       severity: 'error',
-      comment: 'A node monitor talks to the store through src/state, never through the agents.',
+      comment: 'A node monitor talks to the store through src/state, never through the agents or the job owners.',
       from: { path: '^src/monitor/' },
-      to: { path: '^src/agent/' },
+      to: { path: '^src/(agent|owner)/' },
+    },
+    {
+      name: 'agent-not-owner',
+      severity: 'error',
+      comment:
+        'The scheduling agents place what a job owner asks them to (SchedulingAgent.schedule) and know nothing of owners: the owner (src/owner) uses the agents, never the other way.',
+      from: { path: '^src/agent/' },
+      to: { path: '^src/owner/' },
     },
     {
       name: 'src-not-tests-or-bench',

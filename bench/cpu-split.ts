@@ -38,7 +38,7 @@ const KINDS: [string, (url: string, fn: string) => boolean][] = [
     'decisions (sampling, quality, admission, the agent)',
     (u) => /\/src\/(sampling|quality|admission)\/|\/src\/agent\/(core|agent|chunks|commit|attempt|gang|conflict-cause)\.ts/.test(u),
   ],
-  ['owner bookkeeping (agent/owner, lifecycle, state, tenancy)', (u) => /\/src\/(agent|state|tenancy)\//.test(u)],
+  ['owner bookkeeping (owner, state, tenancy)', (u) => /\/src\/(owner|agent|state|tenancy)\//.test(u)],
   ['API serving (src/frontend, src/rpc, src/node)', (u) => /\/src\/(frontend|rpc|node)\//.test(u)],
   ['node side (src/monitor)', (u) => u.includes('/src/monitor/')],
   ['other', () => true],

@@ -10,7 +10,7 @@
  * Paper (Tarcil §5.1): ~10–20 ms per scheduling action at R = 8 on a 100-server cluster.
  * Run: npx tsx bench/e2e-latency.ts [--quick]
  */
-import { JobManager } from '../src/agent/lifecycle.ts';
+import { JobManager } from '../src/owner/manager.ts';
 import { parseJson } from '../src/state/records.ts';
 import type { LiveJobRecord, LiveTaskRecord, StoredDecisions } from '../src/state/live-records.ts';
 import { uniformServers } from '../src/state/seed.ts';

@@ -9,7 +9,7 @@
  * Run: npx tsx bench/retention.ts [--quick] (quick: 45 s per run instead of 120 s)
  */
 import { Etcd3 } from 'etcd3';
-import { JobManager } from '../src/agent/lifecycle.ts';
+import { JobManager } from '../src/owner/manager.ts';
 import { loadCatalog, parseJobSpec } from '../src/model/catalog.ts';
 import { SimulatedExecutor } from '../src/monitor/executor.ts';
 import { LocalMonitor } from '../src/monitor/monitor.ts';

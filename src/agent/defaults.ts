@@ -95,7 +95,7 @@ export interface AgentConfig extends CoreConfig {
   consumeQueue: boolean;
   /**
    * Write the job record (state 'placed') with the last placement. Off when a job owner
-   * (lifecycle.ts) keeps the job record itself, so the two never overwrite each other.
+   * (owner/manager.ts) keeps the job record itself, so the two never overwrite each other.
    */
   recordJob: boolean;
   /**

@@ -1,12 +1,12 @@
 /**
  * A job's one current reason as a front-end answers it (ExplainJob, GetJob, the dashboard): the
- * pure `jobReason` (agent/owner/reason.ts) over the job's record, its decision records (stored,
+ * pure `jobReason` (owner/reason.ts) over the job's record, its decision records (stored,
  * and the one in progress when this front-end owns the job), the cell as this front-end's agents
  * see it, and its namespace's quota (one read, only for a waiting job of a namespace other than
  * default).
  */
-import type { JobManager } from '../agent/lifecycle.ts';
-import { jobReason, summarizeCell, type CellSummary, type JobReason, type QuotaSummary } from '../agent/owner/reason.ts';
+import type { JobManager } from '../owner/manager.ts';
+import { jobReason, summarizeCell, type CellSummary, type JobReason, type QuotaSummary } from '../owner/reason.ts';
 import type { DecisionRecord } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import { isFinalJob, type LiveJobRecord, type StoredDecisions } from '../state/live-records.ts';

@@ -8,7 +8,7 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
-import type { JobManager } from '../agent/lifecycle.ts';
+import type { JobManager } from '../owner/manager.ts';
 import { CONFLICT_CAUSES } from '../agent/conflict-cause.ts';
 import { HANDOFF_OUTCOMES } from '../agent/handoff.ts';
 import type { JobState } from '../model/types.ts';

@@ -4,7 +4,7 @@
  * the same process (`tarcil up`; node/monitor-service.ts LocalNodes).
  */
 import * as grpc from '@grpc/grpc-js';
-import type { NodeLink } from '../agent/lifecycle.ts';
+import type { NodeLink } from '../owner/manager.ts';
 import { killOn, launchOn, type KillRequest, type LaunchRequest, type LocalNodes } from '../node/monitor-service.ts';
 import { clientCredentials } from '../rpc/grpc.ts';
 import { loadProtos } from '../rpc/proto.ts';

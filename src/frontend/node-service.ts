@@ -5,7 +5,7 @@
  */
 import { jobIdOf } from './job-id.ts';
 import type * as grpc from '@grpc/grpc-js';
-import type { JobManager } from '../agent/lifecycle.ts';
+import type { JobManager } from '../owner/manager.ts';
 import type { RuRecord } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { CordonRecord, LiveJobRecord, LiveServerRecord, LiveTaskRecord } from '../state/live-records.ts';

@@ -3,13 +3,13 @@
  * commands, the ranges an operator may set, and their check (a value out of range is refused with
  * the option and the rule). The command line's flags and startScheduler read them from here.
  * Defaults that belong to another component are named here from that component's module, never
- * copied: the agents' (agent/config.ts), the job owner's (agent/owner/context.ts), leases
+ * copied: the agents' (agent/config.ts), the job owner's (owner/context.ts), leases
  * (state/lease.ts), retention and compaction (state/retention.ts, state/housekeeping.ts), the
  * monitors' (monitor/options.ts), the stores' (store/common.ts, store/etcd.ts) and the gRPC
  * connections' (rpc/connection-limits.ts).
  */
 import { DEFAULT_AGENT_CONFIG } from '../agent/defaults.ts';
-import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../agent/owner/context.ts';
+import { DEFAULT_DEPARTED_MEMORY_MS, DEFAULT_LAUNCH_AFTER_MS, DEFAULT_MAX_PENDING_TASKS, DEFAULT_UNPLACEABLE_TIMEOUT_MS } from '../owner/context.ts';
 import { DEFAULT_EXECUTOR, DEFAULT_LOG_DIR } from '../monitor/options.ts';
 import { DEFAULT_COMPACT_MARGIN_MS } from '../state/housekeeping.ts';
 import { DEFAULT_PREFIX } from '../state/keys.ts';

@@ -5,8 +5,8 @@
  */
 import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import type { AgentConfig } from '../agent/agent.ts';
-import { JobManager } from '../agent/lifecycle.ts';
-import type { JobManagerOptions } from '../agent/owner/context.ts';
+import { JobManager } from '../owner/manager.ts';
+import type { JobManagerOptions } from '../owner/context.ts';
 import type { Catalog } from '../model/catalog.ts';
 import { Housekeeper } from '../state/housekeeping.ts';
 import type { Keys } from '../state/keys.ts';

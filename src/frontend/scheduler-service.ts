@@ -5,7 +5,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
-import type { JobManager } from '../agent/lifecycle.ts';
+import type { JobManager } from '../owner/manager.ts';
 import {
   isFinalJob,
   LiveKeys,

@@ -1,5 +1,5 @@
 /**
- * A node's side of a move (agent/owner/moves.ts): the old copy's RU is freed once its copy has
+ * A node's side of a move (owner/moves.ts): the old copy's RU is freed once its copy has
  * stopped, and a held new copy whose task moved on (its owner away) is given back. Both writes are
  * fenced on the RU record's revision and made under the node's lease, like its other frees.
  */

@@ -84,7 +84,7 @@ export function startTxn(keys: Keys, server: string, run: Run, graceMs: number):
     ...(run.rec.moves ? { moves: run.rec.moves } : {}),
   };
   // The RU record is put again as it is: the job's owner follows RUs, not task records, and
-  // reads the task record when the RU of one of its tasks changes (agent/owner/ru-events.ts).
+  // reads the task record when the RU of one of its tasks changes (owner/ru-events.ts).
   return {
     compare: fence,
     success: [

@@ -114,7 +114,7 @@ export class Keys {
   owner(job: string): string {
     return `${this.prefix}owners/${job}`;
   }
-  /** `members/<lease>`: a front-end's presence, bound to its owner lease (agent/owner/members.ts). */
+  /** `members/<lease>`: a front-end's presence, bound to its owner lease (owner/members.ts). */
   members(): string {
     return `${this.prefix}members/`;
   }
@@ -128,7 +128,7 @@ export class Keys {
   cancel(job: string): string {
     return `${this.prefix}cancels/${job}`;
   }
-  /** The layout's version (agent/owner/layout.ts). */
+  /** The layout's version (owner/layout.ts). */
   layout(): string {
     return `${this.prefix}layout`;
   }

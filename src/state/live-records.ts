@@ -69,7 +69,7 @@ export interface LiveTaskRecord extends TaskRecord {
   observed?: { share: number; pressure: number[]; ms: number };
   /** Moves of the task by the run-time loop so far. */
   moves?: number;
-  /** This attempt is a move from there: its RU is held until the old copy stopped (agent/owner/moves.ts). */
+  /** This attempt is a move from there: its RU is held until the old copy stopped (owner/moves.ts). */
   movedFrom?: MoveSource;
   /**
    * The disconnect grace of the attempt's node, as the placing agent knew it from the node's
@@ -106,7 +106,7 @@ export interface MemberRecord {
   since: number;
   /** It owns jobs with tasks not yet placed (the freed-RU handoff shares servers among these). */
   placing: boolean;
-  /** The store layout its release writes (agent/owner/layout.ts); absent: layout 2. */
+  /** The store layout its release writes (owner/layout.ts); absent: layout 2. */
   layout?: number;
 }
 

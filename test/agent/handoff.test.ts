@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FreedHandoff, MemberDemand } from '../../src/agent/handoff.ts';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { ClusterState, type ServerState } from '../../src/sampling/cluster-state.ts';
 import { ManualClock } from '../../src/util/clock.ts';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { SchedulingAgent } from '../../src/agent/agent.ts';
 import { FreedWaiters, type WaitClass } from '../../src/agent/freed-waiters.ts';
-import { JobManager } from '../../src/agent/lifecycle.ts';
+import { JobManager } from '../../src/owner/manager.ts';
 import { SharedView } from '../../src/agent/shared-view.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { JobWatchHub } from '../../src/frontend/job-watch.ts';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import type { Explanation } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
 import type { SchedulerHandlers } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import { MAX_TASKS_LISTED, SchedulerService } from '../../src/frontend/scheduler-service.ts';

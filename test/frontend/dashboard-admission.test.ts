@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AdmissionState, erlangQuantile } from '../../src/admission/index.ts';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import { admissionBuckets } from '../../src/frontend/dashboard/feeds.ts';
 import { jobTarget } from '../../src/quality/index.ts';
 import { ManualClock } from '../../src/util/clock.ts';

@@ -9,7 +9,7 @@ import { request } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import { Dashboard, dashboardRefusal, TICK_MS } from '../../src/frontend/dashboard/server.ts';
 import { CellView } from '../../src/frontend/dashboard/cell-view.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';

@@ -1,10 +1,10 @@
 /**
- * jobReason (agent/owner/reason.ts) over records and cell summaries built here: which reason wins
+ * jobReason (owner/reason.ts) over records and cell summaries built here: which reason wins
  * when several hold, and the sentence and fields of each; and the folding of repeated sample
  * attempts and verdicts in `explain` and `explain -o wide`.
  */
 import { describe, expect, it } from 'vitest';
-import { jobReason, type CellSummary, type ReasonInput } from '../../src/agent/owner/reason.ts';
+import { jobReason, type CellSummary, type ReasonInput } from '../../src/owner/reason.ts';
 import { explainWideLines } from '../../src/cli/explain-view.ts';
 import { explanationToProto, sampleRuns } from '../../src/frontend/convert.ts';
 import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { EventEmitter } from 'node:events';
 import http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { dropUnread, type ConnectionLimits } from '../../src/rpc/connection-limits.ts';
 import type { JobEvent__Output } from '../../src/rpc/gen/tarcil/v1/JobEvent.ts';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { JobManager } from '../../src/agent/lifecycle.ts';
+import { JobManager } from '../../src/owner/manager.ts';
 import type { LiveTaskRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';

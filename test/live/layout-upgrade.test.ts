@@ -7,7 +7,7 @@
  * before still runs (its member record names no layout).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAYOUT_VERSION } from '../../src/agent/owner/layout.ts';
+import { LAYOUT_VERSION } from '../../src/owner/layout.ts';
 import { schedulerClient } from '../../src/cli/grpc-clients.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { ownerLeaseOf, type LiveJobRecord } from '../../src/state/live-records.ts';

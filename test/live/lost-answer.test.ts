@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { JobManager } from '../../src/agent/lifecycle.ts';
+import { JobManager } from '../../src/owner/manager.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { Keys } from '../../src/state/keys.ts';

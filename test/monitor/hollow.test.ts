@@ -22,7 +22,7 @@ import { submit, waitFinal } from '../support/live.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { until as pollUntil } from '../support/until.ts';
-import { JobManager } from '../../src/agent/lifecycle.ts';
+import { JobManager } from '../../src/owner/manager.ts';
 import { HollowNodes } from '../../src/monitor/hollow.ts';
 import { parseJobSpec } from '../../src/model/catalog.ts';
 import { taskRecords } from '../support/task-records.ts';

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobManager } from '../../src/agent/lifecycle.ts';
+import { JobManager } from '../../src/owner/manager.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { LiveKeys, type LiveServerRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
 import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';

@@ -28,7 +28,7 @@ import type { Job__Output } from '../../src/rpc/gen/tarcil/v1/Job.ts';
 import type { ListJobsResponse__Output } from '../../src/rpc/gen/tarcil/v1/ListJobsResponse.ts';
 import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
 import type { SubmitJobResponse__Output } from '../../src/rpc/gen/tarcil/v1/SubmitJobResponse.ts';
-import { DEFAULT_MAX_PENDING_TASKS } from '../../src/agent/owner/context.ts';
+import { DEFAULT_MAX_PENDING_TASKS } from '../../src/owner/context.ts';
 import { startScheduler, type SchedulerProcess } from '../../src/frontend/runtime.ts';
 import { startMonitor, type MonitorProcess } from '../../src/node/runtime.ts';
 import { expandCluster, loadCatalog, parseJobSpec, resolveCluster } from '../../src/model/catalog.ts';

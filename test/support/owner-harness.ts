@@ -4,7 +4,7 @@
  * owner asks of the nodes, stores that let one process die or pause at a chosen transaction, and
  * a stand-in for the node monitors that ends placed tasks through the real release transaction.
  */
-import { JobManager, type JobManagerOptions, type NodeLink } from '../../src/agent/lifecycle.ts';
+import { JobManager, type JobManagerOptions, type NodeLink } from '../../src/owner/manager.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';

@@ -8,7 +8,7 @@
  * hundred rack summaries; after the first, only the racks that changed. A server's summary is
  * recomputed only when its occupancy version or its flags changed.
  */
-import type { JobManager } from '../../agent/lifecycle.ts';
+import type { JobManager } from '../../owner/manager.ts';
 import type { ServerState } from '../../sampling/cluster-state.ts';
 
 export interface RackSummary {

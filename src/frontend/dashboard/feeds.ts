@@ -4,7 +4,7 @@
  * agent's admission state, as `tarcil cluster` shows them) and the throughput and latency of the
  * last minutes (a sample a second of the same prom-client counters /metrics serves).
  */
-import type { JobManager } from '../../agent/lifecycle.ts';
+import type { JobManager } from '../../owner/manager.ts';
 import type { Keys } from '../../state/keys.ts';
 import type { LiveJobRecord } from '../../state/live-records.ts';
 import { parseJson } from '../../state/records.ts';

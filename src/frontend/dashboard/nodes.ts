@@ -6,7 +6,7 @@
  * GetCluster reads it: the RU records carry when each task was placed, which the agents' shared
  * view does not keep.
  */
-import type { JobManager } from '../../agent/lifecycle.ts';
+import type { JobManager } from '../../owner/manager.ts';
 import type { RuRecord } from '../../model/types.ts';
 import type { Keys } from '../../state/keys.ts';
 import { LiveKeys, type LiveServerRecord, type LoadReportRecord } from '../../state/live-records.ts';

@@ -22,7 +22,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { timingSafeEqual } from 'node:crypto';
-import type { JobManager } from '../../agent/lifecycle.ts';
+import type { JobManager } from '../../owner/manager.ts';
 import type { Keys } from '../../state/keys.ts';
 import type { ClusterStore } from '../../store/types.ts';
 import { errorMessage, isTarcilError } from '../../util/errors.ts';

@@ -10,7 +10,7 @@
  *   policy, which places a new copy (excluding the slow server) and only then stops the old one.
  * - Autoscale: a task of a scale-out job (SimJob.scaleOut) that stays slow for `moveAfterMs` gets
  *   its job one more task, placed by the policy like any other, up to the job's `maxTasks`, as the
- *   live owner does (src/agent/owner/moves.ts `scaleOut`): within the same budget as moves, and
+ *   live owner does (src/owner/moves.ts `scaleOut`): within the same budget as moves, and
  *   looked at again after another wait while the task stays slow. A job grows by at most one task
  *   per wait, and not while its previous new task is still being placed (live, each slow task
  *   keeps its own wait, and the job record's revision check refuses a second growth begun at the

@@ -3,9 +3,9 @@
  * and the latest ones, plus the one in progress while the job waits; rewritten, when it changed,
  * at most every PROGRESS_RECORD_MS.
  */
-import type { StoredDecisions } from '../../state/live-records.ts';
-import { trimDecision } from '../../state/decisions.ts';
-import { errorMessage } from '../../util/errors.ts';
+import type { StoredDecisions } from '../state/live-records.ts';
+import { trimDecision } from '../state/decisions.ts';
+import { errorMessage } from '../util/errors.ts';
 import { admitted, ownerFence, type OwnerContext, type Owned } from './context.ts';
 
 /**

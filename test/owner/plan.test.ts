@@ -1,5 +1,5 @@
 /**
- * The owner's plan (src/agent/owner/plan.ts) as tables: what each task gets, what the tasks to
+ * The owner's plan (src/owner/plan.ts) as tables: what each task gets, what the tasks to
  * place get, what a cancellation does, and when the job record is due, from a job's view and the
  * facts an evaluation gathered, with no store.
  */
@@ -9,7 +9,7 @@ import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records
 import { replaceAfter } from '../../src/state/node-fence.ts';
 import type { Feasibility } from '../../src/agent/cell.ts';
 import type { PlacedRuRecord } from '../../src/state/records.ts';
-import type { TaskView } from '../../src/agent/owner/context.ts';
+import type { TaskView } from '../../src/owner/context.ts';
 import {
   ASSUMED_GRACE_MS,
   planCancel,
@@ -23,7 +23,7 @@ import {
   type Facts,
   type JobView,
   type NodeFact,
-} from '../../src/agent/owner/plan.ts';
+} from '../../src/owner/plan.ts';
 
 const NOW = 1_000_000;
 

@@ -4,10 +4,10 @@
  * store sustains rather than all at once.
  */
 import { bulkhead, type BulkheadPolicy } from 'cockatiel';
-import type { Clock } from '../../util/clock.ts';
-import { SharedBackoff } from '../../util/backoff.ts';
-import { isTransient } from '../../util/errors.ts';
-import type { Rng } from '../../util/rng.ts';
+import type { Clock } from '../util/clock.ts';
+import { SharedBackoff } from '../util/backoff.ts';
+import { isTransient } from '../util/errors.ts';
+import type { Rng } from '../util/rng.ts';
 
 /** Adoptions one process runs at once; the others wait their turn. */
 export const ADOPT_CONCURRENCY = 8;

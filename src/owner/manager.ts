@@ -8,13 +8,13 @@ import type { JobSpec, JobState } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Timer } from '../util/clock.ts';
 import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
-import { SchedulingAgent, type DecisionRecord, type Placement } from './agent.ts';
-import { agentConfig } from './config.ts';
-import { SharedView } from './shared-view.ts';
+import { SchedulingAgent, type DecisionRecord, type Placement } from '../agent/agent.ts';
+import { agentConfig } from '../agent/config.ts';
+import { SharedView } from '../agent/shared-view.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
-import { KnownCell, sameShape, type Feasibility } from './cell.ts';
+import { KnownCell, sameShape, type Feasibility } from '../agent/cell.ts';
 import { DEFAULT_LEASE_TTL_S, HeldLease } from '../state/lease.ts';
 import { parseJson } from '../state/records.ts';
 import {
@@ -30,21 +30,21 @@ import {
   type OwnerContext,
   type OwnerStats,
   type Owned,
-} from './owner/context.ts';
-import { scan } from './owner/adoption.ts';
-import { LAYOUT_VERSION, readLayout, upgradeLayout } from './owner/layout.ts';
-import { Members } from './owner/members.ts';
-import { AdoptionGate } from './owner/adoption-gate.ts';
-import { persistProgress } from './owner/decisions.ts';
-import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './owner/evaluate.ts';
+} from './context.ts';
+import { scan } from './adoption.ts';
+import { LAYOUT_VERSION, readLayout, upgradeLayout } from './layout.ts';
+import { Members } from './members.ts';
+import { AdoptionGate } from './adoption-gate.ts';
+import { persistProgress } from './decisions.ts';
+import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './evaluate.ts';
 import { SharedBackoff } from '../util/backoff.ts';
-import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './owner/submit.ts';
-import { takeRecord } from './owner/summary.ts';
-import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './owner/moves.ts';
-import { onRuChange, TaskRefresher } from './owner/ru-events.ts';
+import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './submit.ts';
+import { takeRecord } from './summary.ts';
+import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
+import { onRuChange, TaskRefresher } from './ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 
-export type { JobManagerOptions, NodeLink } from './owner/context.ts';
+export type { JobManagerOptions, NodeLink } from './context.ts';
 
 /**
  * How often the owner records are scanned for jobs to adopt, besides when a member goes (and
@@ -52,7 +52,7 @@ export type { JobManagerOptions, NodeLink } from './owner/context.ts';
  * the owner record of every job not yet final.
  */
 const SCAN_EVERY_MS = 30_000;
-export type { SubmitResult } from './owner/submit.ts';
+export type { SubmitResult } from './submit.ts';
 
 /**
  * Job lifecycle and ownership for the agents of one process.

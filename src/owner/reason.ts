@@ -7,11 +7,11 @@
  * job sees it (`summarizeCell`: the RUs its constraints allow, who holds them) and its
  * namespace's quota; it reads nothing.
  */
-import type { Constraints, JobSpec, ServerSpec } from '../../model/types.ts';
-import type { ClusterState } from '../../sampling/cluster-state.ts';
-import { serverMatches } from '../../sampling/feasibility.ts';
-import type { DecisionRecord } from '../../state/decisions.ts';
-import { isFinalJob, type LiveJobRecord } from '../../state/live-records.ts';
+import type { Constraints, JobSpec, ServerSpec } from '../model/types.ts';
+import type { ClusterState } from '../sampling/cluster-state.ts';
+import { serverMatches } from '../sampling/feasibility.ts';
+import type { DecisionRecord } from '../state/decisions.ts';
+import { isFinalJob, type LiveJobRecord } from '../state/live-records.ts';
 
 /** What a job's reason says of the cell: the servers and RUs its constraints allow, and who holds them. */
 export interface CellSummary {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdoptionGate } from '../../src/agent/owner/adoption-gate.ts';
+import { AdoptionGate } from '../../src/owner/adoption-gate.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 

@@ -16,13 +16,13 @@
  * The owner's own writes are applied as they land (transitions.ts, the commits); a fenced write
  * that fails reads the task records it compared (context.ts fencedTxn).
  */
-import { isFinalTask, type LiveTaskRecord } from '../../state/live-records.ts';
-import { jobOfFreedRu, lastOfFreedRu, parseJson } from '../../state/records.ts';
-import type { RuRecord, RuRef } from '../../model/types.ts';
-import type { Occupant } from '../../sampling/cluster-state.ts';
-import type { KeyValue } from '../../store/types.ts';
-import { errorMessage } from '../../util/errors.ts';
-import type { Placement } from '../agent.ts';
+import { isFinalTask, type LiveTaskRecord } from '../state/live-records.ts';
+import { jobOfFreedRu, lastOfFreedRu, parseJson } from '../state/records.ts';
+import type { RuRecord, RuRef } from '../model/types.ts';
+import type { Occupant } from '../sampling/cluster-state.ts';
+import type { KeyValue } from '../store/types.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Placement } from '../agent/agent.ts';
 import { mergeTask, type OwnerContext, type Owned } from './context.ts';
 
 /** Task records read in one transaction (etcd's default limit on operations is 128). */

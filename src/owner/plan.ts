@@ -15,12 +15,12 @@
  * - `planRecord`: whether the job record is due (a new state or message at once, progress at most
  *   every PROGRESS_WRITE_MS, the final write once nothing is in flight) and what it says.
  */
-import type { JobSpec, JobState, TaskState } from '../../model/types.ts';
-import { isFinalJob, isFinalTask, type LiveJobRecord, type LiveTaskRecord } from '../../state/live-records.ts';
-import { replaceAfter } from '../../state/node-fence.ts';
-import type { Feasibility } from '../cell.ts';
-import { isLiveTask, quotaToken, type changeJobTokens } from '../../tenancy/quota.ts';
-import type { PlacedRuRecord } from '../../state/records.ts';
+import type { JobSpec, JobState, TaskState } from '../model/types.ts';
+import { isFinalJob, isFinalTask, type LiveJobRecord, type LiveTaskRecord } from '../state/live-records.ts';
+import { replaceAfter } from '../state/node-fence.ts';
+import type { Feasibility } from '../agent/cell.ts';
+import { isLiveTask, quotaToken, type changeJobTokens } from '../tenancy/quota.ts';
+import type { PlacedRuRecord } from '../state/records.ts';
 import type { TaskView } from './context.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */

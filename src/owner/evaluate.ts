@@ -4,10 +4,10 @@
  * lost, waits (or fails) when the cell cannot take the job, starts the agent's scheduling call for
  * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
  */
-import { trace } from '../../util/trace.ts';
-import type { DecisionRecord } from '../agent.ts';
-import { attemptHistory, type LiveTaskRecord } from '../../state/live-records.ts';
-import { errorMessage, isTarcilError, isTransient } from '../../util/errors.ts';
+import { trace } from '../util/trace.ts';
+import type { DecisionRecord } from '../agent/agent.ts';
+import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
+import { errorMessage, isTarcilError, isTransient } from '../util/errors.ts';
 import { commitFence, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
 import { planCancel, planTasks, planUnplaced, replaceDue, serversToCheck, type Facts, type NodeFact, type TaskStep } from './plan.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
-import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/agent/owner/context.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
+import { DEFAULT_LAUNCH_AFTER_MS } from '../../src/owner/context.ts';
 import type { JobSpec } from '../../src/model/types.ts';
 import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { FREE_RU_VALUE, parseJson } from '../../src/state/records.ts';

@@ -3,17 +3,17 @@
  * request id) in one transaction, so an acknowledged job always has an owner; a request id sent
  * again returns the job the first request created.
  */
-import { trace } from '../../util/trace.ts';
-import { DEFAULT_NAMESPACE, qualifiedJobId } from '../../tenancy/namespace.ts';
+import { trace } from '../util/trace.ts';
+import { DEFAULT_NAMESPACE, qualifiedJobId } from '../tenancy/namespace.ts';
 import { createHash } from 'node:crypto';
-import type { JobSpec } from '../../model/types.ts';
-import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../../state/live-records.ts';
-import { parseJson } from '../../state/records.ts';
-import type { Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
-import { invalid, TarcilError } from '../../util/errors.ts';
+import type { JobSpec } from '../model/types.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord, type RequestRecord } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
+import type { Compare, KeyValue, Op, TxnResult } from '../store/types.ts';
+import { invalid, TarcilError } from '../util/errors.ts';
 import { newOwned, ownerFence, type OwnerContext } from './context.ts';
-import type { Feasibility } from '../cell.ts';
-import type { HeldLease } from '../../state/lease.ts';
+import type { Feasibility } from '../agent/cell.ts';
+import type { HeldLease } from '../state/lease.ts';
 import { blockedNote } from './plan.ts';
 import { RESCAN_MS, scan } from './adoption.ts';
 

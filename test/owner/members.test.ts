@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { JobManager } from '../../src/agent/lifecycle.ts';
-import { IDLE_AFTER_MS } from '../../src/agent/owner/members.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
+import { IDLE_AFTER_MS } from '../../src/owner/members.ts';
 import { ownerLeaseOf, type LiveJobRecord, type MemberRecord, type OwnerRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
 import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';

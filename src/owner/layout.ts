@@ -11,11 +11,11 @@
  * that starts on a cell without that version does the same; adoption decides who takes what. A
  * cell of a newer layout is refused.
  */
-import type { ClusterStore } from '../../store/types.ts';
-import type { Keys } from '../../state/keys.ts';
-import { isFinalJob, type LiveJobRecord } from '../../state/live-records.ts';
-import { parseJson } from '../../state/records.ts';
-import { TarcilError } from '../../util/errors.ts';
+import type { ClusterStore } from '../store/types.ts';
+import type { Keys } from '../state/keys.ts';
+import { isFinalJob, type LiveJobRecord } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
+import { TarcilError } from '../util/errors.ts';
 import { scheduleAdopt } from './adoption.ts';
 import type { OwnerContext } from './context.ts';
 

@@ -14,11 +14,11 @@
  * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
  * the survivors keep their own leases and work meanwhile.
  */
-import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord } from '../../state/live-records.ts';
-import { parseJson } from '../../state/records.ts';
-import { tasksAsRead } from '../../state/task-chunks.ts';
-import { errorMessage } from '../../util/errors.ts';
-import type { Compare, TxnResult } from '../../store/types.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
+import { tasksAsRead } from '../state/task-chunks.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Compare, TxnResult } from '../store/types.ts';
 import { mergeTask, newOwned, ownerFence, type AdoptWindow, type OwnerContext } from './context.ts';
 
 /** How a job is taken up: the owner record as read (its mod revision, 0 for none) and whose lease it named. */

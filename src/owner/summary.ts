@@ -14,14 +14,14 @@
  * three times before its first task runs. A job that stays admitted or placed has it written once
  * the interval is over.
  */
-import type { LiveJobRecord } from '../../state/live-records.ts';
-import { parseJson } from '../../state/records.ts';
-import { queueDeletesOf } from '../../state/queue.ts';
-import type { HeldLease } from '../../state/lease.ts';
-import type { Op } from '../../store/types.ts';
+import type { LiveJobRecord } from '../state/live-records.ts';
+import { parseJson } from '../state/records.ts';
+import { queueDeletesOf } from '../state/queue.ts';
+import type { HeldLease } from '../state/lease.ts';
+import type { Op } from '../store/types.ts';
 import { admitted, fencedTxn, leaveServers, type OwnerContext, type Owned } from './context.ts';
 import { finalDecisionsJson } from './decisions.ts';
-import { finishedEntry } from '../../state/retention.ts';
+import { finishedEntry } from '../state/retention.ts';
 import { planRecord, type RecordStep } from './plan.ts';
 
 /** Plans the job record (plan.ts planRecord) and applies what is due. */

@@ -3,24 +3,24 @@
  * (`Owned`: task records by index, counts by state, live tasks by server, what changed since the
  * last evaluation) and the owner-fenced write every change to an owned job goes through.
  */
-import type { JobSpec, JobState, TaskState } from '../../model/types.ts';
-import type { Keys } from '../../state/keys.ts';
-import type { HeldLease } from '../../state/lease.ts';
-import type { LiveJobRecord, LiveKeys, LiveServerRecord, LiveTaskRecord } from '../../state/live-records.ts';
-import type { ClusterStore, Compare, KeyValue, Op, TxnResult } from '../../store/types.ts';
-import type { Clock } from '../../util/clock.ts';
-import type { Logger } from '../../util/log.ts';
-import type { Rng } from '../../util/rng.ts';
-import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent.ts';
-import type { CellServer, Feasibility } from '../cell.ts';
+import type { JobSpec, JobState, TaskState } from '../model/types.ts';
+import type { Keys } from '../state/keys.ts';
+import type { HeldLease } from '../state/lease.ts';
+import type { LiveJobRecord, LiveKeys, LiveServerRecord, LiveTaskRecord } from '../state/live-records.ts';
+import type { ClusterStore, Compare, KeyValue, Op, TxnResult } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/log.ts';
+import type { Rng } from '../util/rng.ts';
+import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent/agent.ts';
+import type { CellServer, Feasibility } from '../agent/cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
-import { laterTurn } from '../../util/turns.ts';
-import { parseJson } from '../../state/records.ts';
-import type { SharedBackoff } from '../../util/backoff.ts';
-import type { RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
-import type { ProfileBookOptions } from '../../state/profiles.ts';
-import { DEFAULT_NAMESPACE, namespaceOfJob } from '../../tenancy/namespace.ts';
-import { endedToken, isLiveTask } from '../../tenancy/quota.ts';
+import { laterTurn } from '../util/turns.ts';
+import { parseJson } from '../state/records.ts';
+import type { SharedBackoff } from '../util/backoff.ts';
+import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
+import type { ProfileBookOptions } from '../state/profiles.ts';
+import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
+import { endedToken, isLiveTask } from '../tenancy/quota.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/node-link.ts, injected here). */
 export interface NodeLink {

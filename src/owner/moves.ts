@@ -12,16 +12,16 @@
  * no longer be written over it (it is fenced like any other). An owner that takes the job over
  * finds the move from the task record (`movedFrom`) and finishes it the same way.
  */
-import { moveWorthIt, roomToGrow, type MoveBudget, type RuntimeLoopConfig } from '../../monitor/runtime-loop.ts';
-import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../../state/live-records.ts';
-import { parseJson, type PlacedRuRecord } from '../../state/records.ts';
-import type { KeyValue } from '../../store/types.ts';
-import { own } from '../../util/dict.ts';
-import { errorMessage, isTarcilError } from '../../util/errors.ts';
+import { moveWorthIt, roomToGrow, type MoveBudget, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
+import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
+import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import type { KeyValue } from '../store/types.ts';
+import { own } from '../util/dict.ts';
+import { errorMessage, isTarcilError } from '../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
 import { commitFence, fencedTxn, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
-import type { RuRef } from '../../model/types.ts';
-import type { HeldLease } from '../../state/lease.ts';
+import type { RuRef } from '../model/types.ts';
+import type { HeldLease } from '../state/lease.ts';
 import { replaceAt } from './evaluate.ts';
 import { markLost } from './transitions.ts';
 

@@ -13,15 +13,15 @@
  * The same follow carries `cancels/`: the mark a cancellation leaves for the job's owner, which
  * follows no job record (submit.ts).
  */
-import type { MemberRecord } from '../../state/live-records.ts';
-import type { Keys } from '../../state/keys.ts';
-import { parseJson } from '../../state/records.ts';
-import { Follower } from '../../state/follow.ts';
-import type { ClusterStore, KeyValue } from '../../store/types.ts';
-import type { Clock } from '../../util/clock.ts';
-import { errorMessage } from '../../util/errors.ts';
-import type { Logger } from '../../util/log.ts';
-import { MemberDemand } from '../handoff.ts';
+import type { MemberRecord } from '../state/live-records.ts';
+import type { Keys } from '../state/keys.ts';
+import { parseJson } from '../state/records.ts';
+import { Follower } from '../state/follow.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { errorMessage } from '../util/errors.ts';
+import type { Logger } from '../util/log.ts';
+import { MemberDemand } from '../agent/handoff.ts';
 
 /** How long a front-end has had no task to place before its record says so (it says the opposite at once). */
 export const IDLE_AFTER_MS = 1000;
@@ -32,7 +32,7 @@ export interface MembersOptions {
   clock: Clock;
   log: Logger;
   process: string;
-  /** The store layout this front-end writes, in its record (agent/owner/layout.ts). */
+  /** The store layout this front-end writes, in its record (owner/layout.ts). */
   layout: number;
   /** A member's record went (its lease ended): its jobs are to be adopted. Also after a re-list. */
   onGone(lease: string | undefined): void;

@@ -4,15 +4,15 @@
  * to a final state, preempted tasks are claimed back from the durable queue, and a gang left
  * half-reserved is settled all or nothing. Every write is owner-fenced (context.ts).
  */
-import type { RuRef, TaskState } from '../../model/types.ts';
-import { freeReservation } from '../../state/release.ts';
-import { parseQueueEntry } from '../../state/queue.ts';
-import type { LiveTaskRecord } from '../../state/live-records.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../state/records.ts';
-import type { Compare, KeyValue, Op } from '../../store/types.ts';
-import { errorMessage, TarcilError } from '../../util/errors.ts';
+import type { RuRef, TaskState } from '../model/types.ts';
+import { freeReservation } from '../state/release.ts';
+import { parseQueueEntry } from '../state/queue.ts';
+import type { LiveTaskRecord } from '../state/live-records.ts';
+import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import type { Compare, KeyValue, Op } from '../store/types.ts';
+import { errorMessage, TarcilError } from '../util/errors.ts';
 import { planGangRepair, planQuota, type GangRu } from './plan.ts';
-import { updateJobTokens } from '../../tenancy/quota.ts';
+import { updateJobTokens } from '../tenancy/quota.ts';
 import {
   admitted,
   checkOwnership,
