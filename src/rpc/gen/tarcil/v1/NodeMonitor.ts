@@ -3,14 +3,14 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { GetStatsRequest as _tarcil_v1_GetStatsRequest, GetStatsRequest__Output as _tarcil_v1_GetStatsRequest__Output } from './GetStatsRequest.ts';
-import type { KillTaskRequest as _tarcil_v1_KillTaskRequest, KillTaskRequest__Output as _tarcil_v1_KillTaskRequest__Output } from './KillTaskRequest.ts';
-import type { KillTaskResponse as _tarcil_v1_KillTaskResponse, KillTaskResponse__Output as _tarcil_v1_KillTaskResponse__Output } from './KillTaskResponse.ts';
-import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskRequest__Output as _tarcil_v1_LaunchTaskRequest__Output } from './LaunchTaskRequest.ts';
-import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from './LaunchTaskResponse.ts';
-import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from './NodeStats.ts';
-import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from './ReadTaskLogRequest.ts';
-import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from './TaskLogChunk.ts';
+import type { GetStatsRequest as _tarcil_v1_GetStatsRequest, GetStatsRequest__Output as _tarcil_v1_GetStatsRequest__Output } from '../../tarcil/v1/GetStatsRequest.ts';
+import type { KillTaskRequest as _tarcil_v1_KillTaskRequest, KillTaskRequest__Output as _tarcil_v1_KillTaskRequest__Output } from '../../tarcil/v1/KillTaskRequest.ts';
+import type { KillTaskResponse as _tarcil_v1_KillTaskResponse, KillTaskResponse__Output as _tarcil_v1_KillTaskResponse__Output } from '../../tarcil/v1/KillTaskResponse.ts';
+import type { LaunchTaskRequest as _tarcil_v1_LaunchTaskRequest, LaunchTaskRequest__Output as _tarcil_v1_LaunchTaskRequest__Output } from '../../tarcil/v1/LaunchTaskRequest.ts';
+import type { LaunchTaskResponse as _tarcil_v1_LaunchTaskResponse, LaunchTaskResponse__Output as _tarcil_v1_LaunchTaskResponse__Output } from '../../tarcil/v1/LaunchTaskResponse.ts';
+import type { NodeStats as _tarcil_v1_NodeStats, NodeStats__Output as _tarcil_v1_NodeStats__Output } from '../../tarcil/v1/NodeStats.ts';
+import type { ReadTaskLogRequest as _tarcil_v1_ReadTaskLogRequest, ReadTaskLogRequest__Output as _tarcil_v1_ReadTaskLogRequest__Output } from '../../tarcil/v1/ReadTaskLogRequest.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from '../../tarcil/v1/TaskLogChunk.ts';
 
 export interface NodeMonitorClient extends grpc.Client {
   GetStats(argument: _tarcil_v1_GetStatsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_tarcil_v1_NodeStats__Output>): grpc.ClientUnaryCall;

@@ -3,39 +3,39 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { AclBootstrapRequest as _tarcil_v1_AclBootstrapRequest, AclBootstrapRequest__Output as _tarcil_v1_AclBootstrapRequest__Output } from './AclBootstrapRequest.ts';
-import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest__Output as _tarcil_v1_CancelJobRequest__Output } from './CancelJobRequest.ts';
-import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from './Cluster.ts';
-import type { CreateTokenRequest as _tarcil_v1_CreateTokenRequest, CreateTokenRequest__Output as _tarcil_v1_CreateTokenRequest__Output } from './CreateTokenRequest.ts';
-import type { CreatedToken as _tarcil_v1_CreatedToken, CreatedToken__Output as _tarcil_v1_CreatedToken__Output } from './CreatedToken.ts';
-import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from './DeleteNamespaceRequest.ts';
-import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from './ExplainJobRequest.ts';
-import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from './Explanation.ts';
-import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from './GetClusterRequest.ts';
-import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output as _tarcil_v1_GetJobRequest__Output } from './GetJobRequest.ts';
-import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from './GetProfileRequest.ts';
-import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from './Job.ts';
-import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from './JobEvent.ts';
-import type { ListAuditRequest as _tarcil_v1_ListAuditRequest, ListAuditRequest__Output as _tarcil_v1_ListAuditRequest__Output } from './ListAuditRequest.ts';
-import type { ListAuditResponse as _tarcil_v1_ListAuditResponse, ListAuditResponse__Output as _tarcil_v1_ListAuditResponse__Output } from './ListAuditResponse.ts';
-import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from './ListJobsRequest.ts';
-import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from './ListJobsResponse.ts';
-import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from './ListNamespacesRequest.ts';
-import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from './ListNamespacesResponse.ts';
-import type { ListTokensRequest as _tarcil_v1_ListTokensRequest, ListTokensRequest__Output as _tarcil_v1_ListTokensRequest__Output } from './ListTokensRequest.ts';
-import type { ListTokensResponse as _tarcil_v1_ListTokensResponse, ListTokensResponse__Output as _tarcil_v1_ListTokensResponse__Output } from './ListTokensResponse.ts';
-import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from './Namespace.ts';
-import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from './ProfileEstimate.ts';
-import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from './PutNamespaceRequest.ts';
-import type { RevokeTokenRequest as _tarcil_v1_RevokeTokenRequest, RevokeTokenRequest__Output as _tarcil_v1_RevokeTokenRequest__Output } from './RevokeTokenRequest.ts';
-import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from './Server.ts';
-import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from './SetNodeSchedulingRequest.ts';
-import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from './SubmitJobRequest.ts';
-import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from './SubmitJobResponse.ts';
-import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from './TaskLogChunk.ts';
-import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from './TaskLogsRequest.ts';
-import type { Token as _tarcil_v1_Token, Token__Output as _tarcil_v1_Token__Output } from './Token.ts';
-import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from './WatchJobRequest.ts';
+import type { AclBootstrapRequest as _tarcil_v1_AclBootstrapRequest, AclBootstrapRequest__Output as _tarcil_v1_AclBootstrapRequest__Output } from '../../tarcil/v1/AclBootstrapRequest.ts';
+import type { CancelJobRequest as _tarcil_v1_CancelJobRequest, CancelJobRequest__Output as _tarcil_v1_CancelJobRequest__Output } from '../../tarcil/v1/CancelJobRequest.ts';
+import type { Cluster as _tarcil_v1_Cluster, Cluster__Output as _tarcil_v1_Cluster__Output } from '../../tarcil/v1/Cluster.ts';
+import type { CreateTokenRequest as _tarcil_v1_CreateTokenRequest, CreateTokenRequest__Output as _tarcil_v1_CreateTokenRequest__Output } from '../../tarcil/v1/CreateTokenRequest.ts';
+import type { CreatedToken as _tarcil_v1_CreatedToken, CreatedToken__Output as _tarcil_v1_CreatedToken__Output } from '../../tarcil/v1/CreatedToken.ts';
+import type { DeleteNamespaceRequest as _tarcil_v1_DeleteNamespaceRequest, DeleteNamespaceRequest__Output as _tarcil_v1_DeleteNamespaceRequest__Output } from '../../tarcil/v1/DeleteNamespaceRequest.ts';
+import type { ExplainJobRequest as _tarcil_v1_ExplainJobRequest, ExplainJobRequest__Output as _tarcil_v1_ExplainJobRequest__Output } from '../../tarcil/v1/ExplainJobRequest.ts';
+import type { Explanation as _tarcil_v1_Explanation, Explanation__Output as _tarcil_v1_Explanation__Output } from '../../tarcil/v1/Explanation.ts';
+import type { GetClusterRequest as _tarcil_v1_GetClusterRequest, GetClusterRequest__Output as _tarcil_v1_GetClusterRequest__Output } from '../../tarcil/v1/GetClusterRequest.ts';
+import type { GetJobRequest as _tarcil_v1_GetJobRequest, GetJobRequest__Output as _tarcil_v1_GetJobRequest__Output } from '../../tarcil/v1/GetJobRequest.ts';
+import type { GetProfileRequest as _tarcil_v1_GetProfileRequest, GetProfileRequest__Output as _tarcil_v1_GetProfileRequest__Output } from '../../tarcil/v1/GetProfileRequest.ts';
+import type { Job as _tarcil_v1_Job, Job__Output as _tarcil_v1_Job__Output } from '../../tarcil/v1/Job.ts';
+import type { JobEvent as _tarcil_v1_JobEvent, JobEvent__Output as _tarcil_v1_JobEvent__Output } from '../../tarcil/v1/JobEvent.ts';
+import type { ListAuditRequest as _tarcil_v1_ListAuditRequest, ListAuditRequest__Output as _tarcil_v1_ListAuditRequest__Output } from '../../tarcil/v1/ListAuditRequest.ts';
+import type { ListAuditResponse as _tarcil_v1_ListAuditResponse, ListAuditResponse__Output as _tarcil_v1_ListAuditResponse__Output } from '../../tarcil/v1/ListAuditResponse.ts';
+import type { ListJobsRequest as _tarcil_v1_ListJobsRequest, ListJobsRequest__Output as _tarcil_v1_ListJobsRequest__Output } from '../../tarcil/v1/ListJobsRequest.ts';
+import type { ListJobsResponse as _tarcil_v1_ListJobsResponse, ListJobsResponse__Output as _tarcil_v1_ListJobsResponse__Output } from '../../tarcil/v1/ListJobsResponse.ts';
+import type { ListNamespacesRequest as _tarcil_v1_ListNamespacesRequest, ListNamespacesRequest__Output as _tarcil_v1_ListNamespacesRequest__Output } from '../../tarcil/v1/ListNamespacesRequest.ts';
+import type { ListNamespacesResponse as _tarcil_v1_ListNamespacesResponse, ListNamespacesResponse__Output as _tarcil_v1_ListNamespacesResponse__Output } from '../../tarcil/v1/ListNamespacesResponse.ts';
+import type { ListTokensRequest as _tarcil_v1_ListTokensRequest, ListTokensRequest__Output as _tarcil_v1_ListTokensRequest__Output } from '../../tarcil/v1/ListTokensRequest.ts';
+import type { ListTokensResponse as _tarcil_v1_ListTokensResponse, ListTokensResponse__Output as _tarcil_v1_ListTokensResponse__Output } from '../../tarcil/v1/ListTokensResponse.ts';
+import type { Namespace as _tarcil_v1_Namespace, Namespace__Output as _tarcil_v1_Namespace__Output } from '../../tarcil/v1/Namespace.ts';
+import type { ProfileEstimate as _tarcil_v1_ProfileEstimate, ProfileEstimate__Output as _tarcil_v1_ProfileEstimate__Output } from '../../tarcil/v1/ProfileEstimate.ts';
+import type { PutNamespaceRequest as _tarcil_v1_PutNamespaceRequest, PutNamespaceRequest__Output as _tarcil_v1_PutNamespaceRequest__Output } from '../../tarcil/v1/PutNamespaceRequest.ts';
+import type { RevokeTokenRequest as _tarcil_v1_RevokeTokenRequest, RevokeTokenRequest__Output as _tarcil_v1_RevokeTokenRequest__Output } from '../../tarcil/v1/RevokeTokenRequest.ts';
+import type { Server as _tarcil_v1_Server, Server__Output as _tarcil_v1_Server__Output } from '../../tarcil/v1/Server.ts';
+import type { SetNodeSchedulingRequest as _tarcil_v1_SetNodeSchedulingRequest, SetNodeSchedulingRequest__Output as _tarcil_v1_SetNodeSchedulingRequest__Output } from '../../tarcil/v1/SetNodeSchedulingRequest.ts';
+import type { SubmitJobRequest as _tarcil_v1_SubmitJobRequest, SubmitJobRequest__Output as _tarcil_v1_SubmitJobRequest__Output } from '../../tarcil/v1/SubmitJobRequest.ts';
+import type { SubmitJobResponse as _tarcil_v1_SubmitJobResponse, SubmitJobResponse__Output as _tarcil_v1_SubmitJobResponse__Output } from '../../tarcil/v1/SubmitJobResponse.ts';
+import type { TaskLogChunk as _tarcil_v1_TaskLogChunk, TaskLogChunk__Output as _tarcil_v1_TaskLogChunk__Output } from '../../tarcil/v1/TaskLogChunk.ts';
+import type { TaskLogsRequest as _tarcil_v1_TaskLogsRequest, TaskLogsRequest__Output as _tarcil_v1_TaskLogsRequest__Output } from '../../tarcil/v1/TaskLogsRequest.ts';
+import type { Token as _tarcil_v1_Token, Token__Output as _tarcil_v1_Token__Output } from '../../tarcil/v1/Token.ts';
+import type { WatchJobRequest as _tarcil_v1_WatchJobRequest, WatchJobRequest__Output as _tarcil_v1_WatchJobRequest__Output } from '../../tarcil/v1/WatchJobRequest.ts';
 
 export interface SchedulerClient extends grpc.Client {
   /**
