@@ -158,13 +158,15 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
   if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
   const fence = commitFence(k, lease);
-  const kvs = new Map<number, KeyValue>();
+  // Each placed task's RU as the store has it, by task (what the plan says to settle is among these).
+  const read = new Map<number, { ruKv: KeyValue; ru: PlacedRuRecord; ref: RuRef }>();
   const rus: GangRu[] = [];
   for (const [t, v] of o.tasks) {
     if (v.rec.state !== 'placed' || !v.rec.ru) continue;
     const ruKv = await m.o.store.get(k.ru(v.rec.ru));
-    if (ruKv) kvs.set(t, ruKv);
-    rus.push({ task: t, ru: parseJson<PlacedRuRecord>(ruKv) });
+    const ru = parseJson<PlacedRuRecord>(ruKv);
+    if (ruKv && ru) read.set(t, { ruKv, ru, ref: v.rec.ru });
+    rus.push({ task: t, ru });
   }
   const { confirm, held } = planGangRepair(o, rus);
   if (held.length === 0) return;
@@ -173,9 +175,9 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
     confirm ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done',
   );
   for (const t of held) {
-    const ruKv = kvs.get(t) as KeyValue;
-    const ru = rus.find((r) => r.task === t)?.ru as PlacedRuRecord;
-    const ref = o.tasks.get(t)?.rec.ru as RuRef;
+    const h = read.get(t);
+    if (!h) continue; // not reached: the plan holds only tasks whose RU record was read
+    const { ruKv, ru, ref } = h;
     if (confirm) {
       const res = await fencedTxn(m, o, lease, {
         compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
