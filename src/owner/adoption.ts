@@ -153,7 +153,7 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   // of the job record made meanwhile, a cancellation, reaches the owner anyway: its next write
   // of the record compares the revision it read, fails, and takes the newer record.)
   for (const t of window.tasks) mergeTask(o, t.index, t.rec, t.rev);
-  if (window.refresh) void m.refreshTasks(o, window.refresh);
+  if (window.refresh) void m.refresher.refresh(o, window.refresh);
   m.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size, caughtUp: window.tasks.length }, 'adopted job');
-  m.evaluate(o);
+  m.queue.add(o);
 }

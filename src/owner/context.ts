@@ -15,10 +15,10 @@ import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '..
 import type { CellServer, Feasibility } from '../agent/cell.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../util/turns.ts';
+import type { JobQueue } from './job-queue.ts';
 import { parseJson } from '../state/records.ts';
-import type { SharedBackoff } from '../util/backoff.ts';
 import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
-import type { ProfileBookOptions } from '../state/profiles.ts';
+import type { ProfileBook, ProfileBookOptions } from '../state/profiles.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import { endedToken, isLiveTask } from '../tenancy/quota.ts';
 
@@ -193,7 +193,7 @@ export interface OwnerStats {
 
 /**
  * The job manager as its parts see it: options, shared maps, and the few operations that cross
- * parts (evaluate a job, stop owning it, track a background promise).
+ * parts (the work queue, a background promise, a timer).
  */
 export interface OwnerContext {
   readonly o: JobManagerOptions;
@@ -217,8 +217,6 @@ export interface OwnerContext {
   readonly ownedOn: Map<string, Set<Owned>>;
   /** Concurrency and backoff of this process's adoptions (adoption.ts). */
   readonly adoptions: AdoptionGate;
-  /** The pause before a failed evaluation is tried again, shared by every job of the process (evaluate.ts). */
-  readonly evalRetries: SharedBackoff;
   readonly servers: Map<string, LiveServerRecord>;
   readonly cell: Map<string, CellServer & { leftAt?: number }>;
   /** Servers named by a task but never seen registered by this process: since when. */
@@ -228,27 +226,28 @@ export interface OwnerContext {
   /** Submissions are taken (the lease and the owner's followers are in; the agents may still be starting). */
   readonly serving: boolean;
   readonly closed: boolean;
-  evaluate(o: Owned): void;
-  drop(o: Owned, why: string): void;
+  /** The jobs to evaluate (job-queue.ts): what learns something about a job adds it here. */
+  readonly queue: JobQueue<Owned>;
   track(p: Promise<unknown>): void;
   /** A timer that close() cancels. */
   later(ms: number, fn: () => void): void;
   pickAgent(): SchedulingAgent;
   feasibility(spec: JobSpec): Feasibility;
-  /** The spec a new job is scheduled with (its class's learned vector, state/profiles.ts). */
-  scheduleAs(spec: JobSpec): JobSpec;
-  /** A placed task that moved: release its held copy once the old copy stopped (moves.ts). */
-  finishMove(o: Owned, t: number): void;
-  /**
-   * Reads these tasks' records again (soon, batched) and applies them: the owner follows no task
-   * record, and learns from the RUs what they show (ru-events.ts).
-   */
-  refreshTasks(o: Owned, tasks: Iterable<number>): Promise<void>;
-  /** Reads task `t`'s record again, now and then, until it is `running` or moves on (ru-events.ts). */
-  watchTask(o: Owned, t: number): void;
+  /** Learned profiles: the spec a new job is scheduled with is its class's learned vector (state/profiles.ts). */
+  readonly profiles: ProfileBook;
+  /** Task records read again (ru-events.ts TaskRefresher): the owner follows no task record, and learns from the RUs what they show. */
+  readonly refresher: TaskReads;
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
   pendingTasks(): number;
   readonly maxPendingTasks: number;
+}
+
+/** Reads of task records the RUs do not show (ru-events.ts TaskRefresher). */
+export interface TaskReads {
+  /** Reads these tasks' records again (soon, batched) and applies them; resolves once they are. */
+  refresh(o: Owned, tasks: Iterable<number>): Promise<void>;
+  /** Reads task `t`'s record again, now and then, until it is `running` or moves on. */
+  watch(o: Owned, t: number): void;
 }
 
 /** A job's tasks not yet placed: never placed, or queued again (preempted, lost). */
@@ -452,7 +451,7 @@ export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req
     checkOwnership(m, o, res.responses[0]?.[0], lease);
     const ownerKv = res.responses[res.responses.length - 1]?.[0];
     if (!o.dropped && o.ownerRev !== undefined && ownerKv?.modRevision !== o.ownerRev)
-      m.drop(o, ownerKv ? 'owner record rewritten (adopted)' : 'owner record gone (the job is final)');
+      dropJob(m, o, ownerKv ? 'owner record rewritten (adopted)' : 'owner record gone (the job is final)');
     if (o.dropped) return res;
     taskKeys.forEach((key, i) => {
       const t = Number(key.slice(prefix.length));
@@ -461,12 +460,22 @@ export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req
       // No record of its own: gone, unless it never had one (its chunk's still holds).
       else if (o.tasks.has(t) && !o.tasks.get(t)?.implied) mergeTask(o, t, undefined, res.revision);
     });
-    if (taskKeys.length > 0) m.evaluate(o);
+    if (taskKeys.length > 0) m.queue.add(o);
   }
   return res;
 }
 
+/** Stops owning the job (final, adopted elsewhere, or the lease lost): its scheduling call is aborted and it leaves the process's maps. */
+export function dropJob(m: Pick<OwnerContext, 'owned' | 'o'>, o: Owned, why: string): void {
+  if (o.dropped) return;
+  o.dropped = true;
+  o.agent.abort(o.id);
+  if (m.owned.get(o.id) === o) m.owned.delete(o.id);
+  leaveServers(o);
+  m.o.log.info({ job: o.id, why }, 'no longer owner of job');
+}
+
 /** After a failed fenced write, given our member key as read: is the job still ours? If not, stop owning it. */
 export function checkOwnership(m: OwnerContext, o: Owned, memberKv: KeyValue | undefined, lease: HeldLease): void {
-  if (!memberKv || memberKv.lease !== lease.id) m.drop(o, 'ownership lost (fenced write)');
+  if (!memberKv || memberKv.lease !== lease.id) dropJob(m, o, 'ownership lost (fenced write)');
 }

@@ -96,7 +96,7 @@ function progressSignature(o: Owned): string {
 export function persistProgress(m: OwnerContext): void {
   for (const o of m.owned.values()) {
     if (o.blockedSince !== undefined) {
-      m.evaluate(o);
+      m.queue.add(o);
       continue;
     }
     if (o.scheduling.size === 0) continue;
@@ -106,7 +106,7 @@ export function persistProgress(m: OwnerContext): void {
     const waiting = o.agent.inflight.get(o.id)?.waiting;
     if ((waiting !== undefined && waiting !== o.note) || (o.rec.state === 'queued' && admitted(o))) {
       if (waiting !== undefined) o.note = waiting;
-      m.evaluate(o);
+      m.queue.add(o);
     }
   }
 }

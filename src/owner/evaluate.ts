@@ -7,51 +7,14 @@
 import { trace } from '../util/trace.ts';
 import type { DecisionRecord } from '../agent/agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
-import { errorMessage, isTarcilError, isTransient } from '../util/errors.ts';
+import { errorMessage, isTarcilError } from '../util/errors.ts';
 import { commitFence, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
-import { planCancel, planTasks, planUnplaced, replaceDue, serversToCheck, type Facts, type NodeFact, type TaskStep } from './plan.ts';
+import { planCancel, planTasks, planUnplaced, type Facts, type TaskStep } from './plan.ts';
+import { gatherFacts } from './facts.ts';
+import { finishMove, type MoveHost } from './moves.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { writeSummary } from './summary.ts';
 import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
-
-/** A failed evaluation is tried again after at least this long; while the store keeps timing out the shared pause doubles up to EVAL_RETRY_MAX_MS. */
-export const EVAL_RETRY_MIN_MS = 500;
-export const EVAL_RETRY_MAX_MS = 10_000;
-
-/**
- * Queues an evaluation of the job (at most one waits behind the running one). It starts on a
- * later turn of the event loop: the changes of one burst (many tasks ending together) are then
- * looked at in one evaluation, and the turn that brought them is not lengthened by it.
- */
-export function evaluate(m: OwnerContext, o: Owned): void {
-  if (o.dropped || o.evalQueued || m.closed) return;
-  // Paused (the owner lease unconfirmed): nothing is acted on; the job is looked at in full on
-  // resuming, so what changes meanwhile is not taken and then skipped.
-  if (m.lease && !m.lease.confirmed) {
-    o.full = true;
-    return;
-  }
-  o.evalQueued = true;
-  const p = o.chain.then(async () => {
-    await yieldNow();
-    o.evalQueued = false;
-    if (o.dropped || m.closed) return;
-    try {
-      await evaluateNow(m, o);
-      m.evalRetries.eased();
-    } catch (err) {
-      if (m.closed) return;
-      // A store that times out is shared by every job: their retries wait out one pause that
-      // grows while the failures go on, so a loaded etcd gets fewer evaluations, not more.
-      m.evalRetries.failed(err);
-      const delay = Math.round(isTransient(err) ? m.evalRetries.delayMs() : EVAL_RETRY_MIN_MS);
-      m.o.log.warn({ job: o.id, err: errorMessage(err), delay }, 'job evaluation failed; retrying');
-      m.later(delay, () => m.evaluate(o));
-    }
-  });
-  o.chain = p;
-  m.track(p);
-}
 
 /**
  * The tasks to look at: those whose records changed since the last evaluation, or all of them
@@ -74,7 +37,8 @@ async function takeDirty(o: Owned): Promise<number[]> {
   return all;
 }
 
-async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
+/** One evaluation of an owned job (run by the owner's work queue, job-queue.ts). */
+export async function evaluateJob(m: MoveHost, o: Owned): Promise<void> {
   trace('evaluate', o.id);
   if (o.quota) {
     await settleQuota(m, o);
@@ -97,7 +61,7 @@ async function evaluateNow(m: OwnerContext, o: Owned): Promise<void> {
 }
 
 /** The tasks that changed: facts gathered, a plan made (plan.ts), the plan applied. */
-async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
+async function evaluateTasks(m: MoveHost, o: Owned): Promise<void> {
   const tasks = await takeDirty(o);
   const facts = await gatherFacts(m, o, tasks);
   if (o.dropped) return;
@@ -106,57 +70,15 @@ async function evaluateTasks(m: OwnerContext, o: Owned): Promise<void> {
 }
 
 /**
- * What planning needs from outside the job: for the nodes of its live tasks that are not
- * registered here, whether the store still has them (one read per node), and if not since when
- * they are known gone; the cell's feasibility for the job, asked only if there is something to place.
- */
-async function gatherFacts(m: OwnerContext, o: Owned, tasks: readonly number[]): Promise<Facts> {
-  const registered = (server: string): boolean => m.servers.has(server);
-  const nodes = new Map<string, NodeFact>();
-  for (const server of serversToCheck(o, tasks, registered)) {
-    if (await m.o.store.get(m.o.keys.server(server))) nodes.set(server, { kind: 'up' });
-    else nodes.set(server, nodeGone(m, server));
-  }
-  return {
-    now: m.o.clock.now(),
-    nodes,
-    registered,
-    feasibility: () => m.feasibility(o.spec),
-    unplaceableTimeoutMs: m.unplaceableTimeoutMs,
-  };
-}
-
-/** A node gone from the store: seen leaving (with its grace), or never seen registered here (since when this process knows it gone). */
-function nodeGone(m: OwnerContext, server: string): Exclude<NodeFact, { kind: 'up' }> {
-  const c = m.cell.get(server);
-  if (c?.leftAt !== undefined) return { kind: 'left', leftAt: c.leftAt, graceMs: (c.spec as { disconnectGraceMs?: number }).disconnectGraceMs ?? 0 };
-  let since = m.unseenSince.get(server);
-  if (since === undefined) m.unseenSince.set(server, (since = m.o.clock.now()));
-  return { kind: 'unseen', since };
-}
-
-/**
- * When the tasks of a node that left may be placed elsewhere: its lease expired when it left,
- * and its monitor and the tasks' supervisors kill them no later than its disconnect grace after
- * that; the margin is state/node-fence.ts's (the same numbers the supervisors use).
- * A node this process never saw registered left before it was first found gone; its grace is
- * the one written in the task record (`recordedGraceMs`: by the placing agent, then by the node's
- * monitor with `running`), else the default.
- */
-export function replaceAt(m: OwnerContext, server: string, recordedGraceMs?: number): number {
-  return replaceDue(nodeGone(m, server), recordedGraceMs);
-}
-
-/**
  * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded (each
  * its own fenced write), then the tasks to place (those never placed or queued, and the lost
  * ones whose write landed) scheduled, held or failed as planUnplaced says.
  */
-async function applyTasks(m: OwnerContext, o: Owned, steps: readonly TaskStep[], facts: Facts): Promise<void> {
+async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], facts: Facts): Promise<void> {
   const toPlace: number[] = [];
   for (const s of steps) {
     if (o.dropped) return;
-    if (s.kind === 'finish-move') m.finishMove(o, s.task);
+    if (s.kind === 'finish-move') finishMove(m, o, s.task);
     else if (s.kind === 'await-node') awaitNode(m, o, s.server, s.due);
     else if (s.kind === 'place') toPlace.push(s.task);
     else {
@@ -203,7 +125,7 @@ function awaitNode(m: OwnerContext, o: Owned, server: string, due: number): void
     o.awaitingNodes.delete(server);
     if (o.note?.startsWith(`server ${server} cannot be reached`)) o.note = undefined;
     for (const t of o.byServer.get(server) ?? []) o.dirty.add(t);
-    m.evaluate(o);
+    m.queue.add(o);
   });
 }
 
@@ -258,7 +180,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
       }
       if (!o.dropped) {
         m.track(persistDecisions(m, o, false));
-        m.evaluate(o);
+        m.queue.add(o);
       }
     });
   m.track(p);
@@ -289,7 +211,7 @@ async function scheduleFailed(m: OwnerContext, o: Owned, tasks: readonly number[
     // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
     m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
     // Their records changed without this owner seeing it (it follows no task record).
-    await m.refreshTasks(o, tasks);
+    await m.refresher.refresh(o, tasks);
     return;
   }
   m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');

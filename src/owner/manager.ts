@@ -22,7 +22,7 @@ import {
   DEFAULT_LAUNCH_AFTER_MS,
   DEFAULT_MAX_PENDING_TASKS,
   DEFAULT_UNPLACEABLE_TIMEOUT_MS,
-  leaveServers,
+  dropJob,
   mergeTask,
   unplacedTasks,
   type AdoptWindow,
@@ -36,11 +36,12 @@ import { LAYOUT_VERSION, readLayout, upgradeLayout } from './layout.ts';
 import { Members } from './members.ts';
 import { AdoptionGate } from './adoption-gate.ts';
 import { persistProgress } from './decisions.ts';
-import { evaluate, EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS } from './evaluate.ts';
+import { evaluateJob } from './evaluate.ts';
+import { EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS, JobQueue } from './job-queue.ts';
 import { SharedBackoff } from '../util/backoff.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './submit.ts';
 import { takeRecord } from './summary.ts';
-import { finishMove, newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
+import { newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
 import { onRuChange, TaskRefresher } from './ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 
@@ -98,7 +99,8 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly adoptWindow = new Map<string, AdoptWindow>();
   readonly ownedOn = new Map<string, Set<Owned>>();
   readonly adoptions: AdoptionGate;
-  readonly evalRetries: SharedBackoff;
+  /** The jobs to evaluate: every part adds a job it learnt something about; one evaluation at a time per job. */
+  readonly queue: JobQueue<Owned>;
   readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
   private readonly background = new Set<Promise<unknown>>();
@@ -107,8 +109,6 @@ export class JobManager implements OwnerContext, MoveHost {
   closed = false;
   started = false;
   serving = false;
-  /** Jobs taken before the agents started, evaluated when they have. */
-  private readonly deferred = new Set<Owned>();
   readonly stats: OwnerStats = {
     submitted: 0,
     duplicates: 0,
@@ -127,7 +127,7 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly moveStats: MoveStats = newMoveStats();
   /** Learned profiles: observations of this process's tasks, written to the store (state/profiles.ts). */
   readonly profiles: ProfileBook;
-  private readonly refresher: TaskRefresher;
+  readonly refresher: TaskRefresher;
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
@@ -141,7 +141,16 @@ export class JobManager implements OwnerContext, MoveHost {
     this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
     this.profiles = new ProfileBook({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, ...opts.profiles });
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
-    this.evalRetries = new SharedBackoff(EVAL_RETRY_MIN_MS, EVAL_RETRY_MAX_MS, opts.rng);
+    this.queue = new JobQueue({
+      run: (o) => evaluateJob(this, o),
+      log: opts.log,
+      retries: new SharedBackoff(EVAL_RETRY_MIN_MS, EVAL_RETRY_MAX_MS, opts.rng),
+      later: (ms, fn) => this.later(ms, fn),
+      track: (p) => this.track(p),
+      closed: () => this.closed,
+      // Taken before the agents started (see start): evaluated once they have.
+      hold: () => (!this.started ? 'starting' : this.lease && !this.lease.confirmed ? 'paused' : undefined),
+    });
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
@@ -290,9 +299,7 @@ export class JobManager implements OwnerContext, MoveHost {
 
   /** Once the agents schedule: the jobs taken meanwhile, the first scan, the layout upgrade, and the owner's periodic work. */
   private startWork(layout: Awaited<ReturnType<typeof readLayout>>): void {
-    const deferred = [...this.deferred];
-    this.deferred.clear();
-    for (const o of deferred) if (this.owned.get(o.id) === o) this.evaluate(o);
+    this.queue.release((o) => this.owned.get(o.id) === o);
     scan(this);
     if (!layout.current)
       this.track(
@@ -342,32 +349,10 @@ export class JobManager implements OwnerContext, MoveHost {
     return this.cell.feasibility(spec, this.o.clock.now(), this.departedMemoryMs);
   }
 
-  evaluate(o: Owned): void {
-    // Taken before the agents started (see start): evaluated once they have.
-    if (!this.started) {
-      this.deferred.add(o);
-      return;
-    }
-    evaluate(this, o);
-  }
-
-  drop(o: Owned, why: string): void {
-    if (o.dropped) return;
-    o.dropped = true;
-    o.agent.abort(o.id);
-    this.owned.delete(o.id);
-    leaveServers(o);
-    this.o.log.info({ job: o.id, why }, 'no longer owner of job');
-  }
-
   pickAgent(): SchedulingAgent {
     const a = this.agents[this.nextAgent++ % this.agents.length];
     if (!a) throw new TarcilError('INTERNAL', 'no agents');
     return a;
-  }
-
-  finishMove(o: Owned, t: number): void {
-    finishMove(this, o, t);
   }
 
   later(ms: number, fn: () => void): void {
@@ -442,7 +427,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.o.log.info({ lease: this.held?.id, owned: this.owned.size }, 'owner lease confirmed again: resuming its jobs');
     for (const o of this.owned.values()) {
       o.full = true;
-      this.evaluate(o);
+      this.queue.add(o);
     }
     if (this.started) scan(this);
   }
@@ -450,7 +435,7 @@ export class JobManager implements OwnerContext, MoveHost {
   /** The store says our lease is gone: stop everything done under it, then get a new one. */
   private onFenced(): void {
     this.stats.fencedLeases++;
-    for (const o of [...this.owned.values()]) this.drop(o, 'owner lease fenced');
+    for (const o of [...this.owned.values()]) dropJob(this, o, 'owner lease fenced');
     if (this.closed) return;
     const again = async (): Promise<void> => {
       let delay = 200;
@@ -485,7 +470,7 @@ export class JobManager implements OwnerContext, MoveHost {
         const on = o.byServer.get(id);
         if (!on || on.size === 0) continue;
         for (const t of on) o.dirty.add(t);
-        this.evaluate(o);
+        this.queue.add(o);
       }
       return;
     }
@@ -500,7 +485,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.cell.set(id, { spec: rec, up });
     this.view.state.setBlocked(id, rec.blocked === true);
     // A server (back) up may be what a waiting job needs.
-    if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.evaluate(o);
+    if (!wasUp && rec.state !== 'down') for (const o of this.owned.values()) if (o.blockedSince !== undefined) this.queue.add(o);
   }
 
   /** A cancellation's mark: if the job is ours, its record is read and taken (see cancelJob). */
@@ -516,19 +501,6 @@ export class JobManager implements OwnerContext, MoveHost {
         })
         .catch((err: unknown) => this.o.log.warn({ job: id, err: errorMessage(err) }, 'reading a cancelled job failed; its next write finds the cancellation')),
     );
-  }
-
-  refreshTasks(o: Owned, tasks: Iterable<number>): Promise<void> {
-    return this.refresher.refresh(o, tasks);
-  }
-
-  watchTask(o: Owned, t: number): void {
-    this.refresher.watch(o, t);
-  }
-
-  /** The spec a new job is scheduled with (its class's learned vector, state/profiles.ts). */
-  scheduleAs(spec: JobSpec): JobSpec {
-    return this.profiles.schedulingSpec(spec);
   }
 
   /** A commit of one of our agents: record the placements before the watch brings them. */

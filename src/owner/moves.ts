@@ -22,7 +22,7 @@ import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decision
 import { commitFence, fencedTxn, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
 import type { RuRef } from '../model/types.ts';
 import type { HeldLease } from '../state/lease.ts';
-import { replaceAt } from './evaluate.ts';
+import { replaceAt } from './facts.ts';
 import { markLost } from './transitions.ts';
 
 /** What the owner needs beyond its context: the loop's rules and the process's move budget. */
@@ -166,7 +166,7 @@ async function moveTask(
   );
   // The commit's record (with movedFrom) is in o.tasks already: finish the move from it.
   o.dirty.add(t);
-  m.evaluate(o);
+  m.queue.add(o);
 }
 
 /**
@@ -206,7 +206,7 @@ async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }
   m.moveStats.scaledOut++;
   m.o.log.info({ job: o.id, task: t, rate: slow.rate, tasks: spec.tasks, max: o.spec.scaleOut?.maxTasks }, 'scaling out: a task runs slow, adding one');
   o.dirty.add(index);
-  m.evaluate(o);
+  m.queue.add(o);
   // Still slow after another wait: one more, up to the limit.
   rearm();
 }
@@ -245,7 +245,7 @@ export function finishMove(m: MoveHost, o: Owned, t: number): void {
         o.finishing.delete(t);
         if (!o.dropped && !m.closed) {
           o.dirty.add(t);
-          m.later(200, () => m.evaluate(o));
+          m.later(200, () => m.queue.add(o));
         }
       }),
   );
@@ -294,7 +294,7 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
       if (!res.succeeded) continue;
       m.moveStats.completed++;
       // Its monitor records it running without touching the RU: read until it does.
-      m.watchTask(o, t);
+      m.refresher.watch(o, t);
       const endpoint = m.servers.get(to.server)?.endpoint;
       if (endpoint && m.o.nodes) {
         // Fast path only: the node follows its RUs and starts the copy anyway.

@@ -23,7 +23,7 @@ import type { Occupant } from '../sampling/cluster-state.ts';
 import type { KeyValue } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';
-import { mergeTask, type OwnerContext, type Owned } from './context.ts';
+import { mergeTask, type OwnerContext, type Owned, type TaskReads } from './context.ts';
 
 /** Task records read in one transaction (etcd's default limit on operations is 128). */
 const READS_PER_TXN = 100;
@@ -99,7 +99,7 @@ function applyOutcome(
     return;
   }
   mergeTask(o, last.index, last, rev);
-  m.evaluate(o);
+  m.queue.add(o);
 }
 
 /** A change at `rev` of an RU that concerns task `index` of `job`: read its record unless known. */
@@ -121,7 +121,7 @@ function note(m: OwnerContext, refresher: TaskRefresher, job: string, index: num
  * Reads task records of owned jobs again, batched: every request made in one turn of the event
  * loop goes out together, one transaction of gets per job (per 100 tasks).
  */
-export class TaskRefresher {
+export class TaskRefresher implements TaskReads {
   private readonly pending = new Map<Owned, Set<number>>();
   private flushing: Promise<void> | undefined;
   /** Tasks read again until a change their RU does not show (see the file's comment): next pause. */
@@ -235,7 +235,7 @@ export class TaskRefresher {
             for (const t of part) this.watch(o, t);
           }
         }
-        if (!o.dropped) this.m.evaluate(o);
+        if (!o.dropped) this.m.queue.add(o);
       }),
     );
   }

@@ -79,7 +79,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   if ('existing' in checked) return checked.existing;
   // The job is scheduled, and stored, with its class's learned vector when there is one (the
   // request's digest above is of the spec as submitted).
-  spec = m.scheduleAs(spec);
+  spec = m.profiles.schedulingSpec(spec);
   const now = m.o.clock.now();
   const agent = m.pickAgent();
   const note = checked.f.kind === 'not-now' ? blockedNote(m.unplaceableTimeoutMs, checked.f.reason, now) : undefined;
@@ -110,7 +110,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     o.note = note;
     o.blockedSince = now;
   }
-  m.evaluate(o);
+  m.queue.add(o);
   m.o.log.debug({ job: spec.id, jobName: spec.name, tasks: spec.tasks, revision: sent.res.revision }, 'job accepted');
   return { jobId: spec.id, record, revision: sent.res.revision, duplicate: false };
 }

@@ -33,14 +33,14 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   else if (step.kind === 'settle-quota') {
     // The job's quota allotment is given back before its final write (evaluate.ts settles it at
     // the start of the next evaluation): the owner stops following the job after that write.
-    m.evaluate(o);
+    m.queue.add(o);
   } else if (step.kind === 'later' && !o.summaryDue) {
     // Progress or a step towards running, written a moment ago: once the interval is over,
     // evaluate again (the job may be running by then, which is written instead).
     o.summaryDue = true;
     m.later(step.waitMs, () => {
       o.summaryDue = false;
-      m.evaluate(o);
+      m.queue.add(o);
     });
   }
 }
@@ -93,5 +93,5 @@ export function takeRecord(m: OwnerContext, o: Owned, rec: LiveJobRecord, rev: n
   if (rec.cancelRequested && !o.rec.cancelRequested) o.full = true;
   o.rec = rec;
   o.jobRev = rev;
-  m.evaluate(o);
+  m.queue.add(o);
 }

@@ -72,7 +72,7 @@ export function stopTask(m: OwnerContext, o: Owned, t: number, cur: TaskView): v
         // Evaluations skip a task while it is being stopped: look at it again now (it may have
         // been preempted meanwhile, and wait queued for a cancellation of its own).
         o.dirty.add(t);
-        m.evaluate(o);
+        m.queue.add(o);
       }),
   );
 }

@@ -185,10 +185,10 @@ describe('job owner (embedded store, manual clock)', () => {
     await cell.advance(5000);
     expect(failures).toBeGreaterThanOrEqual(jobs.length);
     expect(failures).toBeLessThan(3 * jobs.length);
-    expect(a.evalRetries.pauseMs).toBe(10_000);
+    expect(a.queue.retryPauseMs).toBe(10_000);
     failing = false;
     await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.jobState(j.id)))).every((st) => st === 'succeeded'), 30_000);
-    expect(a.evalRetries.pauseMs).toBeLessThan(10_000);
+    expect(a.queue.retryPauseMs).toBeLessThan(10_000);
   });
 
   it('refuses new jobs at once, writing nothing, while many of its requests wait for a slow store', async () => {
