@@ -1,221 +1,29 @@
 /**
- * Evaluation: what moves an owned job towards a final state. One evaluation at a time per job
- * (a promise chain); it looks at the tasks whose records changed, marks tasks of departed nodes
- * lost, waits (or fails) when the cell cannot take the job, starts the agent's scheduling call for
- * what is unplaced, stops tasks of a cancelled job, and writes the job's summary.
+ * Evaluation: what moves an owned job towards a final state, run by the owner's work queue
+ * (job-queue.ts), one at a time per job. Facts first (facts.ts: the tasks that changed, the
+ * nodes of departed servers, a half-done gang's RUs), then the plan (plan.ts planJob, pure), then
+ * the plan applied (apply.ts), then the job record planned and written (summary.ts).
  */
 import { trace } from '../util/trace.ts';
-import type { DecisionRecord } from '../agent/agent.ts';
-import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
-import { errorMessage, isTarcilError } from '../util/errors.ts';
-import { commitFence, taskKeyRev, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
-import { planCancel, planTasks, planUnplaced, type Facts, type TaskStep } from './plan.ts';
+import type { Owned } from './context.ts';
+import { applyPlan } from './apply.ts';
 import { gatherFacts } from './facts.ts';
-import { finishMove, type MoveHost } from './moves.ts';
-import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
+import type { MoveHost } from './moves.ts';
+import { planJob } from './plan.ts';
 import { writeSummary } from './summary.ts';
-import { claimPreempted, markLost, reconcileGang, setTaskStates, settleQuota, stopTask } from './transitions.ts';
 
-/**
- * The tasks to look at: those whose records changed since the last evaluation, or all of them
- * after adoption, a cancellation or a failed evaluation (`full`). A full pass over a large job
- * yields to the event loop now and then.
- */
-async function takeDirty(o: Owned): Promise<number[]> {
-  if (!o.full) {
-    const list = [...o.dirty];
-    o.dirty.clear();
-    return list;
-  }
-  o.full = false;
-  o.dirty.clear();
-  const all: number[] = [];
-  for (let t = 0; t < o.spec.tasks; t++) {
-    if (t > 0 && t % YIELD_EVERY === 0) await yieldNow();
-    all.push(t);
-  }
-  return all;
-}
-
-/** One evaluation of an owned job (run by the owner's work queue, job-queue.ts). */
+/** One evaluation of an owned job. */
 export async function evaluateJob(m: MoveHost, o: Owned): Promise<void> {
   trace('evaluate', o.id);
-  if (o.quota) {
-    await settleQuota(m, o);
-    if (o.dropped) return;
-  }
-  if (o.reconcile && o.scheduling.size === 0) {
-    await reconcileGang(m, o);
-    if (o.dropped) return;
-    o.reconcile = false;
-  }
   try {
-    if (o.rec.cancelRequested) await evaluateCancel(m, o);
-    else await evaluateTasks(m, o);
+    const facts = await gatherFacts(m, o);
+    if (o.dropped) return;
+    const plan = planJob(o, facts);
+    await applyPlan(m, o, plan, facts);
   } catch (err) {
-    o.full = true; // what was taken from `dirty` is looked at again on the retry
+    o.full = true; // what was taken from the changed set is looked at again on the retry
     throw err;
   }
   if (o.dropped) return;
   await writeSummary(m, o);
-}
-
-/** The tasks that changed: facts gathered, a plan made (plan.ts), the plan applied. */
-async function evaluateTasks(m: MoveHost, o: Owned): Promise<void> {
-  const tasks = await takeDirty(o);
-  const facts = await gatherFacts(m, o, tasks);
-  if (o.dropped) return;
-  const steps = planTasks(o, tasks, facts);
-  if (steps.length > 0) await applyTasks(m, o, steps, facts);
-}
-
-/**
- * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded (each
- * its own fenced write), then the tasks to place (those never placed or queued, and the lost
- * ones whose write landed) scheduled, held or failed as planUnplaced says.
- */
-async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], facts: Facts): Promise<void> {
-  const toPlace: number[] = [];
-  for (const s of steps) {
-    if (o.dropped) return;
-    if (s.kind === 'finish-move') finishMove(m, o, s.task);
-    else if (s.kind === 'await-node') awaitNode(m, o, s.server, s.due);
-    else if (s.kind === 'place') toPlace.push(s.task);
-    else {
-      const cur = o.tasks.get(s.task);
-      if (cur && (await markLost(m, o, s.task, cur, s.why))) toPlace.push(s.task);
-    }
-  }
-  if (o.dropped || toPlace.length === 0) return;
-  const u = planUnplaced(o, facts);
-  if (u.kind === 'hold') {
-    o.blockedSince = u.since;
-    o.note = u.note;
-    for (const t of toPlace) o.dirty.add(t); // looked at again on the next tick (persistProgress)
-  } else if (u.kind === 'fail') {
-    o.blockedSince ??= facts.now;
-    o.note = u.note;
-    await setTaskStatesChunked(m, o, toPlace, 'failed', u.note);
-  } else {
-    if (o.blockedSince !== undefined) {
-      o.blockedSince = undefined;
-      o.note = undefined;
-    }
-    await startSchedule(m, o, toPlace);
-  }
-}
-
-/** Records tasks in a final state, as many per fenced transaction as the store takes. */
-async function setTaskStatesChunked(m: OwnerContext, o: Owned, tasks: readonly number[], state: 'failed' | 'cancelled', message: string): Promise<void> {
-  const per = Math.max(1, m.o.store.maxTxnOps - 2);
-  for (let i = 0; i < tasks.length && !o.dropped; i += per) await setTaskStates(m, o, tasks.slice(i, i + per), state, message);
-}
-
-/** Looks at the job's tasks on `server` again when its grace runs out (once per job and node). */
-function awaitNode(m: OwnerContext, o: Owned, server: string, due: number): void {
-  if (o.awaitingNodes.has(server)) return;
-  o.awaitingNodes.add(server);
-  const n = o.byServer.get(server)?.size ?? 0;
-  o.note ??= `server ${server} cannot be reached; its ${n} task(s) of this job keep their place until ${new Date(due).toISOString()}, then run elsewhere`;
-  m.o.log.info(
-    { job: o.id, server, until: new Date(due).toISOString() },
-    'node unreachable; waiting for its disconnect grace before placing its tasks elsewhere',
-  );
-  m.later(due - m.o.clock.now() + 10, () => {
-    o.awaitingNodes.delete(server);
-    if (o.note?.startsWith(`server ${server} cannot be reached`)) o.note = undefined;
-    for (const t of o.byServer.get(server) ?? []) o.dirty.add(t);
-    m.queue.add(o);
-  });
-}
-
-/**
- * Cancellation: stop the scheduling call, stop placed and running tasks through their monitors,
- * and record the queued ones as cancelled, many per transaction (plan.ts planCancel).
- */
-async function evaluateCancel(m: OwnerContext, o: Owned): Promise<void> {
-  if (o.scheduling.size > 0) o.agent.abort(o.id);
-  const plan = planCancel(o, await takeDirty(o));
-  for (const t of plan.stop) {
-    const cur = o.tasks.get(t);
-    if (cur) stopTask(m, o, t, cur);
-  }
-  await setTaskStatesChunked(m, o, plan.cancel, 'cancelled', 'cancelled before it was placed');
-}
-
-/** The attempt number a new placement of the task gets: one more than its last placement's. */
-export function nextAttempt(rec: LiveTaskRecord | undefined): number {
-  if (!rec) return 0;
-  return rec.state === 'lost' || rec.ru !== undefined ? rec.attempt + 1 : rec.attempt;
-}
-
-async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promise<void> {
-  const lease = m.lease;
-  if (!lease || !lease.confirmed) return;
-  await claimPreempted(m, o, tasks);
-  let again = 0;
-  for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
-  if (again > 0) {
-    m.stats.rescheduled += again;
-    o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
-  }
-  for (const t of tasks) o.scheduling.add(t);
-  o.agent.setFence(o.id, commitFence(m.o.keys, lease));
-  const p = o.agent
-    .schedule(o.spec, tasks, {
-      attempt: (t) => nextAttempt(o.tasks.get(t)?.rec),
-      taskRev: (t) => taskKeyRev(o.tasks.get(t)),
-      previous: (t) => attemptHistory(o.tasks.get(t)?.rec),
-    })
-    .then(
-      (rec) => scheduled(m, o, rec),
-      (err: unknown) => scheduleFailed(m, o, tasks, err),
-    )
-    .catch((err: unknown) => m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling cleanup failed'))
-    .finally(() => {
-      // What this call did not place is looked at again by the next evaluation.
-      for (const t of tasks) {
-        o.scheduling.delete(t);
-        o.dirty.add(t);
-      }
-      if (!o.dropped) {
-        m.track(persistDecisions(m, o, false));
-        m.queue.add(o);
-      }
-    });
-  m.track(p);
-}
-
-/** The scheduling call returned: its decision record is kept (what it did not place, the next evaluation looks at). */
-async function scheduled(m: OwnerContext, o: Owned, rec: DecisionRecord): Promise<void> {
-  if (rec.unplaceable) {
-    // The agent's view of the cell cannot take the job (it shrank since the last check):
-    // the next evaluation checks the cell again, and waits or fails with the reason.
-    o.note = rec.unplaceable.reason;
-    await m.o.clock.sleep(500);
-    return;
-  }
-  if (o.blockedSince === undefined) o.note = undefined;
-  o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
-  m.o.onDecision?.(o.spec, rec);
-  if (m.o.log.isLevelEnabled('debug')) {
-    const placed = rec.placements.length + (rec.omittedPlacements ?? 0);
-    m.o.log.debug({ job: o.id, agent: rec.agent, placed, R: rec.samples.at(-1)?.R, conflicts: rec.conflicts, queuedMs: rec.queuedMs }, 'scheduling call done');
-  }
-}
-
-/** The scheduling call failed: cancelled or closed, nothing; tasks changed under it, read them; otherwise a pause before the next evaluation. */
-async function scheduleFailed(m: OwnerContext, o: Owned, tasks: readonly number[], err: unknown): Promise<void> {
-  if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
-  if (isTarcilError(err, 'ABORTED')) {
-    // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
-    m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');
-    // Their records changed without this owner seeing it (it follows no task record).
-    await m.refresher.refresh(o, tasks);
-    return;
-  }
-  m.o.log.warn({ job: o.id, err: errorMessage(err) }, 'scheduling failed; retrying');
-  // A gang attempt may have stopped between its reservation transactions.
-  if (o.spec.mode === 'gang') o.reconcile = true;
-  await m.o.clock.sleep(500);
 }

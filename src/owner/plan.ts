@@ -1,8 +1,9 @@
 /**
  * The owner's plan: what should happen to an owned job, computed from what the owner knows of it
  * (its records, its tasks, the facts an evaluation gathered) and the time, with no store and no
- * change to anything. Each evaluation gathers facts, plans, and applies the plan (evaluate.ts);
- * the writes are the applier's (transitions.ts, summary.ts).
+ * change to anything. Each evaluation gathers facts (facts.ts), plans (`planJob`), and applies
+ * the plan (apply.ts, the only writer of an owned job's records, through transitions.ts and
+ * summary.ts), then plans and writes the job record.
  *
  * - `planTasks`: per task looked at, one step — finish a move, wait for a departed node's grace,
  *   record the task lost (then place it again), place it, or nothing.
@@ -59,9 +60,15 @@ export type NodeFact =
   /** Never seen registered here, and gone from the store: since when this process has known that. */
   | { kind: 'unseen'; since: number };
 
-/** What an evaluation found out before planning (evaluate.ts gatherFacts). */
+/** What an evaluation found out before planning (facts.ts gatherFacts). */
 export interface Facts {
   now: number;
+  /** The tasks to look at: those whose records changed since the last evaluation (all of them after adoption or a failure). */
+  tasks: readonly number[];
+  /** Admission control has let the job through (its record says `admitted` once it has). */
+  admitted: boolean;
+  /** A gang that may be half-done, with no scheduling call in flight: its placed tasks' RUs as read. */
+  gang?: readonly GangRu[];
   /** Nodes of live tasks not registered here (servers registered here are up). */
   nodes: ReadonlyMap<string, NodeFact>;
   /** Is a server registered with this process (its lease live, as this process follows them)? */
@@ -76,6 +83,31 @@ export type TaskStep =
   | { kind: 'await-node'; task: number; server: string; due: number }
   | { kind: 'lose'; task: number; why: string }
   | { kind: 'place'; task: number };
+
+/**
+ * One evaluation's plan, applied in this order (apply.ts): the quota tokens given back; a gang
+ * left half-done settled (and nothing else: the tasks it gives back are looked at by the next
+ * evaluation, as one gang); for a cancelled job, its scheduling call aborted, its tasks stopped
+ * or recorded cancelled; otherwise each changed task's step, and what the tasks to place get.
+ * The job record is planned after these are applied (planRecord), from what they changed.
+ */
+export interface JobPlan {
+  quota?: QuotaChange;
+  gang?: { confirm: boolean; held: number[] };
+  cancel?: CancelPlan & { abort: boolean };
+  tasks: TaskStep[];
+  /** Asked only when some task is to be placed (or placed again once recorded lost). */
+  unplaced?: Unplaced;
+}
+
+export function planJob(o: JobView, f: Facts): JobPlan {
+  const quota = o.quota ? planQuota(o, f.admitted) : undefined;
+  if (f.gang) return { quota, gang: planGangRepair(o, f.gang), tasks: [] };
+  if (o.rec.cancelRequested) return { quota, cancel: { ...planCancel(o, f.tasks), abort: o.scheduling.size > 0 }, tasks: [] };
+  const tasks = planTasks(o, f.tasks, f);
+  const placing = tasks.some((s) => s.kind === 'place' || s.kind === 'lose');
+  return { quota, tasks, ...(placing ? { unplaced: planUnplaced(o, f) } : {}) };
+}
 
 /** When the tasks of a departed node may run elsewhere (the grace its supervisors use, state/node-fence.ts). */
 export function replaceDue(fact: Exclude<NodeFact, { kind: 'up' }>, recordedGraceMs?: number): number {
@@ -270,7 +302,7 @@ export interface GangRu {
 }
 
 /**
- * A gang left half-reserved (transitions.ts reconcileGang): if its confirmation had begun (an RU
+ * A gang left half-reserved (transitions.ts repairGang): if its confirmation had begun (an RU
  * of the job busy, or a task ran), the remaining reservations are confirmed, since part of the
  * gang may be running; otherwise every reservation is given back and the gang scheduled again.
  */

@@ -31,8 +31,8 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   const step = planRecord(o, m.o.clock.now(), admitted(o), o.agent.id);
   if (step.kind === 'write') await writeRecord(m, o, lease, step);
   else if (step.kind === 'settle-quota') {
-    // The job's quota allotment is given back before its final write (evaluate.ts settles it at
-    // the start of the next evaluation): the owner stops following the job after that write.
+    // The job's quota allotment is given back before its final write (the next evaluation's plan gives it back
+    // first, planQuota): the owner stops following the job after that write.
     m.queue.add(o);
   } else if (step.kind === 'later' && !o.summaryDue) {
     // Progress or a step towards running, written a moment ago: once the interval is over,

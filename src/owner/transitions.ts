@@ -9,22 +9,12 @@ import { freeReservation } from '../state/release.ts';
 import { parseQueueEntry } from '../state/queue.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
-import type { Compare, KeyValue, Op } from '../store/types.ts';
+import type { Compare, Op } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
-import { planGangRepair, planQuota, type GangRu } from './plan.ts';
+import type { QuotaChange } from './plan.ts';
+import type { GangRead } from './facts.ts';
 import { updateJobTokens } from '../tenancy/quota.ts';
-import {
-  admitted,
-  checkOwnership,
-  commitFence,
-  fencedTxn,
-  forgetTask,
-  mergeTask,
-  taskKeyRev,
-  type OwnerContext,
-  type Owned,
-  type TaskView,
-} from './context.ts';
+import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
 export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {
@@ -153,31 +143,22 @@ export async function claimPreempted(m: OwnerContext, o: Owned, tasks: number[])
  * reservations are confirmed, since part of the gang may be running; otherwise every
  * reservation is given back and the whole gang is scheduled again.
  */
-export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
+export async function repairGang(m: OwnerContext, o: Owned, plan: { confirm: boolean; held: number[] }, rus: readonly GangRead[]): Promise<void> {
   const lease = m.lease;
   if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
   const fence = commitFence(k, lease);
-  // Each placed task's RU as the store has it, by task (what the plan says to settle is among these).
-  const read = new Map<number, { ruKv: KeyValue; ru: PlacedRuRecord; ref: RuRef }>();
-  const rus: GangRu[] = [];
-  for (const [t, v] of o.tasks) {
-    if (v.rec.state !== 'placed' || !v.rec.ru) continue;
-    const ruKv = await m.o.store.get(k.ru(v.rec.ru));
-    const ru = parseJson<PlacedRuRecord>(ruKv);
-    if (ruKv && ru) read.set(t, { ruKv, ru, ref: v.rec.ru });
-    rus.push({ task: t, ru });
-  }
-  const { confirm, held } = planGangRepair(o, rus);
+  const { confirm, held } = plan;
   if (held.length === 0) return;
+  const read = new Map(rus.map((r) => [r.task, r]));
   m.o.log.info(
     { job: o.id, reserved: held.length, confirmed: confirm },
     confirm ? 'completing a gang confirmation left half-done' : 'releasing gang reservations left half-done',
   );
   for (const t of held) {
     const h = read.get(t);
-    if (!h) continue; // not reached: the plan holds only tasks whose RU record was read
-    const { ruKv, ru, ref } = h;
+    if (!h?.kv || !h.ru) continue; // not reached: the plan holds only tasks whose RU record was read
+    const { kv: ruKv, ru, ref } = h;
     if (confirm) {
       const res = await fencedTxn(m, o, lease, {
         compare: [{ key: ruKv.key, target: 'mod', op: '==', value: ruKv.modRevision }],
@@ -206,11 +187,9 @@ export async function reconcileGang(m: OwnerContext, o: Owned): Promise<void> {
  * tokens of placements seen to end are given back, and once every task is final, all of them.
  * Owner-fenced; a namespace without a usage record is not written.
  */
-export async function settleQuota(m: OwnerContext, o: Owned): Promise<void> {
+export async function returnQuota(m: OwnerContext, o: Owned, change: QuotaChange): Promise<void> {
   const lease = m.lease;
   if (!lease) return;
-  const change = planQuota(o, admitted(o));
-  if (!change) return;
   const done = await updateJobTokens(m.o.store, m.o.keys, o.id, change, async (compare, success) => {
     const res = await fencedTxn(m, o, lease, { compare, success });
     return { succeeded: res.succeeded, owned: !o.dropped };

@@ -76,6 +76,8 @@ function view(n: number, recs: Record<number, TaskRow>, extra: Partial<JobView> 
 function facts(nodes: Record<string, NodeFact> = {}, f: Partial<Facts> = {}, feasible: Feasibility = { kind: 'ok' }): Facts {
   return {
     now: NOW,
+    tasks: [],
+    admitted: false,
     nodes: new Map(Object.entries(nodes)),
     registered: (s) => s.startsWith('up-'),
     feasibility: () => feasible,
