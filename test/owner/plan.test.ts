@@ -14,6 +14,7 @@ import {
   ASSUMED_GRACE_MS,
   planCancel,
   planGangRepair,
+  planJob,
   planQuota,
   planRecord,
   planTasks,
@@ -293,4 +294,58 @@ describe('planGangRepair: a gang left half-reserved, all or nothing', () => {
       ]),
     ).toEqual({ confirm: false, held: [] });
   });
+});
+
+describe("planJob: one evaluation's plan, in the order it is applied", () => {
+  const gangRec = (task: number) => ({ job: 'j', task, state: 'reserved' }) as unknown as PlacedRuRecord;
+  const rows: { name: string; v: JobView; f: Partial<Facts>; feasible?: Feasibility; want: Record<string, unknown> }[] = [
+    {
+      name: 'changed tasks: their steps; one to place: what the tasks to place get',
+      v: view(3, { 0: { state: 'running', ru: ru('up-a') }, 1: { state: 'queued' } }),
+      f: { tasks: [0, 1] },
+      want: { tasks: [{ kind: 'place', task: 1 }], unplaced: { kind: 'schedule' } },
+    },
+    {
+      name: 'nothing to place: the cell is not asked',
+      v: view(2, { 0: { state: 'running', ru: ru('gone') } }),
+      f: { tasks: [0], nodes: new Map([['gone', { kind: 'left', leftAt: NOW, graceMs: 60_000 }]]) },
+      feasible: { kind: 'never', reason: 'must not be asked' } as unknown as Feasibility,
+      want: { tasks: [{ kind: 'await-node', task: 0, server: 'gone', due: replaceAfter(NOW, 60_000) }] },
+    },
+    {
+      name: 'a task to record lost is placed again: what the tasks to place get is planned too',
+      v: view(1, { 0: { state: 'running', ru: ru('gone') } }),
+      f: { tasks: [0], nodes: new Map([['gone', { kind: 'left', leftAt: NOW - 3_600_000, graceMs: 0 }]]) },
+      feasible: { kind: 'not-now', reason: 'no server is up' } as unknown as Feasibility,
+      want: {
+        tasks: [{ kind: 'lose', task: 0, why: 'server gone left the cluster' }],
+        unplaced: { kind: 'hold', since: NOW, note: expect.stringContaining('no server is up') },
+      },
+    },
+    {
+      name: 'quota tokens to give back come first, with the rest of the plan',
+      v: view(2, { 0: { state: 'succeeded' }, 1: { state: 'queued' } }, { quota: true, quotaReturns: new Set(['0/c1']) }),
+      f: { tasks: [1] },
+      want: { quota: { drop: new Set(['0/c1']) }, tasks: [{ kind: 'place', task: 1 }], unplaced: { kind: 'schedule' } },
+    },
+    {
+      name: 'a half-done gang is settled alone: the changed tasks are not planned',
+      v: view(2, { 0: { state: 'placed', ru: ru('a') }, 1: { state: 'queued' } }),
+      f: { tasks: [1], gang: [{ task: 0, ru: gangRec(0) }] },
+      want: { gang: { confirm: false, held: [0] }, tasks: [] },
+    },
+    {
+      name: 'cancelled while its scheduling call runs: the call aborted, live tasks stopped, queued ones recorded',
+      v: view(3, { 0: { state: 'running', ru: ru('up-a') }, 1: { state: 'queued' } }, { scheduling: new Set([2]) }),
+      f: { tasks: [0, 1, 2] },
+      want: { cancel: { abort: true, stop: [0], cancel: [1] }, tasks: [] },
+    },
+  ];
+  for (const r of rows) {
+    it(r.name, () => {
+      const v = r.name.startsWith('cancelled') ? { ...r.v, rec: { ...r.v.rec, cancelRequested: true } } : r.v;
+      const plan = planJob(v, facts({}, r.f, r.feasible));
+      expect(plan).toEqual(r.want);
+    });
+  }
 });
