@@ -347,7 +347,7 @@ export class CallPacer {
  * Puts a CallPacer (callsPerTurn) in front of the 'stream' listeners of every HTTP/2 server of a
  * bound grpc-js server, before any connection came, and has its connections start at a credit
  * of twice callsPerTurn streams at once. grpc-js does not expose its HTTP/2 servers: the field
- * read has this name in every 1.10+ release, and a test (job-watch-burst.test.ts) fails if that
+ * read has this name in every 1.10+ release, and a test (test/rpc/call-pacer-burst.test.ts) fails if that
  * changes. Returns the pacers (none with callsPerTurn 0).
  */
 export function paceCalls(server: grpc.Server, limits: Partial<ConnectionLimits> = {}): CallPacer[] {
