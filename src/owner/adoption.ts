@@ -146,7 +146,7 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   o.ownerRev = ours ? from.rev : res.revision;
   m.owned.set(id, o);
   o.reconcile = rec.spec.mode === 'gang';
-  o.quotaReconcile = o.quota;
+  if (o.quota) o.quota.reconcile = true;
   // The tasks' own records, and the chunk records of those whose first placement started them.
   for (const [index, t] of tasksAsRead(k, res.responses[ours ? 0 : 1] ?? [], (key) => m.live.parseTask(key))) mergeTask(o, index, t.rec, t.rev, t.implied);
   // What arrived while the transaction was out: newer records replace what it read. (A change

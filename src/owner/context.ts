@@ -161,17 +161,22 @@ export interface Owned {
   finishing: Set<number>;
   /**
    * A job of a namespace other than default: the namespace may have an RU quota, so the owner
-   * gives back the allotment tokens of placements it sees end (tenancy/quota.ts).
+   * gives back the allotment tokens of placements it sees end (tenancy/quota.ts). Undefined in
+   * the default namespace.
    */
-  quota: boolean;
+  quota: QuotaBook | undefined;
+}
+
+/** What the owner keeps of a job's namespace quota tokens (Owned.quota). */
+export interface QuotaBook {
   /** Tokens of ended placements not yet given back. */
-  quotaReturns: Set<string>;
+  returns: Set<string>;
   /** Tokens of moved tasks' old copies, given back once the new copy no longer waits for the old one to stop. */
-  quotaMoving: Map<number, string>;
+  moving: Map<number, string>;
   /** Adopted: recompute the job's tokens from its live tasks before anything else. */
-  quotaReconcile: boolean;
+  reconcile: boolean;
   /** Every task is final and every token of the job was given back: the final write may go. */
-  quotaSettled: boolean;
+  settled: boolean;
 }
 
 export interface OwnerStats {
@@ -300,11 +305,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     slow: new Map(),
     moving: new Set(),
     finishing: new Set(),
-    quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE,
-    quotaReturns: new Set(),
-    quotaMoving: new Map(),
-    quotaReconcile: false,
-    quotaSettled: false,
+    quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE ? { returns: new Set(), moving: new Map(), reconcile: false, settled: false } : undefined,
   };
 }
 
@@ -327,7 +328,7 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
   if (cur) untrack(o, index, cur.rec);
-  if (o.quota) quotaTransition(o, index, cur?.rec, full);
+  if (o.quota) quotaTransition(o.quota, index, cur?.rec, full);
   const rec = full && kept(o, full);
   if (rec) {
     o.tasks.set(index, implied ? { rec, rev, implied: true } : { rec, rev });
@@ -351,18 +352,18 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
  * it ended; for a move, the old copy's once the new copy's record no longer names it (the old
  * copy has stopped and freed its RU).
  */
-function quotaTransition(o: Owned, index: number, old: LiveTaskRecord | undefined, next: LiveTaskRecord | undefined): void {
+function quotaTransition(q: QuotaBook, index: number, old: LiveTaskRecord | undefined, next: LiveTaskRecord | undefined): void {
   const moving = next !== undefined && next.movedFrom !== undefined && isLiveTask(next);
   const token = endedToken(index, old, next);
   if (token) {
-    const earlier = o.quotaMoving.get(index);
-    if (moving && earlier === undefined) o.quotaMoving.set(index, token);
-    else o.quotaReturns.add(token);
+    const earlier = q.moving.get(index);
+    if (moving && earlier === undefined) q.moving.set(index, token);
+    else q.returns.add(token);
   }
-  const deferred = o.quotaMoving.get(index);
+  const deferred = q.moving.get(index);
   if (deferred !== undefined && !moving) {
-    o.quotaReturns.add(deferred);
-    o.quotaMoving.delete(index);
+    q.returns.add(deferred);
+    q.moving.delete(index);
   }
 }
 
@@ -394,7 +395,7 @@ export function forgetTask(o: Owned, index: number): void {
   const cur = o.tasks.get(index);
   if (!cur) return;
   untrack(o, index, cur.rec);
-  if (o.quota) quotaTransition(o, index, cur.rec, undefined);
+  if (o.quota) quotaTransition(o.quota, index, cur.rec, undefined);
   o.tasks.delete(index);
   o.dirty.add(index);
 }

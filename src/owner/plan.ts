@@ -45,10 +45,8 @@ export interface JobView {
   readonly note: string | undefined;
   readonly blockedSince: number | undefined;
   readonly summaryAt: number;
-  readonly quota: boolean;
-  readonly quotaSettled: boolean;
-  readonly quotaReconcile: boolean;
-  readonly quotaReturns: ReadonlySet<string>;
+  /** Its namespace quota's tokens (context.ts QuotaBook); undefined in the default namespace. */
+  readonly quota: { readonly returns: ReadonlySet<string>; readonly reconcile: boolean; readonly settled: boolean } | undefined;
 }
 
 /** A node that live tasks of the job are on, not registered with this process, as the store answered. */
@@ -101,7 +99,7 @@ export interface JobPlan {
 }
 
 export function planJob(o: JobView, f: Facts): JobPlan {
-  const quota = o.quota ? planQuota(o, f.admitted) : undefined;
+  const quota = planQuota(o, f.admitted);
   if (f.gang) return { quota, gang: planGangRepair(o, f.gang), tasks: [] };
   if (o.rec.cancelRequested) return { quota, cancel: { ...planCancel(o, f.tasks), abort: o.scheduling.size > 0 }, tasks: [] };
   const tasks = planTasks(o, f.tasks, f);
@@ -266,7 +264,7 @@ export function planRecord(o: JobView, now: number, admitted: boolean, owner: st
     JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
   if (same && !final) return { kind: 'none' };
   if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return { kind: 'none' };
-  if (final && o.quota && !o.quotaSettled) return { kind: 'settle-quota' };
+  if (final && o.quota && !o.quota.settled) return { kind: 'settle-quota' };
   if (!final && (s.state === o.rec.state || STEPS.has(s.state)) && message === (o.rec.message ?? '')) {
     const wait = o.summaryAt + PROGRESS_WRITE_MS - now;
     if (wait > 0) return { kind: 'later', waitMs: wait };
@@ -286,13 +284,15 @@ export type QuotaChange = Parameters<typeof changeJobTokens>[2];
  * tokens of placements seen to end. Undefined: nothing to write.
  */
 export function planQuota(o: JobView, admitted: boolean): QuotaChange | undefined {
-  if (isFinalJob(summarize(o, admitted).state)) return o.quotaSettled ? undefined : { all: true };
-  if (o.quotaReconcile && o.scheduling.size === 0) {
+  const q = o.quota;
+  if (!q) return undefined;
+  if (isFinalJob(summarize(o, admitted).state)) return q.settled ? undefined : { all: true };
+  if (q.reconcile && o.scheduling.size === 0) {
     const live: string[] = [];
     for (const [t, v] of o.tasks) if (isLiveTask(v.rec)) live.push(quotaToken(t, v.rec.commitId as string));
     return { keep: new Set(live), add: live };
   }
-  return o.quotaReturns.size > 0 ? { drop: new Set(o.quotaReturns) } : undefined;
+  return q.returns.size > 0 ? { drop: new Set(q.returns) } : undefined;
 }
 
 /** A gang's placed task and its RU record as the store has it (undefined: gone, or another task's now). */

@@ -198,10 +198,12 @@ export async function returnQuota(m: OwnerContext, o: Owned, change: QuotaChange
     if (!o.dropped) throw new TarcilError('UNAVAILABLE', `could not update the quota usage of job ${o.id}; retrying`);
     return;
   }
-  if (change.drop) for (const t of change.drop) o.quotaReturns.delete(t);
+  const q = o.quota;
+  if (!q) return;
+  if (change.drop) for (const t of change.drop) q.returns.delete(t);
   else {
-    o.quotaReturns.clear();
-    o.quotaReconcile = false;
-    if (change.all) o.quotaSettled = true;
+    q.returns.clear();
+    q.reconcile = false;
+    if (change.all) q.settled = true;
   }
 }

@@ -12,6 +12,7 @@ import type { PlacedRuRecord } from '../../src/state/records.ts';
 import type { TaskView } from '../../src/owner/context.ts';
 import {
   ASSUMED_GRACE_MS,
+  blockedNote,
   planCancel,
   planGangRepair,
   planJob,
@@ -27,6 +28,8 @@ import {
 } from '../../src/owner/plan.ts';
 
 const NOW = 1_000_000;
+/** A job's quota tokens in a namespace other than default: nothing to give back. */
+const QUOTA = { returns: new Set<string>(), reconcile: false, settled: false };
 
 function spec(tasks: number): JobSpec {
   return {
@@ -66,10 +69,7 @@ function view(n: number, recs: Record<number, TaskRow>, extra: Partial<JobView> 
     note: undefined,
     blockedSince: undefined,
     summaryAt: Number.NEGATIVE_INFINITY,
-    quota: false,
-    quotaSettled: false,
-    quotaReconcile: false,
-    quotaReturns: new Set(),
+    quota: undefined,
     ...extra,
   };
 }
@@ -225,7 +225,7 @@ describe('planRecord: when the job record is due', () => {
     expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'none' });
   });
   it('final in a namespace with a quota not yet given back: settle the quota first', () => {
-    const v = running({ quota: true }, { 0: { state: 'succeeded' }, 1: { state: 'succeeded' } });
+    const v = running({ quota: QUOTA }, { 0: { state: 'succeeded' }, 1: { state: 'succeeded' } });
     expect(planRecord(v, NOW, true, 'a')).toEqual({ kind: 'settle-quota' });
   });
   it('a failed task fails the job, quoting the first failure', () => {
@@ -247,19 +247,19 @@ describe('planRecord: when the job record is due', () => {
 describe('planQuota: what the job gives back of its namespace quota', () => {
   const live = { 0: { state: 'running', commitId: 'c0' }, 1: { state: 'placed', commitId: 'c1' }, 2: { state: 'succeeded' } } as const;
   it('nothing ended, nothing to recompute: nothing', () => {
-    expect(planQuota(view(3, live, { quota: true }), true)).toBeUndefined();
+    expect(planQuota(view(3, live, { quota: QUOTA }), true)).toBeUndefined();
   });
   it('placements seen to end: their tokens', () => {
-    expect(planQuota(view(3, live, { quota: true, quotaReturns: new Set(['2/c2']) }), true)).toEqual({ drop: new Set(['2/c2']) });
+    expect(planQuota(view(3, live, { quota: { ...QUOTA, returns: new Set(['2/c2']) } }), true)).toEqual({ drop: new Set(['2/c2']) });
   });
   it('adopted: the tokens of the live tasks, once no scheduling call is in flight', () => {
-    expect(planQuota(view(3, live, { quota: true, quotaReconcile: true }), true)).toEqual({ keep: new Set(['0/c0', '1/c1']), add: ['0/c0', '1/c1'] });
-    expect(planQuota(view(3, live, { quota: true, quotaReconcile: true, scheduling: new Set([2]) }), true)).toBeUndefined();
+    expect(planQuota(view(3, live, { quota: { ...QUOTA, reconcile: true } }), true)).toEqual({ keep: new Set(['0/c0', '1/c1']), add: ['0/c0', '1/c1'] });
+    expect(planQuota(view(3, live, { quota: { ...QUOTA, reconcile: true }, scheduling: new Set([2]) }), true)).toBeUndefined();
   });
   it('final: all of them, once', () => {
     const done = { 0: { state: 'succeeded' }, 1: { state: 'failed' } } as const;
-    expect(planQuota(view(2, done, { quota: true, quotaReturns: new Set(['0/c0']) }), true)).toEqual({ all: true });
-    expect(planQuota(view(2, done, { quota: true, quotaSettled: true }), true)).toBeUndefined();
+    expect(planQuota(view(2, done, { quota: { ...QUOTA, returns: new Set(['0/c0']) } }), true)).toEqual({ all: true });
+    expect(planQuota(view(2, done, { quota: { ...QUOTA, settled: true } }), true)).toBeUndefined();
   });
 });
 
@@ -319,12 +319,12 @@ describe("planJob: one evaluation's plan, in the order it is applied", () => {
       feasible: { kind: 'not-now', reason: 'no server is up' } as unknown as Feasibility,
       want: {
         tasks: [{ kind: 'lose', task: 0, why: 'server gone left the cluster' }],
-        unplaced: { kind: 'hold', since: NOW, note: expect.stringContaining('no server is up') },
+        unplaced: { kind: 'hold', since: NOW, note: blockedNote(60_000, 'no server is up', NOW) },
       },
     },
     {
       name: 'quota tokens to give back come first, with the rest of the plan',
-      v: view(2, { 0: { state: 'succeeded' }, 1: { state: 'queued' } }, { quota: true, quotaReturns: new Set(['0/c1']) }),
+      v: view(2, { 0: { state: 'succeeded' }, 1: { state: 'queued' } }, { quota: { ...QUOTA, returns: new Set(['0/c1']) } }),
       f: { tasks: [1] },
       want: { quota: { drop: new Set(['0/c1']) }, tasks: [{ kind: 'place', task: 1 }], unplaced: { kind: 'schedule' } },
     },

@@ -28,9 +28,9 @@ describe('quota tokens given back by the owner', () => {
     const o = owned('ns/j-1');
     mergeTask(o, 0, rec('placed', 'a:1'), 10);
     mergeTask(o, 0, rec('running', 'a:1'), 11);
-    expect([...o.quotaReturns]).toEqual([]);
+    expect([...(o.quota?.returns ?? [])]).toEqual([]);
     mergeTask(o, 0, rec('succeeded', 'a:1'), 12);
-    expect([...o.quotaReturns]).toEqual(['0/a:1']);
+    expect([...(o.quota?.returns ?? [])]).toEqual(['0/a:1']);
   });
 
   it('lost, preempted (queued again) and a gang reservation given back each return the ended placement', () => {
@@ -41,24 +41,23 @@ describe('quota tokens given back by the owner', () => {
     mergeTask(o, 0, { job: 'ns/j-1', index: 0, state: 'queued', attempt: 1 }, 13);
     mergeTask(o, 1, rec('placed', 'a:3', { index: 1 }), 14);
     forgetTask(o, 1);
-    expect([...o.quotaReturns].sort()).toEqual(['0/a:1', '0/a:2', '1/a:3']);
+    expect([...(o.quota?.returns ?? [])].sort()).toEqual(['0/a:1', '0/a:2', '1/a:3']);
   });
 
   it('a move gives back the old copy only once the new copy no longer waits for it', () => {
     const o = owned('ns/j-1');
     mergeTask(o, 0, rec('running', 'a:1'), 10);
     mergeTask(o, 0, rec('placed', 'b:1', { movedFrom: { server: 's', index: 0, commitId: 'a:1' } }), 11);
-    expect([...o.quotaReturns]).toEqual([]);
+    expect([...(o.quota?.returns ?? [])]).toEqual([]);
     mergeTask(o, 0, rec('running', 'b:1'), 12);
-    expect([...o.quotaReturns]).toEqual(['0/a:1']);
+    expect([...(o.quota?.returns ?? [])]).toEqual(['0/a:1']);
   });
 
   it('a job of default collects nothing', () => {
     const o = owned('j-1');
     mergeTask(o, 0, rec('running', 'a:1', { job: 'j-1' }), 10);
     mergeTask(o, 0, rec('succeeded', 'a:1', { job: 'j-1' }), 11);
-    expect(o.quota).toBe(false);
-    expect([...o.quotaReturns]).toEqual([]);
+    expect(o.quota).toBeUndefined();
   });
 });
 
