@@ -162,7 +162,7 @@ async function scheduled(m: OwnerContext, o: Owned, rec: DecisionRecord): Promis
     return;
   }
   if (o.blockedSince === undefined) o.note = undefined;
-  o.decisions = keepFirstAndLatest([...o.decisions, rec], KEPT_DECISIONS);
+  o.decisions.kept = keepFirstAndLatest([...o.decisions.kept, rec], KEPT_DECISIONS);
   m.o.onDecision?.(o.spec, rec);
   if (m.o.log.isLevelEnabled('debug')) {
     const placed = rec.placements.length + (rec.omittedPlacements ?? 0);

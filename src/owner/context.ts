@@ -132,12 +132,8 @@ export interface Owned {
   full: boolean;
   scheduling: Set<number>;
   stopping: Set<number>;
-  decisions: DecisionRecord[];
-  lastDecisions: string;
-  /** When a record in progress was last written (see persistDecisions). */
-  decisionsAt: number;
-  /** A progress write of the decision record is in flight (decisions.ts). */
-  decisionsWriting: boolean;
+  /** The job's scheduling calls' decision records, as `explain` reads them (decisions.ts). */
+  decisions: DecisionLog;
   evalQueued: boolean;
   chain: Promise<void>;
   dropped: boolean;
@@ -153,18 +149,36 @@ export interface Owned {
   summaryAt: number;
   /** A summary write held back by the progress interval is due (an evaluation is scheduled). */
   summaryDue: boolean;
-  /** Tasks a node's load monitor reports slow now: since when (this process's clock), at what share of their rate. */
-  slow: Map<number, { since: number; rate: number; rev: number }>;
-  /** Tasks whose move is being decided and committed (moves.ts). */
-  moving: Set<number>;
-  /** Moved tasks whose held copy waits for the old copy to stop (moves.ts). */
-  finishing: Set<number>;
+  /** The run-time loop's moves of the job's slow tasks (moves.ts). */
+  moves: MoveBook;
   /**
    * A job of a namespace other than default: the namespace may have an RU quota, so the owner
    * gives back the allotment tokens of placements it sees end (tenancy/quota.ts). Undefined in
    * the default namespace.
    */
   quota: QuotaBook | undefined;
+}
+
+/** The decision records of a job's scheduling calls and their writes (Owned.decisions, decisions.ts). */
+export interface DecisionLog {
+  /** The first and latest records (KEPT_DECISIONS). */
+  kept: DecisionRecord[];
+  /** The signature of what was last written ('' when a write failed: written again). */
+  written: string;
+  /** When a record in progress was last written (see persistDecisions). */
+  at: number;
+  /** A progress write is in flight. */
+  writing: boolean;
+}
+
+/** The moves of a job's slow tasks (Owned.moves, moves.ts). */
+export interface MoveBook {
+  /** Tasks a node's load monitor reports slow now: since when (this process's clock), at what share of their rate. */
+  slow: Map<number, { since: number; rate: number; rev: number }>;
+  /** Tasks whose move is being decided and committed. */
+  moving: Set<number>;
+  /** Moved tasks whose held copy waits for the old copy to stop. */
+  finishing: Set<number>;
 }
 
 /** What the owner keeps of a job's namespace quota tokens (Owned.quota). */
@@ -289,10 +303,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     full: true,
     scheduling: new Set(),
     stopping: new Set(),
-    decisions: [],
-    lastDecisions: '',
-    decisionsAt: Number.NEGATIVE_INFINITY,
-    decisionsWriting: false,
+    decisions: { kept: [], written: '', at: Number.NEGATIVE_INFINITY, writing: false },
     evalQueued: false,
     chain: Promise.resolve(),
     dropped: false,
@@ -302,9 +313,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     awaitingNodes: new Set(),
     summaryAt: Number.NEGATIVE_INFINITY,
     summaryDue: false,
-    slow: new Map(),
-    moving: new Set(),
-    finishing: new Set(),
+    moves: { slow: new Map(), moving: new Set(), finishing: new Set() },
     quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE ? { returns: new Set(), moving: new Map(), reconcile: false, settled: false } : undefined,
   };
 }
@@ -402,7 +411,7 @@ export function forgetTask(o: Owned, index: number): void {
 
 /** Has admission control let the job through (a decision made, or the in-progress one past it)? */
 export function admitted(o: Owned): boolean {
-  if (o.decisions.length > 0) return true;
+  if (o.decisions.kept.length > 0) return true;
   const rec = o.agent.inflight.get(o.id);
   if (!rec) return false;
   const last = rec.admission[rec.admission.length - 1];

@@ -24,7 +24,7 @@ export function keepFirstAndLatest<T>(list: T[], max: number): T[] {
 }
 
 export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): string {
-  const records = [...o.decisions];
+  const records = [...o.decisions.kept];
   const live = o.agent.inflight.get(o.id);
   if (live) records.push(live);
   const kept = keepFirstAndLatest(records, KEPT_DECISIONS).map((r) => trimDecision(r));
@@ -39,7 +39,7 @@ export function decisionsJson(m: OwnerContext, o: Owned, inProgress: boolean): s
  */
 export function finalDecisionsJson(m: OwnerContext, o: Owned): string | undefined {
   const json = decisionsJson(m, o, false);
-  if (!o.decisionsWriting && o.lastDecisions !== '' && o.lastDecisions === decisionsSignature(json)) return undefined;
+  if (!o.decisions.writing && o.decisions.written !== '' && o.decisions.written === decisionsSignature(json)) return undefined;
   return json;
 }
 
@@ -55,27 +55,27 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
   // waiting job is looked at each second, and serializing each one's records every time was the
   // largest single cost of a front-end with a backlog.
   const progress = inProgress ? progressSignature(o) : undefined;
-  if (progress !== undefined && progress === o.lastDecisions) return;
+  if (progress !== undefined && progress === o.decisions.written) return;
   const now = m.o.clock.now();
-  if (progress !== undefined && now - o.decisionsAt < PROGRESS_RECORD_MS) return;
+  if (progress !== undefined && now - o.decisions.at < PROGRESS_RECORD_MS) return;
   // One progress write in flight per job: under a slow etcd a second one would only queue
   // behind the first with a record that the next tick writes fresher anyway.
-  if (progress !== undefined && o.decisionsWriting) return;
+  if (progress !== undefined && o.decisions.writing) return;
   const json = decisionsJson(m, o, inProgress);
   const sig = progress ?? decisionsSignature(json);
-  if (sig === o.lastDecisions) return;
-  o.lastDecisions = sig;
-  if (inProgress) o.decisionsAt = now;
-  o.decisionsWriting = true;
+  if (sig === o.decisions.written) return;
+  o.decisions.written = sig;
+  if (inProgress) o.decisions.at = now;
+  o.decisions.writing = true;
   await m.o.store
     .txn({ compare: [ownerFence(m.o.keys, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
     .catch((err: unknown) => {
       // Not written: the next tick writes it (a signature seen again would otherwise be skipped).
-      if (o.lastDecisions === sig) o.lastDecisions = '';
+      if (o.decisions.written === sig) o.decisions.written = '';
       m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written');
     })
     .finally(() => {
-      o.decisionsWriting = false;
+      o.decisions.writing = false;
     });
 }
 
@@ -87,9 +87,9 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
  */
 function progressSignature(o: Owned): string {
   const live = o.agent.inflight.get(o.id);
-  if (!live) return `${o.decisions.length}`;
+  if (!live) return `${o.decisions.kept.length}`;
   const verdict = live.admission[live.admission.length - 1]?.action ?? '';
-  return `${o.decisions.length}|${live.waiting ?? ''}|${live.placements.length + (live.omittedPlacements ?? 0)}|${live.conflicts}|${live.readmissions}|${verdict}|${live.samples.length > 0 ? 1 : 0}`;
+  return `${o.decisions.kept.length}|${live.waiting ?? ''}|${live.placements.length + (live.omittedPlacements ?? 0)}|${live.conflicts}|${live.readmissions}|${verdict}|${live.samples.length > 0 ? 1 : 0}`;
 }
 
 /** While jobs wait, keep their decision records (and admitted state) current for `explain`. */

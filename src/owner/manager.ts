@@ -289,7 +289,7 @@ export class JobManager implements OwnerContext, MoveHost {
       mk(
         this.live.reports(),
         (kvs) => {
-          for (const o of this.owned.values()) o.slow.clear();
+          for (const o of this.owned.values()) o.moves.slow.clear();
           each((kv, d) => onReport(this, kv, d))(kvs);
         },
         (kv, del) => onReport(this, kv, del),

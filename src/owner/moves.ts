@@ -60,19 +60,19 @@ export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
   const o = m.owned.get(ref.job);
   if (!o) return;
   if (deleted) {
-    o.slow.delete(ref.task);
+    o.moves.slow.delete(ref.task);
     return;
   }
   const rep = parseJson<LoadReportRecord>(kv);
   if (!rep) return;
   const since = m.o.clock.now();
-  o.slow.set(ref.task, { since, rate: rep.rate, rev: kv.modRevision });
+  o.moves.slow.set(ref.task, { since, rate: rep.rate, rev: kv.modRevision });
   if (o.spec.migratable || o.spec.scaleOut) armMove(m, o, ref.task, kv.modRevision);
 }
 
 function armMove(m: MoveHost, o: Owned, t: number, rev: number): void {
   m.later(m.runtime.moveAfterMs, () => {
-    const slow = o.slow.get(t);
+    const slow = o.moves.slow.get(t);
     // Recovered, or reported again since (that report set its own wait).
     if (o.dropped || !slow || slow.rev !== rev) return;
     m.track(due(m, o, t, rev));
@@ -81,9 +81,9 @@ function armMove(m: MoveHost, o: Owned, t: number, rev: number): void {
 
 /** The wait is over and the task is still slow: move it if that pays and the budget allows. */
 async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void> {
-  const slow = o.slow.get(t);
+  const slow = o.moves.slow.get(t);
   const cur = o.tasks.get(t);
-  if (!slow || !cur || cur.rec.state !== 'running' || !cur.rec.ru || o.moving.has(t) || o.rec.cancelRequested) return;
+  if (!slow || !cur || cur.rec.state !== 'running' || !cur.rec.ru || o.moves.moving.has(t) || o.rec.cancelRequested) return;
   const rearm = (): void => {
     // Still slow: the report is rewritten by nothing, so look again after another wait.
     armMove(m, o, t, rev);
@@ -107,7 +107,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
   }
   const lease = m.lease;
   if (!lease || !lease.confirmed) return rearm();
-  o.moving.add(t);
+  o.moves.moving.add(t);
   try {
     await moveTask(m, o, { t, cur, from: cur.rec.ru, slow, lease }, rearm);
   } catch (err) {
@@ -116,7 +116,7 @@ async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void>
     }
     m.moveStats.declined.changed++;
   } finally {
-    o.moving.delete(t);
+    o.moves.moving.delete(t);
   }
 }
 
@@ -155,8 +155,8 @@ async function moveTask(
     return rearm();
   }
   m.moveStats.moved++;
-  o.slow.delete(t);
-  o.decisions = keepFirstAndLatest([...o.decisions, res.rec], KEPT_DECISIONS);
+  o.moves.slow.delete(t);
+  o.decisions.kept = keepFirstAndLatest([...o.decisions.kept, res.rec], KEPT_DECISIONS);
   m.o.onDecision?.(o.spec, res.rec);
   m.track(persistDecisions(m, o, false));
   const to = res.rec.placements[0]?.ru;
@@ -233,8 +233,8 @@ function estimate(
 
 /** A placed task whose record says it moved: release its held copy once the old one stopped (once per task at a time). */
 export function finishMove(m: MoveHost, o: Owned, t: number): void {
-  if (o.finishing.has(t)) return;
-  o.finishing.add(t);
+  if (o.moves.finishing.has(t)) return;
+  o.moves.finishing.add(t);
   m.track(
     finishLoop(m, o, t)
       .catch((err: unknown) => {
@@ -242,7 +242,7 @@ export function finishMove(m: MoveHost, o: Owned, t: number): void {
           m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'finishing a move failed; will retry');
       })
       .finally(() => {
-        o.finishing.delete(t);
+        o.moves.finishing.delete(t);
         if (!o.dropped && !m.closed) {
           o.dirty.add(t);
           m.later(200, () => m.queue.add(o));
