@@ -19,7 +19,9 @@ import { parseJson } from '../state/records.ts';
 import { tasksAsRead } from '../state/task-chunks.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Compare, TxnResult } from '../store/types.ts';
-import { mergeTask, newOwned, ownerFence, type AdoptWindow, type OwnerContext } from './context.ts';
+import { type OwnerContext } from './context.ts';
+import { mergeTask, newOwned, type AdoptWindow } from './job.ts';
+import { ownerFence } from './fence.ts';
 
 /** How a job is taken up: the owner record as read (its mod revision, 0 for none) and whose lease it named. */
 export interface AdoptFrom {

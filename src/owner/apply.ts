@@ -8,7 +8,9 @@
 import type { DecisionRecord } from '../agent/agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
-import { commitFence, taskKeyRev, type OwnerContext, type Owned } from './context.ts';
+import { type OwnerContext } from './context.ts';
+import { taskKeyRev, type Owned } from './job.ts';
+import { commitFence } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';
 import type { OwnerFacts } from './facts.ts';
 import { finishMove, type MoveHost } from './moves.ts';

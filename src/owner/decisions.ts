@@ -6,7 +6,9 @@
 import type { StoredDecisions } from '../state/live-records.ts';
 import { trimDecision } from '../state/decisions.ts';
 import { errorMessage } from '../util/errors.ts';
-import { admitted, ownerFence, type OwnerContext, type Owned } from './context.ts';
+import { type OwnerContext } from './context.ts';
+import { admitted, type Owned } from './job.ts';
+import { ownerFence } from './fence.ts';
 
 /**
  * A record in progress is rewritten at most this often (the final one at once). A job placed

@@ -5,7 +5,7 @@
  * the plan applied (apply.ts), then the job record planned and written (summary.ts).
  */
 import { trace } from '../util/trace.ts';
-import type { Owned } from './context.ts';
+import type { Owned } from './job.ts';
 import { applyPlan } from './apply.ts';
 import { gatherFacts } from './facts.ts';
 import type { MoveHost } from './moves.ts';

@@ -8,7 +8,8 @@
 import type { RuRef } from '../model/types.ts';
 import { parseJson, type PlacedRuRecord } from '../state/records.ts';
 import type { KeyValue } from '../store/types.ts';
-import { admitted, YIELD_EVERY, yieldNow, type OwnerContext, type Owned } from './context.ts';
+import { YIELD_EVERY, yieldNow, type OwnerContext } from './context.ts';
+import { admitted, type Owned } from './job.ts';
 import { replaceDue, serversToCheck, type Facts, type GangRu, type NodeFact } from './plan.ts';
 
 /** A gang's placed task, its RU record as read, and the key-value to compare when writing it. */

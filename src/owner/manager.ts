@@ -22,15 +22,12 @@ import {
   DEFAULT_LAUNCH_AFTER_MS,
   DEFAULT_MAX_PENDING_TASKS,
   DEFAULT_UNPLACEABLE_TIMEOUT_MS,
-  dropJob,
-  mergeTask,
-  unplacedTasks,
-  type AdoptWindow,
   type JobManagerOptions,
   type OwnerContext,
   type OwnerStats,
-  type Owned,
 } from './context.ts';
+import { mergeTask, unplacedTasks, type AdoptWindow, type Owned } from './job.ts';
+import { dropJob } from './fence.ts';
 import { scan } from './adoption.ts';
 import { LAYOUT_VERSION, readLayout, upgradeLayout } from './layout.ts';
 import { Members } from './members.ts';

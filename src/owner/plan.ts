@@ -22,7 +22,7 @@ import { replaceAfter } from '../state/node-fence.ts';
 import type { Feasibility } from '../agent/cell.ts';
 import { isLiveTask, quotaToken, type changeJobTokens } from '../tenancy/quota.ts';
 import type { PlacedRuRecord } from '../state/records.ts';
-import type { TaskView } from './context.ts';
+import type { TaskView } from './job.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
 export const PROGRESS_WRITE_MS = 250;

@@ -23,7 +23,8 @@ import type { Occupant } from '../sampling/cluster-state.ts';
 import type { KeyValue } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';
-import { mergeTask, type OwnerContext, type Owned, type TaskReads } from './context.ts';
+import { type OwnerContext, type TaskReads } from './context.ts';
+import { mergeTask, type Owned } from './job.ts';
 
 /** Task records read in one transaction (etcd's default limit on operations is 128). */
 const READS_PER_TXN = 100;

@@ -14,7 +14,9 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { QuotaChange } from './plan.ts';
 import type { GangRead } from './facts.ts';
 import { updateJobTokens } from '../tenancy/quota.ts';
-import { checkOwnership, commitFence, fencedTxn, forgetTask, mergeTask, taskKeyRev, type OwnerContext, type Owned, type TaskView } from './context.ts';
+import { type OwnerContext } from './context.ts';
+import { forgetTask, mergeTask, taskKeyRev, type Owned, type TaskView } from './job.ts';
+import { checkOwnership, commitFence, fencedTxn } from './fence.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
 export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskView, why: string): Promise<boolean> {

@@ -9,7 +9,7 @@ import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records
 import { replaceAfter } from '../../src/state/node-fence.ts';
 import type { Feasibility } from '../../src/agent/cell.ts';
 import type { PlacedRuRecord } from '../../src/state/records.ts';
-import type { TaskView } from '../../src/owner/context.ts';
+import type { TaskView } from '../../src/owner/job.ts';
 import {
   ASSUMED_GRACE_MS,
   blockedNote,

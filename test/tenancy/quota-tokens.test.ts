@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { SchedulingAgent } from '../../src/agent/agent.ts';
-import { forgetTask, mergeTask, newOwned } from '../../src/owner/context.ts';
+import { forgetTask, mergeTask, newOwned } from '../../src/owner/job.ts';
 import type { JobSpec } from '../../src/model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { changeJobTokens } from '../../src/tenancy/quota.ts';
