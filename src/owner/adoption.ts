@@ -19,7 +19,7 @@ import { parseJson } from '../state/records.ts';
 import { tasksAsRead } from '../state/task-chunks.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Compare, TxnResult } from '../store/types.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { mergeTask, newOwned, type AdoptWindow } from './job.ts';
 import { ownerFence } from './fence.ts';
 

@@ -8,7 +8,7 @@
 import type { DecisionRecord } from '../agent/agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { taskKeyRev, type Owned } from './job.ts';
 import { commitFence } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';

@@ -6,7 +6,7 @@
 import type { StoredDecisions } from '../state/live-records.ts';
 import { trimDecision } from '../state/decisions.ts';
 import { errorMessage } from '../util/errors.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { admitted, type Owned } from './job.ts';
 import { ownerFence } from './fence.ts';
 

@@ -19,7 +19,7 @@ import type { KeyValue } from '../store/types.ts';
 import { own } from '../util/dict.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { taskKeyRev, type Owned, type TaskView } from './job.ts';
 import { commitFence, fencedTxn } from './fence.ts';
 import type { RuRef } from '../model/types.ts';

@@ -11,7 +11,7 @@ import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord, type Re
 import { parseJson } from '../state/records.ts';
 import type { Compare, KeyValue, Op, TxnResult } from '../store/types.ts';
 import { invalid, TarcilError } from '../util/errors.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { newOwned } from './job.ts';
 import { ownerFence } from './fence.ts';
 import type { Feasibility } from '../agent/cell.ts';

@@ -19,7 +19,7 @@ import { parseJson } from '../state/records.ts';
 import { queueDeletesOf } from '../state/queue.ts';
 import type { HeldLease } from '../state/lease.ts';
 import type { Op } from '../store/types.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { admitted, leaveServers, type Owned } from './job.ts';
 import { fencedTxn } from './fence.ts';
 import { finalDecisionsJson } from './decisions.ts';

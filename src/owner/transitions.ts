@@ -14,7 +14,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { QuotaChange } from './plan.ts';
 import type { GangRead } from './facts.ts';
 import { updateJobTokens } from '../tenancy/quota.ts';
-import { type OwnerContext } from './context.ts';
+import type { OwnerContext } from './context.ts';
 import { forgetTask, mergeTask, taskKeyRev, type Owned, type TaskView } from './job.ts';
 import { checkOwnership, commitFence, fencedTxn } from './fence.ts';
 
