@@ -6,7 +6,6 @@
  */
 import type { JobSpec, JobState } from '../model/types.ts';
 import type { KeyValue } from '../store/types.ts';
-import type { Timer } from '../util/clock.ts';
 import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from '../agent/agent.ts';
 import { agentConfig } from '../agent/config.ts';
@@ -36,6 +35,7 @@ import { persistProgress } from './decisions.ts';
 import { evaluateJob } from './evaluate.ts';
 import { EVAL_RETRY_MAX_MS, EVAL_RETRY_MIN_MS, JobQueue } from './job-queue.ts';
 import { SharedBackoff } from '../util/backoff.ts';
+import { Background } from '../util/background.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './submit.ts';
 import { takeRecord } from './summary.ts';
 import { newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
@@ -100,8 +100,8 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly queue: JobQueue<Owned>;
   readonly unseenSince = new Map<string, number>();
   private followers: Follower[] = [];
-  private readonly background = new Set<Promise<unknown>>();
-  private readonly timers = new Set<Timer>();
+  /** Its timers and the promises it does not await (`close()` cancels the one, waits for the other). */
+  private readonly bg: Background;
   private nextAgent = 0;
   closed = false;
   started = false;
@@ -128,6 +128,7 @@ export class JobManager implements OwnerContext, MoveHost {
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;
+    this.bg = new Background(opts.clock);
     this.live = new LiveKeys(opts.keys);
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
@@ -305,11 +306,11 @@ export class JobManager implements OwnerContext, MoveHost {
         ),
       );
     // The members' watch starts a scan when one goes; this one is for what it cannot show.
-    this.every(SCAN_EVERY_MS, () => scan(this));
-    this.every(200, () => this.members.update(this.pendingTasks() > 0));
-    this.every(1000, () => persistProgress(this));
+    this.bg.every(SCAN_EVERY_MS, () => scan(this));
+    this.bg.every(200, () => this.members.update(this.pendingTasks() > 0));
+    this.bg.every(1000, () => persistProgress(this));
     this.track(this.profiles.refresh());
-    this.every(this.profiles.flushMs, () => this.track(this.profiles.flush()));
+    this.bg.every(this.profiles.flushMs, () => this.track(this.profiles.flush()));
   }
 
   /**
@@ -319,13 +320,12 @@ export class JobManager implements OwnerContext, MoveHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const t of this.timers) t.cancel();
-    this.timers.clear();
+    this.bg.stopTimers();
     for (const o of this.owned.values()) o.agent.abort(o.id);
     await Promise.all([...this.followers.map((f) => f.close()), this.members.close()]);
     await Promise.all(this.agents.map((a) => a.close()));
     await this.view.close();
-    await Promise.allSettled([...this.background]);
+    await this.bg.settled();
     await this.held?.revoke();
     this.owned.clear();
     this.ownedOn.clear();
@@ -353,16 +353,11 @@ export class JobManager implements OwnerContext, MoveHost {
   }
 
   later(ms: number, fn: () => void): void {
-    const t = this.o.clock.setTimer(ms, () => {
-      this.timers.delete(t);
-      if (!this.closed) fn();
-    });
-    this.timers.add(t);
+    this.bg.later(ms, fn);
   }
 
   track(p: Promise<unknown>): void {
-    this.background.add(p);
-    void p.finally(() => this.background.delete(p));
+    this.bg.track(p);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -553,13 +548,5 @@ export class JobManager implements OwnerContext, MoveHost {
         }),
       );
     }
-  }
-
-  private every(ms: number, fn: () => void): void {
-    const tick = (): void => {
-      fn();
-      this.later(ms, tick);
-    };
-    this.later(ms, tick);
   }
 }
