@@ -139,16 +139,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.moveBudget = new MoveBudget(this.runtime, opts.clock.now());
     this.profiles = new ProfileBook({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, ...opts.profiles });
     this.adoptions = new AdoptionGate(opts.clock, opts.rng);
-    this.queue = new JobQueue({
-      run: (o) => evaluateJob(this, o),
-      log: opts.log,
-      retries: new SharedBackoff(EVAL_RETRY_MIN_MS, EVAL_RETRY_MAX_MS, opts.rng),
-      later: (ms, fn) => this.later(ms, fn),
-      track: (p) => this.track(p),
-      closed: () => this.closed,
-      // Taken before the agents started (see start): evaluated once they have.
-      hold: () => (!this.started ? 'starting' : this.lease && !this.lease.confirmed ? 'paused' : undefined),
-    });
+    this.queue = this.newQueue();
     // The owner keeps the job record and reschedules preempted tasks itself.
     const config = { ...opts.agentConfig, recordJob: false, consumeQueue: false };
     this.view = new SharedView({ store: opts.store, keys: opts.keys, clock: opts.clock, log: opts.log, config: agentConfig(config) });
@@ -187,6 +178,20 @@ export class JobManager implements OwnerContext, MoveHost {
           onCommitted: (job, placements) => this.committed(job, placements, agentId(i)),
         }),
     );
+  }
+
+  /** The work queue: its evaluations, and when it holds them (not started yet; the lease unconfirmed). */
+  private newQueue(): JobQueue<Owned> {
+    return new JobQueue({
+      run: (o) => evaluateJob(this, o),
+      log: this.o.log,
+      retries: new SharedBackoff(EVAL_RETRY_MIN_MS, EVAL_RETRY_MAX_MS, this.o.rng),
+      later: (ms, fn) => this.later(ms, fn),
+      track: (p) => this.track(p),
+      closed: () => this.closed,
+      // Taken before the agents started (see start): evaluated once they have.
+      hold: () => (!this.started ? 'starting' : this.lease && !this.lease.confirmed ? 'paused' : undefined),
+    });
   }
 
   get lease(): HeldLease | undefined {
