@@ -113,7 +113,7 @@ async function run(store: ClusterStore, storeName: string, load: number): Promis
     });
     i++;
     if (now - t0 >= warmup) ids.push(spec.id);
-    submits.push(mgr.submit(spec));
+    submits.push(mgr.accept(spec));
     const gap = -Math.log(1 - rng.next()) / ratePerMs;
     await clock.sleep(gap);
   }

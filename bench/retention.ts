@@ -144,7 +144,7 @@ async function run(on: boolean): Promise<Run> {
         catalog,
         { id: `r${String(i).padStart(7, '0')}`, now },
       );
-      submits.push(mgr.submit(spec, { requestId: `req-${i}` }).catch(() => undefined));
+      submits.push(mgr.accept(spec, { requestId: `req-${i}` }).catch(() => undefined));
       i++;
       if (submits.length > 1000) await Promise.all(submits.splice(0));
       if (now >= nextSample) {

@@ -312,7 +312,7 @@ export class SchedulerService {
       checkQuotaFit(rec, job);
       const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
       try {
-        r = await this.d.manager.submit(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}) });
+        r = await this.d.manager.accept(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}) });
         break;
       } catch (err) {
         // Another submission to the namespace (or a change of it) won the race: count again.

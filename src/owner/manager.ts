@@ -336,8 +336,8 @@ export class JobManager implements OwnerContext, MoveHost {
     this.ownedOn.clear();
   }
 
-  /** See submitJob (owner/submit.ts): resolves once the job is durable. */
-  submit(spec: JobSpec, opts: SubmitOptions = {}): Promise<SubmitResult> {
+  /** Takes a job: stores it with its owner record (this process) and schedules it (owner/submit.ts submitJob); resolves once the job is durable. */
+  accept(spec: JobSpec, opts: SubmitOptions = {}): Promise<SubmitResult> {
     return submitJob(this, spec, opts);
   }
 

@@ -127,12 +127,12 @@ describe('freed RUs among live front-ends (embedded store, manual clock)', () =>
     const b = await c.owner('B', c.store, { agentConfig: { handoffMs } });
     const p = TEST_PROFILES[0]!;
     const filler = makeJob('filler', p, 1, { maxQueueMs: 0 });
-    await a.submit(filler);
+    await a.accept(filler);
     await c.until(async () => (await c.busy(filler.id)).length === 1, 5000);
     const wa = makeJob('wa', p, 1, { maxQueueMs: 0 });
     const wb = makeJob('wb', p, 1, { maxQueueMs: 0 });
-    await a.submit(wa);
-    await b.submit(wb);
+    await a.accept(wa);
+    await b.accept(wb);
     // Both wait for a freed RU, and each front-end knows the other owns jobs.
     await c.until(() => a.view.waiters.size === 1 && b.view.waiters.size === 1, 5000);
     await c.until(() => a.view.handoff.memberCount() === 2 && b.view.handoff.memberCount() === 2, 5000);

@@ -76,8 +76,8 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     await cell.until(() => h.leading, 5000);
     const done = makeJob('ret-done', TEST_PROFILES[0]!, 3, { maxQueueMs: 0 });
     const running = makeJob('ret-running', TEST_PROFILES[1]!, 2, { maxQueueMs: 0 });
-    await m.submit(done, { requestId: 'req-done' });
-    await m.submit(running, { requestId: 'req-running' });
+    await m.accept(done, { requestId: 'req-done' });
+    await m.accept(running, { requestId: 'req-running' });
     await cell.until(async () => (await cell!.busy(done.id)).length === 3 && (await cell!.busy(running.id)).length === 2, 10_000);
     expect(await cell.finishTasks(done.id)).toBe(3);
     await cell.until(async () => (await cell!.jobState(done.id)) === 'succeeded', 10_000);
@@ -127,7 +127,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     const live = new LiveKeys(cell.keys);
     const job = makeJob('ret-short', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
     const submittedAt = cell.clock.now();
-    await m.submit(job, { requestId: 'req-short' });
+    await m.accept(job, { requestId: 'req-short' });
     await cell.until(async () => (await cell!.busy(job.id)).length === 1, 10_000);
     await cell.finishTasks(job.id);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
@@ -136,7 +136,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
     expect(await cell.store.get(live.request('req-short'))).toBeDefined();
 
     // A client retrying the same submission now is told what became of it, not given a new job.
-    const err = await m.submit(job, { requestId: 'req-short' }).catch((e: unknown) => e);
+    const err = await m.accept(job, { requestId: 'req-short' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TarcilError);
     expect((err as TarcilError).code).toBe('ALREADY_EXISTS');
     expect((err as TarcilError).message).toMatch(new RegExp(`job ${job.id}, which has finished and been deleted`));
@@ -155,7 +155,7 @@ describe('retention of finished jobs (embedded store, manual clock)', () => {
       makeJob('race-adopted', TEST_PROFILES[1]!, 1, { maxQueueMs: 0 }),
       makeJob('race-none', TEST_PROFILES[2]!, 1, { maxQueueMs: 0 }),
     ];
-    for (const j of jobs) await m.submit(j);
+    for (const j of jobs) await m.accept(j);
     await c.until(async () => (await Promise.all(jobs.map((j) => c.busy(j.id)))).every((b) => b.length === 1), 10_000);
     for (const j of jobs) await c.finishTasks(j.id);
     await c.until(async () => (await Promise.all(jobs.map((j) => c.jobState(j.id)))).every((s) => s === 'succeeded'), 10_000);

@@ -72,7 +72,7 @@ describe('a gang job larger than one transaction whose owner dies part-way', () 
       expect(a.agents[0]?.picksPerTxn).toBe(4);
 
       const job = makeJob('gang-1', TEST_PROFILES[4]!, TASKS, { mode: 'gang', durationMs: 1500, maxQueueMs: 0 });
-      await a.submit(job);
+      await a.accept(job);
       for (let i = 0; i < 100 && !dying.dead; i++) await new Promise((r) => setTimeout(r, 20));
       expect(dying.dead).toBe(true);
 

@@ -101,7 +101,7 @@ describe('the store layout', () => {
       const members = (await store.range(keys.members())).kvs;
       expect(members).toHaveLength(1);
       expect(members[0]?.lease).not.toBe('0');
-      await sched.manager.submit(makeJob('waits', TEST_PROFILES[0]!, 1, { maxQueueMs: 60_000 }));
+      await sched.manager.accept(makeJob('waits', TEST_PROFILES[0]!, 1, { maxQueueMs: 60_000 }));
       const owner = await store.get(keys.owner('waits'));
       expect(owner?.lease).toBe('0');
       expect(ownerLeaseOf(owner)).toBe(members[0]?.lease);

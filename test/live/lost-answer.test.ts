@@ -80,7 +80,7 @@ describe('a submission whose answer is lost', () => {
         await store.close();
       });
       const job = makeJob('lost-1', TEST_PROFILES[0]!, 2, { durationMs: 100 });
-      const res = await m.submit(job).then(
+      const res = await m.accept(job).then(
         (r) => r.jobId,
         (e: unknown) => e,
       );

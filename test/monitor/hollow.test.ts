@@ -343,7 +343,7 @@ describe('hollow nodes and the blocks of slow servers', () => {
       await mgr.start();
       try {
         const spec = parseJobSpec({ name: 'slow', profile: 'memcached', tasks: 1, durationMs: 60_000 }, catalog, { id: `hb-${block}`, now: Date.now() });
-        await mgr.submit(spec);
+        await mgr.accept(spec);
         // The look that writes the report has decided the block already (node-load.ts).
         await until('reported', async () => (await store.range(`${k.prefix}reports/${spec.id}/`)).kvs.length === 1);
         expect(h.snapshot().blocked).toBe(block ? 1 : 0);

@@ -66,7 +66,7 @@ describe('process executor', () => {
       tasks: 2,
       command: { argv: ['sh', '-c', 'echo "out-$TARCIL_TASK $GREETING"; echo "err-$TARCIL_TASK" >&2; exit $((TARCIL_TASK * 3))'], env: { GREETING: 'hello' } },
     });
-    await mgr.submit(spec);
+    await mgr.accept(spec);
     await until('job final', async () => (await tasksOf(spec.id)).filter((t) => ['succeeded', 'failed'].includes(t.state)).length === 2);
     const tasks = (await tasksOf(spec.id)).sort((a, b) => a.index - b.index);
     expect(tasks.map((t) => [t.state, t.exitCode])).toEqual([
@@ -83,7 +83,7 @@ describe('process executor', () => {
 
   it('pins to the RU core with taskset where available', async () => {
     const spec = job({ name: 'pinned', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', '-c', 'cat /proc/self/status | grep Cpus_allowed_list'] } });
-    await mgr.submit(spec);
+    await mgr.accept(spec);
     await until('task final', async () => (await tasksOf(spec.id))[0]?.state === 'succeeded');
     const t = (await tasksOf(spec.id))[0]!;
     const out = readFileSync(`${t.logPath!}.stdout`, 'utf8');
@@ -92,7 +92,7 @@ describe('process executor', () => {
 
   it('kills a running process on cancel and records the task cancelled', async () => {
     const spec = job({ name: 'sleeper', profile: 'spark-lr', tasks: 1, command: { argv: ['sleep', '60'] } });
-    await mgr.submit(spec);
+    await mgr.accept(spec);
     await until('running', () => Promise.resolve(mon.monitor.snapshot().running.some((r) => r.job === spec.id && r.pid !== undefined)));
     const pid = mon.monitor.snapshot().running.find((r) => r.job === spec.id)!.pid!;
     expect(existsSync(`/proc/${pid}`)).toBe(true);
@@ -146,7 +146,7 @@ describe('load monitor and node failure', () => {
     // (between the 0.5 threshold and the 0.6 recovery share), then 1.
     let sd = 3;
     const cell = await slowCell('h', () => sd, 50);
-    await cell.mgr.submit(job({ name: 'long', profile: 'memcached', tasks: 1, durationMs: 60_000 }));
+    await cell.mgr.accept(job({ name: 'long', profile: 'memcached', tasks: 1, durationMs: 60_000 }));
     await until('server blocked', cell.blocked);
     sd = 1 / 0.55;
     await new Promise((r) => setTimeout(r, 400));
@@ -161,7 +161,7 @@ describe('load monitor and node failure', () => {
     const cell = await slowCell('slow', () => 3);
     const { store, keys, mgr } = cell;
     const spec = job({ name: 'slowpoke', profile: 'memcached', tasks: 1, durationMs: 300 });
-    await mgr.submit(spec);
+    await mgr.accept(spec);
     await until('server blocked', cell.blocked);
     expect((await store.range(`${keys.prefix}reports/${spec.id}/`)).kvs.length).toBe(1);
     expect(mgr.agents[0]!.state.server('slow')?.blocked).toBe(true);
@@ -178,7 +178,7 @@ describe('load monitor and node failure', () => {
       const cell = await slowCell(`sw-${flag}`, () => 3, 50, flag);
       try {
         const spec = job({ name: 'slow', profile: 'memcached', tasks: 1, durationMs: 60_000 });
-        await cell.mgr.submit(spec);
+        await cell.mgr.accept(spec);
         // The look that writes the report has decided the block already (node-load.ts).
         await until('reported', async () => (await cell.store.range(`${cell.keys.prefix}reports/${spec.id}/`)).kvs.length === 1);
         expect(cell.mon.snapshot().blocked).toBe(block);
@@ -217,7 +217,7 @@ describe('load monitor and node failure', () => {
     const mgr = new JobManager({ process: 'f', store, keys, clock, rng: new SeededRng(9), log, agents: 1, leaseTtlSeconds: 2 });
     await mgr.start();
     const spec = job({ name: 'survivor', profile: 'spark-lr', tasks: 3, durationMs: 800 });
-    await mgr.submit(spec);
+    await mgr.accept(spec);
     await until('running on a', () => Promise.resolve(a.snapshot().running.length === 3));
     const b = mk('b');
     await b.start();
@@ -268,7 +268,7 @@ describe('a monitor whose store does not answer when a task should start', () =>
     await mgr.start();
     try {
       const spec = job({ name: 'retried', profile: 'spark-lr', tasks: 1, durationMs: 50 });
-      await mgr.submit(spec);
+      await mgr.accept(spec);
       await until('job final', async () => parseJson<{ state: string }>(await store.get(keys.job(spec.id)))?.state === 'succeeded', 10_000);
       expect(failed).toBe(2);
       expect(mon.monitor.stats.started).toBe(1);
@@ -306,8 +306,8 @@ describe('load monitor with the process executor (CPU rate) and the monitor /met
     try {
       const busy = job({ name: 'busy', profile: 'spark-lr', tasks: 1, command: { argv: ['sh', '-c', 'while :; do :; done'] } });
       const idle = job({ name: 'idle', profile: 'spark-lr', tasks: 1, command: { argv: ['sleep', '30'] } });
-      await mgr.submit(busy);
-      await mgr.submit(idle);
+      await mgr.accept(busy);
+      await mgr.accept(idle);
       const live = new LiveKeys(keys);
       await until('the idle task is reported', async () => (await store.get(live.report(idle.id, 0))) !== undefined, 10_000);
       const rep = parseJson<{ rate: number }>(await store.get(live.report(idle.id, 0)));

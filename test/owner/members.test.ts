@@ -50,7 +50,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
     const w = watching(cell.store);
     const a = await cell.owner('A', w.store);
     const b = await cell.owner('B');
-    await b.submit(makeJob('elsewhere', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
+    await b.accept(makeJob('elsewhere', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
     await cell.until(async () => (await cell!.busy('elsewhere')).length === 2, 10_000);
     const k = cell.keys;
     expect(w.prefixes).toEqual(expect.arrayContaining([k.members(), k.cancels(), k.rus()]));
@@ -76,7 +76,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
     const a = await cell.owner('A');
     const b = await cell.owner('B');
     const job = makeJob('to-cancel', TEST_PROFILES[0]!, 3, { maxQueueMs: 0, durationMs: 600_000 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(async () => (await cell!.busy(job.id)).length === 3, 10_000);
     const rec = await b.cancel(job.id);
     expect(rec.cancelRequested).toBe(true);
@@ -95,7 +95,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
     const a = await cell.owner('A');
     expect((await member(cell, a))?.placing).toBe(false);
     // Three tasks on two RUs: one waits.
-    await a.submit(makeJob('three', TEST_PROFILES[0]!, 3, { maxQueueMs: 600_000, durationMs: 600_000 }));
+    await a.accept(makeJob('three', TEST_PROFILES[0]!, 3, { maxQueueMs: 600_000, durationMs: 600_000 }));
     await cell.until(async () => (await member(cell!, a))?.placing === true, 1000);
     await cell.until(async () => (await cell!.busy('three')).length === 2, 10_000);
     await cell.advance(3 * IDLE_AFTER_MS);
@@ -114,7 +114,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
     const dying = new DyingStore(cell.store, () => false);
     const a = await cell.owner('A', dying);
     const job = makeJob('orphaned', TEST_PROFILES[0]!, 2, { maxQueueMs: 0, durationMs: 600_000 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
     const oldLease = leaseOf(a);
     const b = await cell.owner('B');
@@ -155,7 +155,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
       },
     });
     const a = await cell.owner('A', store);
-    await a.submit(makeJob('lost-final', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
+    await a.accept(makeJob('lost-final', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
     await cell.until(async () => (await cell!.busy('lost-final')).length === 2, 10_000);
     await cell.finishTasks('lost-final');
     await cell.until(() => lost === 1 && !a.owned.has('lost-final'), 10_000);

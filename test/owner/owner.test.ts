@@ -59,7 +59,7 @@ async function adopterWaits(c: OwnerCell, dying: DyingStore, jobId: string, serv
 /** Two jobs of two tasks each, submitted to `a` and waited for until both are placed. */
 async function placeTwo(c: OwnerCell, a: JobManager, ids: [string, string], withinMs: number): Promise<[JobSpec, JobSpec]> {
   const jobs: [JobSpec, JobSpec] = [makeJob(ids[0], TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }), makeJob(ids[1], TEST_PROFILES[0]!, 2, { maxQueueMs: 0 })];
-  for (const j of jobs) await a.submit(j);
+  for (const j of jobs) await a.accept(j);
   await c.until(async () => (await c.busy(jobs[0].id)).length === 2 && (await c.busy(jobs[1].id)).length === 2, withinMs);
   await c.flush();
   return jobs;
@@ -74,7 +74,7 @@ async function placedByDyingOwner(c: OwnerCell, rus: number, id: string, tasks: 
   const dying = new DyingStore(c.store, () => false);
   const a = await c.owner('A', dying);
   const job = makeJob(id, TEST_PROFILES[0]!, tasks, { maxQueueMs: 0 });
-  await a.submit(job);
+  await a.accept(job);
   await c.until(async () => (await c.busy(job.id)).length === tasks, 10_000);
   return { dying, job };
 }
@@ -88,7 +88,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const a = await cell.owner('A', dying);
     const b = await cell.owner('B');
     const job = makeJob('adopt-1', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(() => dying.dead, 2000);
     // A's placement never arrived; once its lease expires (2 s), B takes the job up.
     await cell.until(() => b.stats.adopted === 1, 10_000);
@@ -153,7 +153,7 @@ describe('job owner (embedded store, manual clock)', () => {
     expect(failed.grants).toBeGreaterThanOrEqual(3);
     expect(failed.lists).toBeGreaterThanOrEqual(4);
     const job = makeJob('slow-start', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(async () => (await cell!.busy(job.id)).length === 4, 10_000);
   });
 
@@ -176,7 +176,7 @@ describe('job owner (embedded store, manual clock)', () => {
     });
     const a = await cell.owner('A', store);
     const jobs = Array.from({ length: 20 }, (_, i) => makeJob(`eval-${i}`, TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
-    for (const j of jobs) await a.submit(j);
+    for (const j of jobs) await a.accept(j);
     await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.busy(j.id)))).every((b) => b.length === 1), 10_000);
     failing = true;
     for (const j of jobs) expect(await cell.finishTasks(j.id)).toBe(1);
@@ -199,7 +199,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const a = await cell.owner('A', store);
     queue.queued = Math.max(STORE_QUEUE_REFUSE_MIN, STORE_QUEUE_REFUSE_PER_SLOT * queue.limit) + 1;
     const before = await cell.store.revision();
-    const err = await a.submit(makeJob('refused', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 })).catch((e: unknown) => e);
+    const err = await a.accept(makeJob('refused', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TarcilError);
     expect((err as TarcilError).code).toBe('RESOURCE_EXHAUSTED');
     expect((err as TarcilError).message).toMatch(/store is answering slowly: \d+ requests of this scheduler are waiting/);
@@ -207,7 +207,7 @@ describe('job owner (embedded store, manual clock)', () => {
     // Once the queue drains, the same job is taken.
     queue.queued = 3;
     const job = makeJob('taken', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
   });
 
@@ -222,7 +222,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const slowGets = wrapStore(cell.store, { get: async (key) => (await cell!.clock.sleep(200), cell!.store.get(key)) });
     const b = await cell.owner('B', slowGets);
     const jobs = Array.from({ length: 60 }, (_, i) => makeJob(`many-${i}`, TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
-    for (const j of jobs) await a.submit(j);
+    for (const j of jobs) await a.accept(j);
     await cell.until(async () => (await Promise.all(jobs.map((j) => cell!.busy(j.id)))).every((b) => b.length === 1), 10_000);
     expect(a.ownedJobs().length).toBe(60);
     dying.dead = true;
@@ -252,7 +252,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const a: JobManager = await cell.owner('A', paused);
     const b = await cell.owner('B');
     const job = makeJob('fence-1', TEST_PROFILES[1]!, 1, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(() => paused.isPaused, 2000);
     const held = paused.heldTxns[0]!;
     const aServer = held.success.map((op) => cell!.keys.parseRu(op.key)).find((r) => r !== undefined)!.server;
@@ -311,7 +311,7 @@ describe('job owner (embedded store, manual clock)', () => {
     });
     const a = await cell.owner('A', racing);
     const job = makeJob(`late-${first}`, TEST_PROFILES[2]!, 1, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(async () => (await cell!.busy(job.id)).length >= 1, 10_000);
     await cell.advance(2000);
     expect(lateLanded).toBe(first === 'late');
@@ -336,7 +336,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const server = parseJson<Record<string, unknown>>(await cell.store.get(serverKey))!;
     await cell.store.put(serverKey, JSON.stringify({ ...server, endpoint: 'node:1' }));
     const a = await cell.owner('A');
-    await a.submit(makeJob('low', TEST_PROFILES[4]!, 2, { priority: 10, maxQueueMs: 0 }));
+    await a.accept(makeJob('low', TEST_PROFILES[4]!, 2, { priority: 10, maxQueueMs: 0 }));
     await cell.until(async () => (await cell!.busy('low')).length === 2, 5000);
     // The monitor answers the kills only once the test lets it.
     const answers: ((killed: boolean) => void)[] = [];
@@ -347,7 +347,7 @@ describe('job owner (embedded store, manual clock)', () => {
     await a.cancel('low');
     await cell.until(() => answers.length === 2, 5000);
     // Meanwhile a high-priority job takes both RUs: the cancelled job's tasks go back to the queue.
-    await a.submit(makeJob('urgent', TEST_PROFILES[4]!, 2, { priority: 500, maxQueueMs: 0 }));
+    await a.accept(makeJob('urgent', TEST_PROFILES[4]!, 2, { priority: 500, maxQueueMs: 0 }));
     await cell.until(async () => (await cell!.busy('urgent')).length === 2, 5000);
     expect((await tasksOf(cell, 'low')).map((t) => t.state)).toEqual(['queued', 'queued']);
     for (const answer of answers) answer(true);
@@ -368,7 +368,7 @@ describe('job owner (embedded store, manual clock)', () => {
       }
       const m = await c.owner('A');
       const job = makeJob('grace-1', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-      await m.submit(job);
+      await m.accept(job);
       await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
       const b = (await c.busy(job.id))[0]!;
       const server = c.keys.parseRu(b.key)!.server;
@@ -487,7 +487,7 @@ describe('job owner (embedded store, manual clock)', () => {
       const dying = new DyingStore(c.store, () => false);
       const a = await c.owner('A', dying);
       const job = makeJob('grace-placed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-      await a.submit(job);
+      await a.accept(job);
       await c.until(async () => (await c.busy(job.id)).length === 1, 10_000);
       const ref = c.keys.parseRu((await c.busy(job.id))[0]!.key)!;
       const [placed] = await tasksOf(c, job.id);
@@ -514,7 +514,7 @@ describe('job owner (embedded store, manual clock)', () => {
     const b = await cell.owner('B');
     expect(a.agents[0]?.picksPerTxn).toBe(4);
     const job = makeJob('gang-h', TEST_PROFILES[4]!, 10, { mode: 'gang', maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await cell.until(() => dying.dead, 2000);
     const reserved = (await cell.store.range(cell.keys.rus())).kvs.filter((kv) => parseJson<PlacedRuRecord>(kv)?.state === 'reserved');
     expect(reserved.length).toBeGreaterThanOrEqual(4);
@@ -553,7 +553,7 @@ describe("the launch call to a node's monitor", () => {
     await advertise(c);
     const a = await c.owner('A', c.store, launchAfterMs === undefined ? {} : { launchAfterMs });
     const job = makeJob('launch-call', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).filter((b) => b.rec.state === 'busy').length === 6, 10_000);
     await c.flush();
     const sent = (): number[] =>
@@ -586,7 +586,7 @@ describe("the launch call to a node's monitor", () => {
     await advertise(c);
     const a = await c.owner('A');
     const job = makeJob('launch-none', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 2, 10_000);
     await c.flush();
     expect((await tasksOf(c, job.id)).map((t) => t.state)).toEqual(['running', 'running']);
@@ -616,7 +616,7 @@ describe('the job record its owner writes', () => {
     const c = cell;
     const a = await c.owner('A');
     const job = makeJob('progress-1', TEST_PROFILES[0]!, 16, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 16, 5000);
     // Its placements recorded its tasks running: the job is running at once.
     await c.until(async () => (await c.jobState(job.id)) === 'running', 5000);
@@ -660,8 +660,8 @@ describe('the job record its owner writes', () => {
     const of = (id: string): string[] => states.get(c.keys.job(id)) ?? [];
     const now = makeJob('steps-now', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
     const gang = makeJob('steps-gang', TEST_PROFILES[0]!, 6, { mode: 'gang', maxQueueMs: 0 });
-    await a.submit(now);
-    await a.submit(gang);
+    await a.accept(now);
+    await a.accept(gang);
     await c.until(async () => (await c.busy(now.id)).length === 2 && (await c.busy(gang.id)).length === 6, 5000);
     await c.flush();
     // Without the clock moving: the first job is running (written at once), the gang's placed step is not stored yet.
@@ -686,17 +686,17 @@ describe('the job record its owner writes', () => {
     const a = await c.owner('A', c.store, { maxPendingTasks: 12 });
     // The cell is full: what comes next waits.
     const fill = makeJob('bp-fill', TEST_PROFILES[4]!, 8, { maxQueueMs: 0 });
-    await a.submit(fill);
+    await a.accept(fill);
     await c.until(async () => (await c.busy(fill.id)).length === 8, 5000);
     const w1 = makeJob('bp-wait-1', TEST_PROFILES[0]!, 6, { maxQueueMs: 0 });
     const w2 = makeJob('bp-wait-2', TEST_PROFILES[0]!, 6, { maxQueueMs: 0 });
-    await a.submit(w1, { requestId: 'bp-r1' });
-    await a.submit(w2);
+    await a.accept(w1, { requestId: 'bp-r1' });
+    await a.accept(w2);
     await c.flush();
     await c.advance(150);
     expect(a.pendingTasks()).toBe(12);
     const over = makeJob('bp-over', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
-    const refused = await a.submit(over, { requestId: 'bp-r2' }).then(
+    const refused = await a.accept(over, { requestId: 'bp-r2' }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -707,13 +707,13 @@ describe('the job record its owner writes', () => {
     expect(await c.store.get(c.keys.job(over.id))).toBeUndefined();
     expect((await c.store.range(c.keys.prefix)).kvs.some((kv) => kv.key.includes('bp-r2') || kv.key.includes(over.id))).toBe(false);
     // A retry of a job already taken still gets its answer.
-    expect((await a.submit({ ...w1, id: 'another-id' }, { requestId: 'bp-r1' })).jobId).toBe(w1.id);
+    expect((await a.accept({ ...w1, id: 'another-id' }, { requestId: 'bp-r1' })).jobId).toBe(w1.id);
     // The full cell frees: the waiting tasks are placed, and new jobs are taken again.
     expect(await c.finishTasks(fill.id)).toBe(8);
     await c.until(async () => (await c.busy(w1.id)).length + (await c.busy(w2.id)).length === 8, 5000);
     await c.advance(150);
     expect(a.pendingTasks()).toBe(4);
-    await expect(a.submit(makeJob('bp-after', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 }))).resolves.toMatchObject({ duplicate: false });
+    await expect(a.accept(makeJob('bp-after', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 }))).resolves.toMatchObject({ duplicate: false });
   });
 
   it('a decision record in progress is rewritten at most once per interval, the final one at once', async () => {
@@ -730,7 +730,7 @@ describe('the job record its owner writes', () => {
       onEvents: (b) => b.events.forEach((e) => writes.push({ at: c.clock.now(), rec: parseJson<StoredDecisions>(e.kv)! })),
       onError: () => undefined,
     });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
     // A task ends every 1.5 s; each freed RU takes the next task, so the record changes each time.
     let finished = 0;
@@ -798,7 +798,7 @@ describe('the job record its owner writes', () => {
     const c = cell;
     const a = await c.owner('A');
     const job = makeJob('kept-1', TEST_PROFILES[0]!, 4, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
     const busy = await c.busy(job.id);
     for (const [i, b] of busy.entries()) {
@@ -817,7 +817,7 @@ describe('the job record its owner writes', () => {
     const c = cell;
     const a = await c.owner('A');
     const job = makeJob('kept-2', TEST_PROFILES[0]!, 8, { maxQueueMs: 0 });
-    await a.submit(job);
+    await a.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 4, 5000);
     expect(await c.finishTasks(job.id)).toBe(4);
     await c.until(async () => (await c.busy(job.id)).length === 4, 5000);

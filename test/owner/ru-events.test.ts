@@ -24,7 +24,7 @@ describe('a job owner that follows no task record', () => {
     const c = (cell = new OwnerCell(opts));
     await c.seed(2, 4);
     const m = await c.owner('A');
-    await m.submit(job);
+    await m.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === job.tasks, 5000);
     return { c, m, job };
   }
@@ -41,7 +41,7 @@ describe('a job owner that follows no task record', () => {
     });
     const m = await c.owner('A', store);
     const job = makeJob('ends', TEST_PROFILES[0]!, 3, { maxQueueMs: 0 });
-    await m.submit(job);
+    await m.accept(job);
     await c.until(async () => (await c.busy(job.id)).length === 3, 5000);
     expect(await c.finishTasks(job.id)).toBe(3);
     await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
