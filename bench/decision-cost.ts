@@ -62,11 +62,11 @@ for (const rus of sizes) {
     const times: number[] = [];
     const adm: number[] = [];
     const sel: number[] = [];
-    for (let w = 0; w < 2000; w++) decide(ctx, jobs[w % jobs.length]!, targets[w % jobs.length]!, 1, cfg);
+    for (let w = 0; w < 2000; w++) decide(ctx, { job: jobs[w % jobs.length]!, target: targets[w % jobs.length]!, m: 1, cfg });
     for (let d = 0; d < DECISIONS; d++) {
       const k = d % jobs.length;
       const t0 = performance.now();
-      const res = decide(ctx, jobs[k]!, targets[k]!, 1, cfg);
+      const res = decide(ctx, { job: jobs[k]!, target: targets[k]!, m: 1, cfg });
       times.push((performance.now() - t0) * 1000);
       adm.push(res.stageUs.admission);
       sel.push(res.stageUs.select);

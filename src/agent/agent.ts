@@ -258,7 +258,7 @@ export class SchedulingAgent {
     const s = this.state.server(m.from.server);
     const exclude = new Set<number>();
     if (s) for (let i = 0; i < s.ruCount; i++) exclude.add(s.base + i);
-    const d = decide(this.rt.core, job, cx.target, 1, this.config, { skipAdmission: true, exclude });
+    const d = decide(this.rt.core, { job, target: cx.target, m: 1, cfg: this.config, skipAdmission: true, exclude });
     cx.noteDecision(d);
     const pick = d.selection.picks[0];
     if (!pick || !pick.quality.acceptable || pick.victim) return finish(false, 'no better RU');

@@ -104,7 +104,11 @@ async function waitAsTold(cx: AttemptContext, then: Exclude<Next, { kind: 'go' }
  */
 function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]): Decision {
   const { agent: a, job } = cx;
-  const d = decide(a.core, job, cx.target, need, a.config, {
+  const d = decide(a.core, {
+    job,
+    target: cx.target,
+    m: need,
+    cfg: a.config,
     skipAdmission: true,
     exclude: a.view.handoff.excludedWith(keep),
     ...(a.config.preemption && job.priority > a.config.bypassAbove ? a.view.fairDisplace(job.id) : {}),

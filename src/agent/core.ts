@@ -31,19 +31,23 @@ export interface Decision {
   stageUs: { admission: number; size: number; select: number };
 }
 
-export function admissionVerdict(
-  ctx: CoreContext,
-  job: JobSpec,
-  target: JobTarget,
-  needed: number,
-  cfg: CoreConfig,
+/** What an admission verdict is asked about. */
+export interface VerdictAsk {
+  job: JobSpec;
+  target: JobTarget;
+  /** Tasks to hold at once. */
+  needed: number;
+  cfg: CoreConfig;
   /** RUs the job's constraints allow: a margin that could never be met is not asked for. */
-  capacity?: number,
+  capacity?: number | undefined;
   /** What is left of the job's queue bound (see VerdictOptions.leftMs). */
-  leftMs?: number,
+  leftMs?: number | undefined;
   /** How long admission has held the job so far (see VerdictOptions.queuedMs). */
-  queuedMs?: number,
-): AdmissionVerdict {
+  queuedMs?: number | undefined;
+}
+
+export function admissionVerdict(ctx: CoreContext, ask: VerdictAsk): AdmissionVerdict {
+  const { job, target, needed, cfg, capacity, leftMs, queuedMs } = ask;
   const v = ctx.admission.verdict(target, needed, {
     priority: job.priority,
     bypassAbove: cfg.bypassAbove,
@@ -91,16 +95,22 @@ export function chooseSampleSize(ctx: CoreContext, target: JobTarget, cfg: CoreC
   return { R: s.R, f: est.f };
 }
 
-export function decide(
-  ctx: CoreContext,
-  job: JobSpec,
-  target: JobTarget,
-  m: number,
-  cfg: CoreConfig,
-  opts: { skipAdmission?: boolean; exclude?: ReadonlySet<number>; only?: ReadonlySet<number>; mayDisplace?: (victimJob: string) => boolean } = {},
-): Decision {
+/** What one decision is asked for: `m` placements of `job`, and how. */
+export interface DecideAsk {
+  job: JobSpec;
+  target: JobTarget;
+  m: number;
+  cfg: CoreConfig;
+  skipAdmission?: boolean;
+  exclude?: ReadonlySet<number>;
+  only?: ReadonlySet<number>;
+  mayDisplace?: (victimJob: string) => boolean;
+}
+
+export function decide(ctx: CoreContext, ask: DecideAsk): Decision {
+  const { job, target, m, cfg } = ask;
   const t0 = ctx.clock.monotonic();
-  const verdict = cfg.admission && !opts.skipAdmission ? admissionVerdict(ctx, job, target, m, cfg) : undefined;
+  const verdict = cfg.admission && !ask.skipAdmission ? admissionVerdict(ctx, { job, target, needed: m, cfg }) : undefined;
   const t1 = ctx.clock.monotonic();
   const { R, f } = chooseSampleSize(ctx, target, cfg);
   const t2 = ctx.clock.monotonic();
@@ -109,9 +119,9 @@ export function decide(
     {
       ...placementRequestOf(job, target, m, R, cfg),
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
-      ...(opts.exclude ? { exclude: opts.exclude } : {}),
-      ...(opts.only ? { only: opts.only } : {}),
-      ...(opts.mayDisplace ? { mayDisplace: opts.mayDisplace } : {}),
+      ...(ask.exclude ? { exclude: ask.exclude } : {}),
+      ...(ask.only ? { only: ask.only } : {}),
+      ...(ask.mayDisplace ? { mayDisplace: ask.mayDisplace } : {}),
     },
     ctx.rng,
   );

@@ -86,7 +86,7 @@ async function reserveChunk(cx: AttemptContext, chunk: number[], room: number): 
   const { agent: a, job, at, rec } = cx;
   for (;;) {
     cx.assertOpen();
-    const d = decide(a.core, job, cx.target, room, { ...a.config, preemption: false }, { skipAdmission: true });
+    const d = decide(a.core, { job, target: cx.target, m: room, cfg: { ...a.config, preemption: false }, skipAdmission: true });
     const picks = d.selection.picks.length >= room ? d.selection.picks.slice(0, chunk.length) : [];
     const sel = at.afterSelection(picks.length, chunk.length, true);
     if (sel.kind !== 'go') return sel;

@@ -43,7 +43,15 @@ export async function admit(cx: AttemptContext, needed: number): Promise<void> {
     // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
     const capacity = a.eligibleCapacity(job);
     const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
-    const verdict = admissionVerdict(a.core, job, target, want, a.config, capacity, at.leftMs(a.clock.now()), at.queuedMs(a.clock.now()));
+    const verdict = admissionVerdict(a.core, {
+      job,
+      target,
+      needed: want,
+      cfg: a.config,
+      capacity,
+      leftMs: at.leftMs(a.clock.now()),
+      queuedMs: at.queuedMs(a.clock.now()),
+    });
     rec.stageMs.admission += a.clock.monotonic() - t0;
     rec.admission.push(verdict);
     // Keep the first verdict and the latest ones: enough to explain a long wait.

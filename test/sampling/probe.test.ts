@@ -60,9 +60,9 @@ describe('a sample as the arbiter of admission', () => {
     const job = makeJob('j', MEM, 4);
     const target = jobTarget(MEM.caused);
     expect(acceptableFree(state, target)).toBe(8);
-    const off = admissionVerdict(ctx, job, target, 4, { ...CFG, arbiterSample: 0 });
+    const off = admissionVerdict(ctx, { job, target, needed: 4, cfg: { ...CFG, arbiterSample: 0 } });
     expect(off).toMatchObject({ action: 'queue', acceptableFree: 4 });
-    const on = admissionVerdict(ctx, job, target, 4, CFG);
+    const on = admissionVerdict(ctx, { job, target, needed: 4, cfg: CFG });
     expect(on.action).toBe('admit');
     // Fewer than 4·64 RUs are free: all were scored, so the count is exact.
     expect(on.sampled).toEqual({ drawn: state.available.size, acceptable: 8, acceptableLow: 8 });
@@ -75,13 +75,13 @@ describe('a sample as the arbiter of admission', () => {
     const { ctx, state } = loadedCell(9, 40);
     const target = jobTarget(MEM.caused);
     expect(acceptableFree(state, target)).toBe(3);
-    const v = admissionVerdict(ctx, makeJob('j', MEM, 4), target, 4, CFG);
+    const v = admissionVerdict(ctx, { job: makeJob('j', MEM, 4), target, needed: 4, cfg: CFG });
     expect(v.action).toBe('queue');
     expect(v.sampled).toBeUndefined();
     // Seed 24 admits without attributes (above); with an attribute constraint the buckets decide.
     const other = loadedCell(24, 40);
     const constrained = makeJob('j', MEM, 4, { constraints: { attributes: {} } });
-    expect(admissionVerdict(other.ctx, constrained, target, 4, CFG).action).toBe('queue');
+    expect(admissionVerdict(other.ctx, { job: constrained, target, needed: 4, cfg: CFG }).action).toBe('queue');
   });
 
   it("ends a wait early against the job's own bound by default, and keeps the paper's rule as an option", () => {
@@ -89,14 +89,14 @@ describe('a sample as the arbiter of admission', () => {
     const target = jobTarget(MEM.caused);
     const job = makeJob('j', MEM, 4);
     // Plenty of the job's bound left: both rules queue it.
-    expect(admissionVerdict(ctx, job, target, 4, CFG, undefined, 3_600_000).action).toBe('queue');
-    expect(admissionVerdict(ctx, job, target, 4, { ...CFG, admissionRule: 'paper' }, undefined, 3_600_000).action).toBe('queue');
+    expect(admissionVerdict(ctx, { job, target, needed: 4, cfg: CFG, leftMs: 3_600_000 }).action).toBe('queue');
+    expect(admissionVerdict(ctx, { job, target, needed: 4, cfg: { ...CFG, admissionRule: 'paper' }, leftMs: 3_600_000 }).action).toBe('queue');
     // Nothing left: the default places at once at best effort; the paper's rule still holds it
     // (its wait then ends at the bound, in the attempt loop).
-    const own = admissionVerdict(ctx, job, target, 4, CFG, undefined, 0);
+    const own = admissionVerdict(ctx, { job, target, needed: 4, cfg: CFG, leftMs: 0 });
     expect(own.action).toBe('best-effort');
     expect(own.reason).toContain('but the job may wait only');
-    expect(admissionVerdict(ctx, job, target, 4, { ...CFG, admissionRule: 'paper' }, undefined, 0).action).toBe('queue');
+    expect(admissionVerdict(ctx, { job, target, needed: 4, cfg: { ...CFG, admissionRule: 'paper' }, leftMs: 0 }).action).toBe('queue');
     expect(state.available.size).toBeGreaterThan(0);
   });
 

@@ -318,7 +318,17 @@ export class TarcilPolicy implements Policy {
       const w0 = performance.now();
       const verdict = skip
         ? undefined
-        : a.ov.during(() => admissionVerdict(a.ctx, r.spec, r.target, want, this.cfg, r.capacity, at.leftMs(now), at.queuedMs(now)));
+        : a.ov.during(() =>
+            admissionVerdict(a.ctx, {
+              job: r.spec,
+              target: r.target,
+              needed: want,
+              cfg: this.cfg,
+              capacity: r.capacity,
+              leftMs: at.leftMs(now),
+              queuedMs: at.queuedMs(now),
+            }),
+          );
       if (!skip) {
         this.wall.verdicts++;
         this.wall.verdictMs += performance.now() - w0;
@@ -346,7 +356,9 @@ export class TarcilPolicy implements Policy {
     const one = r.job.oneServer ? a.ov.during(() => selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.ov.exclude)) : undefined;
     const d = one
       ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } }
-      : a.ov.during(() => decide(a.ctx, r.spec, r.target, chunk.length, this.cfg, { skipAdmission: true, exclude: a.ov.exclude, ...displace }));
+      : a.ov.during(() =>
+          decide(a.ctx, { job: r.spec, target: r.target, m: chunk.length, cfg: this.cfg, skipAdmission: true, exclude: a.ov.exclude, ...displace }),
+        );
     this.wall.decisions++;
     this.wall.decideMs += performance.now() - w1;
     this.wall.candidates += d.selection.candidatesSeen;
@@ -443,7 +455,7 @@ export class TarcilPolicy implements Policy {
     const s = this.world.server(oldRu);
     const exclude = new Set(a.ov.exclude);
     for (let i = 0; i < s.rus; i++) exclude.add(s.base + i);
-    const d = a.ov.during(() => decide(a.ctx, r.spec, r.target, 1, this.cfg, { skipAdmission: true, exclude }));
+    const d = a.ov.during(() => decide(a.ctx, { job: r.spec, target: r.target, m: 1, cfg: this.cfg, skipAdmission: true, exclude }));
     const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
     this.c.decisions++;
     this.c.Rsum += d.R;
