@@ -6,6 +6,7 @@
  * one; each call's steps (chunks.ts, gang.ts, commit.ts, waits.ts) reach it through their
  * AttemptContext (attempt-context.ts).
  */
+import type { Step } from './attempt-steps.ts';
 import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
@@ -59,6 +60,8 @@ export interface AgentRuntimeOptions {
    * and waiting calls). Without one the agent makes, starts and closes its own.
    */
   view?: SharedView;
+  /** Hears each step of each scheduling call (attempt-steps.ts), by job: explain and tests. */
+  onStep?: (jobId: string, step: Step) => void;
 }
 
 export class AgentRuntime {
@@ -79,6 +82,7 @@ export class AgentRuntime {
   readonly committer: { txn: ClusterStore['txn'] };
   private readonly groupCommit: GroupCommit | undefined;
   private readonly onCommitted: AgentRuntimeOptions['onCommitted'];
+  readonly onStep: AgentRuntimeOptions['onStep'];
   private commitSeq = 0;
   closed = false;
   /** Server scope: the latest in-flight commit of this agent per server (see chainServerCommits in commit.ts). */
@@ -124,6 +128,7 @@ export class AgentRuntime {
     this.cache = this.view.cache;
     this.core = { state: this.state, admission: this.admission, rng: this.rng, clock: this.clock };
     this.onCommitted = opts.onCommitted;
+    this.onStep = opts.onStep;
     this.groupCommit = this.config.groupCommit > 0 ? new GroupCommit(this.store, { maxInFlight: this.config.groupCommit }) : undefined;
     this.committer = this.groupCommit ?? this.store;
   }

@@ -1,7 +1,8 @@
 /**
  * A scheduling agent (paper §5.1): the scheduling core over a cached copy of the shared state (one
  * per process, shared-view.ts), and an optimistic commit per decision, driven by the attempt loop
- * (attempt.ts) chunk by chunk (chunks.ts). Each scheduling call runs over its own context
+ * (attempt.ts) and its step sequence (attempt-steps.ts, driven by attempt-driver.ts) chunk by chunk
+ * (chunks.ts). Each scheduling call runs over its own context
  * (attempt-context.ts) on the agent's runtime (agent-runtime.ts); its waits are in waits.ts, its
  * commits in commit.ts. Gangs larger than one transaction go through gang.ts; a standalone agent
  * also consumes the preempted-task queue (preempted-queue.ts). Its options and defaults are in
@@ -26,8 +27,7 @@ import type { AgentConfig } from './config.ts';
 import { decide } from './core.ts';
 import type { SharedView } from './shared-view.ts';
 import { tryCommit } from './commit.ts';
-import { reserveAndConfirm } from './gang.ts';
-import { placeIncremental } from './chunks.ts';
+import { drive } from './attempt-driver.ts';
 import { PreemptedQueue } from './preempted-queue.ts';
 import type { JobRecord, PlacedRuRecord } from '../state/records.ts';
 import type { AttemptSummary } from '../state/records.ts';
@@ -192,7 +192,8 @@ export class SchedulingAgent {
       ...(opts.previous ? { previous: opts.previous } : {}),
     };
     // A gang larger than one transaction is reserved chunk by chunk (gang.ts), and backs off
-    // after a lost race; every other call is placed chunk by chunk (chunks.ts).
+    // after a lost race; every other call is placed chunk by chunk (chunks.ts): the step
+    // sequence of both is attempt-steps.ts, driven by attempt-driver.ts.
     const reserved = job.mode === 'gang' && pending.length > this.picksPerTxn;
     const cx = new AttemptContext(this.rt, job, { tasks: pending, stamp, bypasses: !reserved && job.priority > this.config.bypassAbove });
     const rec = cx.rec;
@@ -205,7 +206,7 @@ export class SchedulingAgent {
     this.inflight.set(job.id, rec);
     try {
       try {
-        await (reserved ? reserveAndConfirm(cx) : placeIncremental(cx));
+        await drive(cx);
       } finally {
         await cx.waiting.remove();
       }

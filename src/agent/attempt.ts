@@ -76,7 +76,7 @@ export class Attempt {
   readonly totals = { retries: 0, readmissions: 0, admissionWaits: 0, capacityWaits: 0, conflicts: 0 };
 
   constructor(
-    private readonly policy: AttemptPolicy,
+    readonly policy: AttemptPolicy,
     private readonly rng: Rng,
     private readonly maxQueueMs: number,
     /** The request's priority bypasses others' (above the policy's bypassAbove): see `untilFreed`. */

@@ -1,16 +1,21 @@
 /**
- * The live driver of the attempt loop (attempt.ts) for incremental jobs and gangs that fit one
- * transaction: chunks of at most picksPerTxn tasks, each decided (core.ts) and committed
- * (commit.ts), with awaits on the store and the clock. Chunks of a large job may be in flight
+ * The chunk path's steps (attempt-steps.ts) on the live agent, for incremental jobs and gangs that
+ * fit one transaction: chunks of at most picksPerTxn tasks, each decided (core.ts) and committed
+ * (commit.ts) with awaits on the store and the clock. Chunks of a large job may be in flight
  * together (commit-ahead); a conflict resamples only the picks that changed.
  */
 import type { Pick } from '../sampling/batch.ts';
-import { hasQuotaNamespace } from '../tenancy/quota.ts';
-import type { Next } from './attempt.ts';
 import type { AttemptContext } from './attempt-context.ts';
+import type { Outcome, Step } from './attempt-steps.ts';
 import { tryCommit } from './commit.ts';
 import { decide, type Decision } from './core.ts';
-import { admit, waitForCapacity } from './waits.ts';
+
+/** What a commit-ahead run sent (0: nothing), placed, and lost to conflicts. */
+interface AheadCounts {
+  asked: number;
+  placed: number;
+  conflicts: number;
+}
 
 /**
  * The tasks of one scheduling call not yet placed, taken chunk by chunk. `next` is the first task
@@ -43,58 +48,110 @@ class ChunkSource {
 }
 
 /**
- * The live driver of the attempt loop (attempt.ts): awaits on the store and the clock. A gang
- * (that fits one transaction) is placed all at once. A request whose priority bypasses others'
- * waits for a freed RU after a lost race (untilFreed, the context's Attempt), as in the
- * simulator: woken first among the waiters rather than left to back off.
+ * The chunk path's steps on the live agent (attempt-steps.ts, driven by attempt-driver.ts): the
+ * chunk being placed, its decisions and commits, and commit-ahead runs. A chunk's kept picks stay
+ * claimed from one commit to the next; when the chunk ends, they are given back and its tasks not
+ * placed go back to the source.
  */
-export async function placeIncremental(cx: AttemptContext): Promise<void> {
-  const { agent: a, job, at } = cx;
-  const tasks = new ChunkSource(cx.tasks);
-  const ahead = a.config.commitAhead > 1 && job.mode !== 'gang' && !a.config.recordJob && !hasQuotaNamespace(job.id);
-  // Woken by a freed RU in the waiters' (fair) order: the next decision does not yield.
-  let woken = false;
-  while (tasks.left() > 0) {
-    cx.assertOpen();
-    const left = tasks.left();
-    if (!woken && a.view.mustYield(job.id, Math.min(left, a.picksPerTxn))) {
-      a.stats.fairYields++;
-      await cx.waiting.ensure(left);
-      woken = await waitForCapacity(cx, { need: left, why: 'waiting behind jobs of namespaces further below their fair share (fairShare)' });
-      continue;
+export class ChunkPlacer {
+  private readonly tasks: ChunkSource;
+  /** The chunk as taken, and as placed now (a quota's cut). */
+  private orig: number[] = [];
+  private cur: number[] = [];
+  /** Picks the store confirmed unchanged after a conflict: still chosen (and claimed). */
+  private keep: Pick[] = [];
+  private picks: Pick[] = [];
+  /** The call's last chunk. */
+  private last = false;
+  private placed = 0;
+  private open = false;
+
+  constructor(private readonly cx: AttemptContext) {
+    this.tasks = new ChunkSource(cx.tasks);
+  }
+
+  /** Tasks not placed yet. */
+  left(): number {
+    return this.tasks.left();
+  }
+
+  /** Ends the chunk being placed: kept picks are given back, its tasks not placed go back to the source. */
+  endChunk(): void {
+    if (!this.open) return;
+    this.open = false;
+    if (this.keep.length > 0) this.cx.unclaim(this.keep);
+    this.keep = [];
+    this.tasks.giveBack(this.orig.slice(this.placed));
+  }
+
+  /**
+   * Before a decision for the chunk (a fresh one is taken first): with group commit, decide only
+   * when the decision can leave at once: a decision that waited in the queue would reach the
+   * store staler, and conflict more.
+   */
+  async turn(s: Extract<Step, { kind: 'decide' }>): Promise<void> {
+    const { cx } = this;
+    const a = cx.agent;
+    if (s.fresh) {
+      this.endChunk();
+      this.orig = this.cur = this.tasks.take(s.chunk);
+      this.last = this.tasks.left() === 0;
+      this.placed = 0;
+      this.open = true;
+    } else if (s.chunk < this.cur.length) {
+      this.cur = this.cur.slice(0, s.chunk);
+      this.last = false;
     }
-    woken = false;
-    if (!at.admitted) await admit(cx, left);
-    const then = await placeSome(cx, tasks, ahead && left > a.picksPerTxn);
-    if (then.kind === 'go' || tasks.left() === 0) continue;
-    woken = await waitAsTold(cx, then, tasks.left());
+    const t0 = a.clock.monotonic();
+    await a.commitTurn();
+    cx.assertOpen();
+    cx.commitTime(t0);
   }
-}
 
-/** One step of the loop: a commit-ahead run, or (without one, or when it sent nothing) one chunk. */
-async function placeSome(cx: AttemptContext, tasks: ChunkSource, ahead: boolean): Promise<Next> {
-  const then = ahead ? await commitAheadRun(cx, tasks) : undefined;
-  if (then) return then;
-  const chunk = tasks.take(cx.agent.picksPerTxn);
-  const res = await commitChunk(cx, { chunk, allOrNothing: cx.job.mode === 'gang', last: tasks.left() === 0, keep: [] });
-  tasks.giveBack(chunk.slice(res.placed.length));
-  return res.then;
-}
-
-/** Waits as the attempt loop says after a step that placed less than asked; true when a freed RU woke the call. */
-async function waitAsTold(cx: AttemptContext, then: Exclude<Next, { kind: 'go' }>, left: number): Promise<boolean> {
-  const { agent: a, rec } = cx;
-  if (!cx.at.admitted) {
-    rec.readmissions++;
-    a.stats.readmissions++;
-    await cx.waiting.ensure(left);
+  /**
+   * One decision for the chunk. Synchronous, and its commit is sent in the same turn of the event
+   * loop (its picks claimed), so no other decision of this process sees its RUs free meanwhile.
+   */
+  decide(): Outcome {
+    const { cx } = this;
+    const a = cx.agent;
+    // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
+    // would only conflict again: resample it too.
+    this.keep = this.keep.filter((p) => a.state.isClaimed({ server: p.server.id, index: p.index }, cx.rec));
+    const d = decideChunk(
+      cx,
+      this.cur.length - this.keep.length,
+      this.keep.map((p) => p.id),
+    );
+    this.picks = this.keep.concat(d.selection.picks);
+    return { kind: 'decided', picks: this.picks.length, kept: this.keep.length };
   }
-  if (then.kind === 'capacity-wait') return waitForCapacity(cx, { ms: then.ms, need: left, why: then.why, quota: then.why !== undefined });
-  if (then.kind === 'backoff' && then.untilFreed) return waitForCapacity(cx, { ms: then.ms, need: left });
-  const q0 = a.clock.now();
-  await a.clock.sleep(then.ms);
-  rec.stageMs.queue += a.clock.now() - q0;
-  return false;
+
+  /** Commits the chunk's picks. Incremental: picks the store confirmed unchanged stay chosen (and claimed). */
+  async commit(): Promise<Outcome> {
+    const { cx } = this;
+    const tasks = this.cur.slice(0, this.picks.length);
+    const c0 = cx.agent.clock.monotonic();
+    const res = await tryCommit(cx, { tasks, picks: this.picks, finalForJob: this.last && tasks.length === this.cur.length, ruState: 'busy' });
+    cx.commitTime(c0);
+    if (!res.ok && res.quota) {
+      this.keep = [];
+      return { kind: 'committed', placed: 0, conflicts: 0, quota: res.quota };
+    }
+    if (res.ok) {
+      this.keep = [];
+      this.placed += tasks.length;
+      return { kind: 'committed', placed: tasks.length, conflicts: 0 };
+    }
+    this.keep = res.survivors;
+    return { kind: 'committed', placed: 0, conflicts: Math.max(1, this.picks.length - this.keep.length), kept: this.keep.length };
+  }
+
+  /** A commit-ahead run over what is left. */
+  async ahead(): Promise<Outcome> {
+    this.endChunk();
+    return { kind: 'ahead', ...(await commitAheadRun(this.cx, this.tasks)) };
+  }
 }
 
 /**
@@ -126,10 +183,10 @@ function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]):
  * attempt loop's, made chunk by chunk; only the waits for the store overlap. The run stops at
  * the first chunk the view cannot fill, the first conflict or error, or a fair-share yield; the
  * tasks it did not place go back to the source and the attempt loop goes on from there.
- * Undefined when it sent nothing (the view cannot fill even the first chunk): the caller places
- * that chunk chunk-by-chunk, which commits what it found and waits for the rest.
+ * When it sent nothing (the view cannot fill even the first chunk), the attempt loop places that
+ * chunk by the chunk path, which commits what it found and waits for the rest.
  */
-async function commitAheadRun(cx: AttemptContext, tasks: ChunkSource): Promise<Next | undefined> {
+async function commitAheadRun(cx: AttemptContext, tasks: ChunkSource): Promise<AheadCounts> {
   const { agent: a, job } = cx;
   const run = new AheadRun(cx, tasks);
   try {
@@ -207,94 +264,9 @@ class AheadRun {
     this.inflight.add(p);
   }
 
-  /** What the attempt loop says after the run (undefined: it sent nothing); rethrows the first failure. */
-  outcome(): Next | undefined {
-    const { at, rec } = this.cx;
+  /** What the run sent (0: nothing), placed and lost; rethrows the first failure. */
+  outcome(): AheadCounts {
     if (this.failure) throw this.failure.err;
-    if (this.asked === 0) return undefined;
-    if (this.conflicts === 0) return at.afterCommit({ placed: this.placed, conflicts: 0, asked: this.asked });
-    const then = at.afterCommit({ placed: 0, conflicts: this.conflicts, asked: this.asked });
-    if (at.admitted) rec.retries++;
-    return then;
+    return { asked: this.asked, placed: this.placed, conflicts: this.conflicts };
   }
-}
-
-/** One chunk being placed: its tasks (cut to a quota's room), and the picks kept from its last commit. */
-interface ChunkTry {
-  chunk: number[];
-  /** A gang: all of the chunk or none. */
-  allOrNothing: boolean;
-  /** The call's last chunk. */
-  last: boolean;
-  /** Picks the store confirmed unchanged after a conflict: still chosen (and claimed). */
-  keep: Pick[];
-}
-
-type ChunkResult = { placed: number[]; then: Next };
-
-/**
- * Selects and commits one chunk of tasks; conflicting picks are resampled with a fresh draw after
- * the attempt loop's backoff. Returns the task indices placed and what the attempt loop says
- * comes next (go on, wait for a freed RU, or back off after a return to admission).
- */
-async function commitChunk(cx: AttemptContext, t: ChunkTry): Promise<ChunkResult> {
-  try {
-    for (;;) {
-      const out = await chunkRound(cx, t);
-      if (out) return out;
-    }
-  } finally {
-    if (t.keep.length > 0) cx.unclaim(t.keep);
-  }
-}
-
-/** One decision and commit of a chunk; undefined: decide again. */
-async function chunkRound(cx: AttemptContext, t: ChunkTry): Promise<ChunkResult | undefined> {
-  const { agent: a, rec, at } = cx;
-  cx.assertOpen();
-  // With group commit, decide only when the decision can leave at once: a decision that
-  // waited in the queue would reach the store staler, and conflict more.
-  const t0 = a.clock.monotonic();
-  await a.commitTurn();
-  cx.assertOpen();
-  cx.commitTime(t0);
-  // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
-  // would only conflict again: resample it too.
-  t.keep = t.keep.filter((p) => a.state.isClaimed({ server: p.server.id, index: p.index }, rec));
-  const d = decideChunk(
-    cx,
-    t.chunk.length - t.keep.length,
-    t.keep.map((p) => p.id),
-  );
-  const picks = t.keep.concat(d.selection.picks);
-  const sel = at.afterSelection(picks.length, t.chunk.length, t.allOrNothing);
-  if (sel.kind !== 'go') return { placed: [], then: sel };
-  const tasks = t.chunk.slice(0, picks.length);
-  const c0 = a.clock.monotonic();
-  const res = await tryCommit(cx, { tasks, picks, finalForJob: t.last && tasks.length === t.chunk.length, ruState: 'busy' });
-  cx.commitTime(c0);
-  if (!res.ok && res.quota) {
-    t.keep = [];
-    // An incremental job takes what its namespace's quota leaves: fewer tasks now, the
-    // rest once RUs are given back. A gang waits until all of its chunk fits.
-    if (res.quota.room > 0 && !t.allOrNothing) {
-      t.chunk = t.chunk.slice(0, res.quota.room);
-      t.last = false;
-      return undefined;
-    }
-    return { placed: [], then: at.afterQuota(res.quota.message) };
-  }
-  if (res.ok) {
-    t.keep = [];
-    return { placed: tasks, then: at.afterCommit({ placed: tasks.length, conflicts: 0, asked: t.chunk.length }) };
-  }
-  // Incremental: picks the store confirmed unchanged stay chosen (and claimed); only the
-  // conflicting ones are resampled.
-  t.keep = res.survivors;
-  const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - t.keep.length), asked: t.chunk.length });
-  if (!at.admitted) return { placed: [], then };
-  rec.retries++;
-  if (then.kind === 'backoff' && then.untilFreed) await waitForCapacity(cx, { ms: then.ms, need: t.chunk.length - t.keep.length });
-  else await a.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
-  return undefined;
 }

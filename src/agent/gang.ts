@@ -10,94 +10,73 @@ import type { PlacedRuRecord } from '../state/records.ts';
 import { freeReservation } from '../state/release.ts';
 import type { Compare, Op } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
-import type { Next } from './attempt.ts';
+import type { Pick } from '../sampling/batch.ts';
 import type { AttemptContext } from './attempt-context.ts';
+import type { Outcome, Step } from './attempt-steps.ts';
 import { tryCommit } from './commit.ts';
 import { decide } from './core.ts';
-import { hardPack } from '../sampling/feasibility.ts';
-import { admit, waitForCapacity } from './waits.ts';
 
 /**
- * Places every task of the call (cx.tasks) as one gang: reserves them all, then confirms the
- * reservations; gives them all back and waits as the attempt loop says when a chunk cannot be
- * reserved. The context's Attempt never waits for a freed RU after a lost race: it backs off.
+ * A gang's reservation steps (attempt-steps.ts) on the live agent: decide a chunk's RUs, reserve
+ * them, confirm every reservation, or give them all back. Stopped mid-way (cancelled, closed,
+ * store error) before confirming, it gives back what it reserved, if it still may; whatever is
+ * left is reconciled by the job's owner, or by the process that adopts the job.
  */
-export async function reserveAndConfirm(cx: AttemptContext): Promise<void> {
-  const { agent: a, job, rec, at } = cx;
-  const pending = cx.tasks;
-  for (;;) {
-    cx.assertOpen();
-    if (!at.admitted) await admit(cx, pending.length);
-    const { reserved, then } = await reserveAll(cx);
-    if (then.kind === 'go') {
-      await confirmReservations(cx, reserved);
-      return;
-    }
-    // All or nothing: give every reservation back, then wait as the attempt loop says.
-    await releaseReservations(cx, reserved);
-    at.readmit();
-    rec.readmissions++;
-    a.stats.readmissions++;
-    await cx.waiting.ensure(pending.length);
-    if (then.kind === 'backoff') {
-      const q0 = a.clock.now();
-      await a.clock.sleep(then.ms);
-      rec.stageMs.queue += a.clock.now() - q0;
-    } else {
-      const why = then.kind === 'capacity-wait' ? then.why : undefined;
-      await waitForCapacity(cx, { ms: then.ms, need: hardPack(job.locality) ? pending.length : 1, why, quota: why !== undefined });
-    }
-  }
-}
+export class GangPlacer {
+  private reserved: Placement[] = [];
+  private picks: Pick[] = [];
+  private chunk: number[] = [];
+  private confirming = false;
 
-/** Reserves the call's tasks chunk by chunk, up to the first chunk that could not be reserved. */
-async function reserveAll(cx: AttemptContext): Promise<{ reserved: Placement[]; then: Next }> {
-  const { agent: a, job, rec } = cx;
-  const pending = cx.tasks;
-  const reserved: Placement[] = [];
-  let then: Next = { kind: 'go' };
-  try {
-    for (let off = 0; off < pending.length; off += a.picksPerTxn) {
-      cx.assertOpen();
-      const chunk = pending.slice(off, off + a.picksPerTxn);
-      const before = rec.placements.length;
-      // A required pack chooses its group for every task left, then reserves this chunk of it.
-      then = await reserveChunk(cx, chunk, hardPack(job.locality) ? pending.length - off : chunk.length);
-      if (then.kind !== 'go') break;
-      reserved.push(...rec.placements.splice(before));
-    }
-  } catch (err) {
-    // Stopped mid-way (cancelled, closed, store error): give back what we reserved, if we
-    // still may. Whatever is left is reconciled by the job's owner (JobManager), or by the
-    // process that adopts the job.
-    await releaseReservations(cx, reserved).catch((e: unknown) =>
-      a.log.warn({ job: job.id, err: errorMessage(e) }, 'could not release gang reservations; the owner will'),
-    );
-    throw err;
-  }
-  return { reserved, then };
-}
+  constructor(private readonly cx: AttemptContext) {}
 
-/**
- * Reserves one chunk of a gang, all or nothing; conflicts resample after the loop's backoff.
- * `room`: tasks the selection must find room for (more than the chunk: a required pack's rest).
- */
-async function reserveChunk(cx: AttemptContext, chunk: number[], room: number): Promise<Next> {
-  const { agent: a, job, at, rec } = cx;
-  for (;;) {
-    cx.assertOpen();
-    const d = decide(a.core, { job, target: cx.target, m: room, cfg: { ...a.config, preemption: false }, skipAdmission: true });
-    const picks = d.selection.picks.length >= room ? d.selection.picks.slice(0, chunk.length) : [];
-    const sel = at.afterSelection(picks.length, chunk.length, true);
-    if (sel.kind !== 'go') return sel;
+  /** One decision for the chunk after those reserved; a required pack chooses its group for every task left. */
+  decide(s: Extract<Step, { kind: 'decide' }>): Outcome {
+    const { cx } = this;
+    const a = cx.agent;
+    const off = this.reserved.length;
+    this.chunk = cx.tasks.slice(off, off + s.chunk);
+    const d = decide(a.core, { job: cx.job, target: cx.target, m: s.room, cfg: { ...a.config, preemption: false }, skipAdmission: true });
+    this.picks = d.selection.picks.length >= s.room ? d.selection.picks.slice(0, this.chunk.length) : [];
+    return { kind: 'decided', picks: this.picks.length, kept: 0 };
+  }
+
+  /** Reserves the chunk, all or nothing. */
+  async commit(): Promise<Outcome> {
+    const { cx, chunk, picks } = this;
+    const before = cx.rec.placements.length;
     const res = await tryCommit(cx, { tasks: chunk, picks, finalForJob: false, ruState: 'reserved' });
-    if (res.ok) return at.afterCommit({ placed: chunk.length, conflicts: 0, asked: chunk.length });
-    if (res.quota) return at.afterQuota(res.quota.message);
+    if (res.ok) {
+      this.reserved.push(...cx.rec.placements.splice(before));
+      return { kind: 'committed', placed: chunk.length, conflicts: 0 };
+    }
+    if (res.quota) return { kind: 'committed', placed: 0, conflicts: 0, quota: res.quota };
     cx.unclaim(res.survivors);
-    const then = at.afterCommit({ placed: 0, conflicts: Math.max(1, picks.length - res.survivors.length), asked: chunk.length });
-    if (!at.admitted) return then;
-    rec.retries++;
-    await a.clock.sleep(then.kind === 'backoff' ? then.ms : 0);
+    return { kind: 'committed', placed: 0, conflicts: Math.max(1, picks.length - res.survivors.length) };
+  }
+
+  async confirm(): Promise<Outcome> {
+    this.confirming = true;
+    await confirmReservations(this.cx, this.reserved);
+    return { kind: 'confirmed' };
+  }
+
+  async release(): Promise<Outcome> {
+    const reserved = this.reserved;
+    this.reserved = [];
+    await releaseReservations(this.cx, reserved);
+    return { kind: 'released' };
+  }
+
+  /** The call failed: give back what was reserved (not once confirming began: the owner settles that). */
+  async abandon(): Promise<void> {
+    const { cx } = this;
+    if (this.confirming || this.reserved.length === 0) return;
+    const reserved = this.reserved;
+    this.reserved = [];
+    await releaseReservations(cx, reserved).catch((e: unknown) =>
+      cx.agent.log.warn({ job: cx.job.id, err: errorMessage(e) }, 'could not release gang reservations; the owner will'),
+    );
   }
 }
 

@@ -4,6 +4,7 @@
  * class that says which freed RUs can wake it; the agent (AgentRuntime.waitFreed) keeps its
  * place among the waiters and wakes it when the job is aborted.
  */
+import type { AdmissionVerdict } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import { contention, scoreRu } from '../quality/index.ts';
 import type { ServerState } from '../sampling/cluster-state.ts';
@@ -27,46 +28,49 @@ export interface CapacityWait {
 }
 
 /**
- * Admission control: queue while acceptable RUs are scarce and the estimated wait is below its
- * bound; never longer than the job's maxQueueMs. The durable queue entry lets another agent see
- * (and, with ownership, adopt) the waiting job.
+ * Admission control, one verdict (the attempt loop, attempt-steps.ts, asks again after each
+ * wait): queue while acceptable RUs are scarce and the estimated wait is below its bound; never
+ * longer than the job's maxQueueMs. Undefined when admission is off or skipped. `want`: the tasks
+ * the verdict asked about (the wait is for them).
  */
-export async function admit(cx: AttemptContext, needed: number): Promise<void> {
+export function askAdmission(cx: AttemptContext, needed: number): { verdict: AdmissionVerdict | undefined; want: number } {
   const { agent: a, job, target, rec, at } = cx;
-  for (;;) {
-    if (!a.config.admission || at.skipAdmission(a.clock.now())) {
-      at.afterVerdict(undefined, a.clock.now());
-      return;
-    }
-    const t0 = a.clock.monotonic();
-    // An incremental job larger than the RUs it may use takes them as they come: admission
-    // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
-    const capacity = a.eligibleCapacity(job);
-    const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
-    const verdict = admissionVerdict(a.core, {
-      job,
-      target,
-      needed: want,
-      cfg: a.config,
-      capacity,
-      leftMs: at.leftMs(a.clock.now()),
-      queuedMs: at.queuedMs(a.clock.now()),
-    });
-    rec.stageMs.admission += a.clock.monotonic() - t0;
-    rec.admission.push(verdict);
-    // Keep the first verdict and the latest ones: enough to explain a long wait.
-    if (rec.admission.length > 20) rec.admission.splice(1, 1);
-    const then = at.afterVerdict(verdict, a.clock.now());
-    if (then.kind === 'go') return;
-    await cx.waiting.ensure(needed);
-    rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
-    const q0 = a.clock.now();
-    await a.waitFreed(then.ms, job, admissionClass(cx, want), needed);
-    delete rec.waiting;
-    cx.assertOpen();
-    rec.queuedMs += a.clock.now() - q0;
-    rec.stageMs.queue += a.clock.now() - q0;
-  }
+  if (!a.config.admission || at.skipAdmission(a.clock.now())) return { verdict: undefined, want: needed };
+  const t0 = a.clock.monotonic();
+  // An incremental job larger than the RUs it may use takes them as they come: admission
+  // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
+  const capacity = a.eligibleCapacity(job);
+  const want = job.mode === 'gang' ? needed : Math.max(1, Math.min(needed, capacity));
+  const verdict = admissionVerdict(a.core, {
+    job,
+    target,
+    needed: want,
+    cfg: a.config,
+    capacity,
+    leftMs: at.leftMs(a.clock.now()),
+    queuedMs: at.queuedMs(a.clock.now()),
+  });
+  rec.stageMs.admission += a.clock.monotonic() - t0;
+  rec.admission.push(verdict);
+  // Keep the first verdict and the latest ones: enough to explain a long wait.
+  if (rec.admission.length > 20) rec.admission.splice(1, 1);
+  return { verdict, want };
+}
+
+/**
+ * Held by admission: at most `ms`, or until a freed RU may let it in. The durable queue entry
+ * lets another agent see (and, with ownership, adopt) the waiting job.
+ */
+export async function admissionWait(cx: AttemptContext, w: { ms: number; needed: number; want: number }): Promise<void> {
+  const { agent: a, job, rec } = cx;
+  await cx.waiting.ensure(w.needed);
+  rec.waiting = `queued by admission control until enough free RUs would run it well (at most ${job.maxQueueMs} ms; see explain)`;
+  const q0 = a.clock.now();
+  await a.waitFreed(w.ms, job, admissionClass(cx, w.want), w.needed);
+  delete rec.waiting;
+  cx.assertOpen();
+  rec.queuedMs += a.clock.now() - q0;
+  rec.stageMs.queue += a.clock.now() - q0;
 }
 
 /** Waits for a freed RU (AgentRuntime.waitFreed); true when one woke the call. */
