@@ -6,7 +6,7 @@
  */
 import { AdmissionState } from '../admission/index.ts';
 import { wireAdmission } from '../agent/core.ts';
-import { DEFAULT_PRIORITY, N_RESOURCES, type JobSpec, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
+import { N_RESOURCES, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
 import { ClusterState, type Occupant } from '../sampling/cluster-state.ts';
 import { IndexedSet } from '../sampling/indexed-set.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
@@ -15,104 +15,9 @@ import { PERF, UTIL_SAMPLE_MS } from './constants.ts';
 import type { Engine } from './engine.ts';
 import { COMMITTED_TRUTH, slowdown, type PerfParams, type Truth } from '../model/perf.ts';
 
-export interface SimTask {
-  job: SimJob;
-  /**
-   * Its index in `job.tasks`; -1 for a task added to a running scale-out job until it starts (it
-   * joins the job then, see World.startTask).
-   */
-  index: number;
-  /** Work in reference-platform milliseconds (remote reads included once known). */
-  work: number;
-  /** Servers holding the task's input (data-constrained tasks only). */
-  data?: number[];
-  state: 'pending' | 'running' | 'done';
-  ru: number;
-  start: number;
-  end: number;
-  remaining: number;
-  rate: number;
-  last: number;
-  /** The pending finish event while it runs: its engine slot (-1: none) and the slot's generation. */
-  finishSlot: number;
-  finishGen: number;
-  remote: boolean;
-  /** The Q the scheduler saw for its RU (policies that score), for the Q CDFs. */
-  Q?: number;
-  /** Whether that RU was acceptable for the job (U_H ≥ T_W) when chosen. */
-  acceptable?: boolean;
-  /** Q of its RU at the moment it started, from the truth (any policy; WorldOptions.scoreQ). */
-  placedQ?: number;
-  /** Platform speed of the RU it ran on, for this job (splits lost performance into platform vs interference). */
-  speed: number;
-  occupant?: Occupant;
-  /** Times the run-time loop moved it (each move restarted it on another RU). */
-  moves?: number;
-}
+import { simJobId, type SimJob, type SimTask } from './job.ts';
 
-export interface SimJob {
-  id: number;
-  /** Its namespace (fair share); absent: default, and the job's id is the bare number. */
-  namespace?: string;
-  profile: WorkloadProfile;
-  /** What the scheduler is told. */
-  declared: readonly number[];
-  /** What the scheduler schedules it with, when that is not `declared` (a learned profile). */
-  scheduledAs?: readonly number[];
-  /** What the performance model uses (declared + profile error). */
-  real: readonly number[];
-  priority: number;
-  arrival: number;
-  tasks: SimTask[];
-  /** W5: a short job (Pigeon's high-priority class). */
-  short: boolean;
-  /** First job of a chain (W2 query stages); the chain is measured as one unit. */
-  head: SimJob;
-  next?: SimJob;
-  /** Ideal job time: the longest task's ideal time (best platform, no interference, no delay). */
-  ideal: number;
-  /** Sum of the ideals of this job and the earlier stages of its chain. */
-  chainIdeal: number;
-  /** The job's best platform speed on this cluster (the denominator of its ideal). */
-  maxPerf: number;
-  done: number;
-  finish: number;
-  /** Overheads, ms, summed over the chain on the head. */
-  decisionMs: number;
-  commitMs: number;
-  queueMs: number;
-  conflicts: number;
-  commits: number;
-  Rsum: number;
-  Rn: number;
-  /** Admission waits: estimated vs realised (tarcil only). */
-  waits: { estimate: number; realised: number }[];
-  /** Data-constrained tasks placed on a server holding their data (counted on the head). */
-  local: number;
-  started: number;
-  /** Submission to last task start, summed over the chain (on the head): the scheduling overhead. */
-  schedMs: number;
-  spec?: JobSpec;
-  /** Query type or family, for per-type tables. */
-  label: string;
-  /** Free slot for the policy that owns the job. */
-  policyData?: unknown;
-  /**
-   * A scale-out job (JobSpec.scaleOut): its work is shared by its tasks, so the run-time loop may
-   * add tasks, up to `maxTasks`; the work its running tasks still have is then spread over them and
-   * the newcomer (World.startTask). Its ideal stays that of the tasks it asked for.
-   */
-  scaleOut?: { maxTasks: number };
-  /** Tasks added to it by autoscale (started). */
-  scaledOut?: number;
-  /**
-   * All its tasks on one server, started together (a trace's pod of several cores): a policy that
-   * cannot find one server with room for every pending task places none of them.
-   */
-  oneServer?: boolean;
-  /** The platforms it may run on (a hard constraint); absent: any. */
-  platforms?: readonly string[];
-}
+export { addedTask, makeJob, simJobId, type SimJob, type SimTask } from './job.ts';
 
 export interface Server {
   idx: number;
@@ -164,6 +69,8 @@ export class World {
   readonly truth: Truth;
   readonly perf: PerfParams;
   private revCounter = 0;
+  /** RUs reserved for a gang's task (hold), not started yet. */
+  private readonly held = new Set<number>();
   private readonly views: View[] = [];
   /** Policies hear about every freed RU (after the task's end) here. */
   onFree: ((ru: number, task: SimTask) => void) | undefined;
@@ -262,9 +169,10 @@ export class World {
     return v;
   }
 
-  private applyToView(state: ClusterState, ru: number, task: SimTask | null, rev: number): void {
+  private applyToView(state: ClusterState, ru: number, task: SimTask | null, rev: number, held = false): void {
     const s = this.server(ru);
-    state.setRu({ server: s.spec.id, index: ru - s.base }, task ? this.occupantOf(task) : null, rev);
+    const occ = task ? this.occupantOf(task) : null;
+    state.setRu({ server: s.spec.id, index: ru - s.base }, occ && held ? { ...occ, state: 'reserved' } : occ, rev);
   }
 
   occupantOf(task: SimTask): Occupant {
@@ -280,12 +188,39 @@ export class World {
     return task.occupant;
   }
 
-  private publish(ru: number, task: SimTask | null): void {
+  private publish(ru: number, task: SimTask | null, held = false): void {
     const rev = this.rev[ru] as number;
     for (const v of this.views) {
-      if (v.delay <= 0) this.applyToView(v.state, ru, task, rev);
-      else this.engine.after(v.delay, () => this.applyToView(v.state, ru, task, rev));
+      if (v.delay <= 0) this.applyToView(v.state, ru, task, rev, held);
+      else this.engine.after(v.delay, () => this.applyToView(v.state, ru, task, rev, held));
     }
+  }
+
+  /**
+   * Reserves a free RU for a task of a gang: taken (a commit comparing its older revision fails)
+   * and shown as reserved, but idle until the task starts there (startTask) or it is given back
+   * (unhold).
+   */
+  hold(task: SimTask, ru: number): void {
+    if (this.occ[ru] !== null) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
+    const s = this.server(ru);
+    this.occ[ru] = task;
+    this.rev[ru] = ++this.revCounter;
+    this.free.delete(ru);
+    s.free--;
+    this.held.add(ru);
+    this.publish(ru, task, true);
+  }
+
+  /** Gives a reserved RU back (free again). */
+  unhold(ru: number): void {
+    if (!this.held.delete(ru)) throw new Error(`RU ${ru} is not reserved`);
+    const s = this.server(ru);
+    this.occ[ru] = null;
+    this.rev[ru] = ++this.revCounter;
+    this.free.add(ru);
+    s.free++;
+    this.publish(ru, null);
   }
 
   /**
@@ -295,10 +230,16 @@ export class World {
    * (see `join`); it throws unless the job has a running task to share with (`canJoin`).
    */
   startTask(task: SimTask, ru: number, extraWork = 0): void {
-    if (this.occ[ru] !== null) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
+    const s = this.server(ru);
+    if (this.occ[ru] !== null) {
+      // Only the task an RU is reserved for may start there.
+      if (this.occ[ru] !== task || !this.held.delete(ru)) throw new Error(`RU ${ru} double-booked (job ${task.job.id} task ${task.index})`);
+      this.occ[ru] = null;
+      this.free.add(ru);
+      s.free++;
+    }
     if (task.state !== 'pending') throw new Error(`task ${task.job.id}/${task.index} started twice`);
     const now = this.engine.now();
-    const s = this.server(ru);
     this.occ[ru] = task;
     this.rev[ru] = ++this.revCounter;
     this.free.delete(ru);
@@ -491,106 +432,4 @@ export class World {
     }
     this.onFree?.(ru, t);
   }
-}
-
-/** Builds a job; tasks' work is given in reference-platform ms. */
-export function makeJob(opts: {
-  profile: WorkloadProfile;
-  declared?: readonly number[];
-  real?: readonly number[];
-  arrival: number;
-  work: readonly number[];
-  data?: (number[] | undefined)[];
-  short?: boolean;
-  priority?: number;
-  maxPerf: number;
-  prev?: SimJob;
-  id: number;
-  label?: string;
-  scaleOut?: { maxTasks: number };
-  namespace?: string;
-}): SimJob {
-  const id = opts.id;
-  const job = {
-    id,
-    profile: opts.profile,
-    declared: opts.declared ?? opts.profile.caused,
-    real: opts.real ?? opts.declared ?? opts.profile.caused,
-    priority: opts.priority ?? DEFAULT_PRIORITY,
-    arrival: opts.arrival,
-    tasks: [] as SimTask[],
-    short: opts.short ?? false,
-    ideal: 0,
-    chainIdeal: 0,
-    maxPerf: opts.maxPerf,
-    done: 0,
-    finish: NaN,
-    decisionMs: 0,
-    commitMs: 0,
-    queueMs: 0,
-    conflicts: 0,
-    commits: 0,
-    Rsum: 0,
-    Rn: 0,
-    waits: [],
-    local: 0,
-    started: 0,
-    schedMs: 0,
-    label: opts.label ?? opts.profile.name,
-  } as Omit<SimJob, 'head'> as SimJob;
-  if (opts.scaleOut) job.scaleOut = opts.scaleOut;
-  if (opts.namespace !== undefined) job.namespace = opts.namespace;
-  job.head = opts.prev ? opts.prev.head : job;
-  if (opts.prev) opts.prev.next = job;
-  let longest = 0;
-  opts.work.forEach((w, i) => {
-    const task: SimTask = {
-      job,
-      index: i,
-      work: w,
-      state: 'pending',
-      ru: -1,
-      start: NaN,
-      end: NaN,
-      remaining: w,
-      rate: 1,
-      last: 0,
-      finishSlot: -1,
-      finishGen: 0,
-      remote: false,
-      speed: 1,
-    };
-    const d = opts.data?.[i];
-    if (d) task.data = d;
-    job.tasks.push(task);
-    if (w > longest) longest = w;
-  });
-  job.ideal = longest / opts.maxPerf;
-  job.chainIdeal = job.ideal + (opts.prev ? opts.prev.chainIdeal : 0);
-  return job;
-}
-
-/** The job id the schedulers see: `<namespace>/<id>` in a namespace, the bare number otherwise (as live). */
-export function simJobId(job: SimJob): string {
-  return job.namespace === undefined ? String(job.id) : `${job.namespace}/${job.id}`;
-}
-
-/** A task to add to a running scale-out job: it takes its work when it starts and joins the job (World.startTask). */
-export function addedTask(job: SimJob): SimTask {
-  return {
-    job,
-    index: -1,
-    work: 0,
-    state: 'pending',
-    ru: -1,
-    start: NaN,
-    end: NaN,
-    remaining: 0,
-    rate: 1,
-    last: 0,
-    finishSlot: -1,
-    finishGen: 0,
-    remote: false,
-    speed: 1,
-  };
 }

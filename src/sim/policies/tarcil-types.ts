@@ -1,7 +1,9 @@
 /**
  * The simulated tarcil's options, and what each of its agents and requests holds (tarcil.ts).
  */
-import type { Attempt, AttemptPolicy } from '../../agent/attempt.ts';
+import type { AttemptPolicy } from '../../agent/attempt.ts';
+import type { AttemptSteps, Step } from '../../agent/attempt-steps.ts';
+import type { Pick } from '../../sampling/batch.ts';
 import type { CoreConfig, CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
 import type { JobTarget } from '../../quality/index.ts';
@@ -29,6 +31,10 @@ export interface TarcilOptions {
   preferReplicas?: boolean;
   /** Commits applied and seen by every agent at once (no round trip, no watch delay): an ablation of the agents' stale views. */
   freshViews?: boolean;
+  /** RU quotas by namespace (as a namespace's maxRus): a commit over one is refused and the job waits with the quota's reason. None by default. */
+  quotas?: Record<string, number>;
+  /** Hears each step of each request's attempt loop (agent/attempt-steps.ts), by job id. */
+  onStep?: (jobId: string, step: Step) => void;
 }
 
 export interface Request {
@@ -36,8 +42,17 @@ export interface Request {
   spec: JobSpec;
   target: JobTarget;
   pending: SimTask[];
-  /** Set at the first decision: the attempt loop's state, with the agent's Rng for its backoff. */
-  at?: Attempt;
+  /** Set when first processed: its step sequence (and Attempt, with the agent's Rng for its backoff). */
+  steps?: AttemptSteps;
+  /** A step to take when it is next processed (else: what follows the wait it was in). */
+  next?: Step;
+  /** The chunk decided last, and its picks (kept ones first). */
+  chunk?: SimTask[];
+  picks?: Pick[];
+  /** A gang's picks the store found unchanged after a conflict: chosen again with the resampled ones. */
+  keep?: Pick[];
+  /** A gang's reservations: each task and the RU held for it. */
+  held?: { task: SimTask; ru: number; Q: number; acceptable: boolean }[];
   /** RUs its constraints allow (admission's capacity), computed once. */
   capacity: number;
   agent?: Agent;

@@ -30,12 +30,12 @@
  * commit latency create the conflicts that grow with R and with the number of agents.
  */
 import { DEFAULT_AGENT_CONFIG } from '../../agent/agent.ts';
-import { Attempt, picksPerTxn, type AttemptPolicy } from '../../agent/attempt.ts';
-import { admissionVerdict, decide, type CoreConfig } from '../../agent/core.ts';
+import type { AttemptPolicy } from '../../agent/attempt.ts';
+import type { Step } from '../../agent/attempt-steps.ts';
+import { decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
-import { DEFAULT_MAX_TXN_OPS } from '../../store/common.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
 import { jobTarget, type JobTarget } from '../../quality/index.ts';
 import { own } from '../../util/dict.ts';
@@ -46,22 +46,21 @@ import { addedTask, simJobId, type SimJob, type SimTask, type View, type World }
 import { ProfileLearner } from '../../model/learn.ts';
 import { SimLoadMonitor } from './runtime.ts';
 import { AgentOverlay } from './tarcil-overlay.ts';
-import { selectOneServer, serverFits } from './one-server.ts';
+import { QuotaBook } from './tarcil-gang.ts';
+import { TarcilTurns } from './tarcil-turns.ts';
+import { serverFits } from './one-server.ts';
 import type { Policy } from './types.ts';
 import type { Agent, Request, TarcilOptions } from './tarcil-types.ts';
 
-/** As large a chunk as one transaction of etcd's default limits holds, as in the live agent. */
-const PICKS_PER_TXN = picksPerTxn(DEFAULT_MAX_TXN_OPS);
-
-export class TarcilPolicy implements Policy {
+export class TarcilPolicy extends TarcilTurns implements Policy {
   readonly name: string;
-  private readonly world: World;
-  private readonly view: View;
+  protected readonly world: World;
+  protected readonly view: View;
   private readonly agents: Agent[] = [];
   private readonly firstAgent: Agent;
-  private readonly cfg: CoreConfig;
-  private readonly policy: AttemptPolicy;
-  private readonly opts: TarcilOptions;
+  protected readonly cfg: CoreConfig;
+  protected readonly policy: AttemptPolicy;
+  protected readonly opts: TarcilOptions;
   private rr = 0;
   /** Requests waiting for a freed RU, in priority then arrival order: one list per namespace with fair share, one list ('') without. */
   private readonly waiters = new Map<string, Request[]>();
@@ -72,13 +71,13 @@ export class TarcilPolicy implements Policy {
   private readonly waitSeq = new WeakMap<SimJob, number>();
   private nextSeq = 0;
   /** Fair share among namespaces (agent/fair-share.ts), over the agents' view; undefined when off. */
-  private readonly fair: FairShare | undefined;
+  protected readonly fair: FairShare | undefined;
   /** With fair share: RUs wanted by the waiting requests, per namespace. */
-  private readonly needs = new Map<string, number>();
+  protected readonly needs = new Map<string, number>();
   /** RUs being placed (sent, not yet in the view), per namespace: fair share counts them as held. */
   private readonly placing = new Map<string, number>();
   private readonly targets = new Map<readonly number[], JobTarget>();
-  private readonly c = {
+  protected readonly c = {
     decisions: 0,
     commits: 0,
     conflicts: 0,
@@ -92,15 +91,18 @@ export class TarcilPolicy implements Policy {
     acceptablePicks: 0,
     Qsum: 0,
   };
-  private readonly monitor: SimLoadMonitor | undefined;
+  protected readonly monitor: SimLoadMonitor | undefined;
+  /** Namespaces' RUs against their quotas (TarcilOptions.quotas); undefined: none. */
+  protected readonly quotas: QuotaBook | undefined;
   private readonly learner: ProfileLearner | undefined;
   private readonly owned = new WeakSet<SimJob>();
   /** Wall time of the core's calls, apart from the counters (it differs from run to run). */
-  private readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
+  protected readonly wall = { verdicts: 0, verdictMs: 0, decisions: 0, decideMs: 0, candidates: 0 };
   /** How late the agents' shared view follows the store (the watch), and a commit's round trip. */
-  private readonly lag: { watch: number; rtt: number };
+  protected readonly lag: { watch: number; rtt: number };
 
   constructor(world: World, rng: Rng, opts: TarcilOptions) {
+    super();
     this.world = world;
     this.opts = opts;
     this.name = opts.fixedR === undefined ? 'tarcil' : `fixed-R${opts.fixedR}`;
@@ -138,7 +140,13 @@ export class TarcilPolicy implements Policy {
     const first = this.agents[0];
     if (!first) throw new Error('tarcil needs at least one agent');
     this.firstAgent = first;
-    world.onFree = (ru) => this.wakeFor(ru);
+    const quotas = (this.quotas = opts.quotas ? new QuotaBook(opts.quotas) : undefined);
+    world.onFree = quotas
+      ? (ru, task) => {
+          quotas.freed(task.job);
+          this.wakeFor(ru);
+        }
+      : (ru) => this.wakeFor(ru);
     const rt = opts.runtime;
     this.learner = rt?.learn ? new ProfileLearner() : undefined;
     this.monitor =
@@ -202,7 +210,7 @@ export class TarcilPolicy implements Policy {
       profile: job.scheduledAs && job.scheduledAs !== job.profile.caused ? { ...job.profile, caused: job.scheduledAs as number[] } : job.profile,
       tasks: m,
       priority: job.priority,
-      mode: 'incremental',
+      mode: job.gang ? 'gang' : 'incremental',
       ...where,
       // Users of short tasks bound their queueing by their run time (JobSpec.maxQueueMs): here
       // twice the job's ideal time, within [10 ms, 10 s].
@@ -236,7 +244,7 @@ export class TarcilPolicy implements Policy {
     this.requeue(this.agents[this.rr++ % this.agents.length] as Agent, r);
   }
 
-  private requeue(a: Agent, r: Request): void {
+  protected requeue(a: Agent, r: Request): void {
     this.push(a.queue, r);
     this.pump(a);
   }
@@ -255,7 +263,7 @@ export class TarcilPolicy implements Policy {
     q.splice(k, 0, r);
   }
 
-  private pump(a: Agent): void {
+  protected pump(a: Agent): void {
     if (a.busy) return;
     const r = a.queue.shift();
     if (!r) return;
@@ -263,15 +271,13 @@ export class TarcilPolicy implements Policy {
     this.process(a, r);
   }
 
-  private excludeFor(a: Agent, ru: number, until: number, own?: SimTask): void {
+  protected excludeFor(a: Agent, ru: number, until: number, own?: SimTask): void {
     a.ov.add(ru, until, own && this.world.occupantOf(own));
   }
 
-  /** The simulator's driver of the attempt loop (agent/attempt.ts): engine timers, modelled commits. */
+  /** The simulator's driver of the step sequence (agent/attempt-steps.ts): engine timers, modelled commits. */
   private process(a: Agent, r: Request): void {
-    const eng = this.world.engine;
-    const now = eng.now();
-    a.ov.prune(now);
+    a.ov.prune(this.world.engine.now());
     if (r.move) {
       this.processMove(a, r.move, r);
       return;
@@ -283,152 +289,13 @@ export class TarcilPolicy implements Policy {
       this.pump(a);
       return;
     }
-    // Fair share: a request that would take RUs that namespaces further below their share wait
-    // for holds back and waits in the waiters' order (unless that order just woke it).
-    if (
-      this.fair &&
-      !r.woken &&
-      this.needs.size > 0 &&
-      this.fair.mustYield(r.ns, Math.min(r.pending.length, PICKS_PER_TXN), this.view.state.available.size, this.needs)
-    ) {
-      this.c.fairYields++;
-      eng.after(0, () => {
-        a.busy = false;
-        this.pump(a);
-      });
-      this.waitForRu(a, r, this.policy.recheckMs);
-      return;
-    }
+    // Its first step, the step its last commit's answer left for it, or what follows its wait.
+    const first = r.steps === undefined;
+    const steps = (r.steps ??= this.stepsOf(a, r));
+    const s: Step = first ? steps.start() : (r.next ?? steps.next({ kind: 'waited', woken: r.woken === true }));
+    r.next = undefined;
     r.woken = false;
-    const at = (r.at ??= new Attempt(this.policy, a.ctx.rng, r.spec.maxQueueMs, this.opts.priorityWaits !== false && r.job.priority > this.cfg.bypassAbove));
-    const chunk = r.job.oneServer ? r.pending : r.pending.slice(0, PICKS_PER_TXN);
-    const head = r.job.head;
-    const release = (after: number): void => {
-      eng.after(after, () => {
-        a.busy = false;
-        this.pump(a);
-      });
-    };
-
-    if (!at.admitted) {
-      const skip = !this.cfg.admission || at.skipAdmission(now);
-      const want = Math.max(1, Math.min(r.pending.length, r.capacity));
-      // Wall time of the core's calls (the virtual clock models their cost): what a decision
-      // really costs the simulator, which must not grow with the cell (bench sim-speed).
-      const w0 = performance.now();
-      const verdict = skip
-        ? undefined
-        : a.ov.during(() =>
-            admissionVerdict(a.ctx, {
-              job: r.spec,
-              target: r.target,
-              needed: want,
-              cfg: this.cfg,
-              capacity: r.capacity,
-              leftMs: at.leftMs(now),
-              queuedMs: at.queuedMs(now),
-            }),
-          );
-      if (!skip) {
-        this.wall.verdicts++;
-        this.wall.verdictMs += performance.now() - w0;
-      }
-      const then = at.afterVerdict(verdict, now);
-      if (then.kind === 'admission-wait') {
-        // Admission control: wait for the estimated time (bounded), then ask again.
-        this.c.queued++;
-        release(TARCIL.DECISION_BASE_MS);
-        head.decisionMs += TARCIL.DECISION_BASE_MS;
-        // Held by admission, the request waits for RUs as a live one does in the waiters (fair share counts it).
-        this.need(r.ns, r.pending.length);
-        eng.after(TARCIL.DECISION_BASE_MS + then.ms, () => {
-          this.need(r.ns, -r.pending.length);
-          this.requeue(a, r);
-        });
-        return;
-      }
-      if (verdict?.action === 'best-effort') this.c.bestEffort++;
-      if (then.realisedWaitMs !== undefined) head.waits.push({ estimate: at.firstEstimateMs, realised: then.realisedWaitMs });
-    }
-
-    const w1 = performance.now();
-    const displace = this.fairDisplace(r);
-    const one = r.job.oneServer ? a.ov.during(() => selectOneServer(a.ctx, r.spec, r.target, chunk.length, this.cfg, a.ov.exclude)) : undefined;
-    const d = one
-      ? { R: one.R, selection: { ...one, preemptionCandidates: 0 } }
-      : a.ov.during(() =>
-          decide(a.ctx, { job: r.spec, target: r.target, m: chunk.length, cfg: this.cfg, skipAdmission: true, exclude: a.ov.exclude, ...displace }),
-        );
-    this.wall.decisions++;
-    this.wall.decideMs += performance.now() - w1;
-    this.wall.candidates += d.selection.candidatesSeen;
-    const cost = TARCIL.DECISION_BASE_MS + TARCIL.DECISION_PER_CANDIDATE_MS * d.selection.candidatesSeen;
-    head.decisionMs += cost;
-    head.Rsum += d.R;
-    head.Rn++;
-    this.c.decisions++;
-    this.c.Rsum += d.R;
-
-    const picks = d.selection.picks;
-    const sel = at.afterSelection(picks.length, chunk.length, false);
-    if (sel.kind !== 'go') {
-      // Nothing free and eligible in the (stale) view: wait for a free RU.
-      this.c.capacityWaits++;
-      release(cost);
-      this.waitForRu(a, r, sel.ms);
-      return;
-    }
-    const sendAt = cost + TARCIL.COMMIT_ISSUE_MS;
-    const storeAt = now + sendAt + this.lag.rtt / 2;
-    picks.forEach((p, k) => this.excludeFor(a, p.id, storeAt + this.lag.watch + this.lag.rtt, chunk[k]));
-    if (this.fair) this.countPlacing(r.ns, picks.length, storeAt + this.lag.watch);
-    release(sendAt);
-    // Remove the chunk's tasks from pending while the commit is in flight.
-    const inFlight = chunk.slice(0, picks.length);
-    r.pending = r.pending.slice(picks.length);
-    const Qs = picks.map((p) => p.quality.Q);
-    eng.at(storeAt, () => {
-      this.c.commits++;
-      head.commits++;
-      head.commitMs += this.lag.rtt;
-      let conflicts = 0;
-      const failed: SimTask[] = [];
-      // A one-server job's picks commit together or not at all (one transaction's compares).
-      const together = !r.job.oneServer || picks.every((p) => this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev);
-      picks.forEach((p, k) => {
-        const task = inFlight[k] as SimTask;
-        if (together && this.world.occ[p.id] === null && this.world.rev[p.id] === p.ruRev) {
-          if (r.scaleOut && !this.world.canJoin(r.job)) {
-            (this.monitor as SimLoadMonitor).notScaledOut(r.job);
-            return;
-          }
-          task.Q = Qs[k];
-          task.acceptable = p.quality.acceptable;
-          this.world.startTask(task, p.id);
-          this.c.picks++;
-          this.c.Qsum += task.Q ?? 0;
-          if (task.acceptable) this.c.acceptablePicks++;
-          if (r.scaleOut) (this.monitor as SimLoadMonitor).scaledOut(r.job);
-        } else {
-          conflicts++;
-          failed.push(task);
-          // The else branch of the txn returns the RU's current value: the agent knows it now.
-          this.excludeFor(a, p.id, eng.now() + this.lag.rtt / 2 + this.lag.watch);
-        }
-      });
-      this.c.conflicts += conflicts;
-      head.conflicts += conflicts;
-      r.pending = failed.concat(r.pending);
-      const wasAdmitted = at.admitted;
-      const then = at.afterCommit({ placed: picks.length - conflicts, conflicts, asked: chunk.length });
-      if (r.pending.length === 0) return;
-      if (conflicts > 0 && wasAdmitted && !at.admitted) this.c.readmissions++;
-      // The commit's answer reaches the agent half a round trip after the store applied it.
-      const back = this.lag.rtt / 2;
-      if (then.kind === 'capacity-wait') this.waitForRu(a, r, then.ms);
-      else if (then.kind === 'backoff' && then.untilFreed) eng.after(back, () => this.waitForRu(a, r, then.ms));
-      else eng.after(back + (then.kind === 'backoff' ? then.ms : 0), () => this.requeue(a, r));
-    });
+    this.turn(a, r, steps, s);
   }
 
   /**
@@ -437,7 +304,7 @@ export class TarcilPolicy implements Policy {
    * task restarts, after the move's pause), so two copies never run at once; a task that ended or
    * moved meanwhile, or an RU taken meanwhile, cancels the move.
    */
-  private processMove(a: Agent, t: SimTask, r: Request): void {
+  protected processMove(a: Agent, t: SimTask, r: Request): void {
     const eng = this.world.engine;
     const mon = this.monitor as SimLoadMonitor;
     const release = (after: number): void => {
@@ -489,18 +356,19 @@ export class TarcilPolicy implements Policy {
       // The pause holds the new RU before the task's work starts: as much work as the pause at the new platform's speed.
       const speedThere = t.job.profile.platformPerf[this.world.server(p.id).spec.platform] ?? 1;
       this.world.startTask(t, p.id, mon.cfg.movePauseMs * speedThere);
+      this.quotas?.add(r.ns, 1);
       mon.moved(t, lost);
     });
   }
 
   /** Fair share's limit on preemption across namespaces (none when the request may not preempt). */
-  private fairDisplace(r: Request): { mayDisplace?: (victimJob: string) => boolean } {
+  protected fairDisplace(r: Request): { mayDisplace?: (victimJob: string) => boolean } {
     if (!this.fair || !this.cfg.preemption || r.job.priority <= this.cfg.bypassAbove) return {};
     return { mayDisplace: this.fair.mayDisplace(r.ns, this.needs.keys()) };
   }
 
   /** `n` RUs of namespace `ns` are being placed until `until` (when the view shows them, or not). */
-  private countPlacing(ns: string, n: number, until: number): void {
+  protected countPlacing(ns: string, n: number, until: number): void {
     if (n <= 0) return;
     this.placing.set(ns, (this.placing.get(ns) ?? 0) + n);
     this.world.engine.at(until, () => {
@@ -518,7 +386,7 @@ export class TarcilPolicy implements Policy {
   }
 
   /** With fair share: `n` more (or fewer) RUs wanted by the waiting requests of `ns`. */
-  private need(ns: string, n: number): void {
+  protected need(ns: string, n: number): void {
     if (!this.fair) return;
     const left = (this.needs.get(ns) ?? 0) + n;
     if (left > 0) this.needs.set(ns, left);
@@ -532,7 +400,7 @@ export class TarcilPolicy implements Policy {
   }
 
   /** Parks a request until an RU it may use frees, or `ms` passes. */
-  private waitForRu(a: Agent, r: Request, ms: number): void {
+  protected waitForRu(a: Agent, r: Request, ms: number): void {
     r.agent = a;
     this.park(this.waitList(r), r);
     this.need(r.ns, r.pending.length);
@@ -572,7 +440,7 @@ export class TarcilPolicy implements Policy {
    * A freed RU wakes the first waiting request that may use it (hard constraints checked); with
    * fair share, of the namespace with the lowest usage among those with a request that may use it.
    */
-  private wakeFor(ru: number): void {
+  protected wakeFor(ru: number): void {
     const srv = this.world.server(ru);
     const fits = (w: Request): boolean => {
       if (!serverFits(w.job, srv, w.pending.length)) return false;
