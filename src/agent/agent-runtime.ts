@@ -6,7 +6,7 @@
  * one; each call's steps (chunks.ts, gang.ts, commit.ts, waits.ts) reach it through their
  * AttemptContext (attempt-context.ts).
  */
-import type { Step } from './attempt-steps.ts';
+import type { Outcome, Step } from './attempt-steps.ts';
 import type { AdmissionState } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import type { ClusterState } from '../sampling/cluster-state.ts';
@@ -61,7 +61,7 @@ export interface AgentRuntimeOptions {
    */
   view?: SharedView;
   /** Hears each step of each scheduling call (attempt-steps.ts), by job: explain and tests. */
-  onStep?: (jobId: string, step: Step) => void;
+  onStep?: (jobId: string, step: Step, after: Outcome | undefined) => void;
 }
 
 export class AgentRuntime {

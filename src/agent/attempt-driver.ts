@@ -28,7 +28,7 @@ export async function drive(cx: AttemptContext): Promise<void> {
     gang,
     ahead: a.config.commitAhead > 1 && !gang && !a.config.recordJob && !hasQuotaNamespace(job.id),
     pack: hardPack(job.locality),
-    onStep: onStep && ((s) => onStep(job.id, s)),
+    onStep: onStep && ((s, after) => onStep(job.id, s, after)),
   });
   const d = new LiveSteps(cx, steps.reserving ? new GangPlacer(cx) : new ChunkPlacer(cx));
   try {

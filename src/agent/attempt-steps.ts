@@ -74,8 +74,8 @@ export interface StepsOptions {
   ahead?: boolean;
   /** A required pack: a reservation finds room for every task left, and a gang waits for all. */
   pack?: boolean;
-  /** Hears every step taken (explain, tests). */
-  onStep?: ((s: Step) => void) | undefined;
+  /** Hears every step taken, with the outcome that led to it (explain, tests). */
+  onStep?: ((s: Step, after: Outcome | undefined) => void) | undefined;
 }
 
 /** Why a request waits behind other namespaces (fair share). */
@@ -105,16 +105,16 @@ export class AttemptSteps {
   }
 
   start(): Step {
-    return this.emit(this.round());
+    return this.emit(this.round(), undefined);
   }
 
   next(out: Outcome): Step {
-    return this.emit(this.after(this.last, out));
+    return this.emit(this.after(this.last, out), out);
   }
 
-  private emit(s: Step): Step {
+  private emit(s: Step, after: Outcome | undefined): Step {
     this.last = s;
-    this.o.onStep?.(s);
+    this.o.onStep?.(s, after);
     return s;
   }
 

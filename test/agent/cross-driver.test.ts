@@ -1,11 +1,14 @@
 /**
  * The same job stream through both drivers of the scheduling loop: the live agent on the embedded
  * store and the simulator's tarcil policy. Same servers, same seed, jobs far enough apart that
- * each driver's view has caught up with its own commits: every job gets the same sample sizes,
- * the same RUs for the same tasks, with the same quality, and neither driver sees a conflict.
+ * each driver's view has caught up with its own commits: every job takes the same steps of the
+ * attempt loop (agent/attempt-steps.ts), gets the same sample sizes, the same RUs for the same
+ * tasks, with the same quality, and neither driver sees a conflict. Conflicts, gangs and quotas:
+ * cross-driver-steps.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { SchedulingAgent } from '../../src/agent/agent.ts';
+import { stepLine } from '../../src/agent/attempt-steps.ts';
 import type { JobSpec, ServerSpec, WorkloadProfile } from '../../src/model/types.ts';
 import { Engine } from '../../src/sim/engine.ts';
 import { TarcilPolicy } from '../../src/sim/policies/tarcil.ts';
@@ -61,6 +64,7 @@ interface Seen {
   rus: string[];
   Q: number[];
   conflicts: number;
+  steps: string[];
 }
 
 const GAP_MS = 1000;
@@ -75,6 +79,7 @@ function spec(id: string, s: Step, submittedAt: number): JobSpec {
 }
 
 async function live(seed: number, steps: Step[]): Promise<Seen[]> {
+  const traced = new Map<string, string[]>();
   const store = new MemoryStore();
   const keys = new Keys('/x/');
   await seedCluster(store, keys, servers());
@@ -85,6 +90,7 @@ async function live(seed: number, steps: Step[]): Promise<Seen[]> {
     clock: new SystemClock(),
     rng: new SeededRng(seed).fork(),
     log: createLogger('test'),
+    onStep: (job, s) => traced.set(job, [...(traced.get(job) ?? []), stepLine(s)]),
   });
   await agent.start();
   closers.push(async () => {
@@ -100,6 +106,7 @@ async function live(seed: number, steps: Step[]): Promise<Seen[]> {
       rus: byTask.map((p) => `${p.ru.server}/${p.ru.index}`),
       Q: byTask.map((p) => p.Q),
       conflicts: rec.conflicts,
+      steps: traced.get(`j${i}`) ?? [],
     });
   }
   return out;
@@ -108,7 +115,12 @@ async function live(seed: number, steps: Step[]): Promise<Seen[]> {
 function simulated(seed: number, steps: Step[]): { seen: Seen[]; counters: Record<string, number> } {
   const engine = new Engine();
   const world = new World(engine, new SeededRng(seed + 1), servers(), { interference: true, utilEvery: 0 });
-  const policy = new TarcilPolicy(world, new SeededRng(seed), { agents: 1, maxQueueMs: MAX_QUEUE_MS });
+  const traced = new Map<string, string[]>();
+  const policy = new TarcilPolicy(world, new SeededRng(seed), {
+    agents: 1,
+    maxQueueMs: MAX_QUEUE_MS,
+    onStep: (job, s) => traced.set(job, [...(traced.get(job) ?? []), stepLine(s)]),
+  });
   const jobs: SimJob[] = steps.map((s, i) =>
     makeSimJob({ id: i, profile: s.profile, arrival: i * GAP_MS, work: Array.from({ length: s.tasks }, () => 1e9), priority: s.priority, maxPerf: 1 }),
   );
@@ -119,10 +131,18 @@ function simulated(seed: number, steps: Step[]): { seen: Seen[]; counters: Recor
       const srv = world.server(t.ru);
       return `${srv.spec.id}/${t.ru - srv.base}`;
     });
-    return { R: [] as number[], rus, Q: job.tasks.map((t) => t.Q ?? NaN), conflicts: job.conflicts, Rsum: job.Rsum, Rn: job.Rn };
+    return {
+      R: [] as number[],
+      rus,
+      Q: job.tasks.map((t) => t.Q ?? NaN),
+      conflicts: job.conflicts,
+      Rsum: job.Rsum,
+      Rn: job.Rn,
+      steps: traced.get(String(job.id)) ?? [],
+    };
   });
   return {
-    seen: seen.map(({ R, rus, Q, conflicts, Rsum, Rn }) => ({ R: Rn > 0 ? [Rsum / Rn] : R, rus, Q, conflicts })),
+    seen: seen.map(({ R, rus, Q, conflicts, Rsum, Rn, steps }) => ({ R: Rn > 0 ? [Rsum / Rn] : R, rus, Q, conflicts, steps })),
     counters: policy.counters(),
   };
 }
@@ -138,6 +158,8 @@ describe('one scheduling loop, two drivers', () => {
       expect(got).toHaveLength(steps.length);
       for (const [i, l] of got.entries()) {
         const s = sim.seen[i] as Seen;
+        expect(l.steps.length, `job ${i}: steps traced`).toBeGreaterThan(0);
+        expect(l.steps, `job ${i}: steps`).toEqual(s.steps);
         expect(l.rus, `job ${i}: RUs`).toEqual(s.rus);
         expect(mean(l.R), `job ${i}: R`).toBeCloseTo(s.R[0] as number, 9);
         expect(

@@ -73,7 +73,7 @@ export abstract class TarcilTurns {
       perTxn: PICKS_PER_TXN,
       gang,
       pack: hardPack(r.spec.locality),
-      onStep: onStep && ((st) => onStep(r.spec.id, st)),
+      onStep: onStep && ((st, after) => onStep(r.spec.id, st, after)),
     });
   }
 

@@ -2,7 +2,7 @@
  * The simulated tarcil's options, and what each of its agents and requests holds (tarcil.ts).
  */
 import type { AttemptPolicy } from '../../agent/attempt.ts';
-import type { AttemptSteps, Step } from '../../agent/attempt-steps.ts';
+import type { AttemptSteps, Outcome, Step } from '../../agent/attempt-steps.ts';
 import type { Pick } from '../../sampling/batch.ts';
 import type { CoreConfig, CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
@@ -34,7 +34,7 @@ export interface TarcilOptions {
   /** RU quotas by namespace (as a namespace's maxRus): a commit over one is refused and the job waits with the quota's reason. None by default. */
   quotas?: Record<string, number>;
   /** Hears each step of each request's attempt loop (agent/attempt-steps.ts), by job id. */
-  onStep?: (jobId: string, step: Step) => void;
+  onStep?: (jobId: string, step: Step, after: Outcome | undefined) => void;
 }
 
 export interface Request {
