@@ -2,12 +2,12 @@
  * Decision cost per task (admission + size + sample + score + select, no commit) as the cluster
  * grows: it must stay flat (O(R), not O(cluster size)). Run: npx tsx bench/decision-cost.ts [--quick]
  */
-import { AdmissionState } from '../src/admission/index.ts';
+import { AdmissionCounters } from '../src/admission/index.ts';
 import { decide, DEFAULT_CORE_CONFIG, wireAdmission, type CoreContext } from '../src/agent/core.ts';
 import { loadCatalog } from '../src/model/catalog.ts';
 import type { JobSpec } from '../src/model/types.ts';
 import { jobTarget } from '../src/quality/index.ts';
-import { ClusterState } from '../src/sampling/cluster-state.ts';
+import { RuIndex } from '../src/sampling/ru-index.ts';
 import { uniformServers } from '../src/state/seed.ts';
 import { SystemClock } from '../src/util/clock.ts';
 import { SeededRng } from '../src/util/rng.ts';
@@ -38,8 +38,8 @@ const rows: Row[] = [];
 
 for (const rus of sizes) {
   const rng = new SeededRng(42);
-  const state = new ClusterState();
-  const admission = new AdmissionState({ clock, seed: 0x7a3c11 });
+  const state = new RuIndex();
+  const admission = new AdmissionCounters({ clock, seed: 0x7a3c11 });
   wireAdmission(state, admission);
   const setupStart = performance.now();
   state.batch(() => {

@@ -5,7 +5,7 @@
 export { ContentionLsh, DEFAULT_BUCKETS, type BucketInfo, type LshOptions } from './lsh.ts';
 export { EXACT_ERLANG_MAX_K, erlangQuantile } from './erlang.ts';
 export {
-  AdmissionState,
+  AdmissionCounters,
   type AdmissionOptions,
   type AdmissionVerdict,
   type PreparedContention,
@@ -13,4 +13,4 @@ export {
   type FreeFraction,
   type VerdictOptions,
   type WaitEstimate,
-} from './state.ts';
+} from './counters.ts';

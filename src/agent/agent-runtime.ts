@@ -7,9 +7,9 @@
  * AttemptContext (attempt-context.ts).
  */
 import type { Outcome, Step } from './attempt-steps.ts';
-import type { AdmissionState } from '../admission/index.ts';
+import type { AdmissionCounters } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { RuIndex } from '../sampling/ru-index.ts';
 import { eligibleCapacity } from '../sampling/feasibility.ts';
 import type { Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
@@ -74,8 +74,8 @@ export class AgentRuntime {
   readonly config: AgentConfig;
   readonly view: SharedView;
   readonly ownsView: boolean;
-  readonly state: ClusterState;
-  readonly admission: AdmissionState;
+  readonly state: RuIndex;
+  readonly admission: AdmissionCounters;
   readonly cache: AgentCache;
   readonly core: CoreContext;
   /** Placement commits go through here (group commit), or straight to the store when off. */

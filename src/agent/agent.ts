@@ -9,9 +9,9 @@
  * config.ts.
  */
 import { trace } from '../util/trace.ts';
-import type { AdmissionState } from '../admission/index.ts';
+import type { AdmissionCounters } from '../admission/index.ts';
 import type { JobSpec, RuRef } from '../model/types.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { RuIndex } from '../sampling/ru-index.ts';
 import { eligibleGroups, hardPack } from '../sampling/feasibility.ts';
 import type { GroupCommitStats } from '../store/group-commit.ts';
 import type { Keys } from '../state/keys.ts';
@@ -81,8 +81,8 @@ export class SchedulingAgent {
   private readonly rt: AgentRuntime;
   readonly id: string;
   readonly view: SharedView;
-  readonly state: ClusterState;
-  readonly admission: AdmissionState;
+  readonly state: RuIndex;
+  readonly admission: AdmissionCounters;
   readonly cache: AgentCache;
   readonly config: AgentConfig;
   readonly store: ClusterStore;

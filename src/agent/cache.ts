@@ -1,9 +1,9 @@
 /**
  * The cached copy of the cluster state that the agents of one process share: servers, RUs and
- * epochs followed from the store (one list+watch) into a ClusterState.
+ * epochs followed from the store (one list+watch) into a RuIndex.
  */
 import type { ServerSpec } from '../model/types.ts';
-import type { ClusterState, Occupant, ServerState } from '../sampling/cluster-state.ts';
+import type { RuIndex, Occupant, ServerState } from '../sampling/ru-index.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { Follower } from '../state/follow.ts';
@@ -28,7 +28,7 @@ export type RuListener = (kv: KeyValue, deleted: boolean, rec: RuRecord | undefi
 export class AgentCache {
   private readonly store: ClusterStore;
   private readonly keys: Keys;
-  private readonly state: ClusterState;
+  private readonly state: RuIndex;
   private readonly clock: Clock;
   private readonly log: Logger;
   private follower: Follower | undefined;
@@ -43,7 +43,7 @@ export class AgentCache {
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
   private readonly watchEpochs: boolean;
 
-  constructor(opts: { store: ClusterStore; keys: Keys; state: ClusterState; clock: Clock; log: Logger; watchEpochs?: boolean }) {
+  constructor(opts: { store: ClusterStore; keys: Keys; state: RuIndex; clock: Clock; log: Logger; watchEpochs?: boolean }) {
     this.watchEpochs = opts.watchEpochs ?? true;
     this.store = opts.store;
     this.keys = opts.keys;

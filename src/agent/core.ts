@@ -2,11 +2,11 @@
  * The scheduling decision without the commit (paper §3–4): admission verdict, sample size R and
  * batch sampling and selection, pure over its inputs.
  */
-import type { AdmissionState, AdmissionVerdict, PreparedContention } from '../admission/index.ts';
+import type { AdmissionCounters, AdmissionVerdict, PreparedContention } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import { contention, type JobTarget } from '../quality/index.ts';
 import { selectPlacements, type PlacementRequest, type SelectionResult } from '../sampling/batch.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { RuIndex } from '../sampling/ru-index.ts';
 import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
 import type { Clock } from '../util/clock.ts';
@@ -16,8 +16,8 @@ import type { CoreConfig } from './defaults.ts';
 export { DEFAULT_CORE_CONFIG, type AdmissionRule, type CoreConfig } from './defaults.ts';
 
 export interface CoreContext {
-  state: ClusterState;
-  admission: AdmissionState;
+  state: RuIndex;
+  admission: AdmissionCounters;
   rng: Rng;
   clock: Clock;
 }
@@ -159,7 +159,7 @@ export function placementRequestOf(job: JobSpec, target: JobTarget, m: number, R
  */
 const EMPTY: readonly number[] = [];
 
-export function wireAdmission(state: ClusterState, admission: AdmissionState): void {
+export function wireAdmission(state: RuIndex, admission: AdmissionCounters): void {
   const C: number[] = [];
   // Every free RU of a server sees the same contention (no occupant of its own to leave out): it
   // is computed and prepared (fixed point, LSH bucket) once per server change.

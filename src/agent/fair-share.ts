@@ -1,7 +1,7 @@
 /**
  * Fair share among namespaces, for the live agents and the simulator alike. A namespace's usage is
  * the RUs its jobs hold or are being placed on, over its weight (`namespaces/<ns>`, default 1),
- * counted in the cluster view of the process that asks (ClusterState.namespaceRus): live, each
+ * counted in the cluster view of the process that asks (RuIndex.namespaceRus): live, each
  * front-end counts from its own cache, so the order is approximate across front-ends.
  *
  * The rule: when jobs of several namespaces wait for capacity, the waiting job served first (a

@@ -11,7 +11,7 @@
  * now, then priority, then arrival: the order within a namespace is unchanged, and a cell with one
  * namespace is served exactly as without fair share.
  */
-import type { ServerState } from '../sampling/cluster-state.ts';
+import type { ServerState } from '../sampling/ru-index.ts';
 import { priorityBefore, type FairShare } from './fair-share.ts';
 
 /** Waiters a freed RU serves alike: same key, same answers. */

@@ -3,7 +3,7 @@
  * other agents' sampling), then turn every reservation into a placement. If a chunk cannot be
  * reserved after its retries, every reservation is released and the whole job goes back to
  * admission: all or nothing, across several transactions. An owner that stops part-way leaves
- * reservations that the job's owner settles (owner/transitions.ts, reconcileGang).
+ * reservations that the job's owner settles (owner/transitions.ts, repairGang).
  */
 import type { Placement } from '../state/decisions.ts';
 import type { PlacedRuRecord } from '../state/records.ts';

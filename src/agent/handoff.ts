@@ -15,11 +15,11 @@
  * without the handoff) or none (the RU waits out the window). Neither places anything twice: the
  * commit's compare decides, as always.
  */
-import type { ClusterState, ServerState } from '../sampling/cluster-state.ts';
+import type { RuIndex, ServerState } from '../sampling/ru-index.ts';
 import type { Clock, Timer } from '../util/clock.ts';
 
 export interface HandoffOptions {
-  state: ClusterState;
+  state: RuIndex;
   clock: Clock;
   /** How long a freed RU belongs to its home front-end (0: no handoff). */
   windowMs: number;

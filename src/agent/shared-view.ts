@@ -1,12 +1,12 @@
 /**
  * What the scheduling agents of one process share: one list+watch of servers, RUs (and epochs) into
  * one cluster view, the admission counters kept in step with it, the in-flight claims of every
- * agent's commits (held in the view, see ClusterState.claim), and the scheduling calls waiting for
+ * agent's commits (held in the view, see RuIndex.claim), and the scheduling calls waiting for
  * a freed RU. Memory and watch work are then those of one agent whatever the number of agents;
  * each agent keeps its own Rng, commits and decision records. A standalone agent makes its own.
  */
-import { AdmissionState } from '../admission/index.ts';
-import { ClusterState } from '../sampling/cluster-state.ts';
+import { AdmissionCounters } from '../admission/index.ts';
+import { RuIndex } from '../sampling/ru-index.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -33,8 +33,8 @@ export interface SharedViewOptions {
 }
 
 export class SharedView {
-  readonly state = new ClusterState();
-  readonly admission: AdmissionState;
+  readonly state = new RuIndex();
+  readonly admission: AdmissionCounters;
   readonly cache: AgentCache;
   readonly waiters: FreedWaiters;
   /** Freed RUs among the front-ends of the cell (handoff.ts): its owner sets who this process is. */
@@ -53,7 +53,7 @@ export class SharedView {
         ? undefined
         : new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
     this.waiters = new FreedWaiters(this.fair);
-    this.admission = new AdmissionState({
+    this.admission = new AdmissionCounters({
       buckets: o.config.buckets,
       clock: o.clock,
       historyWindowMs: o.config.historyWindowMs,

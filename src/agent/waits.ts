@@ -7,7 +7,7 @@
 import type { AdmissionVerdict } from '../admission/index.ts';
 import type { JobSpec } from '../model/types.ts';
 import { contention, scoreRu } from '../quality/index.ts';
-import type { ServerState } from '../sampling/cluster-state.ts';
+import type { ServerState } from '../sampling/ru-index.ts';
 import { hardPack, hardSpread, serverMatches } from '../sampling/feasibility.ts';
 import { bestRoom, groupOf, groupRoom, packGroupsHeld } from '../sampling/one-group.ts';
 import type { AgentRuntime } from './agent-runtime.ts';

@@ -4,11 +4,11 @@
  */
 import Table from 'cli-table3';
 import { tableStyle } from './color.ts';
-import { AdmissionState } from '../admission/index.ts';
+import { AdmissionCounters } from '../admission/index.ts';
 import { wireAdmission } from '../agent/core.ts';
 import { expandCluster, loadCatalog, resolveCluster, resolveProfile } from '../model/catalog.ts';
 import { encodingToBigInt, jobTarget, scoreRu } from '../quality/index.ts';
-import { ClusterState } from '../sampling/cluster-state.ts';
+import { RuIndex } from '../sampling/ru-index.ts';
 import { sampleSize } from '../sampling/size.ts';
 import { ManualClock } from '../util/clock.ts';
 import { SeededRng } from '../util/rng.ts';
@@ -32,8 +32,8 @@ export function profileCommand(name: string, a: ProfileArgs): string {
   const target = jobTarget(profile.caused);
   const spec = resolveCluster(a.cluster, catalog);
   const servers = expandCluster(spec, catalog.platforms);
-  const state = new ClusterState();
-  const admission = new AdmissionState({ buckets: a.buckets, clock: new ManualClock(), seed: 0x7a3c11 });
+  const state = new RuIndex();
+  const admission = new AdmissionCounters({ buckets: a.buckets, clock: new ManualClock(), seed: 0x7a3c11 });
   wireAdmission(state, admission);
   const rng = new SeededRng(a.seed);
   const residents = [...catalog.workloads.values()];

@@ -8,7 +8,7 @@
  * namespace's quota; it reads nothing.
  */
 import type { Constraints, JobSpec, ServerSpec } from '../model/types.ts';
-import type { ClusterState } from '../sampling/cluster-state.ts';
+import type { RuIndex } from '../sampling/ru-index.ts';
 import { serverMatches } from '../sampling/feasibility.ts';
 import type { DecisionRecord } from '../state/decisions.ts';
 import { isFinalJob, type LiveJobRecord } from '../state/live-records.ts';
@@ -84,7 +84,7 @@ const TOP_SERVERS = 10;
  * the front-end knows (registered now, or left lately, see agent/cell.ts); the view holds only
  * the registered ones. One pass over the servers.
  */
-export function summarizeCell(state: ClusterState, constraints: Constraints, known?: Iterable<{ spec: ServerSpec }>): CellSummary {
+export function summarizeCell(state: RuIndex, constraints: Constraints, known?: Iterable<{ spec: ServerSpec }>): CellSummary {
   const out: CellSummary = { servers: 0, matching: 0, matchingUp: 0, cordoned: [], usable: 0, busy: 0, holders: [] };
   const byJob = new Map<string, number>();
   for (const s of state.servers.values()) {

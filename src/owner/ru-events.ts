@@ -19,7 +19,7 @@
 import { isFinalTask, type LiveTaskRecord } from '../state/live-records.ts';
 import { jobOfFreedRu, lastOfFreedRu, parseJson } from '../state/records.ts';
 import type { RuRecord, RuRef } from '../model/types.ts';
-import type { Occupant } from '../sampling/cluster-state.ts';
+import type { Occupant } from '../sampling/ru-index.ts';
 import type { KeyValue } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';

@@ -5,7 +5,7 @@
  * one-group.ts (a required pack) and preempt.ts.
  */
 import type { Rng } from '../util/rng.ts';
-import type { ClusterState } from './cluster-state.ts';
+import type { RuIndex } from './ru-index.ts';
 import { initialCandidates } from './candidates.ts';
 import { hardPack } from './feasibility.ts';
 import { selectOneGroup } from './one-group.ts';
@@ -23,7 +23,7 @@ export { drawCandidates } from './candidates.ts';
  * other candidates on that server, so a candidate is re-scored against the job's own earlier picks
  * before it is taken (two tasks of one job are never scored against the same neighbourhood).
  */
-export function selectPlacements(state: ClusterState, req: PlacementRequest, rng: Rng): SelectionResult {
+export function selectPlacements(state: RuIndex, req: PlacementRequest, rng: Rng): SelectionResult {
   const ctx = new SelectionContext(state, req);
   const out: SelectionResult = { picks: [], candidatesSeen: 0, preemptionCandidates: 0 };
   if (req.m <= 0) return out;

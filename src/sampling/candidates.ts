@@ -4,7 +4,7 @@
  * population), and the free RUs on the job's data servers.
  */
 import type { Rng } from '../util/rng.ts';
-import type { ClusterState, ServerState } from './cluster-state.ts';
+import type { RuIndex, ServerState } from './ru-index.ts';
 import type { IndexedSet } from './indexed-set.ts';
 import { candidateFor, SelectionContext, type Candidate, type PlacementRequest } from './selection.ts';
 
@@ -143,7 +143,7 @@ export function shuffleInPlace<T>(a: T[], rng: Rng): void {
 }
 
 /** Uniform draw of k distinct eligible available RU ids (used by the x^R measurements). */
-export function drawCandidates(state: ClusterState, req: PlacementRequest, k: number, rng: Rng): number[] {
+export function drawCandidates(state: RuIndex, req: PlacementRequest, k: number, rng: Rng): number[] {
   return sampleAvailable(new SelectionContext(state, req), k, rng);
 }
 

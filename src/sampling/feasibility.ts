@@ -1,5 +1,5 @@
 /**
- * Whether a job can ever fit the cell a ClusterState describes, judged from the job's hard
+ * Whether a job can ever fit the cell a RuIndex describes, judged from the job's hard
  * constraints alone (platforms, attributes, gang size, required spread), not from what is free.
  *
  * The cell is every server the state holds, up or not: a server that is down or blocked is
@@ -8,7 +8,7 @@
  */
 import type { Constraints, JobSpec, ServerSpec } from '../model/types.ts';
 import { own } from '../util/dict.ts';
-import type { ClusterState } from './cluster-state.ts';
+import type { RuIndex } from './ru-index.ts';
 
 /**
  * Whether a server passes the job's platform and attribute constraints (the one definition). An
@@ -51,7 +51,7 @@ export interface EligibleGroups {
 }
 
 /** Counts the eligible servers, racks and RUs for the constraints: one pass over the servers. */
-export function eligibleGroups(state: ClusterState, constraints: Constraints): EligibleGroups {
+export function eligibleGroups(state: RuIndex, constraints: Constraints): EligibleGroups {
   const cellRacks = new Map<string, number>();
   const upRacks = new Map<string, number>();
   const cell: EligibleCount = { servers: 0, racks: 0, rus: 0, serverRus: 0, rackRus: 0 };
@@ -82,7 +82,7 @@ export function eligibleGroups(state: ClusterState, constraints: Constraints): E
  * RUs that could ever hold a job with these constraints: eligible servers that are not down, nor
  * cordoned by an operator (until uncordoned, a cordoned server is as good as down to a new job).
  */
-export function eligibleCapacity(state: ClusterState, constraints: Constraints): number {
+export function eligibleCapacity(state: RuIndex, constraints: Constraints): number {
   let n = 0;
   for (const s of state.servers.values()) {
     if (s.down || s.cordoned || !serverMatches(s.spec, constraints)) continue;
@@ -120,7 +120,7 @@ export function hardPack(locality: { mode: string; required?: boolean }): boolea
  * the eligible RUs at once; a required spread of n tasks has n distinct eligible servers (or
  * racks); a required pack of n tasks has a server (or rack) of n eligible RUs. O(servers).
  */
-export function feasibility(state: ClusterState, job: FeasibilityJob): Feasibility {
+export function feasibility(state: RuIndex, job: FeasibilityJob): Feasibility {
   const eligible = eligibleGroups(state, job.constraints);
   const never = shortfall(job, eligible.cell);
   const now = shortfall(job, eligible.up);
@@ -183,7 +183,7 @@ function shortfall(job: FeasibilityJob, n: EligibleCount): Shortfall | undefined
 const MAX_VALUES = 10;
 
 /** "no server has zone=nowhere (zone values in the cell: demo-a)": a second pass, only on failure. */
-function noMatchReason(state: ClusterState, c: Constraints, cellServers: number): string {
+function noMatchReason(state: RuIndex, c: Constraints, cellServers: number): string {
   if (cellServers === 0) return 'the cell has no servers';
   const wanted: string[] = [];
   if (c.platforms) wanted.push(c.platforms.length === 1 ? `platform ${c.platforms[0]}` : `platform in {${c.platforms.join(', ')}}`);

@@ -13,7 +13,7 @@ import { compareScores, type RuScore } from '../quality/index.ts';
 import type { TopologyScope } from '../model/types.ts';
 import type { Rng } from '../util/rng.ts';
 import { sampleAvailable, shuffleInPlace } from './candidates.ts';
-import type { ClusterState, ServerState } from './cluster-state.ts';
+import type { RuIndex, ServerState } from './ru-index.ts';
 import { candidateFor, toPick, type Candidate, type SelectionContext, type PlacementRequest, type SelectionResult } from './selection.ts';
 
 /** Rounds of R sampled anchors before giving up (each tries only groups not tried before). */
@@ -25,7 +25,7 @@ export function groupOf(scope: TopologyScope, s: ServerState): string {
 }
 
 /** The servers of a group. */
-function serversOf(state: ClusterState, scope: TopologyScope, key: string): ServerState[] {
+function serversOf(state: RuIndex, scope: TopologyScope, key: string): ServerState[] {
   if (scope === 'rack') return state.racks.get(key) ?? [];
   const s = state.server(key);
   return s ? [s] : [];
@@ -35,7 +35,7 @@ function serversOf(state: ClusterState, scope: TopologyScope, key: string): Serv
  * The groups where the job holds RUs now on a server that is up: its other tasks must join them.
  * A server that is down holds only tasks that are lost (their owner places them again).
  */
-export function packGroupsHeld(state: ClusterState, jobId: string, scope: TopologyScope): string[] {
+export function packGroupsHeld(state: RuIndex, jobId: string, scope: TopologyScope): string[] {
   const out: string[] = [];
   for (const key of state.jobGroups(jobId, scope).keys()) {
     if (serversOf(state, scope, key).some((s) => !s.down)) out.push(key);
@@ -49,7 +49,7 @@ function usable(ctx: SelectionContext, s: ServerState, i: number): boolean {
 }
 
 /** Free RUs of the group the job may take now (for the capacity waiter and the reason). */
-export function groupRoom(state: ClusterState, servers: readonly ServerState[], ok: (s: ServerState) => boolean): number {
+export function groupRoom(state: RuIndex, servers: readonly ServerState[], ok: (s: ServerState) => boolean): number {
   let n = 0;
   for (const s of servers) {
     if (!ok(s)) continue;
@@ -59,7 +59,7 @@ export function groupRoom(state: ClusterState, servers: readonly ServerState[], 
 }
 
 /** The room the job has now: free RUs it may use in its held group, or in the roomiest eligible group. */
-export function bestRoom(state: ClusterState, jobId: string, scope: TopologyScope, ok: (s: ServerState) => boolean): { held?: string; room: number } {
+export function bestRoom(state: RuIndex, jobId: string, scope: TopologyScope, ok: (s: ServerState) => boolean): { held?: string; room: number } {
   const held = packGroupsHeld(state, jobId, scope)[0];
   if (held !== undefined) return { held, room: groupRoom(state, serversOf(state, scope, held), ok) };
   let room = 0;

@@ -4,7 +4,7 @@
  */
 import { compareScores, type RuScore } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
-import type { ServerState } from './cluster-state.ts';
+import type { ServerState } from './ru-index.ts';
 import { sampleAvailable, shuffleInPlace } from './candidates.ts';
 import { better, candidateFor, pickBest, SelectionContext, toPick, type Candidate, type PlacementRequest, type SelectionResult } from './selection.ts';
 

@@ -8,7 +8,7 @@
  */
 import type { Rng } from '../util/rng.ts';
 import { sampleAvailable } from './candidates.ts';
-import type { ClusterState } from './cluster-state.ts';
+import type { RuIndex } from './ru-index.ts';
 import { SelectionContext, type PlacementRequest } from './selection.ts';
 
 export interface ProbeResult {
@@ -27,7 +27,7 @@ export interface ProbeResult {
 
 /** Draws k free RUs the job may use (all of them when at most 4·k are free) and counts those that meet its target. */
 export function probeAcceptable(
-  state: ClusterState,
+  state: RuIndex,
   req: Pick<PlacementRequest, 'jobId' | 'target' | 'caused' | 'priority' | 'platformPerf' | 'locality' | 'constraints' | 'form' | 'twoSided'>,
   k: number,
   rng: Rng,

@@ -5,7 +5,7 @@
  */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
 import { compareScores, contention, jobTarget, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
-import type { ClusterState, Occupant, ServerState } from './cluster-state.ts';
+import type { RuIndex, Occupant, ServerState } from './ru-index.ts';
 import { own } from '../util/dict.ts';
 import { serverMatches } from './feasibility.ts';
 
@@ -18,7 +18,7 @@ export interface PlacementRequest {
   platformPerf: Readonly<Record<string, number>>;
   /**
    * With mode 'spread' and `required` not false, no two tasks of the job share a server (or rack):
-   * groups where the job already has occupants (ClusterState.jobGroups) are never picked, and
+   * groups where the job already has occupants (RuIndex.jobGroups) are never picked, and
    * fewer than m picks come back when there are not enough other groups.
    */
   locality: { mode: LocalityMode; scope: TopologyScope; required?: boolean };
@@ -103,7 +103,7 @@ export class SelectionContext {
   readonly maxPerf: number;
 
   constructor(
-    readonly state: ClusterState,
+    readonly state: RuIndex,
     readonly req: PlacementRequest,
   ) {
     let max = 0;

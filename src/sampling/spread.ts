@@ -3,7 +3,7 @@
  * tasks in distinct groups. Preemption uses the same groups for a required spread.
  */
 import type { Rng } from '../util/rng.ts';
-import type { ServerState } from './cluster-state.ts';
+import type { ServerState } from './ru-index.ts';
 import { hardSpread } from './feasibility.ts';
 import { initialCandidates, sampleAvailable } from './candidates.ts';
 import { candidateFor, pickBest, toPick, type Candidate, type PlacementRequest, type SelectionContext, type SelectionResult } from './selection.ts';

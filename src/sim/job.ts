@@ -3,7 +3,7 @@
  * built, and the job id the schedulers see.
  */
 import { DEFAULT_PRIORITY, type JobSpec, type WorkloadProfile } from '../model/types.ts';
-import type { Occupant } from '../sampling/cluster-state.ts';
+import type { Occupant } from '../sampling/ru-index.ts';
 
 export interface SimTask {
   job: SimJob;

@@ -4,10 +4,10 @@
  * progress of every running task. Policies act on it only through startTask (and read it through
  * views, which may lag).
  */
-import { AdmissionState } from '../admission/index.ts';
+import { AdmissionCounters } from '../admission/index.ts';
 import { wireAdmission } from '../agent/core.ts';
 import { N_RESOURCES, type ServerSpec, type WorkloadProfile } from '../model/types.ts';
-import { ClusterState, type Occupant } from '../sampling/cluster-state.ts';
+import { RuIndex, type Occupant } from '../sampling/ru-index.ts';
 import { IndexedSet } from '../sampling/indexed-set.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../quality/index.ts';
 import type { Rng } from '../util/rng.ts';
@@ -32,8 +32,8 @@ export interface Server {
 }
 
 export interface View {
-  state: ClusterState;
-  admission: AdmissionState | undefined;
+  state: RuIndex;
+  admission: AdmissionCounters | undefined;
   delay: number;
 }
 
@@ -151,10 +151,10 @@ export class World {
 
   /** A cluster view that follows the truth `delay` ms late (a cache fed by a watch). */
   addView(delay: number, withAdmission: boolean, seed = 0x7a3c11): View {
-    const state = new ClusterState();
-    let admission: AdmissionState | undefined;
+    const state = new RuIndex();
+    let admission: AdmissionCounters | undefined;
     if (withAdmission) {
-      admission = new AdmissionState({ clock: this.engine, seed });
+      admission = new AdmissionCounters({ clock: this.engine, seed });
       wireAdmission(state, admission);
     }
     state.batch(() => {
@@ -169,7 +169,7 @@ export class World {
     return v;
   }
 
-  private applyToView(state: ClusterState, ru: number, task: SimTask | null, rev: number, held = false): void {
+  private applyToView(state: RuIndex, ru: number, task: SimTask | null, rev: number, held = false): void {
     const s = this.server(ru);
     const occ = task ? this.occupantOf(task) : null;
     state.setRu({ server: s.spec.id, index: ru - s.base }, occ && held ? { ...occ, state: 'reserved' } : occ, rev);

@@ -3,7 +3,7 @@
  * parsing: the shared vocabulary of agents, monitors and the front-end.
  */
 import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord, TaskState } from '../model/types.ts';
-import type { Occupant } from '../sampling/cluster-state.ts';
+import type { Occupant } from '../sampling/ru-index.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 

@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionState } from '../../src/admission/index.ts';
+import { AdmissionCounters } from '../../src/admission/index.ts';
 import { wireAdmission } from '../../src/agent/core.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { isTarcilError } from '../../src/util/errors.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
 
 /** RUs the admission counters should know (up, on a server that is up) and those free to take. */
-function expected(state: ClusterState): { known: number; free: number } {
+function expected(state: RuIndex): { known: number; free: number } {
   let known = 0;
   let free = 0;
   for (const s of state.servers.values()) {
@@ -25,8 +25,8 @@ describe('admission counters fed by a cluster view (wireAdmission)', () => {
   it('follow servers that join, are replaced by another spec, go down, come back and leave, and RUs that fill and free', () => {
     for (const seed of [1, 2, 3]) {
       const rng = new SeededRng(seed);
-      const state = new ClusterState();
-      const admission = new AdmissionState({ clock: new ManualClock(1_000_000), seed: 5 });
+      const state = new RuIndex();
+      const admission = new AdmissionCounters({ clock: new ManualClock(1_000_000), seed: 5 });
       wireAdmission(state, admission);
       const ids = Array.from({ length: 12 }, (_, i) => `s${i}`);
       const spec = (id: string) => ({ id, platform: rng.next() < 0.5 ? 'a' : 'b', rack: 'r0', rus: 1 + rng.int(6), speed: 1, attributes: {} });
@@ -63,7 +63,7 @@ describe('admission counters fed by a cluster view (wireAdmission)', () => {
   });
 
   it('keeps RUs by their dense ids and rejects an id that is not one', () => {
-    const admission = new AdmissionState({ clock: new ManualClock(), seed: 5 });
+    const admission = new AdmissionCounters({ clock: new ManualClock(), seed: 5 });
     const zeros = new Array<number>(admission.lsh.dims).fill(0);
     admission.updateRu(100_000, zeros, true); // far beyond what was there: room is made
     expect(admission.size()).toBe(1);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FairShare } from '../../src/agent/fair-share.ts';
 import { FreedWaiters, type WaitClass } from '../../src/agent/freed-waiters.ts';
-import { ClusterState, type Occupant, type ServerState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex, type Occupant, type ServerState } from '../../src/sampling/ru-index.ts';
 import { jobTarget } from '../../src/quality/index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { selectPlacements } from '../../src/sampling/batch.ts';
@@ -20,8 +20,8 @@ function occ(job: string, task: number, priority = 10): Occupant {
 }
 
 /** A cell of `n` servers of 4 RUs; `held[ns]` RUs busy with tasks of a job of that namespace, in order. */
-function cell(n: number, held: Record<string, number>, priority = 10): { state: ClusterState; servers: ServerState[] } {
-  const state = new ClusterState();
+function cell(n: number, held: Record<string, number>, priority = 10): { state: RuIndex; servers: ServerState[] } {
+  const state = new RuIndex();
   const servers: ServerState[] = [];
   for (let i = 0; i < n; i++) servers.push(state.upsertServer({ id: `s${i}`, platform: 'p', rack: 'r0', rus: 4, speed: 1, attributes: {} }));
   let ru = 0;
@@ -35,7 +35,7 @@ function cell(n: number, held: Record<string, number>, priority = 10): { state: 
   return { state, servers };
 }
 
-function fairOver(state: ClusterState): FairShare {
+function fairOver(state: RuIndex): FairShare {
   return new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
 }
 
@@ -188,7 +188,7 @@ describe('fair share among namespaces', () => {
 
   it('the selection preempts no task of a namespace below its share for one above it, and may the reverse', () => {
     // Full cell of low-priority tasks: b holds 4 of 16 RUs (below its share of 8), a 12 (above).
-    const state = new ClusterState();
+    const state = new RuIndex();
     for (let i = 0; i < 4; i++) state.upsertServer({ id: `s${i}`, platform: 'p', rack: 'r0', rus: 4, speed: 1, attributes: {} });
     let rev = 1;
     for (let ru = 0; ru < 16; ru++) state.setRu({ server: `s${Math.floor(ru / 4)}`, index: ru % 4 }, occ(ru < 4 ? 'b/j-low' : 'a/j-low', ru, 1), rev++);

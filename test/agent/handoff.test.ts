@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FreedHandoff, MemberDemand } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
-import { ClusterState, type ServerState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { OwnerCell } from '../support/owner-harness.ts';
@@ -12,7 +12,7 @@ const busy = { job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 0,
 
 function twoFrontEnds(servers: number, windowMs = 250) {
   const clock = new ManualClock(0);
-  const state = new ClusterState();
+  const state = new RuIndex();
   const all: ServerState[] = Array.from({ length: servers }, (_, i) => state.upsertServer(server(`s${i}`)));
   const woken = { A: [] as string[], B: [] as string[] };
   const make = (self: 'A' | 'B') => {
@@ -62,7 +62,7 @@ describe('freed RUs among front-ends (handoff)', () => {
 
   it("the window covers the freed RU's server: its other free RUs go to its home too, and only the freed one is woken for after", () => {
     const clock = new ManualClock(0);
-    const state = new ClusterState();
+    const state = new RuIndex();
     const all = Array.from({ length: 20 }, (_, i) => state.upsertServer({ ...server(`s${i}`), rus: 4 }));
     const woken: string[] = [];
     const h = new FreedHandoff({ state, clock, windowMs: 250, wake: (s, i) => woken.push(`${s.id}/${i}`) });

@@ -5,7 +5,7 @@ import { JobManager } from '../../src/owner/manager.ts';
 import { SharedView } from '../../src/agent/shared-view.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { JobWatchHub } from '../../src/frontend/job-watch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { seedCluster, uniformServers } from '../../src/state/seed.ts';
@@ -61,7 +61,7 @@ describe('one view per process', () => {
   });
 
   it('a claim belongs to its claimer: another call can neither release nor keep it', () => {
-    const state = new ClusterState();
+    const state = new RuIndex();
     state.upsertServer({ id: 's0', platform: 'p', rack: 'r', rus: 2, speed: 1, attributes: {} });
     const mine = {};
     const theirs = {};
@@ -129,7 +129,7 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
   const server = (id: string, platform: string, rus = 1) => ({ id, platform, rack: 'r', rus, speed: 1, attributes: {} });
 
   it('one waiter per freed RU: the first by priority then arrival among the classes that can use it', () => {
-    const state = new ClusterState();
+    const state = new RuIndex();
     const a = state.upsertServer(server('sa', 'pa'));
     const b = state.upsertServer(server('sb', 'pb'));
     const waiters = new FreedWaiters();
@@ -154,7 +154,7 @@ describe('a freed RU wakes only the waiting calls that can use it', () => {
   });
 
   it('a class that is not ready (admission would still queue it) is not woken; readiness may judge the freed RU itself', () => {
-    const state = new ClusterState();
+    const state = new RuIndex();
     const s = state.upsertServer(server('s', 'p'));
     const waiters = new FreedWaiters();
     let ready = false;

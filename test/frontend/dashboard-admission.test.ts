@@ -4,7 +4,7 @@
  * is, whatever the part of the window this front-end has watched.
  */
 import { describe, expect, it } from 'vitest';
-import { AdmissionState, erlangQuantile } from '../../src/admission/index.ts';
+import { AdmissionCounters, erlangQuantile } from '../../src/admission/index.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
 import { admissionBuckets } from '../../src/frontend/dashboard/feeds.ts';
 import { jobTarget } from '../../src/quality/index.ts';
@@ -17,10 +17,10 @@ const full = (v: number): number[] => new Array<number>(N).fill(v);
 const DEMANDING = jobTarget([90, 80, 70, 60, 50, 40, 30, 20, 10, 0]);
 
 /** An agent's admission state with every idle RU busy and free events after the given intervals, as the dashboard reads it. */
-function cell(intervals: number[]): { st: AdmissionState; clock: ManualClock; manager: JobManager } {
+function cell(intervals: number[]): { st: AdmissionCounters; clock: ManualClock; manager: JobManager } {
   const clock = new ManualClock(1_000_000);
   // margin 1: a verdict for one RU asks the estimate for exactly one.
-  const st = new AdmissionState({ clock, seed: 5, margin: 1 });
+  const st = new AdmissionCounters({ clock, seed: 5, margin: 1 });
   for (let i = 0; i < 20; i++) st.updateRu(i, zeros(), false);
   for (let i = 0; i < 20; i++) st.updateRu(100 + i, full(99), true);
   const free = (key: number, dt: number): void => {

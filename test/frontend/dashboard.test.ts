@@ -15,7 +15,7 @@ import { CellView } from '../../src/frontend/dashboard/cell-view.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { startScheduler } from '../../src/frontend/runtime.ts';
 import { loadCatalog } from '../../src/model/catalog.ts';
-import { ServerState } from '../../src/sampling/cluster-state.ts';
+import { ServerState } from '../../src/sampling/ru-index.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY, type ServerSpec } from '../../src/model/types.ts';
 import { contention, rankD, scoreRu, type RuScore } from '../../src/quality/index.ts';
 import { drawCandidates, selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
 import { placementRequest } from '../support/placement-request.ts';
@@ -20,8 +20,8 @@ function servers(n: number, rus: number, opts: { platforms?: string[]; perRack?:
 }
 
 /** A cluster with a random resident load (each RU busy with probability `load`). */
-function loadedCluster(rng: Rng, n: number, rus: number, load: number, specs?: ServerSpec[]): ClusterState {
-  const st = new ClusterState();
+function loadedCluster(rng: Rng, n: number, rus: number, load: number, specs?: ServerSpec[]): RuIndex {
+  const st = new RuIndex();
   st.batch(() => {
     for (const s of specs ?? servers(n, rus)) st.upsertServer(s);
     for (const s of st.servers.values()) {
@@ -39,7 +39,7 @@ function loadedCluster(rng: Rng, n: number, rus: number, load: number, specs?: S
 const request = placementRequest;
 
 /** Scores every available RU and returns D (rank in [0,1]) by RU id. */
-function ranks(st: ClusterState, req: PlacementRequest, rng: Rng): Map<number, number> {
+function ranks(st: RuIndex, req: PlacementRequest, rng: Rng): Map<number, number> {
   const ids = [...st.available.values()];
   const C: number[] = [];
   const scores: RuScore[] = ids.map((id) => {
@@ -119,7 +119,7 @@ describe('batch sampling', () => {
   });
 
   it('counts the job’s own earlier picks in the neighbourhood of later ones', () => {
-    const st = new ClusterState();
+    const st = new RuIndex();
     st.upsertServer(servers(1, 8)[0]!);
     const res = selectPlacements(st, request({ m: 8, R: 8 }), new SeededRng(3));
     expect(res.picks).toHaveLength(8);
@@ -130,7 +130,7 @@ describe('batch sampling', () => {
 
   it('prefers quiet servers for a sensitive job', () => {
     const rng = new SeededRng(5);
-    const st = new ClusterState();
+    const st = new RuIndex();
     const specs = servers(20, 8);
     for (const s of specs) st.upsertServer(s);
     // Half the servers carry an LLC/memory-heavy neighbour on most RUs.
@@ -261,8 +261,8 @@ describe('batch sampling', () => {
 });
 
 describe('preemption', () => {
-  function fullOfLowPriority(): ClusterState {
-    const st = new ClusterState();
+  function fullOfLowPriority(): RuIndex {
+    const st = new RuIndex();
     for (const s of servers(10, 8)) st.upsertServer(s);
     for (const s of st.servers.values()) {
       for (let i = 0; i < 8; i++)
@@ -310,7 +310,7 @@ describe('spread is a hard constraint unless required is false', () => {
     required === undefined ? { mode: 'spread', scope } : { mode: 'spread', scope, required };
 
   /** Writes the picks into the state as the job's busy RUs, as a commit seen by the watch would. */
-  function commit(st: ClusterState, picks: readonly { server: { id: string }; index: number }[], job = 'job', rev = 5): void {
+  function commit(st: RuIndex, picks: readonly { server: { id: string }; index: number }[], job = 'job', rev = 5): void {
     picks.forEach((p, t) =>
       st.setRu({ server: p.server.id, index: p.index }, { job, task: t, caused: TEST_PROFILES[5]!.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, rev),
     );
@@ -417,7 +417,7 @@ describe('spread is a hard constraint unless required is false', () => {
   });
 
   it('preemption respects a hard spread', () => {
-    const st = new ClusterState();
+    const st = new RuIndex();
     for (const s of servers(10, 8)) st.upsertServer(s);
     for (const s of st.servers.values()) {
       for (let i = 0; i < 8; i++)

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { ServerSpec } from '../../src/model/types.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { eligibleGroups, feasibility, serverMatches, type FeasibilityJob } from '../../src/sampling/feasibility.ts';
 
 /** n servers of `rus` RUs, `perRack` to a rack, all with zone=demo-a; odd ones have ssd=yes. */
-function cell(n: number, rus: number, perRack: number, platform = (i: number) => (i % 2 === 0 ? 'r3.2xlarge' : 'c3.large')): ClusterState {
-  const st = new ClusterState();
+function cell(n: number, rus: number, perRack: number, platform = (i: number) => (i % 2 === 0 ? 'r3.2xlarge' : 'c3.large')): RuIndex {
+  const st = new RuIndex();
   for (let i = 0; i < n; i++) {
     const spec: ServerSpec = {
       id: `s${i}`,
@@ -67,7 +67,7 @@ describe('feasibility', () => {
     const both = feasibility(st, job({ constraints: { platforms: ['r3.2xlarge'], attributes: { ssd: 'yes' } } }));
     expect(both.ok).toBe(false);
 
-    expect(feasibility(new ClusterState(), job())).toMatchObject({ ok: false, field: 'constraints', reason: 'the cell has no servers' });
+    expect(feasibility(new RuIndex(), job())).toMatchObject({ ok: false, field: 'constraints', reason: 'the cell has no servers' });
   });
 
   it('a gang larger than the eligible RUs', () => {

@@ -3,7 +3,7 @@ import { cellFeasibility } from '../../src/agent/cell.ts';
 import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import { DEFAULT_PRIORITY, type ServerSpec } from '../../src/model/types.ts';
 import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { feasibility, type FeasibilityJob } from '../../src/sampling/feasibility.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { SeededRng } from '../../src/util/rng.ts';
@@ -15,14 +15,14 @@ function specs(sizes: number[], perRack = 1): ServerSpec[] {
   return sizes.map((rus, i) => ({ id: `s${i}`, platform: 'r3.2xlarge', rack: `r${Math.floor(i / perRack)}`, rus, speed: 1, attributes: {} }));
 }
 
-function cell(sizes: number[], perRack = 1): ClusterState {
-  const st = new ClusterState();
+function cell(sizes: number[], perRack = 1): RuIndex {
+  const st = new RuIndex();
   for (const s of specs(sizes, perRack)) st.upsertServer(s);
   return st;
 }
 
 /** Makes `n` RUs of server `id` busy with job `job`. */
-function occupy(st: ClusterState, id: string, n: number, job = `other-${id}`): void {
+function occupy(st: RuIndex, id: string, n: number, job = `other-${id}`): void {
   const p = TEST_PROFILES[2]!;
   for (let i = 0; i < n; i++) st.setRu({ server: id, index: i }, { job, task: i, caused: p.caused, priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
 }

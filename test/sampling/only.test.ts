@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { selectPlacements } from '../../src/sampling/batch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { TEST_PROFILES } from '../support/jobs.ts';
 import { placementRequest as request } from '../support/placement-request.ts';
@@ -16,8 +16,8 @@ const spec = (i: number, platform = 'r3.2xlarge'): ServerSpec => ({
 });
 
 /** `n` servers of 4 RUs; RUs whose id `busy(id)` says are held by a low-priority resident. */
-function cell(n: number, busy: (id: number) => boolean = () => false, platform?: (i: number) => string): ClusterState {
-  const st = new ClusterState();
+function cell(n: number, busy: (id: number) => boolean = () => false, platform?: (i: number) => string): RuIndex {
+  const st = new RuIndex();
   st.batch(() => {
     for (let i = 0; i < n; i++) st.upsertServer(spec(i, platform?.(i)));
     for (const s of st.servers.values()) {

@@ -6,15 +6,15 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
 import { jobTarget } from '../../src/quality/index.ts';
 import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 
 const only = (i: number, v: number): number[] => Array.from({ length: N_RESOURCES }, (_, k) => (k === i ? v : 0));
 const spec = (id: string, platform: string): ServerSpec => ({ id, platform, rack: 'r0', rus: 4, speed: 1, attributes: {} });
 
 /** Server `loose` is empty; server `tight` has a resident pressing resource 0 (90 / 3 = 30 on each other RU). */
-function cell(loosePlatform: string, tightPlatform: string): ClusterState {
-  const st = new ClusterState();
+function cell(loosePlatform: string, tightPlatform: string): RuIndex {
+  const st = new RuIndex();
   st.batch(() => {
     st.upsertServer(spec('loose', loosePlatform));
     st.upsertServer(spec('tight', tightPlatform));

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionState } from '../../src/admission/index.ts';
+import { AdmissionCounters } from '../../src/admission/index.ts';
 import { admissionVerdict, DEFAULT_CORE_CONFIG, wireAdmission, type CoreContext } from '../../src/agent/core.ts';
 import { contention, jobTarget, scoreRu, type JobTarget } from '../../src/quality/index.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { probeAcceptable, wilsonLower } from '../../src/sampling/probe.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { SeededRng } from '../../src/util/rng.ts';
@@ -12,11 +12,11 @@ import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
  * A cell at about 80% load with random residents, built through the admission counters as an
  * agent's view is (three rounds of turnover give the buckets a history of frees).
  */
-function loadedCell(seed: number, servers: number, rus = 8): { ctx: CoreContext; state: ClusterState } {
+function loadedCell(seed: number, servers: number, rus = 8): { ctx: CoreContext; state: RuIndex } {
   const rng = new SeededRng(seed);
   const clock = new ManualClock(1_000_000);
-  const state = new ClusterState();
-  const admission = new AdmissionState({ clock, seed: 5 });
+  const state = new RuIndex();
+  const admission = new AdmissionCounters({ clock, seed: 5 });
   wireAdmission(state, admission);
   state.batch(() => {
     for (let i = 0; i < servers; i++)
@@ -37,7 +37,7 @@ function loadedCell(seed: number, servers: number, rus = 8): { ctx: CoreContext;
 }
 
 /** Free RUs that meet the target, scored one by one. */
-function acceptableFree(state: ClusterState, target: JobTarget): number {
+function acceptableFree(state: RuIndex, target: JobTarget): number {
   const C: number[] = [];
   let n = 0;
   for (const id of state.available.values()) {

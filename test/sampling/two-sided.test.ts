@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
 import { jobTarget, scoreRu, twoSided } from '../../src/quality/index.ts';
 import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
-import { ClusterState } from '../../src/sampling/cluster-state.ts';
+import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { SelectionContext } from '../../src/sampling/selection.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 
@@ -17,8 +17,8 @@ const spec = (id: string): ServerSpec => ({ id, platform: 'p', rack: 'r0', rus: 
  * presses resource 2 (70) and tolerates what both residents cause, so on its own side `a` is the
  * tighter fit; but on `a` it would push its neighbour to 70/3 ≈ 23 on resource 2, past 19.
  */
-function cell(): ClusterState {
-  const st = new ClusterState();
+function cell(): RuIndex {
+  const st = new RuIndex();
   st.batch(() => {
     st.upsertServer(spec('a'));
     st.upsertServer(spec('b'));

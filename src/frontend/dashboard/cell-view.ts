@@ -9,7 +9,7 @@
  * recomputed only when its occupancy version or its flags changed.
  */
 import type { JobManager } from '../../owner/manager.ts';
-import type { ServerState } from '../../sampling/cluster-state.ts';
+import type { ServerState } from '../../sampling/ru-index.ts';
 
 export interface RackSummary {
   /** `platform/rack`. */

@@ -161,7 +161,7 @@ export interface BucketView {
   /** Free events in the sliding window. */
   history: number;
   /**
-   * The agents' admission estimate of the wait for one RU of this bucket (AdmissionState.bucketWait,
+   * The agents' admission estimate of the wait for one RU of this bucket (AdmissionCounters.bucketWait,
    * the formula behind their verdicts): 0 when one is free, null without the history to predict it.
    */
   waitMs: number | null;
@@ -176,7 +176,7 @@ const finite = (v: number): number | null => (Number.isFinite(v) ? Math.round(v)
 /**
  * The admission buckets as the first agent sees them, each with the wait the agents' admission
  * estimates for one RU of it (the same computation as their verdicts: the Erlang quantile of the
- * bucket's inter-free intervals over the history window, see src/admission/state.ts).
+ * bucket's inter-free intervals over the history window, see src/admission/counters.ts).
  */
 export function admissionBuckets(
   manager: JobManager,

@@ -15,7 +15,7 @@
 import { chooseSampleSize, placementRequestOf, type CoreConfig, type CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
 import { selectPlacements, type PlacementRequest } from '../../sampling/batch.ts';
-import type { ClusterState } from '../../sampling/cluster-state.ts';
+import type { RuIndex } from '../../sampling/ru-index.ts';
 import { SelectionContext, type Pick } from '../../sampling/selection.ts';
 import type { JobTarget } from '../../quality/index.ts';
 import type { RuScore } from '../../quality/index.ts';
@@ -62,7 +62,7 @@ export function selectOneServer(
  */
 export function bestServerFor(
   world: World,
-  state: ClusterState,
+  state: RuIndex,
   req: PlacementRequest,
   job: SimJob,
   need: number,

@@ -1,15 +1,15 @@
 /**
  * What one simulated tarcil agent knows beyond the shared view that lags the truth: the RUs it has
  * just picked (its commits in flight) and the RUs it saw taken in a conflict. The agents of the
- * simulator share one ClusterState, as if each followed the store through the same watch; a live
- * agent also applies its own picks to its view at once (`ClusterState.claim` in
+ * simulator share one RuIndex, as if each followed the store through the same watch; a live
+ * agent also applies its own picks to its view at once (`RuIndex.claim` in
  * src/agent/commit.ts), so that its next decisions neither pick those RUs nor score their
  * neighbours as if they were empty. `during()` does the same for one agent's decision: its own
  * in-flight picks are claimed in the shared view with their occupants, and let go after it.
  * Without it an agent's decisions within a commit's round trip all saw the same emptiest servers
  * empty and piled onto them, the more so the larger the sample R.
  */
-import type { ClusterState, Occupant } from '../../sampling/cluster-state.ts';
+import type { RuIndex, Occupant } from '../../sampling/ru-index.ts';
 import type { World } from '../world.ts';
 
 export class AgentOverlay {
@@ -23,7 +23,7 @@ export class AgentOverlay {
 
   constructor(
     private readonly world: World,
-    private readonly state: ClusterState,
+    private readonly state: RuIndex,
   ) {}
 
   /** Excludes `ru` until `until`; `occupant`: the agent's own pick, claimed during its decisions meanwhile. */

@@ -2,7 +2,7 @@
  * Tarcil's agents in virtual time. Every decision is the live scheduling core's `decide()`
  * (admission → sample size → batch sampling and selection) run on a cache that lags the truth:
  *
- * - one shared ClusterState + AdmissionState follows the truth WATCH_DELAY_MS late (the watch);
+ * - one shared RuIndex + AdmissionCounters follows the truth WATCH_DELAY_MS late (the watch);
  * - each agent overlays what it alone knows (tarcil-overlay.ts): RUs it has just committed or seen
  *   conflict on, passed to decide() as `exclude` until the shared cache has caught up, and its own
  *   in-flight picks claimed in the view during its decisions (a live agent claims its picks and

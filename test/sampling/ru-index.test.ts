@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ServerSpec } from '../../src/model/types.ts';
-import { ClusterState, type Occupant } from '../../src/sampling/cluster-state.ts';
+import { RuIndex, type Occupant } from '../../src/sampling/ru-index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 
 function spec(i: number, rus = 4, perRack = 3): ServerSpec {
@@ -12,7 +12,7 @@ function occ(job: string, task: number, state: Occupant['state'] = 'busy'): Occu
 }
 
 /** The index recomputed from scratch: job → server id / rack → RU count. */
-function recount(st: ClusterState): Map<string, { servers: Map<string, number>; racks: Map<string, number>; rus: number }> {
+function recount(st: RuIndex): Map<string, { servers: Map<string, number>; racks: Map<string, number>; rus: number }> {
   const out = new Map<string, { servers: Map<string, number>; racks: Map<string, number>; rus: number }>();
   for (const s of st.servers.values()) {
     for (const o of s.occupants) {
@@ -30,7 +30,7 @@ function recount(st: ClusterState): Map<string, { servers: Map<string, number>; 
   return out;
 }
 
-function expectIndexMatches(st: ClusterState, jobs: readonly string[]): void {
+function expectIndexMatches(st: RuIndex, jobs: readonly string[]): void {
   const ref = recount(st);
   for (const job of jobs) {
     const r = ref.get(job);
@@ -44,7 +44,7 @@ function expectIndexMatches(st: ClusterState, jobs: readonly string[]): void {
 
 describe('per-job placement index (jobGroups)', () => {
   it('counts busy, reserved and claimed occupants per server and per rack', () => {
-    const st = new ClusterState();
+    const st = new RuIndex();
     for (let i = 0; i < 6; i++) st.upsertServer(spec(i));
     st.setRu({ server: 's0', index: 0 }, occ('a', 0), 1);
     st.setRu({ server: 's0', index: 1 }, occ('a', 1, 'reserved'), 1);
@@ -82,7 +82,7 @@ describe('per-job placement index (jobGroups)', () => {
   });
 
   it('forgets the occupants of a removed (or re-specified) server', () => {
-    const st = new ClusterState();
+    const st = new RuIndex();
     for (let i = 0; i < 3; i++) st.upsertServer(spec(i));
     st.setRu({ server: 's1', index: 0 }, occ('a', 0), 1);
     st.setRu({ server: 's2', index: 0 }, occ('a', 1), 1);
@@ -101,7 +101,7 @@ describe('per-job placement index (jobGroups)', () => {
 
   it('matches a brute-force recount through random setRu, claim, unclaim, down and removal', () => {
     const rng = new SeededRng(41);
-    const st = new ClusterState();
+    const st = new RuIndex();
     const jobs = ['a', 'b', 'c', 'd', 'e'];
     const N = 12;
     for (let i = 0; i < N; i++) st.upsertServer(spec(i));

@@ -2,7 +2,7 @@
  * Admission control (Tarcil §4): coarse, incrementally maintained counters that say in O(buckets)
  * whether a job is likely to find acceptable RUs now, and if not, how long it should wait.
  *
- * Everything here is fed by {@link AdmissionState.updateRu}, called off the scheduling path when an
+ * Everything here is fed by {@link AdmissionCounters.updateRu}, called off the scheduling path when an
  * RU's occupancy or its neighbourhood changes; the questions (verdict, estimateF) cost
  * O(buckets · N) and never look at individual RUs.
  */
@@ -109,13 +109,13 @@ export interface BucketSnapshot extends BucketInfo {
  */
 const FIXED = 1 << 20;
 
-/** A contention vector prepared for the state (see AdmissionState.prepare). */
+/** A contention vector prepared for the state (see AdmissionCounters.prepare). */
 export interface PreparedContention {
   q: Int32Array;
   bucket: number;
 }
 
-/** RU states in {@link AdmissionState}'s per-RU array. */
+/** RU states in {@link AdmissionCounters}'s per-RU array. */
 const UNKNOWN = 0;
 const BUSY = 1;
 const FREE = 2;
@@ -131,7 +131,7 @@ function fmtMs(ms: number): string {
   return `${(ms / 60_000).toFixed(1)} min`;
 }
 
-export class AdmissionState {
+export class AdmissionCounters {
   readonly lsh: ContentionLsh;
   readonly historyWindowMs: number;
   readonly historyMax: number;
@@ -140,7 +140,7 @@ export class AdmissionState {
   private readonly clock: Clock;
   private readonly n: number;
   /**
-   * Per RU, indexed by its dense id (ClusterState's: RU i of a server is base + i): its state
+   * Per RU, indexed by its dense id (RuIndex's: RU i of a server is base + i): its state
    * (UNKNOWN, BUSY, FREE), its bucket and its fixed-point contention (n entries from id · n). Flat
    * typed arrays, not an object per RU: a 160,000-RU cell costs about 7 MB here, not 40.
    */

@@ -92,7 +92,7 @@ const DEFAULT_OWNER = Symbol('claim');
  * by the cache (list + watch) in live agents and by the simulator directly; it never talks to a
  * store itself.
  */
-export class ClusterState {
+export class RuIndex {
   readonly servers = new Map<string, ServerState>();
   readonly racks = new Map<string, ServerState[]>();
   readonly available = new IndexedSet();

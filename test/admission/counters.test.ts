@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mean, sampleStandardDeviation } from 'simple-statistics';
-import { AdmissionState, EXACT_ERLANG_MAX_K, erlangQuantile, type VerdictOptions } from '../../src/admission/index.ts';
+import { AdmissionCounters, EXACT_ERLANG_MAX_K, erlangQuantile, type VerdictOptions } from '../../src/admission/index.ts';
 import { jobTarget, scoreRu, type JobTarget } from '../../src/quality/index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
 import { SeededRng, type Rng } from '../../src/util/rng.ts';
@@ -22,17 +22,17 @@ function randomContention(rng: Rng, integer: boolean): number[] {
 }
 
 /** Frees RU `key` (busy → free) after `dt`, then takes it again, so the free count is unchanged. */
-function freeEvent(st: AdmissionState, clock: ManualClock, key: number, C: number[], dt: number): void {
+function freeEvent(st: AdmissionCounters, clock: ManualClock, key: number, C: number[], dt: number): void {
   clock.advance(dt);
   st.updateRu(key, C, true);
   st.updateRu(key, C, false);
 }
 
-function newState(clock: ManualClock, extra: Partial<ConstructorParameters<typeof AdmissionState>[0]> = {}): AdmissionState {
-  return new AdmissionState({ clock, seed: 5, ...extra });
+function newState(clock: ManualClock, extra: Partial<ConstructorParameters<typeof AdmissionCounters>[0]> = {}): AdmissionCounters {
+  return new AdmissionCounters({ clock, seed: 5, ...extra });
 }
 
-describe('AdmissionState counters', () => {
+describe('AdmissionCounters counters', () => {
   for (const integer of [true, false]) {
     it(`match a brute-force recount after thousands of random updates (${integer ? 'integer' : 'fractional'} C)`, () => {
       const clock = new ManualClock(1_000_000);
@@ -186,7 +186,7 @@ describe('acceptable buckets and f', () => {
 
 describe('wait estimate', () => {
   /** A cluster whose acceptable RUs are all busy, with free events after the given intervals. */
-  function withHistory(intervals: number[], extra = {}): { st: AdmissionState; clock: ManualClock } {
+  function withHistory(intervals: number[], extra = {}): { st: AdmissionCounters; clock: ManualClock } {
     const clock = new ManualClock(0);
     const st = newState(clock, extra);
     for (let i = 0; i < 20; i++) st.updateRu(i, zeros(), false);
@@ -344,7 +344,7 @@ describe('wait estimate', () => {
 describe('verdict', () => {
   const opts = { priority: 0, bypassAbove: 10 };
 
-  function cluster(freeIdle: number, intervals: number[] | null): AdmissionState {
+  function cluster(freeIdle: number, intervals: number[] | null): AdmissionCounters {
     const clock = new ManualClock(0);
     const st = newState(clock);
     for (let i = 0; i < 40; i++) st.updateRu(i, zeros(), i < freeIdle);
@@ -356,7 +356,7 @@ describe('verdict', () => {
     return st;
   }
 
-  function check(st: AdmissionState, job: JobTarget, needed: number, o: VerdictOptions = opts): ReturnType<AdmissionState['verdict']> {
+  function check(st: AdmissionCounters, job: JobTarget, needed: number, o: VerdictOptions = opts): ReturnType<AdmissionCounters['verdict']> {
     const v = st.verdict(job, needed, o);
     expect(v.needed).toBe(needed);
     expect(v.totalFree).toBe(st.totalFree());
@@ -465,7 +465,7 @@ describe('verdict', () => {
 
   describe('a margin that can never be met does not hold a job', () => {
     /** `size` RUs with nothing running near them; the first `busy` of them are busy. */
-    function small(size: number, busy: number, intervals: number[] | null = null): AdmissionState {
+    function small(size: number, busy: number, intervals: number[] | null = null): AdmissionCounters {
       const clock = new ManualClock(0);
       const st = newState(clock);
       for (let i = 0; i < size; i++) st.updateRu(i, zeros(), i >= busy);
@@ -526,8 +526,8 @@ describe('verdict', () => {
     const st = cluster(1, null);
     expect(() => st.verdict(DEMANDING, 0, opts)).toThrow(/needed/);
     expect(() => st.waitEstimate(DEMANDING, 1.5)).toThrow(/needed/);
-    expect(() => new AdmissionState({ clock: new ManualClock(), margin: 0.5 })).toThrow(/margin/);
-    expect(() => new AdmissionState({ clock: new ManualClock(), waitQuantile: 1 })).toThrow(/waitQuantile/);
-    expect(() => new AdmissionState({ clock: new ManualClock(), historyMax: 1 })).toThrow(/historyMax/);
+    expect(() => new AdmissionCounters({ clock: new ManualClock(), margin: 0.5 })).toThrow(/margin/);
+    expect(() => new AdmissionCounters({ clock: new ManualClock(), waitQuantile: 1 })).toThrow(/waitQuantile/);
+    expect(() => new AdmissionCounters({ clock: new ManualClock(), historyMax: 1 })).toThrow(/historyMax/);
   });
 });
