@@ -159,22 +159,7 @@ export function makeJob(opts: {
   if (opts.prev) opts.prev.next = job;
   let longest = 0;
   opts.work.forEach((w, i) => {
-    const task: SimTask = {
-      job,
-      index: i,
-      work: w,
-      state: 'pending',
-      ru: -1,
-      start: NaN,
-      end: NaN,
-      remaining: w,
-      rate: 1,
-      last: 0,
-      finishSlot: -1,
-      finishGen: 0,
-      remote: false,
-      speed: 1,
-    };
+    const task = pendingTask(job, i, w);
     const d = opts.data?.[i];
     if (d) task.data = d;
     job.tasks.push(task);
@@ -192,15 +177,20 @@ export function simJobId(job: SimJob): string {
 
 /** A task to add to a running scale-out job: it takes its work when it starts and joins the job (World.startTask). */
 export function addedTask(job: SimJob): SimTask {
+  return pendingTask(job, -1, 0);
+}
+
+/** A task not started yet, of `work` on the reference platform. */
+function pendingTask(job: SimJob, index: number, work: number): SimTask {
   return {
     job,
-    index: -1,
-    work: 0,
+    index,
+    work,
     state: 'pending',
     ru: -1,
     start: NaN,
     end: NaN,
-    remaining: 0,
+    remaining: work,
     rate: 1,
     last: 0,
     finishSlot: -1,
