@@ -6,7 +6,7 @@
  */
 import { isFinalJob, LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
-import { blockEntries, chunkFirst, chunkTaskRecords, entryRecord, type BlockEntry } from '../state/task-chunks.ts';
+import { blockEntries, chunkFirst, entryRecord, recordsOfTaskKey, type BlockEntry } from '../state/task-chunks.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore, KeyValue, TxnResult, WatchBatch } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
@@ -354,8 +354,9 @@ export class Generation implements Listener {
       this.pending.set(ref.index, deleted ? null : (this.hub.record<LiveTaskRecord>(kv) ?? null));
       return;
     }
-    // A chunk record: the tasks its placement started run (a chunk is only ever deleted with its job).
-    if (!deleted) for (const t of chunkTaskRecords(this.jobId, kv)) this.pending.set(t.index, t);
+    // A chunk record: the tasks its placement started run; an outcome record: its tasks ended
+    // (either is only ever deleted with its job).
+    if (!deleted) for (const t of recordsOfTaskKey(this.live.keys, kv)) this.pending.set(t.index, t);
   }
 
   private flush(): void {

@@ -25,6 +25,7 @@ import { checkSchedulerOptions, SERVER_DEFAULTS, type StreamLimits } from './opt
 import { loadProtos } from '../rpc/proto.ts';
 import { SchedulerService } from './scheduler-service.ts';
 import { NamespaceView } from '../tenancy/namespace-view.ts';
+import { SEEN_REFRESH_MS } from '../owner/plan.ts';
 
 export interface SchedulerProcessOptions {
   name: string;
@@ -123,6 +124,8 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
     ...(o.leaseTtlSeconds !== undefined ? { leaseTtlSeconds: o.leaseTtlSeconds } : {}),
     ...(o.departedMemoryMs !== undefined ? { departedMemoryMs: o.departedMemoryMs } : {}),
     ...(o.unplaceableTimeoutMs !== undefined ? { unplaceableTimeoutMs: o.unplaceableTimeoutMs } : {}),
+    // The job records' `seen` moves on well inside the history compaction keeps (state/ru-history.ts).
+    ...(o.compactMarginMs ? { seenRefreshMs: Math.min(SEEN_REFRESH_MS, Math.floor(o.compactMarginMs / 3)) } : {}),
     ...(o.maxPendingTasks !== undefined ? { maxPendingTasks: o.maxPendingTasks } : {}),
     ...(o.launchAfterMs !== undefined ? { launchAfterMs: o.launchAfterMs } : {}),
     ...(o.runtime ? { runtime: o.runtime } : {}),

@@ -20,7 +20,7 @@ import { tasksAsRead } from '../state/task-chunks.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Compare, TxnResult } from '../store/types.ts';
 import type { OwnerContext } from './context.ts';
-import { mergeTask, newOwned, type AdoptWindow } from './job.ts';
+import { mergeTask, newOwned, recordOutcome, type AdoptWindow } from './job.ts';
 import { ownerFence } from './fence.ts';
 
 /** How a job is taken up: the owner record as read (its mod revision, 0 for none) and whose lease it named. */
@@ -154,8 +154,11 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   // What arrived while the transaction was out: newer records replace what it read. (A change
   // of the job record made meanwhile, a cancellation, reaches the owner anyway: its next write
   // of the record compares the revision it read, fails, and takes the newer record.)
-  for (const t of window.tasks) mergeTask(o, t.index, t.rec, t.rev);
-  if (window.refresh) void m.refresher.refresh(o, window.refresh);
+  for (const t of window.tasks) if (t.rec) recordOutcome(o, t.rec, t.rev, t.ru);
+  // Tasks whose RU no longer holds them, as the view shows it, left it after the last write of
+  // the job's records: their outcome is read from the RU's history (ru-events.ts).
+  const unheld = m.refresher.unheld(o);
+  if (window.refresh || unheld.length > 0) void m.refresher.refresh(o, [...(window.refresh ?? []), ...unheld]);
   m.o.log.info({ job: id, agent: agent.id, tasks: o.tasks.size, caughtUp: window.tasks.length }, 'adopted job');
   m.queue.add(o);
 }

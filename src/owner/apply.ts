@@ -13,7 +13,7 @@ import { taskKeyRev, type Owned } from './job.ts';
 import { commitFence } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';
 import type { OwnerFacts } from './facts.ts';
-import { finishMove, type MoveHost } from './moves.ts';
+import { finishMove, giveBackHeld, type MoveHost } from './moves.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { claimPreempted, markLost, repairGang, returnQuota, setTaskStates, stopTask } from './transitions.ts';
 
@@ -48,6 +48,7 @@ async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], unp
   for (const s of steps) {
     if (o.dropped) return;
     if (s.kind === 'finish-move') finishMove(m, o, s.task);
+    else if (s.kind === 'give-back-held') await giveBackHeld(m, o, s.task);
     else if (s.kind === 'await-node') awaitNode(m, o, s.server, s.due);
     else if (s.kind === 'place') toPlace.push(s.task);
     else {

@@ -73,6 +73,11 @@ export interface JobManagerOptions {
   /** Tasks not yet placed above which submissions are refused (default {@link DEFAULT_MAX_PENDING_TASKS}; 0: no limit). */
   maxPendingTasks?: number;
   /**
+   * A job with live tasks has its record written at least this often, to move its `seen` revision
+   * on (plan.ts SEEN_REFRESH_MS, the default): keep it well inside the history compaction keeps.
+   */
+  seenRefreshMs?: number;
+  /**
    * A task still only placed this long after its commit is sent to its node's monitor (LaunchTask;
    * default {@link DEFAULT_LAUNCH_AFTER_MS}). 0: every placement at once, with its commit.
    */
@@ -103,6 +108,8 @@ export interface OwnerStats {
   launches: number;
   /** Task records read again: what the RUs did not show (the owner follows no task record; ru-events.ts). */
   taskReads: number;
+  /** RU histories read for a task outcome not yet recorded (state/ru-history.ts). */
+  historyReads: number;
 }
 
 /**
@@ -116,6 +123,7 @@ export interface OwnerContext {
   readonly lease: HeldLease | undefined;
   readonly ttlSeconds: number;
   readonly unplaceableTimeoutMs: number;
+  readonly seenRefreshMs: number;
   readonly departedMemoryMs: number;
   readonly owned: Map<string, Owned>;
   readonly submitting: Set<string>;
@@ -153,6 +161,8 @@ export interface OwnerContext {
   readonly refresher: TaskReads;
   /** Tasks of the jobs owned here not yet placed (a count at most 100 ms old). */
   pendingTasks(): number;
+  /** The revision up to which the view's RU changes have reached the owner (ru-events.ts). */
+  seenRevision(): number;
   readonly maxPendingTasks: number;
 }
 
@@ -162,6 +172,8 @@ export interface TaskReads {
   refresh(o: Owned, tasks: Iterable<number>): Promise<void>;
   /** Reads task `t`'s record again, now and then, until it is `running` or moves on. */
   watch(o: Owned, t: number): void;
+  /** The job's placed or running tasks whose RU, as the view shows it, does not hold them. */
+  unheld(o: Owned): number[];
 }
 
 /** A full pass over a job's tasks yields to the event loop this often (a 100,000-task job). */

@@ -4,11 +4,12 @@
  * its moves and its quota tokens; and the bookkeeping every record change goes through
  * (`mergeTask`, `forgetTask`).
  */
-import type { JobSpec, TaskState } from '../model/types.ts';
+import type { JobSpec, RuRef, TaskState } from '../model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../state/live-records.ts';
 import type { DecisionRecord, SchedulingAgent } from '../agent/agent.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import { endedToken, isLiveTask } from '../tenancy/quota.ts';
+import { doneEntry, type DoneEntry } from '../state/task-outcomes.ts';
 
 export interface TaskView {
   rec: LiveTaskRecord;
@@ -77,6 +78,22 @@ export interface Owned {
    * the default namespace.
    */
   quota: QuotaBook | undefined;
+  /** Outcomes learned from freed RUs, on their way into the job's records (OutcomeBook). */
+  outcomes: OutcomeBook;
+}
+
+/**
+ * The outcomes a job's owner learned from freed RUs (a success or a cancellation: nothing else
+ * records them, state/task-outcomes.ts) and the reads that may still bring some.
+ */
+export interface OutcomeBook {
+  /** Not yet in the job's records: written with the next write of the job record (summary.ts). */
+  unrecorded: Map<number, DoneEntry>;
+  /**
+   * Reads of the job's task records (and RU histories) in flight: an outcome may be among what
+   * they find, so the job record's `seen` does not move on meanwhile.
+   */
+  reading: number;
 }
 
 /** The decision records of a job's scheduling calls and their writes (Owned.decisions, decisions.ts). */
@@ -99,6 +116,8 @@ export interface MoveBook {
   moving: Set<number>;
   /** Moved tasks whose held copy waits for the old copy to stop. */
   finishing: Set<number>;
+  /** Held copies of moved tasks whose old copy ended the task (a success): given back, never started. */
+  heldAfterEnd: Map<number, { ru: RuRef; attempt: number }>;
 }
 
 /** What the owner keeps of a job's namespace quota tokens (Owned.quota). */
@@ -121,7 +140,7 @@ export function unplacedTasks(o: Owned): number {
 
 /** The task changes the watch brought for a job while its adoption transaction was in flight. */
 export interface AdoptWindow {
-  tasks: { index: number; rec: LiveTaskRecord | undefined; rev: number }[];
+  tasks: { index: number; rec: LiveTaskRecord | undefined; rev: number; ru?: RuRef }[];
   /** Tasks whose RU changed meanwhile in a way that does not show their record: read them once owned. */
   refresh?: Set<number>;
 }
@@ -151,8 +170,9 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     awaitingNodes: new Set(),
     summaryAt: Number.NEGATIVE_INFINITY,
     summaryDue: false,
-    moves: { slow: new Map(), moving: new Set(), finishing: new Set() },
+    moves: { slow: new Map(), moving: new Set(), finishing: new Set(), heldAfterEnd: new Map() },
     quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE ? { returns: new Set(), moving: new Map(), reconcile: false, settled: false } : undefined,
+    outcomes: { unrecorded: new Map(), reading: 0 },
   };
 }
 
@@ -254,4 +274,21 @@ export function admitted(o: Owned): boolean {
   if (!rec) return false;
   const last = rec.admission[rec.admission.length - 1];
   return last === undefined ? rec.samples.length > 0 : last.action !== 'queue';
+}
+
+/**
+ * A success or a cancellation learned from the RU freed at `rev`: the task's record from now on
+ * (no record of its own says it: `implied`), and an outcome to write with the job record.
+ */
+export function recordOutcome(o: Owned, last: LiveTaskRecord, rev: number, ru: RuRef | undefined): void {
+  const before = o.tasks.get(last.index)?.rec;
+  mergeTask(o, last.index, last, rev, true);
+  const entry = o.tasks.get(last.index)?.rev === rev ? doneEntry(last, ru) : undefined;
+  if (!entry) return;
+  o.outcomes.unrecorded.set(last.index, entry);
+  // The old copy of a move ended the task before the new copy was started: the new copy's RU,
+  // held for it, is given back (moves.ts).
+  if (before?.state === 'placed' && before.movedFrom && before.ru && before.commitId !== last.commitId) {
+    o.moves.heldAfterEnd.set(last.index, { ru: before.ru, attempt: before.attempt });
+  }
 }

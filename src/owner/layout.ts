@@ -20,12 +20,15 @@ import { scheduleAdopt } from './adoption.ts';
 import type { OwnerContext } from './context.ts';
 
 /**
- * 3: a task's first placement writes its chunk's record, not its own (state/task-chunks.ts); the
- * records of layout 2 read the same under it, so its upgrade only writes the version. A front-end
- * of layout 2 would take a task whose record is its chunk's for one never placed: it refuses a
- * cell of layout 3 at start.
+ * 3: a task's first placement writes its chunk's record, not its own (state/task-chunks.ts). A
+ * front-end of layout 2 would take a task whose record is its chunk's for one never placed.
+ * 4: a task that succeeded or was cancelled writes no record of its own; its owner records it in
+ * the job's outcome records (state/task-outcomes.ts). A front-end of layout 3 would take such a
+ * task for one still running, and wait for it forever once its RU is placed again.
+ * The records of layouts 2 and 3 read the same under 4, so their upgrade only writes the
+ * version; a front-end of an older layout refuses a cell of a newer one at start.
  */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 4;
 
 /** The cell's layout as stored: `current` when it is this one's; throws for a newer one. */
 export async function readLayout(store: ClusterStore, keys: Keys): Promise<{ current: boolean; rev: number }> {

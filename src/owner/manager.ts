@@ -41,6 +41,7 @@ import { takeRecord } from './summary.ts';
 import { newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
 import { onRuChange, TaskRefresher } from './ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
+import { SEEN_REFRESH_MS } from './plan.ts';
 
 export type { JobManagerOptions, NodeLink } from './context.ts';
 
@@ -78,6 +79,7 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly ttlSeconds: number;
   readonly departedMemoryMs: number;
   readonly unplaceableTimeoutMs: number;
+  readonly seenRefreshMs: number;
   /** See JobManagerOptions.launchAfterMs. */
   readonly launchAfterMs: number;
   readonly maxPendingTasks: number;
@@ -117,6 +119,7 @@ export class JobManager implements OwnerContext, MoveHost {
     leasePauses: 0,
     launches: 0,
     taskReads: 0,
+    historyReads: 0,
   };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;
@@ -133,6 +136,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;
+    this.seenRefreshMs = opts.seenRefreshMs ?? SEEN_REFRESH_MS;
     this.launchAfterMs = opts.launchAfterMs ?? DEFAULT_LAUNCH_AFTER_MS;
     this.maxPendingTasks = opts.maxPendingTasks ?? DEFAULT_MAX_PENDING_TASKS;
     this.runtime = runtimeLoopConfig(opts.runtime);
@@ -203,6 +207,10 @@ export class JobManager implements OwnerContext, MoveHost {
   }
 
   /** Tasks of the jobs owned here not yet placed, counted at most every 100 ms (a pass over the owned jobs). */
+  seenRevision(): number {
+    return this.view.cache.revision;
+  }
+
   pendingTasks(): number {
     const now = this.o.clock.monotonic();
     if (now - this.pendingAt >= 100) {

@@ -15,6 +15,7 @@
 import { moveWorthIt, roomToGrow, type MoveBudget, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import { attemptHistory, type LiveTaskRecord, type LoadReportRecord } from '../state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { freeReservation } from '../state/release.ts';
 import type { KeyValue } from '../store/types.ts';
 import { own } from '../util/dict.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
@@ -308,4 +309,27 @@ async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
     await markLost(m, o, t, cur, `the RU held for its move (${to.server}/${to.index}) was freed before the task started there`);
     return;
   }
+}
+
+/**
+ * The old copy of a moved task ended it (a success) before the new copy started: the RU held for
+ * the new copy is given back, the task's records kept (job.ts recordOutcome). Fenced on the RU's
+ * revision and the owner's lease; a copy no longer held there (freed, started) is left alone.
+ */
+export async function giveBackHeld(m: MoveHost, o: Owned, t: number): Promise<void> {
+  const held = o.moves.heldAfterEnd.get(t);
+  const lease = m.lease;
+  if (!held || !lease || !lease.confirmed) return;
+  const kv = await m.o.store.get(m.o.keys.ru(held.ru));
+  const rec = parseJson<PlacedRuRecord>(kv);
+  if (kv && rec && rec.state === 'busy' && rec.hold && rec.job === o.id && rec.task === t && rec.attempt === held.attempt) {
+    const r = { ru: held.ru, ruRevision: kv.modRevision, job: o.id, task: t, by: 'move-ended', keepTask: true };
+    if (!(await freeReservation(m.o.store, m.o.keys, r, commitFence(m.o.keys, lease)))) {
+      // Changed meanwhile (started, freed): look again.
+      o.dirty.add(t);
+      m.later(200, () => m.queue.add(o));
+      return;
+    }
+  }
+  o.moves.heldAfterEnd.delete(t);
 }

@@ -5,7 +5,8 @@
  * the plan (apply.ts, the only writer of an owned job's records, through transitions.ts and
  * summary.ts), then plans and writes the job record.
  *
- * - `planTasks`: per task looked at, one step — finish a move, wait for a departed node's grace,
+ * - `planTasks`: per task looked at, one step — finish a move (or give back the copy held for
+ *   it, the task having ended), wait for a departed node's grace,
  *   record the task lost (then place it again), place it, or nothing.
  * - `planUnplaced`: what the tasks to place get — scheduled, held while the cell cannot take the
  *   job (with the reason), or failed once that lasted `unplaceableTimeoutMs`.
@@ -26,6 +27,14 @@ import type { TaskView } from './job.ts';
 
 /** Progress alone (task counts, placed) is written to the job record at most this often. */
 export const PROGRESS_WRITE_MS = 250;
+/**
+ * A job with live tasks has its record written at least this often, to move its `seen` revision
+ * on (live-records.ts): the history a lookup of an unrecorded outcome replays starts there, and
+ * the store keeps minutes of it (state/ru-history.ts).
+ */
+export const SEEN_REFRESH_MS = 60_000;
+/** Outcomes written with one write of the job record (about 130 bytes each); more wait for the next. */
+export const OUTCOMES_PER_WRITE = 2000;
 
 /** The grace assumed for a node never seen registered whose grace no record gives (the monitor's default). */
 export const ASSUMED_GRACE_MS = 60_000;
@@ -47,6 +56,10 @@ export interface JobView {
   readonly summaryAt: number;
   /** Its namespace quota's tokens (context.ts QuotaBook); undefined in the default namespace. */
   readonly quota: { readonly returns: ReadonlySet<string>; readonly reconcile: boolean; readonly settled: boolean } | undefined;
+  /** Outcomes learned from freed RUs, not yet in the job's records (job.ts OutcomeBook). */
+  readonly outcomes: { readonly unrecorded: ReadonlyMap<number, unknown> };
+  /** Held copies of moved tasks that ended before the copy started (job.ts MoveBook). */
+  readonly moves?: { readonly heldAfterEnd: ReadonlyMap<number, unknown> };
 }
 
 /** A node that live tasks of the job are on, not registered with this process, as the store answered. */
@@ -78,6 +91,7 @@ export interface Facts {
 
 export type TaskStep =
   | { kind: 'finish-move'; task: number }
+  | { kind: 'give-back-held'; task: number }
   | { kind: 'await-node'; task: number; server: string; due: number }
   | { kind: 'lose'; task: number; why: string }
   | { kind: 'place'; task: number };
@@ -130,8 +144,10 @@ export function planTasks(o: JobView, tasks: readonly number[], f: Facts): TaskS
     if (o.scheduling.has(t)) continue;
     const rec = o.tasks.get(t)?.rec;
     const st = rec?.state;
-    // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone).
-    if (rec && st === 'placed' && rec.movedFrom) steps.push({ kind: 'finish-move', task: t });
+    // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone);
+    // given back if the old one ended the task.
+    if (o.moves?.heldAfterEnd.has(t)) steps.push({ kind: 'give-back-held', task: t });
+    else if (rec && st === 'placed' && rec.movedFrom) steps.push({ kind: 'finish-move', task: t });
     else if (rec && (st === 'placed' || st === 'running') && rec.ru && !f.registered(rec.ru.server)) {
       const fact = f.nodes.get(rec.ru.server);
       if (!fact || fact.kind === 'up') continue;
@@ -253,7 +269,7 @@ export type RecordStep =
  * final, is due at once; progress alone (task counts, placed, the steps on the way to running) at
  * most every PROGRESS_WRITE_MS. `owner` names the agent that writes it.
  */
-export function planRecord(o: JobView, now: number, admitted: boolean, owner: string): RecordStep {
+export function planRecord(o: JobView, now: number, admitted: boolean, owner: string, seenRefreshMs = SEEN_REFRESH_MS): RecordStep {
   const s = summarize(o, admitted);
   const final = isFinalJob(s.state);
   const message = final ? finalMessage(o, s.state) : (o.note ?? '');
@@ -261,14 +277,18 @@ export function planRecord(o: JobView, now: number, admitted: boolean, owner: st
     s.state === o.rec.state &&
     s.placed === o.rec.placed &&
     message === (o.rec.message ?? '') &&
-    JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {});
-  if (same && !final) return { kind: 'none' };
+    JSON.stringify(s.counts) === JSON.stringify(o.rec.taskStates ?? {}) &&
+    o.outcomes.unrecorded.size === 0;
+  const live = (o.counts.get('running') ?? 0) + (o.counts.get('placed') ?? 0) > 0;
+  if (same && !final && !(live && now - o.summaryAt >= seenRefreshMs)) return { kind: 'none' };
   if (final && (o.scheduling.size > 0 || o.stopping.size > 0)) return { kind: 'none' };
   if (final && o.quota && !o.quota.settled) return { kind: 'settle-quota' };
   if (!final && (s.state === o.rec.state || STEPS.has(s.state)) && message === (o.rec.message ?? '')) {
     const wait = o.summaryAt + PROGRESS_WRITE_MS - now;
     if (wait > 0) return { kind: 'later', waitMs: wait };
   }
+  // Outcomes that do not fit one write go first, the job's state as it was.
+  if (final && o.outcomes.unrecorded.size > OUTCOMES_PER_WRITE) return { kind: 'write', next: { ...o.rec, updatedAt: now, owner }, final: false };
   const next: LiveJobRecord = { ...o.rec, state: s.state, placed: s.placed, taskStates: s.counts, updatedAt: now, owner };
   if (message !== '') next.message = message;
   else delete next.message;

@@ -24,10 +24,15 @@ import type { KeyValue } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';
 import { type OwnerContext, type TaskReads } from './context.ts';
-import { mergeTask, type Owned } from './job.ts';
+import { mergeTask, recordOutcome, type Owned } from './job.ts';
+import { findOutcome, OUTCOME_COMPACTED } from '../state/ru-history.ts';
+import { setTaskStates } from './transitions.ts';
 
 /** Task records read in one transaction (etcd's default limit on operations is 128). */
 const READS_PER_TXN = 100;
+/** RU histories read at once. */
+const HISTORY_READS = 16;
+
 /** First and longest pause between two reads of a task watched for a change its RU does not show. */
 const RECHECK_FIRST_MS = 500;
 const RECHECK_MAX_MS = 5000;
@@ -52,7 +57,7 @@ export function onRuChange(
     if (last && typeof last.job === 'string' && typeof last.index === 'number') {
       job = last.job;
       index = last.index;
-      applyOutcome(m, refresher, last, kv.modRevision, observe);
+      applyOutcome(m, refresher, { last, rev: kv.modRevision, ref }, observe);
     }
   } else if (rec && (rec.state === 'busy' || rec.state === 'reserved') && typeof rec.job === 'string' && typeof rec.task === 'number') {
     job = rec.job;
@@ -75,10 +80,10 @@ export function onRuChange(
 function applyOutcome(
   m: OwnerContext,
   refresher: TaskRefresher,
-  last: LiveTaskRecord,
-  rev: number,
+  ended: { last: LiveTaskRecord; rev: number; ref: RuRef },
   observe: (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>) => void,
 ): void {
+  const { last, rev, ref } = ended;
   // What the owner keeps of a success or a cancellation is all there (context.ts kept); of any
   // other end it reads the whole record (the job's message quotes it, a new attempt carries it).
   const whole = last.state === 'succeeded' || last.state === 'cancelled';
@@ -86,7 +91,7 @@ function applyOutcome(
   if (!o) {
     // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
     const w = m.adoptWindow.get(last.job);
-    if (w && whole) w.tasks.push({ index: last.index, rec: last, rev });
+    if (w && whole) w.tasks.push({ index: last.index, rec: last, rev, ru: ref });
     else if (w) (w.refresh ??= new Set()).add(last.index);
     return;
   }
@@ -99,7 +104,7 @@ function applyOutcome(
     void refresher.refresh(o, [last.index]);
     return;
   }
-  mergeTask(o, last.index, last, rev);
+  recordOutcome(o, last, rev, ref);
   m.queue.add(o);
 }
 
@@ -133,13 +138,26 @@ export class TaskRefresher implements TaskReads {
     private readonly holds: (ru: RuRef, job: string, task: number) => boolean,
   ) {}
 
-  /** Reads these tasks' records soon; resolves once they are applied. */
+  /**
+   * Reads these tasks' records soon; resolves once they are applied. Until then the job's
+   * outcomes are `reading`: the job record's `seen` waits (summary.ts).
+   */
   refresh(o: Owned, tasks: Iterable<number>): Promise<void> {
     let set = this.pending.get(o);
     if (!set) this.pending.set(o, (set = new Set()));
     for (const t of tasks) set.add(t);
     this.flushing ??= Promise.resolve().then(() => this.flush());
-    return this.flushing;
+    o.outcomes.reading++;
+    return this.flushing.finally(() => {
+      o.outcomes.reading--;
+    });
+  }
+
+  /** The job's placed or running tasks whose RU, as the view shows it, does not hold them. */
+  unheld(o: Owned): number[] {
+    const out: number[] = [];
+    for (const [t, v] of o.tasks) if ((v.rec.state === 'placed' || v.rec.state === 'running') && v.rec.ru && !this.holds(v.rec.ru, o.id, t)) out.push(t);
+    return out;
   }
 
   /**
@@ -206,6 +224,36 @@ export class TaskRefresher implements TaskReads {
     return rec.state === 'placed' || !this.holds(rec.ru, o.id, t);
   }
 
+  /**
+   * Tasks whose record says placed or running on an RU that holds something else: how each left
+   * it, from the RU's history since the later of its record and the job record's `seen`
+   * (state/ru-history.ts). Ended: its outcome. Left otherwise (the node's report may land on the
+   * record alone): read again until the record moves on. History compacted: failed, saying so
+   * (a task that may have finished is never run again).
+   */
+  private async fromHistory(o: Owned, tasks: readonly number[]): Promise<void> {
+    const unknown: number[] = [];
+    for (let i = 0; i < tasks.length; i += HISTORY_READS) {
+      const part = tasks.slice(i, i + HISTORY_READS);
+      await Promise.all(
+        part.map(async (t) => {
+          const v = o.tasks.get(t);
+          const ru = v?.rec.ru;
+          if (!v || !ru) return;
+          const a = { job: o.id, task: t, ...(typeof v.rec.commitId === 'string' ? { commitId: v.rec.commitId } : {}) };
+          const answer = await findOutcome(this.m.o.store, this.m.o.keys, ru, a, Math.max(v.rev, o.rec.seen ?? 0));
+          this.m.stats.historyReads++;
+          if (answer.kind === 'ended') recordOutcome(o, answer.last, answer.rev, ru);
+          else if (answer.kind === 'departed' && v.rec.state === 'running') this.watch(o, t);
+          else if (answer.kind === 'compacted') unknown.push(t);
+        }),
+      );
+    }
+    if (unknown.length === 0 || o.dropped) return;
+    this.m.o.log.error({ job: o.id, tasks: unknown }, 'task outcomes not recorded and compacted out of the RU history; recording the tasks failed');
+    await setTaskStates(this.m, o, unknown, 'failed', OUTCOME_COMPACTED);
+  }
+
   private async flush(): Promise<void> {
     const batch = [...this.pending];
     this.pending.clear();
@@ -220,17 +268,17 @@ export class TaskRefresher implements TaskReads {
           try {
             const res = await this.m.o.store.txn({ compare: [], success: part.map((t) => ({ type: 'get' as const, key: k.task(o.id, t) })) });
             this.m.stats.taskReads += part.length;
+            const unheld: number[] = [];
             part.forEach((t, j) => {
               const kv = res.responses[j]?.[0];
               const cur = o.tasks.get(t);
               if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
               // No record of its own: gone, unless it never had one (its chunk's still holds).
               else if (cur && !cur.implied) mergeTask(o, t, undefined, res.revision);
-              // A record that names an RU holding something else: the node's report may land on
-              // the record alone; read it again until it moves on.
               const rec = o.tasks.get(t)?.rec;
-              if (rec?.state === 'running' && rec.ru && !this.holds(rec.ru, o.id, t)) this.watch(o, t);
+              if ((rec?.state === 'running' || rec?.state === 'placed') && rec.ru && !this.holds(rec.ru, o.id, t)) unheld.push(t);
             });
+            await this.fromHistory(o, unheld);
           } catch (err) {
             this.m.o.log.warn({ job: o.id, tasks: part.length, err: errorMessage(err) }, 'reading task records failed; will read them again');
             for (const t of part) this.watch(o, t);

@@ -24,27 +24,37 @@ import { admitted, leaveServers, type Owned } from './job.ts';
 import { fencedTxn } from './fence.ts';
 import { finalDecisionsJson } from './decisions.ts';
 import { finishedEntry } from '../state/retention.ts';
-import { planRecord, type RecordStep } from './plan.ts';
+import { OUTCOMES_PER_WRITE, planRecord, type RecordStep } from './plan.ts';
+import { donePuts } from '../state/task-outcomes.ts';
 
 /** Plans the job record (plan.ts planRecord) and applies what is due. */
 export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   const lease = m.lease;
   if (!lease || !lease.confirmed) return;
-  const step = planRecord(o, m.o.clock.now(), admitted(o), o.agent.id);
+  const step = planRecord(o, m.o.clock.now(), admitted(o), o.agent.id, m.seenRefreshMs);
   if (step.kind === 'write') await writeRecord(m, o, lease, step);
   else if (step.kind === 'settle-quota') {
     // The job's quota allotment is given back before its final write (the next evaluation's plan gives it back
     // first, planQuota): the owner stops following the job after that write.
     m.queue.add(o);
-  } else if (step.kind === 'later' && !o.summaryDue) {
+  } else if (step.kind === 'later') {
     // Progress or a step towards running, written a moment ago: once the interval is over,
     // evaluate again (the job may be running by then, which is written instead).
-    o.summaryDue = true;
-    m.later(step.waitMs, () => {
-      o.summaryDue = false;
-      m.queue.add(o);
-    });
+    evaluateIn(m, o, step.waitMs);
+  } else if ((o.counts.get('running') ?? 0) + (o.counts.get('placed') ?? 0) > 0) {
+    // Nothing to write: with live tasks, the record is due again to move `seen` on (plan.ts).
+    evaluateIn(m, o, Math.max(0, o.summaryAt + m.seenRefreshMs - m.o.clock.now()));
   }
+}
+
+/** Evaluates the job again after `ms`, unless that is already due. */
+function evaluateIn(m: OwnerContext, o: Owned, ms: number): void {
+  if (o.summaryDue) return;
+  o.summaryDue = true;
+  m.later(ms, () => {
+    o.summaryDue = false;
+    m.queue.add(o);
+  });
 }
 
 /** The fenced write of the job record, compared on the revision the owner last saw; the final one takes everything the job held with it. */
@@ -52,7 +62,12 @@ async function writeRecord(m: OwnerContext, o: Owned, lease: HeldLease, step: Ex
   const { next, final } = step;
   const now = next.updatedAt;
   const k = m.o.keys;
+  // Every change of an RU up to the view's revision is applied here, unless a read that may bring
+  // an outcome is still out; with the outcomes below, the job's records hold them all.
+  if (o.outcomes.reading === 0) next.seen = m.seenRevision();
+  const done = [...o.outcomes.unrecorded.values()].slice(0, OUTCOMES_PER_WRITE);
   const success: Op[] = [{ type: 'put', key: k.job(o.id), value: JSON.stringify(next) }];
+  for (const put of donePuts(k, o.id, done)) success.push({ type: 'put', ...put });
   if (final) {
     // Everything the job held goes in the same transaction as its final state: no orphans.
     success.push({ type: 'delete', key: k.owner(o.id) });
@@ -78,6 +93,8 @@ async function writeRecord(m: OwnerContext, o: Owned, lease: HeldLease, step: Ex
   o.rec = next;
   o.jobRev = res.revision;
   o.summaryAt = now;
+  for (const e of done) if (o.outcomes.unrecorded.get(e.t) === e) o.outcomes.unrecorded.delete(e.t);
+  if (o.outcomes.unrecorded.size > 0) m.queue.add(o);
   if (final) {
     m.stats.finished++;
     m.owned.delete(o.id);

@@ -2,7 +2,9 @@
  * Task transitions the owner writes itself: a task whose node is gone becomes lost (and is placed
  * again), a cancelled task is stopped through its monitor or released directly, queued tasks move
  * to a final state, preempted tasks are claimed back from the durable queue, and a gang left
- * half-reserved is settled all or nothing. Every write is owner-fenced (context.ts).
+ * half-reserved is settled all or nothing. Every write is owner-fenced (context.ts). A task whose
+ * RU moved on may have ended first, its outcome in the RU's history: that is looked up before it
+ * is recorded lost or cancelled.
  */
 import type { RuRef, TaskState } from '../model/types.ts';
 import { freeReservation } from '../state/release.ts';
@@ -15,7 +17,8 @@ import type { QuotaChange } from './plan.ts';
 import type { GangRead } from './facts.ts';
 import { updateJobTokens } from '../tenancy/quota.ts';
 import type { OwnerContext } from './context.ts';
-import { forgetTask, mergeTask, taskKeyRev, type Owned, type TaskView } from './job.ts';
+import { forgetTask, mergeTask, recordOutcome, taskKeyRev, type Owned, type TaskView } from './job.ts';
+import { findOutcome, OUTCOME_COMPACTED, type HistoryAnswer } from '../state/ru-history.ts';
 import { checkOwnership, commitFence, fencedTxn } from './fence.ts';
 
 /** The task's node is gone: record it lost (fenced), so that it is placed again. */
@@ -26,7 +29,14 @@ export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskVi
   const ref = cur.rec.ru as RuRef;
   const ruKv = await m.o.store.get(k.ru(ref));
   const ru = parseJson<PlacedRuRecord>(ruKv);
-  const next: LiveTaskRecord = { ...cur.rec, state: 'lost', endedAt: m.o.clock.now(), message: why };
+  let next: LiveTaskRecord = { ...cur.rec, state: 'lost', endedAt: m.o.clock.now(), message: why };
+  if (!(ruKv && ru && ru.job === o.id && ru.task === t)) {
+    // The RU moved on: a success or a cancellation is recorded in the freed RU alone until this
+    // owner writes it (state/ru-history.ts). Once the RU moved on without one, none can land.
+    const how = await endedInHistory(m, o, t, cur);
+    if (how === 'ended' || how === 'held') return false;
+    if (how === 'compacted') next = { ...next, state: 'failed', message: OUTCOME_COMPACTED };
+  }
   // The task record is the fence against the node: a monitor that comes back and adopts the
   // task, or reports its outcome, rewrites it, and this write then fails.
   const compare: Compare[] = [{ key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) }];
@@ -39,6 +49,7 @@ export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskVi
   const res = await fencedTxn(m, o, lease, { compare, success });
   if (!res.succeeded) return false;
   mergeTask(o, t, next, res.revision);
+  if (next.state !== 'lost') return false;
   m.stats.lost++;
   m.o.log.info({ job: o.id, task: t, why }, 'task lost; rescheduling');
   return true;
@@ -90,10 +101,28 @@ async function releaseDirectly(m: OwnerContext, o: Owned, t: number, cur: TaskVi
       success.push({ type: 'delete', key: ruKv.key });
     }
   } else {
+    // It may have ended on its own first, its outcome in its freed RU alone (see markLost).
+    if (ref && (await endedInHistory(m, o, t, cur)) === 'ended') return;
     compare.push({ key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) });
   }
   const res = await fencedTxn(m, o, lease, { compare, success });
   if (res.succeeded) mergeTask(o, t, next, res.revision);
+}
+
+/**
+ * How task `t` left the RU its record names, from the RU's history (state/ru-history.ts): an
+ * outcome found there is recorded as the task's (and the job evaluated again).
+ */
+async function endedInHistory(m: OwnerContext, o: Owned, t: number, cur: TaskView): Promise<HistoryAnswer['kind']> {
+  const ref = cur.rec.ru as RuRef;
+  const a = { job: o.id, task: t, ...(typeof cur.rec.commitId === 'string' ? { commitId: cur.rec.commitId } : {}) };
+  const answer = await findOutcome(m.o.store, m.o.keys, ref, a, Math.max(cur.rev, o.rec.seen ?? 0));
+  m.stats.historyReads++;
+  if (answer.kind === 'ended') {
+    recordOutcome(o, answer.last, answer.rev, ref);
+    m.queue.add(o);
+  }
+  return answer.kind;
 }
 
 /** Moves queued tasks to a final state, in one fenced transaction (at most maxTxnOps − 2 tasks). */

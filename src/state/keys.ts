@@ -17,6 +17,8 @@ import type { RuRef } from '../model/types.ts';
  *                              below, says where the task runs)
  *   <p>tasks/<job>/<idx>p      the tasks one placement transaction started, from task <idx> on
  *                              within its block of 10,000 (state/task-chunks.ts)
+ *   <p>tasks/<job>/<idx>d      tasks that succeeded or were cancelled, as their owner recorded
+ *                              them in one write, from task <idx> on (state/task-outcomes.ts)
  *   <p>queue/<prio>/<seq>/<id> durable admission queue, ordered by priority then arrival
  *   <p>owners/<job>            the job's owner: the lease of its front-end (in the value, not
  *                              bound to it, so the record outlives the lease it names)
@@ -96,6 +98,10 @@ export class Keys {
   /** The chunk record of the tasks a placement started from task `first` on (state/task-chunks.ts). */
   taskChunk(job: string, first: number): string {
     return `${this.prefix}tasks/${job}/${pad(first, 6)}p`;
+  }
+  /** The record of tasks that ended, written by their owner in one write from task `first` on (state/task-outcomes.ts). */
+  taskDone(job: string, first: number): string {
+    return `${this.prefix}tasks/${job}/${pad(first, 6)}d`;
   }
   queue(): string {
     return `${this.prefix}queue/`;

@@ -30,6 +30,11 @@ export interface LiveJobRecord extends JobRecord {
   /** Tasks the run-time loop added to a scale-out job (spec.tasks counts them). */
   scaledOut?: number;
   taskStates?: Partial<Record<TaskState, number>>;
+  /**
+   * Every change of an RU about this job up to this revision is in the job's records: a task's
+   * outcome that is not is in the RU's history after it (state/ru-history.ts).
+   */
+  seen?: number;
 }
 
 /** Earlier attempts kept per task (the latest ones). */

@@ -15,6 +15,7 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { LiveKeys, type LiveTaskRecord } from './live-records.ts';
 import { parseJson } from './records.ts';
+import { doneTaskRecords, endedOver, isDoneKey } from './task-outcomes.ts';
 
 /** Task indexes per block: a job's task keys of one block share a key prefix (GetJob and WatchJob read a block at a time). */
 export const TASK_BLOCK = 10_000;
@@ -132,11 +133,26 @@ export function tasksAsRead(keys: Keys, kvs: readonly KeyValue[], parseTask: Tas
 
 /** The job of a chunk key (`tasks/<job>/<first>p`). */
 export function chunkJob(keys: Keys, key: string): string | undefined {
+  return isChunkKey(key) ? jobOfBatch(keys, key) : undefined;
+}
+
+/** The job of a key under `tasks/` that holds several tasks' records: a chunk's or an outcome record's (task-outcomes.ts). */
+export function jobOfBatch(keys: Keys, key: string): string | undefined {
   const base = keys.allTasks();
-  if (!key.startsWith(base) || !isChunkKey(key)) return undefined;
+  if (!key.startsWith(base) || !(isChunkKey(key) || isDoneKey(key))) return undefined;
   const rest = key.slice(base.length);
   const slash = rest.lastIndexOf('/');
   return slash > 0 ? rest.slice(0, slash) : undefined;
+}
+
+/** The task records a key under `tasks/` holds: a chunk's, an outcome record's, or a task's own (parsed). */
+export function recordsOfTaskKey(keys: Keys, kv: KeyValue): LiveTaskRecord[] {
+  const job = jobOfBatch(keys, kv.key);
+  if (job === undefined) {
+    const own = parseJson<LiveTaskRecord>(kv);
+    return own && typeof own.job === 'string' && typeof own.index === 'number' ? [own] : [];
+  }
+  return isDoneKey(kv.key) ? doneTaskRecords(job, kv) : chunkTaskRecords(job, kv);
 }
 
 /**
@@ -152,10 +168,14 @@ export function impliedFromRu(
   return impliedRecord(ru.job, { t: ru.task, ru: ref, b: ru.basedOn }, { commitId: ru.commitId, agent: ru.agent, at: ru.since, tasks: [] }, placedRevision);
 }
 
-/** One task of a block as read: its own record's key-value (not parsed yet) and the record its chunk implies. */
+/**
+ * One task of a block as read: its own record's key-value (not parsed yet), the record its chunk
+ * implies, and its outcome as its owner recorded it (task-outcomes.ts).
+ */
 export interface BlockEntry {
   own?: KeyValue;
   implied?: { rec: LiveTaskRecord; rev: number };
+  done?: { rec: LiveTaskRecord; rev: number };
 }
 
 /**
@@ -170,12 +190,16 @@ export function blockEntries(keys: Keys, kvs: readonly KeyValue[], parseTask: Ta
     return e;
   };
   for (const kv of kvs) {
-    if (isChunkKey(kv.key)) {
-      const job = chunkJob(keys, kv.key);
+    if (isChunkKey(kv.key) || isDoneKey(kv.key)) {
+      const job = jobOfBatch(keys, kv.key);
       if (job === undefined) continue;
-      for (const rec of chunkTaskRecords(job, kv)) {
+      const done = isDoneKey(kv.key);
+      for (const rec of done ? doneTaskRecords(job, kv) : chunkTaskRecords(job, kv)) {
         const e = entry(rec.index);
-        if (!e.implied || e.implied.rev < kv.modRevision) e.implied = { rec, rev: kv.modRevision };
+        const slot = done ? e.done : e.implied;
+        if (slot && slot.rev >= kv.modRevision) continue;
+        if (done) e.done = { rec, rev: kv.modRevision };
+        else e.implied = { rec, rev: kv.modRevision };
       }
     } else {
       const ref = parseTask(kv.key);
@@ -185,11 +209,18 @@ export function blockEntries(keys: Keys, kvs: readonly KeyValue[], parseTask: Ta
   return out;
 }
 
-/** The task's record from its block entry: its own, unless the chunk's is newer (or it has none). */
+/**
+ * The task's record from its block entry: its own, unless the chunk's is newer (or it has none);
+ * its recorded outcome over either when newer (an outcome is recorded last: the task is final).
+ * `implied`: not its own record (a writer about it compares its own key as absent).
+ */
 export function entryAsRead(e: BlockEntry): TaskAsRead | undefined {
   const own = e.own ? parseJson<LiveTaskRecord>(e.own) : undefined;
-  if (own && e.own && (!e.implied || e.own.modRevision > e.implied.rev)) return { rec: own, rev: e.own.modRevision, implied: false };
-  return e.implied ? { rec: e.implied.rec, rev: e.implied.rev, implied: true } : undefined;
+  let read: TaskAsRead | undefined;
+  if (own && e.own && (!e.implied || e.own.modRevision > e.implied.rev)) read = { rec: own, rev: e.own.modRevision, implied: false };
+  else if (e.implied) read = { rec: e.implied.rec, rev: e.implied.rev, implied: true };
+  if (e.done && (!read || e.done.rev > read.rev)) return { rec: endedOver(read?.rec, e.done.rec), rev: e.done.rev, implied: !read || read.implied };
+  return read;
 }
 
 /** The task's record from its block entry (entryAsRead). */
@@ -197,9 +228,9 @@ export function entryRecord(e: BlockEntry): LiveTaskRecord | undefined {
   return entryAsRead(e)?.rec;
 }
 
-/** The first task of a chunk key (`tasks/<job>/<first>p`): its block is the chunk's. */
+/** The first task of a chunk key (`tasks/<job>/<first>p`) or an outcome record's (`…d`): its block is the record's. */
 export function chunkFirst(key: string): number | undefined {
-  if (!isChunkKey(key)) return undefined;
+  if (!isChunkKey(key) && !isDoneKey(key)) return undefined;
   const slash = key.lastIndexOf('/');
   const n = Number(key.slice(slash + 1, -1));
   return Number.isInteger(n) ? n : undefined;
@@ -211,13 +242,13 @@ export function chunkFirst(key: string): number | undefined {
  */
 export function latestTasks(keys: Keys, kvs: readonly KeyValue[]): Map<string, LiveTaskRecord> {
   const latest = new Map<string, { rec: LiveTaskRecord; rev: number }>();
-  for (const kv of kvs) {
-    const job = chunkJob(keys, kv.key);
-    const recs = job !== undefined ? chunkTaskRecords(job, kv) : [parseJson<LiveTaskRecord>(kv)];
-    for (const rec of recs) {
-      if (!rec || typeof rec.job !== 'string' || typeof rec.index !== 'number') continue;
+  // Outcome records last: each is written over the record its task had (endedOver).
+  const ordered = [...kvs.filter((kv) => !isDoneKey(kv.key)), ...kvs.filter((kv) => isDoneKey(kv.key))];
+  for (const kv of ordered) {
+    for (const rec of recordsOfTaskKey(keys, kv)) {
       const id = `${rec.job}#${rec.index}`;
-      if ((latest.get(id)?.rev ?? -1) < kv.modRevision) latest.set(id, { rec, rev: kv.modRevision });
+      const cur = latest.get(id);
+      if ((cur?.rev ?? -1) < kv.modRevision) latest.set(id, { rec: isDoneKey(kv.key) ? endedOver(cur?.rec, rec) : rec, rev: kv.modRevision });
     }
   }
   return new Map([...latest].map(([id, v]) => [id, v.rec]));

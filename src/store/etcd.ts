@@ -250,6 +250,14 @@ export class EtcdStore implements ClusterStore {
     return kv ? fromKv(kv) : undefined;
   }
 
+  async getAt(key: string, revision: number): Promise<KeyValue | undefined> {
+    this.checkOpen();
+    checkKey(key, 'getAt.key');
+    const res = await this.read('get', () => this.client.kv.range({ key: Buffer.from(key), revision: String(revision) }));
+    const kv = res.kvs[0];
+    return kv ? fromKv(kv) : undefined;
+  }
+
   async range(prefix: string, opts: { limit?: number } = {}): Promise<RangeResult> {
     this.checkOpen();
     const limit = opts.limit ?? 0;

@@ -69,6 +69,8 @@ export class MemoryStore implements ClusterStore {
   private rev = 1;
   private compacted = 0;
   private history: WatchBatch[] = [];
+  /** The entry each event in the history replaced (getAt); gone with the events once compacted. */
+  private readonly before = new WeakMap<WatchEvent, Entry>();
   private readonly watches = new Set<MemoryWatch>();
   private readonly leases = new Map<string, LeaseState>();
   // Large, etcd-like ids keep callers honest about int64 lease ids (never Number them).
@@ -96,6 +98,31 @@ export class MemoryStore implements ClusterStore {
     return settle(() => {
       this.checkOpen();
       checkKey(key, 'get.key');
+      const e = this.data.get(key);
+      return e ? toKv(key, e) : undefined;
+    });
+  }
+
+  /** The key at `revision`: the value before its first change after it (kept with each event), or now if none. */
+  getAt(key: string, revision: number): Promise<KeyValue | undefined> {
+    return settle(() => {
+      this.checkOpen();
+      checkKey(key, 'getAt.key');
+      if (!Number.isSafeInteger(revision) || revision < 1 || revision > this.rev) {
+        throw invalid('getAt.revision', `cannot read at ${revision}: the current revision is ${this.rev}`);
+      }
+      if (revision < this.compacted) {
+        throw new TarcilError('COMPACTED', `read at revision ${revision}: history is compacted up to ${this.compacted}`, {
+          details: { revision, compactRevision: this.compacted },
+        });
+      }
+      for (let i = this.historyIndex(revision + 1); i < this.history.length; i++) {
+        for (const ev of this.history[i]?.events ?? []) {
+          if (ev.kv.key !== key) continue;
+          const before = this.before.get(ev);
+          return before ? toKv(key, before) : undefined;
+        }
+      }
       const e = this.data.get(key);
       return e ? toKv(key, e) : undefined;
     });
@@ -342,7 +369,9 @@ export class MemoryStore implements ClusterStore {
     };
     this.data.set(key, e);
     if (lease !== '0') this.leases.get(lease)?.keys.add(key);
-    events.push(Object.freeze({ type: 'put', kv: Object.freeze(toKv(key, e)) }));
+    const ev: WatchEvent = Object.freeze({ type: 'put', kv: Object.freeze(toKv(key, e)) });
+    if (prev) this.before.set(ev, prev);
+    events.push(ev);
   }
 
   private removeRange(key: string, prefix: boolean, rev: number, events: WatchEvent[]): void {
@@ -356,12 +385,12 @@ export class MemoryStore implements ClusterStore {
     this.data.delete(key);
     this.sorted.delete(key);
     if (e.lease !== '0') this.leases.get(e.lease)?.keys.delete(key);
-    events.push(
-      Object.freeze({
-        type: 'delete',
-        kv: Object.freeze({ key, value: '', createRevision: 0, modRevision: rev, version: 0, lease: '0' }),
-      }),
-    );
+    const ev: WatchEvent = Object.freeze({
+      type: 'delete',
+      kv: Object.freeze({ key, value: '', createRevision: 0, modRevision: rev, version: 0, lease: '0' }),
+    });
+    this.before.set(ev, e);
+    events.push(ev);
   }
 
   private evaluate(c: Compare): boolean {

@@ -173,6 +173,11 @@ export interface ClusterStore {
   directAccess?(): DirectStoreAccess | undefined;
 
   get(key: string): Promise<KeyValue | undefined>;
+  /**
+   * The key as it was at `revision` (etcd's range at a revision): undefined if it did not exist
+   * then. Fails with COMPACTED if that revision is compacted.
+   */
+  getAt(key: string, revision: number): Promise<KeyValue | undefined>;
   /** All keys with this prefix, sorted by key, read at one revision. */
   range(prefix: string, opts?: { limit?: number }): Promise<RangeResult>;
   /**

@@ -111,7 +111,7 @@ describe('the store layout', () => {
   });
 
   it(
-    'a front-end of the release before (layout 2: its member record names no layout) running in the cell: a new one refuses to start, naming it; once it is gone the new one starts and writes layout 3',
+    'a front-end of the release before (layout 2: its member record names no layout) running in the cell: a new one refuses to start, naming it; once it is gone the new one starts and writes layout 4',
     { timeout: 30_000 },
     async () => {
       const keys = new Keys('/mixed/');
@@ -126,7 +126,7 @@ describe('the store layout', () => {
       try {
         for (let i = 0; i < 50 && (await store.get(keys.layout()))?.value !== String(LAYOUT_VERSION); i++) await sleep(100);
         expect((await store.get(keys.layout()))?.value).toBe(String(LAYOUT_VERSION));
-        expect(LAYOUT_VERSION).toBe(3);
+        expect(LAYOUT_VERSION).toBe(4);
       } finally {
         await sched.close();
       }

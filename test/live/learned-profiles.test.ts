@@ -27,7 +27,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit, waitFinal } from '../support/live.ts';
-import { taskRecord } from '../support/task-records.ts';
+import { freedOutcomes } from '../support/task-records.ts';
 
 const catalog = loadCatalog();
 const clock = new SystemClock();
@@ -140,6 +140,7 @@ describe('learned profiles in the store', () => {
   });
 
   it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
+    const startRev = await store.revision();
     const { keys, monitor, sched, c, first } = await learnerCell(
       'lp',
       { id: 'x0', platform, rack: 'r0', rus: 4, speed: 1, attributes: { zone: 'x' } },
@@ -148,8 +149,8 @@ describe('learned profiles in the store', () => {
     );
     try {
       expect((await waitFinal(c, first.jobId, 40_000)).state).toBe('succeeded');
-      // What the node measured went with each outcome: a share below 1 amid pressure 70 on resource 0.
-      const t0 = await taskRecord(store, keys, first.jobId, 0);
+      // What the node measured went with each outcome (in the freed RU): a share below 1 amid pressure 70 on resource 0.
+      const t0 = (await freedOutcomes(store, keys, first.jobId, startRev)).find((t) => t.index === 0);
       expect(t0?.observed?.share).toBeLessThan(0.95);
       expect(t0?.observed?.pressure[0]).toBeCloseTo(70, 0);
       await expectEightObservations(keys);

@@ -8,7 +8,7 @@ import { ProcessExecutor, SimulatedExecutor, type Executor } from '../../src/mon
 import { LocalMonitor } from '../../src/monitor/monitor.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { LiveServerRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { lastOfFreedRu, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
@@ -16,7 +16,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { history } from '../support/audit.ts';
 import { tcpProxy, type TcpProxy } from '../support/proxy.ts';
 import { until as pollUntil } from '../support/until.ts';
-import { taskRecord } from '../support/task-records.ts';
+import { reportedTask } from '../support/task-records.ts';
 import { isChunkKey } from '../../src/state/task-chunks.ts';
 
 /**
@@ -135,12 +135,23 @@ async function place(
   return { job, commitId };
 }
 
-const taskOf = async (direct: ClusterStore, keys: Keys, job: string): Promise<LiveTaskRecord | undefined> => taskRecord(direct, keys, job, 0);
-/** Every state the task record went through, from the store's history. */
+/** Task 0's record, or the outcome its freed RU carries (a success is recorded there alone: no owner runs here). */
+const taskOf = async (direct: ClusterStore, keys: Keys, job: string, from: number): Promise<LiveTaskRecord | undefined> =>
+  reportedTask(direct, keys, job, 0, from);
+/** Every state the task went through, from the store's history: its record's, and the outcomes its freed RU carried. */
 async function statesOf(direct: ClusterStore, keys: Keys, job: string, from: number): Promise<string[]> {
-  const evs = await history(direct, keys.tasks(job), from + 1);
+  const tasks = await history(direct, keys.tasks(job), from + 1);
+  const rus = (await history(direct, keys.rus(), from + 1)).filter((ev) => {
+    const last = ev.type === 'put' ? lastOfFreedRu(ev.kv.value) : undefined;
+    // A failure or a loss is in the task record too (src/state/release.ts).
+    return last?.job === job && (last.state === 'succeeded' || last.state === 'cancelled');
+  });
+  const evs = [...tasks, ...rus].sort((a, b) => a.kv.modRevision - b.kv.modRevision);
   // A chunk record (src/state/task-chunks.ts) is the record `running` of the tasks it started.
-  return evs.map((ev) => (ev.type === 'put' && isChunkKey(ev.kv.key) ? 'running' : (parseJson<LiveTaskRecord>(ev.kv)?.state ?? 'deleted')));
+  return evs.map((ev) => {
+    if (ev.kv.key.startsWith(keys.rus())) return String(lastOfFreedRu(ev.kv.value)?.state);
+    return ev.type === 'put' && isChunkKey(ev.kv.key) ? 'running' : (parseJson<LiveTaskRecord>(ev.kv)?.state ?? 'deleted');
+  });
 }
 /** A shell task that records its runs in `file`: a start line, then (if not killed) an end line. */
 const recorded = (file: string, sleepS: number): string[] => ['sh', '-c', `echo start >> ${file}; sleep ${sleepS}; echo end >> ${file}`];
@@ -180,15 +191,15 @@ describe('a node monitor through an etcd outage', () => {
     await until('its outcome is journalled', () => node.mon.snapshot().journalled === 1);
     // The outage outlives the lease: etcd expires it (the server record goes).
     await until('etcd expired the lease', async () => (await leaseOf(c.direct, c.keys, 'e0')) === undefined);
-    expect((await taskOf(c.direct, c.keys, job))?.state).toBe('running');
+    expect((await taskOf(c.direct, c.keys, job, c.startRev))?.state).toBe('running');
     node.proxy.heal();
 
-    await until('outcome written', async () => (await taskOf(c.direct, c.keys, job))?.state === 'succeeded');
+    await until('outcome written', async () => (await taskOf(c.direct, c.keys, job, c.startRev))?.state === 'succeeded');
     await until('registered again', async () => (await leaseOf(c.direct, c.keys, 'e0')) !== undefined);
     await sleep(500);
     expect(await leaseOf(c.direct, c.keys, 'e0')).not.toBe(lease0);
     expect(await statesOf(c.direct, c.keys, job, c.startRev)).toEqual(['placed', 'running', 'succeeded']);
-    expect((await taskOf(c.direct, c.keys, job))?.exitCode).toBe(0);
+    expect((await taskOf(c.direct, c.keys, job, c.startRev))?.exitCode).toBe(0);
     expect(lines(runs)).toEqual(['start', 'end']);
     expect(node.mon.stats).toMatchObject({ started: 1, completed: 1, killed: 0, lost: 0 });
     expect(node.mon.snapshot().journalled).toBe(0);
@@ -223,12 +234,12 @@ describe('a node monitor through an etcd outage', () => {
     expect(alive(pid)).toBe(true);
     const ru = parseJson<PlacedRuRecord>(await c.direct.get(c.keys.ru({ server: 'a0', index: 1 })));
     expect(ru).toMatchObject({ state: 'busy', job, commitId });
-    expect((await taskOf(c.direct, c.keys, job))?.state).toBe('running');
+    expect((await taskOf(c.direct, c.keys, job, c.startRev))?.state).toBe('running');
     const srv = parseJson<LiveServerRecord>(await c.direct.get(c.keys.server('a0')));
     expect(srv?.disconnectGraceMs).toBe(10_000);
 
     open(gate);
-    await until('succeeded', async () => (await taskOf(c.direct, c.keys, job))?.state === 'succeeded', 15_000);
+    await until('succeeded', async () => (await taskOf(c.direct, c.keys, job, c.startRev))?.state === 'succeeded', 15_000);
     await sleep(300);
     const states = await statesOf(c.direct, c.keys, job, c.startRev);
     expect(states.filter((s) => s === 'lost')).toEqual([]);
@@ -266,11 +277,11 @@ describe('a node monitor through an etcd outage', () => {
     // and answered) and the grace has passed; and no later than the expiry etcd saw + the grace.
     expect(killedAt! - cutAt).toBeGreaterThanOrEqual(TTL * 750 + GRACE - 250);
     expect(killedAt!).toBeLessThanOrEqual(expiredAt! + GRACE + 500);
-    expect((await taskOf(c.direct, c.keys, job))?.state).toBe('running');
+    expect((await taskOf(c.direct, c.keys, job, c.startRev))?.state).toBe('running');
 
     node.proxy.heal();
-    await until('recorded lost', async () => (await taskOf(c.direct, c.keys, job))?.state === 'lost');
-    const t = await taskOf(c.direct, c.keys, job);
+    await until('recorded lost', async () => (await taskOf(c.direct, c.keys, job, c.startRev))?.state === 'lost');
+    const t = await taskOf(c.direct, c.keys, job, c.startRev);
     expect(t?.message).toMatch(/grace/);
     await until('RU free', async () => (await ruState(c.direct, c.keys, 'g0', 0)) === 'free');
     await sleep(300);
@@ -302,10 +313,10 @@ describe('a node monitor through an etcd outage', () => {
       .split('\n')
       .map((l) => JSON.parse(l) as { op: string; e?: { job: string; commitId: string; state: string } });
     expect(entries.map((l) => [l.op, l.e?.job, l.e?.commitId, l.e?.state])).toEqual([['add', job, commitId, 'succeeded']]);
-    expect((await taskOf(c.direct, c.keys, job))?.state).toBe('running');
+    expect((await taskOf(c.direct, c.keys, job, c.startRev))?.state).toBe('running');
 
     const b = await monitor(c.keys, spec, new SimulatedExecutor(clock), { graceMs: 10_000, journalDir });
-    await until('outcome written', async () => (await taskOf(c.direct, c.keys, job))?.state === 'succeeded');
+    await until('outcome written', async () => (await taskOf(c.direct, c.keys, job, c.startRev))?.state === 'succeeded');
     await sleep(300);
     expect(await statesOf(c.direct, c.keys, job, c.startRev)).toEqual(['placed', 'running', 'succeeded']);
     expect(b.mon.stats).toMatchObject({ started: 0, killed: 0, lost: 0 });
@@ -320,7 +331,7 @@ describe('a node monitor through an etcd outage', () => {
     for (let round = 0; round < 3; round++) {
       for (let ru = 0; ru < 4; ru++) jobs.push((await place(c.direct, c.keys, 'm0', ru, { durationMs: 150 + ru * 20 })).job);
       await until('round done', async () => {
-        const ts = await Promise.all(jobs.map((j) => taskOf(c.direct, c.keys, j)));
+        const ts = await Promise.all(jobs.map((j) => taskOf(c.direct, c.keys, j, c.startRev)));
         return ts.every((t) => t?.state === 'succeeded');
       });
       await until('RUs free', async () => (await c.direct.range(c.keys.serverRus('m0'))).kvs.every((kv) => parseJson<RuRecord>(kv)?.state === 'free'));

@@ -18,6 +18,8 @@ import {
   planJob,
   planQuota,
   planRecord,
+  OUTCOMES_PER_WRITE,
+  SEEN_REFRESH_MS,
   planTasks,
   planUnplaced,
   PROGRESS_WRITE_MS,
@@ -70,6 +72,7 @@ function view(n: number, recs: Record<number, TaskRow>, extra: Partial<JobView> 
     blockedSince: undefined,
     summaryAt: Number.NEGATIVE_INFINITY,
     quota: undefined,
+    outcomes: { unrecorded: new Map() },
     ...extra,
   };
 }
@@ -198,7 +201,28 @@ describe('planRecord: when the job record is due', () => {
     return { ...v, rec: { ...v.rec, ...base }, ...extra };
   };
   it('nothing changed: nothing', () => {
-    expect(planRecord(running(), NOW, true, 'a')).toEqual({ kind: 'none' });
+    expect(planRecord(running({ summaryAt: NOW - 1000 }), NOW, true, 'a')).toEqual({ kind: 'none' });
+  });
+  it('nothing changed, tasks live, the record older than SEEN_REFRESH_MS: written again (its seen revision moves on)', () => {
+    expect(planRecord(running({ summaryAt: NOW - SEEN_REFRESH_MS }), NOW, true, 'a')).toMatchObject({
+      kind: 'write',
+      final: false,
+      next: { state: 'running' },
+    });
+    expect(planRecord(running({ summaryAt: NOW - SEEN_REFRESH_MS }, { 0: { state: 'succeeded' }, 1: { state: 'failed' } }), NOW, true, 'a')).toMatchObject({
+      kind: 'write',
+      final: true,
+    });
+  });
+  it('an outcome learned from a freed RU and not yet recorded: written like progress', () => {
+    const outcomes = { unrecorded: new Map([[0, { t: 0 }]]) };
+    expect(planRecord(running({ summaryAt: NOW - 100, outcomes }), NOW, true, 'a')).toEqual({ kind: 'later', waitMs: PROGRESS_WRITE_MS - 100 });
+    expect(planRecord(running({ summaryAt: NOW - 1000, outcomes }), NOW, true, 'a')).toMatchObject({ kind: 'write', final: false });
+  });
+  it('a final job with more outcomes unrecorded than one write takes: those first, the job state as it was', () => {
+    const unrecorded = new Map(Array.from({ length: OUTCOMES_PER_WRITE + 1 }, (_, i) => [i, { t: i }] as const));
+    const v = running({ summaryAt: NOW - 1000, outcomes: { unrecorded } }, { 0: { state: 'succeeded' }, 1: { state: 'succeeded' } });
+    expect(planRecord(v, NOW, true, 'a')).toMatchObject({ kind: 'write', final: false, next: { state: 'running' } });
   });
   it('progress written a moment ago: later, when the interval is over', () => {
     const v = running({ summaryAt: NOW - 100 }, { 0: { state: 'running' }, 1: { state: 'succeeded' } });

@@ -60,12 +60,12 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
     expect(await releaseRu(store, keys, keys.parseRu(placed.key)!, placed.modRevision, rec, { state: 'succeeded', endedAt: Date.now(), exitCode: 0 })).toBe(
       true,
     );
-    // Free again, carrying the outcome the release wrote to the task record (its owner reads it there).
+    // Free again, carrying the outcome, which only the freed RU records (its owner writes it into the job's records).
     const freed = (await store.get(free[0]!.key))!.value;
     expect(isFreeRuValue(freed)).toBe(true);
-    const task = JSON.parse((await store.get(keys.task('j-ru', rec.task)))!.value) as Record<string, unknown>;
-    expect(task.state).toBe('succeeded');
-    expect(lastOfFreedRu(freed)).toEqual({ job: 'j-ru', index: rec.task, state: 'succeeded', attempt: task.attempt, commitId: task.commitId });
+    expect(await store.get(keys.task('j-ru', rec.task))).toBeUndefined();
+    expect(lastOfFreedRu(freed)).toMatchObject({ job: 'j-ru', index: rec.task, state: 'succeeded', attempt: rec.attempt, commitId: rec.commitId });
+    expect(lastOfFreedRu(freed)?.endedAt).toEqual(expect.any(Number));
     expect(await epochRev()).toBe(seeded);
 
     const sv = placementTxn(place(keys, 'server', 'j-server', [{ kv: free[1]!, basedOn: seeded! }]));

@@ -103,6 +103,36 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>,
         expect(await s.revision()).toBe(r);
       });
 
+      it('reads a key as it was at a past revision (getAt): its value then, or nothing before it existed or once deleted', async () => {
+        const k = `${p}at/a`;
+        const r1 = await s.put(k, '1');
+        const r2 = await s.put(k, '2');
+        const r3 = await s.delete(k);
+        // Another key's write: a revision at which this key did not change.
+        const r4 = await s.put(`${p}at/b`, 'x');
+        const r5 = await s.put(k, '3');
+        expect(await s.getAt(k, r1 - 1)).toBeUndefined();
+        expect(await s.getAt(k, r1)).toMatchObject({ value: '1', modRevision: r1, createRevision: r1, version: 1 });
+        expect(await s.getAt(k, r2)).toMatchObject({ value: '2', modRevision: r2, createRevision: r1, version: 2 });
+        expect(await s.getAt(k, r3)).toBeUndefined();
+        expect(await s.getAt(k, r4)).toBeUndefined();
+        expect(await s.getAt(k, r5)).toMatchObject({ value: '3', modRevision: r5, createRevision: r5, version: 1 });
+        expect(await s.getAt(`${p}at/b`, r5)).toMatchObject({ value: 'x', modRevision: r4 });
+      });
+
+      it('fails getAt at a compacted revision with COMPACTED', async () => {
+        const iso = options.makeIsolated ? await options.makeIsolated() : undefined;
+        if (iso) extra.push(iso);
+        const st = iso ? iso.store : s;
+        const px = iso ? iso.prefix : p;
+        const r1 = await st.put(`${px}ca/a`, '1');
+        const r2 = await st.put(`${px}ca/a`, '2');
+        await st.put(`${px}ca/a`, '3');
+        await st.compact(r2);
+        await expect(st.getAt(`${px}ca/a`, r1)).rejects.toMatchObject({ code: 'COMPACTED' });
+        expect(await st.getAt(`${px}ca/a`, r2)).toMatchObject({ value: '2' });
+      });
+
       it('ranges a prefix sorted by key, at one revision, with a limit', async () => {
         const names = ['m', 'b/2', 'z', 'b/10', 'a', 'b/1', 'b', '~', 'B', '0'];
         for (const n of names) await s.put(`${p}r/${n}`, n);

@@ -2,7 +2,7 @@ import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord } from '../..
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import type { ClusterStore, KeyValue, WatchEvent } from '../../src/store/types.ts';
-import { chunkJob, chunkTaskRecords } from '../../src/state/task-chunks.ts';
+import { recordsOfTaskKey } from '../../src/state/task-chunks.ts';
 import { recordsOf } from './task-records.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -112,13 +112,9 @@ export async function audit(store: ClusterStore, keys: Keys, startRev: number): 
   const taskEvents = await history(store, keys.allTasks(), startRev + 1);
   const runningAttempt = new Map<string, number>();
   let overlappingRuns = 0;
-  // A chunk record (src/state/task-chunks.ts) is the `running` record of every task it started.
-  const asRecords = (kv: KeyValue): LiveTaskRecord[] => {
-    const job = chunkJob(keys, kv.key);
-    if (job !== undefined) return chunkTaskRecords(job, kv);
-    const t = parseJson<LiveTaskRecord>(kv);
-    return t ? [t] : [];
-  };
+  // A chunk record (src/state/task-chunks.ts) is the `running` record of every task it started;
+  // an outcome record (task-outcomes.ts) the final record of every task it holds.
+  const asRecords = (kv: KeyValue): LiveTaskRecord[] => recordsOfTaskKey(keys, kv);
   for (const ev of taskEvents)
     for (const t of ev.type === 'delete' ? [] : asRecords(ev.kv)) {
       const id = `${t.job}#${t.index}`;

@@ -18,6 +18,7 @@
 import { placedRevisionOf, type LiveJobRecord, type LiveTaskRecord, type RequestRecord } from '../../src/state/live-records.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { chunkTaskRecords, isChunkKey } from '../../src/state/task-chunks.ts';
+import { doneTaskRecords, isDoneKey } from '../../src/state/task-outcomes.ts';
 import type { KeyValue, WatchEvent } from '../../src/store/types.ts';
 import type { FaultKind, FaultRecord } from './nemesis.ts';
 
@@ -323,10 +324,12 @@ export function check(input: CheckInput): CheckReport {
   /** The placement (commit) each task is recorded running for; a re-recorded running record of the same commit (a monitor adopting its task under a new lease) is the same run. */
   const current = new Map<string, string>();
   // A chunk record (src/state/task-chunks.ts) is the `running` record of every task it started.
+  // An outcome record (src/state/task-outcomes.ts) holds the successes and cancellations its owner recorded.
   const recordsIn = (kv: KeyValue): LiveTaskRecord[] => {
-    if (!isChunkKey(kv.key)) return [parseJson<LiveTaskRecord>(kv)].filter((t): t is LiveTaskRecord => !!t);
+    if (!isChunkKey(kv.key) && !isDoneKey(kv.key)) return [parseJson<LiveTaskRecord>(kv)].filter((t): t is LiveTaskRecord => !!t);
     const rest = tail('tasks', kv.key);
-    return chunkTaskRecords(rest.slice(0, rest.lastIndexOf('/')), kv);
+    const job = rest.slice(0, rest.lastIndexOf('/'));
+    return isDoneKey(kv.key) ? doneTaskRecords(job, kv) : chunkTaskRecords(job, kv);
   };
   for (const ev of input.events.filter(under('tasks')))
     for (const t of ev.type === 'put' ? recordsIn(ev.kv) : []) {

@@ -49,6 +49,7 @@ class DyingStore implements ClusterStore {
   campaign: ClusterStore['campaign'] = (name, value, ttl) => new StoreCampaign(this, name, value, ttl);
   leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
+  getAt: ClusterStore['getAt'] = (key, revision) => this.gate(() => this.inner.getAt(key, revision));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
   snapshot: ClusterStore['snapshot'] = (prefixes) => this.gate(() => this.inner.snapshot(prefixes));
   count: ClusterStore['count'] = (prefix) => this.gate(() => this.inner.count(prefix));
@@ -122,6 +123,7 @@ export class PausingStore implements ClusterStore {
   campaign: ClusterStore['campaign'] = (name, value, ttl) => new StoreCampaign(this, name, value, ttl);
   leader: ClusterStore['leader'] = (name) => storeLeader(this, name);
   get: ClusterStore['get'] = (key) => this.gate(() => this.inner.get(key));
+  getAt: ClusterStore['getAt'] = (key, revision) => this.gate(() => this.inner.getAt(key, revision));
   range: ClusterStore['range'] = (prefix, opts) => this.gate(() => this.inner.range(prefix, opts));
   snapshot: ClusterStore['snapshot'] = (prefixes) => this.gate(() => this.inner.snapshot(prefixes));
   count: ClusterStore['count'] = (prefix) => this.gate(() => this.inner.count(prefix));

@@ -14,6 +14,7 @@ export function wrapStore(
     maxTxnOps: inner.maxTxnOps,
     maxRequestBytes: inner.maxRequestBytes,
     get: over.get ?? ((key) => inner.get(key)),
+    getAt: (key, revision) => inner.getAt(key, revision),
     range: over.range ?? ((prefix, opts) => inner.range(prefix, opts)),
     // By default one read-only transaction through the wrapper's txn, so that a fault injected
     // into txn reaches a list of several prefixes too.

@@ -1,0 +1,124 @@
+/**
+ * A task's outcome from its RU's history. A task that succeeded or was cancelled is recorded in
+ * its freed RU alone until its owner writes the outcome into the job's records
+ * (task-outcomes.ts); if the owner went first (a crash, a watch that skipped events) and the RU
+ * has since been placed again, the outcome is still in the store's history of that RU key, which
+ * compaction keeps for minutes (state/housekeeping.ts) while the owner records an outcome within
+ * a second and rewrites each job's `seen` revision far more often than that.
+ *
+ * Replayed from `after` (its placement's revision, or the job record's `seen`, the later): if the
+ * RU held the attempt then, the first change after that which does not hold it is how the attempt
+ * left: freed with its outcome, or anything else (a loss, a preemption, the node gone). A release
+ * is fenced on the RU's revision at placement, so no outcome can land once the RU moved on
+ * otherwise; and one that landed by `seen` is in the job's records.
+ */
+import type { RuRef } from '../model/types.ts';
+import type { ClusterStore, KeyValue } from '../store/types.ts';
+import { TarcilError } from '../util/errors.ts';
+import type { Keys } from './keys.ts';
+import type { LiveTaskRecord } from './live-records.ts';
+import { lastOfFreedRu, parseJson, type PlacedRuRecord } from './records.ts';
+
+/** The attempt looked for: its job, task and placement. */
+export interface AttemptRef {
+  job: string;
+  task: number;
+  commitId?: string;
+}
+
+export type HistoryAnswer =
+  /** The RU holds the attempt now (`kv` as read). */
+  | { kind: 'held'; kv: KeyValue }
+  /** Freed with this outcome (`last`: what the freed RU carried) at `rev`. */
+  | { kind: 'ended'; last: LiveTaskRecord; rev: number }
+  /** Left the RU at `rev` without an outcome in it (or was never seen there after `after`). */
+  | { kind: 'departed'; rev: number }
+  /** The history after `after` is compacted: how the attempt left cannot be known from the RU. */
+  | { kind: 'compacted' };
+
+/** The message of a task whose outcome was compacted out of the store's history before it was recorded. */
+export const OUTCOME_COMPACTED = 'its RU moved on, and how it ended was compacted out of the store history before its owner recorded it; not run again';
+
+/** Longest wait for the history of one key (it is delivered at once; this only bounds a stuck stream). */
+const HISTORY_WAIT_MS = 30_000;
+
+function holds(kv: KeyValue, a: AttemptRef): boolean {
+  const ru = parseJson<PlacedRuRecord>(kv);
+  return (
+    !!ru &&
+    (ru.state === 'busy' || ru.state === 'reserved') &&
+    ru.job === a.job &&
+    ru.task === a.task &&
+    (a.commitId === undefined || ru.commitId === a.commitId)
+  );
+}
+
+/** The outcome a freed RU value carries for this attempt, if it does. */
+function endedHere(kv: KeyValue, a: AttemptRef): LiveTaskRecord | undefined {
+  const last = lastOfFreedRu(kv.value) as LiveTaskRecord | undefined;
+  if (!last || last.job !== a.job || last.index !== a.task) return undefined;
+  return a.commitId === undefined || last.commitId === a.commitId ? last : undefined;
+}
+
+/** How the attempt left RU `ref` after revision `after` (see the file's comment). */
+export async function findOutcome(store: ClusterStore, keys: Keys, ref: RuRef, a: AttemptRef, after: number): Promise<HistoryAnswer> {
+  const key = keys.ru(ref);
+  const now = await store.get(key);
+  if (now && holds(now, a)) return { kind: 'held', kv: now };
+  const last = now ? endedHere(now, a) : undefined;
+  if (now && last) return { kind: 'ended', last, rev: now.modRevision };
+  // Not held at `after` (the job record's `seen`, after a departure without an outcome, which
+  // the owner saw): it left then, and no outcome can follow. Otherwise it left after.
+  let then: KeyValue | undefined;
+  try {
+    then = await store.getAt(key, after);
+  } catch (err) {
+    if (err instanceof TarcilError && err.code === 'COMPACTED') return { kind: 'compacted' };
+    throw err;
+  }
+  if (!then || !holds(then, a)) return { kind: 'departed', rev: after };
+  return firstDeparture(store, key, a, after);
+}
+
+/** Replays the key's history from `after` + 1 to the first change that does not hold the attempt. */
+function firstDeparture(store: ClusterStore, key: string, a: AttemptRef, after: number): Promise<HistoryAnswer> {
+  return new Promise<HistoryAnswer>((resolve, reject) => {
+    let settled = false;
+    let handle: { close(): Promise<void> } | undefined;
+    const finish = (answer: HistoryAnswer | Error): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (handle) void handle.close().catch(() => undefined);
+      if (answer instanceof Error) reject(answer);
+      else resolve(answer);
+    };
+    const timer = setTimeout(
+      () => finish(new TarcilError('UNAVAILABLE', `the history of ${key} did not arrive within ${HISTORY_WAIT_MS} ms`)),
+      HISTORY_WAIT_MS,
+    );
+    store
+      .watch({
+        // The key is the prefix: keys that extend it (another RU's, index 1 → 10) are skipped.
+        prefix: key,
+        fromRevision: after + 1,
+        onEvents: (batch) => {
+          for (const ev of batch.events) {
+            if (settled || ev.kv.key !== key) continue;
+            if (ev.type === 'put' && holds(ev.kv, a)) continue;
+            const last = ev.type === 'put' ? endedHere(ev.kv, a) : undefined;
+            finish(last ? { kind: 'ended', last, rev: ev.kv.modRevision } : { kind: 'departed', rev: ev.kv.modRevision });
+          }
+        },
+        onError: (err) => finish(err.code === 'COMPACTED' ? { kind: 'compacted' } : err),
+      })
+      .then((h) => {
+        handle = h;
+        if (settled) void h.close().catch(() => undefined);
+      })
+      .catch((err: unknown) => {
+        if (err instanceof TarcilError && err.code === 'COMPACTED') finish({ kind: 'compacted' });
+        else finish(err instanceof Error ? err : new Error(String(err)));
+      });
+  });
+}
