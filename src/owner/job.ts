@@ -68,8 +68,8 @@ export interface Owned {
   awaitingNodes: Set<string>;
   /** When the job record was last written by its summary (clock ms; see summary.ts). */
   summaryAt: number;
-  /** A summary write held back by the progress interval is due (an evaluation is scheduled). */
-  summaryDue: boolean;
+  /** When the evaluation scheduled for a summary write held back (progress, `seen`) is due; undefined: none is. */
+  summaryDueAt: number | undefined;
   /** The run-time loop's moves of the job's slow tasks (moves.ts). */
   moves: MoveBook;
   /**
@@ -169,7 +169,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     blockedSince: undefined,
     awaitingNodes: new Set(),
     summaryAt: Number.NEGATIVE_INFINITY,
-    summaryDue: false,
+    summaryDueAt: undefined,
     moves: { slow: new Map(), moving: new Set(), finishing: new Set(), heldAfterEnd: new Map() },
     quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE ? { returns: new Set(), moving: new Map(), reconcile: false, settled: false } : undefined,
     outcomes: { unrecorded: new Map(), reading: 0 },

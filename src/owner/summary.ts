@@ -47,12 +47,14 @@ export async function writeSummary(m: OwnerContext, o: Owned): Promise<void> {
   }
 }
 
-/** Evaluates the job again after `ms`, unless that is already due. */
+/** Evaluates the job again after `ms`, unless an evaluation is due by then already. */
 function evaluateIn(m: OwnerContext, o: Owned, ms: number): void {
-  if (o.summaryDue) return;
-  o.summaryDue = true;
+  const at = m.o.clock.now() + ms;
+  if (o.summaryDueAt !== undefined && o.summaryDueAt <= at) return;
+  o.summaryDueAt = at;
   m.later(ms, () => {
-    o.summaryDue = false;
+    if (o.summaryDueAt !== at) return;
+    o.summaryDueAt = undefined;
     m.queue.add(o);
   });
 }
