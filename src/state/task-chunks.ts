@@ -15,10 +15,9 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { LiveKeys, type LiveTaskRecord } from './live-records.ts';
 import { parseJson } from './records.ts';
-import { doneTaskRecords, endedOver, isDoneKey } from './task-outcomes.ts';
+import { byBlock, doneTaskRecords, endedOver, isDoneKey, TASK_BLOCK } from './task-outcomes.ts';
 
-/** Task indexes per block: a job's task keys of one block share a key prefix (GetJob and WatchJob read a block at a time). */
-export const TASK_BLOCK = 10_000;
+export { TASK_BLOCK };
 
 /** The key prefix of block `b` of a job's tasks (indexes b·TASK_BLOCK to (b+1)·TASK_BLOCK − 1), and of their chunks. */
 export function blockPrefix(keys: Keys, job: string, b: number): string {
@@ -49,15 +48,8 @@ export interface TaskChunkRecord {
 
 /** The chunk records a placement writes for the tasks it starts: one per block touched, keyed by its first task there. */
 export function chunkPuts(keys: Keys, job: string, rec: Omit<TaskChunkRecord, 'tasks'>, tasks: readonly ChunkTask[]): { key: string; value: string }[] {
-  const byBlock = new Map<number, ChunkTask[]>();
-  for (const t of tasks) {
-    const b = Math.floor(t.t / TASK_BLOCK);
-    let list = byBlock.get(b);
-    if (!list) byBlock.set(b, (list = []));
-    list.push(t);
-  }
   const out: { key: string; value: string }[] = [];
-  for (const list of byBlock.values()) {
+  for (const list of byBlock(tasks).values()) {
     const first = list.reduce((m, t) => Math.min(m, t.t), Number.POSITIVE_INFINITY);
     out.push({ key: keys.taskChunk(job, first), value: JSON.stringify({ ...rec, tasks: list } satisfies TaskChunkRecord) });
   }

@@ -35,8 +35,20 @@ export interface DoneRecord {
   tasks: DoneEntry[];
 }
 
-/** Task indexes per block (task-chunks.ts TASK_BLOCK; repeated here to keep this module a leaf). */
-const BLOCK = 10_000;
+/** Task indexes per block: a job's task keys of one block share a key prefix (GetJob and WatchJob read a block at a time). */
+export const TASK_BLOCK = 10_000;
+
+/** Entries (each naming its task `t`) grouped by the task block they fall in. */
+export function byBlock<T extends { t: number }>(entries: Iterable<T>): Map<number, T[]> {
+  const out = new Map<number, T[]>();
+  for (const e of entries) {
+    const b = Math.floor(e.t / TASK_BLOCK);
+    let list = out.get(b);
+    if (!list) out.set(b, (list = []));
+    list.push(e);
+  }
+  return out;
+}
 
 /** Whether a key under `tasks/` is an outcome record's. */
 export function isDoneKey(key: string): boolean {
@@ -58,15 +70,8 @@ export function doneEntry(last: LiveTaskRecord, ru: RuRef | undefined): DoneEntr
 
 /** The outcome records for these entries: one per block, keyed by its first task there. */
 export function donePuts(keys: Keys, job: string, entries: Iterable<DoneEntry>): { key: string; value: string }[] {
-  const byBlock = new Map<number, DoneEntry[]>();
-  for (const e of entries) {
-    const b = Math.floor(e.t / BLOCK);
-    let list = byBlock.get(b);
-    if (!list) byBlock.set(b, (list = []));
-    list.push(e);
-  }
   const out: { key: string; value: string }[] = [];
-  for (const list of byBlock.values()) {
+  for (const list of byBlock(entries).values()) {
     list.sort((x, y) => x.t - y.t);
     out.push({ key: keys.taskDone(job, (list[0] as DoneEntry).t), value: JSON.stringify({ tasks: list } satisfies DoneRecord) });
   }
