@@ -10,7 +10,19 @@ import { fileURLToPath } from 'node:url';
 import { SUPERVISOR_CHECK_MS, SUPERVISOR_REPORT_POLL_MS, SUPERVISOR_REPORT_WAIT_MS, SUPERVISOR_TERM_MS } from '../state/node-fence.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Executor, HeldOnDisk, LeftRunning, PreviousRun, TaskExit, TaskHandle, TaskLaunch } from './executor-types.ts';
-import { GroupCpu, hasTaskset, isAttempt, monotonicMs, pickEnv, readExitRecord, readPid, signalGroup, signalPid, writeAtomically } from './process-util.ts';
+import {
+  exited,
+  GroupCpu,
+  hasTaskset,
+  isAttempt,
+  monotonicMs,
+  pickEnv,
+  readExitRecord,
+  readPid,
+  signalGroup,
+  signalPid,
+  writeAtomically,
+} from './process-util.ts';
 
 export interface ProcessExecutorOptions {
   clock: Clock;
@@ -399,7 +411,8 @@ export class ProcessExecutor implements Executor {
    */
   async stopOrphan(t: Pick<TaskLaunch, 'job' | 'task' | 'revision'>, pid: number): Promise<TaskExit | undefined> {
     signalGroup(pid, 'SIGKILL');
-    for (let i = 0; i < 200 && isAttempt(pid, t); i++) await this.o.clock.sleep(10);
+    // Until it has exited, not only stopped looking like the attempt (exited()).
+    for (let i = 0; i < 200 && (isAttempt(pid, t) || !exited(pid)); i++) await this.o.clock.sleep(10);
     return readExitRecord(join(this.o.logDir, t.job, `${t.task}-${t.revision}`));
   }
 

@@ -39,6 +39,20 @@ export function isAttempt(pid: number, t: Pick<TaskLaunch, 'job' | 'task' | 'rev
   }
 }
 
+/**
+ * Process `pid` has exited: gone, or a zombie. (A process on its way out stops showing its
+ * environment before its state turns to zombie, so isAttempt alone says false too soon.)
+ */
+export function exited(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return true;
+  }
+}
+
 export function readPid(base: string): number | undefined {
   try {
     const pid = Number(readFileSync(`${base}.pid`, 'utf8').trim());
