@@ -16,6 +16,7 @@ import { isDoneKey } from '../../src/state/task-outcomes.ts';
 import { isChunkKey } from '../../src/state/task-chunks.ts';
 import { audit } from '../support/audit.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
 import { taskRecords } from '../support/task-records.ts';
 
@@ -51,6 +52,21 @@ async function placedByA(c: OwnerCell, id: string): Promise<{ dying: DyingStore;
   return { dying, job: job.id, rus: await c.busy(job.id) };
 }
 
+/** Job `id`'s four tasks end (their nodes free the RUs) after owner A stopped answering: nobody recorded them. */
+async function endedUnrecorded(c: OwnerCell, id: string): Promise<{ job: string; rus: { key: string }[] }> {
+  const { dying, job, rus } = await placedByA(c, id);
+  dying.dead = true;
+  expect(await c.finishTasks(job)).toBe(4);
+  return { job, rus };
+}
+
+/** Owner B, started now, once it has adopted A's job. */
+async function adopter(c: OwnerCell): Promise<JobManager> {
+  const b = await c.owner('B');
+  await c.until(() => b.stats.adopted === 1, 10_000);
+  return b;
+}
+
 describe('task outcomes recorded by their owner', () => {
   it('a live owner writes the successes it learns from the freed RUs into one outcome record, and no task record of their own', async () => {
     const c = (cell = new OwnerCell());
@@ -73,13 +89,10 @@ describe('task outcomes recorded by their owner', () => {
 
   it('an owner that dies after its tasks ended, before it recorded them: its adopter finds the successes in the RU history, the RUs placed again meanwhile', async () => {
     const c = (cell = new OwnerCell());
-    const { dying, job, rus } = await placedByA(c, 'dies-1');
-    dying.dead = true;
-    expect(await c.finishTasks(job)).toBe(4);
+    const { job, rus } = await endedUnrecorded(c, 'dies-1');
     // Another job takes the four RUs: their values no longer say how the first job's tasks ended.
     await placeOver(c, 'filler', rus);
-    const b = await c.owner('B');
-    await c.until(() => b.stats.adopted === 1, 10_000);
+    const b = await adopter(c);
     await c.until(async () => (await c.jobState(job)) === 'succeeded', 10_000);
     expect(b.stats.historyReads).toBeGreaterThanOrEqual(4);
     // Nothing was placed again: every task ended at its first attempt, where A placed it.
@@ -91,9 +104,7 @@ describe('task outcomes recorded by their owner', () => {
 
   it('the same when the tasks\u2019 node went after they ended (their RUs deleted with its lease)', async () => {
     const c = (cell = new OwnerCell());
-    const { dying, job, rus } = await placedByA(c, 'dies-2');
-    dying.dead = true;
-    expect(await c.finishTasks(job)).toBe(4);
+    const { job, rus } = await endedUnrecorded(c, 'dies-2');
     const servers = new Set(rus.map((r) => c.keys.parseRu(r.key)!.server));
     for (const s of servers) {
       await c.store.txn({
@@ -104,8 +115,7 @@ describe('task outcomes recorded by their owner', () => {
         ],
       });
     }
-    const b = await c.owner('B');
-    await c.until(() => b.stats.adopted === 1, 10_000);
+    const b = await adopter(c);
     await c.until(async () => (await c.jobState(job)) === 'succeeded', 10_000);
     expect(b.stats.lost).toBe(0);
     const tasks = await taskRecords<LiveTaskRecord>(c.store, c.keys, job);
@@ -114,13 +124,10 @@ describe('task outcomes recorded by their owner', () => {
 
   it('an outcome compacted out of the history before anyone recorded it: the task fails, saying so, and is not run again', async () => {
     const c = (cell = new OwnerCell());
-    const { dying, job, rus } = await placedByA(c, 'dies-3');
-    dying.dead = true;
-    expect(await c.finishTasks(job)).toBe(4);
+    const { job, rus } = await endedUnrecorded(c, 'dies-3');
     await placeOver(c, 'filler', rus);
     await c.store.compact(await c.store.revision());
-    const b = await c.owner('B');
-    await c.until(() => b.stats.adopted === 1, 10_000);
+    await adopter(c);
     await c.until(async () => (await c.jobState(job)) === 'failed', 10_000);
     const tasks = await taskRecords<LiveTaskRecord>(c.store, c.keys, job);
     expect(tasks.map((t) => [t.state, t.attempt, t.message])).toEqual(Array(4).fill(['failed', 0, OUTCOME_COMPACTED]));
