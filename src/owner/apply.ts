@@ -1,19 +1,20 @@
 /**
  * The applier: the one place an evaluation's plan (plan.ts planJob) is carried out, in the
  * plan's order — quota tokens given back, a half-done gang settled, a cancellation's stops and
- * records, the tasks' steps (moves finished, departed nodes awaited, lost tasks recorded), then
- * the tasks to place scheduled, held or failed. The fenced writes are transitions.ts's, the
+ * records, the tasks' steps (moves finished, departed nodes awaited, lost tasks recorded, slow
+ * tasks moved or their scale-out job grown), then the tasks to place scheduled, held or failed. The fenced writes are transitions.ts's, the
  * scheduling call is the job's agent's; what they change is merged into the job as they land.
  */
 import type { DecisionRecord } from '../agent/agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
+import { OUTCOME_COMPACTED } from '../state/ru-history.ts';
 import type { OwnerContext } from './context.ts';
-import { taskKeyRev, type Owned } from './job.ts';
+import { setRecord, taskKeyRev, type Owned } from './job.ts';
 import { commitFence } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';
 import type { OwnerFacts } from './facts.ts';
-import { finishMove, giveBackHeld, type MoveHost } from './moves.ts';
+import { finishMove, giveBackHeld, moveSlow, type MoveHost } from './moves.ts';
 import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
 import { claimPreempted, markLost, repairGang, returnQuota, setTaskStates, stopTask } from './transitions.ts';
 
@@ -39,18 +40,29 @@ export async function applyPlan(m: MoveHost, o: Owned, plan: JobPlan, facts: Own
 }
 
 /**
- * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded (each
- * its own fenced write), then the tasks to place (those never placed or queued, and the lost
+ * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded and slow
+ * tasks moved (each its own fenced write), then the tasks to place (those never placed or queued, and the lost
  * ones whose write landed) scheduled, held or failed as planUnplaced says.
  */
 async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], unplaced: Unplaced | undefined): Promise<void> {
   const toPlace: number[] = [];
+  const compacted = steps.filter((s) => s.kind === 'fail-compacted').map((s) => s.task);
+  if (compacted.length > 0) {
+    await setTaskStatesChunked(m, o, compacted, 'failed', OUTCOME_COMPACTED);
+    // A write that did not land (the record changed) is planned again from the record as read.
+    for (const t of compacted) {
+      const st = o.tasks.get(t)?.rec.state;
+      if (st !== 'placed' && st !== 'running') o.outcomes.compacted.delete(t);
+    }
+  }
   for (const s of steps) {
     if (o.dropped) return;
-    if (s.kind === 'finish-move') finishMove(m, o, s.task);
+    if (s.kind === 'fail-compacted') continue;
+    if (s.kind === 'finish-move') await finishMove(m, o, s.task);
     else if (s.kind === 'give-back-held') await giveBackHeld(m, o, s.task);
     else if (s.kind === 'await-node') awaitNode(m, o, s.server, s.due);
     else if (s.kind === 'place') toPlace.push(s.task);
+    else if (s.kind === 'move-slow') await moveSlow(m, o, s.task, s.how);
     else {
       const cur = o.tasks.get(s.task);
       if (cur && (await markLost(m, o, s.task, cur, s.why))) toPlace.push(s.task);
@@ -126,7 +138,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
   for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
   if (again > 0) {
     m.stats.rescheduled += again;
-    o.rec = { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again };
+    setRecord(o, { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again });
   }
   for (const t of tasks) o.scheduling.add(t);
   o.agent.setFence(o.id, commitFence(m.o.keys, lease));

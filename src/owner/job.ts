@@ -80,6 +80,8 @@ export interface Owned {
   quota: QuotaBook | undefined;
   /** Outcomes learned from freed RUs, on their way into the job's records (OutcomeBook). */
   outcomes: OutcomeBook;
+  /** While the job is in its process's OwnedJobs: that process's count of unplaced tasks, kept with the job's records. */
+  tally?: { pending: number } | undefined;
 }
 
 /**
@@ -94,6 +96,12 @@ export interface OutcomeBook {
    * they find, so the job record's `seen` does not move on meanwhile.
    */
   reading: number;
+  /**
+   * Tasks whose outcome is beyond recall: their record says live on an RU that holds something
+   * else, and the RU's history was compacted before the outcome was recorded. The next
+   * evaluation records them failed (plan.ts), never run again.
+   */
+  compacted: Set<number>;
 }
 
 /** The decision records of a job's scheduling calls and their writes (Owned.decisions, decisions.ts). */
@@ -112,10 +120,14 @@ export interface DecisionLog {
 export interface MoveBook {
   /** Tasks a node's load monitor reports slow now: since when (this process's clock), at what share of their rate. */
   slow: Map<number, { since: number; rate: number; rev: number }>;
+  /** Slow tasks whose wait is over (moveAfterMs), by the revision of the report it waited on: the next evaluation plans their move. */
+  due: Map<number, number>;
   /** Tasks whose move is being decided and committed. */
   moving: Set<number>;
-  /** Moved tasks whose held copy waits for the old copy to stop. */
-  finishing: Set<number>;
+  /** Moved tasks whose held copy waits for the old copy to stop: the pause before the next look. */
+  finishing: Map<number, number>;
+  /** Tasks the job's evaluation looks at again after a pause, the pause running (moves.ts lookAgain). */
+  looking: Set<number>;
   /** Held copies of moved tasks whose old copy ended the task (a success): given back, never started. */
   heldAfterEnd: Map<number, { ru: RuRef; attempt: number }>;
 }
@@ -170,9 +182,10 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     awaitingNodes: new Set(),
     summaryAt: Number.NEGATIVE_INFINITY,
     summaryDueAt: undefined,
-    moves: { slow: new Map(), moving: new Set(), finishing: new Set(), heldAfterEnd: new Map() },
+    moves: { slow: new Map(), due: new Map(), moving: new Set(), finishing: new Map(), looking: new Set(), heldAfterEnd: new Map() },
     quota: namespaceOfJob(spec.id) !== DEFAULT_NAMESPACE ? { returns: new Set(), moving: new Map(), reconcile: false, settled: false } : undefined,
-    outcomes: { unrecorded: new Map(), reading: 0 },
+    outcomes: { unrecorded: new Map(), reading: 0, compacted: new Set() },
+    tally: undefined,
   };
 }
 
@@ -194,6 +207,7 @@ function kept(o: Owned, rec: LiveTaskRecord): LiveTaskRecord {
 export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefined, rev: number, implied = false): void {
   const cur = o.tasks.get(index);
   if (cur && cur.rev >= rev) return;
+  const before = unplacedTasks(o);
   if (cur) untrack(o, index, cur.rec);
   if (o.quota) quotaTransition(o.quota, index, cur?.rec, full);
   const rec = full && kept(o, full);
@@ -212,6 +226,7 @@ export function mergeTask(o: Owned, index: number, full: LiveTaskRecord | undefi
     }
   } else o.tasks.delete(index);
   o.dirty.add(index);
+  if (o.tally) o.tally.pending += unplacedTasks(o) - before;
 }
 
 /**
@@ -261,10 +276,60 @@ export function leaveServers(o: Owned): void {
 export function forgetTask(o: Owned, index: number): void {
   const cur = o.tasks.get(index);
   if (!cur) return;
+  const before = unplacedTasks(o);
   untrack(o, index, cur.rec);
   if (o.quota) quotaTransition(o.quota, index, cur.rec, undefined);
   o.tasks.delete(index);
   o.dirty.add(index);
+  if (o.tally) o.tally.pending += unplacedTasks(o) - before;
+}
+
+/** The job's record is now `rec` (a cancellation requested there leaves no task unplaced), and its spec `spec` (grown by scale-out). */
+export function setRecord(o: Owned, rec: LiveJobRecord, spec = o.spec): void {
+  const before = unplacedTasks(o);
+  o.rec = rec;
+  o.spec = spec;
+  if (o.tally) o.tally.pending += unplacedTasks(o) - before;
+}
+
+/**
+ * The jobs a process owns, by id, with the count of their tasks not yet placed (back-pressure
+ * and the members' record read it on every submission): kept as each job's records change, so
+ * reading it costs nothing however many jobs wait.
+ */
+export class OwnedJobs extends Map<string, Owned> {
+  private readonly tally = { pending: 0 };
+
+  /** Tasks of these jobs not yet placed (unplacedTasks summed). */
+  get pending(): number {
+    return this.tally.pending;
+  }
+
+  override set(id: string, o: Owned): this {
+    const old = this.get(id);
+    if (old !== o) {
+      if (old) this.leave(old);
+      o.tally = this.tally;
+      this.tally.pending += unplacedTasks(o);
+    }
+    return super.set(id, o);
+  }
+
+  override delete(id: string): boolean {
+    const old = this.get(id);
+    if (old) this.leave(old);
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    for (const o of this.values()) this.leave(o);
+    super.clear();
+  }
+
+  private leave(o: Owned): void {
+    this.tally.pending -= unplacedTasks(o);
+    o.tally = undefined;
+  }
 }
 
 /** Has admission control let the job through (a decision made, or the in-progress one past it)? */

@@ -25,7 +25,7 @@ import {
   type OwnerContext,
   type OwnerStats,
 } from './context.ts';
-import { mergeTask, unplacedTasks, type AdoptWindow, type Owned } from './job.ts';
+import { mergeTask, OwnedJobs, type AdoptWindow, type Owned } from './job.ts';
 import { dropJob } from './fence.ts';
 import { scan } from './adoption.ts';
 import { LAYOUT_VERSION, readLayout, upgradeLayout } from './layout.ts';
@@ -83,10 +83,8 @@ export class JobManager implements OwnerContext, MoveHost {
   /** See JobManagerOptions.launchAfterMs. */
   readonly launchAfterMs: number;
   readonly maxPendingTasks: number;
-  private pendingCount = 0;
-  private pendingAt = -Infinity;
   private held: HeldLease | undefined;
-  readonly owned = new Map<string, Owned>();
+  readonly owned = new OwnedJobs();
   /** The cell's front-ends (members/) and the cancellations' marks (cancels/), followed. */
   readonly members: Members;
   /** Submissions whose transaction is in flight (their owner key may show up before the answer). */
@@ -206,20 +204,13 @@ export class JobManager implements OwnerContext, MoveHost {
     return this.held?.id;
   }
 
-  /** Tasks of the jobs owned here not yet placed, counted at most every 100 ms (a pass over the owned jobs). */
   seenRevision(): number {
     return this.view.cache.revision;
   }
 
+  /** Tasks of the jobs owned here not yet placed (kept as their records change: OwnedJobs). */
   pendingTasks(): number {
-    const now = this.o.clock.monotonic();
-    if (now - this.pendingAt >= 100) {
-      let n = 0;
-      for (const o of this.owned.values()) n += unplacedTasks(o);
-      this.pendingCount = n;
-      this.pendingAt = now;
-    }
-    return this.pendingCount;
+    return this.owned.pending;
   }
 
   /** Jobs this process owns now. */

@@ -1,9 +1,12 @@
 /**
  * The owner's part of the run-time loop (paper §2, §5.2): a node's load monitor reports a task
  * running well below its expected rate (`reports/<job>/<task>`, deleted once it recovers). For a
- * job that allows it (`migratable`), the owner waits `moveAfterMs`; if the task is still slow, a
- * move would finish it sooner (runtime-loop.ts) and the process's move budget allows, one of its
- * agents places a new copy on an acceptable RU off the slow server (SchedulingAgent.move).
+ * job that allows it (`migratable`), the owner waits `moveAfterMs`, then evaluates the job: if
+ * the task is still slow, its plan has a `move-slow` step (plan.ts), and the applier calls
+ * `moveSlow`: if a move would finish it sooner (runtime-loop.ts) and the process's move budget
+ * allows, one of its agents places a new copy on an acceptable RU off the slow server
+ * (SchedulingAgent.move). The move is thus one of the job's evaluation steps, never concurrent
+ * with another write about the job.
  *
  * Never two copies at once: the move's one transaction holds the new RU (its monitor does not
  * start it) and tells the old RU to stop its copy; the old node stops it and frees its RU; only
@@ -21,7 +24,7 @@ import { own } from '../util/dict.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
 import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
 import type { OwnerContext } from './context.ts';
-import { taskKeyRev, type Owned, type TaskView } from './job.ts';
+import { setRecord, taskKeyRev, type Owned, type TaskView } from './job.ts';
 import { commitFence, fencedTxn } from './fence.ts';
 import type { RuRef } from '../model/types.ts';
 import type { HeldLease } from '../state/lease.ts';
@@ -64,6 +67,7 @@ export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
   if (!o) return;
   if (deleted) {
     o.moves.slow.delete(ref.task);
+    o.moves.due.delete(ref.task);
     return;
   }
   const rep = parseJson<LoadReportRecord>(kv);
@@ -73,27 +77,34 @@ export function onReport(m: MoveHost, kv: KeyValue, deleted: boolean): void {
   if (o.spec.migratable || o.spec.scaleOut) armMove(m, o, ref.task, kv.modRevision);
 }
 
+/** After the wait, the job is evaluated with the task marked due: its plan says whether it still moves. */
 function armMove(m: MoveHost, o: Owned, t: number, rev: number): void {
   m.later(m.runtime.moveAfterMs, () => {
-    const slow = o.moves.slow.get(t);
     // Recovered, or reported again since (that report set its own wait).
-    if (o.dropped || !slow || slow.rev !== rev) return;
-    m.track(due(m, o, t, rev));
+    if (o.dropped || o.moves.slow.get(t)?.rev !== rev) return;
+    o.moves.due.set(t, rev);
+    o.dirty.add(t);
+    m.queue.add(o);
   });
 }
 
-/** The wait is over and the task is still slow: move it if that pays and the budget allows. */
-async function due(m: MoveHost, o: Owned, t: number, rev: number): Promise<void> {
+/**
+ * The plan's `move-slow` step: the wait is over and the task is still slow. A scale-out job gets
+ * one more task; a migratable task moves if that pays and the budget allows. Either may look again
+ * after another wait.
+ */
+export async function moveSlow(m: MoveHost, o: Owned, t: number, how: 'scale-out' | 'move'): Promise<void> {
+  const rev = o.moves.due.get(t);
+  o.moves.due.delete(t);
   const slow = o.moves.slow.get(t);
   const cur = o.tasks.get(t);
-  if (!slow || !cur || cur.rec.state !== 'running' || !cur.rec.ru || o.moves.moving.has(t) || o.rec.cancelRequested) return;
+  if (rev === undefined || !slow || !cur?.rec.ru) return;
   const rearm = (): void => {
     // Still slow: the report is rewritten by nothing, so look again after another wait.
     armMove(m, o, t, rev);
   };
   const cfg = m.runtime;
-  if (o.spec.scaleOut && o.spec.tasks < o.spec.scaleOut.maxTasks) return scaleOut(m, o, t, slow, rearm);
-  if (!o.spec.migratable) return;
+  if (how === 'scale-out') return scaleOut(m, o, t, slow, rearm);
   const moves = cur.rec.moves ?? 0;
   if (moves >= cfg.maxMovesPerTask) {
     m.moveStats.declined['max-moves']++;
@@ -203,8 +214,7 @@ async function scaleOut(m: MoveHost, o: Owned, t: number, slow: { rate: number }
     m.moveStats.declined.changed++;
     return rearm();
   }
-  o.spec = spec;
-  o.rec = next;
+  setRecord(o, next, spec);
   o.jobRev = res.revision;
   m.moveStats.scaledOut++;
   m.o.log.info({ job: o.id, task: t, rate: slow.rate, tasks: spec.tasks, max: o.spec.scaleOut?.maxTasks }, 'scaling out: a task runs slow, adding one');
@@ -234,81 +244,79 @@ function estimate(
   return { remaining: Math.max(0, work - done), rateNow: slow.rate, work: Number.isFinite(work) ? work : 0, rateAfter: 1 };
 }
 
-/** A placed task whose record says it moved: release its held copy once the old one stopped (once per task at a time). */
-export function finishMove(m: MoveHost, o: Owned, t: number): void {
-  if (o.moves.finishing.has(t)) return;
-  o.moves.finishing.add(t);
-  m.track(
-    finishLoop(m, o, t)
-      .catch((err: unknown) => {
-        if (!isTarcilError(err, 'CANCELLED') && !isTarcilError(err, 'CLOSED'))
-          m.o.log.warn({ job: o.id, task: t, err: errorMessage(err) }, 'finishing a move failed; will retry');
-      })
-      .finally(() => {
-        o.moves.finishing.delete(t);
-        if (!o.dropped && !m.closed) {
-          o.dirty.add(t);
-          m.later(200, () => m.queue.add(o));
-        }
-      }),
-  );
-}
+/** First and longest pause before a move's old copy is looked at again while it has not stopped. */
+const FINISH_FIRST_MS = 50;
+const FINISH_MAX_MS = 1000;
 
-async function finishLoop(m: MoveHost, o: Owned, t: number): Promise<void> {
+/**
+ * The plan's `finish-move` step: a placed task whose record says it moved. Once its old copy has
+ * stopped (its RU no longer holds it), the new copy's RU is written without the hold and the copy
+ * starts; until then the step looks again after a growing pause (a node that left is waited for
+ * as long as it may keep running its tasks cut off, then its RU goes with it). A held RU freed
+ * before the copy started places the task again.
+ */
+export async function finishMove(m: MoveHost, o: Owned, t: number): Promise<void> {
   const k = m.o.keys;
-  let pause = 50;
-  for (;;) {
-    if (o.dropped || m.closed) return;
-    const lease = m.lease;
-    if (!lease || !lease.confirmed) return;
-    const cur = o.tasks.get(t);
-    const from = cur?.rec.movedFrom;
-    const to = cur?.rec.ru;
-    if (!cur || cur.rec.state !== 'placed' || !from || !to) return;
-    const oldKv = await m.o.store.get(k.ru(from));
-    const old = parseJson<PlacedRuRecord>(oldKv);
-    if (oldKv && old && (old.state === 'busy' || old.state === 'reserved') && old.commitId === from.commitId) {
-      // The old copy has not stopped yet. A node that left is waited for as long as it may keep
-      // running its tasks cut off (its disconnect grace); then its RU goes with it.
-      if (!m.servers.has(from.server) && !(await m.o.store.get(k.server(from.server))) && m.o.clock.now() >= replaceAt(m, from.server)) {
-        await fencedTxn(m, o, lease, {
-          compare: [{ key: oldKv.key, target: 'mod', op: '==', value: oldKv.modRevision }],
-          success: [{ type: 'delete', key: oldKv.key }],
-        });
-        continue;
-      }
-      await m.o.clock.sleep(pause);
-      pause = Math.min(pause * 2, 1000);
-      continue;
-    }
-    const newKv = await m.o.store.get(k.ru(to));
-    const held = parseJson<PlacedRuRecord>(newKv);
-    // The placement is known by its attempt.
-    if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.attempt === cur.rec.attempt) {
-      if (!held.hold) return;
-      const { hold: _released, ...rest } = held;
-      const res = await fencedTxn(m, o, lease, {
-        compare: [
-          { key: newKv.key, target: 'mod', op: '==', value: newKv.modRevision },
-          { key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) },
-        ],
-        success: [{ type: 'put', key: newKv.key, value: JSON.stringify(rest) }],
+  const lease = m.lease;
+  const cur = o.tasks.get(t);
+  const from = cur?.rec.movedFrom;
+  const to = cur?.rec.ru;
+  if (!cur || cur.rec.state !== 'placed' || !from || !to) return;
+  // Paused (the owner lease unconfirmed): looked at again once it may write.
+  if (!lease || !lease.confirmed) return lookAgain(m, o, t, FINISH_MAX_MS);
+  const oldKv = await m.o.store.get(k.ru(from));
+  const old = parseJson<PlacedRuRecord>(oldKv);
+  if (oldKv && old && (old.state === 'busy' || old.state === 'reserved') && old.commitId === from.commitId) {
+    if (!m.servers.has(from.server) && !(await m.o.store.get(k.server(from.server))) && m.o.clock.now() >= replaceAt(m, from.server)) {
+      await fencedTxn(m, o, lease, {
+        compare: [{ key: oldKv.key, target: 'mod', op: '==', value: oldKv.modRevision }],
+        success: [{ type: 'delete', key: oldKv.key }],
       });
-      if (!res.succeeded) continue;
-      m.moveStats.completed++;
-      // Its monitor records it running without touching the RU: read until it does.
-      m.refresher.watch(o, t);
-      const endpoint = m.servers.get(to.server)?.endpoint;
-      if (endpoint && m.o.nodes) {
-        // Fast path only: the node follows its RUs and starts the copy anyway.
-        m.track(m.o.nodes.launch(endpoint, { server: to.server, job: o.id, task: t, ruIndex: to.index, revision: res.revision }).catch(() => undefined));
-      }
-      return;
+      return lookAgain(m, o, t, 0);
     }
-    // The held RU was freed before the copy started (its node restarted): place the task again.
-    await markLost(m, o, t, cur, `the RU held for its move (${to.server}/${to.index}) was freed before the task started there`);
+    const pause = o.moves.finishing.get(t) ?? FINISH_FIRST_MS;
+    o.moves.finishing.set(t, Math.min(pause * 2, FINISH_MAX_MS));
+    return lookAgain(m, o, t, pause);
+  }
+  o.moves.finishing.delete(t);
+  const newKv = await m.o.store.get(k.ru(to));
+  const held = parseJson<PlacedRuRecord>(newKv);
+  // The placement is known by its attempt.
+  if (newKv && held && held.state === 'busy' && held.job === o.id && held.task === t && held.attempt === cur.rec.attempt) {
+    if (!held.hold) return;
+    const { hold: _released, ...rest } = held;
+    const res = await fencedTxn(m, o, lease, {
+      compare: [
+        { key: newKv.key, target: 'mod', op: '==', value: newKv.modRevision },
+        { key: k.task(o.id, t), target: 'mod', op: '==', value: taskKeyRev(cur) },
+      ],
+      success: [{ type: 'put', key: newKv.key, value: JSON.stringify(rest) }],
+    });
+    if (!res.succeeded) return lookAgain(m, o, t, 0);
+    m.moveStats.completed++;
+    // Its monitor records it running without touching the RU: read until it does.
+    m.refresher.watch(o, t);
+    const endpoint = m.servers.get(to.server)?.endpoint;
+    if (endpoint && m.o.nodes) {
+      // Fast path only: the node follows its RUs and starts the copy anyway.
+      m.track(m.o.nodes.launch(endpoint, { server: to.server, job: o.id, task: t, ruIndex: to.index, revision: res.revision }).catch(() => undefined));
+    }
     return;
   }
+  // The held RU was freed before the copy started (its node restarted): place the task again.
+  await markLost(m, o, t, cur, `the RU held for its move (${to.server}/${to.index}) was freed before the task started there`);
+}
+
+/** The job's next evaluation looks at task `t` again after `ms` (one pending look per task). */
+function lookAgain(m: MoveHost, o: Owned, t: number, ms: number): void {
+  if (o.moves.looking.has(t)) return;
+  o.moves.looking.add(t);
+  m.later(ms, () => {
+    o.moves.looking.delete(t);
+    if (o.dropped || m.closed) return;
+    o.dirty.add(t);
+    m.queue.add(o);
+  });
 }
 
 /**

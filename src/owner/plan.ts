@@ -5,9 +5,11 @@
  * the plan (apply.ts, the only writer of an owned job's records, through transitions.ts and
  * summary.ts), then plans and writes the job record.
  *
- * - `planTasks`: per task looked at, one step — finish a move (or give back the copy held for
- *   it, the task having ended), wait for a departed node's grace,
- *   record the task lost (then place it again), place it, or nothing.
+ * - `planTasks`: per task looked at, one step — record failed a task whose outcome was compacted
+ *   away, finish a move (or give back the copy held for
+ *   it, the task having ended), wait for a departed node's grace, record the task lost (then
+ *   place it again), place it, move a task still slow once its wait is over (or add a task to a
+ *   scale-out job), or nothing.
  * - `planUnplaced`: what the tasks to place get — scheduled, held while the cell cannot take the
  *   job (with the reason), or failed once that lasted `unplaceableTimeoutMs`.
  * - `planCancel`: for a cancelled job, each task stopped (placed, running) or recorded cancelled
@@ -57,9 +59,14 @@ export interface JobView {
   /** Its namespace quota's tokens (context.ts QuotaBook); undefined in the default namespace. */
   readonly quota: { readonly returns: ReadonlySet<string>; readonly reconcile: boolean; readonly settled: boolean } | undefined;
   /** Outcomes learned from freed RUs, not yet in the job's records (job.ts OutcomeBook). */
-  readonly outcomes: { readonly unrecorded: ReadonlyMap<number, unknown> };
-  /** Held copies of moved tasks that ended before the copy started (job.ts MoveBook). */
-  readonly moves?: { readonly heldAfterEnd: ReadonlyMap<number, unknown> };
+  readonly outcomes: { readonly unrecorded: ReadonlyMap<number, unknown>; readonly compacted?: ReadonlySet<number> };
+  /** The run-time loop's moves (job.ts MoveBook): held copies of moved tasks that ended before the copy started, slow tasks and those whose wait is over. */
+  readonly moves?: {
+    readonly heldAfterEnd: ReadonlyMap<number, unknown>;
+    readonly slow: ReadonlyMap<number, { readonly rev: number }>;
+    readonly due: ReadonlyMap<number, number>;
+    readonly moving: ReadonlySet<number>;
+  };
 }
 
 /** A node that live tasks of the job are on, not registered with this process, as the store answered. */
@@ -90,11 +97,15 @@ export interface Facts {
 }
 
 export type TaskStep =
+  /** Its outcome is beyond recall (job.ts OutcomeBook.compacted): recorded failed, never run again. */
+  | { kind: 'fail-compacted'; task: number }
   | { kind: 'finish-move'; task: number }
   | { kind: 'give-back-held'; task: number }
   | { kind: 'await-node'; task: number; server: string; due: number }
   | { kind: 'lose'; task: number; why: string }
-  | { kind: 'place'; task: number };
+  | { kind: 'place'; task: number }
+  /** A running task still slow once its wait is over: add a task to its scale-out job, or move it (moves.ts weighs the gain and the budget). */
+  | { kind: 'move-slow'; task: number; how: 'scale-out' | 'move' };
 
 /**
  * One evaluation's plan, applied in this order (apply.ts): the quota tokens given back; a gang
@@ -144,9 +155,11 @@ export function planTasks(o: JobView, tasks: readonly number[], f: Facts): TaskS
     if (o.scheduling.has(t)) continue;
     const rec = o.tasks.get(t)?.rec;
     const st = rec?.state;
+    // A task that may have finished, its outcome lost: failed before anything could place it again.
+    if (o.outcomes.compacted?.has(t) && (st === 'placed' || st === 'running')) steps.push({ kind: 'fail-compacted', task: t });
     // A move's new copy, held until the old one stopped (moves.ts; it also handles nodes gone);
     // given back if the old one ended the task.
-    if (o.moves?.heldAfterEnd.has(t)) steps.push({ kind: 'give-back-held', task: t });
+    else if (o.moves?.heldAfterEnd.has(t)) steps.push({ kind: 'give-back-held', task: t });
     else if (rec && st === 'placed' && rec.movedFrom) steps.push({ kind: 'finish-move', task: t });
     else if (rec && (st === 'placed' || st === 'running') && rec.ru && !f.registered(rec.ru.server)) {
       const fact = f.nodes.get(rec.ru.server);
@@ -157,8 +170,21 @@ export function planTasks(o: JobView, tasks: readonly number[], f: Facts): TaskS
       if (f.now < due) steps.push({ kind: 'await-node', task: t, server: rec.ru.server, due });
       else steps.push({ kind: 'lose', task: t, why: `server ${rec.ru.server} left the cluster` });
     } else if (!rec || st === 'queued' || st === 'lost') steps.push({ kind: 'place', task: t });
+    else if (st === 'running' && rec.ru) {
+      const how = slowStep(o, t);
+      if (how) steps.push({ kind: 'move-slow', task: t, how });
+    }
   }
   return steps;
+}
+
+/** What a running task whose slow wait is over gets: one more task for a scale-out job below its limit, a move for a migratable one. */
+function slowStep(o: JobView, t: number): 'scale-out' | 'move' | undefined {
+  const due = o.moves?.due.get(t);
+  // Recovered, or reported again since (that report set its own wait), or being moved.
+  if (due === undefined || o.moves?.slow.get(t)?.rev !== due || o.moves.moving.has(t)) return undefined;
+  if (o.spec.scaleOut && o.spec.tasks < o.spec.scaleOut.maxTasks) return 'scale-out';
+  return o.spec.migratable ? 'move' : undefined;
 }
 
 export type Unplaced = { kind: 'schedule' } | { kind: 'hold'; since: number; note: string } | { kind: 'fail'; note: string };

@@ -25,8 +25,7 @@ import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';
 import { type OwnerContext, type TaskReads } from './context.ts';
 import { mergeTask, recordOutcome, type Owned } from './job.ts';
-import { findOutcome, OUTCOME_COMPACTED } from '../state/ru-history.ts';
-import { setTaskStates } from './transitions.ts';
+import { findOutcome } from '../state/ru-history.ts';
 
 /** Task records read in one transaction (etcd's default limit on operations is 128). */
 const READS_PER_TXN = 100;
@@ -251,7 +250,11 @@ export class TaskRefresher implements TaskReads {
     }
     if (unknown.length === 0 || o.dropped) return;
     this.m.o.log.error({ job: o.id, tasks: unknown }, 'task outcomes not recorded and compacted out of the RU history; recording the tasks failed');
-    await setTaskStates(this.m, o, unknown, 'failed', OUTCOME_COMPACTED);
+    // The job's next evaluation records them (plan.ts fail-compacted; flush queues it).
+    for (const t of unknown) {
+      o.outcomes.compacted.add(t);
+      o.dirty.add(t);
+    }
   }
 
   private async flush(): Promise<void> {

@@ -20,7 +20,7 @@ import { queueDeletesOf } from '../state/queue.ts';
 import type { HeldLease } from '../state/lease.ts';
 import type { Op } from '../store/types.ts';
 import type { OwnerContext } from './context.ts';
-import { admitted, leaveServers, type Owned } from './job.ts';
+import { admitted, leaveServers, setRecord, type Owned } from './job.ts';
 import { fencedTxn } from './fence.ts';
 import { finalDecisionsJson } from './decisions.ts';
 import { finishedEntry } from '../state/retention.ts';
@@ -92,7 +92,7 @@ async function writeRecord(m: OwnerContext, o: Owned, lease: HeldLease, step: Ex
     if (!o.dropped && jkv && jrec) takeRecord(m, o, jrec, jkv.modRevision);
     return;
   }
-  o.rec = next;
+  setRecord(o, next);
   o.jobRev = res.revision;
   o.summaryAt = now;
   for (const e of done) if (o.outcomes.unrecorded.get(e.t) === e) o.outcomes.unrecorded.delete(e.t);
@@ -112,7 +112,7 @@ async function writeRecord(m: OwnerContext, o: Owned, lease: HeldLease, step: Ex
 export function takeRecord(m: OwnerContext, o: Owned, rec: LiveJobRecord, rev: number): void {
   // A cancellation concerns every task, not only those that changed.
   if (rec.cancelRequested && !o.rec.cancelRequested) o.full = true;
-  o.rec = rec;
+  setRecord(o, rec);
   o.jobRev = rev;
   m.queue.add(o);
 }

@@ -155,6 +155,80 @@ describe('planTasks: one step per task that needs one', () => {
   });
 });
 
+describe('planTasks: a task whose outcome was compacted away', () => {
+  const lostOutcome = (rec: TaskRow, nodes: Record<string, NodeFact> = {}) =>
+    planTasks(view(1, { 0: rec }, { outcomes: { unrecorded: new Map(), compacted: new Set([0]) } }), [0], facts(nodes));
+  it('running: recorded failed', () => {
+    expect(lostOutcome({ state: 'running', ru: ru('up-1') })).toEqual([{ kind: 'fail-compacted', task: 0 }]);
+  });
+  it('on a node gone past its grace: failed, not lost and placed again (it may have finished)', () => {
+    expect(lostOutcome({ state: 'placed', ru: ru('n1') }, { n1: { kind: 'left', leftAt: NOW - 600_000, graceMs: 10_000 } })).toEqual([
+      { kind: 'fail-compacted', task: 0 },
+    ]);
+  });
+  it('its record moved on meanwhile (the outcome landed): nothing', () => {
+    expect(lostOutcome({ state: 'succeeded', ru: ru('up-1') })).toEqual([]);
+  });
+});
+
+describe('planTasks: a slow task whose wait is over', () => {
+  const moves = (over: { slowRev?: number; due?: number; moving?: boolean }) => ({
+    heldAfterEnd: new Map(),
+    slow: new Map(over.slowRev === undefined ? [] : [[0, { rev: over.slowRev }]]),
+    due: new Map(over.due === undefined ? [] : [[0, over.due]]),
+    moving: new Set(over.moving ? [0] : []),
+  });
+  const migratable = { ...spec(1), migratable: true };
+  const scaling = { ...spec(1), scaleOut: { maxTasks: 3 } } as JobSpec;
+  const full = { ...spec(3), scaleOut: { maxTasks: 3 } } as JobSpec;
+  const rows: { name: string; spec: JobSpec; rec: TaskRow; over: Parameters<typeof moves>[0]; want: unknown[] }[] = [
+    {
+      name: 'migratable, still slow on the report it waited on: move it',
+      spec: migratable,
+      rec: { state: 'running', ru: ru('up-1') },
+      over: { slowRev: 7, due: 7 },
+      want: [{ kind: 'move-slow', task: 0, how: 'move' }],
+    },
+    {
+      name: 'a scale-out job below its limit: add a task',
+      spec: scaling,
+      rec: { state: 'running', ru: ru('up-1') },
+      over: { slowRev: 7, due: 7 },
+      want: [{ kind: 'move-slow', task: 0, how: 'scale-out' }],
+    },
+    {
+      name: 'a scale-out job at its limit, not migratable: nothing',
+      spec: full,
+      rec: { state: 'running', ru: ru('up-1') },
+      over: { slowRev: 7, due: 7 },
+      want: [],
+    },
+    { name: 'recovered (no report): nothing', spec: migratable, rec: { state: 'running', ru: ru('up-1') }, over: { due: 7 }, want: [] },
+    {
+      name: 'reported again since (its own wait runs): nothing',
+      spec: migratable,
+      rec: { state: 'running', ru: ru('up-1') },
+      over: { slowRev: 9, due: 7 },
+      want: [],
+    },
+    { name: 'being moved already: nothing', spec: migratable, rec: { state: 'running', ru: ru('up-1') }, over: { slowRev: 7, due: 7, moving: true }, want: [] },
+    { name: 'ended meanwhile: nothing', spec: migratable, rec: { state: 'succeeded', ru: ru('up-1') }, over: { slowRev: 7, due: 7 }, want: [] },
+    { name: 'not migratable: nothing', spec: spec(1), rec: { state: 'running', ru: ru('up-1') }, over: { slowRev: 7, due: 7 }, want: [] },
+  ];
+  for (const r of rows) {
+    it(r.name, () => {
+      const v = view(r.spec.tasks, { 0: r.rec }, { spec: r.spec, moves: moves(r.over) });
+      expect(planTasks(v, [0], facts())).toEqual(r.want);
+    });
+  }
+  it('a cancelled job moves nothing: its plan is the cancellation', () => {
+    const v = view(1, { 0: { state: 'running', ru: ru('up-1') } }, { spec: migratable, moves: moves({ slowRev: 7, due: 7 }) });
+    const plan = planJob({ ...v, rec: { ...v.rec, cancelRequested: true } }, facts({}, { tasks: [0] }));
+    expect(plan.tasks).toEqual([]);
+    expect(plan.cancel?.stop).toEqual([0]);
+  });
+});
+
 describe('planUnplaced: scheduled, held, then failed', () => {
   const notNow: Feasibility = { kind: 'not-now', field: 'constraints', reason: 'the servers it may use are down' };
   it('the cell can take the job: schedule', () => {
