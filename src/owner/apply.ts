@@ -15,7 +15,7 @@ import { commitFence } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';
 import type { OwnerFacts } from './facts.ts';
 import { finishMove, giveBackHeld, moveSlow, type MoveHost } from './moves.ts';
-import { keepFirstAndLatest, KEPT_DECISIONS, persistDecisions } from './decisions.ts';
+import { decisionsDue, keepFirstAndLatest, KEPT_DECISIONS } from './decisions.ts';
 import { claimPreempted, markLost, repairGang, returnQuota, setTaskStates, stopTask } from './transitions.ts';
 
 /** Applies one evaluation's plan; stops where the job is dropped (no longer ours). */
@@ -159,10 +159,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
         o.scheduling.delete(t);
         o.dirty.add(t);
       }
-      if (!o.dropped) {
-        m.track(persistDecisions(m, o, false));
-        m.queue.add(o);
-      }
+      if (!o.dropped) decisionsDue(m, o, 'done');
     });
   m.track(p);
 }

@@ -1,7 +1,9 @@
 /**
  * The job's decision records as `explain` reads them (`decisions/<job>`): the first placement
  * and the latest ones, plus the one in progress while the job waits; rewritten, when it changed,
- * at most every PROGRESS_RECORD_MS.
+ * at most every PROGRESS_RECORD_MS. A write is asked for (`decisionsDue`: a scheduling call ended,
+ * or the record in progress changed) and made by the job's next evaluation (`writeDecisions`),
+ * like every other write about an owned job.
  */
 import type { StoredDecisions } from '../state/live-records.ts';
 import { trimDecision } from '../state/decisions.ts';
@@ -50,7 +52,21 @@ function decisionsSignature(json: string): string {
   return json.replace(/"updatedAt":\d+/, '');
 }
 
-export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
+/** The job's next evaluation writes its decision record: a finished call's (`done`) takes the place of one in progress. */
+export function decisionsDue(m: OwnerContext, o: Owned, due: 'progress' | 'done'): void {
+  if (o.decisions.due !== 'done') o.decisions.due = due;
+  m.queue.add(o);
+}
+
+/** An evaluation's write of the decision record, if one is due (not awaited: one write in flight per job, see persistDecisions). */
+export function writeDecisions(m: OwnerContext, o: Owned): void {
+  const due = o.decisions.due;
+  if (due === undefined) return;
+  o.decisions.due = undefined;
+  m.track(persistDecisions(m, o, due === 'progress'));
+}
+
+async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
   const lease = m.lease;
   if (!lease || !lease.confirmed || o.dropped) return;
   // A job in progress is compared by its signature, and serialized only when that changed: every
@@ -81,6 +97,12 @@ export async function persistDecisions(m: OwnerContext, o: Owned, inProgress: bo
     });
 }
 
+/** Whether the record in progress would be rewritten now: changed since written, the interval over, no write in flight. */
+function progressDue(m: OwnerContext, o: Owned): boolean {
+  if (o.decisions.writing || progressSignature(o) === o.decisions.written) return false;
+  return m.o.clock.now() - o.decisions.at >= PROGRESS_RECORD_MS;
+}
+
 /**
  * What an in-progress record is rewritten for: where the call stands (why it waits, placements,
  * conflicts, returns to admission, the latest verdict's action), not every recheck of a waiting
@@ -102,7 +124,7 @@ export function persistProgress(m: OwnerContext): void {
       continue;
     }
     if (o.scheduling.size === 0) continue;
-    m.track(persistDecisions(m, o, true));
+    if (progressDue(m, o)) decisionsDue(m, o, 'progress');
     // Why it waits (admission queue, no free RU it may use), for the job's message.
     // (Kept between waits, cleared when the scheduling call ends: no rewrite per attempt.)
     const waiting = o.agent.inflight.get(o.id)?.waiting;

@@ -114,6 +114,8 @@ export interface DecisionLog {
   at: number;
   /** A progress write is in flight. */
   writing: boolean;
+  /** The write the job's next evaluation makes: the record in progress, or a scheduling call's finished one (decisions.ts). */
+  due: 'progress' | 'done' | undefined;
 }
 
 /** The moves of a job's slow tasks (Owned.moves, moves.ts). */
@@ -172,7 +174,7 @@ export function newOwned(spec: JobSpec, agent: SchedulingAgent, rec: LiveJobReco
     full: true,
     scheduling: new Set(),
     stopping: new Set(),
-    decisions: { kept: [], written: '', at: Number.NEGATIVE_INFINITY, writing: false },
+    decisions: { kept: [], written: '', at: Number.NEGATIVE_INFINITY, writing: false, due: undefined },
     evalQueued: false,
     chain: Promise.resolve(),
     dropped: false,

@@ -22,7 +22,7 @@ import { freeReservation } from '../state/release.ts';
 import type { KeyValue } from '../store/types.ts';
 import { own } from '../util/dict.ts';
 import { errorMessage, isTarcilError } from '../util/errors.ts';
-import { persistDecisions, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
+import { decisionsDue, KEPT_DECISIONS, keepFirstAndLatest } from './decisions.ts';
 import type { OwnerContext } from './context.ts';
 import { setRecord, taskKeyRev, type Owned, type TaskView } from './job.ts';
 import { commitFence, fencedTxn } from './fence.ts';
@@ -172,7 +172,7 @@ async function moveTask(
   o.moves.slow.delete(t);
   o.decisions.kept = keepFirstAndLatest([...o.decisions.kept, res.rec], KEPT_DECISIONS);
   m.o.onDecision?.(o.spec, res.rec);
-  m.track(persistDecisions(m, o, false));
+  decisionsDue(m, o, 'done');
   const to = res.rec.placements[0]?.ru;
   m.o.log.info(
     { job: o.id, task: t, from: `${from.server}/${from.index}`, to: to ? `${to.server}/${to.index}` : undefined, rate: slow.rate },
