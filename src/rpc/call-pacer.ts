@@ -61,7 +61,7 @@ export const PACER_TARGET_TURN_MS = 30;
  * Milliseconds the event loop's own thread has run on a core (Linux's schedstat of the main
  * thread: what it waited for a core does not count), or undefined where that cannot be read.
  */
-function loopThreadRunMs(): number | undefined {
+export function loopThreadRunMs(): number | undefined {
   if (schedFd === null) return undefined;
   try {
     schedFd ??= openSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'r');
