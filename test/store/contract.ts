@@ -45,6 +45,14 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>,
       }
     });
 
+    /** A store a test may compact: one of its own where compaction would reach other tests' keys (makeIsolated), else the shared one. */
+    async function compactable(): Promise<{ store: ClusterStore; prefix: string }> {
+      const iso = options.makeIsolated ? await options.makeIsolated() : undefined;
+      if (!iso) return { store: s, prefix: p };
+      extra.push(iso);
+      return { store: iso.store, prefix: iso.prefix };
+    }
+
     /** Lets time pass: the ManualClock when there is one, the wall clock otherwise. */
     async function elapse(ms: number): Promise<void> {
       if (t.advance) await t.advance(ms);
@@ -121,10 +129,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>,
       });
 
       it('fails getAt at a compacted revision with COMPACTED', async () => {
-        const iso = options.makeIsolated ? await options.makeIsolated() : undefined;
-        if (iso) extra.push(iso);
-        const st = iso ? iso.store : s;
-        const px = iso ? iso.prefix : p;
+        const { store: st, prefix: px } = await compactable();
         const r1 = await st.put(`${px}ca/a`, '1');
         const r2 = await st.put(`${px}ca/a`, '2');
         await st.put(`${px}ca/a`, '3');
@@ -560,10 +565,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>,
       });
 
       it('fails a watch from compacted history with COMPACTED, and only that watch', async () => {
-        const iso = options.makeIsolated ? await options.makeIsolated() : undefined;
-        if (iso) extra.push(iso);
-        const st = iso ? iso.store : s;
-        const px = iso ? iso.prefix : p;
+        const { store: st, prefix: px } = await compactable();
         const r1 = await st.put(`${px}h/a`, '1');
         const r2 = await st.put(`${px}h/a`, '2');
         const r3 = await st.put(`${px}h/a`, '3');
