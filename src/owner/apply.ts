@@ -2,8 +2,9 @@
  * The applier: the one place an evaluation's plan (plan.ts planJob) is carried out, in the
  * plan's order — quota tokens given back, a half-done gang settled, a cancellation's stops and
  * records, the tasks' steps (moves finished, departed nodes awaited, lost tasks recorded, slow
- * tasks moved or their scale-out job grown), then the tasks to place scheduled, held or failed. The fenced writes are transitions.ts's, the
- * scheduling call is the job's agent's; what they change is merged into the job as they land.
+ * tasks moved or their scale-out job grown), then the tasks to place scheduled, held or failed.
+ * The fenced writes are transitions.ts's, the scheduling call is the job's agent's; what they
+ * change is merged into the job as they land.
  */
 import type { DecisionRecord } from '../agent/agent.ts';
 import { attemptHistory, type LiveTaskRecord } from '../state/live-records.ts';
@@ -40,9 +41,10 @@ export async function applyPlan(m: MoveHost, o: Owned, plan: JobPlan, facts: Own
 }
 
 /**
- * The plan's steps, in order: moves finished, departed nodes awaited, lost tasks recorded and slow
- * tasks moved (each its own fenced write), then the tasks to place (those never placed or queued, and the lost
- * ones whose write landed) scheduled, held or failed as planUnplaced says.
+ * The plan's steps, in order: tasks whose outcome was compacted away recorded failed, moves
+ * finished, departed nodes awaited, lost tasks recorded and slow tasks moved (each its own fenced
+ * write), then the tasks to place (those never placed or queued, and the lost ones whose write
+ * landed) scheduled, held or failed as planUnplaced says.
  */
 async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], unplaced: Unplaced | undefined): Promise<void> {
   const toPlace: number[] = [];

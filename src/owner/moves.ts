@@ -261,7 +261,10 @@ export async function finishMove(m: MoveHost, o: Owned, t: number): Promise<void
   const cur = o.tasks.get(t);
   const from = cur?.rec.movedFrom;
   const to = cur?.rec.ru;
-  if (!cur || cur.rec.state !== 'placed' || !from || !to) return;
+  if (!cur || cur.rec.state !== 'placed' || !from || !to) {
+    o.moves.finishing.delete(t);
+    return;
+  }
   // Paused (the owner lease unconfirmed): looked at again once it may write.
   if (!lease || !lease.confirmed) return lookAgain(m, o, t, FINISH_MAX_MS);
   const oldKv = await m.o.store.get(k.ru(from));
