@@ -317,6 +317,10 @@ describe('one step sequence, two drivers', () => {
           expect(run.placed[i], `${name} job ${i}: placed whole`).toBe(p.tasks);
           // A gang commits all of its chunk or none of it: it never lands in part.
           if (p.gang) for (const x of run.traces[i] ?? []) if (x.after?.kind === 'committed') expect([0, p.tasks]).toContain(x.after.placed);
+          // Any commit is one transaction: one that conflicts places none of its picks (those
+          // the store found unchanged are kept for the next commit).
+          for (const x of run.traces[i] ?? [])
+            if (x.after?.kind === 'committed' && x.after.conflicts > 0) expect(x.after.placed, `${name} job ${i}: a partly conflicting commit`).toBe(0);
         }
       }
       // With the retries and waits folded (a retried commit is one commit), each job took the
@@ -329,6 +333,34 @@ describe('one step sequence, two drivers', () => {
       for (const i of plans.keys()) expect(base(got.traces[i] ?? []), `job ${i}`).toEqual(base(sim.traces[i] ?? []));
     });
   }
+
+  it('a partly conflicting commit of an incremental job places none of its picks and keeps those unchanged, live and simulated', async () => {
+    // 24 RUs, 22 tasks in six incremental jobs of 3-5 tasks arriving together at three agents.
+    const sizes = [5, 4, 3, 4, 3, 3];
+    let partial = 0;
+    for (const seed of [31, 32, 33]) {
+      const plans: JobPlan[] = sizes.map((tasks, i) => ({ tasks, at: i * 0.01, profile: PROFILES[(seed + i) % PROFILES.length] as WorkloadProfile }));
+      const cell = servers(6, 4);
+      const sim = simulated(seed, plans, { agents: 3, cell });
+      const got = await live(seed, plans, { agents: 3, cell, together: true });
+      for (const [name, run] of [
+        ['live', got],
+        ['sim', sim],
+      ] as const) {
+        for (const [i, p] of plans.entries()) {
+          checkTrace(run.traces[i] ?? [], p.tasks, `${name} job ${i}`);
+          expect(run.placed[i], `${name} job ${i}: placed whole`).toBe(p.tasks);
+          for (const x of run.traces[i] ?? []) {
+            if (x.after?.kind !== 'committed' || x.after.conflicts === 0) continue;
+            expect(x.after.placed, `${name} job ${i}: a partly conflicting commit`).toBe(0);
+            if (name === 'sim' && (x.after.kept ?? 0) > 0) partial++;
+          }
+        }
+      }
+    }
+    // The simulated race did produce commits that conflicted in part.
+    expect(partial).toBeGreaterThan(0);
+  });
 
   it('the simulated race does conflict: the retries above are exercised', () => {
     let conflicts = 0;

@@ -219,7 +219,11 @@ export abstract class TarcilTurns {
     const Qs = picks.map((p) => p.quality.Q);
     eng.at(storeAt, () => {
       const refused = this.quotas?.refusal(r.ns, picks.length);
-      if (refused) r.pending = inFlight.concat(r.pending);
+      if (refused) {
+        // Refused in advance: nothing is kept, the chunk is decided again within what the quota leaves.
+        r.pending = inFlight.concat(r.pending);
+        r.keep = undefined;
+      }
       const out: Outcome = refused
         ? { kind: 'committed', placed: 0, conflicts: 0, quota: refused }
         : reserve
@@ -233,7 +237,7 @@ export abstract class TarcilTurns {
     });
   }
 
-  /** The store applies a chunk's commit: each pick lands if its RU is unchanged (a gang's, or a one-server job's: all or none). */
+  /** The store applies a chunk's commit: all its picks land if every RU is unchanged, else none. */
   protected commitAnswer(a: Agent, r: Request, picks: Pick[], inFlight: SimTask[], Qs: number[]): Outcome {
     const head = r.job.head;
     this.c.commits++;
@@ -242,9 +246,10 @@ export abstract class TarcilTurns {
     let conflicts = 0;
     const failed: SimTask[] = [];
     const kept: Pick[] = [];
-    const gang = r.spec.mode === 'gang';
-    // All or nothing for a gang and a one-server job (one transaction's compares).
-    const together = !(r.job.oneServer || gang) || picks.every((p) => unchanged(this.world, p));
+    // One transaction's compares: all picks land or none. Those the store found unchanged are
+    // kept for the next commit (a one-server job's chunk is chosen again whole).
+    const together = picks.every((p) => unchanged(this.world, p));
+    const keeps = !r.job.oneServer;
     picks.forEach((p, k) => {
       const task = inFlight[k] as SimTask;
       if (together && unchanged(this.world, p)) {
@@ -263,8 +268,7 @@ export abstract class TarcilTurns {
         return;
       }
       failed.push(task);
-      // A gang keeps the picks the store found unchanged, as the live agent does.
-      if (gang && unchanged(this.world, p)) {
+      if (keeps && unchanged(this.world, p)) {
         kept.push({ ...p, quality: { ...p.quality } });
         return;
       }
