@@ -45,9 +45,10 @@ export interface CoreConfig {
   admissionRule: AdmissionRule;
   /**
    * Two-sided quality: an RU is also judged by what the newcomer's caused pressure does to the
-   * tasks already on its server, each against its own tolerance (src/quality twoSided). On by
-   * default: above the paper's one-sided Q in mean and worst job under every ground truth of
-   * `tarcil bench truths` (bench/README, truths). Off: the paper's one-sided Q.
+   * tasks already on its server, each against its own tolerance (src/quality twoSided): among
+   * equally fast acceptable RUs, and to rank RUs when none is acceptable. On by default: of the
+   * rules `tarcil bench truths` compared, the best in its worst truth (bench/README, truths).
+   * Off: the paper's one-sided Q.
    */
   twoSided: boolean;
   /**

@@ -239,33 +239,34 @@ export interface QualitySides {
 
 /**
  * Combines the newcomer's own score with its neighbours' side (each resident's Q against its own
- * target once the newcomer has joined; `neighboursQ` the lowest of them). The result keeps the
- * one-sided ranges, so "acceptable beats unacceptable" still holds within one job's candidates:
+ * target once the newcomer has joined; `neighboursQ` the lowest of them). The newcomer's own
+ * tolerance decides acceptability, as in the paper; the neighbours decide the rest:
  *
- *   both sides acceptable → Q = Q_self                          ∈ [T_W, 1]
- *   otherwise             → Q = min(Q_self, T_W) · f,  f = 1 if the neighbours are all within
- *                           their tolerance, else their lowest Q   ∈ [0, T_W)
+ *   acceptable for the newcomer → Q = Q_self ∈ [T_W, 1]; among equally fast acceptable RUs one
+ *                                 that pushes no resident past its tolerance ranks first
+ *                                 ({@link NEIGHBOUR_HARM}, applied by the selection's score)
+ *   otherwise                   → Q = Q_self · f ∈ [0, T_W),  f = 1 if the neighbours all stay
+ *                                 within their tolerance, else their lowest Q
  *
- * so an RU where the newcomer would push a resident past its tolerance ranks below every RU where
- * it would not, and among those, below by how far the worst resident would fall.
+ * so where no RU suits the newcomer (a full cell, a placement at best effort) the one that hurts
+ * its neighbours least ranks first. Judging acceptability on both sides instead (an RU acceptable
+ * only if every resident stays within its tolerance) left almost no acceptable RU once residents
+ * placed at best effort were past their own, and ranked a fast platform below a slow one there:
+ * below this rule in the mean under every ground truth of `tarcil bench truths` (bench/README).
  */
 export function twoSided(self: RuScore, neighboursQ: number, neighboursAcceptable: boolean, neighbours: number, T: number): RuScore {
-  const acceptable = self.acceptable && neighboursAcceptable;
-  let Q = self.Q;
-  if (!acceptable) {
-    const base = self.Q < T ? self.Q : T;
-    Q = base * (neighboursAcceptable ? 1 : neighboursQ);
-    // Strictly below the acceptable range even when Q_self sits exactly at T_W.
-    if (self.acceptable && Q >= T) Q = T * (1 - 1e-9);
-  }
-  return {
-    enc: self.enc,
-    U: self.U,
-    Q,
-    acceptable,
-    sides: { selfQ: self.Q, selfAcceptable: self.acceptable, neighboursQ, neighboursAcceptable, neighbours },
-  };
+  const sides: QualitySides = { selfQ: self.Q, selfAcceptable: self.acceptable, neighboursQ, neighboursAcceptable, neighbours };
+  if (self.acceptable) return { enc: self.enc, U: self.U, Q: self.Q, acceptable: true, sides };
+  const base = self.Q < T ? self.Q : T;
+  return { enc: self.enc, U: self.U, Q: base * (neighboursAcceptable ? 1 : neighboursQ), acceptable: false, sides };
 }
+
+/**
+ * The share of its score an acceptable RU gives up when the newcomer would push a resident there
+ * past its tolerance: small enough never to outrank a faster platform, so it only orders RUs of
+ * the same speed (before the fit).
+ */
+export const NEIGHBOUR_HARM = 1e-9;
 
 /**
  * Eq. 4–5 for an RU with contention `C` (from {@link contention}) and a job. `C` is encoded in the

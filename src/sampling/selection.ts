@@ -4,7 +4,7 @@
  * candidates greedily (re-scoring those whose server got one of the job's picks).
  */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
-import { compareScores, contention, jobTarget, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
+import { compareScores, contention, jobTarget, NEIGHBOUR_HARM, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
 import type { RuIndex, Occupant, ServerState } from './ru-index.ts';
 import { own } from '../util/dict.ts';
 import { serverMatches } from './feasibility.ts';
@@ -147,7 +147,10 @@ export class SelectionContext {
     // T_W, Q / T_W is how far short of that the RU falls.
     const T = this.req.target.T;
     const rel = quality.acceptable ? 1 : T > 0 ? quality.Q / T : quality.Q;
-    return { score: rel * factor, quality };
+    // Two-sided: an acceptable RU where a resident would be pushed past its tolerance yields to an
+    // equally fast one where none would (quality/index.ts twoSided).
+    const harms = quality.acceptable && quality.sides !== undefined && !quality.sides.neighboursAcceptable;
+    return { score: rel * factor * (harms ? 1 - NEIGHBOUR_HARM : 1), quality };
   }
 
   /**

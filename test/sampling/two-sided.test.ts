@@ -46,21 +46,24 @@ function request(over: Partial<PlacementRequest> = {}): PlacementRequest {
 }
 
 describe('two-sided quality', () => {
-  it('keeps the one-sided ranges: acceptable on both sides in [T, 1], anything else below T', () => {
+  it("the newcomer's own tolerance decides acceptability; below it, the neighbours' side lowers Q by how far the worst would fall", () => {
     const t = jobTarget(NEWCOMER);
     const good = scoreRu(only(5, 10), t);
     expect(good.acceptable).toBe(true);
     const both = twoSided(good, 0.9, true, 3, t.T);
     expect(both).toMatchObject({ Q: good.Q, acceptable: true, sides: { selfQ: good.Q, neighboursQ: 0.9, neighboursAcceptable: true, neighbours: 3 } });
+    // Acceptable for the newcomer, a neighbour pushed past: still acceptable, with its own Q (the
+    // selection's score puts it after an equally fast RU that hurts nobody).
     const hurts = twoSided(good, 0.2, false, 3, t.T);
-    expect(hurts.acceptable).toBe(false);
-    expect(hurts.Q).toBeLessThan(t.T);
-    expect(hurts.Q).toBeCloseTo(t.T * 0.2, 12);
-    // The worse the neighbour would fare, the lower the RU ranks.
-    expect(twoSided(good, 0.1, false, 3, t.T).Q).toBeLessThan(hurts.Q);
+    expect(hurts).toMatchObject({ Q: good.Q, acceptable: true, sides: { neighboursAcceptable: false } });
     const bad = scoreRu(only(2, 60), t);
     expect(bad.acceptable).toBe(false);
     expect(twoSided(bad, 1, true, 0, t.T).Q).toBe(bad.Q);
+    const badHurts = twoSided(bad, 0.2, false, 3, t.T);
+    expect(badHurts.acceptable).toBe(false);
+    expect(badHurts.Q).toBeCloseTo(bad.Q * 0.2, 12);
+    // The worse the neighbour would fare, the lower the RU ranks.
+    expect(twoSided(bad, 0.1, false, 3, t.T).Q).toBeLessThan(badHurts.Q);
   });
 
   it('the one-sided Q takes the tighter fit that pushes a neighbour past its tolerance; two-sided avoids it and says why', () => {
@@ -74,12 +77,16 @@ describe('two-sided quality', () => {
     expect(p2.server.id).toBe('b');
     expect(p2.quality.acceptable).toBe(true);
     expect(p2.quality.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: true, neighbours: 1 });
-    // Scored two-sided, the RU on `a` is acceptable for the newcomer but not for its neighbour.
+    // Scored two-sided, the RU on `a` is acceptable for the newcomer but not for its neighbour:
+    // acceptable, with the tighter fit, and still behind `b`'s equally fast RU.
     const st = cell();
-    const onA = new SelectionContext(st, request({ twoSided: true })).score(st.server('a')!, 1).quality;
-    expect(onA.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: false, neighbours: 1 });
-    expect(onA.acceptable).toBe(false);
-    expect(onA.Q).toBeLessThan(jobTarget(NEWCOMER).T);
+    const ctx = new SelectionContext(st, request({ twoSided: true }));
+    const onA = ctx.score(st.server('a')!, 1);
+    const onB = ctx.score(st.server('b')!, 1);
+    expect(onA.quality.sides).toMatchObject({ selfAcceptable: true, neighboursAcceptable: false, neighbours: 1 });
+    expect(onA.quality.acceptable).toBe(true);
+    expect(onA.quality.Q).toBeGreaterThan(onB.quality.Q);
+    expect(onA.score).toBeLessThan(onB.score);
     expect(p1.quality.Q).toBeGreaterThan(p2.quality.Q);
   });
 
