@@ -232,6 +232,28 @@ function checkTrace(t: Traced[], tasks: number, what: string): void {
   }
 }
 
+/**
+ * What a race must leave in either driver: every job's steps in an allowed order and placed whole,
+ * a gang never placed in part, and a commit that conflicts placing none of its picks (one
+ * transaction: those the store found unchanged are kept for the next). Returns how many
+ * conflicting commits kept picks.
+ */
+function checkRace(run: Run, plans: JobPlan[], name: string): number {
+  let kept = 0;
+  for (const [i, p] of plans.entries()) {
+    checkTrace(run.traces[i] ?? [], p.tasks, `${name} job ${i}`);
+    expect(run.placed[i], `${name} job ${i}: placed whole`).toBe(p.tasks);
+    for (const x of run.traces[i] ?? []) {
+      if (x.after?.kind !== 'committed') continue;
+      if (p.gang) expect([0, p.tasks]).toContain(x.after.placed);
+      if (x.after.conflicts === 0) continue;
+      expect(x.after.placed, `${name} job ${i}: a partly conflicting commit`).toBe(0);
+      if ((x.after.kept ?? 0) > 0) kept++;
+    }
+  }
+  return kept;
+}
+
 describe('one step sequence, two drivers', () => {
   for (const seed of [21, 22, 23]) {
     it(`gangs take the same steps live and simulated: one transaction, and reserved chunk by chunk then confirmed (seed ${seed})`, async () => {
@@ -308,21 +330,8 @@ describe('one step sequence, two drivers', () => {
       const cell = servers(3, 4);
       const sim = simulated(seed, plans, { agents: 3, cell });
       const got = await live(seed, plans, { agents: 3, cell, together: true });
-      for (const [name, run] of [
-        ['live', got],
-        ['sim', sim],
-      ] as const) {
-        for (const [i, p] of plans.entries()) {
-          checkTrace(run.traces[i] ?? [], p.tasks, `${name} job ${i}`);
-          expect(run.placed[i], `${name} job ${i}: placed whole`).toBe(p.tasks);
-          // A gang commits all of its chunk or none of it: it never lands in part.
-          if (p.gang) for (const x of run.traces[i] ?? []) if (x.after?.kind === 'committed') expect([0, p.tasks]).toContain(x.after.placed);
-          // Any commit is one transaction: one that conflicts places none of its picks (those
-          // the store found unchanged are kept for the next commit).
-          for (const x of run.traces[i] ?? [])
-            if (x.after?.kind === 'committed' && x.after.conflicts > 0) expect(x.after.placed, `${name} job ${i}: a partly conflicting commit`).toBe(0);
-        }
-      }
+      checkRace(got, plans, 'live');
+      checkRace(sim, plans, 'sim');
       // With the retries and waits folded (a retried commit is one commit), each job took the
       // same steps in both drivers.
       const base = (t: Traced[]): string[] =>
@@ -343,20 +352,8 @@ describe('one step sequence, two drivers', () => {
       const cell = servers(6, 4);
       const sim = simulated(seed, plans, { agents: 3, cell });
       const got = await live(seed, plans, { agents: 3, cell, together: true });
-      for (const [name, run] of [
-        ['live', got],
-        ['sim', sim],
-      ] as const) {
-        for (const [i, p] of plans.entries()) {
-          checkTrace(run.traces[i] ?? [], p.tasks, `${name} job ${i}`);
-          expect(run.placed[i], `${name} job ${i}: placed whole`).toBe(p.tasks);
-          for (const x of run.traces[i] ?? []) {
-            if (x.after?.kind !== 'committed' || x.after.conflicts === 0) continue;
-            expect(x.after.placed, `${name} job ${i}: a partly conflicting commit`).toBe(0);
-            if (name === 'sim' && (x.after.kept ?? 0) > 0) partial++;
-          }
-        }
-      }
+      checkRace(got, plans, 'live');
+      partial += checkRace(sim, plans, 'sim');
     }
     // The simulated race did produce commits that conflicted in part.
     expect(partial).toBeGreaterThan(0);
