@@ -624,10 +624,16 @@ function aloneMs(spec: Record<string, unknown>): number {
   // The job's own tasks sharing a server slow each other down (the monitors' simulated executor
   // runs the ground-truth model): count the worst case, a server full of them.
   const perTask = s.durationMs * selfSlowdown(spec, s);
-  if (s.gang) return perTask;
+  // However short its tasks, a job has not ended before its last task was placed, started and
+  // freed: the cell does a few hundred of those a second.
+  const floor = s.tasks * TASK_FLOOR_MS;
+  if (s.gang) return Math.max(perTask, floor);
   const par = s.spread && s.required ? Math.min(e.rus, s.rack ? e.racks : e.servers) : e.rus;
-  return Math.ceil(s.tasks / Math.max(1, par)) * perTask;
+  return Math.max(Math.ceil(s.tasks / Math.max(1, par)) * perTask, floor);
 }
+
+/** What one task costs the test cell at least, from placement to its RU freed, whatever its duration (ms). */
+const TASK_FLOOR_MS = 2;
 
 /** Slowdown of one task of the job on an eligible server filled with tasks of the same job. */
 function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
