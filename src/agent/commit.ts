@@ -268,7 +268,8 @@ class PlacementCommit {
     if (mv) pl.movedFrom = { server: mv.from.server, index: mv.from.index, rate: mv.rate, commitId: mv.rec.commitId };
     if (o.started) pl.startRecorded = true;
     const sides = p.quality.sides;
-    if (sides) pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours };
+    if (sides)
+      pl.sides = { selfQ: sides.selfQ, neighboursQ: sides.neighboursQ, neighbours: sides.neighbours, neighboursAcceptable: sides.neighboursAcceptable };
     if (p.victim) {
       pl.preempted = { job: p.victim.job, task: p.victim.task, priority: p.victim.priority };
       this.a.stats.preemptions++;

@@ -93,6 +93,7 @@ export function explainWideLines(e: Explanation__Output): string[] {
     for (const p of e.placements) {
       const note = [
         p.preemptedJob ? `preempted ${p.preemptedJob}` : '',
+        p.harmsNeighbours ? 'a neighbour past its tolerance' : '',
         p.movedFrom ? `moved from ${p.movedFrom.server}/${p.movedFrom.index} (rate ${p.movedFromRate.toFixed(2)})` : '',
       ]
         .filter(Boolean)

@@ -20,8 +20,11 @@ export interface Placement {
   /** The task's attempt: 0 for its first placement, one more for each placement after that. */
   attempt?: number;
   preempted?: { job: string; task: number; priority: number };
-  /** With two-sided quality: the newcomer's own Q and its worst-off neighbour's Q once placed. */
-  sides?: { selfQ: number; neighboursQ: number; neighbours: number };
+  /**
+   * With two-sided quality: the newcomer's own Q, its worst-off neighbour's Q once placed, and
+   * whether every neighbour stayed within its tolerance (absent in records written before it was kept).
+   */
+  sides?: { selfQ: number; neighboursQ: number; neighbours: number; neighboursAcceptable?: boolean };
   /** A move of the run-time loop: where the task ran (which placement), and its share of the expected rate there. */
   movedFrom?: { server: string; index: number; rate: number; commitId: string };
   /** The placement wrote the task's record `running` (state/placement.ts placementRecordsStart). */

@@ -146,4 +146,34 @@ describe('explain -o wide', () => {
     expect(e.text).not.toContain('r3-2xlarge');
     expect(e.text).toContain('task 0 → s1/1  Q = 0.912');
   });
+
+  it('says when a placement suited the job but pushed a neighbour past its tolerance, and only then', () => {
+    const sides = (neighboursAcceptable: boolean | undefined) => ({
+      selfQ: 0.93,
+      neighboursQ: 0.4,
+      neighbours: 2,
+      ...(neighboursAcceptable === undefined ? {} : { neighboursAcceptable }),
+    });
+    const rec = record({
+      placements: [
+        { task: 0, ru: { server: 's1', index: 0 }, Q: 0.93, acceptable: true, score: 0.93, commitRevision: 50, sides: sides(false) },
+        { task: 1, ru: { server: 's1', index: 1 }, Q: 0.93, acceptable: true, score: 0.93, commitRevision: 50, sides: sides(true) },
+        // A record written before the field: nothing is claimed either way.
+        { task: 2, ru: { server: 's2', index: 0 }, Q: 0.93, acceptable: true, score: 0.93, commitRevision: 50, sides: sides(undefined) },
+        { task: 3, ru: { server: 's2', index: 1 }, Q: 0.2, acceptable: false, score: 0.2, commitRevision: 50, sides: sides(false) },
+      ],
+    });
+    const x = overTheWire(explanationToProto('j1', 'running', { records: [rec], inProgress: false, updatedAt: T0 }, undefined, '', [], (id) => SERVERS[id]));
+    expect(x.placements.map((p) => p.harmsNeighbours)).toEqual([true, false, false, true]);
+    const lines = x.text.split('\n');
+    const line = (task: number) => lines.find((l) => l.includes(`task ${task} →`)) ?? '';
+    expect(line(0)).toContain('(pushes a neighbour past its tolerance)');
+    expect(line(1)).not.toContain('tolerance');
+    expect(line(2)).not.toContain('tolerance');
+    // Unacceptable for the job itself: that is what it says.
+    expect(line(3)).toContain('(degrades the job)');
+    expect(line(3)).not.toContain('tolerance');
+    const wide = explainWideLines(x).join('\n');
+    expect(wide.match(/a neighbour past its tolerance/g)?.length).toBe(2);
+  });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explainText } from '../../src/frontend/convert.ts';
 import type { Explanation__Output } from '../../src/rpc/gen/tarcil/v1/Explanation.ts';
 import type { SchedulerClient } from '../../src/rpc/gen/tarcil/v1/Scheduler.ts';
+import type { StoredDecisions } from '../../src/state/live-records.ts';
 import { startDemoCell, submit, waitFinal } from '../support/live.ts';
 
 let cell: Awaited<ReturnType<typeof startDemoCell>>;
@@ -37,6 +38,14 @@ describe('two-sided quality on a live front-end', () => {
     }
     // Ten resident tasks on 24 RUs of 10 servers: some placement had a neighbour.
     expect(e.placements.some((p) => p.neighbours > 0)).toBe(true);
+    // The stored record says for every placement whether its neighbours all stayed within their
+    // tolerance, and explain flags exactly those that did not; a server without residents never is.
+    const stored = JSON.parse((await cell.store.get(cell.keys.decision(job.jobId)))?.value ?? '{}') as StoredDecisions;
+    const sides = stored.records.flatMap((r) => r.placements.map((p) => p.sides));
+    expect(sides).toHaveLength(6);
+    for (const s of sides) expect(typeof s?.neighboursAcceptable).toBe('boolean');
+    expect(e.placements.map((p) => p.harmsNeighbours).sort()).toEqual(sides.map((s) => s?.neighboursAcceptable === false).sort());
+    for (const p of e.placements) if (p.neighbours === 0) expect(p.harmsNeighbours).toBe(false);
     const text = explainText(e);
     expect(text).toMatch(/Q = [0-9.]+ \(own [0-9.]+, worst of \d+ neighbours [0-9.]+\)/);
     expect((await waitFinal(c, resident.jobId)).state).toBe('succeeded');

@@ -41,6 +41,12 @@ export interface Placement {
    * The decision (Explanation.decisions) that made this placement, from 0.
    */
   'decision'?: (number);
+  /**
+   * With two-sided quality: the newcomer's arrival put at least one task already on the server
+   * past its own tolerance (on an RU that suited the newcomer: no RU as fast spared them all).
+   * False when the record does not say (records written before the field).
+   */
+  'harmsNeighbours'?: (boolean);
 }
 
 export interface Placement__Output {
@@ -80,4 +86,10 @@ export interface Placement__Output {
    * The decision (Explanation.decisions) that made this placement, from 0.
    */
   'decision': (number);
+  /**
+   * With two-sided quality: the newcomer's arrival put at least one task already on the server
+   * past its own tolerance (on an RU that suited the newcomer: no RU as fast spared them all).
+   * False when the record does not say (records written before the field).
+   */
+  'harmsNeighbours': (boolean);
 }
