@@ -175,5 +175,34 @@ describe('explain -o wide', () => {
     expect(line(3)).not.toContain('tolerance');
     const wide = explainWideLines(x).join('\n');
     expect(wide.match(/a neighbour past its tolerance/g)?.length).toBe(2);
+    // With no resident on the server there is no neighbour to name.
+    const alone = overTheWire(
+      explanationToProto(
+        'j1',
+        'running',
+        {
+          records: [
+            record({
+              placements: [
+                {
+                  task: 0,
+                  ru: { server: 's1', index: 0 },
+                  Q: 0.9,
+                  acceptable: true,
+                  score: 0.9,
+                  commitRevision: 5,
+                  sides: { selfQ: 0.9, neighboursQ: 1, neighbours: 0, neighboursAcceptable: true },
+                },
+              ],
+            }),
+          ],
+          inProgress: false,
+          updatedAt: T0,
+        },
+        undefined,
+      ),
+    );
+    expect(alone.text).toContain('task 0 → s1/0  Q = 0.900 (own 0.900, no neighbours)');
+    expect(line(0)).toContain('(own 0.930, worst of 2 neighbours 0.400)');
   });
 });
