@@ -11,6 +11,7 @@ import { errorMessage } from '../util/errors.ts';
 import type { OwnerContext } from './context.ts';
 import { admitted, type Owned } from './job.ts';
 import { ownerFence } from './fence.ts';
+import type { Op } from '../store/types.ts';
 
 /**
  * A record in progress is rewritten at most this often (the final one at once). A job placed
@@ -58,43 +59,76 @@ export function decisionsDue(m: OwnerContext, o: Owned, due: 'progress' | 'done'
   m.queue.add(o);
 }
 
-/** An evaluation's write of the decision record, if one is due (not awaited: one write in flight per job, see persistDecisions). */
+/**
+ * An evaluation's write of the decision record, if one is due and the job record's write did not
+ * carry it (see {@link decisionsWithRecord}): one transaction of its own, not awaited (one write
+ * in flight per job).
+ */
 export function writeDecisions(m: OwnerContext, o: Owned): void {
-  const due = o.decisions.due;
-  if (due === undefined) return;
-  o.decisions.due = undefined;
-  m.track(persistDecisions(m, o, due === 'progress'));
+  const w = takeDueDecisions(m, o);
+  if (!w) return;
+  const lease = m.lease;
+  if (!lease) return w.settle(false);
+  m.track(
+    m.o.store
+      .txn({ compare: [ownerFence(m.o.keys, lease)], success: [w.op] })
+      .then((res) => w.settle(res.succeeded))
+      .catch((err: unknown) => {
+        w.settle(false);
+        m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written');
+      }),
+  );
 }
 
-async function persistDecisions(m: OwnerContext, o: Owned, inProgress: boolean): Promise<void> {
+/**
+ * The decision record's put, when one is due, for the job record's own transaction (summary.ts):
+ * a scheduling call usually ends in the evaluation that writes the job running, and the two then
+ * cost one transaction, not two. `settle` says whether the transaction was applied.
+ */
+export function decisionsWithRecord(m: OwnerContext, o: Owned): DecisionsWrite | undefined {
+  return takeDueDecisions(m, o);
+}
+
+/** A decision record to write, and what to do once the write is settled. */
+export interface DecisionsWrite {
+  op: Op;
+  settle(applied: boolean): void;
+}
+
+/** The due write, if anything is to be written now (the due mark is taken; a write not applied marks it due again). */
+function takeDueDecisions(m: OwnerContext, o: Owned): DecisionsWrite | undefined {
+  const due = o.decisions.due;
+  if (due === undefined) return undefined;
+  o.decisions.due = undefined;
   const lease = m.lease;
-  if (!lease || !lease.confirmed || o.dropped) return;
+  if (!lease || !lease.confirmed || o.dropped) return undefined;
+  const inProgress = due === 'progress';
   // A job in progress is compared by its signature, and serialized only when that changed: every
   // waiting job is looked at each second, and serializing each one's records every time was the
   // largest single cost of a front-end with a backlog.
   const progress = inProgress ? progressSignature(o) : undefined;
-  if (progress !== undefined && progress === o.decisions.written) return;
+  if (progress !== undefined && progress === o.decisions.written) return undefined;
   const now = m.o.clock.now();
-  if (progress !== undefined && now - o.decisions.at < PROGRESS_RECORD_MS) return;
+  if (progress !== undefined && now - o.decisions.at < PROGRESS_RECORD_MS) return undefined;
   // One progress write in flight per job: under a slow etcd a second one would only queue
   // behind the first with a record that the next tick writes fresher anyway.
-  if (progress !== undefined && o.decisions.writing) return;
+  if (progress !== undefined && o.decisions.writing) return undefined;
   const json = decisionsJson(m, o, inProgress);
   const sig = progress ?? decisionsSignature(json);
-  if (sig === o.decisions.written) return;
+  if (sig === o.decisions.written) return undefined;
   o.decisions.written = sig;
   if (inProgress) o.decisions.at = now;
   o.decisions.writing = true;
-  await m.o.store
-    .txn({ compare: [ownerFence(m.o.keys, lease)], success: [{ type: 'put', key: m.o.keys.decision(o.id), value: json }] })
-    .catch((err: unknown) => {
-      // Not written: the next tick writes it (a signature seen again would otherwise be skipped).
-      if (o.decisions.written === sig) o.decisions.written = '';
-      m.o.log.debug({ job: o.id, err: errorMessage(err) }, 'decision record not written');
-    })
-    .finally(() => {
+  return {
+    op: { type: 'put', key: m.o.keys.decision(o.id), value: json },
+    settle(applied: boolean): void {
       o.decisions.writing = false;
-    });
+      if (applied) return;
+      // Not written: the next evaluation writes it (a signature seen again would otherwise be skipped).
+      if (o.decisions.written === sig) o.decisions.written = '';
+      if (!o.dropped && o.decisions.due === undefined) o.decisions.due = due;
+    },
+  };
 }
 
 /** Whether the record in progress would be rewritten now: changed since written, the interval over, no write in flight. */

@@ -22,7 +22,7 @@ import type { Op } from '../store/types.ts';
 import type { OwnerContext } from './context.ts';
 import { admitted, leaveServers, setRecord, type Owned } from './job.ts';
 import { fencedTxn } from './fence.ts';
-import { finalDecisionsJson } from './decisions.ts';
+import { decisionsWithRecord, finalDecisionsJson } from './decisions.ts';
 import { finishedEntry } from '../state/retention.ts';
 import { OUTCOMES_PER_WRITE, planRecord, type RecordStep } from './plan.ts';
 import { donePuts } from '../state/task-outcomes.ts';
@@ -81,11 +81,21 @@ async function writeRecord(m: OwnerContext, o: Owned, lease: HeldLease, step: Ex
     const decisions = finalDecisionsJson(m, o);
     if (decisions !== undefined) success.push({ type: 'put', key: k.decision(o.id), value: decisions });
   }
-  const res = await fencedTxn(m, o, lease, {
-    compare: [{ key: k.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
-    success,
-    failure: [{ type: 'get', key: k.job(o.id) }],
-  });
+  // A decision record due now rides in the same transaction (decisions.ts).
+  const decisions = final ? undefined : decisionsWithRecord(m, o);
+  if (decisions) success.push(decisions.op);
+  let res;
+  try {
+    res = await fencedTxn(m, o, lease, {
+      compare: [{ key: k.job(o.id), target: 'mod', op: '==', value: o.jobRev }],
+      success,
+      failure: [{ type: 'get', key: k.job(o.id) }],
+    });
+  } catch (err) {
+    decisions?.settle(false);
+    throw err;
+  }
+  decisions?.settle(res.succeeded);
   if (!res.succeeded) {
     const jkv = res.responses[1]?.[0];
     const jrec = parseJson<LiveJobRecord>(jkv);
