@@ -2,8 +2,9 @@
  * The job's decision records as `explain` reads them (`decisions/<job>`): the first placement
  * and the latest ones, plus the one in progress while the job waits; rewritten, when it changed,
  * at most every PROGRESS_RECORD_MS. A write is asked for (`decisionsDue`: a scheduling call ended,
- * or the record in progress changed) and made by the job's next evaluation (`writeDecisions`),
- * like every other write about an owned job.
+ * or the record in progress changed) and made by the job's next evaluation, like every other
+ * write about an owned job: in the job record's transaction when the evaluation writes the job
+ * record (`decisionsWithRecord`), else in one of its own (`writeDecisions`).
  */
 import type { StoredDecisions } from '../state/live-records.ts';
 import { trimDecision } from '../state/decisions.ts';
@@ -12,6 +13,7 @@ import type { OwnerContext } from './context.ts';
 import { admitted, type Owned } from './job.ts';
 import { ownerFence } from './fence.ts';
 import type { Op } from '../store/types.ts';
+import type { HeldLease } from '../state/lease.ts';
 
 /**
  * A record in progress is rewritten at most this often (the final one at once). A job placed
@@ -65,13 +67,11 @@ export function decisionsDue(m: OwnerContext, o: Owned, due: 'progress' | 'done'
  * in flight per job).
  */
 export function writeDecisions(m: OwnerContext, o: Owned): void {
-  const w = takeDueDecisions(m, o);
+  const w = decisionsWithRecord(m, o);
   if (!w) return;
-  const lease = m.lease;
-  if (!lease) return w.settle(false);
   m.track(
     m.o.store
-      .txn({ compare: [ownerFence(m.o.keys, lease)], success: [w.op] })
+      .txn({ compare: [ownerFence(m.o.keys, w.lease)], success: [w.op] })
       .then((res) => w.settle(res.succeeded))
       .catch((err: unknown) => {
         w.settle(false);
@@ -80,23 +80,20 @@ export function writeDecisions(m: OwnerContext, o: Owned): void {
   );
 }
 
-/**
- * The decision record's put, when one is due, for the job record's own transaction (summary.ts):
- * a scheduling call usually ends in the evaluation that writes the job running, and the two then
- * cost one transaction, not two. `settle` says whether the transaction was applied.
- */
-export function decisionsWithRecord(m: OwnerContext, o: Owned): DecisionsWrite | undefined {
-  return takeDueDecisions(m, o);
-}
-
-/** A decision record to write, and what to do once the write is settled. */
+/** A decision record to write under the owner's lease, and what to do once the write is settled. */
 export interface DecisionsWrite {
   op: Op;
+  lease: HeldLease;
   settle(applied: boolean): void;
 }
 
-/** The due write, if anything is to be written now (the due mark is taken; a write not applied marks it due again). */
-function takeDueDecisions(m: OwnerContext, o: Owned): DecisionsWrite | undefined {
+/**
+ * The decision record's put, when one is due and anything is to be written now, for the job
+ * record's own transaction (summary.ts): a scheduling call usually ends in the evaluation that
+ * writes the job running, and the two then cost one transaction, not two. The due mark is taken;
+ * `settle` says whether the transaction was applied, and one not applied marks it due again.
+ */
+export function decisionsWithRecord(m: OwnerContext, o: Owned): DecisionsWrite | undefined {
   const due = o.decisions.due;
   if (due === undefined) return undefined;
   o.decisions.due = undefined;
@@ -121,6 +118,7 @@ function takeDueDecisions(m: OwnerContext, o: Owned): DecisionsWrite | undefined
   o.decisions.writing = true;
   return {
     op: { type: 'put', key: m.o.keys.decision(o.id), value: json },
+    lease,
     settle(applied: boolean): void {
       o.decisions.writing = false;
       if (applied) return;

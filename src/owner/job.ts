@@ -110,7 +110,7 @@ export interface DecisionLog {
   kept: DecisionRecord[];
   /** The signature of what was last written ('' when a write failed: written again). */
   written: string;
-  /** When a record in progress was last written (see persistDecisions). */
+  /** When a record in progress was last written (see decisions.ts decisionsWithRecord). */
   at: number;
   /** A progress write is in flight. */
   writing: boolean;
