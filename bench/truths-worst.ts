@@ -228,4 +228,19 @@ for (let k = 0; k < 10; k++) {
     }),
   );
 }
+{
+  const ps = pairs.map((p) => p.ratio).sort((x, y) => x - y);
+  const mp = (k: 'a' | 'o'): number => r1((100 * pairs.reduce((x, p) => x + perf(p[k]), 0)) / pairs.length);
+  console.log(JSON.stringify({ kind: 'perf', policyPctIdeal: mp('a'), oraclePctIdeal: mp('o'), pctOracle: r1((100 * mp('a')) / mp('o')) }));
+  console.log(
+    JSON.stringify({
+      kind: 'all',
+      jobs: ps.length,
+      meanRatio: r1((100 * ps.reduce((x, y) => x + y, 0)) / ps.length),
+      p1: r1(100 * quantile(ps, 0.01)),
+      p5: r1(100 * quantile(ps, 0.05)),
+      below50: r1((100 * ps.filter((x) => x < 0.5).length) / ps.length),
+    }),
+  );
+}
 console.log(JSON.stringify({ kind: 'done', s: Math.round((performance.now() - t0) / 1000) }));

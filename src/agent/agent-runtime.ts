@@ -99,7 +99,8 @@ export class AgentRuntime {
   /** Jobs waiting for a freed RU, by job: abort() wakes them. */
   private readonly wakers = new Map<string, Set<() => void>>();
   /** Arrival number of each job's current wait (it keeps its place among waiters when it waits again). */
-  private readonly waitSeq = new Map<string, number>();
+  /** Each waiting job's arrival number and the time of its first wait (kept across its waits, forgotten when its call ends). */
+  private readonly waitSeq = new Map<string, { seq: number; since: number }>();
   /** Counters for metrics and benchmarks. */
   readonly stats = {
     commits: 0,
@@ -194,14 +195,16 @@ export class AgentRuntime {
 
   /**
    * Waits until a freed RU wakes this call (see freed-waiters.ts: only a call that can use the RU
-   * is woken, one per RU, in priority then arrival order), `ms` passes, or the job is aborted
+   * is woken, one per RU, in priority then the wait order: arrival, or response ratio), `ms` passes, or the job is aborted
    * (cancel must not wait for RUs).
    */
   waitFreed(ms: number, job: JobSpec, cls: WaitClass, need = 1): Promise<boolean> {
     const jobId = job.id;
     if (this.aborted.has(jobId)) return Promise.resolve(false);
-    let seq = this.waitSeq.get(jobId);
-    if (seq === undefined) this.waitSeq.set(jobId, (seq = this.view.waiters.nextSeq()));
+    let first = this.waitSeq.get(jobId);
+    if (first === undefined) this.waitSeq.set(jobId, (first = { seq: this.view.waiters.nextSeq(), since: this.clock.now() }));
+    const { seq, since } = first;
+    const expectedMs = this.config.waitOrder === 'ratio' ? this.view.runTimes.expected(job.profile.name) : undefined;
     if (this.view.fair) this.view.refreshWeights();
     return new Promise((resolve) => {
       const finish = (woken: boolean): void => {
@@ -213,7 +216,7 @@ export class AgentRuntime {
       };
       const done = (): void => finish(true);
       const timer = this.clock.setTimer(ms, () => finish(false));
-      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, wake: done });
+      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, since, expectedMs, wake: done });
       let set = this.wakers.get(jobId);
       if (!set) this.wakers.set(jobId, (set = new Set()));
       set.add(done);

@@ -36,6 +36,7 @@ const SCHEMA = z
     twoSided: bool,
     fairShare: bool,
     admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
+    waitOrder: z.enum(['arrival', 'ratio'], { error: 'must be arrival or ratio' }),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),
     backoffBaseMs: int(0, 60_000),

@@ -6,6 +6,7 @@
 import { DEFAULT_BUCKETS } from '../admission/lsh.ts';
 import { DEFAULT_PRIORITY } from '../model/types.ts';
 import type { QualityForm } from '../quality/index.ts';
+import type { WaitOrder } from './wait-order.ts';
 
 /**
  * The scheduling decision without the commit: admission → size → sample/score/select. Pure over
@@ -57,6 +58,13 @@ export interface CoreConfig {
    * share to one above. A cell with one namespace is served as without it.
    */
   fairShare: boolean;
+  /**
+   * The order among jobs of one priority (and namespace) waiting for a freed RU
+   * (agent/wait-order.ts): 'arrival', the job's first wait; 'ratio', the highest response ratio
+   * (time waited plus the expected run time of its class's tasks, over that run time), which
+   * serves short tasks before long ones that waited about as long.
+   */
+  waitOrder: WaitOrder;
 }
 
 export type AdmissionRule = 'own-bound' | 'paper';
@@ -74,6 +82,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   admissionRule: 'own-bound',
   twoSided: true,
   fairShare: true,
+  waitOrder: 'arrival',
 };
 
 /** The run-time loop's default parts, kept with the loop (src/monitor/runtime-loop.ts): node monitors read them without the agents. */

@@ -3,7 +3,10 @@
  * with no eligible RU free), and which of them a freed RU wakes. Waiters are grouped into classes
  * that a freed RU serves alike (same constraints; for admission, same target and threshold), each
  * class a queue in priority then arrival order. A freed RU wakes one waiter: the first, across the
- * classes that can use that RU and are ready for it. The work per freed RU follows the number of
+ * classes that can use that RU and are ready for it. With the `ratio` order (wait-order.ts), the
+ * first after priority is the waiter with the highest response ratio now: each class queue then
+ * holds waiters of one expected run time, among which arrival order is ratio order, and the
+ * heads of the queues are compared. The work per freed RU follows the number of
  * classes, not the number of waiting jobs, and a job that cannot use the RU is not woken at all.
  *
  * With fair share (fair-share.ts), each class queue holds the waiters of one namespace, and the
@@ -13,6 +16,7 @@
  */
 import type { ServerState } from '../sampling/ru-index.ts';
 import { priorityBefore, type FairShare } from './fair-share.ts';
+import { waiterBefore, type OrderedWaiter, type WaitOrder } from './wait-order.ts';
 
 /** Waiters a freed RU serves alike: same key, same answers. */
 export interface WaitClass {
@@ -29,14 +33,11 @@ export interface WaitClass {
   ready?(server: ServerState, index: number): boolean;
 }
 
-export interface Waiter {
+export interface Waiter extends OrderedWaiter {
   /** The job's namespace (fair share); absent: default. */
   namespace?: string;
   /** RUs the waiting call wants (fair share counts them per namespace); absent: 1. */
   need?: number;
-  priority: number;
-  /** Arrival order: a call that waits again keeps its first number, so it keeps its place. */
-  seq: number;
   wake(): void;
 }
 
@@ -50,7 +51,7 @@ interface ClassQueue {
   usable: Map<string, boolean>;
 }
 
-/** Does `a` come before `b` in one queue (higher priority, then earlier arrival)? */
+/** Does `a` come before `b` in one queue (higher priority, then earlier arrival; in a queue of one expected run time that is the ratio order too)? */
 const before = priorityBefore;
 
 export class FreedWaiters {
@@ -60,8 +61,20 @@ export class FreedWaiters {
   /** With fair share: RUs wanted by the waiters of each namespace. */
   private readonly needs = new Map<string, number>();
 
-  /** `fair`: serve namespaces by fair share (undefined: priority, then arrival, across all). */
-  constructor(readonly fair?: FairShare) {}
+  private readonly order: WaitOrder;
+  private readonly now: () => number;
+
+  /**
+   * `fair`: serve namespaces by fair share (undefined: priority, then the order, across all).
+   * `order`: after priority, by arrival (the default) or by response ratio at `now()`.
+   */
+  constructor(
+    readonly fair?: FairShare,
+    opts: { order?: WaitOrder; now?: () => number } = {},
+  ) {
+    this.order = opts.order ?? 'arrival';
+    this.now = opts.now ?? Date.now;
+  }
 
   /** RUs wanted by the waiting calls, per namespace (kept with fair share only). */
   get waitingNeeds(): ReadonlyMap<string, number> {
@@ -88,7 +101,8 @@ export class FreedWaiters {
   /** Adds a waiter; the returned function removes it (it was woken, timed out or aborted). */
   add(cls: WaitClass, w: Waiter): () => void {
     const ns = w.namespace ?? 'default';
-    const key = this.fair ? `${ns}|${cls.key}` : cls.key;
+    const base = this.order === 'ratio' ? `${cls.key}|${w.expectedMs ?? '-'}` : cls.key;
+    const key = this.fair ? `${ns}|${base}` : base;
     let c = this.classes.get(key);
     if (!c) this.classes.set(key, (c = { cls, key, namespace: ns, queue: [], usable: new Map() }));
     if (this.fair) this.needs.set(ns, (this.needs.get(ns) ?? 0) + (w.need ?? 1));
@@ -141,13 +155,15 @@ export class FreedWaiters {
       }
       return u;
     };
+    const order = this.order;
+    const now = order === 'ratio' ? this.now() : 0;
     const first = (a: ClassQueue, b: ClassQueue): boolean => {
       if (fair && a.namespace !== b.namespace) {
         const ua = usageOf(a.namespace);
         const ub = usageOf(b.namespace);
         if (ua !== ub) return ua < ub;
       }
-      return before(a.queue[0] as Waiter, b.queue[0] as Waiter);
+      return waiterBefore(a.queue[0] as Waiter, b.queue[0] as Waiter, order, now);
     };
     for (const c of this.classes.values()) {
       const head = c.queue[0];

@@ -16,6 +16,7 @@ import type { AgentConfig } from './config.ts';
 import { wireAdmission } from './core.ts';
 import { FairShare } from './fair-share.ts';
 import { FreedWaiters } from './freed-waiters.ts';
+import { RunTimes } from './wait-order.ts';
 import { FreedHandoff } from './handoff.ts';
 import { listNamespaceRecords } from '../tenancy/namespaces.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
@@ -29,7 +30,7 @@ export interface SharedViewOptions {
   clock: Clock;
   log: Logger;
   /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
-  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs'>>;
+  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs' | 'waitOrder'>>;
 }
 
 export class SharedView {
@@ -37,6 +38,8 @@ export class SharedView {
   readonly admission: AdmissionCounters;
   readonly cache: AgentCache;
   readonly waiters: FreedWaiters;
+  /** The run times of the tasks this process's job owner saw end, per workload class (the `ratio` wait order reads them). */
+  readonly runTimes = new RunTimes();
   /** Freed RUs among the front-ends of the cell (handoff.ts): its owner sets who this process is. */
   readonly handoff: FreedHandoff;
   /** Fair share among namespaces over this view's RUs (undefined when the option is off). */
@@ -52,7 +55,7 @@ export class SharedView {
       o.config.fairShare === false
         ? undefined
         : new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
-    this.waiters = new FreedWaiters(this.fair);
+    this.waiters = new FreedWaiters(this.fair, { order: o.config.waitOrder ?? 'arrival', now: () => o.clock.now() });
     this.admission = new AdmissionCounters({
       buckets: o.config.buckets,
       clock: o.clock,

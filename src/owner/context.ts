@@ -19,6 +19,7 @@ import type { JobQueue } from './job-queue.ts';
 import type { AdoptWindow, Owned } from './job.ts';
 import type { RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import type { ProfileBook, ProfileBookOptions } from '../state/profiles.ts';
+import type { RunTimes } from '../agent/wait-order.ts';
 
 /** How an owner reaches node monitors (the gRPC client lives in frontend/node-link.ts, injected here). */
 export interface NodeLink {
@@ -155,6 +156,8 @@ export interface OwnerContext {
   later(ms: number, fn: () => void): void;
   pickAgent(): SchedulingAgent;
   feasibility(spec: JobSpec): Feasibility;
+  /** The run times of the tasks seen to end here, per workload class: the agents' `ratio` wait order reads them (agent/wait-order.ts). */
+  readonly runTimes: RunTimes;
   /** Learned profiles: the spec a new job is scheduled with is its class's learned vector (state/profiles.ts). */
   readonly profiles: ProfileBook;
   /** Task records read again (ru-events.ts TaskRefresher): the owner follows no task record, and learns from the RUs what they show. */

@@ -10,6 +10,7 @@ import { errorMessage, isTransient, TarcilError } from '../util/errors.ts';
 import { SchedulingAgent, type DecisionRecord, type Placement } from '../agent/agent.ts';
 import { agentConfig } from '../agent/config.ts';
 import { SharedView } from '../agent/shared-view.ts';
+import type { RunTimes } from '../agent/wait-order.ts';
 import { Follower } from '../state/follow.ts';
 import { ProfileBook } from '../state/profiles.ts';
 import { LiveKeys, type LiveJobRecord, type LiveServerRecord, type LiveTaskRecord } from '../state/live-records.ts';
@@ -126,6 +127,9 @@ export class JobManager implements OwnerContext, MoveHost {
   /** Learned profiles: observations of this process's tasks, written to the store (state/profiles.ts). */
   readonly profiles: ProfileBook;
   readonly refresher: TaskRefresher;
+  get runTimes(): RunTimes {
+    return this.view.runTimes;
+  }
 
   constructor(opts: JobManagerOptions) {
     this.o = opts;

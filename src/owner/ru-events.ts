@@ -99,6 +99,10 @@ function applyOutcome(
   const before = o.tasks.get(last.index);
   if (before && before.rev >= rev) return;
   if (last.observed && before && !isFinalTask(before.rec.state) && isFinalTask(last.state)) observe(o, last.observed);
+  // A success seen ending: how long its class's tasks run, for the `ratio` wait order (agent/wait-order.ts).
+  const from = last.startedAt ?? before?.rec.startedAt ?? last.placedAt ?? before?.rec.placedAt;
+  if (before && !isFinalTask(before.rec.state) && last.state === 'succeeded' && typeof from === 'number' && typeof last.endedAt === 'number')
+    m.runTimes.observe(o.spec.profile.name, last.endedAt - from);
   if (!whole) {
     void refresher.refresh(o, [last.index]);
     return;

@@ -5,7 +5,11 @@
  * rate and remaining work — where the practical policies see declared (or learned) profiles
  * through a quality Q. It pays nothing to decide or commit: no decision time, no watch delay, no
  * conflict, no sampling (every server with a free RU is looked at), and no admission wait: a task
- * waits only while no RU is free (jobs in arrival order).
+ * waits only while no RU is free. Waiting jobs are served shortest first (the job's ideal time,
+ * which it knows; ties in arrival order): of the orders measured (W3, seed 1; % of ideal at gain
+ * 2.5 / profile error sd 10), arrival order reached 64.9 / 76.1, highest response ratio next 67.3 /
+ * 76.5 and shortest first 68.0 / 76.6. A bound that served arrivals in order would be beaten on
+ * its own terms by a practical policy that orders its waiters better (tarcil's `ratio` wait order).
  *
  * Each task goes, one at a time, to the free RU that maximises the truth's marginal mean
  * performance (the figure every W3 table reports, ideal / response per job):
@@ -27,9 +31,9 @@
  * Why it is a fair upper bound for the practical policies. Each of them places with less: a
  * profile that may be wrong, Q's lexicographic reading of it rather than the truth's sum over all
  * resources, a sample of the RUs rather than all of them, a view that lags, decisions and commits
- * that take time and may conflict, and waits that admission imposes. The oracle has every one of
- * those removed and keeps only what no online scheduler can escape: capacity, and not knowing the
- * jobs that have not arrived yet. It is a bound in that sense — the best of the greedy online
+ * that take time and may conflict, waits that admission imposes, and run times it does not know.
+ * The oracle has every one of those removed and keeps only what no online scheduler can escape:
+ * capacity, and not knowing the jobs that have not arrived yet. It is a bound in that sense — the best of the greedy online
  * placements the practical policies approximate — and not a proof of optimality: a scheduler
  * that waits for a better RU could, in principle, beat a greedy one on some job; `bench truths`
  * reports every policy against it, so a policy above 100% of the oracle would show it.
@@ -53,9 +57,8 @@ import { freeRuOn, type Policy } from './types.ts';
 
 export class OraclePolicy implements Policy {
   readonly name = 'oracle';
-  /** Jobs with tasks not yet placed, in arrival order. */
+  /** Jobs with tasks not yet placed, shortest ideal first, then arrival order. */
   private readonly queue: SimJob[] = [];
-  private head = 0;
   private readonly scratch = new Float64Array(N_RESOURCES);
   /** Each server's gain for the job being placed (NaN: to compute), valid until a pick changes it. */
   private readonly gains: Float64Array;
@@ -74,24 +77,29 @@ export class OraclePolicy implements Policy {
   }
 
   submit(job: SimJob): void {
-    this.queue.push(job);
-    // A job arriving behind others still waiting for capacity waits behind them.
-    if (this.queue.length - this.head > 1) this.c.capacityWaits++;
+    const q = this.queue;
+    // After every job with a shorter ideal, or the same and an earlier arrival.
+    let lo = 0;
+    let hi = q.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((q[mid] as SimJob).ideal <= job.ideal) lo = mid + 1;
+      else hi = mid;
+    }
+    q.splice(lo, 0, job);
+    // A job arriving while others still wait for capacity waits too.
+    if (q.length > 1) this.c.capacityWaits++;
     this.dispatch();
   }
 
-  /** Places pending tasks, the oldest job's first, while RUs are free. */
+  /** Places pending tasks, the shortest waiting job's first, while RUs are free. */
   private dispatch(): void {
     const w = this.world;
-    while (this.head < this.queue.length && w.free.size > 0) {
-      const job = this.queue[this.head] as SimJob;
+    while (this.queue.length > 0 && w.free.size > 0) {
+      const job = this.queue[0] as SimJob;
       this.placeJob(job);
       if (job.tasks.some((t) => t.state === 'pending')) return;
-      this.head++;
-      if (this.head > 1024 && this.head * 2 > this.queue.length) {
-        this.queue.splice(0, this.head);
-        this.head = 0;
-      }
+      this.queue.shift();
     }
   }
 

@@ -64,6 +64,9 @@ export interface Request {
   ns: string;
   /** Its job's arrival number among the waiters (set at its first wait for a freed RU). */
   seq?: number;
+  /** The `ratio` wait order: when its job first waited, and the expected run time of its class's tasks then. */
+  since?: number;
+  expectedMs?: number;
   /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
   woken?: boolean;
 }

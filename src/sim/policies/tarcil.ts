@@ -34,6 +34,7 @@ import type { AttemptPolicy } from '../../agent/attempt.ts';
 import type { Step } from '../../agent/attempt-steps.ts';
 import { decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
+import { responseRatio, RunTimes } from '../../agent/wait-order.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
@@ -69,6 +70,9 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
    * again keeps its place, as in the live agent (agent.ts waitFreed, freed-waiters.ts).
    */
   private readonly waitSeq = new WeakMap<SimJob, number>();
+  /** The `ratio` wait order: when each job first waited, and its class's tasks' run times as seen to end. */
+  private readonly waitSince = new WeakMap<SimJob, number>();
+  private readonly runTimes = new RunTimes();
   private nextSeq = 0;
   /** Fair share among namespaces (agent/fair-share.ts), over the agents' view; undefined when off. */
   protected readonly fair: FairShare | undefined;
@@ -141,12 +145,11 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     if (!first) throw new Error('tarcil needs at least one agent');
     this.firstAgent = first;
     const quotas = (this.quotas = opts.quotas ? new QuotaBook(opts.quotas) : undefined);
-    world.onFree = quotas
-      ? (ru, task) => {
-          quotas.freed(task.job);
-          this.wakeFor(ru);
-        }
-      : (ru) => this.wakeFor(ru);
+    world.onFree = (ru, task) => {
+      quotas?.freed(task.job);
+      if (task.state === 'done') this.runTimes.observe(task.job.profile.name, task.end - task.start);
+      this.wakeFor(ru);
+    };
     const rt = opts.runtime;
     this.learner = rt?.learn ? new ProfileLearner() : undefined;
     this.monitor =
@@ -416,6 +419,12 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     let seq = this.waitSeq.get(r.job);
     if (seq === undefined) this.waitSeq.set(r.job, (seq = this.nextSeq++));
     r.seq = seq;
+    if (this.cfg.waitOrder === 'ratio') {
+      let since = this.waitSince.get(r.job);
+      if (since === undefined) this.waitSince.set(r.job, (since = this.world.engine.now()));
+      r.since = since;
+      r.expectedMs = this.runTimes.expected(r.job.profile.name);
+    }
     const w = { priority: r.job.priority, seq };
     let lo = 0;
     let hi = q.length;
@@ -456,7 +465,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
       if (q.length === 0) continue;
       const u = this.fair ? this.fair.usage(ns) : 0;
       if (bestQ && u >= bestU) continue;
-      const k = q.findIndex(fits);
+      const k = this.cfg.waitOrder === 'ratio' ? this.firstByRatio(q, fits) : q.findIndex(fits);
       if (k < 0) continue;
       bestQ = q;
       bestK = k;
@@ -467,5 +476,29 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     r.woken = true;
     // The freed RU reaches the agents' cache after the watch delay.
     this.world.engine.after(this.lag.watch, () => this.requeue(r.agent ?? this.firstAgent, r));
+  }
+
+  /** The `ratio` wait order: of the waiters that fit, the first by priority, then response ratio now, then arrival. */
+  private firstByRatio(q: readonly Request[], fits: (w: Request) => boolean): number {
+    const now = this.world.engine.now();
+    let best = -1;
+    let bp = 0;
+    let br = 0;
+    let bs = 0;
+    for (let i = 0; i < q.length; i++) {
+      const w = q[i] as Request;
+      if (!fits(w)) continue;
+      // waiterBefore (agent/wait-order.ts), inlined: this runs for every freed RU.
+      const p = w.job.priority;
+      const r = responseRatio(w, now);
+      const s = w.seq ?? Infinity;
+      if (best < 0 || (p !== bp ? p > bp : r !== br ? r > br : s < bs)) {
+        best = i;
+        bp = p;
+        br = r;
+        bs = s;
+      }
+    }
+    return best;
   }
 }
