@@ -26,7 +26,8 @@
  * each job's loss counted as the mean counts it; a remote read (a data-constrained task away from
  * its data) is part of the work. On W3 at the committed truth (seed 1) this scores 84.9% against
  * 83.4% for the newcomer's own speed alone and 82.5% for damage counted over the neighbours'
- * whole remaining time; at gain 2.5, 64.9% against 56.6% and 63.6%.
+ * whole remaining time; at gain 2.5, 64.9% against 56.6% and 63.6% (all three serving their
+ * waiting jobs in arrival order, as the oracle did then).
  *
  * Why it is a fair upper bound for the practical policies. Each of them places with less: a
  * profile that may be wrong, Q's lexicographic reading of it rather than the truth's sum over all
