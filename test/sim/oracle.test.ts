@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { makeTruth, type Truth, COMMITTED_TRUTH } from '../../src/model/perf.ts';
 import { runSim } from '../../src/sim/run.ts';
-import type { ServerSpec } from '../../src/model/types.ts';
-import { SYNTHETIC, w3, type Workload } from '../../src/sim/workloads.ts';
-import { makeJob, type World } from '../../src/sim/world.ts';
+import { w3 } from '../../src/sim/workloads.ts';
+import type { World } from '../../src/sim/world.ts';
+import { simCell } from '../support/sim-cell.ts';
 import { TRUTH_POLICIES } from '../../src/sim/experiments/truths.ts';
 
 const PRACTICAL = TRUTH_POLICIES.filter((p) => p.name !== 'oracle');
@@ -37,20 +37,11 @@ describe('the oracle', () => {
 
   it('serves the shortest waiting job first, whatever their arrival order', () => {
     // One RU, held by a 3-s task; a 4-s job arrives at 100 ms, then a 0.5-s one at 200 ms.
-    const servers: ServerSpec[] = [{ id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 1, speed: 1, attributes: {} }];
-    const wl: Workload = {
-      name: 'one RU',
-      servers,
-      interference: false,
-      env: {},
-      warmupMs: 0,
-      offered: 0,
-      *jobs() {
-        yield makeJob({ id: 1, profile: SYNTHETIC, arrival: 0, work: [3000], maxPerf: 1, label: 'first' });
-        yield makeJob({ id: 2, profile: SYNTHETIC, arrival: 100, work: [4000], maxPerf: 1, label: 'long' });
-        yield makeJob({ id: 3, profile: SYNTHETIC, arrival: 200, work: [500], maxPerf: 1, label: 'short' });
-      },
-    };
+    const wl = simCell('one RU', 1, 1, [
+      { id: 1, arrival: 0, work: [3000] },
+      { id: 2, arrival: 100, work: [4000] },
+      { id: 3, arrival: 200, work: [500] },
+    ]);
     const r = runSim({ workload: wl, policy: { name: 'oracle' }, seed: 1, keepWorld: true });
     const start = new Map((r.world as World).completed.map((j) => [j.id, j.tasks[0]?.start]));
     expect(start.get(3)).toBe(3000);

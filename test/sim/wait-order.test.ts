@@ -4,10 +4,10 @@
  * long, by the run times the policy saw its tasks take; the default order is arrival.
  */
 import { describe, expect, it } from 'vitest';
-import type { ServerSpec } from '../../src/model/types.ts';
 import { runSim } from '../../src/sim/run.ts';
 import { SYNTHETIC, type Workload } from '../../src/sim/workloads.ts';
-import { makeJob, type SimJob, type World } from '../../src/sim/world.ts';
+import type { SimJob, World } from '../../src/sim/world.ts';
+import { simCell } from '../support/sim-cell.ts';
 
 const SHORT = { ...SYNTHETIC, name: 'short-class' };
 const LONG = { ...SYNTHETIC, name: 'long-class' };
@@ -18,22 +18,13 @@ const LONG = { ...SYNTHETIC, name: 'long-class' };
  * long job (arrives 4.8 s) and then a short one (5.8 s) wait for it.
  */
 function cell(): Workload {
-  const servers: ServerSpec[] = [{ id: 's0', platform: 'r3-2xlarge', rack: 'r0', rus: 1, speed: 1, attributes: {} }];
-  return {
-    name: 'wait order cell',
-    servers,
-    interference: false,
-    env: {},
-    warmupMs: 0,
-    offered: 0,
-    *jobs() {
-      yield makeJob({ id: 1, profile: SHORT, arrival: 0, work: [500], maxPerf: 1, label: 'short' });
-      yield makeJob({ id: 2, profile: LONG, arrival: 600, work: [4000], maxPerf: 1, label: 'long' });
-      yield makeJob({ id: 3, profile: LONG, arrival: 4700, work: [3000], maxPerf: 1, label: 'long' });
-      yield makeJob({ id: 4, profile: LONG, arrival: 4800, work: [4000], maxPerf: 1, label: 'long' });
-      yield makeJob({ id: 5, profile: SHORT, arrival: 5800, work: [500], maxPerf: 1, label: 'short' });
-    },
-  };
+  return simCell('wait order cell', 1, 1, [
+    { id: 1, profile: SHORT, arrival: 0, work: [500] },
+    { id: 2, profile: LONG, arrival: 600, work: [4000] },
+    { id: 3, profile: LONG, arrival: 4700, work: [3000] },
+    { id: 4, profile: LONG, arrival: 4800, work: [4000] },
+    { id: 5, profile: SHORT, arrival: 5800, work: [500] },
+  ]);
 }
 
 function starts(waitOrder?: 'arrival' | 'ratio'): Map<number, number> {
