@@ -120,6 +120,7 @@ const TRUTH_POLICIES: [name: string, head: string][] = [
   ["tarcil, paper's Q, no loop", "paper's Q, no loop"],
   ['tarcil + moves', '+ moves'],
   ['tarcil + ratio order', '+ ratio order'],
+  ["tarcil, paper's Q, ratio order", "paper's Q + ratio order"],
   ...['centralized', 'delay', 'pigeon', 'sparrow', 'random'].map((p): [string, string] => [p, p]),
 ];
 const W3_PAPER: Record<string, string> = {

@@ -50,6 +50,7 @@ export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: "tarcil, paper's Q, no loop", spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
   { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
   { name: 'tarcil + ratio order', spec: { name: 'tarcil', core: { waitOrder: 'ratio' } } },
+  { name: "tarcil, paper's Q, ratio order", spec: { name: 'tarcil', core: { twoSided: false, waitOrder: 'ratio' }, runtime: {} } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },
