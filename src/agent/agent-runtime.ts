@@ -216,7 +216,16 @@ export class AgentRuntime {
       };
       const done = (): void => finish(true);
       const timer = this.clock.setTimer(ms, () => finish(false));
-      const off = this.view.waiters.add(cls, { namespace: namespaceOfJob(jobId), need, priority: job.priority, seq, since, expectedMs, wake: done });
+      const off = this.view.waiters.add(cls, {
+        namespace: namespaceOfJob(jobId),
+        need,
+        priority: job.priority,
+        seq,
+        since,
+        expectedMs,
+        runClass: job.profile.name,
+        wake: done,
+      });
       let set = this.wakers.get(jobId);
       if (!set) this.wakers.set(jobId, (set = new Set()));
       set.add(done);

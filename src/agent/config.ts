@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { toIssues } from '../model/schema.ts';
 import { invalid } from '../util/errors.ts';
 import { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig } from './defaults.ts';
+import { WAIT_ORDERS } from './wait-order.ts';
 
 export { AGENT_OPTION_NAMES, DEFAULT_AGENT_CONFIG, type AgentConfig, type ConflictScope } from './defaults.ts';
 
@@ -36,7 +37,7 @@ const SCHEMA = z
     twoSided: bool,
     fairShare: bool,
     admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
-    waitOrder: z.enum(['arrival', 'ratio'], { error: 'must be arrival or ratio' }),
+    waitOrder: z.enum(WAIT_ORDERS, { error: `must be ${WAIT_ORDERS.join(' or ')}` }),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),
     backoffBaseMs: int(0, 60_000),

@@ -5,8 +5,8 @@
  * class a queue in priority then arrival order. A freed RU wakes one waiter: the first, across the
  * classes that can use that RU and are ready for it. With the `ratio` order (wait-order.ts), the
  * first after priority is the waiter with the highest response ratio now: each class queue then
- * holds waiters of one expected run time, among which arrival order is ratio order, and the
- * heads of the queues are compared. The work per freed RU follows the number of
+ * holds waiters of one workload class, among which arrival order is ratio order (up to the
+ * estimate moving between their waits), and the heads of the queues are compared. The work per freed RU follows the number of
  * classes, not the number of waiting jobs, and a job that cannot use the RU is not woken at all.
  *
  * With fair share (fair-share.ts), each class queue holds the waiters of one namespace, and the
@@ -101,7 +101,9 @@ export class FreedWaiters {
   /** Adds a waiter; the returned function removes it (it was woken, timed out or aborted). */
   add(cls: WaitClass, w: Waiter): () => void {
     const ns = w.namespace ?? 'default';
-    const base = this.order === 'ratio' ? `${cls.key}|${w.expectedMs ?? '-'}` : cls.key;
+    // One queue per workload class, not per expected time: the estimate moves with every task
+    // that ends, and a queue per value would make a queue of nearly every waiter.
+    const base = this.order === 'ratio' ? `${cls.key}|${w.runClass ?? '-'}` : cls.key;
     const key = this.fair ? `${ns}|${base}` : base;
     let c = this.classes.get(key);
     if (!c) this.classes.set(key, (c = { cls, key, namespace: ns, queue: [], usable: new Map() }));

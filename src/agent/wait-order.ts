@@ -13,7 +13,7 @@
 
 export type WaitOrder = 'arrival' | 'ratio';
 
-export const WAIT_ORDERS: readonly WaitOrder[] = ['arrival', 'ratio'];
+export const WAIT_ORDERS = ['arrival', 'ratio'] as const satisfies readonly WaitOrder[];
 
 /** What the order reads of a waiting job. */
 export interface OrderedWaiter {
@@ -24,6 +24,8 @@ export interface OrderedWaiter {
   since?: number;
   /** The expected run time of one of its tasks (ms; RunTimes.expected); ratio order only. */
   expectedMs?: number;
+  /** Its workload class, whose run times `expectedMs` was read from; ratio order only. */
+  runClass?: string;
 }
 
 /** (waited + expected) / expected at `now`; 1 when nothing is expected yet (arrival order then decides). */

@@ -74,9 +74,9 @@ describe('live waiters for a freed RU', () => {
     let t = 0;
     const w = new FreedWaiters(undefined, { ...(order ? { order } : {}), now: () => t });
     const woken: string[] = [];
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: 0, expectedMs: 60_000, wake: () => woken.push('long') });
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, wake: () => woken.push('short') });
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, wake: () => woken.push('short, later') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: 0, expectedMs: 60_000, runClass: 'long', wake: () => woken.push('long') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, runClass: 'short', wake: () => woken.push('short') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, runClass: 'short', wake: () => woken.push('short, later') });
     t = now;
     const s = server();
     for (let i = 0; i < 3; i++) w.freed(s, 0);
