@@ -204,7 +204,6 @@ export class AgentRuntime {
     let first = this.waitSeq.get(jobId);
     if (first === undefined) this.waitSeq.set(jobId, (first = { seq: this.view.waiters.nextSeq(), since: this.clock.now() }));
     const { seq, since } = first;
-    const expectedMs = this.config.waitOrder === 'ratio' ? this.view.runTimes.expected(job.profile.name) : undefined;
     if (this.view.fair) this.view.refreshWeights();
     return new Promise((resolve) => {
       const finish = (woken: boolean): void => {
@@ -222,7 +221,6 @@ export class AgentRuntime {
         priority: job.priority,
         seq,
         since,
-        expectedMs,
         runClass: job.profile.name,
         wake: done,
       });

@@ -82,7 +82,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   admissionRule: 'own-bound',
   twoSided: true,
   fairShare: true,
-  waitOrder: 'arrival',
+  waitOrder: 'ratio',
 };
 
 /** The run-time loop's default parts, kept with the loop (src/monitor/runtime-loop.ts): node monitors read them without the agents. */

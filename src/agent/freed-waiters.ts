@@ -5,8 +5,9 @@
  * class a queue in priority then arrival order. A freed RU wakes one waiter: the first, across the
  * classes that can use that RU and are ready for it. With the `ratio` order (wait-order.ts), the
  * first after priority is the waiter with the highest response ratio now: each class queue then
- * holds waiters of one workload class, among which arrival order is ratio order (up to the
- * estimate moving between their waits), and the heads of the queues are compared. The work per freed RU follows the number of
+ * holds waiters of one workload class, which share their class's expected run time as it is now,
+ * so that among them arrival order is ratio order, and the heads of the queues are compared: the
+ * same waiter that a scan of every waiter in the order would find. The work per freed RU follows the number of
  * classes, not the number of waiting jobs, and a job that cannot use the RU is not woken at all.
  *
  * With fair share (fair-share.ts), each class queue holds the waiters of one namespace, and the
@@ -15,8 +16,9 @@
  * namespace is served exactly as without fair share.
  */
 import type { ServerState } from '../sampling/ru-index.ts';
+import { DEFAULT_CORE_CONFIG } from './defaults.ts';
 import { priorityBefore, type FairShare } from './fair-share.ts';
-import { waiterBefore, type OrderedWaiter, type WaitOrder } from './wait-order.ts';
+import { waiterBefore, type Expected, type OrderedWaiter, type WaitOrder } from './wait-order.ts';
 
 /** Waiters a freed RU serves alike: same key, same answers. */
 export interface WaitClass {
@@ -63,17 +65,20 @@ export class FreedWaiters {
 
   private readonly order: WaitOrder;
   private readonly now: () => number;
+  private readonly expected: Expected | undefined;
 
   /**
    * `fair`: serve namespaces by fair share (undefined: priority, then the order, across all).
-   * `order`: after priority, by arrival (the default) or by response ratio at `now()`.
+   * `order`: after priority, by arrival or by response ratio at `now()` (the default), with each
+   * workload class's expected run time from `expected` (RunTimes.expected).
    */
   constructor(
     readonly fair?: FairShare,
-    opts: { order?: WaitOrder; now?: () => number } = {},
+    opts: { order?: WaitOrder; now?: () => number; expected?: Expected } = {},
   ) {
-    this.order = opts.order ?? 'arrival';
+    this.order = opts.order ?? DEFAULT_CORE_CONFIG.waitOrder;
     this.now = opts.now ?? Date.now;
+    this.expected = opts.expected;
   }
 
   /** RUs wanted by the waiting calls, per namespace (kept with fair share only). */
@@ -101,8 +106,7 @@ export class FreedWaiters {
   /** Adds a waiter; the returned function removes it (it was woken, timed out or aborted). */
   add(cls: WaitClass, w: Waiter): () => void {
     const ns = w.namespace ?? 'default';
-    // One queue per workload class, not per expected time: the estimate moves with every task
-    // that ends, and a queue per value would make a queue of nearly every waiter.
+    // One queue per workload class: its waiters share the class's expected run time.
     const base = this.order === 'ratio' ? `${cls.key}|${w.runClass ?? '-'}` : cls.key;
     const key = this.fair ? `${ns}|${base}` : base;
     let c = this.classes.get(key);
@@ -159,13 +163,14 @@ export class FreedWaiters {
     };
     const order = this.order;
     const now = order === 'ratio' ? this.now() : 0;
+    const expected = this.expected;
     const first = (a: ClassQueue, b: ClassQueue): boolean => {
       if (fair && a.namespace !== b.namespace) {
         const ua = usageOf(a.namespace);
         const ub = usageOf(b.namespace);
         if (ua !== ub) return ua < ub;
       }
-      return waiterBefore(a.queue[0] as Waiter, b.queue[0] as Waiter, order, now);
+      return waiterBefore(a.queue[0] as Waiter, b.queue[0] as Waiter, order, now, expected);
     };
     for (const c of this.classes.values()) {
       const head = c.queue[0];

@@ -55,7 +55,7 @@ export class SharedView {
       o.config.fairShare === false
         ? undefined
         : new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
-    this.waiters = new FreedWaiters(this.fair, { order: o.config.waitOrder ?? 'arrival', now: () => o.clock.now() });
+    this.waiters = new FreedWaiters(this.fair, { order: o.config.waitOrder, now: () => o.clock.now(), expected: (cls) => this.runTimes.expected(cls) });
     this.admission = new AdmissionCounters({
       buckets: o.config.buckets,
       clock: o.clock,

@@ -22,28 +22,70 @@ export interface OrderedWaiter {
   seq: number;
   /** When the job first waited (ms, the process's clock); ratio order only. */
   since?: number;
-  /** The expected run time of one of its tasks (ms; RunTimes.expected); ratio order only. */
-  expectedMs?: number;
-  /** Its workload class, whose run times `expectedMs` was read from; ratio order only. */
+  /** Its workload class, whose expected run time (RunTimes.expected) is read when waiters are compared; ratio order only. */
   runClass?: string;
 }
 
-/** (waited + expected) / expected at `now`; 1 when nothing is expected yet (arrival order then decides). */
-export function responseRatio(w: Pick<OrderedWaiter, 'since' | 'expectedMs'>, now: number): number {
-  const e = w.expectedMs;
-  if (e === undefined || !(e > 0) || w.since === undefined) return 1;
-  return (Math.max(0, now - w.since) + e) / e;
+/** The expected run time of a workload class now (RunTimes.expected); undefined when none is known. */
+export type Expected = (runClass: string) => number | undefined;
+
+/**
+ * (waited + expected) / expected at `now`; 1 when nothing is expected yet (arrival order then
+ * decides). The expected run time is the class's now, not the one known when the job began to
+ * wait: waiters of one class always share it, so among them arrival order is ratio order, and the
+ * live agents' queues per class (freed-waiters.ts) serve exactly the order of a scan of every
+ * waiter (the simulator's).
+ */
+export function responseRatio(since: number | undefined, expectedMs: number | undefined, now: number): number {
+  if (expectedMs === undefined || !(expectedMs > 0) || since === undefined) return 1;
+  return (Math.max(0, now - since) + expectedMs) / expectedMs;
+}
+
+/** The order on its three keys, the one comparison both drivers make: higher priority, then higher ratio, then earlier arrival. */
+export function keysBefore(pa: number, ra: number, sa: number, pb: number, rb: number, sb: number): boolean {
+  return pa !== pb ? pa > pb : ra !== rb ? ra > rb : sa < sb;
+}
+
+/** The ratio `w` is ordered by at `now` (1 for every waiter under arrival order). */
+export function ratioOf(w: OrderedWaiter, order: WaitOrder, expected: Expected | undefined, now: number): number {
+  if (order !== 'ratio' || !expected || w.runClass === undefined) return 1;
+  return responseRatio(w.since, expected(w.runClass), now);
 }
 
 /** Does `a` come before `b`: higher priority, then (ratio order) the higher response ratio at `now`, then earlier arrival. */
-export function waiterBefore(a: OrderedWaiter, b: OrderedWaiter, order: WaitOrder, now: number): boolean {
-  if (a.priority !== b.priority) return a.priority > b.priority;
-  if (order === 'ratio') {
-    const ra = responseRatio(a, now);
-    const rb = responseRatio(b, now);
-    if (ra !== rb) return ra > rb;
+export function waiterBefore(a: OrderedWaiter, b: OrderedWaiter, order: WaitOrder, now: number, expected?: Expected): boolean {
+  return keysBefore(a.priority, ratioOf(a, order, expected, now), a.seq, b.priority, ratioOf(b, order, expected, now), b.seq);
+}
+
+/**
+ * The first of `items` in the order that `fits`, by a scan of every one (the simulator's waiters;
+ * the live agents keep queues per class and compare their heads, to the same result); -1 if none fits.
+ */
+export function firstInOrder<T>(
+  items: readonly T[],
+  waiter: (t: T) => OrderedWaiter,
+  fits: (t: T) => boolean,
+  order: WaitOrder,
+  now: number,
+  expected?: Expected,
+): number {
+  let best = -1;
+  let bp = 0;
+  let br = 0;
+  let bs = 0;
+  for (let i = 0; i < items.length; i++) {
+    const t = items[i] as T;
+    if (!fits(t)) continue;
+    const w = waiter(t);
+    const r = ratioOf(w, order, expected, now);
+    if (best < 0 || keysBefore(w.priority, r, w.seq, bp, br, bs)) {
+      best = i;
+      bp = w.priority;
+      br = r;
+      bs = w.seq;
+    }
   }
-  return a.seq < b.seq;
+  return best;
 }
 
 /**

@@ -1,13 +1,15 @@
 /**
  * The order of jobs waiting for a freed RU (agent/wait-order.ts) and the live waiters that keep
- * it (agent/freed-waiters.ts): arrival by default, response ratio as an option, priority first
- * either way; the run times per class that the ratio reads.
+ * it (agent/freed-waiters.ts): response ratio by default, arrival as an option, priority first
+ * either way; the run times per class that the ratio reads; the same order in the live waiters'
+ * queues and in the simulator's scan.
  */
 import { describe, expect, it } from 'vitest';
 import { FreedWaiters, type WaitClass } from '../../src/agent/freed-waiters.ts';
-import { responseRatio, RunTimes, waiterBefore } from '../../src/agent/wait-order.ts';
+import { firstInOrder, responseRatio, RunTimes, waiterBefore, type OrderedWaiter } from '../../src/agent/wait-order.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
+import { SeededRng } from '../../src/util/rng.ts';
 
 const ANY: WaitClass = { key: 'any', canUse: () => true };
 
@@ -41,29 +43,36 @@ describe('run times per class', () => {
 });
 
 describe('the wait order', () => {
-  const long = { priority: 100, seq: 1, since: 0, expectedMs: 60_000 };
-  const short = { priority: 100, seq: 2, since: 5000, expectedMs: 1000 };
+  const run = new Map([
+    ['long', 60_000],
+    ['short', 1000],
+  ]);
+  const expected = (c: string): number | undefined => run.get(c);
+  const long = { priority: 100, seq: 1, since: 0, runClass: 'long' };
+  const short = { priority: 100, seq: 2, since: 5000, runClass: 'short' };
 
   it('ratio: (waited + expected) / expected; 1 with nothing expected', () => {
-    expect(responseRatio(long, 30_000)).toBe(1.5);
-    expect(responseRatio(short, 7000)).toBe(3);
-    expect(responseRatio({ since: 0 }, 7000)).toBe(1);
+    expect(responseRatio(0, 60_000, 30_000)).toBe(1.5);
+    expect(responseRatio(5000, 1000, 7000)).toBe(3);
+    expect(responseRatio(0, undefined, 7000)).toBe(1);
   });
 
   it('by arrival, the earlier first; by ratio, the higher ratio first, so the short job passes the long one', () => {
-    expect(waiterBefore(long, short, 'arrival', 7000)).toBe(true);
-    expect(waiterBefore(short, long, 'ratio', 7000)).toBe(true);
+    expect(waiterBefore(long, short, 'arrival', 7000, expected)).toBe(true);
+    expect(waiterBefore(short, long, 'ratio', 7000, expected)).toBe(true);
     // Priority goes first either way.
-    expect(waiterBefore({ ...long, priority: 200 }, short, 'ratio', 7000)).toBe(true);
+    expect(waiterBefore({ ...long, priority: 200 }, short, 'ratio', 7000, expected)).toBe(true);
     // A long job that has waited long comes before short jobs that arrive then: it is not passed over for ever.
-    expect(waiterBefore(long, { ...short, since: 199_000 }, 'ratio', 200_000)).toBe(true);
+    expect(waiterBefore(long, { ...short, since: 199_000 }, 'ratio', 200_000, expected)).toBe(true);
     // Equal ratios: arrival.
-    expect(waiterBefore({ ...short, seq: 3 }, short, 'ratio', 7000)).toBe(false);
+    expect(waiterBefore({ ...short, seq: 3 }, short, 'ratio', 7000, expected)).toBe(false);
+    // No run time known for either class: arrival.
+    expect(waiterBefore(short, long, 'ratio', 7000, () => undefined)).toBe(false);
   });
 
-  it('is an agent option, arrival by default, refused otherwise naming the field', () => {
-    expect(agentConfig().waitOrder).toBe('arrival');
-    expect(agentConfig({ waitOrder: 'ratio' }).waitOrder).toBe('ratio');
+  it('is an agent option, ratio by default, refused otherwise naming the field', () => {
+    expect(agentConfig().waitOrder).toBe('ratio');
+    expect(agentConfig({ waitOrder: 'arrival' }).waitOrder).toBe('arrival');
     expect(() => agentConfig({ waitOrder: 'shortest' as never })).toThrow(/agent\.waitOrder.*arrival or ratio/);
   });
 });
@@ -72,24 +81,95 @@ describe('live waiters for a freed RU', () => {
   /** A long job waits from 0; two short ones from `shortSince`; RUs free at `now`. */
   function wake(order: 'arrival' | 'ratio' | undefined, now: number, shortSince = 5000): string[] {
     let t = 0;
-    const w = new FreedWaiters(undefined, { ...(order ? { order } : {}), now: () => t });
+    const rt = new RunTimes();
+    rt.observe('long', 60_000);
+    rt.observe('short', 1000);
+    const w = new FreedWaiters(undefined, { ...(order ? { order } : {}), now: () => t, expected: (c) => rt.expected(c) });
     const woken: string[] = [];
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: 0, expectedMs: 60_000, runClass: 'long', wake: () => woken.push('long') });
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, runClass: 'short', wake: () => woken.push('short') });
-    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, expectedMs: 1000, runClass: 'short', wake: () => woken.push('short, later') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: 0, runClass: 'long', wake: () => woken.push('long') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, runClass: 'short', wake: () => woken.push('short') });
+    w.add(ANY, { priority: 100, seq: w.nextSeq(), since: shortSince, runClass: 'short', wake: () => woken.push('short, later') });
     t = now;
     const s = server();
     for (let i = 0; i < 3; i++) w.freed(s, 0);
     return woken;
   }
 
-  it('wake in arrival order by default', () => {
-    expect(wake(undefined, 7000)).toEqual(['long', 'short', 'short, later']);
+  it('wake in arrival order with the arrival order', () => {
+    expect(wake('arrival', 7000)).toEqual(['long', 'short', 'short, later']);
   });
 
-  it('wake by response ratio with the ratio order; the short jobs keep their arrival order among themselves', () => {
-    expect(wake('ratio', 7000)).toEqual(['short', 'short, later', 'long']);
+  it('wake by response ratio by default; the short jobs keep their arrival order among themselves', () => {
+    expect(wake(undefined, 7000)).toEqual(['short', 'short, later', 'long']);
     // A long job that has waited 5 minutes (ratio 6) goes before short ones that waited a second (ratio 2).
     expect(wake('ratio', 300_000, 299_000)).toEqual(['long', 'short', 'short, later']);
   });
+});
+
+/**
+ * The live agents keep their waiters in queues per class and compare the heads; the simulator
+ * scans every waiter (firstInOrder). Both must wake the same waiter for every freed RU, whatever
+ * the mix of priorities, classes, arrival times and run times learned while they wait.
+ */
+describe('one order in both drivers', () => {
+  const CLASSES: WaitClass[] = [
+    { key: 'any', canUse: () => true },
+    { key: 'even', canUse: (s) => Number(s.id.slice(1)) % 2 === 0 },
+    { key: 'low', canUse: (s) => Number(s.id.slice(1)) < 2 },
+  ];
+  const RUN_CLASSES = ['spark', 'memcached', 'hadoop', 'new'];
+  const index = new RuIndex();
+  const servers = Array.from({ length: 4 }, (_, i) => index.upsertServer({ id: `s${i}`, platform: 'p', rack: 'r0', rus: 2, speed: 1, attributes: {} }));
+
+  for (const order of ['ratio', 'arrival'] as const) {
+    it(`${order}: queues per class wake what a scan of every waiter finds, for 40 random mixes`, () => {
+      for (let seed = 1; seed <= 40; seed++) {
+        const rng = new SeededRng(seed);
+        let t = 0;
+        const rt = new RunTimes(5);
+        const expected = (c: string): number | undefined => rt.expected(c);
+        const live = new FreedWaiters(undefined, { order, now: () => t, expected });
+        interface Entry extends OrderedWaiter {
+          id: number;
+          cls: WaitClass;
+        }
+        const all: Entry[] = [];
+        const livewoken: number[] = [];
+        const scanwoken: number[] = [];
+        for (let step = 0; step < 60; step++) {
+          t += rng.int(3000);
+          const roll = rng.next();
+          if (roll < 0.45) {
+            const e: Entry = {
+              id: step,
+              priority: [100, 100, 200][rng.int(3)] as number,
+              seq: live.nextSeq(),
+              since: t,
+              runClass: RUN_CLASSES[rng.int(4)],
+              cls: CLASSES[rng.int(3)] as WaitClass,
+            };
+            all.push(e);
+            live.add(e.cls, { ...e, wake: () => livewoken.push(e.id) });
+          } else if (roll < 0.65) {
+            // A task ends: the run times move while jobs wait.
+            rt.observe(RUN_CLASSES[rng.int(3)] as string, 500 + rng.int(60_000));
+          } else {
+            const srv = servers[rng.int(servers.length)] as ServerState;
+            const k = firstInOrder(
+              all,
+              (e) => e,
+              (e) => e.cls.canUse(srv, 0),
+              order,
+              t,
+              expected,
+            );
+            if (k >= 0) scanwoken.push((all.splice(k, 1)[0] as Entry).id);
+            live.freed(srv, 0);
+          }
+        }
+        expect({ seed, woken: livewoken }).toEqual({ seed, woken: scanwoken });
+        expect(live.size).toBe(all.length);
+      }
+    });
+  }
 });

@@ -1,7 +1,7 @@
 /**
  * The simulated agents' `ratio` wait order (agent/wait-order.ts): on a full cell, a job whose
  * class's tasks run short is served before a job of a long-running class that waited about as
- * long, by the run times the policy saw its tasks take; the default order is arrival.
+ * long, by the run times the policy saw its tasks take (the default); the other order is arrival.
  */
 import { describe, expect, it } from 'vitest';
 import { runSim } from '../../src/sim/run.ts';
@@ -35,8 +35,8 @@ function starts(waitOrder?: 'arrival' | 'ratio'): Map<number, number> {
 }
 
 describe('tarcil in the simulator: the order of jobs waiting for a freed RU', () => {
-  it('by arrival by default: the long job that waited first takes the RU freed at 7.7 s', () => {
-    const s = starts();
+  it('by arrival: the long job that waited first takes the RU freed at 7.7 s', () => {
+    const s = starts('arrival');
     expect(s.get(3)).toBeLessThan(4800);
     expect(s.get(4)).toBeGreaterThanOrEqual(7700);
     expect(s.get(4)).toBeLessThan(8200);
@@ -44,8 +44,8 @@ describe('tarcil in the simulator: the order of jobs waiting for a freed RU', ()
     expect(s.get(5)).toBeGreaterThanOrEqual(11_700);
   });
 
-  it('by response ratio: the short job (4.8 at 7.7 s) goes before the long one (1.7)', () => {
-    const s = starts('ratio');
+  it('by response ratio, the default: the short job (4.8 at 7.7 s) goes before the long one (1.7)', () => {
+    const s = starts();
     expect(s.get(5)).toBeGreaterThanOrEqual(7700);
     expect(s.get(5)).toBeLessThan(8200);
     expect(s.get(4)).toBeGreaterThanOrEqual(8200);

@@ -42,15 +42,14 @@ export const ORACLE = 'oracle';
 /**
  * Every policy of the table, the practical ones in the order of the table, the oracle last.
  * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
- * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, or serve waiting jobs by response ratio.
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, or serve waiting jobs by arrival.
  */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
   { name: 'tarcil, no run-time loop', spec: { name: 'tarcil', runtime: {} } },
   { name: "tarcil, paper's Q, no loop", spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
   { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
-  { name: 'tarcil + ratio order', spec: { name: 'tarcil', core: { waitOrder: 'ratio' } } },
-  { name: "tarcil, paper's Q, ratio order", spec: { name: 'tarcil', core: { twoSided: false, waitOrder: 'ratio' }, runtime: {} } },
+  { name: 'tarcil, arrival order', spec: { name: 'tarcil', core: { waitOrder: 'arrival' } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },

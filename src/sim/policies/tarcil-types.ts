@@ -3,6 +3,7 @@
  */
 import type { AttemptPolicy } from '../../agent/attempt.ts';
 import type { AttemptSteps, Outcome, Step } from '../../agent/attempt-steps.ts';
+import type { OrderedWaiter } from '../../agent/wait-order.ts';
 import type { Pick } from '../../sampling/batch.ts';
 import type { CoreConfig, CoreContext } from '../../agent/core.ts';
 import type { JobSpec } from '../../model/types.ts';
@@ -62,11 +63,8 @@ export interface Request {
   scaleOut?: boolean;
   /** Its job's namespace. */
   ns: string;
-  /** Its job's arrival number among the waiters (set at its first wait for a freed RU). */
-  seq?: number;
-  /** The `ratio` wait order: when its job first waited, and the expected run time of its class's tasks then. */
-  since?: number;
-  expectedMs?: number;
+  /** What the wait order reads of it (agent/wait-order.ts), set at its job's first wait for a freed RU: arrival number, when, workload class. */
+  wait?: OrderedWaiter;
   /** Woken by a freed RU in the waiters' (fair) order: its next decision does not yield. */
   woken?: boolean;
 }

@@ -34,7 +34,7 @@ import type { AttemptPolicy } from '../../agent/attempt.ts';
 import type { Step } from '../../agent/attempt-steps.ts';
 import { decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
-import { responseRatio, RunTimes } from '../../agent/wait-order.ts';
+import { firstInOrder, RunTimes, type OrderedWaiter } from '../../agent/wait-order.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
@@ -69,10 +69,10 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
    * Each job's arrival number among the waiters, taken at its first wait: a request that waits
    * again keeps its place, as in the live agent (agent.ts waitFreed, freed-waiters.ts).
    */
-  private readonly waitSeq = new WeakMap<SimJob, number>();
-  /** The `ratio` wait order: when each job first waited, and its class's tasks' run times as seen to end. */
-  private readonly waitSince = new WeakMap<SimJob, number>();
+  private readonly waitSeq = new WeakMap<SimJob, { seq: number; since: number }>();
+  /** The `ratio` wait order: its tasks' run times as seen to end, per workload class. */
   private readonly runTimes = new RunTimes();
+  private readonly expected = (cls: string): number | undefined => this.runTimes.expected(cls);
   private nextSeq = 0;
   /** Fair share among namespaces (agent/fair-share.ts), over the agents' view; undefined when off. */
   protected readonly fair: FairShare | undefined;
@@ -416,22 +416,14 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
    * behind every job that arrived after it.
    */
   private park(q: Request[], r: Request): void {
-    let seq = this.waitSeq.get(r.job);
-    if (seq === undefined) this.waitSeq.set(r.job, (seq = this.nextSeq++));
-    r.seq = seq;
-    if (this.cfg.waitOrder === 'ratio') {
-      let since = this.waitSince.get(r.job);
-      if (since === undefined) this.waitSince.set(r.job, (since = this.world.engine.now()));
-      r.since = since;
-      r.expectedMs = this.runTimes.expected(r.job.profile.name);
-    }
-    const w = { priority: r.job.priority, seq };
+    let first = this.waitSeq.get(r.job);
+    if (first === undefined) this.waitSeq.set(r.job, (first = { seq: this.nextSeq++, since: this.world.engine.now() }));
+    const w: OrderedWaiter = (r.wait = { priority: r.job.priority, seq: first.seq, since: first.since, runClass: r.job.profile.name });
     let lo = 0;
     let hi = q.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      const o = q[mid] as Request;
-      if (priorityBefore(w, { priority: o.job.priority, seq: o.seq ?? Infinity })) hi = mid;
+      if (priorityBefore(w, (q[mid] as Request).wait as OrderedWaiter)) hi = mid;
       else lo = mid + 1;
     }
     q.splice(lo, 0, r);
@@ -465,7 +457,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
       if (q.length === 0) continue;
       const u = this.fair ? this.fair.usage(ns) : 0;
       if (bestQ && u >= bestU) continue;
-      const k = this.cfg.waitOrder === 'ratio' ? this.firstByRatio(q, fits) : q.findIndex(fits);
+      const k = this.cfg.waitOrder === 'ratio' ? firstInOrder(q, waitOf, fits, 'ratio', this.world.engine.now(), this.expected) : q.findIndex(fits);
       if (k < 0) continue;
       bestQ = q;
       bestK = k;
@@ -477,28 +469,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     // The freed RU reaches the agents' cache after the watch delay.
     this.world.engine.after(this.lag.watch, () => this.requeue(r.agent ?? this.firstAgent, r));
   }
-
-  /** The `ratio` wait order: of the waiters that fit, the first by priority, then response ratio now, then arrival. */
-  private firstByRatio(q: readonly Request[], fits: (w: Request) => boolean): number {
-    const now = this.world.engine.now();
-    let best = -1;
-    let bp = 0;
-    let br = 0;
-    let bs = 0;
-    for (let i = 0; i < q.length; i++) {
-      const w = q[i] as Request;
-      if (!fits(w)) continue;
-      // waiterBefore (agent/wait-order.ts), inlined: this runs for every freed RU.
-      const p = w.job.priority;
-      const r = responseRatio(w, now);
-      const s = w.seq ?? Infinity;
-      if (best < 0 || (p !== bp ? p > bp : r !== br ? r > br : s < bs)) {
-        best = i;
-        bp = p;
-        br = r;
-        bs = s;
-      }
-    }
-    return best;
-  }
 }
+
+/** What the wait order reads of a waiting request (set when it is parked). */
+const waitOf = (r: Request): OrderedWaiter => r.wait as OrderedWaiter;
