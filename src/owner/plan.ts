@@ -27,8 +27,13 @@ import { isLiveTask, quotaToken, type changeJobTokens } from '../tenancy/quota.t
 import type { PlacedRuRecord } from '../state/records.ts';
 import type { TaskView } from './job.ts';
 
-/** Progress alone (task counts, placed) is written to the job record at most this often. */
-export const PROGRESS_WRITE_MS = 250;
+/**
+ * Progress alone (task counts, placed, outcomes) is written to the job record at most this often.
+ * Where a job's tasks end spread out, each interval with an end costs a write of the record and
+ * of an outcome block: once a second, the soak's mix with tasks of 30 s writes 3.44 keys a task
+ * against 3.73 at 250 ms (bench/README, record-cost); counts shown may lag that much.
+ */
+export const PROGRESS_WRITE_MS = 1000;
 /**
  * A job with live tasks has its record written at least this often, to move its `seen` revision
  * on (live-records.ts): the history a lookup of an unrecorded outcome replays starts there, and
