@@ -89,6 +89,50 @@ export function firstInOrder<T>(
 }
 
 /**
+ * The first in the order that `fits`, across lists each kept in priority then arrival order and
+ * holding waiters of one workload class (the simulator's waiters; the live agents' FreedWaiters
+ * keeps queues the same way): the first that fits of each list, compared by `usage` of the list
+ * first when given (fair share: lower first), then the order's keys. A list whose first waiter
+ * comes after the best so far is not searched. The same result as firstInOrder over all of them.
+ */
+export function firstAcross<L extends { readonly list: readonly T[] }, T>(
+  lists: Iterable<L>,
+  waiter: (t: T) => OrderedWaiter,
+  fits: (t: T) => boolean,
+  order: WaitOrder,
+  now: number,
+  expected?: Expected,
+  usage?: (l: L) => number,
+): { of: L; k: number } | undefined {
+  let found: { of: L; k: number } | undefined;
+  let bu = Infinity;
+  let bp = 0;
+  let br = 0;
+  let bs = 0;
+  for (const l of lists) {
+    const q = l.list;
+    if (q.length === 0) continue;
+    const u = usage ? usage(l) : 0;
+    if (found && u > bu) continue;
+    if (found && u === bu) {
+      const h = waiter(q[0] as T);
+      if (!keysBefore(h.priority, ratioOf(h, order, expected, now), h.seq, bp, br, bs)) continue;
+    }
+    const k = q.findIndex(fits);
+    if (k < 0) continue;
+    const w = waiter(q[k] as T);
+    const r = ratioOf(w, order, expected, now);
+    if (found && u === bu && !keysBefore(w.priority, r, w.seq, bp, br, bs)) continue;
+    found = { of: l, k };
+    bu = u;
+    bp = w.priority;
+    br = r;
+    bs = w.seq;
+  }
+  return found;
+}
+
+/**
  * The mean run time of the tasks seen to end, per workload class: a moving mean over the last
  * `window` ends of each class (the first ends averaged alike), so that it follows a class whose
  * tasks change. The mean over all classes stands in for a class with no end seen yet.

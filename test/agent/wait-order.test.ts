@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FreedWaiters, type WaitClass } from '../../src/agent/freed-waiters.ts';
-import { firstInOrder, responseRatio, RunTimes, waiterBefore, type OrderedWaiter } from '../../src/agent/wait-order.ts';
+import { firstAcross, firstInOrder, responseRatio, RunTimes, waiterBefore, type OrderedWaiter } from '../../src/agent/wait-order.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
@@ -107,9 +107,11 @@ describe('live waiters for a freed RU', () => {
 });
 
 /**
- * The live agents keep their waiters in queues per class and compare the heads; the simulator
- * scans every waiter (firstInOrder). Both must wake the same waiter for every freed RU, whatever
- * the mix of priorities, classes, arrival times and run times learned while they wait.
+ * The live agents keep their waiters in queues per class and compare the heads (FreedWaiters); the
+ * simulator keeps lists per workload class and compares the first that fits of each (firstAcross).
+ * Both must wake, for every freed RU, the waiter that a scan of every waiter in the order finds
+ * (firstInOrder), whatever the mix of priorities, classes, arrival times and run times learned
+ * while they wait.
  */
 describe('one order in both drivers', () => {
   const CLASSES: WaitClass[] = [
@@ -122,7 +124,7 @@ describe('one order in both drivers', () => {
   const servers = Array.from({ length: 4 }, (_, i) => index.upsertServer({ id: `s${i}`, platform: 'p', rack: 'r0', rus: 2, speed: 1, attributes: {} }));
 
   for (const order of ['ratio', 'arrival'] as const) {
-    it(`${order}: queues per class wake what a scan of every waiter finds, for 40 random mixes`, () => {
+    it(`${order}: the live queues and the simulator's lists wake what a scan of every waiter finds, for 40 random mixes`, () => {
       for (let seed = 1; seed <= 40; seed++) {
         const rng = new SeededRng(seed);
         let t = 0;
@@ -155,14 +157,18 @@ describe('one order in both drivers', () => {
             rt.observe(RUN_CLASSES[rng.int(3)] as string, 500 + rng.int(60_000));
           } else {
             const srv = servers[rng.int(servers.length)] as ServerState;
-            const k = firstInOrder(
-              all,
-              (e) => e,
-              (e) => e.cls.canUse(srv, 0),
-              order,
-              t,
-              expected,
-            );
+            const fits = (e: Entry): boolean => e.cls.canUse(srv, 0);
+            const k = firstInOrder(all, (e) => e, fits, order, t, expected);
+            // The simulator's lists: one per workload class under the ratio order, each in priority then arrival order.
+            const lists = new Map<string, { list: Entry[] }>();
+            for (const e of [...all].sort((a, b) => b.priority - a.priority || a.seq - b.seq)) {
+              const key = order === 'ratio' ? (e.runClass as string) : '';
+              const l = lists.get(key) ?? { list: [] };
+              lists.set(key, l);
+              l.list.push(e);
+            }
+            const across = firstAcross(lists.values(), (e) => e, fits, order, t, expected);
+            expect(across ? across.of.list[across.k] : undefined).toBe(k >= 0 ? all[k] : undefined);
             if (k >= 0) scanwoken.push((all.splice(k, 1)[0] as Entry).id);
             live.freed(srv, 0);
           }
@@ -172,4 +178,39 @@ describe('one order in both drivers', () => {
       }
     });
   }
+});
+
+describe("the simulator's lists with fair share", () => {
+  it('go to the list of the lowest usage that has a waiter that fits, then by the order', () => {
+    const expected = (c: string): number | undefined => ({ short: 1000, long: 60_000 })[c];
+    const w = (seq: number, runClass: string, since = 0): OrderedWaiter => ({ priority: 100, seq, since, runClass });
+    const lists = [
+      { ns: 'big', list: [w(1, 'short')] },
+      { ns: 'small', list: [w(2, 'long'), w(3, 'long')] },
+      { ns: 'small', list: [w(4, 'short', 5000)] },
+    ];
+    const usage = new Map([
+      ['big', 2],
+      ['small', 1],
+    ]);
+    const pick = (fits: (x: OrderedWaiter) => boolean): number | undefined => {
+      const f = firstAcross(
+        lists,
+        (x) => x,
+        fits,
+        'ratio',
+        7000,
+        expected,
+        (l) => usage.get(l.ns) as number,
+      );
+      return f ? f.of.list[f.k]?.seq : undefined;
+    };
+    // The small namespace first; in it the short job (ratio 3) before the long ones (about 1.1).
+    expect(pick(() => true)).toBe(4);
+    // Its short job cannot use the RU: its first long job that can.
+    expect(pick((x) => x.seq !== 4 && x.seq !== 2)).toBe(3);
+    // None of the small namespace can: the big one's.
+    expect(pick((x) => x.seq === 1)).toBe(1);
+    expect(pick(() => false)).toBeUndefined();
+  });
 });

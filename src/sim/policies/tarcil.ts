@@ -34,7 +34,7 @@ import type { AttemptPolicy } from '../../agent/attempt.ts';
 import type { Step } from '../../agent/attempt-steps.ts';
 import { decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
-import { firstInOrder, RunTimes, type OrderedWaiter } from '../../agent/wait-order.ts';
+import { firstAcross, RunTimes, type OrderedWaiter } from '../../agent/wait-order.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
@@ -63,8 +63,8 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
   protected readonly policy: AttemptPolicy;
   protected readonly opts: TarcilOptions;
   private rr = 0;
-  /** Requests waiting for a freed RU, in priority then arrival order: one list per namespace with fair share, one list ('') without. */
-  private readonly waiters = new Map<string, Request[]>();
+  /** Requests waiting for a freed RU, each list in priority then arrival order (waitList). */
+  private readonly waiters = new Map<string, { ns: string; list: Request[] }>();
   /**
    * Each job's arrival number among the waiters, taken at its first wait: a request that waits
    * again keeps its place, as in the live agent (agent.ts waitFreed, freed-waiters.ts).
@@ -171,7 +171,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
   private waitingTasks(): number {
     let n = 0;
     for (const a of this.agents) for (const r of a.queue) n += r.pending.length;
-    for (const q of this.waiters.values()) for (const r of q) n += r.pending.length;
+    for (const { list } of this.waiters.values()) for (const r of list) n += r.pending.length;
     return n;
   }
 
@@ -381,11 +381,18 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     });
   }
 
+  /**
+   * The list a request waits in: one per namespace with fair share (one for all without), and
+   * under the `ratio` order one per workload class in it, as the live waiters keep them
+   * (freed-waiters.ts): the requests of one class share its expected run time, so in their list,
+   * kept in priority then arrival order, the first that fits is the first in the ratio order.
+   */
   private waitList(r: Request): Request[] {
-    const key = this.fair ? r.ns : '';
-    let q = this.waiters.get(key);
-    if (!q) this.waiters.set(key, (q = []));
-    return q;
+    const ns = this.fair ? r.ns : '';
+    const key = this.cfg.waitOrder === 'ratio' ? `${ns}|${r.job.profile.name}` : ns;
+    let e = this.waiters.get(key);
+    if (!e) this.waiters.set(key, (e = { ns, list: [] }));
+    return e.list;
   }
 
   /** With fair share: `n` more (or fewer) RUs wanted by the waiting requests of `ns`. */
@@ -450,21 +457,18 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
       for (const [key, v] of Object.entries(want)) if (own(srv.spec.attributes, key) !== v) return false;
       return true;
     };
-    let bestQ: Request[] | undefined;
-    let bestK = -1;
-    let bestU = Infinity;
-    for (const [ns, q] of this.waiters) {
-      if (q.length === 0) continue;
-      const u = this.fair ? this.fair.usage(ns) : 0;
-      if (bestQ && u >= bestU) continue;
-      const k = this.cfg.waitOrder === 'ratio' ? firstInOrder(q, waitOf, fits, 'ratio', this.world.engine.now(), this.expected) : q.findIndex(fits);
-      if (k < 0) continue;
-      bestQ = q;
-      bestK = k;
-      bestU = u;
-    }
-    if (!bestQ) return;
-    const r = this.unwait(bestQ, bestK);
+    const fair = this.fair;
+    const found = firstAcross(
+      this.waiters.values(),
+      waitOf,
+      fits,
+      this.cfg.waitOrder,
+      this.world.engine.now(),
+      this.expected,
+      fair ? (l) => fair.usage(l.ns) : undefined,
+    );
+    if (!found) return;
+    const r = this.unwait(found.of.list, found.k);
     r.woken = true;
     // The freed RU reaches the agents' cache after the watch delay.
     this.world.engine.after(this.lag.watch, () => this.requeue(r.agent ?? this.firstAgent, r));
