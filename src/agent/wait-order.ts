@@ -58,42 +58,12 @@ export function waiterBefore(a: OrderedWaiter, b: OrderedWaiter, order: WaitOrde
 }
 
 /**
- * The first of `items` in the order that `fits`, by a scan of every one (the simulator's waiters;
- * the live agents keep queues per class and compare their heads, to the same result); -1 if none fits.
- */
-export function firstInOrder<T>(
-  items: readonly T[],
-  waiter: (t: T) => OrderedWaiter,
-  fits: (t: T) => boolean,
-  order: WaitOrder,
-  now: number,
-  expected?: Expected,
-): number {
-  let best = -1;
-  let bp = 0;
-  let br = 0;
-  let bs = 0;
-  for (let i = 0; i < items.length; i++) {
-    const t = items[i] as T;
-    if (!fits(t)) continue;
-    const w = waiter(t);
-    const r = ratioOf(w, order, expected, now);
-    if (best < 0 || keysBefore(w.priority, r, w.seq, bp, br, bs)) {
-      best = i;
-      bp = w.priority;
-      br = r;
-      bs = w.seq;
-    }
-  }
-  return best;
-}
-
-/**
  * The first in the order that `fits`, across lists each kept in priority then arrival order and
  * holding waiters of one workload class (the simulator's waiters; the live agents' FreedWaiters
  * keeps queues the same way): the first that fits of each list, compared by `usage` of the list
  * first when given (fair share: lower first), then the order's keys. A list whose first waiter
- * comes after the best so far is not searched. The same result as firstInOrder over all of them.
+ * comes after the best so far is not searched. The same result as a scan of every waiter in the order
+ * (test/agent/wait-order.test.ts checks it).
  */
 export function firstAcross<L extends { readonly list: readonly T[] }, T>(
   lists: Iterable<L>,

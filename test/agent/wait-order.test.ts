@@ -6,7 +6,17 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FreedWaiters, type WaitClass } from '../../src/agent/freed-waiters.ts';
-import { firstAcross, firstInOrder, responseRatio, RunTimes, waiterBefore, type OrderedWaiter } from '../../src/agent/wait-order.ts';
+import {
+  firstAcross,
+  keysBefore,
+  ratioOf,
+  responseRatio,
+  RunTimes,
+  waiterBefore,
+  type Expected,
+  type OrderedWaiter,
+  type WaitOrder,
+} from '../../src/agent/wait-order.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
 import { SeededRng } from '../../src/util/rng.ts';
@@ -106,6 +116,18 @@ describe('live waiters for a freed RU', () => {
   });
 });
 
+/** The reference: the first of `items` in the order that `fits`, by a scan of every one; -1 if none fits. */
+function firstInOrder<T extends OrderedWaiter>(items: readonly T[], fits: (t: T) => boolean, order: WaitOrder, now: number, expected: Expected): number {
+  let best = -1;
+  for (let i = 0; i < items.length; i++) {
+    const w = items[i] as T;
+    if (!fits(w)) continue;
+    const b = items[best];
+    if (!b || keysBefore(w.priority, ratioOf(w, order, expected, now), w.seq, b.priority, ratioOf(b, order, expected, now), b.seq)) best = i;
+  }
+  return best;
+}
+
 /**
  * The live agents keep their waiters in queues per class and compare the heads (FreedWaiters); the
  * simulator keeps lists per workload class and compares the first that fits of each (firstAcross).
@@ -158,7 +180,7 @@ describe('one order in both drivers', () => {
           } else {
             const srv = servers[rng.int(servers.length)] as ServerState;
             const fits = (e: Entry): boolean => e.cls.canUse(srv, 0);
-            const k = firstInOrder(all, (e) => e, fits, order, t, expected);
+            const k = firstInOrder(all, fits, order, t, expected);
             // The simulator's lists: one per workload class under the ratio order, each in priority then arrival order.
             const lists = new Map<string, { list: Entry[] }>();
             for (const e of [...all].sort((a, b) => b.priority - a.priority || a.seq - b.seq)) {
