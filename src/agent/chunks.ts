@@ -157,10 +157,12 @@ export class ChunkPlacer {
 /**
  * One decision for `need` tasks of the call, with admission skipped (the loop asked it), the RUs
  * in `keep` (survivors of the chunk's last commit) and those freed moments ago that are left to
- * another front-end (handoff.ts) excluded, and counted in the record.
+ * another front-end (handoff.ts) excluded, on a nearly full cell among this front-end's servers
+ * alone (handoff.ts partition()), and counted in the record.
  */
 function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]): Decision {
   const { agent: a, job } = cx;
+  const allow = a.view.handoff.partition();
   const d = decide(a.core, {
     job,
     target: cx.target,
@@ -168,6 +170,7 @@ function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]):
     cfg: a.config,
     skipAdmission: true,
     exclude: a.view.handoff.excludedWith(keep),
+    ...(allow ? { allow } : {}),
     ...(a.config.preemption && job.priority > a.config.bypassAbove ? a.view.fairDisplace(job.id) : {}),
   });
   cx.noteDecision(d);

@@ -50,6 +50,7 @@ const SCHEMA = z
     groupCommit: int(0, 64),
     commitAhead: int(1, 64),
     handoffMs: int(0, 60_000),
+    partitionBelow: z.number({ error: 'must be a number in [0, 1]' }).min(0, 'must be a number in [0, 1]').max(1, 'must be a number in [0, 1]'),
   })
   .strict()
   .refine((c) => c.minR <= c.capR, { message: 'must not exceed capR', path: ['minR'] })

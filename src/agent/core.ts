@@ -6,7 +6,7 @@ import type { AdmissionCounters, AdmissionVerdict, PreparedContention } from '..
 import type { JobSpec } from '../model/types.ts';
 import { contention, type JobTarget } from '../quality/index.ts';
 import { selectPlacements, type PlacementRequest, type SelectionResult } from '../sampling/batch.ts';
-import type { RuIndex } from '../sampling/ru-index.ts';
+import type { RuIndex, ServerState } from '../sampling/ru-index.ts';
 import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
 import type { Clock } from '../util/clock.ts';
@@ -104,6 +104,8 @@ export interface DecideAsk {
   skipAdmission?: boolean;
   exclude?: ReadonlySet<number>;
   only?: ReadonlySet<number>;
+  /** The only servers that may be chosen (the front-end's share of a nearly full cell, handoff.ts). */
+  allow?: (server: ServerState) => boolean;
   mayDisplace?: (victimJob: string) => boolean;
 }
 
@@ -121,6 +123,7 @@ export function decide(ctx: CoreContext, ask: DecideAsk): Decision {
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(ask.exclude ? { exclude: ask.exclude } : {}),
       ...(ask.only ? { only: ask.only } : {}),
+      ...(ask.allow ? { allow: ask.allow } : {}),
       ...(ask.mayDisplace ? { mayDisplace: ask.mayDisplace } : {}),
     },
     ctx.rng,

@@ -132,6 +132,13 @@ export interface AgentConfig extends CoreConfig {
    * once. Only front-ends with tasks to place count (`tarcil up`, a single front-end, never waits).
    */
   handoffMs: number;
+  /**
+   * Below this share of the cell's RUs free, while several front-ends have tasks to place, each
+   * front-end samples only the servers it is the home of (handoff.ts), the homes turning every
+   * 2 s: on a nearly full cell the front-ends would otherwise all draw from the same few free RUs
+   * and conflict. 0: never. Needs handoffMs > 0.
+   */
+  partitionBelow: number;
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -148,6 +155,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   groupCommit: 2,
   commitAhead: 4,
   handoffMs: 250,
+  partitionBelow: 0.05,
 };
 
 /**

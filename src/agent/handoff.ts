@@ -10,10 +10,18 @@
  * A front-end that is the only one with jobs to place (or with the window 0) takes every freed RU
  * at once, as before.
  *
+ * When free RUs are scarce (fewer than `partitionBelow` of the cell's), the homes also split the
+ * sampling: each front-end draws only from the servers it is the home of. On a nearly full cell
+ * every front-end otherwise samples the same few free RUs, and most of their commits conflict over
+ * RUs another front-end took a moment before (its commit not yet in this view). The homes turn
+ * every `rotateMs` (the server's hash plus the turn's number picks its home), so an RU that only
+ * another front-end's jobs can use reaches it within a few turns; at each turn, the free RUs that
+ * came home wake a waiter here.
+ *
  * Front-ends may see the set change at different moments (a watch lags, a front-end rewrites its
- * record a moment after its demand changes): for a while a server may then have two homes (a conflict, as
- * without the handoff) or none (the RU waits out the window). Neither places anything twice: the
- * commit's compare decides, as always.
+ * record a moment after its demand changes, a turn ends on one clock before another): for a while a
+ * server may then have two homes (a conflict, as without the handoff) or none (the RU waits out the
+ * window or the turn). Neither places anything twice: the commit's compare decides, as always.
  */
 import type { RuIndex, ServerState } from '../sampling/ru-index.ts';
 import type { Clock, Timer } from '../util/clock.ts';
@@ -25,7 +33,18 @@ export interface HandoffOptions {
   windowMs: number;
   /** Wakes a waiter of this process for a freed RU (FreedWaiters.freed). */
   wake: (server: ServerState, index: number) => void;
+  /** Below this share of the cell's RUs free, each front-end samples only the servers it is home of (0: never). Default 0. */
+  partitionBelow?: number;
+  /** How long one assignment of homes lasts. Default {@link HOME_TURN_MS}. */
+  rotateMs?: number;
 }
+
+/**
+ * How long one assignment of servers to homes lasts: well above the time a commit takes to reach
+ * every view (tens to hundreds of ms on a loaded cell), so that the moments when two front-ends
+ * disagree are rare, and short enough that an RU only another front-end can use waits little.
+ */
+export const HOME_TURN_MS = 2000;
 
 /** FNV-1a of a server id: the same on every front-end. */
 function hashId(id: string): number {
@@ -45,7 +64,13 @@ export interface Demand {
 }
 
 /** The outcomes of a freed RU held for its home front-end, as /metrics labels them, and the count each is. */
-export const HANDOFF_OUTCOMES = { 'handed-off': 'handedOff', 'woken-after-window': 'wokenAfterWindow', 'taken-meanwhile': 'takenMeanwhile' } as const;
+export const HANDOFF_OUTCOMES = {
+  'handed-off': 'handedOff',
+  'woken-after-window': 'wokenAfterWindow',
+  'taken-meanwhile': 'takenMeanwhile',
+  'left-to-home': 'leftToHome',
+  'came-home': 'cameHome',
+} as const;
 
 export class FreedHandoff {
   private self: string | undefined;
@@ -60,9 +85,21 @@ export class FreedHandoff {
    */
   private readonly held = new Map<number, { end: number; freed: boolean }>();
   private timer: Timer | undefined;
-  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0 };
+  /** The next turn of the homes, while the sampling is split (partition()). */
+  private turnTimer: Timer | undefined;
+  private readonly hashes = new WeakMap<ServerState, number>();
+  private total = { rus: 0, at: Number.NEGATIVE_INFINITY };
+  private readonly rotateMs: number;
+  /**
+   * handedOff: freed RUs held for their home; of those, wokenAfterWindow (still free, woken for
+   * here), takenMeanwhile, leftToHome (still free, but the sampling is split and its home is
+   * another front-end). cameHome: free RUs woken for at a turn of the homes.
+   */
+  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, leftToHome: 0, cameHome: 0 };
 
-  constructor(private readonly o: HandoffOptions) {}
+  constructor(private readonly o: HandoffOptions) {
+    this.rotateMs = Math.max(1, o.rotateMs ?? HOME_TURN_MS);
+  }
 
   /** This process's owner lease (undefined: it owns nothing, and hands nothing off). */
   setSelf(lease: string | undefined): void {
@@ -95,7 +132,59 @@ export class FreedHandoff {
     if (this.o.windowMs <= 0 || this.self === undefined) return true;
     const m = this.currentMembers();
     if (m.length <= 1) return true;
-    return m[hashId(server.id) % m.length] === this.self;
+    return this.homeOf(server, m, this.turn()) === this.self;
+  }
+
+  /** The turn of the homes now: one every rotateMs of the clock, the same on every front-end. */
+  private turn(): number {
+    return Math.floor(this.o.clock.now() / this.rotateMs);
+  }
+
+  private homeOf(server: ServerState, members: readonly string[], turn: number): string | undefined {
+    let h = this.hashes.get(server);
+    if (h === undefined) {
+      h = hashId(server.id);
+      this.hashes.set(server, h);
+    }
+    return members[(h + turn) % members.length];
+  }
+
+  /** Are free RUs scarce enough, and front-ends with tasks to place several, for the sampling to be split? */
+  private splitting(): boolean {
+    const below = this.o.partitionBelow ?? 0;
+    if (below <= 0 || this.o.windowMs <= 0 || this.self === undefined || this.currentMembers().length <= 1) return false;
+    const now = this.o.clock.now();
+    // The cell's size, counted again at most once a second (a walk over every server).
+    if (now - this.total.at >= 1000) this.total = { rus: this.o.state.totalRus, at: now };
+    return this.o.state.available.size < below * this.total.rus;
+  }
+
+  /**
+   * While free RUs are scarce and several front-ends place (partitionBelow): the servers this
+   * front-end may sample now, those it is the home of this turn. Undefined: every server.
+   */
+  partition(): ((server: ServerState) => boolean) | undefined {
+    if (!this.splitting()) return undefined;
+    this.turnTimer ??= this.o.clock.setTimer(this.rotateMs - (this.o.clock.now() % this.rotateMs), () => this.nextTurn());
+    const members = this.currentMembers();
+    const self = this.self;
+    const turn = this.turn();
+    return (s) => this.homeOf(s, members, turn) === self;
+  }
+
+  /** A turn of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
+  private nextTurn(): void {
+    this.turnTimer = undefined;
+    if (!this.splitting()) return;
+    const members = this.currentMembers();
+    const turn = this.turn();
+    for (const id of [...this.o.state.available.values()]) {
+      const s = this.o.state.serverOfRu(id);
+      if (!s || this.homeOf(s, members, turn) !== this.self || this.homeOf(s, members, turn - 1) === this.self) continue;
+      this.stats.cameHome++;
+      this.o.wake(s, id - s.base);
+    }
+    this.turnTimer = this.o.clock.setTimer(this.rotateMs - (this.o.clock.now() % this.rotateMs), () => this.nextTurn());
   }
 
   /**
@@ -153,10 +242,12 @@ export class FreedHandoff {
       if (!freed) continue;
       const s = this.o.state.serverOfRu(id);
       const index = s ? id - s.base : -1;
-      if (s && s.available(index)) {
+      if (!s || !s.available(index)) this.stats.takenMeanwhile++;
+      else if (this.splitting() && !this.isHome(s)) this.stats.leftToHome++;
+      else {
         this.stats.wokenAfterWindow++;
         this.o.wake(s, index);
-      } else this.stats.takenMeanwhile++;
+      }
     }
   }
 
@@ -164,6 +255,8 @@ export class FreedHandoff {
   close(): void {
     this.timer?.cancel();
     this.timer = undefined;
+    this.turnTimer?.cancel();
+    this.turnTimer = undefined;
     this.held.clear();
   }
 }

@@ -30,7 +30,8 @@ export interface SharedViewOptions {
   clock: Clock;
   log: Logger;
   /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
-  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> & Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs' | 'waitOrder'>>;
+  config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> &
+    Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs' | 'partitionBelow' | 'waitOrder'>>;
 }
 
 export class SharedView {
@@ -73,7 +74,13 @@ export class SharedView {
       log: o.log,
       watchEpochs: o.config.conflictScope === 'server',
     });
-    this.handoff = new FreedHandoff({ state, clock: o.clock, windowMs: o.config.handoffMs ?? 0, wake: (server, index) => this.waiters.freed(server, index) });
+    this.handoff = new FreedHandoff({
+      state,
+      clock: o.clock,
+      windowMs: o.config.handoffMs ?? 0,
+      partitionBelow: o.config.partitionBelow ?? 0,
+      wake: (server, index) => this.waiters.freed(server, index),
+    });
     this.cache.onFreed((server, index) => this.handoff.freed(server, index));
   }
 

@@ -213,7 +213,7 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_freed_handoffs_total',
-      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window) or taken meanwhile (taken-meanwhile), since the process started',
+      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window), taken meanwhile (taken-meanwhile) or still free but left to its home while free RUs are scarce (left-to-home); and free RUs woken for here because a turn of the homes made this front-end theirs while free RUs are scarce (came-home; --agent partitionBelow), since the process started',
       labelNames: ['outcome'],
       registers: [this.registry],
       collect() {

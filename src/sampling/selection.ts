@@ -45,6 +45,11 @@ export interface PlacementRequest {
    */
   only?: ReadonlySet<number>;
   /**
+   * When set, the only servers whose RUs may be chosen or displaced (the front-end's share of a
+   * nearly full cell, agent/handoff.ts partition()).
+   */
+  allow?: (server: ServerState) => boolean;
+  /**
    * Judge an RU also by what the newcomer does to the tasks already on its server (each resident's
    * quality once the newcomer's caused pressure joins its contention); off: the paper's one-sided Q.
    */
@@ -117,7 +122,7 @@ export class SelectionContext {
   }
 
   eligibleServer(s: ServerState): boolean {
-    return serverMatches(s.spec, this.req.constraints);
+    return serverMatches(s.spec, this.req.constraints) && (this.req.allow === undefined || this.req.allow(s));
   }
 
   extraVersion(s: ServerState): number {

@@ -4,19 +4,23 @@ import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
 import { ManualClock } from '../../src/util/clock.ts';
+import { SeededRng } from '../../src/util/rng.ts';
+import { AdmissionCounters } from '../../src/admission/index.ts';
+import { decide, DEFAULT_CORE_CONFIG, type CoreContext } from '../../src/agent/core.ts';
+import { jobTarget } from '../../src/quality/index.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { OwnerCell } from '../support/owner-harness.ts';
 
 const server = (id: string) => ({ id, platform: 'c3-large', rack: 'r', rus: 1, speed: 1, attributes: {} });
 const busy = { job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 0, state: 'busy' as const };
 
-function twoFrontEnds(servers: number, windowMs = 250) {
+function twoFrontEnds(servers: number, windowMs = 250, partitionBelow = 0) {
   const clock = new ManualClock(0);
   const state = new RuIndex();
   const all: ServerState[] = Array.from({ length: servers }, (_, i) => state.upsertServer(server(`s${i}`)));
   const woken = { A: [] as string[], B: [] as string[] };
   const make = (self: 'A' | 'B') => {
-    const h = new FreedHandoff({ state, clock, windowMs, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
+    const h = new FreedHandoff({ state, clock, windowMs, partitionBelow, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
     h.setSelf(self);
     const members = new MemberDemand();
     members.set('A', true);
@@ -57,7 +61,7 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(woken.A).toEqual([`${home.id}/0`, `${away1!.id}/0`]);
     expect(A.excluded()).toBeUndefined();
     expect([...A.excludedWith([])]).toEqual([]);
-    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1 });
+    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1, leftToHome: 0, cameHome: 0 });
   });
 
   it("the window covers the freed RU's server: its other free RUs go to its home too, and only the freed one is woken for after", () => {
@@ -111,6 +115,88 @@ describe('freed RUs among front-ends (handoff)', () => {
   });
 });
 
+describe('the sampling split among front-ends on a nearly full cell (partitionBelow)', () => {
+  /** 100 one-RU servers, all busy but `free` of them. */
+  function nearlyFull(free: number, partitionBelow = 0.05) {
+    const cell = twoFrontEnds(100, 250, partitionBelow);
+    cell.all.forEach((s, i) => {
+      if (i >= free) cell.state.setRu({ server: s.id, index: 0 }, busy, i + 1);
+    });
+    return cell;
+  }
+
+  it('below the share, each server may be sampled by exactly one front-end, its home; above it, or alone, by every one', () => {
+    const { all, A, B, state } = nearlyFull(4);
+    const a = A.partition();
+    const b = B.partition();
+    expect(a && b).toBeTruthy();
+    expect(all.every((s) => a!(s) !== b!(s))).toBe(true);
+    expect(all.every((s) => a!(s) === A.isHome(s))).toBe(true);
+    // Five free of 100 is not below 5%.
+    state.setRu({ server: all[50]!.id, index: 0 }, null, 500);
+    expect(A.partition()).toBeUndefined();
+    // The split needs the share set, the handoff on, and another front-end with tasks to place.
+    expect(nearlyFull(4, 0).A.partition()).toBeUndefined();
+    const alone = nearlyFull(4);
+    alone.A.setDemand(new MemberDemand());
+    expect(alone.A.partition()).toBeUndefined();
+  });
+
+  it('the homes turn every 2 s, and the free RUs that came home wake a waiter at their new home', () => {
+    const { clock, all, A, B, woken } = nearlyFull(4);
+    const free = all.slice(0, 4);
+    const homesAt0 = all.map((s) => A.isHome(s));
+    expect(A.partition()).toBeDefined();
+    expect(B.partition()).toBeDefined();
+    clock.advance(1999);
+    expect(all.map((s) => A.isHome(s))).toEqual(homesAt0);
+    expect(woken.A.length + woken.B.length).toBe(0);
+    clock.advance(1);
+    // With two front-ends every server changes home at each turn; each free RU wakes its new home once.
+    expect(all.every((s, i) => A.isHome(s) !== homesAt0[i])).toBe(true);
+    expect([...woken.A, ...woken.B].sort()).toEqual(free.map((s) => `${s.id}/0`).sort());
+    expect(woken.A.sort()).toEqual(
+      free
+        .filter((s) => A.isHome(s))
+        .map((s) => `${s.id}/0`)
+        .sort(),
+    );
+    expect(A.stats.cameHome + B.stats.cameHome).toBe(4);
+  });
+
+  it('a freed RU still free when its window ends is left to its home while the split holds, and woken for once it does not', () => {
+    const { clock, all, A, woken, state } = nearlyFull(0);
+    const away = all.find((s) => !A.isHome(s))!;
+    state.setRu({ server: away.id, index: 0 }, null, 500);
+    expect(A.partition()).toBeDefined();
+    A.freed(away, 0);
+    clock.advance(250);
+    expect(woken.A).toEqual([]);
+    expect(A.stats).toMatchObject({ handedOff: 1, leftToHome: 1, wokenAfterWindow: 0 });
+    // Plenty free now: no split, and the same RU freed again is woken for after its window.
+    for (const s of all.slice(0, 10)) state.setRu({ server: s.id, index: 0 }, null, 600);
+    const away2 = all.find((s) => !A.isHome(s))!;
+    A.freed(away2, 0);
+    clock.advance(250);
+    expect(woken.A).toEqual([`${away2.id}/0`]);
+  });
+
+  it('a decision draws only from the servers allowed', () => {
+    const { all, A, state } = nearlyFull(4);
+    const allow = A.partition()!;
+    const job = makeJob('j', TEST_PROFILES[1]!, 4);
+    const clock = new ManualClock(0);
+    const core: CoreContext = { state, admission: new AdmissionCounters({ clock, seed: 5 }), rng: new SeededRng(3), clock };
+    const d = decide(core, { job, target: jobTarget(job.profile.caused), m: 4, cfg: DEFAULT_CORE_CONFIG, skipAdmission: true, allow });
+    // Of the four free RUs some are homed at the other front-end: fewer picks than asked.
+    const homeFree = all.slice(0, 4).filter((s) => allow(s)).length;
+    expect(homeFree).toBeGreaterThan(0);
+    expect(homeFree).toBeLessThan(4);
+    expect(d.selection.picks.length).toBe(homeFree);
+    expect(d.selection.picks.every((p) => allow(p.server))).toBe(true);
+  });
+});
+
 describe('freed RUs among live front-ends (embedded store, manual clock)', () => {
   let cell: OwnerCell | undefined;
   afterEach(async () => {
@@ -157,7 +243,7 @@ describe('freed RUs among live front-ends (embedded store, manual clock)', () =>
     // The other front-end held the RU back, and its window ended with the RU taken.
     await cell!.advance(300);
     const other = home === 'A' ? b : a;
-    expect(other.view.handoff.stats).toEqual({ handedOff: 1, wokenAfterWindow: 0, takenMeanwhile: 1 });
+    expect(other.view.handoff.stats).toEqual({ handedOff: 1, wokenAfterWindow: 0, takenMeanwhile: 1, leftToHome: 0, cameHome: 0 });
     const text = await new Metrics({ manager: other }).registry.metrics();
     expect(text).toContain('tarcil_freed_handoffs_total{outcome="handed-off"} 1');
     expect(text).toContain('tarcil_freed_handoffs_total{outcome="taken-meanwhile"} 1');
