@@ -14,7 +14,7 @@
  * sampling: each front-end draws only from the servers it is the home of. On a nearly full cell
  * every front-end otherwise samples the same few free RUs, and most of their commits conflict over
  * RUs another front-end took a moment before (its commit not yet in this view). The homes turn
- * every `rotateMs` (the server's hash plus the turn's number picks its home), so an RU that only
+ * every HOME_TURN_MS (the server's hash plus the turn's number picks its home), so an RU that only
  * another front-end's jobs can use reaches it within a few turns; at each turn, the free RUs that
  * came home wake a waiter here.
  *
@@ -35,8 +35,6 @@ export interface HandoffOptions {
   wake: (server: ServerState, index: number) => void;
   /** Below this share of the cell's RUs free, each front-end samples only the servers it is home of (0: never). Default 0. */
   partitionBelow?: number;
-  /** How long one assignment of homes lasts. Default {@link HOME_TURN_MS}. */
-  rotateMs?: number;
 }
 
 /**
@@ -89,7 +87,6 @@ export class FreedHandoff {
   private turnTimer: Timer | undefined;
   private readonly hashes = new WeakMap<ServerState, number>();
   private total = { rus: 0, at: Number.NEGATIVE_INFINITY };
-  private readonly rotateMs: number;
   /**
    * handedOff: freed RUs held for their home; of those, wokenAfterWindow (still free, woken for
    * here), takenMeanwhile, leftToHome (still free, but the sampling is split and its home is
@@ -97,9 +94,7 @@ export class FreedHandoff {
    */
   readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, leftToHome: 0, cameHome: 0 };
 
-  constructor(private readonly o: HandoffOptions) {
-    this.rotateMs = Math.max(1, o.rotateMs ?? HOME_TURN_MS);
-  }
+  constructor(private readonly o: HandoffOptions) {}
 
   /** This process's owner lease (undefined: it owns nothing, and hands nothing off). */
   setSelf(lease: string | undefined): void {
@@ -135,9 +130,14 @@ export class FreedHandoff {
     return this.homeOf(server, m, this.turn()) === this.self;
   }
 
-  /** The turn of the homes now: one every rotateMs of the clock, the same on every front-end. */
+  /** The turn of the homes now: one every HOME_TURN_MS of the clock, the same on every front-end. */
   private turn(): number {
-    return Math.floor(this.o.clock.now() / this.rotateMs);
+    return Math.floor(this.o.clock.now() / HOME_TURN_MS);
+  }
+
+  /** Arms the timer of the next turn of the homes. */
+  private armTurn(): Timer {
+    return this.o.clock.setTimer(HOME_TURN_MS - (this.o.clock.now() % HOME_TURN_MS), () => this.nextTurn());
   }
 
   private homeOf(server: ServerState, members: readonly string[], turn: number): string | undefined {
@@ -165,7 +165,7 @@ export class FreedHandoff {
    */
   partition(): ((server: ServerState) => boolean) | undefined {
     if (!this.splitting()) return undefined;
-    this.turnTimer ??= this.o.clock.setTimer(this.rotateMs - (this.o.clock.now() % this.rotateMs), () => this.nextTurn());
+    this.turnTimer ??= this.armTurn();
     const members = this.currentMembers();
     const self = this.self;
     const turn = this.turn();
@@ -184,7 +184,7 @@ export class FreedHandoff {
       this.stats.cameHome++;
       this.o.wake(s, id - s.base);
     }
-    this.turnTimer = this.o.clock.setTimer(this.rotateMs - (this.o.clock.now() % this.rotateMs), () => this.nextTurn());
+    this.turnTimer = this.armTurn();
   }
 
   /**
