@@ -9,7 +9,7 @@
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from '../state/keys.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
-import { FREE_RU_VALUE, parseJson, type PlacedRuRecord } from '../state/records.ts';
+import { FREE_RU_VALUE, lastOfFreedRu, parseJson, type PlacedRuRecord } from '../state/records.ts';
 import { outcomeTaskRecord, releaseRu, type TaskOutcome } from '../state/release.ts';
 import { impliedFromRu, readFromBlock } from '../state/task-chunks.ts';
 import type { ClusterStore, Compare, KeyValue } from '../store/types.ts';
@@ -78,6 +78,12 @@ export function ruHolds(ru: PlacedRuRecord | undefined, a: { job: string; task: 
   return !!ru && (ru.state === 'busy' || ru.state === 'reserved') && ru.job === a.job && ru.task === a.task && ru.commitId === a.commitId;
 }
 
+/** The freed RU's record carries this attempt's outcome (state/release.ts outcomeSummary). */
+function carriesOutcome(value: string, a: { job: string; task: number; commitId: string }): boolean {
+  const last = lastOfFreedRu(value);
+  return !!last && last.job === a.job && last.index === a.task && last.commitId === a.commitId;
+}
+
 /** The task record still says this attempt is placed on, or running on, this RU of this node. */
 export function taskHere(tk: LiveTaskRecord | undefined, server: string, a: { commitId: string; ruIndex: number }): boolean {
   return !!tk && (tk.state === 'placed' || tk.state === 'running') && tk.commitId === a.commitId && tk.ru?.server === server && tk.ru.index === a.ruIndex;
@@ -117,6 +123,10 @@ export async function reportOutcome(n: NodeStore, e: OutcomeEntry): Promise<'wri
   }
   for (let i = 0; i < TRIES; i++) {
     const c = await read(n, e);
+    // Already written: by this report's earlier try whose answer was lost, or by another report
+    // of the same journalled entry (the reporter and a re-registration). A success or a
+    // cancellation is then only in the freed RU, and the task record still says running here.
+    if (c.ruKv && carriesOutcome(c.ruKv.value, e)) return 'settled';
     if (c.ruKv && ruHolds(c.ru, e)) {
       const ok = await releaseRu(n.store, n.keys, ref, c.ruKv.modRevision, e.rec, outcome, {
         lease: usableLease(n),
