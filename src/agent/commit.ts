@@ -339,7 +339,8 @@ class PlacementCommit {
     const rec = cx.rec;
     rec.conflicts++;
     a.stats.conflicts++;
-    const cause = conflictCause(a.id, a.keys, this.refs, res.responses.slice(0, txn.taskResponses), (i) => this.unchanged(i));
+    const compared = req.picks.map((p) => p.ruRev);
+    const cause = conflictCause(a.id, a.keys, this.refs, compared, res.responses.slice(0, txn.taskResponses), (i) => this.unchanged(i));
     a.stats.conflictCauses[cause]++;
     // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
     // claim with its real state; an unchanged one keeps our claim and stays a valid pick.

@@ -28,12 +28,17 @@ function processOf(agent: string): string {
 
 /**
  * The cause of one conflict: the most telling among the changed picks (another front-end, then a
- * sibling, then stale). `unchanged(i)` says whether pick `i` still stands as the decision saw it.
+ * sibling, then stale). A pick changed if the store's record, as the failed transaction read it
+ * back, is not at the revision the commit compared (`compared[i]`; gone counts as changed unless
+ * it was compared absent), or if the view no longer shows it as the decision saw it
+ * (`unchanged(i)` false). The store decides even when the view lags behind it: a view that has
+ * not yet seen the rival's placement must not make a pick conflict look like a fence's.
  */
 export function conflictCause(
   agent: string,
   keys: Keys,
   refs: readonly RuRef[],
+  compared: readonly number[],
   reads: readonly (KeyValue[] | null | undefined)[],
   unchanged: (i: number) => boolean,
 ): ConflictCause {
@@ -42,8 +47,11 @@ export function conflictCause(
   const mine = processOf(agent);
   let cause: ConflictCause = 'other';
   refs.forEach((ref, i) => {
-    if (unchanged(i) || cause === 'front-end') return;
-    const rec = parseJson<RuRecord & { agent?: string }>(byKey.get(keys.ru(ref)));
+    if (cause === 'front-end') return;
+    const kv = byKey.get(keys.ru(ref));
+    const inStore = (kv?.modRevision ?? 0) === compared[i];
+    if (inStore && unchanged(i)) return;
+    const rec = parseJson<RuRecord & { agent?: string }>(kv);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.agent !== undefined ? processOf(rec.agent) : undefined;
     if (holder !== undefined && holder !== mine) cause = 'front-end';
     else if (holder !== undefined && rec?.agent !== agent) cause = 'sibling';

@@ -1,5 +1,7 @@
 /**
- * The cause a conflicting placement commit is counted under, from what its transaction read back.
+ * The cause a conflicting placement commit is counted under, from what its transaction read back
+ * and from the view. Every read-back record here is at revision 9: a pick compared at 9 (or, not
+ * read back, compared absent) did not change in the store; one compared at 5 did.
  */
 import { describe, expect, it } from 'vitest';
 import { conflictCause } from '../../src/agent/conflict-cause.ts';
@@ -26,6 +28,20 @@ describe('conflictCause', () => {
     { name: 'a pick gone from the store', reads: [[]], changed: [0], cause: 'stale' },
     { name: 'no pick changed (the fence or a quota did)', reads: [kv(0, busy('fe2/a1'))], changed: [], cause: 'other' },
   ])('$name: $cause', ({ reads, changed, cause }) => {
-    expect(conflictCause('fe1/a1', keys, refs, reads, (i) => !changed.includes(i))).toBe(cause);
+    const compared = refs.map((_, i) => (changed.includes(i) ? 5 : (reads[i]?.length ?? 0) > 0 ? 9 : 0));
+    // The view agrees with the store here.
+    expect(conflictCause('fe1/a1', keys, refs, compared, reads, (i) => !changed.includes(i))).toBe(cause);
+  });
+
+  it('takes the store over a view that lags behind it: a pick the view still shows as decided was taken', () => {
+    const reads = [kv(0, busy('fe2/a1')), kv(1, { state: 'free' })];
+    expect(conflictCause('fe1/a1', keys, refs, [5, 9], reads, () => true)).toBe('front-end');
+    expect(conflictCause('fe1/a1', keys, refs, [9, 5], reads, () => true)).toBe('stale');
+    // Compared absent and still absent: unchanged.
+    expect(conflictCause('fe1/a1', keys, refs, [0, 9], [[], kv(1, { state: 'free' })], () => true)).toBe('other');
+  });
+
+  it('counts a pick the view saw change even when the store reads back what was compared (server scope: an epoch moved)', () => {
+    expect(conflictCause('fe1/a1', keys, refs, [9, 9], [kv(0, { state: 'free' })], (i) => i !== 0)).toBe('stale');
   });
 });
