@@ -14,6 +14,7 @@ import { eligibleCapacity } from '../sampling/feasibility.ts';
 import type { Placement } from '../state/decisions.ts';
 import type { Keys } from '../state/keys.ts';
 import { GroupCommit, type GroupCommitStats } from '../store/group-commit.ts';
+import type { OwnerFence } from '../state/placement.ts';
 import type { ClusterStore } from '../store/types.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
 import type { Clock } from '../util/clock.ts';
@@ -29,13 +30,11 @@ import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
 
 /**
- * A write fence for a job: every commit for it also compares `key`'s lease, so an owner whose
- * lease expired (and whose job another agent adopted) can place nothing more.
+ * A write fence for a job: every commit for it also compares `key`'s lease and the job's owner
+ * record revision (state/placement.ts OwnerFence), so an owner whose lease expired, or whose job
+ * another process adopted, can place nothing more.
  */
-export interface JobFence {
-  key: string;
-  lease: string;
-}
+export type JobFence = OwnerFence;
 
 /** A task of a commit whose answer was lost (AgentRuntime.unsureCommits): its chunk key, and its pick's scores for when the commit shows up. */
 export interface UnsureTask {

@@ -10,7 +10,7 @@ import { trace, traceRequest } from '../util/trace.ts';
 import type { RuRef } from '../model/types.ts';
 import type { Pick } from '../sampling/batch.ts';
 import { KEPT_PLACEMENTS, type Placement } from '../state/decisions.ts';
-import { placementTxn, type PlacementItem, type PlacementTxn } from '../state/placement.ts';
+import { fenceHolds, placementTxn, type PlacementItem, type PlacementTxn } from '../state/placement.ts';
 import { parseJson, storedQ, type PlacedTaskRecord } from '../state/records.ts';
 import { chunkKeyOf, chunkTaskRecords } from '../state/task-chunks.ts';
 import type { KeyValue, TxnResult } from '../store/types.ts';
@@ -280,12 +280,9 @@ class PlacementCommit {
   /** The transaction failed: a lost fence or a task placed meanwhile stop the call; otherwise a conflict, and the picks that still stand. */
   private failed(txn: PlacementTxn, res: TxnResult): CommitResult {
     const { a, cx, fence } = this;
-    if (fence && txn.fenceResponse !== undefined) {
-      const cur = res.responses[txn.fenceResponse]?.[0];
-      if (!cur || cur.lease !== fence.lease) {
-        this.unclaimAll();
-        a.lostFence(cx.job.id, fence.lease);
-      }
+    if (fence && txn.fenceResponse !== undefined && !fenceHolds(fence, res.responses.slice(txn.fenceResponse))) {
+      this.unclaimAll();
+      a.lostFence(cx.job.id, fence.lease);
     }
     // A task placed meanwhile (a commit of ours whose answer was lost landed late, or another
     // owner's): this call must not place it again; the owner looks at the job afresh.

@@ -7,6 +7,7 @@
  */
 import type { Placement } from '../state/decisions.ts';
 import type { PlacedRuRecord } from '../state/records.ts';
+import { fenceCompares, fenceHolds, fenceReads } from '../state/placement.ts';
 import { freeReservation } from '../state/release.ts';
 import type { Compare, Op } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
@@ -109,13 +110,12 @@ async function confirmPart(cx: AttemptContext, part: Placement[], last: boolean)
   const fence = a.fenceOf(job.id);
   const failure: Op[] = [];
   if (fence) {
-    compare.push({ key: fence.key, target: 'lease', op: '==', value: fence.lease });
-    failure.push({ type: 'get', key: fence.key });
+    compare.push(...fenceCompares(fence));
+    failure.push(...fenceReads(fence));
   }
   const res = await a.store.txn({ compare, success, failure });
   if (!res.succeeded) {
-    const cur = fence ? res.responses[0]?.[0] : undefined;
-    if (fence && (!cur || cur.lease !== fence.lease)) a.lostFence(job.id, fence.lease);
+    if (fence && !fenceHolds(fence, res.responses)) a.lostFence(job.id, fence.lease);
     // Only the job's owner writes its reserved RUs; a mismatch means someone else changed
     // them (e.g. an operator reset). Surface it rather than guess: the owner reconciles.
     throw new TarcilError('INTERNAL', `gang reservation of job ${job.id} changed under its owner`);

@@ -12,7 +12,7 @@ import { errorMessage, isTarcilError } from '../util/errors.ts';
 import { OUTCOME_COMPACTED } from '../state/ru-history.ts';
 import type { OwnerContext } from './context.ts';
 import { setRecord, taskKeyRev, type Owned } from './job.ts';
-import { commitFence } from './fence.ts';
+import { checkOwnership, commitFence, dropJob } from './fence.ts';
 import type { JobPlan, TaskStep, Unplaced } from './plan.ts';
 import type { OwnerFacts } from './facts.ts';
 import { finishMove, giveBackHeld, moveSlow, type MoveHost } from './moves.ts';
@@ -143,7 +143,7 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
     setRecord(o, { ...o.rec, rescheduled: (o.rec.rescheduled ?? 0) + again });
   }
   for (const t of tasks) o.scheduling.add(t);
-  o.agent.setFence(o.id, commitFence(m.o.keys, lease));
+  o.agent.setFence(o.id, commitFence(m.o.keys, lease, o));
   const p = o.agent
     .schedule(o.spec, tasks, {
       attempt: (t) => nextAttempt(o.tasks.get(t)?.rec),
@@ -186,7 +186,19 @@ async function scheduled(m: OwnerContext, o: Owned, rec: DecisionRecord): Promis
 
 /** The scheduling call failed: cancelled or closed, nothing; tasks changed under it, read them; otherwise a pause before the next evaluation. */
 async function scheduleFailed(m: OwnerContext, o: Owned, tasks: readonly number[], err: unknown): Promise<void> {
-  if (isTarcilError(err, 'CANCELLED') || isTarcilError(err, 'CLOSED')) return;
+  if (isTarcilError(err, 'CLOSED')) return;
+  if (isTarcilError(err, 'CANCELLED')) {
+    // Stopped by this owner (the job dropped, cancelled), or a commit found the fence fallen: the
+    // owner record rewritten (another process adopted the job) or our lease gone. The latter is
+    // settled here: a job that is not ours any more is dropped, not scheduled again.
+    if (!o.dropped && o.ownerRev !== undefined) {
+      const lease = m.lease;
+      const [member, owner] = await Promise.all([lease ? m.o.store.get(m.o.keys.member(lease.id)) : undefined, m.o.store.get(m.o.keys.owner(o.id))]);
+      if (lease) checkOwnership(m, o, member, lease);
+      if (!o.dropped && owner?.modRevision !== o.ownerRev) dropJob(m, o, owner ? 'owner record rewritten (adopted)' : 'owner record gone (the job is final)');
+    }
+    return;
+  }
   if (isTarcilError(err, 'ABORTED')) {
     // A task was placed meanwhile (a commit whose answer was lost landed late): look again.
     m.o.log.info({ job: o.id, err: errorMessage(err) }, 'tasks changed under the scheduling call; evaluating again');

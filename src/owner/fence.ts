@@ -4,6 +4,7 @@
  * it does not stops owning the job.
  */
 import type { Keys } from '../state/keys.ts';
+import type { OwnerFence } from '../state/placement.ts';
 import type { HeldLease } from '../state/lease.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
@@ -20,9 +21,16 @@ export function ownerFence(keys: Keys, lease: Pick<HeldLease, 'id'>): Compare {
   return { key: keys.member(lease.id), target: 'lease', op: '==', value: lease.id };
 }
 
-/** The same, as a placement commit's fence (SchedulingAgent.setFence). */
-export function commitFence(keys: Keys, lease: Pick<HeldLease, 'id'>): { key: string; lease: string } {
-  return { key: keys.member(lease.id), lease: lease.id };
+/**
+ * The same, as a placement commit's fence (SchedulingAgent.setFence): our member key bound to our
+ * lease and, for a job, its owner record at the revision we wrote or read it, as every fenced
+ * write of ours compares (fencedTxn). An adoption rewrites the owner record, so a placement this
+ * process still makes for a job it no longer owns fails even if its member key lives on.
+ */
+export function commitFence(keys: Keys, lease: Pick<HeldLease, 'id'>, o?: Pick<Owned, 'id' | 'ownerRev'>): OwnerFence {
+  const f: OwnerFence = { key: keys.member(lease.id), lease: lease.id };
+  if (o?.ownerRev !== undefined) f.owner = { key: keys.owner(o.id), rev: o.ownerRev };
+  return f;
 }
 
 /**

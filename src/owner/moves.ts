@@ -151,7 +151,7 @@ async function moveTask(
     return;
   }
   const reason = `ran at ${slow.rate.toFixed(2)} of its expected rate on ${from.server}`;
-  o.agent.setFence(o.id, commitFence(m.o.keys, lease));
+  o.agent.setFence(o.id, commitFence(m.o.keys, lease, o));
   const res = await o.agent.move(o.spec, {
     task: t,
     from,
@@ -335,7 +335,7 @@ export async function giveBackHeld(m: MoveHost, o: Owned, t: number): Promise<vo
   const rec = parseJson<PlacedRuRecord>(kv);
   if (kv && rec && rec.state === 'busy' && rec.hold && rec.job === o.id && rec.task === t && rec.attempt === held.attempt) {
     const r = { ru: held.ru, ruRevision: kv.modRevision, job: o.id, task: t, by: 'move-ended', keepTask: true };
-    if (!(await freeReservation(m.o.store, m.o.keys, r, commitFence(m.o.keys, lease)))) {
+    if (!(await freeReservation(m.o.store, m.o.keys, r, commitFence(m.o.keys, lease, o)))) {
       // Changed meanwhile (started, freed): look again.
       o.dirty.add(t);
       m.later(200, () => m.queue.add(o));

@@ -102,6 +102,13 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
   const sent = await sendSubmission(m, lease, spec.id, txn);
   if (!sent.res.succeeded) return refused(m, lease, sent.res, { req, spec, guarded: Boolean(opts.compare?.length || checked.gate?.compare.length) });
   m.stats.submitted++;
+  if (m.lease !== lease || m.closed) {
+    // The lease went while the submission was out: the job is stored (acknowledged), but its
+    // owner record names a lease that is not a member any more. It is not held here: the next
+    // adoption scan (this process's, under its new lease, or another's) takes it up, once.
+    scan(m);
+    return { jobId: spec.id, record, revision: sent.res.revision, duplicate: false };
+  }
   const o = newOwned(spec, agent, record, sent.res.revision, m.ownedOn);
   // Written in the same transaction as the job record.
   o.ownerRev = sent.ownerRev ?? sent.res.revision;

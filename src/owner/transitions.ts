@@ -178,7 +178,7 @@ export async function repairGang(m: OwnerContext, o: Owned, plan: { confirm: boo
   const lease = m.lease;
   if (!lease || !lease.confirmed) return;
   const k = m.o.keys;
-  const fence = commitFence(k, lease);
+  const fence = commitFence(k, lease, o);
   const { confirm, held } = plan;
   if (held.length === 0) return;
   const read = new Map(rus.map((r) => [r.task, r]));

@@ -6,7 +6,7 @@
  * exactly that before it samples again.
  */
 import type { JobSpec, RuRef } from '../model/types.ts';
-import type { Compare, Op, TxnRequest } from '../store/types.ts';
+import type { Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { queuePut } from './queue.ts';
 import { chunkPuts, type ChunkTask } from './task-chunks.ts';
@@ -74,12 +74,44 @@ export interface PlacementTxnInput {
   scope: 'ru' | 'server';
   /** 'reserved' for the reservation phase of a gang larger than one transaction. */
   ruState: 'busy' | 'reserved';
-  /** Compare the lease of the job's owner key (an owned job). */
-  fence?: { key: string; lease: string };
+  /** An owned job's fence (see OwnerFence). */
+  fence?: OwnerFence;
   /** Also write the job record as placed (a standalone agent's last chunk of the job). */
   recordJob?: boolean;
   /** More compares and writes (the namespace quota's: tenancy/quota.ts). */
   extra?: { compare: Compare[]; success: Op[] };
+}
+
+/**
+ * The fence of an owned job's writes: the owner's member key still bound to its lease and, once
+ * known, the job's owner record still at the revision the owner wrote or read it (an adoption
+ * rewrites it). The member key alone is not enough: a process that lost its lease, got a new one
+ * and still held a job in memory (a submission or an adoption in flight when the lease went)
+ * would fence that job's placements on its new member key while another process adopted the job.
+ */
+export interface OwnerFence {
+  key: string;
+  lease: string;
+  owner?: { key: string; rev: number };
+}
+
+/** The compares of a fence. */
+export function fenceCompares(f: OwnerFence): Compare[] {
+  const c: Compare[] = [{ key: f.key, target: 'lease', op: '==', value: f.lease }];
+  if (f.owner) c.push({ key: f.owner.key, target: 'mod', op: '==', value: f.owner.rev });
+  return c;
+}
+
+/** The reads a failed fenced transaction makes to tell whether its fence fell: the member key, then the owner record. */
+export function fenceReads(f: OwnerFence): Op[] {
+  return [{ type: 'get', key: f.key }, ...(f.owner ? [{ type: 'get' as const, key: f.owner.key }] : [])];
+}
+
+/** Whether the fence still stands, from the reads of fenceReads (in their order). */
+export function fenceHolds(f: OwnerFence, reads: readonly (KeyValue[] | null | undefined)[]): boolean {
+  const member = reads[0]?.[0];
+  if (!member || member.lease !== f.lease) return false;
+  return !f.owner || reads[1]?.[0]?.modRevision === f.owner.rev;
 }
 
 export interface PlacementTxn {
@@ -88,7 +120,7 @@ export interface PlacementTxn {
   ruRecords: { key: string; rec: PlacedRuRecord }[];
   /** The epoch keys it writes (value: the commit id). */
   epochKeys: string[];
-  /** Index in a failed result's responses of the owner-key read (when fenced). */
+  /** Index in a failed result's responses of the fence's reads (fenceReads; when fenced). */
   fenceResponse: number | undefined;
   /** Index in a failed result's responses of the first task-record read (one per guarded task). */
   taskResponses: number;
@@ -142,9 +174,9 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
   }
   let fenceResponse: number | undefined;
   if (p.fence) {
-    compare.push({ key: p.fence.key, target: 'lease', op: '==', value: p.fence.lease });
+    compare.push(...fenceCompares(p.fence));
     fenceResponse = failure.length;
-    failure.push({ type: 'get', key: p.fence.key });
+    failure.push(...fenceReads(p.fence));
   }
   for (const it of p.items) {
     if (!it.move) continue;

@@ -4,6 +4,7 @@
  * a cancellation is recorded there alone (its owner writes it into the job's records,
  * task-outcomes.ts); a failure or a loss also in the task's own record (its message, exit code).
  */
+import { fenceCompares, type OwnerFence } from './placement.ts';
 import type { RuRef } from '../model/types.ts';
 import type { Keys } from './keys.ts';
 import type { ClusterStore, Compare } from '../store/types.ts';
@@ -110,14 +111,11 @@ export async function freeReservation(
   store: ClusterStore,
   keys: Keys,
   r: { ru: RuRef; ruRevision: number; job: string; task: number; by: string; keepTask?: boolean },
-  fence?: { key: string; lease: string },
+  fence?: OwnerFence,
 ): Promise<boolean> {
   const server = await store.get(keys.server(r.ru.server));
   const res = await store.txn({
-    compare: [
-      { key: keys.ru(r.ru), target: 'mod', op: '==', value: r.ruRevision },
-      ...(fence ? [{ key: fence.key, target: 'lease' as const, op: '==' as const, value: fence.lease }] : []),
-    ],
+    compare: [{ key: keys.ru(r.ru), target: 'mod', op: '==', value: r.ruRevision }, ...(fence ? fenceCompares(fence) : [])],
     success: [
       server
         ? { type: 'put', key: keys.ru(r.ru), value: FREE_RU_VALUE, ...(server.lease !== '0' ? { lease: server.lease } : {}) }

@@ -262,9 +262,11 @@ describe('job owner (embedded store, manual clock)', () => {
     await cell.until(async () => (await cell!.busy(job.id)).length === 1, 10_000);
     const bRu = (await cell.busy(job.id))[0]!;
     expect(cell.keys.parseRu(bRu.key)?.server).not.toBe(aServer);
-    // Without its owner-lease compare (and the compare on the task's record, which B's placement
-    // changed), A's held placement would still apply now.
-    const unfenced = held.compare.filter((c) => c.target !== 'lease' && !c.key.startsWith(cell!.keys.allTasks()));
+    // Without its owner fence (its member key's lease, and the job's owner record, which B's
+    // adoption rewrote) and the compare on the task's record (which B's placement changed), A's
+    // held placement would still apply now.
+    expect(held.compare.some((c) => c.key === cell!.keys.owner(job.id) && c.target === 'mod')).toBe(true);
+    const unfenced = held.compare.filter((c) => c.target !== 'lease' && c.key !== cell!.keys.owner(job.id) && !c.key.startsWith(cell!.keys.allTasks()));
     expect(unfenced.length).toBeLessThan(held.compare.length);
     expect((await cell.store.txn({ compare: unfenced, success: [] })).succeeded).toBe(true);
     const before = (await cell.store.range(cell.keys.rus())).kvs.map((kv) => kv.value).sort();
