@@ -107,6 +107,8 @@ export class SoakAuditor {
   private readonly jobs = new Map<string, { finals: number; final: boolean; deleted: boolean }>();
   /** RU key → task holding it ("job#task"). */
   private readonly ruHolder = new Map<string, string>();
+  /** RU key → how its holder got it (revision, agent, commit, attempt), for a violation's detail. */
+  private readonly ruPlacedBy = new Map<string, string>();
   /** "job#task" → RU keys it holds. */
   private readonly taskRus = new Map<string, Set<string>>();
   /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
@@ -254,7 +256,7 @@ export class SoakAuditor {
       this.events++;
       const key = ev.kv.key;
       if (key.startsWith(k.rus())) {
-        if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value, now)) freed++;
+        if (this.onRu(key, ev.type === 'delete' ? undefined : ev.kv.value, now, ev.kv.modRevision)) freed++;
       } else if (key.startsWith(k.allTasks())) {
         if (ev.type === 'delete') continue;
         const chunkOf = chunkJob(k, key);
@@ -354,7 +356,7 @@ export class SoakAuditor {
   }
 
   /** Follows an RU's holder; true when the RU was freed (it had a holder and has none now). */
-  private onRu(key: string, value: string | undefined, now: number): boolean {
+  private onRu(key: string, value: string | undefined, now: number, rev: number): boolean {
     const before = this.ruHolder.get(key);
     const rec = value === undefined ? undefined : (JSON.parse(value) as Partial<PlacedRuRecord>);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.job !== undefined ? `${rec.job}#${rec.task}` : undefined;
@@ -365,6 +367,7 @@ export class SoakAuditor {
       set?.delete(key);
       if (set?.size === 0) this.taskRus.delete(before);
       this.ruHolder.delete(key);
+      this.ruPlacedBy.delete(key);
     }
     if (holder !== undefined) {
       const freedAt = this.freedAt.get(key);
@@ -373,8 +376,14 @@ export class SoakAuditor {
         this.freedAt.delete(key);
       }
       this.ruHolder.set(key, holder);
+      this.ruPlacedBy.set(key, `revision ${rev} by ${rec?.agent ?? '?'} (commit ${rec?.commitId ?? '?'}, attempt ${rec?.attempt ?? '?'})`);
       const set = this.taskRus.get(holder) ?? new Set<string>();
-      if (set.size > 0) this.flag('task-held-twice', `${holder} holds ${[...set][0]} and ${key}`);
+      const first = [...set][0];
+      if (first !== undefined)
+        this.flag(
+          'task-held-twice',
+          `${holder} holds ${first} (${this.ruPlacedBy.get(first) ?? '?'}) and ${key} (${this.ruPlacedBy.get(key) ?? '?'}) at ${new Date(now).toISOString()}`,
+        );
       set.add(key);
       this.taskRus.set(holder, set);
     }

@@ -138,3 +138,30 @@ describe('soak auditor', () => {
     await store.close();
   });
 });
+
+describe('soak auditor: a task held by two RUs', () => {
+  it('is flagged once the second RU takes it, naming both placements (revision, agent, commit, attempt); a task freed first and placed again is not', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/soak-audit-twice/');
+    const audit = new SoakAuditor(store, keys);
+    await audit.start((await store.revision()) + 1);
+    const busy = (agent: string, commitId: string, task = 0) =>
+      JSON.stringify({ state: 'busy', job: 'j', task, caused: [], priority: 0, agent, since: 0, attempt: 0, basedOn: 0, commitId });
+    const ru = (i: number) => keys.ru({ server: 's0', index: i });
+    // Task 1: placed, freed, placed again elsewhere: fine.
+    await store.put(ru(2), busy('fe0/a1', 'c0', 1));
+    await store.put(ru(2), '{"state":"free"}');
+    await store.put(ru(3), busy('fe0/a1', 'c1', 1));
+    // Task 0: placed by two front-ends at once.
+    const first = await store.put(ru(0), busy('fe0/a2', 'fe0/a2:7'));
+    const second = await store.put(ru(1), busy('fe2/a4', 'fe2/a4:3'));
+    await until(() => audit.events >= 5);
+    const twice = audit.violations.filter((v) => v.kind === 'task-held-twice');
+    expect(twice).toHaveLength(1);
+    expect(twice[0]!.detail).toContain(
+      `j#0 holds ${ru(0)} (revision ${first} by fe0/a2 (commit fe0/a2:7, attempt 0)) and ${ru(1)} (revision ${second} by fe2/a4`,
+    );
+    await audit.close();
+    await store.close();
+  });
+});
