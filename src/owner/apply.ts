@@ -134,7 +134,9 @@ export function nextAttempt(rec: LiveTaskRecord | undefined): number {
 
 async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promise<void> {
   const lease = m.lease;
-  if (!lease || !lease.confirmed) return;
+  // Dropped while this evaluation awaited (its lease fenced, the job adopted elsewhere): setting
+  // the fence below would clear the abort, and the agent would place a job that is not ours.
+  if (!lease || !lease.confirmed || o.dropped) return;
   await claimPreempted(m, o, tasks);
   let again = 0;
   for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
