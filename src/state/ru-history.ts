@@ -73,11 +73,49 @@ export async function findOutcome(store: ClusterStore, keys: Keys, ref: RuRef, a
   try {
     then = await store.getAt(key, after);
   } catch (err) {
-    if (err instanceof TarcilError && err.code === 'COMPACTED') return { kind: 'compacted' };
-    throw err;
+    if (!(err instanceof TarcilError && err.code === 'COMPACTED')) throw err;
+    // `after` is compacted, but the part of the history that matters may not be: if the RU
+    // still held the attempt at the oldest revision kept, the first change after it is how the
+    // attempt left, just as from `after` (an owner whose `seen` fell behind a compaction, an
+    // adopter reading from a record its dead owner wrote long ago). Only an attempt that had
+    // already left by then is unknown.
+    const floor = await oldestKept(store, key, after);
+    const atFloor = floor === undefined ? undefined : await store.getAt(key, floor).catch(() => undefined);
+    if (floor === undefined || !atFloor || !holds(atFloor, a)) return { kind: 'compacted' };
+    return firstDeparture(store, key, a, floor);
   }
   if (!then || !holds(then, a)) return { kind: 'departed', rev: after };
   return firstDeparture(store, key, a, after);
+}
+
+/** Per store, the highest revision found compacted so far (compaction only moves forward): where the next search starts. */
+const compactedSeen = new WeakMap<ClusterStore, number>();
+
+/**
+ * The oldest revision the store still keeps, above `compacted` (a revision found compacted): a
+ * binary search of point reads of `key` (a read at a compacted revision fails whatever the key)
+ * between it and the current revision, which is always kept.
+ * Undefined if the store does not answer.
+ */
+async function oldestKept(store: ClusterStore, key: string, compacted: number): Promise<number | undefined> {
+  try {
+    let lo = Math.max(compacted, compactedSeen.get(store) ?? 0);
+    let hi = await store.revision();
+    while (hi - lo > 1) {
+      const mid = lo + Math.floor((hi - lo) / 2);
+      try {
+        await store.getAt(key, mid);
+        hi = mid;
+      } catch (err) {
+        if (!(err instanceof TarcilError && err.code === 'COMPACTED')) throw err;
+        lo = mid;
+      }
+    }
+    compactedSeen.set(store, Math.max(lo, compactedSeen.get(store) ?? 0));
+    return hi;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Replays the key's history from `after` + 1 to the first change that does not hold the attempt. */

@@ -103,4 +103,25 @@ describe.each(['etcd', 'memory'] as const)('a task outcome from the RU history (
     await store.compact(await store.revision());
     expect(await findOutcome(store, keys, ref, { job: 'a', task: 0, commitId: a.rec.commitId }, a.rev)).toEqual({ kind: 'compacted' });
   });
+
+  it('history compacted past where the task was last known held, but kept from a revision at which it still held its RU: its outcome is found there', async () => {
+    const { store, keys, ru, ref } = await cell();
+    const a = await place(store, keys, ru, 'a');
+    // Other writes, then a compaction while the task still runs: the revision its owner knew is gone.
+    await touchNeighbours(store, keys, ref);
+    await store.compact(await store.revision());
+    await touchNeighbours(store, keys, ref);
+    expect(await releaseRu(store, keys, ref, a.rev, a.rec, { state: 'succeeded', endedAt: 7 })).toBe(true);
+    await place(store, keys, (await store.get(ru.key)) as KeyValue, 'b');
+    await expect(store.getAt(ru.key, a.rev)).rejects.toMatchObject({ code: 'COMPACTED' });
+    const got = await findOutcome(store, keys, ref, { job: 'a', task: 0, commitId: a.rec.commitId }, a.rev);
+    expect(got).toMatchObject({ kind: 'ended', last: { job: 'a', index: 0, state: 'succeeded', endedAt: 7 } });
+    // Another task that had left its RU before the oldest revision kept stays unknown.
+    const c = await place(store, keys, (await store.get(keys.ru({ server: ref.server, index: 2 }))) as KeyValue, 'c');
+    const cRef = { server: ref.server, index: 2 };
+    expect(await releaseRu(store, keys, cRef, c.rev, c.rec, { state: 'succeeded', endedAt: 8 })).toBe(true);
+    await place(store, keys, (await store.get(keys.ru(cRef))) as KeyValue, 'd');
+    await store.compact(await store.revision());
+    expect(await findOutcome(store, keys, cRef, { job: 'c', task: 0, commitId: c.rec.commitId }, c.rev)).toEqual({ kind: 'compacted' });
+  });
 });
