@@ -100,21 +100,31 @@ const compactedSeen = new WeakMap<ClusterStore, number>();
 async function oldestKept(store: ClusterStore, key: string, compacted: number): Promise<number | undefined> {
   try {
     let lo = Math.max(compacted, compactedSeen.get(store) ?? 0);
+    // Most lookups come after the same compaction: the revision past the last one found
+    // compacted is then the oldest kept, and one read says so.
+    if (await readableAt(store, key, lo + 1)) return lo + 1;
+    lo++;
     let hi = await store.revision();
     while (hi - lo > 1) {
       const mid = lo + Math.floor((hi - lo) / 2);
-      try {
-        await store.getAt(key, mid);
-        hi = mid;
-      } catch (err) {
-        if (!(err instanceof TarcilError && err.code === 'COMPACTED')) throw err;
-        lo = mid;
-      }
+      if (await readableAt(store, key, mid)) hi = mid;
+      else lo = mid;
     }
     compactedSeen.set(store, Math.max(lo, compactedSeen.get(store) ?? 0));
     return hi;
   } catch {
     return undefined;
+  }
+}
+
+/** Whether the store still keeps revision `rev` (a read there does not fail as compacted); throws on any other error. */
+async function readableAt(store: ClusterStore, key: string, rev: number): Promise<boolean> {
+  try {
+    await store.getAt(key, rev);
+    return true;
+  } catch (err) {
+    if (err instanceof TarcilError && err.code === 'COMPACTED') return false;
+    throw err;
   }
 }
 
