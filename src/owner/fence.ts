@@ -4,7 +4,7 @@
  * it does not stops owning the job.
  */
 import type { Keys } from '../state/keys.ts';
-import type { OwnerFence } from '../state/placement.ts';
+import { fenceCompares, type OwnerFence } from '../state/placement.ts';
 import type { HeldLease } from '../state/lease.ts';
 import type { LiveTaskRecord } from '../state/live-records.ts';
 import { parseJson } from '../state/records.ts';
@@ -46,9 +46,9 @@ export async function fencedTxn(m: OwnerContext, o: Owned, lease: HeldLease, req
   const prefix = k.tasks(o.id);
   const taskKeys = (req.compare ?? []).filter((c) => c.key.startsWith(prefix)).map((c) => c.key);
   const failure = req.failure ?? [];
-  const owner: Compare[] = o.ownerRev === undefined ? [] : [{ key: k.owner(o.id), target: 'mod', op: '==', value: o.ownerRev }];
   const res = await m.o.store.txn({
-    compare: [ownerFence(k, lease), ...owner, ...(req.compare ?? [])],
+    // The same fence as the job's placements (commitFence): member key and owner record.
+    compare: [...fenceCompares(commitFence(k, lease, o)), ...(req.compare ?? [])],
     success: req.success,
     // Our member key first, the caller's reads, the task records compared, our owner record last.
     failure: [
