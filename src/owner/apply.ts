@@ -138,6 +138,8 @@ async function startSchedule(m: OwnerContext, o: Owned, tasks: number[]): Promis
   // the fence below would clear the abort, and the agent would place a job that is not ours.
   if (!lease || !lease.confirmed || o.dropped) return;
   await claimPreempted(m, o, tasks);
+  // The same, across the claim's reads and writes.
+  if (o.dropped || m.lease !== lease) return;
   let again = 0;
   for (const t of tasks) if (o.tasks.get(t)?.rec.state === 'lost') again++;
   if (again > 0) {
