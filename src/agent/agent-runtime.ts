@@ -106,9 +106,6 @@ export class AgentRuntime {
     conflicts: 0,
     /** Conflicts by cause (conflict-cause.ts); the chained server-scope ones (no read) are not counted here. */
     conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0])) as Record<ConflictCause, number>,
-    /** Resamples after a conflict that waited for the view to see the rival commits, and the time they waited (ms). */
-    viewWaits: 0,
-    viewWaitMs: 0,
     tasksPlaced: 0,
     readmissions: 0,
     preemptions: 0,

@@ -38,8 +38,6 @@ export class AgentCache {
     return this.follower?.relists ?? 0;
   }
   private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
-  /** Callers waiting for the view to reach a revision (`caughtUp`). */
-  private readonly revWaiters = new Set<{ rev: number; done: (reached: boolean) => void }>();
   private readonly ruListeners = new Set<RuListener>();
 
   /** Follow server epochs after the initial list (only the `server` conflict scope compares them). */
@@ -56,30 +54,6 @@ export class AgentCache {
 
   get revision(): number {
     return this.rev;
-  }
-
-  /**
-   * Resolves true once the view has applied every change it follows up to revision `rev`; false
-   * after `maxMs` (the view is further behind than that) or when the view closes.
-   */
-  caughtUp(rev: number, maxMs: number): Promise<boolean> {
-    if (this.rev >= rev) return Promise.resolve(true);
-    return new Promise<boolean>((resolve) => {
-      const w = {
-        rev,
-        done: (reached: boolean): void => {
-          timer.cancel();
-          this.revWaiters.delete(w);
-          resolve(reached);
-        },
-      };
-      const timer = this.clock.setTimer(maxMs, () => w.done(false));
-      this.revWaiters.add(w);
-    });
-  }
-
-  private advanced(): void {
-    for (const w of this.revWaiters) if (w.rev <= this.rev) w.done(true);
   }
 
   /**
@@ -103,7 +77,6 @@ export class AgentCache {
   }
 
   async close(): Promise<void> {
-    for (const w of this.revWaiters) w.done(false);
     await this.follower?.close();
   }
 
@@ -193,16 +166,12 @@ export class AgentCache {
           for (const kv of epochs) this.applyKv(kv);
         });
         this.rev = revision;
-        this.advanced();
       },
       onBatch: (batch) => {
         this.state.batch(() => {
           for (const ev of batch.events) this.applyKv(ev.kv, ev.type === 'delete');
         });
-        if (batch.revision > this.rev) {
-          this.rev = batch.revision;
-          if (this.revWaiters.size > 0) this.advanced();
-        }
+        if (batch.revision > this.rev) this.rev = batch.revision;
       },
     });
     await this.follower.start();

@@ -20,12 +20,6 @@ import type { AttemptContext } from './attempt-context.ts';
 import { conflictCause } from './conflict-cause.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
-/**
- * The longest a resample after a conflict waits for the view to see the commits that took its
- * picks (PlacementCommit.catchUp). A view further behind than this resamples anyway.
- */
-export const VIEW_CATCH_UP_MS = 1000;
-
 /** One commit of a scheduling call (its job, decision record and task stamp are the context's). */
 export interface CommitRequest {
   tasks: number[];
@@ -74,8 +68,6 @@ class PlacementCommit {
   private fence: JobFence | undefined;
   private unsure: Map<number, UnsureTask> | undefined;
   private chained: Chain | undefined;
-  /** The latest revision at which a pick changed under a conflicting commit (0: none). */
-  private rival = 0;
 
   constructor(
     private readonly cx: AttemptContext,
@@ -116,24 +108,7 @@ class PlacementCommit {
     a.stats.commits++;
     this.chained?.settle(res.succeeded ? res.revision : undefined);
     if (res.succeeded) return this.applied(txn, res.revision, attempts);
-    const out = this.failed(txn, res);
-    await this.catchUp();
-    return out;
-  }
-
-  /**
-   * After a conflict, the resample waits (at most VIEW_CATCH_UP_MS) until the view has seen the
-   * rival commits that took the picks: a view that lags behind the store would otherwise offer RUs
-   * taken as long ago, and each resample would conflict again. On a cell with few free RUs and
-   * front-ends short of CPU, such retries feed the lag they come from.
-   */
-  private async catchUp(): Promise<void> {
-    const { a } = this;
-    if (this.rival <= a.cache.revision) return;
-    const t0 = a.clock.monotonic();
-    a.stats.viewWaits++;
-    await a.cache.caughtUp(this.rival, VIEW_CATCH_UP_MS);
-    a.stats.viewWaitMs += a.clock.monotonic() - t0;
+    return this.failed(txn, res);
   }
 
   /**
@@ -368,11 +343,7 @@ class PlacementCommit {
     // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
     const survivors: Pick[] = [];
     a.state.batch(() => {
-      for (const got of res.responses.slice(0, txn.taskResponses))
-        for (const kv of got ?? []) {
-          if (kv.modRevision > this.rival && a.keys.parseRu(kv.key)) this.rival = kv.modRevision;
-          a.cache.applyKv(kv);
-        }
+      for (const got of res.responses.slice(0, txn.taskResponses)) for (const kv of got ?? []) a.cache.applyKv(kv);
       req.picks.forEach((p, i) => {
         const ref = this.refs[i] as RuRef;
         if (this.unchanged(i) && a.state.isClaimed(ref, rec)) survivors.push(p);

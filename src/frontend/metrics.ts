@@ -204,16 +204,6 @@ export class Metrics extends MetricsEndpoint {
           );
       },
     });
-    read(
-      'tarcil_commit_view_waits',
-      "Resamples after a conflicting commit that first waited for this process's view of the cell to see the commits that took their picks, since it started",
-      () => manager.agents.reduce((n, a) => n + a.stats.viewWaits, 0),
-    );
-    read(
-      'tarcil_commit_view_wait_seconds',
-      'Time those resamples waited for the view, in all, since it started',
-      () => manager.agents.reduce((n, a) => n + a.stats.viewWaitMs, 0) / 1000,
-    );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',
