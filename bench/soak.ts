@@ -151,6 +151,8 @@ interface Row {
   /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
   fenced: number;
   adopted: number;
+  /** Tasks recorded failed because their outcome was compacted away before it was recorded (tarcil_task_outcomes_compacted), during the row. */
+  compacted?: number;
   /**
    * The hollow process's task-start writes (a node records its task running, then starts it):
    * waiting for a slot at the row's end, the oldest one's wait (s), and the mean time of those
@@ -401,6 +403,7 @@ async function main(): Promise<void> {
   let commitsPrev = 0;
   let fencedPrev = 0;
   let adoptedPrev = 0;
+  let compactedPrev = 0;
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
   let storePrev: { keys: number; events: number } | undefined;
@@ -431,6 +434,7 @@ async function main(): Promise<void> {
     let commits = 0;
     let fenced = 0;
     let adopted = 0;
+    let compacted = 0;
     const feTexts = await Promise.all(fes.map((f) => scrape(f.metricsPort)));
     const hollowText = await scrape(hollowMetricsPort);
     const leaders = (await leadingFrontEnds(feTexts)).map((i) => `fe${i}`);
@@ -442,6 +446,7 @@ async function main(): Promise<void> {
       commits += metricSum(text, 'tarcil_commits') || 0;
       fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
       adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
+      compacted += metricSum(text, 'tarcil_task_outcomes_compacted') || 0;
     }
     let rus: Row['rus'];
     for (const text of feTexts) rus ??= ruStates(text);
@@ -543,6 +548,7 @@ async function main(): Promise<void> {
       housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
+      compacted: Math.max(0, compacted - compactedPrev),
       slowApplies: slowApplies - slowPrev,
       ...(etcdTxn ? { etcdTxn } : {}),
       ...(etcdDisk ? { etcdDisk } : {}),
@@ -563,6 +569,7 @@ async function main(): Promise<void> {
     commitsPrev = commits;
     fencedPrev = fenced;
     adoptedPrev = adopted;
+    compactedPrev = compacted;
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
@@ -956,7 +963,7 @@ function report(s: Summary): void {
       'conflicts (% of commits; by cause: another front-end took a pick · a sibling agent did · stale view · other compare)',
       'RU freed → placed again: p50 / p99 / max ms (RUs)',
       'finals',
-      'owner leases fenced / jobs adopted',
+      'owner leases fenced / jobs adopted / tasks failed as compacted (their outcome compacted away before it was recorded)',
       'housekeeper',
       'RUs busy % of live / free / unschedulable / down',
       'etcd slow requests / pending watch events',
@@ -987,7 +994,7 @@ function report(s: Summary): void {
       `${r.conflicts}${conflictShare(r)}`,
       r.reuse ? `${fmt(r.reuse.p50, 0)} / ${fmt(r.reuse.p99, 0)} / ${fmt(r.reuse.max, 0)} (${r.reuse.n})` : '-',
       r.finals,
-      `${r.fenced ?? '-'} / ${r.adopted ?? '-'}`,
+      `${r.fenced ?? '-'} / ${r.adopted ?? '-'} / ${r.compacted ?? '-'}`,
       r.housekeeper ?? '-',
       r.rus ? `${fmt((100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable), 1)} / ${r.rus.free} / ${r.rus.unschedulable} / ${r.rus.down}` : '-',
       `${fmt(r.slowApplies ?? NaN, 0)} / ${fmt(r.watchPending ?? NaN, 0)}`,

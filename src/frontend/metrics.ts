@@ -204,6 +204,11 @@ export class Metrics extends MetricsEndpoint {
           );
       },
     });
+    read(
+      'tarcil_task_outcomes_compacted',
+      "Tasks whose outcome was compacted out of the store's history before their owner recorded it, recorded failed (saying so; never run again), since it started",
+      () => manager.stats.outcomesCompacted,
+    );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',

@@ -159,6 +159,7 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           process: o.name,
           retainMs,
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
+          keepHistorySince: () => manager.historyNeededSince(),
         });
   if (housekeeper) held.housekeeper = housekeeper;
   housekeeper?.start();

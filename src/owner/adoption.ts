@@ -85,6 +85,10 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
 export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours = false): Promise<void> {
   if (m.closed || m.adopting.has(id) || m.owned.has(id)) return Promise.resolve();
   m.adopting.add(id);
+  if (!ours) m.orphansSince.set(id, m.o.clock.now());
+  // The job's task changes are kept from now, while it waits its turn (see OwnerContext.adoptWindow).
+  const window: AdoptWindow = m.adoptWindow.get(id) ?? { tasks: [] };
+  m.adoptWindow.set(id, window);
   // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);
   const p = m.o.clock
@@ -99,7 +103,11 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
       m.o.log.warn({ job: id, err: errorMessage(err), queued: m.adoptions.queued }, 'adoption failed; a scan retries');
       m.later(RESCAN_MS, () => scan(m));
     })
-    .finally(() => m.adopting.delete(id));
+    .finally(() => {
+      m.adopting.delete(id);
+      m.orphansSince.delete(id);
+      if (m.adoptWindow.get(id) === window) m.adoptWindow.delete(id);
+    });
   m.track(p);
   return p;
 }
@@ -118,12 +126,13 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   if (!kv || !rec || isFinalJob(rec.state)) return;
   const agent = m.pickAgent();
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now(), lease: lease.id };
-  // From here until the job is owned, the task changes the RUs show for it are kept
-  // (ru-events.ts): one made just after the transaction below can reach this process before its
-  // answer does, and would otherwise be lost (a task that ended then stayed running for us, and
-  // the job never final). One the view brought before the transaction was sent was made before
-  // it, and the transaction's read of the task records has it.
-  const window: AdoptWindow = { tasks: [] };
+  // Until the job is owned, the task changes the RUs show for it are kept (opened when the job
+  // was queued, scheduleAdopt): one made just after the transaction below can reach this process
+  // before its answer does, and would otherwise be lost (a task that ended then stayed running
+  // for us, and the job never final); one made while the job waited its turn is applied without a
+  // read of the RU's history, which compaction may have taken meanwhile. Older than the task
+  // records the transaction reads, they change nothing (mergeTask).
+  const window: AdoptWindow = m.adoptWindow.get(id) ?? { tasks: [] };
   m.adoptWindow.set(id, window);
   let res: TxnResult;
   try {

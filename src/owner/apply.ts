@@ -53,8 +53,10 @@ async function applyTasks(m: MoveHost, o: Owned, steps: readonly TaskStep[], unp
     await setTaskStatesChunked(m, o, compacted, 'failed', OUTCOME_COMPACTED);
     // A write that did not land (the record changed) is planned again from the record as read.
     for (const t of compacted) {
-      const st = o.tasks.get(t)?.rec.state;
-      if (st !== 'placed' && st !== 'running') o.outcomes.compacted.delete(t);
+      const rec = o.tasks.get(t)?.rec;
+      if (rec?.state === 'placed' || rec?.state === 'running') continue;
+      o.outcomes.compacted.delete(t);
+      if (rec?.state === 'failed' && rec.message === OUTCOME_COMPACTED) m.stats.outcomesCompacted++;
     }
   }
   for (const s of steps) {

@@ -111,6 +111,8 @@ export interface OwnerStats {
   taskReads: number;
   /** RU histories read for a task outcome not yet recorded (state/ru-history.ts). */
   historyReads: number;
+  /** Tasks whose outcome was compacted out of the store's history before it was recorded: recorded failed, saying so. */
+  outcomesCompacted: number;
 }
 
 /**
@@ -129,11 +131,15 @@ export interface OwnerContext {
   readonly owned: Map<string, Owned>;
   readonly submitting: Set<string>;
   readonly adopting: Set<string>;
+  /** Jobs of a dead owner queued for adoption here, and when they were found orphaned (clock ms). */
+  readonly orphansSince: Map<string, number>;
   /**
-   * Jobs whose adoption transaction is in flight, with the changes of their task records that the
-   * watch brings meanwhile (adoption.ts): the watch and the transaction's answer come over
+   * Jobs queued for adoption or whose adoption transaction is in flight, with the changes of their
+   * task records that the watch brings meanwhile (adoption.ts): a task that ends while its job
+   * waits for adoption is applied once the job is ours, without a read of its RU's history (which
+   * compaction may have taken by then); and the watch and the transaction's answer come over
    * different connections, so a change made just after the transaction may arrive before its
-   * answer, while the job is not owned yet; it is applied once the job is.
+   * answer.
    */
   readonly adoptWindow: Map<string, AdoptWindow>;
   /** The jobs owned here by server they have live (placed or running) tasks on (kept by mergeTask). */

@@ -49,6 +49,7 @@ export async function markLost(m: OwnerContext, o: Owned, t: number, cur: TaskVi
   const res = await fencedTxn(m, o, lease, { compare, success });
   if (!res.succeeded) return false;
   mergeTask(o, t, next, res.revision);
+  if (next.message === OUTCOME_COMPACTED) m.stats.outcomesCompacted++;
   if (next.state !== 'lost') return false;
   m.stats.lost++;
   m.o.log.info({ job: o.id, task: t, why }, 'task lost; rescheduling');

@@ -127,10 +127,13 @@ describe('task outcomes recorded by their owner', () => {
     const { job, rus } = await endedUnrecorded(c, 'dies-3');
     await placeOver(c, 'filler', rus);
     await c.store.compact(await c.store.revision());
-    await adopter(c);
+    const b = await adopter(c);
     await c.until(async () => (await c.jobState(job)) === 'failed', 10_000);
     const tasks = await taskRecords<LiveTaskRecord>(c.store, c.keys, job);
     expect(tasks.map((t) => [t.state, t.attempt, t.message])).toEqual(Array(4).fill(['failed', 0, OUTCOME_COMPACTED]));
+    // Counted once each (tarcil_task_outcomes_compacted).
+    await c.advance(2000);
+    expect(b.stats.outcomesCompacted).toBe(4);
     expect(await c.busy(job)).toEqual([]);
   });
 });

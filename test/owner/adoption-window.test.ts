@@ -1,0 +1,65 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { LiveJobRecord } from '../../src/state/live-records.ts';
+import { parseJson } from '../../src/state/records.ts';
+import { OUTCOME_COMPACTED } from '../../src/state/ru-history.ts';
+import { wrapStore } from '../support/wrap-store.ts';
+import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
+
+/**
+ * A dead owner's job waits its turn for adoption (a large cell's adopters take a few jobs at a
+ * time). Its tasks that end meanwhile are applied from the freed RUs the adopter's view saw, not
+ * read later from the RUs' history, which compaction may have taken by then (embedded store,
+ * manual clock).
+ */
+let cell: OwnerCell | undefined;
+afterEach(async () => {
+  await cell?.close();
+  cell = undefined;
+});
+
+describe('a job waiting for adoption', () => {
+  it('keeps the outcomes of tasks that end while it waits, though their RUs moved on and the history was compacted', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    const job = makeJob('orphan-1', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(2000);
+    // B's adoption of the job waits at its first read (its turn in the adoption queue).
+    let release!: () => void;
+    const turn = new Promise<void>((r) => (release = r));
+    let waiting = false;
+    const bStore = wrapStore(cell.store, {
+      get: async (key) => {
+        if (key === cell!.keys.job(job.id)) {
+          waiting = true;
+          await turn;
+        }
+        return await cell!.store.get(key);
+      },
+    });
+    const b = await cell.owner('B', bStore);
+    dying.dead = true;
+    await cell.until(() => waiting, 10_000);
+    expect(b.historyNeededSince()).toBeLessThan(cell.clock.now());
+    // Meanwhile both tasks succeed, other work takes their RUs, and the store's history is
+    // compacted: nothing in the store says any more how the tasks ended.
+    const placed = await cell.busy(job.id);
+    expect(await cell.finishTasks(job.id)).toBe(2);
+    await cell.flush();
+    for (const [i, p] of placed.entries()) {
+      await cell.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'C/a1' }));
+    }
+    await cell.store.compact(await cell.store.revision());
+    release();
+    await cell.until(() => b.stats.adopted === 1, 10_000);
+    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+    const rec = parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job.id)));
+    expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
+    expect(b.stats.outcomesCompacted).toBe(0);
+    expect(b.historyNeededSince()).toBeUndefined();
+  });
+});
