@@ -159,7 +159,6 @@ export async function startScheduler(o: SchedulerProcessOptions): Promise<Schedu
           process: o.name,
           retainMs,
           ...(o.compactMarginMs !== undefined ? { compactMarginMs: o.compactMarginMs } : {}),
-          keepHistorySince: () => manager.historyNeededSince(),
         });
   if (housekeeper) held.housekeeper = housekeeper;
   housekeeper?.start();

@@ -85,7 +85,6 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
 export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours = false): Promise<void> {
   if (m.closed || m.adopting.has(id) || m.owned.has(id)) return Promise.resolve();
   m.adopting.add(id);
-  if (!ours) m.orphansSince.set(id, m.o.clock.now());
   // The job's task changes are kept from now, while it waits its turn (see OwnerContext.adoptWindow).
   const window: AdoptWindow = m.adoptWindow.get(id) ?? { tasks: [] };
   m.adoptWindow.set(id, window);
@@ -105,7 +104,6 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
     })
     .finally(() => {
       m.adopting.delete(id);
-      m.orphansSince.delete(id);
       if (m.adoptWindow.get(id) === window) m.adoptWindow.delete(id);
     });
   m.track(p);

@@ -131,8 +131,6 @@ export interface OwnerContext {
   readonly owned: Map<string, Owned>;
   readonly submitting: Set<string>;
   readonly adopting: Set<string>;
-  /** Jobs of a dead owner queued for adoption here, and when they were found orphaned (clock ms). */
-  readonly orphansSince: Map<string, number>;
   /**
    * Jobs queued for adoption or whose adoption transaction is in flight, with the changes of their
    * task records that the watch brings meanwhile (adoption.ts): a task that ends while its job

@@ -52,8 +52,6 @@ export type { JobManagerOptions, NodeLink } from './context.ts';
  * the owner record of every job not yet final.
  */
 const SCAN_EVERY_MS = 30_000;
-/** Added to the history an adoption may read (historyNeededSince): lag between the processes. */
-const HISTORY_SLACK_MS = 30_000;
 export type { SubmitResult } from './submit.ts';
 
 /**
@@ -96,7 +94,6 @@ export class JobManager implements OwnerContext, MoveHost {
   /** Every server of the cell: registered now, or gone within departedMemoryMs (see cell.ts). */
   readonly cell = new KnownCell();
   readonly adopting = new Set<string>();
-  readonly orphansSince = new Map<string, number>();
   readonly adoptWindow = new Map<string, AdoptWindow>();
   readonly ownedOn = new Map<string, Set<Owned>>();
   readonly adoptions: AdoptionGate;
@@ -210,17 +207,6 @@ export class JobManager implements OwnerContext, MoveHost {
 
   get leaseId(): string | undefined {
     return this.held?.id;
-  }
-
-  /**
-   * The oldest time whose store history the adoptions queued here may still read (the housekeeper
-   * holds compaction back to it): a dead owner wrote its jobs' `seen` revision at most
-   * seenRefreshMs before its lease ran out, which the members saw up to a TTL later.
-   */
-  historyNeededSince(): number | undefined {
-    let oldest: number | undefined;
-    for (const at of this.orphansSince.values()) if (oldest === undefined || at < oldest) oldest = at;
-    return oldest === undefined ? undefined : oldest - this.seenRefreshMs - 2 * this.ttlSeconds * 1000 - HISTORY_SLACK_MS;
   }
 
   seenRevision(): number {

@@ -38,14 +38,6 @@ export interface HousekeeperOptions {
   electionTtlSeconds?: number;
   /** Jobs per batch of deletes (see RetentionSweeper). */
   batch?: number;
-  /**
-   * A time (ms, the clock's) whose history is still needed, if any: compaction does not pass the
-   * revision sampled then (the job owner's adoptions under way, whose outcomes are read from the
-   * history since their dead owner's last write). Held at most `compactHoldMaxMs` past the margin.
-   */
-  keepHistorySince?: () => number | undefined;
-  /** The longest compaction waits for `keepHistorySince` beyond the margin (default 4 margins). */
-  compactHoldMaxMs?: number;
 }
 
 /** Checks in a row that find a waiting candidate stuck (see Housekeeper.stuck) before it stands again. */
@@ -87,8 +79,7 @@ export class Housekeeper {
   });
   leading = false;
   /** Elections won, compactions, the revision last compacted to, and waits found stuck (see stuck()). */
-  readonly stats = { elected: 0, compactions: 0, compactedTo: 0, stuck: 0, held: 0 };
-  private holding = false;
+  readonly stats = { elected: 0, compactions: 0, compactedTo: 0, stuck: 0 };
 
   constructor(private readonly o: HousekeeperOptions) {
     this.name = `${o.keys.prefix}housekeeper`;
@@ -240,8 +231,7 @@ export class Housekeeper {
       const now = this.o.clock.now();
       this.samples.push({ at: now, rev: await this.o.store.revision() });
       let target: number | undefined;
-      const upTo = this.cutoff(now);
-      while (this.samples.length > 0 && (this.samples[0]?.at ?? Infinity) <= upTo) {
+      while (this.samples.length > 0 && (this.samples[0]?.at ?? Infinity) <= now - this.marginMs) {
         target = this.samples.shift()?.rev;
       }
       if (target !== undefined && target > this.stats.compactedTo && this.leading) {
@@ -255,25 +245,6 @@ export class Housekeeper {
     } finally {
       this.busy.compact = false;
     }
-  }
-
-  /**
-   * The newest sample time compaction may go to: the margin's, or earlier while history since
-   * `keepHistorySince` is needed, though never more than `compactHoldMaxMs` earlier.
-   */
-  private cutoff(now: number): number {
-    const normal = now - this.marginMs;
-    const since = this.o.keepHistorySince?.();
-    const floor = normal - (this.o.compactHoldMaxMs ?? 4 * this.marginMs);
-    const hold = since !== undefined && since < normal;
-    if (hold !== this.holding) {
-      this.holding = hold;
-      if (hold) {
-        this.stats.held++;
-        this.o.log.info({ since: new Date(since).toISOString() }, 'housekeeper: compaction held back: adoptions under way read the history since then');
-      } else this.o.log.info('housekeeper: compaction no longer held back');
-    }
-    return hold ? Math.max(since, floor) : normal;
   }
 
   private every(ms: number, fn: () => void): void {
