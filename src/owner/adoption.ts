@@ -94,7 +94,7 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
     .sleep(jitter)
     .then(() =>
       m.adoptions.run(
-        () => tryAdopt(m, id, from, ours),
+        () => tryAdopt(m, id, from, ours, window),
         () => m.closed,
       ),
     )
@@ -115,7 +115,7 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
  * more, or none (rewrite it to name ours), or, with `ours`, one whose owner record names our lease
  * already but which this process does not hold.
  */
-async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: boolean): Promise<void> {
+async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: boolean, window: AdoptWindow): Promise<void> {
   const lease = m.lease;
   if (m.closed || !lease || !lease.confirmed || m.owned.has(id) || m.submitting.has(id)) return;
   const k = m.o.keys;
@@ -124,14 +124,12 @@ async function tryAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours: bool
   if (!kv || !rec || isFinalJob(rec.state)) return;
   const agent = m.pickAgent();
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: m.o.clock.now(), lease: lease.id };
-  // Until the job is owned, the task changes the RUs show for it are kept (opened when the job
-  // was queued, scheduleAdopt): one made just after the transaction below can reach this process
+  // Until the job is owned, the task changes the RUs show for it are kept in `window` (opened when
+  // the job was queued, scheduleAdopt): one made just after the transaction below can reach this process
   // before its answer does, and would otherwise be lost (a task that ended then stayed running
   // for us, and the job never final); one made while the job waited its turn is applied without a
   // read of the RU's history, which compaction may have taken meanwhile. Older than the task
   // records the transaction reads, they change nothing (mergeTask).
-  const window: AdoptWindow = m.adoptWindow.get(id) ?? { tasks: [] };
-  m.adoptWindow.set(id, window);
   let res: TxnResult;
   try {
     const compare: Compare[] = [
