@@ -108,6 +108,12 @@ export class RuIndex {
   /** RU id → server; ids are never reused, so a removed server leaves holes. */
   private readonly ruServer: (ServerState | undefined)[] = [];
   private nextBase = 0;
+  /**
+   * Bumped whenever the set of servers a placement may use changes: one registered or replaced,
+   * removed, down or up, cordoned or not. What is derived from that set alone (the eligible
+   * capacity of a constraint, feasibility.ts) is kept until it moves.
+   */
+  serversVersion = 0;
   private readonly listeners: ServerChangeListener[] = [];
   /** RU id → the occupant before an in-flight claim, and who claimed it (see claim()). */
   private readonly claims = new Map<number, { prev: Occupant | null; owner: unknown }>();
@@ -151,6 +157,7 @@ export class RuIndex {
     }
     if (existing) this.removeServer(spec.id);
     const s = new ServerState(spec, this.nextBase);
+    this.serversVersion++;
     s.cordoned = this.cordonedIds.has(spec.id);
     this.nextBase += spec.rus;
     this.servers.set(spec.id, s);
@@ -172,6 +179,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s) return;
     s.down = true;
+    this.serversVersion++;
     for (let i = 0; i < s.ruCount; i++) {
       this.countJob(s, s.occupants[i] ?? null, -1);
       this.claims.delete(s.base + i);
@@ -191,6 +199,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s || s.down === down) return;
     s.down = down;
+    this.serversVersion++;
     for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
     this.touch(s);
   }
@@ -202,6 +211,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s || s.cordoned === cordoned) return;
     s.cordoned = cordoned;
+    this.serversVersion++;
     for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
     this.touch(s);
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ServerSpec } from '../../src/model/types.ts';
 import { RuIndex } from '../../src/sampling/ru-index.ts';
-import { eligibleGroups, feasibility, serverMatches, type FeasibilityJob } from '../../src/sampling/feasibility.ts';
+import { eligibleCapacity, eligibleGroups, feasibility, serverMatches, type FeasibilityJob } from '../../src/sampling/feasibility.ts';
 
 /** n servers of `rus` RUs, `perRack` to a rack, all with zone=demo-a; odd ones have ssd=yes. */
 function cell(n: number, rus: number, perRack: number, platform = (i: number) => (i % 2 === 0 ? 'r3.2xlarge' : 'c3.large')): RuIndex {
@@ -139,6 +139,58 @@ describe('feasibility', () => {
     st.setServerDown('s2', false);
     for (let i = 0; i < 8; i++) st.setRu({ server: 's3', index: i }, { job: 'x', task: i, caused: [], priority: 1, state: 'busy' }, 2);
     expect(eligibleGroups(st, {}).up.rus).toBe(15);
+  });
+});
+
+describe('eligibleCapacity', () => {
+  /** What eligibleCapacity must say: a count over every server up and not cordoned that matches. */
+  const counted = (st: RuIndex, c: FeasibilityJob['constraints']): number =>
+    [...st.servers.values()].filter((s) => !s.down && !s.cordoned && serverMatches(s.spec, c)).reduce((n, s) => n + s.ruCount, 0);
+  const asks: FeasibilityJob['constraints'][] = [
+    {},
+    { platforms: ['c3.large'] },
+    { attributes: { ssd: 'yes' } },
+    { attributes: { ssd: 'yes', zone: 'demo-a' } },
+    { attributes: { zone: 'demo-a', ssd: 'yes' } },
+    { platforms: ['r3.2xlarge'], attributes: { ssd: 'yes' } },
+    { platforms: [] },
+  ];
+  const check = (st: RuIndex): void => {
+    for (const c of asks) expect(eligibleCapacity(st, c), JSON.stringify(c)).toBe(counted(st, c));
+  };
+
+  it('follows every change of the servers a placement may use, asked between each', () => {
+    const st = cell(6, 4, 2);
+    check(st);
+    expect(eligibleCapacity(st, {})).toBe(24);
+    st.setServerDown('s1', true);
+    check(st);
+    expect(eligibleCapacity(st, { attributes: { ssd: 'yes' } })).toBe(8);
+    st.setCordoned('s3', true);
+    check(st);
+    st.setCordoned('s9', true); // not registered yet: cordoned when it comes
+    st.upsertServer({ id: 's9', platform: 'c3.large', rack: 'r9', rus: 8, speed: 1, attributes: { ssd: 'yes' } });
+    check(st);
+    st.setCordoned('s9', false);
+    check(st);
+    expect(eligibleCapacity(st, { platforms: ['c3.large'] })).toBe(4 + 8);
+    st.removeServer('s5');
+    check(st);
+    st.setServerDown('s1', false);
+    st.setCordoned('s3', false);
+    check(st);
+    // Re-registered with another size: replaced.
+    st.upsertServer({ id: 's0', platform: 'r3.2xlarge', rack: 'r0', rus: 16, speed: 1, attributes: { zone: 'demo-a' } });
+    check(st);
+    expect(eligibleCapacity(st, {})).toBe(16 + 4 * 4 + 8);
+  });
+
+  it('is the same whatever else changes on the servers (tasks come and go)', () => {
+    const st = cell(4, 4, 2);
+    const before = eligibleCapacity(st, {});
+    st.setRu({ server: 's0', index: 0 }, { job: 'j', task: 0, caused: [1, 2, 3], priority: 0, state: 'busy' }, 1);
+    expect(eligibleCapacity(st, {})).toBe(before);
+    check(st);
   });
 });
 
