@@ -35,8 +35,6 @@ export interface HandoffOptions {
   wake: (server: ServerState, index: number) => void;
   /** Below this share of the cell's RUs free, each front-end samples only the servers it is home of (0: never). Default 0. */
   partitionBelow?: number;
-  /** The quiet start of each turn of the homes while the sampling is split (see TURN_GUARD_MS). */
-  turnGuardMs?: number;
 }
 
 /**
@@ -45,14 +43,6 @@ export interface HandoffOptions {
  * disagree are rare, and short enough that an RU only another front-end can use waits little.
  */
 export const HOME_TURN_MS = 2000;
-
-/**
- * At a turn, a server's new home may still see free an RU its old home took just before (the
- * commit not yet in its view). For this long from the turn, while the sampling is split, no
- * front-end samples a server whose home it was not already in the turn before (with the homes
- * moving one place at each turn, none), and the free RUs that came home are woken for once it ends.
- */
-export const TURN_GUARD_MS = 500;
 
 /** FNV-1a of a server id: the same on every front-end. */
 function hashId(id: string): number {
@@ -145,15 +135,9 @@ export class FreedHandoff {
     return Math.floor(this.o.clock.now() / HOME_TURN_MS);
   }
 
-  private get guardMs(): number {
-    return this.o.turnGuardMs ?? TURN_GUARD_MS;
-  }
-
-  /** Arms the timer of the end of the next turn's quiet start (at the turn itself, without a guard). */
+  /** Arms the timer of the next turn of the homes. */
   private armTurn(): Timer {
-    const into = this.o.clock.now() % HOME_TURN_MS;
-    const guard = this.guardMs;
-    return this.o.clock.setTimer(into < guard ? guard - into : HOME_TURN_MS - into + guard, () => this.nextTurn());
+    return this.o.clock.setTimer(HOME_TURN_MS - (this.o.clock.now() % HOME_TURN_MS), () => this.nextTurn());
   }
 
   private homeOf(server: ServerState, members: readonly string[], turn: number): string | undefined {
@@ -185,11 +169,10 @@ export class FreedHandoff {
     const members = this.currentMembers();
     const self = this.self;
     const turn = this.turn();
-    if (this.o.clock.now() % HOME_TURN_MS < this.guardMs) return (s) => this.homeOf(s, members, turn) === self && this.homeOf(s, members, turn - 1) === self;
     return (s) => this.homeOf(s, members, turn) === self;
   }
 
-  /** A turn of the homes while the sampling is split, once its quiet start is over: each free RU that came home wakes a waiter here. */
+  /** A turn of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
   private nextTurn(): void {
     this.turnTimer = undefined;
     if (!this.splitting()) return;
