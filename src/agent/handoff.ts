@@ -86,7 +86,6 @@ export class FreedHandoff {
   /** The next turn of the homes, while the sampling is split (partition()). */
   private turnTimer: Timer | undefined;
   private readonly hashes = new WeakMap<ServerState, number>();
-  private total = { rus: 0, at: Number.NEGATIVE_INFINITY };
   /**
    * handedOff: freed RUs held for their home; of those, wokenAfterWindow (still free, woken for
    * here), takenMeanwhile, leftToHome (still free, but the sampling is split and its home is
@@ -153,10 +152,7 @@ export class FreedHandoff {
   private splitting(): boolean {
     const below = this.o.partitionBelow ?? 0;
     if (below <= 0 || this.o.windowMs <= 0 || this.self === undefined || this.currentMembers().length <= 1) return false;
-    const now = this.o.clock.now();
-    // The cell's size, counted again at most once a second (a walk over every server).
-    if (now - this.total.at >= 1000) this.total = { rus: this.o.state.totalRus, at: now };
-    return this.o.state.available.size < below * this.total.rus;
+    return this.o.state.available.size < below * this.o.state.totalRus;
   }
 
   /**

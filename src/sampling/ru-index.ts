@@ -111,9 +111,14 @@ export class RuIndex {
   /**
    * Bumped whenever the set of servers a placement may use changes: one registered or replaced,
    * removed, down or up, cordoned or not. What is derived from that set alone (the eligible
-   * capacity of a constraint, feasibility.ts) is kept until it moves.
+   * capacity of a constraint, feasibility.ts; totalRus) is kept until it moves.
    */
-  serversVersion = 0;
+  get serversVersion(): number {
+    return this.serversVer;
+  }
+  private serversVer = 0;
+  /** totalRus as counted at a serversVersion. */
+  private total = { rus: 0, version: -1 };
   private readonly listeners: ServerChangeListener[] = [];
   /** RU id → the occupant before an in-flight claim, and who claimed it (see claim()). */
   private readonly claims = new Map<number, { prev: Occupant | null; owner: unknown }>();
@@ -143,10 +148,14 @@ export class RuIndex {
     }
   }
 
+  /** RUs of every server known, up or down: counted again only when the set of servers changed. */
   get totalRus(): number {
-    let n = 0;
-    for (const s of this.servers.values()) n += s.ruCount;
-    return n;
+    if (this.total.version !== this.serversVer) {
+      let n = 0;
+      for (const s of this.servers.values()) n += s.ruCount;
+      this.total = { rus: n, version: this.serversVer };
+    }
+    return this.total.rus;
   }
 
   upsertServer(spec: ServerSpec): ServerState {
@@ -157,7 +166,7 @@ export class RuIndex {
     }
     if (existing) this.removeServer(spec.id);
     const s = new ServerState(spec, this.nextBase);
-    this.serversVersion++;
+    this.serversVer++;
     s.cordoned = this.cordonedIds.has(spec.id);
     this.nextBase += spec.rus;
     this.servers.set(spec.id, s);
@@ -179,7 +188,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s) return;
     s.down = true;
-    this.serversVersion++;
+    this.serversVer++;
     for (let i = 0; i < s.ruCount; i++) {
       this.countJob(s, s.occupants[i] ?? null, -1);
       this.claims.delete(s.base + i);
@@ -199,7 +208,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s || s.down === down) return;
     s.down = down;
-    this.serversVersion++;
+    this.serversVer++;
     for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
     this.touch(s);
   }
@@ -211,7 +220,7 @@ export class RuIndex {
     const s = this.servers.get(id);
     if (!s || s.cordoned === cordoned) return;
     s.cordoned = cordoned;
-    this.serversVersion++;
+    this.serversVer++;
     for (let i = 0; i < s.ruCount; i++) this.reindex(s, i);
     this.touch(s);
   }

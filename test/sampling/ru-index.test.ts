@@ -141,3 +141,20 @@ describe('per-job placement index (jobGroups)', () => {
     expect(st.jobCount).toBe(0);
   });
 });
+
+describe('RuIndex.totalRus', () => {
+  it('follows servers registered, replaced with another size and removed, and keeps down ones', () => {
+    const st = new RuIndex();
+    expect(st.totalRus).toBe(0);
+    for (let i = 0; i < 3; i++) st.upsertServer(spec(i));
+    expect(st.totalRus).toBe(12);
+    st.setServerDown('s0', true);
+    expect(st.totalRus).toBe(12);
+    st.upsertServer({ ...spec(1), rus: 10 });
+    expect(st.totalRus).toBe(4 + 10 + 4);
+    st.removeServer('s2');
+    expect(st.totalRus).toBe(14);
+    st.upsertServer(spec(7, 2));
+    expect(st.totalRus).toBe(16);
+  });
+});
