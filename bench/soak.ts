@@ -146,6 +146,8 @@ interface Row {
   reuse?: { p50: number; p99: number; max: number; n: number };
   /** Placement transactions sent by the front-ends' agents during the row, conflicts included (tarcil_commits). */
   commits?: number;
+  /** Sampling rounds (one per decision of a chunk) and candidates scored by the front-ends' agents during the row (tarcil_samples, tarcil_candidates_scored). */
+  sampling?: { rounds: number; candidates: number; placed: number };
   /** The front-ends that said they were the housekeeper (tarcil_housekeeper_leading) at the row's end. */
   housekeeper?: string;
   /** Owner leases fenced (all front-ends) and jobs adopted, during the row. */
@@ -221,6 +223,12 @@ function reuseText(r: Pick<Row, 'reuse'>): string {
   return r.reuse
     ? `RUs placed again ${fmt(r.reuse.p50, 0)}/${fmt(r.reuse.p99, 0)}/${fmt(r.reuse.max, 0)} ms after their freeing (p50/p99/max, ${r.reuse.n})`
     : 'no RU placed again';
+}
+
+/** A row's sampling rounds and candidates scored per task placed, e.g. "3.1 · 84". */
+function perPlacement(r: Pick<Row, 'sampling'>): string {
+  const x = r.sampling;
+  return x && x.placed > 0 ? `${fmt(x.rounds / x.placed, 1)} · ${fmt(x.candidates / x.placed, 0)}` : '-';
 }
 
 /** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
@@ -401,6 +409,8 @@ async function main(): Promise<void> {
   let causesPrev: Record<string, number> = {};
   let handoffsPrev: Record<string, number> = {};
   let commitsPrev = 0;
+  let roundsPrev = 0;
+  let candidatesPrev = 0;
   let fencedPrev = 0;
   let adoptedPrev = 0;
   let compactedPrev = 0;
@@ -432,6 +442,8 @@ async function main(): Promise<void> {
     const causes: Record<string, number> = Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0]));
     const handoffs: Record<string, number> = Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, 0]));
     let commits = 0;
+    let rounds = 0;
+    let candidates = 0;
     let fenced = 0;
     let adopted = 0;
     let compacted = 0;
@@ -444,6 +456,8 @@ async function main(): Promise<void> {
       for (const c of CONFLICT_CAUSES) causes[c] = (causes[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_by_cause_total{cause="${c}"}`) || 0);
       for (const c of HANDOFF_OUTCOMES) handoffs[c] = (handoffs[c] ?? 0) + (metricSum(text, `tarcil_freed_handoffs_total{outcome="${c}"}`) || 0);
       commits += metricSum(text, 'tarcil_commits') || 0;
+      rounds += metricSum(text, 'tarcil_samples') || 0;
+      candidates += metricSum(text, 'tarcil_candidates_scored') || 0;
       fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
       adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
       compacted += metricSum(text, 'tarcil_task_outcomes_compacted') || 0;
@@ -545,6 +559,7 @@ async function main(): Promise<void> {
       conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, Math.max(0, (causes[c] ?? 0) - (causesPrev[c] ?? 0))])),
       handoffs: Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, Math.max(0, (handoffs[c] ?? 0) - (handoffsPrev[c] ?? 0))])),
       commits: commits - commitsPrev,
+      sampling: { rounds: Math.max(0, rounds - roundsPrev), candidates: Math.max(0, candidates - candidatesPrev), placed: m.placements },
       housekeeper: leaders.join('+') || 'none',
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
@@ -567,6 +582,8 @@ async function main(): Promise<void> {
     causesPrev = causes;
     handoffsPrev = handoffs;
     commitsPrev = commits;
+    roundsPrev = rounds;
+    candidatesPrev = candidates;
     fencedPrev = fenced;
     adoptedPrev = adopted;
     compactedPrev = compacted;
@@ -962,6 +979,7 @@ function report(s: Summary): void {
       'hollow task starts waiting / oldest wait s / mean start write ms',
       'conflicts (% of commits; by cause: another front-end took a pick · a sibling agent did · stale view · other compare)',
       'RU freed → placed again: p50 / p99 / max ms (RUs)',
+      'sampling rounds · candidates scored, per placement',
       'finals',
       'owner leases fenced / jobs adopted / tasks failed as compacted (their outcome compacted away before it was recorded)',
       'housekeeper',
@@ -993,6 +1011,7 @@ function report(s: Summary): void {
       r.hollowStarts ? `${fmt(r.hollowStarts.waiting, 0)} / ${fmt(r.hollowStarts.oldestS, 1)} / ${fmt(r.hollowStarts.meanMs, 0)}` : '-',
       `${r.conflicts}${conflictShare(r)}`,
       r.reuse ? `${fmt(r.reuse.p50, 0)} / ${fmt(r.reuse.p99, 0)} / ${fmt(r.reuse.max, 0)} (${r.reuse.n})` : '-',
+      perPlacement(r),
       r.finals,
       `${r.fenced ?? '-'} / ${r.adopted ?? '-'} / ${r.compacted ?? '-'}`,
       r.housekeeper ?? '-',

@@ -111,6 +111,9 @@ export class AgentRuntime {
     preemptions: 0,
     rescheduled: 0,
     fairYields: 0,
+    /** Sampling rounds (one per decide()) and the candidates they scored. */
+    samples: 0,
+    candidates: 0,
   };
 
   constructor(opts: AgentRuntimeOptions) {

@@ -84,6 +84,8 @@ export class AttemptContext {
     rec.stageMs.size += d.stageUs.size / 1000;
     rec.stageMs.select += d.stageUs.select / 1000;
     rec.samples.push({ R: d.R, f: d.f, candidates: d.selection.candidatesSeen });
+    this.agent.stats.samples++;
+    this.agent.stats.candidates += d.selection.candidatesSeen;
     if (rec.samples.length > 50) rec.samples.splice(1, 1);
   }
 

@@ -190,6 +190,14 @@ export class Metrics extends MetricsEndpoint {
       "Placement transactions this process's agents sent, those that conflicted included (tarcil_commit_conflicts_total), since it started",
       () => manager.agents.reduce((n, a) => n + a.stats.commits, 0),
     );
+    read(
+      'tarcil_samples',
+      "Sampling rounds of this process's agents (one per decision of a chunk, retries included), since it started: against tarcil_tasks_placed_total, the decisions a placement costs",
+      () => manager.agents.reduce((n, a) => n + a.stats.samples, 0),
+    );
+    read('tarcil_candidates_scored', "RUs this process's agents sampled and scored, since it started", () =>
+      manager.agents.reduce((n, a) => n + a.stats.candidates, 0),
+    );
     new Counter({
       name: 'tarcil_commit_conflicts_by_cause_total',
       help: "Placement commits of this process's agents that conflicted, by cause: front-end (another front-end's agent took a pick), sibling (another agent of this process did), stale (a pick changed otherwise: placed and freed since the view saw it, or its server's epoch moved), other (no pick changed: the fence, a quota, a task record or a move's source did), since it started",

@@ -57,6 +57,9 @@ describe('scheduling agent on the embedded store', () => {
     expect(rec.placements).toHaveLength(4);
     expect(rec.samples[0]!.R).toBeGreaterThanOrEqual(8);
     expect(rec.samples[0]!.candidates).toBe(rec.samples[0]!.R * 4);
+    // The agent's own counters (tarcil_samples, tarcil_candidates_scored) sum every round.
+    expect(agent.stats.samples).toBe(rec.samples.length);
+    expect(agent.stats.candidates).toBe(rec.samples.reduce((n, s) => n + s.candidates, 0));
     expect(rec.admission[0]!.action).toBe('admit');
     expect(rec.placements.every((p) => p.acceptable && p.Q > 0)).toBe(true);
     expect(rec.stageMs.select).toBeGreaterThan(0);

@@ -94,6 +94,14 @@ describe('front-end /metrics: the job owner', () => {
     agent.stats.commits += 2;
     expect((await scrape()).get('tarcil_commits')).toBe(commits());
     agent.stats.commits -= 2;
+    agent.stats.samples += 3;
+    agent.stats.candidates += 40;
+    const after = await scrape();
+    expect(after.get('tarcil_samples')).toBe(sched.manager.agents.reduce((n, a) => n + a.stats.samples, 0));
+    expect(after.get('tarcil_candidates_scored')).toBe(sched.manager.agents.reduce((n, a) => n + a.stats.candidates, 0));
+    expect(after.get('tarcil_candidates_scored')).toBeGreaterThanOrEqual(40);
+    agent.stats.samples -= 3;
+    agent.stats.candidates -= 40;
     // Read at each scrape, not copied once.
     sched.manager.stats.adopted += 3;
     expect((await scrape()).get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
