@@ -7,6 +7,7 @@ import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } 
 import { compareScores, contention, jobTarget, NEIGHBOUR_HARM, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
 import type { RuIndex, Occupant, ServerState } from './ru-index.ts';
 import { own } from '../util/dict.ts';
+import { internVector } from '../util/intern.ts';
 import { serverMatches } from './feasibility.ts';
 
 /** What the selection needs to know about a job (a subset of JobSpec, plus its target). */
@@ -99,6 +100,24 @@ function residentTarget(caused: readonly number[]): JobTarget {
   return t;
 }
 
+/**
+ * The neighbours' side of a free RU of a server for a newcomer's caused vector (interned), as
+ * scored at the server's occupancy `version`: the same for every free RU of the server, and for
+ * every job of that vector, until a task starts or ends there. On a nearly full cell the
+ * decisions draw again and again from the same few free RUs, each scoring every resident beside
+ * them; kept, a server's residents are scored once per workload and change of occupancy.
+ */
+interface NeighbourSide {
+  version: number;
+  form: QualityForm;
+  worst: number;
+  allOk: boolean;
+  n: number;
+}
+const neighbourSides = new WeakMap<ServerState, Map<readonly number[], NeighbourSide>>();
+/** Vectors kept per server: more than a cell's workloads; past it the server's entries start again. */
+const SIDES_PER_SERVER = 32;
+
 /** One selection call: the RUs it has taken and the load its own picks add to their servers. */
 export class SelectionContext {
   readonly extra = new Map<ServerState, { sum: number[]; count: number; version: number }>();
@@ -106,6 +125,8 @@ export class SelectionContext {
   readonly C = new Array<number>(N_RESOURCES).fill(0);
   private readonly Cr = new Array<number>(N_RESOURCES).fill(0);
   readonly maxPerf: number;
+  /** The job's caused vector, interned: the key of its neighbours' sides. */
+  private readonly causedKey: readonly number[];
 
   constructor(
     readonly state: RuIndex,
@@ -118,6 +139,7 @@ export class SelectionContext {
       if (v > max) max = v;
     }
     this.maxPerf = max > 0 ? max : 1;
+    this.causedKey = req.twoSided ? internVector(req.caused) : req.caused;
     if (req.exclude) for (const id of req.exclude) this.taken.add(id);
   }
 
@@ -164,6 +186,15 @@ export class SelectionContext {
    * O(RUs of the server) per candidate, so a decision stays O(R).
    */
   private withNeighbours(self: RuScore, s: ServerState, i: number, sum: readonly number[], victim: Occupant | undefined): RuScore {
+    const form = this.req.form ?? 'monotone';
+    // A free RU, with no pick of this call on its server: its side is the server's (kept).
+    const keep = victim === undefined && s.occupants[i] === null && !this.extra.has(s);
+    let sides: Map<readonly number[], NeighbourSide> | undefined;
+    if (keep) {
+      sides = neighbourSides.get(s);
+      const kept = sides?.get(this.causedKey);
+      if (kept && kept.version === s.version && kept.form === form) return twoSided(self, kept.worst, kept.allOk, kept.n, this.req.target.T);
+    }
     const others = s.ruCount - 1;
     let worst = 1;
     let allOk = true;
@@ -171,7 +202,6 @@ export class SelectionContext {
     if (others > 0) {
       const add = this.req.caused;
       const gone = victim?.caused;
-      const form = this.req.form ?? 'monotone';
       for (let k = 0; k < s.ruCount; k++) {
         if (k === i) continue;
         const occ = s.occupants[k];
@@ -185,6 +215,11 @@ export class SelectionContext {
         if (q.Q < worst) worst = q.Q;
         if (!q.acceptable) allOk = false;
       }
+    }
+    if (keep) {
+      if (!sides) neighbourSides.set(s, (sides = new Map<readonly number[], NeighbourSide>()));
+      else if (sides.size >= SIDES_PER_SERVER && !sides.has(this.causedKey)) sides.clear();
+      sides.set(this.causedKey, { version: s.version, form, worst, allOk, n });
     }
     return twoSided(self, worst, allOk, n, this.req.target.T);
   }

@@ -6,6 +6,7 @@ import type { JobSpec, JobState, RuRecord, RuRef, ServerSpec, TaskRecord, TaskSt
 import type { Occupant } from '../sampling/ru-index.ts';
 import type { KeyValue } from '../store/types.ts';
 import type { Keys } from './keys.ts';
+import { internVector } from '../util/intern.ts';
 
 /** JSON codecs for the records kept in the store. Parsing is defensive: the store is shared. */
 
@@ -125,31 +126,12 @@ export function occupantOf(rec: RuRecord | undefined): Occupant | null {
   return {
     job: rec.job,
     task: rec.task ?? 0,
-    caused: internCaused(rec.caused),
+    caused: internVector(rec.caused),
     priority: rec.priority ?? 0,
     state: rec.state,
     ...(typeof rec.q === 'number' && Number.isFinite(rec.q) ? { q: rec.q } : {}),
   };
 }
-
-/**
- * One array per distinct caused vector. Each RU record parsed brings a fresh copy of its task's
- * vector, and what is derived from a resident's vector when candidates beside it are scored (its
- * target, sampling/selection.ts) is kept by the array: shared, it is derived once per workload
- * instead of once per task placed, and the cache stays as small as the set of workloads.
- */
-function internCaused(caused: number[]): readonly number[] {
-  const key = caused.join(',');
-  const known = causedVectors.get(key);
-  if (known) return known;
-  // Bounded: a cell runs few distinct vectors (workloads, learned profiles); a flood of new ones
-  // only costs the sharing.
-  if (causedVectors.size >= CAUSED_VECTORS) causedVectors.clear();
-  causedVectors.set(key, caused);
-  return caused;
-}
-const CAUSED_VECTORS = 4096;
-const causedVectors = new Map<string, readonly number[]>();
 
 /** Q as an RU record carries it: 4 decimals, a few bytes. */
 export const storedQ = (Q: number): number => Math.round(Q * 10_000) / 10_000;

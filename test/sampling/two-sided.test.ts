@@ -110,3 +110,73 @@ describe('two-sided quality', () => {
     expect(p?.quality.acceptable).toBe(true);
   });
 });
+
+/**
+ * The neighbours' side of a free RU is kept per server and newcomer vector while the server's
+ * occupancy stays: every score must still equal the side computed from scratch, here from the
+ * quality functions alone, whatever changed between two scores.
+ */
+describe("two-sided quality: a server's neighbours' side kept between scores", () => {
+  /** The two-sided Q of a free RU of `s` from scratch: each resident against its own target. */
+  function fromScratch(st: RuIndex, server: string, newcomer: number[], form: 'monotone' | 'paper' = 'monotone'): number {
+    const s = st.server(server)!;
+    const others = s.ruCount - 1;
+    const C = s.sum.map((v) => v / others);
+    const self = scoreRu(C, jobTarget(newcomer), form);
+    let worst = 1;
+    let allOk = true;
+    let n = 0;
+    for (const occ of s.occupants) {
+      if (!occ) continue;
+      const Cr = s.sum.map((v, r) => Math.max(0, (v + (newcomer[r] ?? 0) - (occ.caused[r] ?? 0)) / others));
+      const q = scoreRu(Cr, jobTarget(occ.caused), form);
+      worst = Math.min(worst, q.Q);
+      allOk &&= q.acceptable;
+      n++;
+    }
+    return twoSided(self, worst, allOk, n, jobTarget(newcomer).T).Q;
+  }
+  const scoreOf = (st: RuIndex, server: string, index: number, req: PlacementRequest): number =>
+    new SelectionContext(st, req).score(st.server(server)!, index).quality.Q;
+
+  it('follows a task that starts or ends beside the RU', () => {
+    const st = cell();
+    const req = request({ twoSided: true });
+    expect(scoreOf(st, 'a', 1, req)).toBeCloseTo(fromScratch(st, 'a', NEWCOMER), 12);
+    // A second resident that the newcomer pushes past its tolerance: the side must change.
+    st.setRu({ server: 'a', index: 2 }, { job: 'rc', task: 0, caused: only(2, 90), priority: DEFAULT_PRIORITY, state: 'busy' }, 2);
+    const busier = fromScratch(st, 'a', NEWCOMER);
+    expect(scoreOf(st, 'a', 1, req)).toBeCloseTo(busier, 12);
+    expect(st.server('a')!.occupants.filter(Boolean)).toHaveLength(2);
+    // The first resident leaves.
+    st.setRu({ server: 'a', index: 0 }, null, 3);
+    expect(scoreOf(st, 'a', 3, req)).toBeCloseTo(fromScratch(st, 'a', NEWCOMER), 12);
+    expect(fromScratch(st, 'a', NEWCOMER)).not.toBeCloseTo(busier, 6);
+  });
+
+  it('is per vector and per form: jobs of equal vectors share it, others get their own', () => {
+    const st = cell();
+    st.setRu({ server: 'a', index: 1 }, { job: 'rc', task: 0, caused: only(2, 60), priority: DEFAULT_PRIORITY, state: 'busy' }, 2);
+    const other = only(2, 20);
+    const a = scoreOf(st, 'a', 2, request({ twoSided: true }));
+    // The same vector in another array (another job of the workload) reads the same side.
+    expect(scoreOf(st, 'a', 2, request({ twoSided: true, caused: [...NEWCOMER], target: jobTarget([...NEWCOMER]) }))).toBe(a);
+    // Another vector is scored against its own pressure.
+    expect(scoreOf(st, 'a', 2, request({ twoSided: true, caused: other, target: jobTarget(other) }))).toBeCloseTo(fromScratch(st, 'a', other), 12);
+    // The paper's form after the monotone one on the same server and vector.
+    expect(scoreOf(st, 'a', 2, request({ twoSided: true, form: 'paper' }))).toBeCloseTo(fromScratch(st, 'a', NEWCOMER, 'paper'), 12);
+  });
+
+  it("counts the call's own earlier pick on the server, which the kept side does not hold", () => {
+    const st = cell();
+    const req = request({ twoSided: true });
+    const ctx = new SelectionContext(st, req);
+    const s = st.server('a')!;
+    const before = ctx.score(s, 1).quality;
+    ctx.commitLocal(s); // the job took RU 1 in this call: RU 2 now sees it as a neighbour's load
+    const after = ctx.score(s, 2).quality;
+    expect(after.sides?.neighboursQ).toBeLessThan(before.sides!.neighboursQ);
+    // A fresh call, with no pick of its own, reads the side of the server as stored.
+    expect(new SelectionContext(st, req).score(s, 2).quality.sides).toEqual(before.sides);
+  });
+});
