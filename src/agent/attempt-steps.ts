@@ -50,8 +50,11 @@ export type Step =
 export type Outcome =
   | { kind: 'fair'; yield: boolean }
   | { kind: 'verdict'; verdict: AdmissionVerdict | undefined; now: number }
-  /** What a commit-ahead run sent (0: nothing, the chunk path takes over), placed and lost. */
-  | { kind: 'ahead'; asked: number; placed: number; conflicts: number }
+  /**
+   * What a commit-ahead run sent (0: nothing, the chunk path takes over), placed and lost, and how
+   * many free RUs its last chunk lacked (`short`: the request then waits for freed ones).
+   */
+  | { kind: 'ahead'; asked: number; placed: number; conflicts: number; short?: number }
   /** RUs chosen for the chunk (kept ones included; a reservation: all the chunk's or 0). */
   | { kind: 'decided'; picks: number; kept: number }
   /**
@@ -173,12 +176,13 @@ export class AttemptSteps {
     return { kind: 'decide', chunk: this.chunk, fresh: true, reserve: false, room: this.chunk };
   }
 
-  private aheadDone(o: { asked: number; placed: number; conflicts: number }): Step {
+  private aheadDone(o: { asked: number; placed: number; conflicts: number; short?: number }): Step {
     if (o.asked === 0) return this.freshChunk();
     this.left -= o.placed;
+    // A short last chunk counts as asked in full: fewer placed than asked, the request waits for freed RUs.
     const then =
       o.conflicts === 0
-        ? this.at.afterCommit({ placed: o.placed, conflicts: 0, asked: o.asked })
+        ? this.at.afterCommit({ placed: o.placed, conflicts: 0, asked: o.asked + (o.short ?? 0) })
         : this.at.afterCommit({ placed: 0, conflicts: o.conflicts, asked: o.asked });
     if (then.kind === 'go' || this.left === 0) return this.round();
     return this.wait(then, undefined, o.conflicts > 0 && this.at.admitted);

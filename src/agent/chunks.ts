@@ -15,6 +15,8 @@ interface AheadCounts {
   asked: number;
   placed: number;
   conflicts: number;
+  /** The run's last chunk found this many free RUs fewer than it needed: the rest waits for freed ones. */
+  short?: number;
 }
 
 /**
@@ -184,10 +186,12 @@ function decideChunk(cx: AttemptContext, need: number, keep: readonly number[]):
  * its in-flight bound would hold the chunks back to two. A chunk in flight holds claims on its RUs, so the next decision sees them
  * taken and chooses what it would have chosen once they were committed: the decisions are the
  * attempt loop's, made chunk by chunk; only the waits for the store overlap. The run stops at
- * the first chunk the view cannot fill, the first conflict or error, or a fair-share yield; the
- * tasks it did not place go back to the source and the attempt loop goes on from there.
- * When it sent nothing (the view cannot fill even the first chunk), the attempt loop places that
- * chunk by the chunk path, which commits what it found and waits for the rest.
+ * the first chunk the view cannot fill (it sends what that decision found, as the chunk path
+ * would, and says how many it was short: the attempt loop then waits for freed RUs), the first
+ * conflict or error, or a fair-share yield; the tasks it did not place go back to the source and
+ * the attempt loop goes on from there. When it sent nothing (no free RU found), the attempt loop
+ * takes that chunk by the chunk path. A short chunk is not decided twice: on a nearly full cell a
+ * large job woken for a few freed RUs found them once, not once ahead and once again.
  */
 async function commitAheadRun(cx: AttemptContext, tasks: ChunkSource): Promise<AheadCounts> {
   const { agent: a, job } = cx;
@@ -204,9 +208,14 @@ async function commitAheadRun(cx: AttemptContext, tasks: ChunkSource): Promise<A
       // The loop let the first chunk through (fair share); each later one asks again, as there.
       if (run.asked > 0 && a.view.mustYield(job.id, need)) break;
       const d = decideChunk(cx, need, []);
-      // Too few free RUs for a whole chunk: the chunk-by-chunk loop places what it can and waits.
-      if (d.selection.picks.length < need) break;
-      run.send(tasks.take(need), d.selection.picks);
+      const got = d.selection.picks.length;
+      if (got === 0) break;
+      run.send(tasks.take(got), d.selection.picks);
+      // Too few free RUs for a whole chunk: what was found is sent, the rest waits for freed RUs.
+      if (got < need) {
+        run.short = need - got;
+        break;
+      }
     }
   } finally {
     // Every commit sent is answered before the run ends, whatever ended it.
@@ -220,6 +229,8 @@ class AheadRun {
   readonly inflight = new Set<Promise<void>>();
   stop = false;
   asked = 0;
+  /** Free RUs the last chunk lacked (0: every chunk was whole). */
+  short = 0;
   private conflicts = 0;
   private placed = 0;
   private failure: { err: unknown } | undefined;
@@ -270,6 +281,6 @@ class AheadRun {
   /** What the run sent (0: nothing), placed and lost; rethrows the first failure. */
   outcome(): AheadCounts {
     if (this.failure) throw this.failure.err;
-    return { asked: this.asked, placed: this.placed, conflicts: this.conflicts };
+    return { asked: this.asked, placed: this.placed, conflicts: this.conflicts, ...(this.short > 0 ? { short: this.short } : {}) };
   }
 }

@@ -111,6 +111,14 @@ describe('the step sequence', () => {
     expect(lines).toEqual(['fair 42', 'admit 100', 'ahead 100', 'fair 16', 'decide 16', 'commit 16/16', 'done']);
     const none = run({ tasks: 100, perTxn: 42, gang: false, ahead: true }, [noYield, go, { kind: 'ahead', asked: 0, placed: 0, conflicts: 0 }]);
     expect(none.lines.at(-1)).toBe('decide 42');
+    // A run whose last chunk found fewer free RUs than it needed: the rest waits for freed RUs,
+    // back through admission, instead of deciding that chunk again.
+    const short = run({ tasks: 100, perTxn: 42, gang: false, ahead: true }, [noYield, go, { kind: 'ahead', asked: 52, placed: 52, conflicts: 0, short: 32 }]);
+    expect(short.lines.at(-1)).toBe('wait capacity readmitted');
+    expect(short.steps.left).toBe(48);
+    // Without `short`, a run that placed all it sent goes on to the next round.
+    const whole = run({ tasks: 100, perTxn: 42, gang: false, ahead: true }, [noYield, go, { kind: 'ahead', asked: 52, placed: 52, conflicts: 0 }]);
+    expect(whole.lines.at(-1)).toBe('fair 42');
   });
 
   it('waits behind other namespaces when fair share says so, and skips the check once a freed RU woke it', () => {

@@ -133,6 +133,27 @@ describe('commit-ahead', () => {
     expect(stolen?.job).toBe('rival');
   });
 
+  it('a chunk the free RUs cannot fill is sent as found, from one decision, and the rest waits for freed RUs', async () => {
+    // 20 servers × 8 = 160 RUs; a filler holds 130 of them: 30 free, fewer than a chunk (42).
+    const { store, keys, agent } = await setup({ groupCommit: 0, admission: false, recheckMs: 60_000 }, 20, 8);
+    await agent.schedule(makeJob('filler', TEST_PROFILES[4]!, 130));
+    const call = agent.schedule(makeJob('short', TEST_PROFILES[4]!, 100)).catch(() => undefined);
+    let rec = agent.inflight.get('short');
+    for (let i = 0; i < 500 && rec?.waiting === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      rec = agent.inflight.get('short');
+    }
+    expect(rec?.waiting).toBeDefined();
+    expect(rec?.placements).toHaveLength(30);
+    // One sampling round found the 30 free RUs and placed them: none decided a second time.
+    expect(rec?.samples).toHaveLength(1);
+    expect(rec?.conflicts).toBe(0);
+    const onRus = (await store.range(keys.rus())).kvs.map((kv) => parseJson<PlacedRuRecord>(kv)!).filter((r) => r.job === 'short');
+    expect(onRus).toHaveLength(30);
+    agent.abort('short');
+    await call;
+  });
+
   it('a job larger than the free RUs places what fits and the rest as RUs free up', async () => {
     // 20 servers × 8 = 160 RUs; a filler holds 40 of them for a moment.
     const { store, keys, agent } = await setup({ groupCommit: 0, admission: false }, 20, 8);
