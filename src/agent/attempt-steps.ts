@@ -269,6 +269,7 @@ export class AttemptSteps {
 
   private waited(s: Step, woken: boolean): Step {
     if (s.kind !== 'wait') return this.round();
+    if (s.for === 'capacity' && !s.retry) this.at.capacityWaitEnded(woken);
     if (s.retry) return this.reserving ? this.reserveNext(false) : { kind: 'decide', chunk: this.chunk, fresh: false, reserve: false, room: this.chunk };
     if (s.for === 'admission') return { kind: 'admit', need: this.reserving ? this.o.tasks : this.left };
     this.woken = woken;

@@ -18,6 +18,13 @@ export interface AttemptPolicy {
   backoffMaxMs: number;
   /** Longest wait for admission or for a freed RU before deciding again. */
   recheckMs: number;
+  /**
+   * A wait for capacity (nothing it may use free) that its timer ended, no freed RU having woken
+   * it, doubles the next one, up to this; a freed RU that wakes it, or a placement, starts again
+   * from recheckMs. Freed RUs wake the waiters that can use them, so the timer only catches what
+   * no freed RU announced; at or below recheckMs (or absent), the waits do not grow.
+   */
+  recheckMaxMs?: number;
 }
 
 /**
@@ -72,6 +79,8 @@ export class Attempt {
   private reported = false;
   /** Retries of the current chunk. */
   retries = 0;
+  /** Waits for capacity in a row that their timer ended, nothing placed since (see recheckMaxMs). */
+  private quiet = 0;
   /** Counters for explain and for the simulator's figures. */
   readonly totals = { retries: 0, readmissions: 0, admissionWaits: 0, capacityWaits: 0, conflicts: 0 };
 
@@ -137,7 +146,7 @@ export class Attempt {
     if (picks === 0 || (allOrNothing && picks < asked)) {
       this.readmit();
       this.totals.capacityWaits++;
-      return { kind: 'capacity-wait', ms: this.policy.recheckMs };
+      return { kind: 'capacity-wait', ms: this.capacityRecheckMs() };
     }
     return { kind: 'go' };
   }
@@ -150,12 +159,13 @@ export class Attempt {
    */
   afterCommit(o: CommitOutcome): Next {
     this.totals.conflicts += o.conflicts;
+    if (o.placed > 0) this.quiet = 0;
     if (o.conflicts === 0) {
       this.retries = 0;
       if (o.placed < o.asked) {
         this.readmit();
         this.totals.capacityWaits++;
-        return { kind: 'capacity-wait', ms: this.policy.recheckMs };
+        return { kind: 'capacity-wait', ms: this.capacityRecheckMs() };
       }
       return { kind: 'go' };
     }
@@ -177,6 +187,18 @@ export class Attempt {
     this.readmit();
     this.totals.capacityWaits++;
     return { kind: 'capacity-wait', ms: this.policy.recheckMs, why };
+  }
+
+  /** The longest the next wait for capacity may last: recheckMs, doubled for each quiet wait before it, up to recheckMaxMs. */
+  capacityRecheckMs(): number {
+    const base = this.policy.recheckMs;
+    const max = Math.max(base, this.policy.recheckMaxMs ?? base);
+    return Math.min(max, base * 2 ** Math.min(this.quiet, 30));
+  }
+
+  /** A wait for capacity ended: woken by a freed RU (the next starts from recheckMs again), or by its timer. */
+  capacityWaitEnded(woken: boolean): void {
+    this.quiet = woken ? 0 : this.quiet + 1;
   }
 
   /** Back to admission: asked again before the next decision, within what is left of the bound. */

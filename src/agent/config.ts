@@ -45,6 +45,7 @@ const SCHEMA = z
     buckets: int(1, 64),
     historyWindowMs: int(1000, 7 * 86_400_000),
     recheckMs: int(1, 600_000),
+    recheckMaxMs: int(1, 600_000),
     consumeQueue: bool,
     recordJob: bool,
     groupCommit: int(0, 64),

@@ -101,6 +101,14 @@ export interface AgentConfig extends CoreConfig {
   historyWindowMs: number;
   /** Upper bound on one wait for capacity when nothing is free, before re-checking. */
   recheckMs: number;
+  /**
+   * What that bound grows to: a wait for capacity that its timer ended (no freed RU woke it)
+   * doubles the next, up to this; a freed RU that wakes the job, or a placement, starts it again
+   * from recheckMs. Freed RUs wake the waiting jobs that can use them; the timer only catches what
+   * none announced, and on a full cell thousands of jobs rechecking every recheckMs found nothing
+   * each time. At or below recheckMs, the waits do not grow.
+   */
+  recheckMaxMs: number;
   /** Claim and reschedule preempted tasks from the durable queue. */
   consumeQueue: boolean;
   /**
@@ -150,6 +158,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   buckets: DEFAULT_BUCKETS,
   historyWindowMs: 2 * 3600_000,
   recheckMs: 1000,
+  recheckMaxMs: 8000,
   consumeQueue: true,
   recordJob: true,
   groupCommit: 2,

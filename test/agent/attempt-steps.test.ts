@@ -121,6 +121,21 @@ describe('the step sequence', () => {
     expect(whole.lines.at(-1)).toBe('fair 42');
   });
 
+  it('a wait for capacity that its timer ended makes the next one longer; one a freed RU ended does not', () => {
+    const steps = new AttemptSteps(new Attempt({ ...POLICY, recheckMaxMs: 1000 }, new SeededRng(1), 10_000), { tasks: 3, perTxn: 42, gang: false });
+    const ms: number[] = [];
+    steps.start();
+    for (const woken of [false, false, true, false]) {
+      steps.next(noYield);
+      steps.next(go);
+      const w = steps.next(decided(0));
+      expect(w).toMatchObject({ kind: 'wait', for: 'capacity' });
+      ms.push((w as { ms: number }).ms);
+      steps.next({ kind: 'waited', woken });
+    }
+    expect(ms).toEqual([100, 200, 400, 100]);
+  });
+
   it('waits behind other namespaces when fair share says so, and skips the check once a freed RU woke it', () => {
     const { lines } = run({ tasks: 3, perTxn: 42, gang: false }, [
       { kind: 'fair', yield: true },

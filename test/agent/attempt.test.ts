@@ -117,7 +117,41 @@ describe('the attempt loop', () => {
     expect(picksPerTxn(5)).toBe(1);
     expect(picksPerTxn(1)).toBe(1);
     // The live agent's defaults are the attempt policy the simulator uses.
-    const { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs } = DEFAULT_AGENT_CONFIG;
-    expect({ maxRetries, backoffBaseMs, backoffMaxMs, recheckMs }).toEqual({ maxRetries: 6, backoffBaseMs: 1, backoffMaxMs: 100, recheckMs: 1000 });
+    const { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, recheckMaxMs } = DEFAULT_AGENT_CONFIG;
+    expect({ maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, recheckMaxMs }).toEqual({
+      maxRetries: 6,
+      backoffBaseMs: 1,
+      backoffMaxMs: 100,
+      recheckMs: 1000,
+      recheckMaxMs: 8000,
+    });
+  });
+
+  it('doubles a wait for capacity that its timer ended, up to recheckMaxMs, and starts again when a freed RU woke it or a task was placed', () => {
+    const at = new Attempt({ ...POLICY, recheckMaxMs: 5000 }, new SeededRng(1), 10_000);
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const next = at.afterSelection(0, 3, false);
+      expect(next.kind).toBe('capacity-wait');
+      waits.push((next as { ms: number }).ms);
+      at.capacityWaitEnded(false);
+    }
+    expect(waits).toEqual([1000, 2000, 4000, 5000, 5000]);
+    // Woken by a freed RU: the next wait is recheckMs again.
+    at.capacityWaitEnded(true);
+    expect(at.capacityRecheckMs()).toBe(1000);
+    at.capacityWaitEnded(false);
+    at.capacityWaitEnded(false);
+    expect(at.capacityRecheckMs()).toBe(4000);
+    // A commit that placed some of the chunk, the rest finding nothing: recheckMs again.
+    expect(at.afterCommit({ placed: 1, conflicts: 0, asked: 3 })).toEqual({ kind: 'capacity-wait', ms: 1000 });
+    // A quota wait keeps recheckMs: its usage falls without a freed RU to say so.
+    at.capacityWaitEnded(false);
+    expect(at.afterQuota('quota')).toMatchObject({ ms: 1000 });
+    // At or below recheckMs, the waits do not grow.
+    const flat = new Attempt(POLICY, new SeededRng(1), 10_000);
+    flat.capacityWaitEnded(false);
+    flat.capacityWaitEnded(false);
+    expect(flat.afterSelection(0, 1, false)).toEqual({ kind: 'capacity-wait', ms: 1000 });
   });
 });

@@ -110,8 +110,8 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     this.world = world;
     this.opts = opts;
     this.name = opts.fixedR === undefined ? 'tarcil' : `fixed-R${opts.fixedR}`;
-    const { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs } = DEFAULT_AGENT_CONFIG;
-    this.policy = { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, ...opts.attempt };
+    const { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, recheckMaxMs } = DEFAULT_AGENT_CONFIG;
+    this.policy = { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, recheckMaxMs, ...opts.attempt };
     this.cfg = {
       ...DEFAULT_AGENT_CONFIG,
       admission: opts.admission ?? true,
