@@ -117,6 +117,14 @@ interface NeighbourSide {
 const neighbourSides = new WeakMap<ServerState, Map<readonly number[], NeighbourSide>>();
 /** Vectors kept per server: more than a cell's workloads; past it the server's entries start again. */
 const SIDES_PER_SERVER = 32;
+/** A job's caused array → its interned equal, so that the decisions of one job intern it once. */
+const sideKeys = new WeakMap<readonly number[], readonly number[]>();
+
+function sideKey(caused: readonly number[]): readonly number[] {
+  let k = sideKeys.get(caused);
+  if (!k) sideKeys.set(caused, (k = internVector(caused)));
+  return k;
+}
 
 /** One selection call: the RUs it has taken and the load its own picks add to their servers. */
 export class SelectionContext {
@@ -139,7 +147,7 @@ export class SelectionContext {
       if (v > max) max = v;
     }
     this.maxPerf = max > 0 ? max : 1;
-    this.causedKey = req.twoSided ? internVector(req.caused) : req.caused;
+    this.causedKey = req.twoSided ? sideKey(req.caused) : req.caused;
     if (req.exclude) for (const id of req.exclude) this.taken.add(id);
   }
 
