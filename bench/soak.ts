@@ -45,7 +45,7 @@ import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
 import { metricSum, ruStates, scrape } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
-import { CONFLICT_CAUSES } from '../src/agent/conflict-cause.ts';
+import { CONFLICT_CAUSES, FRONT_END_RACES } from '../src/agent/conflict-cause.ts';
 import { HANDOFF_OUTCOMES as HANDOFFS } from '../src/agent/handoff.ts';
 
 /** The outcomes of tarcil_freed_handoffs_total. */
@@ -140,6 +140,8 @@ interface Row {
   conflicts: number;
   /** The row's conflicts by cause (tarcil_commit_conflicts_by_cause_total: front-end, sibling, stale, other). */
   conflictCauses?: Record<string, number>;
+  /** Of the row's front-end conflicts, by race (tarcil_commit_conflicts_front_end_total: turn, split, unsplit), and their mean lag in ms. */
+  frontEndRaces?: Record<string, number> & { lagMs?: number };
   /** Freed RUs held for their home front-end during the row, and of those, woken for after the window or taken meanwhile (tarcil_freed_handoffs_total, all front-ends). */
   handoffs?: Record<string, number>;
   /** RUs placed again during the row: ms from their freeing to that placement, p50 / p99 / max (count). */
@@ -231,11 +233,26 @@ function perPlacement(r: Pick<Row, 'sampling'>): string {
   return x && x.placed > 0 ? `${fmt(x.rounds / x.placed, 1)} · ${fmt(x.candidates / x.placed, 0)}` : '-';
 }
 
+/** The row's front-end conflicts by race, and their mean lag, from two readings of the counters summed over the front-ends. */
+function raceRow(now: Record<string, number>, prev: Record<string, number>): Record<string, number> & { lagMs?: number } {
+  const out: Record<string, number> & { lagMs?: number } = {};
+  let n = 0;
+  for (const c of FRONT_END_RACES) {
+    out[c] = Math.max(0, (now[c] ?? 0) - (prev[c] ?? 0));
+    n += out[c];
+  }
+  if (n > 0) out.lagMs = Math.max(0, (now.lag ?? 0) - (prev.lag ?? 0)) / n;
+  return out;
+}
+
 /** A row's conflicts as a share of its commits (front-ends that count them), e.g. " (4.2%)". */
-function conflictShare(r: Pick<Row, 'conflicts' | 'commits' | 'conflictCauses'>): string {
+function conflictShare(r: Pick<Row, 'conflicts' | 'commits' | 'conflictCauses' | 'frontEndRaces'>): string {
   const share = r.commits !== undefined && r.commits > 0 ? `${fmt((100 * r.conflicts) / r.commits, 1)}%` : '';
   const causes = r.conflicts > 0 && r.conflictCauses ? CONFLICT_CAUSES.map((c) => `${c} ${r.conflictCauses?.[c] ?? 0}`).join(' · ') : '';
-  return share || causes ? ` (${[share, causes].filter(Boolean).join('; ')})` : '';
+  const fr = r.frontEndRaces;
+  const raced = fr ? FRONT_END_RACES.reduce((n, c) => n + (fr[c] ?? 0), 0) : 0;
+  const races = fr && raced > 0 ? `front-end by race: ${FRONT_END_RACES.map((c) => `${c} ${fr[c] ?? 0}`).join(' · ')}, lag ${fmt(fr.lagMs ?? NaN, 0)} ms` : '';
+  return share || causes ? ` (${[share, causes, races].filter(Boolean).join('; ')})` : '';
 }
 
 async function startFrontEnd(url: string, i: number): Promise<FrontEnd> {
@@ -407,6 +424,7 @@ async function main(): Promise<void> {
   let prevAt = Date.now();
   let conflictsPrev = 0;
   let causesPrev: Record<string, number> = {};
+  let racesPrev: Record<string, number> = {};
   let handoffsPrev: Record<string, number> = {};
   let commitsPrev = 0;
   let roundsPrev = 0;
@@ -440,6 +458,7 @@ async function main(): Promise<void> {
     prev = next;
     let conflicts = 0;
     const causes: Record<string, number> = Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0]));
+    const races: Record<string, number> = Object.fromEntries([...FRONT_END_RACES, 'lag'].map((c) => [c, 0]));
     const handoffs: Record<string, number> = Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, 0]));
     let commits = 0;
     let rounds = 0;
@@ -454,6 +473,8 @@ async function main(): Promise<void> {
       // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
       conflicts += metricSum(text, 'tarcil_commit_conflicts_total') || 0;
       for (const c of CONFLICT_CAUSES) causes[c] = (causes[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_by_cause_total{cause="${c}"}`) || 0);
+      for (const c of FRONT_END_RACES) races[c] = (races[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_front_end_total{race="${c}"}`) || 0);
+      races.lag = (races.lag ?? 0) + (metricSum(text, 'tarcil_commit_conflicts_front_end_lag_ms') || 0);
       for (const c of HANDOFF_OUTCOMES) handoffs[c] = (handoffs[c] ?? 0) + (metricSum(text, `tarcil_freed_handoffs_total{outcome="${c}"}`) || 0);
       commits += metricSum(text, 'tarcil_commits') || 0;
       rounds += metricSum(text, 'tarcil_samples') || 0;
@@ -557,6 +578,7 @@ async function main(): Promise<void> {
       ...(perTask ? { perTask } : {}),
       conflicts: conflicts - conflictsPrev,
       conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, Math.max(0, (causes[c] ?? 0) - (causesPrev[c] ?? 0))])),
+      frontEndRaces: raceRow(races, racesPrev),
       handoffs: Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, Math.max(0, (handoffs[c] ?? 0) - (handoffsPrev[c] ?? 0))])),
       commits: commits - commitsPrev,
       sampling: { rounds: Math.max(0, rounds - roundsPrev), candidates: Math.max(0, candidates - candidatesPrev), placed: m.placements },
@@ -580,6 +602,7 @@ async function main(): Promise<void> {
     };
     conflictsPrev = conflicts;
     causesPrev = causes;
+    racesPrev = races;
     handoffsPrev = handoffs;
     commitsPrev = commits;
     roundsPrev = rounds;

@@ -24,7 +24,7 @@ import type { Rng } from '../util/rng.ts';
 import { picksPerTxn } from './attempt.ts';
 import type { AgentCache } from './cache.ts';
 import { agentConfig, type AgentConfig } from './config.ts';
-import { CONFLICT_CAUSES, type ConflictCause } from './conflict-cause.ts';
+import { CONFLICT_CAUSES, FRONT_END_RACES, type ConflictCause, type FrontEndRace } from './conflict-cause.ts';
 import type { CoreContext } from './core.ts';
 import type { WaitClass } from './freed-waiters.ts';
 import { SharedView } from './shared-view.ts';
@@ -106,6 +106,9 @@ export class AgentRuntime {
     conflicts: 0,
     /** Conflicts by cause (conflict-cause.ts); the chained server-scope ones (no read) are not counted here. */
     conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, 0])) as Record<ConflictCause, number>,
+    /** Of the `front-end` conflicts, by race (conflict-cause.ts FrontEndRace), and the sum of their lags (build time − the rival's). */
+    frontEndRaces: Object.fromEntries(FRONT_END_RACES.map((c) => [c, 0])) as Record<FrontEndRace, number>,
+    frontEndLagMs: 0,
     tasksPlaced: 0,
     readmissions: 0,
     preemptions: 0,

@@ -17,7 +17,8 @@ import type { KeyValue, TxnResult } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { AgentRuntime, JobFence, UnsureTask } from './agent-runtime.ts';
 import type { AttemptContext } from './attempt-context.ts';
-import { conflictCause } from './conflict-cause.ts';
+import { conflictCause, frontEndRace, rivalSince } from './conflict-cause.ts';
+import { turnAt } from './handoff.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
 /** One commit of a scheduling call (its job, decision record and task stamp are the context's). */
@@ -68,6 +69,8 @@ class PlacementCommit {
   private fence: JobFence | undefined;
   private unsure: Map<number, UnsureTask> | undefined;
   private chained: Chain | undefined;
+  /** When the transaction was built (its RU records' `since`). */
+  private builtAt = 0;
 
   constructor(
     private readonly cx: AttemptContext,
@@ -141,11 +144,12 @@ class PlacementCommit {
 
   private transaction(attempts: number[], quota: QuotaRead | undefined): PlacementTxn {
     const { a, cx, req, commitId, fence } = this;
+    this.builtAt = a.clock.now();
     return placementTxn({
       keys: a.keys,
       agent: a.id,
       commitId,
-      now: a.clock.now(),
+      now: this.builtAt,
       job: cx.job,
       items: req.picks.map((p, i) => this.item(p, i, attempts[i] as number)),
       scope: a.config.conflictScope,
@@ -337,8 +341,14 @@ class PlacementCommit {
     rec.conflicts++;
     a.stats.conflicts++;
     const compared = req.picks.map((p) => p.ruRev);
-    const cause = conflictCause(a.id, a.keys, this.refs, compared, res.responses.slice(0, txn.taskResponses), (i) => this.unchanged(i));
+    const reads = res.responses.slice(0, txn.taskResponses);
+    const cause = conflictCause(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
     a.stats.conflictCauses[cause]++;
+    const since = cause === 'front-end' ? rivalSince(a.id, a.keys, this.refs, reads) : undefined;
+    if (since !== undefined) {
+      a.stats.frontEndRaces[frontEndRace(since, this.builtAt, turnAt, a.view.handoff.splitting())]++;
+      a.stats.frontEndLagMs += Math.max(0, this.builtAt - since);
+    }
     // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
     // claim with its real state; an unchanged one keeps our claim and stays a valid pick.
     const survivors: Pick[] = [];

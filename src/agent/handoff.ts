@@ -44,6 +44,11 @@ export interface HandoffOptions {
  */
 export const HOME_TURN_MS = 2000;
 
+/** The turn of the homes at clock time `t`. */
+export function turnAt(t: number): number {
+  return Math.floor(t / HOME_TURN_MS);
+}
+
 /** FNV-1a of a server id: the same on every front-end. */
 function hashId(id: string): number {
   let h = 0x811c9dc5;
@@ -131,7 +136,7 @@ export class FreedHandoff {
 
   /** The turn of the homes now: one every HOME_TURN_MS of the clock, the same on every front-end. */
   private turn(): number {
-    return Math.floor(this.o.clock.now() / HOME_TURN_MS);
+    return turnAt(this.o.clock.now());
   }
 
   /** Arms the timer of the next turn of the homes. */
@@ -149,7 +154,7 @@ export class FreedHandoff {
   }
 
   /** Are free RUs scarce enough, and front-ends with tasks to place several, for the sampling to be split? */
-  private splitting(): boolean {
+  splitting(): boolean {
     const below = this.o.partitionBelow ?? 0;
     if (below <= 0 || this.o.windowMs <= 0 || this.self === undefined || this.currentMembers().length <= 1) return false;
     return this.o.state.available.size < below * this.o.state.totalRus;

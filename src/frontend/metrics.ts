@@ -9,7 +9,7 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { DecisionRecord } from '../agent/agent.ts';
 import type { JobManager } from '../owner/manager.ts';
-import { CONFLICT_CAUSES } from '../agent/conflict-cause.ts';
+import { CONFLICT_CAUSES, FRONT_END_RACES } from '../agent/conflict-cause.ts';
 import { HANDOFF_OUTCOMES } from '../agent/handoff.ts';
 import type { JobState } from '../model/types.ts';
 import type { Placement } from '../state/decisions.ts';
@@ -212,6 +212,25 @@ export class Metrics extends MetricsEndpoint {
           );
       },
     });
+    new Counter({
+      name: 'tarcil_commit_conflicts_front_end_total',
+      help: "Of the front-end conflicts, by race: turn (the rival placed in an earlier turn of the homes than this commit), split (the same turn, this front-end's sampling split among the homes), unsplit (the same turn, not split), since it started",
+      labelNames: ['race'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const r of FRONT_END_RACES)
+          this.inc(
+            { race: r },
+            manager.agents.reduce((n, a) => n + a.stats.frontEndRaces[r], 0),
+          );
+      },
+    });
+    read(
+      'tarcil_commit_conflicts_front_end_lag_ms',
+      "Sum over the front-end conflicts of how long before this commit was built the rival's was (ms), since it started: over tarcil_commit_conflicts_front_end_total, the mean lag of this view",
+      () => manager.agents.reduce((n, a) => n + a.stats.frontEndLagMs, 0),
+    );
     read(
       'tarcil_task_outcomes_compacted',
       "Tasks whose outcome was compacted out of the store's history before their owner recorded it, recorded failed (saying so; never run again), since it started",

@@ -9,6 +9,7 @@ import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/index.ts';
 import type { ClusterStore, WatchHandle, WatchOptions } from '../../src/store/types.ts';
 import { SystemClock } from '../../src/util/clock.ts';
+import { HOME_TURN_MS } from '../../src/agent/handoff.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
@@ -234,7 +235,7 @@ class CancellableStore extends MemoryStore {
 class RivalStore extends MemoryStore {
   readonly commits: string[][] = [];
   stolen: string | undefined;
-  constructor(private readonly rival: { agent?: string } = { agent: 'fe2/a1' }) {
+  constructor(private readonly rival: { agent?: string; since?: number } = { agent: 'fe2/a1' }) {
     super();
   }
   override async txn(req: Parameters<MemoryStore['txn']>[0]): ReturnType<MemoryStore['txn']> {
@@ -266,6 +267,22 @@ describe('incremental commit', () => {
     expect(second).not.toContain(store.stolen);
     expect(second).toHaveLength(8);
     expect(agent.stats.conflictCauses).toEqual({ 'front-end': 1, sibling: 0, stale: 0, other: 0 });
+    // The rival's record names no time: the race is not counted.
+    expect(agent.stats.frontEndRaces).toEqual({ turn: 0, split: 0, unsplit: 0 });
+  });
+
+  it('counts a front-end conflict by race: a rival placement of an earlier turn of the homes, or of this one', async () => {
+    const old = new RivalStore({ agent: 'fe2/a1', since: Date.now() - 3 * HOME_TURN_MS });
+    const a1 = (await setup({ servers: 10, store: old, config: { consumeQueue: false } })).agent;
+    await a1.submit(makeJob('race-turn', TEST_PROFILES[4]!, 8));
+    expect(a1.stats.frontEndRaces).toEqual({ turn: 1, split: 0, unsplit: 0 });
+    expect(a1.stats.frontEndLagMs).toBeGreaterThanOrEqual(3 * HOME_TURN_MS - 1);
+    // A rival placing in the future of this clock: the same turn, and this lone agent never splits its sampling.
+    const now = new RivalStore({ agent: 'fe2/a1', since: Date.now() + HOME_TURN_MS });
+    const a2 = (await setup({ servers: 10, store: now, config: { consumeQueue: false } })).agent;
+    await a2.submit(makeJob('race-now', TEST_PROFILES[4]!, 8));
+    expect(a2.stats.frontEndRaces).toEqual({ turn: 0, split: 0, unsplit: 1 });
+    expect(a2.stats.frontEndLagMs).toBe(0);
   });
 
   it('counts a pick taken by a placement that names no agent, or rewritten and still free, as stale', async () => {

@@ -4,7 +4,8 @@
  * read back, compared absent) did not change in the store; one compared at 5 did.
  */
 import { describe, expect, it } from 'vitest';
-import { conflictCause } from '../../src/agent/conflict-cause.ts';
+import { conflictCause, frontEndRace, rivalSince } from '../../src/agent/conflict-cause.ts';
+import { HOME_TURN_MS, turnAt } from '../../src/agent/handoff.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { KeyValue } from '../../src/store/types.ts';
 
@@ -43,5 +44,24 @@ describe('conflictCause', () => {
 
   it('counts a pick the view saw change even when the store reads back what was compared (server scope: an epoch moved)', () => {
     expect(conflictCause('fe1/a1', keys, refs, [9, 9], [kv(0, { state: 'free' })], (i) => i !== 0)).toBe('stale');
+  });
+});
+
+describe('rivalSince and frontEndRace', () => {
+  it("takes the latest placement time among the picks another front-end holds, ignoring this process's and free ones", () => {
+    const reads = [kv(0, { ...busy('fe2/a1'), since: 1_000 }), kv(1, { ...busy('fe3/a2'), since: 1_500 })];
+    expect(rivalSince('fe1/a1', keys, refs, reads)).toBe(1_500);
+    expect(rivalSince('fe1/a1', keys, refs, [kv(0, { ...busy('fe1/a2'), since: 1_000 }), kv(1, { state: 'free', since: 2_000 })])).toBeUndefined();
+    expect(rivalSince('fe1/a1', keys, refs, [kv(0, { ...busy('fe1/a2'), since: 1_000 }), kv(1, { ...busy('fe2/a1'), since: 700 })])).toBe(700);
+    // A holder naming no time counts for nothing.
+    expect(rivalSince('fe1/a1', keys, refs, [kv(0, busy('fe2/a1'))])).toBeUndefined();
+  });
+
+  it('says turn when the rival placed in an earlier turn of the homes, else whether the sampling was split', () => {
+    const start = 10 * HOME_TURN_MS;
+    expect(frontEndRace(start - 1, start + 1, turnAt, true)).toBe('turn');
+    expect(frontEndRace(start - 1, start + 1, turnAt, false)).toBe('turn');
+    expect(frontEndRace(start + 1, start + HOME_TURN_MS - 1, turnAt, true)).toBe('split');
+    expect(frontEndRace(start, start + 5, turnAt, false)).toBe('unsplit');
   });
 });

@@ -102,6 +102,18 @@ describe('front-end /metrics: the job owner', () => {
     expect(after.get('tarcil_candidates_scored')).toBeGreaterThanOrEqual(40);
     agent.stats.samples -= 3;
     agent.stats.candidates -= 40;
+    agent.stats.frontEndRaces.turn += 2;
+    agent.stats.frontEndRaces.split += 1;
+    agent.stats.frontEndLagMs += 750;
+    const raced = await scrape();
+    const sum = (f: (a: (typeof sched.manager.agents)[number]) => number): number => sched.manager.agents.reduce((n, a) => n + f(a), 0);
+    expect(raced.get('tarcil_commit_conflicts_front_end_total{race="turn"}')).toBe(sum((a) => a.stats.frontEndRaces.turn));
+    expect(raced.get('tarcil_commit_conflicts_front_end_total{race="split"}')).toBe(sum((a) => a.stats.frontEndRaces.split));
+    expect(raced.get('tarcil_commit_conflicts_front_end_total{race="turn"}')).toBeGreaterThanOrEqual(2);
+    expect(raced.get('tarcil_commit_conflicts_front_end_lag_ms')).toBe(sum((a) => a.stats.frontEndLagMs));
+    agent.stats.frontEndRaces.turn -= 2;
+    agent.stats.frontEndRaces.split -= 1;
+    agent.stats.frontEndLagMs -= 750;
     // Read at each scrape, not copied once.
     sched.manager.stats.adopted += 3;
     expect((await scrape()).get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
