@@ -279,5 +279,5 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
     compare.push(...p.extra.compare);
     success.push(...p.extra.success);
   }
-  return { req: { compare, success, failure }, ruRecords, epochKeys, fenceResponse, taskResponses, unsureResponses, startRecorded };
+  return { req: { compare, success, failure, urgent: true }, ruRecords, epochKeys, fenceResponse, taskResponses, unsureResponses, startRecorded };
 }

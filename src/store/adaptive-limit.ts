@@ -11,6 +11,11 @@
  * again, jobs are adopted, tasks are placed again. Requests that wait here instead of in etcd
  * leave it room to keep up, and each process's share of the waiting is its own.
  *
+ * An urgent request (a placement commit, whose compares go stale while it waits: the longer it
+ * waits, the likelier another front-end took its picks meanwhile) waits in a lane of its own,
+ * served first: while both lanes wait, at most URGENT_STREAK urgent requests are let through in a
+ * row before one of the others, so neither lane is starved.
+ *
  * A request that waited longer than `maxWaitMs` for its slot is not sent: it fails at once with
  * UNAVAILABLE, and its caller retries (or not) as after any transient failure. Under a long
  * overload the queue would otherwise keep growing with work that is stale by the time it runs
@@ -45,10 +50,16 @@ export interface AdaptiveLimitStats {
   shed: number;
 }
 
+/** Urgent requests let through in a row while others wait, before one of those. */
+export const URGENT_STREAK = 4;
+
 export class AdaptiveLimit {
   private lim: number;
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
+  private readonly urgent: (() => void)[] = [];
+  /** Urgent requests let through in a row while others waited. */
+  private streak = 0;
   private lastCut = -Infinity;
   private decreases = 0;
   private shed = 0;
@@ -76,15 +87,19 @@ export class AdaptiveLimit {
   }
 
   stats(): AdaptiveLimitStats {
-    return { limit: this.limit, inFlight: this.inFlight, queued: this.waiting.length, decreases: this.decreases, shed: this.shed };
+    return { limit: this.limit, inFlight: this.inFlight, queued: this.waiting.length + this.urgent.length, decreases: this.decreases, shed: this.shed };
   }
 
-  /** Runs fn once a slot is free (after the requests already waiting); its answer adjusts the limit. */
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs fn once a slot is free (after the requests already waiting in its lane: `urgent`, or the
+   * others); its answer adjusts the limit.
+   */
+  async run<T>(fn: () => Promise<T>, urgent = false): Promise<T> {
     // A woken request is handed its slot by wake(): inFlight already counts it.
-    if (this.inFlight >= this.limit || this.waiting.length > 0) {
+    const lane = urgent ? this.urgent : this.waiting;
+    if (this.inFlight >= this.limit || lane.length > 0 || this.urgent.length > 0) {
       const queuedAt = this.now();
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
+      await new Promise<void>((resolve) => lane.push(resolve));
       const waited = this.now() - queuedAt;
       if (waited > this.maxWaitMs) {
         // Stale: give the slot to the next request without sending this one.
@@ -124,9 +139,12 @@ export class AdaptiveLimit {
   }
 
   private wake(): void {
-    while (this.waiting.length > 0 && this.inFlight < this.limit) {
+    while (this.inFlight < this.limit && (this.urgent.length > 0 || this.waiting.length > 0)) {
       this.inFlight++;
-      (this.waiting.shift() as () => void)();
+      const other = this.waiting.length > 0 && (this.urgent.length === 0 || this.streak >= URGENT_STREAK);
+      if (other) this.streak = 0;
+      else if (this.waiting.length > 0) this.streak++;
+      ((other ? this.waiting : this.urgent).shift() as () => void)();
     }
   }
 }

@@ -353,10 +353,14 @@ export class EtcdStore implements ClusterStore {
     const readOnly = [...req.success, ...failure].every((op) => op.type === 'get');
     const res = readOnly
       ? await this.read('txn', () => this.client.kv.txn(body))
-      : await this.call('txn', () => {
-          if (tracingOn()) traceRequests('store.sent', [req]);
-          return this.client.kv.txn(body);
-        });
+      : await this.call(
+          'txn',
+          () => {
+            if (tracingOn()) traceRequests('store.sent', [req]);
+            return this.client.kv.txn(body);
+          },
+          req.urgent === true,
+        );
     if (tracingOn()) traceRequests('store.answered', [req]);
     const responses = branchResponses(res.succeeded ? req.success : failure, res.responses);
     return { succeeded: res.succeeded, revision: Number(res.header.revision), responses };
@@ -375,10 +379,14 @@ export class EtcdStore implements ClusterStore {
     const readOnly = reqs.every((r) => [...r.success, ...(r.failure ?? [])].every((op) => op.type === 'get'));
     const res = readOnly
       ? await this.read('txns', () => this.client.kv.txn(body))
-      : await this.call('txns', () => {
-          traceRequests('store.sent', reqs);
-          return this.client.kv.txn(body);
-        });
+      : await this.call(
+          'txns',
+          () => {
+            traceRequests('store.sent', reqs);
+            return this.client.kv.txn(body);
+          },
+          reqs.some((r) => r.urgent === true),
+        );
     traceRequests('store.answered', reqs);
     const revision = Number(res.header.revision);
     return reqs.map((r, i) => {
@@ -526,11 +534,11 @@ export class EtcdStore implements ClusterStore {
    * A write: sent again only when etcd never received it (to the next endpoint); after any other
    * failure the outcome is unknown and the caller decides (see the class comment).
    */
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  private async call<T>(what: string, fn: () => Promise<T>, urgent = false): Promise<T> {
     try {
       return await unlessSent(
         this.unsentAttempts,
-        () => this.limited(this.timed('write', fn)),
+        () => this.limited(this.timed('write', fn), urgent),
         () => this.closed,
       );
     } catch (err) {
@@ -538,9 +546,9 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  /** fn under the limit on requests in flight, when there is one. */
-  private limited<T>(fn: () => Promise<T>): Promise<T> {
-    return this.inFlightLimit ? this.inFlightLimit.run(fn) : fn();
+  /** fn under the limit on requests in flight, when there is one (`urgent`: in its lane served first). */
+  private limited<T>(fn: () => Promise<T>, urgent = false): Promise<T> {
+    return this.inFlightLimit ? this.inFlightLimit.run(fn, urgent) : fn();
   }
 
   /**

@@ -47,6 +47,12 @@ export interface TxnRequest {
   compare: Compare[];
   success: Op[];
   failure?: Op[];
+  /**
+   * Send ahead of this process's other requests waiting for the store (EtcdStore's limit on
+   * requests in flight): a placement commit, whose compares go stale while it waits. A hint; the
+   * embedded store, which queues nothing, ignores it.
+   */
+  urgent?: boolean;
 }
 
 export interface TxnResult {

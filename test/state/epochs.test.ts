@@ -52,6 +52,8 @@ describe.each(['etcd', 'memory'] as const)('server epochs (%s)', (kind) => {
 
     const ru = placementTxn(place(keys, 'ru', 'j-ru', [{ kv: free[0]!, basedOn: seeded! }]));
     expect(ru.epochKeys).toEqual([]);
+    // A placement goes ahead of the process's other requests waiting for the store.
+    expect(ru.req.urgent).toBe(true);
     expect((await store.txn(ru.req)).succeeded).toBe(true);
     expect(await epochRev()).toBe(seeded);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdaptiveLimit } from '../../src/store/adaptive-limit.ts';
+import { AdaptiveLimit, URGENT_STREAK } from '../../src/store/adaptive-limit.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 
 /** A request that answers when the test says so. */
@@ -107,5 +107,58 @@ describe('AdaptiveLimit', () => {
     await c; // queued at 6 s, woken at once: not stale
     expect(sent).toEqual(['a', 'c']);
     expect(lim.stats()).toMatchObject({ inFlight: 0, queued: 0, shed: 1 });
+  });
+
+  it('lets urgent requests through ahead of the others waiting, and one of the others after URGENT_STREAK in a row', async () => {
+    const lim = new AdaptiveLimit({ initial: 1, min: 1, max: 1 });
+    const first = pending();
+    const started: string[] = [];
+    const gates = new Map<string, ReturnType<typeof pending>>();
+    const run = (name: string, urgent: boolean): Promise<void> =>
+      lim.run(async () => {
+        started.push(name);
+        const g = pending();
+        gates.set(name, g);
+        await g.p;
+      }, urgent);
+    const runs = [
+      lim.run(async () => {
+        started.push('first');
+        await first.p;
+      }),
+    ];
+    await turns();
+    for (const n of ['n1', 'n2']) runs.push(run(n, false));
+    for (let i = 1; i <= URGENT_STREAK + 2; i++) runs.push(run(`u${i}`, true));
+    await turns();
+    expect(lim.stats()).toMatchObject({ inFlight: 1, queued: 2 + URGENT_STREAK + 2 });
+    first.answer();
+    // One at a time: answer whatever was let through last.
+    for (let i = 0; i < 2 + URGENT_STREAK + 2; i++) {
+      await turns();
+      gates.get(started[started.length - 1]!)!.answer();
+    }
+    await Promise.all(runs);
+    const urgent = Array.from({ length: URGENT_STREAK }, (_, i) => `u${i + 1}`);
+    expect(started).toEqual(['first', ...urgent, 'n1', `u${URGENT_STREAK + 1}`, `u${URGENT_STREAK + 2}`, 'n2']);
+  });
+
+  it('sends an urgent request at once when a slot is free', async () => {
+    const lim = new AdaptiveLimit({ initial: 2, min: 1, max: 2 });
+    const a = pending();
+    const started: string[] = [];
+    const ra = lim.run(async () => {
+      started.push('a');
+      await a.p;
+    });
+    const rb = lim.run(() => {
+      started.push('u');
+      return Promise.resolve();
+    }, true);
+    await turns();
+    expect(started).toEqual(['a', 'u']);
+    a.answer();
+    await Promise.all([ra, rb]);
+    expect(lim.stats()).toMatchObject({ inFlight: 0, queued: 0 });
   });
 });
