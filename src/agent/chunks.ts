@@ -118,7 +118,11 @@ export class ChunkPlacer {
     const { cx } = this;
     const a = cx.agent;
     // A survivor that a rival took meanwhile (the watch replaced our claim with its write)
-    // would only conflict again: resample it too.
+    // would only conflict again: resample it too. So would one on a server that is no longer this
+    // front-end's to sample (the homes turned since it was chosen: its new home samples it now).
+    const allow = a.view.handoff.partition();
+    const away = allow ? this.keep.filter((p) => !allow(p.server)) : [];
+    if (away.length > 0) cx.unclaim(away);
     this.keep = this.keep.filter((p) => a.state.isClaimed({ server: p.server.id, index: p.index }, cx.rec));
     const d = decideChunk(
       cx,

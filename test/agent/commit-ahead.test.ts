@@ -17,6 +17,7 @@ import { createLogger } from '../../src/util/log.ts';
 import { SeededRng } from '../../src/util/rng.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { taskRecords } from '../support/task-records.ts';
+import { MemberDemand } from '../../src/agent/handoff.ts';
 
 const clock = new SystemClock();
 const log = createLogger('test');
@@ -164,5 +165,41 @@ describe('commit-ahead', () => {
     const rec = await agent.schedule(makeJob('wide', TEST_PROFILES[4]!, 150));
     expect(rec.queuedMs).toBeGreaterThan(0);
     await expectPlacedOnce(store, keys, 'wide', 150);
+  });
+});
+
+describe('survivors of a conflict on a nearly full cell', () => {
+  it("a kept pick on a server that is no longer this front-end's to sample (the homes turned) is resampled, not committed again", async () => {
+    // Sampling split among two front-ends (this one "A", another "B"); one chunk of 8 tasks.
+    const { store, agent } = await setup({ groupCommit: 0, commitAhead: 1, handoffMs: 250, partitionBelow: 1 }, 40, 1);
+    // One RU busy: fewer free than all of them, so the sampling splits.
+    await agent.schedule(makeJob('filler', TEST_PROFILES[4]!, 1));
+    const handoff = agent.view.handoff;
+    const members = new MemberDemand();
+    members.set('A', true);
+    members.set('B', true);
+    handoff.setDemand(members);
+    handoff.setSelf('A');
+    const commits: string[][] = [];
+    const inner = store.txn.bind(store);
+    store.stealAt = 1;
+    store.txn = async (req) => {
+      const rus = req.compare.filter((c) => c.key.includes('/rus/')).map((c) => c.key);
+      if (rus.length > 0 && req.success.some((o) => o.type === 'put' && o.key.includes('/tasks/'))) {
+        commits.push(rus);
+        // As the first commit is answered, the servers change home: they are B's to sample now.
+        if (commits.length === 1) setTimeout(() => handoff.setSelf('B'), 0);
+      }
+      return inner(req);
+    };
+    const rec = await agent.schedule(makeJob('turned', TEST_PROFILES[4]!, 8));
+    expect(rec.placements).toHaveLength(8);
+    const [first, second] = commits as [string[], string[]];
+    expect(first).toHaveLength(8);
+    expect(store.stolen).toBeDefined();
+    // Seven picks were unchanged, but on A's servers: none is committed again.
+    expect(second.filter((k) => first.includes(k))).toEqual([]);
+    const homeOfB = (key: string): boolean => handoff.isHome(agent.view.state.server(key.split('/rus/')[1]!.split('/')[0]!)!);
+    expect(second.every(homeOfB)).toBe(true);
   });
 });
