@@ -108,7 +108,6 @@ class PlacementCommit {
     const txn = this.transaction(attempts, quota);
     const res = await this.send(txn);
     if (!res) return { ok: false, survivors: [] };
-    a.view.noteAnswered(res.revision);
     a.stats.commits++;
     this.chained?.settle(res.succeeded ? res.revision : undefined);
     if (res.succeeded) return this.applied(txn, res.revision, attempts);

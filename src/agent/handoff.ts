@@ -35,21 +35,7 @@ export interface HandoffOptions {
   wake: (server: ServerState, index: number) => void;
   /** Below this share of the cell's RUs free, each front-end samples only the servers it is home of (0: never). Default 0. */
   partitionBelow?: number;
-  /**
-   * The highest store revision this process's placement commits were answered at, and the
-   * revision its view has applied: a server that came home at a turn is sampled here once the
-   * view has caught up with the store as it was at the turn (settle()). Without them, at once.
-   */
-  revisions?: { answered(): number; view(): number };
 }
-
-/**
- * The longest a front-end waits at a turn for its view to catch up (settle()) before sampling the
- * servers that came home anyway.
- */
-export const SETTLE_MAX_MS = 1000;
-/** How often a turn that has not settled looks again. */
-const SETTLE_POLL_MS = 20;
 
 /**
  * How long one assignment of servers to homes lasts: well above the time a commit takes to reach
@@ -87,7 +73,6 @@ export const HANDOFF_OUTCOMES = {
   'taken-meanwhile': 'takenMeanwhile',
   'left-to-home': 'leftToHome',
   'came-home': 'cameHome',
-  'settle-wait': 'settleWaits',
 } as const;
 
 export class FreedHandoff {
@@ -107,20 +92,11 @@ export class FreedHandoff {
   private turnTimer: Timer | undefined;
   private readonly hashes = new WeakMap<ServerState, number>();
   /**
-   * The turn settle() last looked at: the store revision to wait for, until when, and whether the
-   * view has reached it; and the RUs that came home (or were freed at home) meanwhile, woken for
-   * once it has.
-   */
-  private settling: { turn: number; revision: number; until: number; settled: boolean } | undefined;
-  private readonly unsettled = new Set<number>();
-  private settleTimer: Timer | undefined;
-  /**
    * handedOff: freed RUs held for their home; of those, wokenAfterWindow (still free, woken for
    * here), takenMeanwhile, leftToHome (still free, but the sampling is split and its home is
-   * another front-end). cameHome: free RUs woken for at a turn of the homes. settleWaits: RUs
-   * that came home (or were freed at home) held back until the turn settled here (settle()).
+   * another front-end). cameHome: free RUs woken for at a turn of the homes.
    */
-  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, leftToHome: 0, cameHome: 0, settleWaits: 0 };
+  readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, leftToHome: 0, cameHome: 0 };
 
   constructor(private readonly o: HandoffOptions) {}
 
@@ -194,53 +170,7 @@ export class FreedHandoff {
     const members = this.currentMembers();
     const self = this.self;
     const turn = this.turn();
-    if (this.settle(turn)) return (s) => this.homeOf(s, members, turn) === self;
-    return (s) => this.homeOf(s, members, turn) === self && this.homeOf(s, members, turn - 1) === self;
-  }
-
-  /**
-   * Whether this turn of the homes has settled here: the view has caught up with the store as this
-   * process last saw it answer before the turn (or SETTLE_MAX_MS went by). Until then the servers
-   * that came home are not sampled here: their previous home placed on them until the turn, and
-   * its last commits may not be in this view yet (on a loaded cell views lag by hundreds of ms), so
-   * their RUs would look free and every commit on them would conflict.
-   */
-  private settle(turn: number): boolean {
-    const r = this.o.revisions;
-    if (!r) return true;
-    const now = this.o.clock.now();
-    if (this.settling?.turn !== turn) this.settling = { turn, revision: r.answered(), until: now + SETTLE_MAX_MS, settled: false };
-    const st = this.settling;
-    if (!st.settled && (r.view() >= st.revision || now >= st.until)) st.settled = true;
-    return st.settled;
-  }
-
-  /** Wakes a waiter for each RU held back while the turn settled, once it has (polled). */
-  private afterSettle(): void {
-    this.settleTimer?.cancel();
-    this.settleTimer = undefined;
-    if (this.unsettled.size === 0) return;
-    if (!this.settle(this.turn())) {
-      this.settleTimer = this.o.clock.setTimer(SETTLE_POLL_MS, () => this.afterSettle());
-      return;
-    }
-    const ids = [...this.unsettled];
-    this.unsettled.clear();
-    for (const id of ids) {
-      const s = this.o.state.serverOfRu(id);
-      if (s && s.available(id - s.base) && this.isHome(s)) this.o.wake(s, id - s.base);
-    }
-  }
-
-  /** Held back until the turn settles (settle()): an RU of a server that came home at this turn. */
-  private holdUntilSettled(server: ServerState, index: number): boolean {
-    if (!this.o.revisions || !this.splitting()) return false;
-    const turn = this.turn();
-    if (this.settle(turn) || this.homeOf(server, this.currentMembers(), turn - 1) === this.self) return false;
-    this.stats.settleWaits++;
-    this.unsettled.add(server.base + index);
-    this.settleTimer ??= this.o.clock.setTimer(SETTLE_POLL_MS, () => this.afterSettle());
-    return true;
+    return (s) => this.homeOf(s, members, turn) === self;
   }
 
   /** A turn of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
@@ -253,7 +183,7 @@ export class FreedHandoff {
       const s = this.o.state.serverOfRu(id);
       if (!s || this.homeOf(s, members, turn) !== this.self || this.homeOf(s, members, turn - 1) === this.self) continue;
       this.stats.cameHome++;
-      if (!this.holdUntilSettled(s, id - s.base)) this.o.wake(s, id - s.base);
+      this.o.wake(s, id - s.base);
     }
     this.turnTimer = this.armTurn();
   }
@@ -266,7 +196,7 @@ export class FreedHandoff {
    */
   freed(server: ServerState, index: number): void {
     if (this.isHome(server)) {
-      if (!this.holdUntilSettled(server, index)) this.o.wake(server, index);
+      this.o.wake(server, index);
       return;
     }
     const end = this.o.clock.now() + this.o.windowMs;
@@ -328,9 +258,6 @@ export class FreedHandoff {
     this.timer = undefined;
     this.turnTimer?.cancel();
     this.turnTimer = undefined;
-    this.settleTimer?.cancel();
-    this.settleTimer = undefined;
-    this.unsettled.clear();
     this.held.clear();
   }
 }

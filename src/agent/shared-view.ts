@@ -45,8 +45,6 @@ export class SharedView {
   readonly handoff: FreedHandoff;
   /** Fair share among namespaces over this view's RUs (undefined when the option is off). */
   readonly fair: FairShare | undefined;
-  /** The highest store revision this process's placement commits were answered at (noteAnswered). */
-  private answered = 0;
   private started: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
   private weightsAt = Number.NEGATIVE_INFINITY;
@@ -82,14 +80,8 @@ export class SharedView {
       windowMs: o.config.handoffMs ?? 0,
       partitionBelow: o.config.partitionBelow ?? 0,
       wake: (server, index) => this.waiters.freed(server, index),
-      revisions: { answered: () => this.answered, view: () => this.cache.revision },
     });
     this.cache.onFreed((server, index) => this.handoff.freed(server, index));
-  }
-
-  /** A placement commit of this process was answered at store revision `rev` (the handoff's turns wait for the view to reach it). */
-  noteAnswered(rev: number): void {
-    if (rev > this.answered) this.answered = rev;
   }
 
   /** Lists and starts watching (once, however many agents call it). */

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FreedHandoff, MemberDemand, SETTLE_MAX_MS } from '../../src/agent/handoff.ts';
+import { FreedHandoff, MemberDemand } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
@@ -14,20 +14,13 @@ import { OwnerCell } from '../support/owner-harness.ts';
 const server = (id: string) => ({ id, platform: 'c3-large', rack: 'r', rus: 1, speed: 1, attributes: {} });
 const busy = { job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 0, state: 'busy' as const };
 
-function twoFrontEnds(servers: number, windowMs = 250, partitionBelow = 0, revisions?: { answered(): number; view(): number }) {
+function twoFrontEnds(servers: number, windowMs = 250, partitionBelow = 0) {
   const clock = new ManualClock(0);
   const state = new RuIndex();
   const all: ServerState[] = Array.from({ length: servers }, (_, i) => state.upsertServer(server(`s${i}`)));
   const woken = { A: [] as string[], B: [] as string[] };
   const make = (self: 'A' | 'B') => {
-    const h = new FreedHandoff({
-      state,
-      clock,
-      windowMs,
-      partitionBelow,
-      wake: (s, i) => woken[self].push(`${s.id}/${i}`),
-      ...(revisions ? { revisions } : {}),
-    });
+    const h = new FreedHandoff({ state, clock, windowMs, partitionBelow, wake: (s, i) => woken[self].push(`${s.id}/${i}`) });
     h.setSelf(self);
     const members = new MemberDemand();
     members.set('A', true);
@@ -68,7 +61,7 @@ describe('freed RUs among front-ends (handoff)', () => {
     expect(woken.A).toEqual([`${home.id}/0`, `${away1!.id}/0`]);
     expect(A.excluded()).toBeUndefined();
     expect([...A.excludedWith([])]).toEqual([]);
-    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1, leftToHome: 0, cameHome: 0, settleWaits: 0 });
+    expect(A.stats).toEqual({ handedOff: 2, wokenAfterWindow: 1, takenMeanwhile: 1, leftToHome: 0, cameHome: 0 });
   });
 
   it("the window covers the freed RU's server: its other free RUs go to its home too, and only the freed one is woken for after", () => {
@@ -124,8 +117,8 @@ describe('freed RUs among front-ends (handoff)', () => {
 
 describe('the sampling split among front-ends on a nearly full cell (partitionBelow)', () => {
   /** 100 one-RU servers, all busy but `free` of them. */
-  function nearlyFull(free: number, partitionBelow = 0.05, revisions?: { answered(): number; view(): number }) {
-    const cell = twoFrontEnds(100, 250, partitionBelow, revisions);
+  function nearlyFull(free: number, partitionBelow = 0.05) {
+    const cell = twoFrontEnds(100, 250, partitionBelow);
     cell.all.forEach((s, i) => {
       if (i >= free) cell.state.setRu({ server: s.id, index: 0 }, busy, i + 1);
     });
@@ -186,44 +179,6 @@ describe('the sampling split among front-ends on a nearly full cell (partitionBe
     A.freed(away2, 0);
     clock.advance(250);
     expect(woken.A).toEqual([`${away2.id}/0`]);
-  });
-
-  it("at a turn, the servers that came home are sampled and woken for once the view has caught up with the store's last answer, or after SETTLE_MAX_MS", () => {
-    const rev = { answered: 10, view: 10 };
-    const { clock, all, A, woken, state } = nearlyFull(4, 0.1, { answered: () => rev.answered, view: () => rev.view });
-    const free = all.slice(0, 4);
-    expect(A.partition()).toBeDefined();
-    // Turn 0 settles at once: the view is at the last answer.
-    expect(all.every((s) => A.partition()!(s) === A.isHome(s))).toBe(true);
-    clock.advance(1000);
-    rev.answered = 20; // a commit answered at 20, not yet in the view
-    clock.advance(1000); // the turn: every server changes home
-    const cameHome = free.filter((s) => A.isHome(s));
-    expect(cameHome.length).toBeGreaterThan(0);
-    expect(woken.A).toEqual([]);
-    expect(all.some((s) => A.partition()!(s))).toBe(false);
-    // A freed RU at home while the turn settles is held back too.
-    const freedHome = all.slice(4).find((s) => A.isHome(s))!;
-    state.setRu({ server: freedHome.id, index: 0 }, null, 30);
-    A.freed(freedHome, 0);
-    expect(woken.A).toEqual([]);
-    expect(A.stats.settleWaits).toBe(cameHome.length + 1);
-    clock.advance(100);
-    expect(woken.A).toEqual([]);
-    rev.view = 20;
-    clock.advance(20);
-    expect(woken.A.sort()).toEqual([...cameHome, freedHome].map((s) => `${s.id}/0`).sort());
-    expect(all.every((s) => A.partition()!(s) === A.isHome(s))).toBe(true);
-    // The next turn, with a view that does not catch up: settled after SETTLE_MAX_MS anyway.
-    rev.answered = 40;
-    clock.advance(2000 - 120);
-    expect(all.some((s) => A.partition()!(s))).toBe(false);
-    const before = woken.A.length;
-    clock.advance(SETTLE_MAX_MS - 1);
-    expect(woken.A.length).toBe(before);
-    clock.advance(20);
-    expect(woken.A.length).toBeGreaterThan(before);
-    expect(all.every((s) => A.partition()!(s) === A.isHome(s))).toBe(true);
   });
 
   it('a decision draws only from the servers allowed', () => {
@@ -288,7 +243,7 @@ describe('freed RUs among live front-ends (embedded store, manual clock)', () =>
     // The other front-end held the RU back, and its window ended with the RU taken.
     await cell!.advance(300);
     const other = home === 'A' ? b : a;
-    expect(other.view.handoff.stats).toEqual({ handedOff: 1, wokenAfterWindow: 0, takenMeanwhile: 1, leftToHome: 0, cameHome: 0, settleWaits: 0 });
+    expect(other.view.handoff.stats).toEqual({ handedOff: 1, wokenAfterWindow: 0, takenMeanwhile: 1, leftToHome: 0, cameHome: 0 });
     const text = await new Metrics({ manager: other }).registry.metrics();
     expect(text).toContain('tarcil_freed_handoffs_total{outcome="handed-off"} 1');
     expect(text).toContain('tarcil_freed_handoffs_total{outcome="taken-meanwhile"} 1');
