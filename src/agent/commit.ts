@@ -18,6 +18,7 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { AgentRuntime, JobFence, UnsureTask } from './agent-runtime.ts';
 import type { AttemptContext } from './attempt-context.ts';
 import { conflictCause, frontEndRace, rivalSince } from './conflict-cause.ts';
+import { turnAt } from './handoff.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
 /** One commit of a scheduling call (its job, decision record and task stamp are the context's). */
@@ -343,11 +344,10 @@ class PlacementCommit {
     const reads = res.responses.slice(0, txn.taskResponses);
     const cause = conflictCause(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
     a.stats.conflictCauses[cause]++;
-    const rival = cause === 'front-end' ? rivalSince(a.id, a.keys, this.refs, reads) : undefined;
-    if (rival !== undefined) {
-      const server = (req.picks[rival.pick] as Pick).server;
-      a.stats.frontEndRaces[frontEndRace(a.view.handoff.homeMoved(server, rival.since, this.builtAt), a.view.handoff.splitting())]++;
-      a.stats.frontEndLagMs += Math.max(0, this.builtAt - rival.since);
+    const since = cause === 'front-end' ? rivalSince(a.id, a.keys, this.refs, reads) : undefined;
+    if (since !== undefined) {
+      a.stats.frontEndRaces[frontEndRace(since, this.builtAt, turnAt, a.view.handoff.splitting())]++;
+      a.stats.frontEndLagMs += Math.max(0, this.builtAt - since);
     }
     // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our
     // claim with its real state; an unchanged one keeps our claim and stays a valid pick.

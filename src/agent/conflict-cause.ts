@@ -61,42 +61,36 @@ export function conflictCause(
 }
 
 /**
- * Of a conflict between front-ends, where the rival's pick stood between its placement and this
- * commit's build:
- * - `turn`: the server changed home in between (handoff.ts), and this view had not yet seen the
- *   rival's commit when it sampled the server as its own;
- * - `split`: the same home throughout, while this front-end's sampling was split among the homes
- *   (the two disagreed on the homes, or the pick was not bound by the split: a gang, a move);
- * - `unsplit`: the same home throughout, the sampling not split here (free RUs were not scarce in this view).
+ * Of a conflict between front-ends, when the rival placed against when this commit was built:
+ * - `turn`: in an earlier turn of the homes (handoff.ts HOME_TURN_MS) than this commit, so the
+ *   server may have changed home between the two, and this view had not yet seen the rival's commit;
+ * - `split`: in the same turn, while this front-end's sampling was split among the homes (the two
+ *   disagreed on the homes, or the pick was not bound by the split: a kept pick, a gang, a move);
+ * - `unsplit`: in the same turn, with the sampling not split here (free RUs were not scarce in this view).
  */
 export type FrontEndRace = 'turn' | 'split' | 'unsplit';
 
 export const FRONT_END_RACES: readonly FrontEndRace[] = ['turn', 'split', 'unsplit'];
 
 /**
- * Of the picks another front-end's agent now holds, as the failed transaction read them back, the
- * one placed last (`since`, the rival's clock) and when; undefined when none does.
+ * The latest placement time (`since`, the rival's clock) among the picks another front-end's agent
+ * now holds, as the failed transaction read them back; undefined when none does.
  */
-export function rivalSince(
-  agent: string,
-  keys: Keys,
-  refs: readonly RuRef[],
-  reads: readonly (KeyValue[] | null | undefined)[],
-): { pick: number; since: number } | undefined {
+export function rivalSince(agent: string, keys: Keys, refs: readonly RuRef[], reads: readonly (KeyValue[] | null | undefined)[]): number | undefined {
   const byKey = new Map<string, KeyValue>();
   for (const r of reads) for (const kv of r ?? []) byKey.set(kv.key, kv);
   const mine = processOf(agent);
-  let latest: { pick: number; since: number } | undefined;
-  refs.forEach((ref, i) => {
+  let latest: number | undefined;
+  for (const ref of refs) {
     const rec = parseJson<RuRecord & { agent?: string }>(byKey.get(keys.ru(ref)));
-    if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved') || rec.agent === undefined || processOf(rec.agent) === mine) return;
-    if (typeof rec.since === 'number' && (latest === undefined || rec.since > latest.since)) latest = { pick: i, since: rec.since };
-  });
+    if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved') || rec.agent === undefined || processOf(rec.agent) === mine) continue;
+    if (typeof rec.since === 'number' && (latest === undefined || rec.since > latest)) latest = rec.since;
+  }
   return latest;
 }
 
-/** Which race a conflict between front-ends was (FrontEndRace): whether the pick's server changed home in between, and whether the sampling was split here. */
-export function frontEndRace(moved: boolean, split: boolean): FrontEndRace {
-  if (moved) return 'turn';
+/** Which race a conflict between front-ends was (FrontEndRace), from the rival's `since` and this commit's build time. */
+export function frontEndRace(since: number, now: number, turnAt: (t: number) => number, split: boolean): FrontEndRace {
+  if (turnAt(since) < turnAt(now)) return 'turn';
   return split ? 'split' : 'unsplit';
 }

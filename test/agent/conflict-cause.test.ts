@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { conflictCause, frontEndRace, rivalSince } from '../../src/agent/conflict-cause.ts';
+import { HOME_TURN_MS, turnAt } from '../../src/agent/handoff.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { KeyValue } from '../../src/store/types.ts';
 
@@ -47,22 +48,20 @@ describe('conflictCause', () => {
 });
 
 describe('rivalSince and frontEndRace', () => {
-  it("takes the pick placed last among those another front-end holds, ignoring this process's and free ones", () => {
+  it("takes the latest placement time among the picks another front-end holds, ignoring this process's and free ones", () => {
     const reads = [kv(0, { ...busy('fe2/a1'), since: 1_000 }), kv(1, { ...busy('fe3/a2'), since: 1_500 })];
-    expect(rivalSince('fe1/a1', keys, refs, reads)).toEqual({ pick: 1, since: 1_500 });
+    expect(rivalSince('fe1/a1', keys, refs, reads)).toBe(1_500);
     expect(rivalSince('fe1/a1', keys, refs, [kv(0, { ...busy('fe1/a2'), since: 1_000 }), kv(1, { state: 'free', since: 2_000 })])).toBeUndefined();
-    expect(rivalSince('fe1/a1', keys, refs, [kv(0, { ...busy('fe1/a2'), since: 1_000 }), kv(1, { ...busy('fe2/a1'), since: 700 })])).toEqual({
-      pick: 1,
-      since: 700,
-    });
+    expect(rivalSince('fe1/a1', keys, refs, [kv(0, { ...busy('fe1/a2'), since: 1_000 }), kv(1, { ...busy('fe2/a1'), since: 700 })])).toBe(700);
     // A holder naming no time counts for nothing.
     expect(rivalSince('fe1/a1', keys, refs, [kv(0, busy('fe2/a1'))])).toBeUndefined();
   });
 
-  it("says turn when the pick's server changed home in between, else whether the sampling was split", () => {
-    expect(frontEndRace(true, true)).toBe('turn');
-    expect(frontEndRace(true, false)).toBe('turn');
-    expect(frontEndRace(false, true)).toBe('split');
-    expect(frontEndRace(false, false)).toBe('unsplit');
+  it('says turn when the rival placed in an earlier turn of the homes, else whether the sampling was split', () => {
+    const start = 10 * HOME_TURN_MS;
+    expect(frontEndRace(start - 1, start + 1, turnAt, true)).toBe('turn');
+    expect(frontEndRace(start - 1, start + 1, turnAt, false)).toBe('turn');
+    expect(frontEndRace(start + 1, start + HOME_TURN_MS - 1, turnAt, true)).toBe('split');
+    expect(frontEndRace(start, start + 5, turnAt, false)).toBe('unsplit');
   });
 });
