@@ -198,34 +198,43 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_candidates_scored', "RUs this process's agents sampled and scored, since it started", () =>
       manager.agents.reduce((n, a) => n + a.stats.candidates, 0),
     );
-    new Counter({
-      name: 'tarcil_commit_conflicts_by_cause_total',
-      help: "Placement commits of this process's agents that conflicted, by cause: front-end (another front-end's agent took a pick), sibling (another agent of this process did), stale (a pick changed otherwise: placed and freed since the view saw it, or its server's epoch moved), other (no pick changed: the fence, a quota, a task record or a move's source did), since it started",
-      labelNames: ['cause'],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const c of CONFLICT_CAUSES)
-          this.inc(
-            { cause: c },
-            manager.agents.reduce((n, a) => n + a.stats.conflictCauses[c], 0),
-          );
-      },
-    });
-    new Counter({
-      name: 'tarcil_commit_conflicts_front_end_total',
-      help: "Of the front-end conflicts, by race: turn (the rival placed in an earlier turn of the homes than this commit), split (the same turn, this front-end's sampling split among the homes), unsplit (the same turn, not split), since it started",
-      labelNames: ['race'],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const r of FRONT_END_RACES)
-          this.inc(
-            { race: r },
-            manager.agents.reduce((n, a) => n + a.stats.frontEndRaces[r], 0),
-          );
-      },
-    });
+    /** A counter of the agents' counts by one label, read at each scrape. */
+    const byLabel = <K extends string>(
+      name: string,
+      help: string,
+      label: string,
+      values: readonly K[],
+      count: (a: JobManager['agents'][number], v: K) => number,
+    ): void => {
+      new Counter({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const v of values)
+            this.inc(
+              { [label]: v },
+              manager.agents.reduce((n, a) => n + count(a, v), 0),
+            );
+        },
+      });
+    };
+    byLabel(
+      'tarcil_commit_conflicts_by_cause_total',
+      "Placement commits of this process's agents that conflicted, by cause: front-end (another front-end's agent took a pick), sibling (another agent of this process did), stale (a pick changed otherwise: placed and freed since the view saw it, or its server's epoch moved), other (no pick changed: the fence, a quota, a task record or a move's source did), since it started",
+      'cause',
+      CONFLICT_CAUSES,
+      (a, c) => a.stats.conflictCauses[c],
+    );
+    byLabel(
+      'tarcil_commit_conflicts_front_end_total',
+      "Of the front-end conflicts, by race: turn (the rival placed in an earlier turn of the homes than this commit), split (the same turn, this front-end's sampling split among the homes), unsplit (the same turn, not split), since it started",
+      'race',
+      FRONT_END_RACES,
+      (a, r) => a.stats.frontEndRaces[r],
+    );
     read(
       'tarcil_commit_conflicts_front_end_lag_ms',
       "Sum over the front-end conflicts of how long before this commit was built the rival's was (ms), since it started: over tarcil_commit_conflicts_front_end_total, the mean lag of this view",
