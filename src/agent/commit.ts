@@ -17,7 +17,7 @@ import type { KeyValue, TxnResult } from '../store/types.ts';
 import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { AgentRuntime, JobFence, UnsureTask } from './agent-runtime.ts';
 import type { AttemptContext } from './attempt-context.ts';
-import { conflictCause, frontEndRace, rivalSince } from './conflict-cause.ts';
+import { conflictRead, frontEndRace } from './conflict-cause.ts';
 import { turnAt } from './handoff.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
@@ -342,10 +342,9 @@ class PlacementCommit {
     a.stats.conflicts++;
     const compared = req.picks.map((p) => p.ruRev);
     const reads = res.responses.slice(0, txn.taskResponses);
-    const cause = conflictCause(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
+    const { cause, rivalSince: since } = conflictRead(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
     a.stats.conflictCauses[cause]++;
-    const since = cause === 'front-end' ? rivalSince(a.id, a.keys, this.refs, reads) : undefined;
-    if (since !== undefined) {
+    if (cause === 'front-end' && since !== undefined) {
       a.stats.frontEndRaces[frontEndRace(since, this.builtAt, turnAt, a.view.handoff.splitting())]++;
       a.stats.frontEndLagMs += Math.max(0, this.builtAt - since);
     }

@@ -42,22 +42,42 @@ export function conflictCause(
   reads: readonly (KeyValue[] | null | undefined)[],
   unchanged: (i: number) => boolean,
 ): ConflictCause {
+  return conflictRead(agent, keys, refs, compared, reads, unchanged).cause;
+}
+
+/**
+ * What a failed placement transaction read back, each RU record parsed once: the conflict's cause
+ * (conflictCause) and, among the picks another front-end's agent now holds, the latest placement
+ * time (`since`, the rival's clock; undefined when none does).
+ */
+export function conflictRead(
+  agent: string,
+  keys: Keys,
+  refs: readonly RuRef[],
+  compared: readonly number[],
+  reads: readonly (KeyValue[] | null | undefined)[],
+  unchanged: (i: number) => boolean,
+): { cause: ConflictCause; rivalSince: number | undefined } {
   const byKey = new Map<string, KeyValue>();
   for (const r of reads) for (const kv of r ?? []) byKey.set(kv.key, kv);
   const mine = processOf(agent);
   let cause: ConflictCause = 'other';
+  let rivalSince: number | undefined;
   refs.forEach((ref, i) => {
-    if (cause === 'front-end') return;
     const kv = byKey.get(keys.ru(ref));
-    const inStore = (kv?.modRevision ?? 0) === compared[i];
-    if (inStore && unchanged(i)) return;
     const rec = parseJson<RuRecord & { agent?: string }>(kv);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.agent !== undefined ? processOf(rec.agent) : undefined;
+    if (holder !== undefined && holder !== mine && typeof rec?.since === 'number' && (rivalSince === undefined || rec.since > rivalSince)) {
+      rivalSince = rec.since;
+    }
+    if (cause === 'front-end') return;
+    const inStore = (kv?.modRevision ?? 0) === compared[i];
+    if (inStore && unchanged(i)) return;
     if (holder !== undefined && holder !== mine) cause = 'front-end';
     else if (holder !== undefined && rec?.agent !== agent) cause = 'sibling';
     else if (cause === 'other') cause = 'stale';
   });
-  return cause;
+  return { cause, rivalSince };
 }
 
 /**
@@ -65,7 +85,7 @@ export function conflictCause(
  * - `turn`: in an earlier turn of the homes (handoff.ts HOME_TURN_MS) than this commit, so the
  *   server may have changed home between the two, and this view had not yet seen the rival's commit;
  * - `split`: in the same turn, while this front-end's sampling was split among the homes (the two
- *   disagreed on the homes, or the pick was not bound by the split: a kept pick, a gang, a move);
+ *   disagreed on the homes, or the pick was not bound by the split: a gang, a move);
  * - `unsplit`: in the same turn, with the sampling not split here (free RUs were not scarce in this view).
  */
 export type FrontEndRace = 'turn' | 'split' | 'unsplit';
@@ -74,19 +94,10 @@ export const FRONT_END_RACES: readonly FrontEndRace[] = ['turn', 'split', 'unspl
 
 /**
  * The latest placement time (`since`, the rival's clock) among the picks another front-end's agent
- * now holds, as the failed transaction read them back; undefined when none does.
+ * now holds, as the failed transaction read them back; undefined when none does (conflictRead).
  */
 export function rivalSince(agent: string, keys: Keys, refs: readonly RuRef[], reads: readonly (KeyValue[] | null | undefined)[]): number | undefined {
-  const byKey = new Map<string, KeyValue>();
-  for (const r of reads) for (const kv of r ?? []) byKey.set(kv.key, kv);
-  const mine = processOf(agent);
-  let latest: number | undefined;
-  for (const ref of refs) {
-    const rec = parseJson<RuRecord & { agent?: string }>(byKey.get(keys.ru(ref)));
-    if (!rec || (rec.state !== 'busy' && rec.state !== 'reserved') || rec.agent === undefined || processOf(rec.agent) === mine) continue;
-    if (typeof rec.since === 'number' && (latest === undefined || rec.since > latest)) latest = rec.since;
-  }
-  return latest;
+  return conflictRead(agent, keys, refs, [], reads, () => true).rivalSince;
 }
 
 /** Which race a conflict between front-ends was (FrontEndRace), from the rival's `since` and this commit's build time. */
