@@ -82,10 +82,10 @@ export async function findOutcome(store: ClusterStore, keys: Keys, ref: RuRef, a
     const floor = await oldestKept(store, key, after);
     const atFloor = floor === undefined ? undefined : await store.getAt(key, floor).catch(() => undefined);
     if (floor === undefined || !atFloor || !holds(atFloor, a)) return { kind: 'compacted' };
-    return firstDeparture(store, key, a, floor);
+    return (await departureByReads(store, key, a, floor, now)) ?? firstDeparture(store, key, a, floor);
   }
   if (!then || !holds(then, a)) return { kind: 'departed', rev: after };
-  return firstDeparture(store, key, a, after);
+  return (await departureByReads(store, key, a, after, now)) ?? firstDeparture(store, key, a, after);
 }
 
 /** Per store, the highest revision found compacted so far (compaction only moves forward): where the next search starts. */
@@ -126,6 +126,44 @@ async function readableAt(store: ClusterStore, key: string, rev: number): Promis
     if (err instanceof TarcilError && err.code === 'COMPACTED') return false;
     throw err;
   }
+}
+
+/** Versions of one key read back, at most, before the history is asked of a watch instead. */
+export const HISTORY_READS = 16;
+
+/**
+ * The first change after `after` that does not hold the attempt, found by point reads: from the
+ * key as it is now (`now`, which does not hold it), each version before it, back to the one at
+ * `after` (which did). A few reads of the key's own versions, where a watch from `after` makes
+ * etcd scan every revision of every key since then, under the lock its writes take, for each such
+ * watch; adoptions after a lost lease start hundreds of them, minutes back. Undefined when the
+ * reads cannot tell: the key was deleted in between (a delete's revision is not read back), more
+ * than HISTORY_READS versions, or a compaction meanwhile; the watch replays it then.
+ */
+async function departureByReads(store: ClusterStore, key: string, a: AttemptRef, after: number, now: KeyValue | undefined): Promise<HistoryAnswer | undefined> {
+  if (!now || now.modRevision <= after) return undefined;
+  // Newest first: the versions after `after`, down to the first one after it.
+  const versions: KeyValue[] = [now];
+  try {
+    for (let cur = now; cur.modRevision > after;) {
+      if (versions.length > HISTORY_READS) return undefined;
+      const prev = await store.getAt(key, cur.modRevision - 1);
+      if (!prev) return undefined;
+      if (prev.modRevision <= after) break;
+      versions.push(prev);
+      cur = prev;
+    }
+  } catch (err) {
+    if (err instanceof TarcilError && err.code === 'COMPACTED') return undefined;
+    throw err;
+  }
+  for (let i = versions.length - 1; i >= 0; i--) {
+    const kv = versions[i] as KeyValue;
+    if (holds(kv, a)) continue;
+    const last = endedHere(kv, a);
+    return last ? { kind: 'ended', last, rev: kv.modRevision } : { kind: 'departed', rev: kv.modRevision };
+  }
+  return undefined;
 }
 
 /** Replays the key's history from `after` + 1 to the first change that does not hold the attempt. */

@@ -11,7 +11,7 @@ import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';
 import { isFreeRuValue, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
-import { findOutcome } from '../../src/state/ru-history.ts';
+import { findOutcome, HISTORY_READS } from '../../src/state/ru-history.ts';
 import { seedCluster, uniformServers } from '../../src/state/seed.ts';
 import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore, KeyValue } from '../../src/store/types.ts';
@@ -80,6 +80,43 @@ describe.each(['etcd', 'memory'] as const)('a task outcome from the RU history (
     expect(await findOutcome(store, keys, ref, who, freedRev)).toEqual({ kind: 'departed', rev: freedRev });
   });
 
+  /** The store, counting the watches asked of it (each one from an old revision makes etcd scan every revision since). */
+  function counting(store: ClusterStore): { store: ClusterStore; watches: () => number } {
+    let n = 0;
+    const wrapped = new Proxy(store, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        if (prop === 'watch') return (...args: Parameters<ClusterStore['watch']>) => (n++, target.watch(...args));
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    return { store: wrapped, watches: () => n };
+  }
+
+  it('reads the versions of the RU back, without a watch, when they are few and none was a delete; asks a watch when they are many', async () => {
+    const { store, keys, ru, ref } = await cell();
+    const a = await place(store, keys, ru, 'a');
+    const who = { job: 'a', task: 0, commitId: a.rec.commitId };
+    await touchNeighbours(store, keys, ref);
+    expect(await releaseRu(store, keys, ref, a.rev, a.rec, { state: 'succeeded', endedAt: 42 })).toBe(true);
+    const freedRev = (await store.get(ru.key))!.modRevision;
+    const b = await place(store, keys, (await store.get(ru.key)) as KeyValue, 'b');
+    expect(await releaseRu(store, keys, ref, b.rev, b.rec, { state: 'succeeded', endedAt: 43 })).toBe(true);
+    const c = counting(store);
+    expect(await findOutcome(c.store, keys, ref, who, a.rev)).toEqual({
+      kind: 'ended',
+      rev: freedRev,
+      last: expect.objectContaining({ job: 'a', index: 0, state: 'succeeded', endedAt: 42 }) as unknown,
+    });
+    expect(c.watches()).toBe(0);
+    // More versions since than HISTORY_READS: the same answer, from a watch.
+    const freed = (await store.get(ru.key)) as KeyValue;
+    for (let i = 0; i < HISTORY_READS + 2; i++) await store.put(ru.key, freed.value);
+    const many = counting(store);
+    expect(await findOutcome(many.store, keys, ref, who, a.rev)).toMatchObject({ kind: 'ended', rev: freedRev, last: { endedAt: 42 } });
+    expect(many.watches()).toBe(1);
+  });
+
   it('a task whose RU was taken away without an outcome (its node gone, a loss): departed, at the revision it left', async () => {
     const { store, keys, ru, ref } = await cell();
     const a = await place(store, keys, ru, 'a');
@@ -90,7 +127,10 @@ describe.each(['etcd', 'memory'] as const)('a task outcome from the RU history (
     await store.put(ru.key, JSON.stringify({ state: 'free' }));
     // A release fenced on the placement's revision cannot land any more.
     expect(await releaseRu(store, keys, ref, a.rev, a.rec, { state: 'succeeded', endedAt: 1 })).toBe(false);
-    expect(await findOutcome(store, keys, ref, who, a.rev)).toEqual({ kind: 'departed', rev: gone });
+    // A delete in between: its revision is not read back, so a watch replays the history.
+    const c = counting(store);
+    expect(await findOutcome(c.store, keys, ref, who, a.rev)).toEqual({ kind: 'departed', rev: gone });
+    expect(c.watches()).toBe(1);
     // Another placement of the same task (a later commit) is not this attempt.
     expect((await findOutcome(store, keys, ref, { ...who, commitId: 'another' }, a.rev)).kind).toBe('departed');
   });
