@@ -18,7 +18,6 @@ import { errorMessage, TarcilError } from '../util/errors.ts';
 import type { AgentRuntime, JobFence, UnsureTask } from './agent-runtime.ts';
 import type { AttemptContext } from './attempt-context.ts';
 import { conflictRead, frontEndRace } from './conflict-cause.ts';
-import { turnAt } from './handoff.ts';
 import { hasQuotaNamespace, quotaMessage, quotaRoom, quotaToken, quotaTxnOps, readQuota, type QuotaRead } from '../tenancy/quota.ts';
 
 /** One commit of a scheduling call (its job, decision record and task stamp are the context's). */
@@ -342,10 +341,11 @@ class PlacementCommit {
     a.stats.conflicts++;
     const compared = req.picks.map((p) => p.ruRev);
     const reads = res.responses.slice(0, txn.taskResponses);
-    const { cause, rivalSince: since } = conflictRead(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
+    const { cause, rivalSince: since, rivalPick } = conflictRead(a.id, a.keys, this.refs, compared, reads, (i) => this.unchanged(i));
     a.stats.conflictCauses[cause]++;
-    if (cause === 'front-end' && since !== undefined) {
-      a.stats.frontEndRaces[frontEndRace(since, this.builtAt, turnAt, a.view.handoff.splitting())]++;
+    if (cause === 'front-end' && since !== undefined && rivalPick !== undefined) {
+      const moved = a.view.handoff.homeMoved((req.picks[rivalPick] as Pick).server, since, this.builtAt);
+      a.stats.frontEndRaces[frontEndRace(moved, a.view.handoff.splitting())]++;
       a.stats.frontEndLagMs += Math.max(0, this.builtAt - since);
     }
     // Apply the fresh reads first: a changed RU (or server, under the server scope) replaces our

@@ -47,8 +47,8 @@ export function conflictCause(
 
 /**
  * What a failed placement transaction read back, each RU record parsed once: the conflict's cause
- * (conflictCause) and, among the picks another front-end's agent now holds, the latest placement
- * time (`since`, the rival's clock; undefined when none does).
+ * (conflictCause) and, among the picks another front-end's agent now holds, the one placed last
+ * (`rivalPick`, its index) and when (`rivalSince`, the rival's clock); both undefined when none does.
  */
 export function conflictRead(
   agent: string,
@@ -57,18 +57,20 @@ export function conflictRead(
   compared: readonly number[],
   reads: readonly (KeyValue[] | null | undefined)[],
   unchanged: (i: number) => boolean,
-): { cause: ConflictCause; rivalSince: number | undefined } {
+): { cause: ConflictCause; rivalSince: number | undefined; rivalPick: number | undefined } {
   const byKey = new Map<string, KeyValue>();
   for (const r of reads) for (const kv of r ?? []) byKey.set(kv.key, kv);
   const mine = processOf(agent);
   let cause: ConflictCause = 'other';
   let rivalSince: number | undefined;
+  let rivalPick: number | undefined;
   refs.forEach((ref, i) => {
     const kv = byKey.get(keys.ru(ref));
     const rec = parseJson<RuRecord & { agent?: string }>(kv);
     const holder = rec && (rec.state === 'busy' || rec.state === 'reserved') && rec.agent !== undefined ? processOf(rec.agent) : undefined;
     if (holder !== undefined && holder !== mine && typeof rec?.since === 'number' && (rivalSince === undefined || rec.since > rivalSince)) {
       rivalSince = rec.since;
+      rivalPick = i;
     }
     if (cause === 'front-end') return;
     const inStore = (kv?.modRevision ?? 0) === compared[i];
@@ -77,16 +79,17 @@ export function conflictRead(
     else if (holder !== undefined && rec?.agent !== agent) cause = 'sibling';
     else if (cause === 'other') cause = 'stale';
   });
-  return { cause, rivalSince };
+  return { cause, rivalSince, rivalPick };
 }
 
 /**
- * Of a conflict between front-ends, when the rival placed against when this commit was built:
- * - `turn`: in an earlier turn of the homes (handoff.ts HOME_TURN_MS) than this commit, so the
- *   server may have changed home between the two, and this view had not yet seen the rival's commit;
- * - `split`: in the same turn, while this front-end's sampling was split among the homes (the two
- *   disagreed on the homes, or the pick was not bound by the split: a gang, a move);
- * - `unsplit`: in the same turn, with the sampling not split here (free RUs were not scarce in this view).
+ * Of a conflict between front-ends, where the rival's pick stood between its placement and this
+ * commit's build:
+ * - `turn`: the pick's server changed home in between (handoff.ts), and this view had not yet seen
+ *   the rival's commit when it sampled the server as its own;
+ * - `split`: the same home throughout, while this front-end's sampling was split among the homes
+ *   (the two disagreed on the homes, or the pick was not bound by the split: a gang, a move);
+ * - `unsplit`: the same home throughout, the sampling not split here (free RUs were not scarce in this view).
  */
 export type FrontEndRace = 'turn' | 'split' | 'unsplit';
 
@@ -100,8 +103,8 @@ export function rivalSince(agent: string, keys: Keys, refs: readonly RuRef[], re
   return conflictRead(agent, keys, refs, [], reads, () => true).rivalSince;
 }
 
-/** Which race a conflict between front-ends was (FrontEndRace), from the rival's `since` and this commit's build time. */
-export function frontEndRace(since: number, now: number, turnAt: (t: number) => number, split: boolean): FrontEndRace {
-  if (turnAt(since) < turnAt(now)) return 'turn';
+/** Which race a conflict between front-ends was (FrontEndRace): whether the pick's server changed home in between, and whether the sampling was split here. */
+export function frontEndRace(moved: boolean, split: boolean): FrontEndRace {
+  if (moved) return 'turn';
   return split ? 'split' : 'unsplit';
 }

@@ -13,10 +13,13 @@
  * When free RUs are scarce (fewer than `partitionBelow` of the cell's), the homes also split the
  * sampling: each front-end draws only from the servers it is the home of. On a nearly full cell
  * every front-end otherwise samples the same few free RUs, and most of their commits conflict over
- * RUs another front-end took a moment before (its commit not yet in this view). The homes turn
- * every HOME_TURN_MS (the server's hash plus the turn's number picks its home), so an RU that only
- * another front-end's jobs can use reaches it within a few turns; at each turn, the free RUs that
- * came home wake a waiter here.
+ * RUs another front-end took a moment before (its commit not yet in this view). A server keeps a
+ * home for HOME_TURN_MS, then moves to the next front-end (its hash plus its tenure's number picks
+ * the home), so an RU that only another front-end's jobs can use reaches it within a few turns.
+ * The moves are staggered (a quarter of the servers at each HOME_TICK_MS, by another part of the
+ * hash), and in the last tick of its tenure a server is sampled by nobody: its home's last commits
+ * are then answered and in every view before its next home samples it, instead of looking free
+ * there for as long as that view lags. At each tick, the free RUs that came home wake a waiter here.
  *
  * Front-ends may see the set change at different moments (a watch lags, a front-end rewrites its
  * record a moment after its demand changes, a turn ends on one clock before another): for a while a
@@ -38,15 +41,18 @@ export interface HandoffOptions {
 }
 
 /**
- * How long one assignment of servers to homes lasts: well above the time a commit takes to reach
+ * How long a server keeps one home (its tenure): well above the time a commit takes to reach
  * every view (tens to hundreds of ms on a loaded cell), so that the moments when two front-ends
  * disagree are rare, and short enough that an RU only another front-end can use waits little.
  */
 export const HOME_TURN_MS = 2000;
+/** Ticks of a tenure: a quarter of the servers move at each; the last is a server's quiet one. */
+export const HOME_TICKS = 4;
+export const HOME_TICK_MS = HOME_TURN_MS / HOME_TICKS;
 
-/** The turn of the homes at clock time `t`. */
-export function turnAt(t: number): number {
-  return Math.floor(t / HOME_TURN_MS);
+/** The tick of the homes at clock time `t`. */
+function tickAt(t: number): number {
+  return Math.floor(t / HOME_TICK_MS);
 }
 
 /** FNV-1a of a server id: the same on every front-end. */
@@ -126,31 +132,55 @@ export class FreedHandoff {
     return this.members;
   }
 
-  /** Is this front-end the home of `server` (always, when it is alone or the handoff is off)? */
+  /**
+   * Is this front-end the home of `server` (always, when it is alone or the handoff is off)? While
+   * the sampling is split, nobody is in the server's quiet tick.
+   */
   isHome(server: ServerState): boolean {
     if (this.o.windowMs <= 0 || this.self === undefined) return true;
     const m = this.currentMembers();
     if (m.length <= 1) return true;
-    return this.homeOf(server, m, this.turn()) === this.self;
+    const tick = this.tick();
+    return (this.splitting() ? this.activeHome(server, m, tick) : this.homeOf(server, m, tick)) === this.self;
   }
 
-  /** The turn of the homes now: one every HOME_TURN_MS of the clock, the same on every front-end. */
-  private turn(): number {
-    return turnAt(this.o.clock.now());
+  /** The tick of the homes now: one every HOME_TICK_MS of the clock, the same on every front-end. */
+  private tick(): number {
+    return tickAt(this.o.clock.now());
   }
 
-  /** Arms the timer of the next turn of the homes. */
+  /** Arms the timer of the next tick of the homes. */
   private armTurn(): Timer {
-    return this.o.clock.setTimer(HOME_TURN_MS - (this.o.clock.now() % HOME_TURN_MS), () => this.nextTurn());
+    return this.o.clock.setTimer(HOME_TICK_MS - (this.o.clock.now() % HOME_TICK_MS), () => this.nextTurn());
   }
 
-  private homeOf(server: ServerState, members: readonly string[], turn: number): string | undefined {
+  private hashOf(server: ServerState): number {
     let h = this.hashes.get(server);
     if (h === undefined) {
       h = hashId(server.id);
       this.hashes.set(server, h);
     }
-    return members[(h + turn) % members.length];
+    return h;
+  }
+
+  /** The server's tenure at `tick` (its moves are staggered by the hash's high bits) and whether `tick` is its last. */
+  private tenure(server: ServerState, tick: number): { n: number; quiet: boolean } {
+    const t = tick + ((this.hashOf(server) >>> 16) % HOME_TICKS);
+    return { n: Math.floor(t / HOME_TICKS), quiet: t % HOME_TICKS === HOME_TICKS - 1 };
+  }
+
+  private homeOf(server: ServerState, members: readonly string[], tick: number): string | undefined {
+    return members[(this.hashOf(server) + this.tenure(server, tick).n) % members.length];
+  }
+
+  /** The home that may sample the server at `tick` while the sampling is split: none in its quiet tick. */
+  private activeHome(server: ServerState, members: readonly string[], tick: number): string | undefined {
+    return this.tenure(server, tick).quiet ? undefined : this.homeOf(server, members, tick);
+  }
+
+  /** Whether `server` changed home between clock times `t0` and `t1` (another tenure). */
+  homeMoved(server: ServerState, t0: number, t1: number): boolean {
+    return this.tenure(server, tickAt(t0)).n !== this.tenure(server, tickAt(t1)).n;
   }
 
   /** Are free RUs scarce enough, and front-ends with tasks to place several, for the sampling to be split? */
@@ -162,26 +192,27 @@ export class FreedHandoff {
 
   /**
    * While free RUs are scarce and several front-ends place (partitionBelow): the servers this
-   * front-end may sample now, those it is the home of this turn. Undefined: every server.
+   * front-end may sample now, those it is the home of this tick (not in their quiet one).
+   * Undefined: every server.
    */
   partition(): ((server: ServerState) => boolean) | undefined {
     if (!this.splitting()) return undefined;
     this.turnTimer ??= this.armTurn();
     const members = this.currentMembers();
     const self = this.self;
-    const turn = this.turn();
-    return (s) => this.homeOf(s, members, turn) === self;
+    const tick = this.tick();
+    return (s) => this.activeHome(s, members, tick) === self;
   }
 
-  /** A turn of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
+  /** A tick of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
   private nextTurn(): void {
     this.turnTimer = undefined;
     if (!this.splitting()) return;
     const members = this.currentMembers();
-    const turn = this.turn();
+    const tick = this.tick();
     for (const id of [...this.o.state.available.values()]) {
       const s = this.o.state.serverOfRu(id);
-      if (!s || this.homeOf(s, members, turn) !== this.self || this.homeOf(s, members, turn - 1) === this.self) continue;
+      if (!s || this.activeHome(s, members, tick) !== this.self || this.activeHome(s, members, tick - 1) === this.self) continue;
       this.stats.cameHome++;
       this.o.wake(s, id - s.base);
     }

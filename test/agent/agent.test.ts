@@ -235,7 +235,11 @@ class CancellableStore extends MemoryStore {
 class RivalStore extends MemoryStore {
   readonly commits: string[][] = [];
   stolen: string | undefined;
-  constructor(private readonly rival: { agent?: string; since?: number } = { agent: 'fe2/a1' }) {
+  /** `sameTime`: the rival's placement names the time the stolen commit was built (its RU records' `since`). */
+  constructor(
+    private readonly rival: { agent?: string; since?: number } = { agent: 'fe2/a1' },
+    private readonly sameTime = false,
+  ) {
     super();
   }
   override async txn(req: Parameters<MemoryStore['txn']>[0]): ReturnType<MemoryStore['txn']> {
@@ -244,7 +248,12 @@ class RivalStore extends MemoryStore {
       this.commits.push(ruCompares);
       if (!this.stolen) {
         this.stolen = ruCompares[3];
-        await super.put(this.stolen!, JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100, ...this.rival }));
+        const built = (JSON.parse((req.success.find((o) => o.type === 'put' && o.key === this.stolen) as { value: string }).value) as { since: number }).since;
+        const at = this.sameTime ? { since: built } : {};
+        await super.put(
+          this.stolen!,
+          JSON.stringify({ state: 'busy', job: 'rival', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100, ...this.rival, ...at }),
+        );
       }
     }
     return super.txn(req);
@@ -271,14 +280,14 @@ describe('incremental commit', () => {
     expect(agent.stats.frontEndRaces).toEqual({ turn: 0, split: 0, unsplit: 0 });
   });
 
-  it('counts a front-end conflict by race: a rival placement of an earlier turn of the homes, or of this one', async () => {
+  it('counts a front-end conflict by race: a rival placement from before the server changed home, or from the same home', async () => {
     const old = new RivalStore({ agent: 'fe2/a1', since: Date.now() - 3 * HOME_TURN_MS });
     const a1 = (await setup({ servers: 10, store: old, config: { consumeQueue: false } })).agent;
     await a1.submit(makeJob('race-turn', TEST_PROFILES[4]!, 8));
     expect(a1.stats.frontEndRaces).toEqual({ turn: 1, split: 0, unsplit: 0 });
     expect(a1.stats.frontEndLagMs).toBeGreaterThanOrEqual(3 * HOME_TURN_MS - 1);
-    // A rival placing in the future of this clock: the same turn, and this lone agent never splits its sampling.
-    const now = new RivalStore({ agent: 'fe2/a1', since: Date.now() + HOME_TURN_MS });
+    // A rival placing at the very time this commit was built: no home changed in between, and this lone agent never splits its sampling.
+    const now = new RivalStore({ agent: 'fe2/a1' }, true);
     const a2 = (await setup({ servers: 10, store: now, config: { consumeQueue: false } })).agent;
     await a2.submit(makeJob('race-now', TEST_PROFILES[4]!, 8));
     expect(a2.stats.frontEndRaces).toEqual({ turn: 0, split: 0, unsplit: 1 });

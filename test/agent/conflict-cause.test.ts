@@ -4,8 +4,7 @@
  * read back, compared absent) did not change in the store; one compared at 5 did.
  */
 import { describe, expect, it } from 'vitest';
-import { conflictCause, frontEndRace, rivalSince } from '../../src/agent/conflict-cause.ts';
-import { HOME_TURN_MS, turnAt } from '../../src/agent/handoff.ts';
+import { conflictCause, conflictRead, frontEndRace, rivalSince } from '../../src/agent/conflict-cause.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { KeyValue } from '../../src/store/types.ts';
 
@@ -57,11 +56,17 @@ describe('rivalSince and frontEndRace', () => {
     expect(rivalSince('fe1/a1', keys, refs, [kv(0, busy('fe2/a1'))])).toBeUndefined();
   });
 
-  it('says turn when the rival placed in an earlier turn of the homes, else whether the sampling was split', () => {
-    const start = 10 * HOME_TURN_MS;
-    expect(frontEndRace(start - 1, start + 1, turnAt, true)).toBe('turn');
-    expect(frontEndRace(start - 1, start + 1, turnAt, false)).toBe('turn');
-    expect(frontEndRace(start + 1, start + HOME_TURN_MS - 1, turnAt, true)).toBe('split');
-    expect(frontEndRace(start, start + 5, turnAt, false)).toBe('unsplit');
+  it('names the pick the rival placed last, whose server decides whether the homes turned in between', () => {
+    const read = (reads: KeyValue[][]) => conflictRead('fe1/a1', keys, refs, [5, 5], reads, () => false);
+    expect(read([kv(0, { ...busy('fe2/a1'), since: 1_000 }), kv(1, { ...busy('fe3/a2'), since: 1_500 })])).toMatchObject({ rivalPick: 1, rivalSince: 1_500 });
+    expect(read([kv(0, { ...busy('fe2/a1'), since: 2_000 }), kv(1, { ...busy('fe3/a2'), since: 1_500 })])).toMatchObject({ rivalPick: 0, rivalSince: 2_000 });
+    expect(read([kv(0, { ...busy('fe1/a2'), since: 2_000 }), kv(1, { state: 'free' })])).toMatchObject({ rivalPick: undefined, rivalSince: undefined });
+  });
+
+  it("says turn when the pick's server changed home in between, else whether the sampling was split", () => {
+    expect(frontEndRace(true, true)).toBe('turn');
+    expect(frontEndRace(true, false)).toBe('turn');
+    expect(frontEndRace(false, true)).toBe('split');
+    expect(frontEndRace(false, false)).toBe('unsplit');
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FreedHandoff, MemberDemand } from '../../src/agent/handoff.ts';
+import { FreedHandoff, HOME_TICK_MS, HOME_TURN_MS, MemberDemand } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
@@ -125,16 +125,22 @@ describe('the sampling split among front-ends on a nearly full cell (partitionBe
     return cell;
   }
 
-  it('below the share, each server may be sampled by exactly one front-end, its home; above it, or alone, by every one', () => {
+  it('below the share, each server may be sampled by at most one front-end, its home, and by none in its quiet tick; above it, or alone, by every one', () => {
     const { all, A, B, state } = nearlyFull(4);
     const a = A.partition();
     const b = B.partition();
     expect(a && b).toBeTruthy();
-    expect(all.every((s) => a!(s) !== b!(s))).toBe(true);
-    expect(all.every((s) => a!(s) === A.isHome(s))).toBe(true);
+    expect(all.every((s) => !(a!(s) && b!(s)))).toBe(true);
+    expect(all.every((s) => a!(s) === A.isHome(s) && b!(s) === B.isHome(s))).toBe(true);
+    // About a quarter of the servers are in their quiet tick: sampled by nobody.
+    const quiet = all.filter((s) => !a!(s) && !b!(s)).length;
+    expect(quiet).toBeGreaterThan(10);
+    expect(quiet).toBeLessThan(40);
     // Five free of 100 is not below 5%.
     state.setRu({ server: all[50]!.id, index: 0 }, null, 500);
     expect(A.partition()).toBeUndefined();
+    // Not split: every server has exactly one home, quiet tick or not.
+    expect(all.every((s) => A.isHome(s) !== B.isHome(s))).toBe(true);
     // The split needs the share set, the handoff on, and another front-end with tasks to place.
     expect(nearlyFull(4, 0).A.partition()).toBeUndefined();
     const alone = nearlyFull(4);
@@ -142,26 +148,54 @@ describe('the sampling split among front-ends on a nearly full cell (partitionBe
     expect(alone.A.partition()).toBeUndefined();
   });
 
-  it('the homes turn every 2 s, and the free RUs that came home wake a waiter at their new home', () => {
+  it('each server changes home once every 2 s, a quarter of them at each 500-ms tick after a quiet tick, and its free RUs wake a waiter at the new home', () => {
     const { clock, all, A, B, woken } = nearlyFull(4);
     const free = all.slice(0, 4);
-    const homesAt0 = all.map((s) => A.isHome(s));
-    expect(A.partition()).toBeDefined();
-    expect(B.partition()).toBeDefined();
-    clock.advance(1999);
-    expect(all.map((s) => A.isHome(s))).toEqual(homesAt0);
-    expect(woken.A.length + woken.B.length).toBe(0);
-    clock.advance(1);
-    // With two front-ends every server changes home at each turn; each free RU wakes its new home once.
-    expect(all.every((s, i) => A.isHome(s) !== homesAt0[i])).toBe(true);
-    expect([...woken.A, ...woken.B].sort()).toEqual(free.map((s) => `${s.id}/0`).sort());
-    expect(woken.A.sort()).toEqual(
-      free
-        .filter((s) => A.isHome(s))
-        .map((s) => `${s.id}/0`)
-        .sort(),
-    );
-    expect(A.stats.cameHome + B.stats.cameHome).toBe(4);
+    const sampler = (s: ServerState): string => (A.partition()!(s) ? 'A' : B.partition()!(s) ? 'B' : '-');
+    const seen: string[][] = [all.map(sampler)];
+    const cameHome: string[][] = [];
+    for (let t = 1; t <= 8; t++) {
+      const before = woken.A.length + woken.B.length;
+      clock.advance(HOME_TICK_MS);
+      seen.push(all.map(sampler));
+      cameHome.push([...woken.A, ...woken.B].slice(before));
+    }
+    for (let t = 1; t <= 8; t++) {
+      const [prev, now] = [seen[t - 1]!, seen[t]!];
+      // Quiet then active again, always at the other front-end: a quarter or so at each tick.
+      const moved = all.filter((_, i) => prev[i] === '-' && now[i] !== '-');
+      expect(moved.length).toBeGreaterThan(10);
+      expect(moved.length).toBeLessThan(40);
+      all.forEach((_, i) => {
+        if (prev[i] !== '-' && now[i] !== '-') expect(now[i]).toBe(prev[i]);
+      });
+      // The free RUs whose server came home at this tick, each woken for once, at its new home.
+      expect(cameHome[t - 1]!.sort()).toEqual(
+        free
+          .filter((s) => moved.includes(s))
+          .map((s) => `${s.id}/0`)
+          .sort(),
+      );
+    }
+    // Over one tenure (four ticks) every server was quiet once, and sampled by at most two front-ends (before and after its move).
+    for (const [i] of all.entries()) {
+      const col = seen.slice(0, 4).map((row) => row[i]);
+      expect(col.filter((x) => x === '-')).toHaveLength(1);
+      const active = col.filter((x) => x !== '-');
+      expect(new Set(active).size).toBeLessThanOrEqual(2);
+    }
+    expect(A.stats.cameHome + B.stats.cameHome).toBe(cameHome.flat().length);
+  });
+
+  it('says whether a server changed home between two times: not within its tenure, always across one', () => {
+    const { all, A } = nearlyFull(4);
+    for (const s of all.slice(0, 20)) {
+      expect(A.homeMoved(s, 0, HOME_TURN_MS * 3)).toBe(true);
+      expect(A.homeMoved(s, 1000, 1000)).toBe(false);
+      // Within 2 s, a server moves at most once: of the four 500-ms steps, exactly one crosses its move.
+      const steps = [0, 1, 2, 3].map((k) => A.homeMoved(s, k * HOME_TICK_MS, (k + 1) * HOME_TICK_MS));
+      expect(steps.filter(Boolean)).toHaveLength(1);
+    }
   });
 
   it('a freed RU still free when its window ends is left to its home while the split holds, and woken for once it does not', () => {
