@@ -94,13 +94,13 @@ export class FreedHandoff {
    */
   private readonly held = new Map<number, { end: number; freed: boolean }>();
   private timer: Timer | undefined;
-  /** The next turn of the homes, while the sampling is split (partition()). */
-  private turnTimer: Timer | undefined;
+  /** The next tick of the homes, while the sampling is split (partition()). */
+  private tickTimer: Timer | undefined;
   private readonly hashes = new WeakMap<ServerState, number>();
   /**
    * handedOff: freed RUs held for their home; of those, wokenAfterWindow (still free, woken for
    * here), takenMeanwhile, leftToHome (still free, but the sampling is split and its home is
-   * another front-end). cameHome: free RUs woken for at a turn of the homes.
+   * another front-end). cameHome: free RUs woken for when their server's home moved here.
    */
   readonly stats = { handedOff: 0, wokenAfterWindow: 0, takenMeanwhile: 0, leftToHome: 0, cameHome: 0 };
 
@@ -150,8 +150,8 @@ export class FreedHandoff {
   }
 
   /** Arms the timer of the next tick of the homes. */
-  private armTurn(): Timer {
-    return this.o.clock.setTimer(HOME_TICK_MS - (this.o.clock.now() % HOME_TICK_MS), () => this.nextTurn());
+  private armTick(): Timer {
+    return this.o.clock.setTimer(HOME_TICK_MS - (this.o.clock.now() % HOME_TICK_MS), () => this.nextTick());
   }
 
   private hashOf(server: ServerState): number {
@@ -197,7 +197,7 @@ export class FreedHandoff {
    */
   partition(): ((server: ServerState) => boolean) | undefined {
     if (!this.splitting()) return undefined;
-    this.turnTimer ??= this.armTurn();
+    this.tickTimer ??= this.armTick();
     const members = this.currentMembers();
     const self = this.self;
     const tick = this.tick();
@@ -205,8 +205,8 @@ export class FreedHandoff {
   }
 
   /** A tick of the homes while the sampling is split: each free RU that came home wakes a waiter here. */
-  private nextTurn(): void {
-    this.turnTimer = undefined;
+  private nextTick(): void {
+    this.tickTimer = undefined;
     if (!this.splitting()) return;
     const members = this.currentMembers();
     const tick = this.tick();
@@ -216,7 +216,7 @@ export class FreedHandoff {
       this.stats.cameHome++;
       this.o.wake(s, id - s.base);
     }
-    this.turnTimer = this.armTurn();
+    this.tickTimer = this.armTick();
   }
 
   /**
@@ -287,8 +287,8 @@ export class FreedHandoff {
   close(): void {
     this.timer?.cancel();
     this.timer = undefined;
-    this.turnTimer?.cancel();
-    this.turnTimer = undefined;
+    this.tickTimer?.cancel();
+    this.tickTimer = undefined;
     this.held.clear();
   }
 }

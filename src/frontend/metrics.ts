@@ -230,7 +230,7 @@ export class Metrics extends MetricsEndpoint {
     );
     byLabel(
       'tarcil_commit_conflicts_front_end_total',
-      "Of the front-end conflicts, by race: turn (the rival placed in an earlier turn of the homes than this commit), split (the same turn, this front-end's sampling split among the homes), unsplit (the same turn, not split), since it started",
+      "Of the front-end conflicts, by race: turn (the pick's server changed home between the rival's placement and this commit), split (the same home, this front-end's sampling split among the homes), unsplit (the same home, not split), since it started",
       'race',
       FRONT_END_RACES,
       (a, r) => a.stats.frontEndRaces[r],
@@ -254,7 +254,7 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_adoptions_queued', 'Orphaned jobs waiting for one of the few adoption slots', () => manager.adoptions.queued);
     new Counter({
       name: 'tarcil_freed_handoffs_total',
-      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window), taken meanwhile (taken-meanwhile) or still free but left to its home while free RUs are scarce (left-to-home); and free RUs woken for here because a turn of the homes made this front-end theirs while free RUs are scarce (came-home; --agent partitionBelow), since the process started',
+      help: 'Freed RUs whose server has another front-end as its home (several front-ends with tasks to place; --agent handoffMs): held back for the window (handed-off), then woken for here because still free (woken-after-window), taken meanwhile (taken-meanwhile) or still free but left to its home while free RUs are scarce (left-to-home); and free RUs woken for here because their server moved to this front-end as its home while free RUs are scarce (came-home; --agent partitionBelow), since the process started',
       labelNames: ['outcome'],
       registers: [this.registry],
       collect() {
