@@ -27,28 +27,15 @@ function processOf(agent: string): string {
 }
 
 /**
- * The cause of one conflict: the most telling among the changed picks (another front-end, then a
- * sibling, then stale). A pick changed if the store's record, as the failed transaction read it
- * back, is not at the revision the commit compared (`compared[i]`; gone counts as changed unless
- * it was compared absent), or if the view no longer shows it as the decision saw it
- * (`unchanged(i)` false). The store decides even when the view lags behind it: a view that has
- * not yet seen the rival's placement must not make a pick conflict look like a fence's.
- */
-export function conflictCause(
-  agent: string,
-  keys: Keys,
-  refs: readonly RuRef[],
-  compared: readonly number[],
-  reads: readonly (KeyValue[] | null | undefined)[],
-  unchanged: (i: number) => boolean,
-): ConflictCause {
-  return conflictRead(agent, keys, refs, compared, reads, unchanged).cause;
-}
-
-/**
- * What a failed placement transaction read back, each RU record parsed once: the conflict's cause
- * (conflictCause) and, among the picks another front-end's agent now holds, the one placed last
- * (`rivalPick`, its index) and when (`rivalSince`, the rival's clock); both undefined when none does.
+ * What a failed placement transaction read back, each RU record parsed once:
+ * - `cause`, the conflict's: the most telling among the changed picks (another front-end, then a
+ *   sibling, then stale). A pick changed if the store's record, as read back, is not at the
+ *   revision the commit compared (`compared[i]`; gone counts as changed unless it was compared
+ *   absent), or if the view no longer shows it as the decision saw it (`unchanged(i)` false). The
+ *   store decides even when the view lags behind it: a view that has not yet seen the rival's
+ *   placement must not make a pick conflict look like a fence's;
+ * - among the picks another front-end's agent now holds, the one placed last (`rivalPick`, its
+ *   index) and when (`rivalSince`, the rival's clock); both undefined when none does.
  */
 export function conflictRead(
   agent: string,
@@ -94,14 +81,6 @@ export function conflictRead(
 export type FrontEndRace = 'turn' | 'split' | 'unsplit';
 
 export const FRONT_END_RACES: readonly FrontEndRace[] = ['turn', 'split', 'unsplit'];
-
-/**
- * The latest placement time (`since`, the rival's clock) among the picks another front-end's agent
- * now holds, as the failed transaction read them back; undefined when none does (conflictRead).
- */
-export function rivalSince(agent: string, keys: Keys, refs: readonly RuRef[], reads: readonly (KeyValue[] | null | undefined)[]): number | undefined {
-  return conflictRead(agent, keys, refs, [], reads, () => true).rivalSince;
-}
 
 /** Which race a conflict between front-ends was (FrontEndRace): whether the pick's server changed home in between, and whether the sampling was split here. */
 export function frontEndRace(moved: boolean, split: boolean): FrontEndRace {

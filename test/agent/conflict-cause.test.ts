@@ -4,7 +4,7 @@
  * read back, compared absent) did not change in the store; one compared at 5 did.
  */
 import { describe, expect, it } from 'vitest';
-import { conflictCause, conflictRead, frontEndRace, rivalSince } from '../../src/agent/conflict-cause.ts';
+import { conflictRead, frontEndRace } from '../../src/agent/conflict-cause.ts';
 import { Keys } from '../../src/state/keys.ts';
 import type { KeyValue } from '../../src/store/types.ts';
 
@@ -15,6 +15,9 @@ const refs = [
 ];
 const kv = (i: number, value: object | undefined): KeyValue[] =>
   value ? [{ key: keys.ru(refs[i]!), value: JSON.stringify(value), modRevision: 9, createRevision: 1, version: 2 } as KeyValue] : [];
+/** The cause alone, and the rival's time alone, of what conflictRead finds. */
+const conflictCause = (...args: Parameters<typeof conflictRead>) => conflictRead(...args).cause;
+const rivalSince = (agent: string, k: Keys, r: typeof refs, reads: KeyValue[][]) => conflictRead(agent, k, r, [], reads, () => true).rivalSince;
 const busy = (agent?: string): object => ({ state: 'busy', job: 'j', task: 0, ...(agent ? { agent } : {}) });
 
 describe('conflictCause', () => {
