@@ -163,24 +163,28 @@ export class FreedHandoff {
     return h;
   }
 
-  /** The server's tenure at `tick` (its moves are staggered by the hash's high bits) and whether `tick` is its last. */
-  private tenure(server: ServerState, tick: number): { n: number; quiet: boolean } {
-    const t = tick + ((this.hashOf(server) >>> 16) % HOME_TICKS);
-    return { n: Math.floor(t / HOME_TICKS), quiet: t % HOME_TICKS === HOME_TICKS - 1 };
+  /** `tick` shifted by the server's stagger (the hash's high bits): its tenure is this / HOME_TICKS, and its last tick the quiet one. */
+  private shifted(hash: number, tick: number): number {
+    return tick + ((hash >>> 16) % HOME_TICKS);
   }
 
-  private homeOf(server: ServerState, members: readonly string[], tick: number): string | undefined {
-    return members[(this.hashOf(server) + this.tenure(server, tick).n) % members.length];
+  /** The server's home at `tick`; with `quiet`, none in the server's quiet tick (who may sample it while the sampling is split). */
+  private homeOf(server: ServerState, members: readonly string[], tick: number, quiet = false): string | undefined {
+    const h = this.hashOf(server);
+    const t = this.shifted(h, tick);
+    if (quiet && t % HOME_TICKS === HOME_TICKS - 1) return undefined;
+    return members[(h + Math.floor(t / HOME_TICKS)) % members.length];
   }
 
   /** The home that may sample the server at `tick` while the sampling is split: none in its quiet tick. */
   private activeHome(server: ServerState, members: readonly string[], tick: number): string | undefined {
-    return this.tenure(server, tick).quiet ? undefined : this.homeOf(server, members, tick);
+    return this.homeOf(server, members, tick, true);
   }
 
   /** Whether `server` changed home between clock times `t0` and `t1` (another tenure). */
   homeMoved(server: ServerState, t0: number, t1: number): boolean {
-    return this.tenure(server, tickAt(t0)).n !== this.tenure(server, tickAt(t1)).n;
+    const h = this.hashOf(server);
+    return Math.floor(this.shifted(h, tickAt(t0)) / HOME_TICKS) !== Math.floor(this.shifted(h, tickAt(t1)) / HOME_TICKS);
   }
 
   /** Are free RUs scarce enough, and front-ends with tasks to place several, for the sampling to be split? */
