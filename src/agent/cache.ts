@@ -10,7 +10,7 @@ import { Follower } from '../state/follow.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/log.ts';
 import type { LiveServerRecord } from '../state/live-records.ts';
-import { isFreeRuValue, occupantOf, parseJson } from '../state/records.ts';
+import { isFreeRuValue, lastJsonOfFreedRu, occupantOf, parseJson } from '../state/records.ts';
 import type { RuRecord, RuRef } from '../model/types.ts';
 
 const FREE_RU: RuRecord = { state: 'free' };
@@ -85,14 +85,16 @@ export class AgentCache {
     const k = this.keys;
     const ru = k.parseRu(kv.key);
     if (ru) {
-      // Most RUs of a large cell are free: their one stored value needs no parsing.
-      // (A freed RU's record may also carry its last task's outcome: only the job owner reads it.)
-      const rec = deleted ? undefined : isFreeRuValue(kv.value) ? FREE_RU : parseJson<RuRecord>(kv);
+      // Most RUs of a large cell are free: their one stored value needs no parsing. A freed RU's
+      // value may also carry its last task's outcome: the job owner reads it, and the next
+      // placement copies its text (PlacedRuRecord.prev).
+      const free = !deleted && isFreeRuValue(kv.value);
+      const rec = deleted ? undefined : free ? FREE_RU : parseJson<RuRecord>(kv);
       const s = this.state.server(ru.server);
       const prev = this.state.storedOccupant(ru);
       if (s) {
         const before = s.available(ru.index);
-        this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down');
+        this.state.setRu(ru, occupantOf(rec), kv.modRevision, rec?.state === 'down', free ? lastJsonOfFreedRu(kv.value) : undefined);
         if (!before && s.available(ru.index)) this.emitFreed(s, ru.index);
       }
       for (const cb of this.ruListeners) cb(kv, deleted, rec, prev, ru);

@@ -171,6 +171,10 @@ class PlacementCommit {
     const { taskRev, previous, move } = this.cx.stamp;
     const task = this.req.tasks[i] as number;
     const unsure = this.unsure;
+    // The freed RU's last outcome, if the view still holds the revision the pick read (else the
+    // compare fails anyway).
+    const s = p.server;
+    const prevLast = s.ruRevs[p.index] === p.ruRev ? s.ruLast?.[p.index] : undefined;
     return {
       ref: this.refs[i] as RuRef,
       task,
@@ -179,6 +183,7 @@ class PlacementCommit {
       ...(previous?.(task) ? { previous: previous(task) } : {}),
       ...(move?.(task) ? { move: move(task) } : {}),
       ruRev: p.ruRev,
+      ...(prevLast !== undefined ? { prevLast } : {}),
       basedOn: this.servers.get(p.server.id) ?? p.epochRev,
       q: storedQ(p.quality.Q),
       ...(p.server.disconnectGraceMs !== undefined ? { nodeGraceMs: p.server.disconnectGraceMs } : {}),

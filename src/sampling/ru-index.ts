@@ -25,6 +25,11 @@ export class ServerState {
   readonly occupants: (Occupant | null)[];
   /** modRevision of each RU key as last seen (0 = never written). */
   readonly ruRevs: number[];
+  /**
+   * A freed RU's last task's outcome as its value carries it (JSON text), at the revision in
+   * ruRevs: the next placement copies it (PlacedRuRecord.prev). Made at the first one.
+   */
+  ruLast: (string | undefined)[] | undefined = undefined;
   readonly ruDown: boolean[];
   /** Sum of the occupants' caused vectors: C_i of a free RU is sum_i / (M − 1). */
   readonly sum: number[];
@@ -241,15 +246,18 @@ export class RuIndex {
   /**
    * Records the occupant of RU (server, index) as of store revision `rev`. Older revisions than
    * the one already applied are ignored, so a watch event that arrives after the agent applied
-   * its own commit (or a fresher read) cannot move the cache backwards.
+   * its own commit (or a fresher read) cannot move the cache backwards. `last`: a freed RU's last
+   * task's outcome as its value carries it (ServerState.ruLast).
    */
-  setRu(ref: RuRef, occupant: Occupant | null, rev: number, down = false): boolean {
+  setRu(ref: RuRef, occupant: Occupant | null, rev: number, down = false, last?: string): boolean {
     const s = this.servers.get(ref.server);
     if (!s || ref.index < 0 || ref.index >= s.ruCount) return false;
     if (rev < (s.ruRevs[ref.index] as number)) return false;
     if (rev > (s.ruRevs[ref.index] as number)) this.claims.delete(s.base + ref.index);
     else if (this.claims.has(s.base + ref.index)) return false; // same revision: the claim stands
     s.ruRevs[ref.index] = rev;
+    if (last !== undefined) (s.ruLast ??= new Array<string | undefined>(s.ruCount))[ref.index] = last;
+    else if (s.ruLast) s.ruLast[ref.index] = undefined;
     return this.place(s, ref.index, occupant, down);
   }
 

@@ -10,8 +10,7 @@ import type { Compare, KeyValue, Op, TxnRequest } from '../store/types.ts';
 import type { Keys } from './keys.ts';
 import { queuePut } from './queue.ts';
 import { chunkPuts, type ChunkTask } from './task-chunks.ts';
-import type { JobRecord, MoveSource, PlacedRuRecord, PlacedTaskRecord } from './records.ts';
-import type { AttemptSummary } from './records.ts';
+import { placedRuValue, type AttemptSummary, type JobRecord, type MoveSource, type PlacedRuRecord, type PlacedTaskRecord } from './records.ts';
 
 /** One task to place on one RU. */
 export interface PlacementItem {
@@ -21,6 +20,8 @@ export interface PlacementItem {
   attempt: number;
   /** Revision of the RU record the choice was based on (the `ru` conflict scope compares it). */
   ruRev: number;
+  /** How the RU's previous task ended, as the freed RU read at `ruRev` carries it (JSON text): written as PlacedRuRecord.prev. */
+  prevLast?: string;
   /** Server epoch revision the choice was based on (the `server` scope compares it). */
   basedOn: number;
   /**
@@ -226,7 +227,7 @@ export function placementTxn(p: PlacementTxnInput): PlacementTxn {
       ruRec.moves = it.move.moves + 1;
     }
     ruRecords.push({ key: k.ru(it.ref), rec: ruRec });
-    success.push({ type: 'put', key: k.ru(it.ref), value: JSON.stringify(ruRec) });
+    success.push({ type: 'put', key: k.ru(it.ref), value: placedRuValue(ruRec, it.prevLast) });
     if (starts) {
       // Its record is the chunk's (task-chunks.ts): one key for all the tasks the commit starts.
       started.push({ t: it.task, ru: it.ref, b: basedOn, ...(it.nodeGraceMs !== undefined ? { g: it.nodeGraceMs } : {}) });

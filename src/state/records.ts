@@ -71,6 +71,13 @@ export interface PlacedRuRecord extends RuRecord {
    * writes the `running` record as it starts the task.
    */
   startRecorded?: true;
+  /**
+   * How the RU's previous task ended, as its freed RU carried it (`last`, freedRuValue): copied by
+   * the placement that took the RU next, whose compare on the RU's revision makes it exactly that
+   * value. An owner that looks for that task's outcome after the RU was placed again finds it here
+   * even once the free is compacted out of the store's history (ru-history.ts).
+   */
+  prev?: Record<string, unknown>;
 }
 
 /** Where a moved task ran before: the RU and the placement (commit) of its old copy. */
@@ -136,6 +143,9 @@ export function occupantOf(rec: RuRecord | undefined): Occupant | null {
 /** Q as an RU record carries it: 4 decimals, a few bytes. */
 export const storedQ = (Q: number): number => Math.round(Q * 10_000) / 10_000;
 
+const FREED_LAST = '{"state":"free","last":';
+const FREED_JOB = `${FREED_LAST}{"job":"`;
+
 /** The stored value of a free RU. */
 export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord);
 
@@ -146,10 +156,8 @@ export const FREE_RU_VALUE = JSON.stringify({ state: 'free' } satisfies RuRecord
  * front-end follows `tasks/`. The next placement of the RU replaces it; the task record keeps it.
  */
 export function freedRuValue(lastJson: string): string {
-  return `{"state":"free","last":${lastJson}}`;
+  return `${FREED_LAST}${lastJson}}`;
 }
-
-const FREED_JOB = '{"state":"free","last":{"job":"';
 
 /** The job whose task last held a freed RU, read from the value without parsing it (job ids hold no quote). */
 export function jobOfFreedRu(value: string): string | undefined {
@@ -163,9 +171,29 @@ export function isFreeRuValue(value: string): boolean {
   return value === FREE_RU_VALUE || value.startsWith('{"state":"free"');
 }
 
+/** The `last` of a freed RU's value as it is stored (JSON text), without parsing it; undefined for a plain free RU or any other value. */
+export function lastJsonOfFreedRu(value: string): string | undefined {
+  return value.startsWith(FREED_LAST) && value.endsWith('}}') ? value.slice(FREED_LAST.length, -1) : undefined;
+}
+
+/**
+ * A placement's RU value: the record, with the previous task's outcome as `prev` (`prevLast`: its
+ * JSON text as the freed RU carried it; left out unless it is a JSON object, since any process may
+ * have written it).
+ */
+export function placedRuValue(rec: PlacedRuRecord, prevLast: string | undefined): string {
+  let prev: unknown;
+  try {
+    prev = prevLast === undefined ? undefined : JSON.parse(prevLast);
+  } catch {
+    prev = undefined;
+  }
+  return JSON.stringify(prev !== null && typeof prev === 'object' && !Array.isArray(prev) ? { ...rec, prev } : rec);
+}
+
 /** The task record a freed RU carries (freedRuValue), if the value is one. */
 export function lastOfFreedRu(value: string): Record<string, unknown> | undefined {
-  if (value === FREE_RU_VALUE || !value.startsWith('{"state":"free","last":')) return undefined;
+  if (value === FREE_RU_VALUE || !value.startsWith(FREED_LAST)) return undefined;
   try {
     const last = (JSON.parse(value) as { last?: unknown }).last;
     return last !== null && typeof last === 'object' ? (last as Record<string, unknown>) : undefined;

@@ -4,7 +4,10 @@
  * (task-outcomes.ts); if the owner went first (a crash, a watch that skipped events) and the RU
  * has since been placed again, the outcome is still in the store's history of that RU key, which
  * compaction keeps for minutes (state/housekeeping.ts) while the owner records an outcome within
- * a second and rewrites each job's `seen` revision far more often than that.
+ * a second and rewrites each job's `seen` revision far more often than that. The placement that
+ * takes the RU next also copies the freed RU's outcome into its own record (`prev`), so the RU as
+ * it is now answers for one reuse without the history: an adopter that comes after a compaction
+ * (a lost lease's thousands of jobs, adopted over minutes) still finds the outcome there.
  *
  * Replayed from `after` (its placement's revision, or the job record's `seen`, the later): if the
  * RU held the attempt then, the first change after that which does not hold it is how the attempt
@@ -29,7 +32,7 @@ export interface AttemptRef {
 export type HistoryAnswer =
   /** The RU holds the attempt now (`kv` as read). */
   | { kind: 'held'; kv: KeyValue }
-  /** Freed with this outcome (`last`: what the freed RU carried) at `rev`. */
+  /** Freed with this outcome (`last`: what the freed RU carried) at `rev` (or by `rev`: the next placement's, which carried it on). */
   | { kind: 'ended'; last: LiveTaskRecord; rev: number }
   /** Left the RU at `rev` without an outcome in it (or was never seen there after `after`). */
   | { kind: 'departed'; rev: number }
@@ -53,9 +56,12 @@ function holds(kv: KeyValue, a: AttemptRef): boolean {
   );
 }
 
-/** The outcome a freed RU value carries for this attempt, if it does. */
+/**
+ * The outcome an RU value carries for this attempt, if it does: a freed RU's `last`, or a
+ * placement's `prev` (the next task's placement copies it from the freed RU it compared).
+ */
 function endedHere(kv: KeyValue, a: AttemptRef): LiveTaskRecord | undefined {
-  const last = lastOfFreedRu(kv.value) as LiveTaskRecord | undefined;
+  const last = (lastOfFreedRu(kv.value) ?? parseJson<PlacedRuRecord>(kv)?.prev) as LiveTaskRecord | undefined;
   if (!last || last.job !== a.job || last.index !== a.task) return undefined;
   return a.commitId === undefined || last.commitId === a.commitId ? last : undefined;
 }

@@ -33,7 +33,11 @@ describe.each(['etcd', 'memory'] as const)('a task outcome from the RU history (
     return { store, keys, ru, ref: keys.parseRu(ru.key) as RuRef };
   }
 
-  /** Places task 0 of job `id` on the RU as it is now; returns the placed record and its revision. */
+  /**
+   * Places task 0 of job `id` on the RU as it is now; returns the placed record and its revision.
+   * It carries no `prev` (as a placement of an older build wrote it): the history alone answers
+   * here; the agent's copy of a freed RU's outcome is test/agent/prev-outcome.test.ts.
+   */
   async function place(store: ClusterStore, keys: Keys, kv: KeyValue, id: string): Promise<{ rec: PlacedRuRecord; rev: number }> {
     const job = parseJobSpec({ name: id, profile: 'spark-lr', tasks: 1, durationMs: 60_000 }, catalog, { id, now: Date.now() });
     const { req } = placementTxn({
