@@ -144,7 +144,9 @@ export interface AgentConfig extends CoreConfig {
    * Below this share of the cell's RUs free, while several front-ends have tasks to place, each
    * front-end samples only the servers it is the home of (handoff.ts), the homes turning every
    * 2 s: on a nearly full cell the front-ends would otherwise all draw from the same few free RUs
-   * and conflict. 0: never. Needs handoffMs > 0.
+   * and conflict. 0: never. Needs handoffMs > 0. A fifth: at a twentieth, the minute in which an
+   * overload filled the cell had 5% of its commits conflict, unsplit, with thousands of RUs still
+   * free in each view; at a fifth, 0.1% (bench/results/soak/s80-overload/).
    */
   partitionBelow: number;
 }
@@ -164,7 +166,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   groupCommit: 2,
   commitAhead: 4,
   handoffMs: 250,
-  partitionBelow: 0.05,
+  partitionBelow: 0.2,
 };
 
 /**
