@@ -157,6 +157,8 @@ interface Row {
   adopted: number;
   /** Tasks recorded failed because their outcome was compacted away before it was recorded (tarcil_task_outcomes_compacted), during the row. */
   compacted?: number;
+  /** Outcomes not yet recorded, found in the next placement's RU record instead of the history (tarcil_task_outcomes_carried), during the row. */
+  carried?: number;
   /**
    * The hollow process's task-start writes (a node records its task running, then starts it):
    * waiting for a slot at the row's end, the oldest one's wait (s), and the mean time of those
@@ -432,6 +434,7 @@ async function main(): Promise<void> {
   let fencedPrev = 0;
   let adoptedPrev = 0;
   let compactedPrev = 0;
+  let carriedPrev = 0;
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
   let storePrev: { keys: number; events: number } | undefined;
@@ -466,6 +469,7 @@ async function main(): Promise<void> {
     let fenced = 0;
     let adopted = 0;
     let compacted = 0;
+    let carried = 0;
     const feTexts = await Promise.all(fes.map((f) => scrape(f.metricsPort)));
     const hollowText = await scrape(hollowMetricsPort);
     const leaders = (await leadingFrontEnds(feTexts)).map((i) => `fe${i}`);
@@ -482,6 +486,7 @@ async function main(): Promise<void> {
       fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
       adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
       compacted += metricSum(text, 'tarcil_task_outcomes_compacted') || 0;
+      carried += metricSum(text, 'tarcil_task_outcomes_carried') || 0;
     }
     let rus: Row['rus'];
     for (const text of feTexts) rus ??= ruStates(text);
@@ -586,6 +591,7 @@ async function main(): Promise<void> {
       fenced: Math.max(0, fenced - fencedPrev),
       adopted: Math.max(0, adopted - adoptedPrev),
       compacted: Math.max(0, compacted - compactedPrev),
+      carried: Math.max(0, carried - carriedPrev),
       slowApplies: slowApplies - slowPrev,
       ...(etcdTxn ? { etcdTxn } : {}),
       ...(etcdDisk ? { etcdDisk } : {}),
@@ -610,6 +616,7 @@ async function main(): Promise<void> {
     fencedPrev = fenced;
     adoptedPrev = adopted;
     compactedPrev = compacted;
+    carriedPrev = carried;
     slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
@@ -1004,7 +1011,7 @@ function report(s: Summary): void {
       'RU freed → placed again: p50 / p99 / max ms (RUs)',
       'sampling rounds · candidates scored, per placement',
       'finals',
-      'owner leases fenced / jobs adopted / tasks failed as compacted (their outcome compacted away before it was recorded)',
+      'owner leases fenced / jobs adopted / outcomes found in the next placement of their RU / tasks failed as compacted (their outcome compacted away before it was recorded)',
       'housekeeper',
       'RUs busy % of live / free / unschedulable / down',
       'etcd slow requests / pending watch events',
@@ -1036,7 +1043,7 @@ function report(s: Summary): void {
       r.reuse ? `${fmt(r.reuse.p50, 0)} / ${fmt(r.reuse.p99, 0)} / ${fmt(r.reuse.max, 0)} (${r.reuse.n})` : '-',
       perPlacement(r),
       r.finals,
-      `${r.fenced ?? '-'} / ${r.adopted ?? '-'} / ${r.compacted ?? '-'}`,
+      `${r.fenced ?? '-'} / ${r.adopted ?? '-'} / ${r.carried ?? '-'} / ${r.compacted ?? '-'}`,
       r.housekeeper ?? '-',
       r.rus ? `${fmt((100 * r.rus.busy) / (r.rus.busy + r.rus.free + r.rus.unschedulable), 1)} / ${r.rus.free} / ${r.rus.unschedulable} / ${r.rus.down}` : '-',
       `${fmt(r.slowApplies ?? NaN, 0)} / ${fmt(r.watchPending ?? NaN, 0)}`,

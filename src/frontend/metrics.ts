@@ -245,6 +245,11 @@ export class Metrics extends MetricsEndpoint {
       "Tasks whose outcome was compacted out of the store's history before their owner recorded it, recorded failed (saying so; never run again), since it started",
       () => manager.stats.outcomesCompacted,
     );
+    read(
+      'tarcil_task_outcomes_carried',
+      "Task outcomes not yet recorded when their RU was placed again, found in the next placement's RU record (which carries the freed RU's outcome on) rather than in the store's history, since it started",
+      () => manager.stats.outcomesCarried,
+    );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',

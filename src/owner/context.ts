@@ -113,6 +113,8 @@ export interface OwnerStats {
   historyReads: number;
   /** Tasks whose outcome was compacted out of the store's history before it was recorded: recorded failed, saying so. */
   outcomesCompacted: number;
+  /** Outcomes not yet recorded, found in the record of the placement that took their RU next (PlacedRuRecord.prev), not in the history. */
+  outcomesCarried: number;
 }
 
 /**

@@ -120,6 +120,7 @@ export class JobManager implements OwnerContext, MoveHost {
     taskReads: 0,
     historyReads: 0,
     outcomesCompacted: 0,
+    outcomesCarried: 0,
   };
   /** The run-time loop's rules, and this process's budget of moves (owner/moves.ts). */
   readonly runtime: RuntimeLoopConfig;

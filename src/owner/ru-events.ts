@@ -246,6 +246,7 @@ export class TaskRefresher implements TaskReads {
           const a = { job: o.id, task: t, ...(typeof v.rec.commitId === 'string' ? { commitId: v.rec.commitId } : {}) };
           const answer = await findOutcome(this.m.o.store, this.m.o.keys, ru, a, Math.max(v.rev, o.rec.seen ?? 0));
           this.m.stats.historyReads++;
+          if (answer.kind === 'ended' && answer.carried) this.m.stats.outcomesCarried++;
           if (answer.kind === 'ended') recordOutcome(o, answer.last, answer.rev, ru);
           else if (answer.kind === 'departed' && v.rec.state === 'running') this.watch(o, t);
           else if (answer.kind === 'compacted') unknown.push(t);

@@ -119,6 +119,7 @@ async function endedInHistory(m: OwnerContext, o: Owned, t: number, cur: TaskVie
   const a = { job: o.id, task: t, ...(typeof cur.rec.commitId === 'string' ? { commitId: cur.rec.commitId } : {}) };
   const answer = await findOutcome(m.o.store, m.o.keys, ref, a, Math.max(cur.rev, o.rec.seen ?? 0));
   m.stats.historyReads++;
+  if (answer.kind === 'ended' && answer.carried) m.stats.outcomesCarried++;
   if (answer.kind === 'ended') {
     recordOutcome(o, answer.last, answer.rev, ref);
     m.queue.add(o);

@@ -20,7 +20,7 @@ import type { ClusterStore, KeyValue } from '../store/types.ts';
 import { TarcilError } from '../util/errors.ts';
 import type { Keys } from './keys.ts';
 import type { LiveTaskRecord } from './live-records.ts';
-import { lastOfFreedRu, parseJson, type PlacedRuRecord } from './records.ts';
+import { isFreeRuValue, lastOfFreedRu, parseJson, type PlacedRuRecord } from './records.ts';
 
 /** The attempt looked for: its job, task and placement. */
 export interface AttemptRef {
@@ -32,8 +32,11 @@ export interface AttemptRef {
 export type HistoryAnswer =
   /** The RU holds the attempt now (`kv` as read). */
   | { kind: 'held'; kv: KeyValue }
-  /** Freed with this outcome (`last`: what the freed RU carried) at `rev` (or by `rev`: the next placement's, which carried it on). */
-  | { kind: 'ended'; last: LiveTaskRecord; rev: number }
+  /**
+   * Freed with this outcome (`last`: what the freed RU carried) at `rev`; `carried`: found in the
+   * RU as it is now, in the record of the placement that took it next (by `rev`, that placement's).
+   */
+  | { kind: 'ended'; last: LiveTaskRecord; rev: number; carried?: true }
   /** Left the RU at `rev` without an outcome in it (or was never seen there after `after`). */
   | { kind: 'departed'; rev: number }
   /** The history after `after` is compacted: how the attempt left cannot be known from the RU. */
@@ -72,7 +75,7 @@ export async function findOutcome(store: ClusterStore, keys: Keys, ref: RuRef, a
   const now = await store.get(key);
   if (now && holds(now, a)) return { kind: 'held', kv: now };
   const last = now ? endedHere(now, a) : undefined;
-  if (now && last) return { kind: 'ended', last, rev: now.modRevision };
+  if (now && last) return { kind: 'ended', last, rev: now.modRevision, ...(isFreeRuValue(now.value) ? {} : { carried: true as const }) };
   // Not held at `after` (the job record's `seen`, after a departure without an outcome, which
   // the owner saw): it left then, and no outcome can follow. Otherwise it left after.
   let then: KeyValue | undefined;

@@ -64,6 +64,7 @@ describe.each(['etcd', 'memory'] as const)('the next placement carries a freed R
     expect(await findOutcome(store, keys, ref, who, first.kv.modRevision)).toEqual({
       kind: 'ended',
       rev: second.kv.modRevision,
+      carried: true,
       last: expect.objectContaining({ job: a.id, index: 0, state: 'succeeded', endedAt: 4242 }) as unknown,
     });
     // Another attempt of the same task is not answered by it.

@@ -10,7 +10,7 @@ import { loadCatalog, parseJobSpec } from '../../src/model/catalog.ts';
 import type { RuRef } from '../../src/model/types.ts';
 import type { LiveJobRecord, LiveTaskRecord } from '../../src/state/live-records.ts';
 import { placementTxn } from '../../src/state/placement.ts';
-import { parseJson } from '../../src/state/records.ts';
+import { lastJsonOfFreedRu, parseJson } from '../../src/state/records.ts';
 import { OUTCOME_COMPACTED } from '../../src/state/ru-history.ts';
 import { isDoneKey } from '../../src/state/task-outcomes.ts';
 import { isChunkKey } from '../../src/state/task-chunks.ts';
@@ -28,13 +28,18 @@ afterEach(async () => {
 
 const catalog = loadCatalog();
 
-/** Places job `id`'s tasks on the job's freed RUs directly (a job no owner here follows), as another front-end would. */
-async function placeOver(c: OwnerCell, id: string, freed: { key: string }[]): Promise<void> {
+/**
+ * Places job `id`'s tasks on the job's freed RUs directly (a job no owner here follows), as another
+ * front-end would; with `carry`, each placement carries the freed RU's outcome on (`prev`), as an
+ * agent's does, else not (a placement of an older build).
+ */
+async function placeOver(c: OwnerCell, id: string, freed: { key: string }[], carry = false): Promise<void> {
   const job = parseJobSpec({ name: id, profile: 'spark-lr', tasks: freed.length, durationMs: 60_000 }, catalog, { id, now: c.clock.now() });
   const items = [];
   for (const [task, f] of freed.entries()) {
     const kv = (await c.store.get(f.key))!;
-    items.push({ ref: c.keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0 });
+    const prevLast = carry ? lastJsonOfFreedRu(kv.value) : undefined;
+    items.push({ ref: c.keys.parseRu(kv.key) as RuRef, task, attempt: 0, ruRev: kv.modRevision, basedOn: 0, ...(prevLast ? { prevLast } : {}) });
   }
   const { req } = placementTxn({ keys: c.keys, agent: 'other', commitId: `c-${id}`, now: c.clock.now(), job, items, scope: 'ru', ruState: 'busy' });
   expect((await c.store.txn(req)).succeeded).toBe(true);
@@ -134,6 +139,20 @@ describe('task outcomes recorded by their owner', () => {
     // Counted once each (tarcil_task_outcomes_compacted).
     await c.advance(2000);
     expect(b.stats.outcomesCompacted).toBe(4);
+    expect(b.stats.outcomesCarried).toBe(0);
     expect(await c.busy(job)).toEqual([]);
+  });
+
+  it('the same compaction after a placement that carried the outcomes on (as an agent places): the adopter finds the successes in the RUs as they are', async () => {
+    const c = (cell = new OwnerCell());
+    const { job, rus } = await endedUnrecorded(c, 'dies-4');
+    await placeOver(c, 'filler', rus, true);
+    await c.store.compact(await c.store.revision());
+    const b = await adopter(c);
+    await c.until(async () => (await c.jobState(job)) === 'succeeded', 10_000);
+    const tasks = await taskRecords<LiveTaskRecord>(c.store, c.keys, job);
+    expect(tasks.map((t) => [t.state, t.attempt, t.agent])).toEqual(Array(4).fill(['succeeded', 0, 'A/a1']));
+    expect(b.stats.outcomesCarried).toBe(4);
+    expect(b.stats.outcomesCompacted).toBe(0);
   });
 });
