@@ -19,7 +19,8 @@
  * The moves are staggered (a quarter of the servers at each HOME_TICK_MS, by another part of the
  * hash), and in the last tick of its tenure a server is sampled by nobody: its home's last commits
  * are then answered and in every view before its next home samples it, instead of looking free
- * there for as long as that view lags. At each tick, the free RUs that came home wake a waiter here.
+ * there for as long as that view lags. At each tick, the free RUs that came home wake a waiter
+ * here (at most CAME_HOME_WAKES of them, and none when nothing waits).
  *
  * Front-ends may see the set change at different moments (a watch lags, a front-end rewrites its
  * record a moment after its demand changes, a turn ends on one clock before another): for a while a
@@ -36,6 +37,8 @@ export interface HandoffOptions {
   windowMs: number;
   /** Wakes a waiter of this process for a freed RU (FreedWaiters.freed). */
   wake: (server: ServerState, index: number) => void;
+  /** Waiters of this process now (FreedWaiters.size): a tick wakes none when there are none. Default: unknown, as many as there are RUs. */
+  waiting?: () => number;
   /** Below this share of the cell's RUs free, each front-end samples only the servers it is home of (0: never). Default 0. */
   partitionBelow?: number;
 }
@@ -49,6 +52,13 @@ export const HOME_TURN_MS = 2000;
 /** Ticks of a tenure: a quarter of the servers move at each; the last is a server's quiet one. */
 export const HOME_TICKS = 4;
 export const HOME_TICK_MS = HOME_TURN_MS / HOME_TICKS;
+/**
+ * Free RUs that came home woken for at one tick, at most: while free RUs are many (up to the
+ * split's threshold), a tick brings thousands home, and a wake for each (a scan of the waiting
+ * jobs' classes, a decision for each woken) took the front-ends' event loops to p99s of
+ * hundreds of ms (bench/results/soak/s80-overload/). The rest stay sampled here as usual.
+ */
+export const CAME_HOME_WAKES = 64;
 
 /** The tick of the homes at clock time `t`. */
 function tickAt(t: number): number {
@@ -214,11 +224,14 @@ export class FreedHandoff {
     if (!this.splitting()) return;
     const members = this.currentMembers();
     const tick = this.tick();
-    for (const id of [...this.o.state.available.values()]) {
+    const waiting = this.o.waiting;
+    let budget = CAME_HOME_WAKES;
+    for (const id of waiting?.() === 0 ? [] : [...this.o.state.available.values()]) {
       const s = this.o.state.serverOfRu(id);
       if (!s || this.activeHome(s, members, tick) !== this.self || this.activeHome(s, members, tick - 1) === this.self) continue;
       this.stats.cameHome++;
       this.o.wake(s, id - s.base);
+      if (--budget === 0 || waiting?.() === 0) break;
     }
     this.tickTimer = this.armTick();
   }

@@ -80,6 +80,7 @@ export class SharedView {
       windowMs: o.config.handoffMs ?? 0,
       partitionBelow: o.config.partitionBelow ?? 0,
       wake: (server, index) => this.waiters.freed(server, index),
+      waiting: () => this.waiters.size,
     });
     this.cache.onFreed((server, index) => this.handoff.freed(server, index));
   }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FreedHandoff, HOME_TICK_MS, HOME_TURN_MS, MemberDemand } from '../../src/agent/handoff.ts';
+import { CAME_HOME_WAKES, FreedHandoff, HOME_TICK_MS, HOME_TURN_MS, MemberDemand } from '../../src/agent/handoff.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
 import { Metrics } from '../../src/frontend/metrics.ts';
 import { RuIndex, type ServerState } from '../../src/sampling/ru-index.ts';
@@ -185,6 +185,48 @@ describe('the sampling split among front-ends on a nearly full cell (partitionBe
       expect(new Set(active).size).toBeLessThanOrEqual(2);
     }
     expect(A.stats.cameHome + B.stats.cameHome).toBe(cameHome.flat().length);
+  });
+
+  it('a tick wakes at most CAME_HOME_WAKES waiters for the free RUs that came home, and none while nothing waits', () => {
+    // 2,000 one-RU servers, 600 free, split below half: about 75 free RUs come home at each tick.
+    const clock = new ManualClock(0);
+    const state = new RuIndex();
+    const all = Array.from({ length: 2000 }, (_, i) => state.upsertServer(server(`s${i}`)));
+    all.forEach((s, i) => {
+      if (i >= 600) state.setRu({ server: s.id, index: 0 }, busy, i + 1);
+    });
+    let waiting = 1000;
+    const woken: string[] = [];
+    const h = new FreedHandoff({
+      state,
+      clock,
+      windowMs: 250,
+      partitionBelow: 0.5,
+      waiting: () => waiting,
+      wake: (s, i) => (waiting--, woken.push(`${s.id}/${i}`)),
+    });
+    h.setSelf('A');
+    const members = new MemberDemand();
+    members.set('A', true);
+    members.set('B', true);
+    h.setDemand(members);
+    const perTick: number[] = [];
+    for (let t = 0; t < 8; t++) {
+      const before = woken.length;
+      expect(h.partition()).toBeDefined();
+      clock.advance(HOME_TICK_MS);
+      perTick.push(woken.length - before);
+    }
+    // Capped, and the cap is what bound it: unbounded, some ticks would have woken more.
+    expect(Math.max(...perTick)).toBe(CAME_HOME_WAKES);
+    expect(new Set(woken).size).toBe(woken.length);
+    // Three waiters left: three wakes, then none.
+    waiting = 3;
+    const before = woken.length;
+    clock.advance(HOME_TICK_MS);
+    clock.advance(HOME_TICK_MS);
+    expect(woken.length - before).toBe(3);
+    expect(h.stats.cameHome).toBe(woken.length);
   });
 
   it('says whether a server changed home between two times: not within its tenure, always across one', () => {
