@@ -152,6 +152,7 @@ export function placementRequestOf(job: JobSpec, target: JobTarget, m: number, R
     R,
     form: cfg.qualityForm,
     twoSided: cfg.twoSided,
+    neighbourWeight: cfg.neighbourWeight,
     platformWeight: cfg.platformWeight,
   };
 }

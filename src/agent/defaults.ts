@@ -5,7 +5,7 @@
  */
 import { DEFAULT_BUCKETS } from '../admission/lsh.ts';
 import { DEFAULT_PRIORITY } from '../model/types.ts';
-import type { QualityForm } from '../quality/index.ts';
+import { NEIGHBOUR_WEIGHT, type QualityForm } from '../quality/index.ts';
 import type { WaitOrder } from './wait-order.ts';
 
 /**
@@ -53,6 +53,13 @@ export interface CoreConfig {
    */
   twoSided: boolean;
   /**
+   * Two-sided: the power of the worst resident's Q that multiplies the newcomer's own where no RU
+   * is acceptable to it (src/quality NEIGHBOUR_WEIGHT): 1 counts a resident's fall as much as the
+   * newcomer's own, 0 not at all. 0.25 was ahead of 0, 0.5, 0.75 and 1 in the mean rank across the
+   * truths and seeds of `tarcil bench truths`, and of 0 and 1 in the worst truth (bench/README, truths).
+   */
+  neighbourWeight: number;
+  /**
    * Fair share among namespaces (agent/fair-share.ts): waiting jobs are served namespace with the
    * lowest RUs held / weight first, and preemption across namespaces only goes from one below its
    * share to one above. A cell with one namespace is served as without it.
@@ -81,6 +88,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   arbiterSample: 64,
   admissionRule: 'own-bound',
   twoSided: true,
+  neighbourWeight: NEIGHBOUR_WEIGHT,
   fairShare: true,
   waitOrder: 'ratio',
 };

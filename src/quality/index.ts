@@ -246,7 +246,8 @@ export interface QualitySides {
  *                                 that pushes no resident past its tolerance ranks first
  *                                 ({@link NEIGHBOUR_HARM}, applied by the selection's score)
  *   otherwise                   → Q = Q_self · f ∈ [0, T_W),  f = 1 if the neighbours all stay
- *                                 within their tolerance, else their lowest Q
+ *                                 within their tolerance, else their lowest Q to the power `weight`
+ *                                 ({@link NEIGHBOUR_WEIGHT} by default)
  *
  * so where no RU suits the newcomer (a full cell, a placement at best effort) the one that hurts
  * its neighbours least ranks first. Judging acceptability on both sides instead (an RU acceptable
@@ -254,12 +255,30 @@ export interface QualitySides {
  * placed at best effort were past their own, and ranked a fast platform below a slow one there:
  * below this rule in the mean under every ground truth of `tarcil bench truths` (bench/README).
  */
-export function twoSided(self: RuScore, neighboursQ: number, neighboursAcceptable: boolean, neighbours: number, T: number): RuScore {
+export function twoSided(
+  self: RuScore,
+  neighboursQ: number,
+  neighboursAcceptable: boolean,
+  neighbours: number,
+  T: number,
+  weight: number = NEIGHBOUR_WEIGHT,
+): RuScore {
   const sides: QualitySides = { selfQ: self.Q, selfAcceptable: self.acceptable, neighboursQ, neighboursAcceptable, neighbours };
   if (self.acceptable) return { enc: self.enc, U: self.U, Q: self.Q, acceptable: true, sides };
   const base = self.Q < T ? self.Q : T;
-  return { enc: self.enc, U: self.U, Q: base * (neighboursAcceptable ? 1 : neighboursQ), acceptable: false, sides };
+  const f = neighboursAcceptable || weight === 0 ? 1 : weight === 1 ? neighboursQ : Math.pow(neighboursQ, weight);
+  return { enc: self.enc, U: self.U, Q: base * f, acceptable: false, sides };
 }
+
+/**
+ * How much the neighbours' side weighs below T_W: the newcomer's own Q is multiplied by the worst
+ * resident's Q to this power. At 1 (the plain product) a resident's fall counted as much as the
+ * newcomer's own and sent newcomers to slow RUs of their own to spare residents; at 0 the
+ * neighbours do not count there. Chosen across the truths and seeds of `tarcil bench truths`
+ * (bench/README, truths: "How much the neighbours weigh"), where 0.25 and 0.5 were ahead of both
+ * ends in the mean and the worst truth.
+ */
+export const NEIGHBOUR_WEIGHT = 0.25;
 
 /**
  * The share of its score an acceptable RU gives up when the newcomer would push a resident there

@@ -4,7 +4,18 @@
  * candidates greedily (re-scoring those whose server got one of the job's picks).
  */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
-import { compareScores, contention, jobTarget, NEIGHBOUR_HARM, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
+import {
+  compareScores,
+  contention,
+  jobTarget,
+  NEIGHBOUR_HARM,
+  NEIGHBOUR_WEIGHT,
+  scoreRu,
+  twoSided,
+  type JobTarget,
+  type QualityForm,
+  type RuScore,
+} from '../quality/index.ts';
 import type { RuIndex, Occupant, ServerState } from './ru-index.ts';
 import { own } from '../util/dict.ts';
 import { internVector } from '../util/intern.ts';
@@ -55,6 +66,8 @@ export interface PlacementRequest {
    * quality once the newcomer's caused pressure joins its contention); off: the paper's one-sided Q.
    */
   twoSided?: boolean;
+  /** Two-sided: how much the neighbours' side weighs where no RU is acceptable (quality/index.ts NEIGHBOUR_WEIGHT, the default). */
+  neighbourWeight?: number;
 }
 
 export interface Pick {
@@ -201,7 +214,8 @@ export class SelectionContext {
     if (keep) {
       sides = neighbourSides.get(s);
       const kept = sides?.get(this.causedKey);
-      if (kept && kept.version === s.version && kept.form === form) return twoSided(self, kept.worst, kept.allOk, kept.n, this.req.target.T);
+      if (kept && kept.version === s.version && kept.form === form)
+        return twoSided(self, kept.worst, kept.allOk, kept.n, this.req.target.T, this.req.neighbourWeight ?? NEIGHBOUR_WEIGHT);
     }
     const others = s.ruCount - 1;
     let worst = 1;
@@ -229,7 +243,7 @@ export class SelectionContext {
       else if (sides.size >= SIDES_PER_SERVER && !sides.has(this.causedKey)) sides.clear();
       sides.set(this.causedKey, { version: s.version, form, worst, allOk, n });
     }
-    return twoSided(self, worst, allOk, n, this.req.target.T);
+    return twoSided(self, worst, allOk, n, this.req.target.T, this.req.neighbourWeight ?? NEIGHBOUR_WEIGHT);
   }
 
   /** Counts a pick on s in the neighbourhood of later candidates. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY, N_RESOURCES, type ServerSpec } from '../../src/model/types.ts';
-import { jobTarget, scoreRu, twoSided } from '../../src/quality/index.ts';
+import { jobTarget, NEIGHBOUR_WEIGHT, scoreRu, twoSided } from '../../src/quality/index.ts';
 import { selectPlacements, type PlacementRequest } from '../../src/sampling/batch.ts';
 import { RuIndex } from '../../src/sampling/ru-index.ts';
 import { SelectionContext } from '../../src/sampling/selection.ts';
@@ -61,9 +61,13 @@ describe('two-sided quality', () => {
     expect(twoSided(bad, 1, true, 0, t.T).Q).toBe(bad.Q);
     const badHurts = twoSided(bad, 0.2, false, 3, t.T);
     expect(badHurts.acceptable).toBe(false);
-    expect(badHurts.Q).toBeCloseTo(bad.Q * 0.2, 12);
+    expect(badHurts.Q).toBeCloseTo(bad.Q * Math.pow(0.2, NEIGHBOUR_WEIGHT), 12);
     // The worse the neighbour would fare, the lower the RU ranks.
     expect(twoSided(bad, 0.1, false, 3, t.T).Q).toBeLessThan(badHurts.Q);
+    // The weight: at 1 the plain product, at 0 the neighbours do not count below T_W.
+    expect(twoSided(bad, 0.2, false, 3, t.T, 1).Q).toBeCloseTo(bad.Q * 0.2, 12);
+    expect(twoSided(bad, 0.2, false, 3, t.T, 0).Q).toBe(bad.Q);
+    expect(twoSided(bad, 0.2, false, 3, t.T, 0.5).Q).toBeCloseTo(bad.Q * Math.sqrt(0.2), 12);
   });
 
   it('the one-sided Q takes the tighter fit that pushes a neighbour past its tolerance; two-sided avoids it and says why', () => {
@@ -178,5 +182,49 @@ describe("two-sided quality: a server's neighbours' side kept between scores", (
     expect(after.sides?.neighboursQ).toBeLessThan(before.sides!.neighboursQ);
     // A fresh call, with no pick of its own, reads the side of the server as stored.
     expect(new SelectionContext(st, req).score(s, 2).quality.sides).toEqual(before.sides);
+  });
+});
+
+describe('two-sided quality below T_W: the neighbours weigh by NEIGHBOUR_WEIGHT', () => {
+  /**
+   * No RU suits the newcomer (it tolerates 29 on resource 2). On `x` one resident presses 90 there:
+   * the newcomer is just past its tolerance (30) and pushes the resident (tolerance 9) to 23.3.
+   * On `y` two residents press 47 each: the newcomer is further past (31.3), and both residents
+   * stay within theirs (52).
+   */
+  function belowCell(): RuIndex {
+    const st = new RuIndex();
+    st.batch(() => {
+      st.upsertServer(spec('x'));
+      st.upsertServer(spec('y'));
+      st.setRu({ server: 'x', index: 0 }, { job: 'rx', task: 0, caused: only(2, 90), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+      st.setRu({ server: 'y', index: 0 }, { job: 'ry0', task: 0, caused: only(2, 47), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+      st.setRu({ server: 'y', index: 1 }, { job: 'ry1', task: 0, caused: only(2, 47), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+    });
+    return st;
+  }
+  const scores = (weight?: number): { x: number; y: number; qx: number } => {
+    const st = belowCell();
+    const ctx = new SelectionContext(st, request({ twoSided: true, ...(weight === undefined ? {} : { neighbourWeight: weight }) }));
+    const x = ctx.score(st.server('x')!, 1);
+    const y = ctx.score(st.server('y')!, 2);
+    expect(x.quality.acceptable).toBe(false);
+    expect(y.quality.acceptable).toBe(false);
+    expect(x.quality.sides).toMatchObject({ neighboursAcceptable: false, neighbours: 1 });
+    expect(y.quality.sides).toMatchObject({ neighboursAcceptable: true, neighbours: 2 });
+    expect(x.quality.sides!.selfQ).toBeGreaterThan(y.quality.sides!.selfQ);
+    return { x: x.score, y: y.score, qx: x.quality.Q };
+  };
+
+  it("ranks the newcomer's own side first at 0, the resident's fall first at 1, and scores the default at NEIGHBOUR_WEIGHT", () => {
+    const none = scores(0);
+    const full = scores(1);
+    expect(none.x).toBeGreaterThan(none.y);
+    expect(full.x).toBeLessThan(full.y);
+    // Between the ends the penalty grows with the weight; the default is the constant's.
+    const quarter = scores(0.25);
+    expect(quarter.qx).toBeLessThan(none.qx);
+    expect(quarter.qx).toBeGreaterThan(full.qx);
+    expect(scores().qx).toBe(scores(NEIGHBOUR_WEIGHT).qx);
   });
 });

@@ -42,7 +42,7 @@ export const ORACLE = 'oracle';
 /**
  * Every policy of the table, the practical ones in the order of the table, the oracle last.
  * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
- * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, or serve waiting jobs by arrival.
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, or weigh the neighbours below T_W fully (the default before).
  */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
@@ -50,6 +50,7 @@ export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: "tarcil, paper's Q, no loop", spec: { name: 'tarcil', core: { twoSided: false }, runtime: {} } },
   { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
   { name: 'tarcil, arrival order', spec: { name: 'tarcil', core: { waitOrder: 'arrival' } } },
+  { name: 'tarcil, neighbours at full weight', spec: { name: 'tarcil', core: { neighbourWeight: 1 } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },
