@@ -275,10 +275,11 @@ export function twoSided(
  * resident's Q to this power. At 1 (the plain product) a resident's fall counted as much as the
  * newcomer's own and sent newcomers to slow RUs of their own to spare residents; at 0 the
  * neighbours do not count there. Chosen across the truths and seeds of `tarcil bench truths`
- * (bench/README, truths: "How much the neighbours weigh"), where 0.25 and 0.5 were ahead of both
- * ends in the mean and the worst truth.
+ * (`bench/neighbour-weight.ts`; bench/README, truths): at 0.5 the mean and the 5th-percentile job
+ * are at or above the plain product's in every truth and seed, and the worst truth is the best of
+ * the weights run.
  */
-export const NEIGHBOUR_WEIGHT = 0.25;
+export const NEIGHBOUR_WEIGHT = 0.5;
 
 /**
  * The share of its score an acceptable RU gives up when the newcomer would push a resident there
