@@ -18,12 +18,19 @@ const spec = (id: string): ServerSpec => ({ id, platform: 'p', rack: 'r0', rus: 
  * tighter fit; but on `a` it would push its neighbour to 70/3 ≈ 23 on resource 2, past 19.
  */
 function cell(): RuIndex {
+  return cellWith({ a: [only(2, 80)], b: [only(3, 80)] });
+}
+
+/** Servers of 4 RUs, each with residents of these caused vectors on its first RUs (jobs `r<server><i>`). */
+function cellWith(residents: Record<string, number[][]>): RuIndex {
   const st = new RuIndex();
   st.batch(() => {
-    st.upsertServer(spec('a'));
-    st.upsertServer(spec('b'));
-    st.setRu({ server: 'a', index: 0 }, { job: 'ra', task: 0, caused: only(2, 80), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
-    st.setRu({ server: 'b', index: 0 }, { job: 'rb', task: 0, caused: only(3, 80), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
+    for (const [server, vectors] of Object.entries(residents)) {
+      st.upsertServer(spec(server));
+      vectors.forEach((caused, index) =>
+        st.setRu({ server, index }, { job: `r${server}${index}`, task: 0, caused, priority: DEFAULT_PRIORITY, state: 'busy' }, 1),
+      );
+    }
   });
   return st;
 }
@@ -192,17 +199,7 @@ describe('two-sided quality below T_W: the neighbours weigh by NEIGHBOUR_WEIGHT'
    * On `y` two residents press 47 each: the newcomer is further past (31.3), and both residents
    * stay within theirs (52).
    */
-  function belowCell(): RuIndex {
-    const st = new RuIndex();
-    st.batch(() => {
-      st.upsertServer(spec('x'));
-      st.upsertServer(spec('y'));
-      st.setRu({ server: 'x', index: 0 }, { job: 'rx', task: 0, caused: only(2, 90), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
-      st.setRu({ server: 'y', index: 0 }, { job: 'ry0', task: 0, caused: only(2, 47), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
-      st.setRu({ server: 'y', index: 1 }, { job: 'ry1', task: 0, caused: only(2, 47), priority: DEFAULT_PRIORITY, state: 'busy' }, 1);
-    });
-    return st;
-  }
+  const belowCell = (): RuIndex => cellWith({ x: [only(2, 90)], y: [only(2, 47), only(2, 47)] });
   const scores = (weight?: number): { x: number; y: number; qx: number } => {
     const st = belowCell();
     const ctx = new SelectionContext(st, request({ twoSided: true, ...(weight === undefined ? {} : { neighbourWeight: weight }) }));
