@@ -9,6 +9,8 @@
  *
  * Run: npx tsx bench/neighbour-weight.ts [--weights 0,0.25,0.5,0.75,1] [--seeds 1,2,3] [--parallel 2]
  *        [--against 1] [--out bench/results/truths/neighbour-weight]
+ * `--option platformWeight` sweeps the other weight of the score instead (speed^w against Q; the
+ * values are then its, in [0, 10]; the folder `platform-weight`).
  * Each run is a child process of this script (`--cell truth|seed|weight`, weight `oracle` for the
  * oracle); the oracle's per-job figures are kept in a temporary folder for the runs that read them.
  */
@@ -24,12 +26,13 @@ import { w3 } from '../src/sim/workloads.ts';
 
 const { values } = parseArgs({
   options: {
-    weights: { type: 'string', default: '0,0.25,0.5,0.75,1' },
+    option: { type: 'string', default: 'neighbourWeight' },
+    weights: { type: 'string' },
     seeds: { type: 'string', default: '1,2,3' },
     parallel: { type: 'string', default: '2' },
     against: { type: 'string', default: '1' },
     jobs: { type: 'string', default: '7200' },
-    out: { type: 'string', default: 'bench/results/truths/neighbour-weight' },
+    out: { type: 'string' },
     cell: { type: 'string' },
     cache: { type: 'string' },
   },
@@ -41,6 +44,14 @@ const numbers = (flag: string, text: string, ok: (x: number) => boolean, rule: s
   return xs;
 };
 const jobs = numbers('jobs', values.jobs, (x) => Number.isInteger(x) && x > 0, 'a positive integer')[0] as number;
+/** The weights this script sweeps: the core option, its range, its default values and results folder. */
+const OPTIONS = {
+  neighbourWeight: { max: 1, values: '0,0.25,0.5,0.75,1', folder: 'neighbour-weight', what: "the neighbours' side weighed at each weight below T_W" },
+  platformWeight: { max: 10, values: '0.5,1,2', folder: 'platform-weight', what: "the platform's speed weighed at each weight against Q" },
+} as const;
+if (!(values.option in OPTIONS)) throw new Error(`--option: must be ${Object.keys(OPTIONS).join(' or ')} (got '${values.option}')`);
+const option = values.option as keyof typeof OPTIONS;
+const opt = OPTIONS[option];
 
 interface Row {
   truth: string;
@@ -69,7 +80,7 @@ function runCell(cell: string, cache: string): void {
   }
   const weight = Number(weightText);
   const o = JSON.parse(readFileSync(oracleFile(cache, truth.name, seed), 'utf8')) as { mean: number; byJob: [number, number][] };
-  const r = runSim({ workload: w3({ jobs }), policy: { name: 'tarcil', core: { neighbourWeight: weight } }, seed, truth });
+  const r = runSim({ workload: w3({ jobs }), policy: { name: 'tarcil', core: { [option]: weight } }, seed, truth });
   const ratios = ratiosToOracle(r.records, new Map(o.byJob)).map((x) => x.ratio);
   const row: Row = {
     truth: truth.name,
@@ -91,7 +102,8 @@ async function runAll(cells: string[], parallel: number, cache: string): Promise
     while (next < cells.length) {
       const cell = cells[next++] as string;
       const text = await new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, '--cell', cell, '--cache', cache, '--jobs', String(jobs)], {
+        const args = [process.argv[1] as string, '--cell', cell, '--cache', cache, '--jobs', String(jobs), '--option', option];
+        const child = spawn(process.execPath, [...process.execArgv, ...args], {
           stdio: ['ignore', 'pipe', 'inherit'],
         });
         let buf = '';
@@ -122,9 +134,11 @@ function report(rows: Row[], weights: number[], seeds: number[], against: number
     sorted.forEach((w, i) => ranks.get(w)?.push(i + 1));
   }
   const lines = [
-    '# How much the neighbours weigh below T_W (`bench/neighbour-weight.ts`)',
+    option === 'neighbourWeight'
+      ? '# How much the neighbours weigh below T_W (`bench/neighbour-weight.ts`)'
+      : `# The ${option} of the score across truths (\`bench/neighbour-weight.ts\`)`,
     '',
-    `\`${command}\`. W3 (${jobs} jobs), tarcil's default configuration with the neighbours' side weighed at each weight, % of the oracle on the same jobs [5th-percentile job as % of the oracle's figure for it].`,
+    `\`${command}\`. W3 (${jobs} jobs), tarcil's default configuration with ${opt.what}, % of the oracle on the same jobs [5th-percentile job as % of the oracle's figure for it].`,
     '',
     `| truth | ${weights.map((w) => `weight ${w}, seeds ${seeds.join(' / ')}`).join(' | ')} |`,
     `| --- | ${weights.map(() => '---').join(' | ')} |`,
@@ -161,7 +175,7 @@ if (values.cell !== undefined) {
   if (!values.cache) throw new Error('--cell needs --cache');
   runCell(values.cell, values.cache);
 } else {
-  const weights = numbers('weights', values.weights, (x) => x >= 0 && x <= 1, 'numbers in [0, 1]');
+  const weights = numbers('weights', values.weights ?? opt.values, (x) => x >= 0 && x <= opt.max, `numbers in [0, ${opt.max}]`);
   const seeds = numbers('seeds', values.seeds, (x) => Number.isInteger(x) && x > 0, 'positive integers');
   const parallel = numbers('parallel', values.parallel, (x) => Number.isInteger(x) && x > 0, 'a positive integer')[0] as number;
   const against = numbers('against', values.against, (x) => weights.includes(x), 'one of --weights')[0] as number;
@@ -179,11 +193,12 @@ if (values.cell !== undefined) {
       cache,
     );
     const rows = lines.map((l) => JSON.parse(l) as Row);
-    const command = `npx tsx bench/neighbour-weight.ts --weights ${weights.join(',')} --seeds ${seeds.join(',')} --against ${against}${jobs === 7200 ? '' : ` --jobs ${jobs}`}`;
-    if (!existsSync(values.out)) mkdirSync(values.out, { recursive: true });
-    writeFileSync(join(values.out, 'neighbour-weight.json'), `${JSON.stringify({ command, jobs, weights, seeds, rows }, null, 1)}\n`);
-    writeFileSync(join(values.out, 'neighbour-weight.md'), report(rows, weights, seeds, against, command));
-    console.log(`wrote ${join(values.out, 'neighbour-weight.{json,md}')}`);
+    const command = `npx tsx bench/neighbour-weight.ts ${option === 'neighbourWeight' ? '' : `--option ${option} `}--weights ${weights.join(',')} --seeds ${seeds.join(',')} --against ${against}${jobs === 7200 ? '' : ` --jobs ${jobs}`}`;
+    const out = values.out ?? join('bench', 'results', 'truths', opt.folder);
+    if (!existsSync(out)) mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, `${opt.folder}.json`), `${JSON.stringify({ command, option, jobs, weights, seeds, rows }, null, 1)}\n`);
+    writeFileSync(join(out, `${opt.folder}.md`), report(rows, weights, seeds, against, command));
+    console.log(`wrote ${join(out, `${opt.folder}.{json,md}`)}`);
   } finally {
     rmSync(cache, { recursive: true, force: true });
   }
