@@ -55,9 +55,9 @@ export interface CoreConfig {
   /**
    * Two-sided: the power of the worst resident's Q that multiplies the newcomer's own where no RU
    * is acceptable to it (src/quality NEIGHBOUR_WEIGHT): 1 counts a resident's fall as much as the
-   * newcomer's own, 0 not at all. 0.5 is at or above 1 in the mean and the 5th-percentile job under
-   * every truth and seed of `tarcil bench truths`, and the best of the weights run in the worst
-   * truth (`bench/neighbour-weight.ts`; bench/README, truths).
+   * newcomer's own, 0 not at all. Of the weights at or above 1 in the mean and the 5th-percentile
+   * job under every truth and seed of `tarcil bench truths`, 0.5 has the best mean rank
+   * (`bench/neighbour-weight.ts`; bench/README, truths).
    */
   neighbourWeight: number;
   /**

@@ -275,9 +275,8 @@ export function twoSided(
  * resident's Q to this power. At 1 (the plain product) a resident's fall counted as much as the
  * newcomer's own and sent newcomers to slow RUs of their own to spare residents; at 0 the
  * neighbours do not count there. Chosen across the truths and seeds of `tarcil bench truths`
- * (`bench/neighbour-weight.ts`; bench/README, truths): at 0.5 the mean and the 5th-percentile job
- * are at or above the plain product's in every truth and seed, and the worst truth is the best of
- * the weights run.
+ * (`bench/neighbour-weight.ts`; bench/README, truths): of the weights whose mean and 5th-percentile
+ * job are at or above the plain product's in every truth and seed, the best in mean rank.
  */
 export const NEIGHBOUR_WEIGHT = 0.5;
 
