@@ -26,7 +26,8 @@ interface Variant {
   w3Only?: boolean;
 }
 
-const PAPER: PolicySpec = { name: 'tarcil', core: { admissionRule: 'paper' } };
+/** The paper's rules: admission queues to the statistical bound, and Q is one-sided (two-sided is the default). */
+const PAPER: PolicySpec = { name: 'tarcil', core: { admissionRule: 'paper', twoSided: false } };
 
 export const VARIANTS: Variant[] = [
   { label: "paper's rules (queue to the bound, one-sided Q)", spec: PAPER },
