@@ -54,6 +54,8 @@ export interface PolicySpec {
   preferReplicas?: boolean;
   /** Tarcil and fixed-R: see TarcilOptions.freshViews (an ablation). */
   freshViews?: boolean;
+  /** Tarcil and fixed-R: every job's queue bound, ms (default: twice the job's ideal time, within [10 ms, 10 s]). */
+  maxQueueMs?: number;
 }
 
 /**
@@ -78,6 +80,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
     ...(spec.priorityWaits === false ? { priorityWaits: false } : {}),
     ...(spec.preferReplicas ? { preferReplicas: true } : {}),
     ...(spec.freshViews ? { freshViews: true } : {}),
+    ...(spec.maxQueueMs !== undefined ? { maxQueueMs: spec.maxQueueMs } : {}),
   };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });
   switch (n) {

@@ -1,0 +1,71 @@
+/**
+ * What admission's holds buy on W3: tarcil's default configuration with admission control on and
+ * off, at the simulator's queue bound (twice each job's ideal time, within [10 ms, 10 s]) and at
+ * fixed bounds (`--bounds`, ms: 30000 is a live job's default), under the ground truths of
+ * `tarcil bench truths`, against the oracle on the same jobs. One JSON line per run: % of the
+ * oracle, the 5th-percentile job as % of the oracle's figure for it, the shares of response lost
+ * to waiting and to interference, and admission's verdicts (to wait, to place at best effort).
+ *
+ * Run: npx tsx bench/admission-holds.ts [--truths 'committed,gain 2.5'] [--seed 1] [--bounds 0,5000,30000]
+ * (a bound of 0: the simulator's own, twice the ideal)
+ */
+import { parseArgs } from 'node:util';
+import { quantileSorted } from 'simple-statistics';
+import { ratiosToOracle, TRUTHS } from '../src/sim/experiments/truths.ts';
+import type { PolicySpec } from '../src/sim/policies/index.ts';
+import { runSim } from '../src/sim/run.ts';
+import { w3 } from '../src/sim/workloads.ts';
+
+const { values } = parseArgs({
+  options: {
+    truths: { type: 'string', default: 'committed,gain 2.5' },
+    seed: { type: 'string', default: '1' },
+    bounds: { type: 'string', default: '0,5000,30000' },
+    jobs: { type: 'string', default: '7200' },
+  },
+});
+const truths = values.truths.split(',').map((name) => {
+  const t = TRUTHS.find((x) => x.name === name.trim());
+  if (!t) throw new Error(`--truths: no truth '${name}' (known: ${TRUTHS.map((x) => x.name).join(', ')})`);
+  return t;
+});
+const seed = Number(values.seed);
+const jobs = Number(values.jobs);
+const bounds = values.bounds.split(',').map(Number);
+if (!Number.isInteger(seed) || seed < 1) throw new Error('--seed: must be a positive integer');
+if (!Number.isInteger(jobs) || jobs < 1) throw new Error('--jobs: must be a positive integer');
+if (bounds.some((b) => !Number.isFinite(b) || b < 0)) throw new Error('--bounds: must be numbers ≥ 0 (ms), between commas');
+
+for (const truth of truths) {
+  const o = runSim({ workload: w3({ jobs }), policy: { name: 'oracle' }, seed, truth });
+  const byJob = new Map(o.records.map((x) => [x.arrival, Math.min(1, x.ideal / x.response)]));
+  for (const bound of bounds) {
+    for (const admission of [true, false]) {
+      const spec: PolicySpec = { name: 'tarcil', core: { admission }, ...(bound > 0 ? { maxQueueMs: bound } : {}) };
+      const r = runSim({ workload: w3({ jobs }), policy: spec, seed, truth });
+      const ratios = ratiosToOracle(r.records, byJob).map((x) => x.ratio);
+      let resp = 0;
+      let wait = 0;
+      let interference = 0;
+      for (const x of r.records) {
+        resp += x.response;
+        wait += x.loss.wait;
+        interference += x.loss.interference;
+      }
+      console.log(
+        JSON.stringify({
+          truth: truth.name,
+          seed,
+          bound: bound > 0 ? bound : '2 × ideal',
+          admission,
+          pctOracle: +((100 * r.summary.perfMean) / o.summary.perfMean).toFixed(2),
+          p5PctOracle: +(100 * quantileSorted(ratios, 0.05)).toFixed(1),
+          lostWaitPct: +((100 * wait) / resp).toFixed(2),
+          lostInterferencePct: +((100 * interference) / resp).toFixed(2),
+          verdictsWait: r.counters.queued ?? 0,
+          verdictsBestEffort: r.counters.bestEffort ?? 0,
+        }),
+      );
+    }
+  }
+}
