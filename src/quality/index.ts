@@ -261,6 +261,7 @@ export function twoSided(
   neighboursAcceptable: boolean,
   neighbours: number,
   T: number,
+  /** The neighbours' weight below T_W; undefined: NEIGHBOUR_WEIGHT. */
   weight: number = NEIGHBOUR_WEIGHT,
 ): RuScore {
   const sides: QualitySides = { selfQ: self.Q, selfAcceptable: self.acceptable, neighboursQ, neighboursAcceptable, neighbours };

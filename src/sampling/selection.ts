@@ -4,18 +4,7 @@
  * candidates greedily (re-scoring those whose server got one of the job's picks).
  */
 import { N_RESOURCES, type Constraints, type LocalityMode, type TopologyScope } from '../model/types.ts';
-import {
-  compareScores,
-  contention,
-  jobTarget,
-  NEIGHBOUR_HARM,
-  NEIGHBOUR_WEIGHT,
-  scoreRu,
-  twoSided,
-  type JobTarget,
-  type QualityForm,
-  type RuScore,
-} from '../quality/index.ts';
+import { compareScores, contention, jobTarget, NEIGHBOUR_HARM, scoreRu, twoSided, type JobTarget, type QualityForm, type RuScore } from '../quality/index.ts';
 import type { RuIndex, Occupant, ServerState } from './ru-index.ts';
 import { own } from '../util/dict.ts';
 import { internVector } from '../util/intern.ts';
@@ -215,7 +204,7 @@ export class SelectionContext {
       sides = neighbourSides.get(s);
       const kept = sides?.get(this.causedKey);
       if (kept && kept.version === s.version && kept.form === form)
-        return twoSided(self, kept.worst, kept.allOk, kept.n, this.req.target.T, this.req.neighbourWeight ?? NEIGHBOUR_WEIGHT);
+        return twoSided(self, kept.worst, kept.allOk, kept.n, this.req.target.T, this.req.neighbourWeight);
     }
     const others = s.ruCount - 1;
     let worst = 1;
@@ -243,7 +232,7 @@ export class SelectionContext {
       else if (sides.size >= SIDES_PER_SERVER && !sides.has(this.causedKey)) sides.clear();
       sides.set(this.causedKey, { version: s.version, form, worst, allOk, n });
     }
-    return twoSided(self, worst, allOk, n, this.req.target.T, this.req.neighbourWeight ?? NEIGHBOUR_WEIGHT);
+    return twoSided(self, worst, allOk, n, this.req.target.T, this.req.neighbourWeight);
   }
 
   /** Counts a pick on s in the neighbourhood of later candidates. */
