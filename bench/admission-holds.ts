@@ -6,7 +6,10 @@
  * oracle, the 5th-percentile job as % of the oracle's figure for it, the shares of response lost
  * to waiting and to interference, and admission's verdicts (to wait, to place at best effort).
  *
- * Run: npx tsx bench/admission-holds.ts [--truths 'committed,gain 2.5'] [--seed 1] [--bounds 0,5000,30000]
+ * `--gaps` runs W3 at other loads: the mean gap between arrivals, ms (W3's is 1000, 54% of the
+ * cell's cores in nominal work; 800 is 68%, 700 77%, 600 90%).
+ *
+ * Run: npx tsx bench/admission-holds.ts [--truths 'committed,gain 2.5'] [--seed 1] [--bounds 0,5000,30000] [--gaps 1000,700]
  * (a bound of 0: the simulator's own, twice the ideal)
  */
 import { parseArgs } from 'node:util';
@@ -22,6 +25,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     bounds: { type: 'string', default: '0,5000,30000' },
     jobs: { type: 'string', default: '7200' },
+    gaps: { type: 'string', default: '1000' },
   },
 });
 const truths = values.truths.split(',').map((name) => {
@@ -34,38 +38,44 @@ const jobs = Number(values.jobs);
 const bounds = values.bounds.split(',').map(Number);
 if (!Number.isInteger(seed) || seed < 1) throw new Error('--seed: must be a positive integer');
 if (!Number.isInteger(jobs) || jobs < 1) throw new Error('--jobs: must be a positive integer');
+const gaps = values.gaps.split(',').map(Number);
+if (gaps.some((g) => !Number.isFinite(g) || g <= 0)) throw new Error('--gaps: must be numbers > 0 (ms), between commas');
 if (bounds.some((b) => !Number.isFinite(b) || b < 0)) throw new Error('--bounds: must be numbers ≥ 0 (ms), between commas');
 
 for (const truth of truths) {
-  const o = runSim({ workload: w3({ jobs }), policy: { name: 'oracle' }, seed, truth });
-  const byJob = new Map(o.records.map((x) => [x.arrival, Math.min(1, x.ideal / x.response)]));
-  for (const bound of bounds) {
-    for (const admission of [true, false]) {
-      const spec: PolicySpec = { name: 'tarcil', core: { admission }, ...(bound > 0 ? { maxQueueMs: bound } : {}) };
-      const r = runSim({ workload: w3({ jobs }), policy: spec, seed, truth });
-      const ratios = ratiosToOracle(r.records, byJob).map((x) => x.ratio);
-      let resp = 0;
-      let wait = 0;
-      let interference = 0;
-      for (const x of r.records) {
-        resp += x.response;
-        wait += x.loss.wait;
-        interference += x.loss.interference;
+  for (const gap of gaps) {
+    const workload = () => w3({ jobs, interArrivalMs: gap });
+    const o = runSim({ workload: workload(), policy: { name: 'oracle' }, seed, truth });
+    const byJob = new Map(o.records.map((x) => [x.arrival, Math.min(1, x.ideal / x.response)]));
+    for (const bound of bounds) {
+      for (const admission of [true, false]) {
+        const spec: PolicySpec = { name: 'tarcil', core: { admission }, ...(bound > 0 ? { maxQueueMs: bound } : {}) };
+        const r = runSim({ workload: workload(), policy: spec, seed, truth });
+        const ratios = ratiosToOracle(r.records, byJob).map((x) => x.ratio);
+        let resp = 0;
+        let wait = 0;
+        let interference = 0;
+        for (const x of r.records) {
+          resp += x.response;
+          wait += x.loss.wait;
+          interference += x.loss.interference;
+        }
+        console.log(
+          JSON.stringify({
+            truth: truth.name,
+            seed,
+            offered: +workload().offered.toFixed(3),
+            bound: bound > 0 ? bound : '2 × ideal',
+            admission,
+            pctOracle: +((100 * r.summary.perfMean) / o.summary.perfMean).toFixed(2),
+            p5PctOracle: +(100 * quantileSorted(ratios, 0.05)).toFixed(1),
+            lostWaitPct: +((100 * wait) / resp).toFixed(2),
+            lostInterferencePct: +((100 * interference) / resp).toFixed(2),
+            verdictsWait: r.counters.queued ?? 0,
+            verdictsBestEffort: r.counters.bestEffort ?? 0,
+          }),
+        );
       }
-      console.log(
-        JSON.stringify({
-          truth: truth.name,
-          seed,
-          bound: bound > 0 ? bound : '2 × ideal',
-          admission,
-          pctOracle: +((100 * r.summary.perfMean) / o.summary.perfMean).toFixed(2),
-          p5PctOracle: +(100 * quantileSorted(ratios, 0.05)).toFixed(1),
-          lostWaitPct: +((100 * wait) / resp).toFixed(2),
-          lostInterferencePct: +((100 * interference) / resp).toFixed(2),
-          verdictsWait: r.counters.queued ?? 0,
-          verdictsBestEffort: r.counters.bestEffort ?? 0,
-        }),
-      );
     }
   }
 }

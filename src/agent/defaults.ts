@@ -22,7 +22,13 @@ export interface CoreConfig {
   fixedR?: number;
   qualityForm: QualityForm;
   platformWeight: number;
-  /** Admission control on (queue when acceptable RUs are scarce). */
+  /**
+   * Admission control on: hold a job while acceptable RUs are scarce and their wait is predictable
+   * (paper §4). Off by default: `tarcil bench truths` found the holds below placing at once in the
+   * mean and the 5th-percentile job under every truth and seed, and `bench/admission-holds.ts` at
+   * every load from 54% to 90% and every queue bound (bench/README, truths). The buckets size the
+   * sample either way.
+   */
   admission: boolean;
   /** Jobs with priority above this bypass the admission queue and may preempt. */
   bypassAbove: number;
@@ -83,7 +89,7 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   capR: 32,
   qualityForm: 'monotone',
   platformWeight: 1,
-  admission: true,
+  admission: false,
   bypassAbove: DEFAULT_PRIORITY,
   preemption: true,
   arbiterSample: 64,

@@ -35,7 +35,13 @@ export interface CapacityWait {
  */
 export function askAdmission(cx: AttemptContext, needed: number): { verdict: AdmissionVerdict | undefined; want: number } {
   const { agent: a, job, target, rec, at } = cx;
-  if (!a.config.admission || at.skipAdmission(a.clock.now())) return { verdict: undefined, want: needed };
+  if (!a.config.admission) {
+    // No verdict steers the call; explain still says why the job was not held, and how the
+    // acceptable RUs stood when it was first asked about.
+    if (rec.admission.length === 0) rec.admission.push(admissionOff(cx, needed));
+    return { verdict: undefined, want: needed };
+  }
+  if (at.skipAdmission(a.clock.now())) return { verdict: undefined, want: needed };
   const t0 = a.clock.monotonic();
   // An incremental job larger than the RUs it may use takes them as they come: admission
   // asks for what it can hold at once, not for all its tasks (a gang is feasible by now).
@@ -55,6 +61,20 @@ export function askAdmission(cx: AttemptContext, needed: number): { verdict: Adm
   // Keep the first verdict and the latest ones: enough to explain a long wait.
   if (rec.admission.length > 20) rec.admission.splice(1, 1);
   return { verdict, want };
+}
+
+/** What explain records for a job of an agent whose admission control is off: let through, with the buckets' count of acceptable free RUs. */
+function admissionOff(cx: AttemptContext, needed: number): AdmissionVerdict {
+  const F = cx.agent.core.admission.estimateF(cx.target);
+  return {
+    action: 'admit',
+    reason: 'admission control is off (agent option admission): the job is placed at once on the best RUs its sample finds, acceptable or not',
+    buckets: F.buckets,
+    acceptableFree: F.acceptableFree,
+    totalFree: F.totalFree,
+    needed,
+    f: F.f,
+  };
 }
 
 /**

@@ -276,12 +276,7 @@ export function registerLiveCommands(program: Command): void {
       false,
     )
     .option('--monitor-ca <file>', 'monitors serve TLS: trust this CA (and present --tls-cert/--tls-key to them)')
-    .option(
-      '--agent <key=value>',
-      `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=false)`,
-      collect,
-      [],
-    );
+    .option('--agent <key=value>', `an agent option, repeatable (${AGENT_OPTION_NAMES.join(', ')}; e.g. failProb=0.001, capR=64, admission=true)`, collect, []);
   profilesOption(server).action(async (o: ServerFlags) => (await import('./live.ts')).serverCommand(o));
 
   const monitor = program.command('monitor').description('the local monitor of one node: registers it, runs its tasks, watches their rates');

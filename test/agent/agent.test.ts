@@ -61,7 +61,12 @@ describe('scheduling agent on the embedded store', () => {
     // The agent's own counters (tarcil_samples, tarcil_candidates_scored) sum every round.
     expect(agent.stats.samples).toBe(rec.samples.length);
     expect(agent.stats.candidates).toBe(rec.samples.reduce((n, s) => n + s.candidates, 0));
+    // Admission control is off by default: the record says so once, with the buckets' count.
+    expect(rec.admission).toHaveLength(1);
     expect(rec.admission[0]!.action).toBe('admit');
+    expect(rec.admission[0]!.reason).toMatch(/^admission control is off/);
+    expect(rec.admission[0]!.needed).toBe(4);
+    expect(rec.admission[0]!.totalFree).toBeGreaterThanOrEqual(4);
     expect(rec.placements.every((p) => p.acceptable && p.Q > 0)).toBe(true);
     expect(rec.stageMs.select).toBeGreaterThan(0);
     expect(rec.stageMs.commit).toBeGreaterThan(0);

@@ -36,7 +36,7 @@ interface Cell {
   close(): Promise<void>;
 }
 
-async function startCell(prefix: string, extra: { unplaceableTimeoutMs?: number } = {}): Promise<Cell> {
+async function startCell(prefix: string, extra: { unplaceableTimeoutMs?: number; agentConfig?: { admission: boolean } } = {}): Promise<Cell> {
   const store = new MemoryStore();
   const keys = new Keys(prefix);
   const monitors = new Map<string, MonitorProcess>();
@@ -142,7 +142,8 @@ const spec = (over: object): object => ({ name: 'edge', profile: 'spark-lr', tas
 describe('front-end edge cases (demo cell, embedded store)', () => {
   let cell: Cell;
   beforeAll(async () => {
-    cell = await startCell('/edge/');
+    // Admission control on (off by default): some of these cases are about its margin and holds.
+    cell = await startCell('/edge/', { agentConfig: { admission: true } });
   });
   afterAll(async () => {
     await cell?.close();
@@ -223,6 +224,7 @@ describe('front-end edge cases (demo cell, embedded store)', () => {
     expect(j.state).toBe('succeeded');
     const e = await explain(cell.c, jobId);
     expect(e.admission[0]?.action).toBe('admit');
+    expect(e.admission[0]?.reason).toMatch(/waiting cannot reach it/);
     expect(e.queuedMs).toBe(0);
   });
 

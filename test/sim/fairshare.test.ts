@@ -13,7 +13,7 @@ const heldB = (r: ReturnType<typeof runFairshare>) => {
 };
 
 describe('fair share in the simulator: two namespaces, A offering 10x B’s load, overloaded', () => {
-  it('without admission control: with fair share B waits about as long as alone; without, far longer', () => {
+  it('without admission control (the default): with fair share B waits about as long as alone; without, far longer', () => {
     const alone = runFairshare(SC, 'b-alone', 7, false);
     const fair = runFairshare(SC, 'fair', 7, false);
     const off = runFairshare(SC, 'no-fair', 7, false);
@@ -34,7 +34,7 @@ describe('fair share in the simulator: two namespaces, A offering 10x B’s load
     expect(off.r.counters.fairYields).toBe(0);
   });
 
-  it('with admission control (the default), fair share still cuts B’s wait', () => {
+  it('with admission control on, fair share still cuts B’s wait', () => {
     const fair = runFairshare(SC, 'fair', 7, true);
     const off = runFairshare(SC, 'no-fair', 7, true);
     expect(bWaits(fair).mean).toBeLessThan(bWaits(off).mean / 2);

@@ -4,6 +4,7 @@
  * its last task's start) with fair share, without, and with A absent; the share of RUs each
  * namespace holds over time once B starts; how long until B holds what it holds alone.
  */
+import { DEFAULT_CORE_CONFIG } from '../../agent/defaults.ts';
 import { dist } from '../metrics.ts';
 import { runSim, type RunResult } from '../run.ts';
 import { tenants, type TenantStream } from '../tenants.ts';
@@ -56,7 +57,7 @@ export interface FairshareRun {
 }
 
 /** One run of the scenario: both namespaces with fair share on or off, or B alone. */
-export function runFairshare(sc: FairshareScenario, cell: FairshareCell, seed: number, admission = true): FairshareRun {
+export function runFairshare(sc: FairshareScenario, cell: FairshareCell, seed: number, admission = DEFAULT_CORE_CONFIG.admission): FairshareRun {
   const streams: TenantStream[] = [];
   if (cell !== 'b-alone') streams.push({ namespace: 'a', load: sc.aLoad, fromMs: 0, toMs: sc.endMs });
   streams.push({ namespace: 'b', load: sc.bLoad, fromMs: sc.bStartMs, toMs: sc.endMs });
@@ -105,16 +106,17 @@ function timeTo(run: FairshareRun, sc: FairshareScenario, target: number): numbe
 export const fairshareExp: Runner = (ctx) => {
   const t0 = performance.now();
   const sc = ctx.quick ? FAIRSHARE_QUICK : FAIRSHARE_FULL;
-  // Admission control on (the default) and off: admission holds a job while acceptable RUs are
-  // scarce, whatever its namespace, which is part of B's wait in an overloaded cell.
-  const cells = [true, false].flatMap((admission) => (['fair', 'no-fair', 'b-alone'] as FairshareCell[]).map((cell) => ({ cell, admission })));
+  // Admission control as by default (off), then the other way: admission holds a job while
+  // acceptable RUs are scarce, whatever its namespace, which is part of B's wait in an overloaded cell.
+  const DEF = DEFAULT_CORE_CONFIG.admission;
+  const cells = [DEF, !DEF].flatMap((admission) => (['fair', 'no-fair', 'b-alone'] as FairshareCell[]).map((cell) => ({ cell, admission })));
   const runs = cells.map((c, i) => {
     ctx.progress(i, cells.length, `${c.cell} admission=${c.admission}`);
     return runFairshare(sc, c.cell, ctx.seed, c.admission);
   });
   ctx.progress(cells.length, cells.length, 'done');
   const nRu = runs[0]?.r.nRu ?? 0;
-  const alone = runs.find((x) => x.cell === 'b-alone' && x.admission) as FairshareRun;
+  const alone = runs.find((x) => x.cell === 'b-alone' && x.admission === DEF) as FairshareRun;
   // B's share: what it holds alone (its demand), at most its guaranteed half of the cell.
   const bTarget = Math.min(nRu / 2, meanHeld(alone, sc, 'B'));
   const rows = runs.map((run) => {
@@ -176,7 +178,7 @@ export const fairshareExp: Runner = (ctx) => {
     return [...bins.entries()].map(([k, b]) => ({ x: k, y: (100 * b.sum) / b.n / nRu }));
   };
   const series = runs
-    .filter((run) => run.admission)
+    .filter((run) => run.admission === DEF)
     .flatMap((run) => (['A', 'B'] as const).filter((ns) => run.cell !== 'b-alone' || ns === 'B').map((ns) => ({ run, ns })));
   return {
     ...base('fairshare', 'Fair share between two namespaces of equal weight, A offering 10× B’s load, cell overloaded', ctx, t0),
@@ -185,7 +187,7 @@ export const fairshareExp: Runner = (ctx) => {
     charts: [
       {
         file: 'fairshare-held.svg',
-        title: 'Share of RUs held per namespace, from B’s start (1-s means, admission on)',
+        title: `Share of RUs held per namespace, from B’s start (1-s means, admission ${DEF ? 'on' : 'off'})`,
         xTitle: 'seconds since B started',
         yTitle: 'RUs held (% of the cell)',
         points: series.flatMap(({ run, ns }) => perSecond(run, ns).map((p) => ({ ...p, series: `${ns} (${run.cell})` }))),

@@ -26,12 +26,13 @@ interface Variant {
   w3Only?: boolean;
 }
 
-/** The paper's rules: admission queues to the statistical bound, and Q is one-sided (two-sided is the default). */
-const PAPER: PolicySpec = { name: 'tarcil', core: { admissionRule: 'paper', twoSided: false } };
+/** The paper's rules: admission on, queueing to the statistical bound, and Q one-sided (the default has admission off and two-sided Q). */
+const PAPER: PolicySpec = { name: 'tarcil', core: { admission: true, admissionRule: 'paper', twoSided: false } };
 
 export const VARIANTS: Variant[] = [
   { label: "paper's rules (queue to the bound, one-sided Q)", spec: PAPER },
-  { label: 'admission against the own bound (default)', spec: { name: 'tarcil' } },
+  { label: 'admission on, against the own bound', spec: { name: 'tarcil', core: { admission: true } } },
+  { label: 'the default (admission off, two-sided Q)', spec: { name: 'tarcil' } },
   { label: 'two-sided quality', spec: { name: 'tarcil', core: { twoSided: true } } },
   { label: 'block slow servers', spec: { name: 'tarcil', runtime: { block: true, config: SIM_RT } } },
   { label: 'move slow tasks', spec: { name: 'tarcil', runtime: { move: true, config: SIM_RT } } },

@@ -279,12 +279,12 @@ export const ablation: Runner = (ctx) => {
   const t0 = performance.now();
   const jobs = ctx.quick ? 1000 : 7200;
   const variants: { label: string; spec: PolicySpec; interference?: boolean }[] = [
-    { label: 'tarcil (adaptive R, admission, monotone Q)', spec: { name: 'tarcil' } },
-    { label: 'admission off', spec: { name: 'tarcil', core: { admission: false } } },
+    { label: 'tarcil (adaptive R, monotone Q, admission off)', spec: { name: 'tarcil' } },
+    { label: 'admission on', spec: { name: 'tarcil', core: { admission: true } } },
     { label: 'buckets alone (no sample arbiter)', spec: { name: 'tarcil', core: { arbiterSample: 0 } } },
     { label: "qualityForm 'paper'", spec: { name: 'tarcil', core: { qualityForm: 'paper' } } },
-    { label: 'fixed R = 8 (admission on)', spec: { name: 'fixed-R8' } },
-    { label: 'fixed R = 32 (admission on)', spec: { name: 'fixed-R32' } },
+    { label: 'fixed R = 8', spec: { name: 'fixed-R8' } },
+    { label: 'fixed R = 32', spec: { name: 'fixed-R32' } },
     { label: 'no interference in the truth', spec: { name: 'tarcil' }, interference: false },
   ];
   const res = sweep(

@@ -42,7 +42,7 @@ export const ORACLE = 'oracle';
 /**
  * Every policy of the table, the practical ones in the order of the table, the oracle last.
  * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
- * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), or place at once without admission control.
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), or hold jobs with admission control (the default before).
  */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
@@ -51,7 +51,7 @@ export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil + moves', spec: { name: 'tarcil', runtime: { ...defaultSimRuntime(), move: true } } },
   { name: 'tarcil, arrival order', spec: { name: 'tarcil', core: { waitOrder: 'arrival' } } },
   { name: 'tarcil, neighbours at full weight', spec: { name: 'tarcil', core: { neighbourWeight: 1 } } },
-  { name: 'tarcil, admission off', spec: { name: 'tarcil', core: { admission: false } } },
+  { name: 'tarcil, admission on', spec: { name: 'tarcil', core: { admission: true } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },

@@ -14,9 +14,8 @@ import type { AgentOverlay } from './tarcil-overlay.ts';
 
 export interface TarcilOptions {
   agents: number;
-  /** Fixed sample size; adaptive (x^R with admission) when undefined. */
+  /** Fixed sample size; adaptive (x^R) when undefined. */
   fixedR?: number;
-  admission?: boolean;
   /** Longest admission wait before placing anyway. */
   maxQueueMs?: number;
   core?: Partial<CoreConfig>;

@@ -114,7 +114,6 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     this.policy = { maxRetries, backoffBaseMs, backoffMaxMs, recheckMs, recheckMaxMs, ...opts.attempt };
     this.cfg = {
       ...DEFAULT_AGENT_CONFIG,
-      admission: opts.admission ?? true,
       ...(opts.fixedR === undefined ? {} : { fixedR: opts.fixedR }),
       ...opts.core,
     };
