@@ -68,6 +68,26 @@ export function bestRoom(state: RuIndex, jobId: string, scope: TopologyScope, ok
   return { room };
 }
 
+/** Up to `max` groups not yet tried with room for m of the job's tasks now, found from a random server on. O(RUs of the view). */
+function groupsWithRoom(ctx: SelectionContext, scope: TopologyScope, m: number, max: number, rng: Rng, tried: ReadonlySet<string>): string[] {
+  const groups = scope === 'rack' ? [...ctx.state.racks.entries()] : [...ctx.state.servers.values()].map((s) => [s.id, [s]] as const);
+  const out: string[] = [];
+  const n = groups.length;
+  const start = n > 0 ? rng.int(n) : 0;
+  for (let k = 0; k < n && out.length < max; k++) {
+    const [key, servers] = groups[(start + k) % n] as readonly [string, readonly ServerState[]];
+    if (tried.has(key)) continue;
+    let room = 0;
+    for (const s of servers) {
+      if (!ctx.eligibleServer(s)) continue;
+      for (let i = 0; i < s.ruCount && room < m; i++) if (usable(ctx, s, i)) room++;
+      if (room >= m) break;
+    }
+    if (room >= m) out.push(key);
+  }
+  return out;
+}
+
 interface Choice {
   /** The RUs it would take, best server first: [server, RU index]. */
   rus: [ServerState, number][];
@@ -80,7 +100,7 @@ interface Choice {
  * All m picks in one group, or none. The free RUs of one server score alike (they see the same
  * contention), so a server is scored once, by one of its free RUs; a group's servers give their
  * free RUs best first, and the group is judged by the mean score over the m RUs it would give.
- * O(R·ROUNDS + RUs of the groups looked at) per call.
+ * O(R·ROUNDS + RUs of the groups looked at) per call, and O(RUs of the view) when no sampled group has room.
  */
 export function selectOneGroup(ctx: SelectionContext, req: PlacementRequest, rng: Rng, out: SelectionResult): void {
   const scope = req.locality.scope;
@@ -144,6 +164,15 @@ export function selectOneGroup(ctx: SelectionContext, req: PlacementRequest, rng
         const s = ctx.state.serverOfRu(id);
         if (s) judge(groupOf(scope, s));
       }
+    }
+    if (!best) {
+      // No sampled group has room for all m. Where only a few groups have it (a job that needs
+      // most of a large server), a sample rarely meets them, and the job would wait for one
+      // freed RU after another to land it there: look for them in the whole view instead, and
+      // judge up to R of them as the sample's would have been.
+      const roomy = groupsWithRoom(ctx, scope, m, req.R, rng, tried);
+      out.candidatesSeen += roomy.length;
+      for (const key of roomy) judge(key);
     }
   }
   if (!best) return;

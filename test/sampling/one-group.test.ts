@@ -44,9 +44,9 @@ describe('a required pack: the selection', () => {
     occupy(st, 's3', 2);
     for (let seed = 1; seed <= 40; seed++) {
       const sel = selectPlacements(st, request(6), new SeededRng(seed));
-      // The sampled anchors may miss s3 (then nothing), but never split.
-      if (sel.picks.length > 0) expect([...serversOf(sel.picks)]).toEqual(['s3']);
-      expect([0, 6]).toContain(sel.picks.length);
+      // Where the sampled anchors miss s3, the view is looked through for a server with room: s3, whole.
+      expect([...serversOf(sel.picks)]).toEqual(['s3']);
+      expect(sel.picks).toHaveLength(6);
     }
     // With R as large as the free RUs every server is looked at: s3 every time.
     const sel = selectPlacements(st, request(6, { R: 16 }), new SeededRng(3));
@@ -56,6 +56,25 @@ describe('a required pack: the selection', () => {
     const pref = selectPlacements(st, request(7, { locality: { mode: 'pack', scope: 'server' }, R: 16 }), new SeededRng(3));
     expect(pref.picks.length).toBe(7);
     expect(serversOf(pref.picks).size).toBeGreaterThan(1);
+  });
+
+  it('finds the one server with room on a large cell that a sample of R anchors almost never meets', () => {
+    // 400 servers of 16 RUs, all but s123 holding 8 tasks (8 free RUs each, 3,200 in all): a
+    // job of 16 needs all of s123. Three rounds of 4 anchors meet it about once in 250 draws.
+    const st = cell(Array.from({ length: 400 }, () => 16));
+    for (let i = 0; i < 400; i++) if (i !== 123) occupy(st, `s${i}`, 8);
+    let candidates = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const sel = selectPlacements(st, request(16), new SeededRng(seed));
+      expect([...serversOf(sel.picks)]).toEqual(['s123']);
+      expect(new Set(sel.picks.map((p) => p.id)).size).toBe(16);
+      candidates += sel.candidatesSeen;
+    }
+    // The sampled anchors, then the one group found with room: not every server's RUs.
+    expect(candidates / 20).toBeLessThan(20);
+    // Taken, nothing is left with room for 16: nothing, rather than a split.
+    occupy(st, 's123', 1);
+    expect(selectPlacements(st, request(16), new SeededRng(1)).picks).toHaveLength(0);
   });
 
   it('gives nothing when no server has room for every task', () => {
