@@ -31,8 +31,8 @@ const PAPER: PolicySpec = { name: 'tarcil', core: { admission: true, admissionRu
 
 export const VARIANTS: Variant[] = [
   { label: "paper's rules (queue to the bound, one-sided Q)", spec: PAPER },
-  { label: 'admission on, against the own bound', spec: { name: 'tarcil', core: { admission: true } } },
   { label: 'the default (admission off, two-sided Q)', spec: { name: 'tarcil' } },
+  { label: 'admission on, against the own bound', spec: { name: 'tarcil', core: { admission: true } } },
   { label: 'two-sided quality', spec: { name: 'tarcil', core: { twoSided: true } } },
   { label: 'block slow servers', spec: { name: 'tarcil', runtime: { block: true, config: SIM_RT } } },
   { label: 'move slow tasks', spec: { name: 'tarcil', runtime: { move: true, config: SIM_RT } } },
@@ -82,6 +82,7 @@ const ERROR_SDS = [5, 10, 20];
  */
 export const mechanismsError: Runner = (ctx) => {
   const cells: Cell[] = [];
+  // The default (VARIANTS[1]) against the learners.
   for (const sd of ERROR_SDS) for (const v of [VARIANTS[1] as Variant, LEARN, ALL_LEARN]) cells.push({ wl: 'W3', variant: v, sd, scope: 'class' });
   return runMechanisms(ctx, 'mechanisms-error', cells);
 };

@@ -281,7 +281,7 @@ export const ablation: Runner = (ctx) => {
   const variants: { label: string; spec: PolicySpec; interference?: boolean }[] = [
     { label: 'tarcil (adaptive R, monotone Q, admission off)', spec: { name: 'tarcil' } },
     { label: 'admission on', spec: { name: 'tarcil', core: { admission: true } } },
-    { label: 'buckets alone (no sample arbiter)', spec: { name: 'tarcil', core: { arbiterSample: 0 } } },
+    { label: 'admission on, buckets alone (no sample arbiter)', spec: { name: 'tarcil', core: { admission: true, arbiterSample: 0 } } },
     { label: "qualityForm 'paper'", spec: { name: 'tarcil', core: { qualityForm: 'paper' } } },
     { label: 'fixed R = 8', spec: { name: 'fixed-R8' } },
     { label: 'fixed R = 32', spec: { name: 'fixed-R32' } },
