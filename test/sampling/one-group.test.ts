@@ -77,6 +77,20 @@ describe('a required pack: the selection', () => {
     expect(selectPlacements(st, request(16), new SeededRng(1)).picks).toHaveLength(0);
   });
 
+  it('takes the tightest of equally good servers that it fills at most half of, leaving the large one whole', () => {
+    // Empty servers of 16, 128 and 32 RUs: the same platform and no contention, so any of them
+    // scores alike. Each sampled anchor stands for its server; with R = 64 every draw meets all
+    // three. A job of 8 goes to the 16 every time, one of 10 (more than half of 16) to the 32.
+    const st = cell([16, 128, 32]);
+    for (let seed = 1; seed <= 30; seed++) {
+      expect([...serversOf(selectPlacements(st, request(8, { R: 64 }), new SeededRng(seed)).picks)]).toEqual(['s0']);
+      expect([...serversOf(selectPlacements(st, request(10, { R: 64 }), new SeededRng(seed)).picks)]).toEqual(['s2']);
+    }
+    // Once the 16 is busy enough that it no longer holds the job, the 32.
+    occupy(st, 's0', 9);
+    expect([...serversOf(selectPlacements(st, request(8, { R: 64 }), new SeededRng(1)).picks)]).toEqual(['s2']);
+  });
+
   it('gives nothing when no server has room for every task', () => {
     const st = cell([8, 8, 8]);
     occupy(st, 's0', 3);
