@@ -59,6 +59,7 @@ interface SoakRow {
   runningOneTxn?: [number | null, number | null];
   cpu: Record<string, number | null>;
   perTask?: { keys: number; events: number };
+  requests?: { frontEnds: Record<string, number>; hollow: Record<string, number> };
   hollowStarts?: { meanMs: number };
 }
 interface SoakResult {
@@ -121,9 +122,13 @@ interface Step {
   /** Keys written and watch events delivered per task placed (the auditor's watch not counted); NaN from runs that did not count them. */
   keysPerTask: number;
   eventsPerTask: number;
+  /** Requests to etcd per task placed, the front-ends' and the hollow process's (NaN from runs that did not count them; each run's table has them by kind). */
+  requestsPerTask: { frontEnds: number; hollow: number };
   /** A hollow node's start, from its asking the store to the answer (mean, ms): the part of a task's way to running after its placement. */
   nodeStartMs: number;
 }
+
+const total = (r: Record<string, number>): number => Object.values(r).reduce((a, n) => a + n, 0);
 
 /** [median, min, max] of the finite values. */
 function spread(xs: (number | null)[]): [number, number, number] {
@@ -166,6 +171,10 @@ function summarise(load: number): Step {
     keysPerTask: spread(rows.map((x) => x.perTask?.keys ?? null))[0],
     eventsPerTask: spread(rows.map((x) => x.perTask?.events ?? null))[0],
     nodeStartMs: spread(rows.map((x) => x.hollowStarts?.meanMs ?? null))[0],
+    requestsPerTask: {
+      frontEnds: spread(rows.map((x) => (x.requests ? total(x.requests.frontEnds) : null)))[0],
+      hollow: spread(rows.map((x) => (x.requests ? total(x.requests.hollow) : null)))[0],
+    },
   };
 }
 
@@ -204,6 +213,7 @@ async function main(): Promise<void> {
       'cores busy: all (front-ends · hollow · etcd · bench)',
       'CPU ms per task: all (front-ends · hollow · etcd · bench)',
       'keys / events per task',
+      'requests to etcd per task (front-ends · hollow)',
       'node start, mean ms',
       'jobs acknowledged / final / audit violations',
     ],
@@ -217,6 +227,7 @@ async function main(): Promise<void> {
       `${fmt(s.cores.all, 2)} (${fmt(s.cores.frontEnds, 2)} · ${fmt(s.cores.hollow, 2)} · ${fmt(s.cores.etcd, 2)} · ${fmt(s.cores.bench, 2)})`,
       `${fmt(s.msPerTask.all, 2)} (${fmt(s.msPerTask.frontEnds, 2)} · ${fmt(s.msPerTask.hollow, 2)} · ${fmt(s.msPerTask.etcd, 2)} · ${fmt(s.msPerTask.bench, 2)})`,
       `${fmt(s.keysPerTask, 2)} / ${fmt(s.eventsPerTask, 1)}`,
+      `${fmt(s.requestsPerTask.frontEnds, 2)} · ${fmt(s.requestsPerTask.hollow, 2)}`,
       fmt(s.nodeStartMs, 0),
       `${s.acked} / ${s.final} / ${s.violations}`,
     ]),
@@ -246,6 +257,7 @@ async function main(): Promise<void> {
           cpuMsPerTask: top.msPerTask.all,
           keysPerTask: top.keysPerTask,
           eventsPerTask: top.eventsPerTask,
+          requestsPerTask: top.requestsPerTask,
           p99Ms: top.p99[0],
         }
       : null,

@@ -43,7 +43,7 @@ import { MEAN_TASKS, pickSize } from './lib/jobs.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
-import { metricSum, ruStates, scrape } from './lib/metrics.ts';
+import { metricSum, perTaskDelta, requestsByRecord, requestsTable, ruStates, scrape, sumMaps } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
 import { CONFLICT_CAUSES, FRONT_END_RACES } from '../src/agent/conflict-cause.ts';
 import { HANDOFF_OUTCOMES as HANDOFFS } from '../src/agent/handoff.ts';
@@ -171,6 +171,12 @@ interface Row {
    * hollow process's `tarcil_store_watch_events_total`; the auditor's watch is not counted).
    */
   perTask?: { keys: number; events: number };
+  /**
+   * Requests to etcd per task placed in the row, by `kind records` (read or write, and the kinds of
+   * record each touches: `tarcil_store_requests_by_record_total`), summed over the front-ends and
+   * the hollow process's own.
+   */
+  requests?: { frontEnds: Record<string, number>; hollow: Record<string, number> };
   /** etcd: requests slower than 100 ms during the row, and watch events waiting for slow watchers at its end. */
   slowApplies: number;
   /** With --etcd-handling: etcd's own handling time of the row's transactions, p50 / p99 ms, and how many. */
@@ -438,6 +444,7 @@ async function main(): Promise<void> {
   let slowPrev = 0;
   let startsPrev = { n: 0, s: 0 };
   let storePrev: { keys: number; events: number } | undefined;
+  let requestsPrev: { frontEnds: Map<string, number>; hollow: Map<string, number> } | undefined;
   const gcPrev = new Map<string, { total: number; start: number }>();
   let txnPrev: [number, number][] | undefined;
   let fsyncPrev: [number, number][] | undefined;
@@ -546,6 +553,9 @@ async function main(): Promise<void> {
         ? { keys: (storeNow.keys - storePrev.keys) / m.placements, events: (storeNow.events - storePrev.events) / m.placements }
         : undefined;
     storePrev = storeNow;
+    const requestsNow = { frontEnds: sumMaps(feTexts.map(requestsByRecord)), hollow: requestsByRecord(hollowText) };
+    const requests = requestsPrev && m.placements > 0 ? perTaskDelta(requestsNow, requestsPrev, m.placements) : undefined;
+    requestsPrev = requestsNow;
     const status = await client.maintenance.status().catch(() => undefined);
     const keyCount = await client
       .getAll()
@@ -581,6 +591,7 @@ async function main(): Promise<void> {
       finals: m.finals,
       hollowStarts,
       ...(perTask ? { perTask } : {}),
+      ...(requests ? { requests } : {}),
       conflicts: conflicts - conflictsPrev,
       conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, Math.max(0, (causes[c] ?? 0) - (causesPrev[c] ?? 0))])),
       frontEndRaces: raceRow(races, racesPrev),
@@ -1076,6 +1087,8 @@ function report(s: Summary): void {
     table,
     '',
     bySizeTable(s.rows),
+    '',
+    requestsTable(s.rows),
     '',
     `Faults: ${s.faults.map((f) => `${f.at.slice(11, 19)} ${f.what}`).join('; ') || 'none'}.`,
     '',

@@ -1,7 +1,8 @@
 /**
  * Reading a tarcil process's /metrics from a benchmark: a bounded scrape, a metric's sum, the
- * cell's RUs by state.
+ * cell's RUs by state, the requests to etcd by the records they touch.
  */
+import { fmt, mdTable, pct } from './report.ts';
 
 /** A front-end's /metrics answer is waited for this long (a paused one answers nothing). */
 const METRICS_TIMEOUT_MS = 5000;
@@ -45,4 +46,72 @@ export function metricSum(text: string | undefined, name: string): number {
   for (const line of text.split('\n'))
     if (line.startsWith(name) && !line.startsWith('#') && (line[name.length] === ' ' || line[name.length] === '{')) sum += Number(line.split(' ').pop());
   return sum;
+}
+
+/** `tarcil_store_requests_by_record_total` of a scrape: requests by `kind records` (empty when the process did not answer). */
+export function requestsByRecord(text: string | undefined): Map<string, number> {
+  const out = new Map<string, number>();
+  if (text === undefined) return out;
+  for (const m of text.matchAll(/^tarcil_store_requests_by_record_total\{kind="(\w+)",records="([^"]+)"\} (\S+)$/gm)) out.set(`${m[1]} ${m[2]}`, Number(m[3]));
+  return out;
+}
+
+/** Label-wise sums of several scrapes' counts. */
+export function sumMaps(maps: readonly Map<string, number>[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of maps) for (const [k, n] of m) out.set(k, (out.get(k) ?? 0) + n);
+  return out;
+}
+
+type Requests = { frontEnds: Map<string, number>; hollow: Map<string, number> };
+
+/**
+ * What each label grew by since `prev`, per task placed; undefined when a count went down (a
+ * restarted process counts from 0 again: that row has none).
+ */
+export function perTaskDelta(now: Requests, prev: Requests, tasks: number): { frontEnds: Record<string, number>; hollow: Record<string, number> } | undefined {
+  const side = (a: Map<string, number>, b: Map<string, number>): Record<string, number> | undefined => {
+    const out: Record<string, number> = {};
+    for (const [k, n] of b) if ((a.get(k) ?? 0) < n) return undefined;
+    for (const [k, n] of a) {
+      const d = n - (b.get(k) ?? 0);
+      if (d > 0) out[k] = d / tasks;
+    }
+    return out;
+  };
+  const frontEnds = side(now.frontEnds, prev.frontEnds);
+  const hollow = side(now.hollow, prev.hollow);
+  return frontEnds && hollow ? { frontEnds, hollow } : undefined;
+}
+
+/**
+ * Requests to etcd per task by what they touch, the rows with arrivals but the first (median of
+ * the rows): the front-ends' and the hollow process's, heaviest first, with their totals.
+ */
+export function requestsTable(rows: readonly { phase: string; requests?: { frontEnds: Record<string, number>; hollow: Record<string, number> } }[]): string {
+  const steady = rows
+    .filter((r) => r.phase !== 'drain' && r.phase !== 'end')
+    .slice(1)
+    .filter((r) => r.requests);
+  if (steady.length === 0) return 'Requests to etcd per task: no row with arrivals after the first that counted them.';
+  const med = (xs: number[]): number => (xs.length === 0 ? 0 : pct(xs, 0.5));
+  const lines: [string, string, number][] = [];
+  for (const side of ['frontEnds', 'hollow'] as const) {
+    const labels = new Set(steady.flatMap((r) => Object.keys(r.requests?.[side] ?? {})));
+    for (const l of labels) lines.push([side === 'frontEnds' ? 'front-ends' : 'hollow nodes', l, med(steady.map((r) => r.requests?.[side][l] ?? 0))]);
+  }
+  const total = (who: string): number => lines.filter((x) => x[0] === who).reduce((a, x) => a + x[2], 0);
+  const shown = lines.filter((x) => x[2] >= 0.0005).sort((a, b) => (a[0] === b[0] ? b[2] - a[2] : a[0] < b[0] ? -1 : 1));
+  return [
+    'Requests to etcd per task placed, by what each touches (`tarcil_store_requests_by_record_total`: read or write, and the kinds of record of every key it compares, reads or writes; a nested group commit is one request), the rows with arrivals but the first (median of the rows):',
+    '',
+    mdTable(
+      ['process', 'request', 'per task'],
+      [
+        ...shown.map(([who, l, n]) => [who, l, fmt(n, 3)]),
+        ['front-ends', 'all', fmt(total('front-ends'), 3)],
+        ['hollow nodes', 'all', fmt(total('hollow nodes'), 3)],
+      ],
+    ),
+  ].join('\n');
 }

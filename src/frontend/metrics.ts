@@ -17,7 +17,7 @@ import type { Housekeeper } from '../state/housekeeping.ts';
 import type { LocalMonitor } from '../monitor/monitor.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
+import { MetricsEndpoint, readGauge, registerStoreRequests, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
 import { registerMonitorMetrics } from '../node/metrics.ts';
 
 /**
@@ -101,6 +101,7 @@ export class Metrics extends MetricsEndpoint {
     this.store = o?.store;
     registerStoreTimes(this.registry, o?.store);
     registerWatchEvents(this.registry, o?.store, o?.keys);
+    registerStoreRequests(this.registry, o?.store, o?.keys);
     if (o?.monitors) registerMonitorMetrics(this.registry, o.monitors);
     const hk = o?.housekeeper;
     if (hk) {

@@ -7,7 +7,7 @@ import type { HollowNodes, HollowSnapshot } from '../monitor/hollow.ts';
 import { MONITOR_EVENTS, type LocalMonitor, type MonitorSnapshot } from '../monitor/monitor.ts';
 import type { Keys } from '../state/keys.ts';
 import type { ClusterStore } from '../store/types.ts';
-import { MetricsEndpoint, readGauge, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
+import { MetricsEndpoint, readGauge, registerStoreRequests, registerStoreTimes, registerWatchEvents, storeReachable } from '../rpc/metrics-endpoint.ts';
 
 /**
  * The node metrics of local monitors, read from them when scraped: their RUs, what runs on them,
@@ -80,6 +80,7 @@ export class MonitorMetrics extends MetricsEndpoint {
     registerMonitorMetrics(this.registry, () => [monitor]);
     registerStoreTimes(this.registry, store);
     registerWatchEvents(this.registry, store, keys);
+    registerStoreRequests(this.registry, store, keys);
   }
 
   protected async notReady(): Promise<string[]> {
@@ -104,6 +105,7 @@ export class HollowMetrics extends MetricsEndpoint {
     this.store = store;
     registerStoreTimes(this.registry, store);
     registerWatchEvents(this.registry, store, keys);
+    registerStoreRequests(this.registry, store, keys);
     // A snapshot walks every node (10,000 of them, 160,000 RUs): one per scrape, shared by every
     // metric of it, rather than one per metric (a scrape a second took a third of the process's CPU).
     let cached: { at: number; snap: HollowSnapshot } | undefined;

@@ -1,7 +1,8 @@
 /**
  * What every process's metrics endpoint shares: a registry with the process's default metrics,
- * served with `/healthz` and `/readyz` (MetricsEndpoint), and the store's request times and watch
- * events (`tarcil_store_request_seconds`, `tarcil_store_watch_events_total`). The scheduler's
+ * served with `/healthz` and `/readyz` (MetricsEndpoint), and the store's request times, requests
+ * and watch events (`tarcil_store_request_seconds`, `tarcil_store_requests_by_record_total`,
+ * `tarcil_store_watch_events_total`). The scheduler's
  * metrics are in frontend/metrics.ts, the nodes' in node/metrics.ts.
  */
 import { createServer, type Server } from 'node:http';
@@ -52,6 +53,34 @@ export function registerWatchEvents(registry: Registry, store: ClusterStore | un
     collect() {
       this.reset();
       for (const [kind, n] of read()) this.inc({ kind }, n);
+    },
+  });
+}
+
+/**
+ * `tarcil_store_requests_by_record_total`: requests this process sent etcd, by kind (read, write) and by
+ * the kinds of record each touches (`records`: the key segments after the cell's prefix of every
+ * key it compares, reads or writes, sorted and joined by `+`; a placement is `rus+tasks+…`).
+ * Counted from registration.
+ */
+export function registerStoreRequests(registry: Registry, store: ClusterStore | undefined, keys: Keys | undefined): void {
+  if (!store?.countRequests || !keys) return;
+  const start = keys.prefix.length;
+  const read = store.countRequests((key) => {
+    const end = key.indexOf('/', start);
+    return (key.startsWith(keys.prefix) ? key.slice(start, end < 0 ? undefined : end) : '') || 'other';
+  });
+  new Counter({
+    name: 'tarcil_store_requests_by_record_total',
+    help: "Requests this process sent etcd, by kind (read, write) and the kinds of record each touches (the key segments after the cell's prefix, joined by +)",
+    labelNames: ['kind', 'records'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [label, n] of read()) {
+        const [kind = 'other', records = 'other'] = label.split('|');
+        this.inc({ kind, records }, n);
+      }
     },
   });
 }

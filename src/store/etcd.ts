@@ -44,6 +44,7 @@ import { EtcdLeaseHandle } from './etcd-lease.ts';
 import { installFastLongToString } from './etcd-long.ts';
 import { DEFAULT_REQUEST_TIMEOUT_MS, WATCH_FLOW_WINDOW_BYTES, type EtcdStoreOptions } from './etcd-options.ts';
 import { EtcdWatch, WatchEventCounts } from './etcd-watch.ts';
+import { RequestCounts } from './request-counts.ts';
 import { StoreCampaign, storeLeader } from './election.ts';
 import { DEFAULT_WATCH_PROBE_MS, DEFAULT_WATCH_STALL_MS, WatchStreamGuard } from './etcd-watch-guard.ts';
 
@@ -245,6 +246,7 @@ export class EtcdStore implements ClusterStore {
   async get(key: string): Promise<KeyValue | undefined> {
     this.checkOpen();
     checkKey(key, 'get.key');
+    this.requests.count('read', [key]);
     const res = await this.read('get', () => this.client.kv.range({ key: Buffer.from(key) }));
     const kv = res.kvs[0];
     return kv ? fromKv(kv) : undefined;
@@ -253,6 +255,7 @@ export class EtcdStore implements ClusterStore {
   async getAt(key: string, revision: number): Promise<KeyValue | undefined> {
     this.checkOpen();
     checkKey(key, 'getAt.key');
+    this.requests.count('read', [key]);
     const res = await this.read('get', () => this.client.kv.range({ key: Buffer.from(key), revision: String(revision) }));
     const kv = res.kvs[0];
     return kv ? fromKv(kv) : undefined;
@@ -296,6 +299,7 @@ export class EtcdStore implements ClusterStore {
   async count(prefix: string): Promise<{ revision: number; count: number }> {
     this.checkOpen();
     const [key, end] = prefixRange(prefix);
+    this.requests.count('read', [prefix]);
     const res = await this.read('count', () => this.client.kv.range({ key, range_end: end, count_only: true }));
     return { revision: Number(res.header.revision), count: Number(res.count) };
   }
@@ -308,6 +312,7 @@ export class EtcdStore implements ClusterStore {
     for (;;) {
       const want = limit > 0 ? Math.min(this.pageSize, limit - kvs.length) : this.pageSize;
       const page = start;
+      if (this.requests.on) this.requests.count('read', [key.toString()]);
       const res = await this.read('range', () => this.client.kv.range({ key: page, range_end: end, limit: want, ...(revision > 0 ? { revision } : {}) }));
       if (revision === 0) revision = Number(res.header.revision);
       for (const kv of res.kvs) kvs.push(fromKv(kv));
@@ -323,6 +328,7 @@ export class EtcdStore implements ClusterStore {
     const op: Op = opts.lease === undefined ? { type: 'put', key, value } : { type: 'put', key, value, lease: opts.lease };
     checkTxn({ compare: [], success: [op] }, this.maxTxnOps, this.maxRequestBytes);
     const lease = normalizeLease(opts.lease, 'put.lease');
+    this.requests.count('write', [key]);
     if (lease !== '0') {
       // A put bound to a lease goes as a one-op transaction. etcd before 3.4.27 and 3.5.10
       // (etcd-io/etcd#15993) checks a plain Put against every key already attached to its lease,
@@ -341,6 +347,7 @@ export class EtcdStore implements ClusterStore {
     const prefix = opts.prefix === true;
     if (!prefix) checkKey(key, 'delete.key');
     const [start, end] = prefix ? prefixRange(key) : [Buffer.from(key), undefined];
+    this.requests.count('write', [key]);
     const res = await this.call('delete', () => this.client.kv.deleteRange({ key: start, ...(end ? { range_end: end } : {}) }));
     return Number(res.deleted);
   }
@@ -351,6 +358,7 @@ export class EtcdStore implements ClusterStore {
     const failure = req.failure ?? [];
     const body = { compare: req.compare.map(toCompare), success: req.success.map(toRequestOp), failure: failure.map(toRequestOp) };
     const readOnly = [...req.success, ...failure].every((op) => op.type === 'get');
+    if (this.requests.on) this.requests.count(readOnly ? 'read' : 'write', keysOf([req]));
     const res = readOnly
       ? await this.read('txn', () => this.client.kv.txn(body))
       : await this.call(
@@ -377,6 +385,7 @@ export class EtcdStore implements ClusterStore {
       failure: [],
     };
     const readOnly = reqs.every((r) => [...r.success, ...(r.failure ?? [])].every((op) => op.type === 'get'));
+    if (this.requests.on) this.requests.count(readOnly ? 'read' : 'write', keysOf(reqs));
     const res = readOnly
       ? await this.read('txns', () => this.client.kv.txn(body))
       : await this.call(
@@ -513,6 +522,14 @@ export class EtcdStore implements ClusterStore {
     return () => this.watchEvents.byLabel(label);
   }
 
+  /** Requests sent, by kind and the records they touch (countRequests). */
+  private readonly requests = new RequestCounts();
+
+  /** See ClusterStore.countRequests. */
+  countRequests(label: (key: string) => string): () => ReadonlyMap<string, number> {
+    return this.requests.enable(label);
+  }
+
   /** See ClusterStore.onRequestTime. */
   onRequestTime(fn: (kind: 'read' | 'write', seconds: number) => void): void {
     this.timeListeners.push(fn);
@@ -568,5 +585,14 @@ export class EtcdStore implements ClusterStore {
         await sleep(50);
       }
     }
+  }
+}
+
+/** Every key the transactions compare, read or write. */
+function* keysOf(reqs: readonly TxnRequest[]): Iterable<string> {
+  for (const r of reqs) {
+    for (const c of r.compare) yield c.key;
+    for (const op of r.success) yield op.key;
+    for (const op of r.failure ?? []) yield op.key;
   }
 }

@@ -174,6 +174,12 @@ export interface ClusterStore {
    * part of the store). The etcd store has it.
    */
   countWatchEvents?(label: (prefix: string) => string): () => ReadonlyMap<string, number>;
+  /**
+   * Counts every request this process sends the store from now on, by `kind|records`: read or
+   * write, and the labels (`label(key)`, a record kind) of the keys it touches, joined by `+`.
+   * Returns the reader of the counts. The etcd store has it.
+   */
+  countRequests?(label: (key: string) => string): () => ReadonlyMap<string, number>;
 
   /** How another process on a node reaches this store (EtcdStore), if it can. */
   directAccess?(): DirectStoreAccess | undefined;

@@ -102,6 +102,26 @@ describe("the front-end's requests to etcd", () => {
   });
 });
 
+describe('the requests to etcd by the records they touch', () => {
+  it("are counted in the metrics: the front-end's member record written, the cell's RUs read, a key outside the cell as other", async () => {
+    const rows = async (port: number | undefined): Promise<Map<string, number>> =>
+      new Map(
+        [...(await get(port, '/metrics')).body.matchAll(/^tarcil_store_requests_by_record_total\{kind="(\w+)",records="([^"]+)"\} (\S+)$/gm)].map((m) => [
+          `${m[1]} ${m[2]}`,
+          Number(m[3]),
+        ]),
+      );
+    const fe = await rows(sched.metricsPort);
+    expect(fe.get('write members'), [...fe.keys()].join(', ')).toBeGreaterThan(0);
+    expect(fe.get('read rus'), [...fe.keys()].join(', ')).toBeGreaterThan(0);
+    // The front-end and the monitor share this test's store handle, so both count its requests.
+    const before = fe.get('write other') ?? 0;
+    await store.put('/elsewhere/probe', 'x');
+    expect((await rows(sched.metricsPort)).get('write other')).toBe(before + 1);
+    expect((await rows(mon.metricsPort)).get('write other')).toBe(before + 1);
+  });
+});
+
 describe('/readyz with the store down', () => {
   it('answers 503 naming the store while etcd is stopped, 200 before and after; /healthz stays 200', async () => {
     for (const port of [sched.metricsPort, mon.metricsPort]) {
