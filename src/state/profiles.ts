@@ -5,10 +5,10 @@
  * A monitor measures, over each task's run, its mean share of the expected rate and the mean
  * pressure of its neighbours (their scheduling vectors); the outcome it records carries both
  * (`observed` on the task record). The job's owner hands the observation to its front-end's book,
- * which every few seconds applies what it gathered to the stored estimate of each class in a
- * read-modify-write fenced on the record's revision (retried from a fresh read when another
- * front-end wrote first): the estimate is shared by the whole cell and survives restarts, and no
- * observation is applied twice or lost to a race.
+ * which every few seconds applies what it gathered to the stored estimate of each class, all
+ * classes in one transaction fenced on each record's revision as last seen (retried on what the
+ * failure branch read when another front-end wrote first): the estimate is shared by the whole
+ * cell and survives restarts, and no observation is applied twice or lost to a race.
  *
  * With `use: 'learned'`, jobs submitted later are scheduled with the learned vector of their class
  * once it rests on `minObservations` observations; with `use: 'declared'` they keep the declared
@@ -65,7 +65,7 @@ export const DEFAULT_PROFILE_USE: ProfileUse = DEFAULT_RUNTIME.learn ? 'learned'
 
 export const DEFAULT_MIN_OBSERVATIONS = 20;
 export const DEFAULT_PROFILE_FLUSH_MS = 5000;
-/** Read-modify-write attempts per class and flush before the rest waits for the next one. */
+/** Tries of a flush's transaction before its observations wait for the next flush. */
 const TRIES = 5;
 
 export class ProfileBook {
@@ -74,6 +74,9 @@ export class ProfileBook {
   private readonly use: ProfileUse;
   readonly minObservations: number;
   readonly flushMs: number;
+  /** Each class's stored record as this book last saw it (read or written), and its revision. */
+  private readonly seen = new Map<string, { rec: StoredProfile; rev: number }>();
+  private flushing: Promise<void> | undefined;
   /** Observations written to the store by this process, and flushes that hit a race (retried). */
   readonly stats = { observed: 0, written: 0, races: 0 };
 
@@ -105,37 +108,81 @@ export class ProfileBook {
 
   /**
    * Applies what was gathered to the stored estimates, then refreshes every class from the store
-   * (what other front-ends learned). Store errors leave the observations for the next flush.
+   * (what other front-ends learned). One transaction for every class with observations, fenced on
+   * each record's revision as this book last saw it (its last write, its last refresh; absent
+   * when it has never seen one): when another front-end wrote one first, the failure branch reads
+   * them all back and the next try applies the same observations to what it read. Two requests
+   * a flush, however many classes. Store errors leave the observations for the next flush.
    */
   async flush(): Promise<void> {
-    for (const [name, p] of [...this.pending]) {
-      for (let i = 0; i < TRIES; i++) {
-        try {
-          const kv = await this.o.store.get(this.o.keys.profile(name));
-          const cur = parseJson<StoredProfile>(kv);
-          if (cur) this.learner.load(name, cur);
-          else this.learner.forget(name);
-          for (const x of p.obs) this.learner.observe(name, cur?.declared ?? p.declared, x.pressure, x.share);
-          const est = this.learner.export(name);
-          if (!est) break;
-          const rec: StoredProfile = { name, ...est, updatedAt: this.o.clock.now() };
-          const res = await this.o.store.txn({
-            compare: [{ key: this.o.keys.profile(name), target: 'mod', op: '==', value: kv?.modRevision ?? 0 }],
-            success: [{ type: 'put', key: this.o.keys.profile(name), value: JSON.stringify(rec) }],
-          });
-          if (res.succeeded) {
-            this.pending.delete(name);
-            this.stats.written += p.obs.length;
-            break;
+    // One flush at a time: a timer's flush that finds the last one still running waits for it.
+    if (this.flushing) return this.flushing;
+    this.flushing = (async () => {
+      const per = Math.max(1, Math.floor(this.o.store.maxTxnOps / 2));
+      const names = [...this.pending.keys()];
+      for (let i = 0; i < names.length; i += per) await this.flushSome(names.slice(i, i + per));
+      await this.refresh();
+    })().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /**
+   * Writes the observations of these classes gathered so far. They are taken out of `pending`
+   * first, so that what arrives while the write is in flight waits for the next flush instead of
+   * going with the record that did not apply it; they go back if the write fails.
+   */
+  private async flushSome(names: string[]): Promise<void> {
+    const taken = new Map<string, { declared: readonly number[]; obs: TaskObservation[] }>();
+    for (const name of names) {
+      const p = this.pending.get(name);
+      if (!p) continue;
+      taken.set(name, p);
+      this.pending.delete(name);
+    }
+    for (let t = 0; t < TRIES; t++) {
+      const puts: { name: string; key: string; rec: StoredProfile; n: number }[] = [];
+      for (const [name, p] of taken) {
+        const cur = this.seen.get(name)?.rec;
+        if (cur) this.learner.load(name, cur);
+        else this.learner.forget(name);
+        for (const x of p.obs) this.learner.observe(name, cur?.declared ?? p.declared, x.pressure, x.share);
+        const est = this.learner.export(name);
+        if (est) puts.push({ name, key: this.o.keys.profile(name), rec: { name, ...est, updatedAt: this.o.clock.now() }, n: p.obs.length });
+      }
+      if (puts.length === 0) break;
+      try {
+        const res = await this.o.store.txn({
+          compare: puts.map((x) => ({ key: x.key, target: 'mod' as const, op: '==' as const, value: this.seen.get(x.name)?.rev ?? 0 })),
+          success: puts.map((x) => ({ type: 'put' as const, key: x.key, value: JSON.stringify(x.rec) })),
+          failure: puts.map((x) => ({ type: 'get' as const, key: x.key })),
+        });
+        if (res.succeeded) {
+          for (const x of puts) {
+            this.seen.set(x.name, { rec: x.rec, rev: res.revision });
+            this.stats.written += x.n;
+            taken.delete(x.name);
           }
-          this.stats.races++;
-        } catch (err) {
-          this.o.log.warn({ profile: name, err: errorMessage(err) }, 'could not write a learned profile; will retry');
           break;
         }
+        this.stats.races++;
+        puts.forEach((x, k) => {
+          const kv = res.responses[k]?.[0];
+          const rec = parseJson<StoredProfile>(kv);
+          if (kv && rec) this.seen.set(x.name, { rec, rev: kv.modRevision });
+          else this.seen.delete(x.name);
+        });
+      } catch (err) {
+        this.o.log.warn({ profiles: puts.map((x) => x.name), err: errorMessage(err) }, 'could not write learned profiles; will retry');
+        break;
       }
     }
-    await this.refresh();
+    // Not written (a failed write, or a class with no estimate yet): back into pending, before what arrived meanwhile.
+    for (const [name, p] of taken) {
+      const now = this.pending.get(name);
+      this.pending.set(name, { declared: p.declared, obs: now ? p.obs.concat(now.obs) : p.obs });
+    }
   }
 
   /** Loads every stored estimate (another front-end's writes, or a previous life's). */
@@ -144,7 +191,9 @@ export class ProfileBook {
       const res = await this.o.store.range(this.o.keys.profiles());
       for (const kv of res.kvs) {
         const rec = parseJson<StoredProfile>(kv);
-        if (rec?.name && !this.pending.has(rec.name)) this.learner.load(rec.name, rec);
+        if (!rec?.name) continue;
+        this.seen.set(rec.name, { rec, rev: kv.modRevision });
+        if (!this.pending.has(rec.name)) this.learner.load(rec.name, rec);
       }
     } catch {
       // the next flush reads them again

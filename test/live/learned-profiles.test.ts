@@ -28,6 +28,7 @@ import { SeededRng } from '../../src/util/rng.ts';
 import { startEtcd, type EtcdProcess } from '../support/etcd.ts';
 import { submit, waitFinal } from '../support/live.ts';
 import { freedOutcomes } from '../support/task-records.ts';
+import { until } from '../support/until.ts';
 
 const catalog = loadCatalog();
 const clock = new SystemClock();
@@ -137,6 +138,44 @@ describe('learned profiles in the store', () => {
     // Slower than predicted on resource 0 only: the estimate rises there and nowhere else.
     expect(stored?.learned[0]).toBeGreaterThan(DECLARED[0] as number);
     expect(stored?.learned.slice(1)).toEqual(zero().slice(1));
+  });
+
+  it('observations that arrive while a flush is writing wait for the next one; a flush asked meanwhile joins the one running', async () => {
+    const keys = new Keys('/lp-inflight/');
+    const spec = { profile: learner } as unknown as JobSpec;
+    // The store's transactions held until released: a write in flight for as long as the test wants.
+    let release: () => void = () => undefined;
+    let held = 0;
+    const slow = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop !== 'txn') return Reflect.get(target, prop, receiver) as unknown;
+        return async (req: Parameters<ClusterStore['txn']>[0]) => {
+          held++;
+          await new Promise<void>((r) => (release = r));
+          return target.txn(req);
+        };
+      },
+    });
+    const book = new ProfileBook({ store: slow, keys, clock, log });
+    const obs = { share: 0.8, pressure: [70, 0, 0, 0, 0, 0, 0, 0, 0, 0], ms: 1000 };
+    for (let i = 0; i < 3; i++) book.observe(spec, obs);
+    const first = book.flush();
+    await until('the first write in flight', () => held === 1);
+    for (let i = 0; i < 2; i++) book.observe(spec, obs);
+    const second = book.flush();
+    release();
+    await Promise.all([first, second]);
+    // One transaction so far: the second flush joined the first, which carried the first three.
+    expect(held).toBe(1);
+    expect((await readProfile(store, keys, 'learner'))?.observations).toBe(3);
+    expect(book.pendingClasses).toBe(1);
+    const third = book.flush();
+    await until('the next write in flight', () => held === 2);
+    release();
+    await third;
+    expect((await readProfile(store, keys, 'learner'))?.observations).toBe(5);
+    expect(book.stats.written).toBe(5);
+    expect(book.pendingClasses).toBe(0);
   });
 
   it('monitors measure, the owner learns, later jobs use the learned vector, and the CLI shows both', { timeout: 90_000 }, async () => {
