@@ -28,7 +28,7 @@ const { values } = parseArgs({
     name: { type: 'string', default: 'trace-waiters' },
   },
 });
-if (!values.nodes || !values.pods) throw new Error("--nodes and --pods: the trace's node and pod lists (see ../shared/traces/README.md)");
+if (!values.nodes || !values.pods) throw new Error("--nodes and --pods: the trace's node and pod lists (their format: docs/traces.md)");
 const seeds = values.seeds.split(',').map(Number);
 const over = Number(values.over);
 const policies = values.policies.split(',') as TracePolicy[];
