@@ -8,8 +8,8 @@
  * back beside the job's other tasks. Otherwise each sampled RU stands for its group (paper Fig. 5b,
  * as in pack.ts); groups without room for all m tasks are passed over, and the best of the rest,
  * judged by the mean score of the m best RUs it can give, takes all m picks; between groups that
- * score alike, the one with the least room (best fit), so that large groups stay whole for jobs
- * that need them.
+ * score alike, the quieter, then one the job fills at most half of, then the tightest fit
+ * (`tieBefore`), so that large groups stay whole for jobs that need them.
  */
 import { compareScores, type RuScore } from '../quality/index.ts';
 import type { TopologyScope } from '../model/types.ts';
@@ -95,8 +95,9 @@ interface Choice {
   rus: [ServerState, number][];
   /** Free RUs the group has for the job now. */
   room: number;
-  /** The pressure its residents put on it: the sum of their caused vectors per RU of the group. */
-  pressure: number;
+  /** Its servers as scored (their residents' pressure is computed only when another group ties with it). */
+  scored: readonly { s: ServerState }[];
+  pressure?: number;
   agg: number;
   quality: RuScore;
   local: boolean;
@@ -115,9 +116,11 @@ interface Choice {
  * weigh more on a small server (a plain best fit cost 0.017 of the mean Q on the trace's
  * near-empty recorded replay; the half costs none).
  */
-function tieBefore(quality: RuScore, pressure: number, room: number, m: number, best: Choice): boolean {
+function tieBefore(quality: RuScore, scored: readonly { s: ServerState }[], room: number, m: number, best: Choice): boolean {
   const c = compareScores(quality, best.quality);
   if (c !== 0) return c > 0;
+  const pressure = groupPressure(scored);
+  best.pressure ??= groupPressure(best.scored);
   if (pressure !== best.pressure) return pressure < best.pressure;
   const twice = room >= 2 * m;
   if (twice !== best.room >= 2 * m) return twice;
@@ -179,14 +182,13 @@ export function selectOneGroup(ctx: SelectionContext, req: PlacementRequest, rng
       quality = g.quality;
     }
     const agg = sum / m;
-    let pressure: number | undefined;
     const local = dataSet.size > 0 && servers.some((x) => dataSet.has(x.id)) && scored.every((g) => g.quality.acceptable);
     if (
       !best ||
       (local && !best.local) ||
-      (local === best.local && (agg > best.agg || (agg === best.agg && tieBefore(quality as RuScore, (pressure ??= groupPressure(scored)), room, m, best))))
+      (local === best.local && (agg > best.agg || (agg === best.agg && tieBefore(quality as RuScore, scored, room, m, best))))
     ) {
-      best = { rus, agg, quality: quality as RuScore, local, room, pressure: pressure ?? groupPressure(scored) };
+      best = { rus, agg, quality: quality as RuScore, local, room, scored };
     }
   };
   if (held.length > 0) {
