@@ -5,6 +5,7 @@
 
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ladderTable, type LadderRow } from './ladder-table.ts';
 
 /** One experiment's JSON report, as `tarcil bench <experiment>` writes it. */
 export interface ResultsDoc {
@@ -466,6 +467,11 @@ export const TABLES: TableSpec[] = [
         ]),
       )}`;
     },
+  },
+  {
+    id: 'oracle-ladder',
+    files: () => ['truths/oracle-ladder/ladder.json'],
+    render: (s) => ladderTable(s.get('truths/oracle-ladder/ladder.json') as LadderRow[]),
   },
   {
     id: 'priorities',

@@ -54,4 +54,34 @@ describe('the oracle', () => {
     const harsh = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2, truth: makeTruth('gain 2.5', { gain: 2.5 }) });
     expect(mild.summary.perfMean).toBeGreaterThan(harsh.summary.perfMean);
   });
+
+  describe('with less to know (the ladder of bench/oracle-ladder.ts)', () => {
+    const wl = (): ReturnType<typeof w3> => w3({ jobs: 250, interArrivalMs: 250 });
+
+    it('scores the same from declared vectors and believed constants when they are the truth', () => {
+      const plain = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2 });
+      const believing = runSim({ workload: wl(), policy: { name: 'oracle', oracle: { declared: true, believes: COMMITTED_TRUTH.perf } }, seed: 2 });
+      expect(believing.summary.perfMean).toBe(plain.summary.perfMean);
+    });
+
+    it('places differently when the declared vectors are not the real ones', () => {
+      const truth = makeTruth('profile error sd 10', { profileErrorSd: 10 });
+      const plain = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2, truth });
+      const declared = runSim({ workload: wl(), policy: { name: 'oracle', oracle: { declared: true } }, seed: 2, truth });
+      expect(declared.summary.jobs).toBe(250);
+      expect(declared.summary.perfMean).not.toBe(plain.summary.perfMean);
+    });
+
+    it('looks at the servers of R·m drawn RUs only, and still places every task', () => {
+      const all = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 3 });
+      const sampled = runSim({ workload: wl(), policy: { name: 'oracle', oracle: { sampleR: 2 } }, seed: 3 });
+      expect(sampled.stats.unfinished).toBe(0);
+      expect(sampled.counters.placements).toBe(all.counters.placements);
+      expect(sampled.counters.serversScored).toBeLessThan((all.counters.serversScored as number) / 4);
+    });
+
+    it('refuses a sample size that is not a positive integer', () => {
+      expect(() => runSim({ workload: wl(), policy: { name: 'oracle', oracle: { sampleR: 0 } }, seed: 1 })).toThrow(/sampleR/);
+    });
+  });
 });

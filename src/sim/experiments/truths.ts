@@ -125,7 +125,7 @@ interface Cell {
 }
 
 /** A job's performance (Tarcil Fig. 15a: ideal / response, at most 1), keyed by its arrival (unique in W3). */
-function perfByJob(records: readonly JobRecord[]): Map<number, number> {
+export function perfByJob(records: readonly JobRecord[]): Map<number, number> {
   const m = new Map<number, number>();
   for (const x of records) m.set(x.arrival, Math.min(1, x.ideal / x.response));
   return m;

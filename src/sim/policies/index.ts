@@ -9,7 +9,7 @@ import { CentralizedPolicy } from './centralized.ts';
 import { DelayPolicy } from './delay.ts';
 import { PigeonPolicy } from './pigeon.ts';
 import { OmniscientPolicy, SparrowPolicy } from './sparrow.ts';
-import { OraclePolicy } from './oracle.ts';
+import { OraclePolicy, type OracleOptions } from './oracle.ts';
 import type { SimRuntimeOptions } from './runtime.ts';
 import { TarcilPolicy } from './tarcil.ts';
 import type { Policy, PolicyEnv } from './types.ts';
@@ -56,6 +56,8 @@ export interface PolicySpec {
   freshViews?: boolean;
   /** Tarcil and fixed-R: every job's queue bound, ms (default: twice the job's ideal time, within [10 ms, 10 s]). */
   maxQueueMs?: number;
+  /** The oracle only: what it may not know (OracleOptions; the ladder of bench/oracle-ladder.ts). */
+  oracle?: OracleOptions;
 }
 
 /**
@@ -101,7 +103,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
     case 'centralized':
       return new CentralizedPolicy(world, rng);
     case 'oracle':
-      return new OraclePolicy(world, rng);
+      return new OraclePolicy(world, rng, spec.oracle);
     case 'pigeon':
       return new PigeonPolicy(world, rng, {
         shortCutoffMs: env.shortCutoffMs ?? 10_000,

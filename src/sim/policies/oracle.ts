@@ -49,15 +49,33 @@
  * non-linear bottleneck assignment; the greedy above solves it task by task with every server
  * re-scored after each pick.
  */
-import { slowdown } from '../../model/perf.ts';
+import { slowdown, type PerfParams } from '../../model/perf.ts';
 import { N_RESOURCES } from '../../model/types.ts';
 import type { Rng } from '../../util/rng.ts';
 import { PERF } from '../constants.ts';
 import type { Server, SimJob, SimTask, World } from '../world.ts';
 import { freeRuOn, type Policy } from './types.ts';
 
+/**
+ * What the oracle is allowed to know, for the ladder that splits its lead over a practical policy
+ * (bench/oracle-ladder.ts). Each option takes away one thing the practical policies lack; all
+ * absent is the bound itself.
+ */
+export interface OracleOptions {
+  /** Looks only at the servers of R·m free RUs drawn uniformly for a job of m pending tasks (tarcil's sample), not at every server. */
+  sampleR?: number;
+  /** Reads each job's declared vector, as the practical policies do, instead of its real one. */
+  declared?: boolean;
+  /** Scores by these interference constants instead of the truth's (what a scheduler believes). */
+  believes?: PerfParams;
+}
+
 export class OraclePolicy implements Policy {
   readonly name = 'oracle';
+  /** The servers the job being placed may use (sampleR), or null for all. */
+  private allowed: Uint8Array | null = null;
+  private readonly declSum = new Float64Array(N_RESOURCES);
+  private readonly declAfter = new Float64Array(N_RESOURCES);
   /** Jobs with tasks not yet placed, shortest ideal first, then arrival order. */
   private readonly queue: SimJob[] = [];
   private readonly scratch = new Float64Array(N_RESOURCES);
@@ -67,9 +85,13 @@ export class OraclePolicy implements Policy {
 
   constructor(
     private readonly world: World,
-    _rng: Rng,
+    private readonly rng: Rng,
+    private readonly opts: OracleOptions = {},
   ) {
+    if (opts.sampleR !== undefined && !(Number.isInteger(opts.sampleR) && opts.sampleR >= 1))
+      throw new Error(`oracle sampleR: must be an integer ≥ 1 (got ${opts.sampleR})`);
     this.gains = new Float64Array(world.servers.length);
+    if (opts.sampleR !== undefined) this.allowed = new Uint8Array(world.servers.length);
     world.onFree = () => this.dispatch();
   }
 
@@ -107,22 +129,31 @@ export class OraclePolicy implements Policy {
   private placeJob(job: SimJob): void {
     const w = this.world;
     this.gains.fill(NaN);
+    const allowed = this.allowed;
+    if (allowed) this.draw(job);
     for (const t of job.tasks) {
       if (t.state !== 'pending') continue;
       if (w.free.size === 0) return;
       let best = -1;
       let bestGain = -Infinity;
-      for (const s of w.servers) {
-        if (s.free === 0) continue;
-        let g = this.gains[s.idx] as number;
-        // A task with input data scores each server afresh (its remote read depends on it).
-        if (Number.isNaN(g) || t.data) {
-          g = this.gain(t, s);
-          if (!t.data) this.gains[s.idx] = g;
+      // With a sample, a second look at a fresh one when the first has no room left.
+      for (let look = 0; look < 2 && best < 0; look++) {
+        if (look === 1) {
+          if (!allowed) break;
+          this.draw(job);
         }
-        if (g > bestGain) {
-          bestGain = g;
-          best = s.idx;
+        for (const s of w.servers) {
+          if (s.free === 0 || (allowed && allowed[s.idx] === 0)) continue;
+          let g = this.gains[s.idx] as number;
+          // A task with input data scores each server afresh (its remote read depends on it).
+          if (Number.isNaN(g) || t.data) {
+            g = this.gain(t, s);
+            if (!t.data) this.gains[s.idx] = g;
+          }
+          if (g > bestGain) {
+            bestGain = g;
+            best = s.idx;
+          }
         }
       }
       if (best < 0) return;
@@ -134,6 +165,16 @@ export class OraclePolicy implements Policy {
     }
   }
 
+  /** The servers of R·m free RUs drawn uniformly (with replacement), m the job's pending tasks; their gains to compute afresh. */
+  private draw(job: SimJob): void {
+    const w = this.world;
+    const allowed = this.allowed as Uint8Array;
+    allowed.fill(0);
+    this.gains.fill(NaN);
+    const m = job.tasks.reduce((n, t) => n + (t.state === 'pending' ? 1 : 0), 0);
+    for (let i = 0; i < (this.opts.sampleR ?? 1) * m; i++) allowed[w.ruServer[w.free.at(this.rng.int(w.free.size))] as number] = 1;
+  }
+
   /** The truth's marginal mean performance of placing task t on server s now (see the header). */
   private gain(t: SimTask, s: Server): number {
     this.c.serversScored++;
@@ -143,6 +184,7 @@ export class OraclePolicy implements Policy {
     const speed = job.profile.platformPerf[s.spec.platform] ?? 1;
     const work = t.data && !t.data.includes(s.idx) ? t.work * (1 + PERF.REMOTE_READ_FRACTION) : t.work;
     if (!w.interference) return job.ideal / (now - job.arrival + work / speed);
+    if (this.opts.declared || this.opts.believes) return this.believedGain(t, s, work, speed, now);
     const sum = this.scratch;
     const real = job.real;
     for (let i = 0; i < N_RESOURCES; i++) sum[i] = (s.sum[i] as number) + (real[i] as number);
@@ -159,6 +201,40 @@ export class OraclePolicy implements Policy {
       const r0 = waited + rem / u.rate;
       // While both run, u does `after` instead of `rate`: the work it loses is done later at its rate.
       const lost = Math.min(rem / after, mine) * (1 - after / u.rate);
+      g -= k.ideal / r0 - k.ideal / (r0 + lost);
+    }
+    return g;
+  }
+
+  /**
+   * gain() as a scheduler that knows less sees it: the vectors it reads (declared or real) and the
+   * constants it believes; the neighbours' rates before and after are both its beliefs, their
+   * remaining work and every job's ideal time still known.
+   */
+  private believedGain(t: SimTask, s: Server, work: number, speed: number, now: number): number {
+    const perf = this.opts.believes ?? this.world.perf;
+    const vec = (j: SimJob): readonly number[] => (this.opts.declared ? j.declared : j.real);
+    const before = this.declSum;
+    const after = this.declAfter;
+    before.fill(0);
+    for (const u of s.tasks) {
+      const v = vec(u.job);
+      for (let i = 0; i < N_RESOURCES; i++) before[i] = (before[i] as number) + (v[i] as number);
+    }
+    const mineVec = vec(t.job);
+    for (let i = 0; i < N_RESOURCES; i++) after[i] = (before[i] as number) + (mineVec[i] as number);
+    const job = t.job;
+    const mine = (work * slowdown(mineVec, after, s.rus, perf)) / speed;
+    let g = job.ideal / (now - job.arrival + mine);
+    for (const u of s.tasks) {
+      const rem = u.remaining - u.rate * (now - u.last);
+      if (!(rem > 0) || !Number.isFinite(rem)) continue;
+      const k = u.job;
+      const rate = u.speed / slowdown(vec(k), before, s.rus, perf);
+      const rateAfter = u.speed / slowdown(vec(k), after, s.rus, perf);
+      if (rateAfter >= rate) continue;
+      const r0 = now - k.arrival + rem / rate;
+      const lost = Math.min(rem / rateAfter, mine) * (1 - rateAfter / rate);
       g -= k.ideal / r0 - k.ideal / (r0 + lost);
     }
     return g;
