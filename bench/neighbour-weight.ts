@@ -10,7 +10,8 @@
  * Run: npx tsx bench/neighbour-weight.ts [--weights 0,0.25,0.5,0.75,1] [--seeds 1,2,3] [--parallel 2]
  *        [--against 1] [--out bench/results/truths/neighbour-weight]
  * `--option platformWeight` sweeps the other weight of the score instead (speed^w against Q; the
- * values are then its, in [0, 10]; the folder `platform-weight`).
+ * values are then its, in [0, 10]; the folder `platform-weight`). `--option minR` sweeps the
+ * smallest sample per task (R = max(minR, the x^R guarantee's), capped at 32; the folder `min-samples`).
  * Each run is a child process of this script (`--cell truth|seed|weight`, weight `oracle` for the
  * oracle); the oracle's per-job figures are kept in a temporary folder for the runs that read them.
  */
@@ -48,6 +49,7 @@ const jobs = numbers('jobs', values.jobs, (x) => Number.isInteger(x) && x > 0, '
 const OPTIONS = {
   neighbourWeight: { max: 1, values: '0,0.25,0.5,0.75,1', folder: 'neighbour-weight', what: "the neighbours' side weighed at each weight below T_W" },
   platformWeight: { max: 10, values: '0.5,1,2', folder: 'platform-weight', what: "the platform's speed weighed at each weight against Q" },
+  minR: { min: 1, integer: true, max: 32, values: '2,4,8,16,32', folder: 'min-samples', what: 'the smallest sample per task R (capR stays 32)' },
 } as const;
 if (!(values.option in OPTIONS)) throw new Error(`--option: must be ${Object.keys(OPTIONS).join(' or ')} (got '${values.option}')`);
 const option = values.option as keyof typeof OPTIONS;
@@ -175,7 +177,14 @@ if (values.cell !== undefined) {
   if (!values.cache) throw new Error('--cell needs --cache');
   runCell(values.cell, values.cache);
 } else {
-  const weights = numbers('weights', values.weights ?? opt.values, (x) => x >= 0 && x <= opt.max, `numbers in [0, ${opt.max}]`);
+  const lo = 'min' in opt ? opt.min : 0;
+  const whole = 'integer' in opt && opt.integer;
+  const weights = numbers(
+    'weights',
+    values.weights ?? opt.values,
+    (x) => x >= lo && x <= opt.max && (!whole || Number.isInteger(x)),
+    `${whole ? 'integers' : 'numbers'} in [${lo}, ${opt.max}]`,
+  );
   const seeds = numbers('seeds', values.seeds, (x) => Number.isInteger(x) && x > 0, 'positive integers');
   const parallel = numbers('parallel', values.parallel, (x) => Number.isInteger(x) && x > 0, 'a positive integer')[0] as number;
   const against = numbers('against', values.against, (x) => weights.includes(x), 'one of --weights')[0] as number;
