@@ -347,7 +347,7 @@ export function explainText(e: Explanation): string {
   const p = e.placements ?? [];
   for (const x of p.slice(0, 50)) {
     lines.push(
-      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.twoSided ? ` (own ${Number(x.selfQ ?? 0).toFixed(3)}, ${x.neighbours ? `worst of ${x.neighbours} neighbours ${Number(x.neighboursQ ?? 0).toFixed(3)}` : 'no neighbours'})` : ''}${x.acceptable ? (x.harmsNeighbours ? ' (pushes a neighbour past its tolerance)' : '') : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}${x.movedFrom ? `, moved from ${x.movedFrom.server}/${x.movedFrom.index} (ran at ${Number(x.movedFromRate ?? 0).toFixed(2)} of its expected rate)` : ''}`,
+      `  task ${x.task ?? 0} → ${x.ru?.server ?? '?'}/${x.ru?.index ?? '?'}  Q = ${Number(x.q ?? 0).toFixed(3)}${x.twoSided ? ` (own ${Number(x.selfQ ?? 0).toFixed(3)}, ${x.neighbours ? `worst of ${x.neighbours} neighbours ${Number(x.neighboursQ ?? 0).toFixed(3)}` : 'no residents'})` : ''}${x.acceptable ? (x.harmsNeighbours ? ' (pushes a neighbour past its tolerance)' : '') : ' (degrades the job)'}${x.preemptedJob ? `, preempted ${x.preemptedJob}` : ''}${x.movedFrom ? `, moved from ${x.movedFrom.server}/${x.movedFrom.index} (ran at ${Number(x.movedFromRate ?? 0).toFixed(2)} of its expected rate)` : ''}`,
     );
   }
   const more = p.length - Math.min(p.length, 50) + Number(e.placementsOmitted ?? 0);

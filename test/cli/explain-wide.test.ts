@@ -202,7 +202,7 @@ describe('explain -o wide', () => {
         undefined,
       ),
     );
-    expect(alone.text).toContain('task 0 → s1/0  Q = 0.900 (own 0.900, no neighbours)');
+    expect(alone.text).toContain('task 0 → s1/0  Q = 0.900 (own 0.900, no residents)');
     expect(line(0)).toContain('(own 0.930, worst of 2 neighbours 0.400)');
   });
 });
