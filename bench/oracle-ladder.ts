@@ -8,10 +8,12 @@
  *   1. sampled: only the servers of R·m free RUs drawn uniformly for a job of m tasks (tarcil's R);
  *   2. declared: each job's declared vector instead of its real one (differs under profile error);
  *   3. believes committed: scores by the committed truth's constants (differs under gain and power);
+ *   4. own speed only: scores the newcomer's own predicted speed, not what it costs the residents;
  *
  * and then tarcil's default. What is left between rung 3 and tarcil is what tarcil reads and does
  * differently with the same knowledge: Q (lexicographic, by tolerance) instead of the slowdown
- * model, run times it does not know, its waiters' order, its view and commits.
+ * model, run times it does not know, its waiters' order, its view and commits. Rung 4 tells how
+ * much of rung 3's lead is its weighing of the residents (it scores as one-sided Q does).
  *
  * Run: npx tsx bench/oracle-ladder.ts [--seeds 1,2,3 | ''] [--r 8] [--out bench/results/truths/oracle-ladder]
  * Each run's row is appended to `ladder.jsonl` in the folder (a row of the same truth, rung and seed
@@ -48,6 +50,10 @@ const RUNGS: { name: string; spec: PolicySpec }[] = [
   { name: `oracle, sampled (R = ${R})`, spec: { name: 'oracle', oracle: { sampleR: R } } },
   { name: 'oracle, sampled, declared profiles', spec: { name: 'oracle', oracle: { sampleR: R, declared: true } } },
   { name: 'oracle, sampled, declared, committed constants', spec: { name: 'oracle', oracle: { sampleR: R, declared: true, believes: COMMITTED_TRUTH.perf } } },
+  {
+    name: 'oracle, sampled, declared, committed constants, own speed only',
+    spec: { name: 'oracle', oracle: { sampleR: R, declared: true, believes: COMMITTED_TRUTH.perf, ownOnly: true } },
+  },
   { name: 'tarcil (default)', spec: { name: 'tarcil' } },
 ];
 

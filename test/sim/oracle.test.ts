@@ -72,6 +72,13 @@ describe('the oracle', () => {
       expect(declared.summary.perfMean).not.toBe(plain.summary.perfMean);
     });
 
+    it("scoring the newcomer's own speed only places differently from weighing the residents too", () => {
+      const plain = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 2 });
+      const own = runSim({ workload: wl(), policy: { name: 'oracle', oracle: { ownOnly: true } }, seed: 2 });
+      expect(own.summary.jobs).toBe(250);
+      expect(own.summary.perfMean).not.toBe(plain.summary.perfMean);
+    });
+
     it('looks at the servers of R·m drawn RUs only, and still places every task', () => {
       const all = runSim({ workload: wl(), policy: { name: 'oracle' }, seed: 3 });
       const sampled = runSim({ workload: wl(), policy: { name: 'oracle', oracle: { sampleR: 2 } }, seed: 3 });

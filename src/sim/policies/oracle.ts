@@ -68,6 +68,8 @@ export interface OracleOptions {
   declared?: boolean;
   /** Scores by these interference constants instead of the truth's (what a scheduler believes). */
   believes?: PerfParams;
+  /** Scores the newcomer's own speed only, not what it costs the residents (with declared or believes). */
+  ownOnly?: boolean;
 }
 
 export class OraclePolicy implements Policy {
@@ -184,7 +186,7 @@ export class OraclePolicy implements Policy {
     const speed = job.profile.platformPerf[s.spec.platform] ?? 1;
     const work = t.data && !t.data.includes(s.idx) ? t.work * (1 + PERF.REMOTE_READ_FRACTION) : t.work;
     if (!w.interference) return job.ideal / (now - job.arrival + work / speed);
-    if (this.opts.declared || this.opts.believes) return this.believedGain(t, s, work, speed, now);
+    if (this.opts.declared || this.opts.believes || this.opts.ownOnly) return this.believedGain(t, s, work, speed, now);
     const sum = this.scratch;
     const real = job.real;
     for (let i = 0; i < N_RESOURCES; i++) sum[i] = (s.sum[i] as number) + (real[i] as number);
@@ -226,6 +228,7 @@ export class OraclePolicy implements Policy {
     const job = t.job;
     const mine = (work * slowdown(mineVec, after, s.rus, perf)) / speed;
     let g = job.ideal / (now - job.arrival + mine);
+    if (this.opts.ownOnly) return g;
     for (const u of s.tasks) {
       const rem = u.remaining - u.rate * (now - u.last);
       if (!(rem > 0) || !Number.isFinite(rem)) continue;
