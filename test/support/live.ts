@@ -26,12 +26,27 @@ export function getJob(c: SchedulerClient, jobId: string): Promise<Job__Output> 
   });
 }
 
+/** gRPC codes a polling client tries again: DEADLINE_EXCEEDED (a store slower than the front-end's deadline) and UNAVAILABLE. */
+const TRANSIENT = new Set([4, 14]);
+
+/**
+ * Polls GetJob until the job is final. As the CLI's client does (src/cli/client.ts), an
+ * answer that is transient is polled again; every other error fails at once, and the timeout bounds
+ * both.
+ */
 export async function waitFinal(c: SchedulerClient, jobId: string, timeoutMs = 30_000, everyMs = 50): Promise<Job__Output> {
   const t0 = Date.now();
   for (;;) {
-    const j = await getJob(c, jobId);
-    if (j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled') return j;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`job ${jobId} not final after ${timeoutMs} ms: ${JSON.stringify(j)}`);
+    let j: Job__Output | undefined;
+    let last: unknown;
+    try {
+      j = await getJob(c, jobId);
+    } catch (e) {
+      if (!TRANSIENT.has((e as { code?: number }).code ?? -1)) throw e;
+      last = e;
+    }
+    if (j && (j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled')) return j;
+    if (Date.now() - t0 > timeoutMs) throw new Error(`job ${jobId} not final after ${timeoutMs} ms: ${j ? JSON.stringify(j) : String(last)}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
