@@ -76,8 +76,8 @@ export class OraclePolicy implements Policy {
   readonly name = 'oracle';
   /** The servers the job being placed may use (sampleR), or null for all. */
   private allowed: Uint8Array | null = null;
-  private readonly declSum = new Float64Array(N_RESOURCES);
-  private readonly declAfter = new Float64Array(N_RESOURCES);
+  /** The residents' pressure as a scheduler that knows less sums it (gain). */
+  private readonly before = new Float64Array(N_RESOURCES);
   /** Jobs with tasks not yet placed, shortest ideal first, then arrival order. */
   private readonly queue: SimJob[] = [];
   private readonly scratch = new Float64Array(N_RESOURCES);
@@ -177,7 +177,13 @@ export class OraclePolicy implements Policy {
     for (let i = 0; i < (this.opts.sampleR ?? 1) * m; i++) allowed[w.ruServer[w.free.at(this.rng.int(w.free.size))] as number] = 1;
   }
 
-  /** The truth's marginal mean performance of placing task t on server s now (see the header). */
+  /**
+   * The truth's marginal mean performance of placing task t on server s now (see the header), or,
+   * with OracleOptions that take knowledge away, the same figure as a scheduler that knows less
+   * sees it: the vectors it reads (declared or real), the constants it believes, the residents'
+   * rates before and after both its beliefs; their remaining work and every job's ideal time are
+   * still known. Without those options the residents' rates are their true ones.
+   */
   private gain(t: SimTask, s: Server): number {
     this.c.serversScored++;
     const w = this.world;
@@ -186,58 +192,38 @@ export class OraclePolicy implements Policy {
     const speed = job.profile.platformPerf[s.spec.platform] ?? 1;
     const work = t.data && !t.data.includes(s.idx) ? t.work * (1 + PERF.REMOTE_READ_FRACTION) : t.work;
     if (!w.interference) return job.ideal / (now - job.arrival + work / speed);
-    if (this.opts.declared || this.opts.believes || this.opts.ownOnly) return this.believedGain(t, s, work, speed, now);
+    const o = this.opts;
+    const believed = o.declared === true || o.believes !== undefined || o.ownOnly === true;
+    const perf = o.believes ?? w.perf;
+    const vec = (j: SimJob): readonly number[] => (o.declared ? j.declared : j.real);
+    // The residents' pressure: the truth's, kept by the world, or summed from the vectors read.
+    let before: ArrayLike<number> = s.sum;
+    if (believed) {
+      const b = this.before;
+      b.fill(0);
+      for (const u of s.tasks) {
+        const v = vec(u.job);
+        for (let i = 0; i < N_RESOURCES; i++) b[i] = (b[i] as number) + (v[i] as number);
+      }
+      before = b;
+    }
+    const mineVec = vec(job);
     const sum = this.scratch;
-    const real = job.real;
-    for (let i = 0; i < N_RESOURCES; i++) sum[i] = (s.sum[i] as number) + (real[i] as number);
-    const own = slowdown(real, sum, s.rus, w.perf);
-    const mine = (work * own) / speed;
+    for (let i = 0; i < N_RESOURCES; i++) sum[i] = (before[i] as number) + (mineVec[i] as number);
+    const mine = (work * slowdown(mineVec, sum, s.rus, perf)) / speed;
     let g = job.ideal / (now - job.arrival + mine);
+    if (o.ownOnly) return g;
     for (const u of s.tasks) {
       const rem = u.remaining - u.rate * (now - u.last);
       if (!(rem > 0) || !Number.isFinite(rem)) continue;
       const k = u.job;
-      const after = u.speed / slowdown(k.real, sum, s.rus, w.perf);
-      if (after >= u.rate) continue;
+      const rate = believed ? u.speed / slowdown(vec(k), before, s.rus, perf) : u.rate;
+      const after = u.speed / slowdown(vec(k), sum, s.rus, perf);
+      if (after >= rate) continue;
       const waited = now - k.arrival;
-      const r0 = waited + rem / u.rate;
+      const r0 = waited + rem / rate;
       // While both run, u does `after` instead of `rate`: the work it loses is done later at its rate.
-      const lost = Math.min(rem / after, mine) * (1 - after / u.rate);
-      g -= k.ideal / r0 - k.ideal / (r0 + lost);
-    }
-    return g;
-  }
-
-  /**
-   * gain() as a scheduler that knows less sees it: the vectors it reads (declared or real) and the
-   * constants it believes; the neighbours' rates before and after are both its beliefs, their
-   * remaining work and every job's ideal time still known.
-   */
-  private believedGain(t: SimTask, s: Server, work: number, speed: number, now: number): number {
-    const perf = this.opts.believes ?? this.world.perf;
-    const vec = (j: SimJob): readonly number[] => (this.opts.declared ? j.declared : j.real);
-    const before = this.declSum;
-    const after = this.declAfter;
-    before.fill(0);
-    for (const u of s.tasks) {
-      const v = vec(u.job);
-      for (let i = 0; i < N_RESOURCES; i++) before[i] = (before[i] as number) + (v[i] as number);
-    }
-    const mineVec = vec(t.job);
-    for (let i = 0; i < N_RESOURCES; i++) after[i] = (before[i] as number) + (mineVec[i] as number);
-    const job = t.job;
-    const mine = (work * slowdown(mineVec, after, s.rus, perf)) / speed;
-    let g = job.ideal / (now - job.arrival + mine);
-    if (this.opts.ownOnly) return g;
-    for (const u of s.tasks) {
-      const rem = u.remaining - u.rate * (now - u.last);
-      if (!(rem > 0) || !Number.isFinite(rem)) continue;
-      const k = u.job;
-      const rate = u.speed / slowdown(vec(k), before, s.rus, perf);
-      const rateAfter = u.speed / slowdown(vec(k), after, s.rus, perf);
-      if (rateAfter >= rate) continue;
-      const r0 = now - k.arrival + rem / rate;
-      const lost = Math.min(rem / rateAfter, mine) * (1 - rateAfter / rate);
+      const lost = Math.min(rem / after, mine) * (1 - after / rate);
       g -= k.ideal / r0 - k.ideal / (r0 + lost);
     }
     return g;
