@@ -16,8 +16,9 @@
  * much of rung 3's lead is its weighing of the residents (it scores as one-sided Q does).
  *
  * Run: npx tsx bench/oracle-ladder.ts [--seeds 1,2,3 | ''] [--r 8] [--out bench/results/truths/oracle-ladder]
- * Each run's row is appended to `ladder.jsonl` in the folder (a row of the same truth, rung and seed
- * replaced), and `ladder.md` is written from all of them, so seeds may run in separate processes.
+ * Each run's row is added to `ladder.json` in the folder (a row of the same truth, rung and seed
+ * replaced), and `ladder.md` is written from all of them, so seeds may run one after another into
+ * one folder (processes run side by side each need a folder of their own, their rows merged after).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,18 +61,13 @@ const RUNGS: { name: string; spec: PolicySpec }[] = [
 type Row = LadderRow;
 
 mkdirSync(values.out, { recursive: true });
-const file = join(values.out, 'ladder.jsonl');
-const rows: Row[] = existsSync(file)
-  ? readFileSync(file, 'utf8')
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Row)
-  : [];
+const file = join(values.out, 'ladder.json');
+const rows: Row[] = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Row[]) : [];
 const keep = (r: Row): void => {
   const i = rows.findIndex((x) => x.truth === r.truth && x.rung === r.rung && x.seed === r.seed);
   if (i >= 0) rows[i] = r;
   else rows.push(r);
-  writeFileSync(file, rows.map((x) => JSON.stringify(x)).join('\n') + '\n');
+  writeFileSync(file, `${JSON.stringify(rows, null, 1)}\n`);
 };
 
 for (const seed of seeds) {
@@ -105,5 +101,4 @@ const md = [
   '',
 ].join('\n');
 writeFileSync(join(values.out, 'ladder.md'), md);
-writeFileSync(join(values.out, 'ladder.json'), `${JSON.stringify(rows, null, 1)}\n`);
-console.log(`wrote ${join(values.out, 'ladder.{jsonl,json,md}')}`);
+console.log(`wrote ${join(values.out, 'ladder.{json,md}')}`);
