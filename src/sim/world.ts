@@ -183,6 +183,8 @@ export class World {
         caused: task.job.scheduledAs ?? task.job.declared,
         priority: task.job.priority,
         state: 'busy',
+        since: this.engine.now(),
+        runClass: task.job.profile.name,
       };
     }
     return task.occupant;
