@@ -50,14 +50,6 @@ const OPTIONS = {
   neighbourWeight: { max: 1, values: '0,0.25,0.5,0.75,1', folder: 'neighbour-weight', what: "the neighbours' side weighed at each weight below T_W" },
   platformWeight: { max: 10, values: '0.5,1,2', folder: 'platform-weight', what: "the platform's speed weighed at each weight against Q" },
   minR: { min: 1, integer: true, max: 32, values: '2,4,8,16,32', folder: 'min-samples', what: 'the smallest sample per task R (capR stays 32)' },
-  neighbourTime: {
-    min: 0,
-    integer: true,
-    max: 1,
-    values: '0,1',
-    folder: 'neighbour-time',
-    what: "each resident's fall weighed by how long it still runs beside the newcomer (1) or in full (0)",
-  },
 } as const;
 if (!(values.option in OPTIONS)) throw new Error(`--option: must be ${Object.keys(OPTIONS).join(' or ')} (got '${values.option}')`);
 const option = values.option as keyof typeof OPTIONS;
@@ -90,7 +82,7 @@ function runCell(cell: string, cache: string): void {
   }
   const weight = Number(weightText);
   const o = JSON.parse(readFileSync(oracleFile(cache, truth.name, seed), 'utf8')) as { mean: number; byJob: [number, number][] };
-  const r = runSim({ workload: w3({ jobs }), policy: { name: 'tarcil', core: { [option]: option === 'neighbourTime' ? weight === 1 : weight } }, seed, truth });
+  const r = runSim({ workload: w3({ jobs }), policy: { name: 'tarcil', core: { [option]: weight } }, seed, truth });
   const ratios = ratiosToOracle(r.records, new Map(o.byJob)).map((x) => x.ratio);
   const row: Row = {
     truth: truth.name,

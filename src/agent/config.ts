@@ -36,7 +36,6 @@ const SCHEMA = z
     arbiterSample: int(0, 4096),
     twoSided: bool,
     neighbourWeight: z.number({ error: 'must be a number in [0, 1]' }).min(0, 'must be a number in [0, 1]').max(1, 'must be a number in [0, 1]'),
-    neighbourTime: bool,
     fairShare: bool,
     admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
     waitOrder: z.enum(WAIT_ORDERS, { error: `must be ${WAIT_ORDERS.join(' or ')}` }),

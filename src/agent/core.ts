@@ -6,13 +6,12 @@ import type { AdmissionCounters, AdmissionVerdict, PreparedContention } from '..
 import type { JobSpec } from '../model/types.ts';
 import { contention, type JobTarget } from '../quality/index.ts';
 import { selectPlacements, type PlacementRequest, type SelectionResult } from '../sampling/batch.ts';
-import type { Occupant, RuIndex, ServerState } from '../sampling/ru-index.ts';
+import type { RuIndex, ServerState } from '../sampling/ru-index.ts';
 import { probeAcceptable } from '../sampling/probe.ts';
 import { sampleSize } from '../sampling/size.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Rng } from '../util/rng.ts';
 import type { CoreConfig } from './defaults.ts';
-import type { Expected } from './wait-order.ts';
 
 export { DEFAULT_CORE_CONFIG, type AdmissionRule, type CoreConfig } from './defaults.ts';
 
@@ -21,8 +20,6 @@ export interface CoreContext {
   admission: AdmissionCounters;
   rng: Rng;
   clock: Clock;
-  /** The expected run time of a workload class (RunTimes.expected), for `neighbourTime`; undefined: none known. */
-  expected?: Expected;
 }
 
 export interface Decision {
@@ -123,7 +120,6 @@ export function decide(ctx: CoreContext, ask: DecideAsk): Decision {
     ctx.state,
     {
       ...placementRequestOf(job, target, m, R, cfg),
-      ...(cfg.twoSided && cfg.neighbourTime && ctx.expected ? overlapOf(job.profile.name, ctx.expected, ctx.clock.now()) : {}),
       preempt: cfg.preemption && job.priority > cfg.bypassAbove,
       ...(ask.exclude ? { exclude: ask.exclude } : {}),
       ...(ask.only ? { only: ask.only } : {}),
@@ -139,29 +135,6 @@ export function decide(ctx: CoreContext, ask: DecideAsk): Decision {
     f,
     selection,
     stageUs: { admission: (t1 - t0) * 1000, size: (t2 - t1) * 1000, select: (t3 - t2) * 1000 },
-  };
-}
-
-/**
- * Two-sided Q with `neighbourTime`: a resident's fall weighs by the share of its own expected run
- * time that the newcomer will spend beside it, min(E_resident − its age, E_newcomer) / E_resident,
- * each E its workload class's learned mean (RunTimes) — the oracle's reading of a resident's loss
- * (sim/policies/oracle.ts: the time both run, over the resident's response). A resident past its
- * class's mean counts for nothing; one whose class, placement time or expectation is not known
- * counts in full, and so does every resident while the newcomer's class has no expectation.
- * Measured across the truths of `tarcil bench truths` below the default (bench/README, truths): off.
- */
-export function overlapOf(runClass: string, expected: Expected, now: number): Pick<PlacementRequest, 'overlap'> {
-  const mine = expected(runClass);
-  if (mine === undefined || !(mine > 0)) return {};
-  return {
-    overlap: (u: Occupant): number => {
-      if (u.since === undefined || u.runClass === undefined) return 1;
-      const e = expected(u.runClass);
-      if (e === undefined || !(e > 0)) return 1;
-      const left = e - (now - u.since);
-      return left <= 0 ? 0 : (left < mine ? left : mine) / e;
-    },
   };
 }
 

@@ -67,11 +67,6 @@ export interface CoreConfig {
    */
   neighbourWeight: number;
   /**
-   * Two-sided: weigh each resident's fall by the share of the newcomer's expected run time it is
-   * still expected to run beside it (agent/core.ts overlapOf; run times learned per workload class).
-   */
-  neighbourTime: boolean;
-  /**
    * Fair share among namespaces (agent/fair-share.ts): waiting jobs are served namespace with the
    * lowest RUs held / weight first, and preemption across namespaces only goes from one below its
    * share to one above. A cell with one namespace is served as without it.
@@ -101,7 +96,6 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   admissionRule: 'own-bound',
   twoSided: true,
   neighbourWeight: NEIGHBOUR_WEIGHT,
-  neighbourTime: false,
   fairShare: true,
   waitOrder: 'ratio',
 };

@@ -16,10 +16,6 @@ export interface Occupant {
   state: 'busy' | 'reserved';
   /** Its quality Q when placed, when the RU record carries it (RuRecord.q). */
   q?: number;
-  /** When it was placed (ms, the clock of the driver that placed it), when known. */
-  since?: number;
-  /** Its job's workload class (the profile's name), whose expected run time RunTimes learns, when known. */
-  runClass?: string;
 }
 
 export class ServerState {

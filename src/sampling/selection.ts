@@ -57,12 +57,6 @@ export interface PlacementRequest {
   twoSided?: boolean;
   /** Two-sided: how much the neighbours' side weighs where no RU is acceptable (quality/index.ts NEIGHBOUR_WEIGHT, the default). */
   neighbourWeight?: number;
-  /**
-   * Two-sided: the share of the newcomer's expected run time a resident is still expected to run
-   * beside it, in [0, 1] (agent/core.ts overlapOf): the resident's fall of quality is weighed by it.
-   * Undefined: every resident counts in full.
-   */
-  overlap?: (resident: Occupant) => number;
 }
 
 export interface Pick {
@@ -204,8 +198,7 @@ export class SelectionContext {
   private withNeighbours(self: RuScore, s: ServerState, i: number, sum: readonly number[], victim: Occupant | undefined): RuScore {
     const form = this.req.form ?? 'monotone';
     // A free RU, with no pick of this call on its server: its side is the server's (kept).
-    const overlap = this.req.overlap;
-    const keep = overlap === undefined && victim === undefined && s.occupants[i] === null && !this.extra.has(s);
+    const keep = victim === undefined && s.occupants[i] === null && !this.extra.has(s);
     let sides: Map<readonly number[], NeighbourSide> | undefined;
     if (keep) {
       sides = neighbourSides.get(s);
@@ -224,17 +217,13 @@ export class SelectionContext {
         if (k === i) continue;
         const occ = s.occupants[k];
         if (!occ) continue;
-        // A resident expected to end before the newcomer starts to weigh on it does not count.
-        const w = overlap ? overlap(occ) : 1;
-        if (!(w > 0)) continue;
         for (let r = 0; r < N_RESOURCES; r++) {
           const v = ((sum[r] as number) + (add[r] ?? 0) - (occ.caused[r] ?? 0) - (gone ? (gone[r] ?? 0) : 0)) / others;
           this.Cr[r] = v > 0 ? v : 0;
         }
         const q = scoreRu(this.Cr, residentTarget(occ.caused), form);
         n++;
-        const Q = w >= 1 ? q.Q : 1 - w * (1 - q.Q);
-        if (Q < worst) worst = Q;
+        if (q.Q < worst) worst = q.Q;
         if (!q.acceptable) allOk = false;
       }
     }

@@ -183,8 +183,6 @@ export class World {
         caused: task.job.scheduledAs ?? task.job.declared,
         priority: task.job.priority,
         state: 'busy',
-        since: this.engine.now(),
-        runClass: task.job.profile.name,
       };
     }
     return task.occupant;

@@ -137,7 +137,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
         busy: false,
         queue: [],
         ov: new AgentOverlay(world, this.view.state),
-        ctx: { state: this.view.state, admission, rng: rng.fork(), clock: world.engine, expected: this.expected },
+        ctx: { state: this.view.state, admission, rng: rng.fork(), clock: world.engine },
       });
     }
     const first = this.agents[0];
