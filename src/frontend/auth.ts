@@ -8,6 +8,8 @@
  * token is sent). No token, or an unknown, expired or revoked one: UNAUTHENTICATED. A valid token
  * whose policy does not allow the call: PERMISSION_DENIED. Either is answered before the handler
  * runs, so a refused call writes nothing but its audit record (when the RPC changes something).
+ * SubmitJob's record rides in the submission's own transaction when that stores the job (auditRide):
+ * an accepted job costs the store no write of its own for it.
  * With ACLs off every call is allowed, as `anonymous`; the audit trail is kept all the same.
  *
  * What each RPC needs (RULES below): SubmitJob `submit` on the job's namespace; GetJob, WatchJob,
@@ -24,7 +26,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore } from '../store/types.ts';
+import type { ClusterStore, Op } from '../store/types.ts';
 import {
   allows,
   allowsAny,
@@ -38,7 +40,7 @@ import {
   type TokenRecord,
   type Verb,
 } from '../tenancy/acl.ts';
-import { writeAudit } from '../tenancy/audit.ts';
+import { auditEntry, auditPut, logAudit, writeAudit, type AuditRecord } from '../tenancy/audit.ts';
 import { DEFAULT_NAMESPACE, namespaceOfJob } from '../tenancy/namespace.ts';
 import type { Clock } from '../util/clock.ts';
 import { TarcilError, isTarcilError } from '../util/errors.ts';
@@ -80,6 +82,25 @@ interface Rule {
   need(req: Req): Need;
   /** The namespace and the object of the call, for the audit record. */
   about?(req: Req, res: Req | undefined): { namespace?: string; target?: string };
+  /** Its handler may carry the `ok` audit record in its own write (auditRide). */
+  ride?: boolean;
+}
+
+/**
+ * The `ok` audit record of a call that may carry it in its own transaction: `put(target)` gives
+ * the write (the response's object named by the handler beforehand), `written()` says the
+ * transaction that carried it was committed. Without `written()` the record is written after the
+ * call, as for any other.
+ */
+export interface AuditRide {
+  put(target: string): Op;
+  written(): void;
+}
+const rides = new WeakMap<object, AuditRide>();
+
+/** The ride of this call, when its RPC has one (SubmitJob). */
+export function auditRide(call: object): AuditRide | undefined {
+  return rides.get(call);
 }
 
 const str = (req: Req, field: string): string => (typeof req[field] === 'string' ? req[field] : '');
@@ -109,6 +130,7 @@ function submitNamespace(req: Req): string {
 const RULES: Record<keyof SchedulerHandlers & string, Rule> = {
   SubmitJob: {
     mutates: true,
+    ride: true,
     need: (req) => ({ verb: 'submit', ns: submitNamespace(req) }),
     about: (req, res) => ({ namespace: submitNamespace(req), ...(res && typeof res['jobId'] === 'string' ? { target: res['jobId'] } : {}) }),
   },
@@ -247,13 +269,25 @@ export class AuthLayer {
     res: Req | undefined,
     err: { code: string; message: string } | undefined,
   ): Promise<void> {
+    await writeAudit(this.o.store, this.o.keys, this.o.log, this.auditRecord(rpc, rule, call, p, req, res, err));
+  }
+
+  private auditRecord(
+    rpc: string,
+    rule: Rule,
+    call: AnyCall,
+    p: Principal | undefined,
+    req: Req,
+    res: Req | undefined,
+    err: { code: string; message: string } | undefined,
+  ): Omit<AuditRecord, 'id'> {
     let about: { namespace?: string; target?: string } = {};
     try {
       about = rule.about?.(req, res) ?? {};
     } catch {
       // A malformed request: recorded without its namespace or target.
     }
-    await writeAudit(this.o.store, this.o.keys, this.o.log, {
+    return {
       at: this.o.clock.now(),
       who: p?.who ?? 'unauthenticated',
       ...(p?.accessor ? { accessor: p.accessor } : {}),
@@ -263,7 +297,23 @@ export class AuthLayer {
       ...(about.target ? { target: about.target } : {}),
       result: err ? err.code : 'ok',
       ...(err ? { message: err.message.slice(0, 500) } : {}),
+    };
+  }
+
+  /** Offers the call's `ok` record to its handler's own write; gives the record once it was written. */
+  private offerRide(rpc: string, rule: Rule, call: AnyCall, p: Principal): () => AuditRecord | undefined {
+    let offered: AuditRecord | undefined;
+    let written: AuditRecord | undefined;
+    rides.set(call, {
+      put: (target) => {
+        offered = auditEntry(this.auditRecord(rpc, rule, call, p, call.request, { jobId: target }, undefined));
+        return auditPut(this.o.keys, offered);
+      },
+      written: () => {
+        written = offered;
+      },
     });
+    return () => written;
   }
 
   /** Who makes the call (AclBootstrap needs no token: a valid one sent says who bootstrapped). */
@@ -314,9 +364,15 @@ export class AuthLayer {
         const pol = admitted.policy;
         if (rpc === 'ListJobs' && call.request['allNamespaces'] === true && pol && !pol.cluster.includes('admin'))
           setReadableNamespaces(call, (ns) => allows(pol, 'read', ns));
+        const ridden = rule.mutates && rule.ride ? this.offerRide(rpc, rule, call, admitted) : undefined;
         h(call, (err, res) => {
           void (async (): Promise<void> => {
-            if (rule.mutates) await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);
+            // Carried by the handler's own transaction: logged only. A call that failed after it was
+            // stored gets its failure recorded too.
+            const carried = ridden?.();
+            if (carried) logAudit(this.o.log, carried);
+            if (rule.mutates && !(carried && !err))
+              await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);
             if (err || !res) cb(err, res);
             else cb(null, this.filter(rpc, admitted, call.request, res));
           })();

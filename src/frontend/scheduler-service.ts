@@ -47,6 +47,7 @@ import { jobIdOf, requireId } from './job-id.ts';
 import { CellExecutors } from './executor-fit.ts';
 import { readableNamespaces } from './list-filter.ts';
 import { aclHandlers } from './acl-service.ts';
+import { auditRide } from './auth.ts';
 import { deleteNamespaceRpc, listNamespaces, putNamespaceRpc } from './namespace-service.ts';
 import { isRecord } from '../model/schema.ts';
 import { clip, wellFormed } from '../util/text.ts';
@@ -300,6 +301,7 @@ export class SchedulerService {
     // Nothing is written for a call whose caller has already given up.
     if (call.cancelled || remainingMs(call) <= 0) throw deadlineExceeded('the job was persisted');
     let r;
+    const ride = auditRide(call);
     for (let tries = 1; ; tries++) {
       // The first try reads the namespace from this front-end's copy; a retry (the record changed
       // meanwhile) reads the store.
@@ -311,15 +313,20 @@ export class SchedulerService {
       );
       checkQuotaFit(rec, job);
       const admit = rec.maxWaitingJobs > 0 ? () => waitingJobsGate(this.d.store, this.d.keys, rec) : undefined;
+      // The call's audit record rides in the submission's transaction (frontend/auth.ts auditRide).
+      const also = ride ? [ride.put(job.id)] : [];
       try {
-        r = await this.d.manager.accept(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}) });
+        r = await this.d.manager.accept(job, { ...(req.requestId !== '' ? { requestId: req.requestId } : {}), compare, ...(admit ? { admit } : {}), also });
         break;
       } catch (err) {
         // Another submission to the namespace (or a change of it) won the race: count again.
         if (!(isTarcilError(err) && err.code === 'ABORTED' && tries < 20) || call.cancelled || remainingMs(call) <= 0) throw err;
       }
     }
-    if (!r.duplicate) this.d.metrics?.submitted.inc();
+    if (!r.duplicate) {
+      this.d.metrics?.submitted.inc();
+      ride?.written();
+    }
     return { jobId: r.jobId, job: jobToProto(r.jobId, r.record, r.record.owner ?? ''), warnings };
   }
 

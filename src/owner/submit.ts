@@ -59,6 +59,8 @@ export interface SubmitOptions {
    * submissions cannot pass the limit together: all but one fail with ABORTED).
    */
   admit?: () => Promise<{ compare: Compare[]; success: Op[] }>;
+  /** Writes that ride in the submission transaction and land only with the job (the call's audit record). */
+  also?: Op[];
 }
 
 /**
@@ -98,7 +100,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     ...(req.id !== undefined ? { request: req.id } : {}),
   };
   const owner: OwnerRecord = { agent: agent.id, process: m.o.process, since: now, lease: lease.id };
-  const txn = submissionTxn(m, lease, { record, owner, req, extra: [opts.compare ?? [], checked.gate] });
+  const txn = submissionTxn(m, lease, { record, owner, req, extra: [opts.compare ?? [], checked.gate], also: opts.also ?? [] });
   const sent = await sendSubmission(m, lease, spec.id, txn);
   if (!sent.res.succeeded) return refused(m, lease, sent.res, { req, spec, guarded: Boolean(opts.compare?.length || checked.gate?.compare.length) });
   m.stats.submitted++;
@@ -200,7 +202,7 @@ async function preflight(
 function submissionTxn(
   m: OwnerContext,
   lease: HeldLease,
-  w: { record: LiveJobRecord; owner: OwnerRecord; req: RequestOf; extra: [Compare[], Gate] },
+  w: { record: LiveJobRecord; owner: OwnerRecord; req: RequestOf; extra: [Compare[], Gate]; also: Op[] },
 ): { compare: Compare[]; success: Op[]; failure: Op[] } {
   const k = m.o.keys;
   const id = w.record.spec.id;
@@ -216,6 +218,7 @@ function submissionTxn(
     { type: 'put', key: k.job(id), value: JSON.stringify(w.record) },
     { type: 'put', key: k.owner(id), value: JSON.stringify(w.owner) },
     ...(gate?.success ?? []),
+    ...w.also,
   ];
   const failure: Op[] = [{ type: 'get', key: k.member(lease.id) }];
   if (w.req.key) {

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Keys } from '../state/keys.ts';
-import type { ClusterStore } from '../store/types.ts';
+import type { ClusterStore, Op } from '../store/types.ts';
 import { errorMessage, invalid } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 
@@ -27,13 +27,29 @@ export interface AuditRecord {
 
 export const DEFAULT_AUDIT_LIMIT = 1000;
 
-/** Writes the record and logs it; a failed write is logged, never thrown (the call's own answer stands). */
-export async function writeAudit(store: ClusterStore, keys: Keys, log: Logger, rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
-  const full: AuditRecord = { ...rec, id: randomBytes(4).toString('hex') };
+/** The record with its id: what is stored and logged. */
+export function auditEntry(rec: Omit<AuditRecord, 'id'>): AuditRecord {
+  return { ...rec, id: randomBytes(4).toString('hex') };
+}
+
+/** The record as a write: for a call whose own transaction carries it (SubmitJob's submission). */
+export function auditPut(keys: Keys, full: AuditRecord): Op & { type: 'put' } {
+  return { type: 'put', key: keys.audit(full.at, full.id), value: JSON.stringify(full) };
+}
+
+/** The record on the `audit` logger (warn for a refused or failed call). */
+export function logAudit(log: Logger, full: AuditRecord): void {
   const level = full.result === 'ok' ? 'info' : 'warn';
   log[level]({ audit: full }, `${full.rpc} by ${full.who}: ${full.result}`);
+}
+
+/** Writes the record and logs it; a failed write is logged, never thrown (the call's own answer stands). */
+export async function writeAudit(store: ClusterStore, keys: Keys, log: Logger, rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+  const full = auditEntry(rec);
+  logAudit(log, full);
   try {
-    await store.put(keys.audit(full.at, full.id), JSON.stringify(full));
+    const put = auditPut(keys, full);
+    await store.put(put.key, put.value);
   } catch (e) {
     log.error({ err: errorMessage(e), audit: full }, 'audit record not written');
   }

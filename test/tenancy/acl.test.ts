@@ -271,6 +271,29 @@ describe('ACLs on (etcd)', () => {
     expect((await ok<{ records: unknown[] }>(as(tokens.admin), 'ListAudit', { limit: 2 })).records).toHaveLength(2);
   });
 
+  it("an accepted job's audit record is stored in the job's own transaction; a retry answered with that job writes its own", async () => {
+    const sub = as(tokens.submitter);
+    const ride = { specJson: spec('ride', 'team-a'), requestId: `ride-${Date.now()}` };
+    const first = await ok<{ jobId: string }>(sub, 'SubmitJob', ride);
+    const again = await ok<{ jobId: string }>(sub, 'SubmitJob', ride);
+    expect(again.jobId).toBe(first.jobId);
+    const job = await store.get(keys.job(first.jobId));
+    const audits = (await store.range(keys.audits())).kvs.filter((kv) => kv.value.includes(`"target":"${first.jobId}"`));
+    const recs = audits.map((kv) => ({ rev: kv.modRevision, rec: JSON.parse(kv.value) as Record<string, string> }));
+    // Two calls, two records, both ok: the first at the job record's creation, the retry's later.
+    expect(recs.map((r) => r.rec['rpc'])).toEqual(['SubmitJob', 'SubmitJob']);
+    expect(recs.every((r) => r.rec['result'] === 'ok' && r.rec['namespace'] === 'team-a')).toBe(true);
+    expect(recs.filter((r) => r.rev === job!.createRevision)).toHaveLength(1);
+    expect(recs.filter((r) => r.rev > job!.createRevision)).toHaveLength(1);
+    // A refused spec stores nothing but its audit record, written after the call.
+    const before = (await store.range(keys.audits())).kvs.length;
+    const bad = await unary(sub, 'SubmitJob', { specJson: spec('ride-bad', 'team-a').replace('"tasks":1', '"tasks":0') });
+    expect(bad.code).toBe(S.INVALID_ARGUMENT);
+    const after = (await store.range(keys.audits())).kvs;
+    expect(after.length).toBe(before + 1);
+    expect(JSON.parse(after.at(-1)!.value)).toMatchObject({ rpc: 'SubmitJob', result: 'INVALID_ARGUMENT' });
+  });
+
   it("the CLI's --token reaches the front-end", async () => {
     const lines: string[] = [];
     const out = (l: string): void => {
