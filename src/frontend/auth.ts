@@ -260,16 +260,8 @@ export class AuthLayer {
     if (!ok) throw new TarcilError('PERMISSION_DENIED', `${rpc} needs ${what}; the policy of ${p.who} does not allow it`);
   }
 
-  private async audit(
-    rpc: string,
-    rule: Rule,
-    call: AnyCall,
-    p: Principal | undefined,
-    req: Req,
-    res: Req | undefined,
-    err: { code: string; message: string } | undefined,
-  ): Promise<void> {
-    await writeAudit(this.o.store, this.o.keys, this.o.log, this.auditRecord(rpc, rule, call, p, req, res, err));
+  private async audit(rec: Omit<AuditRecord, 'id'>): Promise<void> {
+    await writeAudit(this.o.store, this.o.keys, this.o.log, rec);
   }
 
   private auditRecord(
@@ -356,7 +348,7 @@ export class AuthLayer {
         } catch (e) {
           // Refused (or a request too malformed to tell what it needs): the handler does not run;
           // the audit record is the only write.
-          if (rule.mutates) await this.audit(rpc, rule, call, p, call.request, undefined, errorCode(e));
+          if (rule.mutates) await this.audit(this.auditRecord(rpc, rule, call, p, call.request, undefined, errorCode(e)));
           cb(unaryStatus(e));
           return;
         }
@@ -372,7 +364,7 @@ export class AuthLayer {
             const carried = ridden?.();
             if (carried) logAudit(this.o.log, carried);
             if (rule.mutates && !(carried && !err))
-              await this.audit(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined);
+              await this.audit(this.auditRecord(rpc, rule, call, admitted, call.request, res ?? undefined, err ? statusCode(err) : undefined));
             if (err || !res) cb(err, res);
             else cb(null, this.filter(rpc, admitted, call.request, res));
           })();
