@@ -36,7 +36,7 @@ import * as grpc from '@grpc/grpc-js';
 import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { constants, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { SchedulerClient } from '../src/rpc/gen/tarcil/v1/Scheduler.ts';
@@ -71,7 +71,13 @@ if ([...connectionCounts, ...perTurns].some((x) => !Number.isInteger(x) || x < 0
   throw new Error('--connections and --calls-per-turn are lists of integers ≥ 0');
 
 const TASKS = 20;
-const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' };
+/** V8's kinds of collection as perf_hooks numbers them (`constants.NODE_PERFORMANCE_GC_*`). */
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+};
 process.env.TARCIL_FROM_SOURCE = '1';
 const PROBE = fileURLToPath(new URL('./lib/turn-probe.mjs', import.meta.url));
 

@@ -3,10 +3,11 @@
 // more than 20 ms late is a stall, recorded with how late it was, how long the main thread ran on a
 // core meanwhile and how long it waited for one (Linux's /proc/<pid>/task/<pid>/schedstat: run and
 // run-queue wait in ns, of that thread alone, so neither GC helper threads nor other processes count
-// as its work). On exit the stalls are written to $TURN_PROBE_OUT as JSON:
+// as its work). On exit the stalls are written to $TURN_PROBE_OUT (`%p` in it: the process id, so that
+// one setting serves every process of a run, given through TARCIL_NODE_ARGS) as JSON:
 // {"stalls": [[epoch ms at the tick, ms late, ms run, ms waited for a core, µs of the monotonic clock
 //   at the tick before and at this one (the clock of a --cpu-prof profile's timestamps)], ...],
-//  "gc": [[epoch ms at its end, ms, V8's kind: 1 minor, 2 major, 4 incremental, 8 weak callbacks], ...]}
+//  "gc": [[epoch ms at its end, ms, V8's kind as perf_hooks' constants: 1 minor, 4 major, 8 incremental, 16 weak callbacks], ...]}
 // (the garbage collections of 10 ms or more).
 import { Buffer } from 'node:buffer';
 import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
@@ -14,7 +15,7 @@ import { performance, PerformanceObserver } from 'node:perf_hooks';
 import process from 'node:process';
 import { setInterval } from 'node:timers';
 
-const out = process.env.TURN_PROBE_OUT;
+const out = process.env.TURN_PROBE_OUT?.replaceAll('%p', String(process.pid));
 if (out) {
   const TICK_MS = 5;
   const fd = openSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'r');
