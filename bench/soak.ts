@@ -43,7 +43,7 @@ import { MEAN_TASKS, pickSize } from './lib/jobs.ts';
 import { fmt, machine, mdTable, pct, resultsDir, writeResults } from './lib/report.ts';
 import { pprofTop, pprofTopText } from './lib/pprof-top.ts';
 import { SoakAuditor, sizeClasses } from './lib/soak-audit.ts';
-import { metricSum, perTaskDelta, requestsByRecord, requestsTable, ruStates, scrape, sumMaps } from './lib/metrics.ts';
+import { counterIncreases, metricSum, perTaskDelta, requestsByRecord, requestsTable, ruStates, scrape, sumMaps } from './lib/metrics.ts';
 import { picksPerTxn } from '../src/agent/attempt.ts';
 import { CONFLICT_CAUSES, FRONT_END_RACES } from '../src/agent/conflict-cause.ts';
 import { HANDOFF_OUTCOMES as HANDOFFS } from '../src/agent/handoff.ts';
@@ -241,15 +241,15 @@ function perPlacement(r: Pick<Row, 'sampling'>): string {
   return x && x.placed > 0 ? `${fmt(x.rounds / x.placed, 1)} · ${fmt(x.candidates / x.placed, 0)}` : '-';
 }
 
-/** The row's front-end conflicts by race, and their mean lag, from two readings of the counters summed over the front-ends. */
-function raceRow(now: Record<string, number>, prev: Record<string, number>): Record<string, number> & { lagMs?: number } {
+/** The row's front-end conflicts by race, and their mean lag, from the row's increases of the counters summed over the front-ends. */
+function raceRow(up: Record<string, number>): Record<string, number> & { lagMs?: number } {
   const out: Record<string, number> & { lagMs?: number } = {};
   let n = 0;
   for (const c of FRONT_END_RACES) {
-    out[c] = Math.max(0, (now[c] ?? 0) - (prev[c] ?? 0));
+    out[c] = up[c] ?? 0;
     n += out[c];
   }
-  if (n > 0) out.lagMs = Math.max(0, (now.lag ?? 0) - (prev.lag ?? 0)) / n;
+  if (n > 0) out.lagMs = (up.lag ?? 0) / n;
   return out;
 }
 
@@ -430,18 +430,7 @@ async function main(): Promise<void> {
       ['bench', process.pid],
     ]);
   let prevAt = Date.now();
-  let conflictsPrev = 0;
-  let causesPrev: Record<string, number> = {};
-  let racesPrev: Record<string, number> = {};
-  let handoffsPrev: Record<string, number> = {};
-  let commitsPrev = 0;
-  let roundsPrev = 0;
-  let candidatesPrev = 0;
-  let fencedPrev = 0;
-  let adoptedPrev = 0;
-  let compactedPrev = 0;
-  let carriedPrev = 0;
-  let slowPrev = 0;
+  const increase = counterIncreases();
   let startsPrev = { n: 0, s: 0 };
   let storePrev: { keys: number; events: number } | undefined;
   let requestsPrev: { frontEnds: Map<string, number>; hollow: Map<string, number> } | undefined;
@@ -480,20 +469,22 @@ async function main(): Promise<void> {
     const feTexts = await Promise.all(fes.map((f) => scrape(f.metricsPort)));
     const hollowText = await scrape(hollowMetricsPort);
     const leaders = (await leadingFrontEnds(feTexts)).map((i) => `fe${i}`);
-    for (const text of feTexts) {
-      // A dead front-end answers nothing (NaN): it counts 0 (a restarted one counts from 0 again).
-      conflicts += metricSum(text, 'tarcil_commit_conflicts_total') || 0;
-      for (const c of CONFLICT_CAUSES) causes[c] = (causes[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_by_cause_total{cause="${c}"}`) || 0);
-      for (const c of FRONT_END_RACES) races[c] = (races[c] ?? 0) + (metricSum(text, `tarcil_commit_conflicts_front_end_total{race="${c}"}`) || 0);
-      races.lag = (races.lag ?? 0) + (metricSum(text, 'tarcil_commit_conflicts_front_end_lag_ms') || 0);
-      for (const c of HANDOFF_OUTCOMES) handoffs[c] = (handoffs[c] ?? 0) + (metricSum(text, `tarcil_freed_handoffs_total{outcome="${c}"}`) || 0);
-      commits += metricSum(text, 'tarcil_commits') || 0;
-      rounds += metricSum(text, 'tarcil_samples') || 0;
-      candidates += metricSum(text, 'tarcil_candidates_scored') || 0;
-      fenced += metricSum(text, 'tarcil_owner_leases_fenced') || 0;
-      adopted += metricSum(text, 'tarcil_jobs_adopted') || 0;
-      compacted += metricSum(text, 'tarcil_task_outcomes_compacted') || 0;
-      carried += metricSum(text, 'tarcil_task_outcomes_carried') || 0;
+    for (const [i, text] of feTexts.entries()) {
+      // Each front-end's increase over the row: a dead one answers nothing (NaN) and adds 0.
+      const start = metricSum(text, 'process_start_time_seconds');
+      const up = (series: string): number => increase(`fe${i}@${start} ${series}`, metricSum(text, series));
+      conflicts += up('tarcil_commit_conflicts_total');
+      for (const c of CONFLICT_CAUSES) causes[c] = (causes[c] ?? 0) + up(`tarcil_commit_conflicts_by_cause_total{cause="${c}"}`);
+      for (const c of FRONT_END_RACES) races[c] = (races[c] ?? 0) + up(`tarcil_commit_conflicts_front_end_total{race="${c}"}`);
+      races.lag = (races.lag ?? 0) + up('tarcil_commit_conflicts_front_end_lag_ms');
+      for (const c of HANDOFF_OUTCOMES) handoffs[c] = (handoffs[c] ?? 0) + up(`tarcil_freed_handoffs_total{outcome="${c}"}`);
+      commits += up('tarcil_commits');
+      rounds += up('tarcil_samples');
+      candidates += up('tarcil_candidates_scored');
+      fenced += up('tarcil_owner_leases_fenced');
+      adopted += up('tarcil_jobs_adopted');
+      compacted += up('tarcil_task_outcomes_compacted');
+      carried += up('tarcil_task_outcomes_carried');
     }
     let rus: Row['rus'];
     for (const text of feTexts) rus ??= ruStates(text);
@@ -527,7 +518,8 @@ async function main(): Promise<void> {
       .then((r) => r.text())
       .catch(() => '');
     const etcdMetric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(etcdText)?.[1] ?? NaN);
-    const slowApplies = etcdMetric('etcd_server_slow_apply_total');
+    // A restarted etcd (a new process) counts from 0 again.
+    const slowApplies = increase(`etcd@${etcdPid() ?? ''} slow applies`, etcdMetric('etcd_server_slow_apply_total'));
     const txnBuckets = handlingBuckets(etcdText, 'Txn');
     const etcdTxn = txnBuckets ? bucketQuantiles(txnBuckets, txnPrev) : undefined;
     if (txnBuckets) txnPrev = txnBuckets;
@@ -592,18 +584,18 @@ async function main(): Promise<void> {
       hollowStarts,
       ...(perTask ? { perTask } : {}),
       ...(requests ? { requests } : {}),
-      conflicts: conflicts - conflictsPrev,
-      conflictCauses: Object.fromEntries(CONFLICT_CAUSES.map((c) => [c, Math.max(0, (causes[c] ?? 0) - (causesPrev[c] ?? 0))])),
-      frontEndRaces: raceRow(races, racesPrev),
-      handoffs: Object.fromEntries(HANDOFF_OUTCOMES.map((c) => [c, Math.max(0, (handoffs[c] ?? 0) - (handoffsPrev[c] ?? 0))])),
-      commits: commits - commitsPrev,
-      sampling: { rounds: Math.max(0, rounds - roundsPrev), candidates: Math.max(0, candidates - candidatesPrev), placed: m.placements },
+      conflicts,
+      conflictCauses: causes,
+      frontEndRaces: raceRow(races),
+      handoffs,
+      commits,
+      sampling: { rounds, candidates, placed: m.placements },
       housekeeper: leaders.join('+') || 'none',
-      fenced: Math.max(0, fenced - fencedPrev),
-      adopted: Math.max(0, adopted - adoptedPrev),
-      compacted: Math.max(0, compacted - compactedPrev),
-      carried: Math.max(0, carried - carriedPrev),
-      slowApplies: slowApplies - slowPrev,
+      fenced,
+      adopted,
+      compacted,
+      carried,
+      slowApplies,
       ...(etcdTxn ? { etcdTxn } : {}),
       ...(etcdDisk ? { etcdDisk } : {}),
       watchPending,
@@ -617,18 +609,6 @@ async function main(): Promise<void> {
       inFlight,
       dropped,
     };
-    conflictsPrev = conflicts;
-    causesPrev = causes;
-    racesPrev = races;
-    handoffsPrev = handoffs;
-    commitsPrev = commits;
-    roundsPrev = rounds;
-    candidatesPrev = candidates;
-    fencedPrev = fenced;
-    adoptedPrev = adopted;
-    compactedPrev = compacted;
-    carriedPrev = carried;
-    slowPrev = slowApplies;
     prevAt = now;
     rows.push(row);
     say(

@@ -115,3 +115,19 @@ export function requestsTable(rows: readonly { phase: string; requests?: { front
     ),
   ].join('\n');
 }
+
+/**
+ * A row's increase of a counter read from one of the cell's processes, kept per process and per
+ * start of it (`key` names both): a process that does not answer (NaN) adds nothing and keeps its
+ * last reading, and a restarted one counts from 0 under its new key. Summing raw readings over the
+ * processes instead made a row with a restart negative, or its share of commits above 100%.
+ */
+export function counterIncreases(): (key: string, value: number) => number {
+  const last = new Map<string, number>();
+  return (key, value) => {
+    if (!Number.isFinite(value)) return 0;
+    const prev = last.get(key) ?? 0;
+    last.set(key, value);
+    return Math.max(0, value - prev);
+  };
+}

@@ -8,6 +8,8 @@ import { readFileSync } from 'node:fs';
 const HZ = 100;
 
 export interface ProcSample {
+  /** The process sampled: a restarted one (a new pid under the same name) shares no CPU time with its predecessor. */
+  pid: number;
   rssMb: number;
   cpuS: number;
 }
@@ -22,15 +24,15 @@ export function procSample(pid: number): ProcSample | undefined {
     const stime = Number(rest[12]);
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+) kB/.exec(status);
-    return { rssMb: rss ? Number(rss[1]) / 1024 : 0, cpuS: (utime + stime) / HZ };
+    return { pid, rssMb: rss ? Number(rss[1]) / 1024 : 0, cpuS: (utime + stime) / HZ };
   } catch {
     return undefined;
   }
 }
 
-/** CPU share (1 = one core) of a process between two samples taken `ms` apart. */
+/** CPU share (1 = one core) of a process between two samples taken `ms` apart; NaN when they are of two processes (a restart between them). */
 export function cpuShare(a: ProcSample | undefined, b: ProcSample | undefined, ms: number): number {
-  if (!a || !b || ms <= 0) return NaN;
+  if (!a || !b || ms <= 0 || a.pid !== b.pid) return NaN;
   return (b.cpuS - a.cpuS) / (ms / 1000);
 }
 
