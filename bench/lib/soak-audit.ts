@@ -14,7 +14,7 @@
  */
 import { traceAt, tracingOn } from '../../src/util/trace.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
-import { LiveKeys, type LiveJobRecord, type LiveTaskRecord } from '../../src/state/live-records.ts';
+import { LiveKeys, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import { chunkJob, chunkTaskRecords, latestTasks } from '../../src/state/task-chunks.ts';
 import type { ClusterStore, WatchBatch, WatchHandle } from '../../src/store/types.ts';
@@ -24,6 +24,8 @@ const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 /** Slots of the frees-per-revision histogram (the last counts that many and more). */
 const FREE_SLOTS = 16;
+/** Jobs left not final whose records the final audit quotes (describeJob). */
+const STUCK_DESCRIBED = 10;
 
 export interface Violation {
   kind: string;
@@ -414,7 +416,12 @@ export class SoakAuditor {
 
   /** The end-of-run checks against the store itself (see the file's header). */
   async finalAudit(acked: readonly string[]): Promise<void> {
-    for (const id of this.notFinal(acked)) this.flag('not-final', `acknowledged job ${id} never reached a final state`);
+    const stuck = this.notFinal(acked);
+    for (const [i, id] of stuck.entries()) {
+      // What the store holds for the first few, for whoever looks into why they stopped.
+      const held = i < STUCK_DESCRIBED ? `; in the store: ${await this.describeJob(id)}` : '';
+      this.flag('not-final', `acknowledged job ${id} never reached a final state${held}`);
+    }
     for (const id of acked) {
       const j = this.jobs.get(id);
       if (j?.final && j.finals !== 1) this.flag('finals', `job ${id} reached a final state ${j.finals} times`);
@@ -442,6 +449,32 @@ export class SoakAuditor {
   }
 
   /** A range for the final audit, tried again for up to two minutes while etcd is too loaded to answer. */
+  /**
+   * A job's records as the store holds them now: its state and `seen`, its owner's lease and
+   * whether that front-end's member key is alive, and its task records by state (own records and
+   * chunk records apart: `p` placements, `d` outcomes).
+   */
+  private async describeJob(id: string): Promise<string> {
+    const k = this.keys;
+    const job = parseJson<LiveJobRecord>((await this.patiently(k.job(id))).kvs.find((kv) => kv.key === k.job(id)));
+    const owner = parseJson<OwnerRecord>((await this.patiently(k.owner(id))).kvs.find((kv) => kv.key === k.owner(id)));
+    const member = owner?.lease ? (await this.patiently(k.member(owner.lease))).kvs.length > 0 : false;
+    const states = new Map<string, number>();
+    let chunks = 0;
+    let outcomes = 0;
+    for (const kv of (await this.patiently(k.tasks(id))).kvs) {
+      const tail = k.tail(k.tasks(id), kv.key) ?? '';
+      if (tail.endsWith('p')) chunks++;
+      else if (tail.endsWith('d')) outcomes++;
+      else {
+        const st = parseJson<LiveTaskRecord>(kv)?.state ?? '?';
+        states.set(st, (states.get(st) ?? 0) + 1);
+      }
+    }
+    const tasks = [...states].map(([st, n]) => `${st} ${n}`).join(', ') || 'none';
+    return `job ${job ? `${job.state}, seen ${job.seen ?? '-'}` : 'absent'}; owner ${owner ? `lease ${owner.lease ?? '?'} (member ${member ? 'alive' : 'gone'})` : 'absent'}; task records: ${tasks}; chunk records ${chunks}, outcome records ${outcomes}`;
+  }
+
   private async patiently(prefix: string): ReturnType<ClusterStore['range']> {
     const end = Date.now() + 120_000;
     for (;;) {

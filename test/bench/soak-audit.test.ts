@@ -17,6 +17,28 @@ async function until(ok: () => boolean, ms = 2000): Promise<void> {
 }
 
 describe('soak auditor', () => {
+  it('quotes what the store holds for an acknowledged job left not final: its state, its owner and whether its member lives, its task records', async () => {
+    const store = new MemoryStore();
+    const keys = new Keys('/soak-audit/');
+    const audit = new SoakAuditor(store, keys);
+    await audit.start((await store.revision()) + 1);
+    await store.put(keys.job('stuck'), JSON.stringify({ id: 'stuck', state: 'running', seen: 41 }));
+    await store.put(keys.owner('stuck'), JSON.stringify({ agent: 'a', process: 'p', since: 0, lease: '7f' }));
+    await store.put(keys.task('stuck', 0), JSON.stringify({ job: 'stuck', index: 0, state: 'running', attempt: 0 }));
+    await store.put(keys.task('stuck', 1), JSON.stringify({ job: 'stuck', index: 1, state: 'failed', attempt: 0 }));
+    await store.put(`${keys.tasks('stuck')}00002p`, '{}');
+    // A job whose id extends the stuck one's is not counted with it.
+    await store.put(keys.task('stuck-2', 0), JSON.stringify({ job: 'stuck-2', index: 0, state: 'running', attempt: 0 }));
+    await audit.finalAudit(['stuck']);
+    const notFinal = audit.violations.filter((v) => v.kind === 'not-final');
+    expect(notFinal).toHaveLength(1);
+    expect(notFinal[0]?.detail).toContain('job running, seen 41');
+    expect(notFinal[0]?.detail).toContain('owner lease 7f (member gone)');
+    expect(notFinal[0]?.detail).toContain('task records: running 1, failed 1; chunk records 1, outcome records 0');
+    await audit.close();
+    await store.close();
+  });
+
   it("counts a placement once: a `placed` record, or a first placement its commit recorded running, not its monitor's running record", async () => {
     const store = new MemoryStore();
     const keys = new Keys('/soak-audit/');
