@@ -448,7 +448,6 @@ export class SoakAuditor {
     }
   }
 
-  /** A range for the final audit, tried again for up to two minutes while etcd is too loaded to answer. */
   /**
    * A job's records as the store holds them now: its state and `seen`, its owner's lease and
    * whether that front-end's member key is alive, and its task records by state (own records and
@@ -475,6 +474,7 @@ export class SoakAuditor {
     return `job ${job ? `${job.state}, seen ${job.seen ?? '-'}` : 'absent'}; owner ${owner ? `lease ${owner.lease ?? '?'} (member ${member ? 'alive' : 'gone'})` : 'absent'}; task records: ${tasks}; chunk records ${chunks}, outcome records ${outcomes}`;
   }
 
+  /** A range for the final audit, tried again for up to two minutes while etcd is too loaded to answer. */
   private async patiently(prefix: string): ReturnType<ClusterStore['range']> {
     const end = Date.now() + 120_000;
     for (;;) {
