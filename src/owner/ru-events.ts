@@ -27,14 +27,21 @@ import { type OwnerContext, type TaskReads } from './context.ts';
 import { mergeTask, recordOutcome, type Owned } from './job.ts';
 import { findOutcome } from '../state/ru-history.ts';
 
-/** Task records read in one transaction (etcd's default limit on operations is 128). */
-const READS_PER_TXN = 100;
+/** Task records read in one transaction, of one job or several (etcd's default limit on operations is 128). */
+export const READS_PER_TXN = 100;
+/** Read transactions of one flush in flight at once: the rest wait here, not in the store's queue. */
+export const READS_IN_FLIGHT = 4;
 /** RU histories read at once. */
 const HISTORY_READS = 16;
 
 /** First and longest pause between two reads of a task watched for a change its RU does not show. */
 const RECHECK_FIRST_MS = 500;
 const RECHECK_MAX_MS = 5000;
+/**
+ * Rechecks are due on ticks of this length: every task due on one tick is read in the same flush,
+ * packed into transactions, whatever job it is of and whenever it began to be watched.
+ */
+export const RECHECK_TICK_MS = 250;
 
 /**
  * An RU record changed (kv, or deleted; `rec` as the view parsed it; `prev` the occupant the
@@ -135,6 +142,8 @@ export class TaskRefresher implements TaskReads {
   private flushing: Promise<void> | undefined;
   /** Tasks read again until a change their RU does not show (see the file's comment): next pause. */
   private readonly watched = new Map<Owned, Map<number, number>>();
+  /** Rechecks due, by tick (RECHECK_TICK_MS): each tick's go out together. */
+  private readonly due = new Map<number, [Owned, number][]>();
   constructor(
     private readonly m: OwnerContext,
     /** Whether the view's RU holds this task now. */
@@ -192,7 +201,24 @@ export class TaskRefresher implements TaskReads {
     if (!w) this.watched.set(o, (w = new Map<number, number>()));
     if (w.has(t)) return;
     w.set(t, RECHECK_FIRST_MS);
-    this.m.later(RECHECK_FIRST_MS, () => this.recheck(o, t));
+    this.dueIn(RECHECK_FIRST_MS, o, t);
+  }
+
+  /** Task `t` rechecked on the first tick at least `ms` from now (one timer per tick). */
+  private dueIn(ms: number, o: Owned, t: number): void {
+    const now = this.m.o.clock.now();
+    const tick = Math.ceil((now + ms) / RECHECK_TICK_MS);
+    let list = this.due.get(tick);
+    if (!list) {
+      this.due.set(tick, (list = []));
+      this.m.later(tick * RECHECK_TICK_MS - now, () => {
+        const all = this.due.get(tick) ?? [];
+        this.due.delete(tick);
+        // In one turn: every one of them joins the same flush (refresh).
+        for (const [oo, tt] of all) this.recheck(oo, tt);
+      });
+    }
+    list.push([o, t]);
   }
 
   private recheck(o: Owned, t: number): void {
@@ -208,9 +234,9 @@ export class TaskRefresher implements TaskReads {
         if (!this.waiting(o, t)) return this.forget(o, t);
         const next = Math.min(RECHECK_MAX_MS, pause * 2);
         w.set(t, next);
-        this.m.later(next, () => this.recheck(o, t));
+        this.dueIn(next, o, t);
       })
-      .catch(() => this.m.later(pause, () => this.recheck(o, t)));
+      .catch(() => this.dueIn(pause, o, t));
   }
 
   private forget(o: Owned, t: number): void {
@@ -242,7 +268,8 @@ export class TaskRefresher implements TaskReads {
         part.map(async (t) => {
           const v = o.tasks.get(t);
           const ru = v?.rec.ru;
-          if (!v || !ru) return;
+          // Found compacted already, its failure not yet recorded: nothing more to learn there.
+          if (!v || !ru || o.outcomes.compacted.has(t)) return;
           const a = { job: o.id, task: t, ...(typeof v.rec.commitId === 'string' ? { commitId: v.rec.commitId } : {}) };
           const answer = await findOutcome(this.m.o.store, this.m.o.keys, ru, a, Math.max(v.rev, o.rec.seen ?? 0));
           this.m.stats.historyReads++;
@@ -262,38 +289,58 @@ export class TaskRefresher implements TaskReads {
     }
   }
 
+  /**
+   * Reads what is pending: the tasks of every job packed into transactions of READS_PER_TXN
+   * gets, READS_IN_FLIGHT at a time. A transaction that fails puts its tasks on recheck (watch),
+   * so that a store that sheds load is asked again on ticks, in packed reads, not task by task.
+   */
   private async flush(): Promise<void> {
     const batch = [...this.pending];
     this.pending.clear();
     this.flushing = undefined;
+    const reads: [Owned, number][] = [];
+    for (const [o, set] of batch) for (const t of set) reads.push([o, t]);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < reads.length && !this.m.closed) {
+        const part = reads.slice(next, next + READS_PER_TXN);
+        next += part.length;
+        await this.read(part.filter(([o]) => !o.dropped));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(READS_IN_FLIGHT, Math.ceil(reads.length / READS_PER_TXN)) }, worker));
+    for (const [o] of batch) if (!o.dropped && !this.m.closed) this.m.queue.add(o);
+  }
+
+  /** One transaction of gets: the records applied, and the history read of tasks whose RU holds something else. */
+  private async read(part: readonly [Owned, number][]): Promise<void> {
+    if (part.length === 0) return;
     const k = this.m.o.keys;
-    await Promise.all(
-      batch.map(async ([o, set]) => {
-        const tasks = [...set];
-        for (let i = 0; i < tasks.length; i += READS_PER_TXN) {
-          const part = tasks.slice(i, i + READS_PER_TXN);
-          if (o.dropped || this.m.closed) return;
-          try {
-            const res = await this.m.o.store.txn({ compare: [], success: part.map((t) => ({ type: 'get' as const, key: k.task(o.id, t) })) });
-            this.m.stats.taskReads += part.length;
-            const unheld: number[] = [];
-            part.forEach((t, j) => {
-              const kv = res.responses[j]?.[0];
-              const cur = o.tasks.get(t);
-              if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
-              // No record of its own: gone, unless it never had one (its chunk's still holds).
-              else if (cur && !cur.implied) mergeTask(o, t, undefined, res.revision);
-              const rec = o.tasks.get(t)?.rec;
-              if ((rec?.state === 'running' || rec?.state === 'placed') && rec.ru && !this.holds(rec.ru, o.id, t)) unheld.push(t);
-            });
-            await this.fromHistory(o, unheld);
-          } catch (err) {
-            this.m.o.log.warn({ job: o.id, tasks: part.length, err: errorMessage(err) }, 'reading task records failed; will read them again');
-            for (const t of part) this.watch(o, t);
-          }
+    try {
+      const res = await this.m.o.store.txn({ compare: [], success: part.map(([o, t]) => ({ type: 'get' as const, key: k.task(o.id, t) })) });
+      this.m.stats.taskReads += part.length;
+      const unheld = new Map<Owned, number[]>();
+      part.forEach(([o, t], j) => {
+        const kv = res.responses[j]?.[0];
+        const cur = o.tasks.get(t);
+        if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
+        // No record of its own: gone, unless it never had one (its chunk's still holds).
+        else if (cur && !cur.implied) mergeTask(o, t, undefined, res.revision);
+        const rec = o.tasks.get(t)?.rec;
+        if ((rec?.state === 'running' || rec?.state === 'placed') && rec.ru && !this.holds(rec.ru, o.id, t)) {
+          const list = unheld.get(o);
+          if (list) list.push(t);
+          else unheld.set(o, [t]);
         }
-        if (!o.dropped) this.m.queue.add(o);
-      }),
-    );
+      });
+      for (const [o, tasks] of unheld) if (!o.dropped) await this.fromHistory(o, tasks);
+    } catch (err) {
+      const jobs = new Set(part.map(([o]) => o.id));
+      this.m.o.log.warn(
+        { jobs: jobs.size, job: [...jobs][0], tasks: part.length, err: errorMessage(err) },
+        'reading task records failed; will read them again',
+      );
+      for (const [o, t] of part) if (!o.dropped) this.watch(o, t);
+    }
   }
 }

@@ -10,6 +10,9 @@ import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { OwnerCell } from '../support/owner-harness.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { taskRecord } from '../support/task-records.ts';
+import { RECHECK_TICK_MS } from '../../src/owner/ru-events.ts';
+import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
+import { TarcilError } from '../../src/util/errors.ts';
 
 /** The job owner learns what happens to its tasks from the RU records it follows anyway. */
 describe('a job owner that follows no task record', () => {
@@ -28,6 +31,80 @@ describe('a job owner that follows no task record', () => {
     await c.until(async () => (await c.busy(job.id)).length === job.tasks, 5000);
     return { c, m, job };
   }
+
+  /** A store whose transactions of task-record gets are counted (their sizes), and fail while `failing.on`. */
+  function countingReads(c: OwnerCell, failing: { on: boolean }): { store: ClusterStore; reads: number[] } {
+    const reads: number[] = [];
+    const isTaskRead = (req: TxnRequest): boolean =>
+      req.success.length > 0 && req.success.every((op) => op.type === 'get' && op.key.startsWith(c.keys.allTasks()));
+    const store = wrapStore(c.store, {
+      txn: (req) => {
+        if (!isTaskRead(req)) return c.store.txn(req);
+        if (failing.on) return Promise.reject(new TarcilError('UNAVAILABLE', 'the store is overloaded: the request was not sent'));
+        reads.push(req.success.length);
+        return c.store.txn(req);
+      },
+    });
+    return { store, reads };
+  }
+
+  /** Frees the jobs' busy RUs as a node of an older version does (the outcome on the task record only), all in one transaction. */
+  async function freeWithoutOutcome(c: OwnerCell, jobs: readonly string[]): Promise<void> {
+    const compare: TxnRequest['compare'] = [];
+    const success: TxnRequest['success'] = [];
+    for (const job of jobs) {
+      for (const b of await c.busy(job)) {
+        const ref = c.keys.parseRu(b.key)!;
+        const rec = outcomeTaskRecord(ref, b.rev, b.rec, { state: 'succeeded', endedAt: c.clock.now(), exitCode: 0 }, { server: ref.server });
+        compare.push({ key: b.key, target: 'mod', op: '==', value: b.rev });
+        success.push({ type: 'put', key: b.key, value: FREE_RU_VALUE }, { type: 'put', key: c.keys.task(job, b.rec.task), value: JSON.stringify(rec) });
+      }
+    }
+    expect((await c.store.txn({ compare, success })).succeeded).toBe(true);
+  }
+
+  it('task records of several jobs read again in one turn go out in one transaction', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const { store, reads } = countingReads(c, { on: false });
+    const m = await c.owner('A', store);
+    const jobs = [0, 1, 2].map((i) => makeJob(`packed-${i}`, TEST_PROFILES[0]!, 2, { maxQueueMs: 0 }));
+    for (const job of jobs) await m.accept(job);
+    await c.until(async () => (await Promise.all(jobs.map((j) => c.busy(j.id)))).every((b) => b.length === 2), 5000);
+    await freeWithoutOutcome(
+      c,
+      jobs.map((j) => j.id),
+    );
+    for (const job of jobs) await c.until(async () => (await c.jobState(job.id)) === 'succeeded', 5000);
+    // Six tasks of three jobs, freed at one revision: one read of six, not one read per job.
+    expect(reads).toEqual([6]);
+  });
+
+  it('tasks whose read failed are read again on a shared tick, together, not each on its own timer', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const failing = { on: false };
+    const { store, reads } = countingReads(c, failing);
+    const m = await c.owner('A', store);
+    const [a, b] = [0, 1].map((i) => makeJob(`tick-${i}`, TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
+    for (const job of [a!, b!]) await m.accept(job);
+    await c.until(async () => (await c.busy(a!.id)).length === 1 && (await c.busy(b!.id)).length === 1, 5000);
+    // 40 ms apart, in the same tick: a's read fails 200 ms into a tick, b's 40 ms later.
+    c.clock.advance(RECHECK_TICK_MS - (c.clock.now() % RECHECK_TICK_MS) + 200);
+    failing.on = true;
+    await freeWithoutOutcome(c, [a!.id]);
+    await c.flush();
+    c.clock.advance(40);
+    await freeWithoutOutcome(c, [b!.id]);
+    await c.flush();
+    failing.on = false;
+    expect(reads).toEqual([]);
+    // In 10-ms steps, so that two timers 40 ms apart would fire in turns of their own.
+    await c.advance(1000, 10);
+    expect(await c.jobState(a!.id)).toBe('succeeded');
+    expect(await c.jobState(b!.id)).toBe('succeeded');
+    expect(reads).toEqual([2]);
+  });
 
   it('watches no task record, and learns each task end from its freed RU without reading the task', async () => {
     const c = (cell = new OwnerCell());

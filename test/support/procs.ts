@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 
 const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
@@ -16,17 +17,22 @@ export interface TarcilProc {
  * Starts `tarcil args`. TARCIL_NODE_ARGS (space-separated) is passed to node first, e.g.
  * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile every process a benchmark starts (with
  * TARCIL_KILL_GRACE_MS long enough for a process to exit by itself and write its profile).
+ * TARCIL_PROC_LOG_DIR keeps every process's whole output there (`<command>-<pid>.log`), not
+ * only the last 200 KB; TARCIL_PROC_LOG sets their log level (default warn).
  */
 export function tarcil(args: string[], env: Record<string, string> = {}): TarcilProc {
   const nodeArgs = (process.env.TARCIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TARCIL_LOG: 'warn', ...env },
+    env: { ...process.env, TARCIL_LOG: process.env.TARCIL_PROC_LOG ?? 'warn', ...env },
   });
+  const dir = process.env.TARCIL_PROC_LOG_DIR;
+  const file = dir ? createWriteStream(join(dir, `${args[0] ?? 'tarcil'}-${child.pid ?? 'x'}.log`)) : undefined;
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (d: Buffer): void => {
     out = (out + d.toString()).slice(-200_000);
+    file?.write(d);
     for (const l of listeners) l();
   };
   child.stdout?.on('data', onData);
