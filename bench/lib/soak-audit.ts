@@ -13,7 +13,7 @@
  * whose job is final or gone (a leak); no task is running on a server that is not registered.
  */
 import { traceAt, tracingOn } from '../../src/util/trace.ts';
-import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
+import { lastOfFreedRu, parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { LiveKeys, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../../src/state/live-records.ts';
 import type { Keys } from '../../src/state/keys.ts';
 import { chunkJob, chunkTaskRecords, latestTasks } from '../../src/state/task-chunks.ts';
@@ -113,6 +113,8 @@ export class SoakAuditor {
   private readonly ruPlacedBy = new Map<string, string>();
   /** "job#task" → RU keys it holds. */
   private readonly taskRus = new Map<string, Set<string>>();
+  /** "job#task" → the last RU change seen for it (placed, freed or deleted, at which revision), for a stuck job's quote. */
+  private readonly lastRuSeen = new Map<string, string>();
   /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
   private readonly submittedAt = new Map<string, number>();
   /** Job id → when its front-end's handler took it (the job record's submittedAt), and its tasks. */
@@ -392,7 +394,14 @@ export class SoakAuditor {
     if (before !== undefined && holder === undefined) {
       if (value === undefined) this.freedAt.delete(key);
       else this.freedAt.set(key, now);
+      const last = value === undefined ? undefined : (lastOfFreedRu(value) as Partial<LiveTaskRecord> | undefined);
+      const carried = last
+        ? `carrying ${last.job === before.split('#')[0] && last.index === Number(before.split('#')[1]) ? 'its' : 'another'} outcome (${last.state})`
+        : 'without an outcome';
+      this.lastRuSeen.set(before, `${key} ${value === undefined ? 'deleted' : `freed ${carried}`} at revision ${rev}`);
     }
+    if (holder !== undefined)
+      this.lastRuSeen.set(holder, `${key} ${rec?.state} at revision ${rev} (commit ${rec?.commitId ?? '?'}, attempt ${rec?.attempt ?? '?'})`);
     return before !== undefined && holder === undefined;
   }
 
@@ -461,17 +470,24 @@ export class SoakAuditor {
     const states = new Map<string, number>();
     let chunks = 0;
     let outcomes = 0;
+    let live: { rec: LiveTaskRecord; rev: number } | undefined;
     for (const kv of (await this.patiently(k.tasks(id))).kvs) {
       const tail = k.tail(k.tasks(id), kv.key) ?? '';
       if (tail.endsWith('p')) chunks++;
       else if (tail.endsWith('d')) outcomes++;
       else {
-        const st = parseJson<LiveTaskRecord>(kv)?.state ?? '?';
+        const rec = parseJson<LiveTaskRecord>(kv);
+        const st = rec?.state ?? '?';
         states.set(st, (states.get(st) ?? 0) + 1);
+        if (rec && (st === 'running' || st === 'placed') && (!live || rec.index < live.rec.index)) live = { rec, rev: kv.modRevision };
       }
     }
     const tasks = [...states].map(([st, n]) => `${st} ${n}`).join(', ') || 'none';
-    return `job ${job ? `${job.state}, seen ${job.seen ?? '-'}` : 'absent'}; owner ${owner ? `lease ${owner.lease ?? '?'} (member ${member ? 'alive' : 'gone'})` : 'absent'}; task records: ${tasks}; chunk records ${chunks}, outcome records ${outcomes}`;
+    // The first task still placed or running: its record, and what this auditor last saw of it on an RU.
+    const first = live
+      ? `; task ${live.rec.index}: ${live.rec.state} on ${live.rec.ru ? `${live.rec.ru.server}/${live.rec.ru.index}` : '?'} (commit ${live.rec.commitId ?? '?'}, attempt ${live.rec.attempt}, record at revision ${live.rev}), last seen: ${this.lastRuSeen.get(`${id}#${live.rec.index}`) ?? 'never on an RU'}`
+      : '';
+    return `job ${job ? `${job.state}, seen ${job.seen ?? '-'}` : 'absent'}; owner ${owner ? `lease ${owner.lease ?? '?'} (member ${member ? 'alive' : 'gone'})` : 'absent'}; task records: ${tasks}; chunk records ${chunks}, outcome records ${outcomes}${first}`;
   }
 
   /** A range for the final audit, tried again for up to two minutes while etcd is too loaded to answer. */

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { SoakAuditor, sizeClasses } from '../../bench/lib/soak-audit.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
+import { freedRuValue } from '../../src/state/records.ts';
 
 async function until(ok: () => boolean, ms = 2000): Promise<void> {
   const end = Date.now() + ms;
@@ -24,7 +25,16 @@ describe('soak auditor', () => {
     await audit.start((await store.revision()) + 1);
     await store.put(keys.job('stuck'), JSON.stringify({ id: 'stuck', state: 'running', seen: 41 }));
     await store.put(keys.owner('stuck'), JSON.stringify({ agent: 'a', process: 'p', since: 0, lease: '7f' }));
-    await store.put(keys.task('stuck', 0), JSON.stringify({ job: 'stuck', index: 0, state: 'running', attempt: 0 }));
+    const ru = keys.ru({ server: 's3', index: 2 });
+    await store.put(
+      ru,
+      JSON.stringify({ state: 'busy', job: 'stuck', task: 0, caused: [], priority: 0, agent: 'fe0/a1', since: 0, attempt: 0, basedOn: 0, commitId: 'c9' }),
+    );
+    const freed = await store.put(ru, freedRuValue(JSON.stringify({ job: 'stuck', index: 0, state: 'succeeded', attempt: 0, commitId: 'c9' })));
+    const rev = await store.put(
+      keys.task('stuck', 0),
+      JSON.stringify({ job: 'stuck', index: 0, state: 'running', attempt: 0, commitId: 'c9', ru: { server: 's3', index: 2 } }),
+    );
     await store.put(keys.task('stuck', 1), JSON.stringify({ job: 'stuck', index: 1, state: 'failed', attempt: 0 }));
     await store.put(`${keys.tasks('stuck')}00002p`, '{}');
     // A job whose id extends the stuck one's is not counted with it.
@@ -35,6 +45,10 @@ describe('soak auditor', () => {
     expect(notFinal[0]?.detail).toContain('job running, seen 41');
     expect(notFinal[0]?.detail).toContain('owner lease 7f (member gone)');
     expect(notFinal[0]?.detail).toContain('task records: running 1, failed 1; chunk records 1, outcome records 0');
+    // The first task left running: its record, and what the auditor last saw of it on an RU.
+    expect(notFinal[0]?.detail).toContain(
+      `task 0: running on s3/2 (commit c9, attempt 0, record at revision ${rev}), last seen: ${ru} freed carrying its outcome (succeeded) at revision ${freed}`,
+    );
     await audit.close();
     await store.close();
   });
