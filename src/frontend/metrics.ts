@@ -251,6 +251,11 @@ export class Metrics extends MetricsEndpoint {
       "Task outcomes not yet recorded when their RU was placed again, found in the next placement's RU record (which carries the freed RU's outcome on) rather than in the store's history, since it started",
       () => manager.stats.outcomesCarried,
     );
+    read(
+      'tarcil_tasks_swept',
+      "Placed or running tasks whose RU the view showed moved on without their owner having seen it happen, read again by the owner's periodic check, since it started",
+      () => manager.stats.sweptTasks,
+    );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);
     read(
       'tarcil_launch_calls',

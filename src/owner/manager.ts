@@ -40,7 +40,7 @@ import { Background } from '../util/background.ts';
 import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './submit.ts';
 import { takeRecord } from './summary.ts';
 import { newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
-import { onRuChange, TaskRefresher } from './ru-events.ts';
+import { onRuChange, SWEEP_MS, TaskRefresher } from './ru-events.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import { SEEN_REFRESH_MS } from './plan.ts';
 
@@ -119,6 +119,7 @@ export class JobManager implements OwnerContext, MoveHost {
     launches: 0,
     taskReads: 0,
     historyReads: 0,
+    sweptTasks: 0,
     outcomesCompacted: 0,
     outcomesCarried: 0,
   };
@@ -164,9 +165,12 @@ export class JobManager implements OwnerContext, MoveHost {
     this.view.handoff.setDemand(this.members.demand);
     // The owner follows no task record: what happens to its tasks shows in the RUs (ru-events.ts).
     const state = this.view.state;
-    this.refresher = new TaskRefresher(this, (ru, job, task) => {
-      const occ = state.server(ru.server)?.occupants[ru.index];
-      return !!occ && occ.job === job && occ.task === task;
+    this.refresher = new TaskRefresher(this, {
+      holds: (ru, job, task) => {
+        const occ = state.server(ru.server)?.occupants[ru.index];
+        return !!occ && occ.job === job && occ.task === task;
+      },
+      revision: (ru) => state.server(ru.server)?.ruRevs[ru.index],
     });
     const observe = (o: Owned, observed: NonNullable<LiveTaskRecord['observed']>): void => this.profiles.observe(o.spec, observed);
     this.view.cache.onRu((kv, deleted, rec, prev, ref) => onRuChange(this, this.refresher, { kv, deleted, rec, prev, ref }, observe));
@@ -319,6 +323,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.bg.every(SCAN_EVERY_MS, () => scan(this));
     this.bg.every(200, () => this.members.update(this.pendingTasks() > 0));
     this.bg.every(1000, () => persistProgress(this));
+    this.bg.every(SWEEP_MS, () => (this.stats.sweptTasks += this.refresher.sweep()));
     this.track(this.profiles.refresh());
     this.bg.every(this.profiles.flushMs, () => this.track(this.profiles.flush()));
   }

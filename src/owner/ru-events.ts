@@ -42,6 +42,8 @@ const RECHECK_MAX_MS = 5000;
  * packed into transactions, whatever job it is of and whenever it began to be watched.
  */
 export const RECHECK_TICK_MS = 250;
+/** How often the owner checks its placed and running tasks against the view (TaskRefresher.sweep). */
+export const SWEEP_MS = 10_000;
 
 /**
  * An RU record changed (kv, or deleted; `rec` as the view parsed it; `prev` the occupant the
@@ -146,9 +148,53 @@ export class TaskRefresher implements TaskReads {
   private readonly due = new Map<number, [Owned, number][]>();
   constructor(
     private readonly m: OwnerContext,
-    /** Whether the view's RU holds this task now. */
-    private readonly holds: (ru: RuRef, job: string, task: number) => boolean,
+    private readonly view: {
+      /** Whether the view's RU holds this task now. */
+      holds(ru: RuRef, job: string, task: number): boolean;
+      /** The revision of the RU's record in the view (undefined: its server is not in the view). */
+      revision(ru: RuRef): number | undefined;
+    },
   ) {}
+
+  private holds(ru: RuRef, job: string, task: number): boolean {
+    return this.view.holds(ru, job, task);
+  }
+
+  /**
+   * The owner's check of what it believes against the view, run every SWEEP_MS: a task it holds
+   * placed or running whose RU, at a revision newer than the task's record, holds something else
+   * ended (or left) without this owner learning it, however that came about (a change seen while
+   * the task was being committed, a lost answer, a re-list). Its record and its RU's history are
+   * read, as for any task whose RU moved on. Tasks already watched, being scheduled or stopped, and
+   * tasks on servers the view does not have (their node's grace decides: apply.ts awaitNode) are
+   * left alone. Returns how many tasks it read again.
+   */
+  sweep(): number {
+    let found = 0;
+    for (const o of this.m.owned.values()) {
+      if (o.dropped) continue;
+      const w = this.watched.get(o);
+      const stale: number[] = [];
+      for (const on of o.byServer.values()) {
+        for (const t of on) {
+          const v = o.tasks.get(t);
+          const ru = v?.rec.ru;
+          if (!v || !ru || (v.rec.state !== 'placed' && v.rec.state !== 'running')) continue;
+          if (o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || this.holds(ru, o.id, t)) continue;
+          const rev = this.view.revision(ru);
+          if (rev !== undefined && rev > v.rev) stale.push(t);
+        }
+      }
+      if (stale.length === 0) continue;
+      found += stale.length;
+      this.m.o.log.warn(
+        { job: o.id, tasks: stale.slice(0, 20), count: stale.length },
+        'tasks whose RU moved on without this owner seeing it; reading them again',
+      );
+      void this.refresh(o, stale);
+    }
+    return found;
+  }
 
   /**
    * Reads these tasks' records soon; resolves once they are applied. Until then the job's
@@ -262,6 +308,8 @@ export class TaskRefresher implements TaskReads {
    */
   private async fromHistory(o: Owned, tasks: readonly number[]): Promise<void> {
     const unknown: number[] = [];
+    /** The first task found compacted: what its search started from, for the log. */
+    let first: Record<string, unknown> | undefined;
     for (let i = 0; i < tasks.length; i += HISTORY_READS) {
       const part = tasks.slice(i, i + HISTORY_READS);
       await Promise.all(
@@ -271,17 +319,29 @@ export class TaskRefresher implements TaskReads {
           // Found compacted already, its failure not yet recorded: nothing more to learn there.
           if (!v || !ru || o.outcomes.compacted.has(t)) return;
           const a = { job: o.id, task: t, ...(typeof v.rec.commitId === 'string' ? { commitId: v.rec.commitId } : {}) };
-          const answer = await findOutcome(this.m.o.store, this.m.o.keys, ru, a, Math.max(v.rev, o.rec.seen ?? 0));
+          const after = Math.max(v.rev, o.rec.seen ?? 0);
+          const answer = await findOutcome(this.m.o.store, this.m.o.keys, ru, a, after);
           this.m.stats.historyReads++;
           if (answer.kind === 'ended' && answer.carried) this.m.stats.outcomesCarried++;
           if (answer.kind === 'ended') recordOutcome(o, answer.last, answer.rev, ru);
           else if (answer.kind === 'departed' && v.rec.state === 'running') this.watch(o, t);
-          else if (answer.kind === 'compacted') unknown.push(t);
+          else if (answer.kind === 'compacted') {
+            unknown.push(t);
+            const since = v.rec.startedAt ?? v.rec.placedAt;
+            first ??= {
+              task: t,
+              state: v.rec.state,
+              after,
+              recordRev: v.rev,
+              seen: o.rec.seen,
+              sinceStartMs: since === undefined ? undefined : this.m.o.clock.now() - since,
+            };
+          }
         }),
       );
     }
     if (unknown.length === 0 || o.dropped) return;
-    this.m.o.log.error({ job: o.id, tasks: unknown }, 'task outcomes not recorded and compacted out of the RU history; recording the tasks failed');
+    this.m.o.log.error({ job: o.id, tasks: unknown, first }, 'task outcomes not recorded and compacted out of the RU history; recording the tasks failed');
     // The job's next evaluation records them (plan.ts fail-compacted; flush queues it).
     for (const t of unknown) {
       o.outcomes.compacted.add(t);

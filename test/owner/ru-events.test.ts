@@ -10,7 +10,7 @@ import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { OwnerCell } from '../support/owner-harness.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { taskRecord } from '../support/task-records.ts';
-import { RECHECK_TICK_MS } from '../../src/owner/ru-events.ts';
+import { RECHECK_TICK_MS, SWEEP_MS } from '../../src/owner/ru-events.ts';
 import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 
@@ -104,6 +104,26 @@ describe('a job owner that follows no task record', () => {
     expect(await c.jobState(a!.id)).toBe('succeeded');
     expect(await c.jobState(b!.id)).toBe('succeeded');
     expect(reads).toEqual([2]);
+  });
+
+  it('a task whose end its owner missed (the job was not in its map as the RU was freed) is found by the periodic check and ends', async () => {
+    const { c, m, job } = await placed(makeJob('missed', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 }));
+    await c.flush();
+    const o = m.owned.get(job.id)!;
+    expect(o.tasks.get(0)?.rec.state).toBe('running');
+    // The owner does not have the job at the moment its task's RU is freed with the outcome.
+    m.owned.delete(job.id);
+    expect(await c.finishTasks(job.id)).toBe(1);
+    await c.flush();
+    m.owned.set(job.id, o);
+    await c.advance(SWEEP_MS / 2);
+    // Nothing told the owner: it still believes the task running.
+    expect(o.tasks.get(0)?.rec.state).toBe('running');
+    expect(await c.jobState(job.id)).not.toBe('succeeded');
+    await c.until(async () => (await c.jobState(job.id)) === 'succeeded', SWEEP_MS + 2000);
+    expect(m.stats.sweptTasks).toBe(1);
+    // Found from the freed RU: the success, not a failure for want of a history.
+    expect(m.stats.outcomesCompacted).toBe(0);
   });
 
   it('watches no task record, and learns each task end from its freed RU without reading the task', async () => {
