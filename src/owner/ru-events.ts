@@ -165,9 +165,9 @@ export class TaskRefresher implements TaskReads {
    * placed or running whose RU, at a revision newer than the task's record, holds something else
    * ended (or left) without this owner learning it, however that came about (a change seen while
    * the task was being committed, a lost answer, a re-list). Its record and its RU's history are
-   * read, as for any task whose RU moved on. Tasks already watched, being scheduled or stopped, and
-   * tasks on servers the view does not have (their node's grace decides: apply.ts awaitNode) are
-   * left alone. Returns how many tasks it read again.
+   * read, as for any task whose RU moved on. Tasks already watched, being scheduled or stopped,
+   * found compacted already, and tasks on servers the view does not have (their node's grace
+   * decides: apply.ts awaitNode) are left alone. Returns how many tasks it read again.
    */
   sweep(): number {
     let found = 0;
@@ -180,7 +180,8 @@ export class TaskRefresher implements TaskReads {
           const v = o.tasks.get(t);
           const ru = v?.rec.ru;
           if (!v || !ru || (v.rec.state !== 'placed' && v.rec.state !== 'running')) continue;
-          if (o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || this.holds(ru, o.id, t)) continue;
+          // Being placed, stopped or watched, or found compacted already (its failure being written): seen to elsewhere.
+          if (o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || o.outcomes.compacted.has(t) || this.holds(ru, o.id, t)) continue;
           const rev = this.view.revision(ru);
           if (rev !== undefined && rev > v.rev) stale.push(t);
         }
