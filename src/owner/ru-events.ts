@@ -106,7 +106,16 @@ function applyOutcome(
   // A task seen ending (not one seen ended already, after a re-list): what its node measured
   // goes to the profile learner once.
   const before = o.tasks.get(last.index);
-  if (before && before.rev >= rev) return;
+  if (before && before.rev >= rev) {
+    // Known at a newer revision already. If this owner still holds the task live there, this end
+    // is one of its attempt's that a later record of the task superseded, or one the sweep reads.
+    if ((before.rec.state === 'placed' || before.rec.state === 'running') && before.rec.commitId === last.commitId)
+      m.o.log.warn(
+        { job: o.id, task: last.index, rev, known: before.rev, state: before.rec.state },
+        'a task end older than the record this owner holds; the periodic check reads it',
+      );
+    return;
+  }
   if (last.observed && before && !isFinalTask(before.rec.state) && isFinalTask(last.state)) observe(o, last.observed);
   // A success seen ending: how long its class's tasks run, for the `ratio` wait order (agent/wait-order.ts).
   const from = last.startedAt ?? before?.rec.startedAt ?? last.placedAt ?? before?.rec.placedAt;
@@ -188,8 +197,17 @@ export class TaskRefresher implements TaskReads {
       }
       if (stale.length === 0) continue;
       found += stale.length;
+      const v = o.tasks.get(stale[0] as number);
+      const first = {
+        task: stale[0],
+        state: v?.rec.state,
+        rev: v?.rev,
+        implied: v?.implied === true,
+        commitId: v?.rec.commitId,
+        ruRev: v?.rec.ru && this.view.revision(v.rec.ru),
+      };
       this.m.o.log.warn(
-        { job: o.id, tasks: stale.slice(0, 20), count: stale.length },
+        { job: o.id, tasks: stale.slice(0, 20), count: stale.length, first },
         'tasks whose RU moved on without this owner seeing it; reading them again',
       );
       void this.refresh(o, stale);
