@@ -153,6 +153,8 @@ export class TaskRefresher implements TaskReads {
   private flushing: Promise<void> | undefined;
   /** Tasks read again until a change their RU does not show (see the file's comment): next pause. */
   private readonly watched = new Map<Owned, Map<number, number>>();
+  /** Per job, the tasks the last sweep found stale, with the task's and its RU's revisions then. */
+  private readonly swept = new WeakMap<Owned, Map<number, string>>();
   /** Rechecks due, by tick (RECHECK_TICK_MS): each tick's go out together. */
   private readonly due = new Map<number, [Owned, number][]>();
   constructor(
@@ -176,7 +178,8 @@ export class TaskRefresher implements TaskReads {
    * the task was being committed, a lost answer, a re-list). Its record and its RU's history are
    * read, as for any task whose RU moved on. Tasks already watched, being scheduled or stopped,
    * found compacted already, and tasks on servers the view does not have (their node's grace
-   * decides: apply.ts awaitNode) are left alone. Returns how many tasks it read again.
+   * decides: apply.ts awaitNode) are left alone, and so is a task asked about already while
+   * neither its record nor its RU has moved since. Returns how many tasks it read again.
    */
   sweep(): number {
     let found = 0;
@@ -184,6 +187,8 @@ export class TaskRefresher implements TaskReads {
       if (o.dropped) continue;
       const w = this.watched.get(o);
       const stale: number[] = [];
+      const asked = this.swept.get(o);
+      const marks = new Map<number, string>();
       for (const on of o.byServer.values()) {
         for (const t of on) {
           const v = o.tasks.get(t);
@@ -192,9 +197,16 @@ export class TaskRefresher implements TaskReads {
           // Being placed, stopped or watched, or found compacted already (its failure being written): seen to elsewhere.
           if (o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || o.outcomes.compacted.has(t) || this.holds(ru, o.id, t)) continue;
           const rev = this.view.revision(ru);
-          if (rev !== undefined && rev > v.rev) stale.push(t);
+          if (rev === undefined || rev <= v.rev) continue;
+          // Asked already, and neither the record nor the RU moved since: its answer stands (the
+          // view behind the store) or its read is being retried (watch).
+          const mark = `${v.rev}/${rev}`;
+          marks.set(t, mark);
+          if (asked?.get(t) !== mark) stale.push(t);
         }
       }
+      if (marks.size > 0) this.swept.set(o, marks);
+      else this.swept.delete(o);
       if (stale.length === 0) continue;
       found += stale.length;
       const v = o.tasks.get(stale[0] as number);

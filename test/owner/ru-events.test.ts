@@ -11,7 +11,7 @@ import { OwnerCell } from '../support/owner-harness.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { taskRecord } from '../support/task-records.ts';
 import { RECHECK_TICK_MS, SWEEP_MS } from '../../src/owner/ru-events.ts';
-import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
+import type { ClusterStore, TxnRequest, WatchBatch } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 
 /** The job owner learns what happens to its tasks from the RU records it follows anyway. */
@@ -124,6 +124,41 @@ describe('a job owner that follows no task record', () => {
     expect(m.stats.sweptTasks).toBe(1);
     // Found from the freed RU: the success, not a failure for want of a history.
     expect(m.stats.outcomesCompacted).toBe(0);
+  });
+
+  it('the periodic check asks about a task once while neither its record nor its RU moves', async () => {
+    const c = (cell = new OwnerCell());
+    await c.seed(2, 4);
+    const { store: counting, reads } = countingReads(c, { on: false });
+    // The view's RU watch, captured so that the test can show the view a change the store never made.
+    let toView: ((b: WatchBatch) => void) | undefined;
+    const store = wrapStore(counting, {
+      watch: (opts) => {
+        if (opts.prefix === c.keys.rus()) toView = (b) => opts.onEvents(b);
+        return counting.watch(opts);
+      },
+    });
+    const m = await c.owner('A', store);
+    const job = makeJob('asked-once', TEST_PROFILES[0]!, 1, { maxQueueMs: 0 });
+    await m.accept(job);
+    await c.until(async () => (await c.busy(job.id)).length === 1, 5000);
+    await c.flush();
+    const b = (await c.busy(job.id))[0]!;
+    const o = m.owned.get(job.id)!;
+    // The view (not the store) shows the RU freed at a newer revision; the owner does not see it.
+    const rev = await c.store.put(`${c.keys.rus()}zz-unrelated`, 'x');
+    m.owned.delete(job.id);
+    toView!({
+      revision: rev,
+      events: [{ type: 'put', kv: { key: b.key, value: FREE_RU_VALUE, createRevision: b.rev, modRevision: rev, version: 2, lease: '0' } }],
+    });
+    m.owned.set(job.id, o);
+    // Three checks: the first reads the task (its RU still holds it in the store: nothing to
+    // learn), the next two find nothing moved and do not ask again.
+    await c.advance(3 * SWEEP_MS + 1000);
+    expect(m.stats.sweptTasks).toBe(1);
+    expect(reads).toEqual([1]);
+    expect(o.tasks.get(0)?.rec.state).toBe('running');
   });
 
   it('watches no task record, and learns each task end from its freed RU without reading the task', async () => {
