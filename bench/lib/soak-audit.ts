@@ -113,8 +113,8 @@ export class SoakAuditor {
   private readonly ruPlacedBy = new Map<string, string>();
   /** "job#task" → RU keys it holds. */
   private readonly taskRus = new Map<string, Set<string>>();
-  /** "job#task" → the last RU change seen for it (placed, freed or deleted, at which revision), for a stuck job's quote. */
-  private readonly lastRuSeen = new Map<string, string>();
+  /** Job → task → the last RU change seen for it (placed, freed or deleted, at which revision), for a stuck job's quote; dropped once the job is final. */
+  private readonly lastRuSeen = new Map<string, Map<number, string>>();
   /** Job id → when the bench sent its SubmitJob (ms since epoch), for the latency figures. */
   private readonly submittedAt = new Map<string, number>();
   /** Job id → when its front-end's handler took it (the job record's submittedAt), and its tasks. */
@@ -345,6 +345,7 @@ export class SoakAuditor {
       this.acceptedAt.delete(id);
       this.heldJobs.delete(id);
       this.unclassified.delete(id);
+      this.lastRuSeen.delete(id);
       return;
     }
     if (!this.acceptedAt.has(id) && !j.final) this.acceptedAt.set(id, { at: rec.submittedAt, tasks: rec.spec.tasks });
@@ -356,7 +357,20 @@ export class SoakAuditor {
     }
     if (!final && j.final) this.flag('final-undone', `job ${id} went from final back to ${rec.state}`);
     j.final = final;
-    if (final) this.acceptedAt.delete(id);
+    if (final) {
+      this.acceptedAt.delete(id);
+      this.lastRuSeen.delete(id);
+    }
+  }
+
+  /** Keeps `what` as the last RU change seen for `holder` ("job#task"), unless its job is final already. */
+  private noteRu(holder: string, what: string): void {
+    const at = holder.lastIndexOf('#');
+    const job = holder.slice(0, at);
+    if (this.jobs.get(job)?.final) return;
+    let tasks = this.lastRuSeen.get(job);
+    if (!tasks) this.lastRuSeen.set(job, (tasks = new Map<number, string>()));
+    tasks.set(Number(holder.slice(at + 1)), what);
   }
 
   /** Follows an RU's holder; true when the RU was freed (it had a holder and has none now). */
@@ -398,10 +412,9 @@ export class SoakAuditor {
       const carried = last
         ? `carrying ${last.job === before.split('#')[0] && last.index === Number(before.split('#')[1]) ? 'its' : 'another'} outcome (${last.state})`
         : 'without an outcome';
-      this.lastRuSeen.set(before, `${key} ${value === undefined ? 'deleted' : `freed ${carried}`} at revision ${rev}`);
+      this.noteRu(before, `${key} ${value === undefined ? 'deleted' : `freed ${carried}`} at revision ${rev}`);
     }
-    if (holder !== undefined)
-      this.lastRuSeen.set(holder, `${key} ${rec?.state} at revision ${rev} (commit ${rec?.commitId ?? '?'}, attempt ${rec?.attempt ?? '?'})`);
+    if (holder !== undefined) this.noteRu(holder, `${key} ${rec?.state} at revision ${rev} (commit ${rec?.commitId ?? '?'}, attempt ${rec?.attempt ?? '?'})`);
     return before !== undefined && holder === undefined;
   }
 
@@ -485,7 +498,7 @@ export class SoakAuditor {
     const tasks = [...states].map(([st, n]) => `${st} ${n}`).join(', ') || 'none';
     // The first task still placed or running: its record, and what this auditor last saw of it on an RU.
     const first = live
-      ? `; task ${live.rec.index}: ${live.rec.state} on ${live.rec.ru ? `${live.rec.ru.server}/${live.rec.ru.index}` : '?'} (commit ${live.rec.commitId ?? '?'}, attempt ${live.rec.attempt}, record at revision ${live.rev}), last seen: ${this.lastRuSeen.get(`${id}#${live.rec.index}`) ?? 'never on an RU'}`
+      ? `; task ${live.rec.index}: ${live.rec.state} on ${live.rec.ru ? `${live.rec.ru.server}/${live.rec.ru.index}` : '?'} (commit ${live.rec.commitId ?? '?'}, attempt ${live.rec.attempt}, record at revision ${live.rev}), last seen: ${this.lastRuSeen.get(id)?.get(live.rec.index) ?? 'never on an RU'}`
       : '';
     return `job ${job ? `${job.state}, seen ${job.seen ?? '-'}` : 'absent'}; owner ${owner ? `lease ${owner.lease ?? '?'} (member ${member ? 'alive' : 'gone'})` : 'absent'}; task records: ${tasks}; chunk records ${chunks}, outcome records ${outcomes}${first}`;
   }
