@@ -37,6 +37,8 @@ export function tarcil(args: string[], env: Record<string, string> = {}): Tarcil
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
+  // After its output streams closed: everything it wrote is in the file.
+  if (file) child.once('close', () => file.end());
   return {
     child,
     output: () => out,
