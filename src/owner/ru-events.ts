@@ -171,6 +171,12 @@ export class TaskRefresher implements TaskReads {
     return this.view.holds(ru, job, task);
   }
 
+  /** The task's RU if its record says placed or running there and the view's RU does not hold it. */
+  private unheldOn(o: Owned, t: number): RuRef | undefined {
+    const rec = o.tasks.get(t)?.rec;
+    return (rec?.state === 'placed' || rec?.state === 'running') && rec.ru && !this.holds(rec.ru, o.id, t) ? rec.ru : undefined;
+  }
+
   /**
    * The owner's check of what it believes against the view, run every SWEEP_MS: a task it holds
    * placed or running whose RU, at a revision newer than the task's record, holds something else
@@ -191,13 +197,12 @@ export class TaskRefresher implements TaskReads {
       const marks = new Map<number, string>();
       for (const on of o.byServer.values()) {
         for (const t of on) {
-          const v = o.tasks.get(t);
-          const ru = v?.rec.ru;
-          if (!v || !ru || (v.rec.state !== 'placed' && v.rec.state !== 'running')) continue;
+          const ru = this.unheldOn(o, t);
           // Being placed, stopped or watched, or found compacted already (its failure being written): seen to elsewhere.
-          if (o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || o.outcomes.compacted.has(t) || this.holds(ru, o.id, t)) continue;
+          if (!ru || o.scheduling.has(t) || o.stopping.has(t) || w?.has(t) || o.outcomes.compacted.has(t)) continue;
           const rev = this.view.revision(ru);
-          if (rev === undefined || rev <= v.rev) continue;
+          const v = o.tasks.get(t);
+          if (!v || rev === undefined || rev <= v.rev) continue;
           // Asked already, and neither the record nor the RU moved since: its answer stands (the
           // view behind the store) or its read is being retried (watch).
           const mark = `${v.rev}/${rev}`;
@@ -245,7 +250,7 @@ export class TaskRefresher implements TaskReads {
   /** The job's placed or running tasks whose RU, as the view shows it, does not hold them. */
   unheld(o: Owned): number[] {
     const out: number[] = [];
-    for (const [t, v] of o.tasks) if ((v.rec.state === 'placed' || v.rec.state === 'running') && v.rec.ru && !this.holds(v.rec.ru, o.id, t)) out.push(t);
+    for (const t of o.tasks.keys()) if (this.unheldOn(o, t)) out.push(t);
     return out;
   }
 
@@ -417,8 +422,7 @@ export class TaskRefresher implements TaskReads {
         if (kv) mergeTask(o, t, parseJson<LiveTaskRecord>(kv), kv.modRevision);
         // No record of its own: gone, unless it never had one (its chunk's still holds).
         else if (cur && !cur.implied) mergeTask(o, t, undefined, res.revision);
-        const rec = o.tasks.get(t)?.rec;
-        if ((rec?.state === 'running' || rec?.state === 'placed') && rec.ru && !this.holds(rec.ru, o.id, t)) {
+        if (this.unheldOn(o, t)) {
           const list = unheld.get(o);
           if (list) list.push(t);
           else unheld.set(o, [t]);
