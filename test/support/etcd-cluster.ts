@@ -6,9 +6,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { addressInUse, findEtcd, freePorts } from './etcd.ts';
+import { addressInUse, etcdDataParent, findEtcd, freePorts } from './etcd.ts';
 
 export interface MemberStatus {
   /** This member's id and the leader's id as etcd reports them (0 = no leader known). */
@@ -104,7 +103,7 @@ export class EtcdCluster {
   private static create(bin: string, size: number, opts: EtcdClusterOptions, ports: readonly number[]): EtcdCluster {
     const ms: Member[] = [];
     for (let i = 0; i < size; i++) {
-      ms.push(new Member(i, `m${i}`, ports[2 * i] ?? 0, ports[2 * i + 1] ?? 0, mkdtempSync(join(tmpdir(), `tarcil-etcd-m${i}-`))));
+      ms.push(new Member(i, `m${i}`, ports[2 * i] ?? 0, ports[2 * i + 1] ?? 0, mkdtempSync(join(etcdDataParent(), `tarcil-etcd-m${i}-`))));
     }
     const initial = ms.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
     const token = `tarcil-faults-${process.pid}-${Date.now()}`;

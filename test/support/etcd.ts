@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,26 @@ export interface EtcdProcess {
   endpoint: string;
   dataDir: string;
   stop(): Promise<void>;
+}
+
+/**
+ * Where test etcds keep their data: /dev/shm (memory) where the machine has one, else the temp
+ * dir; TARCIL_TEST_ETCD_DATA overrides. A shared machine's disk can stall an fsync for seconds, and
+ * etcd answers a request that waited 7 s with "request timed out": a test would fail on the
+ * disk, not on what it checks. The data survives a restart of etcd either way (fault tests rely on it).
+ */
+export function etcdDataParent(): string {
+  const env = process.env.TARCIL_TEST_ETCD_DATA;
+  if (env) return env;
+  try {
+    if (statSync('/dev/shm').isDirectory()) {
+      accessSync('/dev/shm', constants.W_OK);
+      return '/dev/shm';
+    }
+  } catch {
+    // no /dev/shm here
+  }
+  return tmpdir();
 }
 
 export function freePort(): Promise<number> {
@@ -108,7 +128,7 @@ export interface RestartableEtcdProcess extends EtcdProcess {
 export async function startEtcd(opts: { bin?: string; extraArgs?: string[]; dataDir?: string; tls?: EtcdTls } = {}): Promise<RestartableEtcdProcess> {
   const bin = opts.bin ?? findEtcd();
   if (!bin) throw new Error('etcd binary not found (set ETCD_BIN or install etcd-server)');
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tarcil-etcd-'));
+  const dataDir = opts.dataDir ?? mkdtempSync(join(etcdDataParent(), 'tarcil-etcd-'));
   const scheme = opts.tls ? 'https' : 'http';
   const tlsArgs = opts.tls
     ? [
