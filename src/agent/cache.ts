@@ -33,9 +33,9 @@ export class AgentCache {
   private readonly log: Logger;
   private follower: Follower | undefined;
   private rev = 0;
-  /** Number of full re-lists after a broken watch (exposed for tests and metrics). */
+  /** Lists of a prefix again after its watch broke, one per prefix listed (exposed for tests). */
   get relists(): number {
-    return this.follower?.relists ?? 0;
+    return (this.follower?.relists ?? 0) + (this.follower?.prefixRelists ?? 0);
   }
   private readonly freedListeners = new Set<(server: ServerState, index: number) => void>();
   private readonly ruListeners = new Set<RuListener>();
@@ -148,6 +148,33 @@ export class AgentCache {
     for (const cb of this.freedListeners) cb(s, index);
   }
 
+  /** Servers listed: those the view holds and the list does not are gone. */
+  private listedServers(servers: readonly KeyValue[]): void {
+    const k = this.keys;
+    const seen = new Set(servers.map((kv) => k.tail(k.servers(), kv.key)));
+    for (const id of [...this.state.servers.keys()]) if (!seen.has(id)) this.state.removeServer(id);
+  }
+
+  /** Cordons listed: a server the view holds cordoned and the list does not is uncordoned. */
+  private listedCordons(cordons: readonly KeyValue[]): void {
+    const k = this.keys;
+    const cordoned = new Set(cordons.map((kv) => k.tail(k.cordons(), kv.key)));
+    for (const id of [...this.state.cordoned()]) if (!cordoned.has(id)) this.state.setCordoned(id, false);
+  }
+
+  /** RUs listed alone: one the view holds occupied and the list does not have was deleted. */
+  private listedRus(rus: readonly KeyValue[], revision: number): void {
+    const listed = new Set(rus.map((kv) => kv.key));
+    for (const [id, s] of this.state.servers) {
+      for (let index = 0; index < s.ruCount; index++) {
+        const key = this.keys.ru({ server: id, index });
+        if (!listed.has(key) && this.state.storedOccupant({ server: id, index })) {
+          this.applyKv({ key, value: '', createRevision: 0, modRevision: revision, version: 0, lease: '0' }, true);
+        }
+      }
+    }
+  }
+
   /** Servers, RUs and (for the `server` scope) epochs, listed at one revision and watched. */
   private async listAndWatch(): Promise<void> {
     const k = this.keys;
@@ -158,16 +185,25 @@ export class AgentCache {
       prefix: this.watchEpochs ? [k.servers(), k.rus(), k.cordons(), k.epochs()] : [k.servers(), k.rus(), k.cordons()],
       onSnapshot: (_kvs, revision, [servers = [], rus = [], cordons = [], epochs = []]) => {
         this.state.batch(() => {
-          const seen = new Set(servers.map((kv) => k.tail(k.servers(), kv.key)));
-          for (const id of [...this.state.servers.keys()]) if (!seen.has(id)) this.state.removeServer(id);
-          const cordoned = new Set(cordons.map((kv) => k.tail(k.cordons(), kv.key)));
-          for (const id of [...this.state.cordoned()]) if (!cordoned.has(id)) this.state.setCordoned(id, false);
+          this.listedServers(servers);
+          this.listedCordons(cordons);
           for (const kv of cordons) this.applyKv(kv);
           for (const kv of servers) this.applyKv(kv);
           for (const kv of rus) this.applyKv(kv);
           for (const kv of epochs) this.applyKv(kv);
         });
         this.rev = revision;
+      },
+      // A watch that ended (its start compacted away: a quiet prefix after etcd restarted) lists
+      // its own prefix again; the RUs' watch goes on, and the owners miss none of their changes.
+      onRelistPrefix: (index, kvs, revision) => {
+        this.state.batch(() => {
+          if (index === 0) this.listedServers(kvs);
+          if (index === 1) this.listedRus(kvs, revision);
+          if (index === 2) this.listedCordons(kvs);
+          for (const kv of kvs) this.applyKv(kv);
+        });
+        if (revision > this.rev) this.rev = revision;
       },
       onBatch: (batch) => {
         this.state.batch(() => {

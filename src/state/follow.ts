@@ -24,6 +24,14 @@ export interface FollowOptions {
   onEvent?(kv: KeyValue, deleted: boolean, revision: number): void;
   /** Each batch of changes applied at one revision, whole (takes the place of onEvent). */
   onBatch?(batch: WatchBatch): void;
+  /**
+   * Given (with several prefixes), a watch that ends costs a list of its own prefix only, handed
+   * here with the revision it was read at, and a watch of that prefix from the next; the others
+   * go on. Without it every prefix is listed again. A quiet prefix's watch resumes from the
+   * revision it was made at, which compaction passes: after etcd restarts, only that prefix is
+   * read again and the busy prefixes' watches resume where they were, missing no change.
+   */
+  onRelistPrefix?(index: number, kvs: KeyValue[], revision: number): void;
   /** Bounds of the pause after a failed re-list: see {@link relistBackoffMs} (default 50 ms and 2 s). */
   backoffMs?: { first: number; max: number };
   /**
@@ -53,7 +61,9 @@ export function relistBackoffMs(backoff: { first: number; max: number }, failure
  * the store is the worst kind of failure: it keeps answering from stale state.
  */
 export class Follower {
-  private watches: WatchHandle[] = [];
+  private watches: (WatchHandle | undefined)[] = [];
+  /** Generation of each prefix's watch, when prefixes are listed again one at a time. */
+  private readonly prefixGen: number[] = [];
   private closed = false;
   private restarting = false;
   /** Generation of the current watches: an error from an older one (already replaced) is ignored. */
@@ -62,6 +72,8 @@ export class Follower {
   private again = false;
   private readonly rand: () => number;
   relists = 0;
+  /** Lists of one prefix alone after its watch ended (onRelistPrefix). */
+  prefixRelists = 0;
 
   constructor(private readonly o: FollowOptions) {
     const rng = o.rng;
@@ -93,7 +105,7 @@ export class Follower {
     this.closed = true;
     const ws = this.watches;
     this.watches = [];
-    await Promise.allSettled(ws.map((w) => w.close()));
+    await Promise.allSettled(ws.flatMap((w) => (w ? [w.close()] : [])));
   }
 
   private get prefixes(): readonly string[] {
@@ -118,16 +130,27 @@ export class Follower {
       if (this.o.onBatch) this.o.onBatch(b);
       else for (const ev of b.events) this.o.onEvent?.(ev.kv, ev.type === 'delete', b.revision);
     };
-    const onError = (err: TarcilError): void => {
+    const alone = this.o.onRelistPrefix !== undefined && prefixes.length > 1;
+    const onError = (err: TarcilError, index: number, pgen: number): void => {
+      if (this.closed || gen !== this.gen) return;
+      if (alone) {
+        if (pgen === this.prefixGen[index]) void this.relistPrefix(index, err);
+        return;
+      }
       // The first of the current watches to end starts a re-list; the others (one per prefix)
       // and the watches it replaces have nothing more to say.
-      if (this.closed || gen !== this.gen) return;
       this.gen++;
       this.o.log.warn({ prefix: prefixes.join(','), code: err.code, err: err.message }, 'watch ended; re-listing');
       if (this.restarting) this.again = true;
       else void this.restart();
     };
-    const made = await Promise.allSettled(prefixes.map((prefix) => this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents, onError })));
+    const made = await Promise.allSettled(
+      prefixes.map((prefix, i) => {
+        const pgen = (this.prefixGen[i] = (this.prefixGen[i] ?? 0) + 1);
+        return this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents, onError: (err) => onError(err, i, pgen) });
+      }),
+    );
+    this.onEvents = onEvents;
     const watches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
     const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
     if (failed || this.closed || gen !== this.gen) {
@@ -139,6 +162,48 @@ export class Follower {
     this.watches = watches;
   }
 
+  private onEvents: ((b: WatchBatch) => void) | undefined;
+
+  /** One prefix listed and watched again on its own (onRelistPrefix); the others' watches go on. */
+  private async relistPrefix(index: number, err: TarcilError): Promise<void> {
+    const gen = this.gen;
+    const pgen = (this.prefixGen[index] = (this.prefixGen[index] ?? 0) + 1);
+    const prefix = this.prefixes[index] as string;
+    const stale = (): boolean => this.closed || gen !== this.gen || pgen !== this.prefixGen[index];
+    this.o.log.warn({ prefix, code: err.code, err: err.message }, 'watch ended; listing its prefix again');
+    const old = this.watches[index];
+    this.watches[index] = undefined;
+    await old?.close();
+    const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
+    for (let failures = 0; !stale();) {
+      try {
+        const res = await this.o.store.range(prefix);
+        if (stale()) return;
+        this.o.onRelistPrefix?.(index, res.kvs, res.revision);
+        const w = await this.o.store.watch({
+          prefix,
+          fromRevision: res.revision + 1,
+          onEvents: (b) => this.onEvents?.(b),
+          onError: (e) => {
+            if (!this.closed && gen === this.gen && pgen === this.prefixGen[index]) void this.relistPrefix(index, e);
+          },
+        });
+        if (stale()) {
+          await w.close();
+          return;
+        }
+        this.watches[index] = w;
+        this.prefixRelists++;
+        return;
+      } catch (e) {
+        failures++;
+        const delay = Math.round(relistBackoffMs(backoff, failures, this.rand));
+        this.o.log.warn({ prefix, err: errorMessage(e), failures, delay }, 'list of one prefix failed; retrying');
+        await this.o.clock.sleep(delay);
+      }
+    }
+  }
+
   private async restart(): Promise<void> {
     if (this.restarting || this.closed) return;
     this.restarting = true;
@@ -147,7 +212,7 @@ export class Follower {
         this.again = false;
         const old = this.watches;
         this.watches = [];
-        await Promise.allSettled(old.map((w) => w.close()));
+        await Promise.allSettled(old.flatMap((w) => (w ? [w.close()] : [])));
         const backoff = this.o.backoffMs ?? DEFAULT_BACKOFF_MS;
         for (let failures = 0; !this.closed;) {
           try {

@@ -228,11 +228,20 @@ class CancellableStore extends MemoryStore {
     this.live.push({ opts, handle });
     return handle;
   }
-  async cancelAll(): Promise<void> {
-    for (const w of this.live.splice(0)) {
+  readonly ranged: string[] = [];
+  override range(prefix: string, opts?: Parameters<MemoryStore['range']>[1]): ReturnType<MemoryStore['range']> {
+    this.ranged.push(prefix);
+    return super.range(prefix, opts);
+  }
+  /** Ends the watches whose prefix passes `which` (all by default), as etcd would. */
+  async cancelAll(which: (prefix: string) => boolean = () => true): Promise<number> {
+    const ending = this.live.filter((w) => which(w.opts.prefix));
+    this.live.splice(0, this.live.length, ...this.live.filter((w) => !ending.includes(w)));
+    for (const w of ending) {
       await w.handle.close();
-      w.opts.onError(new TarcilError('CANCELLED', 'watch cancelled by the server'));
+      w.opts.onError(new TarcilError('COMPACTED', 'watch on a prefix from a compacted revision'));
     }
+    return ending.length;
   }
 }
 
@@ -376,13 +385,14 @@ describe('agent cache', () => {
   it('re-lists and re-watches when its watch is cancelled, missing nothing written meanwhile', async () => {
     const store = new CancellableStore();
     const { agent, keys } = await setup({ servers: 4, store, config: { consumeQueue: false } });
-    await store.cancelAll();
+    const ended = await store.cancelAll();
     // Written while the agent has no watch.
     await store.put(
       keys.ru({ server: 's0001', index: 3 }),
       JSON.stringify({ state: 'busy', job: 'x', task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 }),
     );
-    await until(() => agent.cache.relists === 1);
+    // Each prefix is listed again on its own.
+    await until(() => agent.cache.relists === ended);
     await until(() => agent.state.server('s0001')!.occupants[3]?.job === 'x');
     // And the new watch is live.
     await store.put(
@@ -391,6 +401,34 @@ describe('agent cache', () => {
     );
     await until(() => agent.state.server('s0002')!.occupants[1]?.job === 'y');
     expect(agent.state.usage().busy).toBe(2);
+  });
+
+  it('lists only the prefix whose watch ended: the RUs go on being watched, every change of theirs seen in order', async () => {
+    const store = new CancellableStore();
+    const { agent, keys } = await setup({ servers: 4, store, config: { consumeQueue: false } });
+    const seen: string[] = [];
+    agent.cache.onRu((kv, _deleted, rec, prev) =>
+      seen.push(`${kv.key.slice(-7)} ${prev?.job ?? '-'}→${rec?.state === 'busy' ? (rec as { job: string }).job : 'free'}`),
+    );
+    const listedBefore = store.ranged.length;
+    // A quiet prefix's watch ends (its start revision compacted away, as after etcd restarts).
+    expect(await store.cancelAll((p) => p === keys.cordons())).toBe(1);
+    const ru = keys.ru({ server: 's0001', index: 3 });
+    const busy = (job: string): string => JSON.stringify({ state: 'busy', job, task: 0, caused: TEST_PROFILES[0]!.caused, priority: 100 });
+    // The RU changes three times meanwhile: each change reaches the listeners, in order.
+    await store.put(ru, busy('x'));
+    await store.put(ru, JSON.stringify({ state: 'free' }));
+    await store.put(ru, busy('y'));
+    await store.put(keys.cordon('s0002'), JSON.stringify({ reason: 'test' }));
+    await until(() => agent.cache.relists === 1);
+    await until(() => seen.length === 3 && agent.state.cordoned().has('s0002'));
+    expect(seen.map((x) => x.split(' ')[1])).toEqual(['-→x', 'x→free', '-→y']);
+    expect(store.ranged.slice(listedBefore)).toEqual([keys.cordons()]);
+    // Both watches are live.
+    await store.delete(keys.cordon('s0002'));
+    await store.put(ru, JSON.stringify({ state: 'free' }));
+    await until(() => !agent.state.cordoned().has('s0002') && agent.state.server('s0001')!.occupants[3] === null);
+    expect(agent.cache.relists).toBe(1);
   });
 
   it('keeps admission counters in step with the cluster it caches', async () => {

@@ -34,7 +34,7 @@ function faultyStore(): {
   inner: MemoryStore;
   ranges: { count: number; failNext: number };
   watches: { open: number; made: number; failNextFor: string | undefined; endAtOnce: number };
-  endAll: () => void;
+  endAll: (which?: (prefix: string) => boolean) => void;
 } {
   const inner = new MemoryStore();
   const ranges = { count: 0, failNext: 0 };
@@ -82,8 +82,10 @@ function faultyStore(): {
       return handle;
     },
   });
-  const endAll = (): void => {
-    for (const w of live.splice(0)) {
+  const endAll = (which: (prefix: string) => boolean = () => true): void => {
+    const ending = live.filter((w) => which(w.opts.prefix));
+    live.splice(0, live.length, ...live.filter((w) => !ending.includes(w)));
+    for (const w of ending) {
       void w.handle.close();
       w.opts.onError(new TarcilError('CANCELLED', 'watch cancelled by the server'));
     }
@@ -220,6 +222,45 @@ describe('Follower', () => {
     await inner.put('/p/x', '1');
     await until('the event of /p/x', () => seen.events.includes('+/p/x'));
     await f.close();
+  });
+
+  it('with onRelistPrefix, lists only the prefix whose watch ended, retrying with a pause; the other watch goes on', async () => {
+    const { store, inner, ranges, watches, endAll } = faultyStore();
+    const clock = new RecordingClock();
+    const events: string[] = [];
+    const relisted: [number, string[], number][] = [];
+    await inner.put('/q/a', '1');
+    const f = new Follower({
+      store,
+      clock,
+      rng: { next: () => 0.5 },
+      log,
+      prefix: ['/p/', '/q/'],
+      onSnapshot: () => undefined,
+      onEvent: (kv, deleted) => events.push(`${deleted ? '-' : '+'}${kv.key}`),
+      onRelistPrefix: (i, kvs, rev) => relisted.push([i, kvs.map((kv) => kv.key), rev]),
+    });
+    await f.start();
+    const madeBefore = watches.made;
+    ranges.failNext = 1;
+    endAll((p) => p === '/q/');
+    await until('a pause', () => clock.pendingTimers() === 1);
+    // Meanwhile /p/ is still watched, and /q/ changes unseen.
+    await inner.put('/p/x', '1');
+    await inner.put('/q/b', '1');
+    await until('the event of /p/x', () => events.includes('+/p/x'));
+    clock.advance(clock.sleeps.at(-1)!);
+    await until('/q/ listed again', () => f.prefixRelists === 1);
+    expect(clock.sleeps).toEqual([38]); // 25–50 ms, drawn at 0.5
+    expect(relisted).toEqual([[1, ['/q/a', '/q/b'], await inner.revision()]]);
+    expect(f.relists).toBe(0);
+    expect(watches.made - madeBefore).toBe(1);
+    expect(watches.open).toBe(2);
+    await inner.put('/q/c', '1');
+    await until('the event of /q/c', () => events.includes('+/q/c'));
+    expect(events).toEqual(['+/p/x', '+/q/c']);
+    await f.close();
+    expect(watches.open).toBe(0);
   });
 
   it('stops retrying once closed', async () => {
