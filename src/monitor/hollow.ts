@@ -230,13 +230,11 @@ export class HollowNodes {
       prefix: [this.o.keys.rus(), this.o.keys.cordons()],
       onSnapshot: (_kvs, _rev, [rus = [], cordons = []]) => {
         this.applySnapshot(rus);
-        const byServer = new Map(cordons.map((kv) => [this.o.keys.tail(this.o.keys.cordons(), kv.key), kv] as const));
-        for (const n of this.nodes.values()) {
-          const kv = byServer.get(n.server.id);
-          // Most nodes are never cordoned: only those that are, or were, hear of it.
-          if (kv || n.cordonState) n.setCordon(parseJson<CordonRecord>(kv));
-        }
+        this.applyCordons(cordons);
       },
+      // One watch ended (the cordons' start compacted away, after etcd restarted): its prefix alone
+      // is listed again, and the RUs' watch resumes where it was.
+      onRelistPrefix: (index, kvs) => (index === 0 ? this.applySnapshot(kvs) : this.applyCordons(kvs)),
       onEvent: (kv, deleted) => {
         const cordoned = this.o.keys.tail(this.o.keys.cordons(), kv.key);
         if (cordoned !== undefined) return this.nodes.get(cordoned)?.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
@@ -253,6 +251,15 @@ export class HollowNodes {
     // makes the node look at once. A tick over every busy node was 2,000 looks a second on a
     // 2,000-node cell that found nothing new.
     await this.follower.start();
+  }
+
+  private applyCordons(cordons: readonly KeyValue[]): void {
+    const byServer = new Map(cordons.map((kv) => [this.o.keys.tail(this.o.keys.cordons(), kv.key), kv] as const));
+    for (const n of this.nodes.values()) {
+      const kv = byServer.get(n.server.id);
+      // Most nodes are never cordoned: only those that are, or were, hear of it.
+      if (kv || n.cordonState) n.setCordon(parseJson<CordonRecord>(kv));
+    }
   }
 
   snapshot(): HollowSnapshot {

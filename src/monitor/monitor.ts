@@ -143,6 +143,11 @@ export class LocalMonitor {
         this.node.onSnapshot(rus);
         this.node.setCordon(parseJson<CordonRecord>(cordons.find((kv) => kv.key === cordonKey)));
       },
+      // Either watch that ended (its start compacted away: both are quiet) lists its own prefix again.
+      onRelistPrefix: (index, kvs) => {
+        if (index === 0) this.node.onSnapshot(kvs);
+        else this.node.setCordon(parseJson<CordonRecord>(kvs.find((kv) => kv.key === cordonKey)));
+      },
       onEvent: (kv, deleted) => {
         if (kv.key === cordonKey) return this.node.setCordon(deleted ? undefined : parseJson<CordonRecord>(kv));
         if (!kv.key.startsWith(cordonKey)) {

@@ -60,14 +60,14 @@ export class Members {
       log: this.o.log,
       prefix: [k.members(), k.cancels()],
       onSnapshot: (_kvs, _rev, [members = [], cancels = []]) => {
-        const before = new Set(this.live.keys());
-        this.live.clear();
-        this.demand.clear();
-        for (const kv of members) this.onMember(kv, false);
-        for (const lease of before) if (!this.live.has(lease)) this.o.onGone(lease);
-        // Whatever went unseen while the watch was down: the adoption scan looks at every job.
-        this.o.onGone(undefined);
+        this.listedMembers(members);
         for (const kv of cancels) this.onCancelKey(kv);
+      },
+      // One watch ended (the cancels' start compacted away, after etcd restarted): its prefix alone
+      // is listed again; the members' watch resumed where it was, and no adoption scan is needed.
+      onRelistPrefix: (index, kvs) => {
+        if (index === 0) this.listedMembers(kvs);
+        else for (const kv of kvs) this.onCancelKey(kv);
       },
       onEvent: (kv, deleted) => {
         if (kv.key.startsWith(k.members())) this.onMember(kv, deleted);
@@ -75,6 +75,16 @@ export class Members {
       },
     });
     return this.follower.start();
+  }
+
+  private listedMembers(members: readonly KeyValue[]): void {
+    const before = new Set(this.live.keys());
+    this.live.clear();
+    this.demand.clear();
+    for (const kv of members) this.onMember(kv, false);
+    for (const lease of before) if (!this.live.has(lease)) this.o.onGone(lease);
+    // Whatever went unseen while the watch was down: the adoption scan looks at every job.
+    this.o.onGone(undefined);
   }
 
   close(): Promise<void> | undefined {
