@@ -89,6 +89,49 @@ describe('members and owner records (embedded store, manual clock)', () => {
     expect(await cell.store.get(cell.keys.owner(job.id))).toBeUndefined();
   });
 
+  it("a cancellations' watch that ends lists the cancellations alone: no adoption scan, and a cancellation still reaches the owner", async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 4);
+    for (const id of ['s0000', 's0001']) {
+      const key = cell.keys.server(id);
+      await cell.store.put(key, JSON.stringify({ ...parseJson<Record<string, unknown>>(await cell.store.get(key)), endpoint: `node:${id}` }));
+    }
+    const k = cell.keys;
+    const reads: string[] = [];
+    const ending: { prefix: string; end: () => void }[] = [];
+    const inner = cell.store;
+    const store = wrapStore(inner, {
+      range: (prefix, opts) => {
+        reads.push(prefix);
+        return inner.range(prefix, opts);
+      },
+      snapshot: (prefixes) => {
+        reads.push(...prefixes);
+        return inner.snapshot(prefixes);
+      },
+      watch: async (opts) => {
+        const h = await inner.watch(opts);
+        ending.push({ prefix: opts.prefix, end: () => void h.close().then(() => opts.onError(new TarcilError('COMPACTED', 'history compacted'))) });
+        return h;
+      },
+    });
+    const a = await cell.owner('A', store);
+    const b = await cell.owner('B');
+    const job = makeJob('to-cancel', TEST_PROFILES[0]!, 3, { maxQueueMs: 0, durationMs: 600_000 });
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 3, 10_000);
+    await cell.advance(1000);
+    reads.length = 0;
+    // The cancellations' watch ends, as one resuming from a compacted revision does.
+    ending.find((w) => w.prefix === k.cancels())!.end();
+    await cell.until(() => reads.includes(k.cancels()), 5000);
+    await cell.advance(1000);
+    expect(reads.filter((p) => p === k.owners() || p === k.members())).toEqual([]);
+    // Watched again: a cancellation asked through B stops A's tasks.
+    await b.cancel(job.id);
+    await cell.until(() => cell!.nodes.kills.filter((x) => x.job === job.id).length === 3, 10_000);
+  });
+
   it("a member's record says whether it has tasks to place: at once when it has, a moment after it has none", async () => {
     cell = new OwnerCell();
     await cell.seed(1, 2);
