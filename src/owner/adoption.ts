@@ -14,14 +14,15 @@
  * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
  * the survivors keep their own leases and work meanwhile.
  */
-import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type OwnerRecord } from '../state/live-records.ts';
-import { parseJson } from '../state/records.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../state/live-records.ts';
+import { lastOfFreedRu, parseJson } from '../state/records.ts';
 import { tasksAsRead } from '../state/task-chunks.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Compare, TxnResult } from '../store/types.ts';
 import type { OwnerContext } from './context.ts';
 import { mergeTask, newOwned, recordOutcome, type AdoptWindow } from './job.ts';
 import { ownerFence } from './fence.ts';
+import { keepForAdoption } from './ru-events.ts';
 
 /** How a job is taken up: the owner record as read (its mod revision, 0 for none) and whose lease it named. */
 export interface AdoptFrom {
@@ -88,6 +89,12 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
   // The job's task changes are kept from now, while it waits its turn (see OwnerContext.adoptWindow).
   const window: AdoptWindow = m.adoptWindow.get(id) ?? { tasks: [] };
   m.adoptWindow.set(id, window);
+  // And the ends its view saw before (its owner's lease was lost after them, or they came
+  // between that and this scan): they may be compacted out of the history by its turn.
+  for (const e of m.recentEnds.take(id)) {
+    const last = lastOfFreedRu(e.value) as LiveTaskRecord | undefined;
+    if (last?.job === id && typeof last.index === 'number') keepForAdoption(window, last, e.rev, e.ref);
+  }
   // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);
   const p = m.o.clock

@@ -13,6 +13,7 @@ import type { Logger } from '../util/log.ts';
 import type { Rng } from '../util/rng.ts';
 import type { AgentConfig, DecisionRecord, Placement, SchedulingAgent } from '../agent/agent.ts';
 import type { CellServer, Feasibility } from '../agent/cell.ts';
+import type { RecentEnds } from './recent-ends.ts';
 import type { AdoptionGate } from './adoption-gate.ts';
 import { laterTurn } from '../util/turns.ts';
 import type { JobQueue } from './job-queue.ts';
@@ -144,6 +145,8 @@ export interface OwnerContext {
    * answer.
    */
   readonly adoptWindow: Map<string, AdoptWindow>;
+  /** Ends of tasks of jobs not owned here, as the view saw them, for an adoption to take up (recent-ends.ts). */
+  readonly recentEnds: RecentEnds;
   /** The jobs owned here by server they have live (placed or running) tasks on (kept by mergeTask). */
   readonly ownedOn: Map<string, Set<Owned>>;
   /** Concurrency and backoff of this process's adoptions (adoption.ts). */

@@ -41,6 +41,7 @@ import { cancelJob, submitJob, type SubmitOptions, type SubmitResult } from './s
 import { takeRecord } from './summary.ts';
 import { newMoveStats, onReport, type MoveHost, type MoveStats } from './moves.ts';
 import { onRuChange, SWEEP_MS, TaskRefresher } from './ru-events.ts';
+import { RecentEnds } from './recent-ends.ts';
 import { MoveBudget, runtimeLoopConfig, type RuntimeLoopConfig } from '../monitor/runtime-loop.ts';
 import { SEEN_REFRESH_MS } from './plan.ts';
 
@@ -95,6 +96,7 @@ export class JobManager implements OwnerContext, MoveHost {
   readonly cell = new KnownCell();
   readonly adopting = new Set<string>();
   readonly adoptWindow = new Map<string, AdoptWindow>();
+  readonly recentEnds: RecentEnds;
   readonly ownedOn = new Map<string, Set<Owned>>();
   readonly adoptions: AdoptionGate;
   /** The jobs to evaluate: every part adds a job it learnt something about; one evaluation at a time per job. */
@@ -138,6 +140,7 @@ export class JobManager implements OwnerContext, MoveHost {
     this.o = opts;
     this.bg = new Background(opts.clock);
     this.live = new LiveKeys(opts.keys);
+    this.recentEnds = new RecentEnds(opts.clock);
     this.ttlSeconds = opts.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_S;
     this.departedMemoryMs = opts.departedMemoryMs ?? DEFAULT_DEPARTED_MEMORY_MS;
     this.unplaceableTimeoutMs = opts.unplaceableTimeoutMs ?? DEFAULT_UNPLACEABLE_TIMEOUT_MS;

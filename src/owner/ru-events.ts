@@ -24,7 +24,7 @@ import type { KeyValue } from '../store/types.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Placement } from '../agent/agent.ts';
 import { type OwnerContext, type TaskReads } from './context.ts';
-import { mergeTask, recordOutcome, type Owned } from './job.ts';
+import { mergeTask, recordOutcome, type AdoptWindow, type Owned } from './job.ts';
 import { findOutcome } from '../state/ru-history.ts';
 
 /** Task records read in one transaction, of one job or several (etcd's default limit on operations is 128). */
@@ -61,11 +61,15 @@ export function onRuChange(
   if (!deleted && rec?.state === 'free') {
     // Most freed RUs are of other front-ends' jobs: those are not parsed.
     const of = jobOfFreedRu(kv.value);
-    const last = of !== undefined && (m.owned.has(of) || m.adoptWindow.has(of)) ? (lastOfFreedRu(kv.value) as LiveTaskRecord | undefined) : undefined;
+    const mine = of !== undefined && (m.owned.has(of) || m.adoptWindow.has(of));
+    const last = mine ? (lastOfFreedRu(kv.value) as LiveTaskRecord | undefined) : undefined;
     if (last && typeof last.job === 'string' && typeof last.index === 'number') {
       job = last.job;
       index = last.index;
       applyOutcome(m, refresher, { last, rev: kv.modRevision, ref }, observe);
+    } else if (of !== undefined && !mine) {
+      // Another owner's: kept a while, in case that owner's lease is lost and the job adopted here.
+      m.recentEnds.add(of, kv.value, kv.modRevision, ref);
     }
   } else if (rec && (rec.state === 'busy' || rec.state === 'reserved') && typeof rec.job === 'string' && typeof rec.task === 'number') {
     job = rec.job;
@@ -99,8 +103,7 @@ function applyOutcome(
   if (!o) {
     // A job being adopted: its adoption applies this once the job is ours (adoption.ts).
     const w = m.adoptWindow.get(last.job);
-    if (w && whole) w.tasks.push({ index: last.index, rec: last, rev, ru: ref });
-    else if (w) (w.refresh ??= new Set()).add(last.index);
+    if (w) keepForAdoption(w, last, rev, ref);
     return;
   }
   // A task seen ending (not one seen ended already, after a re-list): what its node measured
@@ -127,6 +130,15 @@ function applyOutcome(
   }
   recordOutcome(o, last, rev, ref);
   m.queue.add(o);
+}
+
+/**
+ * An end of a task of a job queued for adoption, kept in its window: a success or a cancellation
+ * as is, to be applied once the job is owned; any other end, to be read then.
+ */
+export function keepForAdoption(w: AdoptWindow, last: LiveTaskRecord, rev: number, ref: RuRef): void {
+  if (last.state === 'succeeded' || last.state === 'cancelled') w.tasks.push({ index: last.index, rec: last, rev, ru: ref });
+  else (w.refresh ??= new Set()).add(last.index);
 }
 
 /** A change at `rev` of an RU that concerns task `index` of `job`: read its record unless known. */

@@ -60,4 +60,33 @@ describe('a job waiting for adoption', () => {
     expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
     expect(b.stats.outcomesCompacted).toBe(0);
   });
+
+  it('keeps the outcomes of tasks that ended before the scan found the job orphaned, from what its view saw then', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    const b = await cell.owner('B');
+    const job = makeJob('orphan-2', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(2000);
+    // A stops reaching the store, its lease still alive: both tasks succeed before anyone could
+    // adopt the job, other work takes their RUs, and the history is compacted.
+    dying.dead = true;
+    const placed = await cell.busy(job.id);
+    expect(await cell.finishTasks(job.id)).toBe(2);
+    await cell.flush();
+    for (const [i, p] of placed.entries()) {
+      await cell.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'C/a1' }));
+    }
+    await cell.store.compact(await cell.store.revision());
+    expect(b.stats.adopted).toBe(0);
+    // A's lease runs out; B adopts the job and records both successes its view saw.
+    await cell.until(() => b.stats.adopted === 1, 20_000);
+    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+    const rec = parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job.id)));
+    expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
+    expect(b.stats.outcomesCompacted).toBe(0);
+  });
 });

@@ -1,0 +1,89 @@
+/**
+ * The recent task ends of jobs this process does not own, as its view saw them on freed RUs.
+ *
+ * A task's success lives in its freed RU alone until its owner records it in the job's records.
+ * When the owner's lease is lost (the process killed, or frozen past its TTL), the ends that came
+ * between its last write and an adopter's scan were seen by every front-end's view, but by none
+ * that owned the job; an adopter that reaches the job later (a lost lease's thousands of jobs
+ * are adopted a few at a time, for minutes) reads them from the RUs' history, and compaction may
+ * have taken it by then: the task is recorded failed although it succeeded.
+ *
+ * So each front-end keeps the freed-RU values that carried an end of a job it does not own, for
+ * RECENT_ENDS_MS and at most RECENT_ENDS_MAX of them (the values as the watch delivered them,
+ * unparsed), and a job queued for adoption takes its own into its adoption window
+ * (adoption.ts), where they are applied like the ends that come while it waits.
+ */
+import type { RuRef } from '../model/types.ts';
+import type { Clock } from '../util/clock.ts';
+
+/** How long an end of a job owned elsewhere is kept. */
+export const RECENT_ENDS_MS = 120_000;
+/** Ends kept at most: past it the oldest go first (about 0.3 KB each). */
+export const RECENT_ENDS_MAX = 200_000;
+
+/** A freed RU's value that carried an end, with its revision and RU. */
+export interface RecentEnd {
+  value: string;
+  rev: number;
+  ref: RuRef;
+  at: number;
+}
+
+export class RecentEnds {
+  private readonly byJob = new Map<string, RecentEnd[]>();
+  /** Every end kept, oldest first, from `head` on (the array is trimmed now and then). */
+  private order: { job: string; end: RecentEnd }[] = [];
+  private head = 0;
+  private kept = 0;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly keepMs = RECENT_ENDS_MS,
+    private readonly max = RECENT_ENDS_MAX,
+  ) {}
+
+  /** Ends kept now. */
+  get size(): number {
+    return this.kept;
+  }
+
+  add(job: string, value: string, rev: number, ref: RuRef): void {
+    const at = this.clock.now();
+    const end: RecentEnd = { value, rev, ref, at };
+    const list = this.byJob.get(job);
+    if (list) list.push(end);
+    else this.byJob.set(job, [end]);
+    this.order.push({ job, end });
+    this.kept++;
+    this.expire(at);
+  }
+
+  /** The ends kept of `job`, oldest first, handed over (no longer kept here). */
+  take(job: string): RecentEnd[] {
+    const list = this.byJob.get(job);
+    if (!list) return [];
+    this.byJob.delete(job);
+    this.kept -= list.length;
+    this.expire(this.clock.now());
+    return list;
+  }
+
+  private expire(now: number): void {
+    const order = this.order;
+    while (this.head < order.length) {
+      const first = order[this.head] as { job: string; end: RecentEnd };
+      if (first.end.at > now - this.keepMs && this.kept <= this.max) break;
+      this.head++;
+      const list = this.byJob.get(first.job);
+      // Taken already (the job's list is gone, or a newer one began): nothing left to drop.
+      if (list?.[0] !== first.end) continue;
+      list.shift();
+      this.kept--;
+      if (list.length === 0) this.byJob.delete(first.job);
+    }
+    if (this.head > 4096 && this.head * 2 > order.length) {
+      this.order = order.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
