@@ -93,7 +93,9 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
   // between that and this scan): they may be compacted out of the history by its turn.
   for (const e of m.recentEnds.take(id)) {
     const last = lastOfFreedRu(e.value) as LiveTaskRecord | undefined;
-    if (last?.job === id && typeof last.index === 'number') keepForAdoption(window, last, e.rev, e.ref);
+    if (last?.job !== id || typeof last.index !== 'number') continue;
+    keepForAdoption(window, last, e.rev, e.ref);
+    m.stats.outcomesFromRecentEnds++;
   }
   // Jitter spreads the jobs of a dead process over the survivors instead of one taking all.
   const jitter = m.o.rng.next() * Math.min(1000, m.ttlSeconds * 250);

@@ -114,6 +114,8 @@ export interface OwnerStats {
   historyReads: number;
   /** Placed or running tasks whose RU the view showed moved on without this owner having seen it: read again (ru-events.ts sweep). */
   sweptTasks: number;
+  /** Task ends an adoption took from what the view saw before the job was found orphaned (recent-ends.ts). */
+  outcomesFromRecentEnds: number;
   /** Tasks whose outcome was compacted out of the store's history before it was recorded: recorded failed, saying so. */
   outcomesCompacted: number;
   /** Outcomes not yet recorded, found in the record of the placement that took their RU next (PlacedRuRecord.prev), not in the history. */

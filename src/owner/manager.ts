@@ -122,6 +122,7 @@ export class JobManager implements OwnerContext, MoveHost {
     taskReads: 0,
     historyReads: 0,
     sweptTasks: 0,
+    outcomesFromRecentEnds: 0,
     outcomesCompacted: 0,
     outcomesCarried: 0,
   };

@@ -35,6 +35,7 @@ export class RecentEnds {
   private order: { job: string; end: RecentEnd }[] = [];
   private head = 0;
   private kept = 0;
+  private chars = 0;
 
   constructor(
     private readonly clock: Clock,
@@ -47,6 +48,11 @@ export class RecentEnds {
     return this.kept;
   }
 
+  /** The length of the values kept now, summed (about their bytes: the values are JSON). */
+  get keptChars(): number {
+    return this.chars;
+  }
+
   add(job: string, value: string, rev: number, ref: RuRef): void {
     const at = this.clock.now();
     const end: RecentEnd = { value, rev, ref, at };
@@ -55,6 +61,7 @@ export class RecentEnds {
     else this.byJob.set(job, [end]);
     this.order.push({ job, end });
     this.kept++;
+    this.chars += value.length;
     this.expire(at);
   }
 
@@ -64,6 +71,7 @@ export class RecentEnds {
     if (!list) return [];
     this.byJob.delete(job);
     this.kept -= list.length;
+    for (const e of list) this.chars -= e.value.length;
     this.expire(this.clock.now());
     return list;
   }
@@ -79,6 +87,7 @@ export class RecentEnds {
       if (list?.[0] !== first.end) continue;
       list.shift();
       this.kept--;
+      this.chars -= first.end.value.length;
       if (list.length === 0) this.byJob.delete(first.job);
     }
     if (this.head > 4096 && this.head * 2 > order.length) {

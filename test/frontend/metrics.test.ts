@@ -88,6 +88,9 @@ describe('front-end /metrics: the job owner', () => {
     expect(m.get('tarcil_jobs_adopted')).toBe(sched.manager.stats.adopted);
     expect(m.get('tarcil_task_outcomes_carried')).toBe(sched.manager.stats.outcomesCarried);
     expect(m.get('tarcil_tasks_swept')).toBe(sched.manager.stats.sweptTasks);
+    expect(m.get('tarcil_recent_ends')).toBe(sched.manager.recentEnds.size);
+    expect(m.get('tarcil_recent_ends_bytes')).toBe(sched.manager.recentEnds.keptChars);
+    expect(m.get('tarcil_task_outcomes_from_recent_ends')).toBe(sched.manager.stats.outcomesFromRecentEnds);
     expect(m.get('tarcil_adoptions_queued')).toBe(sched.manager.adoptions.queued);
     expect(m.get('tarcil_launch_calls')).toBe(sched.manager.stats.launches);
     const commits = (): number => sched.manager.agents.reduce((n, a) => n + a.stats.commits, 0);

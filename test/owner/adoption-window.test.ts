@@ -88,5 +88,6 @@ describe('a job waiting for adoption', () => {
     const rec = parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job.id)));
     expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
     expect(b.stats.outcomesCompacted).toBe(0);
+    expect(b.stats.outcomesFromRecentEnds).toBe(2);
   });
 });

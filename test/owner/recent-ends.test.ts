@@ -35,8 +35,10 @@ describe('RecentEnds', () => {
     const ends = new RecentEnds(clock, 60_000, 3);
     for (let i = 0; i < 5; i++) ends.add(`j${i % 2}`, `v${i}`, i, ref(i));
     expect(ends.size).toBe(3);
+    expect(ends.keptChars).toBe(6);
     expect(ends.take('j0').map((e) => e.value)).toEqual(['v2', 'v4']);
     expect(ends.take('j1').map((e) => e.value)).toEqual(['v3']);
     expect(ends.size).toBe(0);
+    expect(ends.keptChars).toBe(0);
   });
 });
