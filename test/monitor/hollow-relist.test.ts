@@ -7,9 +7,8 @@ import { placementTxn } from '../../src/state/placement.ts';
 import { isFreeRuValue } from '../../src/state/records.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';
-import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { wrapStore } from '../support/wrap-store.ts';
+import { endableWatches } from '../support/wrap-store.ts';
 import { until as pollUntil } from '../support/until.ts';
 
 /**
@@ -26,19 +25,7 @@ describe('hollow nodes: a watch that ends', () => {
   it('lists its own prefix again, and the RUs are still followed: a task placed afterwards starts', async () => {
     const mem = new MemoryStore();
     const keys = new Keys('/hr/');
-    const reads: string[] = [];
-    const watches: { prefix: string; end: () => void }[] = [];
-    const store = wrapStore(mem, {
-      range: (prefix, opts) => {
-        reads.push(prefix);
-        return mem.range(prefix, opts);
-      },
-      watch: async (opts) => {
-        const h = await mem.watch(opts);
-        watches.push({ prefix: opts.prefix, end: () => void h.close().then(() => opts.onError(new TarcilError('COMPACTED', 'history compacted'))) });
-        return h;
-      },
-    });
+    const { store, reads, watches } = endableWatches(mem);
     const servers = expandCluster(scaleCluster(resolveCluster('hetero-400', catalog), 4), catalog.platforms);
     const hollow = new HollowNodes({ store, keys, clock, log, servers, leaseTtlSeconds: 5 });
     try {

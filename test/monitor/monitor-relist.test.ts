@@ -6,9 +6,8 @@ import { Keys } from '../../src/state/keys.ts';
 import { placementTxn } from '../../src/state/placement.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { SystemClock } from '../../src/util/clock.ts';
-import { TarcilError } from '../../src/util/errors.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { wrapStore } from '../support/wrap-store.ts';
+import { endableWatches } from '../support/wrap-store.ts';
 import { until as pollUntil } from '../support/until.ts';
 
 /**
@@ -25,19 +24,7 @@ describe('a node monitor whose watch ends', () => {
   it('lists that prefix alone and watches it again; a task placed afterwards starts', async () => {
     const mem = new MemoryStore();
     const keys = new Keys('/mr/');
-    const reads: string[] = [];
-    const watches: { prefix: string; end: () => void }[] = [];
-    const store = wrapStore(mem, {
-      range: (prefix, opts) => {
-        reads.push(prefix);
-        return mem.range(prefix, opts);
-      },
-      watch: async (opts) => {
-        const h = await mem.watch(opts);
-        watches.push({ prefix: opts.prefix, end: () => void h.close().then(() => opts.onError(new TarcilError('COMPACTED', 'history compacted'))) });
-        return h;
-      },
-    });
+    const { store, reads, watches } = endableWatches(mem);
     const server = { id: 'm0', platform: 'r3-xlarge', rack: 'r0', rus: 2, speed: 1, attributes: {} };
     const mon = new LocalMonitor({ store, keys, clock, log, server, executor: new SimulatedExecutor(clock), leaseTtlSeconds: 5 });
     await mon.start();

@@ -5,6 +5,7 @@ import { OUTCOME_COMPACTED } from '../../src/state/ru-history.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
+import type { JobManager } from '../../src/owner/manager.ts';
 
 /**
  * A dead owner's job waits its turn for adoption (a large cell's adopters take a few jobs at a
@@ -17,6 +18,27 @@ afterEach(async () => {
   await cell?.close();
   cell = undefined;
 });
+
+/**
+ * Both of the job's tasks succeed, other work takes their RUs, and the store's history is
+ * compacted: nothing in the store says any more how the tasks ended.
+ */
+async function succeedAndForget(c: OwnerCell, job: string): Promise<void> {
+  const placed = await c.busy(job);
+  expect(await c.finishTasks(job)).toBe(2);
+  await c.flush();
+  for (const [i, p] of placed.entries()) {
+    await c.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'C/a1' }));
+  }
+  await c.store.compact(await c.store.revision());
+}
+
+/** The job's record holds no task failed as compacted, and its adopter found none. */
+async function expectNoneCompacted(c: OwnerCell, job: string, adopter: JobManager): Promise<void> {
+  const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job)));
+  expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
+  expect(adopter.stats.outcomesCompacted).toBe(0);
+}
 
 describe('a job waiting for adoption', () => {
   it('keeps the outcomes of tasks that end while it waits, though their RUs moved on and the history was compacted', async () => {
@@ -44,21 +66,12 @@ describe('a job waiting for adoption', () => {
     const b = await cell.owner('B', bStore);
     dying.dead = true;
     await cell.until(() => waiting, 10_000);
-    // Meanwhile both tasks succeed, other work takes their RUs, and the store's history is
-    // compacted: nothing in the store says any more how the tasks ended.
-    const placed = await cell.busy(job.id);
-    expect(await cell.finishTasks(job.id)).toBe(2);
-    await cell.flush();
-    for (const [i, p] of placed.entries()) {
-      await cell.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'C/a1' }));
-    }
-    await cell.store.compact(await cell.store.revision());
+    // Meanwhile both tasks succeed and how they ended is compacted away.
+    await succeedAndForget(cell, job.id);
     release();
     await cell.until(() => b.stats.adopted === 1, 10_000);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
-    const rec = parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job.id)));
-    expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
-    expect(b.stats.outcomesCompacted).toBe(0);
+    await expectNoneCompacted(cell, job.id, b);
   });
 
   it('keeps the outcomes of tasks that ended before the scan found the job orphaned, from what its view saw then', async () => {
@@ -72,22 +85,14 @@ describe('a job waiting for adoption', () => {
     await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
     await cell.advance(2000);
     // A stops reaching the store, its lease still alive: both tasks succeed before anyone could
-    // adopt the job, other work takes their RUs, and the history is compacted.
+    // adopt the job, and how they ended is compacted away.
     dying.dead = true;
-    const placed = await cell.busy(job.id);
-    expect(await cell.finishTasks(job.id)).toBe(2);
-    await cell.flush();
-    for (const [i, p] of placed.entries()) {
-      await cell.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'C/a1' }));
-    }
-    await cell.store.compact(await cell.store.revision());
+    await succeedAndForget(cell, job.id);
     expect(b.stats.adopted).toBe(0);
     // A's lease runs out; B adopts the job and records both successes its view saw.
     await cell.until(() => b.stats.adopted === 1, 20_000);
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
-    const rec = parseJson<LiveJobRecord>(await cell.store.get(cell.keys.job(job.id)));
-    expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
-    expect(b.stats.outcomesCompacted).toBe(0);
+    await expectNoneCompacted(cell, job.id, b);
     expect(b.stats.outcomesFromRecentEnds).toBe(2);
   });
 });

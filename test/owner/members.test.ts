@@ -7,7 +7,7 @@ import type { ClusterStore, TxnRequest } from '../../src/store/types.ts';
 import { TarcilError } from '../../src/util/errors.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
-import { wrapStore } from '../support/wrap-store.ts';
+import { endableWatches, wrapStore } from '../support/wrap-store.ts';
 
 /**
  * The cell's members (`members/<lease>`), the owner records that name a lease and outlive it, and
@@ -97,24 +97,7 @@ describe('members and owner records (embedded store, manual clock)', () => {
       await cell.store.put(key, JSON.stringify({ ...parseJson<Record<string, unknown>>(await cell.store.get(key)), endpoint: `node:${id}` }));
     }
     const k = cell.keys;
-    const reads: string[] = [];
-    const ending: { prefix: string; end: () => void }[] = [];
-    const inner = cell.store;
-    const store = wrapStore(inner, {
-      range: (prefix, opts) => {
-        reads.push(prefix);
-        return inner.range(prefix, opts);
-      },
-      snapshot: (prefixes) => {
-        reads.push(...prefixes);
-        return inner.snapshot(prefixes);
-      },
-      watch: async (opts) => {
-        const h = await inner.watch(opts);
-        ending.push({ prefix: opts.prefix, end: () => void h.close().then(() => opts.onError(new TarcilError('COMPACTED', 'history compacted'))) });
-        return h;
-      },
-    });
+    const { store, reads, watches: ending } = endableWatches(cell.store);
     const a = await cell.owner('A', store);
     const b = await cell.owner('B');
     const job = makeJob('to-cancel', TEST_PROFILES[0]!, 3, { maxQueueMs: 0, durationMs: 600_000 });

@@ -1,3 +1,4 @@
+import { TarcilError } from '../../src/util/errors.ts';
 import { StoreCampaign, storeLeader } from '../../src/store/election.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
 
@@ -39,4 +40,30 @@ export function wrapStore(
     close: () => Promise.resolve(),
   };
   return wrapped;
+}
+
+/**
+ * A store over `inner` that records the prefix of every list (range or snapshot) and every watch
+ * opened, and can end any of those watches as etcd would end one resuming from a compacted
+ * revision: how a test sees what a follower reads again when one of its watches ends.
+ */
+export function endableWatches(inner: ClusterStore): { store: ClusterStore; reads: string[]; watches: { prefix: string; end: () => void }[] } {
+  const reads: string[] = [];
+  const watches: { prefix: string; end: () => void }[] = [];
+  const store = wrapStore(inner, {
+    range: (prefix, opts) => {
+      reads.push(prefix);
+      return inner.range(prefix, opts);
+    },
+    snapshot: (prefixes) => {
+      reads.push(...prefixes);
+      return inner.snapshot(prefixes);
+    },
+    watch: async (opts) => {
+      const h = await inner.watch(opts);
+      watches.push({ prefix: opts.prefix, end: () => void h.close().then(() => opts.onError(new TarcilError('COMPACTED', 'history compacted'))) });
+      return h;
+    },
+  });
+  return { store, reads, watches };
 }
