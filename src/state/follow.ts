@@ -126,10 +126,6 @@ export class Follower {
     }
     if (this.closed || gen !== this.gen) return;
     this.o.onSnapshot(byPrefix.flat(), revision, byPrefix);
-    const onEvents = (b: WatchBatch): void => {
-      if (this.o.onBatch) this.o.onBatch(b);
-      else for (const ev of b.events) this.o.onEvent?.(ev.kv, ev.type === 'delete', b.revision);
-    };
     const alone = this.o.onRelistPrefix !== undefined && prefixes.length > 1;
     const onError = (err: TarcilError, index: number, pgen: number): void => {
       if (this.closed || gen !== this.gen) return;
@@ -144,13 +140,12 @@ export class Follower {
       if (this.restarting) this.again = true;
       else void this.restart();
     };
+    const pgens = prefixes.map((_, i) => (this.prefixGen[i] = (this.prefixGen[i] ?? 0) + 1));
     const made = await Promise.allSettled(
-      prefixes.map((prefix, i) => {
-        const pgen = (this.prefixGen[i] = (this.prefixGen[i] ?? 0) + 1);
-        return this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents, onError: (err) => onError(err, i, pgen) });
-      }),
+      prefixes.map((prefix, i) =>
+        this.o.store.watch({ prefix, fromRevision: revision + 1, onEvents: this.deliver, onError: (err) => onError(err, i, pgens[i] ?? 0) }),
+      ),
     );
-    this.onEvents = onEvents;
     const watches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
     const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
     if (failed || this.closed || gen !== this.gen) {
@@ -159,10 +154,16 @@ export class Follower {
       if (failed) throw failed.reason;
       return;
     }
-    this.watches = watches;
+    // A prefix whose watch ended meanwhile is being listed again on its own: its new watch, set
+    // there, is kept (the one made here has ended).
+    this.watches = watches.map((w, i) => (pgens[i] === this.prefixGen[i] ? w : this.watches[i]));
   }
 
-  private onEvents: ((b: WatchBatch) => void) | undefined;
+  /** Hands a batch of changes to the follower's callbacks. */
+  private readonly deliver = (b: WatchBatch): void => {
+    if (this.o.onBatch) this.o.onBatch(b);
+    else for (const ev of b.events) this.o.onEvent?.(ev.kv, ev.type === 'delete', b.revision);
+  };
 
   /** One prefix listed and watched again on its own (onRelistPrefix); the others' watches go on. */
   private async relistPrefix(index: number, err: TarcilError): Promise<void> {
@@ -183,9 +184,9 @@ export class Follower {
         const w = await this.o.store.watch({
           prefix,
           fromRevision: res.revision + 1,
-          onEvents: (b) => this.onEvents?.(b),
+          onEvents: this.deliver,
           onError: (e) => {
-            if (!this.closed && gen === this.gen && pgen === this.prefixGen[index]) void this.relistPrefix(index, e);
+            if (!stale()) void this.relistPrefix(index, e);
           },
         });
         if (stale()) {

@@ -263,6 +263,32 @@ describe('Follower', () => {
     expect(watches.open).toBe(0);
   });
 
+  it('with onRelistPrefix, a watch that ends as it is made is listed again on its own, and no watch is left open after close', async () => {
+    const { store, inner, watches } = faultyStore();
+    const clock = new RecordingClock();
+    const events: string[] = [];
+    const relisted: number[] = [];
+    watches.endAtOnce = 1; // the first watch made, /p/'s, ends before its handle is returned
+    const f = new Follower({
+      store,
+      clock,
+      log,
+      prefix: ['/p/', '/q/'],
+      onSnapshot: () => undefined,
+      onEvent: (kv) => events.push(kv.key),
+      onRelistPrefix: (i) => relisted.push(i),
+    });
+    await f.start();
+    await until('/p/ listed again', () => f.prefixRelists === 1);
+    expect(relisted).toEqual([0]);
+    await inner.put('/p/x', '1');
+    await inner.put('/q/y', '1');
+    await until('both events', () => events.includes('/p/x') && events.includes('/q/y'));
+    expect(watches.open).toBe(2);
+    await f.close();
+    expect(watches.open).toBe(0);
+  });
+
   it('stops retrying once closed', async () => {
     const { store, ranges, watches, endAll } = faultyStore();
     const clock = new RecordingClock();
