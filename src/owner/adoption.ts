@@ -14,11 +14,11 @@
  * every job retrying on its own. The orphans are taken up at the pace the store sustains, and
  * the survivors keep their own leases and work meanwhile.
  */
-import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord, type OwnerRecord } from '../state/live-records.ts';
+import { isFinalJob, ownerLeaseOf, type LiveJobRecord, type LiveTaskRecord, type MemberRecord, type OwnerRecord } from '../state/live-records.ts';
 import { lastOfFreedRu, parseJson } from '../state/records.ts';
 import { tasksAsRead } from '../state/task-chunks.ts';
 import { errorMessage } from '../util/errors.ts';
-import type { Compare, TxnResult } from '../store/types.ts';
+import type { Compare, KeyValue, TxnResult } from '../store/types.ts';
 import type { OwnerContext } from './context.ts';
 import { mergeTask, newOwned, recordOutcome, type AdoptWindow } from './job.ts';
 import { ownerFence } from './fence.ts';
@@ -34,7 +34,13 @@ export interface AdoptFrom {
 /** The pause before a scan after a failed adoption or a submission whose outcome is unknown. */
 export const RESCAN_MS = 2000;
 
-const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean }>();
+/**
+ * A member has kept ends for longer than this process when it began this much earlier (clocks of
+ * different hosts differ a little; two front-ends started together both adopt).
+ */
+export const OLDER_MEMBER_MS = 10_000;
+
+const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean; deferred: boolean }>();
 
 /**
  * Reads every owner record and the members at one revision, and takes up the jobs whose owner's
@@ -43,7 +49,7 @@ const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean }>();
  */
 export function scan(m: OwnerContext): void {
   let st = scans.get(m);
-  if (!st) scans.set(m, (st = { running: false, again: false }));
+  if (!st) scans.set(m, (st = { running: false, again: false, deferred: false }));
   if (st.running) {
     st.again = true;
     return;
@@ -69,6 +75,8 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
   const { byPrefix } = await m.o.store.snapshot([k.owners(), k.members()]);
   const [owners = [], members = []] = byPrefix;
   const live = new Set(members.map((kv) => k.tail(k.members(), kv.key)));
+  const defer = deferToOlder(m, self, members);
+  let deferred = 0;
   for (const kv of owners) {
     const id = k.tail(k.owners(), kv.key);
     if (id === undefined || m.owned.has(id)) continue;
@@ -78,8 +86,43 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
     // lives, so we must take it up ourselves or it waits forever.
     if (lease === self) {
       if (!m.submitting.has(id)) void scheduleAdopt(m, id, { rev: kv.modRevision, lease }, true);
-    } else if (lease === undefined || !live.has(lease)) void scheduleAdopt(m, id, { rev: kv.modRevision, lease });
+    } else if (lease === undefined || !live.has(lease)) {
+      if (defer > 0) deferred++;
+      else void scheduleAdopt(m, id, { rev: kv.modRevision, lease });
+    }
   }
+  if (deferred > 0) rescanWhenOld(m, defer, deferred);
+}
+
+/**
+ * How long this process leaves orphaned jobs to older members (0: it adopts now). It keeps the
+ * ends of jobs it does not own only since it started (recent-ends.ts); a member that has kept them
+ * for longer finds in its own memory the ends that came while the jobs' owner was gone, where this
+ * one would read them from the history, perhaps compacted by then. With no older member, or once
+ * a whole window is kept, it adopts like every member.
+ */
+function deferToOlder(m: OwnerContext, self: string, members: readonly KeyValue[]): number {
+  const young = m.recentEnds.youngFor();
+  if (young === 0) return 0;
+  const k = m.o.keys;
+  for (const kv of members) {
+    if (k.tail(k.members(), kv.key) === self) continue;
+    const since = parseJson<MemberRecord>(kv)?.endsSince;
+    if (typeof since === 'number' && since <= m.recentEnds.since - OLDER_MEMBER_MS) return young;
+  }
+  return 0;
+}
+
+/** One scan again once this process keeps a whole window of ends (however many scans deferred). */
+function rescanWhenOld(m: OwnerContext, afterMs: number, deferred: number): void {
+  const st = scans.get(m);
+  m.o.log.info({ jobs: deferred, forMs: Math.round(afterMs) }, 'orphaned jobs left to older front-ends while this one is young');
+  if (!st || st.deferred) return;
+  st.deferred = true;
+  m.later(afterMs, () => {
+    st.deferred = false;
+    scan(m);
+  });
 }
 
 /** Takes up job `id` in the background (see tryAdopt); resolves when that is done or failed. */

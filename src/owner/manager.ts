@@ -163,6 +163,7 @@ export class JobManager implements OwnerContext, MoveHost {
       log: opts.log,
       process: opts.process,
       layout: LAYOUT_VERSION,
+      endsSince: this.recentEnds.since,
       onGone: () => scan(this),
       onCancel: (job) => this.onCancel(job),
     });

@@ -34,6 +34,8 @@ export interface MembersOptions {
   process: string;
   /** The store layout this front-end writes, in its record (owner/layout.ts). */
   layout: number;
+  /** Since when it has kept the ends of jobs it does not own (owner/recent-ends.ts), in its record. */
+  endsSince?: number;
   /** A member's record went (its lease ended): its jobs are to be adopted. Also after a re-list. */
   onGone(lease: string | undefined): void;
   /** A cancellation's mark for `job` (put, or listed). */
@@ -129,7 +131,13 @@ export class Members {
   }
 
   private record(placing: boolean): string {
-    const rec: MemberRecord = { process: this.o.process, since: this.o.clock.now(), placing, layout: this.o.layout };
+    const rec: MemberRecord = {
+      process: this.o.process,
+      since: this.o.clock.now(),
+      placing,
+      layout: this.o.layout,
+      ...(this.o.endsSince !== undefined ? { endsSince: this.o.endsSince } : {}),
+    };
     return JSON.stringify(rec);
   }
 

@@ -12,6 +12,10 @@
  * RECENT_ENDS_MS and at most RECENT_ENDS_MAX of them (the values as the watch delivered them,
  * unparsed), and a job queued for adoption takes its own into its adoption window
  * (adoption.ts), where they are applied like the ends that come while it waits.
+ *
+ * A process keeps nothing from before its start: for its first RECENT_ENDS_MS it leaves orphaned
+ * jobs to the members that have kept ends for longer (`since`, in each member record), so that a
+ * front-end restarted after a crash does not adopt its own former jobs without their ends.
  */
 import type { RuRef } from '../model/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -36,12 +40,21 @@ export class RecentEnds {
   private head = 0;
   private kept = 0;
   private chars = 0;
+  /** When this process began keeping ends (its clock). */
+  readonly since: number;
 
   constructor(
     private readonly clock: Clock,
-    private readonly keepMs = RECENT_ENDS_MS,
+    readonly keepMs = RECENT_ENDS_MS,
     private readonly max = RECENT_ENDS_MAX,
-  ) {}
+  ) {
+    this.since = clock.now();
+  }
+
+  /** How long until what is kept here covers a whole window (0: it does now). */
+  youngFor(now = this.clock.now()): number {
+    return Math.max(0, this.since + this.keepMs - now);
+  }
 
   /** Ends kept now. */
   get size(): number {

@@ -113,6 +113,11 @@ export interface MemberRecord {
   placing: boolean;
   /** The store layout its release writes (owner/layout.ts); absent: layout 2. */
   layout?: number;
+  /**
+   * Since when this front-end has kept the ends of jobs it does not own (owner/recent-ends.ts):
+   * a younger one leaves orphaned jobs to the older members (adoption.ts). Absent: not known.
+   */
+  endsSince?: number;
 }
 
 /** Value of `requests/<id>`: the job a client request created, and a digest of its spec. */
