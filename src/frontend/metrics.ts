@@ -258,13 +258,13 @@ export class Metrics extends MetricsEndpoint {
     );
     read(
       'tarcil_recent_ends',
-      'Ends of tasks of jobs owned elsewhere that this front-end keeps (two minutes, at most 200,000) for an adoption of their job to take up',
+      'Task ends (freed RUs) this front-end keeps (two minutes, at most 200,000) for an adoption of their job to take up',
       () => manager.recentEnds.size,
     );
     read('tarcil_recent_ends_bytes', 'The length of the freed-RU values those ends are kept as, summed', () => manager.recentEnds.keptChars);
     read(
       'tarcil_task_outcomes_from_recent_ends',
-      'Task ends an adoption took from the ends this front-end kept of jobs owned elsewhere (not read from the store history), since it started',
+      'Task ends an adoption took from the ends this front-end kept (not read from the store history), since it started',
       () => manager.stats.outcomesFromRecentEnds,
     );
     read('tarcil_jobs_adopted', 'Jobs this process took up from an owner whose lease had expired, since it started', () => manager.stats.adopted);

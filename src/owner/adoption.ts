@@ -40,6 +40,9 @@ export const RESCAN_MS = 2000;
  */
 export const OLDER_MEMBER_MS = 10_000;
 
+/** The longest a young process leaves orphans to older members (then it adopts what is left). */
+export const OLDER_MEMBERS_FIRST_MS = 600_000;
+
 const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean; deferred: boolean }>();
 
 /**
@@ -75,7 +78,7 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
   const { byPrefix } = await m.o.store.snapshot([k.owners(), k.members()]);
   const [owners = [], members = []] = byPrefix;
   const live = new Set(members.map((kv) => k.tail(k.members(), kv.key)));
-  const defer = deferToOlder(m, self, members);
+  const defer = olderMembersFirst(m, self, members);
   let deferred = 0;
   for (const kv of owners) {
     const id = k.tail(k.owners(), kv.key);
@@ -87,7 +90,7 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
     if (lease === self) {
       if (!m.submitting.has(id)) void scheduleAdopt(m, id, { rev: kv.modRevision, lease }, true);
     } else if (lease === undefined || !live.has(lease)) {
-      if (defer > 0) deferred++;
+      if (defer > 0 && lacksEndsOf(m, lease)) deferred++;
       else void scheduleAdopt(m, id, { rev: kv.modRevision, lease });
     }
   }
@@ -95,25 +98,32 @@ async function scanOnce(m: OwnerContext, self: string): Promise<void> {
 }
 
 /**
- * How long this process leaves orphaned jobs to older members (0: it adopts now). It keeps the
- * ends of jobs it does not own only since it started (recent-ends.ts); a member that has kept them
- * for longer finds in its own memory the ends that came while the jobs' owner was gone, where this
- * one would read them from the history, perhaps compacted by then. With no older member, or once
- * a whole window is kept, it adopts like every member.
+ * How long this process still leaves orphaned jobs to older members (0: it adopts them now). It
+ * keeps task ends only since it started (recent-ends.ts): of a job whose owner's lease went before
+ * it kept a whole window, it may lack the ends that came before, which a member that has kept ends
+ * for longer found in its own memory when its scan queued the job (a front-end restarted after a
+ * crash would otherwise race the survivors for its own former jobs, and read their ends from a
+ * compacted history). With no older member, or after OLDER_MEMBERS_FIRST_MS, it adopts them.
  */
-function deferToOlder(m: OwnerContext, self: string, members: readonly KeyValue[]): number {
-  const young = m.recentEnds.youngFor();
-  if (young === 0) return 0;
+function olderMembersFirst(m: OwnerContext, self: string, members: readonly KeyValue[]): number {
+  const left = m.recentEnds.since + OLDER_MEMBERS_FIRST_MS - m.o.clock.now();
+  if (left <= 0) return 0;
   const k = m.o.keys;
   for (const kv of members) {
     if (k.tail(k.members(), kv.key) === self) continue;
     const since = parseJson<MemberRecord>(kv)?.endsSince;
-    if (typeof since === 'number' && since <= m.recentEnds.since - OLDER_MEMBER_MS) return young;
+    if (typeof since === 'number' && since <= m.recentEnds.since - OLDER_MEMBER_MS) return left;
   }
   return 0;
 }
 
-/** One scan again once this process keeps a whole window of ends (however many scans deferred). */
+/** Whether this process may lack ends of the jobs of `lease`: it did not see the lease go a whole window after it began keeping them. */
+function lacksEndsOf(m: OwnerContext, lease: string | undefined): boolean {
+  const gone = lease === undefined ? undefined : m.memberGoneAt(lease);
+  return gone === undefined || gone < m.recentEnds.since + m.recentEnds.keepMs;
+}
+
+/** One scan again once this process no longer leaves orphans to older members (however many scans deferred). */
 function rescanWhenOld(m: OwnerContext, afterMs: number, deferred: number): void {
   const st = scans.get(m);
   m.o.log.info({ jobs: deferred, forMs: Math.round(afterMs) }, 'orphaned jobs left to older front-ends while this one is young');

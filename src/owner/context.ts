@@ -179,6 +179,8 @@ export interface OwnerContext {
   pendingTasks(): number;
   /** The revision up to which the view's RU changes have reached the owner (ru-events.ts). */
   seenRevision(): number;
+  /** When this process saw the member record of `lease` go (members.ts), if it did. */
+  memberGoneAt(lease: string): number | undefined;
   readonly maxPendingTasks: number;
 }
 

@@ -223,6 +223,10 @@ export class JobManager implements OwnerContext, MoveHost {
     return this.view.cache.revision;
   }
 
+  memberGoneAt(lease: string): number | undefined {
+    return this.members.goneAt(lease);
+  }
+
   /** Tasks of the jobs owned here not yet placed (kept as their records change: OwnedJobs). */
   pendingTasks(): number {
     return this.owned.pending;

@@ -25,6 +25,8 @@ import { MemberDemand } from '../agent/handoff.ts';
 
 /** How long a front-end has had no task to place before its record says so (it says the opposite at once). */
 export const IDLE_AFTER_MS = 1000;
+/** Leases whose going is remembered (one per front-end life: a few a day). */
+const GONE_KEPT = 1000;
 
 export interface MembersOptions {
   store: ClusterStore;
@@ -34,7 +36,7 @@ export interface MembersOptions {
   process: string;
   /** The store layout this front-end writes, in its record (owner/layout.ts). */
   layout: number;
-  /** Since when it has kept the ends of jobs it does not own (owner/recent-ends.ts), in its record. */
+  /** Since when it has kept the task ends its view saw (owner/recent-ends.ts), in its record. */
   endsSince?: number;
   /** A member's record went (its lease ended): its jobs are to be adopted. Also after a re-list. */
   onGone(lease: string | undefined): void;
@@ -51,6 +53,7 @@ export class Members {
   private published: { lease: string; placing: boolean } | undefined;
   private idleSince: number | undefined;
   private writing = false;
+  private readonly gone = new Map<string, number>();
 
   constructor(private readonly o: MembersOptions) {}
 
@@ -150,6 +153,7 @@ export class Members {
     const lease = this.o.keys.tail(this.o.keys.members(), kv.key);
     if (lease === undefined) return;
     if (deleted) {
+      if (this.live.has(lease)) this.noteGone(lease);
       this.live.delete(lease);
       this.demand.set(lease, false);
       this.o.onGone(lease);
@@ -159,6 +163,16 @@ export class Members {
     if (!rec) return;
     this.live.set(lease, rec);
     this.demand.set(lease, rec.placing);
+  }
+
+  /** When this process saw `lease`'s record go (its clock), for the leases it saw go: at most GONE_KEPT. */
+  goneAt(lease: string): number | undefined {
+    return this.gone.get(lease);
+  }
+
+  private noteGone(lease: string): void {
+    this.gone.set(lease, this.o.clock.now());
+    if (this.gone.size > GONE_KEPT) this.gone.delete(this.gone.keys().next().value as string);
   }
 
   private onCancelKey(kv: KeyValue): void {

@@ -1,26 +1,27 @@
 /**
- * The recent task ends of jobs this process does not own, as its view saw them on freed RUs.
+ * The recent task ends of every job, as this process's view saw them on freed RUs.
  *
  * A task's success lives in its freed RU alone until its owner records it in the job's records.
  * When the owner's lease is lost (the process killed, or frozen past its TTL), the ends that came
  * between its last write and an adopter's scan were seen by every front-end's view, but by none
- * that owned the job; an adopter that reaches the job later (a lost lease's thousands of jobs
- * are adopted a few at a time, for minutes) reads them from the RUs' history, and compaction may
- * have taken it by then: the task is recorded failed although it succeeded.
+ * that still owned the job; an adopter that reaches the job later (a lost lease's thousands of
+ * jobs are adopted a few at a time, for minutes) reads them from the RUs' history, and compaction
+ * may have taken it by then: the task is recorded failed although it succeeded.
  *
- * So each front-end keeps the freed-RU values that carried an end of a job it does not own, for
- * RECENT_ENDS_MS and at most RECENT_ENDS_MAX of them (the values as the watch delivered them,
- * unparsed), and a job queued for adoption takes its own into its adoption window
- * (adoption.ts), where they are applied like the ends that come while it waits.
+ * So each front-end keeps the freed-RU values that carried an end, for RECENT_ENDS_MS and at most
+ * RECENT_ENDS_MAX of them (the values as the watch delivered them, unparsed), and a job queued
+ * for adoption takes its own into its adoption window (adoption.ts), where they are applied like
+ * the ends that come while it waits. The ends of its own jobs are kept too: a front-end fenced
+ * after a pause drops its jobs and may adopt them back.
  *
- * A process keeps nothing from before its start: for its first RECENT_ENDS_MS it leaves orphaned
- * jobs to the members that have kept ends for longer (`since`, in each member record), so that a
- * front-end restarted after a crash does not adopt its own former jobs without their ends.
+ * A process keeps nothing from before its start: while it is young it leaves orphaned jobs to the
+ * members that have kept ends for longer (`endsSince` in each member record; adoption.ts), so that
+ * a front-end restarted after a crash does not adopt its own former jobs without their ends.
  */
 import type { RuRef } from '../model/types.ts';
 import type { Clock } from '../util/clock.ts';
 
-/** How long an end of a job owned elsewhere is kept. */
+/** How long an end is kept. */
 export const RECENT_ENDS_MS = 120_000;
 /** Ends kept at most: past it the oldest go first (about 0.3 KB each). */
 export const RECENT_ENDS_MAX = 200_000;
@@ -49,11 +50,6 @@ export class RecentEnds {
     private readonly max = RECENT_ENDS_MAX,
   ) {
     this.since = clock.now();
-  }
-
-  /** How long until what is kept here covers a whole window (0: it does now). */
-  youngFor(now = this.clock.now()): number {
-    return Math.max(0, this.since + this.keepMs - now);
   }
 
   /** Ends kept now. */

@@ -67,10 +67,10 @@ export function onRuChange(
       job = last.job;
       index = last.index;
       applyOutcome(m, refresher, { last, rev: kv.modRevision, ref }, observe);
-    } else if (of !== undefined && !mine) {
-      // Another owner's: kept a while, in case that owner's lease is lost and the job adopted here.
-      m.recentEnds.add(of, kv.value, kv.modRevision, ref);
     }
+    // Every end is kept a while, ours too: if the job's owner loses its lease (this process, fenced
+    // after a pause, drops its jobs and may adopt them back), its adopter takes them from there.
+    if (of !== undefined) m.recentEnds.add(of, kv.value, kv.modRevision, ref);
   } else if (rec && (rec.state === 'busy' || rec.state === 'reserved') && typeof rec.job === 'string' && typeof rec.task === 'number') {
     job = rec.job;
     index = rec.task;

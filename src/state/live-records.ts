@@ -114,7 +114,7 @@ export interface MemberRecord {
   /** The store layout its release writes (owner/layout.ts); absent: layout 2. */
   layout?: number;
   /**
-   * Since when this front-end has kept the ends of jobs it does not own (owner/recent-ends.ts):
+   * Since when this front-end has kept the task ends its view saw (owner/recent-ends.ts):
    * a younger one leaves orphaned jobs to the older members (adoption.ts). Absent: not known.
    */
   endsSince?: number;

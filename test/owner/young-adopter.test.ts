@@ -3,14 +3,18 @@ import type { LiveJobRecord } from '../../src/state/live-records.ts';
 import { parseJson } from '../../src/state/records.ts';
 import { OUTCOME_COMPACTED } from '../../src/state/ru-history.ts';
 import { RECENT_ENDS_MS } from '../../src/owner/recent-ends.ts';
+import { OLDER_MEMBERS_FIRST_MS } from '../../src/owner/adoption.ts';
+import type { Lease } from '../../src/store/types.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
 
 /**
- * A front-end keeps the ends of jobs it does not own only from its own start (recent-ends.ts).
- * One that started after an older member leaves the orphaned jobs to that member for its first
- * window, and adopts them itself once its window is whole, or at once when no older member lives
+ * A front-end keeps the task ends its view saw only from its own start (recent-ends.ts). One that
+ * started after an older member leaves to it the orphans of leases that went before it kept a
+ * whole window of ends, and adopts them itself after OLDER_MEMBERS_FIRST_MS, or at once when no
+ * older member lives; the orphans of a lease that goes later it adopts like any member. And a
+ * front-end fenced after a pause, adopting its own former job back, has that job's ends too
  * (embedded store, manual clock).
  */
 let cell: OwnerCell | undefined;
@@ -56,7 +60,7 @@ async function expectSucceededNoneCompacted(c: OwnerCell, job: string): Promise<
 }
 
 describe('a front-end younger than its window of kept ends', () => {
-  it('leaves an orphaned job to an older member, and adopts it itself once its window is whole', async () => {
+  it('leaves an orphaned job to an older member, and adopts it itself once it has left it long enough', async () => {
     cell = new OwnerCell();
     await cell.seed(2, 2);
     const dying = new DyingStore(cell.store, () => false);
@@ -78,9 +82,11 @@ describe('a front-end younger than its window of kept ends', () => {
     await cell.advance(30_000);
     expect(c.stats.adopted).toBe(0);
     expect(b.stats.adopted).toBe(0);
-    // Once C keeps a whole window of ends it adopts the job, with the ends its view saw.
-    await cell.until(() => c.stats.adopted === 1, RECENT_ENDS_MS + 30_000, 250);
-    expect(cell.clock.now() - cStart).toBeGreaterThanOrEqual(RECENT_ENDS_MS);
+    await cell.advance(RECENT_ENDS_MS, 250);
+    expect(c.stats.adopted).toBe(0);
+    // B never gets there: C adopts the job, with the ends its view saw.
+    await cell.until(() => c.stats.adopted === 1, OLDER_MEMBERS_FIRST_MS, 250);
+    expect(cell.clock.now() - cStart).toBeGreaterThanOrEqual(OLDER_MEMBERS_FIRST_MS);
     await expectSucceededNoneCompacted(cell, job.id);
     expect(c.stats.outcomesFromRecentEnds).toBe(2);
   });
@@ -101,5 +107,71 @@ describe('a front-end younger than its window of kept ends', () => {
     await cell.until(() => c.stats.adopted === 1, 20_000);
     expect(cell.clock.now() - cStart).toBeLessThan(RECENT_ENDS_MS);
     await expectSucceededNoneCompacted(cell, job.id);
+  });
+
+  it('adopts at once the orphans of a lease that went after it kept a whole window of ends', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    const job = makeJob('orphan-y3', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const held = heldJobReads(cell, job.id);
+    release = held.release;
+    await cell.owner('B', held.store);
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(30_000);
+    const c = await cell.owner('C');
+    await cell.advance(RECENT_ENDS_MS + 1000, 250);
+    const died = cell.clock.now();
+    dying.dead = true;
+    await succeedAndForget(cell, job.id);
+    await cell.until(() => c.stats.adopted === 1, 20_000);
+    expect(cell.clock.now() - died).toBeLessThan(20_000);
+    await expectSucceededNoneCompacted(cell, job.id);
+  });
+
+  it('a front-end fenced after a pause adopts its own former job back with the ends it saw but had not recorded', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const job = makeJob('orphan-y4', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    // A's leases are kept so that the test can end them; A's writes of the job record hang while `stall`.
+    const leases: Lease[] = [];
+    let stall = false;
+    const stalled: (() => void)[] = [];
+    const c0 = cell;
+    const aStore = wrapStore(c0.store, {
+      grantLease: async (ttl, opts) => {
+        const l = await c0.store.grantLease(ttl, opts);
+        leases.push(l);
+        return l;
+      },
+      txn: async (req) => {
+        if (stall && req.success.some((op) => op.type === 'put' && op.key === c0.keys.job(job.id))) await new Promise<void>((r) => stalled.push(r));
+        return await c0.store.txn(req);
+      },
+    });
+    const a = await cell.owner('A', aStore);
+    const held = heldJobReads(cell, job.id);
+    release = held.release;
+    const b = await cell.owner('B', held.store);
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(2000);
+    // Both tasks succeed; A's view sees it but A cannot record it; the history is compacted.
+    stall = true;
+    await succeedAndForget(cell, job.id);
+    await cell.advance(1000);
+    // A's lease ends: B queues the job (and is stuck at its read); A takes a new lease and adopts its job back.
+    const before = a.leaseId;
+    await Promise.all(leases.map((l) => l.revoke().catch(() => undefined)));
+    await cell.until(() => held.reached(), 20_000);
+    await cell.until(() => a.leaseId !== undefined && a.leaseId !== before, 20_000);
+    stall = false;
+    for (const go of stalled.splice(0)) go();
+    await cell.until(() => a.stats.adopted === 1, 20_000);
+    expect(b.stats.adopted).toBe(0);
+    await expectSucceededNoneCompacted(cell, job.id);
+    expect(a.stats.outcomesFromRecentEnds).toBe(2);
   });
 });
