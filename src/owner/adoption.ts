@@ -43,7 +43,10 @@ export const OLDER_MEMBER_MS = 10_000;
 /** The longest a young process leaves orphans to older members (then it adopts what is left). */
 export const OLDER_MEMBERS_FIRST_MS = 600_000;
 
-const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean; deferred: boolean }>();
+/** A scan that failed is tried again after RESCAN_MS, doubling with each failure in a row up to this. */
+export const SCAN_RETRY_MAX_MS = 30_000;
+
+const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean; deferred: boolean; failures: number }>();
 
 /**
  * Reads every owner record and the members at one revision, and takes up the jobs whose owner's
@@ -52,7 +55,7 @@ const scans = new WeakMap<OwnerContext, { running: boolean; again: boolean; defe
  */
 export function scan(m: OwnerContext): void {
   let st = scans.get(m);
-  if (!st) scans.set(m, (st = { running: false, again: false, deferred: false }));
+  if (!st) scans.set(m, (st = { running: false, again: false, deferred: false, failures: 0 }));
   if (st.running) {
     st.again = true;
     return;
@@ -62,7 +65,16 @@ export function scan(m: OwnerContext): void {
   st.running = true;
   const s = st;
   const p = scanOnce(m, lease.id)
-    .catch((err: unknown) => m.o.log.warn({ err: errorMessage(err) }, 'adoption scan failed; the next one retries'))
+    .then(() => {
+      s.failures = 0;
+    })
+    .catch((err: unknown) => {
+      // A store too busy to answer the read of every owner record in time (an overload, etcd's
+      // restart) must not leave orphans for the next periodic scan: their ends age meanwhile.
+      const wait = Math.min(SCAN_RETRY_MAX_MS, RESCAN_MS * 2 ** s.failures++);
+      m.o.log.warn({ err: errorMessage(err), againInMs: wait }, 'adoption scan failed; scanning again');
+      m.later(wait, () => scan(m));
+    })
     .finally(() => {
       s.running = false;
       if (s.again && !m.closed) {
@@ -144,7 +156,7 @@ export function scheduleAdopt(m: OwnerContext, id: string, from: AdoptFrom, ours
   m.adoptWindow.set(id, window);
   // And the ends its view saw before (its owner's lease was lost after them, or they came
   // between that and this scan): they may be compacted out of the history by its turn.
-  for (const e of m.recentEnds.take(id)) {
+  for (const e of m.recentEnds.of(id)) {
     const last = lastOfFreedRu(e.value) as LiveTaskRecord | undefined;
     if (last?.job !== id || typeof last.index !== 'number') continue;
     keepForAdoption(window, last, e.rev, e.ref);

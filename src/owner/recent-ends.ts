@@ -74,15 +74,13 @@ export class RecentEnds {
     this.expire(at);
   }
 
-  /** The ends kept of `job`, oldest first, handed over (no longer kept here). */
-  take(job: string): RecentEnd[] {
-    const list = this.byJob.get(job);
-    if (!list) return [];
-    this.byJob.delete(job);
-    this.kept -= list.length;
-    for (const e of list) this.chars -= e.value.length;
+  /**
+   * The ends kept of `job`, oldest first. They stay kept: an adoption that does not happen (it
+   * failed, the lease was unconfirmed, a peer took the job) leaves them for the next one.
+   */
+  of(job: string): RecentEnd[] {
     this.expire(this.clock.now());
-    return list;
+    return this.byJob.get(job)?.slice() ?? [];
   }
 
   private expire(now: number): void {
@@ -92,7 +90,6 @@ export class RecentEnds {
       if (first.end.at > now - this.keepMs && this.kept <= this.max) break;
       this.head++;
       const list = this.byJob.get(first.job);
-      // Taken already (the job's list is gone, or a newer one began): nothing left to drop.
       if (list?.[0] !== first.end) continue;
       list.shift();
       this.kept--;

@@ -6,6 +6,8 @@ import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
 import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
 import type { JobManager } from '../../src/owner/manager.ts';
+import { RESCAN_MS } from '../../src/owner/adoption.ts';
+import { TarcilError } from '../../src/util/errors.ts';
 
 /**
  * A dead owner's job waits its turn for adoption (a large cell's adopters take a few jobs at a
@@ -94,5 +96,65 @@ describe('a job waiting for adoption', () => {
     await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
     await expectNoneCompacted(cell, job.id, b);
     expect(b.stats.outcomesFromRecentEnds).toBe(2);
+  });
+
+  it('is found by a scan soon after one that failed, not at the next periodic scan', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    // B's reads of every owner record fail while `failing`, as they time out on an overloaded store.
+    let failing = false;
+    let failed = 0;
+    const c0 = cell;
+    const bStore = wrapStore(c0.store, {
+      snapshot: async (prefixes) => {
+        if (failing && prefixes.includes(c0.keys.owners())) {
+          failed++;
+          failing = false;
+          throw new TarcilError('DEADLINE_EXCEEDED', 'range: deadline exceeded');
+        }
+        return await c0.store.snapshot(prefixes);
+      },
+    });
+    const b = await cell.owner('B', bStore);
+    const job = makeJob('orphan-3', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(2000);
+    failing = true;
+    dying.dead = true;
+    // A's lease runs out; B's scan fails; the next one finds the job.
+    await cell.until(() => failed === 1, 20_000);
+    const at = cell.clock.now();
+    await cell.until(() => b.stats.adopted === 1, 30_000);
+    expect(cell.clock.now() - at).toBeLessThan(RESCAN_MS + 2000);
+  });
+
+  it('keeps the ends it saw for the next adoption when one fails', async () => {
+    cell = new OwnerCell();
+    await cell.seed(2, 2);
+    const dying = new DyingStore(cell.store, () => false);
+    const a = await cell.owner('A', dying);
+    const job = makeJob('orphan-4', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    // B's first read of the job record, its adoption's first step, fails.
+    let reads = 0;
+    const c0 = cell;
+    const bStore = wrapStore(c0.store, {
+      get: async (key) => {
+        if (key === c0.keys.job(job.id) && reads++ === 0) throw new TarcilError('UNAVAILABLE', 'get: connection dropped');
+        return await c0.store.get(key);
+      },
+    });
+    const b = await cell.owner('B', bStore);
+    await a.accept(job);
+    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    await cell.advance(2000);
+    dying.dead = true;
+    await succeedAndForget(cell, job.id);
+    await cell.until(() => b.stats.adopted === 1, 20_000);
+    expect(reads).toBeGreaterThan(1);
+    await cell.until(async () => (await cell!.jobState(job.id)) === 'succeeded', 10_000);
+    await expectNoneCompacted(cell, job.id, b);
   });
 });
