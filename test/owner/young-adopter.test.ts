@@ -1,13 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LiveJobRecord } from '../../src/state/live-records.ts';
-import { parseJson } from '../../src/state/records.ts';
-import { OUTCOME_COMPACTED } from '../../src/state/ru-history.ts';
 import { RECENT_ENDS_MS } from '../../src/owner/recent-ends.ts';
 import { OLDER_MEMBERS_FIRST_MS } from '../../src/owner/adoption.ts';
 import type { Lease } from '../../src/store/types.ts';
 import { wrapStore } from '../support/wrap-store.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
-import { DyingStore, OwnerCell } from '../support/owner-harness.ts';
+import { OwnerCell } from '../support/owner-harness.ts';
+import { expectSucceededNoneCompacted, jobOfDyingOwner, succeedAndForget } from '../support/orphans.ts';
 
 /**
  * A front-end keeps the task ends its view saw only from its own start (recent-ends.ts). One that
@@ -43,35 +41,14 @@ function heldJobReads(c: OwnerCell, job: string): { store: ReturnType<typeof wra
   return { store, release: open, reached: () => reached };
 }
 
-async function succeedAndForget(c: OwnerCell, job: string): Promise<void> {
-  const placed = await c.busy(job);
-  expect(await c.finishTasks(job)).toBe(placed.length);
-  await c.flush();
-  for (const [i, p] of placed.entries()) {
-    await c.store.put(p.key, JSON.stringify({ state: 'busy', job: 'other', task: i, caused: Array(10).fill(10), priority: 100, agent: 'X/a1' }));
-  }
-  await c.store.compact(await c.store.revision());
-}
-
-async function expectSucceededNoneCompacted(c: OwnerCell, job: string): Promise<void> {
-  await c.until(async () => (await c.jobState(job)) === 'succeeded', 10_000);
-  const rec = parseJson<LiveJobRecord>(await c.store.get(c.keys.job(job)));
-  expect(JSON.stringify(rec)).not.toContain(OUTCOME_COMPACTED);
-}
-
 describe('a front-end younger than its window of kept ends', () => {
   it('leaves an orphaned job to an older member, and adopts it itself once it has left it long enough', async () => {
     cell = new OwnerCell();
-    await cell.seed(2, 2);
-    const dying = new DyingStore(cell.store, () => false);
-    const a = await cell.owner('A', dying);
-    const job = makeJob('orphan-y1', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const { dying, job } = await jobOfDyingOwner(cell, 'orphan-y1');
     // B is older than C; its adoption of the job never gets past its first read.
     const held = heldJobReads(cell, job.id);
     release = held.release;
     const b = await cell.owner('B', held.store);
-    await a.accept(job);
-    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
     await cell.advance(30_000);
     const c = await cell.owner('C');
     const cStart = cell.clock.now();
@@ -93,12 +70,7 @@ describe('a front-end younger than its window of kept ends', () => {
 
   it('adopts at once when no older member lives', async () => {
     cell = new OwnerCell();
-    await cell.seed(2, 2);
-    const dying = new DyingStore(cell.store, () => false);
-    const a = await cell.owner('A', dying);
-    const job = makeJob('orphan-y2', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
-    await a.accept(job);
-    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
+    const { dying, job } = await jobOfDyingOwner(cell, 'orphan-y2');
     await cell.advance(30_000);
     const c = await cell.owner('C');
     const cStart = cell.clock.now();
@@ -111,15 +83,10 @@ describe('a front-end younger than its window of kept ends', () => {
 
   it('adopts at once the orphans of a lease that went after it kept a whole window of ends', async () => {
     cell = new OwnerCell();
-    await cell.seed(2, 2);
-    const dying = new DyingStore(cell.store, () => false);
-    const a = await cell.owner('A', dying);
-    const job = makeJob('orphan-y3', TEST_PROFILES[0]!, 2, { maxQueueMs: 0 });
+    const { dying, job } = await jobOfDyingOwner(cell, 'orphan-y3');
     const held = heldJobReads(cell, job.id);
     release = held.release;
     await cell.owner('B', held.store);
-    await a.accept(job);
-    await cell.until(async () => (await cell!.busy(job.id)).length === 2, 10_000);
     await cell.advance(30_000);
     const c = await cell.owner('C');
     await cell.advance(RECENT_ENDS_MS + 1000, 250);
