@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const BIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'bin.js');
@@ -27,6 +27,8 @@ export function tarcil(args: string[], env: Record<string, string> = {}): Tarcil
     env: { ...process.env, TARCIL_LOG: process.env.TARCIL_PROC_LOG ?? 'warn', ...env },
   });
   const dir = process.env.TARCIL_PROC_LOG_DIR;
+  // Made if missing: a stream that cannot open its file would throw out of the benchmark, leaving its etcd running.
+  if (dir) mkdirSync(dir, { recursive: true });
   const file = dir ? createWriteStream(join(dir, `${args[0] ?? 'tarcil'}-${child.pid ?? 'x'}.log`)) : undefined;
   let out = '';
   const listeners = new Set<() => void>();
