@@ -89,8 +89,8 @@ export class RecentEnds {
       const first = order[this.head] as { job: string; end: RecentEnd };
       if (first.end.at > now - this.keepMs && this.kept <= this.max) break;
       this.head++;
-      const list = this.byJob.get(first.job);
-      if (list?.[0] !== first.end) continue;
+      // Ends leave only here, oldest first: the oldest kept is the first of its job's list.
+      const list = this.byJob.get(first.job) as RecentEnd[];
       list.shift();
       this.kept--;
       this.chars -= first.end.value.length;
