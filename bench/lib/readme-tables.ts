@@ -123,7 +123,11 @@ const TRUTH_POLICIES: [name: string, head: string][] = [
   ['tarcil, arrival order', 'arrival order'],
   ['tarcil, neighbours at full weight', 'neighbours at full weight'],
   ['tarcil, admission on', 'admission on'],
+  ['tarcil, no reserve', 'no reserve'],
+  ['tarcil, reserve 10%', 'reserve 10%'],
   ...['centralized', 'delay', 'pigeon', 'sparrow', 'random'].map((p): [string, string] => [p, p]),
+  ['oracle, no reserve', 'oracle, no reserve'],
+  ['oracle, reserve 40%', 'oracle, reserve 40%'],
 ];
 const W3_PAPER: Record<string, string> = {
   tarcil: '97% mean, worst −8%',
@@ -455,7 +459,15 @@ export const TABLES: TableSpec[] = [
       const caption = `Mean performance as % of the oracle (the 5th-percentile job as % of the oracle's figure for it; last column: the oracle as % of ideal), seed${seeds.length > 1 ? 's' : ''} ${seeds.join(' / ')}; – where a seed's run did not have the policy:`;
       const cols = TRUTH_POLICIES.filter(([p]) => rows.some((r) => r.policy === p));
       // The 5th-percentile job of the default, and of the rows it was chosen against when the run has them.
-      const P5 = new Set(['tarcil', "tarcil, paper's Q, no loop", 'tarcil, arrival order', 'tarcil, neighbours at full weight', 'tarcil, admission on']);
+      const P5 = new Set([
+        'tarcil',
+        "tarcil, paper's Q, no loop",
+        'tarcil, arrival order',
+        'tarcil, neighbours at full weight',
+        'tarcil, admission on',
+        'tarcil, no reserve',
+        'tarcil, reserve 10%',
+      ]);
       const p5 = TRUTH_POLICIES.filter(([p]) => P5.has(p) && rows.some((r) => r.policy === p));
       return `${caption}\n\n${markdownTable(
         ['truth', ...cols.map(([, head]) => head), ...p5.map(([, head]) => `${head}: 5th-percentile job`), 'oracle (% of ideal)'],

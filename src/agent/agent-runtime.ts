@@ -114,6 +114,7 @@ export class AgentRuntime {
     preemptions: 0,
     rescheduled: 0,
     fairYields: 0,
+    reserveHolds: 0,
     /** Sampling rounds (one per decide()) and the candidates they scored. */
     samples: 0,
     candidates: 0,

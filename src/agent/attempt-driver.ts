@@ -105,8 +105,13 @@ class LiveSteps {
 
   private fair(need: number): Outcome {
     const a = this.cx.agent;
-    const y = a.view.mustYield(this.cx.job.id, need);
+    const job = this.cx.job;
+    const y = a.view.mustYield(job.id, need);
     if (y) a.stats.fairYields++;
+    if (!y && a.view.reserveHolds(job.profile.name, job.priority)) {
+      a.stats.reserveHolds++;
+      return { kind: 'fair', yield: true, reserve: true };
+    }
     return { kind: 'fair', yield: y };
   }
 

@@ -16,12 +16,16 @@
  */
 import type { AdmissionVerdict } from '../admission/index.ts';
 import type { Attempt, Next } from './attempt.ts';
+import { RESERVE_WHY } from './short-reserve.ts';
 
 /** What a driver waits for. */
 export type WaitFor = 'admission' | 'capacity' | 'quota' | 'fair' | 'backoff' | 'freed';
 
 export type Step =
-  /** Whether this request must yield to namespaces further below their fair share. */
+  /**
+   * Whether this request must yield to namespaces further below their fair share, or wait while
+   * the short-task reserve holds it (short-reserve.ts).
+   */
   | { kind: 'fair'; need: number }
   /** One admission verdict for `need` tasks. */
   | { kind: 'admit'; need: number }
@@ -48,7 +52,8 @@ export type Step =
   | { kind: 'done' };
 
 export type Outcome =
-  | { kind: 'fair'; yield: boolean }
+  /** `reserve`: the request yields to the short-task reserve (short-reserve.ts), not to fair share. */
+  | { kind: 'fair'; yield: boolean; reserve?: boolean }
   | { kind: 'verdict'; verdict: AdmissionVerdict | undefined; now: number }
   /**
    * What a commit-ahead run sent (0: nothing, the chunk path takes over), placed and lost, and how
@@ -124,7 +129,9 @@ export class AttemptSteps {
   private after(s: Step, out: Outcome): Step {
     switch (out.kind) {
       case 'fair':
-        return out.yield ? this.wait({ kind: 'capacity-wait', ms: this.at.policy.recheckMs, why: FAIR_WHY }, 'fair') : this.admitted();
+        return out.yield
+          ? this.wait({ kind: 'capacity-wait', ms: this.at.policy.recheckMs, why: out.reserve ? RESERVE_WHY : FAIR_WHY }, 'fair')
+          : this.admitted();
       case 'verdict':
         return this.verdict(out.verdict, out.now);
       case 'ahead':

@@ -39,6 +39,8 @@ const SCHEMA = z
     fairShare: bool,
     admissionRule: z.enum(['own-bound', 'paper'], { error: 'must be own-bound or paper' }),
     waitOrder: z.enum(WAIT_ORDERS, { error: `must be ${WAIT_ORDERS.join(' or ')}` }),
+    shortReserve: z.number({ error: 'must be a number in [0, 1)' }).min(0, 'must be a number in [0, 1)').lt(1, 'must be a number in [0, 1)'),
+    longFactor: z.number({ error: 'must be a number in (0, 100]' }).gt(0, 'must be a number in (0, 100]').max(100, 'must be a number in (0, 100]'),
     conflictScope: z.enum(['ru', 'server'], { error: 'must be ru or server' }),
     maxRetries: int(0, 1000),
     backoffBaseMs: int(0, 60_000),

@@ -79,9 +79,24 @@ export interface CoreConfig {
    * serves short tasks before long ones that waited about as long.
    */
   waitOrder: WaitOrder;
+  /**
+   * The short-task reserve (short-reserve.ts): while the free RUs are at or below this share of
+   * the cell's, jobs of long workload classes wait and the free RUs go to jobs of short ones.
+   * 0: no reserve.
+   */
+  shortReserve: number;
+  /** The reserve: a workload class is long when its tasks' expected run time is above this many times the mean over every task. */
+  longFactor: number;
 }
 
 export type AdmissionRule = 'own-bound' | 'paper';
+
+/**
+ * The short-task reserve's default share: of the shares swept under every ground truth and seed
+ * of `tarcil bench truths`, those at or above no reserve in every cell, in the mean and the
+ * 5th-percentile job, then the best mean rank (bench/README, truths).
+ */
+export const SHORT_RESERVE = 0.05;
 
 export const DEFAULT_CORE_CONFIG: CoreConfig = {
   failProb: 0.01,
@@ -98,6 +113,8 @@ export const DEFAULT_CORE_CONFIG: CoreConfig = {
   neighbourWeight: NEIGHBOUR_WEIGHT,
   fairShare: true,
   waitOrder: 'ratio',
+  shortReserve: SHORT_RESERVE,
+  longFactor: 1,
 };
 
 /** The run-time loop's default parts, kept with the loop (src/monitor/runtime-loop.ts): node monitors read them without the agents. */

@@ -66,19 +66,23 @@ export class FreedWaiters {
   private readonly order: WaitOrder;
   private readonly now: () => number;
   private readonly expected: Expected | undefined;
+  private readonly holds: ((w: OrderedWaiter) => boolean) | undefined;
 
   /**
    * `fair`: serve namespaces by fair share (undefined: priority, then the order, across all).
    * `order`: after priority, by arrival or by response ratio at `now()` (the default), with each
-   * workload class's expected run time from `expected` (RunTimes.expected).
+   * workload class's expected run time from `expected` (RunTimes.expected). `holds`: a waiter
+   * that a freed RU must not wake now (the short-task reserve, short-reserve.ts): such a waiter
+   * is passed over for the first one behind it in its queue that is not held.
    */
   constructor(
     readonly fair?: FairShare,
-    opts: { order?: WaitOrder; now?: () => number; expected?: Expected } = {},
+    opts: { order?: WaitOrder; now?: () => number; expected?: Expected; holds?: (w: OrderedWaiter) => boolean } = {},
   ) {
     this.order = opts.order ?? DEFAULT_CORE_CONFIG.waitOrder;
     this.now = opts.now ?? Date.now;
     this.expected = opts.expected;
+    this.holds = opts.holds;
   }
 
   /** RUs wanted by the waiting calls, per namespace (kept with fair share only). */
@@ -164,29 +168,41 @@ export class FreedWaiters {
     const order = this.order;
     const now = order === 'ratio' ? this.now() : 0;
     const expected = this.expected;
-    const first = (a: ClassQueue, b: ClassQueue): boolean => {
+    const first = (a: ClassQueue, wa: Waiter, b: ClassQueue, wb: Waiter): boolean => {
       if (fair && a.namespace !== b.namespace) {
         const ua = usageOf(a.namespace);
         const ub = usageOf(b.namespace);
         if (ua !== ub) return ua < ub;
       }
-      return waiterBefore(a.queue[0] as Waiter, b.queue[0] as Waiter, order, now, expected);
+      return waiterBefore(wa, wb, order, now, expected);
     };
+    let bw: Waiter | undefined;
     for (const c of this.classes.values()) {
-      const head = c.queue[0];
+      const head = this.candidate(c);
       if (!head) continue;
       // A class whose first waiter comes after the best so far cannot win: not even asked.
-      if (best && !first(c, best)) continue;
+      if (best && bw && !first(c, head, best, bw)) continue;
       this.stats.classChecks++;
       if (!this.usable(c, server, index)) continue;
       if (c.cls.ready && !c.cls.ready(server, index)) continue;
       best = c;
+      bw = head;
     }
-    const w = best?.queue[0];
+    const w = bw;
     if (!best || !w) return;
     this.remove(best, w);
     this.stats.woken++;
     w.wake();
+  }
+
+  /**
+   * The first waiter of a queue that the reserve does not hold: its head, or (the head held, the
+   * queue mixing workload classes under the `arrival` order) the first behind it that is not held.
+   */
+  private candidate(c: ClassQueue): Waiter | undefined {
+    const head = c.queue[0];
+    if (!head || !this.holds?.(head)) return head;
+    return c.queue.find((w) => !this.holds?.(w));
   }
 
   /** Every waiter, at once (a server came back, the process closes). */

@@ -17,6 +17,8 @@ import { wireAdmission } from './core.ts';
 import { FairShare } from './fair-share.ts';
 import { FreedWaiters } from './freed-waiters.ts';
 import { RunTimes } from './wait-order.ts';
+import { DEFAULT_CORE_CONFIG } from './defaults.ts';
+import { reserveHolds, type ReserveConfig } from './short-reserve.ts';
 import { FreedHandoff } from './handoff.ts';
 import { listNamespaceRecords } from '../tenancy/namespaces.ts';
 import { namespaceOfJob } from '../tenancy/namespace.ts';
@@ -31,7 +33,7 @@ export interface SharedViewOptions {
   log: Logger;
   /** Admission buckets and history, and whether epochs are followed (the `server` conflict scope). */
   config: Pick<AgentConfig, 'buckets' | 'historyWindowMs' | 'conflictScope'> &
-    Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs' | 'partitionBelow' | 'waitOrder'>>;
+    Partial<Pick<AgentConfig, 'fairShare' | 'handoffMs' | 'partitionBelow' | 'waitOrder' | 'shortReserve' | 'longFactor' | 'bypassAbove'>>;
 }
 
 export class SharedView {
@@ -49,6 +51,7 @@ export class SharedView {
   private closed: Promise<void> | undefined;
   private weightsAt = Number.NEGATIVE_INFINITY;
   private weightsReading = false;
+  private readonly reserve: ReserveConfig;
 
   constructor(private readonly o: SharedViewOptions) {
     const state = this.state;
@@ -56,7 +59,17 @@ export class SharedView {
       o.config.fairShare === false
         ? undefined
         : new FairShare({ held: (ns) => state.namespaceRus(ns), holding: () => state.namespacesHolding().keys(), totalRus: () => state.totalRus });
-    this.waiters = new FreedWaiters(this.fair, { order: o.config.waitOrder, now: () => o.clock.now(), expected: (cls) => this.runTimes.expected(cls) });
+    this.reserve = {
+      shortReserve: o.config.shortReserve ?? DEFAULT_CORE_CONFIG.shortReserve,
+      longFactor: o.config.longFactor ?? DEFAULT_CORE_CONFIG.longFactor,
+      bypassAbove: o.config.bypassAbove ?? DEFAULT_CORE_CONFIG.bypassAbove,
+    };
+    this.waiters = new FreedWaiters(this.fair, {
+      order: o.config.waitOrder,
+      now: () => o.clock.now(),
+      expected: (cls) => this.runTimes.expected(cls),
+      holds: (w) => this.reserveHolds(w.runClass, w.priority),
+    });
     this.admission = new AdmissionCounters({
       buckets: o.config.buckets,
       clock: o.clock,
@@ -119,6 +132,11 @@ export class SharedView {
     if (needs.size === 0) return false;
     this.refreshWeights();
     return fair.mustYield(namespaceOfJob(jobId), m, this.state.available.size, needs);
+  }
+
+  /** The short-task reserve (short-reserve.ts): is a job of `runClass` and `priority` held back now? */
+  reserveHolds(runClass: string | undefined, priority: number): boolean {
+    return reserveHolds(this.reserve, this.runTimes, { available: this.state.available.size, total: this.state.totalRus }, runClass, priority);
   }
 
   /** Fair share's limit on preemption across namespaces for a job of `jobId` that may preempt. */

@@ -127,6 +127,11 @@ export class RunTimes {
     this.n++;
   }
 
+  /** The mean run time over every task seen to end (ms); undefined when none has. */
+  overall(): number | undefined {
+    return this.n > 0 ? this.sum / this.n : undefined;
+  }
+
   /** The expected run time of a task of class `cls` (ms); undefined when no task has ended yet. */
   expected(cls: string): number | undefined {
     const c = this.byClass.get(cls);

@@ -42,7 +42,8 @@ export const ORACLE = 'oracle';
 /**
  * Every policy of the table, the practical ones in the order of the table, the oracle last.
  * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
- * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), or hold jobs with admission control (the default before).
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), hold jobs with admission control (the default before), keep no short-task reserve (the default before) or twice the default's. The
+ * oracle rows after the bound show it without the reserve (the bound before) and with a larger one.
  */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil', spec: { name: 'tarcil' }, quick: true },
@@ -52,12 +53,16 @@ export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil, arrival order', spec: { name: 'tarcil', core: { waitOrder: 'arrival' } } },
   { name: 'tarcil, neighbours at full weight', spec: { name: 'tarcil', core: { neighbourWeight: 1 } } },
   { name: 'tarcil, admission on', spec: { name: 'tarcil', core: { admission: true } } },
+  { name: 'tarcil, no reserve', spec: { name: 'tarcil', core: { shortReserve: 0 } } },
+  { name: 'tarcil, reserve 10%', spec: { name: 'tarcil', core: { shortReserve: 0.1 } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },
   { name: 'sparrow', spec: { name: 'sparrow' }, quick: true },
   { name: 'random', spec: { name: 'random' } },
   { name: ORACLE, spec: { name: 'oracle' }, quick: true },
+  { name: 'oracle, no reserve', spec: { name: 'oracle', oracle: { reserve: 0 } } },
+  { name: 'oracle, reserve 40%', spec: { name: 'oracle', oracle: { reserve: 0.4 } } },
 ];
 
 /** One row of `truths-summary.json`; every figure in percent. */

@@ -5,11 +5,19 @@
  * rate and remaining work — where the practical policies see declared (or learned) profiles
  * through a quality Q. It pays nothing to decide or commit: no decision time, no watch delay, no
  * conflict, no sampling (every server with a free RU is looked at), and no admission wait: a task
- * waits only while no RU is free. Waiting jobs are served shortest first (the job's ideal time,
+ * waits only while no RU is free, or while the short-task reserve holds it (below). Waiting jobs are served shortest first (the job's ideal time,
  * which it knows; ties in arrival order): of the orders measured (W3, seed 1; % of ideal at gain
  * 2.5 / profile error sd 10), arrival order reached 64.9 / 76.1, highest response ratio next 67.3 /
  * 76.5 and shortest first 68.0 / 76.6. A bound that served arrivals in order would be beaten on
  * its own terms by a practical policy that orders its waiters better (tarcil's `ratio` wait order).
+ *
+ * It keeps the practical policy's short-task reserve (agent/short-reserve.ts, the default share):
+ * while the free RUs are at or below that share of the cell's, a job longer than the mean (its
+ * ideal time against the mean over every task that arrived, which it knows) is passed over for
+ * shorter ones behind it. Without it a practical policy that keeps the reserve beats the oracle
+ * where the cell fills; larger shares raise the oracle further still, since the mean of per-job
+ * ratios rewards holding long jobs back (bench/README, truths): the bound is for tarcil's rules
+ * with perfect knowledge, not for every rule.
  *
  * Each task goes, one at a time, to the free RU that maximises the truth's marginal mean
  * performance (the figure every W3 table reports, ideal / response per job):
@@ -55,6 +63,7 @@ import type { Rng } from '../../util/rng.ts';
 import { PERF } from '../constants.ts';
 import type { Server, SimJob, SimTask, World } from '../world.ts';
 import { freeRuOn, type Policy } from './types.ts';
+import { SHORT_RESERVE } from '../../agent/defaults.ts';
 
 /**
  * What the oracle is allowed to know, for the ladder that splits its lead over a practical policy
@@ -70,6 +79,8 @@ export interface OracleOptions {
   believes?: PerfParams;
   /** Scores the newcomer's own speed only, not what it costs the residents (with declared or believes). */
   ownOnly?: boolean;
+  /** The short-task reserve's share (default: the practical policy's, SHORT_RESERVE; 0: none). */
+  reserve?: number;
 }
 
 export class OraclePolicy implements Policy {
@@ -83,7 +94,11 @@ export class OraclePolicy implements Policy {
   private readonly scratch = new Float64Array(N_RESOURCES);
   /** Each server's gain for the job being placed (NaN: to compute), valid until a pick changes it. */
   private readonly gains: Float64Array;
-  private readonly c = { placements: 0, capacityWaits: 0, serversScored: 0 };
+  private readonly c = { placements: 0, capacityWaits: 0, serversScored: 0, reserveHolds: 0 };
+  /** Ideal time summed over every task that arrived, and their count: what "long" is measured against. */
+  private idealSum = 0;
+  private idealN = 0;
+  private readonly reserve: number;
 
   constructor(
     private readonly world: World,
@@ -94,6 +109,8 @@ export class OraclePolicy implements Policy {
       throw new Error(`oracle sampleR: must be an integer ≥ 1 (got ${opts.sampleR})`);
     this.gains = new Float64Array(world.servers.length);
     if (opts.sampleR !== undefined) this.allowed = new Uint8Array(world.servers.length);
+    this.reserve = opts.reserve ?? SHORT_RESERVE;
+    if (!(this.reserve >= 0 && this.reserve < 1)) throw new Error(`oracle reserve: must be a number in [0, 1) (got ${opts.reserve})`);
     world.onFree = () => this.dispatch();
   }
 
@@ -102,6 +119,8 @@ export class OraclePolicy implements Policy {
   }
 
   submit(job: SimJob): void {
+    this.idealSum += job.ideal * job.tasks.length;
+    this.idealN += job.tasks.length;
     const q = this.queue;
     // After every job with a shorter ideal, or the same and an earlier arrival.
     let lo = 0;
@@ -117,14 +136,25 @@ export class OraclePolicy implements Policy {
     this.dispatch();
   }
 
-  /** Places pending tasks, the shortest waiting job's first, while RUs are free. */
+  /**
+   * Places pending tasks, the shortest waiting job's first, while RUs are free; while the free RUs
+   * are at or below the reserve, jobs longer than the mean are passed over.
+   */
   private dispatch(): void {
     const w = this.world;
-    while (this.queue.length > 0 && w.free.size > 0) {
-      const job = this.queue[0] as SimJob;
+    const q = this.queue;
+    const keep = this.reserve * w.ruServer.length;
+    const mean = this.idealN > 0 ? this.idealSum / this.idealN : Infinity;
+    for (let i = 0; i < q.length && w.free.size > 0;) {
+      const job = q[i] as SimJob;
+      if (w.free.size <= keep && job.ideal > mean) {
+        this.c.reserveHolds++;
+        i++;
+        continue;
+      }
       this.placeJob(job);
       if (job.tasks.some((t) => t.state === 'pending')) return;
-      this.queue.shift();
+      q.splice(i, 1);
     }
   }
 

@@ -37,6 +37,7 @@ export interface TarcilCounters {
   Rsum: number;
   capacityWaits: number;
   fairYields: number;
+  reserveHolds: number;
   acceptablePicks: number;
   Qsum: number;
 }
@@ -62,6 +63,8 @@ export abstract class TarcilTurns {
   protected abstract need(ns: string, n: number): void;
   protected abstract waitForRu(a: Agent, r: Request, ms: number): void;
   protected abstract wakeFor(ru: number): void;
+  /** The short-task reserve (agent/short-reserve.ts): is this request held back now? */
+  protected abstract reserveHolds(r: Request): boolean;
 
   protected stepsOf(a: Agent, r: Request): AttemptSteps {
     const gang = r.spec.mode === 'gang';
@@ -93,6 +96,11 @@ export abstract class TarcilTurns {
         case 'fair': {
           const y = this.fair !== undefined && this.needs.size > 0 && this.fair.mustYield(r.ns, s.need, this.view.state.available.size, this.needs);
           if (y) this.c.fairYields++;
+          if (!y && this.reserveHolds(r)) {
+            this.c.reserveHolds++;
+            s = steps.next({ kind: 'fair', yield: true, reserve: true });
+            continue;
+          }
           s = steps.next({ kind: 'fair', yield: y });
           continue;
         }

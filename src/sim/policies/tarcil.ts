@@ -35,6 +35,7 @@ import type { Step } from '../../agent/attempt-steps.ts';
 import { decide, type CoreConfig } from '../../agent/core.ts';
 import { FairShare, priorityBefore } from '../../agent/fair-share.ts';
 import { firstAcross, RunTimes, type OrderedWaiter } from '../../agent/wait-order.ts';
+import { reserveHolds } from '../../agent/short-reserve.ts';
 import { namespaceOfJob } from '../../tenancy/namespace.ts';
 import { eligibleCapacity } from '../../sampling/feasibility.ts';
 import type { JobSpec, ServerSpec as JobSpecServer } from '../../model/types.ts';
@@ -92,6 +93,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     Rsum: 0,
     capacityWaits: 0,
     fairYields: 0,
+    reserveHolds: 0,
     acceptablePicks: 0,
     Qsum: 0,
   };
@@ -363,6 +365,12 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
     });
   }
 
+  /** The short-task reserve (agent/short-reserve.ts), on the agents' view: is this request held back now? */
+  protected reserveHolds(r: Request, freed = 0): boolean {
+    const st = this.view.state;
+    return reserveHolds(this.cfg, this.runTimes, { available: st.available.size + freed, total: st.totalRus }, r.job.profile.name, r.job.priority);
+  }
+
   /** Fair share's limit on preemption across namespaces (none when the request may not preempt). */
   protected fairDisplace(r: Request): { mayDisplace?: (victimJob: string) => boolean } {
     if (!this.fair || !this.cfg.preemption || r.job.priority <= this.cfg.bypassAbove) return {};
@@ -450,6 +458,8 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
   protected wakeFor(ru: number): void {
     const srv = this.world.server(ru);
     const fits = (w: Request): boolean => {
+      // The agents' view holds the freed RU only after the watch delay: it counts here already.
+      if (this.reserveHolds(w, 1)) return false;
       if (!serverFits(w.job, srv, w.pending.length)) return false;
       const want = w.spec.constraints.attributes;
       if (!want) return true;
