@@ -8,6 +8,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { SchedulingAgent } from '../../src/agent/agent.ts';
 import { agentConfig } from '../../src/agent/config.ts';
 import { SharedView } from '../../src/agent/shared-view.ts';
+import { RESERVE_WHY } from '../../src/agent/short-reserve.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
@@ -73,6 +74,8 @@ describe('the live short-task reserve', () => {
     });
     await until('the long job waits', () => view.waiters.size === 1, 5000, 10);
     expect(agent.stats.reserveHolds).toBeGreaterThan(0);
+    // What explain shows for it meanwhile.
+    expect(agent.inflight.get('long')?.waiting).toBe(RESERVE_WHY);
     const short = await agent.schedule(makeJob('short', SHORT, 1));
     expect(short.placements).toHaveLength(1);
     // The short task ends: two free again, still the reserve.
