@@ -199,6 +199,11 @@ export class Metrics extends MetricsEndpoint {
     read('tarcil_candidates_scored', "RUs this process's agents sampled and scored, since it started", () =>
       manager.agents.reduce((n, a) => n + a.stats.candidates, 0),
     );
+    read(
+      'tarcil_reserve_holds',
+      "Times this process's agents held a job of a long workload class back because the free RUs were at or below the short-task reserve (shortReserve), since it started",
+      () => manager.agents.reduce((n, a) => n + a.stats.reserveHolds, 0),
+    );
     /** A counter of the agents' counts by one label, read at each scrape. */
     const byLabel = <K extends string>(
       name: string,

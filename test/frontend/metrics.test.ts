@@ -105,6 +105,7 @@ describe('front-end /metrics: the job owner', () => {
     expect(after.get('tarcil_samples')).toBe(sched.manager.agents.reduce((n, a) => n + a.stats.samples, 0));
     expect(after.get('tarcil_candidates_scored')).toBe(sched.manager.agents.reduce((n, a) => n + a.stats.candidates, 0));
     expect(after.get('tarcil_candidates_scored')).toBeGreaterThanOrEqual(40);
+    expect(after.get('tarcil_reserve_holds')).toBe(sched.manager.agents.reduce((n, a) => n + a.stats.reserveHolds, 0));
     agent.stats.samples -= 3;
     agent.stats.candidates -= 40;
     agent.stats.frontEndRaces.turn += 2;
