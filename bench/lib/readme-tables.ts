@@ -124,7 +124,7 @@ const TRUTH_POLICIES: [name: string, head: string][] = [
   ['tarcil, neighbours at full weight', 'neighbours at full weight'],
   ['tarcil, admission on', 'admission on'],
   ['tarcil, no reserve', 'no reserve'],
-  ['tarcil, reserve 10%', 'reserve 10%'],
+  ['tarcil, reserve 5%', 'reserve 5%'],
   ...['centralized', 'delay', 'pigeon', 'sparrow', 'random'].map((p): [string, string] => [p, p]),
   ['oracle, no reserve', 'oracle, no reserve'],
   ['oracle, reserve 40%', 'oracle, reserve 40%'],

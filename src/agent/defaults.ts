@@ -96,7 +96,7 @@ export type AdmissionRule = 'own-bound' | 'paper';
  * of `tarcil bench truths`, those at or above no reserve in every cell, in the mean and the
  * 5th-percentile job, then the best mean rank (bench/README, truths).
  */
-export const SHORT_RESERVE = 0.05;
+export const SHORT_RESERVE = 0.1;
 
 export const DEFAULT_CORE_CONFIG: CoreConfig = {
   failProb: 0.01,

@@ -42,7 +42,7 @@ export const ORACLE = 'oracle';
 /**
  * Every policy of the table, the practical ones in the order of the table, the oracle last.
  * `tarcil` is the default configuration, live and simulated (DEFAULT_AGENT_CONFIG and
- * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), hold jobs with admission control (the default before), keep no short-task reserve (the default before) or twice the default's. The
+ * DEFAULT_RUNTIME, src/agent/defaults.ts); the other tarcil rows take one part away, add moves, serve waiting jobs by arrival, weigh the neighbours below T_W fully (the default before), hold jobs with admission control (the default before), keep no short-task reserve (the default before) or half the default's. The
  * oracle rows after the bound show it without the reserve (the bound before) and with a larger one.
  */
 export const TRUTH_POLICIES: readonly TruthPolicy[] = [
@@ -54,7 +54,7 @@ export const TRUTH_POLICIES: readonly TruthPolicy[] = [
   { name: 'tarcil, neighbours at full weight', spec: { name: 'tarcil', core: { neighbourWeight: 1 } } },
   { name: 'tarcil, admission on', spec: { name: 'tarcil', core: { admission: true } } },
   { name: 'tarcil, no reserve', spec: { name: 'tarcil', core: { shortReserve: 0 } } },
-  { name: 'tarcil, reserve 10%', spec: { name: 'tarcil', core: { shortReserve: 0.1 } } },
+  { name: 'tarcil, reserve 5%', spec: { name: 'tarcil', core: { shortReserve: 0.05 } } },
   { name: 'centralized', spec: { name: 'centralized' }, quick: true },
   { name: 'delay', spec: { name: 'delay-dynamic' } },
   { name: 'pigeon', spec: { name: 'pigeon' } },
