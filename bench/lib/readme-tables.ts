@@ -466,7 +466,7 @@ export const TABLES: TableSpec[] = [
         'tarcil, neighbours at full weight',
         'tarcil, admission on',
         'tarcil, no reserve',
-        'tarcil, reserve 10%',
+        'tarcil, reserve 5%',
       ]);
       const p5 = TRUTH_POLICIES.filter(([p]) => P5.has(p) && rows.some((r) => r.policy === p));
       return `${caption}\n\n${markdownTable(
