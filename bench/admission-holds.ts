@@ -14,7 +14,8 @@
  */
 import { parseArgs } from 'node:util';
 import { quantileSorted } from 'simple-statistics';
-import { ratiosToOracle, TRUTHS } from '../src/sim/experiments/truths.ts';
+import { ratiosToOracle } from '../src/sim/experiments/truths.ts';
+import { w3Flags } from './lib/w3-flags.ts';
 import type { PolicySpec } from '../src/sim/policies/index.ts';
 import { runSim } from '../src/sim/run.ts';
 import { w3 } from '../src/sim/workloads.ts';
@@ -28,18 +29,8 @@ const { values } = parseArgs({
     gaps: { type: 'string', default: '1000' },
   },
 });
-const truths = values.truths.split(',').map((name) => {
-  const t = TRUTHS.find((x) => x.name === name.trim());
-  if (!t) throw new Error(`--truths: no truth '${name}' (known: ${TRUTHS.map((x) => x.name).join(', ')})`);
-  return t;
-});
-const seed = Number(values.seed);
-const jobs = Number(values.jobs);
+const { truths, seed, jobs, gaps } = w3Flags(values);
 const bounds = values.bounds.split(',').map(Number);
-if (!Number.isInteger(seed) || seed < 1) throw new Error('--seed: must be a positive integer');
-if (!Number.isInteger(jobs) || jobs < 1) throw new Error('--jobs: must be a positive integer');
-const gaps = values.gaps.split(',').map(Number);
-if (gaps.some((g) => !Number.isFinite(g) || g <= 0)) throw new Error('--gaps: must be numbers > 0 (ms), between commas');
 if (bounds.some((b) => !Number.isFinite(b) || b < 0)) throw new Error('--bounds: must be numbers ≥ 0 (ms), between commas');
 
 for (const truth of truths) {

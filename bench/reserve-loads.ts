@@ -13,7 +13,8 @@
 import { parseArgs } from 'node:util';
 import { quantileSorted } from 'simple-statistics';
 import { SHORT_RESERVE } from '../src/agent/defaults.ts';
-import { ratiosToOracle, TRUTHS } from '../src/sim/experiments/truths.ts';
+import { ratiosToOracle } from '../src/sim/experiments/truths.ts';
+import { w3Flags } from './lib/w3-flags.ts';
 import type { PolicySpec } from '../src/sim/policies/index.ts';
 import { runSim } from '../src/sim/run.ts';
 import { w3 } from '../src/sim/workloads.ts';
@@ -27,17 +28,7 @@ const { values } = parseArgs({
     shares: { type: 'string', default: `0,${SHORT_RESERVE}` },
   },
 });
-const truths = values.truths.split(',').map((name) => {
-  const t = TRUTHS.find((x) => x.name === name.trim());
-  if (!t) throw new Error(`--truths: no truth '${name}' (known: ${TRUTHS.map((x) => x.name).join(', ')})`);
-  return t;
-});
-const seed = Number(values.seed);
-const jobs = Number(values.jobs);
-if (!Number.isInteger(seed) || seed < 1) throw new Error('--seed: must be a positive integer');
-if (!Number.isInteger(jobs) || jobs < 1) throw new Error('--jobs: must be a positive integer');
-const gaps = values.gaps.split(',').map(Number);
-if (gaps.some((g) => !Number.isFinite(g) || g <= 0)) throw new Error('--gaps: must be numbers > 0 (ms), between commas');
+const { truths, seed, jobs, gaps } = w3Flags(values);
 const shares = values.shares.split(',').map(Number);
 if (shares.some((s) => !(s >= 0 && s < 1))) throw new Error('--shares: must be numbers in [0, 1), between commas');
 

@@ -4,25 +4,16 @@
  * its process saw, SharedView.runTimes) while a short one is placed at once; an RU freed back to
  * two free does not wake it, the next one does. Without the reserve it is placed at once.
  */
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { SchedulingAgent } from '../../src/agent/agent.ts';
-import { agentConfig } from '../../src/agent/config.ts';
-import { SharedView } from '../../src/agent/shared-view.ts';
+import { afterEach, describe, expect, it } from 'vitest';
 import { RESERVE_WHY } from '../../src/agent/short-reserve.ts';
 import { Keys } from '../../src/state/keys.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
-import { seedCluster, uniformServers } from '../../src/state/seed.ts';
-import { openStore } from '../../src/store/index.ts';
 import type { ClusterStore } from '../../src/store/types.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { oneAgent, type OneAgent } from '../support/one-agent.ts';
 import { until } from '../support/until.ts';
 
-const clock = new SystemClock();
-const log = createLogger('test', 'silent');
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
@@ -31,26 +22,23 @@ afterEach(async () => {
 const LONG = TEST_PROFILES[4]!;
 const SHORT = TEST_PROFILES[0]!;
 
-async function cell(shortReserve: number): Promise<{ store: ClusterStore; keys: Keys; view: SharedView; agent: SchedulingAgent }> {
-  const store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-  const keys = new Keys(`/short-reserve-${shortReserve}-${Date.now()}/`);
-  await seedCluster(store, keys, uniformServers(1, 10));
+async function cell(shortReserve: number): Promise<OneAgent> {
   // By arrival, so that only the reserve can put the short job first.
-  const cfg = agentConfig({ shortReserve, waitOrder: 'arrival', groupCommit: 0, recheckMs: 60_000, admission: false });
-  const view = new SharedView({ store, keys, clock, log, config: cfg });
-  const agent = new SchedulingAgent({ id: 'a0', store, keys, clock, rng: new SeededRng(5), log, config: cfg, view });
-  await agent.start();
-  closers.push(async () => {
-    await agent.close();
-    await view.close();
-    await store.close();
+  const one = await oneAgent(`short-reserve-${shortReserve}`, 1, 10, {
+    shortReserve,
+    waitOrder: 'arrival',
+    groupCommit: 0,
+    recheckMs: 60_000,
+    admission: false,
   });
+  closers.push(one.close);
+  const { view, agent } = one;
   view.runTimes.observe(LONG.name, 600_000);
   view.runTimes.observe(SHORT.name, 1000);
   // Eight of the ten RUs held by a long job: two free.
   expect((await agent.schedule(makeJob('held', LONG, 8))).placements).toHaveLength(8);
   await until('two free in the view', () => view.state.available.size === 2, 5000, 10);
-  return { store, keys, view, agent };
+  return one;
 }
 
 /** Frees the RU held by `job`'s task `task`, as its monitor would when it ends. */

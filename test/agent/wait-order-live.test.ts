@@ -3,23 +3,13 @@
  * default, by response ratio with `waitOrder=ratio`, reading the run times its process saw its
  * tasks' classes take (SharedView.runTimes, which the job owner feeds).
  */
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { SchedulingAgent } from '../../src/agent/agent.ts';
-import { agentConfig } from '../../src/agent/config.ts';
-import { SharedView } from '../../src/agent/shared-view.ts';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { WaitOrder } from '../../src/agent/wait-order.ts';
-import { Keys } from '../../src/state/keys.ts';
 import { parseJson, type PlacedRuRecord } from '../../src/state/records.ts';
 import { releaseRu } from '../../src/state/release.ts';
-import { seedCluster, uniformServers } from '../../src/state/seed.ts';
-import { openStore } from '../../src/store/index.ts';
-import { SystemClock } from '../../src/util/clock.ts';
-import { createLogger } from '../../src/util/log.ts';
-import { SeededRng } from '../../src/util/rng.ts';
 import { makeJob, TEST_PROFILES } from '../support/jobs.ts';
+import { oneAgent } from '../support/one-agent.ts';
 
-const clock = new SystemClock();
-const log = createLogger('test', 'silent');
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
@@ -38,18 +28,13 @@ async function until(cond: () => boolean, ms = 5000): Promise<void> {
 
 /** One RU, held; a job of a long-running class waits for it, then one of a short class; the RU is freed. Which one gets it? */
 async function firstPlaced(waitOrder: WaitOrder): Promise<string> {
-  const store = await openStore(inject('etcdEndpoint').replace('http://', 'etcd://'));
-  const keys = new Keys(`/wait-order-${waitOrder}-${Date.now()}/`);
-  await seedCluster(store, keys, uniformServers(1, 1));
-  const cfg = agentConfig({ waitOrder, groupCommit: 0, recheckMs: 60_000, admission: false });
-  const view = new SharedView({ store, keys, clock, log, config: cfg });
-  const agent = new SchedulingAgent({ id: 'a0', store, keys, clock, rng: new SeededRng(3), log, config: cfg, view });
-  await agent.start();
-  closers.push(async () => {
-    await agent.close();
-    await view.close();
-    await store.close();
+  const { store, keys, view, agent, close } = await oneAgent(`wait-order-${waitOrder}`, 1, 1, {
+    waitOrder,
+    groupCommit: 0,
+    recheckMs: 60_000,
+    admission: false,
   });
+  closers.push(close);
   view.runTimes.observe(LONG.name, 600_000);
   view.runTimes.observe(SHORT.name, 1000);
   const held = await agent.schedule(makeJob('held', LONG, 1));
