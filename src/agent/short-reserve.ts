@@ -36,11 +36,17 @@ export interface ReserveCell {
 /** Why a job waits for the reserve (explain, the decision record). */
 export const RESERVE_WHY = 'its tasks are long and the free RUs are at or below the share kept for short tasks (shortReserve)';
 
-/** Is a class of `runClass` long now: its expected run time above `longFactor` times the mean over every task? */
+/**
+ * Is a class of `runClass` long now: its expected run time above `longFactor` times the mean over
+ * every task? Never while it is the only class seen (its moving mean against the mean of all its
+ * ends would otherwise decide by rounding, or by its latest ends), and not within rounding of the
+ * bound.
+ */
 export function isLongClass(runTimes: RunTimes, runClass: string, longFactor: number): boolean {
   const mean = runTimes.overall();
   const e = runTimes.expected(runClass);
-  return mean !== undefined && e !== undefined && e > longFactor * mean;
+  if (mean === undefined || e === undefined || runTimes.classes < 2) return false;
+  return e > longFactor * mean * (1 + 1e-9);
 }
 
 /** Does the reserve hold a job of `runClass` and `priority` back now? */

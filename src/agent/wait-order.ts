@@ -132,6 +132,11 @@ export class RunTimes {
     return this.n > 0 ? this.sum / this.n : undefined;
   }
 
+  /** Workload classes with a task seen to end. */
+  get classes(): number {
+    return this.byClass.size;
+  }
+
   /** The expected run time of a task of class `cls` (ms); undefined when no task has ended yet. */
   expected(cls: string): number | undefined {
     const c = this.byClass.get(cls);

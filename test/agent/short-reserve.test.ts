@@ -33,6 +33,11 @@ describe('the short-task reserve', () => {
     // An unseen class takes the mean of all: not above it.
     expect(isLongClass(rt, 'hadoop', 1)).toBe(false);
     expect(isLongClass(new RunTimes(), 'memcached', 1)).toBe(false);
+    // One class alone is never long, whatever the rounding of its means or its latest ends.
+    const one = new RunTimes(3);
+    for (const ms of [301.7, 305.3, 2500.9, 2600.1, 2700.3]) one.observe('spark', ms);
+    expect(one.expected('spark')).toBeGreaterThan(one.overall() as number);
+    expect(isLongClass(one, 'spark', 1)).toBe(false);
   });
 
   it('holds a long job while the free RUs are at or below the share, never a short one, a bypassing one, or with nothing free', () => {
