@@ -202,6 +202,10 @@ export class FreedWaiters {
   private candidate(c: ClassQueue): Waiter | undefined {
     const head = c.queue[0];
     if (!head || !this.holds?.(head)) return head;
+    // Under the ratio order a queue is one workload class in priority order, and what the
+    // reserve holds depends on the class and holds a lower priority whenever a higher one: the
+    // waiters behind a held head are held too, and the queue is not scanned on every freed RU.
+    if (this.order === 'ratio') return undefined;
     return c.queue.find((w) => !this.holds?.(w));
   }
 

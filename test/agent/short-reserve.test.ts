@@ -72,6 +72,29 @@ describe('the short-task reserve', () => {
     expect(woken).toEqual(['short', 'long']);
   });
 
+  it('under the ratio order, a freed RU goes past a held class to a short one, without looking behind the held head', () => {
+    const server = new RuIndex().upsertServer({ id: 's0', platform: 'p', rack: 'r0', rus: 4, speed: 1, attributes: {} });
+    const ANY: WaitClass = { key: 'any', canUse: () => true };
+    let asked = 0;
+    const w = new FreedWaiters(undefined, {
+      order: 'ratio',
+      holds: (x: OrderedWaiter) => {
+        asked++;
+        return x.runClass === 'memcached';
+      },
+    });
+    const woken: string[] = [];
+    const add = (name: string, runClass: string) => w.add(ANY, { priority: 50, seq: w.nextSeq(), since: 0, runClass, wake: () => woken.push(name) });
+    for (let i = 0; i < 50; i++) add(`long-${i}`, 'memcached');
+    add('short', 'spark');
+    w.freed(server, 0);
+    expect(woken).toEqual(['short']);
+    // The long queue's head and the short one's: not the 49 behind the head.
+    expect(asked).toBeLessThanOrEqual(3);
+    w.freed(server, 1);
+    expect(woken).toEqual(['short']);
+  });
+
   it('a held request waits for capacity with the reserve as its reason, then goes on to admission and a decision', () => {
     const steps = new AttemptSteps(new Attempt(DEFAULT_AGENT_CONFIG, new SeededRng(1), 10_000), { tasks: 2, perTxn: 42, gang: false });
     expect(steps.start()).toMatchObject({ kind: 'fair' });
