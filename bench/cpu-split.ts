@@ -11,13 +11,18 @@
  *
  * A profile whose self time is mostly node-side code is the hollow process; the others with any
  * scheduler code are front-ends. Worker threads with (almost) no samples are left out.
+ *
+ * `--inclusive 'fn@file,…'` adds a table of inclusive time: the share of each profile's busy time
+ * with a function of that name (or ending in `.name`) from a file whose path ends in `file` on the
+ * stack, counted once per sample.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { fmt, mdTable } from './lib/report.ts';
 
 interface Profile {
-  nodes: { id: number; callFrame: { functionName: string; url: string } }[];
+  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
   samples: number[];
   timeDeltas: number[];
   startTime: number;
@@ -60,6 +65,42 @@ export function cpuSplit(path: string): { cpuS: number; wallS: number; byKind: M
   return { cpuS: busyUs / 1e6, wallS: (p.endTime - p.startTime) / 1e6, byKind };
 }
 
+/** Share of the profile's busy time with each entry (`fn@file`) on the stack. */
+export function inclusiveShares(path: string, entries: readonly string[]): number[] {
+  const p = JSON.parse(readFileSync(path, 'utf8')) as Profile;
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const wanted = entries.map((e) => {
+    const [fn, file] = e.split('@') as [string, string | undefined];
+    return (f: { functionName: string; url: string }): boolean =>
+      (f.functionName === fn || f.functionName.endsWith(`.${fn}`)) && (file === undefined || f.url.endsWith(file));
+  });
+  // Which entries each node's stack holds, computed once per node.
+  const frame = new Map(p.nodes.map((x) => [x.id, x.callFrame]));
+  const holds = new Map<number, boolean[]>();
+  const stackOf = (id: number): boolean[] => {
+    const known = holds.get(id);
+    if (known) return known;
+    const up = parent.get(id);
+    const above = up === undefined ? wanted.map(() => false) : stackOf(up);
+    const f = frame.get(id);
+    const mine = wanted.map((w, i) => above[i] === true || (f !== undefined && w(f)));
+    holds.set(id, mine);
+    return mine;
+  };
+  const us = wanted.map(() => 0);
+  let busy = 0;
+  p.samples.forEach((id, i) => {
+    if (frame.get(id)?.functionName === '(idle)') return;
+    const dt = p.timeDeltas[i + 1] ?? 0;
+    busy += dt;
+    stackOf(id).forEach((on, k) => {
+      if (on) us[k] = (us[k] as number) + dt;
+    });
+  });
+  return us.map((x) => (busy > 0 ? x / busy : 0));
+}
+
 function main(): void {
   const dir = process.argv[2];
   if (!dir) throw new Error('usage: npx tsx bench/cpu-split.ts <folder of .cpuprofile files> [--out file.md] [--title text]');
@@ -80,10 +121,23 @@ function main(): void {
     ['kind of work', ...named.map((r) => `${r.name}: % of ${fmt(r.cpuS, 0)} s CPU`)],
     kinds.map((k) => [k, ...named.map((r) => fmt(100 * share(r, k), 1))]),
   );
-  const text = `# ${flag('title') ?? 'Where the CPU goes'}\n\nProfiles: ${named.map((r) => `${r.name} ${r.file} (${fmt(r.wallS, 0)} s)`).join('; ')}.\n\n${table}\n`;
+  let text = `# ${flag('title') ?? 'Where the CPU goes'}\n\nProfiles: ${named.map((r) => `${r.name} ${r.file} (${fmt(r.wallS, 0)} s)`).join('; ')}.\n\n${table}\n`;
+  const entries = (flag('inclusive') ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
+  if (entries.length > 0) {
+    const shares = named.map((r) => inclusiveShares(join(dir, r.file), entries));
+    const incl = mdTable(
+      ['on the stack', ...named.map((r) => `${r.name}: % of its CPU`)],
+      entries.map((e, k) => [`\`${e}\``, ...shares.map((s) => fmt(100 * (s[k] as number), 1))]),
+    );
+    text += `\nInclusive time:\n\n${incl}\n`;
+  }
   const out = flag('out');
   if (out) writeFileSync(out, text);
   process.stdout.write(text);
 }
 
-main();
+// Run as a command; imported (its tests), it only exports.
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
