@@ -42,9 +42,14 @@ function releaseOne(): void {
     head = 0;
   }
   if (next) next();
-  // The next slot is decided only after the released pass has run to its next await (its
-  // continuation is a microtask queued by next() above, ahead of this one).
-  queueMicrotask(arm);
+  // The next slot is decided only once the released pass has run as far as it goes without I/O:
+  // its continuation is a microtask queued by next() above, and every microtask it queues (awaits
+  // of settled promises) runs before a nextTick queued from a microtask.
+  queueMicrotask(armAfterMicrotasks);
+}
+
+function armAfterMicrotasks(): void {
+  process.nextTick(arm);
 }
 
 function arm(): void {

@@ -83,6 +83,29 @@ describe('laterTurn', () => {
     expect(waitingForTurn()).toBe(0);
   });
 
+  it("counts a pass's work after awaits of settled promises against the turn's budget", async () => {
+    // On the embedded store a pass's reads settle without I/O: its work runs in microtasks after
+    // its release, and the next pass must not be released before that work is seen.
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const turns = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        await laterTurn();
+        await Promise.resolve();
+        await new Promise((r) => r(undefined));
+        busy(3);
+        return turn;
+      }),
+    );
+    ticking = false;
+    expect(new Set(turns).size).toBe(6);
+  });
+
   it('onLaterTurn returns what the function returns, and passes its failure on', async () => {
     await expect(onLaterTurn(() => 42)).resolves.toBe(42);
     await expect(onLaterTurn(() => Promise.reject(new Error('read failed')))).rejects.toThrow('read failed');
