@@ -21,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fmt, mdTable } from './lib/report.ts';
 
-interface Profile {
+export interface Profile {
   nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
   samples: number[];
   timeDeltas: number[];
@@ -49,8 +49,11 @@ const KINDS: [string, (url: string, fn: string) => boolean][] = [
   ['other', () => true],
 ];
 
-export function cpuSplit(path: string): { cpuS: number; wallS: number; byKind: Map<string, number> } {
-  const p = JSON.parse(readFileSync(path, 'utf8')) as Profile;
+function readProfile(path: string): Profile {
+  return JSON.parse(readFileSync(path, 'utf8')) as Profile;
+}
+
+export function cpuSplit(p: Profile): { cpuS: number; wallS: number; byKind: Map<string, number> } {
   const frame = new Map(p.nodes.map((x) => [x.id, x.callFrame]));
   const byKind = new Map<string, number>();
   let busyUs = 0;
@@ -66,8 +69,7 @@ export function cpuSplit(path: string): { cpuS: number; wallS: number; byKind: M
 }
 
 /** Share of the profile's busy time with each entry (`fn@file`) on the stack. */
-export function inclusiveShares(path: string, entries: readonly string[]): number[] {
-  const p = JSON.parse(readFileSync(path, 'utf8')) as Profile;
+export function inclusiveShares(p: Profile, entries: readonly string[]): number[] {
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const wanted = entries.map((e) => {
@@ -103,7 +105,7 @@ export function inclusiveShares(path: string, entries: readonly string[]): numbe
 
 function main(): void {
   const dir = process.argv[2];
-  if (!dir) throw new Error('usage: npx tsx bench/cpu-split.ts <folder of .cpuprofile files> [--out file.md] [--title text]');
+  if (!dir) throw new Error("usage: npx tsx bench/cpu-split.ts <folder of .cpuprofile files> [--out file.md] [--title text] [--inclusive 'fn@file,…']");
   const flag = (name: string): string | undefined => {
     const i = process.argv.indexOf(`--${name}`);
     return i >= 0 ? process.argv[i + 1] : undefined;
@@ -111,7 +113,10 @@ function main(): void {
   const runs = readdirSync(dir)
     .filter((f) => f.endsWith('.cpuprofile'))
     .sort()
-    .map((f) => ({ file: f, ...cpuSplit(join(dir, f)) }))
+    .map((f) => {
+      const profile = readProfile(join(dir, f));
+      return { file: f, profile, ...cpuSplit(profile) };
+    })
     .filter((r) => r.cpuS > 0.05 * r.wallS);
   const share = (r: (typeof runs)[number], k: string): number => (r.byKind.get(k) ?? 0) / 1e6 / r.cpuS;
   let fe = 0;
@@ -127,7 +132,7 @@ function main(): void {
     .map((e) => e.trim())
     .filter(Boolean);
   if (entries.length > 0) {
-    const shares = named.map((r) => inclusiveShares(join(dir, r.file), entries));
+    const shares = named.map((r) => inclusiveShares(r.profile, entries));
     const incl = mdTable(
       ['on the stack', ...named.map((r) => `${r.name}: % of its CPU`)],
       entries.map((e, k) => [`\`${e}\``, ...shares.map((s) => fmt(100 * (s[k] as number), 1))]),

@@ -2,20 +2,14 @@
  * bench/cpu-split.ts's inclusive time: a function's share of a profile's busy time counts every
  * sample with it anywhere on the stack, once, and idle samples count for nothing.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { inclusiveShares } from '../../bench/cpu-split.ts';
-
-const dir = mkdtempSync(join(tmpdir(), 'cpu-split-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+import { describe, expect, it } from 'vitest';
+import { inclusiveShares, type Profile } from '../../bench/cpu-split.ts';
 
 describe('cpu-split --inclusive', () => {
   it('counts a function once per sample whose stack holds it, by name and file', () => {
     const frame = (functionName: string, url: string) => ({ functionName, url });
     // (root) → handle (a.ts) → apply (b.ts) → handle (a.ts, recursive); (root) → apply (c.ts); (idle)
-    const profile = {
+    const profile: Profile = {
       nodes: [
         { id: 1, callFrame: frame('(root)', ''), children: [2, 5, 6] },
         { id: 2, callFrame: frame('Guard.handle', 'file:///x/src/a.ts'), children: [3] },
@@ -30,9 +24,7 @@ describe('cpu-split --inclusive', () => {
       startTime: 0,
       endTime: 100,
     };
-    const path = join(dir, 'p.cpuprofile');
-    writeFileSync(path, JSON.stringify(profile));
-    const [handle, applyB, applyAny, none] = inclusiveShares(path, ['handle@a.ts', 'apply@b.ts', 'apply', 'missing']);
+    const [handle, applyB, applyAny, none] = inclusiveShares(profile, ['handle@a.ts', 'apply@b.ts', 'apply', 'missing']);
     expect(handle).toBeCloseTo(30 / 60);
     expect(applyB).toBeCloseTo(20 / 60);
     expect(applyAny).toBeCloseTo(50 / 60);
