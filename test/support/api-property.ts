@@ -561,11 +561,16 @@ interface Eligible {
   rackRus: number;
 }
 
-function eligible(spec: Record<string, unknown>): Eligible {
+/** The demo servers the spec's constraints allow. */
+function eligibleServers(spec: Record<string, unknown>): ServerSpec[] {
   const c = (spec.constraints ?? {}) as { platforms?: string[]; attributes?: Record<string, string> };
-  const match = DEMO_SERVERS.filter(
+  return DEMO_SERVERS.filter(
     (s) => (!c.platforms || c.platforms.includes(s.platform)) && Object.entries(c.attributes ?? {}).every(([k, v]) => s.attributes[k] === v),
   );
+}
+
+function eligible(spec: Record<string, unknown>): Eligible {
+  const match = eligibleServers(spec);
   const perRack = new Map<string, number>();
   for (const s of match) perRack.set(s.rack, (perRack.get(s.rack) ?? 0) + s.rus);
   return {
@@ -635,16 +640,19 @@ function aloneMs(spec: Record<string, unknown>): number {
 /** What one task costs the test cell at least, from placement to its RU freed, whatever its duration (ms). */
 const TASK_FLOOR_MS = 2;
 
-/** Slowdown of one task of the job on an eligible server filled with tasks of the same job. */
-function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
+/** The job's declared interference vector (a catalog workload's or its inline profile's). */
+function causedOf(spec: Record<string, unknown>): readonly number[] | undefined {
   const p = spec.profile;
   const caused = typeof p === 'string' ? catalog.workloads.get(p)?.caused : (p as { caused?: number[] } | undefined)?.caused;
-  if (!Array.isArray(caused)) return 1;
+  return Array.isArray(caused) ? caused : undefined;
+}
+
+/** Slowdown of one task of the job on an eligible server filled with tasks of the same job. */
+function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
+  const caused = causedOf(spec);
+  if (!caused) return 1;
   let worst = 1;
-  const c = (spec.constraints ?? {}) as { platforms?: string[]; attributes?: Record<string, string> };
-  for (const srv of DEMO_SERVERS) {
-    if (c.platforms && !c.platforms.includes(srv.platform)) continue;
-    if (!Object.entries(c.attributes ?? {}).every(([k, v]) => srv.attributes[k] === v)) continue;
+  for (const srv of eligibleServers(spec)) {
     const k = s.spread && s.required && !s.rack ? 1 : Math.min(s.tasks, srv.rus);
     worst = Math.max(
       worst,
@@ -656,6 +664,46 @@ function selfSlowdown(spec: Record<string, unknown>, s: Shape): number {
     );
   }
   return worst;
+}
+
+/**
+ * How long the scenario's work may keep the RUs this job can use busy (ms): each accepted job's
+ * tasks, each slowed as a server full of the scenario's most aggressive vectors would slow it
+ * (the simulated executor runs the ground-truth model), spread evenly over the RUs that job may
+ * use; the share that falls on this job's RUs, over their number; plus the cell's floor for every
+ * task placed. A job with that much work in its way (other jobs' priorities, its own narrower
+ * constraints) may still be running at the end.
+ */
+export function contendedMs(spec: Record<string, unknown>, all: readonly Record<string, unknown>[]): number {
+  const mine = new Set(eligibleServers(spec).map((s) => s.id));
+  const mineRus = DEMO_SERVERS.reduce((n, s) => n + (mine.has(s.id) ? s.rus : 0), 0);
+  if (mineRus === 0) return 0;
+  const vectors = all.map(causedOf).filter((v): v is readonly number[] => v !== undefined);
+  const fiercest = Array.from({ length: N_RESOURCES }, (_, i) => Math.max(0, ...vectors.map((v) => v[i] ?? 0)));
+  let work = 0;
+  let tasks = 0;
+  for (const other of all) {
+    const s = shapeOf(other);
+    const servers = eligibleServers(other);
+    const theirs = servers.reduce((n, x) => n + x.rus, 0);
+    if (theirs === 0) continue;
+    const shared = servers.reduce((n, x) => n + (mine.has(x.id) ? x.rus : 0), 0);
+    const caused = causedOf(other);
+    let slow = 1;
+    if (caused)
+      for (const srv of servers)
+        slow = Math.max(
+          slow,
+          perfSlowdown(
+            caused,
+            caused.map((c, i) => c + (fiercest[i] ?? 0) * (srv.rus - 1)),
+            srv.rus,
+          ),
+        );
+    work += (s.tasks * s.durationMs * slow * shared) / theirs;
+    tasks += s.tasks;
+  }
+  return work / mineRus + tasks * TASK_FLOOR_MS;
 }
 
 export function buildSpec(c: SpecCase): Built {
@@ -1296,7 +1344,8 @@ const describeJob = (j: Accepted, s: JobSummary | undefined): string =>
 async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, stats: ScenarioStats): Promise<void> {
   const c = cell.client;
   const demandMs = jobs.reduce((a, j) => a + shapeOf(j.spec).tasks * shapeOf(j.spec).durationMs, 0) / CELL_RUS;
-  const heavy = (j: Accepted): boolean => aloneMs(j.spec) > t.heavyMs || demandMs > t.heavyMs;
+  const specs = jobs.map((j) => j.spec);
+  const heavy = (j: Accepted): boolean => aloneMs(j.spec) > t.heavyMs || demandMs > t.heavyMs || contendedMs(j.spec, specs) > t.heavyMs;
 
   // 1. Settle: until every job is final, visibly waiting, or working through a lot of work.
   const idleSince = new Map<string, number>();
