@@ -1,16 +1,18 @@
 /**
  * The owner's work queue: the jobs to evaluate. Whatever learns something about an owned job (a
  * submission, an adoption, a record read, an RU event, a write's answer, a timer) adds the job
- * here and goes on; the queue runs the job's evaluation (evaluate.ts: facts, plan, apply) on a
- * later turn of the event loop. At most one evaluation runs per job and at most one waits behind
- * it, so the changes of one burst (many tasks ending together) are looked at once, and the turn
- * that brought them is not lengthened by it. A failed evaluation is tried again after a pause
+ * here and goes on; the queue runs the job's evaluation (evaluate.ts: facts, plan, apply) on the
+ * next turn of the event loop: every evaluation asked for during one turn starts in the next one's
+ * check phase, together, each running until its first request to the store. (One per turn, as
+ * long passes take turns with `laterTurn`, made a watch response that woke fifty jobs keep the
+ * fiftieth waiting fifty turns: bench/README, ceiling.) At most one evaluation runs per job and
+ * at most one waits behind it, so the changes of one burst (many tasks ending together) are looked
+ * at once, and the turn that brought them is not lengthened by it. A failed evaluation is tried again after a pause
  * shared by every job of the process: a store that times out gets fewer evaluations, not more.
  */
 import type { SharedBackoff } from '../util/backoff.ts';
 import { errorMessage, isTransient } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
-import { laterTurn } from '../util/turns.ts';
 
 /** What the queue keeps on each job (context.ts Owned). */
 export interface QueuedJob {
@@ -86,7 +88,7 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
   }
 
   private async runOnce(o: O): Promise<void> {
-    await laterTurn();
+    await nextTurn();
     o.evalQueued = false;
     if (o.dropped || this.d.closed()) return;
     try {
@@ -100,4 +102,9 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
       this.d.later(delay, () => this.add(o));
     }
   }
+}
+
+/** Resolves in the next check phase of the event loop, with every other evaluation asked for before it. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
