@@ -1,18 +1,20 @@
 /**
  * The owner's work queue: the jobs to evaluate. Whatever learns something about an owned job (a
  * submission, an adoption, a record read, an RU event, a write's answer, a timer) adds the job
- * here and goes on; the queue runs the job's evaluation (evaluate.ts: facts, plan, apply) on the
- * next turn of the event loop: every evaluation asked for during one turn starts in the next one's
- * check phase, together, each running until its first request to the store. (One per turn, as
- * long passes take turns with `laterTurn`, made a watch response that woke fifty jobs keep the
- * fiftieth waiting fifty turns: bench/README, ceiling.) At most one evaluation runs per job and
- * at most one waits behind it, so the changes of one burst (many tasks ending together) are looked
- * at once, and the turn that brought them is not lengthened by it. A failed evaluation is tried again after a pause
+ * here and goes on; the queue runs the job's evaluation (evaluate.ts: facts, plan, apply) on a
+ * later turn of the event loop, one evaluation per turn as long passes take turns (`laterTurn`).
+ * At most one evaluation runs per job and at most one waits behind it, so the changes of one burst
+ * (many tasks ending together) are looked at once, and the turn that brought them is not
+ * lengthened by it. A new job's first evaluation does not queue behind them: every submission
+ * answered during one turn is first evaluated in the next, together (it has nothing to wait for
+ * and look at once; starting every evaluation so cost more store requests per task and more
+ * CPU under overload, bench/README, ceiling). A failed evaluation is tried again after a pause
  * shared by every job of the process: a store that times out gets fewer evaluations, not more.
  */
 import type { SharedBackoff } from '../util/backoff.ts';
 import { errorMessage, isTransient } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
+import { laterTurn } from '../util/turns.ts';
 
 /** What the queue keeps on each job (context.ts Owned). */
 export interface QueuedJob {
@@ -62,8 +64,11 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
     return this.d.retries.pauseMs;
   }
 
-  /** Evaluates the job soon (once, for every add before it starts). */
-  add(o: O): void {
+  /**
+   * Evaluates the job soon (once, for every add before it starts): on a later turn, or with
+   * `first` (a job just submitted here) on the next one.
+   */
+  add(o: O, first = false): void {
     if (o.dropped || o.evalQueued || this.d.closed()) return;
     const hold = this.d.hold();
     if (hold === 'starting') {
@@ -75,7 +80,7 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
       return;
     }
     o.evalQueued = true;
-    const p = o.chain.then(() => this.runOnce(o));
+    const p = o.chain.then(() => this.runOnce(o, first));
     o.chain = p;
     this.d.track(p);
   }
@@ -87,8 +92,8 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
     for (const o of held) if (owns(o)) this.add(o);
   }
 
-  private async runOnce(o: O): Promise<void> {
-    await nextTurn();
+  private async runOnce(o: O, first: boolean): Promise<void> {
+    await (first ? nextTurn() : laterTurn());
     o.evalQueued = false;
     if (o.dropped || this.d.closed()) return;
     try {
@@ -104,7 +109,7 @@ export class JobQueue<O extends QueuedJob = QueuedJob> {
   }
 }
 
-/** Resolves in the next check phase of the event loop, with every other evaluation asked for before it. */
+/** Resolves in the next check phase of the event loop, with every other first evaluation asked for before it. */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }

@@ -121,7 +121,7 @@ export async function submitJob(m: OwnerContext, spec: JobSpec, opts: SubmitOpti
     o.note = note;
     o.blockedSince = now;
   }
-  m.queue.add(o);
+  m.queue.add(o, true);
   m.o.log.debug({ job: spec.id, jobName: spec.name, tasks: spec.tasks, revision: sent.res.revision }, 'job accepted');
   return { jobId: spec.id, record, revision: sent.res.revision, duplicate: false };
 }
