@@ -1404,7 +1404,7 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
       if (!heavy(j))
         fail(
           'final-or-waiting',
-          `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell`,
+          `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell and the scenario's work in its way about ${Math.round(contendedMs(j.spec, specs))} ms (limit ${t.heavyMs})`,
         );
     }
   }
