@@ -1345,7 +1345,9 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
   const c = cell.client;
   const demandMs = jobs.reduce((a, j) => a + shapeOf(j.spec).tasks * shapeOf(j.spec).durationMs, 0) / CELL_RUS;
   const specs = jobs.map((j) => j.spec);
-  const heavy = (j: Accepted): boolean => aloneMs(j.spec) > t.heavyMs || demandMs > t.heavyMs || contendedMs(j.spec, specs) > t.heavyMs;
+  // Judged once per job: the settle loop below asks every 100 ms.
+  const inWay = new Map(jobs.map((j) => [j, contendedMs(j.spec, specs)]));
+  const heavy = (j: Accepted): boolean => aloneMs(j.spec) > t.heavyMs || demandMs > t.heavyMs || (inWay.get(j) ?? 0) > t.heavyMs;
 
   // 1. Settle: until every job is final, visibly waiting, or working through a lot of work.
   const idleSince = new Map<string, number>();
@@ -1404,7 +1406,7 @@ async function finish(cell: ApiCell, jobs: Accepted[], t: Timing, fail: Fail, st
       if (!heavy(j))
         fail(
           'final-or-waiting',
-          `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell and the scenario's work in its way about ${Math.round(contendedMs(j.spec, specs))} ms (limit ${t.heavyMs})`,
+          `${describeJob(j, s)}: not final ${Date.now() - j.submittedAt} ms after submit, though it needs about ${aloneMs(j.spec)} ms alone in the cell and the scenario's work in its way about ${Math.round(inWay.get(j) ?? 0)} ms (limit ${t.heavyMs})`,
         );
     }
   }
