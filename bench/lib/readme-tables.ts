@@ -1,4 +1,4 @@
-// The simulator tables of bench/README.md, rendered from the committed results files under
+// The simulator tables of bench/README.md (and the live cell's full ceiling run), rendered from the committed results files under
 // bench/results/<experiment>/. Each generated table sits in the README between
 // `<!-- table:ID -->` and `<!-- /table -->`; `renderBlocks` rewrites those blocks and
 // `checkBlocks` names each block whose text differs from what its results file gives.
@@ -516,6 +516,51 @@ export const TABLES: TableSpec[] = [
           return [profile, String(at[0]!.latencyCritical), ...at.map((r) => `${f2(num(r, 'p50', f))} [${f2(num(r, 'p95', f))}]`)];
         }),
       );
+    },
+  },
+  {
+    id: 'ceiling',
+    files: () => ['ceiling/ceiling-10k-60s.json', 'ceiling/ceiling-summary.json'],
+    render: (s) => {
+      const f = 'ceiling/ceiling-10k-60s.json';
+      const run = s.get(f) as { steps?: Record<string, unknown>[] } | undefined;
+      const summary = s.get('ceiling/ceiling-summary.json') as { commit?: unknown; machine?: unknown } | undefined;
+      if (!Array.isArray(run?.steps)) throw new Error(`readme-tables: ${f}: field "steps" must be an array`);
+      const list = (r: Record<string, unknown>, field: string): number[] => {
+        const v = r[field];
+        if (!Array.isArray(v) || v.length < 1 || !v.every((x) => typeof x === 'number')) {
+          throw new Error(`readme-tables: ${f}: field "${field}" must be a list of numbers (median, low, high) in every step`);
+        }
+        return v;
+      };
+      const parts = (r: Record<string, unknown>, field: string): Record<string, number> => r[field] as Record<string, number>;
+      const split = (x: Record<string, number>): string => `${f2(x.all!)} (${[x.frontEnds!, x.hollow!, x.etcd!, x.bench!].map(f2).join(' · ')})`;
+      const head = `Commit ${String(summary?.commit)}, ${String(summary?.machine)}; medians of the minutes from the second on, (low–high):`;
+      const table = markdownTable(
+        [
+          'offered tasks/s',
+          'placed/s',
+          'submit → running p50 / p99 ms',
+          'cores busy of 2',
+          'CPU ms per task: all (front-ends · hollow · etcd · bench)',
+          'keys / events per task',
+          'acknowledged = final, audit violations',
+        ],
+        run.steps.map((r) => {
+          const [placed, lo, hi] = list(r, 'placed');
+          const p99 = list(r, 'p99');
+          return [
+            thousands(num(r, 'offered', f)),
+            `${thousands(placed!)} (${thousands(lo!)}–${thousands(hi!)})`,
+            `${thousands(list(r, 'p50')[0]!)} / ${thousands(p99[0]!)} (${thousands(p99[1]!)}–${thousands(p99[2]!)})`,
+            f2(parts(r, 'cores').all!),
+            split(parts(r, 'msPerTask')),
+            `${f2(num(r, 'keysPerTask', f))} / ${f1(num(r, 'eventsPerTask', f))}`,
+            `${thousands(num(r, 'acked', f))}${num(r, 'acked', f) === num(r, 'final', f) ? '' : ` (final ${thousands(num(r, 'final', f))})`}, ${num(r, 'violations', f)}`,
+          ];
+        }),
+      );
+      return `${head}\n\n${table}`;
     },
   },
   {

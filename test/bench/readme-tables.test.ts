@@ -53,6 +53,19 @@ describe('bench/README tables against bench/results', () => {
     expect(diffs[0]!.expected).toMatch(/\| committed \| 97\.0[ |]/);
   });
 
+  it("a ceiling step's CPU per task, or the summary's commit, is reported against the ceiling table only", () => {
+    const copy: ResultsSet = new Map([...results].map(([k, v]) => [k, structuredClone(v)]));
+    const run = copy.get('ceiling/ceiling-10k-60s.json') as { steps: { offered: number; msPerTask: { all: number } }[] };
+    const step = run.steps.find((s) => Math.round(s.offered) === 400);
+    if (!step) throw new Error('the committed ceiling run has no 400-tasks/s step');
+    step.msPerTask.all = 0.5;
+    const diffs = checkBlocks(readme, copy);
+    expect(diffs.map((d) => d.id)).toEqual(['ceiling']);
+    expect(firstDifference(diffs[0]!.expected!, diffs[0]!.actual!)).toMatch(/results give "\| 400 \| [^"]*\| 0\.50 \(/);
+    (copy.get('ceiling/ceiling-summary.json') as { commit: string }).commit = 'abc1234';
+    expect(checkBlocks(readme, copy)[0]!.expected).toMatch(/^Commit abc1234,/);
+  });
+
   it('--write brings a README back to its results: rendering the changed results passes the check on them and fails on the committed ones', () => {
     const set = changed('w2-load/w2-load.json', (r) => r.variant === 'hetero' && r.policy === 'tarcil' && r.load === 0.25, 'saturated', 'yes');
     const rewritten = renderBlocks(readme, set);
