@@ -1,7 +1,7 @@
 /**
  * What the store's record layout costs a task, measured apart from the scheduler: the same stream
  * of jobs (the soak's mix of sizes, Poisson arrivals, tasks of --task-s) written to a real etcd in
- * three layouts, each followed by the watchers a cell has (--front-ends front-end processes and one
+ * six layouts, each followed by the watchers a cell has (--front-ends front-end processes and one
  * process for the node side), and the CPU of every process, the keys written, the write
  * transactions and the watch deliveries counted per task.
  *
@@ -26,6 +26,15 @@
  *                       `owners/`; the node side follows `cell/`.
  *   per-server-no-start as per-server, without the start write: the start time rides in the end
  *                       write.
+ *   per-server-packed   as per-server-no-start, with a job's picks packed: each pick takes every
+ *                       free RU of a randomly drawn free RU's server before drawing again, so a
+ *                       placement writes as few server keys as the free RUs allow. What a
+ *                       placement grouped by server would cost the store (its placement quality
+ *                       is not measured here).
+ *
+ * With --end-batch-ms N > 0, the node of a per-server layout writes its server's key once per N
+ * ms for all the ends of that interval, as a node reporting its ends once a second would (a
+ * freed RU then waits up to N ms to be seen free); at 0 every end is written at once.
  *
  * Each layout has a cell of its own (a fresh etcd, --servers servers of 16 RUs, seeded), a
  * warm-up of --task-s + 2 s, then a window of --window-s seconds over which everything is
@@ -34,8 +43,8 @@
  * measures is the store's and the watchers' cost of the records, not conflicts.
  *
  * Run: npx tsx bench/record-layouts.ts [--rates 300,900] [--servers 10000] [--front-ends 3]
- *      [--task-s 5] [--window-s 20] [--chunk 42] [--fold-ms 100] [--seed 1]
- *      [--layouts per-task,per-task-no-start,per-task-owner,per-server,per-server-no-start]
+ *      [--task-s 5] [--window-s 20] [--chunk 42] [--fold-ms 100] [--end-batch-ms 0] [--seed 1]
+ *      [--layouts per-task,per-task-no-start,per-task-owner,per-server,per-server-no-start,per-server-packed]
  *      [--name record-layouts]
  * Results: bench/results/record-layouts/<name>.{md,json}.
  */
@@ -140,9 +149,11 @@ class Watcher {
 
 // ---------------------------------------------------------------- the writer
 
-type Layout = 'per-task' | 'per-task-no-start' | 'per-task-owner' | 'per-server' | 'per-server-no-start';
-const LAYOUTS: readonly Layout[] = ['per-task', 'per-task-no-start', 'per-task-owner', 'per-server', 'per-server-no-start'];
+type Layout = 'per-task' | 'per-task-no-start' | 'per-task-owner' | 'per-server' | 'per-server-no-start' | 'per-server-packed';
+const LAYOUTS: readonly Layout[] = ['per-task', 'per-task-no-start', 'per-task-owner', 'per-server', 'per-server-no-start', 'per-server-packed'];
 const perTask = (l: Layout): boolean => l.startsWith('per-task');
+/** Layouts whose node writes nothing at a task's start (its start time rides in the end write). */
+const noStart = (l: Layout): boolean => l.endsWith('no-start') || l === 'per-server-packed';
 
 interface Counts {
   txns: number;
@@ -189,6 +200,9 @@ interface ServerState {
   slots: (Slot | null)[];
   /** Outcomes not yet folded by their owners, kept in the server's record until then. */
   ended: Ended[];
+  /** Ends waiting for the server's next end write (--end-batch-ms), and its timer. */
+  ending: { j: JobRun; ru: number; o: Ended }[];
+  endTimer: NodeJS.Timeout | undefined;
 }
 
 interface JobRun {
@@ -205,6 +219,8 @@ class Cell {
   readonly counts: Counts = { txns: 0, keys: 0, placed: 0, failed: 0, shed: 0 };
   private readonly chains = new KeyChains();
   private readonly free: number[] = [];
+  /** Each free RU's index in `free`, for taking a given RU (packed picks). */
+  private readonly freePos = new Map<number, number>();
   private readonly ruRev = new Map<number, number>();
   private readonly servers: ServerState[] = [];
   private readonly rng: SeededRng;
@@ -217,7 +233,7 @@ class Cell {
     private readonly p: string,
     private readonly layout: Layout,
     private readonly n: number,
-    private readonly o: { frontEnds: number; taskMs: number; chunk: number; foldMs: number; seed: number },
+    private readonly o: { frontEnds: number; taskMs: number; chunk: number; foldMs: number; endBatchMs: number; seed: number },
   ) {
     this.rng = new SeededRng(o.seed);
   }
@@ -263,12 +279,12 @@ class Cell {
   /** Seeds the cell's RU records (all free). */
   async seed(): Promise<void> {
     const total = this.n * RUS_PER_SERVER;
-    for (let ru = 0; ru < total; ru++) this.free.push(ru);
+    for (let ru = 0; ru < total; ru++) this.pushFree(ru);
     const ops: Op[] = [];
     if (perTask(this.layout)) for (let ru = 0; ru < total; ru++) ops.push({ type: 'put', key: this.ruKey(ru), value: '{"state":"free"}' });
     else
       for (let s = 0; s < this.n; s++) {
-        this.servers.push({ rev: 0, slots: Array.from({ length: RUS_PER_SERVER }, () => null), ended: [] });
+        this.servers.push({ rev: 0, slots: Array.from({ length: RUS_PER_SERVER }, () => null), ended: [], ending: [], endTimer: undefined });
         ops.push({ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: this.servers[s]!.slots, ended: [] }) });
       }
     for (let i = 0; i < ops.length; i += 120) {
@@ -308,12 +324,39 @@ class Cell {
     }
   }
 
+  private pushFree(ru: number): void {
+    this.freePos.set(ru, this.free.length);
+    this.free.push(ru);
+  }
+  private removeFree(ru: number): void {
+    const i = this.freePos.get(ru)!;
+    const last = this.free.pop()!;
+    if (last !== ru) {
+      this.free[i] = last;
+      this.freePos.set(last, i);
+    }
+    this.freePos.delete(ru);
+  }
   private takeFree(): number {
-    const i = Math.floor(this.rng.next() * this.free.length);
-    const ru = this.free[i]!;
-    this.free[i] = this.free[this.free.length - 1]!;
-    this.free.pop();
+    const ru = this.free[Math.floor(this.rng.next() * this.free.length)]!;
+    this.removeFree(ru);
     return ru;
+  }
+  /** `count` free RUs: a random one, then the other free RUs of its server, then another random one… */
+  private takePacked(count: number): number[] {
+    const out: number[] = [];
+    while (out.length < count) {
+      const first = this.takeFree();
+      out.push(first);
+      const base = first - (first % RUS_PER_SERVER);
+      for (let ru = base; ru < base + RUS_PER_SERVER && out.length < count; ru++) {
+        if (this.freePos.has(ru)) {
+          this.removeFree(ru);
+          out.push(ru);
+        }
+      }
+    }
+    return out;
   }
 
   private slot(j: JobRun, task: number): Slot {
@@ -334,7 +377,10 @@ class Cell {
 
   private async placeChunk(j: JobRun, from: number, to: number): Promise<void> {
     const picks: { task: number; ru: number }[] = [];
-    for (let t = from; t < to; t++) picks.push({ task: t, ru: this.takeFree() });
+    if (this.layout === 'per-server-packed') {
+      const rus = this.takePacked(to - from);
+      for (let t = from; t < to; t++) picks.push({ task: t, ru: rus[t - from]! });
+    } else for (let t = from; t < to; t++) picks.push({ task: t, ru: this.takeFree() });
     if (perTask(this.layout)) {
       const keys = picks.map((p) => this.ruKey(p.ru));
       await this.chains.run(keys, async () => {
@@ -386,7 +432,7 @@ class Cell {
     }
     this.counts.placed += picks.length;
     for (const p of picks) {
-      if (!this.layout.endsWith('no-start')) setTimeout(() => void this.start(j, p.task, p.ru).catch(fail), 5);
+      if (!noStart(this.layout)) setTimeout(() => void this.start(j, p.task, p.ru).catch(fail), 5);
       const startedAt = Date.now();
       setTimeout(() => void this.end(j, p.task, p.ru, startedAt).catch(fail), this.o.taskMs * (0.5 + this.rng.next()));
     }
@@ -452,25 +498,41 @@ class Cell {
         );
         this.ruRev.set(ru, rev);
       });
-      this.free.push(ru);
+      this.pushFree(ru);
       if (++j.done === j.tasks) await this.finish(j);
     } else {
+      // The node writes its server's key at an end, or once per --end-batch-ms for all the ends
+      // of that interval.
       const s = Math.floor(ru / RUS_PER_SERVER);
-      await this.chains.run([this.serverKey(s)], async () => {
-        const st = this.servers[s]!;
-        st.slots[ru % RUS_PER_SERVER] = null;
-        st.ended.push(outcome);
-        st.rev = await this.txn(
-          [{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }],
-          [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }],
-        );
-      });
-      this.free.push(ru);
+      const st = this.servers[s]!;
+      st.ending.push({ j, ru, o: outcome });
+      if (this.o.endBatchMs <= 0) await this.flushEnds(s);
+      else st.endTimer ??= setTimeout(() => void this.flushEnds(s).catch(fail), this.o.endBatchMs);
+    }
+  }
+
+  private async flushEnds(s: number): Promise<void> {
+    const st = this.servers[s]!;
+    st.endTimer = undefined;
+    const batch = st.ending.splice(0);
+    if (batch.length === 0) return;
+    await this.chains.run([this.serverKey(s)], async () => {
+      for (const b of batch) {
+        st.slots[b.ru % RUS_PER_SERVER] = null;
+        st.ended.push(b.o);
+      }
+      st.rev = await this.txn(
+        [{ key: this.serverKey(s), target: 'mod', op: '==', value: st.rev }],
+        [{ type: 'put', key: this.serverKey(s), value: JSON.stringify({ slots: st.slots, ended: st.ended }) }],
+      );
+    });
+    for (const b of batch) {
+      this.pushFree(b.ru);
       // The owner sees the outcome in the server's record and folds it into the job's, at most
       // once per --fold-ms a job; an outcome leaves the server's record with the server's next
       // write after it was folded.
-      j.pendingFold.push({ o: outcome, s });
-      if (!j.foldTimer) j.foldTimer = setTimeout(() => void this.fold(j).catch(fail), this.o.foldMs);
+      b.j.pendingFold.push({ o: b.o, s });
+      if (!b.j.foldTimer) b.j.foldTimer = setTimeout(() => void this.fold(b.j).catch(fail), this.o.foldMs);
     }
   }
 
@@ -543,11 +605,18 @@ async function runOne(
   etcdPid: number,
   layout: Layout,
   rate: number,
-  o: { servers: number; frontEnds: number; taskMs: number; windowS: number; chunk: number; foldMs: number; seed: number },
+  o: { servers: number; frontEnds: number; taskMs: number; windowS: number; chunk: number; foldMs: number; endBatchMs: number; seed: number },
   prefix: string,
 ): Promise<Row> {
   const store = await openStore(url);
-  const cell = new Cell(store, prefix, layout, o.servers, { frontEnds: o.frontEnds, taskMs: o.taskMs, chunk: o.chunk, foldMs: o.foldMs, seed: o.seed });
+  const cell = new Cell(store, prefix, layout, o.servers, {
+    frontEnds: o.frontEnds,
+    taskMs: o.taskMs,
+    chunk: o.chunk,
+    foldMs: o.foldMs,
+    endBatchMs: o.endBatchMs,
+    seed: o.seed,
+  });
   await cell.seed();
   process.stderr.write(`[record-layouts]   seeded; starting the watchers\n`);
   const fePrefixes = (fe: number): string[] => {
@@ -624,6 +693,7 @@ async function main(): Promise<void> {
     windowS: Number(flag('window-s', '20')),
     chunk: Number(flag('chunk', '42')),
     foldMs: Number(flag('fold-ms', '100')),
+    endBatchMs: Number(flag('end-batch-ms', '0')),
     seed: Number(flag('seed', '1')),
   };
   const name = flag('name', 'record-layouts');
@@ -658,7 +728,7 @@ async function main(): Promise<void> {
     '# What the record layout costs a task',
     '',
     `\`${cmd}\` on ${machine()}, ${new Date().toISOString().slice(0, 16)} UTC, commit ${commit}; load average before the run ${fmt(load0, 2)}, after ${fmt(loadavg()[0] ?? 0, 2)}.`,
-    `${o.servers} servers of ${RUS_PER_SERVER} RUs, ${o.frontEnds} front-end watchers and one node-side watcher, the soak's mix of job sizes (${fmt(MEAN_TASKS, 1)} tasks a job), tasks of ${o.taskMs / 1000} s (0.5–1.5×), chunks of ${o.chunk} picks, outcomes folded at most every ${o.foldMs} ms a job; a window of ${o.windowS} s after a warm-up of ${o.taskMs / 1000 + 2} s.`,
+    `${o.servers} servers of ${RUS_PER_SERVER} RUs, ${o.frontEnds} front-end watchers and one node-side watcher, the soak's mix of job sizes (${fmt(MEAN_TASKS, 1)} tasks a job), tasks of ${o.taskMs / 1000} s (0.5–1.5×), chunks of ${o.chunk} picks, outcomes folded at most every ${o.foldMs} ms a job; ${o.endBatchMs > 0 ? `in the per-server layouts a server's ends written together once per ${o.endBatchMs} ms` : 'each end written at once'}; a window of ${o.windowS} s after a warm-up of ${o.taskMs / 1000 + 2} s.`,
     '',
     mdTable(
       [
