@@ -12,6 +12,8 @@
  * `--option platformWeight` sweeps the other weight of the score instead (speed^w against Q; the
  * values are then its, in [0, 10]; the folder `platform-weight`). `--option minR` sweeps the
  * smallest sample per task (R = max(minR, the x^R guarantee's), capped at 32; the folder `min-samples`).
+ * `--option packJobs --weights 0,1 --against 0` runs the default as it is (0) and with every job's
+ * tasks packed server by server (1: the simulator's `packJobs`; the folder `packed-jobs`).
  * Each run is a child process of this script (`--cell truth|seed|weight`, weight `oracle` for the
  * oracle); the oracle's per-job figures are kept in a temporary folder for the runs that read them.
  */
@@ -50,6 +52,7 @@ const OPTIONS = {
   neighbourWeight: { max: 1, values: '0,0.25,0.5,0.75,1', folder: 'neighbour-weight', what: "the neighbours' side weighed at each weight below T_W" },
   platformWeight: { max: 10, values: '0.5,1,2', folder: 'platform-weight', what: "the platform's speed weighed at each weight against Q" },
   minR: { min: 1, integer: true, max: 32, values: '2,4,8,16,32', folder: 'min-samples', what: 'the smallest sample per task R (capR stays 32)' },
+  packJobs: { min: 0, integer: true, max: 1, values: '0,1', folder: 'packed-jobs', what: "every job's tasks packed server by server (weight 1) or not (0)" },
 } as const;
 if (!(values.option in OPTIONS)) throw new Error(`--option: must be ${Object.keys(OPTIONS).join(' or ')} (got '${values.option}')`);
 const option = values.option as keyof typeof OPTIONS;
@@ -82,7 +85,8 @@ function runCell(cell: string, cache: string): void {
   }
   const weight = Number(weightText);
   const o = JSON.parse(readFileSync(oracleFile(cache, truth.name, seed), 'utf8')) as { mean: number; byJob: [number, number][] };
-  const r = runSim({ workload: w3({ jobs }), policy: { name: 'tarcil', core: { [option]: weight } }, seed, truth });
+  const policy = option === 'packJobs' ? { name: 'tarcil', packJobs: weight === 1 } : { name: 'tarcil', core: { [option]: weight } };
+  const r = runSim({ workload: w3({ jobs }), policy, seed, truth });
   const ratios = ratiosToOracle(r.records, new Map(o.byJob)).map((x) => x.ratio);
   const row: Row = {
     truth: truth.name,
@@ -138,7 +142,9 @@ function report(rows: Row[], weights: number[], seeds: number[], against: number
   const lines = [
     option === 'neighbourWeight'
       ? '# How much the neighbours weigh below T_W (`bench/neighbour-weight.ts`)'
-      : `# The ${option} of the score across truths (\`bench/neighbour-weight.ts\`)`,
+      : option === 'packJobs'
+        ? "# Every job's tasks packed server by server, across truths (`bench/neighbour-weight.ts`)"
+        : `# The ${option} of the score across truths (\`bench/neighbour-weight.ts\`)`,
     '',
     `\`${command}\`. W3 (${jobs} jobs), tarcil's default configuration with ${opt.what}, % of the oracle on the same jobs [5th-percentile job as % of the oracle's figure for it].`,
     '',

@@ -52,6 +52,8 @@ export interface PolicySpec {
   priorityWaits?: boolean;
   /** Tarcil and fixed-R: see TarcilOptions.preferReplicas (an ablation). */
   preferReplicas?: boolean;
+  /** Tarcil and fixed-R: see TarcilOptions.packJobs (a design study). */
+  packJobs?: boolean;
   /** Tarcil and fixed-R: see TarcilOptions.freshViews (an ablation). */
   freshViews?: boolean;
   /** Tarcil and fixed-R: every job's queue bound, ms (default: twice the job's ideal time, within [10 ms, 10 s]). */
@@ -82,6 +84,7 @@ export function makePolicy(spec: PolicySpec, world: World, rng: Rng, env: Policy
     ...(spec.priorityWaits === false ? { priorityWaits: false } : {}),
     ...(spec.preferReplicas ? { preferReplicas: true } : {}),
     ...(spec.freshViews ? { freshViews: true } : {}),
+    ...(spec.packJobs ? { packJobs: true } : {}),
     ...(spec.maxQueueMs !== undefined ? { maxQueueMs: spec.maxQueueMs } : {}),
   };
   if (fixed) return new TarcilPolicy(world, rng, { agents, fixedR: Number(fixed[1]), ...core });

@@ -29,6 +29,12 @@ export interface TarcilOptions {
   priorityWaits?: boolean;
   /** Replicas forming a named set only preferred, never required (ablation of W2's rule that scan tasks run on their replicas). */
   preferReplicas?: boolean;
+  /**
+   * Every job without a locality of its own asks for its tasks packed server by server (soft
+   * `pack` locality at server scope): the placement quality of decisions grouped by server, which a
+   * record per server with several tasks to a write would need (a design study; off by default).
+   */
+  packJobs?: boolean;
   /** Commits applied and seen by every agent at once (no round trip, no watch delay): an ablation of the agents' stale views. */
   freshViews?: boolean;
   /** RU quotas by namespace (as a namespace's maxRus): a commit over one is refused and the job waits with the quota's reason. None by default. */

@@ -207,7 +207,7 @@ export class TarcilPolicy extends TarcilTurns implements Policy {
       this.opts.preferReplicas,
     );
     if (job.platforms) where.constraints = { ...where.constraints, platforms: [...job.platforms] };
-    if (job.oneServer) where.locality = { mode: 'pack', scope: 'server' };
+    if (job.oneServer || (this.opts.packJobs && where.locality.mode === 'any')) where.locality = { mode: 'pack', scope: 'server' };
     return {
       id: simJobId(job),
       name: job.profile.name,
