@@ -1,5 +1,5 @@
-// The simulator tables of bench/README.md (and the live cell's full ceiling run), rendered from the committed results files under
-// bench/results/<experiment>/. Each generated table sits in the README between
+// The simulator tables of bench/README.md and the live cell's full ceiling run, rendered from
+// the committed results files under bench/results/<experiment>/. Each generated table sits in the README between
 // `<!-- table:ID -->` and `<!-- /table -->`; `renderBlocks` rewrites those blocks and
 // `checkBlocks` names each block whose text differs from what its results file gives.
 
@@ -533,8 +533,16 @@ export const TABLES: TableSpec[] = [
         }
         return v;
       };
-      const parts = (r: Record<string, unknown>, field: string): Record<string, number> => r[field] as Record<string, number>;
-      const split = (x: Record<string, number>): string => `${f2(x.all!)} (${[x.frontEnds!, x.hollow!, x.etcd!, x.bench!].map(f2).join(' · ')})`;
+      /** A step's split by process (`cores`, `msPerTask`): every part a number, or an error naming it. */
+      const parts = (r: Record<string, unknown>, field: string): Record<'all' | 'frontEnds' | 'hollow' | 'etcd' | 'bench', number> => {
+        const v = r[field] as Record<string, unknown> | undefined;
+        for (const k of ['all', 'frontEnds', 'hollow', 'etcd', 'bench']) {
+          if (typeof v?.[k] !== 'number') throw new Error(`readme-tables: ${f}: field "${field}.${k}" must be a number in every step`);
+        }
+        return v as Record<'all' | 'frontEnds' | 'hollow' | 'etcd' | 'bench', number>;
+      };
+      const split = (x: Record<'all' | 'frontEnds' | 'hollow' | 'etcd' | 'bench', number>): string =>
+        `${f2(x.all)} (${[x.frontEnds, x.hollow, x.etcd, x.bench].map(f2).join(' · ')})`;
       const head = `Commit ${String(summary?.commit)}, ${String(summary?.machine)}; medians of the minutes from the second on, (low–high):`;
       const table = markdownTable(
         [
@@ -553,7 +561,7 @@ export const TABLES: TableSpec[] = [
             thousands(num(r, 'offered', f)),
             `${thousands(placed!)} (${thousands(lo!)}–${thousands(hi!)})`,
             `${thousands(list(r, 'p50')[0]!)} / ${thousands(p99[0]!)} (${thousands(p99[1]!)}–${thousands(p99[2]!)})`,
-            f2(parts(r, 'cores').all!),
+            f2(parts(r, 'cores').all),
             split(parts(r, 'msPerTask')),
             `${f2(num(r, 'keysPerTask', f))} / ${f1(num(r, 'eventsPerTask', f))}`,
             `${thousands(num(r, 'acked', f))}${num(r, 'acked', f) === num(r, 'final', f) ? '' : ` (final ${thousands(num(r, 'final', f))})`}, ${num(r, 'violations', f)}`,
