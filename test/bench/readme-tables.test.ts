@@ -95,6 +95,13 @@ describe('bench/README tables against bench/results', () => {
     expect(() => checkBlocks(readme, set)).toThrow(/load\/load\.json: field "p95Ms" must be a number/);
   });
 
+  it("a ceiling step without one process's CPU fails naming the file and the field", () => {
+    const copy: ResultsSet = new Map([...results].map(([k, v]) => [k, structuredClone(v)]));
+    const run = copy.get('ceiling/ceiling-10k-60s.json') as { steps: { msPerTask: Record<string, unknown> }[] };
+    delete run.steps[0]!.msPerTask.etcd;
+    expect(() => checkBlocks(readme, copy)).toThrow(/ceiling\/ceiling-10k-60s\.json: field "msPerTask\.etcd" must be a number/);
+  });
+
   describe('the command', () => {
     const dir = mkdtempSync(join(tmpdir(), 'readme-tables-'));
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
